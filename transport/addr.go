@@ -1,0 +1,42 @@
+package transport
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// Addr is a location a stream can read or write: a process address on the
+// host backend, a device address on CUDA. Host addresses always point into
+// memory mapped outside the Go heap (mmap), so the collector never moves or
+// frees what they name.
+type Addr uint64
+
+// Add returns a+off.
+func (a Addr) Add(off uint64) Addr { return a + Addr(off) }
+
+func (a Addr) String() string { return fmt.Sprintf("0x%x", uint64(a)) }
+
+// ptr turns a host address back into a pointer. The bits are reinterpreted
+// rather than converted because the memory is mmap'd, not Go-managed.
+func (a Addr) ptr() unsafe.Pointer {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&a))
+}
+
+// HostBytes returns the n bytes at host address a as a slice. It must only
+// be called with addresses of host memory that stays mapped while the slice
+// is in use.
+func HostBytes(a Addr, n uint64) []byte {
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(a.ptr()), n)
+}
+
+// hostU64 returns the 8-byte word at host address a.
+func hostU64(a Addr) *uint64 { return (*uint64)(a.ptr()) }
+
+// addrOf returns the host address of the first byte of b.
+func addrOf(b []byte) Addr {
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	return *(*Addr)(unsafe.Pointer(&p))
+}

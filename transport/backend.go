@@ -1,0 +1,124 @@
+package transport
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// FillKind selects what Backend.Fill writes.
+type FillKind uint8
+
+// The fill patterns of b:fill.
+const (
+	FillConst FillKind = iota // every byte = arg
+	FillIotaU32               // 32-bit words counting from arg
+	FillRandU32               // FillRand words seeded by arg
+)
+
+// ParseFill turns "const", "iota" or "rand" into a FillKind.
+func ParseFill(s string) (FillKind, error) {
+	switch s {
+	case "const":
+		return FillConst, nil
+	case "iota":
+		return FillIotaU32, nil
+	case "rand":
+		return FillRandU32, nil
+	}
+	return 0, fmt.Errorf("unknown fill kind %q (want const, iota or rand)", s)
+}
+
+// Backend is where a rank's memory lives and its operations run: the host,
+// or a GPU. Everything above the transport is written against it.
+type Backend interface {
+	Memory
+	// Name is "host" or "cuda:N".
+	Name() string
+	// Identity is what peers learn about this rank's device.
+	Identity() Identity
+	// GPUPeer reports whether this device can access a peer's device directly.
+	GPUPeer(peer Identity) bool
+	// NewStream makes the rank's stream.
+	NewStream(abort *Abort) (Stream, error)
+	// Read copies len(dst) bytes at src to host memory (synchronous).
+	Read(dst []byte, src Addr) error
+	// Write copies src to dst (synchronous).
+	Write(dst Addr, src []byte) error
+	// Fill enqueues a fill of n bytes at dst on s.
+	Fill(s Stream, dst Addr, n uint64, kind FillKind, arg uint64)
+	// Checksum computes Checksum over n bytes at src (synchronous).
+	Checksum(src Addr, n uint64) (uint64, error)
+	// Equal compares n bytes at a and b (synchronous).
+	Equal(a, b Addr, n uint64) (bool, error)
+	// Close releases the device.
+	Close() error
+}
+
+// HostBackend keeps everything in host memory: shared-memory segments for
+// windows, a goroutine for the stream.
+type HostBackend struct {
+	HostMemory
+}
+
+// NewHostBackend returns the host backend of job.
+func NewHostBackend(job string) *HostBackend {
+	return &HostBackend{HostMemory: HostMemory{Job: job}}
+}
+
+// Name implements Backend.
+func (*HostBackend) Name() string { return "host" }
+
+// Identity implements Backend.
+func (*HostBackend) Identity() Identity { return LocalIdentity("host") }
+
+// GPUPeer implements Backend.
+func (*HostBackend) GPUPeer(Identity) bool { return false }
+
+// NewStream implements Backend.
+func (*HostBackend) NewStream(abort *Abort) (Stream, error) { return NewHostStream(abort), nil }
+
+// Read implements Backend.
+func (*HostBackend) Read(dst []byte, src Addr) error {
+	copy(dst, HostBytes(src, uint64(len(dst))))
+	return nil
+}
+
+// Write implements Backend.
+func (*HostBackend) Write(dst Addr, src []byte) error {
+	copy(HostBytes(dst, uint64(len(src))), src)
+	return nil
+}
+
+// Fill implements Backend.
+func (*HostBackend) Fill(s Stream, dst Addr, n uint64, kind FillKind, arg uint64) {
+	s.Host(func() error {
+		b := HostBytes(dst, n)
+		switch kind {
+		case FillConst:
+			for i := range b {
+				b[i] = byte(arg)
+			}
+		case FillIotaU32:
+			FillIota(b, uint32(arg))
+		case FillRandU32:
+			FillRand(b, arg)
+		}
+		return nil
+	})
+}
+
+// Checksum implements Backend.
+func (*HostBackend) Checksum(src Addr, n uint64) (uint64, error) {
+	return Checksum(HostBytes(src, n)), nil
+}
+
+// Equal implements Backend.
+func (*HostBackend) Equal(a, b Addr, n uint64) (bool, error) {
+	return bytes.Equal(HostBytes(a, n), HostBytes(b, n)), nil
+}
+
+// Close implements Backend.
+func (*HostBackend) Close() error { return nil }
+
+var _ Backend = (*HostBackend)(nil)
+

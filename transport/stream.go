@@ -1,0 +1,383 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Cmp is a comparison between an observed value and an expected one:
+// observed <cmp> expected, on unsigned 64-bit integers.
+type Cmp uint8
+
+// The six comparisons.
+const (
+	CmpEq Cmp = iota
+	CmpNe
+	CmpLt
+	CmpLe
+	CmpGt
+	CmpGe
+)
+
+var cmpNames = [...]string{"==", "~=", "<", "<=", ">", ">="}
+var cmpAliases = [...]string{"eq", "ne", "lt", "le", "gt", "ge"}
+
+func (c Cmp) String() string {
+	if int(c) < len(cmpNames) {
+		return cmpNames[c]
+	}
+	return fmt.Sprintf("cmp(%d)", c)
+}
+
+// ParseCmp accepts "==", "~=", "<", "<=", ">", ">=" and the aliases "eq",
+// "ne", "lt", "le", "gt", "ge" ("!=" is taken for "~=").
+func ParseCmp(s string) (Cmp, error) {
+	for i := range cmpNames {
+		if s == cmpNames[i] || s == cmpAliases[i] {
+			return Cmp(i), nil
+		}
+	}
+	if s == "!=" {
+		return CmpNe, nil
+	}
+	return 0, fmt.Errorf("unknown comparison %q (want ==, ~=, <, <=, >, >= or eq, ne, lt, le, gt, ge)", s)
+}
+
+// Holds reports whether observed <c> expected.
+func (c Cmp) Holds(observed, expected uint64) bool {
+	switch c {
+	case CmpEq:
+		return observed == expected
+	case CmpNe:
+		return observed != expected
+	case CmpLt:
+		return observed < expected
+	case CmpLe:
+		return observed <= expected
+	case CmpGt:
+		return observed > expected
+	case CmpGe:
+		return observed >= expected
+	}
+	return false
+}
+
+// WaitMode says how a wait combines its slots.
+type WaitMode uint8
+
+const (
+	// WaitSum compares the sum of all slots.
+	WaitSum WaitMode = iota
+	// WaitEach requires every slot to satisfy the comparison on its own.
+	WaitEach
+)
+
+// WaitSpec is a wait on one or more 64-bit slots.
+type WaitSpec struct {
+	Slots   []Addr
+	Mode    WaitMode
+	Cmp     Cmp
+	Value   uint64
+	Timeout time.Duration
+	// Fail builds the error for a wait that did not succeed: cause is
+	// ErrTimeout, or the reason of an abort or interrupt. observed is the
+	// last value seen (the sum, or the first failing slot for WaitEach).
+	Fail func(observed uint64, cause error) error
+}
+
+// ErrTimeout is the cause passed to WaitSpec.Fail when time ran out.
+var ErrTimeout = errors.New("timed out")
+
+// Stream is an ordered queue of operations of one rank. Enqueue calls
+// return at once; Sync blocks until everything enqueued has run and returns
+// the first error any operation hit since the last Sync. After an error the
+// stream skips the operations queued behind it, up to the Sync that reports it.
+type Stream interface {
+	// Copy moves n bytes from src to dst.
+	Copy(dst, src Addr, n uint64)
+	// Store64 writes v to dst after every earlier operation's data is visible (release).
+	Store64(dst Addr, v uint64)
+	// Add64 atomically adds v to dst, release-ordered like Store64.
+	Add64(dst Addr, v uint64)
+	// Wait blocks the stream until the condition holds, the timeout passes or the job aborts.
+	Wait(w WaitSpec)
+	// Host runs fn on the stream, in order; its error stops the stream.
+	Host(fn func() error)
+	// Sync waits for everything enqueued so far.
+	Sync(ctx context.Context) error
+	// Interrupt fails the running wait and drops everything queued with
+	// cause; the stream stays usable and the next Sync reports cause.
+	Interrupt(cause error)
+	// Close stops the stream after what is queued has run.
+	Close()
+}
+
+type opKind uint8
+
+const (
+	opCopy opKind = iota
+	opStore
+	opAdd
+	opWait
+	opHost
+)
+
+type hostOp struct {
+	kind    opKind
+	dst     Addr
+	src     Addr
+	n       uint64
+	v       uint64
+	wait    *WaitSpec
+	fn      func() error
+	gen     uint64 // interrupt generation at enqueue
+	blocker bool
+}
+
+// HostStream is the host backend's Stream: a goroutine drains the queue.
+// Copies and stores that find the queue empty run at once on the caller's
+// goroutine (the order is the same; only waits and what follows them run on
+// the worker), which keeps signal latency low.
+type HostStream struct {
+	abort *Abort
+
+	mu      sync.Mutex
+	q       []hostOp
+	busy    bool // the worker holds ops not yet done
+	err     error
+	closed  bool
+	wake    chan struct{}
+	idle    chan struct{} // closed and replaced when the queue drains
+	gen     atomic.Uint64 // interrupt generation
+	cause   atomic.Pointer[error]
+	stopped chan struct{}
+}
+
+// NewHostStream starts a stream whose waits also end when abort is set.
+func NewHostStream(abort *Abort) *HostStream {
+	s := &HostStream{abort: abort, wake: make(chan struct{}, 1), idle: make(chan struct{}), stopped: make(chan struct{})}
+	close(s.idle) // not busy
+	go s.run()
+	return s
+}
+
+func (s *HostStream) enqueue(op hostOp) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	op.gen = s.gen.Load()
+	if !s.busy && len(s.q) == 0 && op.kind != opWait && op.kind != opHost {
+		// Nothing ahead of it: run it here, in order, at once.
+		if s.err == nil {
+			s.exec(&op)
+		}
+		s.mu.Unlock()
+		return
+	}
+	if !s.busy {
+		s.busy = true
+		s.idle = make(chan struct{})
+	}
+	s.q = append(s.q, op)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// exec runs a non-blocking op; the caller holds mu or is the worker.
+func (s *HostStream) exec(op *hostOp) {
+	switch op.kind {
+	case opCopy:
+		copy(HostBytes(op.dst, op.n), HostBytes(op.src, op.n))
+	case opStore:
+		atomic.StoreUint64(hostU64(op.dst), op.v)
+	case opAdd:
+		atomic.AddUint64(hostU64(op.dst), op.v)
+	}
+}
+
+func (s *HostStream) run() {
+	defer close(s.stopped)
+	s.mu.Lock()
+	for {
+		if len(s.q) == 0 {
+			if s.busy {
+				s.busy = false
+				close(s.idle)
+			}
+			if s.closed {
+				s.mu.Unlock()
+				return
+			}
+			s.mu.Unlock()
+			<-s.wake
+			s.mu.Lock()
+			continue
+		}
+		op := s.q[0]
+		s.q[0] = hostOp{}
+		s.q = s.q[1:]
+		failed := s.err != nil
+		s.mu.Unlock()
+		var err error
+		if !failed && op.gen == s.gen.Load() {
+			switch op.kind {
+			case opWait:
+				err = s.waitFor(op.wait, op.gen)
+			case opHost:
+				err = op.fn()
+			default:
+				s.exec(&op)
+			}
+		}
+		s.mu.Lock()
+		if err != nil && s.err == nil {
+			s.err = err
+		}
+	}
+}
+
+func (s *HostStream) observe(w *WaitSpec) (uint64, bool) {
+	if w.Mode == WaitEach {
+		for _, a := range w.Slots {
+			v := atomic.LoadUint64(hostU64(a))
+			if !w.Cmp.Holds(v, w.Value) {
+				return v, false
+			}
+		}
+		return w.Value, true
+	}
+	var sum uint64
+	for _, a := range w.Slots {
+		sum += atomic.LoadUint64(hostU64(a))
+	}
+	return sum, w.Cmp.Holds(sum, w.Value)
+}
+
+// waitFor spins, then yields, then sleeps with growing pauses, so that many
+// ranks on few cores all make progress.
+func (s *HostStream) waitFor(w *WaitSpec, gen uint64) error {
+	v, ok := s.observe(w)
+	if ok {
+		return nil
+	}
+	start := time.Now()
+	pause := time.Microsecond
+	for i := 0; ; i++ {
+		v, ok = s.observe(w)
+		if ok {
+			return nil
+		}
+		if i < 2000 {
+			continue
+		}
+		if i%64 == 0 {
+			if err := s.abort.Err(); err != nil {
+				return w.Fail(v, err)
+			}
+			if s.gen.Load() != gen {
+				return w.Fail(v, s.interruptCause())
+			}
+			if time.Since(start) > w.Timeout {
+				return w.Fail(v, ErrTimeout)
+			}
+		}
+		if i < 20000 {
+			runtime.Gosched()
+			continue
+		}
+		time.Sleep(pause)
+		if pause < 50*time.Microsecond {
+			pause *= 2
+		}
+	}
+}
+
+func (s *HostStream) interruptCause() error {
+	if p := s.cause.Load(); p != nil {
+		return *p
+	}
+	return errors.New("interrupted")
+}
+
+// Copy implements Stream.
+func (s *HostStream) Copy(dst, src Addr, n uint64) {
+	s.enqueue(hostOp{kind: opCopy, dst: dst, src: src, n: n})
+}
+
+// Store64 implements Stream.
+func (s *HostStream) Store64(dst Addr, v uint64) { s.enqueue(hostOp{kind: opStore, dst: dst, v: v}) }
+
+// Add64 implements Stream.
+func (s *HostStream) Add64(dst Addr, v uint64) { s.enqueue(hostOp{kind: opAdd, dst: dst, v: v}) }
+
+// Wait implements Stream.
+func (s *HostStream) Wait(w WaitSpec) { s.enqueue(hostOp{kind: opWait, wait: &w}) }
+
+// Host implements Stream.
+func (s *HostStream) Host(fn func() error) { s.enqueue(hostOp{kind: opHost, fn: fn}) }
+
+// Sync implements Stream.
+func (s *HostStream) Sync(ctx context.Context) error {
+	for i := 0; ; i++ {
+		s.mu.Lock()
+		idle := !s.busy && len(s.q) == 0
+		ch := s.idle
+		if idle {
+			err := s.err
+			s.err = nil
+			s.mu.Unlock()
+			return err
+		}
+		s.mu.Unlock()
+		if i < 200 {
+			runtime.Gosched()
+			continue
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("sync: %w", ctx.Err())
+		}
+	}
+}
+
+// Interrupt implements Stream.
+func (s *HostStream) Interrupt(cause error) {
+	s.mu.Lock()
+	s.cause.Store(&cause)
+	s.gen.Add(1)
+	for i := range s.q {
+		s.q[i] = hostOp{}
+	}
+	s.q = s.q[:0]
+	if s.err == nil {
+		s.err = cause
+	}
+	s.mu.Unlock()
+}
+
+// Close implements Stream.
+func (s *HostStream) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	<-s.stopped
+}

@@ -1,0 +1,157 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// PeerKind says how this rank reaches a peer.
+type PeerKind uint8
+
+// The peer classes, from closest to farthest.
+const (
+	KindSelf PeerKind = iota // this rank
+	KindSHM                  // same host: POSIX shared memory
+	KindNVL                  // same host, GPU peer access (CUDA IPC over NVLink or PCIe)
+	KindNet                  // another host: no transport yet
+)
+
+var kindNames = [...]string{"self", "shm", "nvl", "net"}
+
+func (k PeerKind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", k)
+}
+
+// ParseKind turns "self", "shm", "nvl" or "net" into a PeerKind.
+func ParseKind(s string) (PeerKind, error) {
+	for i, n := range kindNames {
+		if s == n {
+			return PeerKind(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown transport %q (want self, shm, nvl or net)", s)
+}
+
+// Identity is what a rank tells its peers about where it runs.
+type Identity struct {
+	Host   string `json:"host"`   // host identity: hostname and boot id
+	Device string `json:"device"` // "host" or a GPU's identity
+	PID    int    `json:"pid"`
+}
+
+// LocalIdentity describes this process; device names its memory ("host" on
+// the host backend).
+func LocalIdentity(device string) Identity {
+	h, _ := os.Hostname()
+	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
+		h += "/" + strings.TrimSpace(string(b))
+	}
+	return Identity{Host: h, Device: device, PID: os.Getpid()}
+}
+
+// Topology is every peer's class as seen from one rank.
+type Topology struct {
+	Rank   int
+	Kinds  []PeerKind
+	Idents []Identity
+}
+
+// OverrideEnv names the environment variable that forces peer classes:
+// "net" (every other peer), or a list such as "1=net,3=shm" ("*" for every
+// other peer). Tests use it to reach paths a single machine cannot.
+const OverrideEnv = "LUACOLL_TRANSPORT"
+
+// ParseOverride parses an OverrideEnv value for a job of size ranks seen
+// from rank. It returns, per peer, the forced kind or -1.
+func ParseOverride(s string, rank, size int) ([]int, error) {
+	out := make([]int, size)
+	for i := range out {
+		out[i] = -1
+	}
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return out, nil
+	}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		peer, kind, found := strings.Cut(item, "=")
+		if !found {
+			peer, kind = "*", item
+		}
+		k, err := ParseKind(strings.TrimSpace(kind))
+		if err != nil {
+			return nil, fmt.Errorf("%s=%q: %w", OverrideEnv, s, err)
+		}
+		if k == KindSelf {
+			return nil, fmt.Errorf("%s=%q: self cannot be forced", OverrideEnv, s)
+		}
+		peer = strings.TrimSpace(peer)
+		if peer == "*" {
+			for i := range out {
+				if i != rank {
+					out[i] = int(k)
+				}
+			}
+			continue
+		}
+		p, err := strconv.Atoi(peer)
+		if err != nil || p < 0 || p >= size {
+			return nil, fmt.Errorf("%s=%q: peer %q is not a rank in 0..%d", OverrideEnv, s, peer, size-1)
+		}
+		if p != rank {
+			out[p] = int(k)
+		}
+	}
+	return out, nil
+}
+
+// Discover is collective: it gathers every rank's identity and classifies
+// each peer. gpuPeer reports whether this rank's device can reach a peer's
+// device directly (nil on the host backend). override is an OverrideEnv value.
+func Discover(ctx context.Context, ex Exchanger, self Identity, gpuPeer func(Identity) bool, override string) (*Topology, error) {
+	forced, err := ParseOverride(override, ex.Rank(), ex.Size())
+	if err != nil {
+		return nil, err
+	}
+	mine, err := json.Marshal(self)
+	if err != nil {
+		return nil, fmt.Errorf("topology: %w", err)
+	}
+	all, err := ex.AllGather(ctx, mine)
+	if err != nil {
+		return nil, fmt.Errorf("topology: exchanging identities: %w", err)
+	}
+	t := &Topology{Rank: ex.Rank(), Kinds: make([]PeerKind, len(all)), Idents: make([]Identity, len(all))}
+	for r, b := range all {
+		if err := json.Unmarshal(b, &t.Idents[r]); err != nil {
+			return nil, fmt.Errorf("topology: identity of rank %d: %w", r, err)
+		}
+		id := t.Idents[r]
+		switch {
+		case r == t.Rank:
+			t.Kinds[r] = KindSelf
+		case id.Host != self.Host:
+			t.Kinds[r] = KindNet
+		case gpuPeer != nil && gpuPeer(id):
+			t.Kinds[r] = KindNVL
+		default:
+			t.Kinds[r] = KindSHM
+		}
+		if forced[r] >= 0 {
+			t.Kinds[r] = PeerKind(forced[r])
+		}
+	}
+	return t, nil
+}
+
+// Mappable reports whether peer r's memory can be mapped into this process.
+func (t *Topology) Mappable(r int) bool {
+	return t.Kinds[r] != KindNet
+}

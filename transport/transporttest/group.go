@@ -1,0 +1,89 @@
+// Package transporttest provides an in-process Exchanger so that windows
+// and transports can be tested with goroutines as ranks.
+package transporttest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// Group is an in-process job of Size ranks.
+type Group struct {
+	size int
+	mu   sync.Mutex
+	cond *sync.Cond
+	// rounds[seq] collects contributions of collective number seq.
+	rounds map[int]*round
+}
+
+type round struct {
+	data  [][]byte
+	count int
+	taken int
+}
+
+// NewGroup returns a group of size ranks.
+func NewGroup(size int) *Group {
+	g := &Group{size: size, rounds: map[int]*round{}}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+// Member returns rank r's Exchanger. Each member must be used by one goroutine.
+func (g *Group) Member(r int) *Member { return &Member{g: g, rank: r} }
+
+// Member is one rank's view of a Group.
+type Member struct {
+	g    *Group
+	rank int
+	seq  int
+}
+
+// Rank implements transport.Exchanger.
+func (m *Member) Rank() int { return m.rank }
+
+// Size implements transport.Exchanger.
+func (m *Member) Size() int { return m.g.size }
+
+// AllGather implements transport.Exchanger.
+func (m *Member) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
+	g := m.g
+	m.seq++
+	seq := m.seq
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r := g.rounds[seq]
+	if r == nil {
+		r = &round{data: make([][]byte, g.size)}
+		g.rounds[seq] = r
+	}
+	r.data[m.rank] = append([]byte(nil), data...)
+	r.count++
+	g.cond.Broadcast()
+	stop := context.AfterFunc(ctx, func() {
+		g.mu.Lock()
+		g.cond.Broadcast()
+		g.mu.Unlock()
+	})
+	defer stop()
+	for r.count < g.size {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("allgather #%d: %w", seq, ctx.Err())
+		}
+		g.cond.Wait()
+	}
+	out := make([][]byte, g.size)
+	copy(out, r.data)
+	r.taken++
+	if r.taken == g.size {
+		delete(g.rounds, seq)
+	}
+	return out, nil
+}
+
+// Barrier implements transport.Exchanger.
+func (m *Member) Barrier(ctx context.Context) error {
+	_, err := m.AllGather(ctx, nil)
+	return err
+}

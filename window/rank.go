@@ -1,0 +1,94 @@
+// Package window implements one-sided windows: a data buffer every peer can
+// write, per-sender signal rows, monotonic barrier slots and local-completion
+// counters, each operation turned into ordered operations on the rank's
+// stream. It also holds local buffers, the sources and destinations of puts.
+package window
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/luacoll/luacoll/transport"
+)
+
+// Rank is one rank's view of the job: what windows and buffers are made of.
+type Rank struct {
+	Ex      transport.Exchanger
+	Topo    *transport.Topology
+	Backend transport.Backend
+	Stream  transport.Stream
+	Abort   *transport.Abort
+	// Site, when set, returns the caller's position (script:line) recorded
+	// with each enqueued wait so that its error points at the script.
+	Site func() string
+
+	nextWindow int
+}
+
+// ID returns this rank's index.
+func (r *Rank) ID() int { return r.Ex.Rank() }
+
+// N returns the number of ranks.
+func (r *Rank) N() int { return r.Ex.Size() }
+
+func (r *Rank) site() string {
+	if r.Site == nil {
+		return ""
+	}
+	return r.Site()
+}
+
+// Sync waits for everything enqueued on the rank's stream.
+func (r *Rank) Sync(ctx context.Context) error {
+	if err := r.Stream.Sync(ctx); err != nil {
+		return fmt.Errorf("rank %d: %w", r.ID(), err)
+	}
+	return nil
+}
+
+// Options configure a window.
+type Options struct {
+	Bytes    uint64
+	Signals  int
+	Counters int
+	Barriers int
+	Timeout  time.Duration
+	Path     string // "auto", "ce" or "sm" (CUDA); "" means "auto"
+}
+
+// DefaultOptions are the contract's defaults.
+func DefaultOptions() Options {
+	return Options{Signals: 8, Counters: 8, Barriers: 4, Timeout: 10 * time.Second, Path: "auto"}
+}
+
+// Limits on window options.
+const (
+	MaxSlots = 1 << 16
+	MaxBytes = 1 << 40
+)
+
+// Validate checks the options and names the first bad one.
+func (o Options) Validate() error {
+	if o.Bytes > MaxBytes {
+		return argErr("bytes", "%d is larger than the limit %d", o.Bytes, uint64(MaxBytes))
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+		min  int
+	}{{"signals", o.Signals, 1}, {"counters", o.Counters, 1}, {"barriers", o.Barriers, 1}} {
+		if c.v < c.min || c.v > MaxSlots {
+			return argErr(c.name, "%d is outside %d..%d", c.v, c.min, MaxSlots)
+		}
+	}
+	if o.Timeout <= 0 {
+		return argErr("timeout_ms", "must be positive")
+	}
+	switch o.Path {
+	case "", "auto", "ce", "sm":
+	default:
+		return argErr("path", "unknown path %q (want auto, ce or sm)", o.Path)
+	}
+	return nil
+}

@@ -1,0 +1,579 @@
+package window
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/luacoll/luacoll/transport"
+)
+
+// Window is one rank's part of a collective window.
+type Window struct {
+	r      *Rank
+	id     int
+	opts   Options
+	lay    Layout
+	reg    *transport.Region
+	buf    *Buffer
+	freed  bool
+	epoch  []uint64   // per window-barrier id
+	pepoch [][]uint64 // per pairwise-barrier id, per peer
+}
+
+// SignalOp is how a signal changes its slot.
+type SignalOp uint8
+
+// Signal operations.
+const (
+	SigAdd SignalOp = iota
+	SigSet
+)
+
+// ParseSignalOp accepts "add" and "set".
+func ParseSignalOp(s string) (SignalOp, error) {
+	switch s {
+	case "add":
+		return SigAdd, nil
+	case "set":
+		return SigSet, nil
+	}
+	return 0, fmt.Errorf("unknown signal op %q (want add or set)", s)
+}
+
+func (o SignalOp) String() string {
+	if o == SigSet {
+		return "set"
+	}
+	return "add"
+}
+
+// NewWindow is collective: every rank gets a window of opts.Bytes bytes
+// that every peer can write. The caller checks that all ranks pass the same
+// options (the engine's collective check).
+func (r *Rank) NewWindow(ctx context.Context, opts Options) (*Window, error) {
+	if opts.Path == "" {
+		opts.Path = "auto"
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	id := r.nextWindow
+	r.nextWindow++
+	lay := NewLayout(r.N(), opts.Bytes, opts.Signals, opts.Counters, opts.Barriers)
+	reg, err := r.Backend.Share(ctx, r.Ex, r.Topo, lay.Total)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: window %d: %w", r.ID(), id, err)
+	}
+	w := &Window{r: r, id: id, opts: opts, lay: lay, reg: reg, epoch: make([]uint64, opts.Barriers)}
+	w.pepoch = make([][]uint64, opts.Barriers)
+	for i := range w.pepoch {
+		w.pepoch[i] = make([]uint64, r.N())
+	}
+	w.buf = &Buffer{r: r, base: reg.Local.Add(lay.DataOff), size: opts.Bytes,
+		name: fmt.Sprintf("window %d's buffer", id), freed: func() bool { return w.freed }}
+	return w, nil
+}
+
+// ID is the window's number on this rank (the same on every rank).
+func (w *Window) ID() int { return w.id }
+
+// Options returns the window's options.
+func (w *Window) Options() Options { return w.opts }
+
+// Buffer returns the local data buffer as a buffer view.
+func (w *Window) Buffer() *Buffer { return w.buf }
+
+// Rank returns the rank the window belongs to.
+func (w *Window) Rank() *Rank { return w.r }
+
+// Layout returns the window's memory layout.
+func (w *Window) Layout() Layout { return w.lay }
+
+// Freed reports whether the window was freed.
+func (w *Window) Freed() bool { return w.freed }
+
+func (w *Window) errf(format string, a ...any) error {
+	return fmt.Errorf("rank %d: window %d: %s", w.r.ID(), w.id, fmt.Sprintf(format, a...))
+}
+
+func (w *Window) live() error {
+	if w.freed {
+		return &ErrFreed{What: fmt.Sprintf("window %d", w.id)}
+	}
+	return nil
+}
+
+func (w *Window) checkPeer(peer int) error {
+	if peer < 0 || peer >= w.r.N() {
+		return argErr("peer", "rank %d is outside 0..%d", peer, w.r.N()-1)
+	}
+	if w.reg.Peers[peer] == 0 {
+		return argErr("peer", "rank %d is not reachable (transport %s)", peer, w.r.Topo.Kinds[peer])
+	}
+	return nil
+}
+
+func (w *Window) checkSig(arg string, sig int) error {
+	if sig < 0 || sig >= w.opts.Signals {
+		return argErr(arg, "signal %d is outside 0..%d", sig, w.opts.Signals-1)
+	}
+	return nil
+}
+
+func (w *Window) checkCtr(arg string, ctr int) error {
+	if ctr < 0 || ctr >= w.opts.Counters {
+		return argErr(arg, "counter %d is outside 0..%d", ctr, w.opts.Counters-1)
+	}
+	return nil
+}
+
+func (w *Window) checkBar(id int) error {
+	if id < 0 || id >= w.opts.Barriers {
+		return argErr("id", "barrier %d is outside 0..%d", id, w.opts.Barriers-1)
+	}
+	return nil
+}
+
+// remote returns peer's region address of offset off.
+func (w *Window) remote(peer int, off uint64) transport.Addr { return w.reg.Peers[peer].Add(off) }
+
+func (w *Window) local(off uint64) transport.Addr { return w.reg.Local.Add(off) }
+
+// srcAddr validates a source buffer range.
+func (w *Window) srcAddr(arg string, src *Buffer, off, n uint64) (transport.Addr, error) {
+	if src == nil {
+		return 0, argErr(arg, "a buffer or window is required")
+	}
+	if src.r != w.r {
+		return 0, argErr(arg, "%s belongs to another rank context", src.name)
+	}
+	if src.freed() {
+		return 0, argErr(arg, "%s has been freed", src.name)
+	}
+	if err := checkRange(arg+"_off", "n", off, n, src.size, src.name); err != nil {
+		return 0, err
+	}
+	return src.base.Add(off), nil
+}
+
+// Transfer describes a put or get.
+type Transfer struct {
+	Peer     int
+	PeerOff  uint64  // offset in the peer's data buffer
+	Local    *Buffer // local buffer (source of a put, destination of a get)
+	LocalOff uint64
+	N        uint64
+}
+
+func (w *Window) checkPut(t Transfer, dstName string) (transport.Addr, error) {
+	if err := w.live(); err != nil {
+		return 0, err
+	}
+	if err := w.checkPeer(t.Peer); err != nil {
+		return 0, err
+	}
+	if err := checkRange("dst_off", "n", t.PeerOff, t.N, w.opts.Bytes, dstName); err != nil {
+		return 0, err
+	}
+	return w.srcAddr("src", t.Local, t.LocalOff, t.N)
+}
+
+// Put copies t.N bytes from the local buffer into the peer's data buffer.
+func (w *Window) Put(t Transfer) error {
+	src, err := w.checkPut(t, w.peerBufName(t.Peer))
+	if err != nil {
+		return err
+	}
+	w.r.Stream.Copy(w.remote(t.Peer, w.lay.DataOff+t.PeerOff), src, t.N)
+	return nil
+}
+
+func (w *Window) peerBufName(peer int) string {
+	return fmt.Sprintf("window %d on rank %d", w.id, peer)
+}
+
+// Get copies t.N bytes from the peer's data buffer into the local buffer.
+func (w *Window) Get(t Transfer) error {
+	if err := w.live(); err != nil {
+		return err
+	}
+	if err := w.checkPeer(t.Peer); err != nil {
+		return err
+	}
+	if err := checkRange("src_off", "n", t.PeerOff, t.N, w.opts.Bytes, w.peerBufName(t.Peer)); err != nil {
+		return err
+	}
+	if t.Local == nil {
+		return argErr("dst", "a buffer or window is required")
+	}
+	dst, err := w.srcAddr("dst", t.Local, t.LocalOff, t.N)
+	if err != nil {
+		return err
+	}
+	w.r.Stream.Copy(dst, w.remote(t.Peer, w.lay.DataOff+t.PeerOff), t.N)
+	return nil
+}
+
+// Sig names a signal update.
+type Sig struct {
+	ID    int
+	Value uint64
+	Op    SignalOp
+}
+
+// Ctr names a counter update.
+type Ctr struct {
+	ID    int
+	Value uint64
+}
+
+func (w *Window) enqueueSignal(peer int, s Sig) {
+	slot := w.remote(peer, w.lay.Inbox(w.r.ID(), s.ID))
+	if s.Op == SigSet {
+		w.r.Stream.Store64(slot, s.Value)
+	} else {
+		w.r.Stream.Add64(slot, s.Value)
+	}
+}
+
+// PutSignal is Put followed by a signal on the peer that the peer never
+// sees before the data. A nil sig or ctr leaves that part out.
+func (w *Window) PutSignal(t Transfer, sig *Sig, ctr *Ctr) error {
+	src, err := w.checkPut(t, w.peerBufName(t.Peer))
+	if err != nil {
+		return err
+	}
+	if sig != nil {
+		if err := w.checkSig("sig", sig.ID); err != nil {
+			return err
+		}
+	}
+	if ctr != nil {
+		if err := w.checkCtr("ctr", ctr.ID); err != nil {
+			return err
+		}
+	}
+	w.r.Stream.Copy(w.remote(t.Peer, w.lay.DataOff+t.PeerOff), src, t.N)
+	if sig != nil {
+		w.enqueueSignal(t.Peer, *sig)
+	}
+	if ctr != nil {
+		w.r.Stream.Add64(w.local(w.lay.Ctr(t.Peer, ctr.ID)), ctr.Value)
+	}
+	return nil
+}
+
+// Signal updates this rank's row of the peer's inbox.
+func (w *Window) Signal(peer int, s Sig) error {
+	if err := w.live(); err != nil {
+		return err
+	}
+	if err := w.checkPeer(peer); err != nil {
+		return err
+	}
+	if err := w.checkSig("sig", s.ID); err != nil {
+		return err
+	}
+	w.enqueueSignal(peer, s)
+	return nil
+}
+
+// SignalAll signals every other rank once.
+func (w *Window) SignalAll(s Sig) error {
+	if err := w.live(); err != nil {
+		return err
+	}
+	if err := w.checkSig("sig", s.ID); err != nil {
+		return err
+	}
+	for i := 1; i < w.r.N(); i++ {
+		peer := (w.r.ID() + i) % w.r.N()
+		if err := w.checkPeer(peer); err != nil {
+			return err
+		}
+	}
+	for i := 1; i < w.r.N(); i++ {
+		w.enqueueSignal((w.r.ID()+i)%w.r.N(), s)
+	}
+	return nil
+}
+
+func (w *Window) waitFail(op string, timeout time.Duration, site string, cond string) func(uint64, error) error {
+	return func(observed uint64, cause error) error {
+		where := ""
+		if site != "" {
+			where = " (enqueued at " + site + ")"
+		}
+		if errors.Is(cause, transport.ErrTimeout) {
+			return &WaitError{Rank: w.r.ID(), Window: w.id, Op: op, Cond: cond, Observed: observed,
+				Msg: fmt.Sprintf("timed out after %v", timeout), Where: where}
+		}
+		return &WaitError{Rank: w.r.ID(), Window: w.id, Op: op, Cond: cond, Observed: observed,
+			Msg: "aborted: " + cause.Error(), Where: where, Cause: cause}
+	}
+}
+
+// WaitError is a wait that did not succeed: it timed out or was aborted.
+type WaitError struct {
+	Rank, Window int
+	Op           string // e.g. "wait_signal(sig 2)"
+	Cond         string // e.g. ">= 3"
+	Observed     uint64
+	Msg          string
+	Where        string
+	Cause        error
+}
+
+func (e *WaitError) Error() string {
+	return fmt.Sprintf("rank %d: window %d: %s %s%s: %s; last value seen %d",
+		e.Rank, e.Window, e.Op, e.Cond, e.Where, e.Msg, e.Observed)
+}
+
+func (e *WaitError) Unwrap() error { return e.Cause }
+
+func (w *Window) wait(op string, slots []transport.Addr, mode transport.WaitMode, cmp transport.Cmp, v uint64) {
+	cond := fmt.Sprintf("%s %d", cmp, v)
+	w.r.Stream.Wait(transport.WaitSpec{Slots: slots, Mode: mode, Cmp: cmp, Value: v,
+		Timeout: w.opts.Timeout, Fail: w.waitFail(op, w.opts.Timeout, w.r.site(), cond)})
+}
+
+func (w *Window) inboxSlots(sig int) []transport.Addr {
+	s := make([]transport.Addr, w.r.N())
+	for r := range s {
+		s[r] = w.local(w.lay.Inbox(r, sig))
+	}
+	return s
+}
+
+// WaitSignal waits until the sum over all senders of slot sig satisfies cmp v.
+func (w *Window) WaitSignal(sig int, cmp transport.Cmp, v uint64) error {
+	if err := w.live(); err != nil {
+		return err
+	}
+	if err := w.checkSig("sig", sig); err != nil {
+		return err
+	}
+	w.wait(fmt.Sprintf("wait_signal(sig %d, sum over all peers)", sig), w.inboxSlots(sig), transport.WaitSum, cmp, v)
+	return nil
+}
+
+// WaitSignalFrom waits on one sender's row only.
+func (w *Window) WaitSignalFrom(peer, sig int, cmp transport.Cmp, v uint64) error {
+	if err := w.live(); err != nil {
+		return err
+	}
+	if peer < 0 || peer >= w.r.N() {
+		return argErr("peer", "rank %d is outside 0..%d", peer, w.r.N()-1)
+	}
+	if err := w.checkSig("sig", sig); err != nil {
+		return err
+	}
+	w.wait(fmt.Sprintf("wait_signal_from(peer %d, sig %d)", peer, sig),
+		[]transport.Addr{w.local(w.lay.Inbox(peer, sig))}, transport.WaitSum, cmp, v)
+	return nil
+}
+
+func (w *Window) readLocal(off uint64) (uint64, error) {
+	var b [8]byte
+	if err := w.r.Backend.Read(b[:], w.local(off)); err != nil {
+		return 0, w.errf("read: %v", err)
+	}
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56, nil
+}
+
+// ReadSignal returns the current sum of slot sig over all senders.
+func (w *Window) ReadSignal(sig int) (uint64, error) {
+	if err := w.live(); err != nil {
+		return 0, err
+	}
+	if err := w.checkSig("sig", sig); err != nil {
+		return 0, err
+	}
+	var sum uint64
+	for r := 0; r < w.r.N(); r++ {
+		v, err := w.readLocal(w.lay.Inbox(r, sig))
+		if err != nil {
+			return 0, err
+		}
+		sum += v
+	}
+	return sum, nil
+}
+
+// ReadSignalFrom returns the current value of one sender's slot sig.
+func (w *Window) ReadSignalFrom(peer, sig int) (uint64, error) {
+	if err := w.live(); err != nil {
+		return 0, err
+	}
+	if peer < 0 || peer >= w.r.N() {
+		return 0, argErr("peer", "rank %d is outside 0..%d", peer, w.r.N()-1)
+	}
+	if err := w.checkSig("sig", sig); err != nil {
+		return 0, err
+	}
+	return w.readLocal(w.lay.Inbox(peer, sig))
+}
+
+func (w *Window) checkCounterArgs(peer, ctr int) error {
+	if err := w.live(); err != nil {
+		return err
+	}
+	if peer < 0 || peer >= w.r.N() {
+		return argErr("peer", "rank %d is outside 0..%d", peer, w.r.N()-1)
+	}
+	return w.checkCtr("ctr", ctr)
+}
+
+// WaitCounter waits until local counter ctr for peer satisfies cmp v.
+func (w *Window) WaitCounter(peer, ctr int, cmp transport.Cmp, v uint64) error {
+	if err := w.checkCounterArgs(peer, ctr); err != nil {
+		return err
+	}
+	w.wait(fmt.Sprintf("wait_counter(peer %d, ctr %d)", peer, ctr),
+		[]transport.Addr{w.local(w.lay.Ctr(peer, ctr))}, transport.WaitSum, cmp, v)
+	return nil
+}
+
+// ReadCounter returns the current value of a local counter.
+func (w *Window) ReadCounter(peer, ctr int) (uint64, error) {
+	if err := w.checkCounterArgs(peer, ctr); err != nil {
+		return 0, err
+	}
+	return w.readLocal(w.lay.Ctr(peer, ctr))
+}
+
+// ResetCounter enqueues a reset of a local counter to zero.
+func (w *Window) ResetCounter(peer, ctr int) error {
+	if err := w.checkCounterArgs(peer, ctr); err != nil {
+		return err
+	}
+	w.r.Stream.Store64(w.local(w.lay.Ctr(peer, ctr)), 0)
+	return nil
+}
+
+// ResetSignals enqueues zeroing of this rank's whole inbox.
+func (w *Window) ResetSignals() error {
+	if err := w.live(); err != nil {
+		return err
+	}
+	for r := 0; r < w.r.N(); r++ {
+		for s := 0; s < w.opts.Signals; s++ {
+			w.r.Stream.Store64(w.local(w.lay.Inbox(r, s)), 0)
+		}
+	}
+	return nil
+}
+
+// Barrier is a barrier of all ranks of the window on slot id. Slots are
+// monotonic: each use raises the epoch, so a slot is reusable forever.
+func (w *Window) Barrier(id int) error {
+	if err := w.live(); err != nil {
+		return err
+	}
+	if err := w.checkBar(id); err != nil {
+		return err
+	}
+	me, n := w.r.ID(), w.r.N()
+	for i := 1; i < n; i++ {
+		if err := w.checkPeer((me + i) % n); err != nil {
+			return err
+		}
+	}
+	w.epoch[id]++
+	e := w.epoch[id]
+	slots := make([]transport.Addr, 0, n-1)
+	for i := 1; i < n; i++ {
+		p := (me + i) % n
+		w.r.Stream.Store64(w.remote(p, w.lay.Bar(me, id)), e)
+		slots = append(slots, w.local(w.lay.Bar(p, id)))
+	}
+	if len(slots) > 0 {
+		w.wait(fmt.Sprintf("barrier(id %d, epoch %d, every peer)", id, e), slots, transport.WaitEach, transport.CmpGe, e)
+	}
+	return nil
+}
+
+// BarrierPeer is a barrier of this rank and peer only.
+func (w *Window) BarrierPeer(peer, id int) error {
+	if err := w.live(); err != nil {
+		return err
+	}
+	if err := w.checkPeer(peer); err != nil {
+		return err
+	}
+	if err := w.checkBar(id); err != nil {
+		return err
+	}
+	w.pepoch[id][peer]++
+	e := w.pepoch[id][peer]
+	me := w.r.ID()
+	if peer == me {
+		return nil
+	}
+	w.r.Stream.Store64(w.remote(peer, w.lay.PBar(me, id)), e)
+	w.wait(fmt.Sprintf("barrier_peer(peer %d, id %d, epoch %d)", peer, id, e),
+		[]transport.Addr{w.local(w.lay.PBar(peer, id))}, transport.WaitSum, transport.CmpGe, e)
+	return nil
+}
+
+// Fence orders later signals after every earlier put. Stream order already
+// gives that on the host backend, so nothing is enqueued.
+func (w *Window) Fence() error { return w.live() }
+
+// Flush waits (in stream order) until earlier puts completed locally. Host
+// copies complete when they run, so stream order is enough.
+func (w *Window) Flush() error { return w.live() }
+
+// Sync waits for everything enqueued on the rank's stream and raises the
+// first error any of it hit.
+func (w *Window) Sync(ctx context.Context) error {
+	if err := w.live(); err != nil {
+		return err
+	}
+	return w.r.Sync(ctx)
+}
+
+// Transport names how peer is reached: "self", "shm", "nvl" or "net".
+func (w *Window) Transport(peer int) (string, error) {
+	if err := w.live(); err != nil {
+		return "", err
+	}
+	if peer < 0 || peer >= w.r.N() {
+		return "", argErr("peer", "rank %d is outside 0..%d", peer, w.r.N()-1)
+	}
+	return w.r.Topo.Kinds[peer].String(), nil
+}
+
+// Free is collective: it waits for the rank's stream, meets every rank (so
+// no peer still writes into it) and unmaps the window.
+func (w *Window) Free(ctx context.Context) error {
+	if err := w.live(); err != nil {
+		return err
+	}
+	serr := w.r.Stream.Sync(ctx)
+	berr := w.r.Ex.Barrier(ctx)
+	w.freed = true
+	cerr := w.reg.Close()
+	if berr != nil {
+		return w.errf("free: %v", berr)
+	}
+	if serr != nil {
+		return w.errf("free: pending operations failed: %v", serr)
+	}
+	if cerr != nil {
+		return w.errf("free: %v", cerr)
+	}
+	return nil
+}
+
+// Release unmaps the window without meeting the other ranks (teardown
+// after a failure).
+func (w *Window) Release() {
+	if !w.freed {
+		w.freed = true
+		_ = w.reg.Close()
+	}
+}

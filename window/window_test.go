@@ -1,0 +1,284 @@
+package window
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/transport/transporttest"
+)
+
+// job runs fn on n goroutine ranks, each with its own host backend and
+// stream, and fails the test with every rank's error.
+func job(t *testing.T, n int, fn func(r *Rank) error) {
+	t.Helper()
+	g := transporttest.NewGroup(n)
+	jobID := fmt.Sprintf("test%d", time.Now().UnixNano())
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			m := g.Member(i)
+			be := transport.NewHostBackend(jobID)
+			abort := transport.NewAbort()
+			topo, err := transport.Discover(ctx, m, be.Identity(), be.GPUPeer, "")
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			st, _ := be.NewStream(abort)
+			defer st.Close()
+			errs[i] = fn(&Rank{Ex: m, Topo: topo, Backend: be, Stream: st, Abort: abort})
+		}(i)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", i, err)
+		}
+	}
+	left, _ := os.ReadDir(transport.ShmDir)
+	for _, e := range left {
+		if strings.HasPrefix(e.Name(), transport.SegmentPrefix(jobID)) {
+			t.Errorf("segment left behind: %s", e.Name())
+		}
+	}
+}
+
+func opts(bytes uint64) Options {
+	o := DefaultOptions()
+	o.Bytes = bytes
+	o.Timeout = 5 * time.Second
+	return o
+}
+
+func TestPutSignalRing(t *testing.T) {
+	for _, n := range []int{1, 2, 4, 8} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			job(t, n, func(r *Rank) error {
+				ctx := context.Background()
+				const chunk = 1000
+				w, err := r.NewWindow(ctx, opts(uint64(chunk*n)))
+				if err != nil {
+					return err
+				}
+				src, err := r.NewBuffer(chunk)
+				if err != nil {
+					return err
+				}
+				defer src.Free()
+				if err := src.Fill(transport.FillIotaU32, uint64(r.ID()*1000)); err != nil {
+					return err
+				}
+				me := r.ID()
+				for p := 0; p < n; p++ {
+					if err := w.PutSignal(Transfer{Peer: p, PeerOff: uint64(me * chunk), Local: src, N: chunk},
+						&Sig{ID: 0, Value: 1}, &Ctr{ID: 1, Value: 5}); err != nil {
+						return err
+					}
+				}
+				if err := w.WaitSignal(0, transport.CmpGe, uint64(n)); err != nil {
+					return err
+				}
+				if err := w.WaitCounter((me+1)%n, 1, transport.CmpEq, 5); err != nil {
+					return err
+				}
+				if err := w.Sync(ctx); err != nil {
+					return err
+				}
+				want := make([]byte, chunk)
+				for p := 0; p < n; p++ {
+					transport.FillIota(want, uint32(p*1000))
+					got, err := w.Buffer().Read(uint64(p*chunk), chunk)
+					if err != nil {
+						return err
+					}
+					if string(got) != string(want) {
+						return fmt.Errorf("chunk from rank %d differs", p)
+					}
+					v, err := w.ReadSignalFrom(p, 0)
+					if err != nil || v != 1 {
+						return fmt.Errorf("signal from %d = %d, %v; want 1", p, v, err)
+					}
+				}
+				if s, _ := w.ReadSignal(0); s != uint64(n) {
+					return fmt.Errorf("signal sum %d, want %d", s, n)
+				}
+				return w.Free(ctx)
+			})
+		})
+	}
+}
+
+func TestBarrierReuse(t *testing.T) {
+	job(t, 4, func(r *Rank) error {
+		ctx := context.Background()
+		w, err := r.NewWindow(ctx, opts(64))
+		if err != nil {
+			return err
+		}
+		// Each round: everyone adds to rank 0's counter-like slot, then a barrier.
+		for round := 1; round <= 200; round++ {
+			if err := w.Signal(0, Sig{ID: 1, Value: 1}); err != nil {
+				return err
+			}
+			if err := w.Barrier(round % 2); err != nil {
+				return err
+			}
+			if err := w.Sync(ctx); err != nil {
+				return err
+			}
+			if r.ID() == 0 {
+				if v, _ := w.ReadSignal(1); v < uint64(4*round) {
+					return fmt.Errorf("round %d: barrier passed with %d signals, want >= %d", round, v, 4*round)
+				}
+			}
+			if err := w.BarrierPeer(r.ID()^1, 3); err != nil {
+				return err
+			}
+		}
+		return w.Free(ctx)
+	})
+}
+
+func TestSetAndResetSignals(t *testing.T) {
+	job(t, 2, func(r *Rank) error {
+		ctx := context.Background()
+		w, err := r.NewWindow(ctx, opts(64))
+		if err != nil {
+			return err
+		}
+		peer := 1 - r.ID()
+		_ = w.Signal(peer, Sig{ID: 2, Value: 7, Op: SigSet})
+		_ = w.Signal(peer, Sig{ID: 2, Value: 3})
+		_ = w.WaitSignalFrom(peer, 2, transport.CmpEq, 10)
+		_ = w.Barrier(0)
+		_ = w.ResetSignals()
+		_ = w.Barrier(0)
+		if err := w.Sync(ctx); err != nil {
+			return err
+		}
+		if v, _ := w.ReadSignal(2); v != 0 {
+			return fmt.Errorf("after reset: %d", v)
+		}
+		return w.Free(ctx)
+	})
+}
+
+func TestWaitTimeoutNamesEverything(t *testing.T) {
+	job(t, 2, func(r *Rank) error {
+		ctx := context.Background()
+		o := opts(64)
+		o.Timeout = 100 * time.Millisecond
+		w, err := r.NewWindow(ctx, o)
+		if err != nil {
+			return err
+		}
+		r.Site = func() string { return "test.lua:7" }
+		_ = w.WaitSignalFrom(1-r.ID(), 3, transport.CmpGe, 2)
+		err = w.Sync(ctx)
+		var we *WaitError
+		if !errors.As(err, &we) {
+			return fmt.Errorf("want a WaitError, got %v", err)
+		}
+		for _, part := range []string{fmt.Sprintf("rank %d", r.ID()), "sig 3", ">= 2", "timed out", "test.lua:7", "last value seen 0"} {
+			if !strings.Contains(err.Error(), part) {
+				return fmt.Errorf("error %q lacks %q", err, part)
+			}
+		}
+		// The window keeps working after the error was raised.
+		_ = w.Signal(1-r.ID(), Sig{ID: 0, Value: 1})
+		_ = w.WaitSignal(0, transport.CmpEq, 1)
+		if err := w.Sync(ctx); err != nil {
+			return err
+		}
+		return w.Free(ctx)
+	})
+}
+
+func TestAbortEndsWait(t *testing.T) {
+	job(t, 1, func(r *Rank) error {
+		ctx := context.Background()
+		w, err := r.NewWindow(ctx, opts(64))
+		if err != nil {
+			return err
+		}
+		_ = w.WaitSignal(0, transport.CmpGe, 1)
+		go func() {
+			time.Sleep(50 * time.Millisecond)
+			r.Abort.Set(errors.New("rank 3 died"))
+		}()
+		start := time.Now()
+		err = w.Sync(ctx)
+		if err == nil || !strings.Contains(err.Error(), "rank 3 died") {
+			return fmt.Errorf("want abort error, got %v", err)
+		}
+		if time.Since(start) > 2*time.Second {
+			return fmt.Errorf("abort took %v", time.Since(start))
+		}
+		w.Release()
+		return nil
+	})
+}
+
+func TestBadArguments(t *testing.T) {
+	job(t, 2, func(r *Rank) error {
+		ctx := context.Background()
+		w, err := r.NewWindow(ctx, opts(100))
+		if err != nil {
+			return err
+		}
+		b, _ := r.NewBuffer(50)
+		cases := []struct {
+			arg string
+			err error
+		}{
+			{"peer", w.Put(Transfer{Peer: 2, Local: b, N: 1})},
+			{"peer", w.Put(Transfer{Peer: -1, Local: b, N: 1})},
+			{"dst_off", w.Put(Transfer{Peer: 0, PeerOff: 101, Local: b, N: 0})},
+			{"n", w.Put(Transfer{Peer: 0, PeerOff: 90, Local: b, N: 11})},
+			{"src_off", w.Put(Transfer{Peer: 0, Local: b, LocalOff: 51})},
+			{"n", w.Put(Transfer{Peer: 0, Local: b, LocalOff: 10, N: 41})},
+			{"src", w.Put(Transfer{Peer: 0, N: 1})},
+			{"sig", w.Signal(1, Sig{ID: 8})},
+			{"sig", w.WaitSignal(-1, transport.CmpEq, 0)},
+			{"ctr", w.WaitCounter(0, 9, transport.CmpEq, 0)},
+			{"id", w.Barrier(4)},
+			{"dst", w.Get(Transfer{Peer: 0, N: 1})},
+			{"src_off", w.Get(Transfer{Peer: 1, PeerOff: 200, Local: b})},
+		}
+		for i, c := range cases {
+			var ae *ArgError
+			if !errors.As(c.err, &ae) || ae.Arg != c.arg {
+				return fmt.Errorf("case %d: want bad argument %q, got %v", i, c.arg, c.err)
+			}
+		}
+		_ = b.Free()
+		var fe *ArgError
+		if err := w.Put(Transfer{Peer: 0, Local: b, N: 1}); !errors.As(err, &fe) || !strings.Contains(err.Error(), "freed") {
+			return fmt.Errorf("put from freed buffer: %v", err)
+		}
+		// Nothing was enqueued by the bad calls: the window still works.
+		if err := w.Sync(ctx); err != nil {
+			return err
+		}
+		if err := w.Free(ctx); err != nil {
+			return err
+		}
+		var freed *ErrFreed
+		if err := w.Barrier(0); !errors.As(err, &freed) {
+			return fmt.Errorf("barrier on a freed window: %v", err)
+		}
+		return nil
+	})
+}
