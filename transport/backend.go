@@ -10,9 +10,9 @@ type FillKind uint8
 
 // The fill patterns of b:fill.
 const (
-	FillConst FillKind = iota // every byte = arg
-	FillIotaU32               // 32-bit words counting from arg
-	FillRandU32               // FillRand words seeded by arg
+	FillConst   FillKind = iota // every byte = arg
+	FillIotaU32                 // 32-bit words counting from arg
+	FillRandU32                 // FillRand words seeded by arg
 )
 
 // ParseFill turns "const", "iota" or "rand" into a FillKind.
@@ -121,4 +121,3 @@ func (*HostBackend) Equal(a, b Addr, n uint64) (bool, error) {
 func (*HostBackend) Close() error { return nil }
 
 var _ Backend = (*HostBackend)(nil)
-

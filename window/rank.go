@@ -6,7 +6,6 @@ package window
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/luacoll/luacoll/transport"
@@ -41,10 +40,7 @@ func (r *Rank) site() string {
 
 // Sync waits for everything enqueued on the rank's stream.
 func (r *Rank) Sync(ctx context.Context) error {
-	if err := r.Stream.Sync(ctx); err != nil {
-		return fmt.Errorf("rank %d: %w", r.ID(), err)
-	}
-	return nil
+	return r.Stream.Sync(ctx)
 }
 
 // Options configure a window.

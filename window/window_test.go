@@ -11,14 +11,14 @@ import (
 	"time"
 
 	"github.com/luacoll/luacoll/transport"
-	"github.com/luacoll/luacoll/transport/transporttest"
+	"github.com/luacoll/luacoll/transport/inproc"
 )
 
 // job runs fn on n goroutine ranks, each with its own host backend and
 // stream, and fails the test with every rank's error.
 func job(t *testing.T, n int, fn func(r *Rank) error) {
 	t.Helper()
-	g := transporttest.NewGroup(n)
+	g := inproc.NewGroup(n)
 	jobID := fmt.Sprintf("test%d", time.Now().UnixNano())
 	errs := make([]error, n)
 	var wg sync.WaitGroup

@@ -1,6 +1,6 @@
-// Package transporttest provides an in-process Exchanger so that windows
-// and transports can be tested with goroutines as ranks.
-package transporttest
+// Package inproc provides an in-process Exchanger: a job whose ranks are
+// goroutines of one process (tests, and single-process tools).
+package inproc
 
 import (
 	"context"
@@ -14,7 +14,8 @@ type Group struct {
 	mu   sync.Mutex
 	cond *sync.Cond
 	// rounds[seq] collects contributions of collective number seq.
-	rounds map[int]*round
+	rounds   map[int]*round
+	failures []string
 }
 
 type round struct {
@@ -86,4 +87,22 @@ func (m *Member) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
 func (m *Member) Barrier(ctx context.Context) error {
 	_, err := m.AllGather(ctx, nil)
 	return err
+}
+
+// Fail implements the engine's Conn: in-process ranks share the test's
+// fate, so it only records the reason.
+func (m *Member) Fail(reason string) {
+	m.g.mu.Lock()
+	m.g.failures = append(m.g.failures, fmt.Sprintf("rank %d: %s", m.rank, reason))
+	m.g.mu.Unlock()
+}
+
+// Close implements the engine's Conn.
+func (m *Member) Close() error { return nil }
+
+// Failures returns the reasons ranks reported with Fail.
+func (g *Group) Failures() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.failures...)
 }

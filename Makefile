@@ -1,0 +1,42 @@
+# luacoll: `make run` builds and runs the tour on 4 host ranks; `make test` runs every test.
+GO       ?= go
+VERSION  ?= 0.1.0-dev
+REVISION := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -X main.version=$(VERSION) -X main.revision=$(REVISION)
+BIN      := bin/luacoll
+
+.PHONY: all build run test test-race vet fmt docs fuzz gpu-bins clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
+
+run: build
+	./$(BIN) run -n 4
+
+# Every test: formatting, vet, the race detector over all packages, the
+# generated API reference, and a short run of each fuzz target.
+test: build
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) test -race -timeout 15m ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=5s
+
+FUZZTIME ?= 20s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzRankEnv$$' -fuzztime $(FUZZTIME) ./engine
+	$(GO) test -run '^$$' -fuzz '^FuzzParseOverride$$' -fuzztime $(FUZZTIME) ./transport
+	$(GO) test -run '^$$' -fuzz '^FuzzLuaArgs$$' -fuzztime $(FUZZTIME) ./luabind
+
+docs: build
+	./$(BIN) docs -o docs/lua-api.md
+
+# Test binaries for the GPU machine (run there with scripts/gpu-check.sh).
+gpu-bins: build
+	$(GO) test -c -o bin/cuda.test ./cuda
+	$(GO) test -c -o bin/kernels.test ./kernels
+
+clean:
+	rm -rf bin

@@ -1,0 +1,221 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/window"
+)
+
+// BenchRow is one line of a benchmark table.
+type BenchRow struct {
+	Bytes   uint64  `json:"bytes"`
+	Seconds float64 `json:"seconds"` // per operation (median where stated)
+	GBps    float64 `json:"gbps,omitempty"`
+	Ref     float64 `json:"ref,omitempty"`   // the reference's figure, same unit
+	Ratio   float64 `json:"ratio,omitempty"` // ours / reference (bandwidth) or reference / ours (time)
+	Wrong   int     `json:"wrong"`
+}
+
+// BenchPut measures put bandwidth from rank 0 into rank 1's window for
+// each size, against a plain in-process copy of the same size measured in
+// the same run. Data is checked after every size. Rank 0 returns the rows.
+func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, progress io.Writer) ([]BenchRow, error) {
+	if c.Env.Size < 2 {
+		return nil, fmt.Errorf("bench put needs at least 2 ranks")
+	}
+	max := sizes[len(sizes)-1]
+	w, err := c.NewWindow(ctx, fmt.Sprintf("bench.put(window %d)", max), window.Options{Bytes: max, Signals: 1, Counters: 1, Barriers: 2, Path: "auto"})
+	if err != nil {
+		return nil, err
+	}
+	defer c.FreeWindow(ctx, w)
+	src, err := c.NewBuffer(max)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Free()
+	// The reference: two private buffers and a plain copy.
+	ra, rb := make([]byte, max), make([]byte, max)
+	for i := range ra {
+		ra[i] = byte(i * 7)
+	}
+	var rows []BenchRow
+	me := c.Env.Rank
+	for i, n := range sizes {
+		if err := src.Fill(transport.FillRandU32, uint64(i+1)); err != nil {
+			return nil, err
+		}
+		if err := barrierSync(ctx, w); err != nil {
+			return nil, err
+		}
+		var row BenchRow
+		row.Bytes = n
+		if me == 0 {
+			t := median(iters, func() error {
+				if err := w.Put(window.Transfer{Peer: 1, Local: src, N: n}); err != nil {
+					return err
+				}
+				return w.Sync(ctx)
+			})
+			if t.err != nil {
+				return nil, t.err
+			}
+			ref := median(iters, func() error { copy(rb[:n], ra[:n]); return nil })
+			row.Seconds = t.sec
+			row.GBps = float64(n) / t.sec / 1e9
+			row.Ref = float64(n) / ref.sec / 1e9
+			row.Ratio = row.GBps / row.Ref
+			if progress != nil {
+				fmt.Fprintf(progress, "\rput %d bytes done", n)
+			}
+		}
+		if err := barrierSync(ctx, w); err != nil {
+			return nil, err
+		}
+		if me == 1 {
+			eq, err := w.Buffer().Equal(src, 0, 0, n)
+			if err != nil {
+				return nil, err
+			}
+			if !eq {
+				row.Wrong = 1
+			}
+		}
+		wrong, err := c.sumInt(ctx, "bench.put.check", row.Wrong)
+		if err != nil {
+			return nil, err
+		}
+		row.Wrong = wrong
+		rows = append(rows, row)
+	}
+	if progress != nil {
+		fmt.Fprint(progress, "\r\033[K")
+	}
+	return rows, nil
+}
+
+// BenchPingPong measures put_signal -> wait round trips between ranks 0 and
+// 1 with 8-byte puts; the row holds the median one-way latency.
+func BenchPingPong(ctx context.Context, c *Comm, iters int) (BenchRow, error) {
+	if c.Env.Size < 2 {
+		return BenchRow{}, fmt.Errorf("bench pingpong needs at least 2 ranks")
+	}
+	w, err := c.NewWindow(ctx, "bench.pingpong", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1, Path: "auto"})
+	if err != nil {
+		return BenchRow{}, err
+	}
+	defer c.FreeWindow(ctx, w)
+	src, err := c.NewBuffer(8)
+	if err != nil {
+		return BenchRow{}, err
+	}
+	defer src.Free()
+	if err := barrierSync(ctx, w); err != nil {
+		return BenchRow{}, err
+	}
+	me := c.Env.Rank
+	samples := make([]float64, 0, iters)
+	if me <= 1 {
+		peer := 1 - me
+		put := window.Transfer{Peer: peer, Local: src, N: 8}
+		sig := &window.Sig{ID: 0, Value: 1}
+		for i := 1; i <= iters; i++ {
+			t0 := time.Now()
+			if me == 0 {
+				_ = w.PutSignal(put, sig, nil)
+				_ = w.WaitSignalFrom(peer, 0, transport.CmpGe, uint64(i))
+			} else {
+				_ = w.WaitSignalFrom(peer, 0, transport.CmpGe, uint64(i))
+				_ = w.PutSignal(put, sig, nil)
+			}
+			if err := w.Sync(ctx); err != nil {
+				return BenchRow{}, err
+			}
+			samples = append(samples, time.Since(t0).Seconds())
+		}
+	}
+	if err := barrierSync(ctx, w); err != nil {
+		return BenchRow{}, err
+	}
+	if me != 0 {
+		return BenchRow{}, nil
+	}
+	sort.Float64s(samples)
+	rtt := samples[len(samples)/2]
+	return BenchRow{Bytes: 8, Seconds: rtt / 2}, nil
+}
+
+// BenchBarrier measures the window barrier; the row holds the median time
+// per barrier over batches of 100.
+func BenchBarrier(ctx context.Context, c *Comm, iters int) (BenchRow, error) {
+	w, err := c.NewWindow(ctx, "bench.barrier", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1, Path: "auto"})
+	if err != nil {
+		return BenchRow{}, err
+	}
+	defer c.FreeWindow(ctx, w)
+	const batch = 100
+	var samples []float64
+	for i := 0; i < iters; i += batch {
+		t0 := time.Now()
+		for j := 0; j < batch; j++ {
+			if err := w.Barrier(0); err != nil {
+				return BenchRow{}, err
+			}
+		}
+		if err := w.Sync(ctx); err != nil {
+			return BenchRow{}, err
+		}
+		samples = append(samples, time.Since(t0).Seconds()/batch)
+	}
+	sort.Float64s(samples)
+	return BenchRow{Seconds: samples[len(samples)/2]}, nil
+}
+
+func barrierSync(ctx context.Context, w *window.Window) error {
+	if err := w.Barrier(0); err != nil {
+		return err
+	}
+	return w.Sync(ctx)
+}
+
+type timing struct {
+	sec float64
+	err error
+}
+
+// median runs f once to warm up, then iters times, and returns the median.
+func median(iters int, f func() error) timing {
+	if err := f(); err != nil {
+		return timing{err: err}
+	}
+	s := make([]float64, iters)
+	for i := range s {
+		t0 := time.Now()
+		if err := f(); err != nil {
+			return timing{err: err}
+		}
+		s[i] = time.Since(t0).Seconds()
+	}
+	sort.Float64s(s)
+	return timing{sec: s[len(s)/2]}
+}
+
+// sumInt adds v over all ranks (collective).
+func (c *Comm) sumInt(ctx context.Context, call string, v int) (int, error) {
+	all, err := c.Collective(ctx, call, []byte(fmt.Sprint(v)))
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, b := range all {
+		var x int
+		fmt.Sscan(string(b), &x)
+		total += x
+	}
+	return total, nil
+}

@@ -1,0 +1,668 @@
+package luabind
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/window"
+)
+
+// fn builds an entry whose Go function gets a checked call.
+func fn(name, args, returns, group, doc string, body func(c *call) int) *Entry {
+	e := &Entry{Name: name, Args: args, Returns: returns, Group: group, Doc: doc}
+	names := argNames(args)
+	base := 1
+	if e.Receiver() != "" {
+		base = 2
+	}
+	e.fn = func(s *State, L *lua.LState) int {
+		c := &call{s: s, L: L, e: e, base: base, names: names}
+		if base == 2 {
+			want := receivers[e.Receiver()]
+			ud, ok := L.Get(1).(*lua.LUserData)
+			if !ok || L.GetMetatable(ud) != L.GetTypeMetatable(want.typ) {
+				c.fail("called on %s: use %s (with a colon) on a %s", L.Get(1).Type(), e.Name, want.what)
+			}
+		}
+		return body(c)
+	}
+	return e
+}
+
+// argNames extracts "peer", "dst_off", ... from "(peer, dst_off, src?, ...)".
+func argNames(args string) []string {
+	args = strings.Trim(args, "(){} ")
+	if args == "" {
+		return nil
+	}
+	var out []string
+	for _, a := range strings.Split(args, ",") {
+		a = strings.TrimSpace(a)
+		a = strings.TrimSuffix(a, "?")
+		a, _, _ = strings.Cut(a, "=")
+		out = append(out, strings.TrimSpace(a))
+	}
+	return out
+}
+
+func (c *call) ctx() context.Context { return c.s.Ctx }
+
+func rankEntries() []*Entry {
+	const g = "Ranks"
+	return []*Entry{
+		{Name: "lc.rank", Field: true, Group: g, Returns: "integer", Doc: "This rank, 0..size-1."},
+		{Name: "lc.size", Field: true, Group: g, Returns: "integer", Doc: "The number of ranks."},
+		{Name: "lc.local_rank", Field: true, Group: g, Returns: "integer", Doc: "This rank's index on its node."},
+		{Name: "lc.local_size", Field: true, Group: g, Returns: "integer", Doc: "The number of ranks on this node."},
+		{Name: "lc.node", Field: true, Group: g, Returns: "integer", Doc: "This rank's node index."},
+		{Name: "lc.version", Field: true, Group: g, Returns: "string", Doc: "luacoll's version."},
+		fn("lc.device", "()", "string", g, `"host" or "cuda:N": where this rank's memory and stream live.`, func(c *call) int {
+			c.L.Push(lua.LString(c.s.Comm.Backend.Name()))
+			return 1
+		}),
+		fn("lc.barrier", "()", "", g, "**collective**: a host-side barrier over the bootstrap; it does not wait for streams.", func(c *call) int {
+			c.check(c.s.Comm.Barrier(c.ctx()))
+			return 0
+		}),
+		fn("lc.allgather", "(v)", "table", g, "**collective**: gathers a small value (nil, boolean, number, string, or nested tables of those) from every rank; returns a list indexed 1..size (entry r+1 is rank r's).", func(c *call) int {
+			data, err := encodeValue(c.get(0), 0)
+			if err != nil {
+				c.badArg(0, "%v", err)
+			}
+			all, err := c.s.Comm.Collective(c.ctx(), "allgather(v)", data)
+			c.check(err)
+			out := c.L.NewTable()
+			for r, d := range all {
+				v, _, err := decodeValue(c.L, d, 0)
+				if err != nil {
+					c.fail("value from rank %d: %v", r, err)
+				}
+				out.RawSetInt(r+1, v)
+			}
+			c.L.Push(out)
+			return 1
+		}),
+		fn("lc.log", "(fmt, ...)", "", g, "string.format(fmt, ...) then print, prefixed with the rank.", func(c *call) int {
+			L := c.L
+			format := L.GetField(L.GetGlobal("string"), "format")
+			n := L.GetTop()
+			L.Push(format)
+			for i := 1; i <= n; i++ {
+				L.Push(L.Get(i))
+			}
+			L.Call(n, 1)
+			msg := L.ToString(-1)
+			L.Pop(1)
+			fmt.Fprintf(c.s.Out, "%s%s\n", c.s.Prefix, msg)
+			return 0
+		}),
+		fn("lc.now", "()", "number", g, "Monotonic seconds since the rank started.", func(c *call) int {
+			c.L.Push(lua.LNumber(time.Since(c.s.start).Seconds()))
+			return 1
+		}),
+		fn("lc.sync", "()", "", g, "Waits until everything enqueued on this rank's stream (every window, timers) has completed; raises the first error any of it hit.", func(c *call) int {
+			c.check(c.s.Comm.Sync(c.ctx()))
+			return 0
+		}),
+		fn("lc.info", "()", "table", g, "A table: backend, rank, size, device, transports (per peer, 1-based), versions.", func(c *call) int {
+			L := c.L
+			t := L.NewTable()
+			comm := c.s.Comm
+			L.SetField(t, "backend", lua.LString(comm.Opts.Device))
+			L.SetField(t, "device", lua.LString(comm.Backend.Name()))
+			L.SetField(t, "rank", lua.LNumber(comm.Env.Rank))
+			L.SetField(t, "size", lua.LNumber(comm.Env.Size))
+			L.SetField(t, "job", lua.LString(comm.Env.JobID))
+			L.SetField(t, "launcher", lua.LString(comm.Env.Source))
+			tr := L.NewTable()
+			for _, k := range comm.Rank.Topo.Kinds {
+				tr.Append(lua.LString(k.String()))
+			}
+			L.SetField(t, "transports", tr)
+			v := L.NewTable()
+			L.SetField(v, "luacoll", lua.LString(Version))
+			L.SetField(v, "lua", lua.LString(lua.LuaVersion+" (gopher-lua "+lua.PackageVersion+")"))
+			L.SetField(t, "versions", v)
+			L.Push(t)
+			return 1
+		}),
+		fn("lc.buffer", "(nbytes)", "buffer", "Local buffers", "Allocates nbytes of zeroed memory on this rank's device (host memory on the host backend, GPU memory on CUDA). A source or destination of window operations; not remotely accessible.", func(c *call) int {
+			b, err := c.s.Comm.NewBuffer(c.u64(0))
+			c.check(err)
+			c.s.push(&bufferRef{b: b}, "b")
+			return 1
+		}),
+		fn("lc.window", "{bytes, signals=8, counters=8, barriers=4, timeout_ms=10000, path=\"auto\"}", "window", "Windows",
+			"**collective**: every rank gets a data buffer of `bytes` bytes that every peer can write and read, `signals` signal slots per peer, `counters` local-completion counters per peer and `barriers` barrier slots; waits time out after `timeout_ms`. `path` (CUDA) is \"ce\" (copy engines and stream memory operations), \"sm\" (kernels) or \"auto\".",
+			newWindow),
+		fn("lc.timer", "()", "timer", "Timing", "A timer whose start and stop are enqueued on the rank's stream (CUDA events on a GPU).", func(c *call) int {
+			t := &timerRef{}
+			c.s.timers = append(c.s.timers, t)
+			c.s.push(t, "t")
+			return 1
+		}),
+	}
+}
+
+var windowKeys = []string{"bytes", "signals", "counters", "barriers", "timeout_ms", "path"}
+
+func newWindow(c *call) int {
+	L := c.L
+	t, ok := c.get(0).(*lua.LTable)
+	if !ok {
+		c.badArg(0, "table expected, e.g. lc.window{bytes = 1024}, got %s", c.get(0).Type())
+	}
+	o := window.DefaultOptions()
+	o.Timeout = c.s.Comm.Opts.Timeout
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	var unknown []string
+	t.ForEach(func(k, _ lua.LValue) {
+		ks, isStr := k.(lua.LString)
+		found := false
+		for _, w := range windowKeys {
+			if isStr && string(ks) == w {
+				found = true
+			}
+		}
+		if !found {
+			unknown = append(unknown, k.String())
+		}
+	})
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		c.fail("bad argument '%s' (unknown option; the options are %s)", unknown[0], strings.Join(windowKeys, ", "))
+	}
+	field := func(name string) (int64, bool) {
+		v := L.GetField(t, name)
+		if v == lua.LNil {
+			return 0, false
+		}
+		n, ok := v.(lua.LNumber)
+		if !ok {
+			c.fail("bad argument '%s' (integer expected, got %s)", name, v.Type())
+		}
+		f := float64(n)
+		if f != float64(int64(f)) || f > MaxExact || f < 0 {
+			c.fail("bad argument '%s' (a non-negative integer up to 2^53 expected, got %v)", name, f)
+		}
+		return int64(f), true
+	}
+	b, ok := field("bytes")
+	if !ok {
+		c.fail("bad argument 'bytes' (required: the size of each rank's data buffer)")
+	}
+	o.Bytes = uint64(b)
+	if v, ok := field("signals"); ok {
+		o.Signals = int(v)
+	}
+	if v, ok := field("counters"); ok {
+		o.Counters = int(v)
+	}
+	if v, ok := field("barriers"); ok {
+		o.Barriers = int(v)
+	}
+	if v, ok := field("timeout_ms"); ok {
+		o.Timeout = time.Duration(v) * time.Millisecond
+		if v == 0 {
+			c.fail("bad argument 'timeout_ms' (must be positive)")
+		}
+	}
+	if v := L.GetField(t, "path"); v != lua.LNil {
+		s, ok := v.(lua.LString)
+		if !ok {
+			c.fail("bad argument 'path' (string expected, got %s)", v.Type())
+		}
+		o.Path = string(s)
+	}
+	c.check(o.Validate())
+	desc := fmt.Sprintf("lc.window{bytes=%d, signals=%d, counters=%d, barriers=%d, timeout_ms=%d, path=%q}",
+		o.Bytes, o.Signals, o.Counters, o.Barriers, o.Timeout.Milliseconds(), o.Path)
+	w, err := c.s.Comm.NewWindow(c.ctx(), desc, o)
+	c.check(err)
+	c.s.push(&windowRef{w: w, call: desc}, "w")
+	return 1
+}
+
+func (c *call) buf() *window.Buffer {
+	r := c.L.Get(1).(*lua.LUserData).Value.(*bufferRef)
+	if r.b.Freed() {
+		c.fail("%s has been freed", r.b.Name())
+	}
+	return r.b
+}
+
+func bufferEntries() []*Entry {
+	const g = "Local buffers"
+	return []*Entry{
+		fn("b:size", "()", "integer", g, "The buffer's size in bytes.", func(c *call) int {
+			c.L.Push(lua.LNumber(c.buf().Size()))
+			return 1
+		}),
+		fn("b:fill", "(kind, arg=0)", "", g, "Fills the whole buffer, in stream order, on the device: kind \"const\" (every byte = arg), \"iota\" (32-bit little-endian words counting from arg) or \"rand\" (pseudo-random 32-bit words seeded by arg).", func(c *call) int {
+			b := c.buf()
+			kind, err := transport.ParseFill(c.str(0))
+			if err != nil {
+				c.badArg(0, "%v", err)
+			}
+			arg := c.optU64(1, 0)
+			if kind == transport.FillConst && arg > 255 {
+				c.badArg(1, "a byte value 0..255 expected, got %d", arg)
+			}
+			c.check(b.Fill(kind, arg))
+			return 0
+		}),
+		fn("b:get_u32", "(off)", "integer", g, "Reads a little-endian 32-bit value (synchronous: waits for the rank's stream first).", func(c *call) int {
+			v, err := c.buf().GetU32(c.u64(0))
+			c.check(err)
+			c.L.Push(lua.LNumber(v))
+			return 1
+		}),
+		fn("b:set_u32", "(off, v)", "", g, "Writes a little-endian 32-bit value (synchronous).", func(c *call) int {
+			b := c.buf()
+			off, v := c.u64(0), c.u64(1)
+			if v > 0xffffffff {
+				c.badArg(1, "%d does not fit in 32 bits", v)
+			}
+			c.check(b.SetU32(off, uint32(v)))
+			return 0
+		}),
+		fn("b:get_u64", "(off)", "integer", g, "Reads a little-endian 64-bit value; values above 2^53 raise an error rather than being rounded.", func(c *call) int {
+			v, err := c.buf().GetU64(c.u64(0))
+			c.check(err)
+			if v > MaxExact {
+				c.fail("the value at offset %d is %d, beyond 2^53: read it with b:read(off, 8)", c.u64(0), v)
+			}
+			c.L.Push(lua.LNumber(v))
+			return 1
+		}),
+		fn("b:set_u64", "(off, v)", "", g, "Writes a little-endian 64-bit value (synchronous).", func(c *call) int {
+			b := c.buf()
+			c.check(b.SetU64(c.u64(0), c.u64(1)))
+			return 0
+		}),
+		fn("b:read", "(off, n)", "string", g, "Returns n bytes at off as a Lua string (synchronous).", func(c *call) int {
+			p, err := c.buf().Read(c.u64(0), c.u64(1))
+			c.check(err)
+			c.L.Push(lua.LString(p))
+			return 1
+		}),
+		fn("b:write", "(off, s)", "", g, "Writes the bytes of string s at off (synchronous).", func(c *call) int {
+			b := c.buf()
+			c.check(b.Write(c.u64(0), []byte(c.str(1))))
+			return 0
+		}),
+		fn("b:checksum", "(off=0, n=size-off)", "string", g, "A 64-bit checksum of a range as 16 hex digits, computed on the device (the same function on every backend).", func(c *call) int {
+			b := c.buf()
+			off := c.optU64(0, 0)
+			var n uint64
+			if off <= b.Size() {
+				n = b.Size() - off
+			}
+			n = c.optU64(1, n)
+			v, err := b.Checksum(off, n)
+			c.check(err)
+			c.L.Push(lua.LString(fmt.Sprintf("%016x", v)))
+			return 1
+		}),
+		fn("b:equal", "(other, off=0, other_off=0, n)", "boolean", g, "True when n bytes at off equal n bytes of other (a buffer or window) at other_off; n defaults to what is left of this buffer after off.", func(c *call) int {
+			b := c.buf()
+			other := c.buffer(0)
+			off, ooff := c.optU64(1, 0), c.optU64(2, 0)
+			var n uint64
+			if off <= b.Size() {
+				n = b.Size() - off
+			}
+			n = c.optU64(3, n)
+			eq, err := b.Equal(other, off, ooff, n)
+			c.check(err)
+			c.L.Push(lua.LBool(eq))
+			return 1
+		}),
+		fn("b:free", "()", "", g, "Releases the buffer after the operations already enqueued on it; any later use is an error.", func(c *call) int {
+			r := c.L.Get(1).(*lua.LUserData).Value.(*bufferRef)
+			c.check(r.b.Free())
+			return 0
+		}),
+	}
+}
+
+func (c *call) win() *window.Window {
+	r := c.L.Get(1).(*lua.LUserData).Value.(*windowRef)
+	if r.w.Freed() {
+		c.fail("window %d has been freed", r.w.ID())
+	}
+	return r.w
+}
+
+func (c *call) transfer() window.Transfer {
+	return window.Transfer{Peer: c.index(0), PeerOff: c.u64(1), Local: c.buffer(2), LocalOff: c.u64(3), N: c.u64(4)}
+}
+
+func windowEntries() []*Entry {
+	const g = "Windows"
+	return []*Entry{
+		fn("w:buffer", "()", "buffer", g, "The local data buffer as a buffer view (same methods as a buffer; free the window, not the view).", func(c *call) int {
+			c.s.push(&bufferRef{b: c.win().Buffer()}, "b")
+			return 1
+		}),
+		fn("w:size", "()", "integer", g, "The data buffer's size in bytes.", func(c *call) int {
+			c.L.Push(lua.LNumber(c.win().Options().Bytes))
+			return 1
+		}),
+		fn("w:put", "(peer, dst_off, src, src_off, n)", "", g, "Enqueues a copy of n bytes from local src (a buffer or this window) into peer's data buffer at dst_off.", func(c *call) int {
+			w := c.win()
+			c.check(w.Put(c.transfer()))
+			return 0
+		}),
+		fn("w:get", "(peer, src_off, dst, dst_off, n)", "", g, "Enqueues a copy of n bytes from peer's data buffer at src_off into local dst.", func(c *call) int {
+			w := c.win()
+			c.check(w.Get(c.transfer()))
+			return 0
+		}),
+		fn("w:put_signal", "(peer, dst_off, src, src_off, n, sig, value=1, op=\"add\")", "", g, "A put, then signal slot sig on peer (op \"add\" or \"set\"); the peer never sees the signal before the data.", func(c *call) int {
+			w := c.win()
+			t := c.transfer()
+			sig := &window.Sig{ID: c.index(5), Value: c.optU64(6, 1), Op: c.sigOp(7, "add")}
+			c.check(w.PutSignal(t, sig, nil))
+			return 0
+		}),
+		fn("w:put_counter", "(peer, dst_off, src, src_off, n, ctr, value=1)", "", g, "A put, then adds value to the local counter ctr for peer once the source may be reused (local completion).", func(c *call) int {
+			w := c.win()
+			t := c.transfer()
+			c.check(w.PutSignal(t, nil, &window.Ctr{ID: c.index(5), Value: c.optU64(6, 1)}))
+			return 0
+		}),
+		fn("w:put_signal_counter", "(peer, dst_off, src, src_off, n, sig, sval, ctr, cval)", "", g, "A put with both a signal (add sval to slot sig on peer) and a local-completion counter (add cval to counter ctr).", func(c *call) int {
+			w := c.win()
+			t := c.transfer()
+			sig := &window.Sig{ID: c.index(5), Value: c.u64(6)}
+			ctr := &window.Ctr{ID: c.index(7), Value: c.u64(8)}
+			c.check(w.PutSignal(t, sig, ctr))
+			return 0
+		}),
+		fn("w:signal", "(peer, sig, op=\"add\", value=1)", "", g, "Writes this rank's row of peer's inbox, slot sig: op \"add\" adds value, \"set\" stores it.", func(c *call) int {
+			w := c.win()
+			peer, sig := c.index(0), c.index(1)
+			op := c.sigOp(2, "add")
+			c.check(w.Signal(peer, window.Sig{ID: sig, Op: op, Value: c.optU64(3, 1)}))
+			return 0
+		}),
+		fn("w:signal_all", "(sig, op=\"add\", value=1)", "", g, "Signals every other rank once.", func(c *call) int {
+			w := c.win()
+			sig := c.index(0)
+			op := c.sigOp(1, "add")
+			c.check(w.SignalAll(window.Sig{ID: sig, Op: op, Value: c.optU64(2, 1)}))
+			return 0
+		}),
+		fn("w:wait_signal", "(sig, cmp, value)", "", g, "Enqueues a wait until the sum over all peers' rows of slot sig satisfies `sum cmp value` (cmp: ==, ~=, <, <=, >, >= or eq, ne, lt, le, gt, ge).", func(c *call) int {
+			w := c.win()
+			c.check(w.WaitSignal(c.index(0), c.cmp(1), c.u64(2)))
+			return 0
+		}),
+		fn("w:wait_signal_from", "(peer, sig, cmp, value)", "", g, "Enqueues a wait on one peer's row of slot sig only.", func(c *call) int {
+			w := c.win()
+			c.check(w.WaitSignalFrom(c.index(0), c.index(1), c.cmp(2), c.u64(3)))
+			return 0
+		}),
+		fn("w:read_signal", "(sig)", "integer", g, "The current sum over all peers of slot sig, now.", func(c *call) int {
+			v, err := c.win().ReadSignal(c.index(0))
+			c.check(err)
+			c.pushU64(v)
+			return 1
+		}),
+		fn("w:read_signal_from", "(peer, sig)", "integer", g, "The current value of peer's row of slot sig, now.", func(c *call) int {
+			v, err := c.win().ReadSignalFrom(c.index(0), c.index(1))
+			c.check(err)
+			c.pushU64(v)
+			return 1
+		}),
+		fn("w:wait_counter", "(peer, ctr, cmp, value)", "", g, "Enqueues a wait until local counter ctr for peer satisfies `counter cmp value`.", func(c *call) int {
+			w := c.win()
+			c.check(w.WaitCounter(c.index(0), c.index(1), c.cmp(2), c.u64(3)))
+			return 0
+		}),
+		fn("w:read_counter", "(peer, ctr)", "integer", g, "The current value of local counter ctr for peer, now.", func(c *call) int {
+			v, err := c.win().ReadCounter(c.index(0), c.index(1))
+			c.check(err)
+			c.pushU64(v)
+			return 1
+		}),
+		fn("w:reset_counter", "(peer, ctr)", "", g, "Enqueues a reset of local counter ctr for peer to zero.", func(c *call) int {
+			w := c.win()
+			c.check(w.ResetCounter(c.index(0), c.index(1)))
+			return 0
+		}),
+		fn("w:reset_signals", "()", "", g, "Enqueues zeroing of this rank's whole inbox (the caller guarantees that no peer is signalling it).", func(c *call) int {
+			c.check(c.win().ResetSignals())
+			return 0
+		}),
+		fn("w:barrier", "(id=0)", "", g, "Enqueues a barrier of all ranks of the window on slot id; slots are monotonic, so a slot can be reused any number of times.", func(c *call) int {
+			w := c.win()
+			c.check(w.Barrier(c.optIndex(0, 0)))
+			return 0
+		}),
+		fn("w:barrier_peer", "(peer, id=0)", "", g, "Enqueues a pairwise barrier with peer on slot id.", func(c *call) int {
+			w := c.win()
+			c.check(w.BarrierPeer(c.index(0), c.optIndex(1, 0)))
+			return 0
+		}),
+		fn("w:fence", "()", "", g, "Later signals are ordered after every earlier put, on every transport.", func(c *call) int {
+			c.check(c.win().Fence())
+			return 0
+		}),
+		fn("w:flush", "()", "", g, "Later operations start after every earlier put has completed locally (sources reusable).", func(c *call) int {
+			c.check(c.win().Flush())
+			return 0
+		}),
+		fn("w:sync", "()", "", g, "Blocks until everything enqueued on this rank's stream has completed; raises the first error (a wait's timeout, say).", func(c *call) int {
+			c.check(c.win().Sync(c.ctx()))
+			return 0
+		}),
+		fn("w:transport", "(peer)", "string", g, "How peer is reached: \"self\", \"shm\", \"nvl\" or \"net\".", func(c *call) int {
+			s, err := c.win().Transport(c.index(0))
+			c.check(err)
+			c.L.Push(lua.LString(s))
+			return 1
+		}),
+		fn("w:free", "()", "", g, "**collective**: waits for the stream, meets every rank and releases the window; any later use is an error.", func(c *call) int {
+			r := c.L.Get(1).(*lua.LUserData).Value.(*windowRef)
+			c.check(c.s.Comm.FreeWindow(c.ctx(), r.w))
+			return 0
+		}),
+	}
+}
+
+func (c *call) pushU64(v uint64) {
+	if v > MaxExact {
+		c.fail("value %d is beyond 2^53 and cannot be returned exactly", v)
+	}
+	c.L.Push(lua.LNumber(v))
+}
+
+// timerRef is a stream-ordered stopwatch.
+type timerRef struct {
+	start, stop time.Time
+	started     bool
+	stopped     bool
+}
+
+func (t *timerRef) String() string { return "timer" }
+
+func (c *call) timer() *timerRef { return c.L.Get(1).(*lua.LUserData).Value.(*timerRef) }
+
+func timerEntries() []*Entry {
+	const g = "Timing"
+	return []*Entry{
+		fn("t:start", "()", "", g, "Enqueues the start mark on the rank's stream.", func(c *call) int {
+			t := c.timer()
+			t.started, t.stopped = true, false
+			c.s.Comm.Rank.Stream.Host(func() error { t.start = time.Now(); return nil })
+			return 0
+		}),
+		fn("t:stop", "()", "", g, "Enqueues the stop mark on the rank's stream.", func(c *call) int {
+			t := c.timer()
+			if !t.started {
+				c.fail("t:stop before t:start")
+			}
+			t.stopped = true
+			c.s.Comm.Rank.Stream.Host(func() error { t.stop = time.Now(); return nil })
+			return 0
+		}),
+		fn("t:seconds", "()", "number", g, "Syncs the stream and returns the seconds between start and stop.", func(c *call) int {
+			t := c.timer()
+			if !t.stopped {
+				c.fail("t:seconds before t:start and t:stop")
+			}
+			c.check(c.s.Comm.Sync(c.ctx()))
+			c.L.Push(lua.LNumber(t.stop.Sub(t.start).Seconds()))
+			return 1
+		}),
+	}
+}
+
+func helpEntries() []*Entry {
+	return []*Entry{
+		fn("help", "(name?)", "", "Help", "Prints the API list, or one entry's documentation: help(\"w:put\").", func(c *call) int {
+			name := c.optStr(0, "")
+			text, _ := c.s.Reg.Help(name)
+			fmt.Fprint(c.s.Out, text)
+			if !strings.HasSuffix(text, "\n") {
+				fmt.Fprintln(c.s.Out)
+			}
+			return 0
+		}),
+	}
+}
+
+// encodeValue serialises an allgather value: nil, boolean, number, string
+// or nested tables of those.
+func encodeValue(v lua.LValue, depth int) ([]byte, error) {
+	var b bytes.Buffer
+	if err := encodeInto(&b, v, depth); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func encodeInto(b *bytes.Buffer, v lua.LValue, depth int) error {
+	if depth > 16 {
+		return fmt.Errorf("tables nested deeper than 16")
+	}
+	switch x := v.(type) {
+	case *lua.LNilType:
+		b.WriteByte('n')
+	case lua.LBool:
+		if x {
+			b.WriteByte('t')
+		} else {
+			b.WriteByte('f')
+		}
+	case lua.LNumber:
+		b.WriteByte('d')
+		fmt.Fprintf(b, "%v;", float64(x))
+	case lua.LString:
+		b.WriteByte('s')
+		fmt.Fprintf(b, "%d;", len(x))
+		b.WriteString(string(x))
+	case *lua.LTable:
+		b.WriteByte('T')
+		var err error
+		x.ForEach(func(k, val lua.LValue) {
+			if err != nil {
+				return
+			}
+			if _, ok := k.(*lua.LTable); ok {
+				err = fmt.Errorf("table keys must be strings, numbers or booleans")
+				return
+			}
+			if err = encodeInto(b, k, depth+1); err == nil {
+				err = encodeInto(b, val, depth+1)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		b.WriteByte('e')
+	default:
+		return fmt.Errorf("cannot gather a %s (nil, boolean, number, string or table expected)", v.Type())
+	}
+	return nil
+}
+
+func decodeValue(L *lua.LState, d []byte, depth int) (lua.LValue, []byte, error) {
+	if len(d) == 0 {
+		return nil, nil, fmt.Errorf("truncated value")
+	}
+	tag, rest := d[0], d[1:]
+	readUntil := func() (string, []byte, error) {
+		i := bytes.IndexByte(rest, ';')
+		if i < 0 {
+			return "", nil, fmt.Errorf("truncated value")
+		}
+		return string(rest[:i]), rest[i+1:], nil
+	}
+	switch tag {
+	case 'n':
+		return lua.LNil, rest, nil
+	case 't':
+		return lua.LTrue, rest, nil
+	case 'f':
+		return lua.LFalse, rest, nil
+	case 'd':
+		s, r, err := readUntil()
+		if err != nil {
+			return nil, nil, err
+		}
+		var f float64
+		if _, err := fmt.Sscan(s, &f); err != nil {
+			return nil, nil, fmt.Errorf("bad number %q", s)
+		}
+		return lua.LNumber(f), r, nil
+	case 's':
+		s, r, err := readUntil()
+		if err != nil {
+			return nil, nil, err
+		}
+		var n int
+		if _, err := fmt.Sscan(s, &n); err != nil || n < 0 || n > len(r) {
+			return nil, nil, fmt.Errorf("bad string length %q", s)
+		}
+		return lua.LString(r[:n]), r[n:], nil
+	case 'T':
+		if depth > 16 {
+			return nil, nil, fmt.Errorf("tables nested deeper than 16")
+		}
+		t := L.NewTable()
+		for {
+			if len(rest) == 0 {
+				return nil, nil, fmt.Errorf("truncated table")
+			}
+			if rest[0] == 'e' {
+				return t, rest[1:], nil
+			}
+			k, r, err := decodeValue(L, rest, depth+1)
+			if err != nil {
+				return nil, nil, err
+			}
+			v, r2, err := decodeValue(L, r, depth+1)
+			if err != nil {
+				return nil, nil, err
+			}
+			if k == lua.LNil {
+				return nil, nil, fmt.Errorf("nil table key")
+			}
+			t.RawSet(k, v)
+			rest = r2
+		}
+	}
+	return nil, nil, fmt.Errorf("unknown tag %q", tag)
+}

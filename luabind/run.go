@@ -1,0 +1,82 @@
+package luabind
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/luacoll/luacoll/engine"
+)
+
+// DefaultScript is what `luacoll run` runs when no script is named.
+const DefaultScript = "examples/tour.lua"
+
+// RunOptions configure one rank running a script.
+type RunOptions struct {
+	Device  string
+	Timeout time.Duration
+	GPUs    []int
+	Script  string
+	Args    []string
+	Stdout  io.Writer
+	Stderr  io.Writer
+	CUDA    engine.CUDABackend
+}
+
+// RunRank runs a script as the rank env describes and returns the process
+// exit status: 0 on success, 1 when the script or the job failed. Errors
+// are printed on Stderr; a failure is reported to every other rank.
+func RunRank(ctx context.Context, env engine.RankEnv, o RunOptions) int {
+	if o.Script == "" {
+		o.Script = DefaultScript
+	}
+	comm, err := engine.Open(ctx, env, engine.Options{Device: o.Device, Timeout: o.Timeout, GPUs: o.GPUs}, o.CUDA)
+	if err != nil {
+		fmt.Fprintf(o.Stderr, "luacoll: %v\n", err)
+		return 1
+	}
+	src, name, err := LoadScript(o.Script)
+	if err != nil {
+		err = fmt.Errorf("rank %d: %w", env.Rank, err)
+		fmt.Fprintf(o.Stderr, "luacoll: %v\n", err)
+		_ = comm.Close(err)
+		return 1
+	}
+	s := New(comm, o.Stdout)
+	defer s.Close()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// A peer's failure ends blocking calls at once.
+	go func() {
+		select {
+		case <-comm.Abort.Done():
+			cancel()
+		case <-runCtx.Done():
+		}
+	}()
+	s.Ctx = runCtx
+	err = s.Run(src, name, o.Args)
+	if err == nil {
+		if serr := comm.Sync(ctx); serr != nil {
+			err = fmt.Errorf("%s: at exit: %w", name, serr)
+		}
+	}
+	if err != nil {
+		// A failure caused by another rank's failure names that rank; say
+		// so without claiming this rank as the origin.
+		fmt.Fprintf(o.Stderr, "%s\n", err)
+		var se *ScriptError
+		if errors.As(err, &se) && se.Trace != "" && env.Size == 1 {
+			fmt.Fprintf(o.Stderr, "%s\n", se.Trace)
+		}
+		_ = comm.Close(err)
+		return 1
+	}
+	if err := comm.Close(nil); err != nil {
+		fmt.Fprintf(o.Stderr, "luacoll: rank %d: closing: %v\n", env.Rank, err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,258 @@
+package luabind
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/parse"
+
+	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/scripts"
+	"github.com/luacoll/luacoll/window"
+)
+
+// Version is luacoll's version, set by main.
+var Version = "dev"
+
+// State is one rank's Lua interpreter bound to its Comm.
+type State struct {
+	L    *lua.LState
+	Comm *engine.Comm
+	Reg  *Registry
+	// Ctx bounds blocking calls (sync, collectives); cancelling it interrupts them.
+	Ctx context.Context
+	Out io.Writer
+	// Prefix is prepended to lc.log lines when the launcher does not
+	// prefix output itself.
+	Prefix string
+	start  time.Time
+	timers []*timerRef
+}
+
+// NewRegistry returns the registry of every Lua function and method.
+func NewRegistry() *Registry {
+	return newRegistry(rankEntries(), bufferEntries(), windowEntries(), timerEntries(), helpEntries())
+}
+
+// New makes a Lua state for comm. out receives print and lc.log output.
+func New(comm *engine.Comm, out io.Writer) *State {
+	L := lua.NewState(lua.Options{RegistryMaxSize: 1024 * 1024, CallStackSize: 1024})
+	s := &State{L: L, Comm: comm, Reg: NewRegistry(), Ctx: context.Background(), Out: out, start: time.Now()}
+	if !comm.Env.Prefixed {
+		s.Prefix = fmt.Sprintf("[%d] ", comm.Env.Rank)
+	}
+	comm.Rank.Site = func() string { return strings.TrimSuffix(L.Where(1), ":") }
+	s.install()
+	return s
+}
+
+// Close releases the interpreter (not the Comm).
+func (s *State) Close() { s.L.Close() }
+
+func (s *State) rank() int { return s.Comm.Env.Rank }
+
+// wrap turns an entry into a Lua function.
+func (s *State) wrap(e *Entry) *lua.LFunction {
+	return s.L.NewFunction(func(L *lua.LState) int { return e.fn(s, L) })
+}
+
+func (s *State) install() {
+	L := s.L
+	mod := L.NewTable()
+	for _, e := range s.Reg.entries {
+		switch {
+		case e.Field:
+			// filled below
+		case strings.HasPrefix(e.Name, "lc."):
+			L.SetField(mod, e.Short(), s.wrap(e))
+		case e.Receiver() == "":
+			L.SetGlobal(e.Name, s.wrap(e))
+		}
+	}
+	env := s.Comm.Env
+	L.SetField(mod, "rank", lua.LNumber(env.Rank))
+	L.SetField(mod, "size", lua.LNumber(env.Size))
+	L.SetField(mod, "local_rank", lua.LNumber(env.LocalRank))
+	L.SetField(mod, "local_size", lua.LNumber(env.LocalSize))
+	L.SetField(mod, "node", lua.LNumber(env.Node))
+	L.SetField(mod, "version", lua.LString(Version))
+	for recv, r := range receivers {
+		mt := L.NewTypeMetatable(r.typ)
+		methods := L.NewTable()
+		for _, e := range s.Reg.Methods(recv) {
+			L.SetField(methods, e.Short(), s.wrap(e))
+		}
+		L.SetField(mt, "__index", methods)
+		L.SetField(mt, "__tostring", L.NewFunction(tostring))
+	}
+	L.SetGlobal("luacoll", mod)
+	L.SetGlobal("print", L.NewFunction(func(L *lua.LState) int {
+		n := L.GetTop()
+		parts := make([]string, n)
+		for i := 1; i <= n; i++ {
+			parts[i-1] = L.ToStringMeta(L.Get(i)).String()
+		}
+		fmt.Fprintln(s.Out, strings.Join(parts, "\t"))
+		return 0
+	}))
+	L.PreloadModule("luacoll", func(L *lua.LState) int { L.Push(mod); return 1 })
+	s.installRequire()
+}
+
+func tostring(L *lua.LState) int {
+	ud := L.CheckUserData(1)
+	if st, ok := ud.Value.(fmt.Stringer); ok {
+		L.Push(lua.LString(st.String()))
+	} else {
+		L.Push(lua.LString(fmt.Sprintf("%T", ud.Value)))
+	}
+	return 1
+}
+
+// installRequire lets require find embedded scripts/lib modules after the
+// files next to the script.
+func (s *State) installRequire() {
+	L := s.L
+	pkg := L.GetGlobal("package").(*lua.LTable)
+	loaders, ok := L.GetField(pkg, "loaders").(*lua.LTable)
+	if !ok {
+		return
+	}
+	loaders.Append(L.NewFunction(func(L *lua.LState) int {
+		name := L.CheckString(1)
+		rel := strings.ReplaceAll(strings.TrimPrefix(name, "lib."), ".", "/")
+		path := "lib/" + rel + ".lua"
+		src, err := fs.ReadFile(scripts.FS, path)
+		if err != nil {
+			L.Push(lua.LString("\n\tno embedded module '" + path + "'"))
+			return 1
+		}
+		fn, err := L.Load(strings.NewReader(string(src)), "lib/"+rel+".lua")
+		if err != nil {
+			L.RaiseError("loading embedded %s: %v", path, err)
+		}
+		L.Push(fn)
+		return 1
+	}))
+}
+
+// SetScriptDir makes require look next to the script first.
+func (s *State) SetScriptDir(dir string) {
+	pkg := s.L.GetGlobal("package").(*lua.LTable)
+	p := filepath.Join(dir, "?.lua") + ";" + filepath.Join(dir, "?", "init.lua")
+	s.L.SetField(pkg, "path", lua.LString(p+";"+lua.LVAsString(s.L.GetField(pkg, "path"))))
+}
+
+// LoadScript reads a script from disk, or from the embedded scripts when
+// the path is not a file (e.g. "examples/tour.lua").
+func LoadScript(path string) (src []byte, name string, err error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return b, path, nil
+	}
+	if !os.IsNotExist(err) {
+		return nil, "", fmt.Errorf("reading %s: %w", path, err)
+	}
+	rel := strings.TrimPrefix(filepath.ToSlash(path), "scripts/")
+	if e, eerr := fs.ReadFile(scripts.FS, rel); eerr == nil {
+		return e, rel, nil
+	}
+	return nil, "", fmt.Errorf("script %s: no such file (nor an embedded script of that name)", path)
+}
+
+// Run runs a script's source as the main chunk with arg set to args.
+func (s *State) Run(src []byte, name string, args []string) error {
+	L := s.L
+	argt := L.NewTable()
+	argt.RawSetInt(0, lua.LString(name))
+	for i, a := range args {
+		argt.RawSetInt(i+1, lua.LString(a))
+	}
+	L.SetGlobal("arg", argt)
+	if dir := filepath.Dir(name); dir != "" {
+		s.SetScriptDir(dir)
+	}
+	fn, err := L.Load(strings.NewReader(string(src)), name)
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", s.rank(), err)
+	}
+	L.Push(fn)
+	for _, a := range args {
+		L.Push(lua.LString(a))
+	}
+	if err := L.PCall(len(args), lua.MultRet, nil); err != nil {
+		return scriptError(err)
+	}
+	return nil
+}
+
+// DoString runs a chunk (the REPL uses it).
+func (s *State) DoString(chunk, name string) error {
+	fn, err := s.L.Load(strings.NewReader(chunk), name)
+	if err != nil {
+		return err
+	}
+	s.L.Push(fn)
+	return scriptError(s.L.PCall(0, lua.MultRet, nil))
+}
+
+// ScriptError is a Lua error raised by a script, with its message as Lua
+// shows it (position, rank, call).
+type ScriptError struct {
+	Msg   string
+	Trace string
+}
+
+func (e *ScriptError) Error() string { return e.Msg }
+
+func scriptError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if ae, ok := err.(*lua.ApiError); ok {
+		msg := ae.Object.String()
+		if ae.Type == lua.ApiErrorSyntax {
+			if pe, ok := ae.Cause.(*parse.Error); ok {
+				msg = fmt.Sprintf("%s:%d: %s", pe.Pos.Source, pe.Pos.Line, pe.Message)
+			}
+		}
+		return &ScriptError{Msg: msg, Trace: ae.StackTrace}
+	}
+	return err
+}
+
+// windowRef, bufferRef are the userdata values.
+type windowRef struct {
+	w    *window.Window
+	call string
+}
+
+func (r *windowRef) String() string {
+	if r.w.Freed() {
+		return fmt.Sprintf("window %d (freed)", r.w.ID())
+	}
+	return fmt.Sprintf("window %d (%d bytes)", r.w.ID(), r.w.Options().Bytes)
+}
+
+type bufferRef struct{ b *window.Buffer }
+
+func (r *bufferRef) String() string {
+	if r.b.Freed() {
+		return r.b.Name() + " (freed)"
+	}
+	return fmt.Sprintf("%s (%d bytes)", r.b.Name(), r.b.Size())
+}
+
+func (s *State) push(v any, recv string) {
+	ud := s.L.NewUserData()
+	ud.Value = v
+	s.L.SetMetatable(ud, s.L.GetTypeMetatable(receivers[recv].typ))
+	s.L.Push(ud)
+}
