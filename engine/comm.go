@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -126,7 +127,9 @@ func (c *Comm) openBackend(cudaOpen CUDABackend) (transport.Backend, error) {
 	}
 	switch c.Opts.Device {
 	case "host":
-		return transport.NewHostBackend(c.Env.JobID), nil
+		be := transport.NewHostBackend(c.Env.JobID)
+		be.Oversubscribed = c.Env.LocalSize > runtime.NumCPU()
+		return be, nil
 	case "cuda":
 		if cudaOpen == nil {
 			return nil, errors.New("this build has no CUDA backend")

@@ -100,7 +100,7 @@ func rankEntries() []*Entry {
 			L.Call(n, 1)
 			msg := L.ToString(-1)
 			L.Pop(1)
-			fmt.Fprintf(c.s.Out, "%s%s\n", c.s.Prefix, msg)
+			c.s.writeLines(msg)
 			return 0
 		}),
 		fn("lc.now", "()", "number", g, "Monotonic seconds since the rank started.", func(c *call) int {
@@ -128,7 +128,7 @@ func rankEntries() []*Entry {
 			L.SetField(t, "transports", tr)
 			v := L.NewTable()
 			L.SetField(v, "luacoll", lua.LString(Version))
-			L.SetField(v, "lua", lua.LString(lua.LuaVersion+" (gopher-lua "+lua.PackageVersion+")"))
+			L.SetField(v, "lua", lua.LString(LuaVersion()))
 			L.SetField(t, "versions", v)
 			L.Push(t)
 			return 1

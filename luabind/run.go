@@ -46,13 +46,13 @@ func RunRank(ctx context.Context, env engine.RankEnv, o RunOptions) int {
 	}
 	s := New(comm, o.Stdout)
 	defer s.Close()
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// A peer's failure ends blocking calls at once.
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// A peer's failure ends blocking calls at once, with its reason.
 	go func() {
 		select {
 		case <-comm.Abort.Done():
-			cancel()
+			cancel(comm.Abort.Err())
 		case <-runCtx.Done():
 		}
 	}()

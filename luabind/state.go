@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -20,6 +21,19 @@ import (
 
 // Version is luacoll's version, set by main.
 var Version = "dev"
+
+// LuaVersion names the Lua dialect and the interpreter module's version.
+func LuaVersion() string {
+	v := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/yuin/gopher-lua" {
+				v = d.Version
+			}
+		}
+	}
+	return lua.LuaVersion + " (gopher-lua " + v + ")"
+}
 
 // State is one rank's Lua interpreter bound to its Comm.
 type State struct {
@@ -51,6 +65,22 @@ func New(comm *engine.Comm, out io.Writer) *State {
 	comm.Rank.Site = func() string { return strings.TrimSuffix(L.Where(1), ":") }
 	s.install()
 	return s
+}
+
+// writeLines prints text, each line prefixed when the launcher does not
+// prefix output itself.
+func (s *State) writeLines(text string) {
+	if s.Prefix == "" {
+		fmt.Fprintln(s.Out, text)
+		return
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(text, "\n") {
+		b.WriteString(s.Prefix)
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	io.WriteString(s.Out, b.String())
 }
 
 // Close releases the interpreter (not the Comm).
@@ -99,7 +129,7 @@ func (s *State) install() {
 		for i := 1; i <= n; i++ {
 			parts[i-1] = L.ToStringMeta(L.Get(i)).String()
 		}
-		fmt.Fprintln(s.Out, strings.Join(parts, "\t"))
+		s.writeLines(strings.Join(parts, "\t"))
 		return 0
 	}))
 	L.PreloadModule("luacoll", func(L *lua.LState) int { L.Push(mod); return 1 })

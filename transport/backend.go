@@ -58,6 +58,9 @@ type Backend interface {
 // windows, a goroutine for the stream.
 type HostBackend struct {
 	HostMemory
+	// Oversubscribed says there are more ranks on this host than cores,
+	// so waits should yield rather than spin.
+	Oversubscribed bool
 }
 
 // NewHostBackend returns the host backend of job.
@@ -75,7 +78,9 @@ func (*HostBackend) Identity() Identity { return LocalIdentity("host") }
 func (*HostBackend) GPUPeer(Identity) bool { return false }
 
 // NewStream implements Backend.
-func (*HostBackend) NewStream(abort *Abort) (Stream, error) { return NewHostStream(abort), nil }
+func (b *HostBackend) NewStream(abort *Abort) (Stream, error) {
+	return NewHostStream(abort, b.Oversubscribed), nil
+}
 
 // Read implements Backend.
 func (*HostBackend) Read(dst []byte, src Addr) error {

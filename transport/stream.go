@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Cmp is a comparison between an observed value and an expected one:
@@ -145,6 +147,9 @@ type hostOp struct {
 // the worker), which keeps signal latency low.
 type HostStream struct {
 	abort *Abort
+	// spin is how many times a wait polls before it starts yielding the
+	// processor; small when there are more ranks than cores.
+	spin int
 
 	mu      sync.Mutex
 	q       []hostOp
@@ -159,8 +164,13 @@ type HostStream struct {
 }
 
 // NewHostStream starts a stream whose waits also end when abort is set.
-func NewHostStream(abort *Abort) *HostStream {
-	s := &HostStream{abort: abort, wake: make(chan struct{}, 1), idle: make(chan struct{}), stopped: make(chan struct{})}
+// With oversubscribed (more busy ranks than cores) waits give up the
+// processor almost at once instead of spinning.
+func NewHostStream(abort *Abort, oversubscribed bool) *HostStream {
+	s := &HostStream{abort: abort, spin: 2000, wake: make(chan struct{}, 1), idle: make(chan struct{}), stopped: make(chan struct{})}
+	if oversubscribed {
+		s.spin = 16
+	}
 	close(s.idle) // not busy
 	go s.run()
 	return s
@@ -277,7 +287,7 @@ func (s *HostStream) waitFor(w *WaitSpec, gen uint64) error {
 		if ok {
 			return nil
 		}
-		if i < 2000 {
+		if i < s.spin {
 			continue
 		}
 		if i%64 == 0 {
@@ -291,8 +301,9 @@ func (s *HostStream) waitFor(w *WaitSpec, gen uint64) error {
 				return w.Fail(v, ErrTimeout)
 			}
 		}
-		if i < 20000 {
-			runtime.Gosched()
+		if i < s.spin+20000 {
+			// Let any other thread of any process run, then look again.
+			schedYield()
 			continue
 		}
 		time.Sleep(pause)
@@ -308,6 +319,9 @@ func (s *HostStream) interruptCause() error {
 	}
 	return errors.New("interrupted")
 }
+
+// schedYield gives the processor to any other runnable thread.
+func schedYield() { _, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // Copy implements Stream.
 func (s *HostStream) Copy(dst, src Addr, n uint64) {
@@ -339,14 +353,14 @@ func (s *HostStream) Sync(ctx context.Context) error {
 			return err
 		}
 		s.mu.Unlock()
-		if i < 200 {
+		if i < s.spin/10 {
 			runtime.Gosched()
 			continue
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("sync: %w", ctx.Err())
+			return fmt.Errorf("sync: %w", context.Cause(ctx))
 		}
 	}
 }

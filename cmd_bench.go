@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/luacoll/luacoll/engine"
+)
+
+const benchUsage = `luacoll bench put|pingpong|barrier [-n N] [flags]
+
+  put       put bandwidth rank 0 -> rank 1 for sizes -b..-e (x -f), with a plain
+            in-process copy of each size measured in the same run as the ceiling
+  pingpong  8-byte put_signal -> wait ping-pong between ranks 0 and 1: median one-way latency
+  barrier   window barrier latency over all N ranks (median of batches of 100)
+
+Every rank is a process, as with 'luacoll run'. Rank 0 prints the table.`
+
+func parseSize(s string) (uint64, error) {
+	mult := uint64(1)
+	u := strings.ToUpper(strings.TrimSpace(s))
+	for _, suf := range []struct {
+		s string
+		m uint64
+	}{{"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
+		if strings.HasSuffix(u, suf.s) {
+			mult, u = suf.m, strings.TrimSuffix(u, suf.s)
+			break
+		}
+	}
+	v, err := strconv.ParseUint(u, 10, 64)
+	if err != nil || v == 0 {
+		return 0, fmt.Errorf("size %q: want a positive integer with an optional K, M or G suffix", s)
+	}
+	return v * mult, nil
+}
+
+func cmdBench(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(stdout, "Usage: "+benchUsage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	what := args[0]
+	switch what {
+	case "put", "pingpong", "barrier":
+	default:
+		fmt.Fprintf(stderr, "luacoll bench: unknown benchmark %q\n\nUsage: %s\n", what, benchUsage)
+		return 2
+	}
+	fs := newFlagSet("bench "+what, benchUsage, stderr)
+	var f rankFlags
+	f.register(fs)
+	minS := fs.String("b", "1M", "smallest size (put)")
+	maxS := fs.String("e", "256M", "largest size (put)")
+	factor := fs.Int("f", 4, "size multiplication factor (put)")
+	iters := fs.Int("iters", 0, "iterations per measurement (default: put 5, pingpong 20000, barrier 5000)")
+	jsonOut := fs.String("json", "", "also write the rows as JSON Lines to FILE")
+	if code, ok := parse(fs, args[1:], stdout); !ok {
+		return code
+	}
+	if err := f.check(); err != nil {
+		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
+		return 2
+	}
+	lo, err := parseSize(*minS)
+	if err == nil {
+		var hi uint64
+		hi, err = parseSize(*maxS)
+		if err == nil && hi < lo {
+			err = fmt.Errorf("-e %s is smaller than -b %s", *maxS, *minS)
+		}
+		if err == nil && *factor < 2 {
+			err = fmt.Errorf("-f %d: want 2 or more", *factor)
+		}
+		if err == nil && *iters < 0 {
+			err = fmt.Errorf("--iters %d: must be positive", *iters)
+		}
+		if err == nil {
+			*maxS = fmt.Sprint(hi)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
+		return 2
+	}
+	hi, _ := strconv.ParseUint(*maxS, 10, 64)
+	ctx, stop := signalContext()
+	defer stop()
+	env, isRank, err := engine.RankEnvFromEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
+		return 2
+	}
+	if !isRank {
+		n := f.n
+		if n == 0 {
+			n = 2
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
+			return 1
+		}
+		res, err := engine.Launch(ctx, engine.LaunchConfig{N: n, Path: exe, Args: append([]string{"bench"}, args...),
+			Prefix: false, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second})
+		if err != nil {
+			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
+			if res.ExitCode == 0 {
+				return 1
+			}
+		}
+		return res.ExitCode
+	}
+	gpus, _ := f.gpuList()
+	comm, err := engine.Open(ctx, env, engine.Options{Device: f.device, Timeout: f.timeout, GPUs: gpus}, cudaBackend)
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
+		return 1
+	}
+	err = runBench(ctx, comm, what, lo, hi, *factor, *iters, *jsonOut, stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll bench %s: rank %d: %v\n", what, env.Rank, err)
+		_ = comm.Close(err)
+		return 1
+	}
+	if err := comm.Close(nil); err != nil {
+		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, factor, iters int, jsonOut string, stdout, stderr io.Writer) error {
+	me := c.Env.Rank
+	var rows []engine.BenchRow
+	header := fmt.Sprintf("# luacoll bench %s: %s backend, %d ranks, luacoll %s", what, c.Backend.Name(), c.Env.Size, versionString())
+	switch what {
+	case "put":
+		if iters == 0 {
+			iters = 5
+		}
+		var sizes []uint64
+		for s := lo; s <= hi; s *= uint64(factor) {
+			sizes = append(sizes, s)
+		}
+		var progress io.Writer
+		if me == 0 && isTerminal(os.Stderr) {
+			progress = stderr
+		}
+		r, err := engine.BenchPut(ctx, c, sizes, iters, progress)
+		if err != nil {
+			return err
+		}
+		rows = r
+		if me == 0 {
+			fmt.Fprintln(stdout, header)
+			fmt.Fprintf(stdout, "# rank 0 -> rank 1, median of %d iterations; copy = plain in-process copy of the same size, same run\n", iters)
+			fmt.Fprintf(stdout, "# %12s %10s %10s %10s %7s %7s\n", "size(B)", "time(us)", "put GB/s", "copy GB/s", "ratio", "#wrong")
+			for _, r := range rows {
+				fmt.Fprintf(stdout, "  %12d %10.1f %10.2f %10.2f %7.3f %7d\n", r.Bytes, r.Seconds*1e6, r.GBps, r.Ref, r.Ratio, r.Wrong)
+			}
+		}
+	case "pingpong":
+		if iters == 0 {
+			iters = 20000
+		}
+		r, err := engine.BenchPingPong(ctx, c, iters)
+		if err != nil {
+			return err
+		}
+		rows = []engine.BenchRow{r}
+		if me == 0 {
+			fmt.Fprintln(stdout, header)
+			fmt.Fprintf(stdout, "# 8-byte put_signal -> wait_signal_from ping-pong, ranks 0 and 1, %d round trips\n", iters)
+			fmt.Fprintf(stdout, "  one-way latency (median): %.2f us\n", r.Seconds*1e6)
+		}
+	case "barrier":
+		if iters == 0 {
+			iters = 5000
+		}
+		r, err := engine.BenchBarrier(ctx, c, iters)
+		if err != nil {
+			return err
+		}
+		rows = []engine.BenchRow{r}
+		if me == 0 {
+			fmt.Fprintln(stdout, header)
+			fmt.Fprintf(stdout, "# window barrier, %d barriers in batches of 100\n", iters)
+			fmt.Fprintf(stdout, "  barrier latency (median of batches): %.2f us at %d ranks\n", r.Seconds*1e6, c.Env.Size)
+		}
+	}
+	if me == 0 && jsonOut != "" {
+		f, err := os.Create(jsonOut)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		enc := json.NewEncoder(f)
+		for _, r := range rows {
+			if err := enc.Encode(struct {
+				Bench   string `json:"bench"`
+				Backend string `json:"backend"`
+				Ranks   int    `json:"ranks"`
+				Version string `json:"version"`
+				engine.BenchRow
+			}{what, c.Backend.Name(), c.Env.Size, versionString(), r}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

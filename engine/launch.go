@@ -1,0 +1,463 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	defaultGrace  = 15 * time.Second
+	shmDir        = "/dev/shm"
+	listenFDChild = 3                // ExtraFiles[0] in the child
+	maxOutputLine = 1 << 20          // longer lines are split
+	outputDrain   = 2 * time.Second  // how long output may trail a rank's exit
+	stdinDelay    = time.Second      // how long a rank's stdin copy may trail its exit
+	lineReadBuf   = 64 << 10         // read buffer of each output stream
+	signalExitMin = 128              // exit code of a rank killed by signal s is 128+s
+	interruptCode = 128 + 2          // exit code reported when interrupted (SIGINT)
+	segmentPrefix = "luacoll-"       // shared-memory segment names start with this
+	launchName    = "luacoll launch" // error prefix
+)
+
+// LaunchConfig configures Launch.
+type LaunchConfig struct {
+	N    int      // number of ranks
+	Path string   // executable (usually os.Executable())
+	Args []string // arguments after the executable, the same for every rank
+	Env  []string // base environment (nil: os.Environ())
+	// Prefix prefixes every output line with "[rank] ".
+	Prefix         bool
+	Stdout, Stderr io.Writer // nil: discarded
+	// Grace is how long the other ranks get to exit on their own after the
+	// first rank fails, or after an interrupt, before SIGKILL (default 15s).
+	Grace time.Duration
+	// Stdin, when set, gives each rank's standard input (nil reader: none).
+	Stdin func(rank int) io.Reader
+	// ExtraEnv, when set, adds variables to a rank's environment.
+	ExtraEnv func(rank int) []string
+}
+
+// RankExit is how one rank ended.
+type RankExit struct {
+	Rank     int
+	Code     int            // exit status, 128+signal when killed by a signal
+	Signal   syscall.Signal // the signal that ended it, 0 when it exited
+	Duration time.Duration  // from start to exit
+}
+
+// LaunchResult is the outcome of Launch.
+type LaunchResult struct {
+	// ExitCode is 0 when every rank exited 0, else the code of the first
+	// rank (in time) that failed.
+	ExitCode int
+	// FirstFailed is that rank, or -1.
+	FirstFailed int
+	Ranks       []RankExit // indexed by rank
+	JobID       string     // the job id given to every rank
+}
+
+// SegmentPrefix is how the names of a job's shared-memory segments in
+// /dev/shm start.
+func SegmentPrefix(job string) string { return segmentPrefix + job + "-" }
+
+// RemoveJobSegments removes the job's leftover shared-memory segments from
+// /dev/shm and returns their paths.
+func RemoveJobSegments(job string) (removed []string, err error) {
+	return removeSegmentsIn(shmDir, job)
+}
+
+func removeSegmentsIn(dir, job string) ([]string, error) {
+	if job == "" {
+		return nil, errors.New("remove job segments: empty job id")
+	}
+	if err := checkJobID(job); err != nil {
+		return nil, fmt.Errorf("remove job segments: job id %q: %w", job, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("remove job segments: %w", err)
+	}
+	prefix := SegmentPrefix(job)
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := os.Remove(p); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("remove job segments: %w", err))
+			}
+			continue
+		}
+		removed = append(removed, p)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// launchedRank is one running child.
+type launchedRank struct {
+	rank    int
+	cmd     *exec.Cmd
+	start   time.Time
+	outputs []*os.File    // read ends of the rank's stdout and stderr
+	pumped  chan struct{} // closed when both outputs are drained
+	exited  bool
+}
+
+type rankExitEvent struct {
+	rank  int
+	state *os.ProcessState
+	err   error
+	at    time.Time
+}
+
+// Launch starts cfg.N ranks of cfg.Path and waits for all of them. Rank 0
+// inherits a listening socket on 127.0.0.1 for the bootstrap; every rank
+// learns its place from LUACOLL_* variables. When a rank fails the others
+// get cfg.Grace to exit (the bootstrap aborts them), then are killed; when
+// ctx ends every rank gets SIGINT, then SIGKILL after cfg.Grace. Launch
+// returns an error only when the ranks could not be started, or (with the
+// result filled in) when ctx ended.
+func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
+	res := LaunchResult{FirstFailed: -1}
+	if cfg.N < 1 || cfg.N > maxRanks {
+		return res, fmt.Errorf("%s: %d ranks, want 1..%d", launchName, cfg.N, maxRanks)
+	}
+	if cfg.Path == "" {
+		return res, fmt.Errorf("%s: no executable", launchName)
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = defaultGrace
+	}
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
+	}
+	sink := &lineSink{stdout: cfg.Stdout, stderr: cfg.Stderr, prefix: cfg.Prefix, terminate: cfg.Prefix || cfg.N > 1}
+	if sink.stdout == nil {
+		sink.stdout = io.Discard
+	}
+	if sink.stderr == nil {
+		sink.stderr = io.Discard
+	}
+	job, err := randomJobID()
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", launchName, err)
+	}
+	res.JobID = job
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return res, fmt.Errorf("%s: rendezvous listener: %w", launchName, err)
+	}
+	addr := ln.Addr().String()
+	lnFile, err := ln.(*net.TCPListener).File()
+	_ = ln.Close() // the duplicate in lnFile keeps listening
+	if err != nil {
+		return res, fmt.Errorf("%s: rendezvous listener: %w", launchName, err)
+	}
+	defer lnFile.Close()
+
+	base := childBaseEnv(cfg.Env)
+	exits := make(chan rankExitEvent, cfg.N)
+	ranks := make([]*launchedRank, 0, cfg.N)
+	for r := range cfg.N {
+		env := append([]string(nil), base...)
+		env = append(env,
+			EnvRank+"="+strconv.Itoa(r),
+			EnvSize+"="+strconv.Itoa(cfg.N),
+			EnvLocalRank+"="+strconv.Itoa(r),
+			EnvLocalSize+"="+strconv.Itoa(cfg.N),
+			EnvNode+"=0",
+			EnvAddr+"="+addr,
+			EnvJob+"="+job,
+		)
+		if cfg.Prefix {
+			env = append(env, EnvPrefixed+"=1")
+		}
+		var extra []*os.File
+		if r == 0 {
+			extra = []*os.File{lnFile}
+			env = append(env, EnvListenFD+"="+strconv.Itoa(listenFDChild))
+		}
+		if cfg.ExtraEnv != nil {
+			env = append(env, cfg.ExtraEnv(r)...)
+		}
+		var stdin io.Reader
+		if cfg.Stdin != nil {
+			stdin = cfg.Stdin(r)
+		}
+		lr, err := startRank(r, cfg, env, extra, stdin, sink, exits)
+		if err != nil {
+			killRanks(ranks, syscall.SIGKILL)
+			for range ranks {
+				<-exits
+			}
+			for _, lr := range ranks {
+				lr.closeOutputs()
+			}
+			return res, fmt.Errorf("%s: starting rank %d of %d: %w", launchName, r, cfg.N, err)
+		}
+		ranks = append(ranks, lr)
+	}
+	_ = lnFile.Close()
+
+	res.Ranks = make([]RankExit, cfg.N)
+	interrupted := false
+	running := cfg.N
+	done := ctx.Done()
+	var grace *time.Timer
+	var graceC <-chan time.Time
+	startGrace := func() {
+		if grace == nil {
+			grace = time.NewTimer(cfg.Grace)
+			graceC = grace.C
+		}
+	}
+	for running > 0 {
+		select {
+		case ev := <-exits:
+			running--
+			lr := ranks[ev.rank]
+			lr.exited = true
+			x := RankExit{Rank: ev.rank, Duration: ev.at.Sub(lr.start)}
+			x.Code, x.Signal = exitStatus(ev.state, ev.err)
+			res.Ranks[ev.rank] = x
+			if x.Code != 0 && res.FirstFailed < 0 {
+				res.FirstFailed, res.ExitCode = ev.rank, x.Code
+				startGrace()
+			}
+		case <-done:
+			done = nil
+			interrupted = true
+			killRanks(ranks, syscall.SIGINT)
+			startGrace()
+		case <-graceC:
+			graceC = nil
+			killRanks(ranks, syscall.SIGKILL)
+		}
+	}
+	if grace != nil {
+		grace.Stop()
+	}
+
+	drain := time.NewTimer(outputDrain)
+	for _, lr := range ranks {
+		select {
+		case <-lr.pumped:
+		case <-drain.C:
+			// A descendant still holds the output open; stop reading.
+			for _, lr := range ranks {
+				lr.closeOutputs()
+			}
+		}
+	}
+	drain.Stop()
+	for _, lr := range ranks {
+		<-lr.pumped
+		lr.closeOutputs()
+	}
+
+	if _, err := RemoveJobSegments(job); err != nil {
+		sink.note(fmt.Sprintf("luacoll: removing leftover shared memory of job %s: %v", job, err))
+	}
+	if interrupted {
+		if res.ExitCode == 0 {
+			res.ExitCode = interruptCode
+		}
+		return res, fmt.Errorf("%s: interrupted: %w", launchName, context.Cause(ctx))
+	}
+	return res, nil
+}
+
+// startRank starts one child with its output pumped into sink.
+func startRank(rank int, cfg LaunchConfig, env []string, extra []*os.File, stdin io.Reader,
+	sink *lineSink, exits chan<- rankExitEvent) (*launchedRank, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	cmd := &exec.Cmd{
+		Path:       cfg.Path,
+		Args:       append([]string{cfg.Path}, cfg.Args...),
+		Env:        env,
+		Stdin:      stdin,
+		Stdout:     outW,
+		Stderr:     errW,
+		ExtraFiles: extra,
+		WaitDelay:  stdinDelay,
+		SysProcAttr: &syscall.SysProcAttr{
+			Setpgid:   true,            // a terminal's Ctrl-C reaches only the launcher
+			Pdeathsig: syscall.SIGKILL, // die with the launcher
+		},
+	}
+	lr := &launchedRank{rank: rank, cmd: cmd, outputs: []*os.File{outR, errR}, pumped: make(chan struct{})}
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, err
+	}
+	lr.start = time.Now()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); sink.pump(outR, rank, false) }()
+	go func() { defer wg.Done(); sink.pump(errR, rank, true) }()
+	go func() { wg.Wait(); close(lr.pumped) }()
+	go func() {
+		err := cmd.Wait()
+		exits <- rankExitEvent{rank: rank, state: cmd.ProcessState, err: err, at: time.Now()}
+	}()
+	return lr, nil
+}
+
+// closeOutputs closes the read ends of the rank's output pipes.
+func (lr *launchedRank) closeOutputs() {
+	for _, f := range lr.outputs {
+		_ = f.Close()
+	}
+}
+
+// killRanks sends sig to the process group of every rank still running.
+func killRanks(ranks []*launchedRank, sig syscall.Signal) {
+	for _, lr := range ranks {
+		if lr.exited || lr.cmd.Process == nil {
+			continue
+		}
+		pid := lr.cmd.Process.Pid
+		if err := syscall.Kill(-pid, sig); err != nil {
+			_ = lr.cmd.Process.Signal(sig)
+		}
+	}
+}
+
+// exitStatus turns a wait result into an exit code (128+signal when killed)
+// and the signal.
+func exitStatus(state *os.ProcessState, err error) (int, syscall.Signal) {
+	if state == nil {
+		if err != nil {
+			return 1, 0
+		}
+		return 0, 0
+	}
+	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return signalExitMin + int(ws.Signal()), ws.Signal()
+	}
+	return state.ExitCode(), 0
+}
+
+// childBaseEnv drops the variables by which RankEnvFromEnv would recognise
+// another launcher, and the launcher's own per-rank variables.
+func childBaseEnv(env []string) []string {
+	strip := map[string]bool{
+		"RANK": true, "WORLD_SIZE": true, "LOCAL_RANK": true, "LOCAL_WORLD_SIZE": true, "GROUP_RANK": true,
+		"MASTER_ADDR": true, "MASTER_PORT": true,
+		"SLURM_PROCID": true, "SLURM_NTASKS": true, "SLURM_LOCALID": true, "SLURM_NODEID": true,
+		"SLURM_NTASKS_PER_NODE": true, "SLURM_TASKS_PER_NODE": true,
+		EnvRank: true, EnvSize: true, EnvLocalRank: true, EnvLocalSize: true, EnvNode: true,
+		EnvAddr: true, EnvJob: true, EnvListenFD: true, EnvPrefixed: true,
+	}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		key, _, _ := strings.Cut(kv, "=")
+		if strip[key] || strings.HasPrefix(key, "OMPI_COMM_WORLD_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// lineSink writes the ranks' output whole line by whole line.
+type lineSink struct {
+	mu             sync.Mutex
+	stdout, stderr io.Writer
+	prefix         bool // write "[rank] " before each line
+	terminate      bool // end a partial last line with a newline
+}
+
+// pump copies r to the sink line by line until r ends.
+func (s *lineSink) pump(r io.Reader, rank int, toErr bool) {
+	br := bufio.NewReaderSize(r, lineReadBuf)
+	var pending []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		switch {
+		case err == nil:
+			if len(pending) > 0 {
+				pending = append(pending, chunk...)
+				s.line(rank, toErr, pending)
+				pending = pending[:0]
+			} else {
+				s.line(rank, toErr, chunk)
+			}
+		case errors.Is(err, bufio.ErrBufferFull):
+			pending = append(pending, chunk...)
+			if len(pending) >= maxOutputLine {
+				s.line(rank, toErr, append(pending, '\n'))
+				pending = pending[:0]
+			}
+		default:
+			pending = append(pending, chunk...)
+			if len(pending) > 0 {
+				if s.terminate {
+					pending = append(pending, '\n')
+				}
+				s.line(rank, toErr, pending)
+			}
+			return
+		}
+	}
+}
+
+// line writes one line (newline included) with a single Write.
+func (s *lineSink) line(rank int, toErr bool, line []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.stdout
+	if toErr {
+		w = s.stderr
+	}
+	if !s.prefix {
+		_, _ = w.Write(line)
+		return
+	}
+	buf := make([]byte, 0, len(line)+12)
+	buf = append(buf, '[')
+	buf = strconv.AppendInt(buf, int64(rank), 10)
+	buf = append(buf, "] "...)
+	buf = append(buf, line...)
+	_, _ = w.Write(buf)
+}
+
+// note writes a launcher message to the error stream.
+func (s *lineSink) note(msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, _ = io.WriteString(s.stderr, msg+"\n")
+}

@@ -1,0 +1,250 @@
+// Command luacoll runs Lua scripts of one-sided communication (windows,
+// puts, signals, barriers, all-gathers) on N ranks, on the host or on GPUs.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/luabind"
+)
+
+// version and revision are set with -ldflags by the Makefile.
+var (
+	version  = "0.1.0-dev"
+	revision = ""
+)
+
+const usage = `luacoll: one-sided communication scripted in Lua, on N ranks, host or GPU.
+
+Usage:
+  luacoll run [-n N] [flags] [script.lua [args...]]   run a script on N ranks (default: the tour)
+  luacoll repl [-n N] [flags]                         interactive Lua on N ranks
+  luacoll bench put|pingpong|barrier [flags]          measure the window stack
+  luacoll info                                        GPUs, links, capabilities, libraries
+  luacoll docs [-o FILE]                              write the Lua API reference (Markdown)
+  luacoll version                                     version and build
+  luacoll help [command]                              this text, or a command's flags
+
+Scripts are files, or embedded ones by name: examples/tour.lua, bench/pingpong.lua,
+bench/put_bw.lua; require() finds files next to the script and the embedded
+lib/ modules (allgather, alltoall, barrier). In Lua, help() lists the API.
+
+Under torchrun, Slurm or Open MPI (RANK/WORLD_SIZE, SLURM_PROCID/SLURM_NTASKS,
+OMPI_COMM_WORLD_RANK/SIZE), 'luacoll run script.lua' runs as that one rank and
+meets the others at MASTER_ADDR:MASTER_PORT or LUACOLL_ADDR.
+`
+
+func main() {
+	luabind.Version = version
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return cmdRun(rest, stdout, stderr)
+	case "repl":
+		return cmdRepl(rest, stdout, stderr)
+	case "bench":
+		return cmdBench(rest, stdout, stderr)
+	case "info":
+		return cmdInfo(rest, stdout, stderr)
+	case "docs":
+		return cmdDocs(rest, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "luacoll %s\n", versionString())
+		return 0
+	case "help", "-h", "--help", "-help":
+		if len(rest) > 0 && rest[0] != "help" {
+			return realMain([]string{rest[0], "--help"}, stdout, stderr)
+		}
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "luacoll: unknown command %q\n\n%s", cmd, usage)
+	return 2
+}
+
+func versionString() string {
+	rev := revision
+	if rev == "" {
+		rev = "unknown"
+	}
+	return fmt.Sprintf("%s (revision %s, %s, %s/%s, %s)", version, rev, runtime.Version(),
+		runtime.GOOS, runtime.GOARCH, luabind.LuaVersion())
+}
+
+// rankFlags are the flags run and repl share.
+type rankFlags struct {
+	n        int
+	device   string
+	timeout  time.Duration
+	noPrefix bool
+	gpus     string
+}
+
+func (f *rankFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&f.n, "n", 0, "number of ranks to start (default 1; under an external launcher, its world size)")
+	fs.StringVar(&f.device, "device", "host", "where memory and streams live: host or cuda")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "default timeout of every wait and bootstrap call (e.g. 500ms, 30s)")
+	fs.BoolVar(&f.noPrefix, "no-prefix", false, "do not prefix output lines with [rank]")
+	fs.StringVar(&f.gpus, "gpus", "", "CUDA devices by local rank, e.g. 0,1 (default: local rank modulo the device count)")
+}
+
+func (f *rankFlags) check() error {
+	if f.device != "host" && f.device != "cuda" {
+		return fmt.Errorf("--device %q: want host or cuda", f.device)
+	}
+	if f.timeout <= 0 {
+		return fmt.Errorf("--timeout %v: must be positive", f.timeout)
+	}
+	if f.n < 0 || f.n > 1024 {
+		return fmt.Errorf("-n %d: want 1..1024", f.n)
+	}
+	_, err := f.gpuList()
+	return err
+}
+
+func (f *rankFlags) gpuList() ([]int, error) {
+	if f.gpus == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, s := range strings.Split(f.gpus, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("--gpus %q: %q is not a device number", f.gpus, s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse handles --help (exit 0) and bad flags (exit 2).
+func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	return 0, true
+}
+
+// signalContext is cancelled by SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("run", "luacoll run [-n N] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [script.lua [args...]]\n\n"+
+		"Runs the script on N ranks (the embedded examples/tour.lua when none is named); its\n"+
+		"arguments are in Lua's arg table. Exit status: 0 when every rank succeeds, else the\n"+
+		"status of the first rank that failed.", stderr)
+	var f rankFlags
+	f.register(fs)
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	if err := f.check(); err != nil {
+		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+		return 2
+	}
+	gpus, _ := f.gpuList()
+	script, scriptArgs := luabind.DefaultScript, []string(nil)
+	if fs.NArg() > 0 {
+		script, scriptArgs = fs.Arg(0), fs.Args()[1:]
+	}
+	if _, _, err := luabind.LoadScript(script); err != nil {
+		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+		return 2
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	env, isRank, err := engine.RankEnvFromEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+		return 2
+	}
+	opts := luabind.RunOptions{Device: f.device, Timeout: f.timeout, GPUs: gpus, Script: script, Args: scriptArgs,
+		Stdout: stdout, Stderr: stderr, CUDA: cudaBackend}
+	if isRank {
+		if f.n != 0 && f.n != env.Size {
+			fmt.Fprintf(stderr, "luacoll run: -n %d, but the launcher (%s) says the world size is %d\n", f.n, env.Source, env.Size)
+			return 2
+		}
+		return luabind.RunRank(ctx, env, opts)
+	}
+	n := f.n
+	if n == 0 {
+		n = 1
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll run: finding my own executable: %v\n", err)
+		return 1
+	}
+	cfg := engine.LaunchConfig{N: n, Path: exe, Args: append([]string{"run"}, args...),
+		Prefix: !f.noPrefix, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second}
+	if f.noPrefix {
+		// Tell the ranks that their output needs no prefix at all.
+		cfg.ExtraEnv = func(int) []string { return []string{"LUACOLL_PREFIXED=1"} }
+	}
+	res, err := engine.Launch(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+		if res.ExitCode == 0 {
+			return 1
+		}
+	}
+	return res.ExitCode
+}
+
+func cmdDocs(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("docs", "luacoll docs [-o FILE]\n\nWrites the Lua API reference, generated from the function registry.", stderr)
+	out := fs.String("o", "", "write to FILE instead of standard output")
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	text := luabind.NewRegistry().Markdown()
+	if *out == "" {
+		fmt.Fprint(stdout, text)
+		return 0
+	}
+	if err := os.WriteFile(*out, []byte(text), 0o644); err != nil {
+		fmt.Fprintf(stderr, "luacoll docs: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// cudaBackend opens the CUDA backend for a rank; nil until the CUDA
+// transport is wired in, in which case --device cuda reports that.
+var cudaBackend engine.CUDABackend

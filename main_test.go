@@ -1,0 +1,398 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "luacoll-cli")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "luacoll")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building luacoll: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+	took           time.Duration
+}
+
+func luacoll(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(cleanEnv(), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	start := time.Now()
+	err := cmd.Run()
+	r := result{stdout: o.String(), stderr: e.String(), took: time.Since(start)}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("luacoll %v: %v", args, err)
+	}
+	return r
+}
+
+// cleanEnv drops launcher variables the test runner may have.
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "LUACOLL_"), strings.HasPrefix(k, "SLURM_"), strings.HasPrefix(k, "OMPI_"),
+			k == "RANK", k == "WORLD_SIZE", k == "LOCAL_RANK", k == "LOCAL_WORLD_SIZE", k == "MASTER_ADDR", k == "MASTER_PORT":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func writeScript(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "s.lua")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func shmLeftovers(t *testing.T) []string {
+	t.Helper()
+	entries, _ := os.ReadDir("/dev/shm")
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "luacoll-") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+func checkClean(t *testing.T, before []string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, b := range before {
+		seen[b] = true
+	}
+	for _, s := range shmLeftovers(t) {
+		if !seen[s] {
+			t.Errorf("shared-memory segment left behind: /dev/shm/%s", s)
+		}
+	}
+}
+
+func TestTourAtSeveralSizes(t *testing.T) {
+	for _, n := range []string{"1", "2", "4", "8"} {
+		before := shmLeftovers(t)
+		r := luacoll(t, nil, "run", "-n", n)
+		if r.code != 0 || !strings.Contains(r.stdout, "[0] tour done") {
+			t.Fatalf("-n %s: exit %d\nstdout:\n%s\nstderr:\n%s", n, r.code, r.stdout, r.stderr)
+		}
+		checkClean(t, before)
+	}
+}
+
+func TestLinesArePrefixedAndWhole(t *testing.T) {
+	s := writeScript(t, `local lc = require("luacoll")
+for i = 1, 200 do print(("rank=%d line=%d %s"):format(lc.rank, i, string.rep("x", 100))) end
+print("args:", arg[1], arg[2], #arg)`)
+	r := luacoll(t, nil, "run", "-n", "4", s, "alpha", "beta")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	re := regexp.MustCompile(`^\[(\d)\] rank=(\d) line=\d+ x{100}$`)
+	count := 0
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if strings.Contains(line, "args:") {
+			if !strings.HasSuffix(line, "args:\talpha\tbeta\t2") {
+				t.Errorf("args line %q", line)
+			}
+			continue
+		}
+		m := re.FindStringSubmatch(line)
+		if m == nil || m[1] != m[2] {
+			t.Fatalf("mangled line %q", line)
+		}
+		count++
+	}
+	if count != 800 {
+		t.Fatalf("%d lines, want 800", count)
+	}
+	r = luacoll(t, nil, "run", "-n", "2", "--no-prefix", s)
+	if strings.Contains(r.stdout, "[0]") {
+		t.Fatalf("--no-prefix output has prefixes")
+	}
+}
+
+func TestFailingRankStopsEveryone(t *testing.T) {
+	before := shmLeftovers(t)
+	s := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 64 }
+if lc.rank == 2 then error("boom") end
+w:wait_signal(0, ">=", 1)   -- nobody signals: only the failure can end this
+w:sync()`)
+	r := luacoll(t, nil, "run", "-n", "4", "--timeout", "60s", s)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", r.code, r.stderr)
+	}
+	if r.took > 20*time.Second {
+		t.Fatalf("took %v: the others waited for their timeout", r.took)
+	}
+	if !strings.Contains(r.stderr, "[2] ") || !strings.Contains(r.stderr, "s.lua:3: boom") {
+		t.Fatalf("stderr lacks rank 2's error:\n%s", r.stderr)
+	}
+	for _, rk := range []string{"0", "1", "3"} {
+		if !regexp.MustCompile(`\[` + rk + `\] .*rank 2 failed`).MatchString(r.stderr) {
+			t.Errorf("rank %s does not name rank 2:\n%s", rk, r.stderr)
+		}
+	}
+	checkClean(t, before)
+}
+
+func TestExitStatusOfFirstFailingRank(t *testing.T) {
+	s := writeScript(t, `local lc = require("luacoll")
+if lc.rank == 1 then os.exit(7) end
+lc.barrier()`)
+	r := luacoll(t, nil, "run", "-n", "3", "--timeout", "60s", s)
+	if r.code != 7 {
+		t.Fatalf("exit %d, want 7\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "rank 1 died") {
+		t.Fatalf("stderr does not say rank 1 died:\n%s", r.stderr)
+	}
+}
+
+func TestKilledRankMidWait(t *testing.T) {
+	before := shmLeftovers(t)
+	dir := t.TempDir()
+	s := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 4096 }
+local f = io.open(arg[1] .. "/pid" .. lc.rank, "w"); f:write(tostring(lc.rank)); f:close()
+w:wait_signal(0, ">=", 1)
+w:sync()`)
+	// Each rank writes a marker; the test finds rank 1's process and kills it.
+	cmd := exec.Command(bin, "run", "-n", "3", "--timeout", "60s", s, dir)
+	cmd.Env = cleanEnv()
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var victim int
+	for victim == 0 && time.Now().Before(deadline) {
+		if _, err := os.Stat(filepath.Join(dir, "pid1")); err == nil {
+			victim = findRank(t, cmd.Process.Pid, 1)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if victim == 0 {
+		cmd.Process.Kill()
+		t.Fatal("rank 1 never started")
+	}
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	syscall.Kill(victim, syscall.SIGKILL)
+	err := cmd.Wait()
+	ee, _ := err.(*exec.ExitError)
+	if ee == nil || ee.ExitCode() != 137 {
+		t.Fatalf("exit %v, want 137\n%s", err, e.String())
+	}
+	if time.Since(start) > 20*time.Second {
+		t.Fatalf("others took %v to stop", time.Since(start))
+	}
+	if !strings.Contains(e.String(), "rank 1 died") {
+		t.Fatalf("stderr does not name rank 1:\n%s", e.String())
+	}
+	checkClean(t, before)
+	if kids := children(cmd.Process.Pid); len(kids) > 0 {
+		t.Fatalf("processes left: %v", kids)
+	}
+}
+
+// findRank returns the pid of the child of launcher whose LUACOLL_RANK is rank.
+func findRank(t *testing.T, launcher, rank int) int {
+	for _, pid := range children(launcher) {
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil {
+			continue
+		}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if string(kv) == "LUACOLL_RANK="+strconv.Itoa(rank) {
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+func children(ppid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(ppid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func TestCollectiveMismatch(t *testing.T) {
+	s := writeScript(t, `local lc = require("luacoll")
+if lc.rank == 0 then lc.barrier() else lc.window{ bytes = 64 } end`)
+	r := luacoll(t, nil, "run", "-n", "3", s)
+	if r.code == 0 || !strings.Contains(r.stderr, "differs across ranks") || !strings.Contains(r.stderr, "barrier()") {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+func TestWaitTimeoutFailsTheRun(t *testing.T) {
+	s := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 64 }
+w:wait_signal_from((lc.rank + 1) % lc.size, 1, "==", 3)
+w:sync()`)
+	r := luacoll(t, nil, "run", "-n", "2", "--timeout", "300ms", s)
+	if r.code != 1 || !strings.Contains(r.stderr, "timed out after 300ms") || !strings.Contains(r.stderr, "s.lua:3") {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestExternalLaunchers starts the ranks by hand with each launcher's
+// variables, as torchrun, Slurm or mpirun would.
+func TestExternalLaunchers(t *testing.T) {
+	s := writeScript(t, `local lc = require("luacoll")
+local all = lc.allgather(lc.rank)
+local w = lc.window{ bytes = 64 }
+w:signal((lc.rank + 1) % lc.size, 0)
+w:wait_signal(0, "==", 1)
+w:sync()
+print(("rank %d of %d local %d/%d saw %d"):format(lc.rank, lc.size, lc.local_rank, lc.local_size, #all))`)
+	vars := map[string]func(rank, size int, port string) []string{
+		"torchrun": func(r, n int, port string) []string {
+			return []string{"RANK=" + strconv.Itoa(r), "WORLD_SIZE=" + strconv.Itoa(n), "LOCAL_RANK=" + strconv.Itoa(r),
+				"LOCAL_WORLD_SIZE=" + strconv.Itoa(n), "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port}
+		},
+		"slurm": func(r, n int, port string) []string {
+			return []string{"SLURM_PROCID=" + strconv.Itoa(r), "SLURM_NTASKS=" + strconv.Itoa(n), "SLURM_LOCALID=" + strconv.Itoa(r),
+				"SLURM_NODEID=0", "SLURM_NTASKS_PER_NODE=" + strconv.Itoa(n), "LUACOLL_ADDR=127.0.0.1:" + port}
+		},
+		"openmpi": func(r, n int, port string) []string {
+			return []string{"OMPI_COMM_WORLD_RANK=" + strconv.Itoa(r), "OMPI_COMM_WORLD_SIZE=" + strconv.Itoa(n),
+				"OMPI_COMM_WORLD_LOCAL_RANK=" + strconv.Itoa(r), "OMPI_COMM_WORLD_LOCAL_SIZE=" + strconv.Itoa(n),
+				"LUACOLL_ADDR=127.0.0.1:" + port}
+		},
+	}
+	for name, mk := range vars {
+		t.Run(name, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+			l.Close()
+			const n = 3
+			outs := make([]result, n)
+			var wg sync.WaitGroup
+			for r := n - 1; r >= 0; r-- { // rank 0 last: the others must wait for it
+				wg.Add(1)
+				go func(r int) {
+					defer wg.Done()
+					outs[r] = luacoll(t, mk(r, n, port), "run", s)
+				}(r)
+				time.Sleep(50 * time.Millisecond)
+			}
+			wg.Wait()
+			for r, o := range outs {
+				want := fmt.Sprintf("[%d] rank %d of 3 local %d/3 saw 3", r, r, r)
+				if o.code != 0 || !strings.Contains(o.stdout, want) {
+					t.Errorf("rank %d: exit %d, stdout %q, stderr %q", r, o.code, o.stdout, o.stderr)
+				}
+			}
+		})
+	}
+}
+
+func TestHelpEverywhere(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"--help"}, {"run", "--help"}, {"bench", "--help"}, {"docs", "--help"}, {"info", "--help"}, {"repl", "--help"}, {"help", "run"}} {
+		r := luacoll(t, nil, args...)
+		if r.code != 0 || len(r.stdout+r.stderr) < 40 {
+			t.Errorf("%v: exit %d, output %q", args, r.code, r.stdout+r.stderr)
+		}
+	}
+	r := luacoll(t, nil, "version")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "luacoll ") {
+		t.Errorf("version: %d %q", r.code, r.stdout)
+	}
+	for _, args := range [][]string{{"frobnicate"}, {"run", "--device", "tpu"}, {"run", "-n", "-3"}, {"run", "no-such.lua"}, {"run", "--timeout", "0s"}, {"bench", "put", "-b", "1X"}} {
+		r := luacoll(t, nil, args...)
+		if r.code == 0 || r.stderr == "" {
+			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+}
+
+func TestBenchHostRuns(t *testing.T) {
+	r := luacoll(t, nil, "bench", "put", "-b", "64K", "-e", "1M", "--iters", "2")
+	if r.code != 0 || !strings.Contains(r.stdout, "ratio") {
+		t.Fatalf("%d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	sc := bufio.NewScanner(strings.NewReader(r.stdout))
+	rows := 0
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 6 && !strings.HasPrefix(sc.Text(), "#") {
+			rows++
+			if f[5] != "0" {
+				t.Errorf("wrong data: %s", sc.Text())
+			}
+		}
+	}
+	if rows != 3 {
+		t.Fatalf("%d rows:\n%s", rows, r.stdout)
+	}
+	r = luacoll(t, nil, "bench", "pingpong", "--iters", "200")
+	if r.code != 0 || !strings.Contains(r.stdout, "one-way latency") {
+		t.Fatalf("%d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
