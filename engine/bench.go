@@ -56,19 +56,22 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, progress 
 		var row BenchRow
 		row.Bytes = n
 		if me == 0 {
-			t := median(iters, func() error {
+			// Alternate the put and the reference copy so that both see the
+			// same machine load; report each one's median.
+			put := func() error {
 				if err := w.Put(window.Transfer{Peer: 1, Local: src, N: n}); err != nil {
 					return err
 				}
 				return w.Sync(ctx)
-			})
-			if t.err != nil {
-				return nil, t.err
 			}
-			ref := median(iters, func() error { copy(rb[:n], ra[:n]); return nil })
-			row.Seconds = t.sec
-			row.GBps = float64(n) / t.sec / 1e9
-			row.Ref = float64(n) / ref.sec / 1e9
+			ref := func() error { copy(rb[:n], ra[:n]); return nil }
+			pt, rt, err := alternate(iters, put, ref)
+			if err != nil {
+				return nil, err
+			}
+			row.Seconds = pt
+			row.GBps = float64(n) / pt / 1e9
+			row.Ref = float64(n) / rt / 1e9
 			row.Ratio = row.GBps / row.Ref
 			if progress != nil {
 				fmt.Fprintf(progress, "\rput %d bytes done", n)
@@ -181,6 +184,28 @@ func barrierSync(ctx context.Context, w *window.Window) error {
 		return err
 	}
 	return w.Sync(ctx)
+}
+
+// alternate runs a and b once each to warm up, then iters times in turn,
+// and returns the median seconds of each.
+func alternate(iters int, a, b func() error) (float64, float64, error) {
+	ta, tb := make([]float64, iters), make([]float64, iters)
+	for i := -1; i < iters; i++ {
+		t0 := time.Now()
+		if err := a(); err != nil {
+			return 0, 0, err
+		}
+		t1 := time.Now()
+		if err := b(); err != nil {
+			return 0, 0, err
+		}
+		if i >= 0 {
+			ta[i], tb[i] = t1.Sub(t0).Seconds(), time.Since(t1).Seconds()
+		}
+	}
+	sort.Float64s(ta)
+	sort.Float64s(tb)
+	return ta[iters/2], tb[iters/2], nil
 }
 
 type timing struct {
