@@ -18,6 +18,7 @@ import (
 
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/luabind"
+	"github.com/luacoll/luacoll/transport"
 )
 
 // version and revision are set with -ldflags by the Makefile.
@@ -245,6 +246,11 @@ func cmdDocs(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// cudaBackend opens the CUDA backend for a rank; nil until the CUDA
-// transport is wired in, in which case --device cuda reports that.
-var cudaBackend engine.CUDABackend
+// cudaBackend opens the CUDA backend for a rank.
+func cudaBackend(env engine.RankEnv, job string, gpus []int) (transport.Backend, error) {
+	b, err := transport.NewCUDABackend(job, env.LocalRank, gpus)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}

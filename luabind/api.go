@@ -490,9 +490,7 @@ func (c *call) pushU64(v uint64) {
 
 // timerRef is a stream-ordered stopwatch.
 type timerRef struct {
-	start, stop time.Time
-	started     bool
-	stopped     bool
+	start, stop transport.Mark
 }
 
 func (t *timerRef) String() string { return "timer" }
@@ -504,26 +502,26 @@ func timerEntries() []*Entry {
 	return []*Entry{
 		fn("t:start", "()", "", g, "Enqueues the start mark on the rank's stream.", func(c *call) int {
 			t := c.timer()
-			t.started, t.stopped = true, false
-			c.s.Comm.Rank.Stream.Host(func() error { t.start = time.Now(); return nil })
+			t.start, t.stop = c.s.Comm.Rank.Stream.Mark(), nil
 			return 0
 		}),
 		fn("t:stop", "()", "", g, "Enqueues the stop mark on the rank's stream.", func(c *call) int {
 			t := c.timer()
-			if !t.started {
+			if t.start == nil {
 				c.fail("t:stop before t:start")
 			}
-			t.stopped = true
-			c.s.Comm.Rank.Stream.Host(func() error { t.stop = time.Now(); return nil })
+			t.stop = c.s.Comm.Rank.Stream.Mark()
 			return 0
 		}),
 		fn("t:seconds", "()", "number", g, "Syncs the stream and returns the seconds between start and stop.", func(c *call) int {
 			t := c.timer()
-			if !t.stopped {
+			if t.start == nil || t.stop == nil {
 				c.fail("t:seconds before t:start and t:stop")
 			}
 			c.check(c.s.Comm.Sync(c.ctx()))
-			c.L.Push(lua.LNumber(t.stop.Sub(t.start).Seconds()))
+			d, err := t.stop.Since(t.start)
+			c.check(err)
+			c.L.Push(lua.LNumber(d.Seconds()))
 			return 1
 		}),
 	}

@@ -28,7 +28,14 @@ type RunOptions struct {
 // RunRank runs a script as the rank env describes and returns the process
 // exit status: 0 on success, 1 when the script or the job failed. Errors
 // are printed on Stderr; a failure is reported to every other rank.
-func RunRank(ctx context.Context, env engine.RankEnv, o RunOptions) int {
+func RunRank(ctx context.Context, env engine.RankEnv, o RunOptions) (code int) {
+	defer func() {
+		// An internal error must not reach the user as a Go panic.
+		if p := recover(); p != nil {
+			fmt.Fprintf(o.Stderr, "luacoll: rank %d: internal error: %v\n", env.Rank, p)
+			code = 70
+		}
+	}()
 	if o.Script == "" {
 		o.Script = DefaultScript
 	}

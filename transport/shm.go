@@ -26,7 +26,27 @@ type Region struct {
 	Size  uint64
 	Local Addr
 	Peers []Addr
+	// unmap, when set, drops the peer mappings only (before the owners free).
+	unmap func() error
 	close func() error
+}
+
+// NewRegion describes memory a Memory implementation allocated: unmap
+// (optional) drops the peer mappings, close releases everything.
+func NewRegion(size uint64, local Addr, peers []Addr, unmap, close func() error) *Region {
+	return &Region{Size: size, Local: local, Peers: peers, unmap: unmap, close: close}
+}
+
+// UnmapPeers drops the mappings of peers' memory, keeping this rank's
+// own; collective frees call it, meet, then Close, so that no rank frees
+// memory a peer still maps.
+func (r *Region) UnmapPeers() error {
+	if r.unmap == nil {
+		return nil
+	}
+	err := r.unmap()
+	r.unmap = nil
+	return err
 }
 
 // Close unmaps the region and every peer mapping. It is idempotent.
@@ -34,8 +54,12 @@ func (r *Region) Close() error {
 	if r.close == nil {
 		return nil
 	}
+	uerr := r.UnmapPeers()
 	err := r.close()
 	r.close = nil
+	if err == nil {
+		err = uerr
+	}
 	return err
 }
 

@@ -92,6 +92,32 @@ type WaitSpec struct {
 	Fail func(observed uint64, cause error) error
 }
 
+// PathSetter is a stream that can move data in more than one way (CUDA:
+// copy engines "ce", kernels "sm", or "auto"); windows set their path before
+// enqueuing.
+type PathSetter interface {
+	SetPath(path string)
+}
+
+// Mark is a point in a stream's order; read it after a Sync.
+type Mark interface {
+	// Since returns the time from earlier to this mark.
+	Since(earlier Mark) (time.Duration, error)
+}
+
+type hostMark struct{ t time.Time }
+
+func (m *hostMark) Since(earlier Mark) (time.Duration, error) {
+	e, ok := earlier.(*hostMark)
+	if !ok {
+		return 0, fmt.Errorf("marks of different streams")
+	}
+	if m.t.IsZero() || e.t.IsZero() {
+		return 0, fmt.Errorf("mark not reached yet (sync first)")
+	}
+	return m.t.Sub(e.t), nil
+}
+
 // ErrTimeout is the cause passed to WaitSpec.Fail when time ran out.
 var ErrTimeout = errors.New("timed out")
 
@@ -110,6 +136,8 @@ type Stream interface {
 	Wait(w WaitSpec)
 	// Host runs fn on the stream, in order; its error stops the stream.
 	Host(fn func() error)
+	// Mark enqueues a time mark (a CUDA event on a GPU).
+	Mark() Mark
 	// Sync waits for everything enqueued so far.
 	Sync(ctx context.Context) error
 	// Interrupt fails the running wait and drops everything queued with
@@ -339,6 +367,13 @@ func (s *HostStream) Wait(w WaitSpec) { s.enqueue(hostOp{kind: opWait, wait: &w}
 
 // Host implements Stream.
 func (s *HostStream) Host(fn func() error) { s.enqueue(hostOp{kind: opHost, fn: fn}) }
+
+// Mark implements Stream.
+func (s *HostStream) Mark() Mark {
+	m := &hostMark{}
+	s.Host(func() error { m.t = time.Now(); return nil })
+	return m
+}
 
 // Sync implements Stream.
 func (s *HostStream) Sync(ctx context.Context) error {

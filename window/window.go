@@ -102,6 +102,9 @@ func (w *Window) live() error {
 	if w.freed {
 		return &ErrFreed{What: fmt.Sprintf("window %d", w.id)}
 	}
+	if ps, ok := w.r.Stream.(transport.PathSetter); ok {
+		ps.SetPath(w.opts.Path)
+	}
 	return nil
 }
 
@@ -556,6 +559,15 @@ func (w *Window) Free(ctx context.Context) error {
 	serr := w.r.Stream.Sync(ctx)
 	berr := w.r.Ex.Barrier(ctx)
 	w.freed = true
+	if berr == nil {
+		// Drop our mappings of the peers, then meet again so that nobody
+		// frees memory that a peer still maps.
+		uerr := w.reg.UnmapPeers()
+		berr = w.r.Ex.Barrier(ctx)
+		if uerr != nil && berr == nil {
+			berr = uerr
+		}
+	}
 	cerr := w.reg.Close()
 	if berr != nil {
 		return w.errf("free: %v", berr)

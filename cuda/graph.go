@@ -1,0 +1,166 @@
+package cuda
+
+/*
+#include "lc_cuda.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// CaptureMode is a CUstreamCaptureMode.
+type CaptureMode int
+
+const (
+	// CaptureModeGlobal forbids unsafe calls from any thread during capture.
+	CaptureModeGlobal CaptureMode = 0
+	// CaptureModeThreadLocal forbids unsafe calls from the capturing thread.
+	CaptureModeThreadLocal CaptureMode = 1
+	// CaptureModeRelaxed forbids nothing.
+	CaptureModeRelaxed CaptureMode = 2
+)
+
+// GraphNodeType is a CUgraphNodeType.
+type GraphNodeType int
+
+// Graph node types (cuda.h, CUDA 12/13).
+const (
+	GraphNodeKernel        GraphNodeType = 0
+	GraphNodeMemcpy        GraphNodeType = 1
+	GraphNodeMemset        GraphNodeType = 2
+	GraphNodeHost          GraphNodeType = 3
+	GraphNodeGraph         GraphNodeType = 4
+	GraphNodeEmpty         GraphNodeType = 5
+	GraphNodeWaitEvent     GraphNodeType = 6
+	GraphNodeEventRecord   GraphNodeType = 7
+	GraphNodeExtSemSignal  GraphNodeType = 8
+	GraphNodeExtSemWait    GraphNodeType = 9
+	GraphNodeMemAlloc      GraphNodeType = 10
+	GraphNodeMemFree       GraphNodeType = 11
+	GraphNodeBatchMemOp    GraphNodeType = 12
+	GraphNodeConditional   GraphNodeType = 13
+	graphNodeTypeOther     GraphNodeType = 14
+	numGraphNodeTypeCounts               = 15
+)
+
+var graphNodeNames = [numGraphNodeTypeCounts]string{
+	"kernel", "memcpy", "memset", "host", "graph", "empty", "wait_event",
+	"event_record", "ext_sem_signal", "ext_sem_wait", "mem_alloc", "mem_free",
+	"mem_op", "conditional", "other",
+}
+
+// String returns the short name used in node counts, e.g. "kernel",
+// "memcpy", "mem_op" (stream memory operations), "other" for unknown types.
+func (t GraphNodeType) String() string {
+	if t < 0 || t >= numGraphNodeTypeCounts {
+		t = graphNodeTypeOther
+	}
+	return graphNodeNames[t]
+}
+
+// Graph is a CUDA graph (CUgraph).
+type Graph struct {
+	d *Driver
+	h unsafe.Pointer
+}
+
+// GraphExec is an instantiated, launchable graph (CUgraphExec).
+type GraphExec struct {
+	d *Driver
+	h unsafe.Pointer
+}
+
+// BeginCapture starts recording the work enqueued on s into a graph
+// (cuStreamBeginCapture); s must not be the default stream.
+func (s *Stream) BeginCapture(mode CaptureMode) error {
+	if err := s.d.need(symStreamBeginCapture); err != nil {
+		return err
+	}
+	if r := C.lc_cuStreamBeginCapture(s.d.fn[symStreamBeginCapture], s.h, C.int(mode)); r != 0 {
+		return s.d.fail(r, fmt.Sprintf("cuStreamBeginCapture(mode %d)", mode))
+	}
+	return nil
+}
+
+// EndCapture stops recording and returns the captured graph.
+func (s *Stream) EndCapture() (*Graph, error) {
+	if err := s.d.need(symStreamEndCapture); err != nil {
+		return nil, err
+	}
+	o := C.lc_cuStreamEndCapture(s.d.fn[symStreamEndCapture], s.h)
+	if o.r != 0 {
+		return nil, s.d.fail(o.r, "cuStreamEndCapture")
+	}
+	return &Graph{d: s.d, h: o.h}, nil
+}
+
+// Instantiate creates an executable graph (cuGraphInstantiateWithFlags).
+func (g *Graph) Instantiate(flags uint64) (*GraphExec, error) {
+	if err := g.d.need(symGraphInstantiateWithFlags); err != nil {
+		return nil, err
+	}
+	o := C.lc_cuGraphInstantiateWithFlags(g.d.fn[symGraphInstantiateWithFlags], g.h, C.ulonglong(flags))
+	if o.r != 0 {
+		return nil, g.d.fail(o.r, fmt.Sprintf("cuGraphInstantiateWithFlags(%#x)", flags))
+	}
+	return &GraphExec{d: g.d, h: o.h}, nil
+}
+
+// NodeCounts returns the number of nodes of g per type name (see
+// GraphNodeType.String), from cuGraphGetNodes and cuGraphNodeGetType.
+func (g *Graph) NodeCounts() (map[string]int, error) {
+	if err := g.d.need(symGraphGetNodes); err != nil {
+		return nil, err
+	}
+	if err := g.d.need(symGraphNodeGetType); err != nil {
+		return nil, err
+	}
+	var counts [numGraphNodeTypeCounts]C.int
+	var total C.size_t
+	if r := C.lc_graph_count_nodes(g.d.fn[symGraphGetNodes], g.d.fn[symGraphNodeGetType], g.h,
+		(*C.int)(unsafe.Pointer(&counts[0])), numGraphNodeTypeCounts, &total); r != 0 {
+		return nil, g.d.fail(r, fmt.Sprintf("cuGraphGetNodes/cuGraphNodeGetType (%d nodes)", total))
+	}
+	out := make(map[string]int)
+	for t, n := range counts {
+		if n > 0 {
+			out[GraphNodeType(t).String()] = int(n)
+		}
+	}
+	return out, nil
+}
+
+// Destroy releases the graph (instantiated copies stay valid).
+func (g *Graph) Destroy() error {
+	if err := g.d.need(symGraphDestroy); err != nil {
+		return err
+	}
+	if r := C.lc_cuGraphDestroy(g.d.fn[symGraphDestroy], g.h); r != 0 {
+		return g.d.fail(r, "cuGraphDestroy")
+	}
+	return nil
+}
+
+// Launch enqueues the whole graph on s (cuGraphLaunch).
+func (e *GraphExec) Launch(s *Stream) error {
+	if err := e.d.need(symGraphLaunch); err != nil {
+		return err
+	}
+	if r := C.lc_cuGraphLaunch(e.d.fn[symGraphLaunch], e.h, s.handle()); r != 0 {
+		return e.d.fail(r, "cuGraphLaunch")
+	}
+	return nil
+}
+
+// Destroy releases the executable graph.
+func (e *GraphExec) Destroy() error {
+	if err := e.d.need(symGraphExecDestroy); err != nil {
+		return err
+	}
+	if r := C.lc_cuGraphExecDestroy(e.d.fn[symGraphExecDestroy], e.h); r != 0 {
+		return e.d.fail(r, "cuGraphExecDestroy")
+	}
+	return nil
+}

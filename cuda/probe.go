@@ -1,0 +1,389 @@
+package cuda
+
+/*
+#include "lc_cuda.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// DeviceInfo describes one CUDA device for `luacoll info`.
+type DeviceInfo struct {
+	Index        int
+	Name         string
+	UUID         string
+	PCIBusID     string
+	TotalMem     uint64
+	CCMajor      int
+	CCMinor      int
+	SMs          int
+	CopyEngines  int
+	VMM          bool // virtual memory management (cuMemCreate/cuMemMap)
+	FDHandles    bool // POSIX file descriptor export of VMM allocations
+	StreamMemOps bool // 64-bit cuStreamWriteValue64/cuStreamWaitValue64
+	UnifiedAddr  bool // unified virtual addressing
+	Err          string
+}
+
+// LibInfo says whether an optional library was found, and its version.
+type LibInfo struct {
+	Found   bool
+	Version string
+	Path    string
+	Err     string
+}
+
+// Info is what Probe gathers about the machine's CUDA setup.
+type Info struct {
+	Available     bool   // a driver loaded and at least one device exists
+	Reason        string // why not, when !Available
+	DriverVersion int    // cuDriverGetVersion, e.g. 13000
+	DriverPath    string
+	Missing       []string // optional driver entry points not provided
+	Devices       []DeviceInfo
+	// P2P[i][j] is cuDeviceCanAccessPeer(i, j) (false on the diagonal).
+	P2P [][]bool
+	// Topology is an `nvidia-smi topo -m`-like matrix from NVML: "X" on
+	// the diagonal, "NV<n>" for n NVLinks (direct or through NVSwitch),
+	// else "PIX", "PXB", "PHB", "NODE" or "SYS". Nil without NVML.
+	Topology [][]string
+	NVML     LibInfo
+	NVRTC    LibInfo
+	NCCL     LibInfo
+}
+
+// Probe gathers driver, device, peer-access, topology, NVRTC and NCCL facts.
+// It never fails: without a driver or device it returns Available=false and
+// the reason. It retains no context.
+func Probe() Info {
+	var info Info
+	info.NVRTC = probeNVRTC()
+	info.NCCL = probeNCCL()
+	d, err := Load()
+	if err != nil {
+		info.Reason = err.Error()
+		info.NVML = LibInfo{Err: "not queried: no CUDA driver"}
+		return info
+	}
+	info.DriverVersion = d.Version()
+	info.DriverPath = d.Path()
+	info.Missing = d.Missing()
+	n, err := d.DeviceCount()
+	if err != nil {
+		info.Reason = err.Error()
+		return info
+	}
+	if n == 0 {
+		info.Reason = "no CUDA device"
+		return info
+	}
+	info.Available = true
+	devs := make([]Device, n)
+	for i := range n {
+		di := DeviceInfo{Index: i}
+		dev, err := d.DeviceGet(i)
+		if err != nil {
+			di.Err = err.Error()
+			info.Devices = append(info.Devices, di)
+			continue
+		}
+		devs[i] = dev
+		d.fillDeviceInfo(dev, &di)
+		info.Devices = append(info.Devices, di)
+	}
+	info.P2P = make([][]bool, n)
+	for i := range n {
+		info.P2P[i] = make([]bool, n)
+		for j := range n {
+			if i != j {
+				info.P2P[i][j], _ = d.DeviceCanAccessPeer(devs[i], devs[j])
+			}
+		}
+	}
+	bus := make([]string, n)
+	for i, di := range info.Devices {
+		bus[i] = di.PCIBusID
+	}
+	info.Topology, info.NVML = nvmlTopology(bus)
+	return info
+}
+
+func (d *Driver) fillDeviceInfo(dev Device, di *DeviceInfo) {
+	var errs []string
+	note := func(err error) {
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	var err error
+	di.Name, err = d.DeviceName(dev)
+	note(err)
+	if d.Has("cuDeviceGetUuid") {
+		di.UUID, err = d.DeviceUUID(dev)
+		note(err)
+	}
+	di.PCIBusID, err = d.DevicePCIBusID(dev)
+	note(err)
+	di.TotalMem, err = d.DeviceTotalMem(dev)
+	note(err)
+	attr := func(a DeviceAttribute) int {
+		v, err := d.DeviceAttribute(dev, a)
+		note(err)
+		return v
+	}
+	di.CCMajor = attr(AttrComputeCapabilityMajor)
+	di.CCMinor = attr(AttrComputeCapabilityMinor)
+	di.SMs = attr(AttrMultiprocessorCount)
+	di.CopyEngines = attr(AttrAsyncEngineCount)
+	di.VMM = attr(AttrVirtualMemoryManagement) != 0
+	di.FDHandles = attr(AttrHandleTypePosixFDSupported) != 0
+	di.StreamMemOps = attr(AttrCanUse64BitStreamMemOps) != 0
+	di.UnifiedAddr = attr(AttrUnifiedAddressing) != 0
+	di.Err = strings.Join(errs, "; ")
+}
+
+func probeNVRTC() LibInfo {
+	n, err := LoadNVRTC()
+	if err != nil {
+		return LibInfo{Err: err.Error()}
+	}
+	defer n.Close()
+	ma, mi := n.Version()
+	return LibInfo{Found: true, Version: fmt.Sprintf("%d.%d", ma, mi), Path: n.Path()}
+}
+
+// NCCLLibrary is the library probeNCCL opens.
+const NCCLLibrary = "libnccl.so.2"
+
+func probeNCCL() LibInfo {
+	cpath := C.CString(NCCLLibrary)
+	defer C.free(unsafe.Pointer(cpath))
+	lib := C.lc_dlopen(cpath)
+	if lib == nil {
+		return LibInfo{Err: "dlopen " + NCCLLibrary + ": " + dlerror()}
+	}
+	defer C.lc_dlclose(lib)
+	cname := C.CString("ncclGetVersion")
+	defer C.free(unsafe.Pointer(cname))
+	f := C.lc_dlsym(lib, cname)
+	if f == nil {
+		return LibInfo{Path: NCCLLibrary, Err: NCCLLibrary + " lacks ncclGetVersion"}
+	}
+	var v C.int
+	if r := C.lc_ncclGetVersion(f, &v); r != 0 {
+		return LibInfo{Path: NCCLLibrary, Err: fmt.Sprintf("ncclGetVersion: error %d", int(r))}
+	}
+	return LibInfo{Found: true, Version: ncclVersionString(int(v)), Path: NCCLLibrary}
+}
+
+// ncclVersionString decodes NCCL_VERSION_CODE: X*10000+Y*100+Z since 2.9,
+// X*1000+Y*100+Z before.
+func ncclVersionString(code int) string {
+	if code >= 10000 {
+		return fmt.Sprintf("%d.%d.%d", code/10000, code%10000/100, code%100)
+	}
+	return fmt.Sprintf("%d.%d.%d", code/1000, code%1000/100, code%100)
+}
+
+// normBusID turns "0000:3b:00.0" or "00000000:3B:00.0" into one form.
+func normBusID(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	parts := strings.SplitN(s, ":", 3)
+	if len(parts) != 3 {
+		return s
+	}
+	dom, err := strconv.ParseUint(parts[0], 16, 32)
+	if err != nil {
+		return s
+	}
+	return fmt.Sprintf("%04x:%s:%s", dom, parts[1], parts[2])
+}
+
+func int8String(b []int8) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
+}
+
+// nvmlTopology builds the link matrix for the devices with the given PCI
+// bus ids. Every NVML call is made only after a successful Init.
+func nvmlTopology(bus []string) ([][]string, LibInfo) {
+	lib := nvml.New()
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return nil, LibInfo{Err: "nvml init: " + ret.Error()}
+	}
+	defer lib.Shutdown()
+	li := LibInfo{Found: true, Path: "libnvidia-ml.so.1"}
+	if v, ret := lib.SystemGetNVMLVersion(); ret == nvml.SUCCESS {
+		li.Version = v
+	}
+	n := len(bus)
+	index := make(map[string]int, n)
+	devs := make([]nvml.Device, n)
+	for i, b := range bus {
+		index[normBusID(b)] = i
+		dev, ret := lib.DeviceGetHandleByPciBusId(b)
+		if ret != nvml.SUCCESS {
+			li.Err = fmt.Sprintf("nvml device %s: %s", b, ret.Error())
+			return nil, li
+		}
+		devs[i] = dev
+	}
+	links := make([][]int, n)
+	switchLinks := make([]int, n)
+	for i, dev := range devs {
+		links[i] = make([]int, n)
+		for l := 0; l < nvml.NVLINK_MAX_LINKS; l++ {
+			st, ret := dev.GetNvLinkState(l)
+			if ret != nvml.SUCCESS || st != nvml.FEATURE_ENABLED {
+				continue
+			}
+			pci, ret := dev.GetNvLinkRemotePciInfo(l)
+			if ret != nvml.SUCCESS {
+				continue
+			}
+			if j, ok := index[normBusID(int8String(pci.BusId[:]))]; ok {
+				links[i][j]++
+				continue
+			}
+			if t, ret := dev.GetNvLinkRemoteDeviceType(l); ret == nvml.SUCCESS && t == nvml.NVLINK_DEVICE_TYPE_SWITCH {
+				switchLinks[i]++
+			}
+		}
+	}
+	m := make([][]string, n)
+	for i := range n {
+		m[i] = make([]string, n)
+		for j := range n {
+			if i == j {
+				m[i][j] = "X"
+				continue
+			}
+			nl := links[i][j]
+			if switchLinks[i] > 0 && switchLinks[j] > 0 {
+				nl += min(switchLinks[i], switchLinks[j])
+			}
+			if nl > 0 {
+				m[i][j] = fmt.Sprintf("NV%d", nl)
+				continue
+			}
+			lvl, ret := lib.DeviceGetTopologyCommonAncestor(devs[i], devs[j])
+			if ret != nvml.SUCCESS {
+				m[i][j] = "?"
+				continue
+			}
+			m[i][j] = topoLevelName(lvl)
+		}
+	}
+	return m, li
+}
+
+func topoLevelName(l nvml.GpuTopologyLevel) string {
+	switch l {
+	case nvml.TOPOLOGY_INTERNAL:
+		return "X"
+	case nvml.TOPOLOGY_SINGLE:
+		return "PIX"
+	case nvml.TOPOLOGY_MULTIPLE:
+		return "PXB"
+	case nvml.TOPOLOGY_HOSTBRIDGE:
+		return "PHB"
+	case nvml.TOPOLOGY_NODE:
+		return "NODE"
+	case nvml.TOPOLOGY_SYSTEM:
+		return "SYS"
+	}
+	return "?"
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func (l LibInfo) String() string {
+	if !l.Found {
+		return "not found: " + l.Err
+	}
+	s := l.Version
+	if l.Path != "" {
+		s += " (" + l.Path + ")"
+	}
+	return s
+}
+
+// String renders the report printed by `luacoll info`.
+func (i Info) String() string {
+	var b strings.Builder
+	if !i.Available {
+		fmt.Fprintf(&b, "CUDA: not available: %s\n", i.Reason)
+	} else {
+		fmt.Fprintf(&b, "CUDA driver: %d.%d (%d), %s\n", i.DriverVersion/1000, i.DriverVersion%1000/10, i.DriverVersion, i.DriverPath)
+		if len(i.Missing) > 0 {
+			fmt.Fprintf(&b, "  optional entry points missing: %s\n", strings.Join(i.Missing, ", "))
+		}
+		for _, d := range i.Devices {
+			fmt.Fprintf(&b, "GPU%d: %s, %.1f GiB, sm_%d%d, %d SMs, %d copy engines, VMM %s, FD handles %s, 64-bit stream mem ops %s, UVA %s\n",
+				d.Index, d.Name, float64(d.TotalMem)/(1<<30), d.CCMajor, d.CCMinor, d.SMs, d.CopyEngines,
+				yesNo(d.VMM), yesNo(d.FDHandles), yesNo(d.StreamMemOps), yesNo(d.UnifiedAddr))
+			fmt.Fprintf(&b, "      PCI %s  %s\n", d.PCIBusID, d.UUID)
+			if d.Err != "" {
+				fmt.Fprintf(&b, "      errors: %s\n", d.Err)
+			}
+		}
+		n := len(i.Devices)
+		p2p := make([][]string, n)
+		for a := range n {
+			p2p[a] = make([]string, n)
+			for c := range n {
+				switch {
+				case a == c:
+					p2p[a][c] = "X"
+				case i.P2P[a][c]:
+					p2p[a][c] = "OK"
+				default:
+					p2p[a][c] = "-"
+				}
+			}
+		}
+		b.WriteString("P2P (cuDeviceCanAccessPeer):\n")
+		writeMatrix(&b, p2p)
+		if i.Topology != nil {
+			b.WriteString("Topology (NVML):\n")
+			writeMatrix(&b, i.Topology)
+		}
+	}
+	fmt.Fprintf(&b, "NVML: %s\n", i.NVML)
+	fmt.Fprintf(&b, "NVRTC: %s\n", i.NVRTC)
+	fmt.Fprintf(&b, "NCCL: %s\n", i.NCCL)
+	return b.String()
+}
+
+func writeMatrix(b *strings.Builder, m [][]string) {
+	b.WriteString("        ")
+	for j := range m {
+		fmt.Fprintf(b, "%-7s", fmt.Sprintf("GPU%d", j))
+	}
+	b.WriteString("\n")
+	for r, row := range m {
+		fmt.Fprintf(b, "  %-6s", fmt.Sprintf("GPU%d", r))
+		for _, c := range row {
+			fmt.Fprintf(b, "%-7s", c)
+		}
+		b.WriteString("\n")
+	}
+}

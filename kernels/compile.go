@@ -1,0 +1,194 @@
+// Package kernels holds luacoll's CUDA device kernels (put, signal, wait,
+// barrier, counter add, fill, checksum, equal and a raw ping-pong) and their
+// Go launchers.
+//
+// The CUDA C sources (*.cu, embedded) are compiled on first use by NVRTC
+// for the device's architecture into a CUBIN, cached on disk under
+// os.UserCacheDir()/luacoll/kernels/<key>-sm_XY.cubin, where key is the
+// first 16 hex digits of sha256(source + options). Cache files are written
+// atomically (temporary file + rename); a corrupt or unloadable cache file
+// is recompiled.
+package kernels
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"debug/elf"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/luacoll/luacoll/cuda"
+)
+
+//go:embed *.cu
+var sourceFS embed.FS
+
+// Source returns the CUDA C program: the embedded .cu files concatenated in
+// name order (common.cu first).
+func Source() string {
+	names, err := fs.Glob(sourceFS, "*.cu")
+	if err != nil {
+		panic(fmt.Sprintf("kernels: embedded sources: %v", err))
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		data, err := sourceFS.ReadFile(n)
+		if err != nil {
+			panic(fmt.Sprintf("kernels: embedded %s: %v", n, err))
+		}
+		fmt.Fprintf(&b, "// ---- %s ----\n", n)
+		b.Write(data)
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// Arch is a real GPU architecture, e.g. {9, 0} for sm_90.
+type Arch struct{ Major, Minor int }
+
+// String returns "sm_XY".
+func (a Arch) String() string { return fmt.Sprintf("sm_%d%d", a.Major, a.Minor) }
+
+// CompileOptions returns the NVRTC options used for arch.
+func CompileOptions(a Arch) []string {
+	return []string{"--gpu-architecture=" + a.String(), "--std=c++17"}
+}
+
+// CacheKey returns the cache key of the program for arch: the first 16 hex
+// digits of sha256(source + options), options joined by NUL bytes.
+func CacheKey(a Arch) string {
+	h := sha256.New()
+	h.Write([]byte(Source()))
+	for _, o := range CompileOptions(a) {
+		h.Write([]byte{0})
+		h.Write([]byte(o))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// DefaultCacheDir returns os.UserCacheDir()/luacoll/kernels.
+func DefaultCacheDir() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("kernel cache directory: %w", err)
+	}
+	return filepath.Join(base, "luacoll", "kernels"), nil
+}
+
+// CachePath returns the cache file of the program for arch under dir.
+func CachePath(dir string, a Arch) string {
+	return filepath.Join(dir, CacheKey(a)+"-"+a.String()+".cubin")
+}
+
+// Compiled is a CUBIN of the kernel program and where it came from.
+type Compiled struct {
+	CUBIN    []byte
+	Arch     Arch
+	Path     string        // cache file ("" when caching is off)
+	CacheHit bool          // read from the cache, not compiled
+	Log      string        // NVRTC warnings, when compiled
+	Took     time.Duration // compile or cache read time
+}
+
+// Compile returns the CUBIN for arch, from the cache in cacheDir when a valid
+// one is there, else compiled with nv (loaded with cuda.LoadNVRTC when nil)
+// and stored. An empty cacheDir disables the cache.
+func Compile(nv *cuda.NVRTC, a Arch, cacheDir string) (*Compiled, error) {
+	start := time.Now()
+	var path string
+	if cacheDir != "" {
+		path = CachePath(cacheDir, a)
+		if b, err := os.ReadFile(path); err == nil {
+			if validCUBIN(b) {
+				return &Compiled{CUBIN: b, Arch: a, Path: path, CacheHit: true, Took: time.Since(start)}, nil
+			}
+			// Corrupt: fall through and overwrite it.
+		}
+	}
+	c, err := compileNow(nv, a)
+	if err != nil {
+		return nil, err
+	}
+	c.Path = path
+	if path != "" {
+		if err := writeAtomic(path, c.CUBIN); err != nil {
+			return nil, err
+		}
+	}
+	c.Took = time.Since(start)
+	return c, nil
+}
+
+func compileNow(nv *cuda.NVRTC, a Arch) (*Compiled, error) {
+	if nv == nil {
+		var err error
+		nv, err = cuda.LoadNVRTC()
+		if err != nil {
+			return nil, fmt.Errorf("compile luacoll kernels for %s: %w", a, err)
+		}
+		defer nv.Close()
+	}
+	cubin, log, err := nv.CompileCUBIN(Source(), "luacoll_kernels.cu", CompileOptions(a))
+	if err != nil {
+		return nil, fmt.Errorf("compile luacoll kernels for %s: %w", a, err)
+	}
+	if !validCUBIN(cubin) {
+		return nil, fmt.Errorf("compile luacoll kernels for %s: NVRTC returned %d bytes that are not an ELF CUBIN", a, len(cubin))
+	}
+	return &Compiled{CUBIN: cubin, Arch: a, Log: log}, nil
+}
+
+// validCUBIN checks that b parses as a complete ELF file with sections (a
+// truncated or garbled cache file fails).
+func validCUBIN(b []byte) bool {
+	if len(b) < 64 || !bytes.HasPrefix(b, []byte(elf.ELFMAG)) {
+		return false
+	}
+	f, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if len(f.Sections) == 0 {
+		return false
+	}
+	for _, s := range f.Sections {
+		if s.Type != elf.SHT_NOBITS && s.Offset+s.FileSize > uint64(len(b)) {
+			return false
+		}
+	}
+	return true
+}
+
+// writeAtomic writes data to path through a temporary file in the same
+// directory and a rename, so readers never see a partial file.
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("kernel cache: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp-*.cubin")
+	if err != nil {
+		return fmt.Errorf("kernel cache: %w", err)
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("kernel cache: write %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("kernel cache: %w", err)
+	}
+	return nil
+}

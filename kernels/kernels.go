@@ -1,0 +1,372 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/luacoll/luacoll/cuda"
+)
+
+// Kernel names (extern "C" symbols of the program).
+const (
+	KernelPut        = "lc_put"
+	KernelSignal     = "lc_signal"
+	KernelWait       = "lc_wait"
+	KernelBarrier    = "lc_barrier"
+	KernelCounterAdd = "lc_counter_add"
+	KernelFillByte   = "lc_fill_byte"
+	KernelFillIota32 = "lc_fill_iota32"
+	KernelFillRand   = "lc_fill_rand"
+	KernelChecksum   = "lc_checksum"
+	KernelEqual      = "lc_equal"
+	KernelPingPong   = "lc_pingpong"
+)
+
+// Names lists every kernel of the program.
+func Names() []string {
+	return []string{KernelPut, KernelSignal, KernelWait, KernelBarrier, KernelCounterAdd, KernelFillByte,
+		KernelFillIota32, KernelFillRand, KernelChecksum, KernelEqual, KernelPingPong}
+}
+
+// Options configure Load.
+type Options struct {
+	// CacheDir holds compiled CUBINs; "" means DefaultCacheDir().
+	CacheDir string
+	// NoCache compiles every time and writes nothing.
+	NoCache bool
+	// NVRTC is the compiler to use; nil loads one when a compile is needed.
+	NVRTC *cuda.NVRTC
+}
+
+// Kernels is the kernel program loaded into one context. Its launch methods
+// enqueue on the given stream and return without waiting; the calling OS
+// thread must have the context current (see cuda.Context). It is read-only
+// after Load and safe for concurrent use.
+type Kernels struct {
+	drv      *cuda.Driver
+	ctx      *cuda.Context
+	mod      *cuda.Module
+	fn       map[string]*cuda.Function
+	sms      int
+	compiled *Compiled
+}
+
+// Load compiles (or reads from the cache) the kernel program for the device
+// of ctx and loads it into ctx, which it makes current on the calling
+// thread.
+func Load(drv *cuda.Driver, ctx *cuda.Context, opts Options) (*Kernels, error) {
+	if err := ctx.SetCurrent(); err != nil {
+		return nil, fmt.Errorf("load kernels: %w", err)
+	}
+	dev := ctx.Device()
+	major, minor, err := drv.DeviceComputeCapability(dev)
+	if err != nil {
+		return nil, fmt.Errorf("load kernels: %w", err)
+	}
+	sms, err := drv.DeviceAttribute(dev, cuda.AttrMultiprocessorCount)
+	if err != nil {
+		return nil, fmt.Errorf("load kernels: %w", err)
+	}
+	dir := ""
+	if !opts.NoCache {
+		dir = opts.CacheDir
+		if dir == "" {
+			if dir, err = DefaultCacheDir(); err != nil {
+				dir = "" // no usable cache location: compile every time
+			}
+		}
+	}
+	arch := Arch{major, minor}
+	c, err := Compile(opts.NVRTC, arch, dir)
+	if err != nil {
+		return nil, fmt.Errorf("load kernels on device %d: %w", dev, err)
+	}
+	mod, err := drv.ModuleLoadData(c.CUBIN)
+	if err != nil && c.CacheHit {
+		// A cache file that parses but does not load: rebuild it.
+		if c, err = Compile(opts.NVRTC, arch, ""); err == nil {
+			if c.Path = CachePath(dir, arch); writeAtomic(c.Path, c.CUBIN) != nil {
+				c.Path = ""
+			}
+			mod, err = drv.ModuleLoadData(c.CUBIN)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load kernels on device %d: %w", dev, err)
+	}
+	k := &Kernels{drv: drv, ctx: ctx, mod: mod, fn: make(map[string]*cuda.Function), sms: sms, compiled: c}
+	for _, name := range Names() {
+		f, err := mod.Function(name)
+		if err != nil {
+			_ = mod.Unload()
+			return nil, fmt.Errorf("load kernels on device %d: %w", dev, err)
+		}
+		k.fn[name] = f
+	}
+	return k, nil
+}
+
+// Compiled says how the program was obtained (cache hit, path, time).
+func (k *Kernels) Compiled() *Compiled { return k.compiled }
+
+// Close unloads the module; ctx must be current.
+func (k *Kernels) Close() error {
+	if err := k.mod.Unload(); err != nil {
+		return fmt.Errorf("unload kernels: %w", err)
+	}
+	return nil
+}
+
+const (
+	bulkThreads = 512
+	bulkBytes   = 16 * bulkThreads // bytes one block moves per grid-stride step
+)
+
+// bulkGrid picks the grid of a bandwidth kernel over n bytes: enough blocks
+// to cover n once, at most two per SM (the loops are grid-stride).
+func (k *Kernels) bulkGrid(n uint64) uint32 {
+	g := (n + bulkBytes - 1) / bulkBytes
+	g = min(g, uint64(2*k.sms))
+	return uint32(max(g, 1))
+}
+
+func (k *Kernels) launch(name string, grid, block uint32, s *cuda.Stream, a *cuda.KernelArgs) error {
+	return k.drv.LaunchKernel(k.fn[name], cuda.D1(grid), cuda.D1(block), 0, s, a)
+}
+
+func (k *Kernels) single(name string, s *cuda.Stream, a *cuda.KernelArgs) error {
+	return k.launch(name, 1, 1, s, a)
+}
+
+// Put copies n bytes from src to dst (either may be peer-mapped memory)
+// with 16-byte accesses where the two share alignment.
+func (k *Kernels) Put(s *cuda.Stream, dst, src cuda.DevicePtr, n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	var a cuda.KernelArgs
+	a.Ptr(dst).Ptr(src).U64(n)
+	return k.launch(KernelPut, k.bulkGrid(n), bulkThreads, s, &a)
+}
+
+// SignalOp selects what Signal does to the slot.
+type SignalOp int32
+
+const (
+	// SignalSet stores the value.
+	SignalSet SignalOp = 0
+	// SignalAdd adds the value atomically (system scope).
+	SignalAdd SignalOp = 1
+)
+
+// Signal enqueues a system-scope release of value into the 64-bit slot
+// (set or add): every write ordered before it on s is visible to whoever
+// observes the new value.
+func (k *Kernels) Signal(s *cuda.Stream, slot cuda.DevicePtr, op SignalOp, value uint64) error {
+	if op != SignalSet && op != SignalAdd {
+		return fmt.Errorf("signal: unknown op %d", op)
+	}
+	var a cuda.KernelArgs
+	a.Ptr(slot).U64(value).I32(int32(op))
+	return k.single(KernelSignal, s, &a)
+}
+
+// Cmp is a wait comparison on unsigned 64-bit values.
+type Cmp int32
+
+// Comparisons, in the order of the device constants.
+const (
+	CmpEQ Cmp = iota // ==
+	CmpNE            // ~=
+	CmpLT            // <
+	CmpLE            // <=
+	CmpGT            // >
+	CmpGE            // >=
+)
+
+var cmpNames = [...]string{"==", "~=", "<", "<=", ">", ">="}
+
+// String returns the Lua spelling ("==", "~=", "<", "<=", ">", ">=").
+func (c Cmp) String() string {
+	if c < 0 || int(c) >= len(cmpNames) {
+		return fmt.Sprintf("Cmp(%d)", int32(c))
+	}
+	return cmpNames[c]
+}
+
+// ParseCmp parses a Lua comparison operator; "!=" is accepted for "~=".
+func ParseCmp(s string) (Cmp, error) {
+	if s == "!=" {
+		return CmpNE, nil
+	}
+	for i, n := range cmpNames {
+		if n == s {
+			return Cmp(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown comparison %q (want ==, ~=, <, <=, > or >=)", s)
+}
+
+// Holds reports whether v cmp target holds, as the device evaluates it.
+func (c Cmp) Holds(v, target uint64) bool {
+	switch c {
+	case CmpEQ:
+		return v == target
+	case CmpNE:
+		return v != target
+	case CmpLT:
+		return v < target
+	case CmpLE:
+		return v <= target
+	case CmpGT:
+		return v > target
+	}
+	return v >= target
+}
+
+// WaitSpec describes a device-side wait.
+type WaitSpec struct {
+	Slots   cuda.DevicePtr // first 64-bit slot
+	Count   uint32         // number of slots summed (>= 1)
+	Stride  uint64         // bytes between slots (multiple of 8; 0 or 8 = contiguous)
+	Cmp     Cmp
+	Value   uint64         // the sum is compared with Value
+	Timeout time.Duration  // <= 0: wait without a time limit
+	Abort   cuda.DevicePtr // device address of a host-mapped uint32 flag, or 0
+	Record  cuda.DevicePtr // device address of a host-mapped error record, or 0
+}
+
+// ErrBadSpec is wrapped by launchers for arguments they reject.
+var ErrBadSpec = errors.New("invalid kernel arguments")
+
+func nanos(d time.Duration) uint64 {
+	if d <= 0 {
+		return 0
+	}
+	return uint64(d)
+}
+
+// Wait enqueues a wait until the sum of the slots satisfies the comparison.
+// On timeout or abort the kernel fills the record (if any) and returns, and
+// the stream moves on: check the record (CheckRecord) after synchronizing.
+func (k *Kernels) Wait(s *cuda.Stream, w WaitSpec) error {
+	if w.Count == 0 || w.Stride%8 != 0 || w.Slots%8 != 0 || w.Cmp < CmpEQ || w.Cmp > CmpGE {
+		return fmt.Errorf("wait(slots %#x, count %d, stride %d, cmp %v): %w", uint64(w.Slots), w.Count, w.Stride, w.Cmp, ErrBadSpec)
+	}
+	if w.Stride == 0 {
+		w.Stride = 8
+	}
+	var a cuda.KernelArgs
+	a.Ptr(w.Slots).U32(w.Count).U64(w.Stride).I32(int32(w.Cmp)).U64(w.Value).U64(nanos(w.Timeout)).Ptr(w.Abort).Ptr(w.Record)
+	return k.single(KernelWait, s, &a)
+}
+
+// BarrierSpec describes one rank's arrival at a window barrier.
+type BarrierSpec struct {
+	// Epoch is this rank's barrier counter (8 bytes of device memory,
+	// zeroed once, then owned by the barrier kernel).
+	Epoch cuda.DevicePtr
+	// Rows is a device array of Size pointers: entry p is rank p's slot
+	// row (Size 64-bit slots) as mapped on this device; entry Rank is
+	// this rank's own row. Rows must be zeroed once before first use.
+	Rows    cuda.DevicePtr
+	Rank    uint32
+	Size    uint32
+	Timeout time.Duration
+	Abort   cuda.DevicePtr
+	Record  cuda.DevicePtr
+}
+
+// Barrier enqueues this rank's barrier: it bumps Epoch to e, writes e into
+// its slot of every row, and waits until all slots of its own row reach e.
+func (k *Kernels) Barrier(s *cuda.Stream, b BarrierSpec) error {
+	if b.Size == 0 || b.Rank >= b.Size || b.Epoch%8 != 0 || b.Rows%8 != 0 {
+		return fmt.Errorf("barrier(rank %d of %d): %w", b.Rank, b.Size, ErrBadSpec)
+	}
+	var a cuda.KernelArgs
+	a.Ptr(b.Epoch).Ptr(b.Rows).U32(b.Rank).U32(b.Size).U64(nanos(b.Timeout)).Ptr(b.Abort).Ptr(b.Record)
+	return k.single(KernelBarrier, s, &a)
+}
+
+// CounterAdd adds value to the 64-bit counter after all prior work on s
+// (a local completion counter).
+func (k *Kernels) CounterAdd(s *cuda.Stream, counter cuda.DevicePtr, value uint64) error {
+	var a cuda.KernelArgs
+	a.Ptr(counter).U64(value)
+	return k.single(KernelCounterAdd, s, &a)
+}
+
+// FillByte sets n bytes at dst to b.
+func (k *Kernels) FillByte(s *cuda.Stream, dst cuda.DevicePtr, n uint64, b byte) error {
+	if n == 0 {
+		return nil
+	}
+	var a cuda.KernelArgs
+	a.Ptr(dst).U64(n).U32(uint32(b))
+	return k.launch(KernelFillByte, k.bulkGrid(n), bulkThreads, s, &a)
+}
+
+// FillIota32 writes count uint32 values start, start+1, ... at dst (4-byte
+// aligned); see the host FillIota32.
+func (k *Kernels) FillIota32(s *cuda.Stream, dst cuda.DevicePtr, count uint64, start uint32) error {
+	if dst%4 != 0 {
+		return fmt.Errorf("fill iota32 at %#x: %w: not 4-byte aligned", uint64(dst), ErrBadSpec)
+	}
+	if count == 0 {
+		return nil
+	}
+	var a cuda.KernelArgs
+	a.Ptr(dst).U64(count).U32(start)
+	return k.launch(KernelFillIota32, k.bulkGrid(4*count), bulkThreads, s, &a)
+}
+
+// FillRand writes n pseudo-random bytes at dst; see the host FillRand.
+func (k *Kernels) FillRand(s *cuda.Stream, dst cuda.DevicePtr, n uint64, seed uint64) error {
+	if n == 0 {
+		return nil
+	}
+	var a cuda.KernelArgs
+	a.Ptr(dst).U64(n).U64(seed)
+	return k.launch(KernelFillRand, k.bulkGrid(n), bulkThreads, s, &a)
+}
+
+// Checksum zeroes the 64-bit result at out and then stores there the
+// checksum of the n bytes at src; see the host Checksum.
+func (k *Kernels) Checksum(s *cuda.Stream, src cuda.DevicePtr, n uint64, out cuda.DevicePtr) error {
+	if err := k.drv.MemsetD8Async(out, 0, 8, s); err != nil {
+		return fmt.Errorf("checksum: %w", err)
+	}
+	var a cuda.KernelArgs
+	a.Ptr(src).U64(n).Ptr(out)
+	return k.launch(KernelChecksum, k.bulkGrid(n), bulkThreads, s, &a)
+}
+
+// Equal zeroes the 64-bit result at out and then stores there the number of
+// differing bytes between the n-byte ranges at a and b (0: equal).
+func (k *Kernels) Equal(s *cuda.Stream, a, b cuda.DevicePtr, n uint64, out cuda.DevicePtr) error {
+	if err := k.drv.MemsetD8Async(out, 0, 8, s); err != nil {
+		return fmt.Errorf("equal: %w", err)
+	}
+	if n == 0 {
+		return nil
+	}
+	var args cuda.KernelArgs
+	args.Ptr(a).Ptr(b).U64(n).Ptr(out)
+	return k.launch(KernelEqual, k.bulkGrid(n), bulkThreads, s, &args)
+}
+
+// PingPong enqueues one side of the raw flag ping-pong benchmark: plain
+// volatile 64-bit stores to peer and spins on mine, iters round trips. Both
+// flags must start at 0 and both sides must run concurrently (two streams,
+// or two devices). outNs (may be 0) receives the elapsed device-clock
+// nanoseconds, or ^0 on timeout.
+func (k *Kernels) PingPong(s *cuda.Stream, mine, peer cuda.DevicePtr, iters uint64, initiator bool, timeout time.Duration, outNs cuda.DevicePtr) error {
+	init := int32(0)
+	if initiator {
+		init = 1
+	}
+	var a cuda.KernelArgs
+	a.Ptr(mine).Ptr(peer).U64(iters).I32(init).U64(nanos(timeout)).Ptr(outNs)
+	return k.single(KernelPingPong, s, &a)
+}

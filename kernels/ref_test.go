@@ -1,0 +1,170 @@
+package kernels
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/luacoll/luacoll/cuda"
+)
+
+// Tests that need no GPU.
+
+func TestSourceHasEveryKernel(t *testing.T) {
+	src := Source()
+	if !strings.HasPrefix(src, "// ---- common.cu ----") {
+		t.Fatalf("common.cu must come first:\n%.200s", src)
+	}
+	for _, n := range Names() {
+		if !strings.Contains(src, `extern "C" __global__ void `+n+"(") {
+			t.Errorf("kernel %s missing from the program", n)
+		}
+	}
+	for _, bad := range []string{"__trap", "#include", "multimem", "cuMulticast"} {
+		if strings.Contains(src, bad) {
+			t.Errorf("program must not use %q", bad)
+		}
+	}
+}
+
+func TestCacheKey(t *testing.T) {
+	a, b := Arch{9, 0}, Arch{8, 0}
+	if CacheKey(a) != CacheKey(a) || len(CacheKey(a)) != 16 {
+		t.Fatalf("key %q", CacheKey(a))
+	}
+	if CacheKey(a) == CacheKey(b) {
+		t.Fatal("different archs share a key")
+	}
+	p := CachePath("/c", a)
+	if !strings.HasPrefix(p, "/c/") || !strings.HasSuffix(p, "-sm_90.cubin") {
+		t.Fatalf("path %q", p)
+	}
+	if dir, err := DefaultCacheDir(); err == nil && !strings.HasSuffix(dir, filepath.Join("luacoll", "kernels")) {
+		t.Fatalf("default dir %q", dir)
+	}
+}
+
+func TestValidCUBINAndAtomicWrite(t *testing.T) {
+	if validCUBIN(nil) || validCUBIN([]byte("\x7fELF garbage that is not a real file.........................")) {
+		t.Fatal("garbage accepted as a CUBIN")
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "sub", "x.cubin")
+	if err := writeAtomic(p, []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeAtomic(p, []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil || string(b) != "two" {
+		t.Fatalf("%q %v", b, err)
+	}
+	ents, _ := os.ReadDir(filepath.Dir(p))
+	if len(ents) != 1 {
+		t.Fatalf("temporary files left behind: %v", ents)
+	}
+}
+
+func TestCompileWithoutNVRTC(t *testing.T) {
+	if nv, err := cuda.LoadNVRTC(); err == nil {
+		nv.Close()
+		t.Skip("NVRTC present")
+	}
+	_, err := Compile(nil, Arch{9, 0}, "")
+	if !errors.Is(err, cuda.ErrNoNVRTC) || !strings.Contains(err.Error(), "NVRTC not found (tried libnvrtc.so.13, libnvrtc.so.12") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestReference(t *testing.T) {
+	// Mix64 is splitmix64: the first output for seed 0 is known.
+	if got := RandWord(0, 0); got != 0xE220A8397B1DCDAF {
+		t.Fatalf("RandWord(0,0) = %#x", got)
+	}
+	b := make([]byte, 21)
+	FillRand(b, 5)
+	if binary.LittleEndian.Uint64(b) != RandWord(5, 0) || binary.LittleEndian.Uint64(b[8:]) != RandWord(5, 1) {
+		t.Fatal("FillRand words")
+	}
+	var w [8]byte
+	binary.LittleEndian.PutUint64(w[:], RandWord(5, 2))
+	if !bytes.Equal(b[16:], w[:5]) {
+		t.Fatal("FillRand tail")
+	}
+	if Checksum(nil) != 0 {
+		t.Fatal("empty checksum")
+	}
+	data := make([]byte, 1000)
+	FillRand(data, 1)
+	c := Checksum(data)
+	if n := uint64(len(data)); c != n*Golden+ChecksumPart(data[:504], 0)+ChecksumPart(data[504:], 63) {
+		t.Fatal("checksum does not split at word boundaries")
+	}
+	data[999] ^= 1
+	if Checksum(data) == c {
+		t.Fatal("checksum missed a bit flip")
+	}
+	if Checksum(make([]byte, 8)) == Checksum(make([]byte, 16)) {
+		t.Fatal("checksum ignores length")
+	}
+	if CountDiff([]byte("abcd"), []byte("abXY")) != 2 {
+		t.Fatal("CountDiff")
+	}
+	u := make([]uint32, 3)
+	FillIota32(u, 0xFFFFFFFF)
+	if u[0] != 0xFFFFFFFF || u[1] != 0 || u[2] != 1 {
+		t.Fatalf("iota %v", u)
+	}
+}
+
+func TestCmp(t *testing.T) {
+	for i, s := range []string{"==", "~=", "<", "<=", ">", ">="} {
+		c, err := ParseCmp(s)
+		if err != nil || int(c) != i || c.String() != s {
+			t.Fatalf("%q -> %v %v", s, c, err)
+		}
+	}
+	if c, _ := ParseCmp("!="); c != CmpNE {
+		t.Fatal("!=")
+	}
+	if _, err := ParseCmp("=<"); err == nil {
+		t.Fatal("bad op accepted")
+	}
+	if !CmpGE.Holds(3, 3) || CmpGT.Holds(3, 3) || !CmpLT.Holds(2, 3) || !CmpNE.Holds(1, 2) {
+		t.Fatal("Holds")
+	}
+}
+
+func TestRecord(t *testing.T) {
+	var buf [4]uint64
+	p := unsafe.Pointer(&buf[0])
+	if err := CheckRecord(p, false); err != nil {
+		t.Fatal(err)
+	}
+	*(*uint32)(unsafe.Add(p, 4)) = 3
+	buf[1], buf[2], buf[3] = 7, 9, uint64(50*time.Millisecond)
+	*(*uint32)(p) = uint32(StatusTimeout)
+	err := CheckRecord(p, true)
+	var we *WaitError
+	if !errors.As(err, &we) || !errors.Is(err, ErrTimeout) || errors.Is(err, ErrAborted) || we.Slot != 3 || we.Observed != 7 || we.Target != 9 {
+		t.Fatalf("err = %v", err)
+	}
+	if err.Error() != "device wait timed out after 50ms: slot 3 observed 7, target 9" {
+		t.Fatalf("text %q", err.Error())
+	}
+	if ReadRecord(p) != (Record{}) {
+		t.Fatal("not cleared")
+	}
+	var flag uint32
+	SetAbort(unsafe.Pointer(&flag), true)
+	if flag != 1 {
+		t.Fatal("SetAbort")
+	}
+}

@@ -1,0 +1,682 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/kernels"
+)
+
+// CUDABackend keeps a rank's memory on one GPU: windows in device memory
+// shared with same-host peers through CUDA IPC, a CUstream for the stream,
+// copy engines or kernels for data and NVRTC-compiled kernels for signals,
+// waits (with a device-side timeout and a host-mapped abort flag) and data
+// checks. Every entry point makes the rank's context current on the calling
+// thread first, so any goroutine may call it.
+type CUDABackend struct {
+	drv     *cuda.Driver
+	ctx     *cuda.Context
+	dev     cuda.Device
+	ordinal int
+	uuid    string
+	byUUID  map[string]cuda.Device
+	k       *kernels.Kernels
+	job     string
+	// flag is the host-mapped abort flag every device wait watches.
+	flag *cuda.MappedMem
+	// result receives checksum and equal results (host-mapped, 8 bytes).
+	result *cuda.MappedMem
+	aux    *cuda.Stream // for synchronous checks
+	mu     sync.Mutex   // guards aux and result
+	live   atomic.Int64 // device allocations not yet freed
+}
+
+// NewCUDABackend opens GPU gpus[localRank] (or localRank modulo the device
+// count when gpus is empty) for job.
+func NewCUDABackend(job string, localRank int, gpus []int) (*CUDABackend, error) {
+	drv, err := cuda.Load()
+	if err != nil {
+		return nil, fmt.Errorf("cuda backend: %w", err)
+	}
+	n, err := drv.DeviceCount()
+	if err != nil {
+		return nil, fmt.Errorf("cuda backend: %w", err)
+	}
+	if n == 0 {
+		return nil, errors.New("cuda backend: no CUDA device")
+	}
+	ord := localRank % n
+	if len(gpus) > 0 {
+		if localRank >= len(gpus) {
+			return nil, fmt.Errorf("cuda backend: --gpus lists %d devices, local rank %d has none", len(gpus), localRank)
+		}
+		ord = gpus[localRank]
+		if ord >= n {
+			return nil, fmt.Errorf("cuda backend: --gpus names device %d, this host has %d", ord, n)
+		}
+	}
+	b := &CUDABackend{drv: drv, ordinal: ord, job: job, byUUID: map[string]cuda.Device{}}
+	for i := 0; i < n; i++ {
+		d, err := drv.DeviceGet(i)
+		if err != nil {
+			return nil, fmt.Errorf("cuda backend: %w", err)
+		}
+		u, err := drv.DeviceUUID(d)
+		if err != nil {
+			return nil, fmt.Errorf("cuda backend: %w", err)
+		}
+		b.byUUID[u] = d
+		if i == ord {
+			b.dev, b.uuid = d, u
+		}
+	}
+	if b.ctx, err = drv.PrimaryCtxRetain(b.dev); err != nil {
+		return nil, fmt.Errorf("cuda backend: device %d: %w", ord, err)
+	}
+	fail := func(err error) (*CUDABackend, error) {
+		_ = b.Close()
+		return nil, fmt.Errorf("cuda backend: device %d: %w", ord, err)
+	}
+	if err := b.ctx.SetCurrent(); err != nil {
+		return fail(err)
+	}
+	if b.k, err = kernels.Load(drv, b.ctx, kernels.Options{}); err != nil {
+		return fail(err)
+	}
+	if b.flag, err = drv.AllocMapped(64); err != nil {
+		return fail(err)
+	}
+	if b.result, err = drv.AllocMapped(64); err != nil {
+		return fail(err)
+	}
+	if b.aux, err = drv.StreamCreate(); err != nil {
+		return fail(err)
+	}
+	return b, nil
+}
+
+func (b *CUDABackend) current() error { return b.ctx.SetCurrent() }
+
+// Name implements Backend.
+func (b *CUDABackend) Name() string { return fmt.Sprintf("cuda:%d", b.ordinal) }
+
+// Identity implements Backend.
+func (b *CUDABackend) Identity() Identity { return LocalIdentity("cuda:" + b.uuid) }
+
+// GPUPeer implements Backend: the same GPU, or one with peer access.
+func (b *CUDABackend) GPUPeer(id Identity) bool {
+	u, ok := strings.CutPrefix(id.Device, "cuda:")
+	if !ok {
+		return false
+	}
+	d, ok := b.byUUID[u]
+	if !ok {
+		return false
+	}
+	if d == b.dev {
+		return true
+	}
+	can, err := b.drv.DeviceCanAccessPeer(b.dev, d)
+	return err == nil && can
+}
+
+func (b *CUDABackend) alloc(size uint64) (cuda.DevicePtr, error) {
+	if err := b.current(); err != nil {
+		return 0, err
+	}
+	n := (size + 255) &^ 255
+	if n == 0 {
+		n = 256
+	}
+	p, err := b.drv.MemAlloc(n)
+	if err != nil {
+		return 0, err
+	}
+	if err := b.drv.MemsetD8Async(p, 0, n, b.aux); err == nil {
+		err = b.aux.Synchronize()
+	}
+	if err != nil {
+		_ = b.drv.MemFree(p)
+		return 0, err
+	}
+	b.live.Add(1)
+	return p, nil
+}
+
+func (b *CUDABackend) free(p cuda.DevicePtr) error {
+	if err := b.current(); err != nil {
+		return err
+	}
+	b.live.Add(-1)
+	return b.drv.MemFree(p)
+}
+
+// Live is the number of device allocations not yet freed (tests).
+func (b *CUDABackend) Live() int64 { return b.live.Load() }
+
+type cudaShare struct {
+	Handle []byte `json:"h,omitempty"`
+	Err    string `json:"err,omitempty"`
+}
+
+// Share implements Memory: device memory exported with a legacy IPC handle
+// and opened by every same-host peer.
+func (b *CUDABackend) Share(ctx context.Context, ex Exchanger, topo *Topology, size uint64) (*Region, error) {
+	rank, n := ex.Rank(), ex.Size()
+	var local cuda.DevicePtr
+	st := cudaShare{}
+	for r, k := range topo.Kinds {
+		if k != KindSelf && k != KindNVL {
+			st.Err = fmt.Sprintf("rank %d is reachable only by transport %s; GPU windows need CUDA IPC (nvl) to every peer", r, k)
+			break
+		}
+	}
+	if st.Err == "" {
+		p, err := b.alloc(size)
+		if err != nil {
+			st.Err = err.Error()
+		} else {
+			local = p
+			h, err := b.drv.IpcGetMemHandle(p)
+			if err != nil {
+				st.Err = err.Error()
+			} else {
+				st.Handle = h[:]
+			}
+		}
+	}
+	all, err := exchangeCUDA(ctx, ex, st)
+	opened := make([]cuda.DevicePtr, n)
+	closePeers := func() error {
+		var errs []error
+		_ = b.current()
+		for r, p := range opened {
+			if p != 0 && r != rank {
+				if e := b.drv.IpcCloseMemHandle(p); e != nil {
+					errs = append(errs, fmt.Errorf("closing rank %d's window: %w", r, e))
+				}
+			}
+			opened[r] = 0
+		}
+		return errors.Join(errs...)
+	}
+	if err == nil {
+		for r, s := range all {
+			if r == rank {
+				opened[r] = local
+				continue
+			}
+			var h cuda.IpcMemHandle
+			copy(h[:], s.Handle)
+			p, e := b.drv.IpcOpenMemHandle(h)
+			if e != nil {
+				st = cudaShare{Err: fmt.Sprintf("opening rank %d's window: %v", r, e)}
+				break
+			}
+			opened[r] = p
+		}
+		if st.Err == "" {
+			st = cudaShare{}
+		}
+		all, err = exchangeCUDA(ctx, ex, st)
+	}
+	if err != nil {
+		_ = closePeers()
+		if local != 0 {
+			_ = b.free(local)
+		}
+		return nil, err
+	}
+	peers := make([]Addr, n)
+	for r, p := range opened {
+		peers[r] = Addr(p)
+	}
+	freeLocal := func() error {
+		if local == 0 {
+			return nil
+		}
+		p := local
+		local = 0
+		return b.free(p)
+	}
+	return NewRegion(size, Addr(local), peers, closePeers, freeLocal), nil
+}
+
+func exchangeCUDA(ctx context.Context, ex Exchanger, st cudaShare) ([]cudaShare, error) {
+	raw, _ := json.Marshal(st)
+	got, err := ex.AllGather(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cudaShare, len(got))
+	var msgs []string
+	for r, g := range got {
+		if err := json.Unmarshal(g, &out[r]); err != nil {
+			return nil, fmt.Errorf("status from rank %d: %w", r, err)
+		}
+		if out[r].Err != "" {
+			msgs = append(msgs, fmt.Sprintf("rank %d: %s", r, out[r].Err))
+		}
+	}
+	if len(msgs) > 0 {
+		return nil, fmt.Errorf("sharing GPU memory: %s", strings.Join(msgs, "; "))
+	}
+	return out, nil
+}
+
+// Alloc implements Memory.
+func (b *CUDABackend) Alloc(size uint64) (*Region, error) {
+	p, err := b.alloc(size)
+	if err != nil {
+		return nil, fmt.Errorf("allocating %d bytes on %s: %w", size, b.Name(), err)
+	}
+	done := false
+	return NewRegion(size, Addr(p), nil, nil, func() error {
+		if done {
+			return nil
+		}
+		done = true
+		return b.free(p)
+	}), nil
+}
+
+// Read implements Backend.
+func (b *CUDABackend) Read(dst []byte, src Addr) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	if err := b.current(); err != nil {
+		return err
+	}
+	return b.drv.MemcpyDtoH(dst, cuda.DevicePtr(src))
+}
+
+// Write implements Backend.
+func (b *CUDABackend) Write(dst Addr, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	if err := b.current(); err != nil {
+		return err
+	}
+	return b.drv.MemcpyHtoD(cuda.DevicePtr(dst), src)
+}
+
+// Fill implements Backend.
+func (b *CUDABackend) Fill(s Stream, dst Addr, n uint64, kind FillKind, arg uint64) {
+	cs, ok := s.(*CUDAStream)
+	if !ok {
+		return
+	}
+	cs.enqueue(func() error {
+		p := cuda.DevicePtr(dst)
+		switch kind {
+		case FillConst:
+			return b.k.FillByte(cs.s, p, n, byte(arg))
+		case FillRandU32:
+			return b.k.FillRand(cs.s, p, n, arg)
+		}
+		if err := b.k.FillIota32(cs.s, p, n/4, uint32(arg)); err != nil {
+			return err
+		}
+		if tail := n % 4; tail > 0 {
+			// The partial last word gets the leading bytes of its value.
+			v := uint32(arg) + uint32(n/4)
+			for i := uint64(0); i < tail; i++ {
+				if err := b.drv.MemsetD8Async(p.Add(n-tail+i), byte(v>>(8*i)), 1, cs.s); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func (b *CUDABackend) runAux(f func(s *cuda.Stream, out cuda.DevicePtr) error) (uint64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.current(); err != nil {
+		return 0, err
+	}
+	if err := f(b.aux, b.result.Dev); err != nil {
+		return 0, err
+	}
+	if err := b.aux.Synchronize(); err != nil {
+		return 0, err
+	}
+	return atomic.LoadUint64((*uint64)(b.result.Host)), nil
+}
+
+// Checksum implements Backend.
+func (b *CUDABackend) Checksum(src Addr, n uint64) (uint64, error) {
+	return b.runAux(func(s *cuda.Stream, out cuda.DevicePtr) error {
+		return b.k.Checksum(s, cuda.DevicePtr(src), n, out)
+	})
+}
+
+// Equal implements Backend.
+func (b *CUDABackend) Equal(a, c Addr, n uint64) (bool, error) {
+	diff, err := b.runAux(func(s *cuda.Stream, out cuda.DevicePtr) error {
+		return b.k.Equal(s, cuda.DevicePtr(a), cuda.DevicePtr(c), n, out)
+	})
+	return diff == 0 && err == nil, err
+}
+
+// Close implements Backend.
+func (b *CUDABackend) Close() error {
+	if b.ctx == nil {
+		return nil
+	}
+	var errs []error
+	if err := b.current(); err != nil {
+		errs = append(errs, err)
+	}
+	if b.aux != nil {
+		errs = append(errs, b.aux.Destroy())
+	}
+	if b.k != nil {
+		errs = append(errs, b.k.Close())
+	}
+	for _, m := range []*cuda.MappedMem{b.flag, b.result} {
+		if m != nil {
+			errs = append(errs, m.Free())
+		}
+	}
+	errs = append(errs, b.ctx.Release())
+	b.ctx = nil
+	return errors.Join(errs...)
+}
+
+// NewStream implements Backend.
+func (b *CUDABackend) NewStream(abort *Abort) (Stream, error) {
+	if err := b.current(); err != nil {
+		return nil, err
+	}
+	s, err := b.drv.StreamCreate()
+	if err != nil {
+		return nil, err
+	}
+	rec, err := b.drv.AllocMapped(kernels.RecordSize)
+	if err != nil {
+		_ = s.Destroy()
+		return nil, err
+	}
+	cs := &CUDAStream{b: b, s: s, rec: rec, abort: abort, stop: make(chan struct{})}
+	// A job abort raises the device-visible flag, so that waits end now.
+	go func() {
+		select {
+		case <-abort.Done():
+			atomic.StoreUint32((*uint32)(b.flag.Host), 1)
+		case <-cs.stop:
+		}
+	}()
+	return cs, nil
+}
+
+// CUDAStream is a rank's CUstream. Copies use the copy engines
+// (cuMemcpyAsync) or the put kernel; a "set" signal is a stream memory
+// write, an "add" a one-thread atomic kernel; waits are one-thread kernels
+// with a device-side timeout that record failures in host-mapped memory.
+type CUDAStream struct {
+	b     *CUDABackend
+	s     *cuda.Stream
+	rec   *cuda.MappedMem
+	abort *Abort
+	stop  chan struct{}
+	// path is the current operations' path: "ce", "sm" or "auto".
+	path string
+
+	mu        sync.Mutex
+	err       error
+	pending   []*WaitSpec
+	interrupt error
+	events    []*cuda.Event
+}
+
+func (s *CUDAStream) enqueue(f func() error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return
+	}
+	if err := s.b.current(); err != nil {
+		s.err = err
+		return
+	}
+	if err := f(); err != nil {
+		s.err = err
+	}
+}
+
+// AutoSMCopyMax is the largest copy that path "auto" gives to the put
+// kernel; larger copies go to the copy engines.
+const AutoSMCopyMax = 64 << 10
+
+// SetPath implements PathSetter.
+func (s *CUDAStream) SetPath(path string) { s.path = path }
+
+// Copy implements Stream.
+func (s *CUDAStream) Copy(dst, src Addr, n uint64) {
+	if n == 0 {
+		return
+	}
+	sm := s.path == "sm" || (s.path == "auto" && n <= AutoSMCopyMax)
+	s.enqueue(func() error {
+		if sm {
+			return s.b.k.Put(s.s, cuda.DevicePtr(dst), cuda.DevicePtr(src), n)
+		}
+		return s.b.drv.MemcpyAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), n, s.s)
+	})
+}
+
+// Store64 implements Stream.
+func (s *CUDAStream) Store64(dst Addr, v uint64) {
+	sm := s.path == "sm"
+	s.enqueue(func() error {
+		if sm {
+			return s.b.k.Signal(s.s, cuda.DevicePtr(dst), kernels.SignalSet, v)
+		}
+		return s.s.WriteValue64(cuda.DevicePtr(dst), v, cuda.WriteValueDefault)
+	})
+}
+
+// Add64 implements Stream.
+func (s *CUDAStream) Add64(dst Addr, v uint64) {
+	s.enqueue(func() error { return s.b.k.Signal(s.s, cuda.DevicePtr(dst), kernels.SignalAdd, v) })
+}
+
+// Wait implements Stream.
+func (s *CUDAStream) Wait(w WaitSpec) {
+	if len(w.Slots) == 0 {
+		return
+	}
+	groups := [][]Addr{w.Slots}
+	if w.Mode == WaitEach {
+		groups = groups[:0]
+		for _, a := range w.Slots {
+			groups = append(groups, []Addr{a})
+		}
+	}
+	s.enqueue(func() error {
+		for _, g := range groups {
+			stride := uint64(8)
+			if len(g) > 1 {
+				stride = uint64(g[1] - g[0])
+				for i := 2; i < len(g); i++ {
+					if uint64(g[i]-g[i-1]) != stride {
+						return errors.New("wait: slots are not evenly spaced")
+					}
+				}
+			}
+			spec := kernels.WaitSpec{Slots: cuda.DevicePtr(g[0]), Count: uint32(len(g)), Stride: stride,
+				Cmp: kernels.Cmp(w.Cmp), Value: w.Value, Timeout: w.Timeout, Abort: s.b.flag.Dev, Record: s.rec.Dev}
+			if err := s.b.k.Wait(s.s, spec); err != nil {
+				return err
+			}
+		}
+		ws := w
+		s.pending = append(s.pending, &ws)
+		return nil
+	})
+}
+
+// Host implements Stream: the callback runs once everything before it has
+// completed (the stream is synchronized first).
+func (s *CUDAStream) Host(fn func() error) {
+	if err := s.Sync(context.Background()); err != nil {
+		s.mu.Lock()
+		if s.err == nil {
+			s.err = err
+		}
+		s.mu.Unlock()
+		return
+	}
+	if err := fn(); err != nil {
+		s.mu.Lock()
+		if s.err == nil {
+			s.err = err
+		}
+		s.mu.Unlock()
+	}
+}
+
+type cudaMark struct {
+	ev *cuda.Event
+	s  *CUDAStream
+}
+
+func (m *cudaMark) Since(earlier Mark) (time.Duration, error) {
+	e, ok := earlier.(*cudaMark)
+	if !ok || m.ev == nil || e.ev == nil {
+		return 0, errors.New("marks of different streams")
+	}
+	if err := m.s.b.current(); err != nil {
+		return 0, err
+	}
+	ms, err := e.ev.ElapsedMs(m.ev)
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
+}
+
+// Mark implements Stream with a timing event.
+func (s *CUDAStream) Mark() Mark {
+	m := &cudaMark{s: s}
+	s.enqueue(func() error {
+		ev, err := s.b.drv.NewTimingEvent()
+		if err != nil {
+			return err
+		}
+		s.events = append(s.events, ev)
+		m.ev = ev
+		return ev.Record(s.s)
+	})
+	return m
+}
+
+// Sync implements Stream.
+func (s *CUDAStream) Sync(ctx context.Context) error {
+	if err := s.b.current(); err != nil {
+		return err
+	}
+	for i := 0; ; i++ {
+		done, err := s.s.Query()
+		if err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
+		if done {
+			break
+		}
+		if i > 2000 {
+			select {
+			case <-ctx.Done():
+				s.Interrupt(context.Cause(ctx))
+				return fmt.Errorf("sync: %w", context.Cause(ctx))
+			case <-time.After(20 * time.Microsecond):
+			}
+		} else {
+			runtime.Gosched()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.err
+	s.err = nil
+	rec := kernels.ReadRecord(s.rec.Host)
+	if rec.Status != kernels.StatusOK {
+		werr := s.blame(rec)
+		kernels.ClearRecord(s.rec.Host)
+		if err == nil {
+			err = werr
+		}
+	}
+	if s.interrupt != nil && s.abort.Err() == nil {
+		atomic.StoreUint32((*uint32)(s.b.flag.Host), 0)
+	}
+	if err == nil && s.interrupt != nil {
+		err = s.interrupt
+	}
+	s.interrupt = nil
+	s.pending = s.pending[:0]
+	return err
+}
+
+// blame finds the wait a failure record belongs to: the first pending
+// wait whose target matches and whose condition the observed value misses.
+func (s *CUDAStream) blame(rec kernels.Record) error {
+	var cause error = ErrTimeout
+	if rec.Status == kernels.StatusAborted {
+		if cause = s.abort.Err(); cause == nil {
+			cause = s.interrupt
+		}
+		if cause == nil {
+			cause = errors.New("aborted")
+		}
+	}
+	for _, w := range s.pending {
+		if w.Value == rec.Target && !w.Cmp.Holds(rec.Observed, w.Value) && w.Fail != nil {
+			return w.Fail(rec.Observed, cause)
+		}
+	}
+	if len(s.pending) > 0 && s.pending[0].Fail != nil {
+		return s.pending[0].Fail(rec.Observed, cause)
+	}
+	return fmt.Errorf("device wait: %v (observed %d, target %d)", cause, rec.Observed, rec.Target)
+}
+
+// Interrupt implements Stream: the running and queued device waits end at
+// once (through the abort flag); copies already queued still complete.
+func (s *CUDAStream) Interrupt(cause error) {
+	s.mu.Lock()
+	s.interrupt = cause
+	s.mu.Unlock()
+	atomic.StoreUint32((*uint32)(s.b.flag.Host), 1)
+}
+
+// Close implements Stream.
+func (s *CUDAStream) Close() {
+	select {
+	case <-s.stop:
+		return
+	default:
+	}
+	close(s.stop)
+	_ = s.b.current()
+	_ = s.s.Synchronize()
+	for _, ev := range s.events {
+		_ = ev.Destroy()
+	}
+	_ = s.s.Destroy()
+	_ = s.rec.Free()
+}
+
+var _ Backend = (*CUDABackend)(nil)
