@@ -121,6 +121,17 @@ func TestTourAtSeveralSizes(t *testing.T) {
 	}
 }
 
+func TestWindowSuite(t *testing.T) {
+	for _, n := range []string{"2", "4", "8"} {
+		before := shmLeftovers(t)
+		r := luacoll(t, nil, "run", "-n", n, "tests/suite.lua")
+		if r.code != 0 || !strings.Contains(r.stdout, "[0] suite: 10 passed, 0 failed") {
+			t.Fatalf("-n %s: exit %d\nstdout:\n%s\nstderr:\n%s", n, r.code, r.stdout, r.stderr)
+		}
+		checkClean(t, before)
+	}
+}
+
 func TestLinesArePrefixedAndWhole(t *testing.T) {
 	s := writeScript(t, `local lc = require("luacoll")
 for i = 1, 200 do print(("rank=%d line=%d %s"):format(lc.rank, i, string.rep("x", 100))) end

@@ -24,6 +24,9 @@ func fn(name, args, returns, group, doc string, body func(c *call) int) *Entry {
 	}
 	e.fn = func(s *State, L *lua.LState) int {
 		c := &call{s: s, L: L, e: e, base: base, names: names}
+		prev := s.cur
+		s.cur = L
+		defer func() { s.cur = prev }()
 		if base == 2 {
 			want := receivers[e.Receiver()]
 			ud, ok := L.Get(1).(*lua.LUserData)

@@ -48,11 +48,12 @@ type State struct {
 	Prefix string
 	start  time.Time
 	timers []*timerRef
+	cur    *lua.LState // the thread running the current call (pcall runs on its own)
 }
 
 // NewRegistry returns the registry of every Lua function and method.
 func NewRegistry() *Registry {
-	return newRegistry(rankEntries(), bufferEntries(), windowEntries(), timerEntries(), helpEntries())
+	return newRegistry(rankEntries(), bufferEntries(), windowEntries(), timerEntries(), agpEntries(), helpEntries())
 }
 
 // New makes a Lua state for comm. out receives print and lc.log output.
@@ -62,7 +63,8 @@ func New(comm *engine.Comm, out io.Writer) *State {
 	if !comm.Env.Prefixed {
 		s.Prefix = fmt.Sprintf("[%d] ", comm.Env.Rank)
 	}
-	comm.Rank.Site = func() string { return strings.TrimSuffix(L.Where(1), ":") }
+	s.cur = L
+	comm.Rank.Site = func() string { return strings.TrimSuffix(s.cur.Where(1), ":") }
 	s.install()
 	return s
 }
@@ -134,6 +136,7 @@ func (s *State) install() {
 	}))
 	L.PreloadModule("luacoll", func(L *lua.LState) int { L.Push(mod); return 1 })
 	s.installRequire()
+	installPcall(L)
 }
 
 func tostring(L *lua.LState) int {
@@ -281,8 +284,10 @@ func (r *bufferRef) String() string {
 }
 
 func (s *State) push(v any, recv string) {
-	ud := s.L.NewUserData()
+	// Push onto the thread running the call (pcall runs on its own).
+	L := s.cur
+	ud := L.NewUserData()
 	ud.Value = v
-	s.L.SetMetatable(ud, s.L.GetTypeMetatable(receivers[recv].typ))
-	s.L.Push(ud)
+	L.SetMetatable(ud, L.GetTypeMetatable(receivers[recv].typ))
+	L.Push(ud)
 }

@@ -4,7 +4,7 @@ package scripts
 
 import "embed"
 
-// FS holds examples/, lib/ and bench/.
+// FS holds examples/, lib/, bench/ and tests/ (the window suite).
 //
-//go:embed examples lib bench
+//go:embed examples lib bench tests
 var FS embed.FS

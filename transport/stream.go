@@ -330,8 +330,13 @@ func (s *HostStream) waitFor(w *WaitSpec, gen uint64) error {
 			}
 		}
 		if i < s.spin+20000 {
-			// Let any other thread of any process run, then look again.
-			schedYield()
+			// Let other goroutines of this process, then other processes,
+			// run, and look again.
+			if i%2 == 0 {
+				runtime.Gosched()
+			} else {
+				schedYield()
+			}
 			continue
 		}
 		time.Sleep(pause)

@@ -1,0 +1,325 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/window"
+)
+
+// Persistent all-gather (AGP).
+//
+// An AllGather owns two slots of its window for as long as it lives: the
+// window's last signal slot and its last barrier slot. Scripts must not use
+// them (nor reset the window's signals) while an AllGather exists on the
+// window, and a window holds at most one AllGather at a time.
+//
+// Protocol of exec k (k counts the execs of the window's all-gathers):
+//
+//  1. a window barrier on the last barrier slot, so no rank writes exec k's
+//     data into a peer that may still read exec k-1's result;
+//  2. the own chunk is copied into place (skipped when in place);
+//  3. the own chunk is put into every peer at rank*n, peers in the order
+//     rank+1, rank+2, ... (no incast), each put followed by a "set" of the
+//     last signal slot to tag(k, n) = (k mod 2^23) << 41 | n;
+//  4. for every peer, a wait until that peer's slot equals tag(k, n).
+//
+// Because the tag carries n, a rank that passes a different n than its
+// peers never satisfies their wait; the wait fails after the window timeout
+// with an error naming both sizes (the cross-rank n check costs nothing on
+// the fast path). The barrier guarantees a peer's slot still holds
+// tag(k-1, ...) until this rank reaches exec k, so the equality wait is safe
+// back to back.
+const (
+	tagNBits = 41 // window.MaxBytes is 2^40, so n fits
+	tagNMask = 1<<tagNBits - 1
+	tagKMask = 1<<(64-tagNBits) - 1
+)
+
+func agTag(k, n uint64) uint64 { return (k&tagKMask)<<tagNBits | n&tagNMask }
+
+// AllGather is a prepared persistent all-gather over one window.
+type AllGather struct {
+	c         *Comm
+	w         *window.Window
+	algo      string // requested
+	run       string // algorithm that runs
+	graph     bool
+	note      string
+	path      string
+	sig       int
+	bar       int
+	k         uint64 // execs so far (continues the window's count)
+	inbox     []transport.Addr
+	destroyed bool
+}
+
+// agActive maps a window to its live AllGather (at most one per window).
+var (
+	agMu     sync.Mutex
+	agActive = map[*window.Window]*AllGather{}
+)
+
+// NewAllGather is collective: every rank must pass the same window, algo
+// and graph. algo is "auto", "direct" or "pipeline"; graph mode needs the
+// CUDA device.
+func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, graph bool) (*AllGather, error) {
+	if w == nil {
+		return nil, &window.ArgError{Arg: "window", Msg: "a window is required"}
+	}
+	call := fmt.Sprintf("allgather_persistent{window=%d, algo=%q, graph=%v}", w.ID(), algo, graph)
+	ag := &AllGather{c: c, w: w, algo: algo, graph: graph}
+	status := ag.prepare()
+	// Quiesce this rank's stream: after the collective no all-gather writes
+	// of an earlier AllGather on this window are in flight anywhere.
+	if status == nil {
+		if err := c.Sync(ctx); err != nil {
+			status = fmt.Errorf("pending operations failed: %w", err)
+		}
+	}
+	msg := ""
+	if status != nil {
+		msg = status.Error()
+	}
+	all, err := c.Collective(ctx, call, []byte(msg))
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: %w", c.Env.Rank, err)
+	}
+	if status != nil {
+		return nil, status
+	}
+	var others []string
+	for r, d := range all {
+		if len(d) > 0 {
+			others = append(others, fmt.Sprintf("rank %d: %s", r, d))
+		}
+	}
+	if len(others) > 0 {
+		return nil, fmt.Errorf("rank %d: %s failed on other ranks: %s", c.Env.Rank, call, strings.Join(others, "; "))
+	}
+	// Continue the window's exec count where an earlier AllGather left it.
+	me, n := c.Env.Rank, c.Rank.N()
+	for i := 1; i < n; i++ {
+		v, err := w.ReadSignalFrom((me+i)%n, ag.sig)
+		if err != nil {
+			return nil, fmt.Errorf("rank %d: %s: %w", me, call, err)
+		}
+		if k := v >> tagNBits; k > ag.k {
+			ag.k = k
+		}
+	}
+	agMu.Lock()
+	defer agMu.Unlock()
+	if agActive[w] != nil {
+		return nil, fmt.Errorf("rank %d: %s: window %d already has a persistent all-gather; destroy it first", me, call, w.ID())
+	}
+	agActive[w] = ag
+	return ag, nil
+}
+
+// prepare validates the arguments and the window on this rank.
+func (ag *AllGather) prepare() error {
+	w, c := ag.w, ag.c
+	switch ag.algo {
+	case "auto", "direct":
+		ag.run = "direct"
+	case "pipeline":
+		ag.run = "direct"
+		ag.note = "pipeline needs the network transport; running direct"
+	default:
+		return &window.ArgError{Arg: "algo", Msg: fmt.Sprintf("unknown algorithm %q (want auto, direct or pipeline)", ag.algo)}
+	}
+	if ag.graph && c.Opts.Device != "cuda" {
+		return &window.ArgError{Arg: "graph", Msg: "graph mode needs --device cuda"}
+	}
+	if w.Freed() {
+		return &window.ErrFreed{What: fmt.Sprintf("window %d", w.ID())}
+	}
+	o := w.Options()
+	ag.sig, ag.bar = o.Signals-1, o.Barriers-1
+	agMu.Lock()
+	busy := agActive[w] != nil
+	agMu.Unlock()
+	if busy {
+		return fmt.Errorf("window %d already has a persistent all-gather; destroy it first", w.ID())
+	}
+	base, err := w.Buffer().Addr()
+	if err != nil {
+		return err
+	}
+	base -= transport.Addr(w.Layout().DataOff)
+	me, n := c.Env.Rank, c.Rank.N()
+	kinds := map[string]bool{}
+	ag.inbox = make([]transport.Addr, n)
+	for p := 0; p < n; p++ {
+		ag.inbox[p] = base.Add(w.Layout().Inbox(p, ag.sig))
+		if p == me {
+			continue
+		}
+		kind, err := w.Transport(p)
+		if err != nil {
+			return err
+		}
+		if kind == "net" {
+			return fmt.Errorf("rank %d is reached over the network; the persistent all-gather needs every peer on shared memory or NVLink", p)
+		}
+		kinds[kind] = true
+	}
+	var ks []string
+	for k := range kinds {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	ag.path = strings.Join(ks, "+")
+	if ag.path == "" {
+		ag.path = "self"
+	}
+	if c.Opts.Device != "cuda" {
+		ag.path = "host copy over " + ag.path
+	}
+	if ag.graph {
+		ag.note = strings.TrimPrefix(ag.note+"; graph capture is not implemented; running eagerly", "; ")
+	}
+	return nil
+}
+
+func (ag *AllGather) errf(format string, a ...any) error {
+	return fmt.Errorf("rank %d: allgather_persistent on window %d: "+format, append([]any{ag.c.Env.Rank, ag.w.ID()}, a...)...)
+}
+
+func (ag *AllGather) live() error {
+	if ag.destroyed {
+		return ag.errf("used after destroy")
+	}
+	if ag.w.Freed() {
+		return ag.errf("window %d has been freed", ag.w.ID())
+	}
+	return nil
+}
+
+// Exec enqueues the gather of n bytes at srcOff of src from every rank into
+// every rank's window at rank*n. src may be the window's buffer at rank*n
+// (in place). Every argument is checked before anything is enqueued; a
+// rank passing a different n than its peers fails their waits after the
+// window timeout with an error naming both sizes.
+func (ag *AllGather) Exec(ctx context.Context, src *window.Buffer, srcOff, n uint64) error {
+	if err := ag.live(); err != nil {
+		return err
+	}
+	w := ag.w
+	me, size := ag.c.Env.Rank, uint64(ag.c.Rank.N())
+	bytes := w.Options().Bytes
+	if n > bytes/size {
+		return &window.ArgError{Arg: "n", Msg: fmt.Sprintf("%d bytes from each of %d ranks do not fit window %d (%d bytes)", n, size, w.ID(), bytes)}
+	}
+	if src == nil {
+		return &window.ArgError{Arg: "src", Msg: "a buffer or window is required"}
+	}
+	if src.Freed() {
+		return &window.ArgError{Arg: "src", Msg: src.Name() + " has been freed"}
+	}
+	if srcOff > src.Size() {
+		return &window.ArgError{Arg: "src_off", Msg: fmt.Sprintf("offset %d is past the end of %s (%d bytes)", srcOff, src.Name(), src.Size())}
+	}
+	if n > src.Size()-srcOff {
+		return &window.ArgError{Arg: "n", Msg: fmt.Sprintf("%d bytes at offset %d run past the end of %s (%d bytes)", n, srcOff, src.Name(), src.Size())}
+	}
+	own := uint64(me) * n
+	inPlace := src == w.Buffer() && srcOff == own
+	if src == w.Buffer() && !inPlace && n > 0 && srcOff < size*n {
+		return &window.ArgError{Arg: "src_off", Msg: fmt.Sprintf("the window as source must be at offset rank*n = %d (in place) or past the gathered area (%d bytes)", own, size*n)}
+	}
+	ag.k++
+	tag := agTag(ag.k, n)
+	if err := w.Barrier(ag.bar); err != nil {
+		return ag.errf("guard barrier: %w", err)
+	}
+	if !inPlace && n > 0 {
+		if err := w.Put(window.Transfer{Peer: me, PeerOff: own, Local: src, LocalOff: srcOff, N: n}); err != nil {
+			return ag.errf("own chunk: %w", err)
+		}
+	}
+	sig := &window.Sig{ID: ag.sig, Value: tag, Op: window.SigSet}
+	for i := uint64(1); i < size; i++ {
+		p := int((uint64(me) + i) % size)
+		t := window.Transfer{Peer: p, PeerOff: own, Local: w.Buffer(), LocalOff: own, N: n}
+		if !inPlace {
+			t.Local, t.LocalOff = src, srcOff
+		}
+		if err := w.PutSignal(t, sig, nil); err != nil {
+			return ag.errf("put to rank %d: %w", p, err)
+		}
+	}
+	timeout := w.Options().Timeout
+	for i := uint64(1); i < size; i++ {
+		p := int((uint64(me) + i) % size)
+		k := ag.k
+		ag.c.Rank.Stream.Wait(transport.WaitSpec{Slots: []transport.Addr{ag.inbox[p]}, Mode: transport.WaitSum,
+			Cmp: transport.CmpEq, Value: tag, Timeout: timeout,
+			Fail: func(obs uint64, cause error) error {
+				return ag.waitError(p, k, n, obs, cause)
+			}})
+	}
+	return nil
+}
+
+func (ag *AllGather) waitError(p int, k, n, obs uint64, cause error) error {
+	what := "timed out after " + ag.w.Options().Timeout.String()
+	if !errors.Is(cause, transport.ErrTimeout) {
+		what = "aborted: " + cause.Error()
+	}
+	if obs>>tagNBits == k&tagKMask && obs&tagNMask != n {
+		return ag.errf("exec #%d: n differs across ranks: rank %d passed n=%d, this rank n=%d (%s)", k, p, obs&tagNMask, n, what)
+	}
+	return ag.errf("exec #%d: waiting for rank %d's chunk (n=%d): %s", k, p, n, what)
+}
+
+// Info says what was requested and what actually runs.
+func (ag *AllGather) Info() map[string]string {
+	m := map[string]string{
+		"algo_requested": ag.algo,
+		"algo":           ag.run,
+		"path":           ag.path,
+		"graph":          "off",
+		"signal_slot":    fmt.Sprint(ag.sig),
+		"barrier_slot":   fmt.Sprint(ag.bar),
+	}
+	if ag.note != "" {
+		m["note"] = ag.note
+	}
+	if ag.destroyed {
+		m["state"] = "destroyed"
+	} else {
+		m["state"] = "ready"
+	}
+	return m
+}
+
+// Destroy is collective: it waits for this rank's stream, meets every rank
+// and releases the window's slots; any later use is an error.
+func (ag *AllGather) Destroy(ctx context.Context) error {
+	if ag.destroyed {
+		return ag.errf("destroyed twice")
+	}
+	call := fmt.Sprintf("allgather_persistent(window=%d):destroy()", ag.w.ID())
+	serr := ag.c.Sync(ctx)
+	_, cerr := ag.c.Collective(ctx, call, nil)
+	ag.destroyed = true
+	agMu.Lock()
+	if agActive[ag.w] == ag {
+		delete(agActive, ag.w)
+	}
+	agMu.Unlock()
+	if cerr != nil {
+		return ag.errf("destroy: %w", cerr)
+	}
+	if serr != nil {
+		return ag.errf("destroy: pending operations failed: %w", serr)
+	}
+	return nil
+}

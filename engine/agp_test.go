@@ -1,0 +1,37 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/luacoll/luacoll/window"
+)
+
+// TestAGTag: the signal tag keeps n exactly up to window.MaxBytes and
+// distinguishes consecutive execs, also across the exec counter's wrap.
+func TestAGTag(t *testing.T) {
+	for _, n := range []uint64{0, 1, 1000003, window.MaxBytes} {
+		for _, k := range []uint64{1, 2, tagKMask, tagKMask + 1} {
+			v := agTag(k, n)
+			if v&tagNMask != n || v>>tagNBits != k&tagKMask {
+				t.Fatalf("tag(%d, %d) = %#x does not decode", k, n, v)
+			}
+			if agTag(k+1, n) == v {
+				t.Fatalf("tag(%d, %d) equals the next exec's", k, n)
+			}
+		}
+	}
+	if agTag(5, 64) == agTag(5, 65) {
+		t.Fatal("n is not part of the tag")
+	}
+}
+
+// TestNewAllGatherNilWindow: a missing window is an argument error, not a panic.
+func TestNewAllGatherNilWindow(t *testing.T) {
+	_, err := NewAllGather(context.Background(), &Comm{}, nil, "auto", false)
+	var ae *window.ArgError
+	if !errors.As(err, &ae) || ae.Arg != "window" {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -1,0 +1,119 @@
+package luabind
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/luacoll/luacoll/engine"
+)
+
+// agRef is the userdata value of a persistent all-gather.
+type agRef struct {
+	ag   *engine.AllGather
+	call string
+}
+
+func (r *agRef) String() string {
+	info := r.ag.Info()
+	return fmt.Sprintf("persistent all-gather (%s, %s, %s)", info["algo"], info["path"], info["state"])
+}
+
+var agpKeys = []string{"window", "algo", "graph"}
+
+func (c *call) agp() *agRef { return c.L.Get(1).(*lua.LUserData).Value.(*agRef) }
+
+func agpEntries() []*Entry {
+	const g = "Persistent all-gather"
+	return []*Entry{
+		fn("lc.allgather_persistent", "{window, algo=\"auto\", graph=false}", "ag", g,
+			"**collective**: prepares an all-gather into `window` once: algo \"auto\" or \"direct\" (every rank puts its chunk straight into every peer, peers in the order rank+1, rank+2, ...) or \"pipeline\" (needs the network transport; on one node it runs direct); graph = true needs --device cuda. The all-gather owns the window's last signal slot and last barrier slot until destroyed; a window holds at most one.",
+			newAllGather),
+		fn("ag:exec", "(src, src_off, n)", "", g,
+			"Enqueues the gather of n bytes at src_off of src (a buffer or the window) from every rank into every rank's window at rank * n (rank-major); src may be the window itself at offset rank * n (in place). n * size must fit the window; every rank must pass the same n (a mismatch fails the waits after the window timeout, naming both sizes). Back-to-back execs are safe.",
+			func(c *call) int {
+				r := c.agp()
+				c.check(r.ag.Exec(c.ctx(), c.buffer(0), c.u64(1), c.u64(2)))
+				return 0
+			}),
+		fn("ag:info", "()", "table", g,
+			"A table saying what runs: algo_requested, algo, path, graph, state, signal_slot, barrier_slot and, when the request was changed, note.",
+			func(c *call) int {
+				t := c.L.NewTable()
+				for k, v := range c.agp().ag.Info() {
+					c.L.SetField(t, k, lua.LString(v))
+				}
+				c.L.Push(t)
+				return 1
+			}),
+		fn("ag:destroy", "()", "", g,
+			"**collective**: waits for the stream, meets every rank and releases the window's slots; any later use is an error.",
+			func(c *call) int {
+				c.check(c.agp().ag.Destroy(c.ctx()))
+				return 0
+			}),
+	}
+}
+
+func newAllGather(c *call) int {
+	L := c.L
+	t, ok := c.get(0).(*lua.LTable)
+	if !ok {
+		c.badArg(0, "table expected, e.g. lc.allgather_persistent{window = w}, got %s", c.get(0).Type())
+	}
+	var unknown []string
+	t.ForEach(func(k, _ lua.LValue) {
+		ks, isStr := k.(lua.LString)
+		found := false
+		for _, name := range agpKeys {
+			if isStr && string(ks) == name {
+				found = true
+			}
+		}
+		if !found {
+			unknown = append(unknown, k.String())
+		}
+	})
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		c.fail("bad argument '%s' (unknown option; the options are %s)", unknown[0], strings.Join(agpKeys, ", "))
+	}
+	wv := L.GetField(t, "window")
+	if wv == lua.LNil {
+		c.fail("bad argument 'window' (required: the window to gather into)")
+	}
+	var wr *windowRef
+	if ud, ok := wv.(*lua.LUserData); ok {
+		wr, _ = ud.Value.(*windowRef)
+	}
+	if wr == nil {
+		c.fail("bad argument 'window' (window expected, got %s)", wv.Type())
+	}
+	w := wr.w
+	if w.Freed() {
+		c.fail("bad argument 'window' (window %d has been freed)", w.ID())
+	}
+	algo := "auto"
+	if v := L.GetField(t, "algo"); v != lua.LNil {
+		s, ok := v.(lua.LString)
+		if !ok {
+			c.fail("bad argument 'algo' (string expected, got %s)", v.Type())
+		}
+		algo = string(s)
+	}
+	graph := false
+	if v := L.GetField(t, "graph"); v != lua.LNil {
+		b, ok := v.(lua.LBool)
+		if !ok {
+			c.fail("bad argument 'graph' (boolean expected, got %s)", v.Type())
+		}
+		graph = bool(b)
+	}
+	ag, err := engine.NewAllGather(c.ctx(), c.s.Comm, w, algo, graph)
+	c.check(err)
+	desc := fmt.Sprintf("lc.allgather_persistent{window=%d, algo=%q, graph=%v}", w.ID(), algo, graph)
+	c.s.push(&agRef{ag: ag, call: desc}, "ag")
+	return 1
+}
