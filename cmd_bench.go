@@ -163,8 +163,12 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		rows = r
 		if me == 0 {
 			fmt.Fprintln(stdout, header)
-			fmt.Fprintf(stdout, "# rank 0 -> rank 1, median of %d iterations; copy = plain in-process copy of the same size, same run\n", iters)
-			fmt.Fprintf(stdout, "# %12s %10s %10s %10s %7s %7s\n", "size(B)", "time(us)", "put GB/s", "copy GB/s", "ratio", "#wrong")
+			ref := "copy = plain in-process copy of the same size"
+			if c.Opts.Device == "cuda" {
+				ref = "ref = cuMemcpyAsync of the same bytes to the peer's memory (peer copy)"
+			}
+			fmt.Fprintf(stdout, "# rank 0 -> rank 1, median of %d iterations, alternating; %s, same run\n", iters, ref)
+			fmt.Fprintf(stdout, "# %12s %10s %10s %10s %7s %7s\n", "size(B)", "time(us)", "put GB/s", "ref GB/s", "ratio", "#wrong")
 			for _, r := range rows {
 				fmt.Fprintf(stdout, "  %12d %10.1f %10.2f %10.2f %7.3f %7d\n", r.Bytes, r.Seconds*1e6, r.GBps, r.Ref, r.Ratio, r.Wrong)
 			}

@@ -39,10 +39,13 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, progress 
 		return nil, err
 	}
 	defer src.Free()
-	// The reference: two private buffers and a plain copy.
-	ra, rb := make([]byte, max), make([]byte, max)
-	for i := range ra {
-		ra[i] = byte(i * 7)
+	// The reference on the host: two private buffers and a plain copy.
+	var ra, rb []byte
+	if _, ok := c.Backend.(refCopier); !ok {
+		ra, rb = make([]byte, max), make([]byte, max)
+		for i := range ra {
+			ra[i] = byte(i * 7)
+		}
 	}
 	var rows []BenchRow
 	me := c.Env.Rank
@@ -65,6 +68,12 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, progress 
 				return w.Sync(ctx)
 			}
 			ref := func() error { copy(rb[:n], ra[:n]); return nil }
+			if rc, ok := c.Backend.(refCopier); ok {
+				// On a GPU the ceiling is a raw peer copy of the same bytes.
+				dst := w.PeerData(1)
+				srcAddr, _ := src.Addr()
+				ref = func() error { return rc.RefCopy(dst, srcAddr, n) }
+			}
 			pt, rt, err := alternate(iters, put, ref)
 			if err != nil {
 				return nil, err
@@ -100,6 +109,12 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, progress 
 		fmt.Fprint(progress, "\r\033[K")
 	}
 	return rows, nil
+}
+
+// refCopier is a backend with its own reference copy (CUDA: cuMemcpyAsync
+// to the peer's memory).
+type refCopier interface {
+	RefCopy(dst, src transport.Addr, n uint64) error
 }
 
 // BenchPingPong measures put_signal -> wait round trips between ranks 0 and

@@ -131,6 +131,9 @@ func (c *Comm) openBackend(cudaOpen CUDABackend) (transport.Backend, error) {
 		be.Oversubscribed = c.Env.LocalSize > runtime.NumCPU()
 		return be, nil
 	case "cuda":
+		// The driver's current context is per OS thread: keep the rank's
+		// goroutine on one.
+		runtime.LockOSThread()
 		if cudaOpen == nil {
 			return nil, errors.New("this build has no CUDA backend")
 		}

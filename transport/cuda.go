@@ -209,7 +209,14 @@ func (b *CUDABackend) Share(ctx context.Context, ex Exchanger, topo *Topology, s
 		return errors.Join(errs...)
 	}
 	if err == nil {
+		// The exchange may have moved this goroutine to another thread.
+		if e := b.current(); e != nil {
+			st.Err = e.Error()
+		}
 		for r, s := range all {
+			if st.Err != "" {
+				break
+			}
 			if r == rank {
 				opened[r] = local
 				continue
@@ -368,6 +375,21 @@ func (b *CUDABackend) Equal(a, c Addr, n uint64) (bool, error) {
 		return b.k.Equal(s, cuda.DevicePtr(a), cuda.DevicePtr(c), n, out)
 	})
 	return diff == 0 && err == nil, err
+}
+
+// RefCopy is the reference a put is measured against: one cuMemcpyAsync of
+// n bytes from src to dst (a peer's IPC-mapped memory: the copy engines'
+// peer copy, as cuMemcpyPeer does it) on a private stream, synchronized.
+func (b *CUDABackend) RefCopy(dst, src Addr, n uint64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.current(); err != nil {
+		return err
+	}
+	if err := b.drv.MemcpyAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), n, b.aux); err != nil {
+		return err
+	}
+	return b.aux.Synchronize()
 }
 
 // Close implements Backend.

@@ -91,6 +91,15 @@ func (w *Window) Rank() *Rank { return w.r }
 // Layout returns the window's memory layout.
 func (w *Window) Layout() Layout { return w.lay }
 
+// PeerData returns the address, as mapped here, of peer's data buffer (0
+// when the peer cannot be mapped). Benchmarks use it for reference copies.
+func (w *Window) PeerData(peer int) transport.Addr {
+	if w.reg.Peers[peer] == 0 {
+		return 0
+	}
+	return w.remote(peer, w.lay.DataOff)
+}
+
 // Freed reports whether the window was freed.
 func (w *Window) Freed() bool { return w.freed }
 

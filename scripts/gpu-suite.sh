@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# gpu-suite.sh: the luacoll GPU checks, on a machine with GPUs and no Go.
+# Build first (make build gpu-bins), carry bin/, then run:
+#   bash scripts/gpu-suite.sh [N]      N ranks (default 2)
+# Logs go to $OUT (or ./gpu-suite-out). Builds nothing. Never uses NVLink
+# multicast (NCCL_NVLS_ENABLE=0).
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0
+n="${1:-2}"
+out="${OUT:-./gpu-suite-out}"
+mkdir -p "$out"
+bin=bin/luacoll
+status=0
+step() {
+	local name="$1"; shift
+	echo "== $name: $*"
+	local t0=$(date +%s%N)
+	"$@" >"$out/$name.log" 2>&1
+	local rc=$?
+	tail -n 40 "$out/$name.log"
+	echo "== $name: exit $rc, $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+	[ $rc -eq 0 ] || status=1
+}
+leaks() {
+	echo "== leftovers after $1: /dev/shm: $(ls /dev/shm | grep -c '^luacoll-' || true) segments;" \
+		"GPU processes: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l)"
+}
+step info $bin info
+for t in cuda kernels; do
+	[ -x bin/$t.test ] && step $t-tests timeout 300 bin/$t.test -test.count=1
+done
+step suite timeout 300 $bin run -n "$n" --device cuda tests/suite.lua
+leaks suite
+step tour timeout 120 $bin run -n "$n" --device cuda
+step fail timeout 120 bash -c "$bin run -n $n --device cuda --timeout 60s tests/fail_wait.lua; echo launcher exit \$?"
+leaks fail
+step bench-put timeout 200 $bin bench put -n 2 --device cuda -b 1M -e 256M
+step bench-pingpong timeout 100 $bin bench pingpong -n 2 --device cuda --iters 2000
+step bench-barrier timeout 100 $bin bench barrier -n 2 --device cuda --iters 2000
+leaks benches
+if [ "${SUITE_WIDE:-0}" = 1 ]; then
+	step suite4 timeout 300 $bin run -n 4 --device cuda tests/suite.lua
+	leaks suite4
+fi
+exit $status
