@@ -64,6 +64,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	factor := fs.Int("f", 4, "size multiplication factor (put)")
 	iters := fs.Int("iters", 0, "iterations per measurement (default: put 5, pingpong 20000, barrier 5000)")
 	jsonOut := fs.String("json", "", "also write the rows as JSON Lines to FILE")
+	path := fs.String("path", "auto", "window path on CUDA: auto, ce (copy engines) or sm (kernels)")
 	if code, ok := parse(fs, args[1:], stdout); !ok {
 		return code
 	}
@@ -80,6 +81,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		}
 		if err == nil && *factor < 2 {
 			err = fmt.Errorf("-f %d: want 2 or more", *factor)
+		}
+		if err == nil && *path != "auto" && *path != "ce" && *path != "sm" {
+			err = fmt.Errorf("--path %q: want auto, ce or sm", *path)
 		}
 		if err == nil && *iters < 0 {
 			err = fmt.Errorf("--iters %d: must be positive", *iters)
@@ -126,7 +130,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 		return 1
 	}
-	err = runBench(ctx, comm, what, lo, hi, *factor, *iters, *jsonOut, stdout, stderr)
+	err = runBench(ctx, comm, what, lo, hi, *factor, *iters, *path, *jsonOut, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll bench %s: rank %d: %v\n", what, env.Rank, err)
 		_ = comm.Close(err)
@@ -139,7 +143,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, factor, iters int, jsonOut string, stdout, stderr io.Writer) error {
+func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, factor, iters int, path, jsonOut string, stdout, stderr io.Writer) error {
 	me := c.Env.Rank
 	var rows []engine.BenchRow
 	header := fmt.Sprintf("# luacoll bench %s: %s backend, %d ranks, luacoll %s", what, c.Backend.Name(), c.Env.Size, versionString())
@@ -156,7 +160,7 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		if me == 0 && isTerminal(os.Stderr) {
 			progress = stderr
 		}
-		r, err := engine.BenchPut(ctx, c, sizes, iters, progress)
+		r, err := engine.BenchPut(ctx, c, sizes, iters, path, progress)
 		if err != nil {
 			return err
 		}
@@ -167,7 +171,7 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 			if c.Opts.Device == "cuda" {
 				ref = "ref = cuMemcpyAsync of the same bytes to the peer's memory (peer copy)"
 			}
-			fmt.Fprintf(stdout, "# rank 0 -> rank 1, median of %d iterations, alternating; %s, same run\n", iters, ref)
+			fmt.Fprintf(stdout, "# rank 0 -> rank 1, window path %s, median of %d iterations, alternating; %s, same run\n", path, iters, ref)
 			fmt.Fprintf(stdout, "# %12s %10s %10s %10s %7s %7s\n", "size(B)", "time(us)", "put GB/s", "ref GB/s", "ratio", "#wrong")
 			for _, r := range rows {
 				fmt.Fprintf(stdout, "  %12d %10.1f %10.2f %10.2f %7.3f %7d\n", r.Bytes, r.Seconds*1e6, r.GBps, r.Ref, r.Ratio, r.Wrong)
@@ -185,8 +189,18 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		if me == 0 {
 			fmt.Fprintln(stdout, header)
 			fmt.Fprintf(stdout, "# 8-byte put_signal -> wait_signal_from ping-pong, ranks 0 and 1, %d round trips\n", iters)
-			fmt.Fprintf(stdout, "  one-way latency (median): %.2f us\n", r.Seconds*1e6)
+			fmt.Fprintf(stdout, "  one-way latency (median): %.2f us (round trip %.2f us)\n", r.Seconds*1e6, 2*r.Seconds*1e6)
 		}
+		dev, err := engine.BenchDevicePingPong(ctx, c, iters)
+		if err != nil {
+			return err
+		}
+		if me == 0 && len(dev) == 2 {
+			fmt.Fprintf(stdout, "# device-initiated, one kernel per rank, %d round trips, device clock\n", iters)
+			fmt.Fprintf(stdout, "  %s one-way: %.3f us\n  %s one-way: %.3f us\n  ratio put_signal / raw: %.2f\n",
+				dev[0].Name, dev[0].Seconds*1e6, dev[1].Name, dev[1].Seconds*1e6, dev[0].Ratio)
+		}
+		rows = append(rows, dev...)
 	case "barrier":
 		if iters == 0 {
 			iters = 5000
@@ -200,6 +214,15 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 			fmt.Fprintln(stdout, header)
 			fmt.Fprintf(stdout, "# window barrier, %d barriers in batches of 100\n", iters)
 			fmt.Fprintf(stdout, "  barrier latency (median of batches): %.2f us at %d ranks\n", r.Seconds*1e6, c.Env.Size)
+		}
+		dr, ok, err := engine.BenchDeviceBarrier(ctx, c, iters)
+		if err != nil {
+			return err
+		}
+		if ok && me == 0 {
+			fmt.Fprintf(stdout, "# device-initiated: %d barriers in one kernel per rank, device clock\n", iters)
+			fmt.Fprintf(stdout, "  %s: %.3f us per barrier at %d ranks\n", dr.Name, dr.Seconds*1e6, c.Env.Size)
+			rows = append(rows, dr)
 		}
 	}
 	if me == 0 && jsonOut != "" {

@@ -13,6 +13,7 @@ import (
 
 // BenchRow is one line of a benchmark table.
 type BenchRow struct {
+	Name    string  `json:"name,omitempty"`
 	Bytes   uint64  `json:"bytes"`
 	Seconds float64 `json:"seconds"` // per operation (median where stated)
 	GBps    float64 `json:"gbps,omitempty"`
@@ -24,12 +25,12 @@ type BenchRow struct {
 // BenchPut measures put bandwidth from rank 0 into rank 1's window for
 // each size, against a plain in-process copy of the same size measured in
 // the same run. Data is checked after every size. Rank 0 returns the rows.
-func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, progress io.Writer) ([]BenchRow, error) {
+func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path string, progress io.Writer) ([]BenchRow, error) {
 	if c.Env.Size < 2 {
 		return nil, fmt.Errorf("bench put needs at least 2 ranks")
 	}
 	max := sizes[len(sizes)-1]
-	w, err := c.NewWindow(ctx, fmt.Sprintf("bench.put(window %d)", max), window.Options{Bytes: max, Signals: 1, Counters: 1, Barriers: 2, Path: "auto"})
+	w, err := c.NewWindow(ctx, fmt.Sprintf("bench.put(window %d, path %s)", max, path), window.Options{Bytes: max, Signals: 1, Counters: 1, Barriers: 2, Path: path})
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +116,90 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, progress 
 // to the peer's memory).
 type refCopier interface {
 	RefCopy(dst, src transport.Addr, n uint64) error
+}
+
+// deviceLooper is a backend that can time protocols in device loops.
+type deviceLooper interface {
+	DevicePingPong(raw bool, peerData, src transport.Addr, n uint64, peerSlot, mySlot transport.Addr, iters uint64, initiator bool, timeout time.Duration) (time.Duration, error)
+	DeviceBarrierLoop(rows []transport.Addr, rank int, iters uint64, timeout time.Duration) (time.Duration, error)
+}
+
+// BenchDevicePingPong times device-initiated 8-byte put_signal -> wait
+// ping-pong between ranks 0 and 1 in one kernel per rank, and the raw flag
+// ping-pong (bare stores and spins) in the same run. Rank 0 returns the
+// rows (one-way latency = round trip / 2).
+func BenchDevicePingPong(ctx context.Context, c *Comm, iters int) ([]BenchRow, error) {
+	dl, ok := c.Backend.(deviceLooper)
+	if !ok || c.Env.Size < 2 {
+		return nil, nil
+	}
+	var rows []BenchRow
+	for _, raw := range []bool{false, true} {
+		name := "device put_signal ping-pong"
+		if raw {
+			name = "raw flag ping-pong"
+		}
+		w, err := c.NewWindow(ctx, "bench.devpingpong("+name+")", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1, Path: "auto"})
+		if err != nil {
+			return nil, err
+		}
+		src, err := c.NewBuffer(8)
+		if err != nil {
+			return nil, err
+		}
+		if err := barrierSync(ctx, w); err != nil {
+			return nil, err
+		}
+		me := c.Env.Rank
+		var d time.Duration
+		if me <= 1 {
+			peer := 1 - me
+			srcAddr, _ := src.Addr()
+			d, err = dl.DevicePingPong(raw, w.PeerData(peer), srcAddr, 8, w.SignalSlot(peer, me, 0), w.SignalSlot(me, peer, 0),
+				uint64(iters), me == 0, w.Options().Timeout)
+		}
+		ferr := c.FreeWindow(ctx, w)
+		_ = src.Free()
+		if err != nil {
+			return nil, err
+		}
+		if ferr != nil {
+			return nil, ferr
+		}
+		rows = append(rows, BenchRow{Name: name, Bytes: 8, Seconds: d.Seconds() / float64(iters) / 2})
+	}
+	if len(rows) == 2 && rows[1].Seconds > 0 {
+		rows[0].Ref = rows[1].Seconds
+		rows[0].Ratio = rows[0].Seconds / rows[1].Seconds
+	}
+	return rows, nil
+}
+
+// BenchDeviceBarrier times window barriers run back to back in one kernel
+// per rank. Every rank returns its row.
+func BenchDeviceBarrier(ctx context.Context, c *Comm, iters int) (BenchRow, bool, error) {
+	dl, ok := c.Backend.(deviceLooper)
+	if !ok {
+		return BenchRow{}, false, nil
+	}
+	n := c.Env.Size
+	w, err := c.NewWindow(ctx, "bench.devbarrier", window.Options{Bytes: uint64(8 * n), Signals: 1, Counters: 1, Barriers: 1, Path: "auto"})
+	if err != nil {
+		return BenchRow{}, true, err
+	}
+	if err := barrierSync(ctx, w); err != nil {
+		return BenchRow{}, true, err
+	}
+	rows := make([]transport.Addr, n)
+	for p := range rows {
+		rows[p] = w.PeerData(p)
+	}
+	d, err := dl.DeviceBarrierLoop(rows, c.Env.Rank, uint64(iters), w.Options().Timeout)
+	ferr := c.FreeWindow(ctx, w)
+	if err != nil {
+		return BenchRow{}, true, err
+	}
+	return BenchRow{Name: "device barrier loop", Seconds: d.Seconds() / float64(iters)}, true, ferr
 }
 
 // BenchPingPong measures put_signal -> wait round trips between ranks 0 and

@@ -3,6 +3,7 @@ package kernels
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/luacoll/luacoll/cuda"
@@ -47,6 +48,7 @@ type Kernels struct {
 	drv      *cuda.Driver
 	ctx      *cuda.Context
 	mod      *cuda.Module
+	fnMu     sync.Mutex
 	fn       map[string]*cuda.Function
 	sms      int
 	compiled *Compiled
@@ -132,7 +134,27 @@ func (k *Kernels) bulkGrid(n uint64) uint32 {
 }
 
 func (k *Kernels) launch(name string, grid, block uint32, s *cuda.Stream, a *cuda.KernelArgs) error {
-	return k.drv.LaunchKernel(k.fn[name], cuda.D1(grid), cuda.D1(block), 0, s, a)
+	f, err := k.function(name)
+	if err != nil {
+		return err
+	}
+	return k.drv.LaunchKernel(f, cuda.D1(grid), cuda.D1(block), 0, s, a)
+}
+
+// function returns a kernel of the program by name: the ones Names lists
+// are looked up at Load, any other on first use.
+func (k *Kernels) function(name string) (*cuda.Function, error) {
+	k.fnMu.Lock()
+	defer k.fnMu.Unlock()
+	if f := k.fn[name]; f != nil {
+		return f, nil
+	}
+	f, err := k.mod.Function(name)
+	if err != nil {
+		return nil, fmt.Errorf("kernel %s: %w", name, err)
+	}
+	k.fn[name] = f
+	return f, nil
 }
 
 func (k *Kernels) single(name string, s *cuda.Stream, a *cuda.KernelArgs) error {

@@ -28,8 +28,8 @@ __device__ __forceinline__ lc_u32 lc_load_u32_bytes(const lc_u8 *p) {
 	return (lc_u32)p[0] | ((lc_u32)p[1] << 8) | ((lc_u32)p[2] << 16) | ((lc_u32)p[3] << 24);
 }
 
-extern "C" __global__ void lc_put(lc_u8 *dst, const lc_u8 *src, lc_u64 n) {
-	const lc_u64 tid = lc_tid(), nth = lc_nthreads();
+// lc_put_range copies n bytes as thread tid of nth threads.
+__device__ void lc_put_range(lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 tid, lc_u64 nth) {
 	const lc_u64 da = (lc_u64)dst, sa = (lc_u64)src;
 	const lc_u64 diff = da ^ sa;
 	// w == 0 selects byte loads with 16-byte stores.
@@ -55,4 +55,8 @@ extern "C" __global__ void lc_put(lc_u8 *dst, const lc_u8 *src, lc_u64 n) {
 	}
 
 	for (lc_u64 i = head + body * align + tid; i < n; i += nth) dst[i] = src[i];
+}
+
+extern "C" __global__ void lc_put(lc_u8 *dst, const lc_u8 *src, lc_u64 n) {
+	lc_put_range(dst, src, n, lc_tid(), lc_nthreads());
 }

@@ -34,9 +34,27 @@ leaks suite
 step tour timeout 120 $bin run -n "$n" --device cuda
 step fail timeout 120 bash -c "$bin run -n $n --device cuda --timeout 60s tests/fail_wait.lua; echo launcher exit \$?"
 leaks fail
-step bench-put timeout 200 $bin bench put -n 2 --device cuda -b 1M -e 256M
+kill_test() {
+	$bin run -n 2 --device cuda --timeout 60s tests/kill_wait.lua &
+	local launcher=$!
+	sleep 4
+	for p in $(pgrep -f "luacoll run -n 2 --device cuda"); do
+		if tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx LUACOLL_RANK=1; then
+			echo "killing rank 1 (pid $p) with SIGKILL"; kill -9 $p
+		fi
+	done
+	local t0=$(date +%s%N)
+	wait $launcher
+	echo "launcher exit $? after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+}
+step kill timeout 120 bash -c "$(declare -f kill_test); bin=$bin; kill_test"
+leaks kill
+for p in auto ce sm; do
+	step bench-put-$p timeout 200 $bin bench put -n 2 --device cuda -b 1M -e 256M --path $p
+done
 step bench-pingpong timeout 100 $bin bench pingpong -n 2 --device cuda --iters 2000
 step bench-barrier timeout 100 $bin bench barrier -n 2 --device cuda --iters 2000
+step lua-pingpong timeout 100 $bin run -n 2 --device cuda bench/pingpong.lua 2000
 leaks benches
 if [ "${SUITE_WIDE:-0}" = 1 ]; then
 	step suite4 timeout 300 $bin run -n 4 --device cuda tests/suite.lua

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -392,6 +393,71 @@ func (b *CUDABackend) RefCopy(dst, src Addr, n uint64) error {
 	return b.aux.Synchronize()
 }
 
+// DevicePingPong runs one side of a device-initiated ping-pong of iters
+// round trips and returns the device-measured time. raw selects the bare
+// flag ping-pong (stores to peerSlot, spins on mySlot); otherwise each
+// step is a put of n bytes from src to peerData followed by the signal.
+// Both ranks must call it at about the same time; slots must start at 0.
+func (b *CUDABackend) DevicePingPong(raw bool, peerData, src Addr, n uint64, peerSlot, mySlot Addr, iters uint64, initiator bool, timeout time.Duration) (time.Duration, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.current(); err != nil {
+		return 0, err
+	}
+	var err error
+	if raw {
+		err = b.k.PingPong(b.aux, cuda.DevicePtr(mySlot), cuda.DevicePtr(peerSlot), iters, initiator, timeout, b.result.Dev)
+	} else {
+		err = b.k.PutSignalPingPong(b.aux, cuda.DevicePtr(peerData), cuda.DevicePtr(src), n, cuda.DevicePtr(peerSlot),
+			cuda.DevicePtr(mySlot), iters, initiator, timeout, b.result.Dev)
+	}
+	if err == nil {
+		err = b.aux.Synchronize()
+	}
+	if err != nil {
+		return 0, err
+	}
+	ns := atomic.LoadUint64((*uint64)(b.result.Host))
+	if ns == ^uint64(0) {
+		return 0, fmt.Errorf("device ping-pong: no answer from the peer within %v", timeout)
+	}
+	return time.Duration(ns), nil
+}
+
+// DeviceBarrierLoop runs iters barriers back to back on the device over
+// rows (rows[p]: rank p's row of len(rows) slots, as mapped here, all 0)
+// and returns the device-measured time.
+func (b *CUDABackend) DeviceBarrierLoop(rows []Addr, rank int, iters uint64, timeout time.Duration) (time.Duration, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.current(); err != nil {
+		return 0, err
+	}
+	table := make([]byte, 8*len(rows))
+	for i, r := range rows {
+		binary.LittleEndian.PutUint64(table[8*i:], uint64(r))
+	}
+	p, err := b.drv.MemAlloc(uint64(len(table)))
+	if err != nil {
+		return 0, err
+	}
+	defer b.drv.MemFree(p)
+	if err := b.drv.MemcpyHtoD(p, table); err != nil {
+		return 0, err
+	}
+	if err := b.k.BarrierLoop(b.aux, p, uint32(rank), uint32(len(rows)), iters, timeout, b.result.Dev); err != nil {
+		return 0, err
+	}
+	if err := b.aux.Synchronize(); err != nil {
+		return 0, err
+	}
+	ns := atomic.LoadUint64((*uint64)(b.result.Host))
+	if ns == ^uint64(0) {
+		return 0, fmt.Errorf("device barrier loop: peers did not arrive within %v", timeout)
+	}
+	return time.Duration(ns), nil
+}
+
 // Close implements Backend.
 func (b *CUDABackend) Close() error {
 	if b.ctx == nil {
@@ -497,6 +563,22 @@ func (s *CUDAStream) Copy(dst, src Addr, n uint64) {
 		}
 		return s.b.drv.MemcpyAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), n, s.s)
 	})
+}
+
+// PutSignal implements PutSignaler: on the kernel path (and on "auto" for
+// copies up to AutoSMCopyMax) the data and the signal go in one launch.
+func (s *CUDAStream) PutSignal(dst, src Addr, n uint64, slot Addr, add bool, v uint64) bool {
+	if !(s.path == "sm" || (s.path == "auto" && n <= AutoSMCopyMax)) {
+		return false
+	}
+	op := kernels.SignalSet
+	if add {
+		op = kernels.SignalAdd
+	}
+	s.enqueue(func() error {
+		return s.b.k.PutSignal(s.s, cuda.DevicePtr(dst), cuda.DevicePtr(src), n, cuda.DevicePtr(slot), op, v)
+	})
+	return true
 }
 
 // Store64 implements Stream.

@@ -99,6 +99,13 @@ type PathSetter interface {
 	SetPath(path string)
 }
 
+// PutSignaler is a stream that can fuse a small put and its signal into
+// one operation. PutSignal reports false when it leaves this one to the
+// separate Copy and Store64/Add64.
+type PutSignaler interface {
+	PutSignal(dst, src Addr, n uint64, slot Addr, add bool, v uint64) bool
+}
+
 // Mark is a point in a stream's order; read it after a Sync.
 type Mark interface {
 	// Since returns the time from earlier to this mark.

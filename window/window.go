@@ -100,6 +100,15 @@ func (w *Window) PeerData(peer int) transport.Addr {
 	return w.remote(peer, w.lay.DataOff)
 }
 
+// SignalSlot returns the address, as mapped here, of the slot sig that
+// sender writes in receiver's inbox (0 when receiver cannot be mapped).
+func (w *Window) SignalSlot(receiver, sender, sig int) transport.Addr {
+	if w.reg.Peers[receiver] == 0 {
+		return 0
+	}
+	return w.remote(receiver, w.lay.Inbox(sender, sig))
+}
+
 // Freed reports whether the window was freed.
 func (w *Window) Freed() bool { return w.freed }
 
@@ -267,9 +276,16 @@ func (w *Window) PutSignal(t Transfer, sig *Sig, ctr *Ctr) error {
 			return err
 		}
 	}
-	w.r.Stream.Copy(w.remote(t.Peer, w.lay.DataOff+t.PeerOff), src, t.N)
-	if sig != nil {
-		w.enqueueSignal(t.Peer, *sig)
+	dst := w.remote(t.Peer, w.lay.DataOff+t.PeerOff)
+	fused := false
+	if ps, ok := w.r.Stream.(transport.PutSignaler); ok && sig != nil && ctr == nil {
+		fused = ps.PutSignal(dst, src, t.N, w.remote(t.Peer, w.lay.Inbox(w.r.ID(), sig.ID)), sig.Op == SigAdd, sig.Value)
+	}
+	if !fused {
+		w.r.Stream.Copy(dst, src, t.N)
+		if sig != nil {
+			w.enqueueSignal(t.Peer, *sig)
+		}
 	}
 	if ctr != nil {
 		w.r.Stream.Add64(w.local(w.lay.Ctr(t.Peer, ctr.ID)), ctr.Value)

@@ -1,0 +1,80 @@
+// Latency kernels: a fused put + signal for small transfers, and
+// device-initiated loops (put_signal ping-pong, window barrier) that time
+// the protocol without host launches in the way.
+
+// lc_put_signal copies n bytes with the threads of one block, makes every
+// thread's writes visible system-wide, then thread 0 signals the slot
+// (op 0: store value, op 1: atomic add). One launch instead of two.
+extern "C" __global__ void lc_put_signal(lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 *slot, lc_u64 value, int op) {
+	lc_put_range(dst, src, n, threadIdx.x, blockDim.x);
+	__threadfence_system();
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		if (op == 0) {
+			lc_store_volatile(slot, value);
+		} else {
+			atomicAdd_system((unsigned long long *)slot, (unsigned long long)value);
+		}
+	}
+}
+
+// lc_pp_put_signal is one side of a device-initiated put_signal ping-pong:
+// for i = 1..iters the initiator copies n bytes (one thread) into the
+// peer's data, fences system-wide and stores i into the peer's slot, then
+// waits for its own slot to reach i; the responder waits first, then does
+// the same. Slots start at 0. *out_ns gets the elapsed ns, or ~0 on timeout.
+extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, lc_u64 n, lc_u64 *peer_slot,
+                                            lc_u64 *my_slot, lc_u64 iters, int initiator, lc_u64 timeout_ns,
+                                            lc_u64 *out_ns) {
+	if (threadIdx.x != 0 || blockIdx.x != 0) return;
+	const lc_u64 start = lc_globaltimer();
+	for (lc_u64 i = 1; i <= iters; i++) {
+		if (!initiator) {
+			while (lc_load_volatile(my_slot) < i) {
+				if (timeout_ns != 0 && lc_globaltimer() - start >= timeout_ns) {
+					if (out_ns) *out_ns = ~0ull;
+					return;
+				}
+			}
+			__threadfence_system();
+		}
+		for (lc_u64 b = 0; b < n; b++) peer_data[b] = src[b];
+		__threadfence_system();
+		lc_store_volatile(peer_slot, i);
+		if (initiator) {
+			while (lc_load_volatile(my_slot) < i) {
+				if (timeout_ns != 0 && lc_globaltimer() - start >= timeout_ns) {
+					if (out_ns) *out_ns = ~0ull;
+					return;
+				}
+			}
+			__threadfence_system();
+		}
+	}
+	if (out_ns) *out_ns = lc_globaltimer() - start;
+}
+
+// lc_barrier_loop runs iters window barriers back to back on the device:
+// rows[p] is rank p's slot row (nranks slots, slot q written by rank q) as
+// mapped here; barrier e writes e into slot `rank` of every row and waits
+// until every slot of its own row reaches e. Rows start at 0.
+extern "C" __global__ void lc_barrier_loop(lc_u64 *const *rows, lc_u32 rank, lc_u32 nranks, lc_u64 iters,
+                                           lc_u64 timeout_ns, lc_u64 *out_ns) {
+	if (threadIdx.x != 0 || blockIdx.x != 0) return;
+	const lc_u64 start = lc_globaltimer();
+	const lc_u64 *mine = rows[rank];
+	for (lc_u64 e = 1; e <= iters; e++) {
+		__threadfence_system();
+		for (lc_u32 p = 0; p < nranks; p++) lc_store_volatile(rows[p] + rank, e);
+		for (lc_u32 p = 0; p < nranks; p++) {
+			while (lc_load_volatile(mine + p) < e) {
+				if (timeout_ns != 0 && lc_globaltimer() - start >= timeout_ns) {
+					if (out_ns) *out_ns = ~0ull;
+					return;
+				}
+			}
+		}
+		__threadfence_system();
+	}
+	if (out_ns) *out_ns = lc_globaltimer() - start;
+}

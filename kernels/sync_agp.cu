@@ -1,0 +1,70 @@
+// (Named to sort after common.cu and sync.cu: the program is the .cu files in name order.)
+// Persistent all-gather synchronization kernels. Both run one thread and
+// keep the exec counter in device memory, so a CUDA graph that captured
+// them stays correct over any number of replays: every value that changes
+// from one exec to the next is derived on the device from *count.
+//
+// remote[p] is the address, as mapped here, of the slot that rank p reads
+// for this rank; local[p] is this rank's slot that rank p writes. Entries
+// for this rank itself are ignored.
+
+#define LC_AGP_NBITS 41
+#define LC_AGP_NMASK ((1ull << LC_AGP_NBITS) - 1)
+#define LC_AGP_KMASK ((1ull << (64 - LC_AGP_NBITS)) - 1)
+
+// lc_agp_wait_each spins until every local[p] (p != rank) compares with
+// target (op), or the abort flag or the timeout ends the wait.
+__device__ void lc_agp_wait_each(lc_u64 *const *local, lc_u32 rank, lc_u32 nranks, int op, lc_u64 target,
+                                 lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec) {
+	const lc_u64 start = lc_globaltimer();
+	for (lc_u32 i = 1; i < nranks; i++) {
+		const lc_u32 p = (rank + i) % nranks;
+		for (;;) {
+			const lc_u64 v = lc_load_volatile(local[p]);
+			if (lc_compare(v, target, op)) break;
+			if (lc_aborted(abort_flag)) {
+				lc_fail(rec, LC_STATUS_ABORTED, p, v, target, lc_globaltimer() - start);
+				return;
+			}
+			if (timeout_ns != 0) {
+				const lc_u64 el = lc_globaltimer() - start;
+				if (el >= timeout_ns) {
+					lc_fail(rec, LC_STATUS_TIMEOUT, p, v, target, el);
+					return;
+				}
+			}
+		}
+	}
+	__threadfence_system();
+}
+
+// lc_agp_ready starts exec e = ++*count: it tells every peer that this rank
+// reached exec e (so results of exec e-1 are consumed here), then waits
+// until every peer said the same, so that no put of exec e lands on a
+// rank still using exec e-1's result.
+extern "C" __global__ void lc_agp_ready(lc_u64 *count, lc_u64 *const *remote, lc_u64 *const *local, lc_u32 rank,
+                                        lc_u32 nranks, lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec) {
+	LC_ONE_THREAD();
+	if (lc_poisoned(rec)) return;
+	const lc_u64 e = lc_load_volatile(count) + 1;
+	lc_store_volatile(count, e);
+	__threadfence_system();
+	for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(remote[(rank + i) % nranks], e);
+	lc_agp_wait_each(local, rank, nranks, LC_CMP_GE, e, timeout_ns, abort_flag, rec);
+}
+
+// lc_agp_done ends exec e = *count: every put of this rank is complete
+// (stream order), so it sets tag(e, n) in every peer's slot, then waits
+// until every peer set the same tag here. A peer that gathers a different n
+// never matches; the record then shows both tags.
+extern "C" __global__ void lc_agp_done(const lc_u64 *count, lc_u64 *const *remote, lc_u64 *const *local, lc_u32 rank,
+                                       lc_u32 nranks, lc_u64 n, lc_u64 timeout_ns, const lc_u32 *abort_flag,
+                                       lc_record *rec) {
+	LC_ONE_THREAD();
+	if (lc_poisoned(rec)) return;
+	const lc_u64 e = lc_load_volatile(count);
+	const lc_u64 tag = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
+	__threadfence_system();
+	for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(remote[(rank + i) % nranks], tag);
+	lc_agp_wait_each(local, rank, nranks, LC_CMP_EQ, tag, timeout_ns, abort_flag, rec);
+}
