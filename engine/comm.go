@@ -290,19 +290,41 @@ func (c *Comm) Close(cause error) error {
 		if cause == nil {
 			err = c.Rank.Stream.Sync(context.Background())
 		}
+		// End any wait still queued, and let the stream drain.
 		c.Rank.Stream.Interrupt(errors.New("rank is shutting down"))
-		c.Rank.Stream.Close()
+		dctx, cancel := context.WithTimeout(context.Background(), c.Opts.Timeout)
+		_ = c.Rank.Stream.Sync(dctx)
+		cancel()
 	}
 	if cause == nil && err != nil {
 		cause = err
+	}
+	live := 0
+	for _, w := range c.windows {
+		if !w.Freed() {
+			live++
+		}
+	}
+	if cause == nil && live > 0 {
+		// Windows the script did not free: meet, drop the peer mappings,
+		// meet again, so that nobody frees memory a peer still maps.
+		bctx, cancel := context.WithTimeout(context.Background(), c.Opts.Timeout)
+		if berr := c.Boot.Barrier(bctx); berr == nil {
+			for _, w := range c.windows {
+				w.UnmapPeers()
+			}
+			_ = c.Boot.Barrier(bctx)
+		}
+		cancel()
 	}
 	for _, w := range c.windows {
 		w.Release()
 	}
 	for _, b := range c.buffers {
-		if !b.Freed() {
-			_ = b.Free()
-		}
+		b.Release()
+	}
+	if c.Rank != nil {
+		c.Rank.Stream.Close()
 	}
 	if c.Backend != nil {
 		_ = c.Backend.Close()

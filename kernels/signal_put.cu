@@ -2,6 +2,14 @@
 // device-initiated loops (put_signal ping-pong, window barrier) that time
 // the protocol without host launches in the way.
 
+// Release store and acquire fence at system scope: lighter than the full
+// sequentially consistent fence of __threadfence_system.
+__device__ __forceinline__ void lc_store_release_sys(lc_u64 *p, lc_u64 v) {
+	asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ void lc_fence_acquire_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+
 // lc_put_signal copies n bytes with the threads of one block, makes every
 // thread's writes visible system-wide, then thread 0 signals the slot
 // (op 0: store value, op 1: atomic add). One launch instead of two.
@@ -36,11 +44,14 @@ extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, 
 					return;
 				}
 			}
-			__threadfence_system();
+			lc_fence_acquire_sys();
 		}
-		for (lc_u64 b = 0; b < n; b++) peer_data[b] = src[b];
-		__threadfence_system();
-		lc_store_volatile(peer_slot, i);
+		if (n == 8 && ((lc_u64)peer_data & 7) == 0 && ((lc_u64)src & 7) == 0) {
+			*(volatile lc_u64 *)peer_data = *(const lc_u64 *)src;
+		} else {
+			for (lc_u64 b = 0; b < n; b++) peer_data[b] = src[b];
+		}
+		lc_store_release_sys(peer_slot, i);
 		if (initiator) {
 			while (lc_load_volatile(my_slot) < i) {
 				if (timeout_ns != 0 && lc_globaltimer() - start >= timeout_ns) {
@@ -48,7 +59,7 @@ extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, 
 					return;
 				}
 			}
-			__threadfence_system();
+			lc_fence_acquire_sys();
 		}
 	}
 	if (out_ns) *out_ns = lc_globaltimer() - start;
@@ -64,8 +75,7 @@ extern "C" __global__ void lc_barrier_loop(lc_u64 *const *rows, lc_u32 rank, lc_
 	const lc_u64 start = lc_globaltimer();
 	const lc_u64 *mine = rows[rank];
 	for (lc_u64 e = 1; e <= iters; e++) {
-		__threadfence_system();
-		for (lc_u32 p = 0; p < nranks; p++) lc_store_volatile(rows[p] + rank, e);
+		for (lc_u32 p = 0; p < nranks; p++) lc_store_release_sys(rows[p] + rank, e);
 		for (lc_u32 p = 0; p < nranks; p++) {
 			while (lc_load_volatile(mine + p) < e) {
 				if (timeout_ns != 0 && lc_globaltimer() - start >= timeout_ns) {
@@ -74,7 +84,7 @@ extern "C" __global__ void lc_barrier_loop(lc_u64 *const *rows, lc_u32 rank, lc_
 				}
 			}
 		}
-		__threadfence_system();
+		lc_fence_acquire_sys();
 	}
 	if (out_ns) *out_ns = lc_globaltimer() - start;
 }

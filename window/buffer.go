@@ -164,6 +164,15 @@ func (b *Buffer) Equal(other *Buffer, off, otherOff, n uint64) (bool, error) {
 	return b.r.Backend.Equal(b.base.Add(off), other.base.Add(otherOff), n)
 }
 
+// Release frees an owned buffer at teardown without waiting for the
+// stream (the caller has drained it). Views and freed buffers are left.
+func (b *Buffer) Release() {
+	if b.own && !b.dead {
+		b.dead = true
+		_ = b.reg.Close()
+	}
+}
+
 // Free releases the buffer; a view cannot be freed (free its window).
 func (b *Buffer) Free() error {
 	if !b.own {

@@ -606,6 +606,13 @@ func (w *Window) Free(ctx context.Context) error {
 	return nil
 }
 
+// UnmapPeers drops this rank's mappings of the peers' parts (teardown).
+func (w *Window) UnmapPeers() {
+	if !w.freed {
+		_ = w.reg.UnmapPeers()
+	}
+}
+
 // Release unmaps the window without meeting the other ranks (teardown
 // after a failure).
 func (w *Window) Release() {

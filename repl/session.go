@@ -1,0 +1,748 @@
+// Package repl is `luacoll repl`: one prompt driving N ranks. The front
+// end starts the ranks with the engine's launcher; each rank (a worker,
+// see Serve) opens its Comm, makes a Lua state and connects back to the
+// front end over a unix socket named in EnvControl. Every chunk typed at
+// the prompt is sent to the chosen ranks; their answers come back and are
+// shown grouped by rank, identical answers once ("[0-3] 42").
+//
+// Ctrl-C interrupts the running chunk on every rank (its context ends and
+// the rank's stream fails its current wait); a second Ctrl-C kills ranks
+// that do not stop. A rank that dies is reported together with what still
+// works, and the session goes on with the others. Ctrl-D, the end of the
+// input or :quit end the session: the ranks say goodbye, and any that do
+// not are stopped, so that no process and no shared memory is left.
+package repl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+	"golang.org/x/sys/unix"
+
+	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/luabind"
+)
+
+// Config configures the front end of a session.
+type Config struct {
+	N       int           // ranks to start
+	Timeout time.Duration // the ranks' timeout (bounds startup and goodbye)
+	// Exe and Args are the command line of a worker: the launcher runs it
+	// once per rank, with EnvControl set.
+	Exe  string
+	Args []string
+	// Stdin gives the chunks; Stdout gets results and notices, Stderr the
+	// ranks' own error output and fatal errors.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Terminal selects prompts, line editing, completion and history
+	// (when stdin is a terminal); otherwise chunks are read plainly and
+	// results printed without prompts or colours.
+	Terminal bool
+	// Color colours rank prefixes, errors and notices (Terminal only).
+	Color bool
+	// HistoryFile keeps the line history (Terminal only; "" for none).
+	HistoryFile string
+}
+
+const (
+	// keepRanks is the launcher's grace after a rank fails: the session
+	// goes on with the others, so the launcher never kills them itself.
+	keepRanks = 100 * 365 * 24 * time.Hour
+	// startSlack is added to the timeout for the ranks to start and connect.
+	startSlack = 20 * time.Second
+	// quitSlack is added to the timeout for the ranks to say goodbye.
+	quitSlack = 5 * time.Second
+	// stopWait is how long ranks get after SIGINT before SIGKILL.
+	stopWait = 3 * time.Second
+	// statusWait bounds the check of what still works after a death.
+	statusWait = abortWait + time.Second
+	// completeWait bounds a completion request.
+	completeWait = 500 * time.Millisecond
+	// hintAfter is how long an interrupt may take before the session
+	// says how to force it.
+	hintAfter = 2 * time.Second
+)
+
+// errPromptInterrupt is Ctrl-C at the prompt: the pending chunk is dropped.
+var errPromptInterrupt = errors.New("interrupted at the prompt")
+
+// rankState is the front end's view of one rank.
+type rankState struct {
+	rank   int
+	c      *conn
+	pid    int
+	device string
+	// alive is false once the control connection closed (read by the
+	// completer too).
+	alive atomic.Bool
+
+	exitCode  int
+	exitKnown bool // exitCode came from os.exit
+	killed    bool // the session killed it
+}
+
+func (rs *rankState) deathReason() string {
+	switch {
+	case rs.exitKnown:
+		return fmt.Sprintf("exit status %d", rs.exitCode)
+	case rs.killed:
+		return "killed: it did not stop after the interrupt"
+	}
+	return "its process ended or dropped the connection"
+}
+
+// event is a message from a rank, or the end of its connection.
+type event struct {
+	rank   int
+	msg    *message
+	closed bool
+}
+
+type launchOutcome struct {
+	res engine.LaunchResult
+	err error
+}
+
+// session is the front end.
+type session struct {
+	cfg    Config
+	ctx    context.Context
+	out    io.Writer
+	ranks  []*rankState
+	dir    string
+	ln     net.Listener
+	src    lineSource
+	local  *lua.LState
+	reg    *luabind.Registry
+	done   chan struct{}
+	events chan event
+	// completions receives the ranks' completion answers.
+	completions chan *message
+	complID     atomic.Uint64
+	sigint      chan os.Signal
+
+	launchC      chan launchOutcome // nil once received
+	launched     *launchOutcome
+	cancelLaunch context.CancelFunc
+
+	targets []int // nil: every alive rank
+	nextID  uint64
+	deaths  []int // ranks that died and are not reported yet
+	failed  bool  // a chunk failed or a rank died
+}
+
+// Run runs a session and returns the exit status: 1 when the ranks could
+// not be started; otherwise 0, or, without a terminal, 1 when a chunk
+// failed or a rank died. ctx ending (and SIGTERM or SIGHUP) ends the
+// session as :quit does.
+func Run(ctx context.Context, cfg Config) int {
+	if cfg.Stdout == nil {
+		cfg.Stdout = io.Discard
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = io.Discard
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if !cfg.Terminal {
+		cfg.Color = false
+		cfg.HistoryFile = ""
+	}
+	ctx, cancel := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGHUP)
+	defer cancel()
+	s := &session{
+		cfg: cfg, ctx: ctx, out: cfg.Stdout,
+		done:        make(chan struct{}),
+		events:      make(chan event, 256),
+		completions: make(chan *message, 4),
+		sigint:      make(chan os.Signal, 4),
+		launchC:     make(chan launchOutcome, 1),
+		reg:         luabind.NewRegistry(),
+	}
+	signal.Notify(s.sigint, os.Interrupt)
+	defer signal.Stop(s.sigint)
+	// A closed output pipe makes writes fail instead of killing the front
+	// end before it has stopped the ranks.
+	sigpipe := make(chan os.Signal, 1)
+	signal.Notify(sigpipe, syscall.SIGPIPE)
+	defer signal.Stop(sigpipe)
+	if err := s.start(); err != nil {
+		fmt.Fprintf(cfg.Stderr, "luacoll repl: %v\n", err)
+		s.stop(false)
+		return 1
+	}
+	s.local = lua.NewState()
+	defer s.local.Close()
+	src, err := s.newSource()
+	if err != nil {
+		fmt.Fprintf(cfg.Stderr, "luacoll repl: %v\n", err)
+		s.stop(true)
+		return 1
+	}
+	s.src = src
+	if cfg.Terminal {
+		fmt.Fprintf(s.out, "luacoll repl: %d %s on %s; :help lists the commands, help() the API, Ctrl-D quits.\n",
+			cfg.N, plural(cfg.N, "rank", "ranks"), s.ranks[0].device)
+	}
+	s.loop()
+	s.src.close()
+	s.stop(true)
+	if s.failed && !cfg.Terminal {
+		return 1
+	}
+	return 0
+}
+
+// start makes the control socket, launches the ranks and waits for each
+// to say hello.
+func (s *session) start() error {
+	if s.cfg.N < 1 {
+		return fmt.Errorf("%d ranks: want at least 1", s.cfg.N)
+	}
+	dir, err := os.MkdirTemp("", "luacoll-repl-")
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	s.dir = dir
+	sock := filepath.Join(dir, "ctl")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	s.ln = ln
+
+	launchCtx, cancel := context.WithCancel(context.Background())
+	s.cancelLaunch = cancel
+	lc := engine.LaunchConfig{N: s.cfg.N, Path: s.cfg.Exe, Args: s.cfg.Args, Prefix: true,
+		Stdout: s.cfg.Stdout, Stderr: s.cfg.Stderr, Grace: keepRanks,
+		ExtraEnv: func(int) []string { return []string{EnvControl + "=" + sock} }}
+	go func() {
+		res, err := engine.Launch(launchCtx, lc)
+		s.launchC <- launchOutcome{res: res, err: err}
+	}()
+
+	limit := s.cfg.Timeout + startSlack
+	hellos := make(chan *rankState)
+	go s.accept(hellos, time.Now().Add(limit))
+	s.ranks = make([]*rankState, s.cfg.N)
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	for joined := 0; joined < s.cfg.N; {
+		select {
+		case rs := <-hellos:
+			if s.ranks[rs.rank] != nil {
+				_ = rs.c.close()
+				continue
+			}
+			s.ranks[rs.rank] = rs
+			joined++
+		case o := <-s.launchC:
+			s.launchC, s.launched = nil, &o
+			if o.err != nil {
+				return fmt.Errorf("starting the ranks: %w", o.err)
+			}
+			return fmt.Errorf("the ranks exited before the session started (exit status %d)", o.res.ExitCode)
+		case <-s.sigint:
+			return errors.New("interrupted while the ranks were starting")
+		case <-s.ctx.Done():
+			return fmt.Errorf("stopped while the ranks were starting: %w", context.Cause(s.ctx))
+		case <-timer.C:
+			var missing []int
+			for r, rs := range s.ranks {
+				if rs == nil {
+					missing = append(missing, r)
+				}
+			}
+			return fmt.Errorf("%s %s did not start within %v", plural(len(missing), "rank", "ranks"),
+				formatRanks(missing), limit)
+		}
+	}
+	_ = s.ln.Close()
+	for _, rs := range s.ranks {
+		go s.readLoop(rs)
+	}
+	return nil
+}
+
+// accept takes the ranks' connections and their hellos.
+func (s *session) accept(hellos chan<- *rankState, deadline time.Time) {
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			c := newConn(nc)
+			_ = nc.SetReadDeadline(deadline)
+			m, err := c.recv()
+			_ = nc.SetReadDeadline(time.Time{})
+			if err != nil || m.Type != msgHello || m.Rank < 0 || m.Rank >= s.cfg.N {
+				_ = c.close()
+				return
+			}
+			rs := &rankState{rank: m.Rank, c: c, pid: m.PID, device: m.Device}
+			rs.alive.Store(true)
+			select {
+			case hellos <- rs:
+			case <-s.done:
+				_ = c.close()
+			}
+		}()
+	}
+}
+
+// readLoop turns a rank's messages into events.
+func (s *session) readLoop(rs *rankState) {
+	for {
+		m, err := rs.c.recv()
+		if err != nil {
+			s.post(event{rank: rs.rank, closed: true})
+			return
+		}
+		if m.Type == msgCandidates {
+			select {
+			case s.completions <- m:
+			default: // nobody waits for it any more
+			}
+			continue
+		}
+		s.post(event{rank: rs.rank, msg: m})
+	}
+}
+
+func (s *session) post(ev event) {
+	select {
+	case s.events <- ev:
+	case <-s.done:
+	}
+}
+
+// handle applies an event to the view of the ranks.
+func (s *session) handle(ev event) {
+	rs := s.ranks[ev.rank]
+	switch {
+	case ev.closed:
+		if rs.alive.Load() {
+			rs.alive.Store(false)
+			s.deaths = append(s.deaths, ev.rank)
+		}
+	case ev.msg.Type == msgExit:
+		rs.exitCode, rs.exitKnown = ev.msg.ExitCode, true
+	}
+}
+
+// poll handles the events that have arrived, without waiting.
+func (s *session) poll() {
+	for {
+		select {
+		case ev := <-s.events:
+			s.handle(ev)
+		case o := <-s.launchC:
+			s.launchC, s.launched = nil, &o
+		default:
+			return
+		}
+	}
+}
+
+// loop reads and runs chunks and commands until the input ends or :quit.
+func (s *session) loop() {
+	for {
+		s.poll()
+		s.reportDeaths()
+		if s.ctx.Err() != nil {
+			return
+		}
+		first, err := s.src.next(s.prompt())
+		if errors.Is(err, errPromptInterrupt) {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		trimmed := strings.TrimSpace(first)
+		if trimmed == "" {
+			continue
+		}
+		if strings.HasPrefix(trimmed, ":") {
+			if s.command(trimmed) {
+				return
+			}
+			continue
+		}
+		chunk, eof := first, false
+		for luabind.Incomplete(chunk) {
+			more, err := s.src.next(">> ")
+			if errors.Is(err, errPromptInterrupt) {
+				chunk = ""
+				break
+			}
+			if err != nil {
+				eof = true // run what there is: it reports the syntax error
+				break
+			}
+			chunk += "\n" + more
+		}
+		if chunk != "" {
+			s.run(chunk, "stdin")
+		}
+		if eof {
+			s.poll()
+			s.reportDeaths()
+			return
+		}
+	}
+}
+
+func (s *session) prompt() string {
+	if s.targets == nil {
+		return "> "
+	}
+	return "[" + formatRanks(s.targets) + "]> "
+}
+
+// alive lists the ranks whose connection is up.
+func (s *session) alive() []int {
+	var out []int
+	for _, rs := range s.ranks {
+		if rs.alive.Load() {
+			out = append(out, rs.rank)
+		}
+	}
+	return out
+}
+
+// runOn lists the alive ranks that chunks run on.
+func (s *session) runOn() []int {
+	if s.targets == nil {
+		return s.alive()
+	}
+	var out []int
+	for _, r := range s.targets {
+		if s.ranks[r].alive.Load() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// drainSignals forgets Ctrl-Cs that arrived while nothing ran.
+func (s *session) drainSignals() {
+	for {
+		select {
+		case <-s.sigint:
+		default:
+			return
+		}
+	}
+}
+
+// run runs a chunk on the current ranks and shows what they answered.
+func (s *session) run(code, name string) {
+	s.drainSignals()
+	targets := s.runOn()
+	if len(targets) == 0 {
+		s.errorf("no rank to run on: %s", s.aliveSummary())
+		return
+	}
+	s.nextID++
+	id := s.nextID
+	pending := map[int]bool{}
+	for _, r := range targets {
+		if err := s.ranks[r].c.send(&message{Type: msgEval, ID: id, Code: code, Name: name}); err != nil {
+			continue // its connection is gone; the read loop reports it
+		}
+		pending[r] = true
+	}
+	replies := map[int]reply{}
+	interrupts := 0
+	ctxDone := s.ctx.Done()
+	var killC, hintC <-chan time.Time
+	interrupt := func() {
+		for r := range pending {
+			_ = s.ranks[r].c.send(&message{Type: msgInterrupt, ID: id})
+		}
+		hintC = time.After(hintAfter)
+	}
+	for len(pending) > 0 {
+		select {
+		case ev := <-s.events:
+			s.handle(ev)
+			if !pending[ev.rank] {
+				continue
+			}
+			switch {
+			case ev.closed:
+				delete(pending, ev.rank)
+			case ev.msg.ID != id:
+			case ev.msg.Type == msgResult:
+				m := ev.msg
+				replies[ev.rank] = reply{rank: ev.rank, output: m.Output, values: m.Values, err: m.Err, stream: m.Stream,
+					interrupted: m.Interrupted}
+				delete(pending, ev.rank)
+			case ev.msg.Type == msgExit:
+				// What it printed before os.exit; it stays pending until
+				// its connection closes, so its death is reported now.
+				replies[ev.rank] = reply{rank: ev.rank, output: ev.msg.Output}
+			}
+		case <-s.sigint:
+			interrupts++
+			if interrupts == 1 {
+				if s.cfg.Terminal {
+					_, _ = io.WriteString(s.out, "\n") // after the terminal's ^C
+				}
+				interrupt()
+			} else {
+				s.kill(pending)
+			}
+		case <-ctxDone:
+			ctxDone = nil
+			interrupt()
+			killC = time.After(stopWait)
+		case <-killC:
+			s.kill(pending)
+		case <-hintC:
+			var slow []int
+			for r := range pending {
+				slow = append(slow, r)
+			}
+			s.notice("waiting for %s %s to stop; Ctrl-C again kills %s", plural(len(slow), "rank", "ranks"),
+				formatRanks(slow), plural(len(slow), "it", "them"))
+		case o := <-s.launchC:
+			s.launchC, s.launched = nil, &o
+		}
+	}
+	var rs []reply
+	var stranded []int
+	for _, r := range replies {
+		rs = append(rs, r)
+		if r.err != "" || r.stream != "" {
+			s.failed = true
+		}
+		if r.interrupted && strings.Contains(r.err, "bootstrap") {
+			stranded = append(stranded, r.rank)
+		}
+	}
+	s.printGroups(groupReplies(rs))
+	if len(stranded) > 0 {
+		sort.Ints(stranded)
+		s.notice("the interrupt left a collective unfinished on %s %s: collectives are out of step across ranks "+
+			"from now on (later ones may pair up wrongly or time out); window puts, signals and waits still work",
+			plural(len(stranded), "rank", "ranks"), formatRanks(stranded))
+	}
+	s.reportDeaths()
+}
+
+// kill ends ranks that do not stop (by their process group).
+func (s *session) kill(ranks map[int]bool) {
+	for r := range ranks {
+		rs := s.ranks[r]
+		if !rs.alive.Load() || rs.pid <= 0 {
+			continue
+		}
+		rs.killed = true
+		if err := unix.Kill(-rs.pid, unix.SIGKILL); err != nil {
+			_ = unix.Kill(rs.pid, unix.SIGKILL)
+		}
+	}
+}
+
+// reportDeaths says which ranks died since the last report, and what
+// still works.
+func (s *session) reportDeaths() {
+	if len(s.deaths) == 0 {
+		return
+	}
+	dead := s.deaths
+	s.deaths = nil
+	s.failed = true
+	sort.Ints(dead)
+	var parts []string
+	for _, r := range dead {
+		parts = append(parts, fmt.Sprintf("rank %d died (%s)", r, s.ranks[r].deathReason()))
+	}
+	msg := strings.Join(parts, "; ")
+	alive := s.alive()
+	if len(alive) == 0 {
+		s.notice("%s; no rank is alive: :quit ends the session", msg)
+		return
+	}
+	msg += fmt.Sprintf("; %s %s %s alive", plural(len(alive), "rank", "ranks"), formatRanks(alive),
+		plural(len(alive), "is", "are"))
+	if s.allAborted(alive) {
+		msg += "; collectives and window waits now fail on every rank, local Lua still works"
+	}
+	s.notice("%s", msg)
+}
+
+// allAborted asks the ranks whether they have seen the job abort (they
+// wait a little for the news).
+func (s *session) allAborted(ranks []int) bool {
+	s.nextID++
+	id := s.nextID
+	pending := map[int]bool{}
+	for _, r := range ranks {
+		if s.ranks[r].c.send(&message{Type: msgStatus, ID: id}) == nil {
+			pending[r] = true
+		}
+	}
+	all := true
+	timer := time.NewTimer(statusWait)
+	defer timer.Stop()
+	for len(pending) > 0 {
+		select {
+		case ev := <-s.events:
+			s.handle(ev)
+			if !pending[ev.rank] {
+				continue
+			}
+			if ev.closed {
+				delete(pending, ev.rank)
+			} else if ev.msg.Type == msgStatus && ev.msg.ID == id {
+				if ev.msg.Aborted == "" {
+					all = false
+				}
+				delete(pending, ev.rank)
+			}
+		case o := <-s.launchC:
+			s.launchC, s.launched = nil, &o
+		case <-timer.C:
+			return false
+		}
+	}
+	return all
+}
+
+// stop ends the ranks: goodbye first (when graceful), then SIGINT, then
+// SIGKILL; then it removes the control socket.
+func (s *session) stop(graceful bool) {
+	if s.cancelLaunch != nil && s.launched == nil {
+		if graceful {
+			for _, rs := range s.ranks {
+				if rs != nil && rs.alive.Load() {
+					_ = rs.c.send(&message{Type: msgQuit})
+				}
+			}
+		}
+		if !graceful || !s.waitLaunch(s.cfg.Timeout+quitSlack) {
+			s.cancelLaunch()
+			if !s.waitLaunch(stopWait) {
+				for _, rs := range s.ranks {
+					if rs != nil && rs.alive.Load() && rs.pid > 0 {
+						_ = unix.Kill(-rs.pid, unix.SIGKILL)
+					}
+				}
+				s.waitLaunch(stopWait)
+			}
+		}
+	}
+	if s.cancelLaunch != nil {
+		s.cancelLaunch()
+	}
+	close(s.done)
+	for _, rs := range s.ranks {
+		if rs != nil {
+			_ = rs.c.close()
+		}
+	}
+	if s.ln != nil {
+		_ = s.ln.Close()
+	}
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
+	}
+}
+
+// waitLaunch waits up to d for every rank to exit.
+func (s *session) waitLaunch(d time.Duration) bool {
+	if s.launched != nil {
+		return true
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case o := <-s.launchC:
+			s.launchC, s.launched = nil, &o
+			return true
+		case ev := <-s.events:
+			if ev.closed && ev.rank < len(s.ranks) && s.ranks[ev.rank] != nil {
+				s.ranks[ev.rank].alive.Store(false)
+			}
+		case <-timer.C:
+			return false
+		}
+	}
+}
+
+// Output.
+
+const (
+	colorRank   = "\x1b[36m"
+	colorErr    = "\x1b[31m"
+	colorNotice = "\x1b[33m"
+	colorOff    = "\x1b[0m"
+)
+
+func (s *session) paint(color, text string) string {
+	if !s.cfg.Color {
+		return text
+	}
+	return color + text + colorOff
+}
+
+func (s *session) printGroups(gs []group) {
+	var b strings.Builder
+	for _, g := range gs {
+		prefix := s.paint(colorRank, "["+formatRanks(g.ranks)+"]")
+		for _, l := range g.lines {
+			text := l.text
+			if l.isErr {
+				text = s.paint(colorErr, text)
+			}
+			b.WriteString(prefix)
+			if text != "" {
+				b.WriteByte(' ')
+				b.WriteString(text)
+			}
+			b.WriteByte('\n')
+		}
+	}
+	_, _ = io.WriteString(s.out, b.String())
+}
+
+// notice prints a message of the session itself.
+func (s *session) notice(format string, a ...any) {
+	_, _ = io.WriteString(s.out, s.paint(colorNotice, fmt.Sprintf(format, a...))+"\n")
+}
+
+// errorf prints an error of the session itself (a bad command).
+func (s *session) errorf(format string, a ...any) {
+	s.failed = true
+	_, _ = io.WriteString(s.out, s.paint(colorErr, "error: "+fmt.Sprintf(format, a...))+"\n")
+}
+
+func (s *session) info(format string, a ...any) {
+	_, _ = io.WriteString(s.out, fmt.Sprintf(format, a...)+"\n")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
