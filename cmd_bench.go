@@ -13,12 +13,14 @@ import (
 	"github.com/luacoll/luacoll/engine"
 )
 
-const benchUsage = `luacoll bench put|pingpong|barrier [-n N] [flags]
+const benchUsage = `luacoll bench put|pingpong|barrier|allgather [-n N] [flags]
 
   put       put bandwidth rank 0 -> rank 1 for sizes -b..-e (x -f), with a plain
             in-process copy of each size measured in the same run as the ceiling
   pingpong  8-byte put_signal -> wait ping-pong between ranks 0 and 1: median one-way latency
   barrier   window barrier latency over all N ranks (median of batches of 100)
+  allgather the persistent all-gather, nccl-tests columns, --vs nccl on CUDA
+            ('luacoll bench allgather --help' for its flags)
 
 Every rank is a process, as with 'luacoll run'. Rank 0 prints the table.`
 
@@ -51,6 +53,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	what := args[0]
 	switch what {
+	case "allgather":
+		return cmdBenchAllgather(args[1:], stdout, stderr)
 	case "put", "pingpong", "barrier":
 	default:
 		fmt.Fprintf(stderr, "luacoll bench: unknown benchmark %q\n\nUsage: %s\n", what, benchUsage)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
@@ -57,13 +56,12 @@ type AllGather struct {
 	k         uint64 // execs so far (continues the window's count)
 	inbox     []transport.Addr
 	destroyed bool
+	// On CUDA: the device-side protocol (exec counter in device memory,
+	// one-thread ready/done kernels, copy-engine copies, graphs) and the
+	// private window holding its slots.
+	dev   *transport.CUDAAGP
+	syncw *window.Window
 }
-
-// agActive maps a window to its live AllGather (at most one per window).
-var (
-	agMu     sync.Mutex
-	agActive = map[*window.Window]*AllGather{}
-)
 
 // NewAllGather is collective: every rank must pass the same window, algo
 // and graph. algo is "auto", "direct" or "pipeline"; graph mode needs the
@@ -102,8 +100,13 @@ func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, g
 	if len(others) > 0 {
 		return nil, fmt.Errorf("rank %d: %s failed on other ranks: %s", c.Env.Rank, call, strings.Join(others, "; "))
 	}
-	// Continue the window's exec count where an earlier AllGather left it.
 	me, n := c.Env.Rank, c.Rank.N()
+	if cs, ok := c.Rank.Stream.(*transport.CUDAStream); ok {
+		if err := ag.openDevice(ctx, cs, call); err != nil {
+			return nil, err
+		}
+	}
+	// Continue the window's exec count where an earlier AllGather left it.
 	for i := 1; i < n; i++ {
 		v, err := w.ReadSignalFrom((me+i)%n, ag.sig)
 		if err != nil {
@@ -113,12 +116,15 @@ func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, g
 			ag.k = k
 		}
 	}
-	agMu.Lock()
-	defer agMu.Unlock()
-	if agActive[w] != nil {
+	c.agMu.Lock()
+	defer c.agMu.Unlock()
+	if c.agActive[w] != nil {
 		return nil, fmt.Errorf("rank %d: %s: window %d already has a persistent all-gather; destroy it first", me, call, w.ID())
 	}
-	agActive[w] = ag
+	if c.agActive == nil {
+		c.agActive = map[*window.Window]*AllGather{}
+	}
+	c.agActive[w] = ag
 	return ag, nil
 }
 
@@ -142,9 +148,9 @@ func (ag *AllGather) prepare() error {
 	}
 	o := w.Options()
 	ag.sig, ag.bar = o.Signals-1, o.Barriers-1
-	agMu.Lock()
-	busy := agActive[w] != nil
-	agMu.Unlock()
+	c.agMu.Lock()
+	busy := c.agActive[w] != nil
+	c.agMu.Unlock()
 	if busy {
 		return fmt.Errorf("window %d already has a persistent all-gather; destroy it first", w.ID())
 	}
@@ -182,9 +188,61 @@ func (ag *AllGather) prepare() error {
 	if c.Opts.Device != "cuda" {
 		ag.path = "host copy over " + ag.path
 	}
-	if ag.graph {
-		ag.note = strings.TrimPrefix(ag.note+"; graph capture is not implemented; running eagerly", "; ")
+	return nil
+}
+
+// Slots of the private synchronization window on CUDA.
+const (
+	agSigDone  = 0
+	agSigReady = 1
+)
+
+// openDevice (collective) makes the private window of the CUDA protocol
+// and its device state: fresh zeroed slots, so any number of all-gathers,
+// eager or graph, may follow one another on the same user window.
+func (ag *AllGather) openDevice(ctx context.Context, cs *transport.CUDAStream, call string) error {
+	c := ag.c
+	me, n := c.Env.Rank, c.Rank.N()
+	sw, err := c.NewWindow(ctx, call+":sync", window.Options{Bytes: 128, Signals: 2, Counters: 1, Barriers: 1,
+		Timeout: ag.w.Options().Timeout, Path: "ce"})
+	if err != nil {
+		return fmt.Errorf("rank %d: %s: %w", me, call, err)
 	}
+	ag.syncw = sw
+	cfg := transport.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout,
+		ReadyLocal: make([]transport.Addr, n), ReadyRemote: make([]transport.Addr, n),
+		DoneLocal: make([]transport.Addr, n), DoneRemote: make([]transport.Addr, n)}
+	for p := 0; p < n; p++ {
+		cfg.ReadyLocal[p] = sw.SignalSlot(me, p, agSigReady)
+		cfg.ReadyRemote[p] = sw.SignalSlot(p, me, agSigReady)
+		cfg.DoneLocal[p] = sw.SignalSlot(me, p, agSigDone)
+		cfg.DoneRemote[p] = sw.SignalSlot(p, me, agSigDone)
+	}
+	dev, derr := cs.NewAGP(cfg)
+	msg := ""
+	if derr != nil {
+		msg = derr.Error()
+	}
+	all, err := c.Collective(ctx, call+":device", []byte(msg))
+	if err == nil && derr == nil {
+		for r, d := range all {
+			if len(d) > 0 {
+				err = fmt.Errorf("rank %d: %s", r, d)
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		if dev != nil {
+			_ = dev.Close()
+		}
+		return fmt.Errorf("rank %d: %s: device setup: %w", me, call, err)
+	}
+	ag.dev = dev
+	ag.path = "ce over " + strings.TrimPrefix(ag.path, "host copy over ")
 	return nil
 }
 
@@ -234,6 +292,9 @@ func (ag *AllGather) Exec(ctx context.Context, src *window.Buffer, srcOff, n uin
 	if src == w.Buffer() && !inPlace && n > 0 && srcOff < size*n {
 		return &window.ArgError{Arg: "src_off", Msg: fmt.Sprintf("the window as source must be at offset rank*n = %d (in place) or past the gathered area (%d bytes)", own, size*n)}
 	}
+	if ag.dev != nil {
+		return ag.execDevice(src, srcOff, n, inPlace)
+	}
 	ag.k++
 	tag := agTag(ag.k, n)
 	if err := w.Barrier(ag.bar); err != nil {
@@ -268,6 +329,60 @@ func (ag *AllGather) Exec(ctx context.Context, src *window.Buffer, srcOff, n uin
 	return nil
 }
 
+// execDevice enqueues one exec of the CUDA protocol: ready kernel, own
+// chunk (copy engine, on a side stream when large), puts to the peers in
+// the order rank+1, rank+2, ... (copy engines), done kernel. With graph,
+// the first exec of given arguments is captured and later ones replay it.
+func (ag *AllGather) execDevice(src *window.Buffer, srcOff, n uint64, inPlace bool) error {
+	w := ag.w
+	me, size := ag.c.Env.Rank, ag.c.Rank.N()
+	own := uint64(me) * n
+	base, err := w.Buffer().Addr()
+	if err != nil {
+		return ag.errf("%w", err)
+	}
+	e := transport.AGPExec{N: n, Graph: ag.graph}
+	from := base.Add(own)
+	if !inPlace {
+		s, err := src.Addr()
+		if err != nil {
+			return ag.errf("src: %w", err)
+		}
+		from = s.Add(srcOff)
+		e.Own = transport.AGPPut{Dst: base.Add(own), Src: from}
+	}
+	for i := 1; i < size; i++ {
+		p := (me + i) % size
+		e.Puts = append(e.Puts, transport.AGPPut{Dst: w.PeerData(p).Add(own), Src: from})
+	}
+	e.Fail = func(phase string, k, obs uint64, cause error) error {
+		what := "timed out after " + w.Options().Timeout.String()
+		if !errors.Is(cause, transport.ErrTimeout) {
+			what = "aborted: " + cause.Error()
+		}
+		if phase == "done" && obs>>tagNBits == k&tagKMask && obs&tagNMask != n {
+			return ag.errf("exec #%d: n differs across ranks: a peer passed n=%d, this rank n=%d (%s)", k, obs&tagNMask, n, what)
+		}
+		if phase == "ready" {
+			return ag.errf("exec #%d: waiting for every rank to start the exec (observed exec %d): %s", k, obs, what)
+		}
+		return ag.errf("exec #%d: waiting for the peers' chunks (n=%d, observed tag %#x): %s", k, n, obs, what)
+	}
+	if err := ag.dev.Exec(e); err != nil {
+		return ag.errf("exec #%d: %w", ag.dev.Count()+1, err)
+	}
+	return nil
+}
+
+// GraphNodes returns the node counts of the CUDA graph replayed last (nil
+// when none).
+func (ag *AllGather) GraphNodes() map[string]int {
+	if ag.dev == nil {
+		return nil
+	}
+	return ag.dev.GraphNodes()
+}
+
 func (ag *AllGather) waitError(p int, k, n, obs uint64, cause error) error {
 	what := "timed out after " + ag.w.Options().Timeout.String()
 	if !errors.Is(cause, transport.ErrTimeout) {
@@ -288,6 +403,18 @@ func (ag *AllGather) Info() map[string]string {
 		"graph":          "off",
 		"signal_slot":    fmt.Sprint(ag.sig),
 		"barrier_slot":   fmt.Sprint(ag.bar),
+	}
+	if ag.dev != nil {
+		m["sync"] = "device exec counter, one-thread ready/done kernels"
+		m["execs"] = fmt.Sprint(ag.dev.Count())
+		if ag.graph {
+			m["graph"] = "on"
+			if nodes := ag.dev.GraphNodes(); nodes != nil {
+				m["graph_nodes"] = transport.NodesString(nodes)
+			} else {
+				m["graph_nodes"] = "not captured yet (the first exec captures)"
+			}
+		}
 	}
 	if ag.note != "" {
 		m["note"] = ag.note
@@ -310,11 +437,21 @@ func (ag *AllGather) Destroy(ctx context.Context) error {
 	serr := ag.c.Sync(ctx)
 	_, cerr := ag.c.Collective(ctx, call, nil)
 	ag.destroyed = true
-	agMu.Lock()
-	if agActive[ag.w] == ag {
-		delete(agActive, ag.w)
+	if ag.dev != nil {
+		if err := ag.dev.Close(); err != nil && serr == nil {
+			serr = err
+		}
+		ag.dev = nil
 	}
-	agMu.Unlock()
+	if ag.syncw != nil && cerr == nil {
+		cerr = ag.c.FreeWindow(ctx, ag.syncw)
+		ag.syncw = nil
+	}
+	ag.c.agMu.Lock()
+	if ag.c.agActive[ag.w] == ag {
+		delete(ag.c.agActive, ag.w)
+	}
+	ag.c.agMu.Unlock()
 	if cerr != nil {
 		return ag.errf("destroy: %w", cerr)
 	}

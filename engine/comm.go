@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/luacoll/luacoll/transport"
@@ -37,9 +38,12 @@ type Comm struct {
 	Rank    *window.Rank
 
 	collSeq int
-	windows []*window.Window
-	buffers []*window.Buffer
-	closed  bool
+	// agActive is each window's live persistent all-gather (one at most).
+	agMu     sync.Mutex
+	agActive map[*window.Window]*AllGather
+	windows  []*window.Window
+	buffers  []*window.Buffer
+	closed   bool
 }
 
 // Conn is what a Comm needs of the bootstrap: the exchange, and the way to

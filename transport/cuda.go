@@ -525,6 +525,11 @@ type CUDAStream struct {
 	mu        sync.Mutex
 	err       error
 	pending   []*WaitSpec
+	// memops are the waits enqueued as stream memory operations (no SM, no
+	// device-side timeout): Sync watches them and releases one that times
+	// out or is aborted (see watch).
+	memops []*memopWait
+	memErr error
 	interrupt error
 	events    []*cuda.Event
 }
@@ -597,7 +602,30 @@ func (s *CUDAStream) Add64(dst Addr, v uint64) {
 	s.enqueue(func() error { return s.b.k.Signal(s.s, cuda.DevicePtr(dst), kernels.SignalAdd, v) })
 }
 
-// Wait implements Stream.
+// memopWait is a wait enqueued as cuStreamWaitValue64 on one slot.
+type memopWait struct {
+	spec     *WaitSpec
+	slot     Addr
+	enq      time.Time
+	delta    uint64 // added to the slot to release the wait; undone after
+	released bool
+}
+
+// memopCmp reports whether a comparison has a stream memory operation.
+func memopCmp(c Cmp) (cuda.WaitValueFlags, bool) {
+	switch c {
+	case CmpGe:
+		return cuda.WaitValueGEQ, true
+	case CmpEq:
+		return cuda.WaitValueEQ, true
+	}
+	return 0, false
+}
+
+// Wait implements Stream. On paths "ce" and "auto" a wait on single slots
+// with >= or == is a stream memory operation (no SM); a wait on a sum, any
+// other comparison, and path "sm" use the one-thread wait kernel with its
+// device-side timeout.
 func (s *CUDAStream) Wait(w WaitSpec) {
 	if len(w.Slots) == 0 {
 		return
@@ -609,8 +637,23 @@ func (s *CUDAStream) Wait(w WaitSpec) {
 			groups = append(groups, []Addr{a})
 		}
 	}
+	flags, memop := memopCmp(w.Cmp)
+	memop = memop && s.path != "sm"
+	for _, g := range groups {
+		if len(g) != 1 {
+			memop = false
+		}
+	}
 	s.enqueue(func() error {
+		ws := w
 		for _, g := range groups {
+			if memop {
+				if err := s.s.WaitValue64(cuda.DevicePtr(g[0]), w.Value, flags); err != nil {
+					return err
+				}
+				s.memops = append(s.memops, &memopWait{spec: &ws, slot: g[0], enq: time.Now()})
+				continue
+			}
 			stride := uint64(8)
 			if len(g) > 1 {
 				stride = uint64(g[1] - g[0])
@@ -626,10 +669,93 @@ func (s *CUDAStream) Wait(w WaitSpec) {
 				return err
 			}
 		}
-		ws := w
 		s.pending = append(s.pending, &ws)
 		return nil
 	})
+}
+
+// readSlot reads a 64-bit slot of device memory now (on the side stream).
+func (s *CUDAStream) readSlot(a Addr) (uint64, error) {
+	var b [8]byte
+	if err := s.b.drv.MemcpyDtoH(b[:], cuda.DevicePtr(a)); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
+
+// addSlot atomically adds v to a slot (a one-thread kernel on the side stream).
+func (s *CUDAStream) addSlot(a Addr, v uint64) error {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	if err := s.b.k.Signal(s.b.aux, cuda.DevicePtr(a), kernels.SignalAdd, v); err != nil {
+		return err
+	}
+	return s.b.aux.Synchronize()
+}
+
+// watch runs while Sync waits: a memory-operation wait has no timeout of
+// its own, so when one has waited longer than its timeout, or the job is
+// aborting, or the stream was interrupted, watch records the error and
+// releases it (and every later one) by adding to its slot what it lacks;
+// undoRelease takes the additions back once the stream has drained. The
+// record is poisoned too, so that the wait kernels behind return at once.
+func (s *CUDAStream) watch(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var cause error
+	if err := s.abort.Err(); err != nil {
+		cause = err
+	} else if s.interrupt != nil {
+		cause = s.interrupt
+	} else if s.memErr != nil {
+		cause = s.memErr
+	}
+	for _, m := range s.memops {
+		if m.released {
+			continue
+		}
+		v, err := s.readSlot(m.slot)
+		if err != nil {
+			return
+		}
+		if m.spec.Cmp.Holds(v, m.spec.Value) {
+			continue
+		}
+		if cause == nil && now.Sub(m.enq) < m.spec.Timeout {
+			return // the first wait still blocking is within its time
+		}
+		if s.memErr == nil {
+			c := cause
+			if c == nil {
+				c = ErrTimeout
+			}
+			if m.spec.Fail != nil {
+				s.memErr = m.spec.Fail(v, c)
+			} else {
+				s.memErr = fmt.Errorf("wait: %v (observed %d, target %d)", c, v, m.spec.Value)
+			}
+			cause = s.memErr
+			// Poison the record: the wait kernels behind give up at once.
+			r := (*[4]uint64)(s.rec.Host)
+			atomic.StoreUint64(&r[1], v)
+			atomic.StoreUint64(&r[2], m.spec.Value)
+			atomic.StoreUint32((*uint32)(s.rec.Host), uint32(kernels.StatusAborted))
+		}
+		m.delta = m.spec.Value - v
+		if s.addSlot(m.slot, m.delta) == nil {
+			m.released = true
+		}
+	}
+}
+
+// undoRelease takes back what watch added to released slots.
+func (s *CUDAStream) undoRelease() {
+	for _, m := range s.memops {
+		if m.released && m.delta != 0 {
+			_ = s.addSlot(m.slot, -m.delta)
+		}
+	}
+	s.memops = s.memops[:0]
 }
 
 // Host implements Stream: the callback runs once everything before it has
@@ -692,6 +818,7 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 	if err := s.b.current(); err != nil {
 		return err
 	}
+	cancelled := false
 	for i := 0; ; i++ {
 		done, err := s.s.Query()
 		if err != nil {
@@ -701,10 +828,17 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 			break
 		}
 		if i > 2000 {
+			if i%16 == 0 {
+				s.watch(time.Now())
+			}
 			select {
 			case <-ctx.Done():
-				s.Interrupt(context.Cause(ctx))
-				return fmt.Errorf("sync: %w", context.Cause(ctx))
+				if !cancelled {
+					// Interrupt the waits and keep draining: the stream
+					// must be idle before anyone reuses it.
+					cancelled = true
+					s.Interrupt(context.Cause(ctx))
+				}
 			case <-time.After(20 * time.Microsecond):
 			}
 		} else {
@@ -713,15 +847,23 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.undoRelease()
 	err := s.err
 	s.err = nil
+	memErr := s.memErr
+	s.memErr = nil
 	rec := kernels.ReadRecord(s.rec.Host)
 	if rec.Status != kernels.StatusOK {
 		werr := s.blame(rec)
 		kernels.ClearRecord(s.rec.Host)
+		if memErr != nil {
+			werr = memErr
+		}
 		if err == nil {
 			err = werr
 		}
+	} else if err == nil && memErr != nil {
+		err = memErr
 	}
 	if s.interrupt != nil && s.abort.Err() == nil {
 		atomic.StoreUint32((*uint32)(s.b.flag.Host), 0)
@@ -731,6 +873,9 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 	}
 	s.interrupt = nil
 	s.pending = s.pending[:0]
+	if cancelled && err == nil {
+		err = fmt.Errorf("sync: %w", context.Cause(ctx))
+	}
 	return err
 }
 
@@ -775,7 +920,11 @@ func (s *CUDAStream) Close() {
 	}
 	close(s.stop)
 	_ = s.b.current()
-	_ = s.s.Synchronize()
+	// Drain through Sync, which releases waits that would never end.
+	s.Interrupt(errors.New("stream closing"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	_ = s.Sync(ctx)
+	cancel()
 	for _, ev := range s.events {
 		_ = ev.Destroy()
 	}

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/engine"
+)
+
+const benchAllgatherUsage = `luacoll bench allgather [-n N] [--device host|cuda] [flags]
+
+  The persistent all-gather (lc.allgather_persistent) for sizes -b..-e (x -f),
+  size = total output bytes (nccl-tests convention: each rank sends size/N),
+  time = average per exec of --iters execs enqueued back to back after -w
+  warmup ones; algbw = size/time, busbw = algbw*(N-1)/N. Every timed run is
+  checked: each rank compares every chunk with its sender's checksum.
+  With --vs nccl on CUDA, ncclAllGather runs on the same buffers in the same
+  processes and run (captured in a CUDA graph too with --graph).`
+
+// agFlags are the flags of bench allgather.
+type agFlags struct {
+	rank          rankFlags
+	minS, maxS    string
+	factor        int
+	iters, warmup int
+	algo, vs      string
+	graph         bool
+	jsonOut, plot string
+	cmdline       string
+}
+
+func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("bench allgather", benchAllgatherUsage, stderr)
+	var f agFlags
+	f.rank.register(fs)
+	fs.StringVar(&f.minS, "b", "", "smallest total size (default 1K)")
+	fs.StringVar(&f.maxS, "e", "", "largest total size (default 1G on cuda, 64M on host)")
+	fs.IntVar(&f.factor, "f", 4, "size multiplication factor")
+	fs.IntVar(&f.iters, "iters", 20, "timed execs per size")
+	fs.IntVar(&f.warmup, "w", 5, "warmup execs per size")
+	fs.IntVar(&f.warmup, "warmup", 5, "warmup execs per size (same as -w)")
+	fs.StringVar(&f.algo, "algo", "auto", "direct, auto or pipeline (lua:ring and lua:direct are not available yet)")
+	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")
+	fs.StringVar(&f.vs, "vs", "", "baseline: nccl (needs --device cuda)")
+	fs.StringVar(&f.jsonOut, "json", "", "write the rows and the run's metadata as JSON Lines to FILE")
+	fs.StringVar(&f.plot, "plot", "", "write an SVG plot (busbw vs size) to FILE.svg")
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	f.cmdline = "luacoll bench allgather " + strings.Join(args, " ")
+	sizes, err := f.check()
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
+		return 2
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	env, isRank, err := engine.RankEnvFromEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
+		return 2
+	}
+	if !isRank {
+		n := f.rank.n
+		if n == 0 {
+			n = 2
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
+			return 1
+		}
+		cfg := engine.LaunchConfig{N: n, Path: exe, Args: append([]string{"bench", "allgather"}, args...),
+			Stdout: stdout, Stderr: stderr, Grace: f.rank.timeout + 5*time.Second}
+		if f.vs == "nccl" {
+			cfg.ExtraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
+		}
+		res, err := engine.Launch(ctx, cfg)
+		if err != nil {
+			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
+			if res.ExitCode == 0 {
+				return 1
+			}
+		}
+		return res.ExitCode
+	}
+	gpus, _ := f.rank.gpuList()
+	comm, err := engine.Open(ctx, env, engine.Options{Device: f.rank.device, Timeout: f.rank.timeout, GPUs: gpus}, cudaBackend)
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
+		return 1
+	}
+	if err := runBenchAllgather(ctx, comm, f, sizes, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "luacoll bench allgather: rank %d: %v\n", env.Rank, err)
+		_ = comm.Close(err)
+		return 1
+	}
+	if err := comm.Close(nil); err != nil {
+		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// check validates the flags and returns the sizes.
+func (f *agFlags) check() ([]uint64, error) {
+	if err := f.rank.check(); err != nil {
+		return nil, err
+	}
+	if f.minS == "" {
+		f.minS = "1K"
+	}
+	if f.maxS == "" {
+		f.maxS = "64M"
+		if f.rank.device == "cuda" {
+			f.maxS = "1G"
+		}
+	}
+	lo, err := parseSize(f.minS)
+	if err != nil {
+		return nil, fmt.Errorf("-b: %w", err)
+	}
+	hi, err := parseSize(f.maxS)
+	if err != nil {
+		return nil, fmt.Errorf("-e: %w", err)
+	}
+	switch {
+	case hi < lo:
+		return nil, fmt.Errorf("-e %s is smaller than -b %s", f.maxS, f.minS)
+	case f.factor < 2:
+		return nil, fmt.Errorf("-f %d: want 2 or more", f.factor)
+	case f.iters < 1:
+		return nil, fmt.Errorf("--iters %d: want 1 or more", f.iters)
+	case f.warmup < 0:
+		return nil, fmt.Errorf("-w %d: must not be negative", f.warmup)
+	case f.vs != "" && f.vs != "nccl":
+		return nil, fmt.Errorf("--vs %q: the only baseline is nccl", f.vs)
+	case f.graph && f.rank.device != "cuda":
+		return nil, fmt.Errorf("--graph needs --device cuda")
+	case f.plot != "" && !strings.HasSuffix(f.plot, ".svg"):
+		return nil, fmt.Errorf("--plot %q: only SVG plots are written (name ending in .svg)", f.plot)
+	}
+	switch f.algo {
+	case "auto", "direct", "pipeline":
+	case "lua:ring", "lua:direct":
+		return nil, fmt.Errorf("--algo %s: the Lua schedules are not available in bench allgather yet; use direct, auto or pipeline", f.algo)
+	default:
+		return nil, fmt.Errorf("--algo %q: want direct, auto, pipeline, lua:ring or lua:direct", f.algo)
+	}
+	var sizes []uint64
+	for s := lo; s <= hi; s *= uint64(f.factor) {
+		sizes = append(sizes, s)
+	}
+	return sizes, nil
+}
+
+// agMeta is the first JSON line: the run's metadata.
+type agMeta struct {
+	Kind     string            `json:"kind"`
+	Command  string            `json:"command"`
+	Version  string            `json:"luacoll_version"`
+	Revision string            `json:"git_revision"`
+	Backend  string            `json:"backend"`
+	Ranks    int               `json:"ranks"`
+	Iters    int               `json:"iters"`
+	Warmup   int               `json:"warmup"`
+	Algo     string            `json:"algo"`
+	Graph    bool              `json:"graph"`
+	Driver   int               `json:"cuda_driver,omitempty"`
+	GPUs     []string          `json:"gpus,omitempty"`
+	Topology [][]string        `json:"topology,omitempty"`
+	NCCL     string            `json:"nccl"`
+	Info     map[string]string `json:"allgather_info"`
+	Time     string            `json:"time"`
+}
+
+func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []uint64, stdout, stderr io.Writer) error {
+	me := c.Env.Rank
+	var progress io.Writer
+	if me == 0 && isTerminal(os.Stderr) {
+		progress = stderr
+	}
+	res, err := engine.BenchAllGather(ctx, c, engine.AGBenchConfig{Sizes: sizes, Iters: f.iters, Warmup: f.warmup,
+		Algo: f.algo, Graph: f.graph, NCCL: f.vs == "nccl", Progress: progress})
+	if err != nil {
+		return err
+	}
+	if me != 0 {
+		return nil
+	}
+	rev := revision
+	if rev == "" {
+		rev = "unknown"
+	}
+	meta := agMeta{Kind: "meta", Command: f.cmdline,
+		Version: versionString(), Revision: rev, Backend: c.Backend.Name(), Ranks: c.Env.Size,
+		Iters: f.iters, Warmup: f.warmup, Algo: f.algo, Graph: f.graph, NCCL: res.NCCL, Info: res.Info,
+		Time: time.Now().UTC().Format(time.RFC3339)}
+	if c.Opts.Device == "cuda" {
+		pi := cuda.Probe()
+		meta.Driver, meta.Topology = pi.DriverVersion, pi.Topology
+		for _, d := range pi.Devices {
+			meta.GPUs = append(meta.GPUs, d.Name)
+		}
+	}
+	fmt.Fprintf(stdout, "# luacoll bench allgather: %s backend, %d ranks, luacoll %s\n", c.Backend.Name(), c.Env.Size, versionString())
+	fmt.Fprintf(stdout, "# algo %s (runs %s, path %s), graph %v, %d warmup + %d timed execs back to back per size\n",
+		f.algo, res.Info["algo"], res.Info["path"], f.graph, f.warmup, f.iters)
+	if nodes := res.Info["graph_nodes"]; nodes != "" {
+		fmt.Fprintf(stdout, "# luacoll graph nodes per exec: %s\n", nodes)
+	}
+	if res.NCCLNodes != "" {
+		fmt.Fprintf(stdout, "# NCCL graph nodes per op: %s\n", res.NCCLNodes)
+	}
+	if meta.GPUs != nil {
+		fmt.Fprintf(stdout, "# GPUs: %s; driver %d\n", strings.Join(meta.GPUs, ", "), meta.Driver)
+	}
+	fmt.Fprintf(stdout, "# baseline: %s\n", res.NCCL)
+	if note := res.Info["note"]; note != "" {
+		fmt.Fprintf(stdout, "# note: %s\n", note)
+	}
+	fmt.Fprintf(stdout, "# %12s %12s %6s %10s %8s %8s %7s", "size(B)", "count", "type", "time(us)", "algbw", "busbw", "#wrong")
+	if res.HaveNCCL {
+		fmt.Fprintf(stdout, " %10s %8s %7s %7s", "nccl(us)", "n.busbw", "#wrong", "ratio")
+	}
+	fmt.Fprintln(stdout)
+	for _, r := range res.Rows {
+		fmt.Fprintf(stdout, "  %12d %12d %6s %10.2f %8.2f %8.2f %7d", r.Bytes, r.Count, r.Type, r.Seconds*1e6, r.AlgBW, r.BusBW, r.Wrong)
+		if res.HaveNCCL {
+			fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.NCCLSec*1e6, r.NCCLBusBW, r.NCCLWrong, r.Ratio)
+		}
+		fmt.Fprintln(stdout)
+	}
+	if f.jsonOut != "" {
+		if err := writeAGJSON(f.jsonOut, meta, res.Rows); err != nil {
+			return err
+		}
+	}
+	if f.plot != "" {
+		title := fmt.Sprintf("all-gather busbw, %d ranks, %s, graph %v", c.Env.Size, c.Backend.Name(), f.graph)
+		if err := os.WriteFile(f.plot, []byte(agPlotSVG(title, res.Rows, res.HaveNCCL)), 0o644); err != nil {
+			return fmt.Errorf("--plot: %w", err)
+		}
+	}
+	return nil
+}
+
+func writeAGJSON(path string, meta agMeta, rows []engine.AGBenchRow) error {
+	fh, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--json: %w", err)
+	}
+	enc := json.NewEncoder(fh)
+	err = enc.Encode(meta)
+	for _, r := range rows {
+		if err == nil {
+			err = enc.Encode(struct {
+				Kind string `json:"kind"`
+				engine.AGBenchRow
+			}{"row", r})
+		}
+	}
+	if cerr := fh.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("--json %s: %w", path, err)
+	}
+	return nil
+}
+
+// agPlotSVG draws busbw (GB/s) against size (log2 axis) for luacoll and,
+// when present, NCCL.
+func agPlotSVG(title string, rows []engine.AGBenchRow, nccl bool) string {
+	const W, H, L, R, T, B = 720.0, 440.0, 70.0, 20.0, 40.0, 60.0
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%g" height="%g" font-family="sans-serif" font-size="12">`+"\n", W, H)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%g" y="22" font-size="14">%s</text>`+"\n", L, xmlEscape(title))
+	if len(rows) == 0 {
+		b.WriteString("</svg>\n")
+		return b.String()
+	}
+	lx0, lx1 := math.Log2(float64(rows[0].Bytes)), math.Log2(float64(rows[len(rows)-1].Bytes))
+	if lx1 <= lx0 {
+		lx1 = lx0 + 1
+	}
+	ymax := 1.0
+	for _, r := range rows {
+		ymax = math.Max(ymax, math.Max(r.BusBW, r.NCCLBusBW))
+	}
+	ymax = math.Ceil(ymax/50) * 50
+	px := func(bytes uint64) float64 { return L + (math.Log2(float64(bytes))-lx0)/(lx1-lx0)*(W-L-R) }
+	py := func(v float64) float64 { return H - B - v/ymax*(H-T-B) }
+	fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="black"/>`+"\n", L, H-B, W-R, H-B)
+	fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="black"/>`+"\n", L, T, L, H-B)
+	for i := 0; i <= 5; i++ {
+		v := ymax * float64(i) / 5
+		fmt.Fprintf(&b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="#ddd"/><text x="%g" y="%.1f" text-anchor="end">%g</text>`+"\n",
+			L, py(v), W-R, py(v), L-6, py(v)+4, v)
+	}
+	for _, r := range rows {
+		fmt.Fprintf(&b, `<text x="%.1f" y="%g" text-anchor="middle">%s</text>`+"\n", px(r.Bytes), H-B+16, humanBytes(r.Bytes))
+	}
+	fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="middle">size (total output bytes)</text>`+"\n", (W+L)/2, H-16)
+	fmt.Fprintf(&b, `<text transform="translate(16,%g) rotate(-90)" text-anchor="middle">busbw (GB/s)</text>`+"\n", (H+T-B)/2)
+	line := func(color, name string, y func(r engine.AGBenchRow) float64, ly float64) {
+		var pts []string
+		for _, r := range rows {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(r.Bytes), py(y(r))))
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", color, strings.Join(pts, " "))
+		fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="%s" stroke-width="2"/><text x="%g" y="%g">%s</text>`+"\n",
+			L+10, ly, L+30, ly, color, L+36, ly+4, name)
+	}
+	line("#1f77b4", "luacoll", func(r engine.AGBenchRow) float64 { return r.BusBW }, T+10)
+	if nccl {
+		line("#d62728", "NCCL", func(r engine.AGBenchRow) float64 { return r.NCCLBusBW }, T+26)
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+func humanBytes(n uint64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dG", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dM", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dK", n>>10)
+	}
+	return fmt.Sprint(n)
+}
+
+func xmlEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}

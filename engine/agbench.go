@@ -1,0 +1,335 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/window"
+)
+
+// AGBenchConfig configures BenchAllGather.
+type AGBenchConfig struct {
+	// Sizes are total output bytes (nccl-tests convention); each rank
+	// sends Size/N bytes, rounded down to a multiple of 16.
+	Sizes  []uint64
+	Iters  int
+	Warmup int
+	Algo   string // "auto", "direct" or "pipeline"
+	Graph  bool   // luacoll in graph mode; NCCL is then also captured
+	NCCL   bool   // measure ncclAllGather on the same buffers (CUDA only)
+	// Progress, when set, receives a progress line per size (rank 0).
+	Progress io.Writer
+}
+
+// AGBenchRow is one size of the all-gather benchmark. Seconds are the
+// average per exec over Iters execs enqueued back to back (nccl-tests
+// "time"); algbw = Bytes/Seconds, busbw = algbw*(n-1)/n, in GB/s.
+type AGBenchRow struct {
+	Bytes     uint64  `json:"size"`
+	Count     uint64  `json:"count"`
+	Type      string  `json:"type"`
+	Seconds   float64 `json:"time_s"`
+	AlgBW     float64 `json:"algbw_gbps"`
+	BusBW     float64 `json:"busbw_gbps"`
+	Wrong     int     `json:"wrong"`
+	NCCLSec   float64 `json:"nccl_time_s,omitempty"`
+	NCCLBusBW float64 `json:"nccl_busbw_gbps,omitempty"`
+	NCCLWrong int     `json:"nccl_wrong,omitempty"`
+	// Ratio is time_nccl / time_ours (above 1: luacoll is faster).
+	Ratio float64 `json:"ratio_vs_nccl,omitempty"`
+}
+
+// AGBenchResult is what rank 0 reports.
+type AGBenchResult struct {
+	Rows []AGBenchRow
+	// Info is the all-gather's ag:info() after the run.
+	Info map[string]string
+	// NCCL is the library version, or why there is no baseline.
+	NCCL     string
+	HaveNCCL bool
+	// NCCLNodes are the node counts of NCCL's captured graph (graph mode).
+	NCCLNodes string
+}
+
+// ncclRun is the NCCL baseline's state on one rank.
+type ncclRun struct {
+	lib  *cuda.NCCL
+	comm *cuda.NCCLComm
+	cs   *transport.CUDAStream
+	gs   map[uint64]*transport.CUDAGraph
+}
+
+func (r *ncclRun) close() {
+	if r == nil {
+		return
+	}
+	for _, g := range r.gs {
+		_ = g.Destroy()
+	}
+	if r.comm != nil {
+		_ = r.cs.Current()
+		_ = r.comm.Destroy()
+	}
+	r.lib.Close()
+}
+
+// openNCCL (collective) builds an NCCL communicator over all ranks from a
+// unique id that rank 0 makes and the bootstrap carries. It returns nil and
+// the reason when some rank cannot.
+func openNCCL(ctx context.Context, c *Comm, cs *transport.CUDAStream) (*ncclRun, string, error) {
+	// NVLink SHARP (multicast) must stay off on these machines.
+	if err := os.Setenv("NCCL_NVLS_ENABLE", "0"); err != nil {
+		return nil, "", err
+	}
+	lib, lerr := cuda.LoadNCCL()
+	var id cuda.NCCLUniqueID
+	status := ""
+	if lerr != nil {
+		status = lerr.Error()
+	} else if c.Env.Rank == 0 {
+		var err error
+		if id, err = lib.UniqueID(); err != nil {
+			status = err.Error()
+		}
+	}
+	payload := []byte(status)
+	if status == "" {
+		payload = append([]byte{0}, id[:]...)
+	}
+	all, err := c.Collective(ctx, "bench.allgather.nccl_id", payload)
+	if err != nil {
+		if lib != nil {
+			lib.Close()
+		}
+		return nil, "", err
+	}
+	for r, d := range all {
+		if len(d) == 0 || d[0] != 0 {
+			if lib != nil {
+				lib.Close()
+			}
+			return nil, fmt.Sprintf("rank %d: %s", r, d), nil
+		}
+	}
+	copy(id[:], all[0][1:])
+	if err := cs.Current(); err != nil {
+		lib.Close()
+		return nil, "", err
+	}
+	comm, ierr := lib.InitRank(id, c.Env.Size, c.Env.Rank)
+	status = ""
+	if ierr != nil {
+		status = ierr.Error()
+	}
+	if _, err := c.checked(ctx, "bench.allgather.nccl_init", []byte(status), true); err != nil {
+		if comm != nil {
+			_ = comm.Destroy()
+		}
+		lib.Close()
+		return nil, err.Error(), nil
+	}
+	return &ncclRun{lib: lib, comm: comm, cs: cs, gs: map[uint64]*transport.CUDAGraph{}}, "NCCL " + lib.Version(), nil
+}
+
+// BenchAllGather measures the persistent all-gather (and, on CUDA with
+// cfg.NCCL, ncclAllGather on the same buffers in the same run) for each
+// size. After every timed run each rank checks every chunk of its window
+// against the checksum of the rank that sent it; wrong chunks are summed
+// over ranks. Rank 0's result holds the rows.
+func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchResult, error) {
+	N := uint64(c.Env.Size)
+	me := c.Env.Rank
+	if len(cfg.Sizes) == 0 || cfg.Iters < 1 || cfg.Warmup < 0 {
+		return nil, errors.New("bench allgather: need sizes, iters >= 1 and warmup >= 0")
+	}
+	chunk := func(total uint64) uint64 { return total / N &^ 15 }
+	maxChunk := uint64(16)
+	for _, s := range cfg.Sizes {
+		maxChunk = max(maxChunk, chunk(s))
+	}
+	res := &AGBenchResult{}
+	cs, onCUDA := c.Rank.Stream.(*transport.CUDAStream)
+	var nr *ncclRun
+	switch {
+	case !cfg.NCCL:
+		res.NCCL = "not requested (--vs nccl)"
+	case !onCUDA:
+		res.NCCL = "NCCL baseline needs --device cuda"
+	default:
+		var why string
+		var err error
+		if nr, why, err = openNCCL(ctx, c, cs); err != nil {
+			return nil, fmt.Errorf("NCCL baseline: %w", err)
+		}
+		defer nr.close()
+		res.NCCL, res.HaveNCCL = why, nr != nil
+		if nr == nil {
+			res.NCCL = "no NCCL baseline: " + why
+		}
+	}
+	w, err := c.NewWindow(ctx, fmt.Sprintf("bench.allgather(window %d)", maxChunk*N),
+		window.Options{Bytes: maxChunk * N, Signals: 2, Counters: 1, Barriers: 2, Path: "ce"})
+	if err != nil {
+		return nil, err
+	}
+	defer c.FreeWindow(ctx, w)
+	src, err := c.NewBuffer(maxChunk)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Free()
+	ag, err := NewAllGather(ctx, c, w, cfg.Algo, cfg.Graph)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !ag.destroyed {
+			_ = ag.Destroy(ctx)
+		}
+	}()
+	out := w.Buffer()
+	base, err := out.Addr()
+	if err != nil {
+		return nil, err
+	}
+	srcAddr, err := src.Addr()
+	if err != nil {
+		return nil, err
+	}
+	// run times iters back-to-back ops after warmup ones, on every rank
+	// together, and returns the average seconds per op.
+	run := func(op func() error) (float64, error) {
+		for i := 0; i < cfg.Warmup; i++ {
+			if err := op(); err != nil {
+				return 0, err
+			}
+		}
+		if err := c.Sync(ctx); err != nil {
+			return 0, err
+		}
+		if err := c.Barrier(ctx); err != nil {
+			return 0, err
+		}
+		t0 := time.Now()
+		for i := 0; i < cfg.Iters; i++ {
+			if err := op(); err != nil {
+				return 0, err
+			}
+		}
+		if err := c.Sync(ctx); err != nil {
+			return 0, err
+		}
+		return time.Since(t0).Seconds() / float64(cfg.Iters), nil
+	}
+	for si, size := range cfg.Sizes {
+		n := chunk(size)
+		row := AGBenchRow{Bytes: n * N, Count: n * N, Type: "uint8"}
+		seed := uint64(si+1)<<32 | uint64(me)<<16
+		// prepare fills src with this run's pattern, clears the window and
+		// returns every rank's checksum of its chunk.
+		prepare := func(runSeed uint64) ([]uint64, error) {
+			if err := src.Fill(transport.FillRandU32, runSeed); err != nil {
+				return nil, err
+			}
+			if err := out.Fill(transport.FillConst, 0xA5); err != nil {
+				return nil, err
+			}
+			sum, err := src.Checksum(0, n)
+			if err != nil {
+				return nil, err
+			}
+			all, err := c.Collective(ctx, fmt.Sprintf("bench.allgather.sums(%d)", size), []byte(strconv.FormatUint(sum, 16)))
+			if err != nil {
+				return nil, err
+			}
+			sums := make([]uint64, len(all))
+			for r, d := range all {
+				if sums[r], err = strconv.ParseUint(string(d), 16, 64); err != nil {
+					return nil, fmt.Errorf("checksum from rank %d: %w", r, err)
+				}
+			}
+			return sums, nil
+		}
+		verify := func(sums []uint64) (int, error) {
+			wrong := 0
+			for r := uint64(0); r < N; r++ {
+				got, err := out.Checksum(r*n, n)
+				if err != nil {
+					return 0, err
+				}
+				if got != sums[r] {
+					wrong++
+				}
+			}
+			return c.sumInt(ctx, fmt.Sprintf("bench.allgather.check(%d)", size), wrong)
+		}
+		sums, err := prepare(seed | 1)
+		if err != nil {
+			return nil, err
+		}
+		row.Seconds, err = run(func() error { return ag.Exec(ctx, src, 0, n) })
+		if err != nil {
+			return nil, fmt.Errorf("size %d: %w", size, err)
+		}
+		if row.Wrong, err = verify(sums); err != nil {
+			return nil, err
+		}
+		row.AlgBW = float64(row.Bytes) / row.Seconds / 1e9
+		row.BusBW = row.AlgBW * float64(N-1) / float64(N)
+		if nr != nil {
+			if sums, err = prepare(seed | 2); err != nil {
+				return nil, err
+			}
+			op := func() error {
+				cs.Enqueue(func(s *cuda.Stream) error {
+					return nr.comm.AllGather(cuda.DevicePtr(srcAddr), cuda.DevicePtr(base), n, cuda.NCCLUint8, s)
+				})
+				return nil
+			}
+			if cfg.Graph {
+				g := nr.gs[n]
+				if g == nil {
+					if err := c.Sync(ctx); err != nil {
+						return nil, err
+					}
+					g, err = cs.Capture(func(s *cuda.Stream) error {
+						return nr.comm.AllGather(cuda.DevicePtr(srcAddr), cuda.DevicePtr(base), n, cuda.NCCLUint8, s)
+					})
+					if err != nil {
+						return nil, fmt.Errorf("NCCL graph: %w", err)
+					}
+					nr.gs[n] = g
+					res.NCCLNodes = transport.NodesString(g.Nodes())
+				}
+				op = func() error { g.Launch(); return nil }
+			}
+			if row.NCCLSec, err = run(op); err != nil {
+				return nil, fmt.Errorf("size %d: NCCL: %w", size, err)
+			}
+			if row.NCCLWrong, err = verify(sums); err != nil {
+				return nil, err
+			}
+			row.NCCLBusBW = float64(row.Bytes) / row.NCCLSec / 1e9 * float64(N-1) / float64(N)
+			row.Ratio = row.NCCLSec / row.Seconds
+		}
+		res.Rows = append(res.Rows, row)
+		if cfg.Progress != nil && me == 0 {
+			fmt.Fprintf(cfg.Progress, "\r[%d/%d] %d bytes done", si+1, len(cfg.Sizes), row.Bytes)
+		}
+	}
+	if cfg.Progress != nil && me == 0 {
+		fmt.Fprint(cfg.Progress, "\r\033[K")
+	}
+	res.Info = ag.Info()
+	if err := ag.Destroy(ctx); err != nil {
+		return nil, err
+	}
+	return res, nil
+}

@@ -1,0 +1,341 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/kernels"
+)
+
+// Current makes the stream's CUDA context current on the calling thread
+// (for library calls that use the runtime's current device, like NCCL).
+func (s *CUDAStream) Current() error { return s.b.current() }
+
+// Enqueue runs fn with the raw CUDA stream, in stream order; an error stops
+// the stream and is reported by the next Sync.
+func (s *CUDAStream) Enqueue(fn func(cs *cuda.Stream) error) {
+	s.enqueue(func() error { return fn(s.s) })
+}
+
+// CUDAGraph is work captured from a CUDAStream and instantiated.
+type CUDAGraph struct {
+	s     *CUDAStream
+	g     *cuda.Graph
+	exec  *cuda.GraphExec
+	nodes map[string]int
+}
+
+// Capture records what fn enqueues on the raw stream into a CUDA graph
+// (thread-local capture mode) and instantiates it; nothing runs yet. The
+// stream must be idle of errors; a failure inside fn ends the capture.
+func (s *CUDAStream) Capture(fn func(cs *cuda.Stream) error) (*CUDAGraph, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, fmt.Errorf("capture: the stream has failed: %w", s.err)
+	}
+	if err := s.b.current(); err != nil {
+		return nil, fmt.Errorf("capture: %w", err)
+	}
+	if err := s.s.BeginCapture(cuda.CaptureModeThreadLocal); err != nil {
+		return nil, fmt.Errorf("capture: %w", err)
+	}
+	ferr := fn(s.s)
+	g, err := s.s.EndCapture()
+	if ferr != nil || err != nil {
+		if g != nil {
+			_ = g.Destroy()
+		}
+		return nil, fmt.Errorf("capture: %w", errors.Join(ferr, err))
+	}
+	nodes, err := g.NodeCounts()
+	if err != nil {
+		_ = g.Destroy()
+		return nil, fmt.Errorf("capture: %w", err)
+	}
+	exec, err := g.Instantiate(0)
+	if err != nil {
+		_ = g.Destroy()
+		return nil, fmt.Errorf("capture: %w", err)
+	}
+	return &CUDAGraph{s: s, g: g, exec: exec, nodes: nodes}, nil
+}
+
+// Nodes returns the graph's node counts by type ("kernel", "memcpy", ...).
+func (g *CUDAGraph) Nodes() map[string]int {
+	out := make(map[string]int, len(g.nodes))
+	for k, v := range g.nodes {
+		out[k] = v
+	}
+	return out
+}
+
+// NodesString formats node counts as "kernel=2 memcpy=3", sorted by type.
+func NodesString(nodes map[string]int) string {
+	var parts []string
+	for k, v := range nodes {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+// Launch enqueues one replay of the graph on its stream.
+func (g *CUDAGraph) Launch() {
+	g.s.enqueue(func() error { return g.exec.Launch(g.s.s) })
+}
+
+// Destroy releases the graph; the stream must have finished its replays.
+func (g *CUDAGraph) Destroy() error {
+	if g.exec == nil {
+		return nil
+	}
+	if err := g.s.b.current(); err != nil {
+		return err
+	}
+	err := errors.Join(g.exec.Destroy(), g.g.Destroy())
+	g.exec, g.g = nil, nil
+	return err
+}
+
+// AGPConfig places a persistent all-gather's synchronization slots. Each
+// slice has one entry per rank (the entry of this rank is ignored): Local
+// entries are this rank's slots that rank p writes, Remote entries the
+// slots of rank p that this rank writes, as mapped here. Every slot must be
+// zero when the CUDAAGP is made and belong to it alone.
+type AGPConfig struct {
+	Rank, Size              int
+	ReadyLocal, ReadyRemote []Addr
+	DoneLocal, DoneRemote   []Addr
+	Timeout                 time.Duration
+}
+
+// AGPPut is one copy of an exec.
+type AGPPut struct {
+	Dst, Src Addr
+}
+
+// AGPExec is one exec of a persistent all-gather on CUDA: the own chunk's
+// copy (Own.Src == 0: in place), the puts to the peers in order, all of
+// N bytes, between the ready and done kernels.
+type AGPExec struct {
+	N    uint64
+	Own  AGPPut
+	Puts []AGPPut
+	// Graph captures the exec the first time these arguments are seen and
+	// replays the graph afterwards.
+	Graph bool
+	// Fail builds the error of a failed wait: phase is "ready" or "done",
+	// k the exec number, observed the value last seen in the failing slot.
+	Fail func(phase string, k, observed uint64, cause error) error
+}
+
+// agpSideMin is the smallest own-chunk copy that runs on the side stream,
+// overlapped with the puts; smaller ones run in line.
+const agpSideMin = 1 << 20
+
+// CUDAAGP is the device side of a persistent all-gather on one stream:
+// an exec counter in device memory, the slot address arrays, a side
+// stream for the own chunk and the captured graphs. Copies always use the
+// copy engines; the only kernels are the two one-thread sync kernels.
+type CUDAAGP struct {
+	s          *CUDAStream
+	ak         *kernels.AGPKernels
+	mem        cuda.DevicePtr
+	ready      kernels.AGPSpec
+	done       kernels.AGPSpec
+	side       *cuda.Stream
+	fork, join *cuda.Event
+	graphs     map[string]*CUDAGraph
+	last       *CUDAGraph
+	k          uint64 // execs enqueued (mirrors the device counter)
+}
+
+// NewAGP prepares the device side of a persistent all-gather.
+func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
+	n := cfg.Size
+	for _, sl := range [][]Addr{cfg.ReadyLocal, cfg.ReadyRemote, cfg.DoneLocal, cfg.DoneRemote} {
+		if len(sl) != n {
+			return nil, fmt.Errorf("persistent all-gather: %d slot addresses for %d ranks", len(sl), n)
+		}
+	}
+	if err := s.b.current(); err != nil {
+		return nil, err
+	}
+	ak, err := s.b.k.AGP()
+	if err != nil {
+		return nil, err
+	}
+	// One allocation: the counter, then four arrays of n pointers.
+	arr := uint64(n) * 8
+	mem, err := s.b.alloc(256 + 4*arr)
+	if err != nil {
+		return nil, fmt.Errorf("persistent all-gather: %w", err)
+	}
+	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[string]*CUDAGraph{}}
+	buf := make([]byte, 4*arr)
+	for i, sl := range [][]Addr{cfg.ReadyRemote, cfg.ReadyLocal, cfg.DoneRemote, cfg.DoneLocal} {
+		for p, v := range sl {
+			if p == cfg.Rank {
+				v = 0
+			}
+			off := uint64(i)*arr + uint64(p)*8
+			for j := 0; j < 8; j++ {
+				buf[off+uint64(j)] = byte(uint64(v) >> (8 * j))
+			}
+		}
+	}
+	fail := func(err error) (*CUDAAGP, error) {
+		_ = a.Close()
+		return nil, fmt.Errorf("persistent all-gather: %w", err)
+	}
+	if err := s.b.drv.MemcpyHtoD(mem.Add(256), buf); err != nil {
+		return fail(err)
+	}
+	base := kernels.AGPSpec{Count: mem, Rank: uint32(cfg.Rank), Size: uint32(n), Timeout: cfg.Timeout,
+		Abort: s.b.flag.Dev, Record: s.rec.Dev}
+	a.ready, a.done = base, base
+	a.ready.Remote, a.ready.Local = mem.Add(256), mem.Add(256+arr)
+	a.done.Remote, a.done.Local = mem.Add(256+2*arr), mem.Add(256+3*arr)
+	if a.side, err = s.b.drv.StreamCreate(); err != nil {
+		return fail(err)
+	}
+	if a.fork, err = s.b.drv.NewSyncEvent(); err != nil {
+		return fail(err)
+	}
+	if a.join, err = s.b.drv.NewSyncEvent(); err != nil {
+		return fail(err)
+	}
+	return a, nil
+}
+
+// record enqueues one exec on cs (the stream, or the stream under capture).
+func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
+	drv := a.s.b.drv
+	side := e.Own.Src != 0 && e.N >= agpSideMin
+	if side {
+		if err := a.fork.Record(cs); err != nil {
+			return err
+		}
+		if err := a.side.WaitEvent(a.fork); err != nil {
+			return err
+		}
+		if err := drv.MemcpyAsync(cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N, a.side); err != nil {
+			return err
+		}
+		if err := a.join.Record(a.side); err != nil {
+			return err
+		}
+	} else if e.Own.Src != 0 && e.N > 0 {
+		if err := drv.MemcpyAsync(cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N, cs); err != nil {
+			return err
+		}
+	}
+	if err := a.ak.Ready(cs, a.ready); err != nil {
+		return err
+	}
+	if e.N > 0 {
+		for _, p := range e.Puts {
+			if err := drv.MemcpyAsync(cuda.DevicePtr(p.Dst), cuda.DevicePtr(p.Src), e.N, cs); err != nil {
+				return err
+			}
+		}
+	}
+	if side {
+		if err := cs.WaitEvent(a.join); err != nil {
+			return err
+		}
+	}
+	return a.ak.Done(cs, a.done, e.N)
+}
+
+func agpKey(e AGPExec) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d/%x/%x", e.N, e.Own.Dst, e.Own.Src)
+	for _, p := range e.Puts {
+		fmt.Fprintf(&b, "/%x>%x", p.Src, p.Dst)
+	}
+	return b.String()
+}
+
+// Exec enqueues one exec, eagerly or (Graph) as a replay of the graph
+// captured for these arguments, capturing it first if needed.
+func (a *CUDAAGP) Exec(e AGPExec) error {
+	if e.Graph {
+		key := agpKey(e)
+		g := a.graphs[key]
+		if g == nil {
+			var err error
+			if g, err = a.s.Capture(func(cs *cuda.Stream) error { return a.record(cs, e) }); err != nil {
+				return err
+			}
+			a.graphs[key] = g
+		}
+		a.last = g
+		g.Launch()
+	} else {
+		a.s.enqueue(func() error { return a.record(a.s.s, e) })
+	}
+	a.k++
+	k, fail := a.k, e.Fail
+	ready := WaitSpec{Value: k, Cmp: CmpGe, Fail: func(obs uint64, cause error) error {
+		if fail == nil {
+			return fmt.Errorf("persistent all-gather exec #%d: ready: %v (observed %d)", k, cause, obs)
+		}
+		return fail("ready", k, obs, cause)
+	}}
+	done := WaitSpec{Value: kernels.AGPTag(k, e.N), Cmp: CmpEq, Fail: func(obs uint64, cause error) error {
+		if fail == nil {
+			return fmt.Errorf("persistent all-gather exec #%d: done: %v (observed %#x)", k, cause, obs)
+		}
+		return fail("done", k, obs, cause)
+	}}
+	a.s.mu.Lock()
+	a.s.pending = append(a.s.pending, &ready, &done)
+	a.s.mu.Unlock()
+	return nil
+}
+
+// Count is the number of execs enqueued so far.
+func (a *CUDAAGP) Count() uint64 { return a.k }
+
+// GraphNodes returns the node counts of the graph replayed last (nil
+// before any graph exec).
+func (a *CUDAAGP) GraphNodes() map[string]int {
+	if a.last == nil {
+		return nil
+	}
+	return a.last.Nodes()
+}
+
+// Close releases the graphs, the side stream, the events and the device
+// memory; the stream must be idle.
+func (a *CUDAAGP) Close() error {
+	if err := a.s.b.current(); err != nil {
+		return err
+	}
+	var errs []error
+	for k, g := range a.graphs {
+		errs = append(errs, g.Destroy())
+		delete(a.graphs, k)
+	}
+	if a.side != nil {
+		errs = append(errs, a.side.Synchronize(), a.side.Destroy())
+		a.side = nil
+	}
+	for _, ev := range []*cuda.Event{a.fork, a.join} {
+		if ev != nil {
+			errs = append(errs, ev.Destroy())
+		}
+	}
+	a.fork, a.join = nil, nil
+	if a.mem != 0 {
+		errs = append(errs, a.s.b.free(a.mem))
+		a.mem = 0
+	}
+	return errors.Join(errs...)
+}
