@@ -185,14 +185,14 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		if iters == 0 {
 			iters = 20000
 		}
-		r, err := engine.BenchPingPong(ctx, c, iters)
+		r, err := engine.BenchPingPong(ctx, c, iters, path)
 		if err != nil {
 			return err
 		}
 		rows = []engine.BenchRow{r}
 		if me == 0 {
 			fmt.Fprintln(stdout, header)
-			fmt.Fprintf(stdout, "# 8-byte put_signal -> wait_signal_from ping-pong, ranks 0 and 1, %d round trips\n", iters)
+			fmt.Fprintf(stdout, "# 8-byte put_signal -> wait_signal_from ping-pong, ranks 0 and 1, window path %s, %d round trips\n", path, iters)
 			fmt.Fprintf(stdout, "  one-way latency (median): %.2f us (round trip %.2f us)\n", r.Seconds*1e6, 2*r.Seconds*1e6)
 		}
 		dev, err := engine.BenchDevicePingPong(ctx, c, iters)
@@ -209,14 +209,14 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		if iters == 0 {
 			iters = 5000
 		}
-		r, err := engine.BenchBarrier(ctx, c, iters)
+		r, err := engine.BenchBarrier(ctx, c, iters, path)
 		if err != nil {
 			return err
 		}
 		rows = []engine.BenchRow{r}
 		if me == 0 {
 			fmt.Fprintln(stdout, header)
-			fmt.Fprintf(stdout, "# window barrier, %d barriers in batches of 100\n", iters)
+			fmt.Fprintf(stdout, "# window barrier, path %s, %d barriers in batches of 100\n", path, iters)
 			fmt.Fprintf(stdout, "  barrier latency (median of batches): %.2f us at %d ranks\n", r.Seconds*1e6, c.Env.Size)
 		}
 		dr, ok, err := engine.BenchDeviceBarrier(ctx, c, iters)

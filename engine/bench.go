@@ -204,11 +204,11 @@ func BenchDeviceBarrier(ctx context.Context, c *Comm, iters int) (BenchRow, bool
 
 // BenchPingPong measures put_signal -> wait round trips between ranks 0 and
 // 1 with 8-byte puts; the row holds the median one-way latency.
-func BenchPingPong(ctx context.Context, c *Comm, iters int) (BenchRow, error) {
+func BenchPingPong(ctx context.Context, c *Comm, iters int, path string) (BenchRow, error) {
 	if c.Env.Size < 2 {
 		return BenchRow{}, fmt.Errorf("bench pingpong needs at least 2 ranks")
 	}
-	w, err := c.NewWindow(ctx, "bench.pingpong", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1, Path: "auto"})
+	w, err := c.NewWindow(ctx, "bench.pingpong(path "+path+")", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1, Path: path})
 	if err != nil {
 		return BenchRow{}, err
 	}
@@ -255,8 +255,8 @@ func BenchPingPong(ctx context.Context, c *Comm, iters int) (BenchRow, error) {
 
 // BenchBarrier measures the window barrier; the row holds the median time
 // per barrier over batches of 100.
-func BenchBarrier(ctx context.Context, c *Comm, iters int) (BenchRow, error) {
-	w, err := c.NewWindow(ctx, "bench.barrier", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1, Path: "auto"})
+func BenchBarrier(ctx context.Context, c *Comm, iters int, path string) (BenchRow, error) {
+	w, err := c.NewWindow(ctx, "bench.barrier(path "+path+")", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1, Path: path})
 	if err != nil {
 		return BenchRow{}, err
 	}

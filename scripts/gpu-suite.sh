@@ -52,10 +52,17 @@ leaks kill
 for p in auto ce sm; do
 	step bench-put-$p timeout 200 $bin bench put -n 2 --device cuda -b 1M -e 256M --path $p
 done
-step bench-pingpong timeout 100 $bin bench pingpong -n 2 --device cuda --iters 2000
-step bench-barrier timeout 100 $bin bench barrier -n 2 --device cuda --iters 2000
+for p in auto ce sm; do
+	step bench-pingpong-$p timeout 100 $bin bench pingpong -n 2 --device cuda --iters 2000 --path $p
+	step bench-barrier-$p timeout 100 $bin bench barrier -n 2 --device cuda --iters 2000 --path $p
+done
 step lua-pingpong timeout 100 $bin run -n 2 --device cuda bench/pingpong.lua 2000
 leaks benches
+if [ "${AGP_MODES:-0}" = 1 ]; then
+	for m in "" inline split; do
+		step "agp-mode${m:+-$m}" env LUACOLL_AGP_MODE=$m timeout 200 $bin bench allgather -n 2 --device cuda --vs nccl -b 16M -e 1G -f 4 --iters 10 -w 3
+	done
+fi
 if [ "${SUITE_WIDE:-0}" = 1 ]; then
 	step suite4 timeout 300 $bin run -n 4 --device cuda tests/suite.lua
 	leaks suite4

@@ -4,5 +4,5 @@
 local lc = require("luacoll")
 local w = lc.window{ bytes = 4096 }
 if lc.rank == 1 then error("rank 1 gives up on purpose") end
-w:wait_signal(0, ">=", 1)
+w:wait_signal_from(1, 0, ">=", 1)   -- one row: a stream memory operation on CUDA
 w:sync()

@@ -113,6 +113,9 @@ for _, path in ipairs(paths) do
     local t = lc.window{ bytes = 64, timeout_ms = 200, path = path }
     t:wait_signal(7, ">=", 1)
     expect_error(function() t:sync() end, "timed out after 200ms")
+    -- a wait on one peer's row (a stream memory operation on CUDA paths ce/auto)
+    t:wait_signal_from(left, 6, ">=", 3)
+    expect_error(function() t:sync() end, "last value seen 0")
     t:signal(right, 0)
     t:wait_signal(0, "==", 1)
     t:sync()
