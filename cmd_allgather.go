@@ -26,14 +26,14 @@ const benchAllgatherUsage = `luacoll bench allgather [-n N] [--device host|cuda]
 
 // agFlags are the flags of bench allgather.
 type agFlags struct {
-	rank          rankFlags
-	minS, maxS    string
-	factor        int
-	iters, warmup int
-	algo, vs      string
-	graph         bool
-	jsonOut, plot string
-	cmdline       string
+	rank           rankFlags
+	minS, maxS     string
+	factor         int
+	iters, warmup  int
+	algo, vs, path string
+	graph          bool
+	jsonOut, plot  string
+	cmdline        string
 }
 
 func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
@@ -47,6 +47,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.warmup, "w", 5, "warmup execs per size")
 	fs.IntVar(&f.warmup, "warmup", 5, "warmup execs per size (same as -w)")
 	fs.StringVar(&f.algo, "algo", "auto", "direct, auto or pipeline (lua:ring and lua:direct are not available yet)")
+	fs.StringVar(&f.path, "path", "ce", "data path on CUDA: ce (copy engines, SM-free) or sm (put kernel on every SM)")
 	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")
 	fs.StringVar(&f.vs, "vs", "", "baseline: nccl (needs --device cuda)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the rows and the run's metadata as JSON Lines to FILE")
@@ -147,6 +148,9 @@ func (f *agFlags) check() ([]uint64, error) {
 	case f.plot != "" && !strings.HasSuffix(f.plot, ".svg"):
 		return nil, fmt.Errorf("--plot %q: only SVG plots are written (name ending in .svg)", f.plot)
 	}
+	if f.path != "ce" && f.path != "sm" {
+		return nil, fmt.Errorf("--path %q: want ce or sm", f.path)
+	}
 	switch f.algo {
 	case "auto", "direct", "pipeline":
 	case "lua:ring", "lua:direct":
@@ -188,7 +192,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		progress = stderr
 	}
 	res, err := engine.BenchAllGather(ctx, c, engine.AGBenchConfig{Sizes: sizes, Iters: f.iters, Warmup: f.warmup,
-		Algo: f.algo, Graph: f.graph, NCCL: f.vs == "nccl", Progress: progress})
+		Algo: f.algo, Graph: f.graph, NCCL: f.vs == "nccl", Path: f.path, Progress: progress})
 	if err != nil {
 		return err
 	}

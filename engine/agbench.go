@@ -24,6 +24,7 @@ type AGBenchConfig struct {
 	Algo   string // "auto", "direct" or "pipeline"
 	Graph  bool   // luacoll in graph mode; NCCL is then also captured
 	NCCL   bool   // measure ncclAllGather on the same buffers (CUDA only)
+	Path   string // window path: "ce" (default) or "sm"
 	// Progress, when set, receives a progress line per size (rank 0).
 	Progress io.Writer
 }
@@ -175,7 +176,7 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 		}
 	}
 	w, err := c.NewWindow(ctx, fmt.Sprintf("bench.allgather(window %d)", maxChunk*N),
-		window.Options{Bytes: maxChunk * N, Signals: 2, Counters: 1, Barriers: 2, Path: "ce"})
+		window.Options{Bytes: maxChunk * N, Signals: 2, Counters: 1, Barriers: 2, Path: cfg.Path})
 	if err != nil {
 		return nil, err
 	}

@@ -209,7 +209,7 @@ func (ag *AllGather) openDevice(ctx context.Context, cs *transport.CUDAStream, c
 		return fmt.Errorf("rank %d: %s: %w", me, call, err)
 	}
 	ag.syncw = sw
-	cfg := transport.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout,
+	cfg := transport.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout, SM: ag.w.Options().Path == "sm",
 		ReadyLocal: make([]transport.Addr, n), ReadyRemote: make([]transport.Addr, n),
 		DoneLocal: make([]transport.Addr, n), DoneRemote: make([]transport.Addr, n)}
 	for p := 0; p < n; p++ {
@@ -242,7 +242,11 @@ func (ag *AllGather) openDevice(ctx context.Context, cs *transport.CUDAStream, c
 		return fmt.Errorf("rank %d: %s: device setup: %w", me, call, err)
 	}
 	ag.dev = dev
-	ag.path = "ce over " + strings.TrimPrefix(ag.path, "host copy over ")
+	how := "ce"
+	if cfg.SM {
+		how = "sm (put kernel)"
+	}
+	ag.path = how + " over " + strings.TrimPrefix(ag.path, "host copy over ")
 	return nil
 }
 

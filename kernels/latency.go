@@ -37,21 +37,24 @@ func (k *Kernels) PutSignal(s *cuda.Stream, dst, src cuda.DevicePtr, n uint64, s
 // PutSignalPingPong enqueues one side of a device-initiated put_signal
 // ping-pong of iters round trips (see lc_pp_put_signal). outNs receives the
 // elapsed device-clock nanoseconds, or ^0 on timeout.
+//
+// variant selects the memory-ordering scheme (see signal_put.cu); 0 is the
+// default and correct one, 3 has no ordering and only gives a floor.
 func (k *Kernels) PutSignalPingPong(s *cuda.Stream, peerData, src cuda.DevicePtr, n uint64, peerSlot, mySlot cuda.DevicePtr,
-	iters uint64, initiator bool, timeout time.Duration, outNs cuda.DevicePtr) error {
+	iters uint64, initiator bool, timeout time.Duration, outNs cuda.DevicePtr, variant int) error {
 	init := int32(0)
 	if initiator {
 		init = 1
 	}
 	var a cuda.KernelArgs
-	a.Ptr(peerData).Ptr(src).U64(n).Ptr(peerSlot).Ptr(mySlot).U64(iters).I32(init).U64(nanos(timeout)).Ptr(outNs)
+	a.Ptr(peerData).Ptr(src).U64(n).Ptr(peerSlot).Ptr(mySlot).U64(iters).I32(init).U64(nanos(timeout)).Ptr(outNs).I32(int32(variant))
 	return k.single(KernelPPPutSignal, s, &a)
 }
 
 // BarrierLoop enqueues iters window barriers run back to back on the
 // device (see lc_barrier_loop). rows is a device array of size pointers.
-func (k *Kernels) BarrierLoop(s *cuda.Stream, rows cuda.DevicePtr, rank, size uint32, iters uint64, timeout time.Duration, outNs cuda.DevicePtr) error {
+func (k *Kernels) BarrierLoop(s *cuda.Stream, rows cuda.DevicePtr, rank, size uint32, iters uint64, timeout time.Duration, outNs cuda.DevicePtr, variant int) error {
 	var a cuda.KernelArgs
-	a.Ptr(rows).U32(rank).U32(size).U64(iters).U64(nanos(timeout)).Ptr(outNs)
+	a.Ptr(rows).U32(rank).U32(size).U64(iters).U64(nanos(timeout)).Ptr(outNs).I32(int32(variant))
 	return k.single(KernelBarrierLoop, s, &a)
 }

@@ -31,9 +31,26 @@ extern "C" __global__ void lc_put_signal(lc_u8 *dst, const lc_u8 *src, lc_u64 n,
 // peer's data, fences system-wide and stores i into the peer's slot, then
 // waits for its own slot to reach i; the responder waits first, then does
 // the same. Slots start at 0. *out_ns gets the elapsed ns, or ~0 on timeout.
+// Ordering variants (variant): 0 release store of the flag and an
+// acquire fence after the wait; 1 __threadfence_system before a relaxed
+// flag store, acquire fence after; 2 acq_rel fences on both sides; 3 no
+// ordering at all (a floor for measurements, not a correct protocol).
+__device__ __forceinline__ void lc_flag_store(lc_u64 *p, lc_u64 v, int variant) {
+	switch (variant) {
+	case 0: lc_store_release_sys(p, v); break;
+	case 1: __threadfence_system(); lc_store_volatile(p, v); break;
+	case 2: asm volatile("fence.acq_rel.sys;" ::: "memory"); lc_store_volatile(p, v); break;
+	default: lc_store_volatile(p, v);
+	}
+}
+
+__device__ __forceinline__ void lc_after_wait(int variant) {
+	if (variant != 3) lc_fence_acquire_sys();
+}
+
 extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, lc_u64 n, lc_u64 *peer_slot,
                                             lc_u64 *my_slot, lc_u64 iters, int initiator, lc_u64 timeout_ns,
-                                            lc_u64 *out_ns) {
+                                            lc_u64 *out_ns, int variant) {
 	if (threadIdx.x != 0 || blockIdx.x != 0) return;
 	const lc_u64 start = lc_globaltimer();
 	for (lc_u64 i = 1; i <= iters; i++) {
@@ -44,14 +61,14 @@ extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, 
 					return;
 				}
 			}
-			lc_fence_acquire_sys();
+			lc_after_wait(variant);
 		}
 		if (n == 8 && ((lc_u64)peer_data & 7) == 0 && ((lc_u64)src & 7) == 0) {
 			*(volatile lc_u64 *)peer_data = *(const lc_u64 *)src;
 		} else {
 			for (lc_u64 b = 0; b < n; b++) peer_data[b] = src[b];
 		}
-		lc_store_release_sys(peer_slot, i);
+		lc_flag_store(peer_slot, i, variant);
 		if (initiator) {
 			while (lc_load_volatile(my_slot) < i) {
 				if (timeout_ns != 0 && lc_globaltimer() - start >= timeout_ns) {
@@ -59,7 +76,7 @@ extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, 
 					return;
 				}
 			}
-			lc_fence_acquire_sys();
+			lc_after_wait(variant);
 		}
 	}
 	if (out_ns) *out_ns = lc_globaltimer() - start;
@@ -70,12 +87,18 @@ extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, 
 // mapped here; barrier e writes e into slot `rank` of every row and waits
 // until every slot of its own row reaches e. Rows start at 0.
 extern "C" __global__ void lc_barrier_loop(lc_u64 *const *rows, lc_u32 rank, lc_u32 nranks, lc_u64 iters,
-                                           lc_u64 timeout_ns, lc_u64 *out_ns) {
+                                           lc_u64 timeout_ns, lc_u64 *out_ns, int variant) {
 	if (threadIdx.x != 0 || blockIdx.x != 0) return;
 	const lc_u64 start = lc_globaltimer();
 	const lc_u64 *mine = rows[rank];
 	for (lc_u64 e = 1; e <= iters; e++) {
-		for (lc_u32 p = 0; p < nranks; p++) lc_store_release_sys(rows[p] + rank, e);
+		if (variant == 0) {
+			for (lc_u32 p = 0; p < nranks; p++) lc_store_release_sys(rows[p] + rank, e);
+		} else {
+			if (variant == 1) __threadfence_system();
+			if (variant == 2) asm volatile("fence.acq_rel.sys;" ::: "memory");
+			for (lc_u32 p = 0; p < nranks; p++) lc_store_volatile(rows[p] + rank, e);
+		}
 		for (lc_u32 p = 0; p < nranks; p++) {
 			while (lc_load_volatile(mine + p) < e) {
 				if (timeout_ns != 0 && lc_globaltimer() - start >= timeout_ns) {
@@ -84,7 +107,7 @@ extern "C" __global__ void lc_barrier_loop(lc_u64 *const *rows, lc_u32 rank, lc_
 				}
 			}
 		}
-		lc_fence_acquire_sys();
+		lc_after_wait(variant);
 	}
 	if (out_ns) *out_ns = lc_globaltimer() - start;
 }

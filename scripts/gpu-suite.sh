@@ -59,8 +59,12 @@ done
 step lua-pingpong timeout 100 $bin run -n 2 --device cuda bench/pingpong.lua 2000
 leaks benches
 if [ "${AGP_MODES:-0}" = 1 ]; then
-	for m in "" inline split; do
-		step "agp-mode${m:+-$m}" env LUACOLL_AGP_MODE=$m timeout 200 $bin bench allgather -n 2 --device cuda --vs nccl -b 16M -e 1G -f 4 --iters 10 -w 3
+	for v in 1 2 3; do
+		step bench-pingpong-ordering$v env LUACOLL_ORDERING=$v timeout 100 $bin bench pingpong -n 2 --device cuda --iters 2000
+		step bench-barrier-ordering$v env LUACOLL_ORDERING=$v timeout 100 $bin bench barrier -n 2 --device cuda --iters 2000
+	done
+	for m in "" sm; do
+		step "agp-mode${m:+-$m}" env LUACOLL_AGP_MODE=$m timeout 200 $bin bench allgather -n 2 --device cuda --vs nccl -b 64M -e 1G -f 4 --iters 10 -w 3
 	done
 fi
 if [ "${SUITE_WIDE:-0}" = 1 ]; then

@@ -3,7 +3,6 @@ package transport
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -113,6 +112,9 @@ type AGPConfig struct {
 	ReadyLocal, ReadyRemote []Addr
 	DoneLocal, DoneRemote   []Addr
 	Timeout                 time.Duration
+	// SM moves the data with the put kernel (all SMs) instead of the copy
+	// engines: faster with both directions busy, but not SM-free.
+	SM bool
 }
 
 // AGPPut is one copy of an exec.
@@ -153,11 +155,9 @@ type CUDAAGP struct {
 	fork, join *cuda.Event
 	graphs     map[string]*CUDAGraph
 	last       *CUDAGraph
-	// mode is an experiment knob (LUACOLL_AGP_MODE): "" (own chunk on the
-	// side stream), "inline" (own chunk first, in line) or "split" (each
-	// put split in two halves, the second half on the side stream).
-	mode string
-	k    uint64 // execs enqueued (mirrors the device counter)
+	// sm moves the puts with the put kernel instead of the copy engines.
+	sm bool
+	k  uint64 // execs enqueued (mirrors the device counter)
 }
 
 // NewAGP prepares the device side of a persistent all-gather.
@@ -181,7 +181,7 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistent all-gather: %w", err)
 	}
-	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[string]*CUDAGraph{}, mode: os.Getenv("LUACOLL_AGP_MODE")}
+	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[string]*CUDAGraph{}, sm: cfg.SM}
 	buf := make([]byte, 4*arr)
 	for i, sl := range [][]Addr{cfg.ReadyRemote, cfg.ReadyLocal, cfg.DoneRemote, cfg.DoneLocal} {
 		for p, v := range sl {
@@ -221,41 +221,7 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 // record enqueues one exec on cs (the stream, or the stream under capture).
 func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 	drv := a.s.b.drv
-	side := e.Own.Src != 0 && e.N >= agpSideMin && a.mode == ""
-	split := a.mode == "split" && e.N >= agpSideMin
-	if split {
-		// Own chunk in line; each put's second half on the side stream.
-		if e.Own.Src != 0 {
-			if err := drv.MemcpyAsync(cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N, cs); err != nil {
-				return err
-			}
-		}
-		if err := a.ak.Ready(cs, a.ready); err != nil {
-			return err
-		}
-		if err := a.fork.Record(cs); err != nil {
-			return err
-		}
-		if err := a.side.WaitEvent(a.fork); err != nil {
-			return err
-		}
-		h := e.N / 2 &^ 255
-		for _, p := range e.Puts {
-			if err := drv.MemcpyAsync(cuda.DevicePtr(p.Dst), cuda.DevicePtr(p.Src), h, cs); err != nil {
-				return err
-			}
-			if err := drv.MemcpyAsync(cuda.DevicePtr(p.Dst).Add(h), cuda.DevicePtr(p.Src).Add(h), e.N-h, a.side); err != nil {
-				return err
-			}
-		}
-		if err := a.join.Record(a.side); err != nil {
-			return err
-		}
-		if err := cs.WaitEvent(a.join); err != nil {
-			return err
-		}
-		return a.ak.Done(cs, a.done, e.N)
-	}
+	side := e.Own.Src != 0 && e.N >= agpSideMin
 	if side {
 		if err := a.fork.Record(cs); err != nil {
 			return err
@@ -279,7 +245,13 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 	}
 	if e.N > 0 {
 		for _, p := range e.Puts {
-			if err := drv.MemcpyAsync(cuda.DevicePtr(p.Dst), cuda.DevicePtr(p.Src), e.N, cs); err != nil {
+			var err error
+			if a.sm {
+				err = a.s.b.k.Put(cs, cuda.DevicePtr(p.Dst), cuda.DevicePtr(p.Src), e.N)
+			} else {
+				err = drv.MemcpyAsync(cuda.DevicePtr(p.Dst), cuda.DevicePtr(p.Src), e.N, cs)
+			}
+			if err != nil {
 				return err
 			}
 		}
