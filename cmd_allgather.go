@@ -31,7 +31,7 @@ type agFlags struct {
 	factor         int
 	iters, warmup  int
 	algo, vs, path string
-	graph          bool
+	graph, stress  bool
 	jsonOut, plot  string
 	cmdline        string
 }
@@ -48,6 +48,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.warmup, "warmup", 5, "warmup execs per size (same as -w)")
 	fs.StringVar(&f.algo, "algo", "auto", "direct, auto or pipeline (lua:ring and lua:direct are not available yet)")
 	fs.StringVar(&f.path, "path", "ce", "data path on CUDA: ce (copy engines, SM-free) or sm (put kernel on every SM)")
+	fs.BoolVar(&f.stress, "stress", false, "after each size's timed execs, --iters more with new data each time, every one checked, rank 1 delayed at random")
 	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")
 	fs.StringVar(&f.vs, "vs", "", "baseline: nccl (needs --device cuda)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the rows and the run's metadata as JSON Lines to FILE")
@@ -192,7 +193,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		progress = stderr
 	}
 	res, err := engine.BenchAllGather(ctx, c, engine.AGBenchConfig{Sizes: sizes, Iters: f.iters, Warmup: f.warmup,
-		Algo: f.algo, Graph: f.graph, NCCL: f.vs == "nccl", Path: f.path, Progress: progress})
+		Algo: f.algo, Graph: f.graph, NCCL: f.vs == "nccl", Path: f.path, Stress: f.stress, Progress: progress})
 	if err != nil {
 		return err
 	}

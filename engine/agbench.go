@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"time"
@@ -25,6 +26,10 @@ type AGBenchConfig struct {
 	Graph  bool   // luacoll in graph mode; NCCL is then also captured
 	NCCL   bool   // measure ncclAllGather on the same buffers (CUDA only)
 	Path   string // window path: "ce" (default) or "sm"
+	// Stress adds, after the timed execs of each size, Iters execs with
+	// new data every time, each checked, with random host delays of up
+	// to 200 us on rank 1 before half of them.
+	Stress bool
 	// Progress, when set, receives a progress line per size (rank 0).
 	Progress io.Writer
 }
@@ -281,6 +286,29 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 		}
 		if row.Wrong, err = verify(sums); err != nil {
 			return nil, err
+		}
+		if cfg.Stress {
+			rng := rand.New(rand.NewPCG(uint64(me), uint64(size)))
+			for i := 0; i < cfg.Iters; i++ {
+				sums, err := prepare(seed | uint64(i+16)<<8)
+				if err != nil {
+					return nil, err
+				}
+				if me == 1 && rng.IntN(2) == 0 {
+					time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+				}
+				if err := ag.Exec(ctx, src, 0, n); err != nil {
+					return nil, fmt.Errorf("size %d: stress exec %d: %w", size, i, err)
+				}
+				if err := c.Sync(ctx); err != nil {
+					return nil, fmt.Errorf("size %d: stress exec %d: %w", size, i, err)
+				}
+				w, err := verify(sums)
+				if err != nil {
+					return nil, err
+				}
+				row.Wrong += w
+			}
 		}
 		row.AlgBW = float64(row.Bytes) / row.Seconds / 1e9
 		row.BusBW = row.AlgBW * float64(N-1) / float64(N)
