@@ -121,6 +121,22 @@ func TestTourAtSeveralSizes(t *testing.T) {
 	}
 }
 
+func TestRequireFindsFilesNextToTheScript(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "mysched.lua"), []byte(`return { answer = function() return 42 end }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	main := filepath.Join(dir, "main.lua")
+	if err := os.WriteFile(main, []byte(`local m = require("mysched"); local ag = require("allgather")
+assert(type(ag.ring) == "function"); print("answer", m.answer())`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := luacoll(t, nil, "run", "-n", "2", main)
+	if r.code != 0 || !strings.Contains(r.stdout, "[1] answer\t42") {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
 func TestWindowSuite(t *testing.T) {
 	for _, n := range []string{"2", "4", "8"} {
 		before := shmLeftovers(t)
