@@ -12,6 +12,7 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/luabind"
 )
 
 const benchAllgatherUsage = `luacoll bench allgather [-n N] [--device host|cuda] [flags]
@@ -46,7 +47,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.iters, "iters", 20, "timed execs per size")
 	fs.IntVar(&f.warmup, "w", 5, "warmup execs per size")
 	fs.IntVar(&f.warmup, "warmup", 5, "warmup execs per size (same as -w)")
-	fs.StringVar(&f.algo, "algo", "auto", "direct, auto or pipeline (lua:ring and lua:direct are not available yet)")
+	fs.StringVar(&f.algo, "algo", "auto", "direct, auto, pipeline, or a schedule of scripts/lib/allgather.lua run through Lua: lua:ring, lua:direct")
 	fs.StringVar(&f.path, "path", "ce", "data path on CUDA: ce (copy engines, SM-free) or sm (put kernel on every SM)")
 	fs.BoolVar(&f.stress, "stress", false, "after each size's timed execs, --iters more with new data each time, every one checked, rank 1 delayed at random")
 	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")
@@ -155,7 +156,9 @@ func (f *agFlags) check() ([]uint64, error) {
 	switch f.algo {
 	case "auto", "direct", "pipeline":
 	case "lua:ring", "lua:direct":
-		return nil, fmt.Errorf("--algo %s: the Lua schedules are not available in bench allgather yet; use direct, auto or pipeline", f.algo)
+		if f.graph {
+			return nil, fmt.Errorf("--algo %s: graph mode works with the built-in algorithms only", f.algo)
+		}
 	default:
 		return nil, fmt.Errorf("--algo %q: want direct, auto, pipeline, lua:ring or lua:direct", f.algo)
 	}
@@ -192,8 +195,19 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	if me == 0 && isTerminal(os.Stderr) {
 		progress = stderr
 	}
-	res, err := engine.BenchAllGather(ctx, c, engine.AGBenchConfig{Sizes: sizes, Iters: f.iters, Warmup: f.warmup,
-		Algo: f.algo, Graph: f.graph, NCCL: f.vs == "nccl", Path: f.path, Stress: f.stress, Progress: progress})
+	cfg := engine.AGBenchConfig{Sizes: sizes, Iters: f.iters, Warmup: f.warmup,
+		Algo: f.algo, Graph: f.graph, NCCL: f.vs == "nccl", Path: f.path, Stress: f.stress, Progress: progress}
+	if name, ok := strings.CutPrefix(f.algo, "lua:"); ok {
+		// The schedule of scripts/lib/allgather.lua, run through Lua.
+		st := luabind.New(c, stdout)
+		defer st.Close()
+		sched, err := st.Schedule("allgather", name)
+		if err != nil {
+			return err
+		}
+		cfg.Schedule, cfg.ScheduleName = sched, f.algo
+	}
+	res, err := engine.BenchAllGather(ctx, c, cfg)
 	if err != nil {
 		return err
 	}

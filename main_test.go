@@ -418,6 +418,18 @@ func TestBenchHostRuns(t *testing.T) {
 	if rows != 3 {
 		t.Fatalf("%d rows:\n%s", rows, r.stdout)
 	}
+	for _, algo := range []string{"lua:ring", "lua:direct", "direct"} {
+		r = luacoll(t, nil, "bench", "allgather", "-n", "3", "-b", "3K", "-e", "48K", "--iters", "5", "--stress", "--algo", algo)
+		if r.code != 0 || !strings.Contains(r.stdout, "#wrong") {
+			t.Fatalf("allgather %s: %d\n%s\n%s", algo, r.code, r.stdout, r.stderr)
+		}
+		for _, line := range strings.Split(r.stdout, "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 8 && !strings.HasPrefix(line, "#") && f[7] != "0" {
+				t.Errorf("allgather %s: wrong chunks: %s", algo, line)
+			}
+		}
+	}
 	r = luacoll(t, nil, "bench", "pingpong", "--iters", "200")
 	if r.code != 0 || !strings.Contains(r.stdout, "one-way latency") {
 		t.Fatalf("%d\n%s\n%s", r.code, r.stdout, r.stderr)

@@ -30,6 +30,10 @@ type AGBenchConfig struct {
 	// new data every time, each checked, with random host delays of up
 	// to 200 us on rank 1 before half of them.
 	Stress bool
+	// Schedule, when set, replaces the built-in all-gather: it is called
+	// for every exec (a schedule written in Lua, say); ScheduleName names it.
+	Schedule     func(w *window.Window, src *window.Buffer, n uint64) error
+	ScheduleName string
 	// Progress, when set, receives a progress line per size (rank 0).
 	Progress io.Writer
 }
@@ -191,15 +195,24 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 		return nil, err
 	}
 	defer src.Free()
-	ag, err := NewAllGather(ctx, c, w, cfg.Algo, cfg.Graph)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if !ag.destroyed {
-			_ = ag.Destroy(ctx)
+	var exec func(n uint64) error
+	var ag *AllGather
+	if cfg.Schedule != nil {
+		if cfg.Graph {
+			return nil, errors.New("bench allgather: graph mode works with the built-in algorithms only")
 		}
-	}()
+		exec = func(n uint64) error { return cfg.Schedule(w, src, n) }
+	} else {
+		if ag, err = NewAllGather(ctx, c, w, cfg.Algo, cfg.Graph); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if !ag.destroyed {
+				_ = ag.Destroy(ctx)
+			}
+		}()
+		exec = func(n uint64) error { return ag.Exec(ctx, src, 0, n) }
+	}
 	out := w.Buffer()
 	base, err := out.Addr()
 	if err != nil {
@@ -280,7 +293,7 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 		if err != nil {
 			return nil, err
 		}
-		row.Seconds, err = run(func() error { return ag.Exec(ctx, src, 0, n) })
+		row.Seconds, err = run(func() error { return exec(n) })
 		if err != nil {
 			return nil, fmt.Errorf("size %d: %w", size, err)
 		}
@@ -297,7 +310,7 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 				if me == 1 && rng.IntN(2) == 0 {
 					time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
 				}
-				if err := ag.Exec(ctx, src, 0, n); err != nil {
+				if err := exec(n); err != nil {
 					return nil, fmt.Errorf("size %d: stress exec %d: %w", size, i, err)
 				}
 				if err := c.Sync(ctx); err != nil {
@@ -355,6 +368,11 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 	}
 	if cfg.Progress != nil && me == 0 {
 		fmt.Fprint(cfg.Progress, "\r\033[K")
+	}
+	if ag == nil {
+		res.Info = map[string]string{"algo": cfg.ScheduleName, "algo_requested": cfg.ScheduleName,
+			"path": "window operations from Lua (" + c.Backend.Name() + ")", "graph": "off"}
+		return res, nil
 	}
 	res.Info = ag.Info()
 	if err := ag.Destroy(ctx); err != nil {

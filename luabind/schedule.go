@@ -1,0 +1,41 @@
+package luabind
+
+import (
+	"fmt"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/luacoll/luacoll/window"
+)
+
+// Schedule loads function fn of module mod (required as a script would:
+// a file next to the script or an embedded scripts/lib module) and returns
+// a Go function that calls it as fn(w, src, 0, n), so that benchmarks run
+// a schedule written in Lua against the same window as the built-in one.
+func (s *State) Schedule(mod, fn string) (func(w *window.Window, src *window.Buffer, n uint64) error, error) {
+	L := s.L
+	if err := L.CallByParam(lua.P{Fn: L.GetGlobal("require"), NRet: 1, Protect: true}, lua.LString(mod)); err != nil {
+		return nil, fmt.Errorf("require %q: %w", mod, scriptError(err))
+	}
+	m := L.Get(-1)
+	L.Pop(1)
+	f, ok := L.GetField(m, fn).(*lua.LFunction)
+	if !ok {
+		return nil, fmt.Errorf("module %q has no function %q", mod, fn)
+	}
+	return func(w *window.Window, src *window.Buffer, n uint64) error {
+		s.cur = L
+		wud := L.NewUserData()
+		wud.Value = &windowRef{w: w}
+		L.SetMetatable(wud, L.GetTypeMetatable(receivers["w"].typ))
+		bud := L.NewUserData()
+		bud.Value = &bufferRef{b: src}
+		L.SetMetatable(bud, L.GetTypeMetatable(receivers["b"].typ))
+		err := L.CallByParam(lua.P{Fn: f, NRet: 0, Protect: true}, wud, bud, lua.LNumber(0), lua.LNumber(n))
+		if err != nil {
+			return fmt.Errorf("%s.%s: %s", mod, fn, strings.TrimSpace(scriptError(err).Error()))
+		}
+		return nil
+	}, nil
+}
