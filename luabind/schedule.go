@@ -24,14 +24,26 @@ func (s *State) Schedule(mod, fn string) (func(w *window.Window, src *window.Buf
 	if !ok {
 		return nil, fmt.Errorf("module %q has no function %q", mod, fn)
 	}
+	// Schedules keep per-window state keyed by the window's Lua value, so
+	// each Go object maps to one userdata for as long as the state lives.
+	wuds := map[*window.Window]*lua.LUserData{}
+	buds := map[*window.Buffer]*lua.LUserData{}
 	return func(w *window.Window, src *window.Buffer, n uint64) error {
 		s.cur = L
-		wud := L.NewUserData()
-		wud.Value = &windowRef{w: w}
-		L.SetMetatable(wud, L.GetTypeMetatable(receivers["w"].typ))
-		bud := L.NewUserData()
-		bud.Value = &bufferRef{b: src}
-		L.SetMetatable(bud, L.GetTypeMetatable(receivers["b"].typ))
+		wud := wuds[w]
+		if wud == nil {
+			wud = L.NewUserData()
+			wud.Value = &windowRef{w: w}
+			L.SetMetatable(wud, L.GetTypeMetatable(receivers["w"].typ))
+			wuds[w] = wud
+		}
+		bud := buds[src]
+		if bud == nil {
+			bud = L.NewUserData()
+			bud.Value = &bufferRef{b: src}
+			L.SetMetatable(bud, L.GetTypeMetatable(receivers["b"].typ))
+			buds[src] = bud
+		}
 		err := L.CallByParam(lua.P{Fn: f, NRet: 0, Protect: true}, wud, bud, lua.LNumber(0), lua.LNumber(n))
 		if err != nil {
 			return fmt.Errorf("%s.%s: %s", mod, fn, strings.TrimSpace(scriptError(err).Error()))
