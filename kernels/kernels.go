@@ -3,6 +3,8 @@ package kernels
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -48,6 +50,7 @@ type Kernels struct {
 	drv      *cuda.Driver
 	ctx      *cuda.Context
 	mod      *cuda.Module
+	perSM    int // blocks per SM of the bandwidth kernels (LUACOLL_PUT_BLOCKS_PER_SM, default 2)
 	fnMu     sync.Mutex
 	fn       map[string]*cuda.Function
 	sms      int
@@ -97,7 +100,10 @@ func Load(drv *cuda.Driver, ctx *cuda.Context, opts Options) (*Kernels, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load kernels on device %d: %w", dev, err)
 	}
-	k := &Kernels{drv: drv, ctx: ctx, mod: mod, fn: make(map[string]*cuda.Function), sms: sms, compiled: c}
+	k := &Kernels{drv: drv, ctx: ctx, mod: mod, fn: make(map[string]*cuda.Function), sms: sms, compiled: c, perSM: 2}
+	if v, err := strconv.Atoi(os.Getenv("LUACOLL_PUT_BLOCKS_PER_SM")); err == nil && v >= 1 && v <= 32 {
+		k.perSM = v
+	}
 	for _, name := range Names() {
 		f, err := mod.Function(name)
 		if err != nil {
@@ -129,7 +135,7 @@ const (
 // to cover n once, at most two per SM (the loops are grid-stride).
 func (k *Kernels) bulkGrid(n uint64) uint32 {
 	g := (n + bulkBytes - 1) / bulkBytes
-	g = min(g, uint64(2*k.sms))
+	g = min(g, uint64(k.perSM*k.sms))
 	return uint32(max(g, 1))
 }
 
