@@ -69,6 +69,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	iters := fs.Int("iters", 0, "iterations per measurement (default: put 5, pingpong 20000, barrier 5000)")
 	jsonOut := fs.String("json", "", "also write the rows as JSON Lines to FILE")
 	path := fs.String("path", "auto", "window path on CUDA: auto, ce (copy engines) or sm (kernels)")
+	bidir := fs.Bool("bidir", false, "put: ranks 0 and 1 put to each other at once (figures per direction)")
+	mode := fs.String("mode", "push", "put: push (puts), pull (gets from the peer's window) or, with --bidir, mixed (rank 0 puts and gets)")
 	if code, ok := parse(fs, args[1:], stdout); !ok {
 		return code
 	}
@@ -88,6 +90,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		}
 		if err == nil && *path != "auto" && *path != "ce" && *path != "sm" {
 			err = fmt.Errorf("--path %q: want auto, ce or sm", *path)
+		}
+		if err == nil && *mode != "push" && *mode != "pull" && *mode != "mixed" {
+			err = fmt.Errorf("--mode %q: want push, pull or mixed", *mode)
+		}
+		if err == nil && *mode == "mixed" && !*bidir {
+			err = fmt.Errorf("--mode mixed needs --bidir")
 		}
 		if err == nil && *iters < 0 {
 			err = fmt.Errorf("--iters %d: must be positive", *iters)
@@ -134,7 +142,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 		return 1
 	}
-	err = runBench(ctx, comm, what, lo, hi, *factor, *iters, *path, *jsonOut, stdout, stderr)
+	err = runBench(ctx, comm, what, lo, hi, *factor, *iters, *path, *bidir, *mode, *jsonOut, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll bench %s: rank %d: %v\n", what, env.Rank, err)
 		_ = comm.Close(err)
@@ -147,7 +155,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, factor, iters int, path, jsonOut string, stdout, stderr io.Writer) error {
+func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, factor, iters int, path string, bidir bool, mode string, jsonOut string, stdout, stderr io.Writer) error {
 	me := c.Env.Rank
 	var rows []engine.BenchRow
 	header := fmt.Sprintf("# luacoll bench %s: %s backend, %d ranks, luacoll %s", what, c.Backend.Name(), c.Env.Size, versionString())
@@ -164,7 +172,7 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		if me == 0 && isTerminal(os.Stderr) {
 			progress = stderr
 		}
-		r, err := engine.BenchPut(ctx, c, sizes, iters, path, progress)
+		r, err := engine.BenchPut(ctx, c, sizes, iters, path, bidir, mode, progress)
 		if err != nil {
 			return err
 		}
@@ -175,7 +183,12 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 			if c.Opts.Device == "cuda" {
 				ref = "ref = cuMemcpyAsync of the same bytes to the peer's memory (peer copy)"
 			}
-			fmt.Fprintf(stdout, "# rank 0 -> rank 1, window path %s, median of %d iterations, alternating; %s, same run\n", path, iters, ref)
+			dir := "rank 0 -> rank 1"
+			if bidir {
+				dir = "ranks 0 <-> 1 at once (per direction)"
+			}
+			dir += ", mode " + mode
+			fmt.Fprintf(stdout, "# %s, window path %s, median of %d iterations, alternating; %s, same run\n", dir, path, iters, ref)
 			fmt.Fprintf(stdout, "# %12s %10s %10s %10s %7s %7s\n", "size(B)", "time(us)", "put GB/s", "ref GB/s", "ratio", "#wrong")
 			for _, r := range rows {
 				fmt.Fprintf(stdout, "  %12d %10.1f %10.2f %10.2f %7.3f %7d\n", r.Bytes, r.Seconds*1e6, r.GBps, r.Ref, r.Ratio, r.Wrong)

@@ -25,7 +25,15 @@ type BenchRow struct {
 // BenchPut measures put bandwidth from rank 0 into rank 1's window for
 // each size, against a plain in-process copy of the same size measured in
 // the same run. Data is checked after every size. Rank 0 returns the rows.
-func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path string, progress io.Writer) ([]BenchRow, error) {
+//
+// With bidir, ranks 0 and 1 put to each other at the same time (every
+// iteration starts with a bootstrap barrier) and so do the references:
+// the figures are per direction.
+//
+// mode is "push" (puts, the default), "pull" (gets: each rank's copy reads
+// the peer's window) or, with bidir, "mixed" (rank 0 does both directions
+// itself: a put to rank 1 and a get from rank 1; rank 1 issues nothing).
+func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path string, bidir bool, mode string, progress io.Writer) ([]BenchRow, error) {
 	if c.Env.Size < 2 {
 		return nil, fmt.Errorf("bench put needs at least 2 ranks")
 	}
@@ -40,6 +48,13 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path stri
 		return nil, err
 	}
 	defer src.Free()
+	var scratch *window.Buffer
+	if mode == "pull" || mode == "mixed" {
+		if scratch, err = c.NewBuffer(max); err != nil {
+			return nil, err
+		}
+		defer scratch.Free()
+	}
 	// The reference on the host: two private buffers and a plain copy.
 	var ra, rb []byte
 	if _, ok := c.Backend.(refCopier); !ok {
@@ -54,26 +69,68 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path stri
 		if err := src.Fill(transport.FillRandU32, uint64(i+1)); err != nil {
 			return nil, err
 		}
+		if mode != "push" {
+			// Gets read the peer's window: give it this size's data first.
+			if err := w.Put(window.Transfer{Peer: me, Local: src, N: n}); err != nil {
+				return nil, err
+			}
+		}
 		if err := barrierSync(ctx, w); err != nil {
 			return nil, err
 		}
 		var row BenchRow
 		row.Bytes = n
-		if me == 0 {
+		if me == 0 || (bidir && me == 1) {
+			peer := 1 - me
+			// start lines both ranks up before each timed op in bidir mode.
+			start := func() error {
+				if !bidir {
+					return nil
+				}
+				return c.Boot.Barrier(ctx)
+			}
 			// Alternate the put and the reference copy so that both see the
 			// same machine load; report each one's median.
 			put := func() error {
-				if err := w.Put(window.Transfer{Peer: 1, Local: src, N: n}); err != nil {
+				if err := start(); err != nil {
+					return err
+				}
+				var err error
+				switch {
+				case mode == "pull":
+					// Read the peer's window into our own (a different range).
+					err = w.Get(window.Transfer{Peer: peer, PeerOff: 0, Local: scratch, N: n})
+				case mode == "mixed" && me == 1:
+					// rank 0 moves both directions
+				case mode == "mixed":
+					if err = w.Put(window.Transfer{Peer: peer, Local: src, N: n}); err == nil {
+						err = w.Get(window.Transfer{Peer: peer, PeerOff: 0, Local: scratch, N: n})
+					}
+				default:
+					err = w.Put(window.Transfer{Peer: peer, Local: src, N: n})
+				}
+				if err != nil {
 					return err
 				}
 				return w.Sync(ctx)
 			}
-			ref := func() error { copy(rb[:n], ra[:n]); return nil }
+			ref := func() error {
+				if err := start(); err != nil {
+					return err
+				}
+				copy(rb[:n], ra[:n])
+				return nil
+			}
 			if rc, ok := c.Backend.(refCopier); ok {
 				// On a GPU the ceiling is a raw peer copy of the same bytes.
-				dst := w.PeerData(1)
+				dst := w.PeerData(peer)
 				srcAddr, _ := src.Addr()
-				ref = func() error { return rc.RefCopy(dst, srcAddr, n) }
+				ref = func() error {
+					if err := start(); err != nil {
+						return err
+					}
+					return rc.RefCopy(dst, srcAddr, n)
+				}
 			}
 			pt, rt, err := alternate(iters, put, ref)
 			if err != nil {
@@ -90,8 +147,22 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path stri
 		if err := barrierSync(ctx, w); err != nil {
 			return nil, err
 		}
-		if me == 1 {
-			eq, err := w.Buffer().Equal(src, 0, 0, n)
+		// Who received what: pushes land in the receiver's window, gets in
+		// the getter's scratch buffer.
+		check, checks := w.Buffer(), false
+		switch mode {
+		case "push":
+			checks = me == 1 || (bidir && me == 0)
+		case "pull":
+			check, checks = scratch, me == 0 || (bidir && me == 1)
+		case "mixed":
+			checks = me <= 1
+			if me == 0 {
+				check = scratch
+			}
+		}
+		if checks {
+			eq, err := check.Equal(src, 0, 0, n)
 			if err != nil {
 				return nil, err
 			}
