@@ -70,7 +70,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	jsonOut := fs.String("json", "", "also write the rows as JSON Lines to FILE")
 	path := fs.String("path", "auto", "window path on CUDA: auto, ce (copy engines) or sm (kernels)")
 	bidir := fs.Bool("bidir", false, "put: ranks 0 and 1 put to each other at once (figures per direction)")
-	mode := fs.String("mode", "push", "put: push (puts), pull (gets from the peer's window) or, with --bidir, mixed (rank 0 puts and gets)")
+	mode := fs.String("mode", "push", "put: push (puts) or pull (gets from the peer's window)")
 	if code, ok := parse(fs, args[1:], stdout); !ok {
 		return code
 	}
@@ -91,11 +91,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		if err == nil && *path != "auto" && *path != "ce" && *path != "sm" {
 			err = fmt.Errorf("--path %q: want auto, ce or sm", *path)
 		}
-		if err == nil && *mode != "push" && *mode != "pull" && *mode != "mixed" {
-			err = fmt.Errorf("--mode %q: want push, pull or mixed", *mode)
-		}
-		if err == nil && *mode == "mixed" && !*bidir {
-			err = fmt.Errorf("--mode mixed needs --bidir")
+		if err == nil && *mode != "push" && *mode != "pull" {
+			err = fmt.Errorf("--mode %q: want push or pull", *mode)
 		}
 		if err == nil && *iters < 0 {
 			err = fmt.Errorf("--iters %d: must be positive", *iters)

@@ -30,9 +30,8 @@ type BenchRow struct {
 // iteration starts with a bootstrap barrier) and so do the references:
 // the figures are per direction.
 //
-// mode is "push" (puts, the default), "pull" (gets: each rank's copy reads
-// the peer's window) or, with bidir, "mixed" (rank 0 does both directions
-// itself: a put to rank 1 and a get from rank 1; rank 1 issues nothing).
+// mode is "push" (puts, the default) or "pull" (gets: each rank's copy
+// reads the peer's window).
 func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path string, bidir bool, mode string, progress io.Writer) ([]BenchRow, error) {
 	if c.Env.Size < 2 {
 		return nil, fmt.Errorf("bench put needs at least 2 ranks")
@@ -49,7 +48,7 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path stri
 	}
 	defer src.Free()
 	var scratch *window.Buffer
-	if mode == "pull" || mode == "mixed" {
+	if mode == "pull" {
 		if scratch, err = c.NewBuffer(max); err != nil {
 			return nil, err
 		}
@@ -100,12 +99,6 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path stri
 				case mode == "pull":
 					// Read the peer's window into our own (a different range).
 					err = w.Get(window.Transfer{Peer: peer, PeerOff: 0, Local: scratch, N: n})
-				case mode == "mixed" && me == 1:
-					// rank 0 moves both directions
-				case mode == "mixed":
-					if err = w.Put(window.Transfer{Peer: peer, Local: src, N: n}); err == nil {
-						err = w.Get(window.Transfer{Peer: peer, PeerOff: 0, Local: scratch, N: n})
-					}
 				default:
 					err = w.Put(window.Transfer{Peer: peer, Local: src, N: n})
 				}
@@ -155,11 +148,6 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path stri
 			checks = me == 1 || (bidir && me == 0)
 		case "pull":
 			check, checks = scratch, me == 0 || (bidir && me == 1)
-		case "mixed":
-			checks = me <= 1
-			if me == 0 {
-				check = scratch
-			}
 		}
 		if checks {
 			eq, err := check.Equal(src, 0, 0, n)
