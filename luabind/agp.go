@@ -39,7 +39,7 @@ func agpEntries() []*Entry {
 				return 0
 			}),
 		fn("ag:info", "()", "table", g,
-			"A table saying what runs: algo_requested, algo, path, graph, state, signal_slot, barrier_slot and, when the request was changed, note.",
+			"A table saying what runs: algo_requested, algo, path, graph, state, signal_slot, barrier_slot; on CUDA also sync, execs and, in graph mode, graph_nodes (the captured nodes per exec by type); and, when the request was changed, note.",
 			func(c *call) int {
 				t := c.L.NewTable()
 				for k, v := range c.agp().ag.Info() {
