@@ -35,17 +35,32 @@ extern "C" __global__ void lc_put_signal(lc_u8 *dst, const lc_u8 *src, lc_u64 n,
 // acquire fence after the wait; 1 __threadfence_system before a relaxed
 // flag store, acquire fence after; 2 acq_rel fences on both sides; 3 no
 // ordering at all (a floor for measurements, not a correct protocol).
+__device__ __forceinline__ lc_u64 lc_load_acquire_sys(const lc_u64 *p) {
+	lc_u64 v;
+	asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+	return v;
+}
+
 __device__ __forceinline__ void lc_flag_store(lc_u64 *p, lc_u64 v, int variant) {
 	switch (variant) {
-	case 0: lc_store_release_sys(p, v); break;
+	case 0:
+	case 4:
+	case 5: lc_store_release_sys(p, v); break;
 	case 1: __threadfence_system(); lc_store_volatile(p, v); break;
 	case 2: asm volatile("fence.acq_rel.sys;" ::: "memory"); lc_store_volatile(p, v); break;
 	default: lc_store_volatile(p, v);
 	}
 }
 
-__device__ __forceinline__ void lc_after_wait(int variant) {
-	if (variant != 3) lc_fence_acquire_sys();
+// lc_after_wait orders what follows a wait that saw flag p reach its
+// value: a fence, or (variants 4, 5) an acquire load of the flag itself.
+__device__ __forceinline__ void lc_after_wait(int variant, const lc_u64 *p) {
+	if (variant == 3) return;
+	if (variant == 4 || variant == 5) {
+		(void)lc_load_acquire_sys(p);
+		return;
+	}
+	lc_fence_acquire_sys();
 }
 
 extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, lc_u64 n, lc_u64 *peer_slot,
@@ -61,7 +76,7 @@ extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, 
 					return;
 				}
 			}
-			lc_after_wait(variant);
+			lc_after_wait(variant, my_slot);
 		}
 		if (n == 8 && ((lc_u64)peer_data & 7) == 0 && ((lc_u64)src & 7) == 0) {
 			*(volatile lc_u64 *)peer_data = *(const lc_u64 *)src;
@@ -76,7 +91,7 @@ extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, 
 					return;
 				}
 			}
-			lc_after_wait(variant);
+			lc_after_wait(variant, my_slot);
 		}
 	}
 	if (out_ns) *out_ns = lc_globaltimer() - start;
@@ -92,7 +107,7 @@ extern "C" __global__ void lc_barrier_loop(lc_u64 *const *rows, lc_u32 rank, lc_
 	const lc_u64 start = lc_globaltimer();
 	const lc_u64 *mine = rows[rank];
 	for (lc_u64 e = 1; e <= iters; e++) {
-		if (variant == 0) {
+		if (variant == 0 || variant == 4 || variant == 5) {
 			for (lc_u32 p = 0; p < nranks; p++) lc_store_release_sys(rows[p] + rank, e);
 		} else {
 			if (variant == 1) __threadfence_system();
@@ -107,7 +122,7 @@ extern "C" __global__ void lc_barrier_loop(lc_u64 *const *rows, lc_u32 rank, lc_
 				}
 			}
 		}
-		lc_after_wait(variant);
+		lc_after_wait(variant, mine);
 	}
 	if (out_ns) *out_ns = lc_globaltimer() - start;
 }
