@@ -95,13 +95,16 @@ func versionString() string {
 // rankFlags are the flags run and repl share.
 type rankFlags struct {
 	n        int
+	nSet     bool // -n was given
 	device   string
 	timeout  time.Duration
 	noPrefix bool
 	gpus     string
+	fs       *flag.FlagSet
 }
 
 func (f *rankFlags) register(fs *flag.FlagSet) {
+	f.fs = fs
 	fs.IntVar(&f.n, "n", 0, "number of ranks to start (default 1; under an external launcher, its world size)")
 	fs.StringVar(&f.device, "device", "host", "where memory and streams live: host or cuda")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "default timeout of every wait and bootstrap call (e.g. 500ms, 30s)")
@@ -110,13 +113,20 @@ func (f *rankFlags) register(fs *flag.FlagSet) {
 }
 
 func (f *rankFlags) check() error {
+	if f.fs != nil {
+		f.fs.Visit(func(fl *flag.Flag) {
+			if fl.Name == "n" {
+				f.nSet = true
+			}
+		})
+	}
 	if f.device != "host" && f.device != "cuda" {
 		return fmt.Errorf("--device %q: want host or cuda", f.device)
 	}
 	if f.timeout <= 0 {
 		return fmt.Errorf("--timeout %v: must be positive", f.timeout)
 	}
-	if f.n < 0 || f.n > 1024 {
+	if f.n < 0 || f.n > 1024 || (f.n == 0 && f.nSet) {
 		return fmt.Errorf("-n %d: want 1..1024", f.n)
 	}
 	_, err := f.gpuList()
@@ -219,6 +229,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		cfg.ExtraEnv = func(int) []string { return []string{"LUACOLL_PREFIXED=1"} }
 	}
 	res, err := engine.Launch(ctx, cfg)
+	if ctx.Err() != nil {
+		// Interrupted: the ranks' own statuses say only that they stopped.
+		fmt.Fprintln(stderr, "luacoll run: interrupted")
+		return 130
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
 		if res.ExitCode == 0 {
@@ -233,6 +248,10 @@ func cmdDocs(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("o", "", "write to FILE instead of standard output")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "luacoll docs: unexpected argument %q (use -o FILE)\n", fs.Arg(0))
+		return 2
 	}
 	text := luabind.NewRegistry().Markdown()
 	if *out == "" {

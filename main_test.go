@@ -305,6 +305,87 @@ func children(ppid int) []int {
 	return out
 }
 
+// syncBuffer is a bytes.Buffer safe to read while a command writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestRanksMayFinishFarApart(t *testing.T) {
+	s := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 64 }
+if lc.rank == 1 then local t = lc.now(); while lc.now() - t < 2 do end end
+print("done")`)
+	r := luacoll(t, nil, "run", "-n", "2", "--timeout", "500ms", s)
+	if r.code != 0 || strings.Count(r.stdout, "done") != 2 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestInterruptStopsBusyRanks(t *testing.T) {
+	before := shmLeftovers(t)
+	s := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 64, timeout_ms = 600000 }
+print("started")
+if lc.rank == 1 then while true do end end
+w:wait_signal(0, ">=", 1)
+w:sync()`)
+	cmd := exec.Command(bin, "run", "-n", "2", "--timeout", "60s", s)
+	cmd.Env = cleanEnv()
+	var o, e syncBuffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(o.String(), "started") < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	_ = cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	ee, _ := err.(*exec.ExitError)
+	if ee == nil || ee.ExitCode() != 130 {
+		t.Fatalf("exit %v, want 130\n%s", err, e.String())
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %v to stop", d)
+	}
+	if !strings.Contains(e.String(), "interrupted") {
+		t.Errorf("stderr does not say interrupted:\n%s", e.String())
+	}
+	checkClean(t, before)
+}
+
+func TestTimedOutCollectiveFailsTheJob(t *testing.T) {
+	s := writeScript(t, `local lc = require("luacoll")
+if lc.rank == 0 then
+  local ok, err = pcall(lc.barrier)
+  assert(not ok)
+  local t = lc.now(); while lc.now() - t < 3 do end
+else
+  local t = lc.now(); while lc.now() - t < 1.5 do end
+  lc.barrier()
+  print("rank 1 passed a barrier rank 0 had left")
+end`)
+	r := luacoll(t, nil, "run", "-n", "2", "--timeout", "500ms", s)
+	if r.code == 0 || strings.Contains(r.stdout, "passed a barrier") || !strings.Contains(r.stderr, "no answer within 500ms") {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
 func TestCollectiveMismatch(t *testing.T) {
 	s := writeScript(t, `local lc = require("luacoll")
 if lc.rank == 0 then lc.barrier() else lc.window{ bytes = 64 } end`)

@@ -519,17 +519,40 @@ func (b *Bootstrap) collective(ctx context.Context, kind collKind, root int, dat
 		return nil, fmt.Errorf("bootstrap %s: %w", op, ErrBootstrapClosed)
 	case <-ctx.Done():
 		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("bootstrap %s: %w", op, ctx.Err())
+			return nil, fmt.Errorf("bootstrap %s: %w", op, context.Cause(ctx))
 		}
 	case <-timer.C:
 	}
-	return nil, &TimeoutError{Op: op, After: limit, Missing: b.queryMissing(seq)}
+	terr := &TimeoutError{Op: op, After: limit, Missing: b.queryMissing(seq)}
+	// This rank's contribution stays with the hub, so the sequence numbers
+	// are out of step from here on: fail the job rather than let a late
+	// rank pair with a collective nobody is in any more.
+	b.Fail(terr.Error())
+	return nil, terr
+}
+
+// noCallTimeout marks a context whose bootstrap calls wait as long as ctx
+// allows instead of Timeout (see WithoutCallTimeout).
+type noCallTimeout struct{}
+
+// teardownWait bounds the waits that have no per-call timeout: a day.
+const teardownWait = 24 * time.Hour
+
+// WithoutCallTimeout returns ctx for bootstrap calls that may wait for
+// ranks finishing their scripts at very different times (teardown): they
+// end with ctx, an abort (a rank failed or died) or after a day, not after
+// the per-call Timeout.
+func WithoutCallTimeout(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noCallTimeout{}, true)
 }
 
 // limit returns how long a call may wait: the smaller of Timeout and what
 // is left of ctx.
 func (b *Bootstrap) limit(ctx context.Context) time.Duration {
 	limit := b.timeout
+	if ctx.Value(noCallTimeout{}) != nil {
+		limit = teardownWait
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		if d := time.Until(dl); d < limit {
 			limit = max(d, 0)
@@ -749,10 +772,12 @@ func (b *Bootstrap) Close() error {
 		}
 		// After an abort the others already know (or will learn from the
 		// lost connection); otherwise keep the hub up for their goodbyes.
+		// Ranks may finish long after this one: the hub stays up while
+		// their connections are alive (a rank that dies ends its connection).
 		if b.hub != nil && b.abort.Err() == nil {
-			if missing := b.hub.waitQuiet(b.timeout); len(missing) > 0 && b.closeErr == nil {
+			if missing := b.hub.waitQuiet(teardownWait); len(missing) > 0 && b.closeErr == nil {
 				b.closeErr = fmt.Errorf("bootstrap close (rank 0): %s did not say goodbye within %v",
-					describeRanks(missing), b.timeout)
+					describeRanks(missing), teardownWait)
 			}
 		}
 		if b.hub != nil {

@@ -526,6 +526,13 @@ func TestBootstrapTimeout(t *testing.T) {
 			t.Errorf("rank %d: timed out after %v", r, took[r])
 		}
 	}
+	// A timed-out collective fails the job: the late rank is told why
+	// instead of pairing with a collective nobody is in any more.
+	if _, err := job.boots[2].AllGather(context.Background(), nil); err == nil ||
+		!strings.Contains(err.Error(), "failed: bootstrap allgather #1: no answer within 200ms") {
+		t.Errorf("late rank: %v", err)
+	}
+	job = connectJob(t, 3, 200*time.Millisecond)
 	_, err := job.boots[2].Recv(context.Background(), 1, 9)
 	if want := "bootstrap recv from rank 1 tag 9: no answer within 200ms"; err == nil || err.Error() != want {
 		t.Errorf("recv: %v, want %q", err, want)

@@ -312,7 +312,8 @@ func (c *Comm) Close(cause error) error {
 	if cause == nil && live > 0 {
 		// Windows the script did not free: meet, drop the peer mappings,
 		// meet again, so that nobody frees memory a peer still maps.
-		bctx, cancel := context.WithTimeout(context.Background(), c.Opts.Timeout)
+		// No per-call timeout: the others may still be running their scripts.
+		bctx, cancel := context.WithCancel(WithoutCallTimeout(context.Background()))
 		if berr := c.Boot.Barrier(bctx); berr == nil {
 			for _, w := range c.windows {
 				w.UnmapPeers()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -214,10 +215,11 @@ func newWindow(c *call) int {
 		o.Barriers = int(v)
 	}
 	if v, ok := field("timeout_ms"); ok {
-		o.Timeout = time.Duration(v) * time.Millisecond
-		if v == 0 {
-			c.fail("bad argument 'timeout_ms' (must be positive)")
+		const maxMs = int64(math.MaxInt64 / int64(time.Millisecond))
+		if v == 0 || v > maxMs {
+			c.fail("bad argument 'timeout_ms' (%d: want 1..%d)", v, maxMs)
 		}
+		o.Timeout = time.Duration(v) * time.Millisecond
 	}
 	if v := L.GetField(t, "path"); v != lua.LNil {
 		s, ok := v.(lua.LString)
@@ -259,6 +261,9 @@ func bufferEntries() []*Entry {
 			arg := c.optU64(1, 0)
 			if kind == transport.FillConst && arg > 255 {
 				c.badArg(1, "a byte value 0..255 expected, got %d", arg)
+			}
+			if kind == transport.FillIotaU32 && arg > math.MaxUint32 {
+				c.badArg(1, "iota counts 32-bit words: a start of 0..%d expected, got %d", uint64(math.MaxUint32), arg)
 			}
 			c.check(b.Fill(kind, arg))
 			return 0

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/luacoll/luacoll/engine"
@@ -53,18 +54,31 @@ func RunRank(ctx context.Context, env engine.RankEnv, o RunOptions) (code int) {
 	}
 	s := New(comm, o.Stdout)
 	defer s.Close()
-	runCtx, cancel := context.WithCancelCause(ctx)
+	// Not derived from ctx: the watcher below cancels it with a reason.
+	runCtx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	// A peer's failure ends blocking calls at once, with its reason.
 	go func() {
 		select {
 		case <-comm.Abort.Done():
 			cancel(comm.Abort.Err())
+		case <-ctx.Done():
+			// Interrupted (SIGINT/SIGTERM): end the waits too.
+			why := fmt.Errorf("rank %d interrupted", env.Rank)
+			comm.Abort.Set(why)
+			cancel(why)
 		case <-runCtx.Done():
 		}
 	}()
 	s.Ctx = runCtx
 	err = s.Run(src, name, o.Args)
+	var se *ScriptError
+	if errors.As(err, &se) && strings.HasSuffix(se.Msg, context.Canceled.Error()) {
+		// The interpreter was stopped through its context: say why.
+		if cause := context.Cause(runCtx); cause != nil && !errors.Is(cause, context.Canceled) {
+			se.Msg = strings.TrimSuffix(se.Msg, context.Canceled.Error()) + "stopped: " + cause.Error()
+		}
+	}
 	if err == nil {
 		if serr := comm.Sync(ctx); serr != nil {
 			err = fmt.Errorf("%s: at exit: %w", name, serr)
@@ -74,7 +88,6 @@ func RunRank(ctx context.Context, env engine.RankEnv, o RunOptions) (code int) {
 		// A failure caused by another rank's failure names that rank; say
 		// so without claiming this rank as the origin.
 		fmt.Fprintf(o.Stderr, "%s\n", err)
-		var se *ScriptError
 		if errors.As(err, &se) && se.Trace != "" && env.Size == 1 {
 			fmt.Fprintf(o.Stderr, "%s\n", se.Trace)
 		}

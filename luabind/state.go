@@ -65,6 +65,7 @@ func New(comm *engine.Comm, out io.Writer) *State {
 	}
 	s.cur = L
 	comm.Rank.Site = func() string { return strings.TrimSuffix(s.cur.Where(1), ":") }
+	comm.Rank.Context = func() context.Context { return s.Ctx }
 	s.install()
 	return s
 }
@@ -216,6 +217,10 @@ func (s *State) Run(src []byte, name string, args []string) error {
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", s.rank(), err)
 	}
+	// Let an interrupt or a peer's failure stop a script that is busy in
+	// Lua code, not only one blocked in a wait.
+	L.SetContext(s.Ctx)
+	defer L.RemoveContext()
 	L.Push(fn)
 	for _, a := range args {
 		L.Push(lua.LString(a))

@@ -223,9 +223,20 @@ func createSegment(path string, size uint64) ([]byte, error) {
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
 	defer f.Close()
-	if err := f.Truncate(int64(size)); err != nil {
+	// Reserve the pages now: a sparse segment would fault (SIGBUS) on the
+	// first touch of a page that /dev/shm has no room for.
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, int64(size)); err != nil {
 		_ = os.Remove(path)
-		return nil, fmt.Errorf("size %s to %d bytes: %w", path, size, err)
+		if errors.Is(err, unix.ENOSPC) {
+			var st unix.Statfs_t
+			free := "?"
+			if unix.Statfs(filepath.Dir(path), &st) == nil {
+				free = fmt.Sprint(st.Bavail * uint64(st.Bsize))
+			}
+			return nil, fmt.Errorf("%d bytes do not fit in %s (%s bytes free): use a smaller window or a larger %s",
+				size, filepath.Dir(path), free, filepath.Dir(path))
+		}
+		return nil, fmt.Errorf("reserve %d bytes for %s: %w", size, path, err)
 	}
 	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {

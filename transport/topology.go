@@ -145,6 +145,9 @@ func Discover(ctx context.Context, ex Exchanger, self Identity, gpuPeer func(Ide
 			t.Kinds[r] = KindSHM
 		}
 		if forced[r] >= 0 {
+			if PeerKind(forced[r]) == KindNVL && gpuPeer == nil {
+				return nil, fmt.Errorf("%s: rank %d cannot be nvl without a GPU backend (--device cuda)", OverrideEnv, r)
+			}
 			t.Kinds[r] = PeerKind(forced[r])
 		}
 	}

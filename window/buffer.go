@@ -1,7 +1,6 @@
 package window
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 
@@ -63,7 +62,7 @@ func (b *Buffer) check(offArg, nArg string, off, n uint64) error {
 // settle waits for the rank's stream so that synchronous accesses see
 // everything enqueued before them.
 func (b *Buffer) settle() error {
-	return b.r.Sync(context.Background())
+	return b.r.Sync(b.r.ctx())
 }
 
 // Fill enqueues a fill of the whole buffer.

@@ -21,6 +21,9 @@ type Rank struct {
 	// Site, when set, returns the caller's position (script:line) recorded
 	// with each enqueued wait so that its error points at the script.
 	Site func() string
+	// Context, when set, bounds the synchronous calls of buffers (which
+	// wait for the stream first), so that an interrupt ends them.
+	Context func() context.Context
 
 	nextWindow int
 }
@@ -36,6 +39,13 @@ func (r *Rank) site() string {
 		return ""
 	}
 	return r.Site()
+}
+
+func (r *Rank) ctx() context.Context {
+	if r.Context == nil {
+		return context.Background()
+	}
+	return r.Context()
 }
 
 // Sync waits for everything enqueued on the rank's stream.
