@@ -32,6 +32,10 @@ const (
 	launchName    = "luacoll launch" // error prefix
 )
 
+// ExitPeerFailed is the exit status of a rank that stopped only because
+// another rank failed or died; the launcher reports the other rank's status.
+const ExitPeerFailed = 77
+
 // LaunchConfig configures Launch.
 type LaunchConfig struct {
 	N    int      // number of ranks
@@ -240,7 +244,11 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 			x := RankExit{Rank: ev.rank, Duration: ev.at.Sub(lr.start)}
 			x.Code, x.Signal = exitStatus(ev.state, ev.err)
 			res.Ranks[ev.rank] = x
-			if x.Code != 0 && res.FirstFailed < 0 {
+			// The first failure in time decides the status, except that a
+			// rank which only stopped because another failed gives way to
+			// the rank that failed first of its own (their exits can be
+			// reaped in either order).
+			if x.Code != 0 && (res.FirstFailed < 0 || (res.ExitCode == ExitPeerFailed && x.Code != ExitPeerFailed)) {
 				res.FirstFailed, res.ExitCode = ev.rank, x.Code
 				startGrace()
 			}

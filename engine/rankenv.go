@@ -337,7 +337,11 @@ func rendezvousAddr(env RankEnv, get func(string) string) (string, error) {
 	if err != nil || p < 1 || p > 65535 {
 		return "", fmt.Errorf("MASTER_PORT=%q: not a port number", port)
 	}
-	return net.JoinHostPort(host, strconv.Itoa(p)), nil
+	addr := net.JoinHostPort(host, strconv.Itoa(p))
+	if err := checkAddr(addr, env.Size); err != nil {
+		return "", fmt.Errorf("MASTER_ADDR=%q: %w", host, err)
+	}
+	return addr, nil
 }
 
 // checkAddr validates a host:port rendezvous address.
