@@ -91,8 +91,13 @@ func RunRank(ctx context.Context, env engine.RankEnv, o RunOptions) (code int) {
 		if errors.As(err, &se) && se.Trace != "" && env.Size == 1 {
 			fmt.Fprintf(o.Stderr, "%s\n", se.Trace)
 		}
+		code = 1
+		var re *engine.RankError
+		if errors.As(comm.Abort.Err(), &re) && re.Rank != env.Rank {
+			code = engine.ExitPeerFailed // the origin is another rank
+		}
 		_ = comm.Close(err)
-		return 1
+		return code
 	}
 	if err := comm.Close(nil); err != nil {
 		fmt.Fprintf(o.Stderr, "luacoll: rank %d: closing: %v\n", env.Rank, err)
