@@ -121,6 +121,17 @@ func TestTourAtSeveralSizes(t *testing.T) {
 	}
 }
 
+func TestPersistentAllGatherScript(t *testing.T) {
+	for _, n := range []string{"2", "4", "8"} {
+		before := shmLeftovers(t)
+		r := luacoll(t, nil, "run", "-n", n, "tests/agp.lua")
+		if r.code != 0 || !strings.Contains(r.stdout, "[0] agp: 4 passed, 0 failed") {
+			t.Fatalf("-n %s: exit %d\nstdout:\n%s\nstderr:\n%s", n, r.code, r.stdout, r.stderr)
+		}
+		checkClean(t, before)
+	}
+}
+
 func TestRequireFindsFilesNextToTheScript(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "mysched.lua"), []byte(`return { answer = function() return 42 end }`), 0o644); err != nil {

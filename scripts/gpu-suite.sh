@@ -31,6 +31,8 @@ for t in cuda kernels; do
 done
 step suite timeout 300 $bin run -n "$n" --device cuda tests/suite.lua
 leaks suite
+step agp timeout 300 $bin run -n "$n" --device cuda tests/agp.lua 1000
+leaks agp
 step tour timeout 120 $bin run -n "$n" --device cuda
 step fail timeout 120 bash -c "$bin run -n $n --device cuda --timeout 60s tests/fail_wait.lua; echo launcher exit \$?"
 leaks fail
