@@ -178,7 +178,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("run", "luacoll run [-n N] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [script.lua [args...]]\n\n"+
 		"Runs the script on N ranks (the embedded examples/tour.lua when none is named); its\n"+
 		"arguments are in Lua's arg table. Exit status: 0 when every rank succeeds, else the\n"+
-		"status of the first rank that failed.", stderr)
+		"status of the first rank that failed (a rank stopped only by another's failure exits\n"+
+		"77 and gives way to it); 130 when interrupted. When a rank fails or dies, the others\n"+
+		"stop at once with an error naming it.", stderr)
 	var f rankFlags
 	f.register(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
