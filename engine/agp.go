@@ -211,12 +211,13 @@ func (ag *AllGather) openDevice(ctx context.Context, cs *transport.CUDAStream, c
 	ag.syncw = sw
 	cfg := transport.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout, SM: ag.w.Options().Path == "sm",
 		ReadyLocal: make([]transport.Addr, n), ReadyRemote: make([]transport.Addr, n),
-		DoneLocal: make([]transport.Addr, n), DoneRemote: make([]transport.Addr, n)}
+		DoneLocal: make([]transport.Addr, n), DoneRemote: make([]transport.Addr, n), Bases: make([]transport.Addr, n)}
 	for p := 0; p < n; p++ {
 		cfg.ReadyLocal[p] = sw.SignalSlot(me, p, agSigReady)
 		cfg.ReadyRemote[p] = sw.SignalSlot(p, me, agSigReady)
 		cfg.DoneLocal[p] = sw.SignalSlot(me, p, agSigDone)
 		cfg.DoneRemote[p] = sw.SignalSlot(p, me, agSigDone)
+		cfg.Bases[p] = ag.w.PeerData(p)
 	}
 	dev, derr := cs.NewAGP(cfg)
 	msg := ""

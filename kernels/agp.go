@@ -88,3 +88,24 @@ const (
 
 // AGPTag is the value lc_agp_done writes for exec k of n bytes.
 func AGPTag(k, n uint64) uint64 { return (k&AGPTagKMask)<<AGPTagNBits | n&AGPTagNMask }
+
+// KernelAGPSmall runs a whole small exec in one launch (sync_agp_small.cu).
+const KernelAGPSmall = "lc_agp_small"
+
+// AGPSmallThreads is the block size of the one-launch exec.
+const AGPSmallThreads = 512
+
+// Small enqueues one whole exec of n bytes per rank in a single launch of
+// one block: ready handshake, the copies with the block's threads (own
+// chunk unless src is already in place, then every peer), done handshake.
+// bases is a device array of Size pointers to each rank's window data as
+// mapped here; ready and done are the specs the two-kernel path uses.
+func (a *AGPKernels) Small(s *cuda.Stream, ready, done AGPSpec, bases, src cuda.DevicePtr, n uint64) error {
+	if err := ready.check("agp small"); err != nil {
+		return err
+	}
+	var args cuda.KernelArgs
+	args.Ptr(ready.Count).Ptr(ready.Remote).Ptr(ready.Local).Ptr(done.Remote).Ptr(done.Local).U32(ready.Rank).U32(ready.Size).
+		Ptr(bases).Ptr(src).U64(n).U64(nanos(ready.Timeout)).Ptr(ready.Abort).Ptr(ready.Record)
+	return a.k.launch(KernelAGPSmall, 1, AGPSmallThreads, s, &args)
+}

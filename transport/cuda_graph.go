@@ -113,9 +113,16 @@ type AGPConfig struct {
 	DoneLocal, DoneRemote   []Addr
 	Timeout                 time.Duration
 	// SM moves the data with the put kernel (all SMs) instead of the copy
-	// engines: faster with both directions busy, but not SM-free.
+	// engines: faster with both directions busy, but not SM-free. Execs of
+	// at most AGPSmallMax bytes then run whole in one launch.
 	SM bool
+	// Bases are every rank's window data as mapped here (rank order).
+	Bases []Addr
 }
+
+// AGPSmallMax is the largest exec (bytes per rank) that path "sm" runs in a
+// single launch.
+const AGPSmallMax = 64 << 10
 
 // AGPPut is one copy of an exec.
 type AGPPut struct {
@@ -157,7 +164,9 @@ type CUDAAGP struct {
 	last       *CUDAGraph
 	// sm moves the puts with the put kernel instead of the copy engines.
 	sm bool
-	k  uint64 // execs enqueued (mirrors the device counter)
+	// bases is a device array of the ranks' window data (for small execs).
+	bases cuda.DevicePtr
+	k     uint64 // execs enqueued (mirrors the device counter)
 }
 
 // NewAGP prepares the device side of a persistent all-gather.
@@ -175,17 +184,22 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	if err != nil {
 		return nil, err
 	}
-	// One allocation: the counter, then four arrays of n pointers.
+	// One allocation: the counter, then five arrays of n pointers (the
+	// ready and done slots, the ranks' window data).
 	arr := uint64(n) * 8
-	mem, err := s.b.alloc(256 + 4*arr)
+	mem, err := s.b.alloc(256 + 5*arr)
 	if err != nil {
 		return nil, fmt.Errorf("persistent all-gather: %w", err)
 	}
 	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[string]*CUDAGraph{}, sm: cfg.SM}
-	buf := make([]byte, 4*arr)
-	for i, sl := range [][]Addr{cfg.ReadyRemote, cfg.ReadyLocal, cfg.DoneRemote, cfg.DoneLocal} {
+	buf := make([]byte, 5*arr)
+	bases := cfg.Bases
+	if len(bases) != n {
+		bases = make([]Addr, n)
+	}
+	for i, sl := range [][]Addr{cfg.ReadyRemote, cfg.ReadyLocal, cfg.DoneRemote, cfg.DoneLocal, bases} {
 		for p, v := range sl {
-			if p == cfg.Rank {
+			if p == cfg.Rank && i < 4 {
 				v = 0
 			}
 			off := uint64(i)*arr + uint64(p)*8
@@ -206,6 +220,9 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	a.ready, a.done = base, base
 	a.ready.Remote, a.ready.Local = mem.Add(256), mem.Add(256+arr)
 	a.done.Remote, a.done.Local = mem.Add(256+2*arr), mem.Add(256+3*arr)
+	if len(cfg.Bases) == n {
+		a.bases = mem.Add(256 + 4*arr)
+	}
 	if a.side, err = s.b.drv.StreamCreate(); err != nil {
 		return fail(err)
 	}
@@ -221,6 +238,13 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 // record enqueues one exec on cs (the stream, or the stream under capture).
 func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 	drv := a.s.b.drv
+	src := e.Own.Src
+	if src == 0 && len(e.Puts) > 0 {
+		src = e.Puts[0].Src // in place: the puts read the own chunk in the window
+	}
+	if a.sm && a.bases != 0 && src != 0 && e.N > 0 && e.N <= AGPSmallMax {
+		return a.ak.Small(cs, a.ready, a.done, a.bases, cuda.DevicePtr(src), e.N)
+	}
 	side := e.Own.Src != 0 && e.N >= agpSideMin
 	if side {
 		if err := a.fork.Record(cs); err != nil {

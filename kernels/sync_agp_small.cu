@@ -1,0 +1,40 @@
+// (Named to sort after put.cu and sync_agp.cu, whose functions it uses.)
+// lc_agp_small runs a whole small persistent all-gather exec in one launch
+// of one block: the ready handshake (thread 0), the copies (every thread:
+// the own chunk unless in place, then each peer's chunk at rank * n of its
+// window, peers in the order rank+1, rank+2, ...), then the done handshake
+// (thread 0). bases[p] is rank p's window data as mapped here. One launch
+// instead of four, for sizes where launches, not bytes, are the cost.
+extern "C" __global__ void lc_agp_small(lc_u64 *count, lc_u64 *const *ready_remote, lc_u64 *const *ready_local,
+                                        lc_u64 *const *done_remote, lc_u64 *const *done_local, lc_u32 rank,
+                                        lc_u32 nranks, lc_u8 *const *bases, const lc_u8 *src, lc_u64 n,
+                                        lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec) {
+	__shared__ int failed;
+	if (threadIdx.x == 0) {
+		failed = lc_poisoned(rec);
+		if (!failed) {
+			const lc_u64 e = lc_load_volatile(count) + 1;
+			lc_store_volatile(count, e);
+			__threadfence_system();
+			for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(ready_remote[(rank + i) % nranks], e);
+			lc_agp_wait_each(ready_local, rank, nranks, LC_CMP_GE, e, timeout_ns, abort_flag, rec);
+			failed = lc_poisoned(rec);
+		}
+	}
+	__syncthreads();
+	if (failed) return;
+	const lc_u64 off = (lc_u64)rank * n;
+	lc_u8 *own = bases[rank] + off;
+	if (own != src) lc_put_range(own, src, n, threadIdx.x, blockDim.x);
+	for (lc_u32 i = 1; i < nranks; i++) {
+		lc_put_range(bases[(rank + i) % nranks] + off, src, n, threadIdx.x, blockDim.x);
+	}
+	__threadfence_system();
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		const lc_u64 e = lc_load_volatile(count);
+		const lc_u64 tag = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
+		for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(done_remote[(rank + i) % nranks], tag);
+		lc_agp_wait_each(done_local, rank, nranks, LC_CMP_EQ, tag, timeout_ns, abort_flag, rec);
+	}
+}
