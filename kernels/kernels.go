@@ -50,7 +50,7 @@ type Kernels struct {
 	drv      *cuda.Driver
 	ctx      *cuda.Context
 	mod      *cuda.Module
-	perSM    int // blocks per SM of the bandwidth kernels (LUACOLL_PUT_BLOCKS_PER_SM, default 2)
+	perSM    int // blocks per SM of the bandwidth kernels (LUACOLL_PUT_BLOCKS_PER_SM, default 8)
 	fnMu     sync.Mutex
 	fn       map[string]*cuda.Function
 	sms      int
@@ -100,7 +100,7 @@ func Load(drv *cuda.Driver, ctx *cuda.Context, opts Options) (*Kernels, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load kernels on device %d: %w", dev, err)
 	}
-	k := &Kernels{drv: drv, ctx: ctx, mod: mod, fn: make(map[string]*cuda.Function), sms: sms, compiled: c, perSM: 2}
+	k := &Kernels{drv: drv, ctx: ctx, mod: mod, fn: make(map[string]*cuda.Function), sms: sms, compiled: c, perSM: 8}
 	if v, err := strconv.Atoi(os.Getenv("LUACOLL_PUT_BLOCKS_PER_SM")); err == nil && v >= 1 && v <= 32 {
 		k.perSM = v
 	}
@@ -132,7 +132,7 @@ const (
 )
 
 // bulkGrid picks the grid of a bandwidth kernel over n bytes: enough blocks
-// to cover n once, at most two per SM (the loops are grid-stride).
+// to cover n once, at most perSM per SM (the loops are grid-stride).
 func (k *Kernels) bulkGrid(n uint64) uint32 {
 	g := (n + bulkBytes - 1) / bulkBytes
 	g = min(g, uint64(k.perSM*k.sms))
