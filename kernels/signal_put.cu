@@ -34,7 +34,9 @@ extern "C" __global__ void lc_put_signal(lc_u8 *dst, const lc_u8 *src, lc_u64 n,
 // Ordering variants (variant): 0 release store of the flag and an
 // acquire fence after the wait; 1 __threadfence_system before a relaxed
 // flag store, acquire fence after; 2 acq_rel fences on both sides; 3 no
-// ordering at all (a floor for measurements, not a correct protocol).
+// ordering at all (a floor for measurements, not a correct protocol); 4
+// release store and an acquire load of the flag; 6 (barrier only) release
+// stores to the peers' rows and an acquire load of each peer's slot.
 __device__ __forceinline__ lc_u64 lc_load_acquire_sys(const lc_u64 *p) {
 	lc_u64 v;
 	asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
@@ -107,6 +109,22 @@ extern "C" __global__ void lc_barrier_loop(lc_u64 *const *rows, lc_u32 rank, lc_
 	const lc_u64 start = lc_globaltimer();
 	const lc_u64 *mine = rows[rank];
 	for (lc_u64 e = 1; e <= iters; e++) {
+		if (variant == 6) {
+			// Release stores to the peers only, then per-slot acquire
+			// loads: no full fence, and no store to our own row.
+			for (lc_u32 i = 1; i < nranks; i++) lc_store_release_sys(rows[(rank + i) % nranks] + rank, e);
+			for (lc_u32 i = 1; i < nranks; i++) {
+				const lc_u32 p = (rank + i) % nranks;
+				while (lc_load_volatile(mine + p) < e) {
+					if (timeout_ns != 0 && lc_globaltimer() - start >= timeout_ns) {
+						if (out_ns) *out_ns = ~0ull;
+						return;
+					}
+				}
+				(void)lc_load_acquire_sys(mine + p);
+			}
+			continue;
+		}
 		if (variant == 0 || variant == 4 || variant == 5) {
 			for (lc_u32 p = 0; p < nranks; p++) lc_store_release_sys(rows[p] + rank, e);
 		} else {
