@@ -395,6 +395,9 @@ func TestPeerCopy(t *testing.T) {
 	must(t, g.ctx.SetCurrent())
 	src := randBytes(1<<20, 3)
 	must(t, d.MemcpyHtoD(a, src))
+	// From pageable memory the DMA may still be in flight, and s (a
+	// non-blocking stream) does not wait for the default stream.
+	must(t, g.ctx.Synchronize())
 	must(t, d.MemcpyPeerAsync(b, peerCtx, a, g.ctx, 1<<20, s))
 	must(t, s.Synchronize())
 	got := make([]byte, 1<<20)

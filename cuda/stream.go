@@ -27,6 +27,12 @@ func (s *Stream) handle() unsafe.Pointer {
 	return s.h
 }
 
+// DefaultStream returns the legacy default (NULL) stream of the current
+// context. Synchronous copies from pageable memory (MemcpyHtoD) may return
+// before their DMA has landed; synchronizing this stream waits for it,
+// which streams made by StreamCreate (non-blocking) do not do by themselves.
+func (d *Driver) DefaultStream() *Stream { return &Stream{d: d} }
+
 // StreamCreate creates a stream that does not synchronize with the legacy
 // default stream (CU_STREAM_NON_BLOCKING) in the current context.
 func (d *Driver) StreamCreate() (*Stream, error) {

@@ -113,6 +113,7 @@ func zeroed(t *testing.T, d *cuda.Driver, n uint64) cuda.DevicePtr {
 	t.Helper()
 	p := alloc(t, d, n)
 	must(t, d.MemcpyHtoD(p, make([]byte, n)))
+	must(t, d.DefaultStream().Synchronize()) // let the DMA land
 	return p
 }
 
@@ -430,6 +431,7 @@ func TestBarrier(t *testing.T) {
 	binary.LittleEndian.PutUint64(tb, uint64(rows))
 	binary.LittleEndian.PutUint64(tb[8:], uint64(rows.Add(16)))
 	must(t, d.MemcpyHtoD(table, tb))
+	must(t, d.DefaultStream().Synchronize()) // let the DMA land
 	spec := func(rank uint32, c ctl) BarrierSpec {
 		return BarrierSpec{Epoch: epochs.Add(8 * uint64(rank)), Rows: table, Rank: rank, Size: 2,
 			Timeout: 5 * time.Second, Abort: c.abortDev(), Record: c.recordDev()}
@@ -510,6 +512,7 @@ func TestFillChecksumEqual(t *testing.T) {
 			}
 			for _, pos := range []uint64{0, 777, n - 1} {
 				must(t, d.MemcpyHtoD(cp.Add(off2+pos), []byte{^want[pos]}))
+				must(t, d.DefaultStream().Synchronize()) // let the DMA land
 			}
 			must(t, k.Equal(s, cp.Add(off2), buf.Add(off), n, out))
 			must(t, s.Synchronize())
@@ -604,6 +607,7 @@ func vmmAlias(t *testing.T, e *env, size uint64) (local, remote cuda.DevicePtr) 
 		_ = d.MemRelease(h)
 	})
 	must(t, d.MemcpyHtoD(local, make([]byte, size)))
+	must(t, d.DefaultStream().Synchronize()) // let the DMA land
 	return local, remote
 }
 
@@ -652,6 +656,7 @@ func TestOneSidedOverVMM(t *testing.T) {
 	binary.LittleEndian.PutUint64(tb[16:], uint64(row0At1))
 	binary.LittleEndian.PutUint64(tb[24:], uint64(row1))
 	must(t, d.MemcpyHtoD(tables, tb))
+	must(t, d.DefaultStream().Synchronize()) // let the DMA land
 	epochs := zeroed(t, d, 16)
 	for range 100 {
 		must(t, k.Barrier(s0, BarrierSpec{Epoch: epochs, Rows: tables, Rank: 0, Size: 2, Timeout: 5 * time.Second, Record: c0.recordDev()}))

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/kernels"
@@ -309,15 +310,23 @@ func (b *CUDABackend) Read(dst []byte, src Addr) error {
 	return b.drv.MemcpyDtoH(dst, cuda.DevicePtr(src))
 }
 
-// Write implements Backend.
+// Write implements Backend. A plain cuMemcpyHtoD from pageable memory may
+// return before its DMA has landed, and the rank's stream does not wait
+// for the legacy default stream; so the copy goes on the side stream and
+// is waited for, and later stream work sees the bytes.
 func (b *CUDABackend) Write(dst Addr, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if err := b.current(); err != nil {
 		return err
 	}
-	return b.drv.MemcpyHtoD(cuda.DevicePtr(dst), src)
+	if err := b.drv.MemcpyHtoDAsync(cuda.DevicePtr(dst), unsafe.Pointer(unsafe.SliceData(src)), uint64(len(src)), b.aux); err != nil {
+		return err
+	}
+	return b.aux.Synchronize()
 }
 
 // Fill implements Backend.
@@ -444,7 +453,9 @@ func (b *CUDABackend) DeviceBarrierLoop(rows []Addr, rank int, iters uint64, tim
 		return 0, err
 	}
 	defer b.drv.MemFree(p)
-	if err := b.drv.MemcpyHtoD(p, table); err != nil {
+	// On the side stream, in order with the kernel below (a plain HtoD
+	// from pageable memory may still be in flight when it returns).
+	if err := b.drv.MemcpyHtoDAsync(p, unsafe.Pointer(unsafe.SliceData(table)), uint64(len(table)), b.aux); err != nil {
 		return 0, err
 	}
 	if err := b.k.BarrierLoop(b.aux, p, uint32(rank), uint32(len(rows)), iters, timeout, b.result.Dev, orderingVariant(6)); err != nil {

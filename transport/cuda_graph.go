@@ -215,6 +215,11 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	if err := s.b.drv.MemcpyHtoD(mem.Add(256), buf); err != nil {
 		return fail(err)
 	}
+	// The copy's DMA may still be in flight and the rank's stream does not
+	// wait for the default stream: let it land before any exec.
+	if err := s.b.ctx.Synchronize(); err != nil {
+		return fail(err)
+	}
 	base := kernels.AGPSpec{Count: mem, Rank: uint32(cfg.Rank), Size: uint32(n), Timeout: cfg.Timeout,
 		Abort: s.b.flag.Dev, Record: s.rec.Dev}
 	a.ready, a.done = base, base
