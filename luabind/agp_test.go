@@ -1,65 +1,17 @@
 package luabind
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/luacoll/luacoll/engine"
-	"github.com/luacoll/luacoll/transport"
-	"github.com/luacoll/luacoll/transport/inproc"
 )
 
-// runLuaAGP is runLua with the persistent all-gather entries installed
-// (whether or not NewRegistry lists them yet).
+// runLuaAGP runs an all-gather test chunk (named agp.lua) on n ranks.
 func runLuaAGP(t *testing.T, n int, code string) []rankResult {
 	t.Helper()
-	g := inproc.NewGroup(n)
-	job := fmt.Sprintf("agp%d", time.Now().UnixNano())
-	res := make([]rankResult, n)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			env := engine.RankEnv{Rank: i, Size: n, LocalRank: i, LocalSize: n, JobID: job, Prefixed: true}
-			comm, err := engine.OpenWith(ctx, env, engine.Options{Timeout: 5 * time.Second}, g.Member(i), transport.NewAbort(), nil)
-			if err != nil {
-				res[i].err = err
-				return
-			}
-			var out bytes.Buffer
-			s := New(comm, &out)
-			if s.Reg.byName["ag:exec"] == nil {
-				s.Reg = newRegistry(s.Reg.entries, agpEntries())
-				s.install()
-			}
-			s.Ctx = ctx
-			err = s.Run([]byte(code), "agp.lua", nil)
-			if err == nil {
-				err = comm.Sync(ctx)
-			}
-			_ = comm.Close(err)
-			s.Close()
-			res[i] = rankResult{out: out.String(), err: err}
-		}(i)
-	}
-	wg.Wait()
-	entries, _ := os.ReadDir(transport.ShmDir)
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), transport.SegmentPrefix(job)) {
-			t.Errorf("segment left in %s: %s", transport.ShmDir, e.Name())
-		}
-	}
-	return res
+	return runLuaWith(t, n, code, "agp.lua", 5*time.Second)
 }
 
 // TestAGPGathers: odd sizes, in place and out of place, 5 execs with

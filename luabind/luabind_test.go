@@ -26,6 +26,12 @@ type rankResult struct {
 // runLua runs the same chunk on n in-process ranks over real shared memory.
 func runLua(t *testing.T, n int, code string) []rankResult {
 	t.Helper()
+	return runLuaWith(t, n, code, "test.lua", 3*time.Second)
+}
+
+// runLuaWith is runLua with the chunk's name and the ranks' timeout.
+func runLuaWith(t *testing.T, n int, code, name string, timeout time.Duration) []rankResult {
+	t.Helper()
 	g := inproc.NewGroup(n)
 	job := fmt.Sprintf("lt%d", time.Now().UnixNano())
 	res := make([]rankResult, n)
@@ -34,10 +40,10 @@ func runLua(t *testing.T, n int, code string) []rankResult {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			env := engine.RankEnv{Rank: i, Size: n, LocalRank: i, LocalSize: n, JobID: job, Prefixed: true}
-			comm, err := engine.OpenWith(ctx, env, engine.Options{Timeout: 3 * time.Second}, g.Member(i), transport.NewAbort(), nil)
+			comm, err := engine.OpenWith(ctx, env, engine.Options{Timeout: timeout}, g.Member(i), transport.NewAbort(), nil)
 			if err != nil {
 				res[i].err = err
 				return
@@ -45,7 +51,7 @@ func runLua(t *testing.T, n int, code string) []rankResult {
 			var out bytes.Buffer
 			s := New(comm, &out)
 			s.Ctx = ctx
-			err = s.Run([]byte(code), "test.lua", nil)
+			err = s.Run([]byte(code), name, nil)
 			if err == nil {
 				err = comm.Sync(ctx)
 			}

@@ -30,22 +30,25 @@ local function rows(w, sig)
   return r
 end
 
-local function own_chunk(w, src, src_off, n)
-  local me = lc.rank
+-- begin is what both schedules start with: the guard barrier and the own
+-- chunk into place (skipped in place). It returns the signal slot and the
+-- expected counts per sender on it.
+local function begin(w, src, src_off, n, opts)
+  opts = opts or {}
+  local sig, me = opts.signal or 0, lc.rank
+  local r = rows(w, sig)
+  w:barrier(opts.barrier or 0)
   if src ~= w or src_off ~= me * n then
     w:put(me, me * n, src, src_off, n)
   end
+  return sig, r
 end
 
 --- Ring: size-1 steps; in step s each rank forwards chunk (rank - s) to its
 --- right neighbour and waits for chunk (rank - s - 1) from its left.
 function M.ring(w, src, src_off, n, opts)
-  opts = opts or {}
-  local sig, bar = opts.signal or 0, opts.barrier or 0
+  local sig, r = begin(w, src, src_off, n, opts)
   local me, size = lc.rank, lc.size
-  local r = rows(w, sig)
-  w:barrier(bar)
-  own_chunk(w, src, src_off, n)
   if size == 1 then return end
   local right, left = (me + 1) % size, (me - 1 + size) % size
   for s = 0, size - 2 do
@@ -59,12 +62,8 @@ end
 --- Direct: every rank writes its chunk straight into every peer's window,
 --- peers in the order rank+1, rank+2, ... (no incast), then waits for all.
 function M.direct(w, src, src_off, n, opts)
-  opts = opts or {}
-  local sig, bar = opts.signal or 0, opts.barrier or 0
+  local sig, r = begin(w, src, src_off, n, opts)
   local me, size = lc.rank, lc.size
-  local r = rows(w, sig)
-  w:barrier(bar)
-  own_chunk(w, src, src_off, n)
   local total = 0
   for i = 1, size - 1 do
     local peer = (me + i) % size
