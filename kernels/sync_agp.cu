@@ -13,11 +13,9 @@
 #define LC_AGP_KMASK ((1ull << (64 - LC_AGP_NBITS)) - 1)
 
 // lc_agp_wait_each spins until every local[p] (p != rank) compares with
-// target (op), or the abort flag or the timeout ends the wait. What follows
-// is ordered after the peers' writes by a system fence, or, with acquire,
-// by an acquire load of each slot (cheaper).
+// target (op), or the abort flag or the timeout ends the wait.
 __device__ void lc_agp_wait_each(lc_u64 *const *local, lc_u32 rank, lc_u32 nranks, int op, lc_u64 target,
-                                 lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec, int acquire) {
+                                 lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec) {
 	const lc_u64 start = lc_globaltimer();
 	for (lc_u32 i = 1; i < nranks; i++) {
 		const lc_u32 p = (rank + i) % nranks;
@@ -36,9 +34,8 @@ __device__ void lc_agp_wait_each(lc_u64 *const *local, lc_u32 rank, lc_u32 nrank
 				}
 			}
 		}
-		if (acquire) (void)lc_load_acquire_sys(local[p]);
 	}
-	if (!acquire) __threadfence_system();
+	__threadfence_system();
 }
 
 // lc_agp_ready starts exec e = ++*count: it tells every peer that this rank
@@ -53,7 +50,7 @@ extern "C" __global__ void lc_agp_ready(lc_u64 *count, lc_u64 *const *remote, lc
 	lc_store_volatile(count, e);
 	__threadfence_system();
 	for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(remote[(rank + i) % nranks], e);
-	lc_agp_wait_each(local, rank, nranks, LC_CMP_GE, e, timeout_ns, abort_flag, rec, 0);
+	lc_agp_wait_each(local, rank, nranks, LC_CMP_GE, e, timeout_ns, abort_flag, rec);
 }
 
 // lc_agp_done ends exec e = *count: every put of this rank is complete
@@ -69,5 +66,5 @@ extern "C" __global__ void lc_agp_done(const lc_u64 *count, lc_u64 *const *remot
 	const lc_u64 tag = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
 	__threadfence_system();
 	for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(remote[(rank + i) % nranks], tag);
-	lc_agp_wait_each(local, rank, nranks, LC_CMP_EQ, tag, timeout_ns, abort_flag, rec, 0);
+	lc_agp_wait_each(local, rank, nranks, LC_CMP_EQ, tag, timeout_ns, abort_flag, rec);
 }
