@@ -33,6 +33,10 @@ func cmdRepl(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll repl: unexpected argument %q (run a file with :load FILE at the prompt)\n", fs.Arg(0))
 		return 2
 	}
+	if f.noPrefix {
+		fmt.Fprintln(stderr, "luacoll repl: --no-prefix: the REPL always labels answers with their ranks ([0-3] 42)")
+		return 2
+	}
 	gpus, _ := f.gpuList()
 	env, isRank, err := engine.RankEnvFromEnv(os.Getenv)
 	if err != nil {
