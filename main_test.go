@@ -110,26 +110,26 @@ func checkClean(t *testing.T, before []string) {
 	}
 }
 
-func TestTourAtSeveralSizes(t *testing.T) {
-	for _, n := range []string{"1", "2", "4", "8"} {
+// runAtSizes runs `luacoll run -n N script...` for each N and requires
+// success, want on stdout, and no shared-memory segment left behind.
+func runAtSizes(t *testing.T, sizes []string, script []string, want string) {
+	t.Helper()
+	for _, n := range sizes {
 		before := shmLeftovers(t)
-		r := luacoll(t, nil, "run", "-n", n)
-		if r.code != 0 || !strings.Contains(r.stdout, "[0] tour done") {
+		r := luacoll(t, nil, append([]string{"run", "-n", n}, script...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
 			t.Fatalf("-n %s: exit %d\nstdout:\n%s\nstderr:\n%s", n, r.code, r.stdout, r.stderr)
 		}
 		checkClean(t, before)
 	}
 }
 
+func TestTourAtSeveralSizes(t *testing.T) {
+	runAtSizes(t, []string{"1", "2", "4", "8"}, nil, "[0] tour done")
+}
+
 func TestPersistentAllGatherScript(t *testing.T) {
-	for _, n := range []string{"2", "4", "8"} {
-		before := shmLeftovers(t)
-		r := luacoll(t, nil, "run", "-n", n, "tests/agp.lua")
-		if r.code != 0 || !strings.Contains(r.stdout, "[0] agp: 4 passed, 0 failed") {
-			t.Fatalf("-n %s: exit %d\nstdout:\n%s\nstderr:\n%s", n, r.code, r.stdout, r.stderr)
-		}
-		checkClean(t, before)
-	}
+	runAtSizes(t, []string{"2", "4", "8"}, []string{"tests/agp.lua"}, "[0] agp: 4 passed, 0 failed")
 }
 
 func TestRequireFindsFilesNextToTheScript(t *testing.T) {
@@ -149,14 +149,7 @@ assert(type(ag.ring) == "function"); print("answer", m.answer())`), 0o644); err 
 }
 
 func TestWindowSuite(t *testing.T) {
-	for _, n := range []string{"2", "4", "8"} {
-		before := shmLeftovers(t)
-		r := luacoll(t, nil, "run", "-n", n, "tests/suite.lua")
-		if r.code != 0 || !strings.Contains(r.stdout, "[0] suite: 10 passed, 0 failed") {
-			t.Fatalf("-n %s: exit %d\nstdout:\n%s\nstderr:\n%s", n, r.code, r.stdout, r.stderr)
-		}
-		checkClean(t, before)
-	}
+	runAtSizes(t, []string{"2", "4", "8"}, []string{"tests/suite.lua"}, "[0] suite: 10 passed, 0 failed")
 }
 
 func TestLinesArePrefixedAndWhole(t *testing.T) {

@@ -10,10 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/luacoll/luacoll/transport"
-	"github.com/luacoll/luacoll/transport/inproc"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden traces in testdata/traces")
@@ -88,74 +86,51 @@ func pairBarrier(w *Window, me int) error {
 // operations on every rank and compares them with testdata/traces.
 func TestGoldenTraces(t *testing.T) {
 	const n = 3
-	g := inproc.NewGroup(n)
-	job := fmt.Sprintf("tr%d", time.Now().UnixNano())
 	traces := make([]*traceStream, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			ctx := context.Background()
-			m := g.Member(i)
-			be := transport.NewHostBackend(job)
-			abort := transport.NewAbort()
-			topo, err := transport.Discover(ctx, m, be.Identity(), be.GPUPeer, "")
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			hs, _ := be.NewStream(abort)
-			ts := &traceStream{Stream: hs}
-			traces[i] = ts
-			defer hs.Close()
-			r := &Rank{Ex: m, Topo: topo, Backend: be, Stream: ts, Abort: abort}
-			o := DefaultOptions()
-			o.Bytes, o.Signals, o.Counters, o.Barriers = 256, 2, 2, 2
-			w, err := r.NewWindow(ctx, o)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			src, _ := r.NewBuffer(64)
-			defer src.Free()
-			l := w.Layout()
-			for p := 0; p < n; p++ {
-				ts.names = append(ts.names, named{w.reg.Peers[p], l.Total, fmt.Sprintf("w0@r%d", p)})
-			}
-			ts.names = append(ts.names, named{src.base, 64, "buf"})
-			sort.Slice(ts.names, func(a, b int) bool { return ts.names[a].base < ts.names[b].base })
-			right, left := (i+1)%n, (i+n-1)%n
-			steps := []error{
-				w.PutSignal(Transfer{Peer: right, PeerOff: 64, Local: src, N: 64}, &Sig{ID: 1, Value: 1}, nil),
-				w.WaitSignalFrom(left, 1, transport.CmpGe, 1),
-				w.PutSignal(Transfer{Peer: left, PeerOff: 128, Local: src, LocalOff: 8, N: 16}, &Sig{ID: 0, Value: 5, Op: SigSet}, &Ctr{ID: 1, Value: 1}),
-				w.WaitCounter(left, 1, transport.CmpEq, 1),
-				w.SignalAll(Sig{ID: 0, Value: 2}),
-				w.WaitSignal(0, transport.CmpGe, 5+2*(n-1)),
-				w.Barrier(1),
-				pairBarrier(w, i),
-				w.Get(Transfer{Peer: right, PeerOff: 64, Local: src, N: 32}),
-			}
-			for k, e := range steps {
-				if e != nil {
-					errs[i] = fmt.Errorf("step %d: %w", k, e)
-					return
-				}
-			}
-			if err := w.Sync(ctx); err != nil {
-				errs[i] = err
-				return
-			}
-			errs[i] = w.Free(ctx)
-		}(i)
-	}
-	wg.Wait()
-	for i, err := range errs {
+	job(t, n, func(r *Rank) error {
+		ctx := context.Background()
+		i := r.ID()
+		ts := &traceStream{Stream: r.Stream}
+		traces[i] = ts
+		r.Stream = ts
+		o := DefaultOptions()
+		o.Bytes, o.Signals, o.Counters, o.Barriers = 256, 2, 2, 2
+		w, err := r.NewWindow(ctx, o)
 		if err != nil {
-			t.Fatalf("rank %d: %v", i, err)
+			return err
 		}
+		src, _ := r.NewBuffer(64)
+		defer src.Free()
+		l := w.Layout()
+		for p := 0; p < n; p++ {
+			ts.names = append(ts.names, named{w.reg.Peers[p], l.Total, fmt.Sprintf("w0@r%d", p)})
+		}
+		ts.names = append(ts.names, named{src.base, 64, "buf"})
+		sort.Slice(ts.names, func(a, b int) bool { return ts.names[a].base < ts.names[b].base })
+		right, left := (i+1)%n, (i+n-1)%n
+		steps := []error{
+			w.PutSignal(Transfer{Peer: right, PeerOff: 64, Local: src, N: 64}, &Sig{ID: 1, Value: 1}, nil),
+			w.WaitSignalFrom(left, 1, transport.CmpGe, 1),
+			w.PutSignal(Transfer{Peer: left, PeerOff: 128, Local: src, LocalOff: 8, N: 16}, &Sig{ID: 0, Value: 5, Op: SigSet}, &Ctr{ID: 1, Value: 1}),
+			w.WaitCounter(left, 1, transport.CmpEq, 1),
+			w.SignalAll(Sig{ID: 0, Value: 2}),
+			w.WaitSignal(0, transport.CmpGe, 5+2*(n-1)),
+			w.Barrier(1),
+			pairBarrier(w, i),
+			w.Get(Transfer{Peer: right, PeerOff: 64, Local: src, N: 32}),
+		}
+		for k, e := range steps {
+			if e != nil {
+				return fmt.Errorf("step %d: %w", k, e)
+			}
+		}
+		if err := w.Sync(ctx); err != nil {
+			return err
+		}
+		return w.Free(ctx)
+	})
+	if t.Failed() {
+		return
 	}
 	for i, ts := range traces {
 		got := strings.Join(ts.lines, "\n") + "\n"
