@@ -203,13 +203,20 @@ const (
 func (ag *AllGather) openDevice(ctx context.Context, cs *transport.CUDAStream, call string) error {
 	c := ag.c
 	me, n := c.Env.Rank, c.Rank.N()
-	sw, err := c.NewWindow(ctx, call+":sync", window.Options{Bytes: 128, Signals: 2, Counters: 1, Barriers: 1,
+	sm := ag.w.Options().Path == "sm"
+	// On path "sm" the sync window's data is the staging area of the
+	// low-latency execs (zeroed at creation, used by nothing else).
+	bytes := uint64(128)
+	if sm {
+		bytes = transport.AGPStageBytes(n)
+	}
+	sw, err := c.NewWindow(ctx, call+":sync", window.Options{Bytes: bytes, Signals: 2, Counters: 1, Barriers: 1,
 		Timeout: ag.w.Options().Timeout, Path: "ce"})
 	if err != nil {
 		return fmt.Errorf("rank %d: %s: %w", me, call, err)
 	}
 	ag.syncw = sw
-	cfg := transport.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout, SM: ag.w.Options().Path == "sm",
+	cfg := transport.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout, SM: sm,
 		ReadyLocal: make([]transport.Addr, n), ReadyRemote: make([]transport.Addr, n),
 		DoneLocal: make([]transport.Addr, n), DoneRemote: make([]transport.Addr, n), Bases: make([]transport.Addr, n)}
 	for p := 0; p < n; p++ {
@@ -218,6 +225,9 @@ func (ag *AllGather) openDevice(ctx context.Context, cs *transport.CUDAStream, c
 		cfg.DoneLocal[p] = sw.SignalSlot(me, p, agSigDone)
 		cfg.DoneRemote[p] = sw.SignalSlot(p, me, agSigDone)
 		cfg.Bases[p] = ag.w.PeerData(p)
+		if sm {
+			cfg.Stage = append(cfg.Stage, sw.PeerData(p))
+		}
 	}
 	dev, derr := cs.NewAGP(cfg)
 	msg := ""
@@ -245,7 +255,7 @@ func (ag *AllGather) openDevice(ctx context.Context, cs *transport.CUDAStream, c
 	ag.dev = dev
 	how := "ce"
 	if cfg.SM {
-		how = "sm (put kernel)"
+		how = fmt.Sprintf("sm (one kernel per exec; flagged lines up to %d bytes per rank)", transport.AGPLLMax)
 	}
 	ag.path = how + " over " + strings.TrimPrefix(ag.path, "host copy over ")
 	return nil

@@ -90,10 +90,19 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path stri
 			}
 			// Alternate the put and the reference copy so that both see the
 			// same machine load; report each one's median.
-			put := func() error {
+			rc, onDevice := c.Backend.(refCopier)
+			// put returns the seconds of one put: wall clock on the host;
+			// on a GPU the device clock (events on the stream around it),
+			// like the reference, so neither counts launch or sync.
+			put := func() (float64, error) {
 				if err := start(); err != nil {
-					return err
+					return 0, err
 				}
+				var m0 transport.Mark
+				if onDevice {
+					m0 = c.Rank.Stream.Mark()
+				}
+				t0 := time.Now()
 				var err error
 				switch {
 				case mode == "pull":
@@ -103,26 +112,37 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path stri
 					err = w.Put(window.Transfer{Peer: peer, Local: src, N: n})
 				}
 				if err != nil {
-					return err
+					return 0, err
 				}
-				return w.Sync(ctx)
+				if !onDevice {
+					err := w.Sync(ctx)
+					return time.Since(t0).Seconds(), err
+				}
+				m1 := c.Rank.Stream.Mark()
+				if err := w.Sync(ctx); err != nil {
+					return 0, err
+				}
+				d, err := m1.Since(m0)
+				return d.Seconds(), err
 			}
-			ref := func() error {
+			ref := func() (float64, error) {
 				if err := start(); err != nil {
-					return err
+					return 0, err
 				}
+				t0 := time.Now()
 				copy(rb[:n], ra[:n])
-				return nil
+				return time.Since(t0).Seconds(), nil
 			}
-			if rc, ok := c.Backend.(refCopier); ok {
+			if onDevice {
 				// On a GPU the ceiling is a raw peer copy of the same bytes.
 				dst := w.PeerData(peer)
 				srcAddr, _ := src.Addr()
-				ref = func() error {
+				ref = func() (float64, error) {
 					if err := start(); err != nil {
-						return err
+						return 0, err
 					}
-					return rc.RefCopy(dst, srcAddr, n)
+					d, err := rc.RefCopy(dst, srcAddr, n)
+					return d.Seconds(), err
 				}
 			}
 			pt, rt, err := alternate(iters, put, ref)
@@ -174,7 +194,7 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path stri
 // refCopier is a backend with its own reference copy (CUDA: cuMemcpyAsync
 // to the peer's memory).
 type refCopier interface {
-	RefCopy(dst, src transport.Addr, n uint64) error
+	RefCopy(dst, src transport.Addr, n uint64) (time.Duration, error)
 }
 
 // deviceLooper is a backend that can time protocols in device loops.
@@ -346,20 +366,20 @@ func barrierSync(ctx context.Context, w *window.Window) error {
 }
 
 // alternate runs a and b once each to warm up, then iters times in turn,
-// and returns the median seconds of each.
-func alternate(iters int, a, b func() error) (float64, float64, error) {
+// and returns the median of the seconds each reported.
+func alternate(iters int, a, b func() (float64, error)) (float64, float64, error) {
 	ta, tb := make([]float64, iters), make([]float64, iters)
 	for i := -1; i < iters; i++ {
-		t0 := time.Now()
-		if err := a(); err != nil {
+		x, err := a()
+		if err != nil {
 			return 0, 0, err
 		}
-		t1 := time.Now()
-		if err := b(); err != nil {
+		y, err := b()
+		if err != nil {
 			return 0, 0, err
 		}
 		if i >= 0 {
-			ta[i], tb[i] = t1.Sub(t0).Seconds(), time.Since(t1).Seconds()
+			ta[i], tb[i] = x, y
 		}
 	}
 	sort.Float64s(ta)

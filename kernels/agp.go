@@ -89,23 +89,61 @@ const (
 // AGPTag is the value lc_agp_done writes for exec k of n bytes.
 func AGPTag(k, n uint64) uint64 { return (k&AGPTagKMask)<<AGPTagNBits | n&AGPTagNMask }
 
-// KernelAGPSmall runs a whole small exec in one launch (sync_agp_small.cu).
-const KernelAGPSmall = "lc_agp_small"
+// Kernel names of the one-launch execs (sync_agp_one.cu).
+const (
+	KernelAGPOne = "lc_agp_one"
+	KernelAGPLL  = "lc_agp_ll"
+)
 
-// AGPSmallThreads is the block size of the one-launch exec.
-const AGPSmallThreads = 512
+// AGPLLMax is the largest n (bytes per rank) of a low-latency exec; it
+// matches LC_LL_MAX of sync_agp_one.cu.
+const AGPLLMax = 64 << 10
 
-// Small enqueues one whole exec of n bytes per rank in a single launch of
-// one block: ready handshake, the copies with the block's threads (own
-// chunk unless src is already in place, then every peer), done handshake.
-// bases is a device array of Size pointers to each rank's window data as
-// mapped here; ready and done are the specs the two-kernel path uses.
-func (a *AGPKernels) Small(s *cuda.Stream, ready, done AGPSpec, bases, src cuda.DevicePtr, n uint64) error {
-	if err := ready.check("agp small"); err != nil {
+// AGPLLSlot is the staging bytes of one writer's slot (LC_LL_SLOT): a
+// header line and n/8 lines of 16 bytes.
+const AGPLLSlot = 16 * (1 + AGPLLMax/8)
+
+// AGPLLStageBytes is the staging area a rank of a job of size ranks needs
+// for low-latency execs: two slots per writer.
+func AGPLLStageBytes(size int) uint64 { return 2 * uint64(size) * AGPLLSlot }
+
+const agpLLThreads = 256
+
+// One enqueues a whole exec of n bytes per rank in one launch over the
+// bandwidth grid (lc_agp_one): ready handshake, the puts and the own chunk
+// (unless src is already in place), done handshake. arrive is 4 bytes of
+// zeroed device memory that the launch leaves at zero; bases is a device
+// array of Size pointers to each rank's window data as mapped here.
+func (a *AGPKernels) One(s *cuda.Stream, ready, done AGPSpec, arrive, bases, src cuda.DevicePtr, n uint64) error {
+	if err := ready.check("agp exec"); err != nil {
 		return err
 	}
+	if arrive == 0 || bases == 0 || src == 0 {
+		return fmt.Errorf("agp exec: %w", ErrBadSpec)
+	}
 	var args cuda.KernelArgs
-	args.Ptr(ready.Count).Ptr(ready.Remote).Ptr(ready.Local).Ptr(done.Remote).Ptr(done.Local).U32(ready.Rank).U32(ready.Size).
-		Ptr(bases).Ptr(src).U64(n).U64(nanos(ready.Timeout)).Ptr(ready.Abort).Ptr(ready.Record)
-	return a.k.launch(KernelAGPSmall, 1, AGPSmallThreads, s, &args)
+	args.Ptr(ready.Count).Ptr(arrive).Ptr(ready.Remote).Ptr(ready.Local).Ptr(done.Remote).Ptr(done.Local).
+		U32(ready.Rank).U32(ready.Size).Ptr(bases).Ptr(src).U64(n).U64(nanos(ready.Timeout)).Ptr(ready.Abort).Ptr(ready.Record)
+	return a.k.launch(KernelAGPOne, a.k.bulkGrid(n*uint64(ready.Size)), bulkThreads, s, &args)
+}
+
+// LL enqueues a low-latency exec of n <= AGPLLMax bytes per rank
+// (lc_agp_ll): the chunk goes as flagged lines into every peer's staging
+// area (stage is a device array of Size pointers to each rank's area, as
+// mapped here, each AGPLLStageBytes(Size) of zeroed memory used by nothing
+// else), and the peers' lines are unpacked into out (this rank's window
+// data) at p * n.
+func (a *AGPKernels) LL(s *cuda.Stream, sp AGPSpec, arrive, stage, out, src cuda.DevicePtr, n uint64) error {
+	if err := sp.check("agp low-latency exec"); err != nil {
+		return err
+	}
+	if n > AGPLLMax || arrive == 0 || stage == 0 || out == 0 || src == 0 {
+		return fmt.Errorf("agp low-latency exec (n %d): %w", n, ErrBadSpec)
+	}
+	lines := 1 + (n+7)/8
+	grid := min((lines+agpLLThreads-1)/agpLLThreads, 32)
+	var args cuda.KernelArgs
+	args.Ptr(sp.Count).Ptr(arrive).Ptr(stage).U32(sp.Rank).U32(sp.Size).Ptr(out).Ptr(src).U64(n).
+		U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record)
+	return a.k.launch(KernelAGPLL, uint32(grid), agpLLThreads, s, &args)
 }

@@ -29,7 +29,7 @@ extern "C" __global__ void lc_wait(const lc_u8 *slots, lc_u32 count, lc_u64 stri
 	LC_ONE_THREAD();
 	if (lc_poisoned(rec)) return;
 	const lc_u64 start = lc_globaltimer();
-	for (;;) {
+	for (lc_u32 spins = 0;;) {
 		lc_u64 sum = 0, lowest = ~0ull;
 		lc_u32 low_slot = 0;
 		for (lc_u32 i = 0; i < count; i++) {
@@ -44,6 +44,9 @@ extern "C" __global__ void lc_wait(const lc_u8 *slots, lc_u32 count, lc_u64 stri
 			__threadfence_system();
 			return;
 		}
+		// The abort flag is host-mapped (a read crosses PCIe): look at it,
+		// and at the clock, every 64 polls only.
+		if ((++spins & 63) != 0) continue;
 		if (lc_aborted(abort_flag)) {
 			lc_fail(rec, LC_STATUS_ABORTED, low_slot, sum, target, lc_globaltimer() - start);
 			return;
@@ -77,12 +80,13 @@ extern "C" __global__ void lc_barrier(lc_u64 *epoch, lc_u64 *const *rows, lc_u32
 	const lc_u64 *mine = rows[rank];
 	const lc_u64 start = lc_globaltimer();
 	lc_u32 from = 0;
-	for (;;) {
+	for (lc_u32 spins = 0;;) {
 		while (from < nranks && lc_load_volatile(mine + from) >= e) from++;
 		if (from == nranks) {
 			__threadfence_system();
 			return;
 		}
+		if ((++spins & 63) != 0) continue;
 		if (lc_aborted(abort_flag)) {
 			lc_fail(rec, LC_STATUS_ABORTED, from, lc_load_volatile(mine + from), e, lc_globaltimer() - start);
 			return;

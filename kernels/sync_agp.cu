@@ -19,9 +19,10 @@ __device__ void lc_agp_wait_each(lc_u64 *const *local, lc_u32 rank, lc_u32 nrank
 	const lc_u64 start = lc_globaltimer();
 	for (lc_u32 i = 1; i < nranks; i++) {
 		const lc_u32 p = (rank + i) % nranks;
-		for (;;) {
+		for (lc_u32 spins = 1;; spins++) {
 			const lc_u64 v = lc_load_volatile(local[p]);
 			if (lc_compare(v, target, op)) break;
+			if ((spins & 63) != 0) continue;  // the abort flag is host-mapped
 			if (lc_aborted(abort_flag)) {
 				lc_fail(rec, LC_STATUS_ABORTED, p, v, target, lc_globaltimer() - start);
 				return;

@@ -2,6 +2,9 @@
 # gpu-suite.sh: the luacoll GPU checks, on a machine with GPUs and no Go.
 # Build first (make build gpu-bins), carry bin/, then run:
 #   bash scripts/gpu-suite.sh [N]      N ranks (default 2)
+# STEPS=REGEX runs only the steps whose name matches (grep -E), e.g.
+# STEPS='^(kernels-tests|agp.*|bench-ag.*)$'; a failing kernels-tests step
+# stops the run (nothing else can work without the kernels).
 # Logs go to $OUT (or ./gpu-suite-out). Builds nothing. Never uses NVLink
 # multicast (NCCL_NVLS_ENABLE=0).
 set -uo pipefail
@@ -11,8 +14,10 @@ out="${OUT:-./gpu-suite-out}"
 mkdir -p "$out"
 bin=bin/luacoll
 status=0
+steps="${STEPS:-.}"
 step() {
 	local name="$1"; shift
+	echo "$name" | grep -Eq "$steps" || return 0
 	echo "== $name: $*"
 	local t0=$(date +%s%N)
 	"$@" >"$out/$name.log" 2>&1
@@ -20,18 +25,23 @@ step() {
 	tail -n 40 "$out/$name.log"
 	echo "== $name: exit $rc, $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 	[ $rc -eq 0 ] || status=1
+	if [ $rc -ne 0 ] && [ "$name" = kernels-tests ]; then
+		echo "== the kernels fail: stopping"
+		exit 1
+	fi
 }
 leaks() {
 	echo "== leftovers after $1: /dev/shm: $(ls /dev/shm | grep -c '^luacoll-' || true) segments;" \
 		"GPU processes: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l)"
 }
 step info $bin info
-for t in cuda kernels; do
+for t in kernels cuda; do
 	[ -x bin/$t.test ] && step $t-tests timeout 300 bin/$t.test -test.count=1
 done
 step suite timeout 300 $bin run -n "$n" --device cuda tests/suite.lua
 leaks suite
 step agp timeout 300 $bin run -n "$n" --device cuda tests/agp.lua 1000
+step agp-sm timeout 300 $bin run -n "$n" --device cuda tests/agp.lua 1000 sm
 leaks agp
 step tour timeout 120 $bin run -n "$n" --device cuda
 step fail timeout 120 bash -c "$bin run -n $n --device cuda --timeout 60s tests/fail_wait.lua; echo launcher exit \$?"
@@ -59,6 +69,12 @@ for p in auto ce sm; do
 	step bench-barrier-$p timeout 100 $bin bench barrier -n 2 --device cuda --iters 2000 --path $p
 done
 step lua-pingpong timeout 100 $bin run -n 2 --device cuda bench/pingpong.lua 2000
+step bench-put-large timeout 200 bash -c "for p in ce sm; do $bin bench put -n 2 --device cuda -b 256M -e 1G --path \$p --iters 9; done"
+ag="$bin bench allgather -n $n --device cuda --timeout 30s"
+step bench-ag-sm-stress timeout 200 bash -c "$ag --path sm --stress -b 1K -e 16M -f 4 --iters 300 -w 3 && $ag --path sm --graph --stress -b 1K -e 16M -f 4 --iters 300 -w 3"
+step bench-ag-sm timeout 200 $ag --path sm --vs nccl -b 1K -e 1G -f 4 --iters 20 -w 5 --json "$out/ag-sm.jsonl"
+step bench-ag-sm-graph timeout 200 $ag --path sm --graph --vs nccl -b 1K -e 1G -f 4 --iters 20 -w 5 --json "$out/ag-sm-graph.jsonl" --plot "$out/ag-sm-graph.svg"
+step bench-ag-ce-graph timeout 200 $ag --path ce --graph --vs nccl -b 1K -e 1G -f 4 --iters 20 -w 5
 leaks benches
 if [ "${AGP_MODES:-0}" = 1 ]; then
 	for v in 1 2 3; do

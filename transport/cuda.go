@@ -390,18 +390,41 @@ func (b *CUDABackend) Equal(a, c Addr, n uint64) (bool, error) {
 }
 
 // RefCopy is the reference a put is measured against: one cuMemcpyAsync of
-// n bytes from src to dst (a peer's IPC-mapped memory: the copy engines'
-// peer copy, as cuMemcpyPeer does it) on a private stream, synchronized.
-func (b *CUDABackend) RefCopy(dst, src Addr, n uint64) error {
+// n bytes from src to dst (peer memory) on the side stream, timed by
+// events around it (device clock, no launch or synchronization in it).
+func (b *CUDABackend) RefCopy(dst, src Addr, n uint64) (time.Duration, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.current(); err != nil {
-		return err
+		return 0, err
+	}
+	e0, err := b.drv.NewTimingEvent()
+	if err != nil {
+		return 0, err
+	}
+	defer e0.Destroy()
+	e1, err := b.drv.NewTimingEvent()
+	if err != nil {
+		return 0, err
+	}
+	defer e1.Destroy()
+	if err := e0.Record(b.aux); err != nil {
+		return 0, err
 	}
 	if err := b.drv.MemcpyAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), n, b.aux); err != nil {
-		return err
+		return 0, err
 	}
-	return b.aux.Synchronize()
+	if err := e1.Record(b.aux); err != nil {
+		return 0, err
+	}
+	if err := b.aux.Synchronize(); err != nil {
+		return 0, err
+	}
+	ms, err := e0.ElapsedMs(e1)
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
 }
 
 // DevicePingPong runs one side of a device-initiated ping-pong of iters

@@ -112,17 +112,26 @@ type AGPConfig struct {
 	ReadyLocal, ReadyRemote []Addr
 	DoneLocal, DoneRemote   []Addr
 	Timeout                 time.Duration
-	// SM moves the data with the put kernel (all SMs) instead of the copy
-	// engines: faster with both directions busy, but not SM-free. Execs of
-	// at most AGPSmallMax bytes then run whole in one launch.
+	// SM runs each exec as one kernel launch that moves the data with the
+	// SMs instead of the copy engines: faster with both directions busy,
+	// but not SM-free.
 	SM bool
 	// Bases are every rank's window data as mapped here (rank order).
 	Bases []Addr
+	// Stage, with SM, are every rank's staging area for low-latency execs
+	// (kernels.AGPLLStageBytes(Size) zeroed bytes each, as mapped here);
+	// execs of at most kernels.AGPLLMax bytes per rank then send flagged
+	// lines instead of a handshake, a copy and a signal. Nil: none.
+	Stage []Addr
 }
 
-// AGPSmallMax is the largest exec (bytes per rank) that path "sm" runs in a
-// single launch.
-const AGPSmallMax = 64 << 10
+// AGPLLMax is the largest exec (bytes per rank) that path "sm" sends as
+// flagged lines when the all-gather has staging areas.
+const AGPLLMax = kernels.AGPLLMax
+
+// AGPStageBytes is the staging area one rank of a job of size ranks needs
+// (AGPConfig.Stage).
+func AGPStageBytes(size int) uint64 { return kernels.AGPLLStageBytes(size) }
 
 // AGPPut is one copy of an exec.
 type AGPPut struct {
@@ -150,8 +159,9 @@ const agpSideMin = 1 << 20
 
 // CUDAAGP is the device side of a persistent all-gather on one stream:
 // an exec counter in device memory, the slot address arrays, a side
-// stream for the own chunk and the captured graphs. Copies always use the
-// copy engines; the only kernels are the two one-thread sync kernels.
+// stream for the own chunk and the captured graphs. On path "ce" copies
+// use the copy engines and the only kernels are the two one-thread sync
+// kernels; on path "sm" an exec is one kernel launch.
 type CUDAAGP struct {
 	s          *CUDAStream
 	ak         *kernels.AGPKernels
@@ -164,9 +174,12 @@ type CUDAAGP struct {
 	last       *CUDAGraph
 	// sm moves the puts with the put kernel instead of the copy engines.
 	sm bool
-	// bases is a device array of the ranks' window data (for small execs).
-	bases cuda.DevicePtr
-	k     uint64 // execs enqueued (mirrors the device counter)
+	// bases is a device array of the ranks' window data, stage one of
+	// their staging areas (one-launch execs); out is this rank's window
+	// data; arrive is the one-launch kernels' block arrival counter.
+	bases, stage cuda.DevicePtr
+	out, arrive  cuda.DevicePtr
+	k            uint64 // execs enqueued (mirrors the device counter)
 }
 
 // NewAGP prepares the device side of a persistent all-gather.
@@ -184,20 +197,24 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	if err != nil {
 		return nil, err
 	}
-	// One allocation: the counter, then five arrays of n pointers (the
-	// ready and done slots, the ranks' window data).
+	// One allocation: the counter (offset 0) and the arrival counter (64),
+	// then six arrays of n pointers (the ready and done slots, the ranks'
+	// window data, their staging areas).
 	arr := uint64(n) * 8
-	mem, err := s.b.alloc(256 + 5*arr)
+	mem, err := s.b.alloc(256 + 6*arr)
 	if err != nil {
 		return nil, fmt.Errorf("persistent all-gather: %w", err)
 	}
 	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[string]*CUDAGraph{}, sm: cfg.SM}
-	buf := make([]byte, 5*arr)
-	bases := cfg.Bases
+	buf := make([]byte, 6*arr)
+	bases, stage := cfg.Bases, cfg.Stage
 	if len(bases) != n {
 		bases = make([]Addr, n)
 	}
-	for i, sl := range [][]Addr{cfg.ReadyRemote, cfg.ReadyLocal, cfg.DoneRemote, cfg.DoneLocal, bases} {
+	if len(stage) != n {
+		stage = make([]Addr, n)
+	}
+	for i, sl := range [][]Addr{cfg.ReadyRemote, cfg.ReadyLocal, cfg.DoneRemote, cfg.DoneLocal, bases, stage} {
 		for p, v := range sl {
 			if p == cfg.Rank && i < 4 {
 				v = 0
@@ -225,8 +242,13 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	a.ready, a.done = base, base
 	a.ready.Remote, a.ready.Local = mem.Add(256), mem.Add(256+arr)
 	a.done.Remote, a.done.Local = mem.Add(256+2*arr), mem.Add(256+3*arr)
+	a.arrive = mem.Add(64)
 	if len(cfg.Bases) == n {
 		a.bases = mem.Add(256 + 4*arr)
+		a.out = cuda.DevicePtr(cfg.Bases[cfg.Rank])
+		if len(cfg.Stage) == n {
+			a.stage = mem.Add(256 + 5*arr)
+		}
 	}
 	if a.side, err = s.b.drv.StreamCreate(); err != nil {
 		return fail(err)
@@ -247,8 +269,11 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 	if src == 0 && len(e.Puts) > 0 {
 		src = e.Puts[0].Src // in place: the puts read the own chunk in the window
 	}
-	if a.sm && a.bases != 0 && src != 0 && e.N > 0 && e.N <= AGPSmallMax {
-		return a.ak.Small(cs, a.ready, a.done, a.bases, cuda.DevicePtr(src), e.N)
+	if a.sm && a.bases != 0 && src != 0 && e.N > 0 {
+		if a.stage != 0 && e.N <= kernels.AGPLLMax {
+			return a.ak.LL(cs, a.ready, a.arrive, a.stage, a.out, cuda.DevicePtr(src), e.N)
+		}
+		return a.ak.One(cs, a.ready, a.done, a.arrive, a.bases, cuda.DevicePtr(src), e.N)
 	}
 	side := e.Own.Src != 0 && e.N >= agpSideMin
 	if side {

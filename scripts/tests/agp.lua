@@ -1,11 +1,14 @@
 -- Persistent all-gather checks, on any backend:
 --   luacoll run -n 2 tests/agp.lua            (host)
---   luacoll run -n 2 --device cuda tests/agp.lua [replays]
+--   luacoll run -n 2 --device cuda tests/agp.lua [replays [path]]
 -- Odd sizes, in place and out of place, changing data every exec, every
--- chunk checked, over-capacity refused, and (on CUDA) graph replays.
+-- chunk checked, over-capacity refused, sizes changing from exec to exec
+-- on one all-gather, and (on CUDA) graph replays. path is the windows'
+-- path (auto, ce or sm).
 local lc = require("luacoll")
 local me, size = lc.rank, lc.size
 local replays = tonumber(arg[1] or "1000")
+local path = arg[2]
 local passed = 0
 
 local function check_all(w, n, seed)
@@ -18,7 +21,7 @@ local function check_all(w, n, seed)
 end
 
 for _, n in ipairs({ 1000003, 1, 4097, 65536 }) do
-  local w = lc.window{ bytes = n * size + 64 }
+  local w = lc.window{ bytes = n * size + 64, path = path }
   local ag = lc.allgather_persistent{ window = w }
   local src = lc.buffer(n + 5)
   for it = 1, 5 do
@@ -47,10 +50,32 @@ for _, n in ipairs({ 1000003, 1, 4097, 65536 }) do
   passed = passed + 1
 end
 
+do
+  -- one all-gather, n changing from exec to exec (on CUDA path "sm" this
+  -- crosses between the flagged-line and the one-kernel execs)
+  local sizes = { 70000, 16, 65536, 1000, 65537, 3, 300000, 8 }
+  local max = 0
+  for _, n in ipairs(sizes) do max = math.max(max, n) end
+  local w = lc.window{ bytes = max * size, path = path }
+  local ag = lc.allgather_persistent{ window = w }
+  local src = lc.buffer(max)
+  for round = 1, 3 do
+    for i, n in ipairs(sizes) do
+      local seed = round * 100 + i
+      src:fill("rand", seed * 1000 + me)
+      ag:exec(src, 0, n)
+      lc.sync()
+      check_all(w, n, seed)
+    end
+  end
+  ag:destroy(); src:free(); w:free()
+  passed = passed + 1
+end
+
 if lc.device() ~= "host" then
   -- graph mode: the first exec is captured, later execs replay it
   local n = 4096
-  local w = lc.window{ bytes = n * size }
+  local w = lc.window{ bytes = n * size, path = path }
   local ag = lc.allgather_persistent{ window = w, graph = true }
   local src = lc.buffer(n)
   for it = 1, replays do

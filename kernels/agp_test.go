@@ -1,0 +1,132 @@
+package kernels
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/luacoll/luacoll/cuda"
+)
+
+// agpRank is one simulated rank of a two-rank persistent all-gather in one
+// process: its window data, staging area, counters, slots and the device
+// pointer tables the one-launch kernels read.
+type agpRank struct {
+	data, stage, mem, src cuda.DevicePtr
+	ready, done           AGPSpec
+	bases, stages         cuda.DevicePtr
+	s                     *cuda.Stream
+	c                     ctl
+}
+
+func table(t *testing.T, d *cuda.Driver, ptrs ...cuda.DevicePtr) cuda.DevicePtr {
+	t.Helper()
+	b := make([]byte, 8*len(ptrs))
+	for i, p := range ptrs {
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(p))
+	}
+	p := alloc(t, d, uint64(len(b)))
+	must(t, d.MemcpyHtoD(p, b))
+	must(t, d.DefaultStream().Synchronize())
+	return p
+}
+
+// TestAGPOneLaunch runs execs of both one-launch kernels (flagged lines
+// for n <= AGPLLMax, one kernel otherwise, and one kernel at small n too)
+// between two ranks on one GPU, with changing data and sizes, in place
+// and out of place, and checks every chunk; then a lone rank times out
+// with a record naming the missing peer.
+func TestAGPOneLaunch(t *testing.T) {
+	e := needKernels(t)
+	d, k := e.d, e.k
+	ak, err := k.AGP()
+	must(t, err)
+	const maxN = 256<<10 + 3
+	// slots[r][p]: rank r's ready (0) and done (1) slot written by rank p.
+	slots := zeroed(t, d, 2*2*2*8)
+	slot := func(kind, r, p int) cuda.DevicePtr { return slots.Add(uint64(((kind*2+r)*2 + p) * 8)) }
+	var rk [2]*agpRank
+	for r := range rk {
+		rk[r] = &agpRank{data: zeroed(t, d, 2*maxN), stage: zeroed(t, d, AGPLLStageBytes(2)), mem: zeroed(t, d, 128),
+			src: alloc(t, d, maxN+8), s: newStream(t, d), c: newCtl(t, d)}
+	}
+	for r, x := range rk {
+		p := 1 - r
+		base := AGPSpec{Count: x.mem, Rank: uint32(r), Size: 2, Timeout: 10 * time.Second, Abort: x.c.abortDev(), Record: x.c.recordDev()}
+		x.ready, x.done = base, base
+		x.ready.Remote = table(t, d, slot(0, p, r), slot(0, p, r)) // entry r is ignored
+		x.ready.Local = table(t, d, slot(0, r, p), slot(0, r, p))
+		x.done.Remote = table(t, d, slot(1, p, r), slot(1, p, r))
+		x.done.Local = table(t, d, slot(1, r, p), slot(1, r, p))
+		x.bases = table(t, d, rk[0].data, rk[1].data)
+		x.stages = table(t, d, rk[0].stage, rk[1].stage)
+	}
+	rng := rand.New(rand.NewSource(7))
+	sizes := []uint64{1, 7, 8, 4096, 65535, AGPLLMax, AGPLLMax + 1, 100003, maxN, 3, 65536}
+	for it, n := range sizes {
+		for _, mode := range []string{"ll", "one"} {
+			if mode == "ll" && n > AGPLLMax {
+				continue
+			}
+			inPlace := it%2 == 1
+			want := make([][]byte, 2)
+			for r, x := range rk {
+				want[r] = make([]byte, n)
+				rng.Read(want[r])
+				src := x.src.Add(1) // an odd source address
+				if inPlace {
+					src = x.data.Add(uint64(r) * n)
+				}
+				must(t, d.MemcpyHtoD(src, want[r]))
+				must(t, d.DefaultStream().Synchronize())
+				if mode == "ll" {
+					must(t, ak.LL(x.s, x.ready, x.mem.Add(64), x.stages, x.data, src, n))
+				} else {
+					must(t, ak.One(x.s, x.ready, x.done, x.mem.Add(64), x.bases, src, n))
+				}
+			}
+			for _, x := range rk {
+				must(t, x.s.Synchronize())
+				must(t, x.c.check(true))
+			}
+			for r, x := range rk {
+				got := read(t, d, x.data, int(2*n))
+				for q := 0; q < 2; q++ {
+					if !bytes.Equal(got[uint64(q)*n:uint64(q+1)*n], want[q]) {
+						t.Fatalf("%s exec n=%d in place %v: rank %d holds a wrong chunk %d", mode, n, inPlace, r, q)
+					}
+				}
+				cnt := read(t, d, x.mem, 72)
+				if c, a := u64at(cnt, 0), binary.LittleEndian.Uint32(cnt[64:]); a != 0 {
+					t.Fatalf("rank %d: arrival counter left at %d (count %d)", r, a, c)
+				}
+			}
+		}
+	}
+	execs := u64at(read(t, d, rk[0].mem, 8), 0)
+	t.Logf("%d execs checked on both ranks", execs)
+
+	// Rank 0 alone: both kernels time out and say who is missing.
+	for _, mode := range []string{"ll", "one"} {
+		x := rk[0]
+		sp, dn := x.ready, x.done
+		sp.Timeout, dn.Timeout = 50*time.Millisecond, 50*time.Millisecond
+		if mode == "ll" {
+			must(t, ak.LL(x.s, sp, x.mem.Add(64), x.stages, x.data, x.src, 64))
+		} else {
+			must(t, ak.One(x.s, sp, dn, x.mem.Add(64), x.bases, x.src, 64))
+		}
+		must(t, x.s.Synchronize())
+		r := x.c.record()
+		if r.Status != StatusTimeout || r.Slot != 1 {
+			t.Fatalf("%s alone: record %+v", mode, r)
+		}
+		t.Logf("%s alone: %+v", mode, r)
+		x.c.clear()
+	}
+	if err := ak.LL(rk[0].s, rk[0].ready, rk[0].mem.Add(64), rk[0].stages, rk[0].data, rk[0].src, AGPLLMax+1); err == nil {
+		t.Fatal("LL accepted n > AGPLLMax")
+	}
+}

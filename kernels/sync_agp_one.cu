@@ -1,0 +1,229 @@
+// (Named to sort after put.cu, signal_put.cu and sync_agp.cu, whose
+// functions it uses.)
+//
+// One-launch execs of the persistent all-gather on path "sm": the data,
+// the synchronization and the exec counter in a single kernel, so an exec
+// costs one launch (one graph node) instead of four.
+//
+// Both kernels end with the last block to finish (an arrival counter next
+// to the exec counter) updating the exec counter: every block reads the
+// counter first, and the last block writes it only after all blocks
+// arrived, so every block of the launch works on the same exec number.
+
+// lc_agp_poll spins until *slot compares with target (op), then reads it
+// once more with an acquire load. The abort flag (host-mapped: a read
+// crosses PCIe), the record and the timeout are looked at every 64 polls
+// only, so they do not slow the spin. It returns false once a failure is
+// recorded (here or by another wait).
+__device__ bool lc_agp_poll(const lc_u64 *slot, int op, lc_u64 target, lc_u32 who, lc_u64 start, lc_u64 timeout_ns,
+                            const lc_u32 *abort_flag, lc_record *rec) {
+	for (lc_u32 spins = 1;; spins++) {
+		const lc_u64 v = lc_load_volatile(slot);
+		if (lc_compare(v, target, op)) {
+			(void)lc_load_acquire_sys(slot);
+			return true;
+		}
+		if ((spins & 63) != 0) continue;
+		if (lc_poisoned(rec)) return false;
+		const lc_u64 el = lc_globaltimer() - start;
+		if (lc_aborted(abort_flag)) {
+			lc_fail(rec, LC_STATUS_ABORTED, who, v, target, el);
+			return false;
+		}
+		if (timeout_ns != 0 && el >= timeout_ns) {
+			lc_fail(rec, LC_STATUS_TIMEOUT, who, v, target, el);
+			return false;
+		}
+	}
+}
+
+// lc_agp_arrive is called by thread 0 of every block at the end; it
+// returns true in the last block to arrive, which has reset the arrival
+// counter and stored e as the exec counter.
+__device__ bool lc_agp_arrive(lc_u32 *arrive, lc_u64 *count, lc_u64 e) {
+	__threadfence();
+	if (atomicAdd(arrive, 1u) != gridDim.x - 1) return false;
+	__threadfence_system();
+	*(volatile lc_u32 *)arrive = 0;
+	lc_store_volatile(count, e);
+	return true;
+}
+
+// lc_agp_one runs a whole exec e = count+1 of n bytes per rank on any grid:
+//  1. thread 0 of every block stores e into every peer's ready slot (the
+//     same value from every block) and waits until every local ready slot
+//     is >= e: no put of exec e lands on a rank still using exec e-1;
+//  2. the blocks copy: with 8 blocks or more, one block in 8 copies the own
+//     chunk into place (skipped in place) while the others put the chunk to
+//     the peers, peers in the order rank+1, rank+2, ...; with fewer, every
+//     block does both;
+//  3. every thread fences system-wide; the last block to arrive stores
+//     tag(e, n) into every peer's done slot and waits until every local done
+//     slot equals tag(e, n) (a peer with another n never matches).
+// bases[p] is rank p's window data as mapped here.
+extern "C" __global__ void lc_agp_one(lc_u64 *count, lc_u32 *arrive, lc_u64 *const *ready_remote,
+                                      lc_u64 *const *ready_local, lc_u64 *const *done_remote,
+                                      lc_u64 *const *done_local, lc_u32 rank, lc_u32 nranks, lc_u8 *const *bases,
+                                      const lc_u8 *src, lc_u64 n, lc_u64 timeout_ns, const lc_u32 *abort_flag,
+                                      lc_record *rec) {
+	__shared__ int failed;
+	__shared__ lc_u64 epoch;
+	if (threadIdx.x == 0) {
+		const lc_u64 e = lc_load_volatile(count) + 1;
+		epoch = e;
+		failed = lc_poisoned(rec);
+		if (!failed) {
+			for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(ready_remote[(rank + i) % nranks], e);
+			const lc_u64 start = lc_globaltimer();
+			for (lc_u32 i = 1; i < nranks && !failed; i++) {
+				const lc_u32 p = (rank + i) % nranks;
+				failed = !lc_agp_poll(ready_local[p], LC_CMP_GE, e, p, start, timeout_ns, abort_flag, rec);
+			}
+		}
+	}
+	__syncthreads();
+	const lc_u64 e = epoch;
+	if (!failed) {
+		const lc_u64 off = (lc_u64)rank * n;
+		lc_u8 *own = bases[rank] + off;
+		const bool copy_own = own != src;
+		lc_u32 own_blocks = gridDim.x >= 8 ? gridDim.x / 8 : 0;
+		if (!copy_own) own_blocks = 0;
+		const bool own_block = blockIdx.x < own_blocks;
+		if (own_blocks == 0 || !own_block) {
+			const lc_u64 b = blockIdx.x - own_blocks, nb = gridDim.x - own_blocks;
+			const lc_u64 tid = b * blockDim.x + threadIdx.x, nth = nb * blockDim.x;
+			for (lc_u32 i = 1; i < nranks; i++) lc_put_range(bases[(rank + i) % nranks] + off, src, n, tid, nth);
+		}
+		if (copy_own && (own_blocks == 0 || own_block)) {
+			const lc_u64 nb = own_blocks ? own_blocks : gridDim.x;
+			const lc_u64 tid = (lc_u64)blockIdx.x * blockDim.x + threadIdx.x, nth = nb * blockDim.x;
+			lc_put_range(own, src, n, tid, nth);
+		}
+	}
+	__threadfence_system();
+	__syncthreads();
+	if (threadIdx.x != 0 || !lc_agp_arrive(arrive, count, e)) return;
+	if (lc_poisoned(rec)) return;
+	const lc_u64 tag = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
+	for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(done_remote[(rank + i) % nranks], tag);
+	const lc_u64 start = lc_globaltimer();
+	for (lc_u32 i = 1; i < nranks; i++) {
+		const lc_u32 p = (rank + i) % nranks;
+		if (!lc_agp_poll(done_local[p], LC_CMP_EQ, tag, p, start, timeout_ns, abort_flag, rec)) return;
+	}
+}
+
+// Low-latency execs (lc_agp_ll): the chunk travels as 16-byte lines of
+// {data0, flag, data1, flag} (8 data bytes per line), each written with one
+// 16-byte store, into a staging area of the receiver; the flag is the exec
+// number, so a line whose flags match is complete and the receiver needs no
+// other signal and no fence. Line 0 carries n instead of data.
+//
+// Staging: rank r's area holds, for b in {0, 1} and every writer q, a slot
+// of LC_LL_SLOT bytes at (b * nranks + q) * LC_LL_SLOT; exec e uses b = e & 1.
+// Writing slot b of exec e + 2 is safe without a handshake: a rank starts
+// exec e + 2 after its exec e + 1 completed, which needed the peer's lines
+// of exec e + 1, which the peer sends after it finished exec e, the last
+// reader of slot b.
+#define LC_LL_MAX (64ull << 10)
+#define LC_LL_SLOT (16ull * (1 + LC_LL_MAX / 8))
+
+__device__ __forceinline__ void lc_ll_store(lc_u8 *p, lc_u32 d0, lc_u32 d1, lc_u32 f) {
+	asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(d0), "r"(f), "r"(d1), "r"(f)
+	             : "memory");
+}
+
+__device__ __forceinline__ void lc_ll_load(const lc_u8 *p, lc_u32 &d0, lc_u32 &f0, lc_u32 &d1, lc_u32 &f1) {
+	asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+	             : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1)
+	             : "l"(p)
+	             : "memory");
+}
+
+// lc_ll_word reads up to 8 bytes of p (k of them, k <= 8), little-endian.
+__device__ __forceinline__ lc_u64 lc_ll_word(const lc_u8 *p, lc_u64 k) {
+	if (k == 8 && ((lc_u64)p & 7) == 0) return *(const lc_u64 *)p;
+	lc_u64 v = 0;
+	for (lc_u64 i = 0; i < k; i++) v |= (lc_u64)p[i] << (8 * i);
+	return v;
+}
+
+__device__ __forceinline__ void lc_ll_put_word(lc_u8 *p, lc_u64 v, lc_u64 k) {
+	if (k == 8 && ((lc_u64)p & 7) == 0) {
+		*(lc_u64 *)p = v;
+		return;
+	}
+	for (lc_u64 i = 0; i < k; i++) p[i] = (lc_u8)(v >> (8 * i));
+}
+
+// lc_agp_ll runs exec e = count+1 of n <= LC_LL_MAX bytes per rank: every
+// thread sends its lines to every peer's staging (peers in the order
+// rank+1, ...), copies its share of the own chunk into out (unless in
+// place), then polls its lines of every peer's slot here and unpacks them
+// into out at q * n. stage[p] is rank p's staging area as mapped here.
+// A failure records target tag(e, n) and, as observed, tag(e, n') when the
+// peer's line 0 arrived with n', else the exec number it last showed.
+extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const *stage, lc_u32 rank, lc_u32 nranks,
+                                     lc_u8 *out, const lc_u8 *src, lc_u64 n, lc_u64 timeout_ns,
+                                     const lc_u32 *abort_flag, lc_record *rec) {
+	__shared__ int failed;
+	const lc_u64 e = lc_load_volatile(count) + 1;
+	if (threadIdx.x == 0) failed = lc_poisoned(rec);
+	__syncthreads();
+	const lc_u32 flag = (lc_u32)e;
+	const lc_u64 b = e & 1, lines = 1 + (n + 7) / 8;
+	const lc_u64 tid = lc_tid(), nth = lc_nthreads();
+	const lc_u64 target = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
+	if (!failed) {
+		for (lc_u64 j = tid; j < lines; j += nth) {
+			lc_u64 w = n;
+			if (j > 0) {
+				const lc_u64 at = 8 * (j - 1);
+				w = lc_ll_word(src + at, n - at < 8 ? n - at : 8);
+			}
+			for (lc_u32 i = 1; i < nranks; i++) {
+				const lc_u32 p = (rank + i) % nranks;
+				lc_ll_store(stage[p] + (b * nranks + rank) * LC_LL_SLOT + 16 * j, (lc_u32)w, (lc_u32)(w >> 32), flag);
+			}
+		}
+		lc_u8 *own = out + (lc_u64)rank * n;
+		if (own != src) lc_put_range(own, src, n, tid, nth);
+		const lc_u64 start = lc_globaltimer();
+		for (lc_u32 i = 1; i < nranks && !failed; i++) {
+			const lc_u32 q = (rank + nranks - i) % nranks;
+			const lc_u8 *slot = stage[rank] + (b * nranks + q) * LC_LL_SLOT;
+			for (lc_u64 j = tid; j < lines && !failed; j += nth) {
+				lc_u32 d0, f0, d1, f1;
+				for (lc_u32 spins = 1;; spins++) {
+					lc_ll_load(slot + 16 * j, d0, f0, d1, f1);
+					const lc_u64 w = (lc_u64)d1 << 32 | d0;
+					if (f0 == flag && f1 == flag && (j > 0 || w == n)) break;
+					if ((spins & 63) != 0) continue;
+					if (lc_poisoned(rec)) {
+						failed = 1;
+						break;
+					}
+					const lc_u64 el = lc_globaltimer() - start;
+					const bool ab = lc_aborted(abort_flag);
+					if (ab || (timeout_ns != 0 && el >= timeout_ns)) {
+						lc_u32 h0, hf0, h1, hf1;
+						lc_ll_load(slot, h0, hf0, h1, hf1);
+						const lc_u64 hn = (lc_u64)h1 << 32 | h0;
+						const lc_u64 obs = hf0 == flag && hf1 == flag
+						                       ? (e & LC_AGP_KMASK) << LC_AGP_NBITS | (hn & LC_AGP_NMASK)
+						                       : ((lc_u64)hf0 & LC_AGP_KMASK) << LC_AGP_NBITS;
+						lc_fail(rec, ab ? LC_STATUS_ABORTED : LC_STATUS_TIMEOUT, q, obs, target, el);
+						failed = 1;
+						break;
+					}
+				}
+				if (failed || j == 0) continue;
+				const lc_u64 at = 8 * (j - 1);
+				lc_ll_put_word(out + (lc_u64)q * n + at, (lc_u64)d1 << 32 | d0, n - at < 8 ? n - at : 8);
+			}
+		}
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) (void)lc_agp_arrive(arrive, count, e);
+}
