@@ -111,18 +111,19 @@ const agpLLThreads = 256
 
 // One enqueues a whole exec of n bytes per rank in one launch over the
 // bandwidth grid (lc_agp_one): ready handshake, the puts and the own chunk
-// (unless src is already in place), done handshake. arrive is 4 bytes of
-// zeroed device memory that the launch leaves at zero; bases is a device
-// array of Size pointers to each rank's window data as mapped here.
-func (a *AGPKernels) One(s *cuda.Stream, ready, done AGPSpec, arrive, bases, src cuda.DevicePtr, n uint64) error {
+// (unless src is already in place), done handshake. ctl is 16 bytes of
+// 8-aligned zeroed device memory, the launches' own (block arrivals, block
+// ticket, go flag), shared with LL; bases is a device array of Size
+// pointers to each rank's window data as mapped here.
+func (a *AGPKernels) One(s *cuda.Stream, ready, done AGPSpec, ctl, bases, src cuda.DevicePtr, n uint64) error {
 	if err := ready.check("agp exec"); err != nil {
 		return err
 	}
-	if arrive == 0 || bases == 0 || src == 0 {
+	if ctl == 0 || ctl%8 != 0 || bases == 0 || src == 0 {
 		return fmt.Errorf("agp exec: %w", ErrBadSpec)
 	}
 	var args cuda.KernelArgs
-	args.Ptr(ready.Count).Ptr(arrive).Ptr(ready.Remote).Ptr(ready.Local).Ptr(done.Remote).Ptr(done.Local).
+	args.Ptr(ready.Count).Ptr(ctl).Ptr(ready.Remote).Ptr(ready.Local).Ptr(done.Remote).Ptr(done.Local).
 		U32(ready.Rank).U32(ready.Size).Ptr(bases).Ptr(src).U64(n).U64(nanos(ready.Timeout)).Ptr(ready.Abort).Ptr(ready.Record)
 	return a.k.launch(KernelAGPOne, a.k.bulkGrid(n*uint64(ready.Size)), bulkThreads, s, &args)
 }
@@ -133,17 +134,17 @@ func (a *AGPKernels) One(s *cuda.Stream, ready, done AGPSpec, arrive, bases, src
 // mapped here, each AGPLLStageBytes(Size) of zeroed memory used by nothing
 // else), and the peers' lines are unpacked into out (this rank's window
 // data) at p * n.
-func (a *AGPKernels) LL(s *cuda.Stream, sp AGPSpec, arrive, stage, out, src cuda.DevicePtr, n uint64) error {
+func (a *AGPKernels) LL(s *cuda.Stream, sp AGPSpec, ctl, stage, out, src cuda.DevicePtr, n uint64) error {
 	if err := sp.check("agp low-latency exec"); err != nil {
 		return err
 	}
-	if n > AGPLLMax || arrive == 0 || stage == 0 || out == 0 || src == 0 {
+	if n > AGPLLMax || ctl == 0 || ctl%8 != 0 || stage == 0 || out == 0 || src == 0 {
 		return fmt.Errorf("agp low-latency exec (n %d): %w", n, ErrBadSpec)
 	}
 	lines := 1 + (n+7)/8
 	grid := min((lines+agpLLThreads-1)/agpLLThreads, 32)
 	var args cuda.KernelArgs
-	args.Ptr(sp.Count).Ptr(arrive).Ptr(stage).U32(sp.Rank).U32(sp.Size).Ptr(out).Ptr(src).U64(n).
+	args.Ptr(sp.Count).Ptr(ctl).Ptr(stage).U32(sp.Rank).U32(sp.Size).Ptr(out).Ptr(src).U64(n).
 		U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record)
 	return a.k.launch(KernelAGPLL, uint32(grid), agpLLThreads, s, &args)
 }

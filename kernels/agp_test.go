@@ -98,9 +98,9 @@ func TestAGPOneLaunch(t *testing.T) {
 						t.Fatalf("%s exec n=%d in place %v: rank %d holds a wrong chunk %d", mode, n, inPlace, r, q)
 					}
 				}
-				cnt := read(t, d, x.mem, 72)
-				if c, a := u64at(cnt, 0), binary.LittleEndian.Uint32(cnt[64:]); a != 0 {
-					t.Fatalf("rank %d: arrival counter left at %d (count %d)", r, a, c)
+				cnt := read(t, d, x.mem, 80)
+				if c, a, tk := u64at(cnt, 0), binary.LittleEndian.Uint32(cnt[64:]), binary.LittleEndian.Uint32(cnt[68:]); a != 0 || tk != 0 {
+					t.Fatalf("rank %d: arrivals %d, ticket %d left after the exec (count %d)", r, a, tk, c)
 				}
 			}
 		}

@@ -37,48 +37,72 @@ __device__ bool lc_agp_poll(const lc_u64 *slot, int op, lc_u64 target, lc_u32 wh
 	}
 }
 
-// lc_agp_arrive is called by thread 0 of every block at the end; it
-// returns true in the last block to arrive, which has reset the arrival
-// counter and stored e as the exec counter.
-__device__ bool lc_agp_arrive(lc_u32 *arrive, lc_u64 *count, lc_u64 e) {
+// lc_agp_arrive is called by thread 0 of every block at the end, after the
+// block's threads synchronized; it returns true in the last block to
+// arrive, which has reset the arrival counter and the block ticket and
+// stored e as the exec counter. The block's writes are ordered before its
+// arrival with a GPU-scope fence; the last block fences system-wide before
+// anything it writes for the peers, which orders all blocks' writes (the
+// arrivals chain them) before its signals.
+__device__ bool lc_agp_arrive(lc_u32 *arrive, lc_u32 *ticket, lc_u64 *count, lc_u64 e) {
 	__threadfence();
 	if (atomicAdd(arrive, 1u) != gridDim.x - 1) return false;
 	__threadfence_system();
 	*(volatile lc_u32 *)arrive = 0;
+	if (ticket) *(volatile lc_u32 *)ticket = 0;
 	lc_store_volatile(count, e);
 	return true;
 }
 
-// lc_agp_one runs a whole exec e = count+1 of n bytes per rank on any grid:
-//  1. thread 0 of every block stores e into every peer's ready slot (the
-//     same value from every block) and waits until every local ready slot
-//     is >= e: no put of exec e lands on a rank still using exec e-1;
+// lc_agp_one runs a whole exec e = count+1 of n bytes per rank on any grid.
+// The block that takes ticket 0 (so it is running: no block waits for one
+// that may not be scheduled) is the leader:
+//  1. the leader stores e into every peer's ready slot and waits until every
+//     local ready slot is >= e (no put of exec e lands on a rank still using
+//     exec e-1), then publishes e, or e with the top bit set on failure, in
+//     *go; the other blocks spin on *go (device memory: no host-mapped read
+//     per block);
 //  2. the blocks copy: with 8 blocks or more, one block in 8 copies the own
 //     chunk into place (skipped in place) while the others put the chunk to
 //     the peers, peers in the order rank+1, rank+2, ...; with fewer, every
 //     block does both;
-//  3. every thread fences system-wide; the last block to arrive stores
-//     tag(e, n) into every peer's done slot and waits until every local done
-//     slot equals tag(e, n) (a peer with another n never matches).
+//  3. the last block to arrive stores tag(e, n) into every peer's done slot
+//     and waits until every local done slot equals tag(e, n) (a peer with
+//     another n never matches).
+// ctl is 16 bytes of zeroed device memory (arrival counter, ticket, go);
 // bases[p] is rank p's window data as mapped here.
-extern "C" __global__ void lc_agp_one(lc_u64 *count, lc_u32 *arrive, lc_u64 *const *ready_remote,
+#define LC_AGP_FAILED (1ull << 63)
+
+extern "C" __global__ void lc_agp_one(lc_u64 *count, lc_u32 *ctl, lc_u64 *const *ready_remote,
                                       lc_u64 *const *ready_local, lc_u64 *const *done_remote,
                                       lc_u64 *const *done_local, lc_u32 rank, lc_u32 nranks, lc_u8 *const *bases,
                                       const lc_u8 *src, lc_u64 n, lc_u64 timeout_ns, const lc_u32 *abort_flag,
                                       lc_record *rec) {
 	__shared__ int failed;
 	__shared__ lc_u64 epoch;
+	lc_u32 *arrive = ctl, *ticket = ctl + 1;
+	lc_u64 *go = (lc_u64 *)(ctl + 2);
 	if (threadIdx.x == 0) {
 		const lc_u64 e = lc_load_volatile(count) + 1;
 		epoch = e;
-		failed = lc_poisoned(rec);
-		if (!failed) {
-			for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(ready_remote[(rank + i) % nranks], e);
-			const lc_u64 start = lc_globaltimer();
-			for (lc_u32 i = 1; i < nranks && !failed; i++) {
-				const lc_u32 p = (rank + i) % nranks;
-				failed = !lc_agp_poll(ready_local[p], LC_CMP_GE, e, p, start, timeout_ns, abort_flag, rec);
+		if (atomicAdd(ticket, 1u) == 0) {
+			int f = lc_poisoned(rec);
+			if (!f) {
+				for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(ready_remote[(rank + i) % nranks], e);
+				const lc_u64 start = lc_globaltimer();
+				for (lc_u32 i = 1; i < nranks && !f; i++) {
+					const lc_u32 p = (rank + i) % nranks;
+					f = !lc_agp_poll(ready_local[p], LC_CMP_GE, e, p, start, timeout_ns, abort_flag, rec);
+				}
 			}
+			failed = f;
+			__threadfence();
+			lc_store_volatile(go, f ? e | LC_AGP_FAILED : e);
+		} else {
+			lc_u64 v;
+			while (((v = lc_load_volatile(go)) & ~LC_AGP_FAILED) != e) {
+			}
+			failed = (v & LC_AGP_FAILED) != 0;
 		}
 	}
 	__syncthreads();
@@ -101,9 +125,8 @@ extern "C" __global__ void lc_agp_one(lc_u64 *count, lc_u32 *arrive, lc_u64 *con
 			lc_put_range(own, src, n, tid, nth);
 		}
 	}
-	__threadfence_system();
 	__syncthreads();
-	if (threadIdx.x != 0 || !lc_agp_arrive(arrive, count, e)) return;
+	if (threadIdx.x != 0 || !lc_agp_arrive(arrive, ticket, count, e)) return;
 	if (lc_poisoned(rec)) return;
 	const lc_u64 tag = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
 	for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(done_remote[(rank + i) % nranks], tag);
@@ -200,12 +223,16 @@ extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const
 					const lc_u64 w = (lc_u64)d1 << 32 | d0;
 					if (f0 == flag && f1 == flag && (j > 0 || w == n)) break;
 					if ((spins & 63) != 0) continue;
-					if (lc_poisoned(rec)) {
+					if (*(volatile int *)&failed) break;
+					// Host-mapped memory (record, abort flag) is read by
+					// thread 0 of each block only: thousands of threads
+					// reading across PCIe would stall every one of them.
+					if (threadIdx.x == 0 && lc_poisoned(rec)) {
 						failed = 1;
 						break;
 					}
 					const lc_u64 el = lc_globaltimer() - start;
-					const bool ab = lc_aborted(abort_flag);
+					const bool ab = threadIdx.x == 0 && lc_aborted(abort_flag);
 					if (ab || (timeout_ns != 0 && el >= timeout_ns)) {
 						lc_u32 h0, hf0, h1, hf1;
 						lc_ll_load(slot, h0, hf0, h1, hf1);
@@ -225,5 +252,5 @@ extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const
 		}
 	}
 	__syncthreads();
-	if (threadIdx.x == 0) (void)lc_agp_arrive(arrive, count, e);
+	if (threadIdx.x == 0) (void)lc_agp_arrive(arrive, 0, count, e);
 }

@@ -176,9 +176,9 @@ type CUDAAGP struct {
 	sm bool
 	// bases is a device array of the ranks' window data, stage one of
 	// their staging areas (one-launch execs); out is this rank's window
-	// data; arrive is the one-launch kernels' block arrival counter.
+	// data; ctl is the one-launch kernels' control block (16 bytes).
 	bases, stage cuda.DevicePtr
-	out, arrive  cuda.DevicePtr
+	out, ctl     cuda.DevicePtr
 	k            uint64 // execs enqueued (mirrors the device counter)
 }
 
@@ -197,7 +197,8 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	if err != nil {
 		return nil, err
 	}
-	// One allocation: the counter (offset 0) and the arrival counter (64),
+	// One allocation: the counter (offset 0) and the one-launch control
+	// block (64),
 	// then six arrays of n pointers (the ready and done slots, the ranks'
 	// window data, their staging areas).
 	arr := uint64(n) * 8
@@ -242,7 +243,7 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	a.ready, a.done = base, base
 	a.ready.Remote, a.ready.Local = mem.Add(256), mem.Add(256+arr)
 	a.done.Remote, a.done.Local = mem.Add(256+2*arr), mem.Add(256+3*arr)
-	a.arrive = mem.Add(64)
+	a.ctl = mem.Add(64)
 	if len(cfg.Bases) == n {
 		a.bases = mem.Add(256 + 4*arr)
 		a.out = cuda.DevicePtr(cfg.Bases[cfg.Rank])
@@ -271,9 +272,9 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 	}
 	if a.sm && a.bases != 0 && src != 0 && e.N > 0 {
 		if a.stage != 0 && e.N <= kernels.AGPLLMax {
-			return a.ak.LL(cs, a.ready, a.arrive, a.stage, a.out, cuda.DevicePtr(src), e.N)
+			return a.ak.LL(cs, a.ready, a.ctl, a.stage, a.out, cuda.DevicePtr(src), e.N)
 		}
-		return a.ak.One(cs, a.ready, a.done, a.arrive, a.bases, cuda.DevicePtr(src), e.N)
+		return a.ak.One(cs, a.ready, a.done, a.ctl, a.bases, cuda.DevicePtr(src), e.N)
 	}
 	side := e.Own.Src != 0 && e.N >= agpSideMin
 	if side {
