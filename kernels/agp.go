@@ -134,7 +134,11 @@ func (a *AGPKernels) One(s *cuda.Stream, ready, done AGPSpec, ctl, bases, src cu
 // mapped here, each AGPLLStageBytes(Size) of zeroed memory used by nothing
 // else), and the peers' lines are unpacked into out (this rank's window
 // data) at p * n.
-func (a *AGPKernels) LL(s *cuda.Stream, sp AGPSpec, ctl, stage, out, src cuda.DevicePtr, n uint64) error {
+//
+// variant selects how lines are stored and polled (bit 0: plain stores
+// instead of volatile ones; bit 1: a back-off between polls), for
+// measurements; 0 is the default.
+func (a *AGPKernels) LL(s *cuda.Stream, sp AGPSpec, ctl, stage, out, src cuda.DevicePtr, n uint64, variant int) error {
 	if err := sp.check("agp low-latency exec"); err != nil {
 		return err
 	}
@@ -145,6 +149,6 @@ func (a *AGPKernels) LL(s *cuda.Stream, sp AGPSpec, ctl, stage, out, src cuda.De
 	grid := min((lines+agpLLThreads-1)/agpLLThreads, 32)
 	var args cuda.KernelArgs
 	args.Ptr(sp.Count).Ptr(ctl).Ptr(stage).U32(sp.Rank).U32(sp.Size).Ptr(out).Ptr(src).U64(n).
-		U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record)
+		U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(variant))
 	return a.k.launch(KernelAGPLL, uint32(grid), agpLLThreads, s, &args)
 }

@@ -82,7 +82,7 @@ func TestAGPOneLaunch(t *testing.T) {
 				must(t, d.MemcpyHtoD(src, want[r]))
 				must(t, d.DefaultStream().Synchronize())
 				if mode == "ll" {
-					must(t, ak.LL(x.s, x.ready, x.mem.Add(64), x.stages, x.data, src, n))
+					must(t, ak.LL(x.s, x.ready, x.mem.Add(64), x.stages, x.data, src, n, it%4)) // every variant in turn
 				} else {
 					must(t, ak.One(x.s, x.ready, x.done, x.mem.Add(64), x.bases, src, n))
 				}
@@ -114,7 +114,7 @@ func TestAGPOneLaunch(t *testing.T) {
 		sp, dn := x.ready, x.done
 		sp.Timeout, dn.Timeout = 50*time.Millisecond, 50*time.Millisecond
 		if mode == "ll" {
-			must(t, ak.LL(x.s, sp, x.mem.Add(64), x.stages, x.data, x.src, 64))
+			must(t, ak.LL(x.s, sp, x.mem.Add(64), x.stages, x.data, x.src, 64, 0))
 		} else {
 			must(t, ak.One(x.s, sp, dn, x.mem.Add(64), x.bases, x.src, 64))
 		}
@@ -126,7 +126,7 @@ func TestAGPOneLaunch(t *testing.T) {
 		t.Logf("%s alone: %+v", mode, r)
 		x.c.clear()
 	}
-	if err := ak.LL(rk[0].s, rk[0].ready, rk[0].mem.Add(64), rk[0].stages, rk[0].data, rk[0].src, AGPLLMax+1); err == nil {
+	if err := ak.LL(rk[0].s, rk[0].ready, rk[0].mem.Add(64), rk[0].stages, rk[0].data, rk[0].src, AGPLLMax+1, 0); err == nil {
 		t.Fatal("LL accepted n > AGPLLMax")
 	}
 }

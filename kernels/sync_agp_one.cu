@@ -152,9 +152,15 @@ extern "C" __global__ void lc_agp_one(lc_u64 *count, lc_u32 *ctl, lc_u64 *const 
 #define LC_LL_MAX (64ull << 10)
 #define LC_LL_SLOT (16ull * (1 + LC_LL_MAX / 8))
 
-__device__ __forceinline__ void lc_ll_store(lc_u8 *p, lc_u32 d0, lc_u32 d1, lc_u32 f) {
-	asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(d0), "r"(f), "r"(d1), "r"(f)
-	             : "memory");
+// lc_ll_store writes one line: variant bit 0 clear, a volatile 16-byte
+// store; set, a plain (weak) one, which the memory system may combine.
+__device__ __forceinline__ void lc_ll_store(lc_u8 *p, lc_u32 d0, lc_u32 d1, lc_u32 f, int variant) {
+	if (variant & 1) {
+		asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(d0), "r"(f), "r"(d1), "r"(f) : "memory");
+	} else {
+		asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(d0), "r"(f), "r"(d1), "r"(f)
+		             : "memory");
+	}
 }
 
 __device__ __forceinline__ void lc_ll_load(const lc_u8 *p, lc_u32 &d0, lc_u32 &f0, lc_u32 &d1, lc_u32 &f1) {
@@ -189,7 +195,7 @@ __device__ __forceinline__ void lc_ll_put_word(lc_u8 *p, lc_u64 v, lc_u64 k) {
 // peer's line 0 arrived with n', else the exec number it last showed.
 extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const *stage, lc_u32 rank, lc_u32 nranks,
                                      lc_u8 *out, const lc_u8 *src, lc_u64 n, lc_u64 timeout_ns,
-                                     const lc_u32 *abort_flag, lc_record *rec) {
+                                     const lc_u32 *abort_flag, lc_record *rec, int variant) {
 	__shared__ int failed;
 	const lc_u64 e = lc_load_volatile(count) + 1;
 	if (threadIdx.x == 0) failed = lc_poisoned(rec);
@@ -207,7 +213,7 @@ extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const
 			}
 			for (lc_u32 i = 1; i < nranks; i++) {
 				const lc_u32 p = (rank + i) % nranks;
-				lc_ll_store(stage[p] + (b * nranks + rank) * LC_LL_SLOT + 16 * j, (lc_u32)w, (lc_u32)(w >> 32), flag);
+				lc_ll_store(stage[p] + (b * nranks + rank) * LC_LL_SLOT + 16 * j, (lc_u32)w, (lc_u32)(w >> 32), flag, variant);
 			}
 		}
 		lc_u8 *own = out + (lc_u64)rank * n;
@@ -222,6 +228,8 @@ extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const
 					lc_ll_load(slot + 16 * j, d0, f0, d1, f1);
 					const lc_u64 w = (lc_u64)d1 << 32 | d0;
 					if (f0 == flag && f1 == flag && (j > 0 || w == n)) break;
+					// variant bit 1: back off between polls of a line.
+					if (variant & 2) __nanosleep(100);
 					if ((spins & 63) != 0) continue;
 					if (*(volatile int *)&failed) break;
 					// Host-mapped memory (record, abort flag) is read by

@@ -3,7 +3,9 @@ package transport
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -179,6 +181,7 @@ type CUDAAGP struct {
 	// data; ctl is the one-launch kernels' control block (16 bytes).
 	bases, stage cuda.DevicePtr
 	out, ctl     cuda.DevicePtr
+	tune         agpTuning
 	k            uint64 // execs enqueued (mirrors the device counter)
 }
 
@@ -206,7 +209,7 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistent all-gather: %w", err)
 	}
-	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[string]*CUDAGraph{}, sm: cfg.SM}
+	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[string]*CUDAGraph{}, sm: cfg.SM, tune: agpTune()}
 	buf := make([]byte, 6*arr)
 	bases, stage := cfg.Bases, cfg.Stage
 	if len(bases) != n {
@@ -263,6 +266,32 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	return a, nil
 }
 
+// agpTuning holds the measured choices of path "sm", each overridable
+// by an environment variable for measurements.
+type agpTuning struct {
+	llMax     uint64 // largest n sent as flagged lines (LUACOLL_AGP_LLMAX)
+	llVariant int    // line store/poll variant (LUACOLL_AGP_LL_VARIANT)
+	// ceMin: from this n up, the puts use the copy engines and the own
+	// chunk the SMs, on a side stream (LUACOLL_AGP_CE_MIN; 0: never).
+	ceMin uint64
+}
+
+func envUint(name string, def uint64) uint64 {
+	v, err := strconv.ParseUint(os.Getenv(name), 10, 64)
+	if err != nil {
+		return def
+	}
+	return v
+}
+
+func agpTune() agpTuning {
+	t := agpTuning{llMax: kernels.AGPLLMax, llVariant: 0, ceMin: 0}
+	t.llMax = min(envUint("LUACOLL_AGP_LLMAX", t.llMax), kernels.AGPLLMax)
+	t.llVariant = int(envUint("LUACOLL_AGP_LL_VARIANT", uint64(t.llVariant)) & 3)
+	t.ceMin = envUint("LUACOLL_AGP_CE_MIN", t.ceMin)
+	return t
+}
+
 // record enqueues one exec on cs (the stream, or the stream under capture).
 func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 	drv := a.s.b.drv
@@ -270,13 +299,16 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 	if src == 0 && len(e.Puts) > 0 {
 		src = e.Puts[0].Src // in place: the puts read the own chunk in the window
 	}
-	if a.sm && a.bases != 0 && src != 0 && e.N > 0 {
-		if a.stage != 0 && e.N <= kernels.AGPLLMax {
-			return a.ak.LL(cs, a.ready, a.ctl, a.stage, a.out, cuda.DevicePtr(src), e.N)
+	// On path "sm", from tune.ceMin up the puts go to the copy engines and
+	// the own chunk to the put kernel on the side stream.
+	ownSM := a.sm && a.tune.ceMin != 0 && e.N >= a.tune.ceMin
+	if a.sm && !ownSM && a.bases != 0 && src != 0 && e.N > 0 {
+		if a.stage != 0 && e.N <= a.tune.llMax {
+			return a.ak.LL(cs, a.ready, a.ctl, a.stage, a.out, cuda.DevicePtr(src), e.N, a.tune.llVariant)
 		}
 		return a.ak.One(cs, a.ready, a.done, a.ctl, a.bases, cuda.DevicePtr(src), e.N)
 	}
-	side := e.Own.Src != 0 && e.N >= agpSideMin
+	side := e.Own.Src != 0 && (e.N >= agpSideMin || ownSM)
 	if side {
 		if err := a.fork.Record(cs); err != nil {
 			return err
@@ -284,7 +316,13 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 		if err := a.side.WaitEvent(a.fork); err != nil {
 			return err
 		}
-		if err := drv.MemcpyAsync(cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N, a.side); err != nil {
+		var err error
+		if ownSM {
+			err = a.s.b.k.Put(a.side, cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N)
+		} else {
+			err = drv.MemcpyAsync(cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N, a.side)
+		}
+		if err != nil {
 			return err
 		}
 		if err := a.join.Record(a.side); err != nil {
@@ -300,13 +338,7 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 	}
 	if e.N > 0 {
 		for _, p := range e.Puts {
-			var err error
-			if a.sm {
-				err = a.s.b.k.Put(cs, cuda.DevicePtr(p.Dst), cuda.DevicePtr(p.Src), e.N)
-			} else {
-				err = drv.MemcpyAsync(cuda.DevicePtr(p.Dst), cuda.DevicePtr(p.Src), e.N, cs)
-			}
-			if err != nil {
+			if err := drv.MemcpyAsync(cuda.DevicePtr(p.Dst), cuda.DevicePtr(p.Src), e.N, cs); err != nil {
 				return err
 			}
 		}
