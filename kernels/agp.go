@@ -135,9 +135,11 @@ func (a *AGPKernels) One(s *cuda.Stream, ready, done AGPSpec, ctl, bases, src cu
 // else), and the peers' lines are unpacked into out (this rank's window
 // data) at p * n.
 //
-// variant selects how lines are stored and polled (bit 0: plain stores
-// instead of volatile ones; bit 1: a back-off between polls), for
-// measurements; 0 is the default.
+// variant selects, for measurements, how lines are stored and polled
+// (bit 0: plain stores instead of volatile ones; bit 1: a back-off between
+// polls; bit 3: blocks of 64 threads, up to 128 of them); bit 2 skips
+// receiving (a diagnostic: the peers' chunks are left out). 0 is the
+// default.
 func (a *AGPKernels) LL(s *cuda.Stream, sp AGPSpec, ctl, stage, out, src cuda.DevicePtr, n uint64, variant int) error {
 	if err := sp.check("agp low-latency exec"); err != nil {
 		return err
@@ -146,9 +148,13 @@ func (a *AGPKernels) LL(s *cuda.Stream, sp AGPSpec, ctl, stage, out, src cuda.De
 		return fmt.Errorf("agp low-latency exec (n %d): %w", n, ErrBadSpec)
 	}
 	lines := 1 + (n+7)/8
-	grid := min((lines+agpLLThreads-1)/agpLLThreads, 32)
+	threads, most := uint64(agpLLThreads), uint64(32)
+	if variant&8 != 0 {
+		threads, most = 64, 128
+	}
+	grid := min((lines+threads-1)/threads, most)
 	var args cuda.KernelArgs
 	args.Ptr(sp.Count).Ptr(ctl).Ptr(stage).U32(sp.Rank).U32(sp.Size).Ptr(out).Ptr(src).U64(n).
 		U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(variant))
-	return a.k.launch(KernelAGPLL, uint32(grid), agpLLThreads, s, &args)
+	return a.k.launch(KernelAGPLL, uint32(grid), uint32(threads), s, &args)
 }

@@ -219,7 +219,9 @@ extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const
 		lc_u8 *own = out + (lc_u64)rank * n;
 		if (own != src) lc_put_range(own, src, n, tid, nth);
 		const lc_u64 start = lc_globaltimer();
-		for (lc_u32 i = 1; i < nranks && !failed; i++) {
+		// variant bit 2 skips receiving: a diagnostic that leaves the
+		// peers' chunks out (the data checks fail), never a protocol.
+		for (lc_u32 i = 1; i < nranks && !failed && !(variant & 4); i++) {
 			const lc_u32 q = (rank + nranks - i) % nranks;
 			const lc_u8 *slot = stage[rank] + (b * nranks + q) * LC_LL_SLOT;
 			for (lc_u64 j = tid; j < lines && !failed; j += nth) {

@@ -287,7 +287,7 @@ func envUint(name string, def uint64) uint64 {
 func agpTune() agpTuning {
 	t := agpTuning{llMax: kernels.AGPLLMax, llVariant: 0, ceMin: 0}
 	t.llMax = min(envUint("LUACOLL_AGP_LLMAX", t.llMax), kernels.AGPLLMax)
-	t.llVariant = int(envUint("LUACOLL_AGP_LL_VARIANT", uint64(t.llVariant)) & 3)
+	t.llVariant = int(envUint("LUACOLL_AGP_LL_VARIANT", uint64(t.llVariant)) & 15)
 	t.ceMin = envUint("LUACOLL_AGP_CE_MIN", t.ceMin)
 	return t
 }
