@@ -114,8 +114,9 @@ const agpLLThreads = 256
 // (unless src is already in place), done handshake. ctl is 16 bytes of
 // 8-aligned zeroed device memory, the launches' own (block arrivals, block
 // ticket, go flag), shared with LL; bases is a device array of Size
-// pointers to each rank's window data as mapped here.
-func (a *AGPKernels) One(s *cuda.Stream, ready, done AGPSpec, ctl, bases, src cuda.DevicePtr, n uint64) error {
+// pointers to each rank's window data as mapped here. perSM caps the grid
+// at that many blocks per SM (<= 0: the put kernel's default).
+func (a *AGPKernels) One(s *cuda.Stream, ready, done AGPSpec, ctl, bases, src cuda.DevicePtr, n uint64, perSM int) error {
 	if err := ready.check("agp exec"); err != nil {
 		return err
 	}
@@ -125,7 +126,7 @@ func (a *AGPKernels) One(s *cuda.Stream, ready, done AGPSpec, ctl, bases, src cu
 	var args cuda.KernelArgs
 	args.Ptr(ready.Count).Ptr(ctl).Ptr(ready.Remote).Ptr(ready.Local).Ptr(done.Remote).Ptr(done.Local).
 		U32(ready.Rank).U32(ready.Size).Ptr(bases).Ptr(src).U64(n).U64(nanos(ready.Timeout)).Ptr(ready.Abort).Ptr(ready.Record)
-	return a.k.launch(KernelAGPOne, a.k.bulkGrid(n*uint64(ready.Size)), bulkThreads, s, &args)
+	return a.k.launch(KernelAGPOne, a.k.bulkGridPer(n*uint64(ready.Size), perSM), bulkThreads, s, &args)
 }
 
 // LL enqueues a low-latency exec of n <= AGPLLMax bytes per rank

@@ -84,7 +84,7 @@ func TestAGPOneLaunch(t *testing.T) {
 				if mode == "ll" {
 					must(t, ak.LL(x.s, x.ready, x.mem.Add(64), x.stages, x.data, src, n, it%4)) // every variant in turn
 				} else {
-					must(t, ak.One(x.s, x.ready, x.done, x.mem.Add(64), x.bases, src, n))
+					must(t, ak.One(x.s, x.ready, x.done, x.mem.Add(64), x.bases, src, n, 1+it%4))
 				}
 			}
 			for _, x := range rk {
@@ -116,7 +116,7 @@ func TestAGPOneLaunch(t *testing.T) {
 		if mode == "ll" {
 			must(t, ak.LL(x.s, sp, x.mem.Add(64), x.stages, x.data, x.src, 64, 0))
 		} else {
-			must(t, ak.One(x.s, sp, dn, x.mem.Add(64), x.bases, x.src, 64))
+			must(t, ak.One(x.s, sp, dn, x.mem.Add(64), x.bases, x.src, 64, 0))
 		}
 		must(t, x.s.Synchronize())
 		r := x.c.record()

@@ -133,9 +133,16 @@ const (
 
 // bulkGrid picks the grid of a bandwidth kernel over n bytes: enough blocks
 // to cover n once, at most perSM per SM (the loops are grid-stride).
-func (k *Kernels) bulkGrid(n uint64) uint32 {
+func (k *Kernels) bulkGrid(n uint64) uint32 { return k.bulkGridPer(n, k.perSM) }
+
+// bulkGridPer is bulkGrid with perSM blocks per SM at most (<= 0: the
+// default).
+func (k *Kernels) bulkGridPer(n uint64, perSM int) uint32 {
+	if perSM <= 0 {
+		perSM = k.perSM
+	}
 	g := (n + bulkBytes - 1) / bulkBytes
-	g = min(g, uint64(k.perSM*k.sms))
+	g = min(g, uint64(perSM*k.sms))
 	return uint32(max(g, 1))
 }
 

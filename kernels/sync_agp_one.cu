@@ -63,9 +63,9 @@ __device__ bool lc_agp_arrive(lc_u32 *arrive, lc_u32 *ticket, lc_u64 *count, lc_
 //     *go; the other blocks spin on *go (device memory: no host-mapped read
 //     per block);
 //  2. the blocks copy: with 8 blocks or more, one block in 8 copies the own
-//     chunk into place (skipped in place) while the others put the chunk to
-//     the peers, peers in the order rank+1, rank+2, ...; with fewer, every
-//     block does both;
+//     chunk into place (skipped in place), without waiting for step 1,
+//     while the others put the chunk to the peers, peers in the order
+//     rank+1, rank+2, ...; with fewer, every block does both;
 //  3. the last block to arrive stores tag(e, n) into every peer's done slot
 //     and waits until every local done slot equals tag(e, n) (a peer with
 //     another n never matches).
@@ -82,10 +82,18 @@ extern "C" __global__ void lc_agp_one(lc_u64 *count, lc_u32 *ctl, lc_u64 *const 
 	__shared__ lc_u64 epoch;
 	lc_u32 *arrive = ctl, *ticket = ctl + 1;
 	lc_u64 *go = (lc_u64 *)(ctl + 2);
+	const lc_u64 off = (lc_u64)rank * n;
+	lc_u8 *own = bases[rank] + off;
+	const bool copy_own = own != src;
+	// With 8 blocks or more, one in 8 copies the own chunk: those need no
+	// handshake (the chunk is ours) and start at once.
+	const lc_u32 own_blocks = copy_own && gridDim.x >= 8 ? gridDim.x / 8 : 0;
+	const bool own_block = blockIdx.x < own_blocks;
 	if (threadIdx.x == 0) {
 		const lc_u64 e = lc_load_volatile(count) + 1;
 		epoch = e;
-		if (atomicAdd(ticket, 1u) == 0) {
+		failed = 0;
+		if (!own_block && atomicAdd(ticket, 1u) == 0) {
 			int f = lc_poisoned(rec);
 			if (!f) {
 				for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(ready_remote[(rank + i) % nranks], e);
@@ -98,7 +106,7 @@ extern "C" __global__ void lc_agp_one(lc_u64 *count, lc_u32 *ctl, lc_u64 *const 
 			failed = f;
 			__threadfence();
 			lc_store_volatile(go, f ? e | LC_AGP_FAILED : e);
-		} else {
+		} else if (!own_block) {
 			lc_u64 v;
 			while (((v = lc_load_volatile(go)) & ~LC_AGP_FAILED) != e) {
 			}
@@ -107,23 +115,14 @@ extern "C" __global__ void lc_agp_one(lc_u64 *count, lc_u32 *ctl, lc_u64 *const 
 	}
 	__syncthreads();
 	const lc_u64 e = epoch;
-	if (!failed) {
-		const lc_u64 off = (lc_u64)rank * n;
-		lc_u8 *own = bases[rank] + off;
-		const bool copy_own = own != src;
-		lc_u32 own_blocks = gridDim.x >= 8 ? gridDim.x / 8 : 0;
-		if (!copy_own) own_blocks = 0;
-		const bool own_block = blockIdx.x < own_blocks;
-		if (own_blocks == 0 || !own_block) {
-			const lc_u64 b = blockIdx.x - own_blocks, nb = gridDim.x - own_blocks;
-			const lc_u64 tid = b * blockDim.x + threadIdx.x, nth = nb * blockDim.x;
-			for (lc_u32 i = 1; i < nranks; i++) lc_put_range(bases[(rank + i) % nranks] + off, src, n, tid, nth);
-		}
-		if (copy_own && (own_blocks == 0 || own_block)) {
-			const lc_u64 nb = own_blocks ? own_blocks : gridDim.x;
-			const lc_u64 tid = (lc_u64)blockIdx.x * blockDim.x + threadIdx.x, nth = nb * blockDim.x;
-			lc_put_range(own, src, n, tid, nth);
-		}
+	if (own_block) {
+		const lc_u64 tid = (lc_u64)blockIdx.x * blockDim.x + threadIdx.x, nth = (lc_u64)own_blocks * blockDim.x;
+		lc_put_range(own, src, n, tid, nth);
+	} else if (!failed) {
+		const lc_u64 b = blockIdx.x - own_blocks, nb = gridDim.x - own_blocks;
+		const lc_u64 tid = b * blockDim.x + threadIdx.x, nth = nb * blockDim.x;
+		for (lc_u32 i = 1; i < nranks; i++) lc_put_range(bases[(rank + i) % nranks] + off, src, n, tid, nth);
+		if (copy_own && own_blocks == 0) lc_put_range(own, src, n, tid, nth);
 	}
 	__syncthreads();
 	if (threadIdx.x != 0 || !lc_agp_arrive(arrive, ticket, count, e)) return;

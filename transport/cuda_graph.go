@@ -274,6 +274,9 @@ type agpTuning struct {
 	// ceMin: from this n up, the puts use the copy engines and the own
 	// chunk the SMs, on a side stream (LUACOLL_AGP_CE_MIN; 0: never).
 	ceMin uint64
+	// perSM caps the one-kernel exec's grid (LUACOLL_AGP_BLOCKS_PER_SM;
+	// 0: the put kernel's).
+	perSM int
 }
 
 func envUint(name string, def uint64) uint64 {
@@ -289,6 +292,7 @@ func agpTune() agpTuning {
 	t.llMax = min(envUint("LUACOLL_AGP_LLMAX", t.llMax), kernels.AGPLLMax)
 	t.llVariant = int(envUint("LUACOLL_AGP_LL_VARIANT", uint64(t.llVariant)) & 15)
 	t.ceMin = envUint("LUACOLL_AGP_CE_MIN", t.ceMin)
+	t.perSM = int(min(envUint("LUACOLL_AGP_BLOCKS_PER_SM", 0), 64))
 	return t
 }
 
@@ -306,7 +310,7 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 		if a.stage != 0 && e.N <= a.tune.llMax {
 			return a.ak.LL(cs, a.ready, a.ctl, a.stage, a.out, cuda.DevicePtr(src), e.N, a.tune.llVariant)
 		}
-		return a.ak.One(cs, a.ready, a.done, a.ctl, a.bases, cuda.DevicePtr(src), e.N)
+		return a.ak.One(cs, a.ready, a.done, a.ctl, a.bases, cuda.DevicePtr(src), e.N, a.tune.perSM)
 	}
 	side := e.Own.Src != 0 && (e.N >= agpSideMin || ownSM)
 	if side {
