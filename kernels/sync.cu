@@ -27,7 +27,6 @@ extern "C" __global__ void lc_signal(lc_u64 *slot, lc_u64 value, int op) {
 extern "C" __global__ void lc_wait(const lc_u8 *slots, lc_u32 count, lc_u64 stride, int op, lc_u64 target,
                                    lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec) {
 	LC_ONE_THREAD();
-	if (lc_poisoned(rec)) return;
 	const lc_u64 start = lc_globaltimer();
 	for (lc_u32 spins = 0;;) {
 		lc_u64 sum = 0, lowest = ~0ull;
@@ -44,9 +43,12 @@ extern "C" __global__ void lc_wait(const lc_u8 *slots, lc_u32 count, lc_u64 stri
 			__threadfence_system();
 			return;
 		}
-		// The abort flag is host-mapped (a read crosses PCIe): look at it,
-		// and at the clock, every 64 polls only.
+		// The record and the abort flag are host-mapped (a read crosses
+		// PCIe, about 1 us): look at them, and at the clock, every 64
+		// polls only. A poisoned record (an earlier wait failed) ends the
+		// wait without a record of its own.
 		if ((++spins & 63) != 0) continue;
+		if (lc_poisoned(rec)) return;
 		if (lc_aborted(abort_flag)) {
 			lc_fail(rec, LC_STATUS_ABORTED, low_slot, sum, target, lc_globaltimer() - start);
 			return;
@@ -87,6 +89,7 @@ extern "C" __global__ void lc_barrier(lc_u64 *epoch, lc_u64 *const *rows, lc_u32
 			return;
 		}
 		if ((++spins & 63) != 0) continue;
+		if (lc_poisoned(rec)) return;
 		if (lc_aborted(abort_flag)) {
 			lc_fail(rec, LC_STATUS_ABORTED, from, lc_load_volatile(mine + from), e, lc_globaltimer() - start);
 			return;
