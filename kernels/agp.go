@@ -91,8 +91,9 @@ func AGPTag(k, n uint64) uint64 { return (k&AGPTagKMask)<<AGPTagNBits | n&AGPTag
 
 // Kernel names of the one-launch execs (sync_agp_one.cu).
 const (
-	KernelAGPOne = "lc_agp_one"
-	KernelAGPLL  = "lc_agp_ll"
+	KernelAGPOne  = "lc_agp_one"
+	KernelAGPLL   = "lc_agp_ll"
+	KernelAGPCopy = "lc_agp_copy"
 )
 
 // AGPLLMax is the largest n (bytes per rank) of a low-latency exec; it
@@ -127,6 +128,19 @@ func (a *AGPKernels) One(s *cuda.Stream, ready, done AGPSpec, ctl, bases, src cu
 	args.Ptr(ready.Count).Ptr(ctl).Ptr(ready.Remote).Ptr(ready.Local).Ptr(done.Remote).Ptr(done.Local).
 		U32(ready.Rank).U32(ready.Size).Ptr(bases).Ptr(src).U64(n).U64(nanos(ready.Timeout)).Ptr(ready.Abort).Ptr(ready.Record)
 	return a.k.launch(KernelAGPOne, a.k.bulkGridPer(n*uint64(ready.Size), perSM), bulkThreads, s, &args)
+}
+
+// Copy enqueues the data movement of an exec of n bytes per rank with no
+// handshake (lc_agp_copy): the own chunk into place (unless src is already
+// there) and the first m <= n bytes of the chunk to every peer. rank and
+// size place the chunk; bases is as for One.
+func (a *AGPKernels) Copy(s *cuda.Stream, rank, size uint32, bases, src cuda.DevicePtr, n, m uint64, perSM int) error {
+	if rank >= size || bases == 0 || src == 0 || m > n {
+		return fmt.Errorf("agp copy: %w", ErrBadSpec)
+	}
+	var args cuda.KernelArgs
+	args.Ptr(bases).U32(rank).U32(size).Ptr(src).U64(n).U64(m)
+	return a.k.launch(KernelAGPCopy, a.k.bulkGridPer(n+m*uint64(size-1), perSM), bulkThreads, s, &args)
 }
 
 // LL enqueues a low-latency exec of n <= AGPLLMax bytes per rank

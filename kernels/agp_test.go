@@ -35,6 +35,8 @@ func table(t *testing.T, d *cuda.Driver, ptrs ...cuda.DevicePtr) cuda.DevicePtr 
 
 // TestAGPOneLaunch runs execs of both one-launch kernels (flagged lines
 // for n <= AGPLLMax, one kernel otherwise, and one kernel at small n too)
+// and of the split exec (handshake kernels around the copy kernel and a
+// copy-engine copy)
 // between two ranks on one GPU, with changing data and sizes, in place
 // and out of place, and checks every chunk; then a lone rank times out
 // with a record naming the missing peer.
@@ -66,7 +68,7 @@ func TestAGPOneLaunch(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	sizes := []uint64{1, 7, 8, 4096, 65535, AGPLLMax, AGPLLMax + 1, 100003, maxN, 3, 65536}
 	for it, n := range sizes {
-		for _, mode := range []string{"ll", "one"} {
+		for _, mode := range []string{"ll", "one", "split"} {
 			if mode == "ll" && n > AGPLLMax {
 				continue
 			}
@@ -83,8 +85,18 @@ func TestAGPOneLaunch(t *testing.T) {
 				must(t, d.DefaultStream().Synchronize())
 				if mode == "ll" {
 					must(t, ak.LL(x.s, x.ready, x.mem.Add(64), x.stages, x.data, src, n, it%4)) // every variant in turn
-				} else {
+				} else if mode == "one" {
 					must(t, ak.One(x.s, x.ready, x.done, x.mem.Add(64), x.bases, src, n, 1+it%4))
+				} else {
+					// Ready kernel, the first m bytes per peer and the own
+					// chunk by the copy kernel, the rest by the copy engine,
+					// done kernel.
+					m := n / 3
+					must(t, ak.Ready(x.s, x.ready))
+					must(t, ak.Copy(x.s, uint32(r), 2, x.bases, src, n, m, 0))
+					peer := rk[1-r].data.Add(uint64(r) * n)
+					must(t, d.MemcpyAsync(peer.Add(m), src.Add(m), n-m, x.s))
+					must(t, ak.Done(x.s, x.done, n))
 				}
 			}
 			for _, x := range rk {

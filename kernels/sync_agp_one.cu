@@ -54,6 +54,37 @@ __device__ bool lc_agp_arrive(lc_u32 *arrive, lc_u32 *ticket, lc_u64 *count, lc_
 	return true;
 }
 
+// lc_agp_copy_part is the data movement of an exec, by this block: blocks
+// below own_blocks copy the own chunk (n bytes) into place; the others put
+// the first m bytes of the chunk to every peer, peers in the order rank+1,
+// rank+2, ..., and, when own_blocks is 0, then copy the own chunk too
+// (unless src is already in place).
+__device__ void lc_agp_copy_part(lc_u8 *const *bases, lc_u32 rank, lc_u32 nranks, const lc_u8 *src, lc_u64 n,
+                                 lc_u64 m, lc_u32 own_blocks) {
+	const lc_u64 off = (lc_u64)rank * n;
+	lc_u8 *own = bases[rank] + off;
+	if (blockIdx.x < own_blocks) {
+		const lc_u64 tid = (lc_u64)blockIdx.x * blockDim.x + threadIdx.x, nth = (lc_u64)own_blocks * blockDim.x;
+		lc_put_range(own, src, n, tid, nth);
+		return;
+	}
+	const lc_u64 b = blockIdx.x - own_blocks, nb = gridDim.x - own_blocks;
+	const lc_u64 tid = b * blockDim.x + threadIdx.x, nth = nb * blockDim.x;
+	for (lc_u32 i = 1; i < nranks; i++) lc_put_range(bases[(rank + i) % nranks] + off, src, m, tid, nth);
+	if (own != src && own_blocks == 0) lc_put_range(own, src, n, tid, nth);
+}
+
+// lc_agp_copy is lc_agp_one's data movement alone, for execs whose
+// handshakes are separate kernels and whose last n - m bytes per peer go
+// through the copy engines at the same time: the own chunk by one block in
+// 8 (with 8 blocks or more; unless in place) and the first m bytes to the
+// peers by the others.
+extern "C" __global__ void lc_agp_copy(lc_u8 *const *bases, lc_u32 rank, lc_u32 nranks, const lc_u8 *src, lc_u64 n,
+                                       lc_u64 m) {
+	const bool copy_own = bases[rank] + (lc_u64)rank * n != src;
+	lc_agp_copy_part(bases, rank, nranks, src, n, m, copy_own && gridDim.x >= 8 ? gridDim.x / 8 : 0);
+}
+
 // lc_agp_one runs a whole exec e = count+1 of n bytes per rank on any grid.
 // The block that takes ticket 0 (so it is running: no block waits for one
 // that may not be scheduled) is the leader:
@@ -115,15 +146,7 @@ extern "C" __global__ void lc_agp_one(lc_u64 *count, lc_u32 *ctl, lc_u64 *const 
 	}
 	__syncthreads();
 	const lc_u64 e = epoch;
-	if (own_block) {
-		const lc_u64 tid = (lc_u64)blockIdx.x * blockDim.x + threadIdx.x, nth = (lc_u64)own_blocks * blockDim.x;
-		lc_put_range(own, src, n, tid, nth);
-	} else if (!failed) {
-		const lc_u64 b = blockIdx.x - own_blocks, nb = gridDim.x - own_blocks;
-		const lc_u64 tid = b * blockDim.x + threadIdx.x, nth = nb * blockDim.x;
-		for (lc_u32 i = 1; i < nranks; i++) lc_put_range(bases[(rank + i) % nranks] + off, src, n, tid, nth);
-		if (copy_own && own_blocks == 0) lc_put_range(own, src, n, tid, nth);
-	}
+	if (own_block || !failed) lc_agp_copy_part(bases, rank, nranks, src, n, n, own_blocks);
 	__syncthreads();
 	if (threadIdx.x != 0 || !lc_agp_arrive(arrive, ticket, count, e)) return;
 	if (lc_poisoned(rec)) return;

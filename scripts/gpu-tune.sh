@@ -11,7 +11,9 @@
 #   LUACOLL_AGP_CE_MIN      bytes per rank from which the puts use the copy
 #                           engines and the own chunk the SMs (0: never)
 #   LUACOLL_AGP_BLOCKS_PER_SM  grid cap of the one-kernel exec
-# SWEEP="ll grid large" picks the sweeps (default: all three).
+#   LUACOLL_AGP_CE_SHARE    percent of each put that the copy engines move
+#                           beside the put kernel (execs >= 8 MiB per rank)
+# SWEEP="ll grid large small" picks the sweeps (default: all four).
 # Logs go to $OUT (or ./gpu-tune-out). Never uses NVLink multicast.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
@@ -26,7 +28,7 @@ run() {
 	echo "== $name: exit $?"
 	grep -v '^# \(luacoll\|GPUs\|baseline\)' "$out/$name.log" | tail -n 20
 }
-sweep="${SWEEP:-ll grid large}"
+sweep="${SWEEP:-ll grid large small}"
 case " $sweep " in *" ll "*)
 	for v in 0 1 2 3 4 8; do
 		run ll-v$v-graph LUACOLL_AGP_LL_VARIANT=$v $ag --graph -b 1K -e 64K -f 2 --iters 200 -w 20
@@ -42,8 +44,13 @@ case " $sweep " in *" grid "*)
 	;;
 esac
 case " $sweep " in *" large "*)
-	for m in 0 1048576; do
-		run large-cemin$m LUACOLL_AGP_CE_MIN=$m $ag --vs nccl -b 4M -e 1G -f 4 --iters 20 -w 5
+	for c in 0 20 35 50; do
+		run large-share$c LUACOLL_AGP_CE_SHARE=$c $ag -b 64M -e 1G -f 4 --iters 20 -w 5
 	done
+	;;
+esac
+case " $sweep " in *" small "*)
+	run small-graph LUACOLL_NOTHING=1 $ag --graph --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50
+	run small-eager LUACOLL_NOTHING=1 $ag --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50
 	;;
 esac

@@ -172,7 +172,7 @@ type CUDAAGP struct {
 	done       kernels.AGPSpec
 	side       *cuda.Stream
 	fork, join *cuda.Event
-	graphs     map[string]*CUDAGraph
+	graphs     map[agpGraphKey]*CUDAGraph
 	last       *CUDAGraph
 	// sm moves the puts with the put kernel instead of the copy engines.
 	sm bool
@@ -209,7 +209,7 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistent all-gather: %w", err)
 	}
-	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[string]*CUDAGraph{}, sm: cfg.SM, tune: agpTune()}
+	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[agpGraphKey]*CUDAGraph{}, sm: cfg.SM, tune: agpTune()}
 	buf := make([]byte, 6*arr)
 	bases, stage := cfg.Bases, cfg.Stage
 	if len(bases) != n {
@@ -274,6 +274,12 @@ type agpTuning struct {
 	// ceMin: from this n up, the puts use the copy engines and the own
 	// chunk the SMs, on a side stream (LUACOLL_AGP_CE_MIN; 0: never).
 	ceMin uint64
+	// ceShare percent of every put of an exec of at least ceShareMin bytes
+	// per rank goes through the copy engines, at the same time as the rest
+	// goes through the put kernel (LUACOLL_AGP_CE_SHARE, 0: none;
+	// LUACOLL_AGP_CE_SHARE_MIN).
+	ceShare    uint64
+	ceShareMin uint64
 	// perSM caps the one-kernel exec's grid (LUACOLL_AGP_BLOCKS_PER_SM).
 	// 2 measured best on 2 x H200 (8 MiB: 22.6 us at 2, 26.3 at 4, 34.4
 	// at 8; 1 GiB: 362 GB/s busbw at 2 and 4, 309 at 8).
@@ -293,6 +299,8 @@ func agpTune() agpTuning {
 	t.llMax = min(envUint("LUACOLL_AGP_LLMAX", t.llMax), kernels.AGPLLMax)
 	t.llVariant = int(envUint("LUACOLL_AGP_LL_VARIANT", uint64(t.llVariant)) & 15)
 	t.ceMin = envUint("LUACOLL_AGP_CE_MIN", t.ceMin)
+	t.ceShare = min(envUint("LUACOLL_AGP_CE_SHARE", 0), 100)
+	t.ceShareMin = envUint("LUACOLL_AGP_CE_SHARE_MIN", 8<<20)
 	t.perSM = int(min(envUint("LUACOLL_AGP_BLOCKS_PER_SM", 2), 64))
 	return t
 }
@@ -303,6 +311,9 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 	src := e.Own.Src
 	if src == 0 && len(e.Puts) > 0 {
 		src = e.Puts[0].Src // in place: the puts read the own chunk in the window
+	}
+	if a.sm && a.tune.ceShare > 0 && e.N >= a.tune.ceShareMin && a.bases != 0 && src != 0 && len(e.Puts) > 0 {
+		return a.recordShared(cs, e, src)
 	}
 	// On path "sm", from tune.ceMin up the puts go to the copy engines and
 	// the own chunk to the put kernel on the side stream.
@@ -356,13 +367,54 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 	return a.ak.Done(cs, a.done, e.N)
 }
 
-func agpKey(e AGPExec) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d/%x/%x", e.N, e.Own.Dst, e.Own.Src)
-	for _, p := range e.Puts {
-		fmt.Fprintf(&b, "/%x>%x", p.Src, p.Dst)
+// recordShared enqueues an exec whose puts are split: the last
+// tune.ceShare percent of each (from a 4 KiB boundary) go through the copy
+// engines on the side stream while the put kernel moves the rest and the
+// own chunk; separate ready and done kernels bracket both.
+func (a *CUDAAGP) recordShared(cs *cuda.Stream, e AGPExec, src Addr) error {
+	m := e.N * (100 - a.tune.ceShare) / 100 &^ 4095
+	if err := a.ak.Ready(cs, a.ready); err != nil {
+		return err
 	}
-	return b.String()
+	if err := a.fork.Record(cs); err != nil {
+		return err
+	}
+	if err := a.side.WaitEvent(a.fork); err != nil {
+		return err
+	}
+	for _, p := range e.Puts {
+		if err := a.s.b.drv.MemcpyAsync(cuda.DevicePtr(p.Dst).Add(m), cuda.DevicePtr(p.Src).Add(m), e.N-m, a.side); err != nil {
+			return err
+		}
+	}
+	if err := a.join.Record(a.side); err != nil {
+		return err
+	}
+	if err := a.ak.Copy(cs, a.ready.Rank, a.ready.Size, a.bases, cuda.DevicePtr(src), e.N, m, a.tune.perSM); err != nil {
+		return err
+	}
+	if err := cs.WaitEvent(a.join); err != nil {
+		return err
+	}
+	return a.ak.Done(cs, a.done, e.N)
+}
+
+// agpGraphKey names the graph of an exec: its size and addresses. The
+// puts' addresses follow from the own chunk's place and source (the peers'
+// windows are mapped once), so the first put stands for all of them.
+type agpGraphKey struct {
+	n              uint64
+	ownDst, ownSrc Addr
+	putDst, putSrc Addr
+	puts           int
+}
+
+func agpKey(e AGPExec) agpGraphKey {
+	k := agpGraphKey{n: e.N, ownDst: e.Own.Dst, ownSrc: e.Own.Src, puts: len(e.Puts)}
+	if len(e.Puts) > 0 {
+		k.putDst, k.putSrc = e.Puts[0].Dst, e.Puts[0].Src
+	}
+	return k
 }
 
 // Exec enqueues one exec, eagerly or (Graph) as a replay of the graph
