@@ -253,11 +253,7 @@ func (ag *AllGather) openDevice(ctx context.Context, cs *transport.CUDAStream, c
 		return fmt.Errorf("rank %d: %s: device setup: %w", me, call, err)
 	}
 	ag.dev = dev
-	how := "ce"
-	if cfg.SM {
-		how = fmt.Sprintf("sm (one kernel per exec; flagged lines up to %d bytes per rank)", transport.AGPLLMax)
-	}
-	ag.path = how + " over " + strings.TrimPrefix(ag.path, "host copy over ")
+	ag.path = dev.Plan() + " over " + strings.TrimPrefix(ag.path, "host copy over ")
 	return nil
 }
 

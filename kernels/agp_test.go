@@ -74,15 +74,22 @@ func TestAGPOneLaunch(t *testing.T) {
 			}
 			inPlace := it%2 == 1
 			want := make([][]byte, 2)
+			srcs := make([]cuda.DevicePtr, 2)
+			// Both ranks' sources first: a synchronous copy issued while
+			// one rank's kernels wait for the other's could queue behind
+			// them (one GPU, one process).
 			for r, x := range rk {
 				want[r] = make([]byte, n)
 				rng.Read(want[r])
-				src := x.src.Add(1) // an odd source address
+				srcs[r] = x.src.Add(1) // an odd source address
 				if inPlace {
-					src = x.data.Add(uint64(r) * n)
+					srcs[r] = x.data.Add(uint64(r) * n)
 				}
-				must(t, d.MemcpyHtoD(src, want[r]))
-				must(t, d.DefaultStream().Synchronize())
+				must(t, d.MemcpyHtoD(srcs[r], want[r]))
+			}
+			must(t, d.DefaultStream().Synchronize())
+			for r, x := range rk {
+				src := srcs[r]
 				if mode == "ll" {
 					must(t, ak.LL(x.s, x.ready, x.mem.Add(64), x.stages, x.data, src, n, it%4)) // every variant in turn
 				} else if mode == "one" {

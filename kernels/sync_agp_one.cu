@@ -45,8 +45,10 @@ __device__ bool lc_agp_poll(const lc_u64 *slot, int op, lc_u64 target, lc_u32 wh
 // anything it writes for the peers, which orders all blocks' writes (the
 // arrivals chain them) before its signals.
 __device__ bool lc_agp_arrive(lc_u32 *arrive, lc_u32 *ticket, lc_u64 *count, lc_u64 e) {
-	__threadfence();
-	if (atomicAdd(arrive, 1u) != gridDim.x - 1) return false;
+	if (gridDim.x > 1) {
+		__threadfence();
+		if (atomicAdd(arrive, 1u) != gridDim.x - 1) return false;
+	}
 	__threadfence_system();
 	*(volatile lc_u32 *)arrive = 0;
 	if (ticket) *(volatile lc_u32 *)ticket = 0;

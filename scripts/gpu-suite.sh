@@ -75,6 +75,8 @@ step bench-ag-sm-stress timeout 200 bash -c "$ag --path sm --stress -b 1K -e 16M
 step bench-ag-sm timeout 200 $ag --path sm --vs nccl -b 1K -e 1G -f 4 --iters 20 -w 5 --json "$out/ag-sm.jsonl"
 step bench-ag-sm-graph timeout 200 $ag --path sm --graph --vs nccl -b 1K -e 1G -f 4 --iters 20 -w 5 --json "$out/ag-sm-graph.jsonl" --plot "$out/ag-sm-graph.svg"
 step bench-ag-ce-graph timeout 200 $ag --path ce --graph --vs nccl -b 1K -e 1G -f 4 --iters 20 -w 5
+step bench-ag-8m timeout 200 bash -c "$ag --path sm --vs nccl -b 8M -e 8M --iters 200 -w 20 && $ag --path sm --graph --vs nccl -b 8M -e 8M --iters 200 -w 20"
+step bench-ag-small timeout 200 bash -c "$ag --path sm --graph --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50 && $ag --path sm --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50"
 leaks benches
 if [ "${AGP_MODES:-0}" = 1 ]; then
 	for v in 1 2 3; do
