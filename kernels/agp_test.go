@@ -95,14 +95,23 @@ func TestAGPOneLaunch(t *testing.T) {
 				} else if mode == "one" {
 					must(t, ak.One(x.s, x.ready, x.done, x.mem.Add(64), x.bases, src, n, 1+it%4))
 				} else {
-					// Ready kernel, the first m bytes per peer and the own
-					// chunk by the copy kernel, the rest by the copy engine,
-					// done kernel.
-					m := n / 3
+					// Ready kernels of both ranks first: streams of one
+					// process can share a hardware queue, where a copy
+					// waiting behind one rank's spinning kernel would hold
+					// back the other rank's.
 					must(t, ak.Ready(x.s, x.ready))
-					must(t, ak.Copy(x.s, uint32(r), 2, x.bases, src, n, m, 0))
+				}
+			}
+			if mode == "split" {
+				// The first m bytes per peer and the own chunk by the copy
+				// kernel, the rest by the copy engine, then done kernels.
+				m := n / 3
+				for r, x := range rk {
+					must(t, ak.Copy(x.s, uint32(r), 2, x.bases, srcs[r], n, m, 0))
 					peer := rk[1-r].data.Add(uint64(r) * n)
-					must(t, d.MemcpyAsync(peer.Add(m), src.Add(m), n-m, x.s))
+					must(t, d.MemcpyAsync(peer.Add(m), srcs[r].Add(m), n-m, x.s))
+				}
+				for _, x := range rk {
 					must(t, ak.Done(x.s, x.done, n))
 				}
 			}
