@@ -152,7 +152,8 @@ func (a *AGPKernels) Copy(s *cuda.Stream, rank, size uint32, bases, src cuda.Dev
 //
 // variant selects, for measurements, how lines are stored and polled
 // (bit 0: plain stores instead of volatile ones; bit 1: a back-off between
-// polls; bit 3: blocks of 64 threads, up to 128 of them); bit 2 skips
+// polls; bit 3: blocks of 64 threads, up to 128 of them; bits 4-5 = t:
+// blocks of 256 << t threads); bit 2 skips
 // receiving (a diagnostic: the peers' chunks are left out). 0 is the
 // default.
 func (a *AGPKernels) LL(s *cuda.Stream, sp AGPSpec, ctl, stage, out, src cuda.DevicePtr, n uint64, variant int) error {
@@ -166,6 +167,9 @@ func (a *AGPKernels) LL(s *cuda.Stream, sp AGPSpec, ctl, stage, out, src cuda.De
 	threads, most := uint64(agpLLThreads), uint64(32)
 	if variant&8 != 0 {
 		threads, most = 64, 128
+	}
+	if t := variant >> 4 & 3; t != 0 {
+		threads = 256 << t // bits 4-5: blocks of 512, 1024 (or 2048: invalid, refused by the driver)
 	}
 	grid := min((lines+threads-1)/threads, most)
 	var args cuda.KernelArgs

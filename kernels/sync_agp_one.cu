@@ -44,9 +44,11 @@ __device__ bool lc_agp_poll(const lc_u64 *slot, int op, lc_u64 target, lc_u32 wh
 // arrival with a GPU-scope fence; the last block fences system-wide before
 // anything it writes for the peers, which orders all blocks' writes (the
 // arrivals chain them) before its signals.
-__device__ bool lc_agp_arrive(lc_u32 *arrive, lc_u32 *ticket, lc_u64 *count, lc_u64 e) {
+// fence false skips the block's fence (the flagged-line kernel: nothing
+// the last block signals depends on the other blocks' writes).
+__device__ bool lc_agp_arrive(lc_u32 *arrive, lc_u32 *ticket, lc_u64 *count, lc_u64 e, bool fence) {
 	if (gridDim.x > 1) {
-		__threadfence();
+		if (fence) __threadfence();
 		if (atomicAdd(arrive, 1u) != gridDim.x - 1) return false;
 	}
 	__threadfence_system();
@@ -150,7 +152,7 @@ extern "C" __global__ void lc_agp_one(lc_u64 *count, lc_u32 *ctl, lc_u64 *const 
 	const lc_u64 e = epoch;
 	if (own_block || !failed) lc_agp_copy_part(bases, rank, nranks, src, n, n, own_blocks);
 	__syncthreads();
-	if (threadIdx.x != 0 || !lc_agp_arrive(arrive, ticket, count, e)) return;
+	if (threadIdx.x != 0 || !lc_agp_arrive(arrive, ticket, count, e, true)) return;
 	if (lc_poisoned(rec)) return;
 	const lc_u64 tag = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
 	for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(done_remote[(rank + i) % nranks], tag);
@@ -289,5 +291,5 @@ extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const
 		}
 	}
 	__syncthreads();
-	if (threadIdx.x == 0) (void)lc_agp_arrive(arrive, 0, count, e);
+	if (threadIdx.x == 0) (void)lc_agp_arrive(arrive, 0, count, e, false);
 }

@@ -5,7 +5,7 @@
 # table has NCCL measured in the same run where --vs nccl is given.
 #   bash scripts/gpu-tune.sh [N]       N ranks (default 2)
 # Settings (environment variables read when an all-gather is created):
-#   LUACOLL_AGP_LL_VARIANT  0-15 how flagged lines are stored and polled
+#   LUACOLL_AGP_LL_VARIANT  0-63 how flagged lines are stored and polled
 #                           (bits: kernels.AGPKernels.LL; 4 is a diagnostic)
 #   LUACOLL_AGP_LLMAX       bytes per rank sent as flagged lines (0: none)
 #   LUACOLL_AGP_CE_MIN      bytes per rank from which the puts use the copy
@@ -30,8 +30,8 @@ run() {
 }
 sweep="${SWEEP:-ll grid large small}"
 case " $sweep " in *" ll "*)
-	for v in 0 1 2 3 4 8; do
-		run ll-v$v-graph LUACOLL_AGP_LL_VARIANT=$v $ag --graph -b 1K -e 64K -f 2 --iters 200 -w 20
+	for v in 0 1 2 3 4 8 16 32; do
+		run ll-v$v-graph LUACOLL_AGP_LL_VARIANT=$v $ag --graph -b 1K -e 64K -f 2 --iters 1000 -w 50
 	done
 	run one-small-graph LUACOLL_AGP_LLMAX=0 $ag --graph -b 1K -e 256K -f 4 --iters 200 -w 20
 	;;

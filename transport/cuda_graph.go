@@ -299,7 +299,7 @@ func envUint(name string, def uint64) uint64 {
 func agpTune() agpTuning {
 	t := agpTuning{llMax: kernels.AGPLLMax, llVariant: 0, ceMin: 0}
 	t.llMax = min(envUint("LUACOLL_AGP_LLMAX", t.llMax), kernels.AGPLLMax)
-	t.llVariant = int(envUint("LUACOLL_AGP_LL_VARIANT", uint64(t.llVariant)) & 15)
+	t.llVariant = int(envUint("LUACOLL_AGP_LL_VARIANT", uint64(t.llVariant)) & 63)
 	t.ceMin = envUint("LUACOLL_AGP_CE_MIN", t.ceMin)
 	t.ceShare = min(envUint("LUACOLL_AGP_CE_SHARE", 35), 100)
 	t.ceShareMin = envUint("LUACOLL_AGP_CE_SHARE_MIN", 128<<20)
