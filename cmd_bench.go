@@ -204,6 +204,7 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 			fmt.Fprintln(stdout, header)
 			fmt.Fprintf(stdout, "# 8-byte put_signal -> wait_signal_from ping-pong, ranks 0 and 1, window path %s, %d round trips\n", path, iters)
 			fmt.Fprintf(stdout, "  one-way latency (median): %.2f us (round trip %.2f us)\n", r.Seconds*1e6, 2*r.Seconds*1e6)
+			fmt.Fprintf(stdout, "  rank 0 per round trip (medians): enqueue %.2f us, sync %.2f us; one store to its own slot + sync: %.2f us\n", r.Enqueue*1e6, r.Sync*1e6, r.Ref*1e6)
 		}
 		dev, err := engine.BenchDevicePingPong(ctx, c, iters)
 		if err != nil {

@@ -20,6 +20,11 @@ type BenchRow struct {
 	Ref     float64 `json:"ref,omitempty"`   // the reference's figure, same unit
 	Ratio   float64 `json:"ratio,omitempty"` // ours / reference (bandwidth) or reference / ours (time)
 	Wrong   int     `json:"wrong"`
+	// Enqueue and Sync split a host-issued round trip on rank 0 (medians,
+	// seconds): the calls that enqueue the operations, and the wait for
+	// the stream to drain.
+	Enqueue float64 `json:"enqueue,omitempty"`
+	Sync    float64 `json:"sync,omitempty"`
 }
 
 // BenchPut measures put bandwidth from rank 0 into rank 1's window for
@@ -302,6 +307,8 @@ func BenchPingPong(ctx context.Context, c *Comm, iters int, path string) (BenchR
 	}
 	me := c.Env.Rank
 	samples := make([]float64, 0, iters)
+	enq := make([]float64, 0, iters)
+	syn := make([]float64, 0, iters)
 	if me <= 1 {
 		peer := 1 - me
 		put := window.Transfer{Peer: peer, Local: src, N: 8}
@@ -315,10 +322,14 @@ func BenchPingPong(ctx context.Context, c *Comm, iters int, path string) (BenchR
 				_ = w.WaitSignalFrom(peer, 0, transport.CmpGe, uint64(i))
 				_ = w.PutSignal(put, sig, nil)
 			}
+			t1 := time.Now()
 			if err := w.Sync(ctx); err != nil {
 				return BenchRow{}, err
 			}
-			samples = append(samples, time.Since(t0).Seconds())
+			t2 := time.Now()
+			samples = append(samples, t2.Sub(t0).Seconds())
+			enq = append(enq, t1.Sub(t0).Seconds())
+			syn = append(syn, t2.Sub(t1).Seconds())
 		}
 	}
 	if err := barrierSync(ctx, w); err != nil {
@@ -327,9 +338,22 @@ func BenchPingPong(ctx context.Context, c *Comm, iters int, path string) (BenchR
 	if me != 0 {
 		return BenchRow{}, nil
 	}
+	// The floor of one host-issued step on rank 0's own stream: a store to
+	// its own slot (path auto: a stream memory write; sm: a kernel) and
+	// the sync that sees it done.
+	st := c.Rank.Stream
+	floor := median(max(iters/10, 10), func() error {
+		st.Store64(w.SignalSlot(me, me, 0), 0)
+		return st.Sync(ctx)
+	})
+	if floor.err != nil {
+		return BenchRow{}, floor.err
+	}
 	sort.Float64s(samples)
+	sort.Float64s(enq)
+	sort.Float64s(syn)
 	rtt := samples[len(samples)/2]
-	return BenchRow{Bytes: 8, Seconds: rtt / 2}, nil
+	return BenchRow{Bytes: 8, Seconds: rtt / 2, Enqueue: enq[len(enq)/2], Sync: syn[len(syn)/2], Ref: floor.sec}, nil
 }
 
 // BenchBarrier measures the window barrier; the row holds the median time

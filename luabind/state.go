@@ -64,7 +64,17 @@ func New(comm *engine.Comm, out io.Writer) *State {
 		s.Prefix = fmt.Sprintf("[%d] ", comm.Env.Rank)
 	}
 	s.cur = L
-	comm.Rank.Site = func() string { return strings.TrimSuffix(s.cur.Where(1), ":") }
+	comm.Rank.Site = func() window.Site {
+		// What L.Where(1) says, unformatted (waits record one each time).
+		dbg, ok := s.cur.GetStack(1)
+		if !ok {
+			return window.Site{}
+		}
+		if _, err := s.cur.GetInfo("Sl", dbg, lua.LNil); err != nil {
+			return window.Site{}
+		}
+		return window.Site{File: dbg.Source, Line: dbg.CurrentLine}
+	}
 	comm.Rank.Context = func() context.Context { return s.Ctx }
 	s.install()
 	return s

@@ -21,6 +21,9 @@ type ErrFreed struct{ What string }
 func (e *ErrFreed) Error() string { return e.What + " has been freed" }
 
 // checkRange verifies off+n <= size for the argument pair named offArg/nArg.
+// inRange reports whether n bytes at off fit in size.
+func inRange(off, n, size uint64) bool { return off <= size && n <= size-off }
+
 func checkRange(offArg, nArg string, off, n, size uint64, what string) error {
 	if off > size {
 		return argErr(offArg, "offset %d is past the end of %s (%d bytes)", off, what, size)

@@ -6,6 +6,7 @@ package window
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/luacoll/luacoll/transport"
@@ -18,9 +19,9 @@ type Rank struct {
 	Backend transport.Backend
 	Stream  transport.Stream
 	Abort   *transport.Abort
-	// Site, when set, returns the caller's position (script:line) recorded
+	// Site, when set, returns the caller's position in the script, recorded
 	// with each enqueued wait so that its error points at the script.
-	Site func() string
+	Site func() Site
 	// Context, when set, bounds the synchronous calls of buffers (which
 	// wait for the stream first), so that an interrupt ends them.
 	Context func() context.Context
@@ -34,11 +35,29 @@ func (r *Rank) ID() int { return r.Ex.Rank() }
 // N returns the number of ranks.
 func (r *Rank) N() int { return r.Ex.Size() }
 
-func (r *Rank) site() string {
+func (r *Rank) site() Site {
 	if r.Site == nil {
-		return ""
+		return Site{}
 	}
 	return r.Site()
+}
+
+// Site is a position in a script. It is kept unformatted: a wait records
+// one each time, and its text is needed only for an error.
+type Site struct {
+	File string
+	Line int // < 0: unknown
+}
+
+// String is "file:line", "file" without a line, or "" for no site.
+func (s Site) String() string {
+	switch {
+	case s.File == "":
+		return ""
+	case s.Line < 0:
+		return s.File
+	}
+	return s.File + ":" + strconv.Itoa(s.Line)
 }
 
 func (r *Rank) ctx() context.Context {

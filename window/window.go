@@ -188,22 +188,23 @@ type Transfer struct {
 	N        uint64
 }
 
-func (w *Window) checkPut(t Transfer, dstName string) (transport.Addr, error) {
+func (w *Window) checkPut(t Transfer) (transport.Addr, error) {
 	if err := w.live(); err != nil {
 		return 0, err
 	}
 	if err := w.checkPeer(t.Peer); err != nil {
 		return 0, err
 	}
-	if err := checkRange("dst_off", "n", t.PeerOff, t.N, w.opts.Bytes, dstName); err != nil {
-		return 0, err
+	if !inRange(t.PeerOff, t.N, w.opts.Bytes) {
+		// The name is built only for the error: puts are a hot path.
+		return 0, checkRange("dst_off", "n", t.PeerOff, t.N, w.opts.Bytes, w.peerBufName(t.Peer))
 	}
 	return w.srcAddr("src", t.Local, t.LocalOff, t.N)
 }
 
 // Put copies t.N bytes from the local buffer into the peer's data buffer.
 func (w *Window) Put(t Transfer) error {
-	src, err := w.checkPut(t, w.peerBufName(t.Peer))
+	src, err := w.checkPut(t)
 	if err != nil {
 		return err
 	}
@@ -223,8 +224,8 @@ func (w *Window) Get(t Transfer) error {
 	if err := w.checkPeer(t.Peer); err != nil {
 		return err
 	}
-	if err := checkRange("src_off", "n", t.PeerOff, t.N, w.opts.Bytes, w.peerBufName(t.Peer)); err != nil {
-		return err
+	if !inRange(t.PeerOff, t.N, w.opts.Bytes) {
+		return checkRange("src_off", "n", t.PeerOff, t.N, w.opts.Bytes, w.peerBufName(t.Peer))
 	}
 	if t.Local == nil {
 		return argErr("dst", "a buffer or window is required")
@@ -262,7 +263,7 @@ func (w *Window) enqueueSignal(peer int, s Sig) {
 // PutSignal is Put followed by a signal on the peer that the peer never
 // sees before the data. A nil sig or ctr leaves that part out.
 func (w *Window) PutSignal(t Transfer, sig *Sig, ctr *Ctr) error {
-	src, err := w.checkPut(t, w.peerBufName(t.Peer))
+	src, err := w.checkPut(t)
 	if err != nil {
 		return err
 	}
@@ -328,10 +329,11 @@ func (w *Window) SignalAll(s Sig) error {
 	return nil
 }
 
-func (w *Window) waitFail(op string, timeout time.Duration, site string, cond string) func(uint64, error) error {
+func (w *Window) waitFail(opf func() string, timeout time.Duration, at Site, cmp transport.Cmp, v uint64) func(uint64, error) error {
 	return func(observed uint64, cause error) error {
+		op, cond := opf(), fmt.Sprintf("%s %d", cmp, v)
 		where := ""
-		if site != "" {
+		if site := at.String(); site != "" {
 			where = " (enqueued at " + site + ")"
 		}
 		if errors.Is(cause, transport.ErrTimeout) {
@@ -361,10 +363,11 @@ func (e *WaitError) Error() string {
 
 func (e *WaitError) Unwrap() error { return e.Cause }
 
-func (w *Window) wait(op string, slots []transport.Addr, mode transport.WaitMode, cmp transport.Cmp, v uint64) {
-	cond := fmt.Sprintf("%s %d", cmp, v)
+// wait enqueues a wait; op describes it for an error, and is called only
+// then (no formatting on the hot path).
+func (w *Window) wait(op func() string, slots []transport.Addr, mode transport.WaitMode, cmp transport.Cmp, v uint64) {
 	w.r.Stream.Wait(transport.WaitSpec{Slots: slots, Mode: mode, Cmp: cmp, Value: v,
-		Timeout: w.opts.Timeout, Fail: w.waitFail(op, w.opts.Timeout, w.r.site(), cond)})
+		Timeout: w.opts.Timeout, Fail: w.waitFail(op, w.opts.Timeout, w.r.site(), cmp, v)})
 }
 
 func (w *Window) inboxSlots(sig int) []transport.Addr {
@@ -383,7 +386,7 @@ func (w *Window) WaitSignal(sig int, cmp transport.Cmp, v uint64) error {
 	if err := w.checkSig("sig", sig); err != nil {
 		return err
 	}
-	w.wait(fmt.Sprintf("wait_signal(sig %d, sum over all peers)", sig), w.inboxSlots(sig), transport.WaitSum, cmp, v)
+	w.wait(func() string { return fmt.Sprintf("wait_signal(sig %d, sum over all peers)", sig) }, w.inboxSlots(sig), transport.WaitSum, cmp, v)
 	return nil
 }
 
@@ -398,7 +401,7 @@ func (w *Window) WaitSignalFrom(peer, sig int, cmp transport.Cmp, v uint64) erro
 	if err := w.checkSig("sig", sig); err != nil {
 		return err
 	}
-	w.wait(fmt.Sprintf("wait_signal_from(peer %d, sig %d)", peer, sig),
+	w.wait(func() string { return fmt.Sprintf("wait_signal_from(peer %d, sig %d)", peer, sig) },
 		[]transport.Addr{w.local(w.lay.Inbox(peer, sig))}, transport.WaitSum, cmp, v)
 	return nil
 }
@@ -460,7 +463,7 @@ func (w *Window) WaitCounter(peer, ctr int, cmp transport.Cmp, v uint64) error {
 	if err := w.checkCounterArgs(peer, ctr); err != nil {
 		return err
 	}
-	w.wait(fmt.Sprintf("wait_counter(peer %d, ctr %d)", peer, ctr),
+	w.wait(func() string { return fmt.Sprintf("wait_counter(peer %d, ctr %d)", peer, ctr) },
 		[]transport.Addr{w.local(w.lay.Ctr(peer, ctr))}, transport.WaitSum, cmp, v)
 	return nil
 }
@@ -519,7 +522,7 @@ func (w *Window) Barrier(id int) error {
 		slots = append(slots, w.local(w.lay.Bar(p, id)))
 	}
 	if len(slots) > 0 {
-		w.wait(fmt.Sprintf("barrier(id %d, epoch %d, every peer)", id, e), slots, transport.WaitEach, transport.CmpGe, e)
+		w.wait(func() string { return fmt.Sprintf("barrier(id %d, epoch %d, every peer)", id, e) }, slots, transport.WaitEach, transport.CmpGe, e)
 	}
 	return nil
 }
@@ -542,7 +545,7 @@ func (w *Window) BarrierPeer(peer, id int) error {
 		return nil
 	}
 	w.r.Stream.Store64(w.remote(peer, w.lay.PBar(me, id)), e)
-	w.wait(fmt.Sprintf("barrier_peer(peer %d, id %d, epoch %d)", peer, id, e),
+	w.wait(func() string { return fmt.Sprintf("barrier_peer(peer %d, id %d, epoch %d)", peer, id, e) },
 		[]transport.Addr{w.local(w.lay.PBar(peer, id))}, transport.WaitSum, transport.CmpGe, e)
 	return nil
 }

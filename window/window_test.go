@@ -184,7 +184,7 @@ func TestWaitTimeoutNamesEverything(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		r.Site = func() string { return "test.lua:7" }
+		r.Site = func() Site { return Site{File: "test.lua", Line: 7} }
 		_ = w.WaitSignalFrom(1-r.ID(), 3, transport.CmpGe, 2)
 		err = w.Sync(ctx)
 		var we *WaitError
