@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"time"
 
@@ -40,6 +41,10 @@ func RunRank(ctx context.Context, env engine.RankEnv, o RunOptions) (code int) {
 	if o.Script == "" {
 		o.Script = DefaultScript
 	}
+	// The script's goroutine keeps its OS thread: a GPU context made
+	// current there stays current for every launch and query.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	comm, err := engine.Open(ctx, env, engine.Options{Device: o.Device, Timeout: o.Timeout, GPUs: o.GPUs}, o.CUDA)
 	if err != nil {
 		fmt.Fprintf(o.Stderr, "luacoll: %v\n", err)

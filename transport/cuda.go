@@ -866,12 +866,28 @@ func (s *CUDAStream) Mark() Mark {
 	return m
 }
 
+// syncSpin is how long Sync polls the stream without yielding its thread
+// (LUACOLL_SYNC_SPIN_US, default 100 us; 0: yield from the start). A
+// goroutine that yields may come back on another OS thread, where the
+// context is not current: polling in place keeps a short sync at the cost
+// of one launch and one query.
+var syncSpin = func() time.Duration {
+	if v, err := strconv.Atoi(os.Getenv("LUACOLL_SYNC_SPIN_US")); err == nil && v >= 0 {
+		return time.Duration(v) * time.Microsecond
+	}
+	return 100 * time.Microsecond
+}()
+
 // Sync implements Stream.
 func (s *CUDAStream) Sync(ctx context.Context) error {
+	// The context stays current on this thread for the whole call.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := s.b.current(); err != nil {
 		return err
 	}
 	cancelled := false
+	spinning, spinUntil := syncSpin > 0, time.Now().Add(syncSpin)
 	for i := 0; ; i++ {
 		done, err := s.s.Query()
 		if err != nil {
@@ -879,6 +895,12 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 		}
 		if done {
 			break
+		}
+		if spinning {
+			if i&15 != 0 || time.Now().Before(spinUntil) {
+				continue
+			}
+			spinning, i = false, 0
 		}
 		if i > 2000 {
 			if i%16 == 0 {
