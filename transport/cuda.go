@@ -585,6 +585,7 @@ type CUDAStream struct {
 	memErr    error
 	interrupt error
 	events    []*cuda.Event
+	sides     []sideStream // splitCopy's streams
 }
 
 func (s *CUDAStream) enqueue(f func() error) {
@@ -609,6 +610,18 @@ const AutoSMCopyMax = 64 << 10
 // SetPath implements PathSetter.
 func (s *CUDAStream) SetPath(path string) { s.path = path }
 
+// ceSplit is the number of streams a copy-engine copy of at least
+// ceSplitMin bytes is spread over (LUACOLL_CE_SPLIT, default 1: none), for
+// measurements of how many copy engines a copy can keep busy.
+var ceSplit = func() int {
+	if v, err := strconv.Atoi(os.Getenv("LUACOLL_CE_SPLIT")); err == nil && v >= 1 && v <= 8 {
+		return v
+	}
+	return 1
+}()
+
+const ceSplitMin = 16 << 20
+
 // Copy implements Stream.
 func (s *CUDAStream) Copy(dst, src Addr, n uint64) {
 	if n == 0 {
@@ -619,8 +632,66 @@ func (s *CUDAStream) Copy(dst, src Addr, n uint64) {
 		if sm {
 			return s.b.k.Put(s.s, cuda.DevicePtr(dst), cuda.DevicePtr(src), n)
 		}
+		if ceSplit > 1 && n >= ceSplitMin {
+			return s.splitCopy(dst, src, n)
+		}
 		return s.b.drv.MemcpyAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), n, s.s)
 	})
+}
+
+// splitCopy spreads one copy over ceSplit streams (this one and side
+// streams made on first use), joined back into this stream.
+func (s *CUDAStream) splitCopy(dst, src Addr, n uint64) error {
+	drv := s.b.drv
+	for len(s.sides) < ceSplit-1 {
+		st, err := drv.StreamCreate()
+		if err != nil {
+			return err
+		}
+		fork, err := drv.NewSyncEvent()
+		if err != nil {
+			return err
+		}
+		join, err := drv.NewSyncEvent()
+		if err != nil {
+			return err
+		}
+		s.sides = append(s.sides, sideStream{st, fork, join})
+	}
+	part := (n / uint64(ceSplit)) &^ 4095
+	for j, sd := range s.sides {
+		if err := sd.fork.Record(s.s); err != nil {
+			return err
+		}
+		if err := sd.s.WaitEvent(sd.fork); err != nil {
+			return err
+		}
+		off := uint64(j+1) * part
+		m := part
+		if j == len(s.sides)-1 {
+			m = n - off
+		}
+		if err := drv.MemcpyAsync(cuda.DevicePtr(dst).Add(off), cuda.DevicePtr(src).Add(off), m, sd.s); err != nil {
+			return err
+		}
+		if err := sd.join.Record(sd.s); err != nil {
+			return err
+		}
+	}
+	if err := drv.MemcpyAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), part, s.s); err != nil {
+		return err
+	}
+	for _, sd := range s.sides {
+		if err := s.s.WaitEvent(sd.join); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type sideStream struct {
+	s          *cuda.Stream
+	fork, join *cuda.Event
 }
 
 // PutSignal implements PutSignaler: on the kernel path (and on "auto" for
@@ -1002,6 +1073,12 @@ func (s *CUDAStream) Close() {
 	cancel()
 	for _, ev := range s.events {
 		_ = ev.Destroy()
+	}
+	for _, sd := range s.sides {
+		_ = sd.s.Synchronize()
+		_ = sd.s.Destroy()
+		_ = sd.fork.Destroy()
+		_ = sd.join.Destroy()
 	}
 	_ = s.s.Destroy()
 	_ = s.rec.Free()
