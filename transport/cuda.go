@@ -788,7 +788,7 @@ func (s *CUDAStream) Wait(w WaitSpec) {
 				}
 			}
 			spec := kernels.WaitSpec{Slots: cuda.DevicePtr(g[0]), Count: uint32(len(g)), Stride: stride,
-				Cmp: kernels.Cmp(w.Cmp), Value: w.Value, Timeout: w.Timeout, Abort: s.b.flag.Dev, Record: s.rec.Dev}
+				Cmp: w.Cmp, Value: w.Value, Timeout: w.Timeout, Abort: s.b.flag.Dev, Record: s.rec.Dev}
 			if err := s.b.k.Wait(s.s, spec); err != nil {
 				return err
 			}

@@ -10,63 +10,39 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/luacoll/luacoll/kernels"
 )
 
 // Cmp is a comparison between an observed value and an expected one:
-// observed <cmp> expected, on unsigned 64-bit integers.
-type Cmp uint8
+// observed <cmp> expected, on unsigned 64-bit integers. It is the
+// device's comparison (kernels.Cmp), so one definition serves both.
+type Cmp = kernels.Cmp
 
 // The six comparisons.
 const (
-	CmpEq Cmp = iota
-	CmpNe
-	CmpLt
-	CmpLe
-	CmpGt
-	CmpGe
+	CmpEq = kernels.CmpEQ
+	CmpNe = kernels.CmpNE
+	CmpLt = kernels.CmpLT
+	CmpLe = kernels.CmpLE
+	CmpGt = kernels.CmpGT
+	CmpGe = kernels.CmpGE
 )
 
-var cmpNames = [...]string{"==", "~=", "<", "<=", ">", ">="}
 var cmpAliases = [...]string{"eq", "ne", "lt", "le", "gt", "ge"}
-
-func (c Cmp) String() string {
-	if int(c) < len(cmpNames) {
-		return cmpNames[c]
-	}
-	return fmt.Sprintf("cmp(%d)", c)
-}
 
 // ParseCmp accepts "==", "~=", "<", "<=", ">", ">=" and the aliases "eq",
 // "ne", "lt", "le", "gt", "ge" ("!=" is taken for "~=").
 func ParseCmp(s string) (Cmp, error) {
-	for i := range cmpNames {
-		if s == cmpNames[i] || s == cmpAliases[i] {
+	for i, a := range cmpAliases {
+		if s == a {
 			return Cmp(i), nil
 		}
 	}
-	if s == "!=" {
-		return CmpNe, nil
+	if c, err := kernels.ParseCmp(s); err == nil {
+		return c, nil
 	}
 	return 0, fmt.Errorf("unknown comparison %q (want ==, ~=, <, <=, >, >= or eq, ne, lt, le, gt, ge)", s)
-}
-
-// Holds reports whether observed <c> expected.
-func (c Cmp) Holds(observed, expected uint64) bool {
-	switch c {
-	case CmpEq:
-		return observed == expected
-	case CmpNe:
-		return observed != expected
-	case CmpLt:
-		return observed < expected
-	case CmpLe:
-		return observed <= expected
-	case CmpGt:
-		return observed > expected
-	case CmpGe:
-		return observed >= expected
-	}
-	return false
 }
 
 // WaitMode says how a wait combines its slots.
