@@ -132,6 +132,10 @@ func TestPersistentAllGatherScript(t *testing.T) {
 	runAtSizes(t, []string{"2", "4", "8"}, []string{"tests/agp.lua"}, "[0] agp: 5 passed, 0 failed")
 }
 
+func TestPersistentAllGatherMismatchScript(t *testing.T) {
+	runAtSizes(t, []string{"2", "3"}, []string{"tests/agp_mismatch.lua"}, "[0] agp_mismatch: 2 passed, 0 failed")
+}
+
 func TestRequireFindsFilesNextToTheScript(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "mysched.lua"), []byte(`return { answer = function() return 42 end }`), 0o644); err != nil {

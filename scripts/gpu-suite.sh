@@ -42,6 +42,7 @@ step suite timeout 300 $bin run -n "$n" --device cuda tests/suite.lua
 leaks suite
 step agp timeout 300 $bin run -n "$n" --device cuda tests/agp.lua 1000
 step agp-sm timeout 300 $bin run -n "$n" --device cuda tests/agp.lua 1000 sm
+step agp-mismatch timeout 120 bash -c "$bin run -n $n --device cuda tests/agp_mismatch.lua ce && $bin run -n $n --device cuda tests/agp_mismatch.lua sm"
 leaks agp
 step tour timeout 120 $bin run -n "$n" --device cuda
 step fail timeout 120 bash -c "$bin run -n $n --device cuda --timeout 60s tests/fail_wait.lua; echo launcher exit \$?"

@@ -1,0 +1,24 @@
+-- Ranks passing different n to one exec must fail clearly, on every
+-- protocol: small and large execs (on CUDA path "sm": flagged lines and
+-- the one-kernel exec), every rank naming the mismatch after the window's
+-- timeout, and the all-gather can still be destroyed.
+--   luacoll run -n 2 [--device cuda] tests/agp_mismatch.lua [path]
+local lc = require("luacoll")
+local me = lc.rank
+local path = arg[1]
+local passed = 0
+for _, n in ipairs({ 64, 1048576 }) do
+  local mine = n + me
+  local w = lc.window{ bytes = (n + lc.size) * lc.size, timeout_ms = 500, path = path }
+  local ag = lc.allgather_persistent{ window = w }
+  local src = lc.buffer(n + lc.size)
+  ag:exec(src, 0, mine)
+  local ok, err = pcall(lc.sync)
+  assert(not ok, ("n=%d: the mismatch went unnoticed"):format(mine))
+  err = tostring(err)
+  assert(err:find("n differs across ranks", 1, true) and err:find(("this rank n=%d"):format(mine), 1, true), err)
+  ag:destroy(); src:free(); w:free()
+  passed = passed + 1
+end
+lc.barrier()
+if me == 0 then print(("agp_mismatch: %d passed, 0 failed"):format(passed)) end
