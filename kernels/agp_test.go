@@ -158,3 +158,50 @@ func TestAGPOneLaunch(t *testing.T) {
 		t.Fatal("LL accepted n > AGPLLMax")
 	}
 }
+
+// TestFusedPutSignalWait runs a host-issued round trip as two fused
+// launches on two streams of one GPU: A puts and signals, then waits; B
+// waits, then puts and signals back. Both data and both signals land; a
+// fused wait that nobody answers times out after its put went out.
+func TestFusedPutSignalWait(t *testing.T) {
+	e := needKernels(t)
+	d, k := e.d, e.k
+	sa, sb := newStream(t, d), newStream(t, d)
+	ca, cb := newCtl(t, d), newCtl(t, d)
+	const n = 1000
+	bufA, bufB := zeroed(t, d, n), zeroed(t, d, n)
+	slots := zeroed(t, d, 16) // A's slot, B's slot
+	srcA, srcB := alloc(t, d, n), alloc(t, d, n)
+	wantA, wantB := bytes.Repeat([]byte{0xA1}, n), bytes.Repeat([]byte{0xB2}, n)
+	must(t, d.MemcpyHtoD(srcA, wantA))
+	must(t, d.MemcpyHtoD(srcB, wantB))
+	must(t, d.DefaultStream().Synchronize())
+	for i := uint64(1); i <= 50; i++ {
+		wa := WaitSpec{Slots: slots, Count: 1, Cmp: CmpGE, Value: i, Timeout: 5 * time.Second, Abort: ca.abortDev(), Record: ca.recordDev()}
+		wb := WaitSpec{Slots: slots.Add(8), Count: 1, Cmp: CmpGE, Value: i, Timeout: 5 * time.Second, Abort: cb.abortDev(), Record: cb.recordDev()}
+		// B first: its launch waits for A's signal.
+		must(t, k.WaitPutSignal(sb, wb, PutSignalSpec{Dst: bufA, Src: srcB, N: n, Slot: slots, Op: SignalSet, Value: i}))
+		must(t, k.PutSignalWait(sa, PutSignalSpec{Dst: bufB, Src: srcA, N: n, Slot: slots.Add(8), Op: SignalSet, Value: i}, wa))
+		must(t, sa.Synchronize())
+		must(t, sb.Synchronize())
+		must(t, ca.check(true))
+		must(t, cb.check(true))
+	}
+	if got := read(t, d, bufB, n); !bytes.Equal(got, wantA) {
+		t.Fatal("A's data did not land in B's buffer")
+	}
+	if got := read(t, d, bufA, n); !bytes.Equal(got, wantB) {
+		t.Fatal("B's data did not land in A's buffer")
+	}
+	// Nobody answers: the put and signal go out, the wait times out.
+	wa := WaitSpec{Slots: slots, Count: 1, Cmp: CmpGE, Value: 100, Timeout: 30 * time.Millisecond, Abort: ca.abortDev(), Record: ca.recordDev()}
+	must(t, k.PutSignalWait(sa, PutSignalSpec{Dst: bufB, Src: srcA, N: 8, Slot: slots.Add(8), Op: SignalAdd, Value: 5}, wa))
+	must(t, sa.Synchronize())
+	if r := ca.record(); r.Status != StatusTimeout || r.Target != 100 || r.Observed != 50 {
+		t.Fatalf("record %+v", r)
+	}
+	if v := u64at(read(t, d, slots, 16), 8); v != 55 {
+		t.Fatalf("B's slot %d after the add, want 55", v)
+	}
+	ca.clear()
+}

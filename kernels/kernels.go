@@ -286,14 +286,11 @@ func nanos(d time.Duration) uint64 {
 // On timeout or abort the kernel fills the record (if any) and returns, and
 // the stream moves on: check the record (CheckRecord) after synchronizing.
 func (k *Kernels) Wait(s *cuda.Stream, w WaitSpec) error {
-	if w.Count == 0 || w.Stride%8 != 0 || w.Slots%8 != 0 || w.Cmp < CmpEQ || w.Cmp > CmpGE {
-		return fmt.Errorf("wait(slots %#x, count %d, stride %d, cmp %v): %w", uint64(w.Slots), w.Count, w.Stride, w.Cmp, ErrBadSpec)
-	}
-	if w.Stride == 0 {
-		w.Stride = 8
+	if err := w.check("wait"); err != nil {
+		return err
 	}
 	var a cuda.KernelArgs
-	a.Ptr(w.Slots).U32(w.Count).U64(w.Stride).I32(int32(w.Cmp)).U64(w.Value).U64(nanos(w.Timeout)).Ptr(w.Abort).Ptr(w.Record)
+	w.push(&a)
 	return k.single(KernelWait, s, &a)
 }
 

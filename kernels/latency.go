@@ -22,6 +22,28 @@ func (k *Kernels) PutSignal(s *cuda.Stream, dst, src cuda.DevicePtr, n uint64, s
 	if op != SignalSet && op != SignalAdd {
 		return fmt.Errorf("put_signal: unknown op %d", op)
 	}
+	var a cuda.KernelArgs
+	PutSignalSpec{Dst: dst, Src: src, N: n, Slot: slot, Op: op, Value: value}.push(&a)
+	return k.launch(KernelPutSignal, 1, putSignalThreads(n), s, &a)
+}
+
+// Names of the fused kernels (sync_fused.cu).
+const (
+	KernelPutSignalWait = "lc_put_signal_wait"
+	KernelWaitPutSignal = "lc_wait_put_signal"
+)
+
+// PutSignalSpec is a put + signal for the fused launches: n bytes from Src
+// to Dst, then Op with Value on Slot.
+type PutSignalSpec struct {
+	Dst, Src cuda.DevicePtr
+	N        uint64
+	Slot     cuda.DevicePtr
+	Op       SignalOp
+	Value    uint64
+}
+
+func putSignalThreads(n uint64) uint32 {
 	threads := uint32(PutSignalMaxThreads)
 	if n/16 < uint64(threads) {
 		threads = uint32((n/16 + 31) / 32 * 32)
@@ -29,9 +51,54 @@ func (k *Kernels) PutSignal(s *cuda.Stream, dst, src cuda.DevicePtr, n uint64, s
 			threads = 32
 		}
 	}
+	return threads
+}
+
+func (p PutSignalSpec) push(a *cuda.KernelArgs) {
+	a.Ptr(p.Dst).Ptr(p.Src).U64(p.N).Ptr(p.Slot).U64(p.Value).I32(int32(p.Op))
+}
+
+func (w *WaitSpec) check(what string) error {
+	if w.Count == 0 || w.Stride%8 != 0 || w.Slots%8 != 0 || w.Cmp < CmpEQ || w.Cmp > CmpGE {
+		return fmt.Errorf("%s(slots %#x, count %d, stride %d, cmp %v): %w", what, uint64(w.Slots), w.Count, w.Stride, w.Cmp, ErrBadSpec)
+	}
+	if w.Stride == 0 {
+		w.Stride = 8
+	}
+	return nil
+}
+
+func (w WaitSpec) push(a *cuda.KernelArgs) {
+	a.Ptr(w.Slots).U32(w.Count).U64(w.Stride).I32(int32(w.Cmp)).U64(w.Value).U64(nanos(w.Timeout)).Ptr(w.Abort).Ptr(w.Record)
+}
+
+// PutSignalWait enqueues a put + signal and then a wait in one launch:
+// the wait starts once the signal is out, as two launches in a row would.
+func (k *Kernels) PutSignalWait(s *cuda.Stream, p PutSignalSpec, w WaitSpec) error {
+	if p.Op != SignalSet && p.Op != SignalAdd {
+		return fmt.Errorf("put_signal: unknown op %d", p.Op)
+	}
+	if err := w.check("wait"); err != nil {
+		return err
+	}
 	var a cuda.KernelArgs
-	a.Ptr(dst).Ptr(src).U64(n).Ptr(slot).U64(value).I32(int32(op))
-	return k.launch(KernelPutSignal, 1, threads, s, &a)
+	p.push(&a)
+	w.push(&a)
+	return k.launch(KernelPutSignalWait, 1, putSignalThreads(p.N), s, &a)
+}
+
+// WaitPutSignal enqueues a wait and then a put + signal in one launch.
+func (k *Kernels) WaitPutSignal(s *cuda.Stream, w WaitSpec, p PutSignalSpec) error {
+	if p.Op != SignalSet && p.Op != SignalAdd {
+		return fmt.Errorf("put_signal: unknown op %d", p.Op)
+	}
+	if err := w.check("wait"); err != nil {
+		return err
+	}
+	var a cuda.KernelArgs
+	w.push(&a)
+	p.push(&a)
+	return k.launch(KernelWaitPutSignal, 1, putSignalThreads(p.N), s, &a)
 }
 
 // PutSignalPingPong enqueues one side of a device-initiated put_signal

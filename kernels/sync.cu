@@ -21,12 +21,12 @@ extern "C" __global__ void lc_signal(lc_u64 *slot, lc_u64 value, int op) {
 	}
 }
 
-// lc_wait spins until SUM(slots[i*stride], i < count) compares true with
-// target, or the abort flag (host-mapped, may be null) becomes non-zero, or
-// timeout_ns (0: none) passes by %globaltimer. stride is in bytes.
-extern "C" __global__ void lc_wait(const lc_u8 *slots, lc_u32 count, lc_u64 stride, int op, lc_u64 target,
-                                   lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec) {
-	LC_ONE_THREAD();
+// lc_wait_body spins until SUM(slots[i*stride], i < count) compares true
+// with target, or the abort flag (host-mapped, may be null) becomes
+// non-zero, or timeout_ns (0: none) passes by %globaltimer. stride is in
+// bytes. One thread runs it; failures go to rec.
+__device__ void lc_wait_body(const lc_u8 *slots, lc_u32 count, lc_u64 stride, int op, lc_u64 target,
+                             lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec) {
 	const lc_u64 start = lc_globaltimer();
 	for (lc_u32 spins = 0;;) {
 		lc_u64 sum = 0, lowest = ~0ull;
@@ -61,6 +61,13 @@ extern "C" __global__ void lc_wait(const lc_u8 *slots, lc_u32 count, lc_u64 stri
 			}
 		}
 	}
+}
+
+// lc_wait is lc_wait_body as a one-thread kernel.
+extern "C" __global__ void lc_wait(const lc_u8 *slots, lc_u32 count, lc_u64 stride, int op, lc_u64 target,
+                                   lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec) {
+	LC_ONE_THREAD();
+	lc_wait_body(slots, count, stride, op, target, timeout_ns, abort_flag, rec);
 }
 
 // lc_barrier is one rank's arrival at a window barrier of nranks ranks.

@@ -586,11 +586,99 @@ type CUDAStream struct {
 	interrupt error
 	events    []*cuda.Event
 	sides     []sideStream // splitCopy's streams
+	// held is a put_signal or a wait not launched yet: the next call may
+	// share its launch (see hold); anything else launches it first.
+	held      heldOp
+	heldTimer *time.Timer
+	timerGen  uint64 // the generation the timer was armed for
+}
+
+// heldOp is an operation kept back for one call, so that a put_signal
+// followed by a wait (or a wait followed by a put_signal), the two halves
+// of a host-issued step, cost one launch.
+type heldOp struct {
+	put  *kernels.PutSignalSpec
+	wait *heldWait
+	gen  uint64
+}
+
+type heldWait struct {
+	spec  kernels.WaitSpec // as the wait kernel takes it
+	ws    *WaitSpec
+	memop bool // alone it would have been a stream memory operation
+	flags cuda.WaitValueFlags
+}
+
+// holdFor is how long an operation may stay held when no call follows:
+// then a timer launches it, so nothing waits on it for longer.
+const holdFor = 20 * time.Microsecond
+
+// flushLocked launches the held operation, if any, as it would have been
+// launched alone. s.mu is held.
+func (s *CUDAStream) flushLocked() {
+	h := s.held
+	if h.put == nil && h.wait == nil {
+		return
+	}
+	s.held = heldOp{gen: h.gen + 1}
+	if s.err != nil {
+		return
+	}
+	if err := s.b.current(); err != nil {
+		s.err = err
+		return
+	}
+	if h.put != nil {
+		p := h.put
+		if err := s.b.k.PutSignal(s.s, p.Dst, p.Src, p.N, p.Slot, p.Op, p.Value); err != nil {
+			s.err = err
+		}
+		return
+	}
+	w := h.wait
+	if w.memop {
+		if err := s.s.WaitValue64(w.spec.Slots, w.spec.Value, w.flags); err != nil {
+			s.err = err
+			return
+		}
+		s.memops = append(s.memops, &memopWait{spec: w.ws, slot: Addr(w.spec.Slots), enq: time.Now()})
+		s.pending = append(s.pending, w.ws)
+		return
+	}
+	if err := s.b.k.Wait(s.s, w.spec); err != nil {
+		s.err = err
+		return
+	}
+	s.pending = append(s.pending, w.ws)
+}
+
+// holdLocked keeps h back (s.mu is held) and arms the timer that launches
+// it if no call comes.
+func (s *CUDAStream) holdLocked(h heldOp) {
+	h.gen = s.held.gen + 1
+	s.held = h
+	s.timerGen = h.gen
+	if s.heldTimer == nil {
+		s.heldTimer = time.AfterFunc(holdFor, s.onHoldTimer)
+		return
+	}
+	s.heldTimer.Reset(holdFor)
+}
+
+// onHoldTimer launches the operation the timer was armed for, if it is
+// still held.
+func (s *CUDAStream) onHoldTimer() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held.gen == s.timerGen {
+		s.flushLocked()
+	}
 }
 
 func (s *CUDAStream) enqueue(f func() error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.flushLocked()
 	if s.err != nil {
 		return
 	}
@@ -704,9 +792,28 @@ func (s *CUDAStream) PutSignal(dst, src Addr, n uint64, slot Addr, add bool, v u
 	if add {
 		op = kernels.SignalAdd
 	}
-	s.enqueue(func() error {
-		return s.b.k.PutSignal(s.s, cuda.DevicePtr(dst), cuda.DevicePtr(src), n, cuda.DevicePtr(slot), op, v)
-	})
+	p := kernels.PutSignalSpec{Dst: cuda.DevicePtr(dst), Src: cuda.DevicePtr(src), N: n, Slot: cuda.DevicePtr(slot), Op: op, Value: v}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w := s.held.wait; w != nil {
+		// A wait then this put_signal: one launch.
+		s.held = heldOp{gen: s.held.gen + 1}
+		if s.err != nil {
+			return true
+		}
+		if err := s.b.current(); err != nil {
+			s.err = err
+			return true
+		}
+		if err := s.b.k.WaitPutSignal(s.s, w.spec, p); err != nil {
+			s.err = err
+			return true
+		}
+		s.pending = append(s.pending, w.ws)
+		return true
+	}
+	s.flushLocked()
+	s.holdLocked(heldOp{put: &p})
 	return true
 }
 
@@ -768,6 +875,34 @@ func (s *CUDAStream) Wait(w WaitSpec) {
 			memop = false
 		}
 	}
+	if len(groups) == 1 {
+		if spec, ok := s.waitSpec(w, groups[0]); ok {
+			ws := w
+			hw := &heldWait{spec: spec, ws: &ws, memop: memop, flags: flags}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if p := s.held.put; p != nil {
+				// A put_signal then this wait: one launch.
+				s.held = heldOp{gen: s.held.gen + 1}
+				if s.err != nil {
+					return
+				}
+				if err := s.b.current(); err != nil {
+					s.err = err
+					return
+				}
+				if err := s.b.k.PutSignalWait(s.s, *p, spec); err != nil {
+					s.err = err
+					return
+				}
+				s.pending = append(s.pending, &ws)
+				return
+			}
+			s.flushLocked()
+			s.holdLocked(heldOp{wait: hw})
+			return
+		}
+	}
 	s.enqueue(func() error {
 		ws := w
 		for _, g := range groups {
@@ -778,17 +913,10 @@ func (s *CUDAStream) Wait(w WaitSpec) {
 				s.memops = append(s.memops, &memopWait{spec: &ws, slot: g[0], enq: time.Now()})
 				continue
 			}
-			stride := uint64(8)
-			if len(g) > 1 {
-				stride = uint64(g[1] - g[0])
-				for i := 2; i < len(g); i++ {
-					if uint64(g[i]-g[i-1]) != stride {
-						return errors.New("wait: slots are not evenly spaced")
-					}
-				}
+			spec, ok := s.waitSpec(w, g)
+			if !ok {
+				return errors.New("wait: slots are not evenly spaced")
 			}
-			spec := kernels.WaitSpec{Slots: cuda.DevicePtr(g[0]), Count: uint32(len(g)), Stride: stride,
-				Cmp: w.Cmp, Value: w.Value, Timeout: w.Timeout, Abort: s.b.flag.Dev, Record: s.rec.Dev}
 			if err := s.b.k.Wait(s.s, spec); err != nil {
 				return err
 			}
@@ -796,6 +924,22 @@ func (s *CUDAStream) Wait(w WaitSpec) {
 		s.pending = append(s.pending, &ws)
 		return nil
 	})
+}
+
+// waitSpec builds the wait kernel's arguments for one group of slots
+// (evenly spaced); ok is false when they are not.
+func (s *CUDAStream) waitSpec(w WaitSpec, g []Addr) (kernels.WaitSpec, bool) {
+	stride := uint64(8)
+	if len(g) > 1 {
+		stride = uint64(g[1] - g[0])
+		for i := 2; i < len(g); i++ {
+			if uint64(g[i]-g[i-1]) != stride {
+				return kernels.WaitSpec{}, false
+			}
+		}
+	}
+	return kernels.WaitSpec{Slots: cuda.DevicePtr(g[0]), Count: uint32(len(g)), Stride: stride,
+		Cmp: w.Cmp, Value: w.Value, Timeout: w.Timeout, Abort: s.b.flag.Dev, Record: s.rec.Dev}, true
 }
 
 // readSlot reads a 64-bit slot of device memory now (on the side stream).
@@ -957,6 +1101,9 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 	if err := s.b.current(); err != nil {
 		return err
 	}
+	s.mu.Lock()
+	s.flushLocked()
+	s.mu.Unlock()
 	cancelled := false
 	spinning, spinUntil := syncSpin > 0, time.Now().Add(syncSpin)
 	for i := 0; ; i++ {
@@ -1065,6 +1212,11 @@ func (s *CUDAStream) Close() {
 	default:
 	}
 	close(s.stop)
+	s.mu.Lock()
+	if s.heldTimer != nil {
+		s.heldTimer.Stop()
+	}
+	s.mu.Unlock()
 	_ = s.b.current()
 	// Drain through Sync, which releases waits that would never end.
 	s.Interrupt(errors.New("stream closing"))

@@ -43,6 +43,11 @@ func (s *CUDAStream) Capture(fn func(cs *cuda.Stream) error) (*CUDAGraph, error)
 	if err := s.b.current(); err != nil {
 		return nil, fmt.Errorf("capture: %w", err)
 	}
+	// A held operation belongs before the capture, not in it.
+	s.flushLocked()
+	if s.err != nil {
+		return nil, fmt.Errorf("capture: the stream has failed: %w", s.err)
+	}
 	if err := s.s.BeginCapture(cuda.CaptureModeThreadLocal); err != nil {
 		return nil, fmt.Errorf("capture: %w", err)
 	}
