@@ -26,6 +26,7 @@ import "C"
 
 import (
 	"fmt"
+	"os"
 	"unsafe"
 )
 
@@ -215,7 +216,16 @@ func Load() (*Driver, error) {
 }
 
 // LoadLibrary is Load for a driver library at path.
+//
+// Unless the environment says otherwise, modules load eagerly
+// (CUDA_MODULE_LOADING=EAGER): with lazy loading the first launch of a
+// kernel loads it, and loading waits for kernels already running, so a
+// kernel spinning on a peer that waits for this launch would hold it back
+// until its timeout.
 func LoadLibrary(path string) (*Driver, error) {
+	if os.Getenv("CUDA_MODULE_LOADING") == "" {
+		_ = os.Setenv("CUDA_MODULE_LOADING", "EAGER")
+	}
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	lib := C.lc_dlopen(cpath)

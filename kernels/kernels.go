@@ -26,10 +26,13 @@ const (
 	KernelPingPong   = "lc_pingpong"
 )
 
-// Names lists every kernel of the program.
+// Names lists every kernel of the program; Load looks each one up, so
+// that none is loaded later while other kernels run.
 func Names() []string {
 	return []string{KernelPut, KernelSignal, KernelWait, KernelBarrier, KernelCounterAdd, KernelFillByte,
-		KernelFillIota32, KernelFillRand, KernelChecksum, KernelEqual, KernelPingPong}
+		KernelFillIota32, KernelFillRand, KernelChecksum, KernelEqual, KernelPingPong,
+		KernelPutSignal, KernelPPPutSignal, KernelBarrierLoop, KernelPutSignalWait, KernelWaitPutSignal,
+		KernelAGPReady, KernelAGPDone, KernelAGPOne, KernelAGPLL, KernelAGPCopy}
 }
 
 // Options configure Load.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +168,22 @@ func TestRecord(t *testing.T) {
 	SetAbort(unsafe.Pointer(&flag), true)
 	if flag != 1 {
 		t.Fatal("SetAbort")
+	}
+}
+
+// TestNamesListEveryKernel: Load looks up every name of Names, so a kernel
+// missing from it would be loaded on first launch, which waits for the
+// kernels already running.
+func TestNamesListEveryKernel(t *testing.T) {
+	re := regexp.MustCompile(`extern "C" __global__ void (\w+)\(`)
+	var inSource []string
+	for _, m := range re.FindAllStringSubmatch(Source(), -1) {
+		inSource = append(inSource, m[1])
+	}
+	names := append([]string(nil), Names()...)
+	sort.Strings(inSource)
+	sort.Strings(names)
+	if strings.Join(inSource, " ") != strings.Join(names, " ") {
+		t.Fatalf("kernels in the source:\n%v\nNames():\n%v", inSource, names)
 	}
 }
