@@ -10,20 +10,24 @@ __device__ __forceinline__ void lc_store_release_sys(lc_u64 *p, lc_u64 v) {
 
 __device__ __forceinline__ void lc_fence_acquire_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 
-// lc_put_signal copies n bytes with the threads of one block, makes every
-// thread's writes visible system-wide, then thread 0 signals the slot
-// (op 0: store value, op 1: atomic add). One launch instead of two.
+// lc_signal_release_sys stores (op 0) or adds (op 1) value at slot with
+// system-scope release semantics.
+__device__ __forceinline__ void lc_signal_release_sys(lc_u64 *slot, lc_u64 value, int op) {
+	if (op == 0) {
+		lc_store_release_sys(slot, value);
+	} else {
+		asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(slot), "l"(value) : "memory");
+	}
+}
+
+// lc_put_signal copies n bytes with the threads of one block, then thread 0
+// signals the slot with a system-scope release (op 0: store value, op 1:
+// atomic add): the block barrier orders every thread's copy before it. One
+// launch instead of two.
 extern "C" __global__ void lc_put_signal(lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 *slot, lc_u64 value, int op) {
 	lc_put_range(dst, src, n, threadIdx.x, blockDim.x);
-	__threadfence_system();
 	__syncthreads();
-	if (threadIdx.x == 0) {
-		if (op == 0) {
-			lc_store_volatile(slot, value);
-		} else {
-			atomicAdd_system((unsigned long long *)slot, (unsigned long long)value);
-		}
-	}
+	if (threadIdx.x == 0) lc_signal_release_sys(slot, value, op);
 }
 
 // lc_pp_put_signal is one side of a device-initiated put_signal ping-pong:

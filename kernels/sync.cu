@@ -40,7 +40,13 @@ __device__ void lc_wait_body(const lc_u8 *slots, lc_u32 count, lc_u64 stride, in
 			}
 		}
 		if (lc_compare(sum, target, op)) {
-			__threadfence_system();
+			// Acquire: an acquire load of a single slot (lighter), a
+			// system fence for a sum.
+			if (count == 1) {
+				(void)lc_load_acquire_sys((const lc_u64 *)slots);
+			} else {
+				__threadfence_system();
+			}
 			return;
 		}
 		// The record and the abort flag are host-mapped (a read crosses

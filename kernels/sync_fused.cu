@@ -6,19 +6,14 @@
 // lc_put_signal, the wait as lc_wait (a failed wait is recorded, and what
 // follows it in the launch still runs, as a later launch would).
 
-// lc_fused_put_signal copies n bytes with the block's threads, fences
-// system-wide, then thread 0 signals (op 0: store, 1: atomic add).
+// lc_fused_put_signal copies n bytes with the block's threads, then
+// thread 0 signals with a system-scope release (op 0: store, 1: add): the
+// barrier puts every thread's copy before the release, which a peer's
+// acquire of the slot then sees (no full fence per thread).
 __device__ void lc_fused_put_signal(lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 *slot, lc_u64 value, int op) {
 	lc_put_range(dst, src, n, threadIdx.x, blockDim.x);
-	__threadfence_system();
 	__syncthreads();
-	if (threadIdx.x == 0) {
-		if (op == 0) {
-			lc_store_volatile(slot, value);
-		} else {
-			atomicAdd_system((unsigned long long *)slot, (unsigned long long)value);
-		}
-	}
+	if (threadIdx.x == 0) lc_signal_release_sys(slot, value, op);
 }
 
 extern "C" __global__ void lc_put_signal_wait(lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 *slot, lc_u64 value,
