@@ -75,20 +75,15 @@ func (w WaitSpec) push(a *cuda.KernelArgs) {
 // PutSignalWait enqueues a put + signal and then a wait in one launch:
 // the wait starts once the signal is out, as two launches in a row would.
 func (k *Kernels) PutSignalWait(s *cuda.Stream, p PutSignalSpec, w WaitSpec) error {
-	if p.Op != SignalSet && p.Op != SignalAdd {
-		return fmt.Errorf("put_signal: unknown op %d", p.Op)
-	}
-	if err := w.check("wait"); err != nil {
-		return err
-	}
-	var a cuda.KernelArgs
-	p.push(&a)
-	w.push(&a)
-	return k.launch(KernelPutSignalWait, 1, putSignalThreads(p.N), s, &a)
+	return k.fused(s, KernelPutSignalWait, p, w, false)
 }
 
 // WaitPutSignal enqueues a wait and then a put + signal in one launch.
 func (k *Kernels) WaitPutSignal(s *cuda.Stream, w WaitSpec, p PutSignalSpec) error {
+	return k.fused(s, KernelWaitPutSignal, p, w, true)
+}
+
+func (k *Kernels) fused(s *cuda.Stream, name string, p PutSignalSpec, w WaitSpec, waitFirst bool) error {
 	if p.Op != SignalSet && p.Op != SignalAdd {
 		return fmt.Errorf("put_signal: unknown op %d", p.Op)
 	}
@@ -96,9 +91,14 @@ func (k *Kernels) WaitPutSignal(s *cuda.Stream, w WaitSpec, p PutSignalSpec) err
 		return err
 	}
 	var a cuda.KernelArgs
-	w.push(&a)
-	p.push(&a)
-	return k.launch(KernelWaitPutSignal, 1, putSignalThreads(p.N), s, &a)
+	if waitFirst {
+		w.push(&a)
+		p.push(&a)
+	} else {
+		p.push(&a)
+		w.push(&a)
+	}
+	return k.launch(name, 1, putSignalThreads(p.N), s, &a)
 }
 
 // PutSignalPingPong enqueues one side of a device-initiated put_signal
