@@ -701,12 +701,7 @@ func (s *CUDAStream) SetPath(path string) { s.path = path }
 // ceSplit is the number of streams a copy-engine copy of at least
 // ceSplitMin bytes is spread over (LUACOLL_CE_SPLIT, default 1: none), for
 // measurements of how many copy engines a copy can keep busy.
-var ceSplit = func() int {
-	if v, err := strconv.Atoi(os.Getenv("LUACOLL_CE_SPLIT")); err == nil && v >= 1 && v <= 8 {
-		return v
-	}
-	return 1
-}()
+var ceSplit = int(min(max(envUint("LUACOLL_CE_SPLIT", 1), 1), 8))
 
 const ceSplitMin = 16 << 20
 
@@ -1086,12 +1081,7 @@ func (s *CUDAStream) Mark() Mark {
 // goroutine that yields may come back on another OS thread, where the
 // context is not current: polling in place keeps a short sync at the cost
 // of one launch and one query.
-var syncSpin = func() time.Duration {
-	if v, err := strconv.Atoi(os.Getenv("LUACOLL_SYNC_SPIN_US")); err == nil && v >= 0 {
-		return time.Duration(v) * time.Microsecond
-	}
-	return 100 * time.Microsecond
-}()
+var syncSpin = time.Duration(min(envUint("LUACOLL_SYNC_SPIN_US", 100), 1e6)) * time.Microsecond
 
 // Sync implements Stream.
 func (s *CUDAStream) Sync(ctx context.Context) error {

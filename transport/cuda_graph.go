@@ -132,10 +132,6 @@ type AGPConfig struct {
 	Stage []Addr
 }
 
-// AGPLLMax is the largest exec (bytes per rank) that path "sm" sends as
-// flagged lines when the all-gather has staging areas.
-const AGPLLMax = kernels.AGPLLMax
-
 // AGPStageBytes is the staging area one rank of a job of size ranks needs
 // (AGPConfig.Stage).
 func AGPStageBytes(size int) uint64 { return kernels.AGPLLStageBytes(size) }
@@ -179,7 +175,7 @@ type CUDAAGP struct {
 	fork, join *cuda.Event
 	graphs     map[agpGraphKey]*CUDAGraph
 	last       *CUDAGraph
-	// sm moves the puts with the put kernel instead of the copy engines.
+	// sm: path "sm", execs of one launch (see record).
 	sm bool
 	// bases is a device array of the ranks' window data, stage one of
 	// their staging areas (one-launch execs); out is this rank's window
@@ -205,10 +201,9 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	if err != nil {
 		return nil, err
 	}
-	// One allocation: the counter (offset 0) and the one-launch control
-	// block (64),
-	// then six arrays of n pointers (the ready and done slots, the ranks'
-	// window data, their staging areas).
+	// One allocation: the counter (offset 0), the one-launch control block
+	// (offset 64), then six arrays of n pointers (the ready and done slots,
+	// the ranks' window data, their staging areas).
 	arr := uint64(n) * 8
 	mem, err := s.b.alloc(256 + 6*arr)
 	if err != nil {
