@@ -20,7 +20,9 @@ func fn(name, args, returns, group, doc string, body func(c *call) int) *Entry {
 	e := &Entry{Name: name, Args: args, Returns: returns, Group: group, Doc: doc}
 	names := argNames(args)
 	base := 1
-	if e.Receiver() != "" {
+	recv := e.Receiver()
+	want := receivers[recv]
+	if recv != "" {
 		base = 2
 	}
 	e.fn = func(s *State, L *lua.LState) int {
@@ -29,9 +31,10 @@ func fn(name, args, returns, group, doc string, body func(c *call) int) *Entry {
 		s.cur = L
 		defer func() { s.cur = prev }()
 		if base == 2 {
-			want := receivers[e.Receiver()]
+			// The receiver's metatable, as install made it (no registry
+			// lookup per call).
 			ud, ok := L.Get(1).(*lua.LUserData)
-			if !ok || L.GetMetatable(ud) != L.GetTypeMetatable(want.typ) {
+			if !ok || ud.Metatable != s.typeMT[recv] {
 				c.fail("called on %s: use %s (with a colon) on a %s", L.Get(1).Type(), e.Name, want.what)
 			}
 		}

@@ -49,6 +49,9 @@ type State struct {
 	start  time.Time
 	timers []*timerRef
 	cur    *lua.LState // the thread running the current call (pcall runs on its own)
+	// typeMT holds each receiver's metatable ("w", "b", ...), for the
+	// check that a method was called on the right kind of object.
+	typeMT map[string]lua.LValue
 }
 
 // NewRegistry returns the registry of every Lua function and method.
@@ -126,8 +129,10 @@ func (s *State) install() {
 	L.SetField(mod, "local_size", lua.LNumber(env.LocalSize))
 	L.SetField(mod, "node", lua.LNumber(env.Node))
 	L.SetField(mod, "version", lua.LString(Version))
+	s.typeMT = make(map[string]lua.LValue, len(receivers))
 	for recv, r := range receivers {
 		mt := L.NewTypeMetatable(r.typ)
+		s.typeMT[recv] = mt
 		methods := L.NewTable()
 		for _, e := range s.Reg.Methods(recv) {
 			L.SetField(methods, e.Short(), s.wrap(e))
