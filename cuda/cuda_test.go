@@ -700,6 +700,36 @@ func TestModuleLaunch(t *testing.T) {
 			t.Fatalf("p[%d] = %d", i, v)
 		}
 	}
+	// The same kernel through a one-kernel graph, arguments changed per
+	// launch: each launch must see its own arguments.
+	if d.KernelGraphs() {
+		kg, err := d.NewKernelGraph(f, 4, 256, &args)
+		must(t, err)
+		defer kg.Destroy()
+		for k := uint64(1); k <= 3; k++ {
+			var ka KernelArgs
+			ka.Ptr(p).U64(k << 32).U32(n).I32(int32(k))
+			must(t, kg.Launch(4, 256, s, &ka))
+			must(t, s.Synchronize())
+			must(t, d.MemcpyDtoH(got, p))
+			for i := 0; i < n; i++ {
+				if v := *(*uint64)(unsafe.Pointer(&got[8*i])); v != k<<32+k*uint64(i) {
+					t.Fatalf("graph launch %d: p[%d] = %d", k, i, v)
+				}
+			}
+		}
+		// Fewer blocks: only the first 256 values change.
+		var ka KernelArgs
+		ka.Ptr(p).U64(7).U32(n).I32(0)
+		must(t, kg.Launch(1, 256, s, &ka))
+		must(t, s.Synchronize())
+		must(t, d.MemcpyDtoH(got, p))
+		if v0, v300 := *(*uint64)(unsafe.Pointer(&got[0])), *(*uint64)(unsafe.Pointer(&got[8*300])); v0 != 7 || v300 != 3<<32+900 {
+			t.Fatalf("graph launch with 1 block: p[0] = %d, p[300] = %d", v0, v300)
+		}
+	} else {
+		t.Log("driver without kernel graph entry points")
+	}
 	var tooMany KernelArgs
 	for range MaxKernelArgs + 1 {
 		tooMany.U32(0)

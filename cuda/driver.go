@@ -102,6 +102,9 @@ const (
 	symGraphNodeGetType
 	symGraphExecDestroy
 	symGraphDestroy
+	symGraphCreate
+	symGraphAddKernelNode
+	symGraphExecKernelNodeSetParams
 	numSyms
 )
 
@@ -192,6 +195,10 @@ var symbolTable = [numSyms]symbol{
 	symGraphNodeGetType:          {"cuGraphNodeGetType", 10000, true},
 	symGraphExecDestroy:          {"cuGraphExecDestroy", 10000, true},
 	symGraphDestroy:              {"cuGraphDestroy", 10000, true},
+	// Kernel nodes with CUDA_KERNEL_NODE_PARAMS_v2 (the CUDA 12 ABI).
+	symGraphCreate:                  {"cuGraphCreate", 10000, true},
+	symGraphAddKernelNode:           {"cuGraphAddKernelNode", 12000, true},
+	symGraphExecKernelNodeSetParams: {"cuGraphExecKernelNodeSetParams", 12000, true},
 }
 
 // DefaultLibrary is the driver library Load opens.

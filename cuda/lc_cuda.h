@@ -351,6 +351,53 @@ static inline lc_res lc_cuLaunchKernel(void *f, void *fn, unsigned gx, unsigned 
 	                   void **))f)(fn, gx, gy, gz, bx, by, bz, shmem, stream, params, NULL);
 }
 
+// One-kernel graphs: CUDA_KERNEL_NODE_PARAMS_v2 (CUDA 12 ABI), and a graph
+// with a single kernel node whose arguments are set before each launch.
+typedef struct {
+	void *func;
+	unsigned gx, gy, gz, bx, by, bz, shmem;
+	void **params;
+	void **extra;
+	void *kern;
+	void *ctx;
+} lc_kernel_node_params;
+
+static inline lc_hres lc_cuGraphCreate(void *f) {
+	lc_hres o = {0, NULL};
+	o.r = ((lc_res(*)(void **, unsigned))f)(&o.h, 0);
+	return o;
+}
+
+static inline lc_hres lc_kernel_graph_add(void *f, void *g, void *fn, unsigned gx, unsigned bx, lc_args a) {
+	lc_hres o = {0, NULL};
+	void *params[LC_MAX_ARGS];
+	if (a.n < 0 || a.n > LC_MAX_ARGS) {
+		o.r = 1;
+		return o;
+	}
+	for (int i = 0; i < a.n; i++) params[i] = &a.v[i];
+	lc_kernel_node_params p = {fn, gx, 1, 1, bx, 1, 1, 0, params, NULL, NULL, NULL};
+	o.r = ((lc_res(*)(void **, void *, const void *, size_t, const lc_kernel_node_params *))f)(&o.h, g, NULL, 0, &p);
+	return o;
+}
+
+// Sets the node's arguments (and grid) in the executable graph, then
+// launches it: one call from Go per launch.
+static inline lc_res lc_kernel_graph_launch(void *set, void *launch, void *ge, void *node, void *fn, unsigned gx,
+                                            unsigned bx, void *stream, lc_args a, int *failed_set) {
+	void *params[LC_MAX_ARGS];
+	if (a.n < 0 || a.n > LC_MAX_ARGS) return 1;
+	for (int i = 0; i < a.n; i++) params[i] = &a.v[i];
+	lc_kernel_node_params p = {fn, gx, 1, 1, bx, 1, 1, 0, params, NULL, NULL, NULL};
+	lc_res r = ((lc_res(*)(void *, void *, const lc_kernel_node_params *))set)(ge, node, &p);
+	if (r != 0) {
+		*failed_set = 1;
+		return r;
+	}
+	*failed_set = 0;
+	return ((lc_res(*)(void *, void *))launch)(ge, stream);
+}
+
 // ---------------------------------------------------------------------------
 // NVRTC (resolved with dlsym from libnvrtc).
 

@@ -120,19 +120,29 @@ func D1(x uint32) Dim3 { return Dim3{x, 1, 1} }
 // reaching the driver.
 var ErrBadLaunch = errors.New("invalid kernel launch")
 
+// c copies the arguments into the C table (nil: none).
+func (a *KernelArgs) c(kernel string) (C.lc_args, error) {
+	var ca C.lc_args
+	if a == nil {
+		return ca, nil
+	}
+	if a.err != nil {
+		return ca, fmt.Errorf("launching %s: %w: %v", kernel, ErrBadLaunch, a.err)
+	}
+	for i := 0; i < a.n; i++ {
+		ca.v[i] = C.ulonglong(a.v[i])
+	}
+	ca.n = C.int(a.n)
+	return ca, nil
+}
+
 // LaunchKernel enqueues f on s (nil: default stream) with the given grid,
 // block, dynamic shared memory and arguments (cuLaunchKernel). The current
 // context must be the one f was loaded into.
 func (d *Driver) LaunchKernel(f *Function, grid, block Dim3, sharedMem uint32, s *Stream, args *KernelArgs) error {
-	var ca C.lc_args
-	if args != nil {
-		if args.err != nil {
-			return fmt.Errorf("cuLaunchKernel(%s): %w: %v", f.name, ErrBadLaunch, args.err)
-		}
-		for i := 0; i < args.n; i++ {
-			ca.v[i] = C.ulonglong(args.v[i])
-		}
-		ca.n = C.int(args.n)
+	ca, err := args.c(f.name)
+	if err != nil {
+		return err
 	}
 	z := func(v uint32) C.uint {
 		if v == 0 {

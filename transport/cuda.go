@@ -132,14 +132,27 @@ func (b *CUDABackend) GPUPeer(id Identity) bool {
 	return err == nil && can
 }
 
+// allocSize is what alloc asks the driver for: size rounded up to 256
+// bytes, and from 1 MiB up to whole 2 MiB pages. Peers map a window with
+// legacy IPC; an allocation that ends inside a 2 MiB page measured 310
+// GB/s per direction when two GPUs copy into each other's window at once,
+// against 390 for one of whole pages (2 x H200, copy engines, 1 GiB).
+func allocSize(size uint64) uint64 {
+	round := uint64(256)
+	if size >= 1<<20 {
+		round = 2 << 20
+	}
+	if size == 0 {
+		return round
+	}
+	return (size + round - 1) / round * round
+}
+
 func (b *CUDABackend) alloc(size uint64) (cuda.DevicePtr, error) {
 	if err := b.current(); err != nil {
 		return 0, err
 	}
-	n := (size + 255) &^ 255
-	if n == 0 {
-		n = 256
-	}
+	n := allocSize(size)
 	p, err := b.drv.MemAlloc(n)
 	if err != nil {
 		return 0, err
