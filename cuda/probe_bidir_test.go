@@ -3,8 +3,8 @@ package cuda
 import (
 	"encoding/binary"
 	"encoding/hex"
-	"math/rand/v2"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"runtime"
