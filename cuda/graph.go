@@ -82,6 +82,7 @@ func (s *Stream) BeginCapture(mode CaptureMode) error {
 	if r := C.lc_cuStreamBeginCapture(s.d.fn[symStreamBeginCapture], s.h, C.int(mode)); r != 0 {
 		return s.d.fail(r, fmt.Sprintf("cuStreamBeginCapture(mode %d)", mode))
 	}
+	s.capturing = true
 	return nil
 }
 
@@ -91,6 +92,7 @@ func (s *Stream) EndCapture() (*Graph, error) {
 		return nil, err
 	}
 	o := C.lc_cuStreamEndCapture(s.d.fn[symStreamEndCapture], s.h)
+	s.capturing = false
 	if o.r != 0 {
 		return nil, s.d.fail(o.r, "cuStreamEndCapture")
 	}

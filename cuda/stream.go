@@ -15,7 +15,20 @@ import (
 type Stream struct {
 	d *Driver
 	h unsafe.Pointer
+	// graphLaunch: kernels for this stream may be launched through
+	// one-kernel graphs (SetGraphLaunch); capturing: between BeginCapture
+	// and EndCapture, when they may not.
+	graphLaunch, capturing bool
 }
+
+// SetGraphLaunch lets launchers that support it enqueue kernels on s
+// through one-kernel graphs (see KernelGraph). Only for a stream that is
+// never pulled into another stream's capture: its own captures are known.
+func (s *Stream) SetGraphLaunch(on bool) { s.graphLaunch = on }
+
+// GraphLaunch reports whether a kernel for s may go through a one-kernel
+// graph now: enabled, and s is not being captured.
+func (s *Stream) GraphLaunch() bool { return s != nil && s.graphLaunch && !s.capturing }
 
 // streamNonBlocking is CU_STREAM_NON_BLOCKING.
 const streamNonBlocking = 0x1

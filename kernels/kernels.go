@@ -50,12 +50,19 @@ type Options struct {
 // thread must have the context current (see cuda.Context). It is read-only
 // after Load and safe for concurrent use.
 type Kernels struct {
-	drv      *cuda.Driver
-	ctx      *cuda.Context
-	mod      *cuda.Module
-	perSM    int // blocks per SM of the bandwidth kernels (LUACOLL_PUT_BLOCKS_PER_SM, default 8)
-	fnMu     sync.Mutex
-	fn       map[string]*cuda.Function
+	drv   *cuda.Driver
+	ctx   *cuda.Context
+	mod   *cuda.Module
+	perSM int // blocks per SM of the bandwidth kernels (LUACOLL_PUT_BLOCKS_PER_SM, default 8)
+	fnMu  sync.Mutex
+	fn    map[string]*cuda.Function
+	// graphs holds a one-kernel graph per kernel and stream, for streams
+	// that launch through graphs (cuda.Stream.GraphLaunch); gMu guards it
+	// and serialises their launches. noGraphs: LUACOLL_LAUNCH=kernel, or
+	// a driver without the entry points.
+	gMu      sync.Mutex
+	graphs   map[graphKey]*cuda.KernelGraph
+	noGraphs bool
 	sms      int
 	compiled *Compiled
 }
@@ -103,7 +110,8 @@ func Load(drv *cuda.Driver, ctx *cuda.Context, opts Options) (*Kernels, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load kernels on device %d: %w", dev, err)
 	}
-	k := &Kernels{drv: drv, ctx: ctx, mod: mod, fn: make(map[string]*cuda.Function), sms: sms, compiled: c, perSM: 8}
+	k := &Kernels{drv: drv, ctx: ctx, mod: mod, fn: make(map[string]*cuda.Function), sms: sms, compiled: c, perSM: 8,
+		noGraphs: !drv.KernelGraphs() || os.Getenv("LUACOLL_LAUNCH") == "kernel"}
 	if v, err := strconv.Atoi(os.Getenv("LUACOLL_PUT_BLOCKS_PER_SM")); err == nil && v >= 1 && v <= 32 {
 		k.perSM = v
 	}
@@ -123,6 +131,12 @@ func (k *Kernels) Compiled() *Compiled { return k.compiled }
 
 // Close unloads the module; ctx must be current.
 func (k *Kernels) Close() error {
+	k.gMu.Lock()
+	for key, g := range k.graphs {
+		_ = g.Destroy()
+		delete(k.graphs, key)
+	}
+	k.gMu.Unlock()
 	if err := k.mod.Unload(); err != nil {
 		return fmt.Errorf("unload kernels: %w", err)
 	}
@@ -154,7 +168,50 @@ func (k *Kernels) launch(name string, grid, block uint32, s *cuda.Stream, a *cud
 	if err != nil {
 		return err
 	}
+	if s.GraphLaunch() && !k.noGraphs {
+		return k.graphLaunch(f, grid, block, s, a)
+	}
 	return k.drv.LaunchKernel(f, cuda.D1(grid), cuda.D1(block), 0, s, a)
+}
+
+type graphKey struct {
+	f *cuda.Function
+	s *cuda.Stream
+}
+
+// graphLaunch enqueues f through its one-kernel graph for s, made on
+// first use: on the machines measured, setting a graph's arguments and
+// launching it takes about 1.3 us less host time than cuLaunchKernel
+// (3.7 against 5.0 us on 2 x H200 VMs). Each stream has its own graph: a
+// graph's launches are ordered after one another, whatever the stream.
+func (k *Kernels) graphLaunch(f *cuda.Function, grid, block uint32, s *cuda.Stream, a *cuda.KernelArgs) error {
+	k.gMu.Lock()
+	defer k.gMu.Unlock()
+	key := graphKey{f, s}
+	g := k.graphs[key]
+	if g == nil {
+		var err error
+		if g, err = k.drv.NewKernelGraph(f, grid, block, a); err != nil {
+			return fmt.Errorf("kernel %s: %w", f.Name(), err)
+		}
+		if k.graphs == nil {
+			k.graphs = make(map[graphKey]*cuda.KernelGraph)
+		}
+		k.graphs[key] = g
+	}
+	return g.Launch(grid, block, s, a)
+}
+
+// ForgetStream destroys the graphs made for s (before s is destroyed).
+func (k *Kernels) ForgetStream(s *cuda.Stream) {
+	k.gMu.Lock()
+	defer k.gMu.Unlock()
+	for key, g := range k.graphs {
+		if key.s == s {
+			_ = g.Destroy()
+			delete(k.graphs, key)
+		}
+	}
 }
 
 // function returns a kernel of the program by name: the ones Names lists

@@ -563,6 +563,10 @@ func (b *CUDABackend) NewStream(abort *Abort) (Stream, error) {
 		_ = s.Destroy()
 		return nil, err
 	}
+	// The rank's stream launches its kernels through one-kernel graphs
+	// (less host time per launch); its captures are its own (cuda.Stream
+	// tracks them).
+	s.SetGraphLaunch(true)
 	cs := &CUDAStream{b: b, s: s, rec: rec, abort: abort, stop: make(chan struct{})}
 	// A job abort raises the device-visible flag, so that waits end now.
 	go func() {
@@ -1235,6 +1239,7 @@ func (s *CUDAStream) Close() {
 		_ = sd.fork.Destroy()
 		_ = sd.join.Destroy()
 	}
+	s.b.k.ForgetStream(s.s)
 	_ = s.s.Destroy()
 	_ = s.rec.Free()
 }

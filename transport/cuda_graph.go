@@ -277,9 +277,13 @@ type agpTuning struct {
 	// ceShare percent of every put of an exec of at least ceShareMin bytes
 	// per rank goes through the copy engines, at the same time as the rest
 	// goes through the put kernel (LUACOLL_AGP_CE_SHARE, 0: none;
-	// LUACOLL_AGP_CE_SHARE_MIN). Measured on 2 x H200, 1 GiB total: 352.6
-	// GB/s busbw with none, 365.5 at 20 %, 368.8 at 35 %, 367.4 at 50 %;
-	// at 64 MiB total it cost 2-3 %, hence the 128 MiB per rank floor.
+	// LUACOLL_AGP_CE_SHARE_MIN). Measured on 2 x H200 with windows of
+	// whole 2 MiB pages (copy engines 390 GB/s per direction with both
+	// directions busy), busbw at 256 MiB / 1 GiB total: 352 / 352 GB/s
+	// with none, 360 / 373 at 50 %, 358 / 376 at 65 %, 360 / 380 at 80 %,
+	// 358-361 / 381-384 at 100 % (the own chunk then goes to the kernel
+	// alone); at 16 and 64 MiB total the one-kernel exec is faster (33.6 /
+	// 110.0 us against 43.6 / 111.4), hence the 128 MiB per rank floor.
 	ceShare    uint64
 	ceShareMin uint64
 	// perSM caps the one-kernel exec's grid (LUACOLL_AGP_BLOCKS_PER_SM).
@@ -301,7 +305,7 @@ func agpTune() agpTuning {
 	t.llMax = min(envUint("LUACOLL_AGP_LLMAX", t.llMax), kernels.AGPLLMax)
 	t.llVariant = int(envUint("LUACOLL_AGP_LL_VARIANT", uint64(t.llVariant)) & 63)
 	t.ceMin = envUint("LUACOLL_AGP_CE_MIN", t.ceMin)
-	t.ceShare = min(envUint("LUACOLL_AGP_CE_SHARE", 35), 100)
+	t.ceShare = min(envUint("LUACOLL_AGP_CE_SHARE", 100), 100)
 	t.ceShareMin = envUint("LUACOLL_AGP_CE_SHARE_MIN", 128<<20)
 	t.perSM = int(min(envUint("LUACOLL_AGP_BLOCKS_PER_SM", 2), 64))
 	return t
@@ -335,7 +339,11 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 			return err
 		}
 		var err error
-		if ownSM {
+		if ownSM && a.bases != 0 {
+			// One block in 8 of a bulk grid: the put kernel on every SM
+			// measured slower, its local copy competing with the puts.
+			err = a.ak.Copy(a.side, a.ready.Rank, a.ready.Size, a.bases, cuda.DevicePtr(e.Own.Src), e.N, 0, a.tune.perSM)
+		} else if ownSM {
 			err = a.s.b.k.Put(a.side, cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N)
 		} else {
 			err = drv.MemcpyAsync(cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N, a.side)
