@@ -30,6 +30,9 @@ func (s *Stream) SetGraphLaunch(on bool) { s.graphLaunch = on }
 // graph now: enabled, and s is not being captured.
 func (s *Stream) GraphLaunch() bool { return s != nil && s.graphLaunch && !s.capturing }
 
+// Capturing reports whether s is between BeginCapture and EndCapture.
+func (s *Stream) Capturing() bool { return s != nil && s.capturing }
+
 // streamNonBlocking is CU_STREAM_NON_BLOCKING.
 const streamNonBlocking = 0x1
 

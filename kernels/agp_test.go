@@ -176,14 +176,24 @@ func TestFusedPutSignalWait(t *testing.T) {
 	must(t, d.MemcpyHtoD(srcA, wantA))
 	must(t, d.MemcpyHtoD(srcB, wantB))
 	must(t, d.DefaultStream().Synchronize())
+	// Each launch reports its end in a host-mapped word of its own.
+	doneA, err := d.AllocMapped(8)
+	must(t, err)
+	defer doneA.Free()
+	doneB, err := d.AllocMapped(8)
+	must(t, err)
+	defer doneB.Free()
 	for i := uint64(1); i <= 50; i++ {
 		wa := WaitSpec{Slots: slots, Count: 1, Cmp: CmpGE, Value: i, Timeout: 5 * time.Second, Abort: ca.abortDev(), Record: ca.recordDev()}
 		wb := WaitSpec{Slots: slots.Add(8), Count: 1, Cmp: CmpGE, Value: i, Timeout: 5 * time.Second, Abort: cb.abortDev(), Record: cb.recordDev()}
 		// B first: its launch waits for A's signal.
-		must(t, k.WaitPutSignal(sb, wb, PutSignalSpec{Dst: bufA, Src: srcB, N: n, Slot: slots, Op: SignalSet, Value: i}))
-		must(t, k.PutSignalWait(sa, PutSignalSpec{Dst: bufB, Src: srcA, N: n, Slot: slots.Add(8), Op: SignalSet, Value: i}, wa))
+		must(t, k.WaitPutSignal(sb, wb, PutSignalSpec{Dst: bufA, Src: srcB, N: n, Slot: slots, Op: SignalSet, Value: i}, Done{doneB.Dev, 2 * i}))
+		must(t, k.PutSignalWait(sa, PutSignalSpec{Dst: bufB, Src: srcA, N: n, Slot: slots.Add(8), Op: SignalSet, Value: i}, wa, Done{doneA.Dev, 3 * i}))
 		must(t, sa.Synchronize())
 		must(t, sb.Synchronize())
+		if a, b := binary.LittleEndian.Uint64(doneA.Bytes()), binary.LittleEndian.Uint64(doneB.Bytes()); a != 3*i || b != 2*i {
+			t.Fatalf("exchange %d: done words %d and %d, want %d and %d", i, a, b, 3*i, 2*i)
+		}
 		must(t, ca.check(true))
 		must(t, cb.check(true))
 	}
@@ -195,7 +205,7 @@ func TestFusedPutSignalWait(t *testing.T) {
 	}
 	// Nobody answers: the put and signal go out, the wait times out.
 	wa := WaitSpec{Slots: slots, Count: 1, Cmp: CmpGE, Value: 100, Timeout: 30 * time.Millisecond, Abort: ca.abortDev(), Record: ca.recordDev()}
-	must(t, k.PutSignalWait(sa, PutSignalSpec{Dst: bufB, Src: srcA, N: 8, Slot: slots.Add(8), Op: SignalAdd, Value: 5}, wa))
+	must(t, k.PutSignalWait(sa, PutSignalSpec{Dst: bufB, Src: srcA, N: 8, Slot: slots.Add(8), Op: SignalAdd, Value: 5}, wa, Done{}))
 	must(t, sa.Synchronize())
 	if r := ca.record(); r.Status != StatusTimeout || r.Target != 100 || r.Observed != 50 {
 		t.Fatalf("record %+v", r)

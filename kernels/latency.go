@@ -72,18 +72,26 @@ func (w WaitSpec) push(a *cuda.KernelArgs) {
 	a.Ptr(w.Slots).U32(w.Count).U64(w.Stride).I32(int32(w.Cmp)).U64(w.Value).U64(nanos(w.Timeout)).Ptr(w.Abort).Ptr(w.Record)
 }
 
+// Done is where a fused launch reports that it has finished: its last
+// act stores Seq into the host-mapped 64-bit word at Ptr with a
+// system-scope release (Ptr 0: no report).
+type Done struct {
+	Ptr cuda.DevicePtr
+	Seq uint64
+}
+
 // PutSignalWait enqueues a put + signal and then a wait in one launch:
 // the wait starts once the signal is out, as two launches in a row would.
-func (k *Kernels) PutSignalWait(s *cuda.Stream, p PutSignalSpec, w WaitSpec) error {
-	return k.fused(s, KernelPutSignalWait, p, w, false)
+func (k *Kernels) PutSignalWait(s *cuda.Stream, p PutSignalSpec, w WaitSpec, done Done) error {
+	return k.fused(s, KernelPutSignalWait, p, w, false, done)
 }
 
 // WaitPutSignal enqueues a wait and then a put + signal in one launch.
-func (k *Kernels) WaitPutSignal(s *cuda.Stream, w WaitSpec, p PutSignalSpec) error {
-	return k.fused(s, KernelWaitPutSignal, p, w, true)
+func (k *Kernels) WaitPutSignal(s *cuda.Stream, w WaitSpec, p PutSignalSpec, done Done) error {
+	return k.fused(s, KernelWaitPutSignal, p, w, true, done)
 }
 
-func (k *Kernels) fused(s *cuda.Stream, name string, p PutSignalSpec, w WaitSpec, waitFirst bool) error {
+func (k *Kernels) fused(s *cuda.Stream, name string, p PutSignalSpec, w WaitSpec, waitFirst bool, done Done) error {
 	if p.Op != SignalSet && p.Op != SignalAdd {
 		return fmt.Errorf("put_signal: unknown op %d", p.Op)
 	}
@@ -98,6 +106,7 @@ func (k *Kernels) fused(s *cuda.Stream, name string, p PutSignalSpec, w WaitSpec
 		p.push(&a)
 		w.push(&a)
 	}
+	a.Ptr(done.Ptr).U64(done.Seq)
 	return k.launch(name, 1, putSignalThreads(p.N), s, &a)
 }
 

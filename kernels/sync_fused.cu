@@ -16,19 +16,26 @@ __device__ void lc_fused_put_signal(lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u
 	if (threadIdx.x == 0) lc_signal_release_sys(slot, value, op);
 }
 
+// Both end with thread 0 storing seq into *host_done (host-mapped; null:
+// none) with a system-scope release, after everything else the launch
+// does: the host can see the launch finish without asking the driver.
 extern "C" __global__ void lc_put_signal_wait(lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 *slot, lc_u64 value,
                                               int op, const lc_u8 *wslots, lc_u32 wcount, lc_u64 wstride, int wop,
                                               lc_u64 wtarget, lc_u64 timeout_ns, const lc_u32 *abort_flag,
-                                              lc_record *rec) {
+                                              lc_record *rec, lc_u64 *host_done, lc_u64 seq) {
 	lc_fused_put_signal(dst, src, n, slot, value, op);
-	if (threadIdx.x == 0) lc_wait_body(wslots, wcount, wstride, wop, wtarget, timeout_ns, abort_flag, rec);
+	if (threadIdx.x == 0) {
+		lc_wait_body(wslots, wcount, wstride, wop, wtarget, timeout_ns, abort_flag, rec);
+		if (host_done) lc_store_release_sys(host_done, seq);
+	}
 }
 
 extern "C" __global__ void lc_wait_put_signal(const lc_u8 *wslots, lc_u32 wcount, lc_u64 wstride, int wop,
                                               lc_u64 wtarget, lc_u64 timeout_ns, const lc_u32 *abort_flag,
                                               lc_record *rec, lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 *slot,
-                                              lc_u64 value, int op) {
+                                              lc_u64 value, int op, lc_u64 *host_done, lc_u64 seq) {
 	if (threadIdx.x == 0) lc_wait_body(wslots, wcount, wstride, wop, wtarget, timeout_ns, abort_flag, rec);
 	__syncthreads();
 	lc_fused_put_signal(dst, src, n, slot, value, op);
+	if (threadIdx.x == 0 && host_done) lc_store_release_sys(host_done, seq);
 }

@@ -563,11 +563,17 @@ func (b *CUDABackend) NewStream(abort *Abort) (Stream, error) {
 		_ = s.Destroy()
 		return nil, err
 	}
+	done, err := b.drv.AllocMapped(64)
+	if err != nil {
+		_ = rec.Free()
+		_ = s.Destroy()
+		return nil, err
+	}
 	// The rank's stream launches its kernels through one-kernel graphs
 	// (less host time per launch); its captures are its own (cuda.Stream
 	// tracks them).
 	s.SetGraphLaunch(true)
-	cs := &CUDAStream{b: b, s: s, rec: rec, abort: abort, stop: make(chan struct{})}
+	cs := &CUDAStream{b: b, s: s, rec: rec, done: done, abort: abort, stop: make(chan struct{})}
 	// A job abort raises the device-visible flag, so that waits end now.
 	go func() {
 		select {
@@ -608,6 +614,13 @@ type CUDAStream struct {
 	held      heldOp
 	heldTimer *time.Timer
 	timerGen  uint64 // the generation the timer was armed for
+	// done is a host-mapped word where fused launches store their
+	// sequence number as they end; doneSeq is the last number given out,
+	// doneTail whether that launch is the last work enqueued (then Sync
+	// can see the stream's work finish without asking the driver).
+	done     *cuda.MappedMem
+	doneSeq  uint64
+	doneTail bool
 }
 
 // heldOp is an operation kept back for one call, so that a put_signal
@@ -638,6 +651,7 @@ func (s *CUDAStream) flushLocked() {
 		return
 	}
 	s.held = heldOp{gen: h.gen + 1}
+	s.doneTail = false
 	if s.err != nil {
 		return
 	}
@@ -696,6 +710,7 @@ func (s *CUDAStream) enqueue(f func() error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.flushLocked()
+	s.doneTail = false
 	if s.err != nil {
 		return
 	}
@@ -817,7 +832,7 @@ func (s *CUDAStream) PutSignal(dst, src Addr, n uint64, slot Addr, add bool, v u
 			s.err = err
 			return true
 		}
-		if err := s.b.k.WaitPutSignal(s.s, w.spec, p); err != nil {
+		if err := s.b.k.WaitPutSignal(s.s, w.spec, p, s.nextDone()); err != nil {
 			s.err = err
 			return true
 		}
@@ -827,6 +842,33 @@ func (s *CUDAStream) PutSignal(dst, src Addr, n uint64, slot Addr, add bool, v u
 	s.flushLocked()
 	s.holdLocked(heldOp{put: &p})
 	return true
+}
+
+// nextDone numbers a fused launch about to be enqueued (s.mu held) and
+// makes it the stream's last work; under capture it reports nothing.
+func (s *CUDAStream) nextDone() kernels.Done {
+	if s.s.Capturing() {
+		s.doneTail = false
+		return kernels.Done{}
+	}
+	s.doneSeq++
+	s.doneTail = true
+	return kernels.Done{Ptr: s.done.Dev, Seq: s.doneSeq}
+}
+
+// doneSeen spins until the host-mapped done word reaches seq, for at most
+// d; it reports whether it did.
+func (s *CUDAStream) doneSeen(seq uint64, d time.Duration) bool {
+	w := (*uint64)(s.done.Host)
+	until := time.Now().Add(d)
+	for i := 0; ; i++ {
+		if atomic.LoadUint64(w) >= seq {
+			return true
+		}
+		if i&63 == 63 && time.Now().After(until) {
+			return false
+		}
+	}
 }
 
 // Store64 implements Stream.
@@ -903,7 +945,7 @@ func (s *CUDAStream) Wait(w WaitSpec) {
 					s.err = err
 					return
 				}
-				if err := s.b.k.PutSignalWait(s.s, *p, spec); err != nil {
+				if err := s.b.k.PutSignalWait(s.s, *p, spec, s.nextDone()); err != nil {
 					s.err = err
 					return
 				}
@@ -1110,10 +1152,16 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.flushLocked()
+	tail, seq := s.doneTail && s.err == nil, s.doneSeq
 	s.mu.Unlock()
 	cancelled := false
+	// When the last work is a fused launch, its own report that it ended
+	// is the stream draining: that launch wrote everything it writes
+	// (released before the report) and nothing follows it. Otherwise, or
+	// when the report is late, ask the driver.
+	fast := tail && syncSpin > 0 && s.doneSeen(seq, syncSpin)
 	spinning, spinUntil := syncSpin > 0, time.Now().Add(syncSpin)
-	for i := 0; ; i++ {
+	for i := 0; !fast; i++ {
 		done, err := s.s.Query()
 		if err != nil {
 			return fmt.Errorf("sync: %w", err)
@@ -1242,6 +1290,7 @@ func (s *CUDAStream) Close() {
 	s.b.k.ForgetStream(s.s)
 	_ = s.s.Destroy()
 	_ = s.rec.Free()
+	_ = s.done.Free()
 }
 
 var _ Backend = (*CUDABackend)(nil)
