@@ -69,13 +69,16 @@ for p in auto ce sm; do
 	step bench-pingpong-$p timeout 100 $bin bench pingpong -n 2 --device cuda --iters 2000 --path $p
 	step bench-barrier-$p timeout 100 $bin bench barrier -n 2 --device cuda --iters 2000 --path $p
 done
-step lua-pingpong timeout 100 $bin run -n 2 --device cuda bench/pingpong.lua 2000
+step lua-pingpong timeout 100 bash -c "for r in 1 2 3; do $bin run -n 2 --device cuda bench/pingpong.lua 5000; done"
 step bench-put-large timeout 200 bash -c "for p in ce sm; do $bin bench put -n 2 --device cuda -b 256M -e 1G --path \$p --iters 9; done"
+step bench-put-bidir timeout 200 bash -c "for p in ce sm; do $bin bench put -n 2 --device cuda -b 128M -e 1G -f 2 --path \$p --bidir --iters 7; done"
+[ -x bin/cuda.test ] && step probe-bidir env LUACOLL_PROBE=1 timeout 200 bin/cuda.test -test.run '^TestProbe' -test.v
 ag="$bin bench allgather -n $n --device cuda --timeout 30s"
 step bench-ag-sm-stress timeout 200 bash -c "$ag --path sm --stress -b 1K -e 16M -f 4 --iters 300 -w 3 && $ag --path sm --graph --stress -b 1K -e 16M -f 4 --iters 300 -w 3"
 step bench-ag-sm timeout 200 $ag --path sm --vs nccl -b 1K -e 1G -f 4 --iters 20 -w 5 --json "$out/ag-sm.jsonl"
 step bench-ag-sm-graph timeout 200 $ag --path sm --graph --vs nccl -b 1K -e 1G -f 4 --iters 20 -w 5 --json "$out/ag-sm-graph.jsonl" --plot "$out/ag-sm-graph.svg"
 step bench-ag-ce-graph timeout 200 $ag --path ce --graph --vs nccl -b 1K -e 1G -f 4 --iters 20 -w 5
+step bench-ag-large timeout 200 bash -c "$ag --path sm --vs nccl -b 256M -e 1G -f 4 --iters 50 -w 5 && $ag --path ce --vs nccl -b 256M -e 1G -f 4 --iters 50 -w 5"
 step bench-ag-8m timeout 200 bash -c "$ag --path sm --vs nccl -b 8M -e 8M --iters 200 -w 20 && $ag --path sm --graph --vs nccl -b 8M -e 8M --iters 200 -w 20"
 step bench-ag-small timeout 200 bash -c "$ag --path sm --graph --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50 && $ag --path sm --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50"
 leaks benches
