@@ -109,6 +109,16 @@ func NewCUDABackend(job string, localRank int, gpus []int) (*CUDABackend, error)
 
 func (b *CUDABackend) current() error { return b.ctx.SetCurrent() }
 
+// onThread keeps the calling goroutine on its OS thread until the function
+// it returns runs (defer onThread()()): a context is current per thread,
+// and a goroutine that moved to another thread between making it current
+// and a driver call would make that call without it (for graph launches
+// the driver then faults instead of failing).
+func onThread() func() {
+	runtime.LockOSThread()
+	return runtime.UnlockOSThread
+}
+
 // Name implements Backend.
 func (b *CUDABackend) Name() string { return fmt.Sprintf("cuda:%d", b.ordinal) }
 
@@ -149,6 +159,7 @@ func allocSize(size uint64) uint64 {
 }
 
 func (b *CUDABackend) alloc(size uint64) (cuda.DevicePtr, error) {
+	defer onThread()()
 	if err := b.current(); err != nil {
 		return 0, err
 	}
@@ -169,6 +180,7 @@ func (b *CUDABackend) alloc(size uint64) (cuda.DevicePtr, error) {
 }
 
 func (b *CUDABackend) free(p cuda.DevicePtr) error {
+	defer onThread()()
 	if err := b.current(); err != nil {
 		return err
 	}
@@ -187,6 +199,7 @@ type cudaShare struct {
 // Share implements Memory: device memory exported with a legacy IPC handle
 // and opened by every same-host peer.
 func (b *CUDABackend) Share(ctx context.Context, ex Exchanger, topo *Topology, size uint64) (*Region, error) {
+	defer onThread()()
 	rank, n := ex.Rank(), ex.Size()
 	var local cuda.DevicePtr
 	st := cudaShare{}
@@ -314,6 +327,7 @@ func (b *CUDABackend) Alloc(size uint64) (*Region, error) {
 
 // Read implements Backend.
 func (b *CUDABackend) Read(dst []byte, src Addr) error {
+	defer onThread()()
 	if len(dst) == 0 {
 		return nil
 	}
@@ -328,6 +342,7 @@ func (b *CUDABackend) Read(dst []byte, src Addr) error {
 // for the legacy default stream; so the copy goes on the side stream and
 // is waited for, and later stream work sees the bytes.
 func (b *CUDABackend) Write(dst Addr, src []byte) error {
+	defer onThread()()
 	if len(src) == 0 {
 		return nil
 	}
@@ -373,6 +388,7 @@ func (b *CUDABackend) Fill(s Stream, dst Addr, n uint64, kind FillKind, arg uint
 }
 
 func (b *CUDABackend) runAux(f func(s *cuda.Stream, out cuda.DevicePtr) error) (uint64, error) {
+	defer onThread()()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.current(); err != nil {
@@ -406,6 +422,7 @@ func (b *CUDABackend) Equal(a, c Addr, n uint64) (bool, error) {
 // n bytes from src to dst (peer memory) on the side stream, timed by
 // events around it (device clock, no launch or synchronization in it).
 func (b *CUDABackend) RefCopy(dst, src Addr, n uint64) (time.Duration, error) {
+	defer onThread()()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.current(); err != nil {
@@ -446,6 +463,7 @@ func (b *CUDABackend) RefCopy(dst, src Addr, n uint64) (time.Duration, error) {
 // step is a put of n bytes from src to peerData followed by the signal.
 // Both ranks must call it at about the same time; slots must start at 0.
 func (b *CUDABackend) DevicePingPong(raw bool, peerData, src Addr, n uint64, peerSlot, mySlot Addr, iters uint64, initiator bool, timeout time.Duration) (time.Duration, error) {
+	defer onThread()()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.current(); err != nil {
@@ -475,6 +493,7 @@ func (b *CUDABackend) DevicePingPong(raw bool, peerData, src Addr, n uint64, pee
 // rows (rows[p]: rank p's row of len(rows) slots, as mapped here, all 0)
 // and returns the device-measured time.
 func (b *CUDABackend) DeviceBarrierLoop(rows []Addr, rank int, iters uint64, timeout time.Duration) (time.Duration, error) {
+	defer onThread()()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.current(); err != nil {
@@ -526,6 +545,7 @@ func orderingVariant(def int) int {
 
 // Close implements Backend.
 func (b *CUDABackend) Close() error {
+	defer onThread()()
 	if b.ctx == nil {
 		return nil
 	}
@@ -551,6 +571,7 @@ func (b *CUDABackend) Close() error {
 
 // NewStream implements Backend.
 func (b *CUDABackend) NewStream(abort *Abort) (Stream, error) {
+	defer onThread()()
 	if err := b.current(); err != nil {
 		return nil, err
 	}
@@ -699,6 +720,7 @@ func (s *CUDAStream) holdLocked(h heldOp) {
 // onHoldTimer launches the operation the timer was armed for, if it is
 // still held.
 func (s *CUDAStream) onHoldTimer() {
+	defer onThread()()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.held.gen == s.timerGen {
@@ -707,6 +729,7 @@ func (s *CUDAStream) onHoldTimer() {
 }
 
 func (s *CUDAStream) enqueue(f func() error) {
+	defer onThread()()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.flushLocked()
@@ -812,6 +835,7 @@ type sideStream struct {
 // PutSignal implements PutSignaler: on the kernel path (and on "auto" for
 // copies up to AutoSMCopyMax) the data and the signal go in one launch.
 func (s *CUDAStream) PutSignal(dst, src Addr, n uint64, slot Addr, add bool, v uint64) bool {
+	defer onThread()()
 	if !(s.path == "sm" || (s.path == "auto" && n <= AutoSMCopyMax)) {
 		return false
 	}
@@ -912,6 +936,7 @@ func memopCmp(c Cmp) (cuda.WaitValueFlags, bool) {
 // other comparison, and path "sm" use the one-thread wait kernel with its
 // device-side timeout.
 func (s *CUDAStream) Wait(w WaitSpec) {
+	defer onThread()()
 	if len(w.Slots) == 0 {
 		return
 	}
@@ -1106,6 +1131,7 @@ type cudaMark struct {
 }
 
 func (m *cudaMark) Since(earlier Mark) (time.Duration, error) {
+	defer onThread()()
 	e, ok := earlier.(*cudaMark)
 	if !ok || m.ev == nil || e.ev == nil {
 		return 0, errors.New("marks of different streams")
@@ -1261,6 +1287,7 @@ func (s *CUDAStream) Interrupt(cause error) {
 
 // Close implements Stream.
 func (s *CUDAStream) Close() {
+	defer onThread()()
 	select {
 	case <-s.stop:
 		return

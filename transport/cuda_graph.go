@@ -35,6 +35,7 @@ type CUDAGraph struct {
 // (thread-local capture mode) and instantiates it; nothing runs yet. The
 // stream must be idle of errors; a failure inside fn ends the capture.
 func (s *CUDAStream) Capture(fn func(cs *cuda.Stream) error) (*CUDAGraph, error) {
+	defer onThread()()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
@@ -98,6 +99,7 @@ func (g *CUDAGraph) Launch() {
 
 // Destroy releases the graph; the stream must have finished its replays.
 func (g *CUDAGraph) Destroy() error {
+	defer onThread()()
 	if g.exec == nil {
 		return nil
 	}
@@ -188,6 +190,7 @@ type CUDAAGP struct {
 
 // NewAGP prepares the device side of a persistent all-gather.
 func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
+	defer onThread()()
 	n := cfg.Size
 	for _, sl := range [][]Addr{cfg.ReadyLocal, cfg.ReadyRemote, cfg.DoneLocal, cfg.DoneRemote} {
 		if len(sl) != n {
@@ -499,6 +502,7 @@ func (a *CUDAAGP) GraphNodes() map[string]int {
 // Close releases the graphs, the side stream, the events and the device
 // memory; the stream must be idle.
 func (a *CUDAAGP) Close() error {
+	defer onThread()()
 	if err := a.s.b.current(); err != nil {
 		return err
 	}
