@@ -48,7 +48,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.warmup, "w", 5, "warmup execs per size")
 	fs.IntVar(&f.warmup, "warmup", 5, "warmup execs per size (same as -w)")
 	fs.StringVar(&f.algo, "algo", "auto", "direct, auto, pipeline, or a schedule of scripts/lib/allgather.lua run through Lua: lua:ring, lua:direct")
-	fs.StringVar(&f.path, "path", "ce", "data path on CUDA: ce (copy engines, SM-free replay) or sm (one kernel per exec: flagged lines up to 64 KiB per rank, then SM puts)")
+	fs.StringVar(&f.path, "path", "ce", "data path on CUDA: ce (copy engines, SM-free replay) or sm (one kernel per exec: flagged lines up to 64 KiB per rank, then SM puts; from 128 MiB per rank copy-engine puts beside a copy kernel)")
 	fs.BoolVar(&f.stress, "stress", false, "after each size's timed execs, --iters more with new data each time, every one checked, rank 1 delayed at random")
 	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")
 	fs.StringVar(&f.vs, "vs", "", "baseline: nccl (needs --device cuda)")

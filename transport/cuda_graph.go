@@ -478,7 +478,10 @@ func (a *CUDAAGP) Plan() string {
 		parts = append(parts, fmt.Sprintf("flagged lines up to %d bytes per rank", a.tune.llMax))
 	}
 	parts = append(parts, "one kernel per exec")
-	if a.tune.ceShare > 0 {
+	switch {
+	case a.tune.ceShare >= 100:
+		parts = append(parts, fmt.Sprintf("from %d bytes per rank puts by the copy engines, own chunk by a copy kernel", a.tune.ceShareMin))
+	case a.tune.ceShare > 0:
 		parts = append(parts, fmt.Sprintf("from %d bytes per rank %d%% of each put by the copy engines", a.tune.ceShareMin, a.tune.ceShare))
 	}
 	if a.tune.ceMin > 0 {
