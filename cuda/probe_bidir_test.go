@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -250,39 +249,76 @@ func (p *probeSide) recv() (string, int) {
 	return string(buf[:n]), fd
 }
 
+// both runs op on both sides at once probeReps times (the parent says go,
+// the child answers with its figure; an idle child copies nothing) and
+// returns the two medians (the child gets zeros).
+func (p *probeSide) both(parent bool, op *copyOp, childIdle bool) (float64, float64) {
+	t, d := p.t, p.d
+	var mine, theirs []float64
+	for range probeReps {
+		if parent {
+			p.send("go", -1)
+			must(t, op.enqueue(d))
+			g, err := op.gbps()
+			must(t, err)
+			mine = append(mine, g)
+			r, _ := p.recv()
+			f, err := strconv.ParseFloat(r, 64)
+			must(t, err)
+			theirs = append(theirs, f)
+			continue
+		}
+		p.recv()
+		g := 0.0
+		if !childIdle {
+			must(t, op.enqueue(d))
+			var err error
+			g, err = op.gbps()
+			must(t, err)
+		}
+		p.send(strconv.FormatFloat(g, 'f', 2, 64), -1)
+	}
+	if !parent {
+		return 0, 0
+	}
+	return median(mine), median(theirs)
+}
+
+// trade sends this side's IPC handle of mem (and fd, if >= 0) and opens
+// the other side's; it returns the mapping of the other side's memory and
+// the fd received (or -1).
+func (p *probeSide) trade(mem DevicePtr, fd int) (DevicePtr, int) {
+	t, d := p.t, p.d
+	h, err := d.IpcGetMemHandle(mem)
+	must(t, err)
+	p.send(hex.EncodeToString(h[:]), fd)
+	msg, pfd := p.recv()
+	raw, err := hex.DecodeString(msg)
+	must(t, err)
+	var ph IpcMemHandle
+	copy(ph[:], raw)
+	peer, err := d.IpcOpenMemHandle(ph)
+	must(t, err)
+	return peer, pfd
+}
+
 // run: both sides allocate 2 GiB (legacy) and 2 GiB (VMM), trade handles,
-// then for each variant the parent says go, both copy 1 GiB at once, the
-// child reports its figure. The parent returns the result lines.
+// then for each variant both copy 1 GiB at once (see both). The parent
+// returns the result lines.
 func (p *probeSide) run(parent bool) []string {
 	t, d := p.t, p.d
-	peerDev := Device(1)
-	if !parent {
-		peerDev = 0
-	}
-	pd, err := d.DeviceGet(int(peerDev))
-	must(t, err)
 	must(t, p.ctx.SetCurrent())
 	legacy, err := d.MemAlloc(2 * probeBytes)
-	must(t, err)
-	h, err := d.IpcGetMemHandle(legacy)
 	must(t, err)
 	gran, err := d.MemGetAllocationGranularity(p.dev, GranularityRecommended)
 	must(t, err)
 	vm, vh := vmmAlloc(t, d, p.dev, 2*probeBytes, p.dev)
 	vfd, err := d.MemExportToFD(vh)
 	must(t, err)
-	p.send(hex.EncodeToString(h[:]), vfd)
-	msg, pfd := p.recv()
-	raw, err := hex.DecodeString(msg)
-	must(t, err)
-	var ph IpcMemHandle
-	copy(ph[:], raw)
-	peerLegacy, err := d.IpcOpenMemHandle(ph)
-	must(t, err)
+	peerLegacy, pfd := p.trade(legacy, vfd)
 	pvh, err := d.MemImportFromFD(pfd)
 	must(t, err)
 	peerVM := vmmMap(t, d, pvh, 2*probeBytes, gran, p.dev)
-	_ = pd
 	variants := []struct {
 		name            string
 		own, peer       DevicePtr
@@ -318,32 +354,8 @@ func (p *probeSide) run(parent bool) []string {
 		if v.pull {
 			op = newCopyOp(t, d, p.ctx, v.own+probeBytes, v.peer)
 		}
-		var mine, theirs []float64
-		for range probeReps {
-			if parent {
-				p.send("go", -1)
-				must(t, op.enqueue(d))
-				g, err := op.gbps()
-				must(t, err)
-				mine = append(mine, g)
-				r, _ := p.recv()
-				f, err := strconv.ParseFloat(r, 64)
-				must(t, err)
-				theirs = append(theirs, f)
-			} else {
-				p.recv()
-				g := 0.0
-				if !v.childIdle {
-					must(t, op.enqueue(d))
-					g, err = op.gbps()
-					must(t, err)
-				}
-				p.send(strconv.FormatFloat(g, 'f', 2, 64), -1)
-			}
-		}
-		if parent {
-			lines = append(lines, fmt.Sprintf("two processes, %s, 1 GiB copy engine: GPU0 side %.1f GB/s, GPU1 side %.1f GB/s", v.name, median(mine), median(theirs)))
-		}
+		a, b := p.both(parent, op, v.childIdle)
+		lines = append(lines, fmt.Sprintf("two processes, %s, 1 GiB copy engine: GPU0 side %.1f GB/s, GPU1 side %.1f GB/s", v.name, a, b))
 	}
 	// Allocations shaped like a window: the data buffer with a little
 	// more after it (1 GiB + 1 KiB), the source a separate 1 GiB.
@@ -353,88 +365,46 @@ func (p *probeSide) run(parent bool) []string {
 		must(t, err)
 		src, err := d.MemAlloc(probeBytes)
 		must(t, err)
-		wh, err := d.IpcGetMemHandle(w)
-		must(t, err)
-		p.send(hex.EncodeToString(wh[:]), -1)
-		msg, _ := p.recv()
-		raw, err := hex.DecodeString(msg)
-		must(t, err)
-		var h2 IpcMemHandle
-		copy(h2[:], raw)
-		pw, err := d.IpcOpenMemHandle(h2)
-		must(t, err)
-		op := newCopyOp(t, d, p.ctx, pw, src)
-		var mine, theirs []float64
-		for range probeReps {
-			if parent {
-				p.send("go", -1)
-				must(t, op.enqueue(d))
-				g, err := op.gbps()
-				must(t, err)
-				mine = append(mine, g)
-				r, _ := p.recv()
-				f, err := strconv.ParseFloat(r, 64)
-				must(t, err)
-				theirs = append(theirs, f)
-			} else {
-				p.recv()
-				must(t, op.enqueue(d))
-				g, err := op.gbps()
-				must(t, err)
-				p.send(strconv.FormatFloat(g, 'f', 2, 64), -1)
-			}
-		}
-		if parent {
-			lines = append(lines, fmt.Sprintf("two processes, legacy IPC, window-shaped (1 GiB + %d, separate source), both push: %.1f / %.1f GB/s", extra, median(mine), median(theirs)))
-		}
+		pw, _ := p.trade(w, -1)
+		a, b := p.both(parent, newCopyOp(t, d, p.ctx, pw, src), false)
+		lines = append(lines, fmt.Sprintf("two processes, legacy IPC, window-shaped (1 GiB + %d, separate source), both push: %.1f / %.1f GB/s", extra, a, b))
 	}
-	// Streams: the same bidirectional push on six streams in turn, then
-	// alternating between two streams from rep to rep.
-	ops := make([]*copyOp, 6)
-	for i := range ops {
-		ops[i] = newCopyOp(t, d, p.ctx, peerLegacy+probeBytes, legacy)
-	}
-	runBoth := func(pick func(rep int) *copyOp) (float64, float64) {
-		var mine, theirs []float64
-		for rep := range probeReps * 2 {
-			op := pick(rep)
-			if parent {
-				p.send("go", -1)
-				must(t, op.enqueue(d))
-				g, err := op.gbps()
-				must(t, err)
-				mine = append(mine, g)
-				r, _ := p.recv()
-				f, err := strconv.ParseFloat(r, 64)
-				must(t, err)
-				theirs = append(theirs, f)
-			} else {
-				p.recv()
-				must(t, op.enqueue(d))
-				g, err := op.gbps()
-				must(t, err)
-				p.send(strconv.FormatFloat(g, 'f', 2, 64), -1)
-			}
-		}
-		if !parent {
-			return 0, 0
-		}
-		return median(mine), median(theirs)
-	}
-	for i, op := range ops {
-		a, b := runBoth(func(int) *copyOp { return op })
+	// Streams: the same bidirectional push on six streams in turn.
+	for i := range 6 {
+		a, b := p.both(parent, newCopyOp(t, d, p.ctx, peerLegacy+probeBytes, legacy), false)
 		lines = append(lines, fmt.Sprintf("two processes, legacy IPC, both push on stream %d: %.1f / %.1f GB/s", i, a, b))
 	}
-	a, b := runBoth(func(rep int) *copyOp { return ops[rep%2] })
-	lines = append(lines, fmt.Sprintf("two processes, legacy IPC, both push alternating streams 0 and 1: %.1f / %.1f GB/s", a, b))
 	if parent {
 		lines = append(lines, p.launchCosts()...)
 	}
 	return lines
 }
 
+// timeLaunches runs launch n times, each followed by polling s until it
+// drains, and returns the median host time of the launch call alone and
+// of launch + drain, in us.
+func timeLaunches(t *testing.T, s *Stream, n int, launch func(i int) error) (float64, float64) {
+	var enq, tot []float64
+	for i := range n {
+		t0 := time.Now()
+		must(t, launch(i))
+		t1 := time.Now()
+		for {
+			done, err := s.Query()
+			must(t, err)
+			if done {
+				break
+			}
+		}
+		enq = append(enq, t1.Sub(t0).Seconds()*1e6)
+		tot = append(tot, time.Since(t0).Seconds()*1e6)
+	}
+	return median(enq), median(tot)
+}
+
 // launchCosts times host enqueue of an empty kernel with 14 arguments,
-// and of a captured one-kernel graph, each followed by a synchronize.
+// of a captured one-kernel graph, and of a one-kernel graph whose
+// arguments are set before each launch.
 func (p *probeSide) launchCosts() []string {
 	t, d := p.t, p.d
 	nv, err := LoadNVRTC()
@@ -447,8 +417,8 @@ func (p *probeSide) launchCosts() []string {
 	const src = `extern "C" __global__ void nop(unsigned long long a0, unsigned long long a1, unsigned long long a2,
 	unsigned long long a3, unsigned long long a4, unsigned long long a5, unsigned long long a6, unsigned long long a7,
 	unsigned long long a8, unsigned long long a9, unsigned long long a10, unsigned long long a11,
-	unsigned long long a12, unsigned long long *p) { if (p) *p = a0 + a13dummy; }`
-	cubin, _, err := nv.CompileCUBIN(strings.Replace(src, "a13dummy", "a12", 1), "nop.cu", []string{fmt.Sprintf("--gpu-architecture=sm_%d%d", ma, mi)})
+	unsigned long long a12, unsigned long long *p) { if (p) *p = a0 + a12; }`
+	cubin, _, err := nv.CompileCUBIN(src, "nop.cu", []string{fmt.Sprintf("--gpu-architecture=sm_%d%d", ma, mi)})
 	must(t, err)
 	mod, err := d.ModuleLoadData(cubin)
 	must(t, err)
@@ -456,74 +426,29 @@ func (p *probeSide) launchCosts() []string {
 	must(t, err)
 	s, err := d.StreamCreate()
 	must(t, err)
-	var a KernelArgs
-	for i := range 13 {
-		a.U64(uint64(i))
-	}
-	a.Ptr(0)
-	const n = 2000
-	var enq, tot []float64
-	for range n {
-		t0 := time.Now()
-		must(t, d.LaunchKernel(f, D1(1), D1(32), 0, s, &a))
-		t1 := time.Now()
-		for {
-			done, err := s.Query()
-			must(t, err)
-			if done {
-				break
-			}
+	args := func(i int) *KernelArgs {
+		var a KernelArgs
+		for j := range 13 {
+			a.U64(uint64(i + j))
 		}
-		enq = append(enq, t1.Sub(t0).Seconds()*1e6)
-		tot = append(tot, time.Since(t0).Seconds()*1e6)
+		return a.Ptr(0)
 	}
+	const n = 2000
+	enq, tot := timeLaunches(t, s, n, func(i int) error { return d.LaunchKernel(f, D1(1), D1(32), 0, s, args(i)) })
 	must(t, s.BeginCapture(CaptureModeThreadLocal))
-	must(t, d.LaunchKernel(f, D1(1), D1(32), 0, s, &a))
+	must(t, d.LaunchKernel(f, D1(1), D1(32), 0, s, args(0)))
 	gr, err := s.EndCapture()
 	must(t, err)
 	ge, err := gr.Instantiate(0)
 	must(t, err)
-	var genq, gtot []float64
-	for range n {
-		t0 := time.Now()
-		must(t, ge.Launch(s))
-		t1 := time.Now()
-		for {
-			done, err := s.Query()
-			must(t, err)
-			if done {
-				break
-			}
-		}
-		genq = append(genq, t1.Sub(t0).Seconds()*1e6)
-		gtot = append(gtot, time.Since(t0).Seconds()*1e6)
-	}
-	kg, err := d.NewKernelGraph(f, 1, 32, &a)
+	genq, gtot := timeLaunches(t, s, n, func(int) error { return ge.Launch(s) })
+	kg, err := d.NewKernelGraph(f, 1, 32, args(0))
 	must(t, err)
 	defer kg.Destroy()
-	var kenq, ktot []float64
-	for i := range n {
-		a.Reset()
-		for j := range 13 {
-			a.U64(uint64(i + j))
-		}
-		a.Ptr(0)
-		t0 := time.Now()
-		must(t, kg.Launch(1, 32, s, &a))
-		t1 := time.Now()
-		for {
-			done, err := s.Query()
-			must(t, err)
-			if done {
-				break
-			}
-		}
-		kenq = append(kenq, t1.Sub(t0).Seconds()*1e6)
-		ktot = append(ktot, time.Since(t0).Seconds()*1e6)
-	}
+	kenq, ktot := timeLaunches(t, s, n, func(i int) error { return kg.Launch(1, 32, s, args(i)) })
 	return []string{
-		fmt.Sprintf("one-kernel graph, arguments set per launch: set + launch %.2f us, + completion seen %.2f us", median(kenq), median(ktot)),
-		fmt.Sprintf("empty kernel (14 args): enqueue %.2f us, enqueue + completion seen %.2f us (medians of %d)", median(enq), median(tot), n),
-		fmt.Sprintf("captured one-kernel graph: launch %.2f us, launch + completion seen %.2f us", median(genq), median(gtot)),
+		fmt.Sprintf("one-kernel graph, arguments set per launch: set + launch %.2f us, + completion seen %.2f us", kenq, ktot),
+		fmt.Sprintf("empty kernel (14 args): enqueue %.2f us, enqueue + completion seen %.2f us (medians of %d)", enq, tot, n),
+		fmt.Sprintf("captured one-kernel graph: launch %.2f us, launch + completion seen %.2f us", genq, gtot),
 	}
 }

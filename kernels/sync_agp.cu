@@ -12,29 +12,42 @@
 #define LC_AGP_NMASK ((1ull << LC_AGP_NBITS) - 1)
 #define LC_AGP_KMASK ((1ull << (64 - LC_AGP_NBITS)) - 1)
 
-// lc_agp_wait_each spins until every local[p] (p != rank) compares with
-// target (op), or the abort flag or the timeout ends the wait.
+// lc_agp_poll spins until *slot compares with target (op), then reads it
+// once more with an acquire load. The abort flag (host-mapped: a read
+// crosses PCIe), the record and the timeout are looked at every 64 polls
+// only, so they do not slow the spin. It returns false once a failure is
+// recorded (here or by another wait).
+__device__ bool lc_agp_poll(const lc_u64 *slot, int op, lc_u64 target, lc_u32 who, lc_u64 start, lc_u64 timeout_ns,
+                            const lc_u32 *abort_flag, lc_record *rec) {
+	for (lc_u32 spins = 1;; spins++) {
+		const lc_u64 v = lc_load_volatile(slot);
+		if (lc_compare(v, target, op)) {
+			(void)lc_load_acquire_sys(slot);
+			return true;
+		}
+		if ((spins & 63) != 0) continue;
+		if (lc_poisoned(rec)) return false;
+		const lc_u64 el = lc_globaltimer() - start;
+		if (lc_aborted(abort_flag)) {
+			lc_fail(rec, LC_STATUS_ABORTED, who, v, target, el);
+			return false;
+		}
+		if (timeout_ns != 0 && el >= timeout_ns) {
+			lc_fail(rec, LC_STATUS_TIMEOUT, who, v, target, el);
+			return false;
+		}
+	}
+}
+
+// lc_agp_wait_each polls every local[p] (p != rank) in turn until it
+// compares with target (op), then fences: the ready and done kernels'
+// wait. A failure ends it early (recorded by lc_agp_poll).
 __device__ void lc_agp_wait_each(lc_u64 *const *local, lc_u32 rank, lc_u32 nranks, int op, lc_u64 target,
                                  lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec) {
 	const lc_u64 start = lc_globaltimer();
 	for (lc_u32 i = 1; i < nranks; i++) {
 		const lc_u32 p = (rank + i) % nranks;
-		for (lc_u32 spins = 1;; spins++) {
-			const lc_u64 v = lc_load_volatile(local[p]);
-			if (lc_compare(v, target, op)) break;
-			if ((spins & 63) != 0) continue;  // the abort flag is host-mapped
-			if (lc_aborted(abort_flag)) {
-				lc_fail(rec, LC_STATUS_ABORTED, p, v, target, lc_globaltimer() - start);
-				return;
-			}
-			if (timeout_ns != 0) {
-				const lc_u64 el = lc_globaltimer() - start;
-				if (el >= timeout_ns) {
-					lc_fail(rec, LC_STATUS_TIMEOUT, p, v, target, el);
-					return;
-				}
-			}
-		}
+		if (!lc_agp_poll(local[p], op, target, p, start, timeout_ns, abort_flag, rec)) return;
 	}
 	__threadfence_system();
 }

@@ -10,33 +10,6 @@
 // counter first, and the last block writes it only after all blocks
 // arrived, so every block of the launch works on the same exec number.
 
-// lc_agp_poll spins until *slot compares with target (op), then reads it
-// once more with an acquire load. The abort flag (host-mapped: a read
-// crosses PCIe), the record and the timeout are looked at every 64 polls
-// only, so they do not slow the spin. It returns false once a failure is
-// recorded (here or by another wait).
-__device__ bool lc_agp_poll(const lc_u64 *slot, int op, lc_u64 target, lc_u32 who, lc_u64 start, lc_u64 timeout_ns,
-                            const lc_u32 *abort_flag, lc_record *rec) {
-	for (lc_u32 spins = 1;; spins++) {
-		const lc_u64 v = lc_load_volatile(slot);
-		if (lc_compare(v, target, op)) {
-			(void)lc_load_acquire_sys(slot);
-			return true;
-		}
-		if ((spins & 63) != 0) continue;
-		if (lc_poisoned(rec)) return false;
-		const lc_u64 el = lc_globaltimer() - start;
-		if (lc_aborted(abort_flag)) {
-			lc_fail(rec, LC_STATUS_ABORTED, who, v, target, el);
-			return false;
-		}
-		if (timeout_ns != 0 && el >= timeout_ns) {
-			lc_fail(rec, LC_STATUS_TIMEOUT, who, v, target, el);
-			return false;
-		}
-	}
-}
-
 // lc_agp_arrive is called by thread 0 of every block at the end, after the
 // block's threads synchronized; it returns true in the last block to
 // arrive, which has reset the arrival counter and the block ticket and

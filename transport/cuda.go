@@ -848,24 +848,31 @@ func (s *CUDAStream) PutSignal(dst, src Addr, n uint64, slot Addr, add bool, v u
 	defer s.mu.Unlock()
 	if w := s.held.wait; w != nil {
 		// A wait then this put_signal: one launch.
-		s.held = heldOp{gen: s.held.gen + 1}
-		if s.err != nil {
-			return true
-		}
-		if err := s.b.current(); err != nil {
-			s.err = err
-			return true
-		}
-		if err := s.b.k.WaitPutSignal(s.s, w.spec, p, s.nextDone()); err != nil {
-			s.err = err
-			return true
-		}
-		s.pending = append(s.pending, w.ws)
+		s.launchFusedLocked(w.ws, func(d kernels.Done) error { return s.b.k.WaitPutSignal(s.s, w.spec, p, d) })
 		return true
 	}
 	s.flushLocked()
 	s.holdLocked(heldOp{put: &p})
 	return true
+}
+
+// launchFusedLocked launches the held operation together with the one
+// being issued (s.mu held): launch enqueues the fused kernel with the end
+// report it is given; ws is the wait to account for.
+func (s *CUDAStream) launchFusedLocked(ws *WaitSpec, launch func(kernels.Done) error) {
+	s.held = heldOp{gen: s.held.gen + 1}
+	if s.err != nil {
+		return
+	}
+	if err := s.b.current(); err != nil {
+		s.err = err
+		return
+	}
+	if err := launch(s.nextDone()); err != nil {
+		s.err = err
+		return
+	}
+	s.pending = append(s.pending, ws)
 }
 
 // nextDone numbers a fused launch about to be enqueued (s.mu held) and
@@ -962,19 +969,7 @@ func (s *CUDAStream) Wait(w WaitSpec) {
 			defer s.mu.Unlock()
 			if p := s.held.put; p != nil {
 				// A put_signal then this wait: one launch.
-				s.held = heldOp{gen: s.held.gen + 1}
-				if s.err != nil {
-					return
-				}
-				if err := s.b.current(); err != nil {
-					s.err = err
-					return
-				}
-				if err := s.b.k.PutSignalWait(s.s, *p, spec, s.nextDone()); err != nil {
-					s.err = err
-					return
-				}
-				s.pending = append(s.pending, &ws)
+				s.launchFusedLocked(&ws, func(d kernels.Done) error { return s.b.k.PutSignalWait(s.s, *p, spec, d) })
 				return
 			}
 			s.flushLocked()
