@@ -57,9 +57,9 @@ type Kernels struct {
 	fnMu  sync.Mutex
 	fn    map[string]*cuda.Function
 	// graphs holds a one-kernel graph per kernel and stream, for streams
-	// that launch through graphs (cuda.Stream.GraphLaunch); gMu guards it
-	// and serialises their launches. noGraphs: LUACOLL_LAUNCH=kernel, or
-	// a driver without the entry points.
+	// that launch through graphs (cuda.Stream.GraphLaunch); gMu guards it,
+	// noGraphs and their launches. noGraphs: LUACOLL_LAUNCH=kernel, a
+	// driver without the entry points, or a graph that could not be made.
 	gMu      sync.Mutex
 	graphs   map[graphKey]*cuda.KernelGraph
 	noGraphs bool
@@ -168,8 +168,10 @@ func (k *Kernels) launch(name string, grid, block uint32, s *cuda.Stream, a *cud
 	if err != nil {
 		return err
 	}
-	if s.GraphLaunch() && !k.noGraphs {
-		return k.graphLaunch(f, grid, block, s, a)
+	if s.GraphLaunch() {
+		if ok, err := k.graphLaunch(f, grid, block, s, a); ok {
+			return err
+		}
 	}
 	return k.drv.LaunchKernel(f, cuda.D1(grid), cuda.D1(block), 0, s, a)
 }
@@ -184,22 +186,32 @@ type graphKey struct {
 // launching it takes about 1.3 us less host time than cuLaunchKernel
 // (3.7 against 5.0 us on 2 x H200 VMs). Each stream has its own graph: a
 // graph's launches are ordered after one another, whatever the stream.
-func (k *Kernels) graphLaunch(f *cuda.Function, grid, block uint32, s *cuda.Stream, a *cuda.KernelArgs) error {
+// It reports false (and launches nothing) when graphs are off or a graph
+// cannot be made, which turns them off for good: the caller then uses
+// cuLaunchKernel.
+func (k *Kernels) graphLaunch(f *cuda.Function, grid, block uint32, s *cuda.Stream, a *cuda.KernelArgs) (bool, error) {
 	k.gMu.Lock()
 	defer k.gMu.Unlock()
+	if k.noGraphs {
+		return false, nil
+	}
 	key := graphKey{f, s}
 	g := k.graphs[key]
 	if g == nil {
 		var err error
 		if g, err = k.drv.NewKernelGraph(f, grid, block, a); err != nil {
-			return fmt.Errorf("kernel %s: %w", f.Name(), err)
+			k.noGraphs = true
+			return false, nil
 		}
 		if k.graphs == nil {
 			k.graphs = make(map[graphKey]*cuda.KernelGraph)
 		}
 		k.graphs[key] = g
 	}
-	return g.Launch(grid, block, s, a)
+	if err := g.Launch(grid, block, s, a); err != nil {
+		return true, fmt.Errorf("kernel %s: %w", f.Name(), err)
+	}
+	return true, nil
 }
 
 // ForgetStream destroys the graphs made for s (before s is destroyed).
