@@ -25,16 +25,16 @@ func fn(name, args, returns, group, doc string, body func(c *call) int) *Entry {
 	if recv != "" {
 		base = 2
 	}
-	e.fn = func(s *State, L *lua.LState) int {
-		c := &call{s: s, L: L, e: e, base: base, names: names}
+	e.fn = func(s *State, L *lua.LState, mt lua.LValue) int {
+		c := s.takeCall()
+		*c = call{s: s, L: L, e: e, base: base, names: names}
 		prev := s.cur
 		s.cur = L
-		defer func() { s.cur = prev }()
+		defer s.endCall(c, prev)
 		if base == 2 {
-			// The receiver's metatable, as install made it (no registry
-			// lookup per call).
+			// mt is the receiver's metatable, as install made it.
 			ud, ok := L.Get(1).(*lua.LUserData)
-			if !ok || ud.Metatable != s.typeMT[recv] {
+			if !ok || ud.Metatable != mt {
 				c.fail("called on %s: use %s (with a colon) on a %s", L.Get(1).Type(), e.Name, want.what)
 			}
 		}

@@ -27,7 +27,7 @@ type Entry struct {
 	Group string
 	// Field marks a value (lc.rank) rather than a function.
 	Field bool
-	fn    func(s *State, L *lua.LState) int
+	fn    func(s *State, L *lua.LState, mt lua.LValue) int // mt: the receiver's metatable (methods)
 }
 
 // Receiver returns the object prefix of a method ("w" for "w:put") or "".

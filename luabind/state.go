@@ -49,9 +49,8 @@ type State struct {
 	start  time.Time
 	timers []*timerRef
 	cur    *lua.LState // the thread running the current call (pcall runs on its own)
-	// typeMT holds each receiver's metatable ("w", "b", ...), for the
-	// check that a method was called on the right kind of object.
-	typeMT map[string]lua.LValue
+	// spare holds call records of finished calls, for reuse.
+	spare []*call
 }
 
 // NewRegistry returns the registry of every Lua function and method.
@@ -106,7 +105,31 @@ func (s *State) rank() int { return s.Comm.Env.Rank }
 
 // wrap turns an entry into a Lua function.
 func (s *State) wrap(e *Entry) *lua.LFunction {
-	return s.L.NewFunction(func(L *lua.LState) int { return e.fn(s, L) })
+	return s.wrapMethod(e, nil)
+}
+
+// wrapMethod is wrap for a method whose receiver's metatable is mt.
+func (s *State) wrapMethod(e *Entry, mt lua.LValue) *lua.LFunction {
+	return s.L.NewFunction(func(L *lua.LState) int { return e.fn(s, L, mt) })
+}
+
+// takeCall returns a call record to fill, reusing one a finished call
+// gave back (calls nest when Lua calls Go calls Lua: each has its own).
+func (s *State) takeCall() *call {
+	if n := len(s.spare); n > 0 {
+		c := s.spare[n-1]
+		s.spare = s.spare[:n-1]
+		return c
+	}
+	return new(call)
+}
+
+// endCall ends a call (also when it raised an error): the running thread
+// goes back to prev and c to the spares.
+func (s *State) endCall(c *call, prev *lua.LState) {
+	s.cur = prev
+	*c = call{}
+	s.spare = append(s.spare, c)
 }
 
 func (s *State) install() {
@@ -129,13 +152,11 @@ func (s *State) install() {
 	L.SetField(mod, "local_size", lua.LNumber(env.LocalSize))
 	L.SetField(mod, "node", lua.LNumber(env.Node))
 	L.SetField(mod, "version", lua.LString(Version))
-	s.typeMT = make(map[string]lua.LValue, len(receivers))
 	for recv, r := range receivers {
 		mt := L.NewTypeMetatable(r.typ)
-		s.typeMT[recv] = mt
 		methods := L.NewTable()
 		for _, e := range s.Reg.Methods(recv) {
-			L.SetField(methods, e.Short(), s.wrap(e))
+			L.SetField(methods, e.Short(), s.wrapMethod(e, mt))
 		}
 		L.SetField(mt, "__index", methods)
 		L.SetField(mt, "__tostring", L.NewFunction(tostring))
