@@ -170,9 +170,9 @@ func (e *GraphExec) Destroy() error {
 
 // KernelGraph launches one kernel through an instantiated graph of one
 // kernel node, setting the node's arguments before each launch
-// (cuGraphExecKernelNodeSetParams, then cuGraphLaunch). On some machines
-// (virtual ones among them) this enqueues in about half the host time of
-// cuLaunchKernel. The function is fixed; grid and block sizes may change
+// (cuGraphExecKernelNodeSetParams, then cuGraphLaunch). On the lent 2 x
+// H200 VMs this took 2.2-2.6 us of host time per launch against 3.2-3.9 us
+// for cuLaunchKernel in the same runs. The function is fixed; grid and block sizes may change
 // from launch to launch. A KernelGraph is not safe for concurrent use, and
 // a stream being captured must use LaunchKernel instead.
 type KernelGraph struct {

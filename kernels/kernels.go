@@ -47,8 +47,9 @@ type Options struct {
 
 // Kernels is the kernel program loaded into one context. Its launch methods
 // enqueue on the given stream and return without waiting; the calling OS
-// thread must have the context current (see cuda.Context). It is read-only
-// after Load and safe for concurrent use.
+// thread must have the context current (see cuda.Context). It is safe for
+// concurrent use: after Load only the one-kernel graph cache changes, under
+// its own lock.
 type Kernels struct {
 	drv   *cuda.Driver
 	ctx   *cuda.Context
@@ -200,6 +201,10 @@ func (k *Kernels) graphLaunch(f *cuda.Function, grid, block uint32, s *cuda.Stre
 	if g == nil {
 		var err error
 		if g, err = k.drv.NewKernelGraph(f, grid, block, a); err != nil {
+			if errors.Is(err, cuda.ErrBadLaunch) {
+				// The arguments, not graphs: report it as a launch would.
+				return true, fmt.Errorf("kernel %s: %w", f.Name(), err)
+			}
 			k.noGraphs = true
 			return false, nil
 		}

@@ -16,7 +16,9 @@ import (
 const MaxExact = 1 << 53
 
 // call is one invocation of a registered function: it knows the name and
-// argument names, so every error it raises names the argument.
+// argument names, so every error it raises names the argument. Records are
+// reused once the call returns (State.takeCall): a body must not keep c in
+// anything that outlives the call (a wait's failure text, a timer).
 type call struct {
 	s     *State
 	L     *lua.LState

@@ -46,6 +46,7 @@ type CUDABackend struct {
 // NewCUDABackend opens GPU gpus[localRank] (or localRank modulo the device
 // count when gpus is empty) for job.
 func NewCUDABackend(job string, localRank int, gpus []int) (*CUDABackend, error) {
+	defer onThread()()
 	drv, err := cuda.Load()
 	if err != nil {
 		return nil, fmt.Errorf("cuda backend: %w", err)
@@ -143,7 +144,7 @@ func (b *CUDABackend) GPUPeer(id Identity) bool {
 }
 
 // allocSize is what alloc asks the driver for: size rounded up to 256
-// bytes, and from 1 MiB up to whole 2 MiB pages. Peers map a window with
+// bytes, and from 1 MiB up to whole 2 MiB pages (so 1 MiB takes 2 MiB). Peers map a window with
 // legacy IPC; an allocation that ends inside a 2 MiB page measured 310
 // GB/s per direction when two GPUs copy into each other's window at once,
 // against 390 for one of whole pages (2 x H200, copy engines, 1 GiB).
@@ -870,6 +871,7 @@ func (s *CUDAStream) launchFusedLocked(ws *WaitSpec, launch func(kernels.Done) e
 	}
 	if err := launch(s.nextDone()); err != nil {
 		s.err = err
+		s.doneTail = false // no report will come
 		return
 	}
 	s.pending = append(s.pending, ws)
@@ -1180,8 +1182,8 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 	// is the stream draining: that launch wrote everything it writes
 	// (released before the report) and nothing follows it. Otherwise, or
 	// when the report is late, ask the driver.
-	fast := tail && syncSpin > 0 && s.doneSeen(seq, syncSpin)
 	spinning, spinUntil := syncSpin > 0, time.Now().Add(syncSpin)
+	fast := tail && spinning && s.doneSeen(seq, syncSpin)
 	for i := 0; !fast; i++ {
 		done, err := s.s.Query()
 		if err != nil {
@@ -1300,6 +1302,10 @@ func (s *CUDAStream) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	_ = s.Sync(ctx)
 	cancel()
+	// A kernel still running after that may yet write its record and end
+	// report: then keep their host memory rather than free it under it.
+	drained, qerr := s.s.Query()
+	keepHost := qerr == nil && !drained
 	for _, ev := range s.events {
 		_ = ev.Destroy()
 	}
@@ -1311,8 +1317,10 @@ func (s *CUDAStream) Close() {
 	}
 	s.b.k.ForgetStream(s.s)
 	_ = s.s.Destroy()
-	_ = s.rec.Free()
-	_ = s.done.Free()
+	if !keepHost {
+		_ = s.rec.Free()
+		_ = s.done.Free()
+	}
 }
 
 var _ Backend = (*CUDABackend)(nil)

@@ -325,7 +325,7 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 		return a.recordShared(cs, e, src)
 	}
 	// On path "sm", from tune.ceMin up the puts go to the copy engines and
-	// the own chunk to the put kernel on the side stream.
+	// the own chunk to a copy kernel on the side stream.
 	ownSM := a.sm && a.tune.ceMin != 0 && e.N >= a.tune.ceMin
 	if a.sm && !ownSM && a.bases != 0 && src != 0 && e.N > 0 {
 		if a.stage != 0 && e.N <= a.tune.llMax {
