@@ -18,13 +18,16 @@
 // anything it writes for the peers, which orders all blocks' writes (the
 // arrivals chain them) before its signals.
 // fence false skips the block's fence (the flagged-line kernel: nothing
-// the last block signals depends on the other blocks' writes).
-__device__ bool lc_agp_arrive(lc_u32 *arrive, lc_u32 *ticket, lc_u64 *count, lc_u64 e, bool fence) {
+// the last block signals depends on the other blocks' writes); sysfence
+// false skips the last block's system-wide one (a measurement variant of
+// the flagged-line kernel, whose last block signals nothing: the next
+// launch on the stream reads the counter after this kernel ended).
+__device__ bool lc_agp_arrive(lc_u32 *arrive, lc_u32 *ticket, lc_u64 *count, lc_u64 e, bool fence, bool sysfence) {
 	if (gridDim.x > 1) {
 		if (fence) __threadfence();
 		if (atomicAdd(arrive, 1u) != gridDim.x - 1) return false;
 	}
-	__threadfence_system();
+	if (sysfence) __threadfence_system();
 	*(volatile lc_u32 *)arrive = 0;
 	if (ticket) *(volatile lc_u32 *)ticket = 0;
 	lc_store_volatile(count, e);
@@ -125,7 +128,7 @@ extern "C" __global__ void lc_agp_one(lc_u64 *count, lc_u32 *ctl, lc_u64 *const 
 	const lc_u64 e = epoch;
 	if (own_block || !failed) lc_agp_copy_part(bases, rank, nranks, src, n, n, own_blocks);
 	__syncthreads();
-	if (threadIdx.x != 0 || !lc_agp_arrive(arrive, ticket, count, e, true)) return;
+	if (threadIdx.x != 0 || !lc_agp_arrive(arrive, ticket, count, e, true, true)) return;
 	if (lc_poisoned(rec)) return;
 	const lc_u64 tag = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
 	for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(done_remote[(rank + i) % nranks], tag);
@@ -264,5 +267,5 @@ extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const
 		}
 	}
 	__syncthreads();
-	if (threadIdx.x == 0) (void)lc_agp_arrive(arrive, 0, count, e, false);
+	if (threadIdx.x == 0) (void)lc_agp_arrive(arrive, 0, count, e, false, !(variant & 64));
 }

@@ -5,7 +5,7 @@
 # table has NCCL measured in the same run where --vs nccl is given.
 #   bash scripts/gpu-tune.sh [N]       N ranks (default 2)
 # Settings (environment variables read when an all-gather is created):
-#   LUACOLL_AGP_LL_VARIANT  0-63 how flagged lines are stored and polled
+#   LUACOLL_AGP_LL_VARIANT  0-127 how flagged lines are stored and polled
 #                           (bits: kernels.AGPKernels.LL; 4 is a diagnostic)
 #   LUACOLL_AGP_LLMAX       bytes per rank sent as flagged lines (0: none)
 #   LUACOLL_AGP_CE_MIN      bytes per rank from which the puts use the copy
@@ -13,7 +13,10 @@
 #   LUACOLL_AGP_BLOCKS_PER_SM  grid cap of the one-kernel exec
 #   LUACOLL_AGP_CE_SHARE    percent of each put that the copy engines move
 #                           beside the put kernel (execs >= 8 MiB per rank)
-# SWEEP="ll grid large small" picks the sweeps (default: all four).
+#   LUACOLL_AGP_GRAPH_COPY_MAX  largest memcpy node of a captured exec (0: one
+#                           node per copy)
+# SWEEP="ll grid large small graphcopy llfence" picks the sweeps (default:
+# the first four).
 # Logs go to $OUT (or ./gpu-tune-out). Never uses NVLink multicast.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
@@ -46,6 +49,23 @@ esac
 case " $sweep " in *" large "*)
 	for c in 0 20 35 50; do
 		run large-share$c LUACOLL_AGP_CE_SHARE=$c $ag -b 64M -e 1G -f 4 --iters 20 -w 5
+	done
+	;;
+esac
+case " $sweep " in *" graphcopy "*)
+	# path ce in graph mode: captured copies in one node each, then in
+	# 256 MiB nodes (the default), then eager for reference.
+	ce="bin/luacoll bench allgather -n $n --device cuda --timeout 30s --path ce"
+	run ce-graph-onenode LUACOLL_AGP_GRAPH_COPY_MAX=0 $ce --graph --vs nccl -b 256M -e 1G -f 2 --iters 20 -w 5
+	run ce-graph-split LUACOLL_NOTHING=1 $ce --graph --vs nccl -b 256M -e 1G -f 2 --iters 20 -w 5
+	run ce-eager LUACOLL_NOTHING=1 $ce --vs nccl -b 256M -e 1G -f 2 --iters 20 -w 5
+	run sm-graph-split LUACOLL_NOTHING=1 $ag --graph -b 256M -e 1G -f 2 --iters 20 -w 5
+	;;
+esac
+case " $sweep " in *" llfence "*)
+	# flagged lines with (0) and without (64) the last block's system fence
+	for v in 0 64 0 64; do
+		run ll-v$v-graph-nccl LUACOLL_AGP_LL_VARIANT=$v $ag --graph --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50
 	done
 	;;
 esac

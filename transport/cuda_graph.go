@@ -162,6 +162,24 @@ type AGPExec struct {
 // overlapped with the puts; smaller ones run in line.
 const agpSideMin = 1 << 20
 
+// agpGraphCopyMax is the default largest memcpy node of a captured exec.
+const agpGraphCopyMax = 256 << 20
+
+// copyPieces returns the lengths of the copies that move n bytes: one
+// copy, or under capture pieces of at most max bytes (max 0: one).
+func copyPieces(n, max uint64, capturing bool) []uint64 {
+	if !capturing || max == 0 || n <= max {
+		return []uint64{n}
+	}
+	out := make([]uint64, 0, (n+max-1)/max)
+	for n > 0 {
+		m := min(n, max)
+		out = append(out, m)
+		n -= m
+	}
+	return out
+}
+
 // CUDAAGP is the device side of a persistent all-gather on one stream:
 // an exec counter in device memory, the slot address arrays, a side
 // stream for the own chunk and the captured graphs. On path "ce" copies
@@ -289,6 +307,12 @@ type agpTuning struct {
 	// 110.0 us against 43.6 / 111.4), hence the 128 MiB per rank floor.
 	ceShare    uint64
 	ceShareMin uint64
+	// graphCopyMax splits a copy captured into a graph into memcpy nodes
+	// of at most this many bytes (LUACOLL_AGP_GRAPH_COPY_MAX; 0: one node
+	// per copy). A public report (pytorch/pytorch#191284) has memcpy nodes
+	// of exactly 512 MiB and of 1 GiB run at half the speed of the same
+	// copy on a stream and 256 MiB nodes at full speed.
+	graphCopyMax uint64
 	// perSM caps the one-kernel exec's grid (LUACOLL_AGP_BLOCKS_PER_SM).
 	// 2 measured best on 2 x H200 (8 MiB: 22.6 us at 2, 26.3 at 4, 34.4
 	// at 8; 1 GiB: 362 GB/s busbw at 2 and 4, 309 at 8).
@@ -306,17 +330,18 @@ func envUint(name string, def uint64) uint64 {
 func agpTune() agpTuning {
 	t := agpTuning{llMax: kernels.AGPLLMax, llVariant: 0, ceMin: 0}
 	t.llMax = min(envUint("LUACOLL_AGP_LLMAX", t.llMax), kernels.AGPLLMax)
-	t.llVariant = int(envUint("LUACOLL_AGP_LL_VARIANT", uint64(t.llVariant)) & 63)
+	t.llVariant = int(envUint("LUACOLL_AGP_LL_VARIANT", uint64(t.llVariant)) & 127)
 	t.ceMin = envUint("LUACOLL_AGP_CE_MIN", t.ceMin)
 	t.ceShare = min(envUint("LUACOLL_AGP_CE_SHARE", 100), 100)
 	t.ceShareMin = envUint("LUACOLL_AGP_CE_SHARE_MIN", 128<<20)
 	t.perSM = int(min(envUint("LUACOLL_AGP_BLOCKS_PER_SM", 2), 64))
+	t.graphCopyMax = envUint("LUACOLL_AGP_GRAPH_COPY_MAX", agpGraphCopyMax)
 	return t
 }
 
 // record enqueues one exec on cs (the stream, or the stream under capture).
 func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
-	drv := a.s.b.drv
+	capturing := cs.Capturing()
 	src := e.Own.Src
 	if src == 0 && len(e.Puts) > 0 {
 		src = e.Puts[0].Src // in place: the puts read the own chunk in the window
@@ -349,7 +374,7 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 		} else if ownSM {
 			err = a.s.b.k.Put(a.side, cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N)
 		} else {
-			err = drv.MemcpyAsync(cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N, a.side)
+			err = a.copy(cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N, a.side, capturing)
 		}
 		if err != nil {
 			return err
@@ -358,7 +383,7 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 			return err
 		}
 	} else if e.Own.Src != 0 && e.N > 0 {
-		if err := drv.MemcpyAsync(cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N, cs); err != nil {
+		if err := a.copy(cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N, cs, capturing); err != nil {
 			return err
 		}
 	}
@@ -367,7 +392,7 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 	}
 	if e.N > 0 {
 		for _, p := range e.Puts {
-			if err := drv.MemcpyAsync(cuda.DevicePtr(p.Dst), cuda.DevicePtr(p.Src), e.N, cs); err != nil {
+			if err := a.copy(cuda.DevicePtr(p.Dst), cuda.DevicePtr(p.Src), e.N, cs, capturing); err != nil {
 				return err
 			}
 		}
@@ -378,6 +403,19 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 		}
 	}
 	return a.ak.Done(cs, a.done, e.N)
+}
+
+// copy enqueues a copy-engine copy of n bytes on st; while the exec is
+// being captured (capturing) it is split into pieces (tune.graphCopyMax).
+func (a *CUDAAGP) copy(dst, src cuda.DevicePtr, n uint64, st *cuda.Stream, capturing bool) error {
+	var off uint64
+	for _, m := range copyPieces(n, a.tune.graphCopyMax, capturing) {
+		if err := a.s.b.drv.MemcpyAsync(dst.Add(off), src.Add(off), m, st); err != nil {
+			return err
+		}
+		off += m
+	}
+	return nil
 }
 
 // recordShared enqueues an exec whose puts are split: the last
@@ -396,7 +434,7 @@ func (a *CUDAAGP) recordShared(cs *cuda.Stream, e AGPExec, src Addr) error {
 		return err
 	}
 	for _, p := range e.Puts {
-		if err := a.s.b.drv.MemcpyAsync(cuda.DevicePtr(p.Dst).Add(m), cuda.DevicePtr(p.Src).Add(m), e.N-m, a.side); err != nil {
+		if err := a.copy(cuda.DevicePtr(p.Dst).Add(m), cuda.DevicePtr(p.Src).Add(m), e.N-m, a.side, cs.Capturing()); err != nil {
 			return err
 		}
 	}
