@@ -45,7 +45,19 @@ type AGPSpec struct {
 	Timeout       time.Duration
 	Abort         cuda.DevicePtr
 	Record        cuda.DevicePtr
+	// Fences adds system-wide fences to the ready and done kernels, for
+	// measurements: AGPFenceReady before the ready signals, AGPFenceAfter
+	// after the polls. 0 (none) is the default: every poll ends with a
+	// system-scope acquire load, and the work a ready signal vouches for
+	// ended before the kernel started.
+	Fences int
 }
+
+// Fence bits of AGPSpec.Fences.
+const (
+	AGPFenceReady = 1
+	AGPFenceAfter = 2
+)
 
 func (s AGPSpec) check(what string) error {
 	if s.Size == 0 || s.Rank >= s.Size || s.Count == 0 || s.Count%8 != 0 || s.Remote%8 != 0 || s.Local%8 != 0 {
@@ -62,7 +74,7 @@ func (a *AGPKernels) Ready(s *cuda.Stream, sp AGPSpec) error {
 		return err
 	}
 	var args cuda.KernelArgs
-	args.Ptr(sp.Count).Ptr(sp.Remote).Ptr(sp.Local).U32(sp.Rank).U32(sp.Size).U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record)
+	args.Ptr(sp.Count).Ptr(sp.Remote).Ptr(sp.Local).U32(sp.Rank).U32(sp.Size).U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(sp.Fences & 3))
 	return a.k.drv.LaunchKernel(a.ready, cuda.D1(1), cuda.D1(1), 0, s, &args)
 }
 
@@ -74,7 +86,7 @@ func (a *AGPKernels) Done(s *cuda.Stream, sp AGPSpec, n uint64) error {
 		return err
 	}
 	var args cuda.KernelArgs
-	args.Ptr(sp.Count).Ptr(sp.Remote).Ptr(sp.Local).U32(sp.Rank).U32(sp.Size).U64(n).U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record)
+	args.Ptr(sp.Count).Ptr(sp.Remote).Ptr(sp.Local).U32(sp.Rank).U32(sp.Size).U64(n).U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(sp.Fences & 3))
 	return a.k.drv.LaunchKernel(a.done, cuda.D1(1), cuda.D1(1), 0, s, &args)
 }
 
@@ -153,7 +165,8 @@ func (a *AGPKernels) Copy(s *cuda.Stream, rank, size uint32, bases, src cuda.Dev
 // variant selects, for measurements, how lines are stored and polled
 // (bit 0: plain stores instead of volatile ones; bit 1: a back-off between
 // polls; bit 3: blocks of 64 threads, up to 128 of them; bits 4-5 = t:
-// blocks of 256 << t threads; bit 6: no system-wide fence at the end);
+// blocks of 256 << t threads; bit 6: a system-wide fence at the end, left
+// out by default since it measured about 1 us per exec);
 // bit 2 skips receiving (a diagnostic: the peers' chunks are left out). 0
 // is the default.
 func (a *AGPKernels) LL(s *cuda.Stream, sp AGPSpec, ctl, stage, out, src cuda.DevicePtr, n uint64, variant int) error {

@@ -39,32 +39,42 @@ __device__ bool lc_agp_poll(const lc_u64 *slot, int op, lc_u64 target, lc_u32 wh
 	}
 }
 
+// Fence bits of the ready and done kernels (measurement variants; the
+// acquire load that ends each poll is the ordering the protocol needs):
+// LC_AGP_FENCE_READY fences system-wide before the ready signals,
+// LC_AGP_FENCE_AFTER after the polls of both kernels.
+#define LC_AGP_FENCE_READY 1
+#define LC_AGP_FENCE_AFTER 2
+
 // lc_agp_wait_each polls every local[p] (p != rank) in turn until it
-// compares with target (op), then fences: the ready and done kernels'
+// compares with target (op), each poll ending with an acquire load, then
+// fences when fences has LC_AGP_FENCE_AFTER: the ready and done kernels'
 // wait. A failure ends it early (recorded by lc_agp_poll).
 __device__ void lc_agp_wait_each(lc_u64 *const *local, lc_u32 rank, lc_u32 nranks, int op, lc_u64 target,
-                                 lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec) {
+                                 lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec, int fences) {
 	const lc_u64 start = lc_globaltimer();
 	for (lc_u32 i = 1; i < nranks; i++) {
 		const lc_u32 p = (rank + i) % nranks;
 		if (!lc_agp_poll(local[p], op, target, p, start, timeout_ns, abort_flag, rec)) return;
 	}
-	__threadfence_system();
+	if (fences & LC_AGP_FENCE_AFTER) __threadfence_system();
 }
 
 // lc_agp_ready starts exec e = ++*count: it tells every peer that this rank
 // reached exec e (so results of exec e-1 are consumed here), then waits
 // until every peer said the same, so that no put of exec e lands on a
-// rank still using exec e-1's result.
+// rank still using exec e-1's result. (The work before it on the stream,
+// the last user of that result, ended before this kernel started.)
 extern "C" __global__ void lc_agp_ready(lc_u64 *count, lc_u64 *const *remote, lc_u64 *const *local, lc_u32 rank,
-                                        lc_u32 nranks, lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec) {
+                                        lc_u32 nranks, lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec,
+                                        int fences) {
 	LC_ONE_THREAD();
 	if (lc_poisoned(rec)) return;
 	const lc_u64 e = lc_load_volatile(count) + 1;
 	lc_store_volatile(count, e);
-	__threadfence_system();
+	if (fences & LC_AGP_FENCE_READY) __threadfence_system();
 	for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(remote[(rank + i) % nranks], e);
-	lc_agp_wait_each(local, rank, nranks, LC_CMP_GE, e, timeout_ns, abort_flag, rec);
+	lc_agp_wait_each(local, rank, nranks, LC_CMP_GE, e, timeout_ns, abort_flag, rec, fences);
 }
 
 // lc_agp_done ends exec e = *count: every put of this rank is complete
@@ -73,12 +83,12 @@ extern "C" __global__ void lc_agp_ready(lc_u64 *count, lc_u64 *const *remote, lc
 // never matches; the record then shows both tags.
 extern "C" __global__ void lc_agp_done(const lc_u64 *count, lc_u64 *const *remote, lc_u64 *const *local, lc_u32 rank,
                                        lc_u32 nranks, lc_u64 n, lc_u64 timeout_ns, const lc_u32 *abort_flag,
-                                       lc_record *rec) {
+                                       lc_record *rec, int fences) {
 	LC_ONE_THREAD();
 	if (lc_poisoned(rec)) return;
 	const lc_u64 e = lc_load_volatile(count);
 	const lc_u64 tag = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
 	__threadfence_system();
 	for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(remote[(rank + i) % nranks], tag);
-	lc_agp_wait_each(local, rank, nranks, LC_CMP_EQ, tag, timeout_ns, abort_flag, rec);
+	lc_agp_wait_each(local, rank, nranks, LC_CMP_EQ, tag, timeout_ns, abort_flag, rec, fences);
 }

@@ -267,5 +267,5 @@ extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const
 		}
 	}
 	__syncthreads();
-	if (threadIdx.x == 0) (void)lc_agp_arrive(arrive, 0, count, e, false, !(variant & 64));
+	if (threadIdx.x == 0) (void)lc_agp_arrive(arrive, 0, count, e, false, (variant & 64) != 0);
 }

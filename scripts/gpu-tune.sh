@@ -15,8 +15,9 @@
 #                           beside the put kernel (execs >= 8 MiB per rank)
 #   LUACOLL_AGP_GRAPH_COPY_MAX  largest memcpy node of a captured exec (0: one
 #                           node per copy)
-# SWEEP="ll grid large small graphcopy llfence" picks the sweeps (default:
-# the first four).
+#   LUACOLL_AGP_FENCES      system fences of the ready and done kernels (0-3)
+# SWEEP="ll grid large small graphcopy llfence fences" picks the sweeps
+# (default: the first four).
 # Logs go to $OUT (or ./gpu-tune-out). Never uses NVLink multicast.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
@@ -63,9 +64,18 @@ case " $sweep " in *" graphcopy "*)
 	;;
 esac
 case " $sweep " in *" llfence "*)
-	# flagged lines with (0) and without (64) the last block's system fence
+	# flagged lines without (0) and with (64) the last block's system fence
 	for v in 0 64 0 64; do
 		run ll-v$v-graph-nccl LUACOLL_AGP_LL_VARIANT=$v $ag --graph --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50
+	done
+	;;
+esac
+case " $sweep " in *" fences "*)
+	# ready and done kernels without (0) and with (3) their system fences
+	ce="bin/luacoll bench allgather -n $n --device cuda --timeout 30s --path ce"
+	for f in 0 3 0 3; do
+		run fences$f-sm LUACOLL_AGP_FENCES=$f $ag -b 256M -e 1G -f 4 --iters 30 -w 5
+		run fences$f-ce LUACOLL_AGP_FENCES=$f $ce -b 4M -e 1G -f 4 --iters 30 -w 5
 	done
 	;;
 esac

@@ -263,7 +263,7 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 		return fail(err)
 	}
 	base := kernels.AGPSpec{Count: mem, Rank: uint32(cfg.Rank), Size: uint32(n), Timeout: cfg.Timeout,
-		Abort: s.b.flag.Dev, Record: s.rec.Dev}
+		Abort: s.b.flag.Dev, Record: s.rec.Dev, Fences: a.tune.fences}
 	a.ready, a.done = base, base
 	a.ready.Remote, a.ready.Local = mem.Add(256), mem.Add(256+arr)
 	a.done.Remote, a.done.Local = mem.Add(256+2*arr), mem.Add(256+3*arr)
@@ -313,6 +313,9 @@ type agpTuning struct {
 	// of exactly 512 MiB and of 1 GiB run at half the speed of the same
 	// copy on a stream and 256 MiB nodes at full speed.
 	graphCopyMax uint64
+	// fences: system-wide fences in the ready and done kernels
+	// (LUACOLL_AGP_FENCES, kernels.AGPSpec.Fences; measurements).
+	fences int
 	// perSM caps the one-kernel exec's grid (LUACOLL_AGP_BLOCKS_PER_SM).
 	// 2 measured best on 2 x H200 (8 MiB: 22.6 us at 2, 26.3 at 4, 34.4
 	// at 8; 1 GiB: 362 GB/s busbw at 2 and 4, 309 at 8).
@@ -335,6 +338,7 @@ func agpTune() agpTuning {
 	t.ceShare = min(envUint("LUACOLL_AGP_CE_SHARE", 100), 100)
 	t.ceShareMin = envUint("LUACOLL_AGP_CE_SHARE_MIN", 128<<20)
 	t.perSM = int(min(envUint("LUACOLL_AGP_BLOCKS_PER_SM", 2), 64))
+	t.fences = int(envUint("LUACOLL_AGP_FENCES", 0) & 3)
 	t.graphCopyMax = envUint("LUACOLL_AGP_GRAPH_COPY_MAX", agpGraphCopyMax)
 	return t
 }
