@@ -54,16 +54,14 @@ case " $sweep " in *" large "*)
 	;;
 esac
 case " $sweep " in *" graphcopy "*)
-	# path ce in graph mode: captured copies in one node each, in 256 MiB
-	# nodes (the default), in 128 and 32 MiB nodes, then eager for
-	# reference, then path sm in graph mode.
+	# path ce in graph mode with memcpy nodes of at most 8 MiB .. 256 MiB
+	# and one node per copy (0), then eager for reference; 64 MiB is the
+	# default.
 	ce="bin/luacoll bench allgather -n $n --device cuda --timeout 30s --path ce"
-	run ce-graph-onenode LUACOLL_AGP_GRAPH_COPY_MAX=0 $ce --graph --vs nccl -b 256M -e 1G -f 2 --iters 20 -w 5
-	run ce-graph-split LUACOLL_NOTHING=1 $ce --graph --vs nccl -b 256M -e 1G -f 2 --iters 20 -w 5
-	run ce-graph-128m LUACOLL_AGP_GRAPH_COPY_MAX=134217728 $ce --graph -b 256M -e 1G -f 2 --iters 20 -w 5
-	run ce-graph-32m LUACOLL_AGP_GRAPH_COPY_MAX=33554432 $ce --graph -b 256M -e 1G -f 2 --iters 20 -w 5
+	for m in 0 8 16 32 64 128 256; do
+		run ce-graph-max${m}m LUACOLL_AGP_GRAPH_COPY_MAX=$((m << 20)) $ce --graph --vs nccl -b 256M -e 1G -f 2 --iters 20 -w 5
+	done
 	run ce-eager LUACOLL_NOTHING=1 $ce --vs nccl -b 256M -e 1G -f 2 --iters 20 -w 5
-	run sm-graph-split LUACOLL_NOTHING=1 $ag --graph -b 256M -e 1G -f 2 --iters 20 -w 5
 	;;
 esac
 case " $sweep " in *" llfence "*)

@@ -163,7 +163,7 @@ type AGPExec struct {
 const agpSideMin = 1 << 20
 
 // agpGraphCopyMax is the default largest memcpy node of a captured exec.
-const agpGraphCopyMax = 256 << 20
+const agpGraphCopyMax = 64 << 20
 
 // copyPieces returns the lengths of the copies that move n bytes: one
 // copy, or under capture pieces of at most max bytes (max 0: one).
@@ -309,9 +309,13 @@ type agpTuning struct {
 	ceShareMin uint64
 	// graphCopyMax splits a copy captured into a graph into memcpy nodes
 	// of at most this many bytes (LUACOLL_AGP_GRAPH_COPY_MAX; 0: one node
-	// per copy). A public report (pytorch/pytorch#191284) has memcpy nodes
-	// of exactly 512 MiB and of 1 GiB run at half the speed of the same
-	// copy on a stream and 256 MiB nodes at full speed.
+	// per copy). Path ce in graph mode on 2 x H200, busbw at 256 MiB / 512
+	// MiB / 1 GiB total (same session): one node per copy 315 / 323 / 295
+	// GB/s; nodes of 256 MiB 315 / 323 / 353; 128 MiB 313 / 345 / 361-367;
+	// 64 MiB 331-335 / 354-358 / 367; 32 MiB 335-342 / 353-354 / 355-364;
+	// 16 MiB 332-333 / 341-343 / 339-351; 8 MiB 322 / 329 / 335. (A public
+	// report, pytorch/pytorch#191284, has memcpy nodes of 512 MiB and 1 GiB
+	// at half speed.)
 	graphCopyMax uint64
 	// fences: system-wide fences in the ready and done kernels
 	// (LUACOLL_AGP_FENCES, kernels.AGPSpec.Fences; measurements).
