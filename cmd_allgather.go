@@ -23,7 +23,10 @@ const benchAllgatherUsage = `luacoll bench allgather [-n N] [--device host|cuda]
   warmup ones; algbw = size/time, busbw = algbw*(N-1)/N. Every timed run is
   checked: each rank compares every chunk with its sender's checksum.
   With --vs nccl on CUDA, ncclAllGather runs on the same buffers in the same
-  processes and run (captured in a CUDA graph too with --graph).`
+  processes and run (captured in a CUDA graph too with --graph). With a Lua
+  schedule (--algo lua:ring) --vs direct measures the built-in all-gather
+  beside it; --vs direct,nccl puts all three in one table. A ratio column is
+  the baseline's time over this run's (above 1: faster than the baseline).`
 
 // agFlags are the flags of bench allgather.
 type agFlags struct {
@@ -33,6 +36,8 @@ type agFlags struct {
 	iters, warmup  int
 	algo, vs, path string
 	graph, stress  bool
+	// vsNCCL, vsDirect: the baselines named by --vs.
+	vsNCCL, vsDirect bool
 	jsonOut, plot  string
 	cmdline        string
 }
@@ -51,7 +56,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.path, "path", "ce", "data path on CUDA: ce (copy engines, SM-free replay) or sm (one kernel per exec: flagged lines up to 64 KiB per rank, then SM puts; from 128 MiB per rank copy-engine puts beside a copy kernel)")
 	fs.BoolVar(&f.stress, "stress", false, "after each size's timed execs, --iters more with new data each time, every one checked, rank 1 delayed at random")
 	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")
-	fs.StringVar(&f.vs, "vs", "", "baseline: nccl (needs --device cuda)")
+	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), direct (the built-in all-gather beside a Lua schedule)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the rows and the run's metadata as JSON Lines to FILE")
 	fs.StringVar(&f.plot, "plot", "", "write an SVG plot (busbw vs size) to FILE.svg")
 	if code, ok := parse(fs, args, stdout); !ok {
@@ -82,7 +87,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg := engine.LaunchConfig{N: n, Path: exe, Args: append([]string{"bench", "allgather"}, args...),
 			Stdout: stdout, Stderr: stderr, Grace: f.rank.timeout + 5*time.Second}
-		if f.vs == "nccl" {
+		if f.vsNCCL {
 			cfg.ExtraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
 		}
 		res, err := engine.Launch(ctx, cfg)
@@ -143,12 +148,25 @@ func (f *agFlags) check() ([]uint64, error) {
 		return nil, fmt.Errorf("--iters %d: want 1 or more", f.iters)
 	case f.warmup < 0:
 		return nil, fmt.Errorf("-w %d: must not be negative", f.warmup)
-	case f.vs != "" && f.vs != "nccl":
-		return nil, fmt.Errorf("--vs %q: the only baseline is nccl", f.vs)
 	case f.graph && f.rank.device != "cuda":
 		return nil, fmt.Errorf("--graph needs --device cuda")
 	case f.plot != "" && !strings.HasSuffix(f.plot, ".svg"):
 		return nil, fmt.Errorf("--plot %q: only SVG plots are written (name ending in .svg)", f.plot)
+	}
+	if f.vs != "" {
+		for _, b := range strings.Split(f.vs, ",") {
+			switch strings.TrimSpace(b) {
+			case "nccl":
+				f.vsNCCL = true
+			case "direct":
+				f.vsDirect = true
+			default:
+				return nil, fmt.Errorf("--vs %q: unknown baseline %q (want nccl, direct or both, comma-separated)", f.vs, b)
+			}
+		}
+	}
+	if f.vsDirect && !strings.HasPrefix(f.algo, "lua:") {
+		return nil, fmt.Errorf("--vs direct: compares a Lua schedule (--algo lua:ring or lua:direct) with the built-in all-gather; --algo is %s", f.algo)
 	}
 	if f.path != "ce" && f.path != "sm" {
 		return nil, fmt.Errorf("--path %q: want ce or sm", f.path)
@@ -196,7 +214,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		progress = stderr
 	}
 	cfg := engine.AGBenchConfig{Sizes: sizes, Iters: f.iters, Warmup: f.warmup,
-		Algo: f.algo, Graph: f.graph, NCCL: f.vs == "nccl", Path: f.path, Stress: f.stress, Progress: progress}
+		Algo: f.algo, Graph: f.graph, NCCL: f.vsNCCL, Builtin: f.vsDirect, Path: f.path, Stress: f.stress, Progress: progress}
 	if name, ok := strings.CutPrefix(f.algo, "lua:"); ok {
 		// The schedule of scripts/lib/allgather.lua, run through Lua.
 		st := luabind.New(c, stdout)
@@ -241,17 +259,26 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	if meta.GPUs != nil {
 		fmt.Fprintf(stdout, "# GPUs: %s; driver %d\n", strings.Join(meta.GPUs, ", "), meta.Driver)
 	}
+	if res.HaveBuiltin {
+		fmt.Fprintf(stdout, "# baseline: built-in direct all-gather (path %s), eager, same window and buffers\n", res.Info["builtin_path"])
+	}
 	fmt.Fprintf(stdout, "# baseline: %s\n", res.NCCL)
 	if note := res.Info["note"]; note != "" {
 		fmt.Fprintf(stdout, "# note: %s\n", note)
 	}
 	fmt.Fprintf(stdout, "# %12s %12s %6s %10s %8s %8s %7s", "size(B)", "count", "type", "time(us)", "algbw", "busbw", "#wrong")
+	if res.HaveBuiltin {
+		fmt.Fprintf(stdout, " %10s %8s %7s %7s", "direct(us)", "d.busbw", "#wrong", "ratio")
+	}
 	if res.HaveNCCL {
 		fmt.Fprintf(stdout, " %10s %8s %7s %7s", "nccl(us)", "n.busbw", "#wrong", "ratio")
 	}
 	fmt.Fprintln(stdout)
 	for _, r := range res.Rows {
 		fmt.Fprintf(stdout, "  %12d %12d %6s %10.2f %8.2f %8.2f %7d", r.Bytes, r.Count, r.Type, r.Seconds*1e6, r.AlgBW, r.BusBW, r.Wrong)
+		if res.HaveBuiltin {
+			fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.BuiltinSec*1e6, r.BuiltinBusBW, r.BuiltinWrong, r.BuiltinRatio)
+		}
 		if res.HaveNCCL {
 			fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.NCCLSec*1e6, r.NCCLBusBW, r.NCCLWrong, r.Ratio)
 		}
@@ -264,7 +291,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	}
 	if f.plot != "" {
 		title := fmt.Sprintf("all-gather busbw, %d ranks, %s, graph %v", c.Env.Size, c.Backend.Name(), f.graph)
-		if err := os.WriteFile(f.plot, []byte(agPlotSVG(title, res.Rows, res.HaveNCCL)), 0o644); err != nil {
+		if err := os.WriteFile(f.plot, []byte(agPlotSVG(title, f.algo, res.Rows, res.HaveBuiltin, res.HaveNCCL)), 0o644); err != nil {
 			return fmt.Errorf("--plot: %w", err)
 		}
 	}
@@ -295,9 +322,10 @@ func writeAGJSON(path string, meta agMeta, rows []engine.AGBenchRow) error {
 	return nil
 }
 
-// agPlotSVG draws busbw (GB/s) against size (log2 axis) for luacoll and,
-// when present, NCCL.
-func agPlotSVG(title string, rows []engine.AGBenchRow, nccl bool) string {
+// agPlotSVG draws busbw (GB/s) against size (log2 axis) for luacoll (its
+// line named after algo when that is a Lua schedule) and, when present,
+// the built-in all-gather and NCCL.
+func agPlotSVG(title, algo string, rows []engine.AGBenchRow, builtin, nccl bool) string {
 	const W, H, L, R, T, B = 720.0, 440.0, 70.0, 20.0, 40.0, 60.0
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%g" height="%g" font-family="sans-serif" font-size="12">`+"\n", W, H)
@@ -312,7 +340,7 @@ func agPlotSVG(title string, rows []engine.AGBenchRow, nccl bool) string {
 	}
 	ymax := 1.0
 	for _, r := range rows {
-		ymax = math.Max(ymax, math.Max(r.BusBW, r.NCCLBusBW))
+		ymax = math.Max(ymax, math.Max(r.BusBW, math.Max(r.NCCLBusBW, r.BuiltinBusBW)))
 	}
 	ymax = math.Ceil(ymax/50) * 50
 	px := func(bytes uint64) float64 { return L + (math.Log2(float64(bytes))-lx0)/(lx1-lx0)*(W-L-R) }
@@ -338,9 +366,18 @@ func agPlotSVG(title string, rows []engine.AGBenchRow, nccl bool) string {
 		fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="%s" stroke-width="2"/><text x="%g" y="%g">%s</text>`+"\n",
 			L+10, ly, L+30, ly, color, L+36, ly+4, name)
 	}
-	line("#1f77b4", "luacoll", func(r engine.AGBenchRow) float64 { return r.BusBW }, T+10)
+	name := "luacoll"
+	if strings.HasPrefix(algo, "lua:") {
+		name = "luacoll " + algo
+	}
+	line("#1f77b4", name, func(r engine.AGBenchRow) float64 { return r.BusBW }, T+10)
+	ly := T + 26
+	if builtin {
+		line("#2ca02c", "luacoll built-in direct", func(r engine.AGBenchRow) float64 { return r.BuiltinBusBW }, ly)
+		ly += 16
+	}
 	if nccl {
-		line("#d62728", "NCCL", func(r engine.AGBenchRow) float64 { return r.NCCLBusBW }, T+26)
+		line("#d62728", "NCCL", func(r engine.AGBenchRow) float64 { return r.NCCLBusBW }, ly)
 	}
 	b.WriteString("</svg>\n")
 	return b.String()

@@ -34,6 +34,9 @@ type AGBenchConfig struct {
 	// for every exec (a schedule written in Lua, say); ScheduleName names it.
 	Schedule     func(w *window.Window, src *window.Buffer, n uint64) error
 	ScheduleName string
+	// Builtin, with a Schedule, also measures the built-in direct
+	// all-gather (eager) on the same window and buffers in the same run.
+	Builtin bool
 	// Progress, when set, receives a progress line per size (rank 0).
 	Progress io.Writer
 }
@@ -54,6 +57,12 @@ type AGBenchRow struct {
 	NCCLWrong int     `json:"nccl_wrong,omitempty"`
 	// Ratio is time_nccl / time_ours (above 1: luacoll is faster).
 	Ratio float64 `json:"ratio_vs_nccl,omitempty"`
+	// The built-in direct all-gather beside a schedule (AGBenchConfig.
+	// Builtin); BuiltinRatio is time_builtin / time_schedule.
+	BuiltinSec   float64 `json:"builtin_time_s,omitempty"`
+	BuiltinBusBW float64 `json:"builtin_busbw_gbps,omitempty"`
+	BuiltinWrong int     `json:"builtin_wrong,omitempty"`
+	BuiltinRatio float64 `json:"ratio_vs_builtin,omitempty"`
 }
 
 // AGBenchResult is what rank 0 reports.
@@ -66,6 +75,8 @@ type AGBenchResult struct {
 	HaveNCCL bool
 	// NCCLNodes are the node counts of NCCL's captured graph (graph mode).
 	NCCLNodes string
+	// HaveBuiltin: the rows hold the built-in all-gather's figures too.
+	HaveBuiltin bool
 }
 
 // ncclRun is the NCCL baseline's state on one rank.
@@ -195,13 +206,30 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 		return nil, err
 	}
 	defer src.Free()
-	var exec func(n uint64) error
+	var exec, builtin func(n uint64) error
 	var ag *AllGather
+	if cfg.Builtin && cfg.Schedule == nil {
+		return nil, errors.New("bench allgather: the built-in baseline goes beside a schedule only")
+	}
 	if cfg.Schedule != nil {
 		if cfg.Graph {
 			return nil, errors.New("bench allgather: graph mode works with the built-in algorithms only")
 		}
 		exec = func(n uint64) error { return cfg.Schedule(w, src, n) }
+		if cfg.Builtin {
+			// The schedules use the window's first signal and barrier
+			// slots, the built-in all-gather its last ones.
+			if ag, err = NewAllGather(ctx, c, w, "direct", false); err != nil {
+				return nil, err
+			}
+			defer func() {
+				if !ag.destroyed {
+					_ = ag.Destroy(ctx)
+				}
+			}()
+			builtin = func(n uint64) error { return ag.Exec(ctx, src, 0, n) }
+			res.HaveBuiltin = true
+		}
 	} else {
 		if ag, err = NewAllGather(ctx, c, w, cfg.Algo, cfg.Graph); err != nil {
 			return nil, err
@@ -325,6 +353,19 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 		}
 		row.AlgBW = float64(row.Bytes) / row.Seconds / 1e9
 		row.BusBW = row.AlgBW * float64(N-1) / float64(N)
+		if builtin != nil {
+			if sums, err = prepare(seed | 3); err != nil {
+				return nil, err
+			}
+			if row.BuiltinSec, err = run(func() error { return builtin(n) }); err != nil {
+				return nil, fmt.Errorf("size %d: built-in all-gather: %w", size, err)
+			}
+			if row.BuiltinWrong, err = verify(sums); err != nil {
+				return nil, err
+			}
+			row.BuiltinBusBW = float64(row.Bytes) / row.BuiltinSec / 1e9 * float64(N-1) / float64(N)
+			row.BuiltinRatio = row.BuiltinSec / row.Seconds
+		}
 		if nr != nil {
 			if sums, err = prepare(seed | 2); err != nil {
 				return nil, err
@@ -369,9 +410,15 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 	if cfg.Progress != nil && me == 0 {
 		fmt.Fprint(cfg.Progress, "\r\033[K")
 	}
-	if ag == nil {
+	if cfg.Schedule != nil {
 		res.Info = map[string]string{"algo": cfg.ScheduleName, "algo_requested": cfg.ScheduleName,
 			"path": "window operations from Lua (" + c.Backend.Name() + ")", "graph": "off"}
+		if ag != nil {
+			res.Info["builtin_path"] = ag.Info()["path"]
+			if err := ag.Destroy(ctx); err != nil {
+				return nil, err
+			}
+		}
 		return res, nil
 	}
 	res.Info = ag.Info()

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A Lua schedule measured beside the built-in all-gather: one table with
+// both, the data of both checked, the JSON rows and the plot carry both.
+func TestBenchAllgatherVsDirect(t *testing.T) {
+	dir := t.TempDir()
+	js, svg := filepath.Join(dir, "ag.jsonl"), filepath.Join(dir, "ag.svg")
+	r := luacoll(t, nil, "bench", "allgather", "-n", "2", "-b", "1K", "-e", "64K", "-f", "8", "--iters", "10",
+		"--algo", "lua:ring", "--vs", "direct", "--json", js, "--plot", svg)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "direct(us)") || !strings.Contains(r.stdout, "baseline: built-in direct all-gather") {
+		t.Fatalf("no built-in columns:\n%s", r.stdout)
+	}
+	rows := 0
+	for _, line := range strings.Split(r.stdout, "\n") {
+		f := strings.Fields(line) // size count type time algbw busbw #wrong direct d.busbw #wrong ratio
+		if len(f) != 11 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		rows++
+		if f[6] != "0" || f[9] != "0" {
+			t.Errorf("wrong chunks: %s", line)
+		}
+		if f[7] == "0.00" || f[10] == "0.00" {
+			t.Errorf("built-in not measured: %s", line)
+		}
+	}
+	if rows != 3 {
+		t.Fatalf("%d rows:\n%s", rows, r.stdout)
+	}
+	data, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d JSON lines:\n%s", len(lines), data)
+	}
+	for _, l := range lines[1:] {
+		var row struct {
+			Kind    string  `json:"kind"`
+			Size    uint64  `json:"size"`
+			Builtin float64 `json:"builtin_time_s"`
+			Ratio   float64 `json:"ratio_vs_builtin"`
+		}
+		if err := json.Unmarshal([]byte(l), &row); err != nil {
+			t.Fatalf("%v: %s", err, l)
+		}
+		if row.Kind != "row" || row.Builtin <= 0 || row.Ratio <= 0 {
+			t.Errorf("row without the built-in figures: %s", l)
+		}
+	}
+	plot, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := string(plot)
+	if n := strings.Count(p, "<polyline"); n != 2 || !strings.Contains(p, "luacoll lua:ring") || !strings.Contains(p, "built-in direct") {
+		t.Errorf("plot has %d lines or misses a name:\n%s", n, p)
+	}
+}
+
+func TestBenchAllgatherVsErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--vs", "direct"}, "--vs direct: compares a Lua schedule"},
+		{[]string{"--vs", "nccl,mpi", "--algo", "lua:ring"}, `unknown baseline "mpi"`},
+		{[]string{"--vs", "", "--algo", "lua:ring", "--graph"}, "--graph needs --device cuda"},
+	} {
+		args := append([]string{"bench", "allgather", "-n", "2"}, c.args...)
+		r := luacoll(t, nil, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+}
