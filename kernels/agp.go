@@ -51,7 +51,19 @@ type AGPSpec struct {
 	// system-scope acquire load, and the work a ready signal vouches for
 	// ended before the kernel started.
 	Fences int
+	// Trace, when set, is AGPTraceBytes of device memory where the ready
+	// and done kernels store when they started and ended (a measurement;
+	// see AGPTrace).
+	Trace cuda.DevicePtr
 }
+
+// AGPTraceExecs is how many execs a trace holds (the latest ones), and
+// AGPTraceBytes its size: per exec the ready kernel's start and end, then
+// the done kernel's, in %globaltimer nanoseconds.
+const (
+	AGPTraceExecs = 1024
+	AGPTraceBytes = AGPTraceExecs * 4 * 8
+)
 
 // Fence bits of AGPSpec.Fences.
 const (
@@ -74,7 +86,7 @@ func (a *AGPKernels) Ready(s *cuda.Stream, sp AGPSpec) error {
 		return err
 	}
 	var args cuda.KernelArgs
-	args.Ptr(sp.Count).Ptr(sp.Remote).Ptr(sp.Local).U32(sp.Rank).U32(sp.Size).U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(sp.Fences & 3))
+	args.Ptr(sp.Count).Ptr(sp.Remote).Ptr(sp.Local).U32(sp.Rank).U32(sp.Size).U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(sp.Fences & 3)).Ptr(sp.Trace)
 	return a.k.drv.LaunchKernel(a.ready, cuda.D1(1), cuda.D1(1), 0, s, &args)
 }
 
@@ -86,7 +98,7 @@ func (a *AGPKernels) Done(s *cuda.Stream, sp AGPSpec, n uint64) error {
 		return err
 	}
 	var args cuda.KernelArgs
-	args.Ptr(sp.Count).Ptr(sp.Remote).Ptr(sp.Local).U32(sp.Rank).U32(sp.Size).U64(n).U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(sp.Fences & 3))
+	args.Ptr(sp.Count).Ptr(sp.Remote).Ptr(sp.Local).U32(sp.Rank).U32(sp.Size).U64(n).U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(sp.Fences & 3)).Ptr(sp.Trace)
 	return a.k.drv.LaunchKernel(a.done, cuda.D1(1), cuda.D1(1), 0, s, &args)
 }
 

@@ -46,6 +46,17 @@ __device__ bool lc_agp_poll(const lc_u64 *slot, int op, lc_u64 target, lc_u32 wh
 #define LC_AGP_FENCE_READY 1
 #define LC_AGP_FENCE_AFTER 2
 
+// Trace (a measurement, trace non-null): exec e's ready kernel stores its
+// start and end (%globaltimer ns) at trace[4 * (e % LC_AGP_TRACE_N)] and
+// [+1], the done kernel its own at [+2] and [+3].
+#define LC_AGP_TRACE_N 1024
+__device__ __forceinline__ void lc_agp_trace(lc_u64 *trace, lc_u64 e, int at, lc_u64 t0) {
+	if (trace == 0) return;
+	lc_u64 *p = trace + 4 * (e % LC_AGP_TRACE_N) + at;
+	p[0] = t0;
+	p[1] = lc_globaltimer();
+}
+
 // lc_agp_wait_each polls every local[p] (p != rank) in turn until it
 // compares with target (op), each poll ending with an acquire load, then
 // fences when fences has LC_AGP_FENCE_AFTER: the ready and done kernels'
@@ -67,14 +78,16 @@ __device__ void lc_agp_wait_each(lc_u64 *const *local, lc_u32 rank, lc_u32 nrank
 // the last user of that result, ended before this kernel started.)
 extern "C" __global__ void lc_agp_ready(lc_u64 *count, lc_u64 *const *remote, lc_u64 *const *local, lc_u32 rank,
                                         lc_u32 nranks, lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec,
-                                        int fences) {
+                                        int fences, lc_u64 *trace) {
 	LC_ONE_THREAD();
+	const lc_u64 t0 = trace ? lc_globaltimer() : 0;
 	if (lc_poisoned(rec)) return;
 	const lc_u64 e = lc_load_volatile(count) + 1;
 	lc_store_volatile(count, e);
 	if (fences & LC_AGP_FENCE_READY) __threadfence_system();
 	for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(remote[(rank + i) % nranks], e);
 	lc_agp_wait_each(local, rank, nranks, LC_CMP_GE, e, timeout_ns, abort_flag, rec, fences);
+	lc_agp_trace(trace, e, 0, t0);
 }
 
 // lc_agp_done ends exec e = *count: every put of this rank is complete
@@ -83,12 +96,14 @@ extern "C" __global__ void lc_agp_ready(lc_u64 *count, lc_u64 *const *remote, lc
 // never matches; the record then shows both tags.
 extern "C" __global__ void lc_agp_done(const lc_u64 *count, lc_u64 *const *remote, lc_u64 *const *local, lc_u32 rank,
                                        lc_u32 nranks, lc_u64 n, lc_u64 timeout_ns, const lc_u32 *abort_flag,
-                                       lc_record *rec, int fences) {
+                                       lc_record *rec, int fences, lc_u64 *trace) {
 	LC_ONE_THREAD();
+	const lc_u64 t0 = trace ? lc_globaltimer() : 0;
 	if (lc_poisoned(rec)) return;
 	const lc_u64 e = lc_load_volatile(count);
 	const lc_u64 tag = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
 	__threadfence_system();
 	for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(remote[(rank + i) % nranks], tag);
 	lc_agp_wait_each(local, rank, nranks, LC_CMP_EQ, tag, timeout_ns, abort_flag, rec, fences);
+	lc_agp_trace(trace, e, 2, t0);
 }

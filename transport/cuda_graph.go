@@ -204,6 +204,9 @@ type CUDAAGP struct {
 	out, ctl     cuda.DevicePtr
 	tune         agpTuning
 	k            uint64 // execs enqueued (mirrors the device counter)
+	rank         int
+	// trace is the ready and done kernels' timing record (LUACOLL_AGP_TRACE).
+	trace cuda.DevicePtr
 }
 
 // NewAGP prepares the device side of a persistent all-gather.
@@ -226,11 +229,16 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	// (offset 64), then six arrays of n pointers (the ready and done slots,
 	// the ranks' window data, their staging areas).
 	arr := uint64(n) * 8
-	mem, err := s.b.alloc(256 + 6*arr)
+	tune := agpTune()
+	size := 256 + 6*arr
+	if tune.trace {
+		size += kernels.AGPTraceBytes
+	}
+	mem, err := s.b.alloc(size)
 	if err != nil {
 		return nil, fmt.Errorf("persistent all-gather: %w", err)
 	}
-	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[agpGraphKey]*CUDAGraph{}, sm: cfg.SM, tune: agpTune()}
+	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[agpGraphKey]*CUDAGraph{}, sm: cfg.SM, tune: tune, rank: cfg.Rank}
 	buf := make([]byte, 6*arr)
 	bases, stage := cfg.Bases, cfg.Stage
 	if len(bases) != n {
@@ -264,6 +272,10 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	}
 	base := kernels.AGPSpec{Count: mem, Rank: uint32(cfg.Rank), Size: uint32(n), Timeout: cfg.Timeout,
 		Abort: s.b.flag.Dev, Record: s.rec.Dev, Fences: a.tune.fences}
+	if tune.trace {
+		a.trace = mem.Add(256 + 6*arr)
+		base.Trace = a.trace
+	}
 	a.ready, a.done = base, base
 	a.ready.Remote, a.ready.Local = mem.Add(256), mem.Add(256+arr)
 	a.done.Remote, a.done.Local = mem.Add(256+2*arr), mem.Add(256+3*arr)
@@ -320,6 +332,10 @@ type agpTuning struct {
 	// fences: system-wide fences in the ready and done kernels
 	// (LUACOLL_AGP_FENCES, kernels.AGPSpec.Fences; measurements).
 	fences int
+	// trace: the ready and done kernels record when they start and end,
+	// and Close prints the phases' medians on stderr (LUACOLL_AGP_TRACE=1;
+	// execs with separate ready and done kernels only).
+	trace bool
 	// perSM caps the one-kernel exec's grid (LUACOLL_AGP_BLOCKS_PER_SM).
 	// 2 measured best on 2 x H200 (8 MiB: 22.6 us at 2, 26.3 at 4, 34.4
 	// at 8; 1 GiB: 362 GB/s busbw at 2 and 4, 309 at 8).
@@ -343,6 +359,7 @@ func agpTune() agpTuning {
 	t.ceShareMin = envUint("LUACOLL_AGP_CE_SHARE_MIN", 128<<20)
 	t.perSM = int(min(envUint("LUACOLL_AGP_BLOCKS_PER_SM", 2), 64))
 	t.fences = int(envUint("LUACOLL_AGP_FENCES", 0) & 3)
+	t.trace = envUint("LUACOLL_AGP_TRACE", 0) != 0
 	t.graphCopyMax = envUint("LUACOLL_AGP_GRAPH_COPY_MAX", agpGraphCopyMax)
 	return t
 }
@@ -570,9 +587,31 @@ func (a *CUDAAGP) Close() error {
 		}
 	}
 	a.fork, a.join = nil, nil
+	if a.trace != 0 {
+		errs = append(errs, a.printTrace())
+		a.trace = 0
+	}
 	if a.mem != 0 {
 		errs = append(errs, a.s.b.free(a.mem))
 		a.mem = 0
 	}
 	return errors.Join(errs...)
+}
+
+// printTrace writes the medians of the traced execs' phases to stderr.
+func (a *CUDAAGP) printTrace() error {
+	if err := a.s.s.Synchronize(); err != nil {
+		return err
+	}
+	raw := make([]byte, kernels.AGPTraceBytes)
+	if err := a.s.b.drv.MemcpyDtoH(raw, a.trace); err != nil {
+		return err
+	}
+	p, err := kernels.AGPTraceSummary(raw, a.k)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "[%d] persistent all-gather trace: %v\n", a.rank, err)
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "[%d] persistent all-gather trace: %v\n", a.rank, p)
+	return nil
 }

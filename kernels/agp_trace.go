@@ -1,0 +1,63 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+)
+
+// AGPTracePhases are the medians, in microseconds, of the phases of the
+// traced execs: the ready kernel (start to end: its handshake), the gap
+// from its end to the done kernel's start (the data movement and the
+// launches around it), the done kernel, the gap from its end to the next
+// exec's ready kernel, and a whole exec (ready start to the next one's).
+type AGPTracePhases struct {
+	Execs                            int
+	Ready, Move, Done, Between, Exec float64
+}
+
+// String formats the phases on one line.
+func (p AGPTracePhases) String() string {
+	return fmt.Sprintf("%d execs, medians: ready %.2f us, ready end -> done start %.2f us, done %.2f us, done end -> next ready %.2f us, exec %.2f us",
+		p.Execs, p.Ready, p.Move, p.Done, p.Between, p.Exec)
+}
+
+// AGPTraceSummary reads a trace (AGPTraceBytes as the kernels left it)
+// after count execs and returns the medians of its phases over the latest
+// execs it holds (at most AGPTraceExecs-1, the last exec having no
+// successor; execs with a missing stamp are skipped).
+func AGPTraceSummary(raw []byte, count uint64) (AGPTracePhases, error) {
+	if len(raw) != AGPTraceBytes {
+		return AGPTracePhases{}, fmt.Errorf("agp trace: %d bytes, want %d", len(raw), AGPTraceBytes)
+	}
+	stamp := func(e uint64, at int) uint64 {
+		off := (int(e%AGPTraceExecs)*4 + at) * 8
+		return binary.LittleEndian.Uint64(raw[off:])
+	}
+	var ready, move, done, between, exec []float64
+	first := uint64(1)
+	if count >= AGPTraceExecs {
+		first = count - AGPTraceExecs + 1
+	}
+	for e := first; e < count; e++ {
+		r0, r1, d0, d1, n0 := stamp(e, 0), stamp(e, 1), stamp(e, 2), stamp(e, 3), stamp(e+1, 0)
+		if r0 == 0 || r1 < r0 || d0 < r1 || d1 < d0 || n0 < d1 {
+			continue
+		}
+		us := func(a, b uint64) float64 { return float64(b-a) / 1e3 }
+		ready = append(ready, us(r0, r1))
+		move = append(move, us(r1, d0))
+		done = append(done, us(d0, d1))
+		between = append(between, us(d1, n0))
+		exec = append(exec, us(r0, n0))
+	}
+	if len(exec) == 0 {
+		return AGPTracePhases{}, fmt.Errorf("agp trace: no complete exec in %d", count)
+	}
+	med := func(v []float64) float64 {
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	return AGPTracePhases{Execs: len(exec), Ready: med(ready), Move: med(move), Done: med(done),
+		Between: med(between), Exec: med(exec)}, nil
+}
