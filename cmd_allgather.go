@@ -38,8 +38,8 @@ type agFlags struct {
 	graph, stress  bool
 	// vsNCCL, vsDirect: the baselines named by --vs.
 	vsNCCL, vsDirect bool
-	jsonOut, plot  string
-	cmdline        string
+	jsonOut, plot    string
+	cmdline          string
 }
 
 func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
