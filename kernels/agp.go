@@ -9,15 +9,16 @@ import (
 
 // Kernel names of the persistent all-gather's synchronization (sync_agp.cu).
 const (
-	KernelAGPReady = "lc_agp_ready"
-	KernelAGPDone  = "lc_agp_done"
+	KernelAGPReady     = "lc_agp_ready"
+	KernelAGPDone      = "lc_agp_done"
+	KernelAGPDoneReady = "lc_agp_done_ready"
 )
 
-// AGPKernels launches the persistent all-gather's two one-thread
+// AGPKernels launches the persistent all-gather's one-thread
 // synchronization kernels. It is read-only after AGP returns.
 type AGPKernels struct {
-	k           *Kernels
-	ready, done *cuda.Function
+	k                      *Kernels
+	ready, done, doneReady *cuda.Function
 }
 
 // AGP looks up the persistent all-gather kernels in the loaded program.
@@ -28,6 +29,9 @@ func (k *Kernels) AGP() (*AGPKernels, error) {
 		return nil, fmt.Errorf("persistent all-gather kernels: %w", err)
 	}
 	if a.done, err = k.mod.Function(KernelAGPDone); err != nil {
+		return nil, fmt.Errorf("persistent all-gather kernels: %w", err)
+	}
+	if a.doneReady, err = k.mod.Function(KernelAGPDoneReady); err != nil {
 		return nil, fmt.Errorf("persistent all-gather kernels: %w", err)
 	}
 	return a, nil
@@ -65,10 +69,13 @@ const (
 	AGPTraceBytes = AGPTraceExecs * 4 * 8
 )
 
-// Fence bits of AGPSpec.Fences.
+// Bits of AGPSpec.Fences (measurements): fences before the ready signals
+// and after the polls, and AGPNoPrecheck, which leaves out the look at the
+// error record (host-mapped: a read across PCIe) before the signals.
 const (
 	AGPFenceReady = 1
 	AGPFenceAfter = 2
+	AGPNoPrecheck = 4
 )
 
 func (s AGPSpec) check(what string) error {
@@ -86,7 +93,7 @@ func (a *AGPKernels) Ready(s *cuda.Stream, sp AGPSpec) error {
 		return err
 	}
 	var args cuda.KernelArgs
-	args.Ptr(sp.Count).Ptr(sp.Remote).Ptr(sp.Local).U32(sp.Rank).U32(sp.Size).U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(sp.Fences & 3)).Ptr(sp.Trace)
+	args.Ptr(sp.Count).Ptr(sp.Remote).Ptr(sp.Local).U32(sp.Rank).U32(sp.Size).U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(sp.Fences & 7)).Ptr(sp.Trace)
 	return a.k.drv.LaunchKernel(a.ready, cuda.D1(1), cuda.D1(1), 0, s, &args)
 }
 
@@ -98,8 +105,28 @@ func (a *AGPKernels) Done(s *cuda.Stream, sp AGPSpec, n uint64) error {
 		return err
 	}
 	var args cuda.KernelArgs
-	args.Ptr(sp.Count).Ptr(sp.Remote).Ptr(sp.Local).U32(sp.Rank).U32(sp.Size).U64(n).U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(sp.Fences & 3)).Ptr(sp.Trace)
+	args.Ptr(sp.Count).Ptr(sp.Remote).Ptr(sp.Local).U32(sp.Rank).U32(sp.Size).U64(n).U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(sp.Fences & 7)).Ptr(sp.Trace)
 	return a.k.drv.LaunchKernel(a.done, cuda.D1(1), cuda.D1(1), 0, s, &args)
+}
+
+// DoneReady enqueues, in one launch, the end of exec e (n bytes per rank,
+// as Done) and the start of exec e+1 (as Ready), for execs with nothing
+// between them on the stream. done and ready are the two kernels' specs
+// (the same counter, rank and record; their own slots).
+func (a *AGPKernels) DoneReady(s *cuda.Stream, done, ready AGPSpec, n uint64) error {
+	if err := done.check("agp done+ready"); err != nil {
+		return err
+	}
+	if err := ready.check("agp done+ready"); err != nil {
+		return err
+	}
+	if done.Count != ready.Count || done.Rank != ready.Rank || done.Size != ready.Size {
+		return fmt.Errorf("agp done+ready: the two specs differ in counter, rank or size: %w", ErrBadSpec)
+	}
+	var args cuda.KernelArgs
+	args.Ptr(done.Count).Ptr(done.Remote).Ptr(done.Local).Ptr(ready.Remote).Ptr(ready.Local).U32(done.Rank).U32(done.Size).
+		U64(n).U64(nanos(done.Timeout)).Ptr(done.Abort).Ptr(done.Record).I32(int32(done.Fences & 7)).Ptr(done.Trace)
+	return a.k.drv.LaunchKernel(a.doneReady, cuda.D1(1), cuda.D1(1), 0, s, &args)
 }
 
 // AGP tag layout, as lc_agp_done builds it: the exec count in the high 23

@@ -33,19 +33,10 @@ func table(t *testing.T, d *cuda.Driver, ptrs ...cuda.DevicePtr) cuda.DevicePtr 
 	return p
 }
 
-// TestAGPOneLaunch runs execs of both one-launch kernels (flagged lines
-// for n <= AGPLLMax, one kernel otherwise, and one kernel at small n too)
-// and of the split exec (handshake kernels around the copy kernel and a
-// copy-engine copy)
-// between two ranks on one GPU, with changing data and sizes, in place
-// and out of place, and checks every chunk; then a lone rank times out
-// with a record naming the missing peer.
-func TestAGPOneLaunch(t *testing.T) {
-	e := needKernels(t)
-	d, k := e.d, e.k
-	ak, err := k.AGP()
-	must(t, err)
-	const maxN = 256<<10 + 3
+// newAGPPair makes two simulated ranks of a persistent all-gather on one
+// GPU, with windows of 2 x maxN bytes.
+func newAGPPair(t *testing.T, d *cuda.Driver, maxN uint64) [2]*agpRank {
+	t.Helper()
 	// slots[r][p]: rank r's ready (0) and done (1) slot written by rank p.
 	slots := zeroed(t, d, 2*2*2*8)
 	slot := func(kind, r, p int) cuda.DevicePtr { return slots.Add(uint64(((kind*2+r)*2 + p) * 8)) }
@@ -65,6 +56,93 @@ func TestAGPOneLaunch(t *testing.T) {
 		x.bases = table(t, d, rk[0].data, rk[1].data)
 		x.stages = table(t, d, rk[0].stage, rk[1].stage)
 	}
+	return rk
+}
+
+// TestAGPDoneReady runs execs back to back whose done and next ready
+// kernels are one launch (DoneReady), with a trace, between two ranks on
+// one GPU: every exec's copies land (the last exec's data is checked),
+// the counter and slots end at the last exec, and every exec has its
+// stamps.
+func TestAGPDoneReady(t *testing.T) {
+	e := needKernels(t)
+	d, k := e.d, e.k
+	ak, err := k.AGP()
+	must(t, err)
+	const n, execs = 1<<20 + 5, 6
+	rk := newAGPPair(t, d, n)
+	want := make([][]byte, 2)
+	for r, x := range rk {
+		x.ready.Trace = zeroed(t, d, AGPTraceBytes)
+		x.done.Trace = x.ready.Trace
+		want[r] = make([]byte, n)
+		rand.New(rand.NewSource(int64(r))).Read(want[r])
+		must(t, d.MemcpyHtoD(x.src, want[r]))
+	}
+	must(t, d.DefaultStream().Synchronize())
+	for _, x := range rk {
+		must(t, ak.Ready(x.s, x.ready))
+	}
+	for i := 0; i < execs; i++ {
+		for r, x := range rk {
+			must(t, d.MemcpyAsync(x.data.Add(uint64(r)*n), x.src, n, x.s))
+			must(t, d.MemcpyAsync(rk[1-r].data.Add(uint64(r)*n), x.src, n, x.s))
+			if i < execs-1 {
+				must(t, ak.DoneReady(x.s, x.done, x.ready, n))
+			} else {
+				must(t, ak.Done(x.s, x.done, n))
+			}
+		}
+	}
+	for _, x := range rk {
+		must(t, x.s.Synchronize())
+		must(t, x.c.check(true))
+	}
+	for r, x := range rk {
+		got := read(t, d, x.data, 2*n)
+		for q := 0; q < 2; q++ {
+			if !bytes.Equal(got[q*n:(q+1)*n], want[q]) {
+				t.Fatalf("rank %d holds a wrong chunk %d", r, q)
+			}
+		}
+		if c := u64at(read(t, d, x.mem, 8), 0); c != execs {
+			t.Fatalf("rank %d: counter %d after %d execs", r, c, execs)
+		}
+		for i, sp := range []AGPSpec{x.ready, x.done} {
+			slot := cuda.DevicePtr(u64at(read(t, d, sp.Local, 16), 8*(1-r)))
+			want := []uint64{execs, AGPTag(execs, n)}[i]
+			if v := u64at(read(t, d, slot, 8), 0); v != want {
+				t.Fatalf("rank %d: slot %d holds %#x, want %#x", r, i, v, want)
+			}
+		}
+		p, err := AGPTraceSummary(read(t, d, x.ready.Trace, AGPTraceBytes), execs)
+		if err != nil || p.Execs != execs-1 {
+			t.Fatalf("rank %d: trace %+v, %v", r, p, err)
+		}
+		t.Logf("rank %d: %v", r, p)
+	}
+	// A done and ready spec that do not belong together are refused.
+	bad := rk[0].ready
+	bad.Count = rk[1].mem
+	if err := ak.DoneReady(rk[0].s, rk[0].done, bad, n); err == nil {
+		t.Fatal("DoneReady accepted specs of two counters")
+	}
+}
+
+// TestAGPOneLaunch runs execs of both one-launch kernels (flagged lines
+// for n <= AGPLLMax, one kernel otherwise, and one kernel at small n too)
+// and of the split exec (handshake kernels around the copy kernel and a
+// copy-engine copy)
+// between two ranks on one GPU, with changing data and sizes, in place
+// and out of place, and checks every chunk; then a lone rank times out
+// with a record naming the missing peer.
+func TestAGPOneLaunch(t *testing.T) {
+	e := needKernels(t)
+	d, k := e.d, e.k
+	ak, err := k.AGP()
+	must(t, err)
+	const maxN = 256<<10 + 3
+	rk := newAGPPair(t, d, maxN)
 	rng := rand.New(rand.NewSource(7))
 	sizes := []uint64{1, 7, 8, 4096, 65535, AGPLLMax, AGPLLMax + 1, 100003, maxN, 3, 65536}
 	for it, n := range sizes {

@@ -647,11 +647,20 @@ type CUDAStream struct {
 
 // heldOp is an operation kept back for one call, so that a put_signal
 // followed by a wait (or a wait followed by a put_signal), the two halves
-// of a host-issued step, cost one launch.
+// of a host-issued step, cost one launch; and so that an all-gather exec's
+// done kernel and the next exec's ready kernel are one launch when the
+// execs follow each other.
 type heldOp struct {
 	put  *kernels.PutSignalSpec
 	wait *heldWait
+	agp  *heldAGP
 	gen  uint64
+}
+
+// heldAGP is the done kernel of an all-gather exec of n bytes per rank.
+type heldAGP struct {
+	a *CUDAAGP
+	n uint64
 }
 
 type heldWait struct {
@@ -669,7 +678,7 @@ const holdFor = 20 * time.Microsecond
 // launched alone. s.mu is held.
 func (s *CUDAStream) flushLocked() {
 	h := s.held
-	if h.put == nil && h.wait == nil {
+	if h.put == nil && h.wait == nil && h.agp == nil {
 		return
 	}
 	s.held = heldOp{gen: h.gen + 1}
@@ -684,6 +693,12 @@ func (s *CUDAStream) flushLocked() {
 	if h.put != nil {
 		p := h.put
 		if err := s.b.k.PutSignal(s.s, p.Dst, p.Src, p.N, p.Slot, p.Op, p.Value); err != nil {
+			s.err = err
+		}
+		return
+	}
+	if h.agp != nil {
+		if err := h.agp.a.ak.Done(s.s, h.agp.a.done, h.agp.n); err != nil {
 			s.err = err
 		}
 		return

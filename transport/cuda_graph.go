@@ -339,6 +339,10 @@ type agpTuning struct {
 	// ownFirst starts the own chunk's side-stream copy before the ready
 	// kernel instead of after it (LUACOLL_AGP_OWN_FIRST=1; measurements).
 	ownFirst bool
+	// fuse lets an eager exec's done kernel wait for the next call: when
+	// that is the next exec of the same all-gather, one launch ends the
+	// first and starts the second (LUACOLL_AGP_FUSE=0 turns it off).
+	fuse bool
 	// perSM caps the one-kernel exec's grid (LUACOLL_AGP_BLOCKS_PER_SM).
 	// 2 measured best on 2 x H200 (8 MiB: 22.6 us at 2, 26.3 at 4, 34.4
 	// at 8; 1 GiB: 362 GB/s busbw at 2 and 4, 309 at 8).
@@ -364,30 +368,95 @@ func agpTune() agpTuning {
 	t.fences = int(envUint("LUACOLL_AGP_FENCES", 0) & 3)
 	t.trace = envUint("LUACOLL_AGP_TRACE", 0) != 0
 	t.ownFirst = envUint("LUACOLL_AGP_OWN_FIRST", 0) != 0
+	t.fuse = envUint("LUACOLL_AGP_FUSE", 1) != 0
 	t.graphCopyMax = envUint("LUACOLL_AGP_GRAPH_COPY_MAX", agpGraphCopyMax)
 	return t
 }
 
-// record enqueues one exec on cs (the stream, or the stream under capture).
-func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
-	capturing := cs.Capturing()
-	src := e.Own.Src
+// agpBracket says how record starts and ends an exec that has separate
+// ready and done kernels: fuse replaces the ready kernel by one launch that
+// first ends the previous exec (prevN bytes per rank; its done kernel was
+// held back), hold leaves this exec's done kernel out (the caller holds
+// it). The zero value is a ready and a done kernel.
+type agpBracket struct {
+	fuse  bool
+	prevN uint64
+	hold  bool
+}
+
+// agpShape is how an exec runs (see record).
+type agpShape int
+
+const (
+	agpSplit  agpShape = iota // ready kernel, copies, done kernel
+	agpShared                 // ready kernel, copy-engine puts beside a copy kernel, done kernel
+	agpLL                     // one flagged-line launch
+	agpOne                    // one kernel
+)
+
+// shape returns how exec e runs, the address its puts read, whether its
+// own chunk moves on the side stream and whether by a copy kernel, and
+// whether anything of it is enqueued before its ready kernel.
+func (a *CUDAAGP) shape(e AGPExec) (sh agpShape, src Addr, side, ownSM, early bool) {
+	src = e.Own.Src
 	if src == 0 && len(e.Puts) > 0 {
 		src = e.Puts[0].Src // in place: the puts read the own chunk in the window
 	}
 	if a.sm && a.tune.ceShare > 0 && e.N >= a.tune.ceShareMin && a.bases != 0 && src != 0 && len(e.Puts) > 0 {
-		return a.recordShared(cs, e, src)
+		return agpShared, src, false, false, false
 	}
 	// On path "sm", from tune.ceMin up the puts go to the copy engines and
 	// the own chunk to a copy kernel on the side stream.
-	ownSM := a.sm && a.tune.ceMin != 0 && e.N >= a.tune.ceMin
+	ownSM = a.sm && a.tune.ceMin != 0 && e.N >= a.tune.ceMin
 	if a.sm && !ownSM && a.bases != 0 && src != 0 && e.N > 0 {
 		if a.stage != 0 && e.N <= a.tune.llMax {
-			return a.ak.LL(cs, a.ready, a.ctl, a.stage, a.out, cuda.DevicePtr(src), e.N, a.tune.llVariant)
+			return agpLL, src, false, false, false
 		}
+		return agpOne, src, false, false, false
+	}
+	side = e.Own.Src != 0 && (e.N >= agpSideMin || ownSM)
+	early = (side && a.tune.ownFirst) || (!side && e.Own.Src != 0 && e.N > 0)
+	return agpSplit, src, side, ownSM, early
+}
+
+// fusable reports whether exec e may end its predecessor in its first
+// launch and leave its own done kernel to its successor: it has separate
+// ready and done kernels and enqueues nothing before its ready kernel.
+func (a *CUDAAGP) fusable(e AGPExec) bool {
+	sh, _, _, _, early := a.shape(e)
+	return a.tune.fuse && (sh == agpShared || (sh == agpSplit && !early))
+}
+
+// readyKernel enqueues the start of an exec (see agpBracket).
+func (a *CUDAAGP) readyKernel(cs *cuda.Stream, br agpBracket) error {
+	if br.fuse {
+		return a.ak.DoneReady(cs, a.done, a.ready, br.prevN)
+	}
+	return a.ak.Ready(cs, a.ready)
+}
+
+// doneKernel enqueues the end of an exec of n bytes per rank (see
+// agpBracket).
+func (a *CUDAAGP) doneKernel(cs *cuda.Stream, n uint64, br agpBracket) error {
+	if br.hold {
+		return nil
+	}
+	return a.ak.Done(cs, a.done, n)
+}
+
+// record enqueues one exec on cs (the stream, or the stream under capture),
+// started and ended as br says (execs of one launch take the zero value).
+func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec, br agpBracket) error {
+	capturing := cs.Capturing()
+	sh, src, side, ownSM, _ := a.shape(e)
+	switch sh {
+	case agpShared:
+		return a.recordShared(cs, e, src, br)
+	case agpLL:
+		return a.ak.LL(cs, a.ready, a.ctl, a.stage, a.out, cuda.DevicePtr(src), e.N, a.tune.llVariant)
+	case agpOne:
 		return a.ak.One(cs, a.ready, a.done, a.ctl, a.bases, cuda.DevicePtr(src), e.N, a.tune.perSM)
 	}
-	side := e.Own.Src != 0 && (e.N >= agpSideMin || ownSM)
 	// The own chunk's copy on the side stream starts after the ready
 	// kernel: started before it (tune.ownFirst), the copy held the ready
 	// kernel back by about its own length in most execs (2 x H200, path
@@ -424,7 +493,7 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 			return err
 		}
 	}
-	if err := a.ak.Ready(cs, a.ready); err != nil {
+	if err := a.readyKernel(cs, br); err != nil {
 		return err
 	}
 	if side && !a.tune.ownFirst {
@@ -444,7 +513,7 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec) error {
 			return err
 		}
 	}
-	return a.ak.Done(cs, a.done, e.N)
+	return a.doneKernel(cs, e.N, br)
 }
 
 // copy enqueues a copy-engine copy of n bytes on st; while the exec is
@@ -464,9 +533,9 @@ func (a *CUDAAGP) copy(dst, src cuda.DevicePtr, n uint64, st *cuda.Stream, captu
 // tune.ceShare percent of each (from a 4 KiB boundary) go through the copy
 // engines on the side stream while the put kernel moves the rest and the
 // own chunk; separate ready and done kernels bracket both.
-func (a *CUDAAGP) recordShared(cs *cuda.Stream, e AGPExec, src Addr) error {
+func (a *CUDAAGP) recordShared(cs *cuda.Stream, e AGPExec, src Addr, br agpBracket) error {
 	m := e.N * (100 - a.tune.ceShare) / 100 &^ 4095
-	if err := a.ak.Ready(cs, a.ready); err != nil {
+	if err := a.readyKernel(cs, br); err != nil {
 		return err
 	}
 	if err := a.fork.Record(cs); err != nil {
@@ -489,7 +558,40 @@ func (a *CUDAAGP) recordShared(cs *cuda.Stream, e AGPExec, src Addr) error {
 	if err := cs.WaitEvent(a.join); err != nil {
 		return err
 	}
-	return a.ak.Done(cs, a.done, e.N)
+	return a.doneKernel(cs, e.N, br)
+}
+
+// enqueueAGP enqueues an eager exec of a on s. When the operation held on
+// s is a's previous exec's done kernel and e can take it (fusable), one
+// launch ends that exec and starts e; e's own done kernel is then held in
+// turn. Anything else launches a held operation first, as enqueue does.
+func (s *CUDAStream) enqueueAGP(a *CUDAAGP, e AGPExec) {
+	defer onThread()()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fusable := a.fusable(e)
+	br := agpBracket{hold: fusable}
+	if h := s.held.agp; h != nil && h.a == a && fusable {
+		br.fuse, br.prevN = true, h.n
+		s.held = heldOp{gen: s.held.gen + 1}
+	} else {
+		s.flushLocked()
+	}
+	s.doneTail = false
+	if s.err != nil {
+		return
+	}
+	if err := s.b.current(); err != nil {
+		s.err = err
+		return
+	}
+	if err := a.record(s.s, e, br); err != nil {
+		s.err = err
+		return
+	}
+	if br.hold {
+		s.holdLocked(heldOp{agp: &heldAGP{a: a, n: e.N}})
+	}
 }
 
 // agpGraphKey names the graph of an exec: its size and addresses. The
@@ -518,7 +620,7 @@ func (a *CUDAAGP) Exec(e AGPExec) error {
 		g := a.graphs[key]
 		if g == nil {
 			var err error
-			if g, err = a.s.Capture(func(cs *cuda.Stream) error { return a.record(cs, e) }); err != nil {
+			if g, err = a.s.Capture(func(cs *cuda.Stream) error { return a.record(cs, e, agpBracket{}) }); err != nil {
 				return err
 			}
 			a.graphs[key] = g
@@ -526,7 +628,7 @@ func (a *CUDAAGP) Exec(e AGPExec) error {
 		a.last = g
 		g.Launch()
 	} else {
-		a.s.enqueue(func() error { return a.record(a.s.s, e) })
+		a.s.enqueueAGP(a, e)
 	}
 	a.k++
 	k, fail := a.k, e.Fail
@@ -589,6 +691,12 @@ func (a *CUDAAGP) Close() error {
 	if err := a.s.b.current(); err != nil {
 		return err
 	}
+	// A held done kernel of ours launches now, before our memory goes.
+	a.s.mu.Lock()
+	if h := a.s.held.agp; h != nil && h.a == a {
+		a.s.flushLocked()
+	}
+	a.s.mu.Unlock()
 	var errs []error
 	for k, g := range a.graphs {
 		errs = append(errs, g.Destroy())
