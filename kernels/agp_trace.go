@@ -16,12 +16,14 @@ type AGPTracePhases struct {
 	Ready, Move, Done, Between, Exec float64
 	// The same phases' 90th percentiles.
 	Ready90, Move90, Done90, Between90, Exec90 float64
+	// ExecMean and ExecMax: the mean and the longest exec.
+	ExecMean, ExecMax float64
 }
 
 // String formats the phases on one line: median (90th percentile).
 func (p AGPTracePhases) String() string {
-	return fmt.Sprintf("%d execs, median (p90): ready %.2f (%.2f) us, ready end -> done start %.2f (%.2f) us, done %.2f (%.2f) us, done end -> next ready %.2f (%.2f) us, exec %.2f (%.2f) us",
-		p.Execs, p.Ready, p.Ready90, p.Move, p.Move90, p.Done, p.Done90, p.Between, p.Between90, p.Exec, p.Exec90)
+	return fmt.Sprintf("%d execs, median (p90): ready %.2f (%.2f) us, ready end -> done start %.2f (%.2f) us, done %.2f (%.2f) us, done end -> next ready %.2f (%.2f) us, exec %.2f (%.2f) us; exec mean %.2f us, longest %.2f us",
+		p.Execs, p.Ready, p.Ready90, p.Move, p.Move90, p.Done, p.Done90, p.Between, p.Between90, p.Exec, p.Exec90, p.ExecMean, p.ExecMax)
 }
 
 // AGPTraceSummary reads a trace (AGPTraceBytes as the kernels left it)
@@ -56,11 +58,17 @@ func AGPTraceSummary(raw []byte, count uint64) (AGPTracePhases, error) {
 	if len(exec) == 0 {
 		return AGPTracePhases{}, fmt.Errorf("agp trace: no complete exec in %d", count)
 	}
+	sum := 0.0
+	for _, v := range exec {
+		sum += v
+	}
+	mean := sum / float64(len(exec))
 	q := func(v []float64, f float64) float64 {
 		slices.Sort(v)
 		return v[int(f*float64(len(v)-1)+0.5)]
 	}
 	return AGPTracePhases{Execs: len(exec), Ready: q(ready, 0.5), Move: q(move, 0.5), Done: q(done, 0.5),
 		Between: q(between, 0.5), Exec: q(exec, 0.5), Ready90: q(ready, 0.9), Move90: q(move, 0.9),
-		Done90: q(done, 0.9), Between90: q(between, 0.9), Exec90: q(exec, 0.9)}, nil
+		Done90: q(done, 0.9), Between90: q(between, 0.9), Exec90: q(exec, 0.9), ExecMean: mean,
+		ExecMax: q(exec, 1)}, nil
 }

@@ -26,7 +26,7 @@ func TestAGPTraceSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := AGPTracePhases{Execs: 4, Ready: 1, Move: 6, Done: 2, Between: 1, Exec: 10,
-		Ready90: 1, Move90: 6, Done90: 2, Between90: 1, Exec90: 10}
+		Ready90: 1, Move90: 6, Done90: 2, Between90: 1, Exec90: 10, ExecMean: 10, ExecMax: 10}
 	if p != want {
 		t.Fatalf("got %+v, want %+v", p, want)
 	}
@@ -54,7 +54,7 @@ func TestAGPTraceSummary(t *testing.T) {
 		put(e, 3, b+1500+move)
 		b += 2000 + move
 	}
-	if p, err = AGPTraceSummary(raw, 3000); err != nil || p.Execs != AGPTraceExecs-1 || p.Move != 8 || p.Move90 != 28 || p.Exec90 != 30 {
+	if p, err = AGPTraceSummary(raw, 3000); err != nil || p.Execs != AGPTraceExecs-1 || p.Move != 8 || p.Move90 != 28 || p.Exec90 != 30 || p.ExecMax != 30 || p.ExecMean < 13.9 || p.ExecMean > 14.1 {
 		t.Fatalf("wrapped: %+v, %v", p, err)
 	}
 }
