@@ -11,7 +11,7 @@
 #   LUACOLL_AGP_CE_MIN      bytes per rank from which the puts use the copy
 #                           engines and the own chunk the SMs (0: never)
 #   LUACOLL_AGP_BLOCKS_PER_SM  grid cap of the one-kernel exec
-#   LUACOLL_AGP_CE_SHARE    percent of each put that the copy engines move
+#   LUACOLL_AGP_CE_SHARE    percent of each put that the copy engines move (default 0)
 #                           beside the put kernel (execs >= 8 MiB per rank)
 #   LUACOLL_AGP_GRAPH_COPY_MAX  largest memcpy node of a captured exec (0: one
 #                           node per copy)
