@@ -19,8 +19,8 @@ const benchUsage = `luacoll bench put|pingpong|barrier|allgather [-n N] [flags]
             in-process copy of each size measured in the same run as the ceiling
   pingpong  8-byte put_signal -> wait ping-pong between ranks 0 and 1: median one-way latency
   barrier   window barrier latency over all N ranks (median of batches of 100)
-  allgather the persistent all-gather, nccl-tests columns, --vs nccl on CUDA
-            ('luacoll bench allgather --help' for its flags)
+  allgather the persistent all-gather, nccl-tests columns, --vs nccl on CUDA,
+            --vs direct beside a Lua schedule ('luacoll bench allgather --help')
 
 Every rank is a process, as with 'luacoll run'. Rank 0 prints the table.`
 
