@@ -29,7 +29,9 @@ func (p AGPTracePhases) String() string {
 // AGPTraceSummary reads a trace (AGPTraceBytes as the kernels left it)
 // after count execs and returns the medians of its phases over the latest
 // execs it holds (at most AGPTraceExecs-1, the last exec having no
-// successor; execs with a missing stamp are skipped).
+// successor; execs with a missing or stale stamp are skipped). The gap
+// between execs includes whatever the host did between them: trace runs of
+// one size.
 func AGPTraceSummary(raw []byte, count uint64) (AGPTracePhases, error) {
 	if len(raw) != AGPTraceBytes {
 		return AGPTracePhases{}, fmt.Errorf("agp trace: %d bytes, want %d", len(raw), AGPTraceBytes)
@@ -43,11 +45,15 @@ func AGPTraceSummary(raw []byte, count uint64) (AGPTracePhases, error) {
 	if count >= AGPTraceExecs {
 		first = count - AGPTraceExecs + 1
 	}
+	var last uint64 // the end of the latest exec taken
 	for e := first; e < count; e++ {
 		r0, r1, d0, d1, n0 := stamp(e, 0), stamp(e, 1), stamp(e, 2), stamp(e, 3), stamp(e+1, 0)
-		if r0 == 0 || r1 < r0 || d0 < r1 || d1 < d0 || n0 < d1 {
+		// Stamps older than the exec taken before are left from an exec
+		// AGPTraceExecs earlier (this one ran as one launch, unstamped).
+		if r0 == 0 || r0 < last || r1 < r0 || d0 < r1 || d1 < d0 || n0 < d1 {
 			continue
 		}
+		last = d1
 		us := func(a, b uint64) float64 { return float64(b-a) / 1e3 }
 		ready = append(ready, us(r0, r1))
 		move = append(move, us(r1, d0))

@@ -57,4 +57,19 @@ func TestAGPTraceSummary(t *testing.T) {
 	if p, err = AGPTraceSummary(raw, 3000); err != nil || p.Execs != AGPTraceExecs-1 || p.Move != 8 || p.Move90 != 28 || p.Exec90 != 30 || p.ExecMax != 30 || p.ExecMean < 13.9 || p.ExecMean > 14.1 {
 		t.Fatalf("wrapped: %+v, %v", p, err)
 	}
+	// 24 more execs of which exec 3010 ran unstamped: its slot still holds
+	// exec 1986's stamps, which must not count as a 24-exec-long exec.
+	for e := uint64(3001); e <= 3024; e++ {
+		if e == 3010 {
+			continue
+		}
+		put(e, 0, b)
+		put(e, 1, b+500)
+		put(e, 2, b+8500)
+		put(e, 3, b+9500)
+		b += 10_000
+	}
+	if p, err = AGPTraceSummary(raw, 3024); err != nil || p.ExecMax > 30 {
+		t.Fatalf("stale slot counted: %+v, %v", p, err)
+	}
 }

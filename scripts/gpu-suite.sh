@@ -42,6 +42,9 @@ step suite timeout 300 $bin run -n "$n" --device cuda tests/suite.lua
 leaks suite
 step agp timeout 300 $bin run -n "$n" --device cuda tests/agp.lua 1000
 step agp-sm timeout 300 $bin run -n "$n" --device cuda tests/agp.lua 1000 sm
+# path sm with the copy-engine puts from 1 MiB per rank, so that the
+# back-to-back execs of tests/agp.lua share their done+ready launches there too
+step agp-sm-ce timeout 300 env LUACOLL_AGP_CE_MIN=1048576 $bin run -n "$n" --device cuda tests/agp.lua 100 sm
 step agp-mismatch timeout 120 bash -c "$bin run -n $n --device cuda tests/agp_mismatch.lua ce && $bin run -n $n --device cuda tests/agp_mismatch.lua sm"
 leaks agp
 step tour timeout 120 $bin run -n "$n" --device cuda

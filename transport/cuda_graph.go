@@ -697,13 +697,15 @@ func (a *CUDAAGP) Close() error {
 	if err := a.s.b.current(); err != nil {
 		return err
 	}
-	// A held done kernel of ours launches now, before our memory goes.
+	// A held done kernel of ours launches now and ends before our memory
+	// goes (Destroy syncs first, so normally nothing is held here).
+	var errs []error
 	a.s.mu.Lock()
 	if h := a.s.held.agp; h != nil && h.a == a {
 		a.s.flushLocked()
+		errs = append(errs, a.s.s.Synchronize())
 	}
 	a.s.mu.Unlock()
-	var errs []error
 	for k, g := range a.graphs {
 		errs = append(errs, g.Destroy())
 		delete(a.graphs, k)

@@ -72,6 +72,32 @@ do
   passed = passed + 1
 end
 
+do
+  -- execs back to back with nothing between them on the stream (on CUDA
+  -- the done kernel of one and the ready kernel of the next share a
+  -- launch), then a sync: the last exec's data is everywhere
+  local n = 2 * 1048576 + 3
+  local w = lc.window{ bytes = n * size, path = path }
+  local ag = lc.allgather_persistent{ window = w }
+  local srcs = {}
+  for k = 1, 3 do
+    srcs[k] = lc.buffer(n)
+    srcs[k]:fill("rand", (500 + k) * 1000 + me)
+  end
+  lc.sync()
+  for round = 1, 4 do
+    for k = 1, 3 do ag:exec(srcs[k], 0, n) end
+    lc.sync()
+    check_all(w, n, 503)
+  end
+  local execs = ag:info().execs
+  assert(execs == nil or tonumber(execs) == 12, "execs counted: " .. tostring(execs))
+  ag:destroy()
+  for k = 1, 3 do srcs[k]:free() end
+  w:free()
+  passed = passed + 1
+end
+
 if lc.device() ~= "host" then
   -- graph mode: the first exec is captured, later execs replay it
   local n = 4096
