@@ -70,12 +70,16 @@ const (
 )
 
 // Bits of AGPSpec.Fences (measurements): fences before the ready signals
-// and after the polls, and AGPNoPrecheck, which leaves out the look at the
-// error record (host-mapped: a read across PCIe) before the signals.
+// and after the polls; AGPNoPrecheck, which leaves out the look at the
+// error record (host-mapped: a read across PCIe) before the signals; and
+// AGPFusedNoWait, with which a fused done+ready launch waits for no peer
+// (the ceiling of handshake-free back-to-back execs; safe only while every
+// rank's execs follow each other with nothing between them).
 const (
-	AGPFenceReady = 1
-	AGPFenceAfter = 2
-	AGPNoPrecheck = 4
+	AGPFenceReady  = 1
+	AGPFenceAfter  = 2
+	AGPNoPrecheck  = 4
+	AGPFusedNoWait = 8
 )
 
 func (s AGPSpec) check(what string) error {
@@ -93,7 +97,7 @@ func (a *AGPKernels) Ready(s *cuda.Stream, sp AGPSpec) error {
 		return err
 	}
 	var args cuda.KernelArgs
-	args.Ptr(sp.Count).Ptr(sp.Remote).Ptr(sp.Local).U32(sp.Rank).U32(sp.Size).U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(sp.Fences & 7)).Ptr(sp.Trace)
+	args.Ptr(sp.Count).Ptr(sp.Remote).Ptr(sp.Local).U32(sp.Rank).U32(sp.Size).U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(sp.Fences & 15)).Ptr(sp.Trace)
 	return a.k.drv.LaunchKernel(a.ready, cuda.D1(1), cuda.D1(1), 0, s, &args)
 }
 
@@ -105,7 +109,7 @@ func (a *AGPKernels) Done(s *cuda.Stream, sp AGPSpec, n uint64) error {
 		return err
 	}
 	var args cuda.KernelArgs
-	args.Ptr(sp.Count).Ptr(sp.Remote).Ptr(sp.Local).U32(sp.Rank).U32(sp.Size).U64(n).U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(sp.Fences & 7)).Ptr(sp.Trace)
+	args.Ptr(sp.Count).Ptr(sp.Remote).Ptr(sp.Local).U32(sp.Rank).U32(sp.Size).U64(n).U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(sp.Fences & 15)).Ptr(sp.Trace)
 	return a.k.drv.LaunchKernel(a.done, cuda.D1(1), cuda.D1(1), 0, s, &args)
 }
 
@@ -125,7 +129,7 @@ func (a *AGPKernels) DoneReady(s *cuda.Stream, done, ready AGPSpec, n uint64) er
 	}
 	var args cuda.KernelArgs
 	args.Ptr(done.Count).Ptr(done.Remote).Ptr(done.Local).Ptr(ready.Remote).Ptr(ready.Local).U32(done.Rank).U32(done.Size).
-		U64(n).U64(nanos(done.Timeout)).Ptr(done.Abort).Ptr(done.Record).I32(int32(done.Fences & 7)).Ptr(done.Trace)
+		U64(n).U64(nanos(done.Timeout)).Ptr(done.Abort).Ptr(done.Record).I32(int32(done.Fences & 15)).Ptr(done.Trace)
 	return a.k.drv.LaunchKernel(a.doneReady, cuda.D1(1), cuda.D1(1), 0, s, &args)
 }
 

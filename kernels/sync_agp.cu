@@ -48,6 +48,10 @@ __device__ bool lc_agp_poll(const lc_u64 *slot, int op, lc_u64 target, lc_u32 wh
 #define LC_AGP_FENCE_READY 1
 #define LC_AGP_FENCE_AFTER 2
 #define LC_AGP_NO_PRECHECK 4
+// LC_AGP_FUSED_NOWAIT: the fused done+ready launch sends its signals and
+// waits for none (a measurement of handshake-free back-to-back execs; safe
+// only while every rank's execs follow each other with nothing between).
+#define LC_AGP_FUSED_NOWAIT 8
 
 // Trace (a measurement, trace non-null): exec e's ready part stores its
 // start and end (%globaltimer ns) at trace[4 * (e % LC_AGP_TRACE_N)] and
@@ -142,6 +146,17 @@ extern "C" __global__ void lc_agp_done_ready(lc_u64 *count, lc_u64 *const *done_
                                              lc_record *rec, int fences, lc_u64 *trace) {
 	LC_ONE_THREAD();
 	const lc_u64 t0 = trace ? lc_globaltimer() : 0;
+	if (fences & LC_AGP_FUSED_NOWAIT) {
+		const lc_u64 e = lc_load_volatile(count);
+		const lc_u64 tag = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
+		__threadfence_system();
+		for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(done_remote[(rank + i) % nranks], tag);
+		lc_store_volatile(count, e + 1);
+		for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(ready_remote[(rank + i) % nranks], e + 1);
+		lc_agp_trace(trace, e, 2, t0);
+		lc_agp_trace(trace, e + 1, 0, lc_globaltimer());
+		return;
+	}
 	if (!lc_agp_done_part(count, done_remote, done_local, rank, nranks, n, timeout_ns, abort_flag, rec, fences, trace,
 	                      t0))
 		return;

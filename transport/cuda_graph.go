@@ -371,7 +371,7 @@ func agpTune() agpTuning {
 	t.ceShare = min(envUint("LUACOLL_AGP_CE_SHARE", 0), 100)
 	t.ceShareMin = envUint("LUACOLL_AGP_CE_SHARE_MIN", 128<<20)
 	t.perSM = int(min(envUint("LUACOLL_AGP_BLOCKS_PER_SM", 2), 64))
-	t.fences = int(envUint("LUACOLL_AGP_FENCES", 0) & 3)
+	t.fences = int(envUint("LUACOLL_AGP_FENCES", 0) & 15)
 	t.trace = envUint("LUACOLL_AGP_TRACE", 0) != 0
 	t.ownFirst = envUint("LUACOLL_AGP_OWN_FIRST", 0) != 0
 	t.fuse = envUint("LUACOLL_AGP_FUSE", 1) != 0
