@@ -55,7 +55,7 @@ case " $sweep " in *" large "*)
 esac
 case " $sweep " in *" graphcopy "*)
 	# path ce in graph mode with memcpy nodes of at most 8 MiB .. 256 MiB
-	# and one node per copy (0), then eager for reference; 64 MiB is the
+	# and one node per copy (0), then eager for reference; one node per copy is the
 	# default.
 	ce="bin/luacoll bench allgather -n $n --device cuda --timeout 30s --path ce"
 	for m in 0 8 16 32 64 128 256; do

@@ -162,8 +162,9 @@ type AGPExec struct {
 // overlapped with the puts; smaller ones run in line.
 const agpSideMin = 1 << 20
 
-// agpGraphCopyMax is the default largest memcpy node of a captured exec.
-const agpGraphCopyMax = 64 << 20
+// agpGraphCopyMax is the default largest memcpy node of a captured exec
+// (0: one node per copy).
+const agpGraphCopyMax = 0
 
 // copyPieces returns the lengths of the copies that move n bytes: one
 // copy, or under capture pieces of at most max bytes (max 0: one).
@@ -326,14 +327,16 @@ type agpTuning struct {
 	ceShare    uint64
 	ceShareMin uint64
 	// graphCopyMax splits a copy captured into a graph into memcpy nodes
-	// of at most this many bytes (LUACOLL_AGP_GRAPH_COPY_MAX; 0: one node
-	// per copy). Path ce in graph mode on 2 x H200, busbw at 256 MiB / 512
-	// MiB / 1 GiB total (same session): one node per copy 315 / 323 / 295
-	// GB/s; nodes of 256 MiB 315 / 323 / 353; 128 MiB 313 / 345 / 361-367;
-	// 64 MiB 331-335 / 354-358 / 367; 32 MiB 335-342 / 353-354 / 355-364;
-	// 16 MiB 332-333 / 341-343 / 339-351; 8 MiB 322 / 329 / 335. (A public
-	// report, pytorch/pytorch#191284, has memcpy nodes of 512 MiB and 1 GiB
-	// at half speed.)
+	// of at most this many bytes (LUACOLL_AGP_GRAPH_COPY_MAX; 0, the
+	// default: one node per copy). A public report (pytorch/pytorch#191284)
+	// has memcpy nodes of 512 MiB and 1 GiB at half speed; here, once the
+	// own chunk's copy no longer held the ready kernel back, one node per
+	// copy measured best (2 x H200, graph mode, busbw at 256 MiB / 512 MiB
+	// / 1 GiB, two rounds: path sm 364.7-366.7 / 369.6-369.9 / 382.5-384.4
+	// GB/s with one node, 366.8-367.2 / 369.3-370.0 / 381.2-383.7 with 256
+	// MiB nodes, 363.2-364.7 / 372.8-373.5 / 373.4-377.5 with 64 MiB nodes;
+	// path ce 359.9-362.3 / 366.3-375.2 / 381.0-384.9, 361.7-362.6 /
+	// 367.5-373.4 / 375.9-377.8, 354.7-357.7 / 357.6-366.6 / 369.9-374.2).
 	graphCopyMax uint64
 	// fences: system-wide fences in the ready and done kernels
 	// (LUACOLL_AGP_FENCES, kernels.AGPSpec.Fences; measurements).
