@@ -682,42 +682,45 @@ func (s *CUDAStream) flushLocked() {
 		return
 	}
 	s.held = heldOp{gen: h.gen + 1}
+	s.runLocked(func() error {
+		switch {
+		case h.put != nil:
+			p := h.put
+			return s.b.k.PutSignal(s.s, p.Dst, p.Src, p.N, p.Slot, p.Op, p.Value)
+		case h.agp != nil:
+			return h.agp.a.ak.Done(s.s, h.agp.a.done, h.agp.n)
+		}
+		w := h.wait
+		if w.memop {
+			if err := s.s.WaitValue64(w.spec.Slots, w.spec.Value, w.flags); err != nil {
+				return err
+			}
+			s.memops = append(s.memops, &memopWait{spec: w.ws, slot: Addr(w.spec.Slots), enq: time.Now()})
+		} else if err := s.b.k.Wait(s.s, w.spec); err != nil {
+			return err
+		}
+		s.pending = append(s.pending, w.ws)
+		return nil
+	})
+}
+
+// runLocked enqueues the work f does on the stream (s.mu held, any held
+// operation dealt with): nothing once the stream has failed, and an error
+// of f fails it. It reports whether f ran without error.
+func (s *CUDAStream) runLocked(f func() error) bool {
 	s.doneTail = false
 	if s.err != nil {
-		return
+		return false
 	}
 	if err := s.b.current(); err != nil {
 		s.err = err
-		return
+		return false
 	}
-	if h.put != nil {
-		p := h.put
-		if err := s.b.k.PutSignal(s.s, p.Dst, p.Src, p.N, p.Slot, p.Op, p.Value); err != nil {
-			s.err = err
-		}
-		return
-	}
-	if h.agp != nil {
-		if err := h.agp.a.ak.Done(s.s, h.agp.a.done, h.agp.n); err != nil {
-			s.err = err
-		}
-		return
-	}
-	w := h.wait
-	if w.memop {
-		if err := s.s.WaitValue64(w.spec.Slots, w.spec.Value, w.flags); err != nil {
-			s.err = err
-			return
-		}
-		s.memops = append(s.memops, &memopWait{spec: w.ws, slot: Addr(w.spec.Slots), enq: time.Now()})
-		s.pending = append(s.pending, w.ws)
-		return
-	}
-	if err := s.b.k.Wait(s.s, w.spec); err != nil {
+	if err := f(); err != nil {
 		s.err = err
-		return
+		return false
 	}
-	s.pending = append(s.pending, w.ws)
+	return true
 }
 
 // holdLocked keeps h back (s.mu is held) and arms the timer that launches
@@ -749,17 +752,7 @@ func (s *CUDAStream) enqueue(f func() error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.flushLocked()
-	s.doneTail = false
-	if s.err != nil {
-		return
-	}
-	if err := s.b.current(); err != nil {
-		s.err = err
-		return
-	}
-	if err := f(); err != nil {
-		s.err = err
-	}
+	s.runLocked(f)
 }
 
 // AutoSMCopyMax is the largest copy that path "auto" gives to the put

@@ -586,19 +586,7 @@ func (s *CUDAStream) enqueueAGP(a *CUDAAGP, e AGPExec) {
 	} else {
 		s.flushLocked()
 	}
-	s.doneTail = false
-	if s.err != nil {
-		return
-	}
-	if err := s.b.current(); err != nil {
-		s.err = err
-		return
-	}
-	if err := a.record(s.s, e, br); err != nil {
-		s.err = err
-		return
-	}
-	if br.hold {
+	if s.runLocked(func() error { return a.record(s.s, e, br) }) && br.hold {
 		s.holdLocked(heldOp{agp: &heldAGP{a: a, n: e.N}})
 	}
 }
