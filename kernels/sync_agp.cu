@@ -88,13 +88,13 @@ __device__ bool lc_agp_wait_each(lc_u64 *const *local, lc_u32 rank, lc_u32 nrank
 // An earlier failure on the stream (a poisoned record) skips it.
 __device__ bool lc_agp_ready_part(lc_u64 *count, lc_u64 *const *remote, lc_u64 *const *local, lc_u32 rank,
                                   lc_u32 nranks, lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec,
-                                  int fences, lc_u64 *trace, lc_u64 t0) {
+                                  int fences, bool wait, lc_u64 *trace, lc_u64 t0) {
 	if (!(fences & LC_AGP_NO_PRECHECK) && lc_poisoned(rec)) return false;
 	const lc_u64 e = lc_load_volatile(count) + 1;
 	lc_store_volatile(count, e);
 	if (fences & LC_AGP_FENCE_READY) __threadfence_system();
 	for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(remote[(rank + i) % nranks], e);
-	const bool ok = lc_agp_wait_each(local, rank, nranks, LC_CMP_GE, e, timeout_ns, abort_flag, rec, fences);
+	const bool ok = !wait || lc_agp_wait_each(local, rank, nranks, LC_CMP_GE, e, timeout_ns, abort_flag, rec, fences);
 	lc_agp_trace(trace, e, 0, t0);
 	return ok;
 }
@@ -106,13 +106,13 @@ __device__ bool lc_agp_ready_part(lc_u64 *count, lc_u64 *const *remote, lc_u64 *
 // failure on the stream skips it, so that the peers' waits fail too.
 __device__ bool lc_agp_done_part(const lc_u64 *count, lc_u64 *const *remote, lc_u64 *const *local, lc_u32 rank,
                                  lc_u32 nranks, lc_u64 n, lc_u64 timeout_ns, const lc_u32 *abort_flag,
-                                 lc_record *rec, int fences, lc_u64 *trace, lc_u64 t0) {
+                                 lc_record *rec, int fences, bool wait, lc_u64 *trace, lc_u64 t0) {
 	if (!(fences & LC_AGP_NO_PRECHECK) && lc_poisoned(rec)) return false;
 	const lc_u64 e = lc_load_volatile(count);
 	const lc_u64 tag = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
 	__threadfence_system();
 	for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(remote[(rank + i) % nranks], tag);
-	const bool ok = lc_agp_wait_each(local, rank, nranks, LC_CMP_EQ, tag, timeout_ns, abort_flag, rec, fences);
+	const bool ok = !wait || lc_agp_wait_each(local, rank, nranks, LC_CMP_EQ, tag, timeout_ns, abort_flag, rec, fences);
 	lc_agp_trace(trace, e, 2, t0);
 	return ok;
 }
@@ -123,7 +123,7 @@ extern "C" __global__ void lc_agp_ready(lc_u64 *count, lc_u64 *const *remote, lc
                                         int fences, lc_u64 *trace) {
 	LC_ONE_THREAD();
 	const lc_u64 t0 = trace ? lc_globaltimer() : 0;
-	(void)lc_agp_ready_part(count, remote, local, rank, nranks, timeout_ns, abort_flag, rec, fences, trace, t0);
+	(void)lc_agp_ready_part(count, remote, local, rank, nranks, timeout_ns, abort_flag, rec, fences, true, trace, t0);
 }
 
 // lc_agp_done is lc_agp_done_part as a one-thread kernel.
@@ -132,35 +132,27 @@ extern "C" __global__ void lc_agp_done(const lc_u64 *count, lc_u64 *const *remot
                                        lc_record *rec, int fences, lc_u64 *trace) {
 	LC_ONE_THREAD();
 	const lc_u64 t0 = trace ? lc_globaltimer() : 0;
-	(void)lc_agp_done_part(count, remote, local, rank, nranks, n, timeout_ns, abort_flag, rec, fences, trace, t0);
+	(void)lc_agp_done_part(count, remote, local, rank, nranks, n, timeout_ns, abort_flag, rec, fences, true, trace, t0);
 }
 
 // lc_agp_done_ready ends exec e (of n bytes per rank) and starts exec e+1
 // in one launch, for execs enqueued back to back with nothing between
 // them on the stream: the done part, then, if it succeeded, the ready
 // part, each as its own kernel does it. The ready part's look at the
-// record is left out: the done part just made it.
+// record is left out: the done part just made it. With
+// LC_AGP_FUSED_NOWAIT both parts send their signals and wait for none
+// (and the done part does not look at the record either).
 extern "C" __global__ void lc_agp_done_ready(lc_u64 *count, lc_u64 *const *done_remote, lc_u64 *const *done_local,
                                              lc_u64 *const *ready_remote, lc_u64 *const *ready_local, lc_u32 rank,
                                              lc_u32 nranks, lc_u64 n, lc_u64 timeout_ns, const lc_u32 *abort_flag,
                                              lc_record *rec, int fences, lc_u64 *trace) {
 	LC_ONE_THREAD();
 	const lc_u64 t0 = trace ? lc_globaltimer() : 0;
-	if (fences & LC_AGP_FUSED_NOWAIT) {
-		const lc_u64 e = lc_load_volatile(count);
-		const lc_u64 tag = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
-		__threadfence_system();
-		for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(done_remote[(rank + i) % nranks], tag);
-		lc_store_volatile(count, e + 1);
-		for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(ready_remote[(rank + i) % nranks], e + 1);
-		lc_agp_trace(trace, e, 2, t0);
-		lc_agp_trace(trace, e + 1, 0, lc_globaltimer());
-		return;
-	}
-	if (!lc_agp_done_part(count, done_remote, done_local, rank, nranks, n, timeout_ns, abort_flag, rec, fences, trace,
-	                      t0))
+	const bool wait = !(fences & LC_AGP_FUSED_NOWAIT);
+	if (!lc_agp_done_part(count, done_remote, done_local, rank, nranks, n, timeout_ns, abort_flag, rec,
+	                      wait ? fences : fences | LC_AGP_NO_PRECHECK, wait, trace, t0))
 		return;
 	const lc_u64 t1 = trace ? lc_globaltimer() : 0;
 	(void)lc_agp_ready_part(count, ready_remote, ready_local, rank, nranks, timeout_ns, abort_flag, rec,
-	                        fences | LC_AGP_NO_PRECHECK, trace, t1);
+	                        fences | LC_AGP_NO_PRECHECK, wait, trace, t1);
 }
