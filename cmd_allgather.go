@@ -36,6 +36,7 @@ type agFlags struct {
 	iters, warmup  int
 	algo, vs, path string
 	graph, stress  bool
+	inPlace        bool
 	// vsNCCL, vsDirect: the baselines named by --vs.
 	vsNCCL, vsDirect bool
 	jsonOut, plot    string
@@ -55,6 +56,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.algo, "algo", "auto", "direct, auto, pipeline, or a schedule of scripts/lib/allgather.lua run through Lua: lua:ring, lua:direct")
 	fs.StringVar(&f.path, "path", "ce", "data path on CUDA: ce (copy engines, SM-free replay) or sm (one kernel per exec: flagged lines up to 64 KiB per rank, then SM puts; from 128 MiB per rank copy-engine puts beside a copy kernel)")
 	fs.BoolVar(&f.stress, "stress", false, "after each size's timed execs, --iters more with new data each time, every one checked, rank 1 delayed at random")
+	fs.BoolVar(&f.inPlace, "inplace", false, "in-place execs (nccl-tests' in-place column): each rank's chunk starts in the window at rank*n, no own copy; NCCL in place too")
 	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")
 	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), direct (the built-in all-gather beside a Lua schedule)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the rows and the run's metadata as JSON Lines to FILE")
@@ -177,6 +179,9 @@ func (f *agFlags) check() ([]uint64, error) {
 		if f.graph {
 			return nil, fmt.Errorf("--algo %s: graph mode works with the built-in algorithms only", f.algo)
 		}
+		if f.inPlace {
+			return nil, fmt.Errorf("--algo %s: --inplace works with the built-in algorithms only", f.algo)
+		}
 	default:
 		return nil, fmt.Errorf("--algo %q: want direct, auto, pipeline, lua:ring or lua:direct", f.algo)
 	}
@@ -199,6 +204,7 @@ type agMeta struct {
 	Warmup   int               `json:"warmup"`
 	Algo     string            `json:"algo"`
 	Graph    bool              `json:"graph"`
+	InPlace  bool              `json:"in_place"`
 	Driver   int               `json:"cuda_driver,omitempty"`
 	GPUs     []string          `json:"gpus,omitempty"`
 	Topology [][]string        `json:"topology,omitempty"`
@@ -214,7 +220,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		progress = stderr
 	}
 	cfg := engine.AGBenchConfig{Sizes: sizes, Iters: f.iters, Warmup: f.warmup,
-		Algo: f.algo, Graph: f.graph, NCCL: f.vsNCCL, Builtin: f.vsDirect, Path: f.path, Stress: f.stress, Progress: progress}
+		Algo: f.algo, Graph: f.graph, NCCL: f.vsNCCL, Builtin: f.vsDirect, Path: f.path, Stress: f.stress, InPlace: f.inPlace, Progress: progress}
 	if name, ok := strings.CutPrefix(f.algo, "lua:"); ok {
 		// The schedule of scripts/lib/allgather.lua, run through Lua.
 		st := luabind.New(c, stdout)
@@ -238,7 +244,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	}
 	meta := agMeta{Kind: "meta", Command: f.cmdline,
 		Version: versionString(), Revision: rev, Backend: c.Backend.Name(), Ranks: c.Env.Size,
-		Iters: f.iters, Warmup: f.warmup, Algo: f.algo, Graph: f.graph, NCCL: res.NCCL, Info: res.Info,
+		Iters: f.iters, Warmup: f.warmup, Algo: f.algo, Graph: f.graph, InPlace: f.inPlace, NCCL: res.NCCL, Info: res.Info,
 		Time: time.Now().UTC().Format(time.RFC3339)}
 	if c.Opts.Device == "cuda" {
 		pi := cuda.Probe()
@@ -248,8 +254,12 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		}
 	}
 	fmt.Fprintf(stdout, "# luacoll bench allgather: %s backend, %d ranks, luacoll %s\n", c.Backend.Name(), c.Env.Size, versionString())
-	fmt.Fprintf(stdout, "# algo %s (runs %s, path %s), graph %v, %d warmup + %d timed execs back to back per size\n",
-		f.algo, res.Info["algo"], res.Info["path"], f.graph, f.warmup, f.iters)
+	place := "out of place"
+	if f.inPlace {
+		place = "in place"
+	}
+	fmt.Fprintf(stdout, "# algo %s (runs %s, path %s), graph %v, %s, %d warmup + %d timed execs back to back per size\n",
+		f.algo, res.Info["algo"], res.Info["path"], f.graph, place, f.warmup, f.iters)
 	if nodes := res.Info["graph_nodes"]; nodes != "" {
 		fmt.Fprintf(stdout, "# luacoll graph nodes per exec: %s\n", nodes)
 	}

@@ -78,11 +78,50 @@ func TestBenchAllgatherVsErrors(t *testing.T) {
 		{[]string{"--vs", "direct"}, "--vs direct: compares a Lua schedule"},
 		{[]string{"--vs", "nccl,mpi", "--algo", "lua:ring"}, `unknown baseline "mpi"`},
 		{[]string{"--vs", "", "--algo", "lua:ring", "--graph"}, "--graph needs --device cuda"},
+		{[]string{"--algo", "lua:direct", "--inplace"}, "--inplace works with the built-in algorithms only"},
 	} {
 		args := append([]string{"bench", "allgather", "-n", "2"}, c.args...)
 		r := luacoll(t, nil, args...)
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, r.code, r.stderr, c.want)
 		}
+	}
+}
+
+// In-place execs: each rank's chunk starts in the window, every chunk is
+// checked after the timed execs, and the header and JSON say in place.
+func TestBenchAllgatherInPlace(t *testing.T) {
+	js := filepath.Join(t.TempDir(), "ag.jsonl")
+	r := luacoll(t, nil, "bench", "allgather", "-n", "3", "-b", "3000", "-e", "3000000", "-f", "10", "--iters", "5",
+		"--inplace", "--json", js)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, ", in place,") {
+		t.Fatalf("header does not say in place:\n%s", r.stdout)
+	}
+	rows := 0
+	for _, line := range strings.Split(r.stdout, "\n") {
+		f := strings.Fields(line) // size count type time algbw busbw #wrong
+		if len(f) != 7 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		rows++
+		if f[6] != "0" {
+			t.Errorf("wrong chunks: %s", line)
+		}
+	}
+	if rows != 4 {
+		t.Fatalf("%d rows:\n%s", rows, r.stdout)
+	}
+	data, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		InPlace bool `json:"in_place"`
+	}
+	if err := json.Unmarshal([]byte(strings.SplitN(string(data), "\n", 2)[0]), &meta); err != nil || !meta.InPlace {
+		t.Errorf("meta line does not say in place (%v): %s", err, data)
 	}
 }

@@ -37,6 +37,10 @@ type AGBenchConfig struct {
 	// Builtin, with a Schedule, also measures the built-in direct
 	// all-gather (eager) on the same window and buffers in the same run.
 	Builtin bool
+	// InPlace runs every exec in place (nccl-tests' in-place column): each
+	// rank's chunk already sits in the window at rank*n, so the own copy
+	// is skipped; NCCL, when measured, gets the same in-place buffers.
+	InPlace bool
 	// Progress, when set, receives a progress line per size (rank 0).
 	Progress io.Writer
 }
@@ -170,6 +174,9 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 	if len(cfg.Sizes) == 0 || cfg.Iters < 1 || cfg.Warmup < 0 {
 		return nil, errors.New("bench allgather: need sizes, iters >= 1 and warmup >= 0")
 	}
+	if cfg.InPlace && cfg.Schedule != nil {
+		return nil, errors.New("bench allgather: in place works with the built-in algorithms only")
+	}
 	chunk := func(total uint64) uint64 { return total / N &^ 15 }
 	maxChunk := uint64(16)
 	for _, s := range cfg.Sizes {
@@ -240,6 +247,9 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 			}
 		}()
 		exec = func(n uint64) error { return ag.Exec(ctx, src, 0, n) }
+		if cfg.InPlace {
+			exec = func(n uint64) error { return ag.Exec(ctx, w.Buffer(), uint64(me)*n, n) }
+		}
 	}
 	out := w.Buffer()
 	base, err := out.Addr()
@@ -287,6 +297,15 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 			}
 			if err := out.Fill(transport.FillConst, 0xA5); err != nil {
 				return nil, err
+			}
+			if cfg.InPlace {
+				data, err := src.Read(0, n)
+				if err != nil {
+					return nil, err
+				}
+				if err := out.Write(uint64(me)*n, data); err != nil {
+					return nil, err
+				}
 			}
 			sum, err := src.Checksum(0, n)
 			if err != nil {
@@ -370,9 +389,13 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 			if sums, err = prepare(seed | 2); err != nil {
 				return nil, err
 			}
+			send := cuda.DevicePtr(srcAddr)
+			if cfg.InPlace {
+				send = cuda.DevicePtr(base).Add(uint64(me) * n)
+			}
 			op := func() error {
 				cs.Enqueue(func(s *cuda.Stream) error {
-					return nr.comm.AllGather(cuda.DevicePtr(srcAddr), cuda.DevicePtr(base), n, cuda.NCCLUint8, s)
+					return nr.comm.AllGather(send, cuda.DevicePtr(base), n, cuda.NCCLUint8, s)
 				})
 				return nil
 			}
@@ -383,7 +406,7 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 						return nil, err
 					}
 					g, err = cs.Capture(func(s *cuda.Stream) error {
-						return nr.comm.AllGather(cuda.DevicePtr(srcAddr), cuda.DevicePtr(base), n, cuda.NCCLUint8, s)
+						return nr.comm.AllGather(send, cuda.DevicePtr(base), n, cuda.NCCLUint8, s)
 					})
 					if err != nil {
 						return nil, fmt.Errorf("NCCL graph: %w", err)

@@ -16,7 +16,8 @@
 #   LUACOLL_AGP_GRAPH_COPY_MAX  largest memcpy node of a captured exec (0: one
 #                           node per copy)
 #   LUACOLL_AGP_FENCES      system fences of the ready and done kernels (0-3)
-# SWEEP="ll grid large small graphcopy llfence fences" picks the sweeps
+#   LUACOLL_AGP_TRACE=1     the ready and done kernels' phase medians at destroy
+# SWEEP="ll grid large small graphcopy llfence fences own" picks the sweeps
 # (default: the first four).
 # Logs go to $OUT (or ./gpu-tune-out). Never uses NVLink multicast.
 set -uo pipefail
@@ -83,5 +84,21 @@ esac
 case " $sweep " in *" small "*)
 	run small-graph LUACOLL_NOTHING=1 $ag --graph --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50
 	run small-eager LUACOLL_NOTHING=1 $ag --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50
+	;;
+esac
+case " $sweep " in *" own "*)
+	# the own chunk's copy at 256 MiB / 1 GiB total: in place (no own copy)
+	# against out of place, paths sm and ce, NCCL in the same run; then the
+	# own copy kernel's grid (path sm: one block in 8 of BLOCKS_PER_SM per SM)
+	ce="bin/luacoll bench allgather -n $n --device cuda --timeout 30s --path ce"
+	for r in 1 2; do
+		run own-sm-inplace$r LUACOLL_AGP_TRACE=1 $ag --inplace --vs nccl -b 256M -e 1G -f 4 --iters 100 -w 10
+		run own-sm-outplace$r LUACOLL_AGP_TRACE=1 $ag --vs nccl -b 256M -e 1G -f 4 --iters 100 -w 10
+		run own-ce-inplace$r LUACOLL_NOTHING=1 $ce --inplace -b 256M -e 1G -f 4 --iters 100 -w 10
+		run own-ce-outplace$r LUACOLL_NOTHING=1 $ce -b 256M -e 1G -f 4 --iters 100 -w 10
+	done
+	for k in 1 2 4 8; do
+		run own-grid-k$k LUACOLL_AGP_BLOCKS_PER_SM=$k $ag -b 256M -e 256M --iters 200 -w 10
+	done
 	;;
 esac
