@@ -336,15 +336,22 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 			}
 			return c.sumInt(ctx, fmt.Sprintf("bench.allgather.check(%d)", size), wrong)
 		}
-		sums, err := prepare(seed | 1)
-		if err != nil {
-			return nil, err
+		// measure fills the buffers with the pattern of runSeed, times op
+		// (what names it in errors) and checks the window after.
+		measure := func(runSeed uint64, what string, op func() error) (float64, int, error) {
+			sums, err := prepare(runSeed)
+			if err != nil {
+				return 0, 0, err
+			}
+			sec, err := run(op)
+			if err != nil {
+				return 0, 0, fmt.Errorf("size %d: %s%w", size, what, err)
+			}
+			wrong, err := verify(sums)
+			return sec, wrong, err
 		}
-		row.Seconds, err = run(func() error { return exec(n) })
-		if err != nil {
-			return nil, fmt.Errorf("size %d: %w", size, err)
-		}
-		if row.Wrong, err = verify(sums); err != nil {
+		var err error
+		if row.Seconds, row.Wrong, err = measure(seed|1, "", func() error { return exec(n) }); err != nil {
 			return nil, err
 		}
 		if cfg.Stress {
@@ -370,25 +377,18 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 				row.Wrong += w
 			}
 		}
+		// busbw is nccl-tests' bus bandwidth of an op taking sec, in GB/s.
+		busbw := func(sec float64) float64 { return float64(row.Bytes) / sec / 1e9 * float64(N-1) / float64(N) }
 		row.AlgBW = float64(row.Bytes) / row.Seconds / 1e9
-		row.BusBW = row.AlgBW * float64(N-1) / float64(N)
+		row.BusBW = busbw(row.Seconds)
 		if builtin != nil {
-			if sums, err = prepare(seed | 3); err != nil {
+			if row.BuiltinSec, row.BuiltinWrong, err = measure(seed|3, "built-in all-gather: ", func() error { return builtin(n) }); err != nil {
 				return nil, err
 			}
-			if row.BuiltinSec, err = run(func() error { return builtin(n) }); err != nil {
-				return nil, fmt.Errorf("size %d: built-in all-gather: %w", size, err)
-			}
-			if row.BuiltinWrong, err = verify(sums); err != nil {
-				return nil, err
-			}
-			row.BuiltinBusBW = float64(row.Bytes) / row.BuiltinSec / 1e9 * float64(N-1) / float64(N)
+			row.BuiltinBusBW = busbw(row.BuiltinSec)
 			row.BuiltinRatio = row.BuiltinSec / row.Seconds
 		}
 		if nr != nil {
-			if sums, err = prepare(seed | 2); err != nil {
-				return nil, err
-			}
 			send := cuda.DevicePtr(srcAddr)
 			if cfg.InPlace {
 				send = cuda.DevicePtr(base).Add(uint64(me) * n)
@@ -416,13 +416,10 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 				}
 				op = func() error { g.Launch(); return nil }
 			}
-			if row.NCCLSec, err = run(op); err != nil {
-				return nil, fmt.Errorf("size %d: NCCL: %w", size, err)
-			}
-			if row.NCCLWrong, err = verify(sums); err != nil {
+			if row.NCCLSec, row.NCCLWrong, err = measure(seed|2, "NCCL: ", op); err != nil {
 				return nil, err
 			}
-			row.NCCLBusBW = float64(row.Bytes) / row.NCCLSec / 1e9 * float64(N-1) / float64(N)
+			row.NCCLBusBW = busbw(row.NCCLSec)
 			row.Ratio = row.NCCLSec / row.Seconds
 		}
 		res.Rows = append(res.Rows, row)
