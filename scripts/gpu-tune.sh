@@ -16,9 +16,8 @@
 #   LUACOLL_AGP_GRAPH_COPY_MAX  largest memcpy node of a captured exec (0: one
 #                           node per copy)
 #   LUACOLL_AGP_FENCES      system fences of the ready and done kernels (0-3)
-#   LUACOLL_AGP_DONE_MEMOP=1  done tags also by stream memory writes after the copies
 #   LUACOLL_AGP_TRACE=1     the ready and done kernels' phase medians at destroy
-# SWEEP="ll grid large small graphcopy llfence fences own donememop" picks the sweeps
+# SWEEP="ll grid large small graphcopy llfence fences own" picks the sweeps
 # (default: the first four).
 # Logs go to $OUT (or ./gpu-tune-out). Never uses NVLink multicast.
 set -uo pipefail
@@ -100,23 +99,6 @@ case " $sweep " in *" own "*)
 	done
 	for k in 1 2 4 8; do
 		run own-grid-k$k LUACOLL_AGP_BLOCKS_PER_SM=$k $ag -b 256M -e 256M --iters 200 -w 10
-	done
-	;;
-esac
-case " $sweep " in *" donememop "*)
-	# eager execs' done tags by stream memory writes right after the copies
-	# (1) or by the done kernel alone (0), paths sm and ce, 256 MiB and 1 GiB
-	ce="bin/luacoll bench allgather -n $n --device cuda --timeout 30s --path ce"
-	for r in 1 2; do
-		for m in 0 1; do
-			run dm$m-sm-$r LUACOLL_AGP_DONE_MEMOP=$m $ag -b 256M -e 256M --iters 200 -w 10
-			run dm$m-ce-$r LUACOLL_AGP_DONE_MEMOP=$m $ce -b 256M -e 256M --iters 200 -w 10
-		done
-	done
-	for m in 0 1; do
-		run dm$m-sm-trace LUACOLL_AGP_TRACE=1 LUACOLL_AGP_DONE_MEMOP=$m $ag -b 256M -e 256M --iters 200 -w 10
-		run dm$m-sm-1g LUACOLL_AGP_DONE_MEMOP=$m $ag --vs nccl -b 1G -e 1G --iters 50 -w 5
-		run dm$m-sm-inplace LUACOLL_AGP_DONE_MEMOP=$m $ag --inplace -b 256M -e 256M --iters 200 -w 10
 	done
 	;;
 esac

@@ -208,9 +208,6 @@ type CUDAAGP struct {
 	rank         int
 	// trace is the ready and done kernels' timing record (LUACOLL_AGP_TRACE).
 	trace cuda.DevicePtr
-	// doneRemote[p] is the slot where rank p reads this rank's done tag
-	// (tune.doneMemop).
-	doneRemote []Addr
 }
 
 // NewAGP prepares the device side of a persistent all-gather.
@@ -242,8 +239,7 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistent all-gather: %w", err)
 	}
-	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[agpGraphKey]*CUDAGraph{}, sm: cfg.SM, tune: tune, rank: cfg.Rank,
-		doneRemote: cfg.DoneRemote}
+	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[agpGraphKey]*CUDAGraph{}, sm: cfg.SM, tune: tune, rank: cfg.Rank}
 	buf := make([]byte, 6*arr)
 	bases, stage := cfg.Bases, cfg.Stage
 	if len(bases) != n {
@@ -356,10 +352,6 @@ type agpTuning struct {
 	// that is the next exec of the same all-gather, one launch ends the
 	// first and starts the second (LUACOLL_AGP_FUSE=0 turns it off).
 	fuse bool
-	// doneMemop: an eager exec's done tag also goes to the peers by stream
-	// memory writes right after its copies, before the done kernel
-	// launches (LUACOLL_AGP_DONE_MEMOP=1; a measurement).
-	doneMemop bool
 	// perSM caps the one-kernel exec's grid (LUACOLL_AGP_BLOCKS_PER_SM).
 	// 2 measured best on 2 x H200 (8 MiB: 22.6 us at 2, 26.3 at 4, 34.4
 	// at 8; 1 GiB: 362 GB/s busbw at 2 and 4, 309 at 8).
@@ -386,7 +378,6 @@ func agpTune() agpTuning {
 	t.trace = envUint("LUACOLL_AGP_TRACE", 0) != 0
 	t.ownFirst = envUint("LUACOLL_AGP_OWN_FIRST", 0) != 0
 	t.fuse = envUint("LUACOLL_AGP_FUSE", 1) != 0
-	t.doneMemop = envUint("LUACOLL_AGP_DONE_MEMOP", 0) != 0
 	t.graphCopyMax = envUint("LUACOLL_AGP_GRAPH_COPY_MAX", agpGraphCopyMax)
 	return t
 }
@@ -531,30 +522,7 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec, br agpBracket) error {
 			return err
 		}
 	}
-	if err := a.doneMemops(cs, e.N); err != nil {
-		return err
-	}
 	return a.doneKernel(cs, e.N, br)
-}
-
-// doneMemops sends an eager exec's done tag to the peers by stream memory
-// writes (each fences the stream's earlier writes first), ahead of the done
-// kernel, which sends the same tag again (tune.doneMemop; not while
-// capturing: the tag changes with every exec).
-func (a *CUDAAGP) doneMemops(cs *cuda.Stream, n uint64) error {
-	if !a.tune.doneMemop || cs.Capturing() {
-		return nil
-	}
-	tag := kernels.AGPTag(a.k+1, n)
-	for p, slot := range a.doneRemote {
-		if p == a.rank || slot == 0 {
-			continue
-		}
-		if err := cs.WriteValue64(cuda.DevicePtr(slot), tag, cuda.WriteValueDefault); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // copy enqueues a copy-engine copy of n bytes on st; while the exec is
@@ -597,9 +565,6 @@ func (a *CUDAAGP) recordShared(cs *cuda.Stream, e AGPExec, src Addr, br agpBrack
 		return err
 	}
 	if err := cs.WaitEvent(a.join); err != nil {
-		return err
-	}
-	if err := a.doneMemops(cs, e.N); err != nil {
 		return err
 	}
 	return a.doneKernel(cs, e.N, br)
