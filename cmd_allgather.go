@@ -101,8 +101,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 		}
 		return res.ExitCode
 	}
-	gpus, _ := f.rank.gpuList()
-	comm, err := engine.Open(ctx, env, engine.Options{Device: f.rank.device, Timeout: f.rank.timeout, GPUs: gpus}, cudaBackend)
+	comm, err := engine.Open(ctx, env, f.rank.options(), cudaBackend)
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
 		return 1

@@ -133,8 +133,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		}
 		return res.ExitCode
 	}
-	gpus, _ := f.gpuList()
-	comm, err := engine.Open(ctx, env, engine.Options{Device: f.device, Timeout: f.timeout, GPUs: gpus}, cudaBackend)
+	comm, err := engine.Open(ctx, env, f.options(), cudaBackend)
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 		return 1

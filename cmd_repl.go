@@ -15,7 +15,7 @@ import (
 const historyName = ".luacoll_history"
 
 func cmdRepl(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("repl", "luacoll repl [-n N] [--device host|cuda] [--timeout D] [--gpus LIST]\n\n"+
+	fs := newFlagSet("repl", "luacoll repl [-n N] [--device host|cuda] [--timeout D] [--gpus LIST] [--cpu-bind auto|spread|none]\n\n"+
 		"Starts N ranks and one prompt. Every Lua chunk runs on every rank (:on 0,2 picks some)\n"+
 		"and the answers come back grouped by rank, identical ones once. :help at the prompt\n"+
 		"lists the commands; Ctrl-C interrupts a chunk, Ctrl-D quits. With stdin not a terminal\n"+
@@ -37,7 +37,6 @@ func cmdRepl(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "luacoll repl: --no-prefix: the REPL always labels answers with their ranks ([0-3] 42)")
 		return 2
 	}
-	gpus, _ := f.gpuList()
 	env, isRank, err := engine.RankEnvFromEnv(os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll repl: %v\n", err)
@@ -55,7 +54,7 @@ func cmdRepl(args []string, stdout, stderr io.Writer) int {
 		}
 		ctx, stop := signalContext()
 		defer stop()
-		return repl.Serve(ctx, env, repl.WorkerOptions{Device: f.device, Timeout: f.timeout, GPUs: gpus,
+		return repl.Serve(ctx, env, repl.WorkerOptions{Comm: f.options(),
 			CUDA: cudaBackend, Control: addr, Stderr: stderr})
 	}
 	n := f.n

@@ -100,6 +100,7 @@ type rankFlags struct {
 	timeout  time.Duration
 	noPrefix bool
 	gpus     string
+	cpuBind  string
 	fs       *flag.FlagSet
 }
 
@@ -110,6 +111,14 @@ func (f *rankFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "default timeout of every wait and bootstrap call (e.g. 500ms, 30s)")
 	fs.BoolVar(&f.noPrefix, "no-prefix", false, "do not prefix output lines with [rank]")
 	fs.StringVar(&f.gpus, "gpus", "", "CUDA devices by local rank, e.g. 0,1 (default: local rank modulo the device count)")
+	fs.StringVar(&f.cpuBind, "cpu-bind", engine.CPUBindAuto, "CPU affinity of each rank: auto (the ranks on a host share out the CPUs they may use, those near\n"+
+		"their GPU first, when each gets at least 2), spread (the same down to 1 CPU each) or none")
+}
+
+// options are the engine options the flags describe (after check).
+func (f *rankFlags) options() engine.Options {
+	gpus, _ := f.gpuList()
+	return engine.Options{Device: f.device, Timeout: f.timeout, GPUs: gpus, CPUBind: f.cpuBind}
 }
 
 func (f *rankFlags) check() error {
@@ -128,6 +137,9 @@ func (f *rankFlags) check() error {
 	}
 	if f.n < 0 || f.n > 1024 || (f.n == 0 && f.nSet) {
 		return fmt.Errorf("-n %d: want 1..1024", f.n)
+	}
+	if err := engine.CheckCPUBind(f.cpuBind); err != nil || f.cpuBind == "" {
+		return fmt.Errorf("--cpu-bind %q: want auto, spread or none", f.cpuBind)
 	}
 	_, err := f.gpuList()
 	return err
@@ -175,7 +187,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", "luacoll run [-n N] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [script.lua [args...]]\n\n"+
+	fs := newFlagSet("run", "luacoll run [-n N] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [--cpu-bind auto|spread|none] [script.lua [args...]]\n\n"+
 		"Runs the script on N ranks (the embedded examples/tour.lua when none is named); its\n"+
 		"arguments are in Lua's arg table. Exit status: 0 when every rank succeeds, else the\n"+
 		"status of the first rank that failed (a rank stopped only by another's failure exits\n"+
@@ -190,7 +202,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
 		return 2
 	}
-	gpus, _ := f.gpuList()
 	script, scriptArgs := luabind.DefaultScript, []string(nil)
 	if fs.NArg() > 0 {
 		script, scriptArgs = fs.Arg(0), fs.Args()[1:]
@@ -206,7 +217,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
 		return 2
 	}
-	opts := luabind.RunOptions{Device: f.device, Timeout: f.timeout, GPUs: gpus, Script: script, Args: scriptArgs,
+	opts := luabind.RunOptions{Comm: f.options(), Script: script, Args: scriptArgs,
 		Stdout: stdout, Stderr: stderr, CUDA: cudaBackend}
 	if isRank {
 		if f.n != 0 && f.n != env.Size {

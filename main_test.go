@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/luacoll/luacoll/engine/cpuset"
 )
 
 var bin string
@@ -529,5 +531,77 @@ func TestBenchHostRuns(t *testing.T) {
 	r = luacoll(t, nil, "bench", "pingpong", "--iters", "200")
 	if r.code != 0 || !strings.Contains(r.stdout, "one-way latency") {
 		t.Fatalf("%d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestCPUBinding checks that --cpu-bind spread gives the ranks disjoint
+// shares of this machine's CPUs, none keeps the inherited set, and a bad
+// mode or a mode differing across ranks is an error.
+func TestCPUBinding(t *testing.T) {
+	allowed, err := cpuset.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := writeScript(t, `local lc = require("luacoll")
+print("cpus " .. lc.info().cpus)`)
+	cpusOf := func(r result) map[int]string {
+		got := map[int]string{}
+		for _, line := range strings.Split(r.stdout, "\n") {
+			var rank int
+			var list string
+			if n, _ := fmt.Sscanf(line, "[%d] cpus %s", &rank, &list); n == 2 {
+				got[rank] = list
+			}
+		}
+		return got
+	}
+	host := []cpuset.Member{{Host: "h", CPUs: allowed}, {Host: "h", CPUs: allowed}}
+	for _, c := range []struct {
+		mode string
+		want []string
+	}{
+		{"spread", []string{cpuset.Format(cpuset.Split(host, 1)[0]), cpuset.Format(cpuset.Split(host, 1)[1])}},
+		{"none", []string{cpuset.Format(allowed), cpuset.Format(allowed)}},
+	} {
+		r := luacoll(t, nil, "run", "-n", "2", "--cpu-bind", c.mode, s)
+		got := cpusOf(r)
+		if r.code != 0 || got[0] != c.want[0] || got[1] != c.want[1] {
+			t.Errorf("--cpu-bind %s: exit %d, cpus %v, want %v\n%s", c.mode, r.code, got, c.want, r.stderr)
+		}
+	}
+	if len(allowed) >= 2 {
+		r := luacoll(t, nil, "run", "-n", "2", "--cpu-bind", "spread", s)
+		got := cpusOf(r)
+		if got[0] == got[1] {
+			t.Errorf("spread on %d CPUs: both ranks on %s", len(allowed), got[0])
+		}
+	}
+	r := luacoll(t, nil, "run", "-n", "2", "--cpu-bind", "near", s)
+	if r.code != 2 || !strings.Contains(r.stderr, `--cpu-bind "near"`) {
+		t.Errorf("bad mode: exit %d\n%s", r.code, r.stderr)
+	}
+	// Ranks started by hand with different modes fail together.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	outs := make([]result, 2)
+	var wg sync.WaitGroup
+	for r, mode := range []string{"spread", "none"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			env := []string{"RANK=" + strconv.Itoa(r), "WORLD_SIZE=2", "LOCAL_RANK=" + strconv.Itoa(r),
+				"LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port}
+			outs[r] = luacoll(t, env, "run", "--timeout", "20s", "--cpu-bind", mode, s)
+		}()
+	}
+	wg.Wait()
+	for r, o := range outs {
+		if o.code == 0 || !strings.Contains(o.stderr, "cpu_bind(spread)") || !strings.Contains(o.stderr, "cpu_bind(none)") {
+			t.Errorf("rank %d with differing modes: exit %d\n%s", r, o.code, o.stderr)
+		}
 	}
 }

@@ -151,8 +151,8 @@ func TestNCCLVersionString(t *testing.T) {
 			t.Errorf("ncclVersionString(%d) = %q, want %q", code, got, want)
 		}
 	}
-	if got := normBusID("00000000:3B:00.0"); got != "0000:3b:00.0" {
-		t.Errorf("normBusID = %q", got)
+	if got := NormPCIBusID("00000000:3B:00.0"); got != "0000:3b:00.0" {
+		t.Errorf("NormPCIBusID = %q", got)
 	}
 }
 

@@ -192,8 +192,9 @@ func ncclVersionString(code int) string {
 	return fmt.Sprintf("%d.%d.%d", code/1000, code%1000/100, code%100)
 }
 
-// normBusID turns "0000:3b:00.0" or "00000000:3B:00.0" into one form.
-func normBusID(s string) string {
+// NormPCIBusID turns "0000:3B:00.0" or "00000000:3B:00.0" into the form
+// sysfs names devices by, "0000:3b:00.0".
+func NormPCIBusID(s string) string {
 	s = strings.ToLower(strings.TrimSpace(s))
 	parts := strings.SplitN(s, ":", 3)
 	if len(parts) != 3 {
@@ -233,7 +234,7 @@ func nvmlTopology(bus []string) ([][]string, LibInfo) {
 	index := make(map[string]int, n)
 	devs := make([]nvml.Device, n)
 	for i, b := range bus {
-		index[normBusID(b)] = i
+		index[NormPCIBusID(b)] = i
 		dev, ret := lib.DeviceGetHandleByPciBusId(b)
 		if ret != nvml.SUCCESS {
 			li.Err = fmt.Sprintf("nvml device %s: %s", b, ret.Error())
@@ -254,7 +255,7 @@ func nvmlTopology(bus []string) ([][]string, LibInfo) {
 			if ret != nvml.SUCCESS {
 				continue
 			}
-			if j, ok := index[normBusID(int8String(pci.BusId[:]))]; ok {
+			if j, ok := index[NormPCIBusID(int8String(pci.BusId[:]))]; ok {
 				links[i][j]++
 				continue
 			}

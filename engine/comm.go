@@ -23,6 +23,7 @@ type Options struct {
 	Device  string        // "host" (default) or "cuda"
 	Timeout time.Duration // deadline of bootstrap calls and the default window timeout
 	GPUs    []int         // CUDA devices to use, indexed by local rank (empty: local rank modulo count)
+	CPUBind string        // CPUBindAuto, CPUBindSpread or CPUBindNone ("": none)
 	// Backend, when set, is used instead of opening one for Device (tests).
 	Backend func(env RankEnv, job string) (transport.Backend, error)
 }
@@ -36,6 +37,8 @@ type Comm struct {
 	Backend transport.Backend
 	Abort   *transport.Abort
 	Rank    *window.Rank
+	// CPUs are the CPUs this process may run on once the job is open.
+	CPUs []int
 
 	collSeq int
 	// agActive is each window's live persistent all-gather (one at most).
@@ -96,7 +99,11 @@ func OpenWith(ctx context.Context, env RankEnv, opts Options, boot Conn, abort *
 		opts.Device = "host"
 	}
 	c := &Comm{Env: env, Opts: opts, Boot: boot, Abort: abort}
-	be, err := c.openBackend(cudaOpen)
+	var be transport.Backend
+	err := CheckCPUBind(opts.CPUBind)
+	if err == nil {
+		be, err = c.openBackend(cudaOpen)
+	}
 	// Agree on whether every rank has a backend before anyone goes on.
 	status := ""
 	if err != nil {
@@ -111,6 +118,10 @@ func OpenWith(ctx context.Context, env RankEnv, opts Options, boot Conn, abort *
 		return nil, cerr
 	}
 	c.Backend = be
+	if err := c.bindCPUs(ctx); err != nil {
+		c.Close(err)
+		return nil, fmt.Errorf("rank %d: %w", env.Rank, err)
+	}
 	topo, err := transport.Discover(ctx, boot, be.Identity(), be.GPUPeer, os.Getenv(transport.OverrideEnv))
 	if err != nil {
 		c.Close(err)

@@ -11,6 +11,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	"github.com/luacoll/luacoll/engine/cpuset"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -118,7 +119,7 @@ func rankEntries() []*Entry {
 			c.check(c.s.Comm.Sync(c.ctx()))
 			return 0
 		}),
-		fn("lc.info", "()", "table", g, "A table: backend, rank, size, device, transports (per peer, 1-based), versions.", func(c *call) int {
+		fn("lc.info", "()", "table", g, "A table: backend, rank, size, device, transports (per peer, 1-based), cpus (the CPUs this rank may run on, as \"0-15\"; see --cpu-bind), versions.", func(c *call) int {
 			L := c.L
 			t := L.NewTable()
 			comm := c.s.Comm
@@ -133,6 +134,7 @@ func rankEntries() []*Entry {
 				tr.Append(lua.LString(k.String()))
 			}
 			L.SetField(t, "transports", tr)
+			L.SetField(t, "cpus", lua.LString(cpuset.Format(comm.CPUs)))
 			v := L.NewTable()
 			L.SetField(v, "luacoll", lua.LString(Version))
 			L.SetField(v, "lua", lua.LString(LuaVersion()))

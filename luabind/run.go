@@ -7,7 +7,6 @@ import (
 	"io"
 	"runtime"
 	"strings"
-	"time"
 
 	"github.com/luacoll/luacoll/engine"
 )
@@ -17,14 +16,14 @@ const DefaultScript = "examples/tour.lua"
 
 // RunOptions configure one rank running a script.
 type RunOptions struct {
-	Device  string
-	Timeout time.Duration
-	GPUs    []int
-	Script  string
-	Args    []string
-	Stdout  io.Writer
-	Stderr  io.Writer
-	CUDA    engine.CUDABackend
+	// Comm says how the rank opens its world (device, timeout, GPUs,
+	// CPU binding).
+	Comm   engine.Options
+	Script string
+	Args   []string
+	Stdout io.Writer
+	Stderr io.Writer
+	CUDA   engine.CUDABackend
 }
 
 // RunRank runs a script as the rank env describes and returns the process
@@ -45,7 +44,7 @@ func RunRank(ctx context.Context, env engine.RankEnv, o RunOptions) (code int) {
 	// current there stays current for every launch and query.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	comm, err := engine.Open(ctx, env, engine.Options{Device: o.Device, Timeout: o.Timeout, GPUs: o.GPUs}, o.CUDA)
+	comm, err := engine.Open(ctx, env, o.Comm, o.CUDA)
 	if err != nil {
 		fmt.Fprintf(o.Stderr, "luacoll: %v\n", err)
 		return 1

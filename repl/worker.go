@@ -19,10 +19,9 @@ import (
 
 // WorkerOptions configure one rank of a REPL session.
 type WorkerOptions struct {
-	Device  string
-	Timeout time.Duration
-	GPUs    []int
-	CUDA    engine.CUDABackend
+	// Comm says how the rank opens its world.
+	Comm engine.Options
+	CUDA engine.CUDABackend
 	// Control is the front end's control socket (the value of EnvControl).
 	Control string
 	// Stderr receives what goes wrong before the control connection is up.
@@ -71,12 +70,12 @@ func Serve(ctx context.Context, env engine.RankEnv, o WorkerOptions) int {
 	if o.Stderr == nil {
 		o.Stderr = io.Discard
 	}
-	comm, err := engine.Open(ctx, env, engine.Options{Device: o.Device, Timeout: o.Timeout, GPUs: o.GPUs}, o.CUDA)
+	comm, err := engine.Open(ctx, env, o.Comm, o.CUDA)
 	if err != nil {
 		fmt.Fprintf(o.Stderr, "luacoll repl: %v\n", err)
 		return 1
 	}
-	dialTimeout := o.Timeout
+	dialTimeout := o.Comm.Timeout
 	if dialTimeout <= 0 {
 		dialTimeout = 10 * time.Second
 	}

@@ -72,7 +72,8 @@ for p in auto ce sm; do
 	step bench-pingpong-$p timeout 100 $bin bench pingpong -n 2 --device cuda --iters 2000 --path $p
 	step bench-barrier-$p timeout 100 $bin bench barrier -n 2 --device cuda --iters 2000 --path $p
 done
-step lua-pingpong timeout 100 bash -c "for r in 1 2 3; do $bin run -n 2 --device cuda bench/pingpong.lua 5000; done"
+# --cpu-bind auto (the default) against none: the ranks' CPUs are in the output
+step lua-pingpong timeout 150 bash -c "for r in 1 2 3 4; do for b in auto none; do $bin run -n 2 --device cuda --cpu-bind \$b bench/pingpong.lua 5000; done; done"
 step bench-put-large timeout 200 bash -c "for p in ce sm; do $bin bench put -n 2 --device cuda -b 256M -e 1G --path \$p --iters 9; done"
 step bench-put-bidir timeout 200 bash -c "for p in ce sm; do $bin bench put -n 2 --device cuda -b 128M -e 1G -f 2 --path \$p --bidir --iters 7; done"
 [ -x bin/cuda.test ] && step probe-bidir env LUACOLL_PROBE=1 timeout 200 bin/cuda.test -test.run '^TestProbe' -test.v

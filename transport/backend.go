@@ -54,6 +54,14 @@ type Backend interface {
 	Close() error
 }
 
+// CPULocal is implemented by backends whose device sits nearer some CPUs
+// than others.
+type CPULocal interface {
+	// LocalCPUList returns the CPUs nearest the device in the kernel's
+	// list format ("0-15,32-47"), or "" when the system does not say.
+	LocalCPUList() string
+}
+
 // HostBackend keeps everything in host memory: shared-memory segments for
 // windows, a goroutine for the stream.
 type HostBackend struct {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -125,6 +126,20 @@ func (b *CUDABackend) Name() string { return fmt.Sprintf("cuda:%d", b.ordinal) }
 
 // Identity implements Backend.
 func (b *CUDABackend) Identity() Identity { return LocalIdentity("cuda:" + b.uuid) }
+
+// LocalCPUList implements CPULocal: the device's PCI function's
+// local_cpulist in sysfs.
+func (b *CUDABackend) LocalCPUList() string {
+	bus, err := b.drv.DevicePCIBusID(b.dev)
+	if err != nil {
+		return ""
+	}
+	data, err := os.ReadFile(filepath.Join("/sys/bus/pci/devices", cuda.NormPCIBusID(bus), "local_cpulist"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
 
 // GPUPeer implements Backend: the same GPU, or one with peer access.
 func (b *CUDABackend) GPUPeer(id Identity) bool {

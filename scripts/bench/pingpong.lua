@@ -35,4 +35,5 @@ if me == 0 then
   lc.log("pingpong %d iterations: round trip median %.2f us, mean %.2f us, min %.2f us; one-way (median / 2) %.2f us",
     iters, med * 1e6, sum / #samples * 1e6, samples[1] * 1e6, med * 1e6 / 2)
 end
+if me <= 1 then lc.log("ran on CPUs %s", lc.info().cpus) end
 w:free()

@@ -1,0 +1,218 @@
+// Package cpuset reads, writes and plans CPU affinity: the kernel's CPU list
+// format ("0-3,8,10-11"), the split of a host's CPUs among the ranks that
+// share it, and the binding of every thread of this process.
+package cpuset
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Max is one more than the highest CPU number this package handles (the
+// size of the kernel's affinity mask it passes).
+const Max = 1024
+
+// Parse parses a CPU list in the kernel's format ("0-3,8,10-11"; blanks
+// around items allowed, an empty string is the empty list). The result is
+// sorted and has no duplicates.
+func Parse(s string) ([]int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	seen := make(map[int]bool)
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		lo, hi, isRange := strings.Cut(item, "-")
+		a, err := cpuNumber(lo)
+		if err != nil {
+			return nil, fmt.Errorf("cpu list %q: %w", s, err)
+		}
+		b := a
+		if isRange {
+			if b, err = cpuNumber(hi); err != nil {
+				return nil, fmt.Errorf("cpu list %q: %w", s, err)
+			}
+			if b < a {
+				return nil, fmt.Errorf("cpu list %q: range %q runs backwards", s, item)
+			}
+		}
+		for c := a; c <= b; c++ {
+			seen[c] = true
+		}
+	}
+	out := make([]int, 0, len(seen))
+	for c := range seen {
+		out = append(out, c)
+	}
+	sort.Ints(out)
+	return out, nil
+}
+
+func cpuNumber(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 0 || strings.HasPrefix(s, "+") {
+		return 0, fmt.Errorf("%q is not a CPU number", s)
+	}
+	if v >= Max {
+		return 0, fmt.Errorf("CPU %d is past the highest supported (%d)", v, Max-1)
+	}
+	return v, nil
+}
+
+// Format writes cpus (in any order, duplicates allowed) in the kernel's
+// list format, with runs folded into ranges.
+func Format(cpus []int) string {
+	s := append([]int(nil), cpus...)
+	sort.Ints(s)
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		j := i
+		for j+1 < len(s) && s[j+1] <= s[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if s[j] == s[i] {
+			fmt.Fprintf(&b, "%d", s[i])
+		} else {
+			fmt.Fprintf(&b, "%d-%d", s[i], s[j])
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
+// Intersect returns the CPUs in both sorted lists.
+func Intersect(a, b []int) []int {
+	var out []int
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		switch {
+		case a[i] < b[j]:
+			i++
+		case a[i] > b[j]:
+			j++
+		default:
+			out = append(out, a[i])
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+// Member is one rank's part of a plan: the host it runs on and the CPUs it
+// may be given (sorted).
+type Member struct {
+	Host string
+	CPUs []int
+}
+
+// Split gives each rank its CPUs. Ranks on one host with the same candidate
+// set share that set out in contiguous chunks, in rank order, as evenly as
+// possible; when a chunk would hold fewer than min CPUs, every rank of that
+// group keeps the whole set. Ranks whose candidate sets differ are planned
+// apart (their sets may overlap).
+func Split(members []Member, min int) [][]int {
+	if min < 1 {
+		min = 1
+	}
+	out := make([][]int, len(members))
+	groups := make(map[string][]int)
+	var order []string
+	for r, m := range members {
+		key := m.Host + "\x00" + Format(m.CPUs)
+		if _, ok := groups[key]; !ok {
+			order = append(order, key)
+		}
+		groups[key] = append(groups[key], r)
+	}
+	for _, key := range order {
+		ranks := groups[key]
+		cpus := members[ranks[0]].CPUs
+		k, m := len(ranks), len(cpus)
+		if m/k < min {
+			for _, r := range ranks {
+				out[r] = append([]int(nil), cpus...)
+			}
+			continue
+		}
+		start := 0
+		for i, r := range ranks {
+			size := m / k
+			if i < m%k {
+				size++
+			}
+			out[r] = append([]int(nil), cpus[start:start+size]...)
+			start += size
+		}
+	}
+	return out
+}
+
+// Current returns the CPUs the calling thread may run on.
+func Current() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, fmt.Errorf("sched_getaffinity: %w", err)
+	}
+	var out []int
+	for c := 0; c < Max; c++ {
+		if set.IsSet(c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// Apply restricts every thread of this process to cpus. Threads started
+// later inherit the mask from the thread that starts them, so the process
+// stays on cpus.
+func Apply(cpus []int) error {
+	if len(cpus) == 0 {
+		return errors.New("set affinity: empty CPU list")
+	}
+	var set unix.CPUSet
+	for _, c := range cpus {
+		if c < 0 || c >= Max {
+			return fmt.Errorf("set affinity: CPU %d out of range", c)
+		}
+		set.Set(c)
+	}
+	done := make(map[int]bool)
+	// A thread may start while the list is being walked: walk until a
+	// pass finds none new.
+	for pass := 0; pass < 8; pass++ {
+		ents, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return fmt.Errorf("set affinity: %w", err)
+		}
+		fresh := 0
+		for _, e := range ents {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil || done[tid] {
+				continue
+			}
+			fresh++
+			if err := unix.SchedSetaffinity(tid, &set); err != nil {
+				if errors.Is(err, unix.ESRCH) {
+					continue // the thread has exited
+				}
+				return fmt.Errorf("set affinity of thread %d to CPUs %s: %w", tid, Format(cpus), err)
+			}
+			done[tid] = true
+		}
+		if fresh == 0 {
+			return nil
+		}
+	}
+	return nil
+}
