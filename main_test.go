@@ -560,7 +560,7 @@ print("cpus " .. lc.info().cpus)`)
 		mode string
 		want []string
 	}{
-		{"spread", []string{cpuset.Format(cpuset.Split(host, 1)[0]), cpuset.Format(cpuset.Split(host, 1)[1])}},
+		{"spread", []string{cpuset.Format(cpuset.Split(host, 1, cpuset.CoreOf())[0]), cpuset.Format(cpuset.Split(host, 1, cpuset.CoreOf())[1])}},
 		{"none", []string{cpuset.Format(allowed), cpuset.Format(allowed)}},
 	} {
 		r := luacoll(t, nil, "run", "-n", "2", "--cpu-bind", c.mode, s)

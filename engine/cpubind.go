@@ -84,7 +84,7 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 		}
 		members[r] = cpuset.Member{Host: o.Host, CPUs: cpus}
 	}
-	mine := cpuset.Split(members, min)[c.Env.Rank]
+	mine := cpuset.Split(members, min, cpuset.CoreOf())[c.Env.Rank]
 	if err := cpuset.Apply(mine); err != nil {
 		return fmt.Errorf("cpu binding (%s): %w", mode, err)
 	}

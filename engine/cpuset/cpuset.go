@@ -117,13 +117,18 @@ type Member struct {
 }
 
 // Split gives each rank its CPUs. Ranks on one host with the same candidate
-// set share that set out in contiguous chunks, in rank order, as evenly as
-// possible; when a chunk would hold fewer than min CPUs, every rank of that
+// set share that set out in rank order, as evenly as possible, whole cores
+// at a time where there are enough cores (coreOf names a CPU's core, nil:
+// every CPU is its own), so that no two ranks share a core's hardware
+// threads; when a share would hold fewer than min CPUs, every rank of that
 // group keeps the whole set. Ranks whose candidate sets differ are planned
 // apart (their sets may overlap).
-func Split(members []Member, min int) [][]int {
+func Split(members []Member, min int, coreOf func(cpu int) int) [][]int {
 	if min < 1 {
 		min = 1
+	}
+	if coreOf == nil {
+		coreOf = func(cpu int) int { return cpu }
 	}
 	out := make([][]int, len(members))
 	groups := make(map[string][]int)
@@ -138,24 +143,88 @@ func Split(members []Member, min int) [][]int {
 	for _, key := range order {
 		ranks := groups[key]
 		cpus := members[ranks[0]].CPUs
-		k, m := len(ranks), len(cpus)
-		if m/k < min {
-			for _, r := range ranks {
-				out[r] = append([]int(nil), cpus...)
+		shares := shareOut(byCore(cpus, coreOf), len(ranks), min)
+		if shares == nil {
+			// Fewer cores than ranks: share out the threads.
+			single := make([][]int, len(cpus))
+			for i, c := range cpus {
+				single[i] = []int{c}
 			}
-			continue
+			shares = shareOut(single, len(ranks), min)
 		}
-		start := 0
 		for i, r := range ranks {
-			size := m / k
-			if i < m%k {
-				size++
+			if shares == nil {
+				out[r] = append([]int(nil), cpus...)
+			} else {
+				out[r] = shares[i]
 			}
-			out[r] = append([]int(nil), cpus[start:start+size]...)
-			start += size
 		}
 	}
 	return out
+}
+
+// byCore groups sorted cpus by core, in the order of each core's first CPU.
+func byCore(cpus []int, coreOf func(int) int) [][]int {
+	var units [][]int
+	index := map[int]int{}
+	for _, c := range cpus {
+		k := coreOf(c)
+		i, ok := index[k]
+		if !ok {
+			i = len(units)
+			index[k] = i
+			units = append(units, nil)
+		}
+		units[i] = append(units[i], c)
+	}
+	return units
+}
+
+// shareOut deals units to k ranks in contiguous runs, the first ones one
+// more when they do not divide evenly; nil when there are fewer units than
+// ranks or a share would hold fewer than min CPUs.
+func shareOut(units [][]int, k, min int) [][]int {
+	if len(units) < k {
+		return nil
+	}
+	out := make([][]int, k)
+	start := 0
+	for i := range out {
+		size := len(units) / k
+		if i < len(units)%k {
+			size++
+		}
+		for _, u := range units[start : start+size] {
+			out[i] = append(out[i], u...)
+		}
+		sort.Ints(out[i])
+		if len(out[i]) < min {
+			return nil
+		}
+		start += size
+	}
+	return out
+}
+
+// CoreOf reads the machine's CPU topology from sysfs and returns a
+// function naming each CPU's core (the first CPU of its core's hardware
+// threads); a CPU sysfs does not describe is its own core.
+func CoreOf() func(cpu int) int {
+	cores := map[int]int{}
+	return func(cpu int) int {
+		if k, ok := cores[cpu]; ok {
+			return k
+		}
+		k := cpu
+		b, err := os.ReadFile(fmt.Sprintf("/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list", cpu))
+		if err == nil {
+			if sib, err := Parse(string(b)); err == nil && len(sib) > 0 {
+				k = sib[0]
+			}
+		}
+		cores[cpu] = k
+		return k
+	}
 }
 
 // Current returns the CPUs the calling thread may run on.

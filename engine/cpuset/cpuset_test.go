@@ -1,6 +1,7 @@
 package cpuset
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -72,26 +73,42 @@ func seq(a, b int) []int {
 
 func TestSplit(t *testing.T) {
 	all := seq(0, 31)
-	got := Split([]Member{{"h", all}, {"h", all}}, 2)
+	got := Split([]Member{{"h", all}, {"h", all}}, 2, nil)
 	if !reflect.DeepEqual(got, [][]int{seq(0, 15), seq(16, 31)}) {
 		t.Errorf("2 ranks on 32 CPUs: %v", got)
 	}
 	// Uneven: the first ranks get one more.
-	got = Split([]Member{{"h", seq(0, 6)}, {"h", seq(0, 6)}, {"h", seq(0, 6)}}, 1)
+	got = Split([]Member{{"h", seq(0, 6)}, {"h", seq(0, 6)}, {"h", seq(0, 6)}}, 1, nil)
 	if !reflect.DeepEqual(got, [][]int{seq(0, 2), seq(3, 4), seq(5, 6)}) {
 		t.Errorf("3 ranks on 7 CPUs: %v", got)
 	}
 	// Too few CPUs for min: everyone keeps the set.
-	got = Split([]Member{{"h", seq(0, 2)}, {"h", seq(0, 2)}}, 2)
+	got = Split([]Member{{"h", seq(0, 2)}, {"h", seq(0, 2)}}, 2, nil)
 	if !reflect.DeepEqual(got, [][]int{seq(0, 2), seq(0, 2)}) {
 		t.Errorf("2 ranks on 3 CPUs, min 2: %v", got)
 	}
 	// Two hosts, and two GPU-local sets on one host, ranks interleaved.
 	a, b := seq(0, 7), seq(8, 15)
-	got = Split([]Member{{"x", a}, {"x", b}, {"x", a}, {"x", b}, {"y", a}}, 2)
+	got = Split([]Member{{"x", a}, {"x", b}, {"x", a}, {"x", b}, {"y", a}}, 2, nil)
 	want := [][]int{seq(0, 3), seq(8, 11), seq(4, 7), seq(12, 15), seq(0, 7)}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("mixed: %v, want %v", got, want)
+	}
+	// Hardware threads: CPUs n and n+4 share a core. Whole cores go to
+	// one rank; with fewer cores than ranks the threads are shared out.
+	sib := func(c int) int { return c % 4 }
+	ht := seq(0, 7)
+	got2 := Split([]Member{{"h", ht}, {"h", ht}}, 2, sib)
+	if !reflect.DeepEqual(got2, [][]int{{0, 1, 4, 5}, {2, 3, 6, 7}}) {
+		t.Errorf("2 ranks on 4 cores x 2 threads: %v", got2)
+	}
+	got2 = Split([]Member{{"h", ht}, {"h", ht}, {"h", ht}}, 2, sib)
+	if !reflect.DeepEqual(got2, [][]int{{0, 1, 4, 5}, {2, 6}, {3, 7}}) {
+		t.Errorf("3 ranks on 4 cores x 2 threads: %v", got2)
+	}
+	got2 = Split([]Member{{"h", ht}, {"h", ht}, {"h", ht}, {"h", ht}, {"h", ht}, {"h", ht}}, 1, sib)
+	if !reflect.DeepEqual(got2, [][]int{{0, 1}, {2, 3}, {4}, {5}, {6}, {7}}) {
+		t.Errorf("6 ranks on 4 cores x 2 threads: %v", got2)
 	}
 	// The plan owns its slices.
 	got[0][0] = 99
@@ -171,5 +188,30 @@ func TestApplyBindsEveryThread(t *testing.T) {
 	}
 	if err := Apply([]int{Max}); err == nil {
 		t.Errorf("Apply([%d]) succeeded", Max)
+	}
+}
+
+func TestCoreOf(t *testing.T) {
+	core := CoreOf()
+	cpus, err := Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cpus {
+		k := core(c)
+		b, err := os.ReadFile(fmt.Sprintf("/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list", c))
+		if err != nil {
+			if k != c {
+				t.Errorf("cpu %d without sysfs topology: core %d", c, k)
+			}
+			continue
+		}
+		sib, _ := Parse(string(b))
+		if len(sib) == 0 || k != sib[0] || k > c {
+			t.Errorf("cpu %d: core %d, siblings %q", c, k, b)
+		}
+	}
+	if k := core(Max + 7); k != Max+7 {
+		t.Errorf("unknown cpu: core %d", k)
 	}
 }
