@@ -40,10 +40,14 @@ func RunRank(ctx context.Context, env engine.RankEnv, o RunOptions) (code int) {
 	if o.Script == "" {
 		o.Script = DefaultScript
 	}
-	// The script's goroutine keeps its OS thread: a GPU context made
-	// current there stays current for every launch and query.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	// On a GPU the script's goroutine keeps its OS thread: a context made
+	// current there stays current for every launch and query. (On the
+	// host it must not: handing work to the stream's goroutine is cheaper
+	// when either may run on any thread.)
+	if o.Comm.Device == "cuda" {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	comm, err := engine.Open(ctx, env, o.Comm, o.CUDA)
 	if err != nil {
 		fmt.Fprintf(o.Stderr, "luacoll: %v\n", err)
