@@ -7,6 +7,8 @@ import "C"
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -20,6 +22,7 @@ type DeviceInfo struct {
 	Name         string
 	UUID         string
 	PCIBusID     string
+	LocalCPUs    string // CPUs nearest the device ("0-15,32-47"; "" when sysfs does not say)
 	TotalMem     uint64
 	CCMajor      int
 	CCMinor      int
@@ -131,6 +134,9 @@ func (d *Driver) fillDeviceInfo(dev Device, di *DeviceInfo) {
 	}
 	di.PCIBusID, err = d.DevicePCIBusID(dev)
 	note(err)
+	if err == nil {
+		di.LocalCPUs = LocalCPUList(di.PCIBusID)
+	}
 	di.TotalMem, err = d.DeviceTotalMem(dev)
 	note(err)
 	attr := func(a DeviceAttribute) int {
@@ -190,6 +196,17 @@ func ncclVersionString(code int) string {
 		return fmt.Sprintf("%d.%d.%d", code/10000, code%10000/100, code%100)
 	}
 	return fmt.Sprintf("%d.%d.%d", code/1000, code%1000/100, code%100)
+}
+
+// LocalCPUList returns the CPUs nearest the PCI device busID in the
+// kernel's list format, from sysfs local_cpulist ("" when sysfs does not
+// say).
+func LocalCPUList(busID string) string {
+	data, err := os.ReadFile(filepath.Join("/sys/bus/pci/devices", NormPCIBusID(busID), "local_cpulist"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
 }
 
 // NormPCIBusID turns "0000:3B:00.0" or "00000000:3B:00.0" into the form
@@ -341,7 +358,11 @@ func (i Info) String() string {
 			fmt.Fprintf(&b, "GPU%d: %s, %.1f GiB, sm_%d%d, %d SMs, %d copy engines, VMM %s, FD handles %s, 64-bit stream mem ops %s, UVA %s\n",
 				d.Index, d.Name, float64(d.TotalMem)/(1<<30), d.CCMajor, d.CCMinor, d.SMs, d.CopyEngines,
 				yesNo(d.VMM), yesNo(d.FDHandles), yesNo(d.StreamMemOps), yesNo(d.UnifiedAddr))
-			fmt.Fprintf(&b, "      PCI %s  %s\n", d.PCIBusID, d.UUID)
+			fmt.Fprintf(&b, "      PCI %s  %s", d.PCIBusID, d.UUID)
+			if d.LocalCPUs != "" {
+				fmt.Fprintf(&b, "  CPUs %s", d.LocalCPUs)
+			}
+			b.WriteString("\n")
 			if d.Err != "" {
 				fmt.Fprintf(&b, "      errors: %s\n", d.Err)
 			}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -134,11 +133,7 @@ func (b *CUDABackend) LocalCPUList() string {
 	if err != nil {
 		return ""
 	}
-	data, err := os.ReadFile(filepath.Join("/sys/bus/pci/devices", cuda.NormPCIBusID(bus), "local_cpulist"))
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(data))
+	return cuda.LocalCPUList(bus)
 }
 
 // GPUPeer implements Backend: the same GPU, or one with peer access.
