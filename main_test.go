@@ -555,28 +555,26 @@ print("cpus " .. lc.info().cpus)`)
 		}
 		return got
 	}
-	host := []cpuset.Member{{Host: "h", CPUs: allowed}, {Host: "h", CPUs: allowed}}
-	for _, c := range []struct {
-		mode string
-		want []string
-	}{
-		{"spread", []string{cpuset.Format(cpuset.Split(host, 1, cpuset.CoreOf())[0]), cpuset.Format(cpuset.Split(host, 1, cpuset.CoreOf())[1])}},
-		{"none", []string{cpuset.Format(allowed), cpuset.Format(allowed)}},
-	} {
-		r := luacoll(t, nil, "run", "-n", "2", "--cpu-bind", c.mode, s)
-		got := cpusOf(r)
-		if r.code != 0 || got[0] != c.want[0] || got[1] != c.want[1] {
-			t.Errorf("--cpu-bind %s: exit %d, cpus %v, want %v\n%s", c.mode, r.code, got, c.want, r.stderr)
-		}
+	all := cpuset.Format(allowed)
+	r := luacoll(t, nil, "run", "-n", "2", "--cpu-bind", "none", s)
+	if got := cpusOf(r); r.code != 0 || got[0] != all || got[1] != all {
+		t.Errorf("--cpu-bind none: exit %d, cpus %v, want %s for both\n%s", r.code, got, all, r.stderr)
+	}
+	r = luacoll(t, nil, "run", "-n", "2", "--cpu-bind", "spread", s)
+	got := cpusOf(r)
+	if r.code != 0 || len(got) != 2 {
+		t.Fatalf("--cpu-bind spread: exit %d, cpus %v\n%s", r.code, got, r.stderr)
 	}
 	if len(allowed) >= 2 {
-		r := luacoll(t, nil, "run", "-n", "2", "--cpu-bind", "spread", s)
-		got := cpusOf(r)
-		if got[0] == got[1] {
-			t.Errorf("spread on %d CPUs: both ranks on %s", len(allowed), got[0])
+		// Two non-empty, disjoint shares of the allowed CPUs, covering them.
+		a, errA := cpuset.Parse(got[0])
+		b, errB := cpuset.Parse(got[1])
+		union, _ := cpuset.Parse(got[0] + "," + got[1])
+		if errA != nil || errB != nil || len(a) == 0 || len(b) == 0 || len(cpuset.Intersect(a, b)) != 0 || cpuset.Format(union) != all {
+			t.Errorf("--cpu-bind spread on CPUs %s: rank 0 on %q, rank 1 on %q", all, got[0], got[1])
 		}
 	}
-	r := luacoll(t, nil, "run", "-n", "2", "--cpu-bind", "near", s)
+	r = luacoll(t, nil, "run", "-n", "2", "--cpu-bind", "near", s)
 	if r.code != 2 || !strings.Contains(r.stderr, `--cpu-bind "near"`) {
 		t.Errorf("bad mode: exit %d\n%s", r.code, r.stderr)
 	}

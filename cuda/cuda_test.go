@@ -151,9 +151,6 @@ func TestNCCLVersionString(t *testing.T) {
 			t.Errorf("ncclVersionString(%d) = %q, want %q", code, got, want)
 		}
 	}
-	if got := LocalCPUList("fffe:ff:1f.7"); got != "" {
-		t.Errorf("LocalCPUList of a missing device = %q", got)
-	}
 	if got := NormPCIBusID("00000000:3B:00.0"); got != "0000:3b:00.0" {
 		t.Errorf("NormPCIBusID = %q", got)
 	}
@@ -207,6 +204,12 @@ func TestNVRTC(t *testing.T) {
 	}
 }
 
+func TestLocalCPUListOfMissingDevice(t *testing.T) {
+	if got := LocalCPUList("fffe:ff:1f.7"); got != "" {
+		t.Errorf("LocalCPUList of a missing device = %q", got)
+	}
+}
+
 // ---------------------------------------------------------------------------
 // GPU tests.
 
@@ -223,9 +226,10 @@ func TestDriverAndDevice(t *testing.T) {
 	must(t, err)
 	ma, mi, err := d.DeviceComputeCapability(g.dev)
 	must(t, err)
-	// sysfs names the device by its bus id: the GPU's near CPUs are there.
+	// sysfs names the device by its bus id: the GPU's near CPUs are there
+	// (some containers and WSL have no such entry).
 	if _, err := os.Stat("/sys/bus/pci/devices/" + NormPCIBusID(bus)); err != nil {
-		t.Errorf("bus id %q (%q) not in sysfs: %v", bus, NormPCIBusID(bus), err)
+		t.Logf("bus id %q (%q) not in sysfs: %v", bus, NormPCIBusID(bus), err)
 	} else if cpus := LocalCPUList(bus); cpus == "" || strings.ContainsAny(cpus, " \n") {
 		t.Errorf("LocalCPUList(%q) = %q", bus, cpus)
 	}

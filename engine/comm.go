@@ -23,7 +23,9 @@ type Options struct {
 	Device  string        // "host" (default) or "cuda"
 	Timeout time.Duration // deadline of bootstrap calls and the default window timeout
 	GPUs    []int         // CUDA devices to use, indexed by local rank (empty: local rank modulo count)
-	CPUBind string        // CPUBindAuto, CPUBindSpread or CPUBindNone ("": none)
+	// CPUBind is CPUBindAuto, CPUBindSpread or CPUBindNone ("": none).
+	// Binding is per process: ranks that share one never bind.
+	CPUBind string
 	// Backend, when set, is used instead of opening one for Device (tests).
 	Backend func(env RankEnv, job string) (transport.Backend, error)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime"
 
 	"github.com/luacoll/luacoll/engine/cpuset"
 	"github.com/luacoll/luacoll/transport"
@@ -33,31 +35,32 @@ func CheckCPUBind(mode string) error {
 
 type cpuOffer struct {
 	Host string `json:"host"`
+	PID  int    `json:"pid"`
 	CPUs string `json:"cpus"`
 }
 
 // bindCPUs agrees with every rank on who gets which CPUs and binds this
 // process (collective: every rank calls it, whatever the mode). Ranks on
 // one host that could use the same CPUs share them out in rank order, so
-// two busy-polling ranks do not take turns on one core.
+// two busy-polling ranks do not take turns on one core. Binding is per
+// process: when ranks share a process, none binds. In mode auto a refusal
+// by the system leaves the rank as it was; in mode spread it is an error.
 func (c *Comm) bindCPUs(ctx context.Context) error {
 	mode := c.Opts.CPUBind
 	if mode == "" {
 		mode = CPUBindNone
 	}
-	allowed, err := cpuset.Current()
-	if err != nil {
-		return err
-	}
+	allowed, aerr := cpuset.Current()
 	cand := allowed
-	if local, ok := c.Backend.(transport.CPULocal); ok {
+	if local, ok := c.Backend.(transport.CPULocal); ok && aerr == nil {
 		if near, err := cpuset.Parse(local.LocalCPUList()); err == nil {
 			if both := cpuset.Intersect(allowed, near); len(both) > 0 {
 				cand = both
 			}
 		}
 	}
-	offer, _ := json.Marshal(cpuOffer{Host: c.Backend.Identity().Host, CPUs: cpuset.Format(cand)})
+	id := c.Backend.Identity()
+	offer, _ := json.Marshal(cpuOffer{Host: id.Host, PID: id.PID, CPUs: cpuset.Format(cand)})
 	all, err := c.Collective(ctx, "cpu_bind("+mode+")", offer)
 	if err != nil {
 		return err
@@ -72,7 +75,17 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 	default:
 		return nil
 	}
+	fail := func(err error) error {
+		if mode == CPUBindAuto {
+			return nil
+		}
+		return fmt.Errorf("cpu binding (%s): %w", mode, err)
+	}
+	if aerr != nil {
+		return fail(aerr)
+	}
 	members := make([]cpuset.Member, len(all))
+	procs := make(map[cpuOffer]bool)
 	for r, d := range all {
 		var o cpuOffer
 		if err := json.Unmarshal(d, &o); err != nil {
@@ -83,12 +96,26 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 			return fmt.Errorf("cpu binding: rank %d's offer: %w", r, err)
 		}
 		members[r] = cpuset.Member{Host: o.Host, CPUs: cpus}
+		p := cpuOffer{Host: o.Host, PID: o.PID}
+		if procs[p] {
+			return nil // ranks share a process: binding one binds them all
+		}
+		procs[p] = true
 	}
 	mine := cpuset.Split(members, min, cpuset.CoreOf())[c.Env.Rank]
+	if mine == nil {
+		return nil // too few CPUs for a share each
+	}
 	if err := cpuset.Apply(mine); err != nil {
-		return fmt.Errorf("cpu binding (%s): %w", mode, err)
+		_ = cpuset.Apply(allowed) // undo a partial binding
+		return fail(err)
 	}
 	c.CPUs = mine
+	if os.Getenv("GOMAXPROCS") == "" {
+		// The runtime would follow the new affinity only at its next
+		// periodic check.
+		runtime.GOMAXPROCS(len(mine))
+	}
 	if hb, ok := c.Backend.(*transport.HostBackend); ok && len(mine) < 2 {
 		// One core for the script and the stream: waits must yield.
 		hb.Oversubscribed = true

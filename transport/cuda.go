@@ -126,6 +126,8 @@ func (b *CUDABackend) Name() string { return fmt.Sprintf("cuda:%d", b.ordinal) }
 // Identity implements Backend.
 func (b *CUDABackend) Identity() Identity { return LocalIdentity("cuda:" + b.uuid) }
 
+var _ CPULocal = (*CUDABackend)(nil)
+
 // LocalCPUList implements CPULocal: the device's PCI function's
 // local_cpulist in sysfs.
 func (b *CUDABackend) LocalCPUList() string {

@@ -117,12 +117,13 @@ type Member struct {
 }
 
 // Split gives each rank its CPUs. Ranks on one host with the same candidate
-// set share that set out in rank order, as evenly as possible, whole cores
-// at a time where there are enough cores (coreOf names a CPU's core, nil:
-// every CPU is its own), so that no two ranks share a core's hardware
-// threads; when a share would hold fewer than min CPUs, every rank of that
-// group keeps the whole set. Ranks whose candidate sets differ are planned
-// apart (their sets may overlap).
+// set share that set out in rank order: whole cores at a time (coreOf names
+// a CPU's core; nil: every CPU is its own), as many cores to each as
+// possible, when that gives every rank at least min CPUs, so that no two
+// ranks share a core's hardware threads; else single CPUs at a time when
+// that gives every rank at least min; else that group's ranks get nil (no
+// share: leave them as they are). Ranks whose candidate sets differ are
+// planned apart (their sets may overlap).
 func Split(members []Member, min int, coreOf func(cpu int) int) [][]int {
 	if min < 1 {
 		min = 1
@@ -145,17 +146,15 @@ func Split(members []Member, min int, coreOf func(cpu int) int) [][]int {
 		cpus := members[ranks[0]].CPUs
 		shares := shareOut(byCore(cpus, coreOf), len(ranks), min)
 		if shares == nil {
-			// Fewer cores than ranks: share out the threads.
+			// Too few cores for whole-core shares: share out the threads.
 			single := make([][]int, len(cpus))
 			for i, c := range cpus {
 				single[i] = []int{c}
 			}
 			shares = shareOut(single, len(ranks), min)
 		}
-		for i, r := range ranks {
-			if shares == nil {
-				out[r] = append([]int(nil), cpus...)
-			} else {
+		if shares != nil {
+			for i, r := range ranks {
 				out[r] = shares[i]
 			}
 		}
@@ -259,7 +258,10 @@ func Apply(cpus []int) error {
 	done := make(map[int]bool)
 	// A thread may start while the list is being walked: walk until a
 	// pass finds none new.
-	for pass := 0; pass < 8; pass++ {
+	for pass := 0; ; pass++ {
+		if pass == 100 {
+			return errors.New("set affinity: threads kept starting while they were being bound")
+		}
 		ents, err := os.ReadDir("/proc/self/task")
 		if err != nil {
 			return fmt.Errorf("set affinity: %w", err)
@@ -283,5 +285,4 @@ func Apply(cpus []int) error {
 			return nil
 		}
 	}
-	return nil
 }

@@ -82,9 +82,9 @@ func TestSplit(t *testing.T) {
 	if !reflect.DeepEqual(got, [][]int{seq(0, 2), seq(3, 4), seq(5, 6)}) {
 		t.Errorf("3 ranks on 7 CPUs: %v", got)
 	}
-	// Too few CPUs for min: everyone keeps the set.
+	// Too few CPUs for min: no shares.
 	got = Split([]Member{{"h", seq(0, 2)}, {"h", seq(0, 2)}}, 2, nil)
-	if !reflect.DeepEqual(got, [][]int{seq(0, 2), seq(0, 2)}) {
+	if !reflect.DeepEqual(got, [][]int{nil, nil}) {
 		t.Errorf("2 ranks on 3 CPUs, min 2: %v", got)
 	}
 	// Two hosts, and two GPU-local sets on one host, ranks interleaved.
