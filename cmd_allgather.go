@@ -206,6 +206,8 @@ type agMeta struct {
 	InPlace  bool              `json:"in_place"`
 	Driver   int               `json:"cuda_driver,omitempty"`
 	GPUs     []string          `json:"gpus,omitempty"`
+	CPUs     []string          `json:"cpus"` // per rank
+	CPUBind  string            `json:"cpu_bind"`
 	Topology [][]string        `json:"topology,omitempty"`
 	NCCL     string            `json:"nccl"`
 	Info     map[string]string `json:"allgather_info"`
@@ -230,6 +232,10 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		}
 		cfg.Schedule, cfg.ScheduleName = sched, f.algo
 	}
+	cpuPlace, cpus, err := c.Placement(ctx)
+	if err != nil {
+		return err
+	}
 	res, err := engine.BenchAllGather(ctx, c, cfg)
 	if err != nil {
 		return err
@@ -244,7 +250,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	meta := agMeta{Kind: "meta", Command: f.cmdline,
 		Version: versionString(), Revision: rev, Backend: c.Backend.Name(), Ranks: c.Env.Size,
 		Iters: f.iters, Warmup: f.warmup, Algo: f.algo, Graph: f.graph, InPlace: f.inPlace, NCCL: res.NCCL, Info: res.Info,
-		Time: time.Now().UTC().Format(time.RFC3339)}
+		CPUs: cpus, CPUBind: c.Opts.CPUBind, Time: time.Now().UTC().Format(time.RFC3339)}
 	if c.Opts.Device == "cuda" {
 		pi := cuda.Probe()
 		meta.Driver, meta.Topology = pi.DriverVersion, pi.Topology
@@ -268,6 +274,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	if meta.GPUs != nil {
 		fmt.Fprintf(stdout, "# GPUs: %s; driver %d\n", strings.Join(meta.GPUs, ", "), meta.Driver)
 	}
+	fmt.Fprintf(stdout, "# CPUs: %s (--cpu-bind %s)\n", cpuPlace, c.Opts.CPUBind)
 	if res.HaveBuiltin {
 		fmt.Fprintf(stdout, "# baseline: built-in direct all-gather (path %s), eager, same window and buffers\n", res.Info["builtin_path"])
 	}

@@ -119,9 +119,14 @@ func TestBenchAllgatherInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	var meta struct {
-		InPlace bool `json:"in_place"`
+		InPlace bool     `json:"in_place"`
+		CPUs    []string `json:"cpus"`
+		CPUBind string   `json:"cpu_bind"`
 	}
 	if err := json.Unmarshal([]byte(strings.SplitN(string(data), "\n", 2)[0]), &meta); err != nil || !meta.InPlace {
 		t.Errorf("meta line does not say in place (%v): %s", err, data)
+	}
+	if len(meta.CPUs) != 3 || meta.CPUs[0] == "" || meta.CPUBind != "auto" {
+		t.Errorf("meta line: cpus %q, cpu_bind %q", meta.CPUs, meta.CPUBind)
 	}
 }

@@ -154,7 +154,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, factor, iters int, path string, bidir bool, mode string, jsonOut string, stdout, stderr io.Writer) error {
 	me := c.Env.Rank
 	var rows []engine.BenchRow
-	header := fmt.Sprintf("# luacoll bench %s: %s backend, %d ranks, luacoll %s", what, c.Backend.Name(), c.Env.Size, versionString())
+	place, cpus, err := c.Placement(ctx)
+	if err != nil {
+		return err
+	}
+	header := fmt.Sprintf("# luacoll bench %s: %s backend, %d ranks, luacoll %s\n# CPUs: %s (--cpu-bind %s)",
+		what, c.Backend.Name(), c.Env.Size, versionString(), place, c.Opts.CPUBind)
 	switch what {
 	case "put":
 		if iters == 0 {
@@ -248,12 +253,13 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		enc := json.NewEncoder(f)
 		for _, r := range rows {
 			if err := enc.Encode(struct {
-				Bench   string `json:"bench"`
-				Backend string `json:"backend"`
-				Ranks   int    `json:"ranks"`
-				Version string `json:"version"`
+				Bench   string   `json:"bench"`
+				Backend string   `json:"backend"`
+				Ranks   int      `json:"ranks"`
+				Version string   `json:"version"`
+				CPUs    []string `json:"cpus"`
 				engine.BenchRow
-			}{what, c.Backend.Name(), c.Env.Size, versionString(), r}); err != nil {
+			}{what, c.Backend.Name(), c.Env.Size, versionString(), cpus, r}); err != nil {
 				return err
 			}
 		}

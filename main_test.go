@@ -565,6 +565,15 @@ print("cpus " .. lc.info().cpus)`)
 	if r.code != 0 || len(got) != 2 {
 		t.Fatalf("--cpu-bind spread: exit %d, cpus %v\n%s", r.code, got, r.stderr)
 	}
+	// The benchmarks say where the ranks ran.
+	b := luacoll(t, nil, "bench", "pingpong", "-n", "2", "--iters", "50", "--cpu-bind", "spread")
+	want := fmt.Sprintf("# CPUs: rank 0 on %s, rank 1 on %s (--cpu-bind spread)", got[0], got[1])
+	if got[0] == got[1] {
+		want = fmt.Sprintf("# CPUs: every rank on %s (--cpu-bind spread)", got[0])
+	}
+	if b.code != 0 || !strings.Contains(b.stdout, want+"\n") {
+		t.Errorf("bench pingpong: exit %d, no %q in\n%s%s", b.code, want, b.stdout, b.stderr)
+	}
 	if len(allowed) >= 2 {
 		// Two non-empty, disjoint shares of the allowed CPUs, covering them.
 		a, errA := cpuset.Parse(got[0])

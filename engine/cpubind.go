@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 
 	"github.com/luacoll/luacoll/engine/cpuset"
 	"github.com/luacoll/luacoll/transport"
@@ -121,4 +122,28 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 		hb.Oversubscribed = true
 	}
 	return nil
+}
+
+// Placement gathers every rank's CPUs (collective) and describes them for
+// a report: "every rank on 0-31" when every rank may use the same CPUs,
+// else "rank 0 on 0-15, rank 1 on 16-31". It also returns the lists.
+func (c *Comm) Placement(ctx context.Context) (string, []string, error) {
+	all, err := c.Collective(ctx, "cpu_placement()", []byte(cpuset.Format(c.CPUs)))
+	if err != nil {
+		return "", nil, err
+	}
+	lists := make([]string, len(all))
+	same := true
+	for r, d := range all {
+		lists[r] = string(d)
+		same = same && lists[r] == lists[0]
+	}
+	if same {
+		return "every rank on " + lists[0], lists, nil
+	}
+	parts := make([]string, len(lists))
+	for r, l := range lists {
+		parts[r] = fmt.Sprintf("rank %d on %s", r, l)
+	}
+	return strings.Join(parts, ", "), lists, nil
 }

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -35,5 +37,38 @@ func TestCPUBindSkipsRanksOfOneProcess(t *testing.T) {
 	}
 	if err := CheckCPUBind("near"); err == nil {
 		t.Error(`CheckCPUBind("near") accepted`)
+	}
+}
+
+// TestPlacement: every rank learns every rank's CPUs, and the description
+// folds identical lists.
+func TestPlacement(t *testing.T) {
+	const n = 3
+	descs := make([]string, n)
+	lists := make([][]string, n)
+	errs := withComms(t, n, Options{Device: "host", Timeout: 10 * time.Second}, func(r int, c *Comm) error {
+		var err error
+		descs[r], lists[r], err = c.Placement(context.Background())
+		if err != nil {
+			return err
+		}
+		// Pretend rank 1 runs elsewhere: the description lists each rank.
+		if r == 1 {
+			c.CPUs = []int{7}
+		}
+		d, _, err := c.Placement(context.Background())
+		if err == nil && d != fmt.Sprintf("rank 0 on %s, rank 1 on 7, rank 2 on %s", lists[r][0], lists[r][2]) {
+			err = fmt.Errorf("description %q", d)
+		}
+		return err
+	})
+	cur, _ := cpuset.Current()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+		if want := "every rank on " + cpuset.Format(cur); descs[r] != want || len(lists[r]) != n || lists[r][2] != cpuset.Format(cur) {
+			t.Errorf("rank %d: %q %v, want %q", r, descs[r], lists[r], want)
+		}
 	}
 }
