@@ -31,7 +31,7 @@ const (
 func Names() []string {
 	return []string{KernelPut, KernelSignal, KernelWait, KernelBarrier, KernelCounterAdd, KernelFillByte,
 		KernelFillIota32, KernelFillRand, KernelChecksum, KernelEqual, KernelPingPong,
-		KernelPutSignal, KernelPPPutSignal, KernelBarrierLoop, KernelPutSignalWait, KernelWaitPutSignal,
+		KernelPutSignal, KernelPPPutSignal, KernelBarrierLoop, KernelPutSignalWait, KernelWaitPutSignal, KernelPrelaunched,
 		KernelAGPReady, KernelAGPDone, KernelAGPDoneReady, KernelAGPOne, KernelAGPLL, KernelAGPCopy}
 }
 

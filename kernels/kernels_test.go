@@ -56,7 +56,7 @@ var sharedCacheDir = sync.OnceValue(func() string {
 	return dir
 })
 
-func needGPU(t *testing.T) *env {
+func needGPU(t testing.TB) *env {
 	t.Helper()
 	e, err := loadEnv()
 	if err != nil {
@@ -71,7 +71,7 @@ func needGPU(t *testing.T) *env {
 }
 
 // needKernels also loads the kernel program (once per test binary).
-func needKernels(t *testing.T) *env {
+func needKernels(t testing.TB) *env {
 	t.Helper()
 	e := needGPU(t)
 	if e.k == nil {
@@ -94,7 +94,7 @@ func needKernels(t *testing.T) *env {
 	return e
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ type ctl struct {
 	m *cuda.MappedMem
 }
 
-func newCtl(t *testing.T, d *cuda.Driver) ctl {
+func newCtl(t testing.TB, d *cuda.Driver) ctl {
 	t.Helper()
 	m, err := d.AllocMapped(64)
 	must(t, err)

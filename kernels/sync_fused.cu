@@ -39,3 +39,59 @@ extern "C" __global__ void lc_wait_put_signal(const lc_u8 *wslots, lc_u32 wcount
 	lc_fused_put_signal(dst, src, n, slot, value, op);
 	if (threadIdx.x == 0 && host_done) lc_store_release_sys(host_done, seq);
 }
+
+// A prelaunched fused step: the kernel is enqueued before the host knows
+// its arguments and polls a host-mapped command block for them, so that
+// the step starts about one PCIe read after the host writes the command
+// instead of one launch after it issues it. The host writes the arguments,
+// then gen (x86 stores stay in order); the kernel runs the step as the
+// fused kernel would (kind 1: put + signal then wait, kind 2: wait then put
+// + signal) or returns (kind 0: cancelled; also when the abort flag is
+// raised and no command has come), and at its end stores gen into ack: the
+// command block is free again.
+struct lc_pre_cmd {
+	lc_u64 gen, kind;
+	lc_u64 dst, src, n, slot, value, op;
+	lc_u64 wslots, wcount, wstride, wop, wtarget, timeout_ns, rec;
+	lc_u64 host_done, seq;
+};
+
+extern "C" __global__ void lc_prelaunched(const lc_pre_cmd *cmd, lc_u64 gen, lc_u64 *ack, const lc_u32 *abort_flag) {
+	__shared__ lc_pre_cmd c;
+	__shared__ int got;
+	const int words = (int)(sizeof(lc_pre_cmd) / 8);
+	if (threadIdx.x == 0) {
+		got = 0;
+		for (lc_u32 spins = 0;; spins++) {
+			if (lc_load_acquire_sys(&cmd->gen) == gen) {
+				got = 1;
+				break;
+			}
+			if ((spins & 15) == 15 && lc_aborted(abort_flag)) break;
+		}
+	}
+	__syncthreads();
+	// Each read of host memory crosses PCIe (about 1 us): the command's
+	// words are read by as many threads at once, after thread 0's acquire.
+	if (got && threadIdx.x < words)
+		((lc_u64 *)&c)[threadIdx.x] = *((const volatile lc_u64 *)cmd + threadIdx.x);
+	if (!got && threadIdx.x == 1) c.kind = 0;
+	__syncthreads();
+	// The command is in shared memory: its block may be reused (a step
+	// says so after its end report, out of the way of the step).
+	if (c.kind == 0) {
+		if (threadIdx.x == 0) lc_store_volatile(ack, gen);
+		return;
+	}
+	lc_record *rec = (lc_record *)c.rec;
+	if (c.kind == 2 && threadIdx.x == 0)
+		lc_wait_body((const lc_u8 *)c.wslots, (lc_u32)c.wcount, c.wstride, (int)c.wop, c.wtarget, c.timeout_ns, abort_flag, rec);
+	if (c.kind == 2) __syncthreads();
+	lc_fused_put_signal((lc_u8 *)c.dst, (const lc_u8 *)c.src, c.n, (lc_u64 *)c.slot, c.value, (int)c.op);
+	if (threadIdx.x == 0) {
+		if (c.kind == 1)
+			lc_wait_body((const lc_u8 *)c.wslots, (lc_u32)c.wcount, c.wstride, (int)c.wop, c.wtarget, c.timeout_ns, abort_flag, rec);
+		if (c.host_done) lc_store_release_sys((lc_u64 *)c.host_done, c.seq);
+		lc_store_volatile(ack, gen);
+	}
+}

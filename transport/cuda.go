@@ -41,6 +41,9 @@ type CUDABackend struct {
 	aux    *cuda.Stream // for synchronous checks
 	mu     sync.Mutex   // guards aux and result
 	live   atomic.Int64 // device allocations not yet freed
+	// streams are the rank streams made here (see quiesce).
+	smu     sync.Mutex
+	streams []*CUDAStream
 }
 
 // NewCUDABackend opens GPU gpus[localRank] (or localRank modulo the device
@@ -172,6 +175,7 @@ func allocSize(size uint64) uint64 {
 }
 
 func (b *CUDABackend) alloc(size uint64) (cuda.DevicePtr, error) {
+	b.quiesce()
 	defer onThread()()
 	if err := b.current(); err != nil {
 		return 0, err
@@ -193,6 +197,7 @@ func (b *CUDABackend) alloc(size uint64) (cuda.DevicePtr, error) {
 }
 
 func (b *CUDABackend) free(p cuda.DevicePtr) error {
+	b.quiesce()
 	defer onThread()()
 	if err := b.current(); err != nil {
 		return err
@@ -240,6 +245,7 @@ func (b *CUDABackend) Share(ctx context.Context, ex Exchanger, topo *Topology, s
 	opened := make([]cuda.DevicePtr, n)
 	closePeers := func() error {
 		var errs []error
+		b.quiesce()
 		_ = b.current()
 		for r, p := range opened {
 			if p != 0 && r != rank {
@@ -340,6 +346,7 @@ func (b *CUDABackend) Alloc(size uint64) (*Region, error) {
 
 // Read implements Backend.
 func (b *CUDABackend) Read(dst []byte, src Addr) error {
+	b.quiesce()
 	defer onThread()()
 	if len(dst) == 0 {
 		return nil
@@ -355,6 +362,7 @@ func (b *CUDABackend) Read(dst []byte, src Addr) error {
 // for the legacy default stream; so the copy goes on the side stream and
 // is waited for, and later stream work sees the bytes.
 func (b *CUDABackend) Write(dst Addr, src []byte) error {
+	b.quiesce()
 	defer onThread()()
 	if len(src) == 0 {
 		return nil
@@ -401,6 +409,7 @@ func (b *CUDABackend) Fill(s Stream, dst Addr, n uint64, kind FillKind, arg uint
 }
 
 func (b *CUDABackend) runAux(f func(s *cuda.Stream, out cuda.DevicePtr) error) (uint64, error) {
+	b.quiesce()
 	defer onThread()()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -435,6 +444,7 @@ func (b *CUDABackend) Equal(a, c Addr, n uint64) (bool, error) {
 // n bytes from src to dst (peer memory) on the side stream, timed by
 // events around it (device clock, no launch or synchronization in it).
 func (b *CUDABackend) RefCopy(dst, src Addr, n uint64) (time.Duration, error) {
+	b.quiesce()
 	defer onThread()()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -476,6 +486,7 @@ func (b *CUDABackend) RefCopy(dst, src Addr, n uint64) (time.Duration, error) {
 // step is a put of n bytes from src to peerData followed by the signal.
 // Both ranks must call it at about the same time; slots must start at 0.
 func (b *CUDABackend) DevicePingPong(raw bool, peerData, src Addr, n uint64, peerSlot, mySlot Addr, iters uint64, initiator bool, timeout time.Duration) (time.Duration, error) {
+	b.quiesce()
 	defer onThread()()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -506,6 +517,7 @@ func (b *CUDABackend) DevicePingPong(raw bool, peerData, src Addr, n uint64, pee
 // rows (rows[p]: rank p's row of len(rows) slots, as mapped here, all 0)
 // and returns the device-measured time.
 func (b *CUDABackend) DeviceBarrierLoop(rows []Addr, rank int, iters uint64, timeout time.Duration) (time.Duration, error) {
+	b.quiesce()
 	defer onThread()()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -558,6 +570,7 @@ func orderingVariant(def int) int {
 
 // Close implements Backend.
 func (b *CUDABackend) Close() error {
+	b.quiesce()
 	defer onThread()()
 	if b.ctx == nil {
 		return nil
@@ -608,6 +621,18 @@ func (b *CUDABackend) NewStream(abort *Abort) (Stream, error) {
 	// tracks them).
 	s.SetGraphLaunch(true)
 	cs := &CUDAStream{b: b, s: s, rec: rec, done: done, abort: abort, stop: make(chan struct{})}
+	if prelaunchOn {
+		if cs.pre, err = newPrelaunch(b.drv); err != nil {
+			_ = done.Free()
+			_ = rec.Free()
+			_ = s.Destroy()
+			return nil, err
+		}
+		go cs.prelauncher()
+	}
+	b.smu.Lock()
+	b.streams = append(b.streams, cs)
+	b.smu.Unlock()
 	// A job abort raises the device-visible flag, so that waits end now.
 	go func() {
 		select {
@@ -655,6 +680,8 @@ type CUDAStream struct {
 	done     *cuda.MappedMem
 	doneSeq  uint64
 	doneTail bool
+	// pre is the prelaunched-step state (nil unless LUACOLL_PRELAUNCH=1).
+	pre *prelaunch
 }
 
 // heldOp is an operation kept back for one call, so that a put_signal
@@ -720,6 +747,7 @@ func (s *CUDAStream) flushLocked() {
 // operation dealt with): nothing once the stream has failed, and an error
 // of f fails it. It reports whether f ran without error.
 func (s *CUDAStream) runLocked(f func() error) bool {
+	s.cancelPreLocked()
 	s.doneTail = false
 	if s.err != nil {
 		return false
@@ -761,7 +789,7 @@ func (s *CUDAStream) onHoldTimer() {
 
 func (s *CUDAStream) enqueue(f func() error) {
 	defer onThread()()
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	s.flushLocked()
 	s.runLocked(f)
@@ -865,11 +893,11 @@ func (s *CUDAStream) PutSignal(dst, src Addr, n uint64, slot Addr, add bool, v u
 		op = kernels.SignalAdd
 	}
 	p := kernels.PutSignalSpec{Dst: cuda.DevicePtr(dst), Src: cuda.DevicePtr(src), N: n, Slot: cuda.DevicePtr(slot), Op: op, Value: v}
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	if w := s.held.wait; w != nil {
 		// A wait then this put_signal: one launch.
-		s.launchFusedLocked(w.ws, func(d kernels.Done) error { return s.b.k.WaitPutSignal(s.s, w.spec, p, d) })
+		s.launchFusedLocked(w.ws, true, p, w.spec)
 		return true
 	}
 	s.flushLocked()
@@ -878,10 +906,21 @@ func (s *CUDAStream) PutSignal(dst, src Addr, n uint64, slot Addr, add bool, v u
 }
 
 // launchFusedLocked launches the held operation together with the one
-// being issued (s.mu held): launch enqueues the fused kernel with the end
-// report it is given; ws is the wait to account for.
-func (s *CUDAStream) launchFusedLocked(ws *WaitSpec, launch func(kernels.Done) error) {
+// being issued (s.mu held): the put + signal p and the wait w in one
+// kernel (w first when waitFirst), or through a prelaunched kernel; ws is
+// the wait to account for.
+func (s *CUDAStream) launchFusedLocked(ws *WaitSpec, waitFirst bool, p kernels.PutSignalSpec, w kernels.WaitSpec) {
 	s.held = heldOp{gen: s.held.gen + 1}
+	if s.pre != nil {
+		s.pre.hold = false
+		if s.takePreLocked(ws, waitFirst, p, w) {
+			return
+		}
+		s.cancelPreLocked()
+		s.pre.hold = false
+		s.pre.launched++
+		defer s.pre.kick()
+	}
 	if s.err != nil {
 		return
 	}
@@ -889,7 +928,13 @@ func (s *CUDAStream) launchFusedLocked(ws *WaitSpec, launch func(kernels.Done) e
 		s.err = err
 		return
 	}
-	if err := launch(s.nextDone()); err != nil {
+	var err error
+	if waitFirst {
+		err = s.b.k.WaitPutSignal(s.s, w, p, s.nextDone())
+	} else {
+		err = s.b.k.PutSignalWait(s.s, p, w, s.nextDone())
+	}
+	if err != nil {
 		s.err = err
 		s.doneTail = false // no report will come
 		return
@@ -987,11 +1032,11 @@ func (s *CUDAStream) Wait(w WaitSpec) {
 		if spec, ok := s.waitSpec(w, groups[0]); ok {
 			ws := w
 			hw := &heldWait{spec: spec, ws: &ws, memop: memop, flags: flags}
-			s.mu.Lock()
+			s.lock()
 			defer s.mu.Unlock()
 			if p := s.held.put; p != nil {
 				// A put_signal then this wait: one launch.
-				s.launchFusedLocked(&ws, func(d kernels.Done) error { return s.b.k.PutSignalWait(s.s, *p, spec, d) })
+				s.launchFusedLocked(&ws, false, *p, spec)
 				return
 			}
 			s.flushLocked()
@@ -1193,7 +1238,7 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 	if err := s.b.current(); err != nil {
 		return err
 	}
-	s.mu.Lock()
+	s.lock()
 	s.flushLocked()
 	tail, seq := s.doneTail && s.err == nil, s.doneSeq
 	s.mu.Unlock()
@@ -1204,6 +1249,12 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 	// when the report is late, ask the driver.
 	spinning, spinUntil := syncSpin > 0, time.Now().Add(syncSpin)
 	fast := tail && spinning && s.doneSeen(seq, syncSpin)
+	if !fast && s.pre != nil {
+		// A prelaunched kernel would keep the stream busy.
+		s.mu.Lock()
+		s.cancelPreLocked()
+		s.mu.Unlock()
+	}
 	for i := 0; !fast; i++ {
 		done, err := s.s.Query()
 		if err != nil {
@@ -1236,7 +1287,7 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 			runtime.Gosched()
 		}
 	}
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	s.undoRelease()
 	err := s.err
@@ -1297,6 +1348,7 @@ func (s *CUDAStream) blame(rec kernels.Record) error {
 // once (through the abort flag); copies already queued still complete.
 func (s *CUDAStream) Interrupt(cause error) {
 	s.mu.Lock()
+	s.cancelPreLocked()
 	s.interrupt = cause
 	s.mu.Unlock()
 	atomic.StoreUint32((*uint32)(s.b.flag.Host), 1)
@@ -1340,7 +1392,19 @@ func (s *CUDAStream) Close() {
 	if !keepHost {
 		_ = s.rec.Free()
 		_ = s.done.Free()
+		if s.pre != nil {
+			s.pre.report()
+			_ = s.pre.mem.Free()
+		}
 	}
+	s.b.smu.Lock()
+	for i, o := range s.b.streams {
+		if o == s {
+			s.b.streams = append(s.b.streams[:i], s.b.streams[i+1:]...)
+			break
+		}
+	}
+	s.b.smu.Unlock()
 }
 
 var _ Backend = (*CUDABackend)(nil)

@@ -15,7 +15,10 @@ import (
 
 // Current makes the stream's CUDA context current on the calling thread
 // (for library calls that use the runtime's current device, like NCCL).
-func (s *CUDAStream) Current() error { return s.b.current() }
+func (s *CUDAStream) Current() error {
+	s.b.quiesce()
+	return s.b.current()
+}
 
 // Enqueue runs fn with the raw CUDA stream, in stream order; an error stops
 // the stream and is reported by the next Sync.
@@ -44,8 +47,10 @@ func (s *CUDAStream) Capture(fn func(cs *cuda.Stream) error) (*CUDAGraph, error)
 	if err := s.b.current(); err != nil {
 		return nil, fmt.Errorf("capture: %w", err)
 	}
-	// A held operation belongs before the capture, not in it.
+	// A held operation belongs before the capture, not in it; a waiting
+	// prelaunched kernel goes away.
 	s.flushLocked()
+	s.cancelPreLocked()
 	if s.err != nil {
 		return nil, fmt.Errorf("capture: the stream has failed: %w", s.err)
 	}
@@ -692,6 +697,7 @@ func (a *CUDAAGP) Close() error {
 	// goes (Destroy syncs first, so normally nothing is held here).
 	var errs []error
 	a.s.mu.Lock()
+	a.s.cancelPreLocked()
 	if h := a.s.held.agp; h != nil && h.a == a {
 		a.s.flushLocked()
 		errs = append(errs, a.s.s.Synchronize())
