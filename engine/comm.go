@@ -129,6 +129,9 @@ func OpenWith(ctx context.Context, env RankEnv, opts Options, boot Conn, abort *
 		c.Close(err)
 		return nil, fmt.Errorf("rank %d: %w", env.Rank, err)
 	}
+	if p, ok := be.(transport.Prelauncher); ok {
+		p.SetPrelaunch(transport.PrelaunchDefault(gpuShared(topo)))
+	}
 	st, err := be.NewStream(abort)
 	if err != nil {
 		c.Close(err)
@@ -369,4 +372,16 @@ func listenerFromInheritedFD(fd int) (net.Listener, error) {
 		return nil, fmt.Errorf("inherited listener fd %d: %w", fd, err)
 	}
 	return l, nil
+}
+
+// gpuShared reports whether another rank of the job uses this rank's GPU
+// (same host, same device).
+func gpuShared(topo *transport.Topology) bool {
+	me := topo.Idents[topo.Rank]
+	for r, id := range topo.Idents {
+		if r != topo.Rank && id.Host == me.Host && id.Device == me.Device {
+			return true
+		}
+	}
+	return false
 }

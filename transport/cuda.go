@@ -44,6 +44,8 @@ type CUDABackend struct {
 	// streams are the rank streams made here (see quiesce).
 	smu     sync.Mutex
 	streams []*CUDAStream
+	// prelaunch: new streams prelaunch fused steps (see SetPrelaunch).
+	prelaunch bool
 }
 
 // NewCUDABackend opens GPU gpus[localRank] (or localRank modulo the device
@@ -621,7 +623,7 @@ func (b *CUDABackend) NewStream(abort *Abort) (Stream, error) {
 	// tracks them).
 	s.SetGraphLaunch(true)
 	cs := &CUDAStream{b: b, s: s, rec: rec, done: done, abort: abort, stop: make(chan struct{})}
-	if prelaunchOn {
+	if b.prelaunch {
 		if cs.pre, err = newPrelaunch(b.drv); err != nil {
 			_ = done.Free()
 			_ = rec.Free()

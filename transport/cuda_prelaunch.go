@@ -12,7 +12,7 @@ import (
 	"github.com/luacoll/luacoll/kernels"
 )
 
-// Prelaunched fused steps (LUACOLL_PRELAUNCH=1). A host-issued step of a
+// Prelaunched fused steps. A host-issued step of a
 // protocol (a put_signal with a wait, fused into one launch) costs a
 // kernel launch: several microseconds of driver time before the GPU
 // starts it. With prelaunching, a helper goroutine enqueues the next
@@ -20,10 +20,37 @@ import (
 // known; the kernel polls a host-mapped command block, and issuing the step
 // is writing the block. Anything else enqueued on the stream, a sync that
 // has to ask the driver, a capture, an interrupt or a close cancels the
-// waiting kernel first, so it never holds up other work.
-var prelaunchOn = envUint("LUACOLL_PRELAUNCH", 0) >= 1
+// waiting kernel first, so it never holds up other work; so does a
+// millisecond without a step, so an idle rank leaves its GPU idle.
 
-var prelaunchStats = envUint("LUACOLL_PRELAUNCH", 0) == 2
+// PrelaunchEnv names the environment variable that turns prelaunched steps
+// on (1; 2 also prints how many steps used them) or off (0). Unset, they
+// are on for a rank that has its GPU to itself (see PrelaunchDefault).
+const PrelaunchEnv = "LUACOLL_PRELAUNCH"
+
+// Prelauncher is implemented by backends that can prelaunch fused steps;
+// SetPrelaunch applies to the streams made after it.
+type Prelauncher interface {
+	SetPrelaunch(on bool)
+}
+
+// PrelaunchDefault says whether a rank prelaunches: as PrelaunchEnv says,
+// else when no other rank of the job uses its GPU (ranks sharing a GPU are
+// time-sliced, and a kernel waiting for its command would hold the slice).
+func PrelaunchDefault(gpuShared bool) bool {
+	switch os.Getenv(PrelaunchEnv) {
+	case "0":
+		return false
+	case "1", "2":
+		return true
+	}
+	return !gpuShared
+}
+
+var prelaunchStats = os.Getenv(PrelaunchEnv) == "2"
+
+// SetPrelaunch implements Prelauncher.
+func (b *CUDABackend) SetPrelaunch(on bool) { b.prelaunch = on }
 
 // preSlots is how many command blocks a stream cycles through: kernel g
 // reads block g % preSlots, and the helper enqueues kernel g only once
@@ -111,7 +138,7 @@ func (s *CUDAStream) cancelPreLocked() {
 // wait for the device's running kernels, and a waiting one never ends by
 // itself. The caller must not hold any stream's lock.
 func (b *CUDABackend) quiesce() {
-	if !prelaunchOn {
+	if !b.prelaunch {
 		return
 	}
 	b.smu.Lock()
@@ -137,6 +164,10 @@ func (s *CUDAStream) prelauncher() {
 		idle := time.Now()
 		for i := 0; !pre.want.Load(); i++ {
 			if i&255 == 255 && time.Since(idle) > time.Millisecond {
+				// Idle: let the GPU go idle too until the next step.
+				s.lock()
+				s.cancelPreLocked()
+				s.mu.Unlock()
 				select {
 				case <-pre.arm:
 				case <-s.stop:
