@@ -74,6 +74,9 @@ func NewCUDABackend(job string, localRank int, gpus []int) (*CUDABackend, error)
 		}
 	}
 	b := &CUDABackend{drv: drv, ordinal: ord, job: job, byUUID: map[string]cuda.Device{}}
+	if v := os.Getenv(PrelaunchEnv); v == "1" || v == "2" {
+		b.prelaunch = true // until SetPrelaunch says otherwise
+	}
 	for i := 0; i < n; i++ {
 		d, err := drv.DeviceGet(i)
 		if err != nil {
@@ -1294,6 +1297,18 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 	s.undoRelease()
 	err := s.err
 	s.err = nil
+	if tail && !fast && atomic.LoadUint64((*uint64)(s.done.Host)) < seq && err == nil {
+		// The stream is idle and the last step never reported its end: a
+		// prelaunched kernel left (on an abort) before it read the step.
+		cause := s.abort.Err()
+		if cause == nil {
+			cause = s.interrupt
+		}
+		if cause == nil {
+			cause = errors.New("its kernel ended first")
+		}
+		err = fmt.Errorf("sync: a put_signal + wait step was not run: %w", cause)
+	}
 	memErr := s.memErr
 	s.memErr = nil
 	rec := kernels.ReadRecord(s.rec.Host)

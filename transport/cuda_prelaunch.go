@@ -105,6 +105,12 @@ func (s *CUDAStream) takePreLocked(ws *WaitSpec, waitFirst bool, p kernels.PutSi
 	if pre == nil || !pre.live || s.err != nil || s.s.Capturing() || atomic.LoadUint32((*uint32)(s.b.flag.Host)) != 0 {
 		return false
 	}
+	if pre.acked() >= pre.gen {
+		// The kernel has ended without a command (it saw the abort flag,
+		// which has been lowered since): nobody would read this one.
+		pre.live = false
+		return false
+	}
 	host, _ := pre.slot(pre.gen)
 	if err := kernels.WritePreCmd(host, pre.gen, waitFirst, p, w, s.nextDone()); err != nil {
 		s.doneTail = false
@@ -121,15 +127,20 @@ func (s *CUDAStream) takePreLocked(ws *WaitSpec, waitFirst bool, p kernels.PutSi
 // cancelPreLocked sends the waiting kernel, if any, away, and keeps the
 // helper from enqueuing another until the next fused step (s.mu held).
 func (s *CUDAStream) cancelPreLocked() {
-	pre := s.pre
-	if pre == nil {
-		return
+	if s.pre != nil {
+		s.pre.hold = true
+		s.dropPreLocked()
 	}
-	pre.hold = true
-	if pre.live {
+}
+
+// dropPreLocked sends the waiting kernel, if any, away (s.mu held). The
+// kernel is still on the stream for a moment: a sync must ask the driver.
+func (s *CUDAStream) dropPreLocked() {
+	if pre := s.pre; pre != nil && pre.live {
 		host, _ := pre.slot(pre.gen)
 		kernels.CancelPreCmd(host, pre.gen)
 		pre.live = false
+		s.doneTail = false
 	}
 }
 
@@ -138,13 +149,13 @@ func (s *CUDAStream) cancelPreLocked() {
 // wait for the device's running kernels, and a waiting one never ends by
 // itself. The caller must not hold any stream's lock.
 func (b *CUDABackend) quiesce() {
-	if !b.prelaunch {
-		return
-	}
 	b.smu.Lock()
 	streams := append([]*CUDAStream(nil), b.streams...)
 	b.smu.Unlock()
 	for _, s := range streams {
+		if s.pre == nil {
+			continue
+		}
 		s.mu.Lock()
 		s.cancelPreLocked()
 		s.mu.Unlock()
@@ -166,7 +177,9 @@ func (s *CUDAStream) prelauncher() {
 			if i&255 == 255 && time.Since(idle) > time.Millisecond {
 				// Idle: let the GPU go idle too until the next step.
 				s.lock()
-				s.cancelPreLocked()
+				if !pre.want.Load() {
+					s.dropPreLocked()
+				}
 				s.mu.Unlock()
 				select {
 				case <-pre.arm:
@@ -182,7 +195,8 @@ func (s *CUDAStream) prelauncher() {
 		}
 		pre.want.Store(false)
 		s.lock()
-		if !pre.off && !pre.live && !pre.hold && s.err == nil && s.doneTail && pre.gen+1-pre.acked() <= preSlots && !s.s.Capturing() {
+		if !pre.off && !pre.live && !pre.hold && s.err == nil && s.doneTail && pre.gen+1-pre.acked() <= preSlots &&
+			!s.s.Capturing() && atomic.LoadUint32((*uint32)(s.b.flag.Host)) == 0 {
 			if err := s.b.current(); err == nil {
 				_, dev := pre.slot(pre.gen + 1)
 				if err := s.b.k.Prelaunch(s.s, dev, pre.gen+1, pre.ackDev(), s.b.flag.Dev); err != nil {
