@@ -921,8 +921,7 @@ func (s *CUDAStream) launchFusedLocked(ws *WaitSpec, waitFirst bool, p kernels.P
 		if s.takePreLocked(ws, waitFirst, p, w) {
 			return
 		}
-		s.cancelPreLocked()
-		s.pre.hold = false
+		s.dropPreLocked() // a waiting kernel that could not take it
 		s.pre.launched++
 		defer s.pre.kick()
 	}
