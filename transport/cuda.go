@@ -413,21 +413,34 @@ func (b *CUDABackend) Fill(s Stream, dst Addr, n uint64, kind FillKind, arg uint
 	})
 }
 
-func (b *CUDABackend) runAux(f func(s *cuda.Stream, out cuda.DevicePtr) error) (uint64, error) {
+// onAux runs f with the side stream to itself and the context current on
+// the calling thread, after cancelling any waiting prelaunched kernel.
+func (b *CUDABackend) onAux(f func() error) error {
 	b.quiesce()
 	defer onThread()()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.current(); err != nil {
-		return 0, err
+		return err
 	}
-	if err := f(b.aux, b.result.Dev); err != nil {
-		return 0, err
-	}
-	if err := b.aux.Synchronize(); err != nil {
-		return 0, err
-	}
-	return atomic.LoadUint64((*uint64)(b.result.Host)), nil
+	return f()
+}
+
+// runAux enqueues f on the side stream, waits for it, and returns the
+// 64-bit result it left in host-mapped memory.
+func (b *CUDABackend) runAux(f func(s *cuda.Stream, out cuda.DevicePtr) error) (uint64, error) {
+	var v uint64
+	err := b.onAux(func() error {
+		if err := f(b.aux, b.result.Dev); err != nil {
+			return err
+		}
+		if err := b.aux.Synchronize(); err != nil {
+			return err
+		}
+		v = atomic.LoadUint64((*uint64)(b.result.Host))
+		return nil
+	})
+	return v, err
 }
 
 // Checksum implements Backend.
@@ -449,40 +462,35 @@ func (b *CUDABackend) Equal(a, c Addr, n uint64) (bool, error) {
 // n bytes from src to dst (peer memory) on the side stream, timed by
 // events around it (device clock, no launch or synchronization in it).
 func (b *CUDABackend) RefCopy(dst, src Addr, n uint64) (time.Duration, error) {
-	b.quiesce()
-	defer onThread()()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if err := b.current(); err != nil {
-		return 0, err
-	}
-	e0, err := b.drv.NewTimingEvent()
-	if err != nil {
-		return 0, err
-	}
-	defer e0.Destroy()
-	e1, err := b.drv.NewTimingEvent()
-	if err != nil {
-		return 0, err
-	}
-	defer e1.Destroy()
-	if err := e0.Record(b.aux); err != nil {
-		return 0, err
-	}
-	if err := b.drv.MemcpyAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), n, b.aux); err != nil {
-		return 0, err
-	}
-	if err := e1.Record(b.aux); err != nil {
-		return 0, err
-	}
-	if err := b.aux.Synchronize(); err != nil {
-		return 0, err
-	}
-	ms, err := e0.ElapsedMs(e1)
-	if err != nil {
-		return 0, err
-	}
-	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
+	var took time.Duration
+	err := b.onAux(func() error {
+		e0, err := b.drv.NewTimingEvent()
+		if err != nil {
+			return err
+		}
+		defer e0.Destroy()
+		e1, err := b.drv.NewTimingEvent()
+		if err != nil {
+			return err
+		}
+		defer e1.Destroy()
+		if err := e0.Record(b.aux); err != nil {
+			return err
+		}
+		if err := b.drv.MemcpyAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), n, b.aux); err != nil {
+			return err
+		}
+		if err := e1.Record(b.aux); err != nil {
+			return err
+		}
+		if err := b.aux.Synchronize(); err != nil {
+			return err
+		}
+		ms, err := e0.ElapsedMs(e1)
+		took = time.Duration(float64(ms) * float64(time.Millisecond))
+		return err
+	})
+	return took, err
 }
 
 // DevicePingPong runs one side of a device-initiated ping-pong of iters
@@ -491,27 +499,16 @@ func (b *CUDABackend) RefCopy(dst, src Addr, n uint64) (time.Duration, error) {
 // step is a put of n bytes from src to peerData followed by the signal.
 // Both ranks must call it at about the same time; slots must start at 0.
 func (b *CUDABackend) DevicePingPong(raw bool, peerData, src Addr, n uint64, peerSlot, mySlot Addr, iters uint64, initiator bool, timeout time.Duration) (time.Duration, error) {
-	b.quiesce()
-	defer onThread()()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if err := b.current(); err != nil {
-		return 0, err
-	}
-	var err error
-	if raw {
-		err = b.k.PingPong(b.aux, cuda.DevicePtr(mySlot), cuda.DevicePtr(peerSlot), iters, initiator, timeout, b.result.Dev)
-	} else {
-		err = b.k.PutSignalPingPong(b.aux, cuda.DevicePtr(peerData), cuda.DevicePtr(src), n, cuda.DevicePtr(peerSlot),
-			cuda.DevicePtr(mySlot), iters, initiator, timeout, b.result.Dev, orderingVariant(4))
-	}
-	if err == nil {
-		err = b.aux.Synchronize()
-	}
+	ns, err := b.runAux(func(s *cuda.Stream, out cuda.DevicePtr) error {
+		if raw {
+			return b.k.PingPong(s, cuda.DevicePtr(mySlot), cuda.DevicePtr(peerSlot), iters, initiator, timeout, out)
+		}
+		return b.k.PutSignalPingPong(s, cuda.DevicePtr(peerData), cuda.DevicePtr(src), n, cuda.DevicePtr(peerSlot),
+			cuda.DevicePtr(mySlot), iters, initiator, timeout, out, orderingVariant(4))
+	})
 	if err != nil {
 		return 0, err
 	}
-	ns := atomic.LoadUint64((*uint64)(b.result.Host))
 	if ns == ^uint64(0) {
 		return 0, fmt.Errorf("device ping-pong: no answer from the peer within %v", timeout)
 	}
@@ -522,34 +519,34 @@ func (b *CUDABackend) DevicePingPong(raw bool, peerData, src Addr, n uint64, pee
 // rows (rows[p]: rank p's row of len(rows) slots, as mapped here, all 0)
 // and returns the device-measured time.
 func (b *CUDABackend) DeviceBarrierLoop(rows []Addr, rank int, iters uint64, timeout time.Duration) (time.Duration, error) {
-	b.quiesce()
-	defer onThread()()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if err := b.current(); err != nil {
-		return 0, err
-	}
 	table := make([]byte, 8*len(rows))
 	for i, r := range rows {
 		binary.LittleEndian.PutUint64(table[8*i:], uint64(r))
 	}
-	p, err := b.drv.MemAlloc(uint64(len(table)))
+	var ns uint64
+	err := b.onAux(func() error {
+		p, err := b.drv.MemAlloc(uint64(len(table)))
+		if err != nil {
+			return err
+		}
+		defer b.drv.MemFree(p) // after the sync below: the kernel reads it
+		// On the side stream, in order with the kernel below (a plain HtoD
+		// from pageable memory may still be in flight when it returns).
+		if err := b.drv.MemcpyHtoDAsync(p, unsafe.Pointer(unsafe.SliceData(table)), uint64(len(table)), b.aux); err != nil {
+			return err
+		}
+		if err := b.k.BarrierLoop(b.aux, p, uint32(rank), uint32(len(rows)), iters, timeout, b.result.Dev, orderingVariant(6)); err != nil {
+			return err
+		}
+		if err := b.aux.Synchronize(); err != nil {
+			return err
+		}
+		ns = atomic.LoadUint64((*uint64)(b.result.Host))
+		return nil
+	})
 	if err != nil {
 		return 0, err
 	}
-	defer b.drv.MemFree(p)
-	// On the side stream, in order with the kernel below (a plain HtoD
-	// from pageable memory may still be in flight when it returns).
-	if err := b.drv.MemcpyHtoDAsync(p, unsafe.Pointer(unsafe.SliceData(table)), uint64(len(table)), b.aux); err != nil {
-		return 0, err
-	}
-	if err := b.k.BarrierLoop(b.aux, p, uint32(rank), uint32(len(rows)), iters, timeout, b.result.Dev, orderingVariant(6)); err != nil {
-		return 0, err
-	}
-	if err := b.aux.Synchronize(); err != nil {
-		return 0, err
-	}
-	ns := atomic.LoadUint64((*uint64)(b.result.Host))
 	if ns == ^uint64(0) {
 		return 0, fmt.Errorf("device barrier loop: peers did not arrive within %v", timeout)
 	}
