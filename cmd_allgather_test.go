@@ -21,22 +21,18 @@ func TestBenchAllgatherVsDirect(t *testing.T) {
 	if !strings.Contains(r.stdout, "direct(us)") || !strings.Contains(r.stdout, "baseline: built-in direct all-gather") {
 		t.Fatalf("no built-in columns:\n%s", r.stdout)
 	}
-	rows := 0
-	for _, line := range strings.Split(r.stdout, "\n") {
-		f := strings.Fields(line) // size count type time algbw busbw #wrong direct d.busbw #wrong ratio
-		if len(f) != 11 || strings.HasPrefix(line, "#") {
-			continue
-		}
-		rows++
+	// size count type time algbw busbw #wrong direct d.busbw #wrong ratio
+	rows := tableRows(r.stdout, 11)
+	for _, f := range rows {
 		if f[6] != "0" || f[9] != "0" {
-			t.Errorf("wrong chunks: %s", line)
+			t.Errorf("wrong chunks: %v", f)
 		}
 		if f[7] == "0.00" || f[10] == "0.00" {
-			t.Errorf("built-in not measured: %s", line)
+			t.Errorf("built-in not measured: %v", f)
 		}
 	}
-	if rows != 3 {
-		t.Fatalf("%d rows:\n%s", rows, r.stdout)
+	if len(rows) != 3 {
+		t.Fatalf("%d rows:\n%s", len(rows), r.stdout)
 	}
 	data, err := os.ReadFile(js)
 	if err != nil {
@@ -100,19 +96,14 @@ func TestBenchAllgatherInPlace(t *testing.T) {
 	if !strings.Contains(r.stdout, ", in place,") {
 		t.Fatalf("header does not say in place:\n%s", r.stdout)
 	}
-	rows := 0
-	for _, line := range strings.Split(r.stdout, "\n") {
-		f := strings.Fields(line) // size count type time algbw busbw #wrong
-		if len(f) != 7 || strings.HasPrefix(line, "#") {
-			continue
-		}
-		rows++
+	rows := tableRows(r.stdout, 7) // size count type time algbw busbw #wrong
+	for _, f := range rows {
 		if f[6] != "0" {
-			t.Errorf("wrong chunks: %s", line)
+			t.Errorf("wrong chunks: %v", f)
 		}
 	}
-	if rows != 4 {
-		t.Fatalf("%d rows:\n%s", rows, r.stdout)
+	if len(rows) != 4 {
+		t.Fatalf("%d rows:\n%s", len(rows), r.stdout)
 	}
 	data, err := os.ReadFile(js)
 	if err != nil {

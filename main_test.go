@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -490,42 +489,45 @@ func TestHelpEverywhere(t *testing.T) {
 	}
 }
 
+// tableRows returns the fields of each row of a bench table (a line that
+// is not a # comment) that has cols columns.
+func tableRows(out string, cols int) [][]string {
+	var rows [][]string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == cols && !strings.HasPrefix(line, "#") {
+			rows = append(rows, f)
+		}
+	}
+	return rows
+}
+
 func TestBenchHostRuns(t *testing.T) {
 	r := luacoll(t, nil, "bench", "put", "-b", "64K", "-e", "1M", "--iters", "2")
 	if r.code != 0 || !strings.Contains(r.stdout, "ratio") {
 		t.Fatalf("%d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	sc := bufio.NewScanner(strings.NewReader(r.stdout))
-	rows := 0
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 6 && !strings.HasPrefix(sc.Text(), "#") {
-			rows++
-			if f[5] != "0" {
-				t.Errorf("wrong data: %s", sc.Text())
-			}
+	rows := tableRows(r.stdout, 6) // size time put copy ratio #wrong
+	for _, f := range rows {
+		if f[5] != "0" {
+			t.Errorf("wrong data: %v", f)
 		}
 	}
-	if rows != 3 {
-		t.Fatalf("%d rows:\n%s", rows, r.stdout)
+	if len(rows) != 3 {
+		t.Fatalf("%d rows:\n%s", len(rows), r.stdout)
 	}
 	for _, algo := range []string{"lua:ring", "lua:direct", "direct"} {
 		r = luacoll(t, nil, "bench", "allgather", "-n", "2", "-b", "1K", "-e", "16K", "--iters", "20", "--stress", "--algo", algo)
 		if r.code != 0 || !strings.Contains(r.stdout, "#wrong") {
 			t.Fatalf("allgather %s: %d\n%s\n%s", algo, r.code, r.stdout, r.stderr)
 		}
-		rows := 0
-		for _, line := range strings.Split(r.stdout, "\n") {
-			f := strings.Fields(line) // size count type time algbw busbw #wrong
-			if len(f) == 7 && !strings.HasPrefix(line, "#") {
-				rows++
-				if f[6] != "0" {
-					t.Errorf("allgather %s: wrong chunks: %s", algo, line)
-				}
+		rows := tableRows(r.stdout, 7) // size count type time algbw busbw #wrong
+		for _, f := range rows {
+			if f[6] != "0" {
+				t.Errorf("allgather %s: wrong chunks: %v", algo, f)
 			}
 		}
-		if rows != 3 {
-			t.Errorf("allgather %s: %d rows:\n%s", algo, rows, r.stdout)
+		if len(rows) != 3 {
+			t.Errorf("allgather %s: %d rows:\n%s", algo, len(rows), r.stdout)
 		}
 	}
 	r = luacoll(t, nil, "bench", "pingpong", "--iters", "200")
