@@ -25,11 +25,7 @@ for i = 1, %d do
   w:sync()
 end
 w:free()`, b.N)
-	b.ResetTimer()
-	res := runLuaWith(&testing.T{}, 1, code, "bench.lua", 0)
-	if res[0].err != nil {
-		b.Fatal(res[0].err)
-	}
+	runLuaBench(b, code)
 }
 
 // BenchmarkGoSignalRoundTrip is BenchmarkLuaSignalRoundTrip's loop written
@@ -82,6 +78,12 @@ for i = 1, %d do
   w:read_signal_from(0, 0)
 end
 w:free()`, b.N)
+	runLuaBench(b, code)
+}
+
+// runLuaBench runs code on one host rank from here on the clock.
+func runLuaBench(b *testing.B, code string) {
+	b.Helper()
 	b.ResetTimer()
 	res := runLuaWith(&testing.T{}, 1, code, "bench.lua", 0)
 	if res[0].err != nil {
