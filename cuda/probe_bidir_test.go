@@ -33,6 +33,25 @@ func needProbe(t *testing.T) *gpu {
 	return needGPU(t)
 }
 
+// needProbePair is needProbe for probes of GPU 0 and GPU 1 from one
+// process: it also returns device 1 and its primary context, with peer
+// access enabled both ways, and leaves GPU 0's context current.
+func needProbePair(t *testing.T) (*gpu, Device, *Context) {
+	t.Helper()
+	g := needProbe(t)
+	if n, _ := g.d.DeviceCount(); n < 2 {
+		t.Skip("needs 2 GPUs")
+	}
+	dev1, err := g.d.DeviceGet(1)
+	must(t, err)
+	ctx1, err := g.d.PrimaryCtxRetain(dev1)
+	must(t, err)
+	must(t, g.ctx.EnablePeerAccess(ctx1))
+	must(t, ctx1.EnablePeerAccess(g.ctx))
+	must(t, g.ctx.SetCurrent())
+	return g, dev1, ctx1
+}
+
 // copyOp is one copy of probeBytes on a stream of a context.
 type copyOp struct {
 	ctx      *Context
@@ -133,18 +152,8 @@ func vmmMap(t *testing.T, d *Driver, h MemHandle, size, gran uint64, devs ...Dev
 // from one process, one direction and both at once, pushes and pulls, on
 // cuMemAlloc and on VMM memory.
 func TestProbeBidirSingleProcess(t *testing.T) {
-	g := needProbe(t)
+	g, dev1, ctx1 := needProbePair(t)
 	d := g.d
-	if n, _ := d.DeviceCount(); n < 2 {
-		t.Skip("needs 2 GPUs")
-	}
-	dev1, err := d.DeviceGet(1)
-	must(t, err)
-	ctx1, err := d.PrimaryCtxRetain(dev1)
-	must(t, err)
-	must(t, g.ctx.EnablePeerAccess(ctx1))
-	must(t, ctx1.SetCurrent())
-	must(t, ctx1.EnablePeerAccess(g.ctx))
 	// Each buffer: [0, B) source, [B, 2B) destination.
 	must(t, g.ctx.SetCurrent())
 	a0, err := d.MemAlloc(2 * probeBytes)
