@@ -12,6 +12,7 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/plot"
 	"github.com/luacoll/luacoll/luabind"
 )
 
@@ -60,7 +61,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")
 	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), direct (the built-in all-gather beside a Lua schedule)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the rows and the run's metadata as JSON Lines to FILE")
-	fs.StringVar(&f.plot, "plot", "", "write an SVG plot (busbw vs size) to FILE.svg")
+	fs.StringVar(&f.plot, "plot", "", "write a plot of busbw against size to FILE.svg or FILE.png")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -73,6 +74,9 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signalContext()
 	defer stop()
 	env, isRank, err := engine.RankEnvFromEnv(os.Getenv)
+	if err == nil && (!isRank || env.Rank == 0) {
+		err = f.checkFiles()
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
 		return 2
@@ -151,9 +155,8 @@ func (f *agFlags) check() ([]uint64, error) {
 		return nil, fmt.Errorf("-w %d: must not be negative", f.warmup)
 	case f.graph && f.rank.device != "cuda":
 		return nil, fmt.Errorf("--graph needs --device cuda")
-	case f.plot != "" && !strings.HasSuffix(f.plot, ".svg"):
-		return nil, fmt.Errorf("--plot %q: only SVG plots are written (name ending in .svg)", f.plot)
 	}
+
 	if f.vs != "" {
 		for _, b := range strings.Split(f.vs, ",") {
 			switch strings.TrimSpace(b) {
@@ -189,6 +192,23 @@ func (f *agFlags) check() ([]uint64, error) {
 		sizes = append(sizes, s)
 	}
 	return sizes, nil
+}
+
+// checkFiles refuses a --plot or --json name that cannot be written, so
+// that the run fails before it measures anything rather than after (rank 0
+// writes them, at the end).
+func (f *agFlags) checkFiles() error {
+	if f.plot != "" {
+		if err := plot.CheckPath(f.plot); err != nil {
+			return fmt.Errorf("--plot %w", err)
+		}
+	}
+	if f.jsonOut != "" {
+		if err := plot.CheckWritable(f.jsonOut); err != nil {
+			return fmt.Errorf("--json %w", err)
+		}
+	}
+	return nil
 }
 
 // agMeta is the first JSON line: the run's metadata.
@@ -307,7 +327,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	}
 	if f.plot != "" {
 		title := fmt.Sprintf("all-gather busbw, %d ranks, %s, graph %v", c.Env.Size, c.Backend.Name(), f.graph)
-		if err := os.WriteFile(f.plot, []byte(agPlotSVG(title, f.algo, res.Rows, res.HaveBuiltin, res.HaveNCCL)), 0o644); err != nil {
+		if err := agChart(title, f.algo, res.Rows, res.HaveBuiltin, res.HaveNCCL).Write(f.plot); err != nil {
 			return fmt.Errorf("--plot: %w", err)
 		}
 	}
@@ -338,65 +358,33 @@ func writeAGJSON(path string, meta agMeta, rows []engine.AGBenchRow) error {
 	return nil
 }
 
-// agPlotSVG draws busbw (GB/s) against size (log2 axis) for luacoll (its
-// line named after algo when that is a Lua schedule) and, when present,
-// the built-in all-gather and NCCL.
-func agPlotSVG(title, algo string, rows []engine.AGBenchRow, builtin, nccl bool) string {
-	const W, H, L, R, T, B = 720.0, 440.0, 70.0, 20.0, 40.0, 60.0
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%g" height="%g" font-family="sans-serif" font-size="12">`+"\n", W, H)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%g" y="22" font-size="14">%s</text>`+"\n", L, xmlEscape(title))
-	if len(rows) == 0 {
-		b.WriteString("</svg>\n")
-		return b.String()
-	}
-	lx0, lx1 := math.Log2(float64(rows[0].Bytes)), math.Log2(float64(rows[len(rows)-1].Bytes))
-	if lx1 <= lx0 {
-		lx1 = lx0 + 1
-	}
-	ymax := 1.0
-	for _, r := range rows {
-		ymax = math.Max(ymax, math.Max(r.BusBW, math.Max(r.NCCLBusBW, r.BuiltinBusBW)))
-	}
-	ymax = math.Ceil(ymax/50) * 50
-	px := func(bytes uint64) float64 { return L + (math.Log2(float64(bytes))-lx0)/(lx1-lx0)*(W-L-R) }
-	py := func(v float64) float64 { return H - B - v/ymax*(H-T-B) }
-	fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="black"/>`+"\n", L, H-B, W-R, H-B)
-	fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="black"/>`+"\n", L, T, L, H-B)
-	for i := 0; i <= 5; i++ {
-		v := ymax * float64(i) / 5
-		fmt.Fprintf(&b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="#ddd"/><text x="%g" y="%.1f" text-anchor="end">%g</text>`+"\n",
-			L, py(v), W-R, py(v), L-6, py(v)+4, v)
-	}
-	for _, r := range rows {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%g" text-anchor="middle">%s</text>`+"\n", px(r.Bytes), H-B+16, humanBytes(r.Bytes))
-	}
-	fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="middle">size (total output bytes)</text>`+"\n", (W+L)/2, H-16)
-	fmt.Fprintf(&b, `<text transform="translate(16,%g) rotate(-90)" text-anchor="middle">busbw (GB/s)</text>`+"\n", (H+T-B)/2)
-	line := func(color, name string, y func(r engine.AGBenchRow) float64, ly float64) {
-		var pts []string
-		for _, r := range rows {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(r.Bytes), py(y(r))))
-		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", color, strings.Join(pts, " "))
-		fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="%s" stroke-width="2"/><text x="%g" y="%g">%s</text>`+"\n",
-			L+10, ly, L+30, ly, color, L+36, ly+4, name)
-	}
+// agChart is busbw (GB/s) against size (log2 axis) for luacoll (its line
+// named after algo when that is a Lua schedule) and, when present, the
+// built-in all-gather and NCCL.
+func agChart(title, algo string, rows []engine.AGBenchRow, builtin, nccl bool) plot.Chart {
+	c := plot.Chart{Title: title, XLabel: "size (total output bytes)", YLabel: "busbw (GB/s)"}
 	name := "luacoll"
 	if strings.HasPrefix(algo, "lua:") {
 		name = "luacoll " + algo
 	}
-	line("#1f77b4", name, func(r engine.AGBenchRow) float64 { return r.BusBW }, T+10)
-	ly := T + 26
+	own := plot.Series{Name: name, Color: plot.Blue}
+	base := plot.Series{Name: "luacoll built-in direct", Color: plot.Green}
+	ref := plot.Series{Name: "NCCL", Color: plot.Red}
+	for _, r := range rows {
+		c.X = append(c.X, math.Log2(float64(r.Bytes)))
+		c.XTicks = append(c.XTicks, humanBytes(r.Bytes))
+		own.Y = append(own.Y, r.BusBW)
+		base.Y = append(base.Y, r.BuiltinBusBW)
+		ref.Y = append(ref.Y, r.NCCLBusBW)
+	}
+	c.Series = append(c.Series, own)
 	if builtin {
-		line("#2ca02c", "luacoll built-in direct", func(r engine.AGBenchRow) float64 { return r.BuiltinBusBW }, ly)
-		ly += 16
+		c.Series = append(c.Series, base)
 	}
 	if nccl {
-		line("#d62728", "NCCL", func(r engine.AGBenchRow) float64 { return r.NCCLBusBW }, ly)
+		c.Series = append(c.Series, ref)
 	}
-	b.WriteString("</svg>\n")
-	return b.String()
+	return c
 }
 
 func humanBytes(n uint64) string {
@@ -409,8 +397,4 @@ func humanBytes(n uint64) string {
 		return fmt.Sprintf("%dK", n>>10)
 	}
 	return fmt.Sprint(n)
-}
-
-func xmlEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }

@@ -2,10 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"image/color"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/luacoll/luacoll/engine/plot"
 )
 
 // A Lua schedule measured beside the built-in all-gather: one table with
@@ -66,6 +70,36 @@ func TestBenchAllgatherVsDirect(t *testing.T) {
 	}
 }
 
+// --plot FILE.png writes the same chart as a PNG image: a line per
+// implementation in its colour (engine/plot tests the drawing itself).
+func TestBenchAllgatherPlotPNG(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "ag.png")
+	r := luacoll(t, nil, "bench", "allgather", "-n", "2", "-b", "1K", "-e", "64K", "-f", "8", "--iters", "5",
+		"--algo", "lua:direct", "--vs", "direct", "--plot", out)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	fh, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	img, err := png.Decode(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[color.RGBA]int{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			seen[color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)]++
+		}
+	}
+	if seen[plot.Blue] < 100 || seen[plot.Green] < 100 || seen[plot.Red] != 0 {
+		t.Errorf("pixels: luacoll %d, built-in %d, NCCL %d; want two lines and no NCCL", seen[plot.Blue], seen[plot.Green], seen[plot.Red])
+	}
+}
+
 func TestBenchAllgatherVsErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -75,6 +109,9 @@ func TestBenchAllgatherVsErrors(t *testing.T) {
 		{[]string{"--vs", "nccl,mpi", "--algo", "lua:ring"}, `unknown baseline "mpi"`},
 		{[]string{"--vs", "", "--algo", "lua:ring", "--graph"}, "--graph needs --device cuda"},
 		{[]string{"--algo", "lua:direct", "--inplace"}, "--inplace works with the built-in algorithms only"},
+		{[]string{"--plot", "ag.jpg"}, `--plot "ag.jpg": plots are written as .svg or .png`},
+		{[]string{"--plot", "/nonexistent-dir/ag.png"}, `--plot "/nonexistent-dir/ag.png": cannot write there`},
+		{[]string{"--json", "/nonexistent-dir/ag.jsonl"}, `--json "/nonexistent-dir/ag.jsonl": cannot write there`},
 	} {
 		args := append([]string{"bench", "allgather", "-n", "2"}, c.args...)
 		r := luacoll(t, nil, args...)

@@ -30,13 +30,13 @@ var (
 const usage = `luacoll: one-sided communication scripted in Lua, on N ranks, host or GPU.
 
 Usage:
-  luacoll run [-n N] [flags] [script.lua [args...]]   run a script on N ranks (default: the tour)
-  luacoll repl [-n N] [flags]                         interactive Lua on N ranks
-  luacoll bench put|pingpong|barrier [flags]          measure the window stack
-  luacoll info                                        GPUs, links, capabilities, libraries
-  luacoll docs [-o FILE]                              write the Lua API reference (Markdown)
-  luacoll version                                     version and build
-  luacoll help [command]                              this text, or a command's flags
+  luacoll run [-n N] [flags] [script.lua [args...]]     run a script on N ranks (default: the tour)
+  luacoll repl [-n N] [flags]                           interactive Lua on N ranks
+  luacoll bench put|pingpong|barrier|allgather [flags]  measure the window stack and the all-gather
+  luacoll info                                          GPUs, links, capabilities, libraries
+  luacoll docs [-o FILE]                                write the Lua API reference (Markdown)
+  luacoll version                                       version and build
+  luacoll help [command]                                this text, or a command's flags
 
 Scripts are files, or embedded ones by name: examples/tour.lua, bench/pingpong.lua,
 bench/put_bw.lua; require() finds files next to the script and the embedded
