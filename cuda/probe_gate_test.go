@@ -103,17 +103,8 @@ func newProbePair(t *testing.T) *probePair {
 	g, _, ctx1 := needProbePair(t)
 	d := g.d
 	p := &probePair{t: t, d: d, ctx: [2]*Context{g.ctx, ctx1}}
-	nv, err := LoadNVRTC()
-	if err != nil {
-		t.Skipf("no NVRTC: %v", err)
-	}
-	defer nv.Close()
-	ma, mi, err := d.DeviceComputeCapability(g.dev)
-	must(t, err)
-	cubin, log, err := nv.CompileCUBIN(probeGateSrc, "probe_gate.cu", []string{fmt.Sprintf("--gpu-architecture=sm_%d%d", ma, mi)})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, log)
-	}
+	cubin := probeGateCubin(t, g)
+	var err error
 	for i, c := range p.ctx {
 		must(t, c.SetCurrent())
 		p.s[i], err = d.StreamCreate()
@@ -140,6 +131,37 @@ func newProbePair(t *testing.T) *probePair {
 		_ = g.ctx.SetCurrent()
 	})
 	return p
+}
+
+// probeGateCubin compiles the probe kernels for g's device.
+func probeGateCubin(t *testing.T, g *gpu) []byte {
+	t.Helper()
+	nv, err := LoadNVRTC()
+	if err != nil {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	defer nv.Close()
+	ma, mi, err := g.d.DeviceComputeCapability(g.dev)
+	must(t, err)
+	cubin, log, err := nv.CompileCUBIN(probeGateSrc, "probe_gate.cu", []string{fmt.Sprintf("--gpu-architecture=sm_%d%d", ma, mi)})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	return cubin
+}
+
+// TestProbeGateKernels: the probes' kernels compile and load on any GPU
+// (the probes themselves need two), so a machine with two finds them ready.
+func TestProbeGateKernels(t *testing.T) {
+	g := needGPU(t)
+	mod, err := g.d.ModuleLoadData(probeGateCubin(t, g))
+	must(t, err)
+	defer mod.Unload()
+	for _, name := range []string{"gate", "pingpong"} {
+		if _, err := mod.Function(name); err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 // reset zeroes both flag blocks and waits for it.
