@@ -67,8 +67,8 @@ type Info struct {
 // the reason. It retains no context.
 func Probe() Info {
 	var info Info
-	info.NVRTC = probeNVRTC()
-	info.NCCL = probeNCCL()
+	info.NVRTC = ProbeNVRTC()
+	info.NCCL = ProbeNCCL()
 	d, err := Load()
 	if err != nil {
 		info.Reason = err.Error()
@@ -155,7 +155,8 @@ func (d *Driver) fillDeviceInfo(dev Device, di *DeviceInfo) {
 	di.Err = strings.Join(errs, "; ")
 }
 
-func probeNVRTC() LibInfo {
+// ProbeNVRTC loads NVRTC to learn its version, and closes it again.
+func ProbeNVRTC() LibInfo {
 	n, err := LoadNVRTC()
 	if err != nil {
 		return LibInfo{Err: err.Error()}
@@ -165,10 +166,11 @@ func probeNVRTC() LibInfo {
 	return LibInfo{Found: true, Version: fmt.Sprintf("%d.%d", ma, mi), Path: n.Path()}
 }
 
-// NCCLLibrary is the library probeNCCL opens.
+// NCCLLibrary is the library ProbeNCCL opens.
 const NCCLLibrary = "libnccl.so.2"
 
-func probeNCCL() LibInfo {
+// ProbeNCCL opens NCCLLibrary to learn its version, and closes it again.
+func ProbeNCCL() LibInfo {
 	cpath := C.CString(NCCLLibrary)
 	defer C.free(unsafe.Pointer(cpath))
 	lib := C.lc_dlopen(cpath)

@@ -119,7 +119,7 @@ func rankEntries() []*Entry {
 			c.check(c.s.Comm.Sync(c.ctx()))
 			return 0
 		}),
-		fn("lc.info", "()", "table", g, "A table: backend, rank, size, device, transports (per peer, 1-based), cpus (the CPUs this rank may run on, as \"0-15\"; see --cpu-bind), versions.", func(c *call) int {
+		fn("lc.info", "()", "table", g, "A table: backend, rank, size, device (this rank's, as lc.device() says it), devices (every device this rank sees, 1-based: name, model, uuid, pci_bus_id, memory_bytes, compute_capability, mine = true for its own), transports (per peer, 1-based), cpus (the CPUs this rank may run on, as \"0-15\"; see --cpu-bind), versions (luacoll, lua; on CUDA also cuda_driver, nvrtc and nccl, \"not found\" for a missing library).", func(c *call) int {
 			L := c.L
 			t := L.NewTable()
 			comm := c.s.Comm
@@ -135,9 +135,29 @@ func rankEntries() []*Entry {
 			}
 			L.SetField(t, "transports", tr)
 			L.SetField(t, "cpus", lua.LString(cpuset.Format(comm.CPUs)))
+			desc := comm.Backend.Describe()
+			devs := L.NewTable()
+			for _, d := range desc.Devices {
+				dt := L.NewTable()
+				L.SetField(dt, "name", lua.LString(d.Name))
+				for k, v := range map[string]string{"model": d.Model, "uuid": d.UUID, "pci_bus_id": d.PCIBusID, "compute_capability": d.ComputeCapability} {
+					if v != "" {
+						L.SetField(dt, k, lua.LString(v))
+					}
+				}
+				if d.MemoryBytes > 0 {
+					L.SetField(dt, "memory_bytes", lua.LNumber(d.MemoryBytes))
+				}
+				L.SetField(dt, "mine", lua.LBool(d.Mine))
+				devs.Append(dt)
+			}
+			L.SetField(t, "devices", devs)
 			v := L.NewTable()
 			L.SetField(v, "luacoll", lua.LString(Version))
 			L.SetField(v, "lua", lua.LString(LuaVersion()))
+			for k, ver := range desc.Versions {
+				L.SetField(v, k, lua.LString(ver))
+			}
 			L.SetField(t, "versions", v)
 			L.Push(t)
 			return 1

@@ -251,6 +251,20 @@ assert(lc.allgather(lc.rank == 0)[1] == true)
 `))
 }
 
+// lc.info() has the contract's keys: backend, devices, transports per peer
+// and versions (on the host backend: the host's memory, no libraries).
+func TestInfo(t *testing.T) {
+	mustAllOK(t, runLua(t, 2, `
+local lc = require("luacoll")
+local i = lc.info()
+assert(i.backend == "host" and i.device == "host" and i.rank == lc.rank and i.size == 2, "backend/device/rank")
+assert(#i.devices == 1 and i.devices[1].name == "host" and i.devices[1].mine == true, "devices")
+assert(i.devices[1].model == nil and i.devices[1].memory_bytes == nil, "host device has no model")
+assert(#i.transports == 2 and i.transports[lc.rank + 1] == "self" and i.transports[2 - lc.rank] == "shm", "transports")
+assert(i.versions.luacoll ~= nil and i.versions.lua:find("Lua") and i.versions.nccl == nil, "versions")
+`))
+}
+
 func TestHelpAndDocsComeFromTheRegistry(t *testing.T) {
 	reg := NewRegistry()
 	md := reg.Markdown()

@@ -50,8 +50,31 @@ type Backend interface {
 	Checksum(src Addr, n uint64) (uint64, error)
 	// Equal compares n bytes at a and b (synchronous).
 	Equal(a, b Addr, n uint64) (bool, error)
+	// Describe says which devices this rank sees and which libraries are
+	// behind the backend (lc.info).
+	Describe() Description
 	// Close releases the device.
 	Close() error
+}
+
+// Description is what a backend tells lc.info about itself.
+type Description struct {
+	// Devices are the devices this rank sees; Mine marks its own.
+	Devices []DeviceInfo
+	// Versions of the driver and libraries behind the backend, by name
+	// ("cuda_driver", "nvrtc", "nccl"); a library that is missing maps to
+	// "not found".
+	Versions map[string]string
+}
+
+// DeviceInfo describes one device in a Description.
+type DeviceInfo struct {
+	Name              string // "host" or "cuda:N"
+	Model             string // e.g. "NVIDIA H200"; "" on the host
+	UUID, PCIBusID    string
+	MemoryBytes       uint64
+	ComputeCapability string // "9.0"; "" on the host
+	Mine              bool   // this rank's device
 }
 
 // CPULocal is implemented by backends whose device sits nearer some CPUs
@@ -84,6 +107,11 @@ func (*HostBackend) Identity() Identity { return LocalIdentity("host") }
 
 // GPUPeer implements Backend.
 func (*HostBackend) GPUPeer(Identity) bool { return false }
+
+// Describe implements Backend: the host's memory, no libraries.
+func (*HostBackend) Describe() Description {
+	return Description{Devices: []DeviceInfo{{Name: "host", Mine: true}}, Versions: map[string]string{}}
+}
 
 // NewStream implements Backend.
 func (b *HostBackend) NewStream(abort *Abort) (Stream, error) {

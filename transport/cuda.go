@@ -134,6 +134,53 @@ func (b *CUDABackend) Name() string { return fmt.Sprintf("cuda:%d", b.ordinal) }
 // Identity implements Backend.
 func (b *CUDABackend) Identity() Identity { return LocalIdentity("cuda:" + b.uuid) }
 
+// Describe implements Backend: every device the driver shows this rank
+// (a device it cannot query says why in its Model), the driver's version
+// and NVRTC's and NCCL's (each loaded for the question and closed again).
+func (b *CUDABackend) Describe() Description {
+	lib := func(l cuda.LibInfo) string {
+		if !l.Found {
+			return "not found"
+		}
+		return l.Version
+	}
+	desc := Description{Versions: map[string]string{
+		"cuda_driver": b.drv.VersionString(),
+		"nvrtc":       lib(cuda.ProbeNVRTC()),
+		"nccl":        lib(cuda.ProbeNCCL()),
+	}}
+	n, err := b.drv.DeviceCount()
+	if err != nil {
+		n = 0
+	}
+	for i := range n {
+		di := DeviceInfo{Name: fmt.Sprintf("cuda:%d", i), Mine: i == b.ordinal}
+		d, err := b.drv.DeviceGet(i)
+		if err == nil {
+			di.Model, err = b.drv.DeviceName(d)
+		}
+		if err == nil {
+			di.UUID, err = b.drv.DeviceUUID(d)
+		}
+		if err == nil {
+			di.PCIBusID, err = b.drv.DevicePCIBusID(d)
+		}
+		if err == nil {
+			di.MemoryBytes, err = b.drv.DeviceTotalMem(d)
+		}
+		if err == nil {
+			var ma, mi int
+			ma, mi, err = b.drv.DeviceComputeCapability(d)
+			di.ComputeCapability = fmt.Sprintf("%d.%d", ma, mi)
+		}
+		if err != nil {
+			di.Model = "unknown: " + err.Error()
+		}
+		desc.Devices = append(desc.Devices, di)
+	}
+	return desc
+}
+
 var _ CPULocal = (*CUDABackend)(nil)
 
 // LocalCPUList implements CPULocal: the device's PCI function's
