@@ -92,7 +92,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		cfg := engine.LaunchConfig{N: n, Path: exe, Args: append([]string{"bench", "allgather"}, args...),
-			Stdout: stdout, Stderr: stderr, Grace: f.rank.timeout + 5*time.Second}
+			Stdout: stdout, Stderr: stderr, Grace: f.rank.timeout + 5*time.Second, Progress: terminalOf(stderr)}
 		if f.vsNCCL {
 			cfg.ExtraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
 		}
@@ -236,10 +236,7 @@ type agMeta struct {
 
 func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []uint64, stdout, stderr io.Writer) error {
 	me := c.Env.Rank
-	var progress io.Writer
-	if me == 0 && isTerminal(os.Stderr) {
-		progress = stderr
-	}
+	progress := progressWriter(me, stderr)
 	cfg := engine.AGBenchConfig{Sizes: sizes, Iters: f.iters, Warmup: f.warmup,
 		Algo: f.algo, Graph: f.graph, NCCL: f.vsNCCL, Builtin: f.vsDirect, Path: f.path, Stress: f.stress, InPlace: f.inPlace, Progress: progress}
 	if name, ok := strings.CutPrefix(f.algo, "lua:"); ok {

@@ -124,7 +124,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		res, err := engine.Launch(ctx, engine.LaunchConfig{N: n, Path: exe, Args: append([]string{"bench"}, args...),
-			Prefix: false, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second})
+			Prefix: false, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second, Progress: terminalOf(stderr)})
 		if err != nil {
 			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 			if res.ExitCode == 0 {
@@ -169,10 +169,7 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		for s := lo; s <= hi; s *= uint64(factor) {
 			sizes = append(sizes, s)
 		}
-		var progress io.Writer
-		if me == 0 && isTerminal(os.Stderr) {
-			progress = stderr
-		}
+		progress := progressWriter(me, stderr)
 		r, err := engine.BenchPut(ctx, c, sizes, iters, path, bidir, mode, progress)
 		if err != nil {
 			return err
@@ -267,7 +264,23 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 	return nil
 }
 
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+// terminalOf returns w as a file when it is a terminal, else nil.
+func terminalOf(w io.Writer) *os.File {
+	if f, ok := w.(*os.File); ok && engine.IsTerminal(f) {
+		return f
+	}
+	return nil
+}
+
+// progressWriter is where rank me draws a benchmark's progress line: on
+// rank 0, the terminal its launcher handed over or its own stderr when
+// that is one; nil (no progress) otherwise.
+func progressWriter(me int, stderr io.Writer) io.Writer {
+	if me != 0 {
+		return nil
+	}
+	if f := engine.ProgressFile(os.Getenv, terminalOf(stderr)); f != nil {
+		return f
+	}
+	return nil
 }

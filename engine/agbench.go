@@ -285,9 +285,14 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 		}
 		return time.Since(t0).Seconds() / float64(cfg.Iters), nil
 	}
+	var bar *progressBar
+	if me == 0 {
+		bar = newProgressBar(cfg.Progress, len(cfg.Sizes))
+	}
 	for si, size := range cfg.Sizes {
 		n := chunk(size)
 		row := AGBenchRow{Bytes: n * N, Count: n * N, Type: "uint8"}
+		bar.show(si, fmt.Sprintf("measuring %d bytes", n*N))
 		seed := uint64(si+1)<<32 | uint64(me)<<16
 		// prepare fills src with this run's pattern, clears the window and
 		// returns every rank's checksum of its chunk.
@@ -423,13 +428,8 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 			row.Ratio = row.NCCLSec / row.Seconds
 		}
 		res.Rows = append(res.Rows, row)
-		if cfg.Progress != nil && me == 0 {
-			fmt.Fprintf(cfg.Progress, "\r[%d/%d] %d bytes done", si+1, len(cfg.Sizes), row.Bytes)
-		}
 	}
-	if cfg.Progress != nil && me == 0 {
-		fmt.Fprint(cfg.Progress, "\r\033[K")
-	}
+	bar.clear()
 	if cfg.Schedule != nil {
 		res.Info = map[string]string{"algo": cfg.ScheduleName, "algo_requested": cfg.ScheduleName,
 			"path": "window operations from Lua (" + c.Backend.Name() + ")", "graph": "off"}

@@ -69,7 +69,9 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path stri
 	}
 	var rows []BenchRow
 	me := c.Env.Rank
+	bar := newProgressBar(progress, len(sizes))
 	for i, n := range sizes {
+		bar.show(i, fmt.Sprintf("measuring %d bytes", n))
 		if err := src.Fill(transport.FillRandU32, uint64(i+1)); err != nil {
 			return nil, err
 		}
@@ -158,9 +160,6 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path stri
 			row.GBps = float64(n) / pt / 1e9
 			row.Ref = float64(n) / rt / 1e9
 			row.Ratio = row.GBps / row.Ref
-			if progress != nil {
-				fmt.Fprintf(progress, "\rput %d bytes done", n)
-			}
 		}
 		if err := barrierSync(ctx, w); err != nil {
 			return nil, err
@@ -190,9 +189,7 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path stri
 		row.Wrong = wrong
 		rows = append(rows, row)
 	}
-	if progress != nil {
-		fmt.Fprint(progress, "\r\033[K")
-	}
+	bar.clear()
 	return rows, nil
 }
 

@@ -52,6 +52,11 @@ type LaunchConfig struct {
 	Stdin func(rank int) io.Reader
 	// ExtraEnv, when set, adds variables to a rank's environment.
 	ExtraEnv func(rank int) []string
+	// Progress, when set (the launcher's terminal, say), is handed to rank
+	// 0 as a descriptor named in EnvProgressFD: progress lines that redraw
+	// themselves ("\r...") go there directly, since rank output is passed
+	// on a whole line at a time (see ProgressFile).
+	Progress *os.File
 }
 
 // RankExit is how one rank ended.
@@ -200,6 +205,10 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 		if r == 0 {
 			extra = []*os.File{lnFile}
 			env = append(env, EnvListenFD+"="+strconv.Itoa(listenFDChild))
+			if cfg.Progress != nil {
+				extra = append(extra, cfg.Progress)
+				env = append(env, EnvProgressFD+"="+strconv.Itoa(listenFDChild+1))
+			}
 		}
 		if cfg.ExtraEnv != nil {
 			env = append(env, cfg.ExtraEnv(r)...)
@@ -295,6 +304,30 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 	return res, nil
 }
 
+// ProgressFile returns where this process should draw progress lines: the
+// descriptor its launcher handed over (LaunchConfig.Progress), else
+// fallback when that is a terminal, else nil (no progress).
+func ProgressFile(getenv func(string) string, fallback *os.File) *os.File {
+	if fd, err := strconv.Atoi(getenv(EnvProgressFD)); err == nil && fd > 2 {
+		if f := os.NewFile(uintptr(fd), "progress"); f != nil {
+			return f
+		}
+	}
+	if IsTerminal(fallback) {
+		return fallback
+	}
+	return nil
+}
+
+// IsTerminal reports whether f is a character device (a terminal).
+func IsTerminal(f *os.File) bool {
+	if f == nil {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
 // startRank starts one child with its output pumped into sink.
 func startRank(rank int, cfg LaunchConfig, env []string, extra []*os.File, stdin io.Reader,
 	sink *lineSink, exits chan<- rankExitEvent) (*launchedRank, error) {
@@ -388,7 +421,7 @@ func childBaseEnv(env []string) []string {
 		"SLURM_PROCID": true, "SLURM_NTASKS": true, "SLURM_LOCALID": true, "SLURM_NODEID": true,
 		"SLURM_NTASKS_PER_NODE": true, "SLURM_TASKS_PER_NODE": true,
 		EnvRank: true, EnvSize: true, EnvLocalRank: true, EnvLocalSize: true, EnvNode: true,
-		EnvAddr: true, EnvJob: true, EnvListenFD: true, EnvPrefixed: true,
+		EnvAddr: true, EnvJob: true, EnvListenFD: true, EnvPrefixed: true, EnvProgressFD: true,
 	}
 	out := make([]string, 0, len(env))
 	for _, kv := range env {

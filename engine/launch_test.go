@@ -78,6 +78,18 @@ func testWorker(mode string) int {
 		return 0
 	case "env", "shm":
 		return testWorkerBootstrap(mode)
+	case "progress":
+		// Rank 0 draws on the descriptor it was handed; nobody else has one.
+		f := ProgressFile(os.Getenv, nil)
+		switch {
+		case f == nil && rank == 0:
+			return 3
+		case f != nil && rank != 0:
+			return 4
+		case f != nil:
+			fmt.Fprintf(f, "\rrank %d progress", rank)
+		}
+		return 0
 	}
 	fmt.Fprintf(os.Stderr, "unknown worker mode %q\n", mode)
 	return 2
@@ -254,6 +266,57 @@ func TestLaunchOutputLines(t *testing.T) {
 	if !slices.Equal(errLines, want) {
 		t.Errorf("stderr %q, want %q", errLines, want)
 	}
+}
+
+// LaunchConfig.Progress reaches rank 0 alone, as a descriptor it writes to
+// directly (partial lines included), and a value of EnvProgressFD in the
+// launcher's own environment does not leak to the ranks.
+func TestLaunchProgressFile(t *testing.T) {
+	pf, err := os.Create(filepath.Join(t.TempDir(), "progress"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	cfg, stdout, stderr := workerConfig(t, 3, "progress", EnvProgressFD+"=3")
+	cfg.Progress = pf
+	res, err, _ := launch(t, cfg)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exit %d, %v; stdout %q stderr %q", res.ExitCode, err, stdout.lines(), stderr.lines())
+	}
+	data, err := os.ReadFile(pf.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != "\rrank 0 progress" {
+		t.Errorf("progress file holds %q, want rank 0's line alone", data)
+	}
+	if len(stdout.lines()) != 0 || len(stderr.lines()) != 0 {
+		t.Errorf("progress leaked into the output: %q %q", stdout.lines(), stderr.lines())
+	}
+	// Without Progress, rank 0 has no descriptor and says so (exit 3).
+	cfg, _, _ = workerConfig(t, 2, "progress", EnvProgressFD+"=3")
+	if res, _, _ := launch(t, cfg); res.ExitCode != 3 || res.FirstFailed != 0 {
+		t.Errorf("without Progress: %+v", res)
+	}
+}
+
+func TestProgressBar(t *testing.T) {
+	var b strings.Builder
+	p := newProgressBar(&b, 6)
+	p.show(2, "measuring 4096 bytes")
+	if got := b.String(); !strings.HasPrefix(got, "\r\033[K[########................] 2/6 sizes, ") || !strings.HasSuffix(got, " s, measuring 4096 bytes") {
+		t.Errorf("bar %q", got)
+	}
+	b.Reset()
+	p.show(6, "done")
+	p.clear()
+	if got := b.String(); !strings.Contains(got, "[########################] 6/6") || !strings.HasSuffix(got, "\r\033[K") {
+		t.Errorf("full bar then clear: %q", got)
+	}
+	var nobar *progressBar
+	nobar.show(1, "x") // no writer: draws nothing, no panic
+	newProgressBar(nil, 3).show(1, "x")
+	nobar.clear()
 }
 
 func TestLaunchSingleRankPassesOutputThrough(t *testing.T) {

@@ -27,6 +27,9 @@ const (
 	EnvJob       = "LUACOLL_JOB"
 	EnvListenFD  = "LUACOLL_LISTEN_FD"
 	EnvPrefixed  = "LUACOLL_PREFIXED"
+	// EnvProgressFD names rank 0's descriptor for progress lines (see
+	// LaunchConfig.Progress).
+	EnvProgressFD = "LUACOLL_PROGRESS_FD"
 )
 
 // defaultMasterPort is torchrun's default rendezvous port.
