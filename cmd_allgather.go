@@ -260,12 +260,8 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	if me != 0 {
 		return nil
 	}
-	rev := revision
-	if rev == "" {
-		rev = "unknown"
-	}
 	meta := agMeta{Kind: "meta", Command: f.cmdline,
-		Version: versionString(), Revision: rev, Backend: c.Backend.Name(), Ranks: c.Env.Size,
+		Version: versionString(), Revision: buildRevision(), Backend: c.Backend.Name(), Ranks: c.Env.Size,
 		Iters: f.iters, Warmup: f.warmup, Algo: f.algo, Graph: f.graph, InPlace: f.inPlace, NCCL: res.NCCL, Info: res.Info,
 		CPUs: cpus, CPUBind: c.Opts.CPUBind, Time: time.Now().UTC().Format(time.RFC3339)}
 	if c.Opts.Device == "cuda" {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -83,12 +84,34 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-func versionString() string {
-	rev := revision
-	if rev == "" {
-		rev = "unknown"
+// buildRevision is the revision set by the Makefile, else the one the Go
+// toolchain recorded (vcs.revision, shortened; "+dirty" when the tree had
+// changes), else "unknown".
+func buildRevision() string {
+	if revision != "" {
+		return revision
 	}
-	return fmt.Sprintf("%s (revision %s, %s, %s/%s, %s)", version, rev, runtime.Version(),
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		var rev, dirty string
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "+dirty"
+				}
+			}
+		}
+		if rev != "" {
+			return rev[:min(len(rev), 7)] + dirty
+		}
+	}
+	return "unknown"
+}
+
+func versionString() string {
+	return fmt.Sprintf("%s (revision %s, %s, %s/%s, %s)", version, buildRevision(), runtime.Version(),
 		runtime.GOOS, runtime.GOARCH, luabind.LuaVersion())
 }
 
