@@ -55,7 +55,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.warmup, "w", 5, "warmup execs per size")
 	fs.IntVar(&f.warmup, "warmup", 5, "warmup execs per size (same as -w)")
 	fs.StringVar(&f.algo, "algo", "auto", "direct, auto, pipeline, or a schedule of scripts/lib/allgather.lua run through Lua: lua:ring, lua:direct")
-	fs.StringVar(&f.path, "path", "ce", "data path on CUDA: ce (copy engines, SM-free replay) or sm (one kernel per exec: flagged lines up to 64 KiB per rank, then SM puts; from 128 MiB per rank copy-engine puts beside a copy kernel)")
+	fs.StringVar(&f.path, "path", "ce", "data path on CUDA: ce (copy engines, SM-free replay), sm (one kernel per exec: flagged lines up to 64 KiB per rank, then SM puts; from 128 MiB per rank copy-engine puts beside a copy kernel) or auto (a window's default path, with which the all-gather runs as on ce)")
 	fs.BoolVar(&f.stress, "stress", false, "after each size's timed execs, --iters more with new data each time, every one checked, rank 1 delayed at random")
 	fs.BoolVar(&f.inPlace, "inplace", false, "in-place execs (nccl-tests' in-place column): each rank's chunk starts in the window at rank*n, no own copy; NCCL in place too")
 	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")
@@ -172,8 +172,8 @@ func (f *agFlags) check() ([]uint64, error) {
 	if f.vsDirect && !strings.HasPrefix(f.algo, "lua:") {
 		return nil, fmt.Errorf("--vs direct: compares a Lua schedule (--algo lua:ring or lua:direct) with the built-in all-gather; --algo is %s", f.algo)
 	}
-	if f.path != "ce" && f.path != "sm" {
-		return nil, fmt.Errorf("--path %q: want ce or sm", f.path)
+	if f.path != "ce" && f.path != "sm" && f.path != "auto" {
+		return nil, fmt.Errorf("--path %q: want ce, sm or auto", f.path)
 	}
 	switch f.algo {
 	case "auto", "direct", "pipeline":

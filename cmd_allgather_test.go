@@ -109,6 +109,7 @@ func TestBenchAllgatherVsErrors(t *testing.T) {
 		{[]string{"--vs", "nccl,mpi", "--algo", "lua:ring"}, `unknown baseline "mpi"`},
 		{[]string{"--vs", "", "--algo", "lua:ring", "--graph"}, "--graph needs --device cuda"},
 		{[]string{"--algo", "lua:direct", "--inplace"}, "--inplace works with the built-in algorithms only"},
+		{[]string{"--path", "fast"}, `--path "fast": want ce, sm or auto`},
 		{[]string{"--plot", "ag.jpg"}, `--plot "ag.jpg": plots are written as .svg or .png`},
 		{[]string{"--plot", "/nonexistent-dir/ag.png"}, `--plot "/nonexistent-dir/ag.png": cannot write there`},
 		{[]string{"--json", "/nonexistent-dir/ag.jsonl"}, `--json "/nonexistent-dir/ag.jsonl": cannot write there`},

@@ -25,7 +25,7 @@ type AGBenchConfig struct {
 	Algo   string // "auto", "direct" or "pipeline"
 	Graph  bool   // luacoll in graph mode; NCCL is then also captured
 	NCCL   bool   // measure ncclAllGather on the same buffers (CUDA only)
-	Path   string // window path: "ce" (default) or "sm"
+	Path   string // window path: "ce" (default), "sm" or "auto" (as ce)
 	// Stress adds, after the timed execs of each size, Iters execs with
 	// new data every time, each checked, with random host delays of up
 	// to 200 us on rank 1 before half of them.
