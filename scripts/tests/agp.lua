@@ -104,17 +104,24 @@ if lc.device() ~= "host" then
   local w = lc.window{ bytes = n * size, path = path }
   local ag = lc.allgather_persistent{ window = w, graph = true }
   local src = lc.buffer(n)
+  -- every replay with new data, every chunk checked after it
   for it = 1, replays do
     src:fill("rand", it * 1000 + me)
     ag:exec(src, 0, n)
-    if it % 100 == 0 or it == replays then
-      lc.sync()
-      check_all(w, n, it)
-    end
+    lc.sync()
+    check_all(w, n, it)
   end
+  -- then a burst of 100 replays back to back (the cross-iteration guard
+  -- with nothing between them), the last one's data checked
+  for it = replays + 1, replays + 100 do
+    src:fill("rand", it * 1000 + me)
+    ag:exec(src, 0, n)
+  end
+  lc.sync()
+  check_all(w, n, replays + 100)
   local info = ag:info()
   assert(info.graph == "on", "graph mode is " .. tostring(info.graph))
-  if me == 0 then lc.log("graph nodes per exec: %s, %d replays", tostring(info.graph_nodes), replays) end
+  if me == 0 then lc.log("graph nodes per exec: %s, %d replays each checked, then 100 back to back", tostring(info.graph_nodes), replays) end
   ag:destroy(); src:free(); w:free()
   passed = passed + 1
 end
