@@ -202,9 +202,12 @@ func (f *agFlags) checkFiles() error {
 		if err := plot.CheckPath(f.plot); err != nil {
 			return fmt.Errorf("--plot %w", err)
 		}
+		if err := checkWritable(f.plot); err != nil {
+			return fmt.Errorf("--plot %w", err)
+		}
 	}
 	if f.jsonOut != "" {
-		if err := plot.CheckWritable(f.jsonOut); err != nil {
+		if err := checkWritable(f.jsonOut); err != nil {
 			return fmt.Errorf("--json %w", err)
 		}
 	}

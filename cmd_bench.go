@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -109,6 +110,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signalContext()
 	defer stop()
 	env, isRank, err := engine.RankEnvFromEnv(os.Getenv)
+	if err == nil && *jsonOut != "" && (!isRank || env.Rank == 0) {
+		// Rank 0 writes it after the run: refuse a name it cannot write now.
+		if err = checkWritable(*jsonOut); err != nil {
+			err = fmt.Errorf("--json %w", err)
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 		return 2
@@ -201,22 +208,25 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 			return err
 		}
 		rows = []engine.BenchRow{r}
-		if me == 0 {
-			fmt.Fprintln(stdout, header)
-			fmt.Fprintf(stdout, "# 8-byte put_signal -> wait_signal_from ping-pong, ranks 0 and 1, window path %s, %d round trips\n", path, iters)
-			fmt.Fprintf(stdout, "  one-way latency (median): %.2f us (round trip %.2f us)\n", r.Seconds*1e6, 2*r.Seconds*1e6)
-			fmt.Fprintf(stdout, "  rank 0 per round trip (medians): enqueue %.2f us, sync %.2f us; one store to its own slot + sync: %.2f us\n", r.Enqueue*1e6, r.Sync*1e6, r.Ref*1e6)
-		}
 		dev, err := engine.BenchDevicePingPong(ctx, c, iters)
 		if err != nil {
 			return err
 		}
-		if me == 0 && len(dev) == 2 {
-			fmt.Fprintf(stdout, "# device-initiated, one kernel per rank, %d round trips, device clock\n", iters)
-			fmt.Fprintf(stdout, "  %s one-way: %.3f us\n  %s one-way: %.3f us\n  ratio put_signal / raw: %.2f\n",
-				dev[0].Name, dev[0].Seconds*1e6, dev[1].Name, dev[1].Seconds*1e6, dev[0].Ratio)
-		}
 		rows = append(rows, dev...)
+		if me == 0 {
+			fmt.Fprintln(stdout, header)
+			fmt.Fprintf(stdout, "# 8-byte put_signal -> wait_signal_from ping-pong between ranks 0 and 1, window path %s; one-way latency = median round trip / 2;\n", path)
+			fmt.Fprintf(stdout, "# #wrong: the last payload each side received, checked\n")
+			if len(dev) > 0 {
+				fmt.Fprintf(stdout, "# device rows: one kernel per rank, device clock; ratio = time / the raw flag's (which moves no payload)\n")
+			}
+			fmt.Fprintf(stdout, "# %-30s %8s %8s %11s %11s %7s %7s\n", "how", "size(B)", "iters", "one-way(us)", "rtt(us)", "ratio", "#wrong")
+			pingRow(stdout, "host-issued put_signal + wait", r, iters, true)
+			for i, d := range dev {
+				pingRow(stdout, d.Name, d, iters, i == 0)
+			}
+			fmt.Fprintf(stdout, "# rank 0, host-issued round trip (medians): enqueue %.2f us, sync %.2f us; one store to its own slot + sync: %.2f us\n", r.Enqueue*1e6, r.Sync*1e6, r.Ref*1e6)
+		}
 	case "barrier":
 		if iters == 0 {
 			iters = 5000
@@ -226,19 +236,24 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 			return err
 		}
 		rows = []engine.BenchRow{r}
-		if me == 0 {
-			fmt.Fprintln(stdout, header)
-			fmt.Fprintf(stdout, "# window barrier, path %s, %d barriers in batches of 100\n", path, iters)
-			fmt.Fprintf(stdout, "  barrier latency (median of batches): %.2f us at %d ranks\n", r.Seconds*1e6, c.Env.Size)
-		}
 		dr, ok, err := engine.BenchDeviceBarrier(ctx, c, iters)
 		if err != nil {
 			return err
 		}
-		if ok && me == 0 {
-			fmt.Fprintf(stdout, "# device-initiated: %d barriers in one kernel per rank, device clock\n", iters)
-			fmt.Fprintf(stdout, "  %s: %.3f us per barrier at %d ranks\n", dr.Name, dr.Seconds*1e6, c.Env.Size)
+		if ok {
 			rows = append(rows, dr)
+		}
+		if me == 0 {
+			fmt.Fprintln(stdout, header)
+			fmt.Fprintf(stdout, "# window barrier over every rank, path %s; host-issued: median per barrier over batches of 100\n", path)
+			if ok {
+				fmt.Fprintf(stdout, "# device loop: every barrier in one kernel per rank, device clock\n")
+			}
+			fmt.Fprintf(stdout, "# %-30s %8s %8s %11s\n", "how", "ranks", "iters", "time(us)")
+			fmt.Fprintf(stdout, "  %-30s %8d %8d %11.2f\n", "host-issued window barrier", c.Env.Size, iters, r.Seconds*1e6)
+			if ok {
+				fmt.Fprintf(stdout, "  %-30s %8d %8d %11.3f\n", dr.Name, c.Env.Size, iters, dr.Seconds*1e6)
+			}
 		}
 	}
 	if me == 0 && jsonOut != "" {
@@ -262,6 +277,32 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		}
 	}
 	return nil
+}
+
+// pingRow prints one ping-pong row (r.Seconds is the one-way latency;
+// checked: the row's payload was checked).
+func pingRow(w io.Writer, how string, r engine.BenchRow, iters int, checked bool) {
+	ratio, wrong := "-", "-"
+	if r.Ratio > 0 {
+		ratio = fmt.Sprintf("%.2f", r.Ratio)
+	}
+	if checked {
+		wrong = fmt.Sprint(r.Wrong)
+	}
+	fmt.Fprintf(w, "  %-30s %8d %8d %11.3f %11.3f %7s %7s\n", how, r.Bytes, iters, r.Seconds*1e6, 2*r.Seconds*1e6, ratio, wrong)
+}
+
+// checkWritable returns an error unless path's folder exists and a new
+// file can be made there (it makes one and removes it): files written
+// after a run are checked before it.
+func checkWritable(path string) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".luacoll-check-*")
+	if err != nil {
+		return fmt.Errorf("%q: cannot write there: %w", path, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
 }
 
 // terminalOf returns w as a file when it is a terminal, else nil.

@@ -534,6 +534,25 @@ func TestBenchHostRuns(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "one-way latency") {
 		t.Fatalf("%d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
+	// how... size iters one-way rtt ratio #wrong: 8 bytes, 200 round trips, payload checked
+	if f := rowAfter(r.stdout, "host-issued put_signal + wait"); len(f) != 6 || f[0] != "8" || f[1] != "200" || f[5] != "0" {
+		t.Errorf("ping-pong row %q:\n%s", f, r.stdout)
+	}
+	r = luacoll(t, nil, "bench", "barrier", "-n", "3", "--iters", "200")
+	if f := rowAfter(r.stdout, "host-issued window barrier"); r.code != 0 || len(f) != 3 || f[0] != "3" || f[1] != "200" {
+		t.Errorf("barrier: exit %d, row %q:\n%s\n%s", r.code, f, r.stdout, r.stderr)
+	}
+}
+
+// rowAfter returns the fields after label on the first line of out that
+// starts (after spaces) with it.
+func rowAfter(out, label string) []string {
+	for _, l := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), label); ok {
+			return strings.Fields(rest)
+		}
+	}
+	return nil
 }
 
 // TestCPUBinding checks that --cpu-bind spread gives the ranks disjoint
@@ -612,5 +631,21 @@ print("cpus " .. lc.info().cpus)`)
 		if o.code == 0 || !strings.Contains(o.stderr, "cpu_bind(spread)") || !strings.Contains(o.stderr, "cpu_bind(none)") {
 			t.Errorf("rank %d with differing modes: exit %d\n%s", r, o.code, o.stderr)
 		}
+	}
+}
+
+// A --json file that cannot be written is refused before the benchmark
+// runs, and the check leaves nothing behind where it can write.
+func TestBenchJSONCheckedFirst(t *testing.T) {
+	r := luacoll(t, nil, "bench", "pingpong", "--json", "/nonexistent-dir/p.jsonl")
+	if r.code != 2 || !strings.Contains(r.stderr, `--json "/nonexistent-dir/p.jsonl": cannot write there`) || r.stdout != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	dir := t.TempDir()
+	if err := checkWritable(filepath.Join(dir, "x.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("the check left %v", left)
 	}
 }

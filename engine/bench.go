@@ -225,6 +225,9 @@ func BenchDevicePingPong(ctx context.Context, c *Comm, iters int) ([]BenchRow, e
 			return nil, err
 		}
 		src, err := c.NewBuffer(8)
+		if err == nil {
+			err = src.Fill(transport.FillRandU32, payloadSeed(c.Env.Rank))
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -239,6 +242,12 @@ func BenchDevicePingPong(ctx context.Context, c *Comm, iters int) ([]BenchRow, e
 			d, err = dl.DevicePingPong(raw, w.PeerData(peer), srcAddr, 8, w.SignalSlot(peer, me, 0), w.SignalSlot(me, peer, 0),
 				uint64(iters), me == 0, w.Options().Timeout)
 		}
+		wrong := 0
+		if err == nil && !raw {
+			// Each side's last wait saw the peer's last put_signal: its
+			// payload is in this rank's window.
+			wrong, err = checkPayload(ctx, c, w, "bench.devpingpong.check")
+		}
 		ferr := c.FreeWindow(ctx, w)
 		_ = src.Free()
 		if err != nil {
@@ -247,7 +256,7 @@ func BenchDevicePingPong(ctx context.Context, c *Comm, iters int) ([]BenchRow, e
 		if ferr != nil {
 			return nil, ferr
 		}
-		rows = append(rows, BenchRow{Name: name, Bytes: 8, Seconds: d.Seconds() / float64(iters) / 2})
+		rows = append(rows, BenchRow{Name: name, Bytes: 8, Seconds: d.Seconds() / float64(iters) / 2, Wrong: wrong})
 	}
 	if len(rows) == 2 && rows[1].Seconds > 0 {
 		rows[0].Ref = rows[1].Seconds
@@ -299,6 +308,9 @@ func BenchPingPong(ctx context.Context, c *Comm, iters int, path string) (BenchR
 		return BenchRow{}, err
 	}
 	defer src.Free()
+	if err := src.Fill(transport.FillRandU32, payloadSeed(c.Env.Rank)); err != nil {
+		return BenchRow{}, err
+	}
 	if err := barrierSync(ctx, w); err != nil {
 		return BenchRow{}, err
 	}
@@ -332,6 +344,10 @@ func BenchPingPong(ctx context.Context, c *Comm, iters int, path string) (BenchR
 	if err := barrierSync(ctx, w); err != nil {
 		return BenchRow{}, err
 	}
+	wrong, err := checkPayload(ctx, c, w, "bench.pingpong.check")
+	if err != nil {
+		return BenchRow{}, err
+	}
 	if me != 0 {
 		return BenchRow{}, nil
 	}
@@ -350,7 +366,35 @@ func BenchPingPong(ctx context.Context, c *Comm, iters int, path string) (BenchR
 	sort.Float64s(enq)
 	sort.Float64s(syn)
 	rtt := samples[len(samples)/2]
-	return BenchRow{Bytes: 8, Seconds: rtt / 2, Enqueue: enq[len(enq)/2], Sync: syn[len(syn)/2], Ref: floor.sec}, nil
+	return BenchRow{Bytes: 8, Seconds: rtt / 2, Enqueue: enq[len(enq)/2], Sync: syn[len(syn)/2], Ref: floor.sec, Wrong: wrong}, nil
+}
+
+// payloadSeed seeds the 8 bytes rank r sends in the ping-pongs.
+func payloadSeed(r int) uint64 { return uint64(r+1) * 0x9e3779b9 }
+
+// checkPayload (collective) returns how many of ranks 0 and 1 do not hold
+// the other's ping-pong payload at the start of their window.
+func checkPayload(ctx context.Context, c *Comm, w *window.Window, call string) (int, error) {
+	wrong := 0
+	if me := c.Env.Rank; me <= 1 {
+		ref, err := c.NewBuffer(8)
+		if err != nil {
+			return 0, err
+		}
+		err = ref.Fill(transport.FillRandU32, payloadSeed(1-me))
+		var eq bool
+		if err == nil {
+			eq, err = w.Buffer().Equal(ref, 0, 0, 8)
+		}
+		_ = ref.Free()
+		if err != nil {
+			return 0, err
+		}
+		if !eq {
+			wrong = 1
+		}
+	}
+	return c.sumInt(ctx, call, wrong)
 }
 
 // BenchBarrier measures the window barrier; the row holds the median time

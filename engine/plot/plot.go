@@ -48,28 +48,14 @@ const (
 // writes.
 var ErrFormat = errors.New("plots are written as .svg or .png")
 
-// CheckPath returns an error unless path ends in .svg or .png and its
-// folder exists and takes new files: a run can check its plot's name
-// before it measures anything.
+// CheckPath returns an error unless path ends in .svg or .png, so a run can
+// check its plot's name before it measures anything.
 func CheckPath(path string) error {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".svg", ".png":
-	default:
-		return fmt.Errorf("%q: %w", path, ErrFormat)
+		return nil
 	}
-	return CheckWritable(path)
-}
-
-// CheckWritable returns an error unless path's folder exists and a new
-// file can be made there (it makes one and removes it).
-func CheckWritable(path string) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".luacoll-check-*")
-	if err != nil {
-		return fmt.Errorf("%q: cannot write there: %w", path, err)
-	}
-	name := f.Name()
-	f.Close()
-	return os.Remove(name)
+	return fmt.Errorf("%q: %w", path, ErrFormat)
 }
 
 // Write renders c in the format that path's ending names and writes it.
