@@ -39,8 +39,8 @@ Usage:
   luacoll version                                       version and build
   luacoll help [command]                                this text, or a command's flags
 
-Scripts are files, or embedded ones by name: examples/tour.lua, bench/pingpong.lua,
-bench/put_bw.lua; require() finds files next to the script and the embedded
+Scripts are files, or embedded ones by name: examples/tour.lua, examples/info.lua,
+bench/pingpong.lua, bench/put_bw.lua; require() finds files next to the script and the embedded
 lib/ modules (allgather, alltoall, barrier). In Lua, help() lists the API.
 
 Under torchrun, Slurm or Open MPI (RANK/WORLD_SIZE, SLURM_PROCID/SLURM_NTASKS,
@@ -124,6 +124,7 @@ type rankFlags struct {
 	noPrefix bool
 	gpus     string
 	cpuBind  string
+	ipc      string
 	fs       *flag.FlagSet
 }
 
@@ -136,12 +137,14 @@ func (f *rankFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.gpus, "gpus", "", "CUDA devices by local rank, e.g. 0,1 (default: local rank modulo the device count)")
 	fs.StringVar(&f.cpuBind, "cpu-bind", engine.CPUBindAuto, "CPU affinity of each rank: auto (the ranks on a host share out the CPUs they may use, those near\n"+
 		"their GPU first, when each gets at least 2), spread (the same down to 1 CPU each) or none")
+	fs.StringVar(&f.ipc, "ipc", transport.IPCLegacy, "how CUDA windows share their memory, unless a window names its own ipc: legacy (CUDA IPC handles)\n"+
+		"or vmm (cuMemCreate memory passed to the peers as file descriptors over Unix sockets)")
 }
 
 // options are the engine options the flags describe (after check).
 func (f *rankFlags) options() engine.Options {
 	gpus, _ := f.gpuList()
-	return engine.Options{Device: f.device, Timeout: f.timeout, GPUs: gpus, CPUBind: f.cpuBind}
+	return engine.Options{Device: f.device, Timeout: f.timeout, GPUs: gpus, CPUBind: f.cpuBind, IPC: f.ipc}
 }
 
 func (f *rankFlags) check() error {
@@ -163,6 +166,9 @@ func (f *rankFlags) check() error {
 	}
 	if err := engine.CheckCPUBind(f.cpuBind); err != nil || f.cpuBind == "" {
 		return fmt.Errorf("--cpu-bind %q: want auto, spread or none", f.cpuBind)
+	}
+	if f.ipc != transport.IPCLegacy && f.ipc != transport.IPCVMM {
+		return fmt.Errorf("--ipc %q: want legacy or vmm", f.ipc)
 	}
 	_, err := f.gpuList()
 	return err
@@ -210,7 +216,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", "luacoll run [-n N] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [--cpu-bind auto|spread|none] [script.lua [args...]]\n\n"+
+	fs := newFlagSet("run", "luacoll run [-n N] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc legacy|vmm] [script.lua [args...]]\n\n"+
 		"Runs the script on N ranks (the embedded examples/tour.lua when none is named); its\n"+
 		"arguments are in Lua's arg table. Exit status: 0 when every rank succeeds, else the\n"+
 		"status of the first rank that failed (a rank stopped only by another's failure exits\n"+

@@ -26,6 +26,9 @@ type Options struct {
 	// CPUBind is CPUBindAuto, CPUBindSpread or CPUBindNone ("": none).
 	// Binding is per process: ranks that share one never bind.
 	CPUBind string
+	// IPC is how CUDA windows that ask for "auto" share their memory:
+	// transport.IPCLegacy ("" too) or transport.IPCVMM.
+	IPC string
 	// Backend, when set, is used instead of opening one for Device (tests).
 	Backend func(env RankEnv, job string) (transport.Backend, error)
 }
@@ -260,6 +263,9 @@ func (c *Comm) Barrier(ctx context.Context) error {
 func (c *Comm) NewWindow(ctx context.Context, call string, o window.Options) (*window.Window, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = c.Opts.Timeout
+	}
+	if o.IPC == "" || o.IPC == "auto" {
+		o.IPC = c.Opts.IPC
 	}
 	if _, err := c.Collective(ctx, call, nil); err != nil {
 		return nil, err

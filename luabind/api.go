@@ -168,8 +168,8 @@ func rankEntries() []*Entry {
 			c.s.push(&bufferRef{b: b}, "b")
 			return 1
 		}),
-		fn("lc.window", "{bytes, signals=8, counters=8, barriers=4, timeout_ms=10000, path=\"auto\"}", "window", "Windows",
-			"**collective**: every rank gets a data buffer of `bytes` bytes that every peer can write and read, `signals` signal slots per peer, `counters` local-completion counters per peer and `barriers` barrier slots; waits time out after `timeout_ms`. `path` (CUDA) is \"ce\" (copy engines and stream memory operations), \"sm\" (kernels) or \"auto\".",
+		fn("lc.window", "{bytes, signals=8, counters=8, barriers=4, timeout_ms=10000, path=\"auto\", ipc=\"auto\"}", "window", "Windows",
+			"**collective**: every rank gets a data buffer of `bytes` bytes that every peer can write and read, `signals` signal slots per peer, `counters` local-completion counters per peer and `barriers` barrier slots; waits time out after `timeout_ms`. `path` (CUDA) is \"ce\" (copy engines and stream memory operations), \"sm\" (kernels) or \"auto\". `ipc` (CUDA) is how the memory is shared with the peers: \"legacy\" (CUDA IPC handles), \"vmm\" (cuMemCreate memory passed as file descriptors over Unix sockets) or \"auto\" (the job's `--ipc`, legacy by default); host windows are shared memory whatever it says.",
 			newWindow),
 		fn("lc.timer", "()", "timer", "Timing", "A timer whose start and stop are enqueued on the rank's stream (CUDA events on a GPU).", func(c *call) int {
 			t := &timerRef{}
@@ -180,7 +180,7 @@ func rankEntries() []*Entry {
 	}
 }
 
-var windowKeys = []string{"bytes", "signals", "counters", "barriers", "timeout_ms", "path"}
+var windowKeys = []string{"bytes", "signals", "counters", "barriers", "timeout_ms", "path", "ipc"}
 
 func newWindow(c *call) int {
 	L := c.L
@@ -246,16 +246,21 @@ func newWindow(c *call) int {
 		}
 		o.Timeout = time.Duration(v) * time.Millisecond
 	}
-	if v := L.GetField(t, "path"); v != lua.LNil {
-		s, ok := v.(lua.LString)
-		if !ok {
-			c.fail("bad argument 'path' (string expected, got %s)", v.Type())
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"path", &o.Path}, {"ipc", &o.IPC}} {
+		if v := L.GetField(t, f.name); v != lua.LNil {
+			s, ok := v.(lua.LString)
+			if !ok {
+				c.fail("bad argument '%s' (string expected, got %s)", f.name, v.Type())
+			}
+			*f.dst = string(s)
 		}
-		o.Path = string(s)
 	}
 	c.check(o.Validate())
-	desc := fmt.Sprintf("lc.window{bytes=%d, signals=%d, counters=%d, barriers=%d, timeout_ms=%d, path=%q}",
-		o.Bytes, o.Signals, o.Counters, o.Barriers, o.Timeout.Milliseconds(), o.Path)
+	desc := fmt.Sprintf("lc.window{bytes=%d, signals=%d, counters=%d, barriers=%d, timeout_ms=%d, path=%q, ipc=%q}",
+		o.Bytes, o.Signals, o.Counters, o.Barriers, o.Timeout.Milliseconds(), o.Path, o.IPC)
 	w, err := c.s.Comm.NewWindow(c.ctx(), desc, o)
 	c.check(err)
 	c.s.push(&windowRef{w: w, call: desc}, "w")

@@ -175,6 +175,8 @@ var badCalls = []struct{ code, want string }{
 	{`lc.window{ signals = 2 }`, "'bytes'"},
 	{`lc.window{ bytes = 8, timeout_ms = 0 }`, "'timeout_ms'"},
 	{`lc.window{ bytes = 8, path = "fast" }`, "'path'"},
+	{`lc.window{ bytes = 8, ipc = "posix" }`, "bad argument 'ipc' (unknown value \"posix\""},
+	{`lc.window{ bytes = 8, ipc = 1 }`, "bad argument 'ipc' (string expected, got number)"},
 	{`lc.allgather(function() end)`, "'v'"},
 }
 
@@ -262,6 +264,24 @@ assert(#i.devices == 1 and i.devices[1].name == "host" and i.devices[1].mine == 
 assert(i.devices[1].model == nil and i.devices[1].memory_bytes == nil, "host device has no model")
 assert(#i.transports == 2 and i.transports[lc.rank + 1] == "self" and i.transports[2 - lc.rank] == "shm", "transports")
 assert(i.versions.luacoll ~= nil and i.versions.lua:find("Lua") and i.versions.nccl == nil, "versions")
+`))
+}
+
+// The ipc option is accepted on the host backend, whose windows are shared
+// memory whatever it says, so a script naming it runs on both backends.
+func TestIPCOptionOnHost(t *testing.T) {
+	mustAllOK(t, runLua(t, 2, `
+local lc = require("luacoll")
+local peer = 1 - lc.rank
+for _, ipc in ipairs({ "auto", "legacy", "vmm" }) do
+  local w = lc.window{ bytes = 64, ipc = ipc }
+  local b = lc.buffer(8); b:set_u64(0, 1000 + lc.rank)
+  w:put_signal(peer, 0, b, 0, 8, 0)
+  w:wait_signal(0, ">=", 1)
+  w:sync()
+  assert(w:buffer():get_u64(0) == 1000 + peer, ipc)
+  b:free(); w:free()
+end
 `))
 }
 

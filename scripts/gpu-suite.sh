@@ -40,6 +40,10 @@ for t in kernels cuda; do
 done
 step suite timeout 300 $bin run -n "$n" --device cuda tests/suite.lua
 leaks suite
+# windows shared as VMM memory passed as file descriptors (--ipc vmm)
+step suite-vmm timeout 300 $bin run -n "$n" --device cuda --ipc vmm tests/suite.lua
+step agp-vmm timeout 300 $bin run -n "$n" --device cuda --ipc vmm tests/agp.lua 100
+leaks suite-vmm
 step agp timeout 300 $bin run -n "$n" --device cuda tests/agp.lua 1000
 step agp-sm timeout 300 $bin run -n "$n" --device cuda tests/agp.lua 1000 sm
 # path sm with the copy-engine puts from 1 MiB per rank, so that the

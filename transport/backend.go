@@ -57,6 +57,16 @@ type Backend interface {
 	Close() error
 }
 
+// Ways a CUDA window's memory is shared with the peers (the window option
+// ipc).
+const (
+	// IPCLegacy: cuMemAlloc memory, cuIpcGetMemHandle / cuIpcOpenMemHandle.
+	IPCLegacy = "legacy"
+	// IPCVMM: cuMemCreate memory exported as a POSIX file descriptor,
+	// passed to the peers over Unix sockets (FDBox), imported and mapped.
+	IPCVMM = "vmm"
+)
+
 // Description is what a backend tells lc.info about itself.
 type Description struct {
 	// Devices are the devices this rank sees; Mine marks its own.

@@ -46,6 +46,10 @@ type CUDABackend struct {
 	streams []*CUDAStream
 	// prelaunch: new streams prelaunch fused steps (see SetPrelaunch).
 	prelaunch bool
+	// box passes VMM windows' file descriptors (opened by the first one);
+	// shares counts the VMM windows, tagging their descriptors.
+	box    *FDBox
+	shares uint64
 }
 
 // NewCUDABackend opens GPU gpus[localRank] (or localRank modulo the device
@@ -263,22 +267,31 @@ func (b *CUDABackend) Live() int64 { return b.live.Load() }
 
 type cudaShare struct {
 	Handle []byte `json:"h,omitempty"`
+	Size   uint64 `json:"s,omitempty"` // VMM: the exported allocation's size
 	Err    string `json:"err,omitempty"`
 }
 
+// ipcReach says why topo rules out a GPU window ("" when every peer can be
+// mapped).
+func ipcReach(topo *Topology) string {
+	for r, k := range topo.Kinds {
+		if k != KindSelf && k != KindNVL {
+			return fmt.Sprintf("rank %d is reachable only by transport %s; GPU windows need CUDA IPC (nvl) to every peer", r, k)
+		}
+	}
+	return ""
+}
+
 // Share implements Memory: device memory exported with a legacy IPC handle
-// and opened by every same-host peer.
-func (b *CUDABackend) Share(ctx context.Context, ex Exchanger, topo *Topology, size uint64) (*Region, error) {
+// and opened by every same-host peer, or with ipc IPCVMM, see shareVMM.
+func (b *CUDABackend) Share(ctx context.Context, ex Exchanger, topo *Topology, size uint64, ipc string) (*Region, error) {
+	if ipc == IPCVMM {
+		return b.shareVMM(ctx, ex, topo, size)
+	}
 	defer onThread()()
 	rank, n := ex.Rank(), ex.Size()
 	var local cuda.DevicePtr
-	st := cudaShare{}
-	for r, k := range topo.Kinds {
-		if k != KindSelf && k != KindNVL {
-			st.Err = fmt.Sprintf("rank %d is reachable only by transport %s; GPU windows need CUDA IPC (nvl) to every peer", r, k)
-			break
-		}
-	}
+	st := cudaShare{Err: ipcReach(topo)}
 	if st.Err == "" {
 		p, err := b.alloc(size)
 		if err != nil {
@@ -630,6 +643,9 @@ func (b *CUDABackend) Close() error {
 	}
 	if b.aux != nil {
 		errs = append(errs, b.aux.Destroy())
+	}
+	if b.box != nil {
+		errs = append(errs, b.box.Close())
 	}
 	if b.k != nil {
 		errs = append(errs, b.k.Close())

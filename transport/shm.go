@@ -66,8 +66,11 @@ func (r *Region) Close() error {
 // Memory allocates the memory windows are built from.
 type Memory interface {
 	// Share is collective: it allocates size zeroed bytes on this rank and
-	// maps every peer's region that topo says can be mapped.
-	Share(ctx context.Context, ex Exchanger, topo *Topology, size uint64) (*Region, error)
+	// maps every peer's region that topo says can be mapped, sharing the
+	// memory the way ipc says (IPCLegacy or IPCVMM on CUDA; "" is
+	// IPCLegacy; the host backend shares POSIX shared memory whatever ipc
+	// says).
+	Share(ctx context.Context, ex Exchanger, topo *Topology, size uint64, ipc string) (*Region, error)
 	// Alloc returns size zeroed bytes private to this rank.
 	Alloc(size uint64) (*Region, error)
 }
@@ -103,7 +106,7 @@ func pageRound(n uint64) uint64 {
 }
 
 // Share implements Memory.
-func (m *HostMemory) Share(ctx context.Context, ex Exchanger, topo *Topology, size uint64) (*Region, error) {
+func (m *HostMemory) Share(ctx context.Context, ex Exchanger, topo *Topology, size uint64, _ string) (*Region, error) {
 	rank, n := ex.Rank(), ex.Size()
 	m.seq++
 	name := fmt.Sprintf("%sr%d-s%d", SegmentPrefix(m.Job), rank, m.seq)

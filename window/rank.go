@@ -80,11 +80,16 @@ type Options struct {
 	Barriers int
 	Timeout  time.Duration
 	Path     string // "auto", "ce" or "sm" (CUDA); "" means "auto"
+	// IPC is how a CUDA window's memory is shared with the peers:
+	// "legacy" (CUDA IPC handles) or "vmm" (cuMemCreate memory passed as
+	// file descriptors); "" and "auto" mean "legacy" here (the engine
+	// resolves "auto" to the job's --ipc first). Host windows ignore it.
+	IPC string
 }
 
 // DefaultOptions are the contract's defaults.
 func DefaultOptions() Options {
-	return Options{Signals: 8, Counters: 8, Barriers: 4, Timeout: 10 * time.Second, Path: "auto"}
+	return Options{Signals: 8, Counters: 8, Barriers: 4, Timeout: 10 * time.Second, Path: "auto", IPC: "auto"}
 }
 
 // Limits on window options.
@@ -114,6 +119,11 @@ func (o Options) Validate() error {
 	case "", "auto", "ce", "sm":
 	default:
 		return argErr("path", "unknown path %q (want auto, ce or sm)", o.Path)
+	}
+	switch o.IPC {
+	case "", "auto", transport.IPCLegacy, transport.IPCVMM:
+	default:
+		return argErr("ipc", "unknown value %q (want auto, legacy or vmm)", o.IPC)
 	}
 	return nil
 }

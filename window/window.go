@@ -56,13 +56,16 @@ func (r *Rank) NewWindow(ctx context.Context, opts Options) (*Window, error) {
 	if opts.Path == "" {
 		opts.Path = "auto"
 	}
+	if opts.IPC == "" || opts.IPC == "auto" {
+		opts.IPC = transport.IPCLegacy
+	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	id := r.nextWindow
 	r.nextWindow++
 	lay := NewLayout(r.N(), opts.Bytes, opts.Signals, opts.Counters, opts.Barriers)
-	reg, err := r.Backend.Share(ctx, r.Ex, r.Topo, lay.Total)
+	reg, err := r.Backend.Share(ctx, r.Ex, r.Topo, lay.Total, opts.IPC)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: window %d: %w", r.ID(), id, err)
 	}
