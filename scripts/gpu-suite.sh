@@ -54,8 +54,8 @@ leaks agp
 step tour timeout 120 $bin run -n "$n" --device cuda
 step fail timeout 120 bash -c "$bin run -n $n --device cuda --timeout 60s tests/fail_wait.lua; echo launcher exit \$?"
 leaks fail
-kill_test() {
-	$bin run -n 2 --device cuda --timeout 60s tests/kill_wait.lua &
+kill_test() { # extra flags for luacoll run, e.g. --ipc vmm
+	$bin run -n 2 --device cuda --timeout 60s "$@" tests/kill_wait.lua &
 	local launcher=$!
 	sleep 4
 	for p in $(pgrep -f "luacoll run -n 2 --device cuda"); do
@@ -69,6 +69,8 @@ kill_test() {
 }
 step kill timeout 120 bash -c "$(declare -f kill_test); bin=$bin; kill_test"
 leaks kill
+step kill-vmm timeout 120 bash -c "$(declare -f kill_test); bin=$bin; kill_test --ipc vmm"
+leaks kill-vmm
 for p in auto ce sm; do
 	step bench-put-$p timeout 200 $bin bench put -n 2 --device cuda -b 1M -e 256M --path $p
 done
