@@ -176,6 +176,30 @@ func TestProbe(t *testing.T) {
 			t.Errorf("GPU%d: incomplete %+v", d.Index, d)
 		}
 	}
+	if m := info.NVMLP2P; m != nil {
+		for i, row := range m {
+			if len(m) != len(info.Devices) || len(row) != len(m) || row[i] != "X" {
+				t.Errorf("NVML P2P matrix %q", m)
+			}
+		}
+	}
+}
+
+// The report shows both peer-access matrices, the driver's and NVML's.
+func TestInfoString(t *testing.T) {
+	info := Info{Available: true, DriverVersion: 13000, DriverPath: "libcuda.so.1",
+		Devices:  []DeviceInfo{{Index: 0, Name: "A"}, {Index: 1, Name: "B"}},
+		P2P:      [][]bool{{false, true}, {true, false}},
+		NVMLP2P:  [][]string{{"X", "OK+NVL"}, {"topology", "X"}},
+		Topology: [][]string{{"X", "NV18"}, {"NV18", "X"}},
+		NVML:     LibInfo{Found: true, Version: "13"}, NVRTC: LibInfo{Err: "missing"}}
+	s := info.String()
+	for _, want := range []string{"CUDA driver: 13.0 (13000)", "P2P (cuDeviceCanAccessPeer):\n        GPU0   GPU1   \n  GPU0  X      OK",
+		"P2P writes (NVML):\n        GPU0   GPU1   \n  GPU0  X      OK+NVL \n  GPU1  topology", "Topology (NVML):", "NV18", "NVRTC: not found: missing"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report misses %q:\n%s", want, s)
+		}
+	}
 }
 
 func TestNVRTC(t *testing.T) {

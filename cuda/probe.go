@@ -57,9 +57,14 @@ type Info struct {
 	// the diagonal, "NV<n>" for n NVLinks (direct or through NVSwitch),
 	// else "PIX", "PXB", "PHB", "NODE" or "SYS". Nil without NVML.
 	Topology [][]string
-	NVML     LibInfo
-	NVRTC    LibInfo
-	NCCL     LibInfo
+	// NVMLP2P is NVML's peer-to-peer status of each pair for writes: "OK"
+	// (with "+NVL" when NVML also reports P2P over NVLink), else why not
+	// ("chipset", "gpu", "topology", "regkey", "no", "unknown"); "X" on the
+	// diagonal. Nil without NVML.
+	NVMLP2P [][]string `json:"NVMLP2P,omitempty"`
+	NVML    LibInfo
+	NVRTC   LibInfo
+	NCCL    LibInfo
 }
 
 // Probe gathers driver, device, peer-access, topology, NVRTC and NCCL facts.
@@ -114,7 +119,7 @@ func Probe() Info {
 	for i, di := range info.Devices {
 		bus[i] = di.PCIBusID
 	}
-	info.Topology, info.NVML = nvmlTopology(bus)
+	info.Topology, info.NVMLP2P, info.NVML = nvmlTopology(bus)
 	return info
 }
 
@@ -237,12 +242,13 @@ func int8String(b []int8) string {
 	return string(out)
 }
 
-// nvmlTopology builds the link matrix for the devices with the given PCI
-// bus ids. Every NVML call is made only after a successful Init.
-func nvmlTopology(bus []string) ([][]string, LibInfo) {
+// nvmlTopology builds the link and peer-to-peer matrices for the devices
+// with the given PCI bus ids. Every NVML call is made only after a
+// successful Init.
+func nvmlTopology(bus []string) ([][]string, [][]string, LibInfo) {
 	lib := nvml.New()
 	if ret := lib.Init(); ret != nvml.SUCCESS {
-		return nil, LibInfo{Err: "nvml init: " + ret.Error()}
+		return nil, nil, LibInfo{Err: "nvml init: " + ret.Error()}
 	}
 	defer lib.Shutdown()
 	li := LibInfo{Found: true, Path: "libnvidia-ml.so.1"}
@@ -257,7 +263,7 @@ func nvmlTopology(bus []string) ([][]string, LibInfo) {
 		dev, ret := lib.DeviceGetHandleByPciBusId(b)
 		if ret != nvml.SUCCESS {
 			li.Err = fmt.Sprintf("nvml device %s: %s", b, ret.Error())
-			return nil, li
+			return nil, nil, li
 		}
 		devs[i] = dev
 	}
@@ -307,7 +313,47 @@ func nvmlTopology(bus []string) ([][]string, LibInfo) {
 			m[i][j] = topoLevelName(lvl)
 		}
 	}
-	return m, li
+	p2p := make([][]string, n)
+	for i := range n {
+		p2p[i] = make([]string, n)
+		for j := range n {
+			if i == j {
+				p2p[i][j] = "X"
+				continue
+			}
+			st, ret := devs[i].GetP2PStatus(devs[j], nvml.P2P_CAPS_INDEX_WRITE)
+			if ret != nvml.SUCCESS {
+				p2p[i][j] = "?"
+				continue
+			}
+			p2p[i][j] = p2pStatusName(st)
+			if st == nvml.P2P_STATUS_OK {
+				if nv, ret := devs[i].GetP2PStatus(devs[j], nvml.P2P_CAPS_INDEX_NVLINK); ret == nvml.SUCCESS && nv == nvml.P2P_STATUS_OK {
+					p2p[i][j] += "+NVL"
+				}
+			}
+		}
+	}
+	return m, p2p, li
+}
+
+// p2pStatusName is a short name of an NVML peer-to-peer status.
+func p2pStatusName(st nvml.GpuP2PStatus) string {
+	switch st {
+	case nvml.P2P_STATUS_OK:
+		return "OK"
+	case nvml.P2P_STATUS_CHIPSET_NOT_SUPPORTED:
+		return "chipset"
+	case nvml.P2P_STATUS_GPU_NOT_SUPPORTED:
+		return "gpu"
+	case nvml.P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED:
+		return "topology"
+	case nvml.P2P_STATUS_DISABLED_BY_REGKEY:
+		return "regkey"
+	case nvml.P2P_STATUS_NOT_SUPPORTED:
+		return "no"
+	}
+	return "unknown"
 }
 
 func topoLevelName(l nvml.GpuTopologyLevel) string {
@@ -386,6 +432,10 @@ func (i Info) String() string {
 		}
 		b.WriteString("P2P (cuDeviceCanAccessPeer):\n")
 		writeMatrix(&b, p2p)
+		if i.NVMLP2P != nil {
+			b.WriteString("P2P writes (NVML):\n")
+			writeMatrix(&b, i.NVMLP2P)
+		}
 		if i.Topology != nil {
 			b.WriteString("Topology (NVML):\n")
 			writeMatrix(&b, i.Topology)
