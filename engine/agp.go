@@ -29,9 +29,10 @@ import (
 //  4. for every peer, a wait until that peer's slot equals tag(k, n).
 //
 // Because the tag carries n, a rank that passes a different n than its
-// peers never satisfies their wait; the wait fails after the window timeout
-// with an error naming both sizes (the cross-rank n check costs nothing on
-// the fast path). The barrier guarantees a peer's slot still holds
+// peers never satisfies their wait: the wait fails as soon as it sees the
+// peer's tag for exec k with another n, with an error naming both sizes
+// (the cross-rank n check costs nothing on the fast path; a peer that never
+// gets that far is reported at the window timeout). The barrier guarantees a peer's slot still holds
 // tag(k-1, ...) until this rank reaches exec k, so the equality wait is safe
 // back to back.
 const (
@@ -274,8 +275,8 @@ func (ag *AllGather) live() error {
 // Exec enqueues the gather of n bytes at srcOff of src from every rank into
 // every rank's window at rank*n. src may be the window's buffer at rank*n
 // (in place). Every argument is checked before anything is enqueued; a
-// rank passing a different n than its peers fails their waits after the
-// window timeout with an error naming both sizes.
+// rank passing a different n than its peers fails their waits as soon as
+// its tag arrives, with an error naming both sizes.
 func (ag *AllGather) Exec(ctx context.Context, src *window.Buffer, srcOff, n uint64) error {
 	if err := ag.live(); err != nil {
 		return err
@@ -335,7 +336,8 @@ func (ag *AllGather) Exec(ctx context.Context, src *window.Buffer, srcOff, n uin
 			Cmp: transport.CmpEq, Value: tag, Timeout: timeout,
 			Fail: func(obs uint64, cause error) error {
 				return ag.waitError(p, k, n, obs, cause)
-			}})
+			},
+			Mismatch: func(obs uint64) bool { return obs>>tagNBits == tag>>tagNBits && obs != tag }})
 	}
 	return nil
 }
@@ -367,10 +369,7 @@ func (ag *AllGather) execDevice(src *window.Buffer, srcOff, n uint64, inPlace bo
 		e.Puts = append(e.Puts, transport.AGPPut{Dst: w.PeerData(p).Add(own), Src: from})
 	}
 	e.Fail = func(phase string, k, obs uint64, cause error) error {
-		what := "timed out after " + w.Options().Timeout.String()
-		if !errors.Is(cause, transport.ErrTimeout) {
-			what = "aborted: " + cause.Error()
-		}
+		what := ag.failWhat(cause)
 		if phase == "done" && obs>>tagNBits == k&tagKMask && obs&tagNMask != n {
 			return ag.errf("exec #%d: n differs across ranks: a peer passed n=%d, this rank n=%d (%s)", k, obs&tagNMask, n, what)
 		}
@@ -395,14 +394,23 @@ func (ag *AllGather) GraphNodes() map[string]int {
 }
 
 func (ag *AllGather) waitError(p int, k, n, obs uint64, cause error) error {
-	what := "timed out after " + ag.w.Options().Timeout.String()
-	if !errors.Is(cause, transport.ErrTimeout) {
-		what = "aborted: " + cause.Error()
-	}
+	what := ag.failWhat(cause)
 	if obs>>tagNBits == k&tagKMask && obs&tagNMask != n {
 		return ag.errf("exec #%d: n differs across ranks: rank %d passed n=%d, this rank n=%d (%s)", k, p, obs&tagNMask, n, what)
 	}
 	return ag.errf("exec #%d: waiting for rank %d's chunk (n=%d): %s", k, p, n, what)
+}
+
+// failWhat says how a wait of the protocol ended: seen at once (a peer's
+// tag for the same exec with another n), timed out, or aborted.
+func (ag *AllGather) failWhat(cause error) string {
+	switch {
+	case errors.Is(cause, transport.ErrMismatch):
+		return "seen as soon as that rank's tag arrived"
+	case errors.Is(cause, transport.ErrTimeout):
+		return "timed out after " + ag.w.Options().Timeout.String()
+	}
+	return "aborted: " + cause.Error()
 }
 
 // Info says what was requested and what actually runs.

@@ -3,6 +3,7 @@ package kernels
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math/rand"
 	"testing"
 	"time"
@@ -234,6 +235,54 @@ func TestAGPOneLaunch(t *testing.T) {
 	}
 	if err := ak.LL(rk[0].s, rk[0].ready, rk[0].mem.Add(64), rk[0].stages, rk[0].data, rk[0].src, AGPLLMax+1, 0); err == nil {
 		t.Fatal("LL accepted n > AGPLLMax")
+	}
+}
+
+// TestAGPSizeMismatch: two ranks run one exec with different n on every
+// protocol (flagged lines, one kernel, handshake kernels around copies);
+// each rank's wait sees the other's tag for the same exec with the other n
+// and fails at once (StatusMismatch, long before the 10 s timeout), its
+// record naming both tags.
+func TestAGPSizeMismatch(t *testing.T) {
+	e := needKernels(t)
+	d, k := e.d, e.k
+	ak, err := k.AGP()
+	must(t, err)
+	for _, mode := range []string{"ll", "one", "split"} {
+		rk := newAGPPair(t, d, 8192)
+		ns := [2]uint64{64, 65}
+		if mode != "ll" {
+			ns = [2]uint64{4096, 4100}
+		}
+		for r, x := range rk {
+			switch mode {
+			case "ll":
+				must(t, ak.LL(x.s, x.ready, x.mem.Add(64), x.stages, x.data, x.src, ns[r], 0))
+			case "one":
+				must(t, ak.One(x.s, x.ready, x.done, x.mem.Add(64), x.bases, x.src, ns[r], 1))
+			case "split":
+				must(t, ak.Ready(x.s, x.ready))
+			}
+		}
+		if mode == "split" {
+			for r, x := range rk {
+				must(t, ak.Done(x.s, x.done, ns[r]))
+			}
+		}
+		for r, x := range rk {
+			must(t, x.s.Synchronize())
+			rec := x.c.record()
+			if rec.Status != StatusMismatch || rec.Slot != uint32(1-r) || rec.Target != AGPTag(1, ns[r]) || rec.Observed != AGPTag(1, ns[1-r]) {
+				t.Fatalf("%s: rank %d: record %+v, want a mismatch of tags %#x (ours) and %#x", mode, r, rec, AGPTag(1, ns[r]), AGPTag(1, ns[1-r]))
+			}
+			if rec.Elapsed > 2*time.Second {
+				t.Errorf("%s: rank %d gave up after %v: the timeout, not the tag, ended the wait", mode, r, rec.Elapsed)
+			}
+			err := x.c.check(true)
+			if !errors.Is(err, ErrMismatch) {
+				t.Errorf("%s: rank %d: %v is not ErrMismatch", mode, r, err)
+			}
+		}
 	}
 }
 

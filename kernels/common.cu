@@ -12,6 +12,7 @@ typedef unsigned char lc_u8;
 #define LC_STATUS_OK 0u
 #define LC_STATUS_TIMEOUT 1u
 #define LC_STATUS_ABORTED 2u
+#define LC_STATUS_MISMATCH 3u  // an all-gather tag of the same exec with another n
 
 // Comparison operators of wait (kernels.Cmp), on unsigned 64-bit values.
 #define LC_CMP_EQ 0

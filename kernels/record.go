@@ -21,6 +21,9 @@ const (
 	StatusTimeout Status = 1
 	// StatusAborted means a wait or barrier saw the abort flag.
 	StatusAborted Status = 2
+	// StatusMismatch means an all-gather wait saw a peer's tag for the same
+	// exec with another size: it can never match, so it gave up at once.
+	StatusMismatch Status = 3
 )
 
 func (s Status) String() string {
@@ -31,14 +34,18 @@ func (s Status) String() string {
 		return "timeout"
 	case StatusAborted:
 		return "aborted"
+	case StatusMismatch:
+		return "mismatch"
 	}
 	return fmt.Sprintf("status %d", uint32(s))
 }
 
-// ErrTimeout and ErrAborted are matched by errors.Is on a *WaitError.
+// ErrTimeout, ErrAborted and ErrMismatch are matched by errors.Is on a
+// *WaitError.
 var (
-	ErrTimeout = errors.New("device wait timed out")
-	ErrAborted = errors.New("device wait aborted")
+	ErrTimeout  = errors.New("device wait timed out")
+	ErrAborted  = errors.New("device wait aborted")
+	ErrMismatch = errors.New("device wait saw a tag that can never match")
 )
 
 // Record is the host view of the error record that wait and barrier fill in
@@ -113,13 +120,16 @@ func (e *WaitError) Error() string {
 		what = ErrTimeout.Error()
 	case StatusAborted:
 		what = ErrAborted.Error()
+	case StatusMismatch:
+		what = ErrMismatch.Error()
 	}
 	return fmt.Sprintf("%s after %v: slot %d observed %d, target %d", what, e.Elapsed, e.Slot, e.Observed, e.Target)
 }
 
-// Is matches ErrTimeout and ErrAborted by status.
+// Is matches ErrTimeout, ErrAborted and ErrMismatch by status.
 func (e *WaitError) Is(target error) bool {
-	return (target == ErrTimeout && e.Status == StatusTimeout) || (target == ErrAborted && e.Status == StatusAborted)
+	return (target == ErrTimeout && e.Status == StatusTimeout) || (target == ErrAborted && e.Status == StatusAborted) ||
+		(target == ErrMismatch && e.Status == StatusMismatch)
 }
 
 // SetAbort sets (or, with v=false, clears) the 32-bit abort flag at host,

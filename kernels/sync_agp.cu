@@ -16,7 +16,9 @@
 // once more with an acquire load. The abort flag (host-mapped: a read
 // crosses PCIe), the record and the timeout are looked at every 64 polls
 // only, so they do not slow the spin. It returns false once a failure is
-// recorded (here or by another wait).
+// recorded (here or by another wait). With op LC_CMP_EQ, target is a tag
+// (e, n): a slot showing exec e with another n can never match, and the
+// poll records LC_STATUS_MISMATCH at once.
 __device__ bool lc_agp_poll(const lc_u64 *slot, int op, lc_u64 target, lc_u32 who, lc_u64 start, lc_u64 timeout_ns,
                             const lc_u32 *abort_flag, lc_record *rec) {
 	for (lc_u32 spins = 1;; spins++) {
@@ -24,6 +26,10 @@ __device__ bool lc_agp_poll(const lc_u64 *slot, int op, lc_u64 target, lc_u32 wh
 		if (lc_compare(v, target, op)) {
 			(void)lc_load_acquire_sys(slot);
 			return true;
+		}
+		if (op == LC_CMP_EQ && v >> LC_AGP_NBITS == target >> LC_AGP_NBITS) {
+			lc_fail(rec, LC_STATUS_MISMATCH, who, v, target, lc_globaltimer() - start);
+			return false;
 		}
 		if ((spins & 63) != 0) continue;
 		if (lc_poisoned(rec)) return false;
@@ -102,7 +108,8 @@ __device__ bool lc_agp_ready_part(lc_u64 *count, lc_u64 *const *remote, lc_u64 *
 // lc_agp_done_part ends exec e = *count: every put of this rank is
 // complete (stream order), so it sets tag(e, n) in every peer's slot, then
 // waits until every peer set the same tag here. A peer that gathers a
-// different n never matches; the record then shows both tags. An earlier
+// different n fails the wait as soon as its tag arrives (LC_STATUS_MISMATCH);
+// the record then shows both tags. An earlier
 // failure on the stream skips it, so that the peers' waits fail too.
 __device__ bool lc_agp_done_part(const lc_u64 *count, lc_u64 *const *remote, lc_u64 *const *local, lc_u32 rank,
                                  lc_u32 nranks, lc_u64 n, lc_u64 timeout_ns, const lc_u32 *abort_flag,

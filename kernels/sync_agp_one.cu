@@ -195,7 +195,8 @@ __device__ __forceinline__ void lc_ll_put_word(lc_u8 *p, lc_u64 v, lc_u64 k) {
 // place), then polls its lines of every peer's slot here and unpacks them
 // into out at q * n. stage[p] is rank p's staging area as mapped here.
 // A failure records target tag(e, n) and, as observed, tag(e, n') when the
-// peer's line 0 arrived with n', else the exec number it last showed.
+// peer's line 0 arrived with n' (at once: LC_STATUS_MISMATCH), else the
+// exec number it last showed.
 extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const *stage, lc_u32 rank, lc_u32 nranks,
                                      lc_u8 *out, const lc_u8 *src, lc_u64 n, lc_u64 timeout_ns,
                                      const lc_u32 *abort_flag, lc_record *rec, int variant) {
@@ -235,7 +236,15 @@ extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const
 				for (lc_u32 spins = 1;; spins++) {
 					lc_ll_load(slot + 16 * j, d0, f0, d1, f1);
 					const lc_u64 w = (lc_u64)d1 << 32 | d0;
-					if (f0 == flag && f1 == flag && (j > 0 || w == n)) break;
+					if (f0 == flag && f1 == flag) {
+						if (j > 0 || w == n) break;
+						// Line 0 of this exec came with another n: it
+						// can never match.
+						lc_fail(rec, LC_STATUS_MISMATCH, q, (e & LC_AGP_KMASK) << LC_AGP_NBITS | (w & LC_AGP_NMASK),
+						        target, lc_globaltimer() - start);
+						failed = 1;
+						break;
+					}
 					// variant bit 1: back off between polls of a line.
 					if (variant & 2) __nanosleep(100);
 					if ((spins & 63) != 0) continue;

@@ -1401,6 +1401,9 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 // wait whose target matches and whose condition the observed value misses.
 func (s *CUDAStream) blame(rec kernels.Record) error {
 	var cause error = ErrTimeout
+	if rec.Status == kernels.StatusMismatch {
+		cause = ErrMismatch
+	}
 	if rec.Status == kernels.StatusAborted {
 		if cause = s.abort.Err(); cause == nil {
 			cause = s.interrupt

@@ -63,9 +63,16 @@ type WaitSpec struct {
 	Value   uint64
 	Timeout time.Duration
 	// Fail builds the error for a wait that did not succeed: cause is
-	// ErrTimeout, or the reason of an abort or interrupt. observed is the
-	// last value seen (the sum, or the first failing slot for WaitEach).
+	// ErrTimeout, ErrMismatch, or the reason of an abort or interrupt.
+	// observed is the last value seen (the sum, or the first failing slot
+	// for WaitEach).
 	Fail func(observed uint64, cause error) error
+	// Mismatch, when set, says that an observed value can never turn into
+	// one that satisfies the wait (a peer's tag for the same step with
+	// other arguments): the wait then fails at once with ErrMismatch
+	// instead of at its timeout. Host streams look at it; device waits
+	// that need it check their tags themselves.
+	Mismatch func(observed uint64) bool
 }
 
 // PathSetter is a stream that can move data in more than one way (CUDA:
@@ -101,8 +108,13 @@ func (m *hostMark) Since(earlier Mark) (time.Duration, error) {
 	return m.t.Sub(e.t), nil
 }
 
-// ErrTimeout is the cause passed to WaitSpec.Fail when time ran out.
-var ErrTimeout = errors.New("timed out")
+// ErrTimeout is the cause passed to WaitSpec.Fail when time ran out, and
+// ErrMismatch when the value seen can never satisfy the wait (see
+// WaitSpec.Mismatch).
+var (
+	ErrTimeout  = errors.New("timed out")
+	ErrMismatch = errors.New("a peer's value for this step does not match")
+)
 
 // Stream is an ordered queue of operations of one rank. Enqueue calls
 // return at once; Sync blocks until everything enqueued has run and returns
@@ -304,6 +316,9 @@ func (s *HostStream) waitFor(w *WaitSpec, gen uint64) error {
 		if i%64 == 0 {
 			if err := s.abort.Err(); err != nil {
 				return w.Fail(v, err)
+			}
+			if w.Mismatch != nil && w.Mismatch(v) {
+				return w.Fail(v, ErrMismatch)
 			}
 			if s.gen.Load() != gen {
 				return w.Fail(v, s.interruptCause())

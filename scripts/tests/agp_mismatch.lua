@@ -1,7 +1,8 @@
 -- Ranks passing different n to one exec must fail clearly, on every
 -- protocol: small and large execs (on CUDA path "sm": flagged lines and
--- the one-kernel exec), every rank naming the mismatch after the window's
--- timeout, and the all-gather can still be destroyed.
+-- the one-kernel exec), every rank naming the mismatch as soon as the
+-- other's tag arrives (long before the window's 30 s timeout), and the
+-- all-gather can still be destroyed.
 --   luacoll run -n 2 [--device cuda] tests/agp_mismatch.lua [path]
 local lc = require("luacoll")
 local me = lc.rank
@@ -9,14 +10,17 @@ local path = arg[1]
 local passed = 0
 for _, n in ipairs({ 64, 1048576 }) do
   local mine = n + me
-  local w = lc.window{ bytes = (n + lc.size) * lc.size, timeout_ms = 500, path = path }
+  local w = lc.window{ bytes = (n + lc.size) * lc.size, timeout_ms = 30000, path = path }
   local ag = lc.allgather_persistent{ window = w }
   local src = lc.buffer(n + lc.size)
+  local t0 = lc.now()
   ag:exec(src, 0, mine)
   local ok, err = pcall(lc.sync)
+  local took = lc.now() - t0
   assert(not ok, ("n=%d: the mismatch went unnoticed"):format(mine))
   err = tostring(err)
   assert(err:find("n differs across ranks", 1, true) and err:find(("this rank n=%d"):format(mine), 1, true), err)
+  assert(err:find("seen as soon as", 1, true) and took < 10, ("n=%d: reported after %.1f s: %s"):format(mine, took, err))
   ag:destroy(); src:free(); w:free()
   passed = passed + 1
 end
