@@ -289,52 +289,50 @@ func nvmlTopology(bus []string) ([][]string, [][]string, LibInfo) {
 			}
 		}
 	}
+	m := pairMatrix(n, func(i, j int) string {
+		nl := links[i][j]
+		if switchLinks[i] > 0 && switchLinks[j] > 0 {
+			nl += min(switchLinks[i], switchLinks[j])
+		}
+		if nl > 0 {
+			return fmt.Sprintf("NV%d", nl)
+		}
+		lvl, ret := lib.DeviceGetTopologyCommonAncestor(devs[i], devs[j])
+		if ret != nvml.SUCCESS {
+			return "?"
+		}
+		return topoLevelName(lvl)
+	})
+	p2p := pairMatrix(n, func(i, j int) string {
+		st, ret := devs[i].GetP2PStatus(devs[j], nvml.P2P_CAPS_INDEX_WRITE)
+		if ret != nvml.SUCCESS {
+			return "?"
+		}
+		if st == nvml.P2P_STATUS_OK {
+			if nv, ret := devs[i].GetP2PStatus(devs[j], nvml.P2P_CAPS_INDEX_NVLINK); ret == nvml.SUCCESS && nv == nvml.P2P_STATUS_OK {
+				return "OK+NVL"
+			}
+		}
+		return p2pStatusName(st)
+	})
+	return m, p2p, li
+}
+
+// pairMatrix is an n x n matrix with "X" on the diagonal and cell(i, j)
+// elsewhere.
+func pairMatrix(n int, cell func(i, j int) string) [][]string {
 	m := make([][]string, n)
 	for i := range n {
 		m[i] = make([]string, n)
 		for j := range n {
 			if i == j {
 				m[i][j] = "X"
-				continue
-			}
-			nl := links[i][j]
-			if switchLinks[i] > 0 && switchLinks[j] > 0 {
-				nl += min(switchLinks[i], switchLinks[j])
-			}
-			if nl > 0 {
-				m[i][j] = fmt.Sprintf("NV%d", nl)
-				continue
-			}
-			lvl, ret := lib.DeviceGetTopologyCommonAncestor(devs[i], devs[j])
-			if ret != nvml.SUCCESS {
-				m[i][j] = "?"
-				continue
-			}
-			m[i][j] = topoLevelName(lvl)
-		}
-	}
-	p2p := make([][]string, n)
-	for i := range n {
-		p2p[i] = make([]string, n)
-		for j := range n {
-			if i == j {
-				p2p[i][j] = "X"
-				continue
-			}
-			st, ret := devs[i].GetP2PStatus(devs[j], nvml.P2P_CAPS_INDEX_WRITE)
-			if ret != nvml.SUCCESS {
-				p2p[i][j] = "?"
-				continue
-			}
-			p2p[i][j] = p2pStatusName(st)
-			if st == nvml.P2P_STATUS_OK {
-				if nv, ret := devs[i].GetP2PStatus(devs[j], nvml.P2P_CAPS_INDEX_NVLINK); ret == nvml.SUCCESS && nv == nvml.P2P_STATUS_OK {
-					p2p[i][j] += "+NVL"
-				}
+			} else {
+				m[i][j] = cell(i, j)
 			}
 		}
 	}
-	return m, p2p, li
+	return m
 }
 
 // p2pStatusName is a short name of an NVML peer-to-peer status.
@@ -415,21 +413,12 @@ func (i Info) String() string {
 				fmt.Fprintf(&b, "      errors: %s\n", d.Err)
 			}
 		}
-		n := len(i.Devices)
-		p2p := make([][]string, n)
-		for a := range n {
-			p2p[a] = make([]string, n)
-			for c := range n {
-				switch {
-				case a == c:
-					p2p[a][c] = "X"
-				case i.P2P[a][c]:
-					p2p[a][c] = "OK"
-				default:
-					p2p[a][c] = "-"
-				}
+		p2p := pairMatrix(len(i.Devices), func(a, c int) string {
+			if i.P2P[a][c] {
+				return "OK"
 			}
-		}
+			return "-"
+		})
 		b.WriteString("P2P (cuDeviceCanAccessPeer):\n")
 		writeMatrix(&b, p2p)
 		if i.NVMLP2P != nil {
