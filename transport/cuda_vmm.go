@@ -11,9 +11,10 @@ import (
 	"github.com/luacoll/luacoll/cuda"
 )
 
-// vmmRecvTimeout bounds the wait for a peer's descriptor once every rank
-// has said it exported one.
-const vmmRecvTimeout = 60 * time.Second
+// vmmPassTimeout bounds the passing of descriptors once every rank has said
+// it exported one (each rank then sends and receives at once, so only a
+// rank that stopped answering makes it run out).
+const vmmPassTimeout = 60 * time.Second
 
 // vmmMapping is one mapped VMM allocation: its handle and address range.
 type vmmMapping struct {
@@ -71,6 +72,70 @@ func (b *CUDABackend) vmmAlloc(size, gran uint64) (vmmMapping, error) {
 	}
 	b.live.Add(1)
 	return m, nil
+}
+
+// passVMM sends fd to every peer and receives every peer's descriptor
+// under tag, in one loop that never blocks: a send refused for a full
+// queue is tried again after taking in what arrived, which is what lets
+// the peers' sends through too. Each descriptor received is handed to use
+// (and closed after) while st has no error; once st has one, the loop only
+// finishes its sends and keeps taking in, so no peer is left waiting on
+// this rank. It ends when every send is done and every peer's descriptor
+// came, or at vmmPassTimeout or ctx's end (recorded in st).
+func (b *CUDABackend) passVMM(ctx context.Context, rank, n int, tag uint64, fd int, st *cudaShare, use func(p, pfd int) error) {
+	deadline := time.Now().Add(vmmPassTimeout)
+	toSend := make([]int, 0, n-1)
+	waiting := map[int]bool{}
+	for i := 1; i < n; i++ {
+		toSend = append(toSend, (rank+i)%n)
+		waiting[(rank+i)%n] = true
+	}
+	fail := func(err error) {
+		if st.Err == "" {
+			st.Err = err.Error()
+		}
+	}
+	for len(toSend) > 0 || len(waiting) > 0 {
+		for len(toSend) > 0 {
+			sent, err := b.box.TrySend(toSend[0], tag, fd)
+			if err != nil {
+				fail(err)
+				sent = true // not to be tried again
+			}
+			if !sent {
+				break
+			}
+			toSend = toSend[1:]
+		}
+		for p := range waiting {
+			pfd, ok := b.box.Take(p, tag)
+			if !ok {
+				continue
+			}
+			delete(waiting, p)
+			if st.Err == "" {
+				if err := use(p, pfd); err != nil {
+					fail(err)
+				}
+			}
+			_ = unix.Close(pfd)
+		}
+		if len(toSend) == 0 && len(waiting) == 0 {
+			return
+		}
+		if err := ctx.Err(); err != nil {
+			fail(fmt.Errorf("passing window descriptors: %w", err))
+			return
+		}
+		if time.Now().After(deadline) {
+			fail(fmt.Errorf("passing window descriptors: %d sends and %d peers' descriptors still missing after %v", len(toSend), len(waiting), vmmPassTimeout))
+			return
+		}
+		if err := b.box.Pump(1); err != nil {
+			fail(err)
+			return
+		}
+	}
 }
 
 // shareVMM is Share with ipc IPCVMM: this rank's part is cuMemCreate
@@ -142,43 +207,23 @@ func (b *CUDABackend) shareVMM(ctx context.Context, ex Exchanger, topo *Topology
 	}
 	all, err := exchangeCUDA(ctx, ex, st)
 	if err == nil {
-		// Send while receiving: a sender blocks while its peer's queue is full.
-		sent := make(chan error, 1)
-		go func() {
-			var errs []error
-			for i := 1; i < n; i++ {
-				errs = append(errs, b.box.Send((rank+i)%n, tag, fd))
-			}
-			sent <- errors.Join(errs...)
-		}()
 		// The exchange may have moved this goroutine to another thread.
 		if e := b.current(); e != nil {
 			st.Err = e.Error()
 		}
-		for i := 1; i < n && st.Err == ""; i++ {
-			p := (rank + i) % n
-			pfd, e := b.box.Recv(ctx, p, tag, vmmRecvTimeout)
-			if e != nil {
-				st.Err = e.Error()
-				break
-			}
+		b.passVMM(ctx, rank, n, tag, fd, &st, func(p, pfd int) error {
 			h, e := b.drv.MemImportFromFD(pfd)
-			_ = unix.Close(pfd)
 			if e != nil {
-				st.Err = fmt.Sprintf("importing rank %d's window: %v", p, e)
-				break
+				return fmt.Errorf("importing rank %d's window: %w", p, e)
 			}
 			va, e := b.vmmMap(h, all[p].Size, gran)
 			if e != nil {
 				_ = b.drv.MemRelease(h)
-				st.Err = fmt.Sprintf("mapping rank %d's window: %v", p, e)
-				break
+				return fmt.Errorf("mapping rank %d's window: %w", p, e)
 			}
 			peers[p] = vmmMapping{h: h, va: va, size: all[p].Size}
-		}
-		if e := <-sent; e != nil && st.Err == "" {
-			st.Err = e.Error()
-		}
+			return nil
+		})
 		if st.Err == "" {
 			st = cudaShare{}
 		}
@@ -186,6 +231,12 @@ func (b *CUDABackend) shareVMM(ctx context.Context, ex Exchanger, topo *Topology
 	}
 	if fd >= 0 {
 		_ = unix.Close(fd)
+	}
+	if b.box != nil {
+		// Every send of this exchange ended before the second exchange: a
+		// descriptor left over (a failure cut the receiving short) is
+		// closed, so it does not keep a peer's memory alive.
+		b.box.Discard(tag)
 	}
 	if err != nil {
 		_ = closePeers()

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -17,11 +18,18 @@ import (
 // there is no file to clean up and it goes away with the process. Each
 // message carries one descriptor (SCM_RIGHTS), the sender's rank and a tag
 // saying what it is for; a descriptor that arrives before it is asked for is
-// held until then.
+// held until then. Only messages from processes of this user are taken
+// (SO_PASSCRED), and the first one for a (rank, tag) is kept.
+//
+// Nothing here blocks without a bound: TrySend never waits, Pump waits a
+// given time for one message. A rank that sends to several peers should
+// keep pumping while its sends are refused for a full queue (see
+// shareVMM), since its peers do the same.
 type FDBox struct {
 	job  string
 	rank int
 	fd   int
+	uid  uint32
 
 	mu     sync.Mutex
 	held   map[fdKey]int
@@ -46,52 +54,61 @@ func OpenFDBox(job string, rank int) (*FDBox, error) {
 		return nil, fmt.Errorf("descriptor box of rank %d: socket: %w", rank, err)
 	}
 	name := fdBoxName(job, rank)
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("descriptor box of rank %d: SO_PASSCRED: %w", rank, err)
+	}
 	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: name}); err != nil {
 		_ = unix.Close(fd)
 		return nil, fmt.Errorf("descriptor box of rank %d: bind %s: %w", rank, name, err)
 	}
-	return &FDBox{job: job, rank: rank, fd: fd, held: map[fdKey]int{}}, nil
+	return &FDBox{job: job, rank: rank, fd: fd, uid: uint32(os.Getuid()), held: map[fdKey]int{}}, nil
 }
 
-// Send passes a duplicate of fd to peer's box under tag; the caller keeps
-// fd. It blocks while the peer's queue is full, so a rank that sends to
-// several peers should receive at the same time (another goroutine).
-func (b *FDBox) Send(peer int, tag uint64, fd int) error {
+// TrySend passes a duplicate of fd to peer's box under tag without
+// waiting; the caller keeps fd. It reports false, with no error, when the
+// peer's queue is full (try again after a Pump).
+func (b *FDBox) TrySend(peer int, tag uint64, fd int) (bool, error) {
 	var msg [fdMsgLen]byte
 	binary.LittleEndian.PutUint64(msg[0:], uint64(b.rank))
 	binary.LittleEndian.PutUint64(msg[8:], tag)
 	to := &unix.SockaddrUnix{Name: fdBoxName(b.job, peer)}
 	for {
-		err := unix.Sendmsg(b.fd, msg[:], unix.UnixRights(fd), to, 0)
-		if errors.Is(err, unix.EINTR) {
+		err := unix.Sendmsg(b.fd, msg[:], unix.UnixRights(fd), to, unix.MSG_DONTWAIT)
+		switch {
+		case errors.Is(err, unix.EINTR):
 			continue
+		case errors.Is(err, unix.EAGAIN):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("passing a descriptor to rank %d: %w", peer, err)
 		}
-		if err != nil {
-			return fmt.Errorf("passing a descriptor to rank %d: %w", peer, err)
-		}
-		return nil
+		return true, nil
 	}
+}
+
+// Take returns the descriptor that rank from sent under tag if it has
+// arrived (Pump receives); the caller owns it.
+func (b *FDBox) Take(from int, tag uint64) (int, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := fdKey{from, tag}
+	fd, ok := b.held[k]
+	if ok {
+		delete(b.held, k)
+	}
+	return fd, ok
 }
 
 // Recv returns the descriptor that rank from sent under tag, waiting until
 // it arrives, ctx ends or timeout passes. The caller owns it.
 func (b *FDBox) Recv(ctx context.Context, from int, tag uint64, timeout time.Duration) (int, error) {
 	deadline := time.Now().Add(timeout)
-	k := fdKey{from, tag}
 	for {
-		b.mu.Lock()
-		if b.closed {
-			b.mu.Unlock()
-			return -1, errors.New("descriptor box closed")
-		}
-		if fd, ok := b.held[k]; ok {
-			delete(b.held, k)
-			b.mu.Unlock()
+		if fd, ok := b.Take(from, tag); ok {
 			return fd, nil
 		}
-		err := b.receive(50)
-		b.mu.Unlock()
-		if err != nil {
+		if err := b.Pump(50); err != nil {
 			return -1, err
 		}
 		if err := ctx.Err(); err != nil {
@@ -103,9 +120,16 @@ func (b *FDBox) Recv(ctx context.Context, from int, tag uint64, timeout time.Dur
 	}
 }
 
-// receive waits up to ms milliseconds for one message and holds its
-// descriptor. Malformed messages are dropped (their descriptors closed).
-func (b *FDBox) receive(ms int) error {
+// Pump waits up to ms milliseconds for a message and holds its descriptor,
+// then holds whatever else is already queued. Malformed messages, and
+// messages from processes of another user, are dropped (their descriptors
+// closed).
+func (b *FDBox) Pump(ms int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errors.New("descriptor box closed")
+	}
 	pfd := []unix.PollFd{{Fd: int32(b.fd), Events: unix.POLLIN}}
 	n, err := unix.Poll(pfd, ms)
 	if errors.Is(err, unix.EINTR) || n == 0 {
@@ -114,35 +138,70 @@ func (b *FDBox) receive(ms int) error {
 	if err != nil {
 		return fmt.Errorf("descriptor box: poll: %w", err)
 	}
+	for {
+		got, err := b.receiveOne()
+		if err != nil || !got {
+			return err
+		}
+	}
+}
+
+// receiveOne takes one queued message without waiting; false when none.
+func (b *FDBox) receiveOne() (bool, error) {
 	var msg [fdMsgLen + 1]byte
-	oob := make([]byte, unix.CmsgSpace(4*4))
+	oob := make([]byte, unix.CmsgSpace(4*4)+unix.CmsgSpace(unix.SizeofUcred))
 	mn, oobn, _, _, err := unix.Recvmsg(b.fd, msg[:], oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
-	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-		return nil
+	if errors.Is(err, unix.EAGAIN) {
+		return false, nil
+	}
+	if errors.Is(err, unix.EINTR) {
+		return true, nil
 	}
 	if err != nil {
-		return fmt.Errorf("descriptor box: recvmsg: %w", err)
+		return false, fmt.Errorf("descriptor box: recvmsg: %w", err)
 	}
 	var fds []int
+	sameUser := false
 	if cms, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
 		for _, cm := range cms {
 			if r, err := unix.ParseUnixRights(&cm); err == nil {
 				fds = append(fds, r...)
+			} else if cred, err := unix.ParseUnixCredentials(&cm); err == nil {
+				sameUser = cred.Uid == b.uid
 			}
 		}
 	}
-	if mn != fdMsgLen || len(fds) != 1 {
+	k := fdKey{int(binary.LittleEndian.Uint64(msg[0:])), binary.LittleEndian.Uint64(msg[8:])}
+	_, dup := b.held[k]
+	if mn != fdMsgLen || len(fds) != 1 || !sameUser || dup {
 		for _, fd := range fds {
 			_ = unix.Close(fd)
 		}
-		return nil
-	}
-	k := fdKey{int(binary.LittleEndian.Uint64(msg[0:])), binary.LittleEndian.Uint64(msg[8:])}
-	if old, ok := b.held[k]; ok {
-		_ = unix.Close(old)
+		return true, nil
 	}
 	b.held[k] = fds[0]
-	return nil
+	return true, nil
+}
+
+// Discard closes every held descriptor whose tag is at most tag, after
+// taking in what is queued: what a failed or finished exchange left.
+func (b *FDBox) Discard(tag uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	for {
+		if got, err := b.receiveOne(); err != nil || !got {
+			break
+		}
+	}
+	for k, fd := range b.held {
+		if k.tag <= tag {
+			_ = unix.Close(fd)
+			delete(b.held, k)
+		}
+	}
 }
 
 // Close closes the socket and every descriptor still held.
