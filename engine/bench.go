@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -243,10 +244,14 @@ func BenchDevicePingPong(ctx context.Context, c *Comm, iters int) ([]BenchRow, e
 				uint64(iters), me == 0, w.Options().Timeout)
 		}
 		wrong := 0
-		if err == nil && !raw {
+		if !raw {
 			// Each side's last wait saw the peer's last put_signal: its
 			// payload is in this rank's window.
-			wrong, err = checkPayload(ctx, c, w, "bench.devpingpong.check")
+			var cerr error
+			wrong, cerr = checkPayload(ctx, c, w, "bench.devpingpong.check", err == nil)
+			if err == nil {
+				err = cerr
+			}
 		}
 		ferr := c.FreeWindow(ctx, w)
 		_ = src.Free()
@@ -344,7 +349,7 @@ func BenchPingPong(ctx context.Context, c *Comm, iters int, path string) (BenchR
 	if err := barrierSync(ctx, w); err != nil {
 		return BenchRow{}, err
 	}
-	wrong, err := checkPayload(ctx, c, w, "bench.pingpong.check")
+	wrong, err := checkPayload(ctx, c, w, "bench.pingpong.check", true)
 	if err != nil {
 		return BenchRow{}, err
 	}
@@ -372,29 +377,42 @@ func BenchPingPong(ctx context.Context, c *Comm, iters int, path string) (BenchR
 // payloadSeed seeds the 8 bytes rank r sends in the ping-pongs.
 func payloadSeed(r int) uint64 { return uint64(r+1) * 0x9e3779b9 }
 
-// checkPayload (collective) returns how many of ranks 0 and 1 do not hold
-// the other's ping-pong payload at the start of their window.
-func checkPayload(ctx context.Context, c *Comm, w *window.Window, call string) (int, error) {
+// checkPayload (collective: every rank calls it, whatever happened
+// before, so no rank is left in another collective) returns how many of
+// ranks 0 and 1 do not hold the other's ping-pong payload at the start of
+// their window. check false (the rank's own run failed) skips its look;
+// a rank whose look itself fails makes every rank return an error.
+func checkPayload(ctx context.Context, c *Comm, w *window.Window, call string, check bool) (int, error) {
+	const failed = 1 << 20 // a rank's look failed
 	wrong := 0
-	if me := c.Env.Rank; me <= 1 {
-		ref, err := c.NewBuffer(8)
-		if err != nil {
-			return 0, err
+	var lerr error
+	if me := c.Env.Rank; check && me <= 1 {
+		var ref *window.Buffer
+		if ref, lerr = c.NewBuffer(8); lerr == nil {
+			lerr = ref.Fill(transport.FillRandU32, payloadSeed(1-me))
+			var eq bool
+			if lerr == nil {
+				eq, lerr = w.Buffer().Equal(ref, 0, 0, 8)
+			}
+			_ = ref.Free()
+			if !eq {
+				wrong = 1
+			}
 		}
-		err = ref.Fill(transport.FillRandU32, payloadSeed(1-me))
-		var eq bool
-		if err == nil {
-			eq, err = w.Buffer().Equal(ref, 0, 0, 8)
-		}
-		_ = ref.Free()
-		if err != nil {
-			return 0, err
-		}
-		if !eq {
-			wrong = 1
+		if lerr != nil {
+			wrong = failed
 		}
 	}
-	return c.sumInt(ctx, call, wrong)
+	sum, err := c.sumInt(ctx, call, wrong)
+	switch {
+	case lerr != nil:
+		return 0, fmt.Errorf("checking the ping-pong payload: %w", lerr)
+	case err != nil:
+		return 0, err
+	case sum >= failed:
+		return 0, errors.New("checking the ping-pong payload failed on another rank")
+	}
+	return sum, nil
 }
 
 // BenchBarrier measures the window barrier; the row holds the median time

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,8 +12,9 @@ import (
 )
 
 // The ping-pong's data check counts the ranks (0 and 1) whose window does
-// not hold the other's payload: both before any put, one after rank 0's
-// put alone, none after both; the benchmark itself reports none.
+// not hold the other's payload: both before any put (one when rank 0 does
+// not look), one after rank 0's put alone, none after both; the benchmark
+// itself reports none.
 func TestPingPongPayloadCheck(t *testing.T) {
 	errs := withComms(t, 3, Options{Device: "host", Timeout: 10 * time.Second}, func(r int, c *Comm) error {
 		ctx := context.Background()
@@ -29,6 +31,11 @@ func TestPingPongPayloadCheck(t *testing.T) {
 		if err := src.Fill(transport.FillRandU32, payloadSeed(r)); err != nil {
 			return err
 		}
+		// Step 0 once more with rank 0 not looking (its run failed): only
+		// rank 1's missing payload counts.
+		if got, err := checkPayload(ctx, c, w, "test.payload.skip", r != 0); err != nil || got != 1 {
+			return fmt.Errorf("rank 0 not looking: %d wrong, %v; want 1", got, err)
+		}
 		for step, want := range []int{2, 1, 0} {
 			if step > 0 && (r == 0 || (step == 2 && r == 1)) {
 				if err := w.Put(window.Transfer{Peer: 1 - r, Local: src, N: 8}); err != nil {
@@ -38,7 +45,7 @@ func TestPingPongPayloadCheck(t *testing.T) {
 			if err := barrierSync(ctx, w); err != nil {
 				return err
 			}
-			got, err := checkPayload(ctx, c, w, fmt.Sprintf("test.payload.%d", step))
+			got, err := checkPayload(ctx, c, w, fmt.Sprintf("test.payload.%d", step), true)
 			if err != nil {
 				return err
 			}
@@ -52,6 +59,27 @@ func TestPingPongPayloadCheck(t *testing.T) {
 		}
 		if r == 0 && (row.Wrong != 0 || row.Seconds <= 0) {
 			return fmt.Errorf("ping-pong row %+v", row)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// Ranks whose --ipc differ cannot make a window together: the collective
+// check names the way each would share it, on every rank.
+func TestWindowIPCMustAgree(t *testing.T) {
+	errs := withComms(t, 2, Options{Device: "host", Timeout: 5 * time.Second}, func(r int, c *Comm) error {
+		c.Opts.IPC = []string{"legacy", "vmm"}[r]
+		_, err := c.NewWindow(context.Background(), "test.window", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1})
+		if err == nil {
+			return fmt.Errorf("a window shared two ways was made")
+		}
+		if !strings.Contains(err.Error(), "differs across ranks") || !strings.Contains(err.Error(), "(ipc vmm)") {
+			return fmt.Errorf("unclear error: %v", err)
 		}
 		return nil
 	})
