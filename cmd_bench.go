@@ -216,7 +216,7 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		if me == 0 {
 			fmt.Fprintln(stdout, header)
 			fmt.Fprintf(stdout, "# 8-byte put_signal -> wait_signal_from ping-pong between ranks 0 and 1, window path %s; one-way latency = median round trip / 2;\n", path)
-			fmt.Fprintf(stdout, "# #wrong: the last payload each side received, checked\n")
+			fmt.Fprintf(stdout, "# #wrong: after the run, ranks 0 and 1 each check the 8 bytes they received (the same every round trip)\n")
 			if len(dev) > 0 {
 				fmt.Fprintf(stdout, "# device rows: one kernel per rank, device clock; ratio = time / the raw flag's (which moves no payload)\n")
 			}

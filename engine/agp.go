@@ -31,8 +31,11 @@ import (
 // Because the tag carries n, a rank that passes a different n than its
 // peers never satisfies their wait: the wait fails as soon as it sees the
 // peer's tag for exec k with another n, with an error naming both sizes
-// (the cross-rank n check costs nothing on the fast path; a peer that never
-// gets that far is reported at the window timeout). The barrier guarantees a peer's slot still holds
+// (the cross-rank n check costs nothing on the fast path). A peer that
+// never gets that far is reported at the window timeout: one that has not
+// reached exec k, or, on CUDA path sm, one whose n picks another of the
+// path's protocols (flagged lines up to 64 KiB per rank, one kernel above),
+// which never writes what this rank waits for. The barrier guarantees a peer's slot still holds
 // tag(k-1, ...) until this rank reaches exec k, so the equality wait is safe
 // back to back.
 const (
@@ -374,7 +377,7 @@ func (ag *AllGather) execDevice(src *window.Buffer, srcOff, n uint64, inPlace bo
 			return ag.errf("exec #%d: n differs across ranks: a peer passed n=%d, this rank n=%d (%s)", k, obs&tagNMask, n, what)
 		}
 		if phase == "ready" {
-			return ag.errf("exec #%d: waiting for every rank to start the exec (observed exec %d): %s", k, obs, what)
+			return ag.errf("exec #%d: waiting for every rank to start the exec (observed exec %d; a rank that has not reached it, or one whose n=%d differs enough to run another protocol): %s", k, obs, n, what)
 		}
 		return ag.errf("exec #%d: waiting for the peers' chunks (n=%d, observed tag %#x): %s", k, n, obs, what)
 	}

@@ -267,7 +267,12 @@ func (c *Comm) NewWindow(ctx context.Context, call string, o window.Options) (*w
 	if o.IPC == "" || o.IPC == "auto" {
 		o.IPC = c.Opts.IPC
 	}
-	if _, err := c.Collective(ctx, call, nil); err != nil {
+	if o.IPC == "" {
+		o.IPC = transport.IPCLegacy
+	}
+	// The way the memory is shared, as resolved from each rank's --ipc,
+	// must agree too: the two ways exchange different things.
+	if _, err := c.Collective(ctx, fmt.Sprintf("%s (ipc %s)", call, o.IPC), nil); err != nil {
 		return nil, err
 	}
 	w, err := c.Rank.NewWindow(ctx, o)

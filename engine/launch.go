@@ -305,10 +305,12 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 }
 
 // ProgressFile returns where this process should draw progress lines: the
-// descriptor its launcher handed over (LaunchConfig.Progress), else
+// descriptor luacoll's launcher handed over (LaunchConfig.Progress; only a
+// process that launcher started, with EnvRank set, takes it), else
 // fallback when that is a terminal, else nil (no progress).
 func ProgressFile(getenv func(string) string, fallback *os.File) *os.File {
-	if fd, err := strconv.Atoi(getenv(EnvProgressFD)); err == nil && fd > 2 {
+	if fd, err := strconv.Atoi(getenv(EnvProgressFD)); err == nil && fd > 2 && getenv(EnvRank) != "" {
+		syscall.CloseOnExec(fd) // not for whatever the rank starts
 		if f := os.NewFile(uintptr(fd), "progress"); f != nil {
 			return f
 		}

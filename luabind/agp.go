@@ -32,7 +32,7 @@ func agpEntries() []*Entry {
 			"**collective**: prepares an all-gather into `window` once: algo \"auto\" or \"direct\" (every rank puts its chunk straight into every peer, peers in the order rank+1, rank+2, ...) or \"pipeline\" (needs the network transport; on one node it runs direct); graph = true needs --device cuda. On CUDA the window's path picks the protocol: \"ce\" or \"auto\" moves data with the copy engines (a replayed graph runs no SM data kernel), \"sm\" runs each exec as one kernel (up to 64 KiB per rank as flagged lines, with no handshake). The all-gather owns the window's last signal slot and last barrier slot until destroyed; a window holds at most one.",
 			newAllGather),
 		fn("ag:exec", "(src, src_off, n)", "", g,
-			"Enqueues the gather of n bytes at src_off of src (a buffer or the window) from every rank into every rank's window at rank * n (rank-major); src may be the window itself at offset rank * n (in place). n * size must fit the window; every rank must pass the same n (a mismatch fails the waits as soon as a peer's exec arrives, naming both sizes). Back-to-back execs are safe.",
+			"Enqueues the gather of n bytes at src_off of src (a buffer or the window) from every rank into every rank's window at rank * n (rank-major); src may be the window itself at offset rank * n (in place). n * size must fit the window; every rank must pass the same n (a mismatch fails the waits as soon as a peer's exec arrives, naming both sizes; sizes far enough apart to run different protocols fail at the window timeout). Back-to-back execs are safe.",
 			func(c *call) int {
 				r := c.agp()
 				c.check(r.ag.Exec(c.ctx(), c.buffer(0), c.u64(1), c.u64(2)))

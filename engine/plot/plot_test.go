@@ -6,6 +6,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,9 @@ func TestSVG(t *testing.T) {
 	}
 	if n := strings.Count(s, "<polyline"); n != 2 {
 		t.Errorf("%d lines, want 2", n)
+	}
+	if s := string(chart(Series{"gap", Blue, []float64{1, math.NaN(), math.Inf(1)}}).SVG()); strings.Contains(s, "NaN") || strings.Contains(s, "Inf") {
+		t.Errorf("non-finite points drawn:\n%s", s)
 	}
 	if empty := string(Chart{Title: "none"}.SVG()); strings.Contains(empty, "<polyline") || !strings.Contains(empty, ">none<") {
 		t.Errorf("empty chart: %s", empty)

@@ -3,6 +3,7 @@ package plot
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"strings"
 )
 
@@ -34,7 +35,7 @@ func (c Chart) SVG() []byte {
 	for i, s := range c.Series {
 		var pts []string
 		for j, x := range c.X {
-			if j < len(s.Y) {
+			if j < len(s.Y) && !math.IsNaN(s.Y[j]) && !math.IsInf(s.Y[j], 0) {
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f", l.px(x), l.py(s.Y[j])))
 			}
 		}

@@ -1,8 +1,8 @@
--- Ranks passing different n to one exec must fail clearly, on every
--- protocol: small and large execs (on CUDA path "sm": flagged lines and
--- the one-kernel exec), every rank naming the mismatch as soon as the
--- other's tag arrives (long before the window's 30 s timeout), and the
--- all-gather can still be destroyed.
+-- Ranks passing different n to one exec must fail clearly, with small and
+-- large execs (on CUDA path "sm": flagged lines and the one-kernel exec,
+-- the sizes of both ranks on the same protocol), every rank naming the
+-- mismatch as soon as the other's tag arrives (long before the window's
+-- 30 s timeout), and the all-gather can still be destroyed.
 --   luacoll run -n 2 [--device cuda] tests/agp_mismatch.lua [path]
 local lc = require("luacoll")
 local me = lc.rank
