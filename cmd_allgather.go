@@ -156,7 +156,6 @@ func (f *agFlags) check() ([]uint64, error) {
 	case f.graph && f.rank.device != "cuda":
 		return nil, fmt.Errorf("--graph needs --device cuda")
 	}
-
 	if f.vs != "" {
 		for _, b := range strings.Split(f.vs, ",") {
 			switch strings.TrimSpace(b) {

@@ -95,16 +95,13 @@ func Probe() Info {
 	info.Available = true
 	devs := make([]Device, n)
 	for i := range n {
-		di := DeviceInfo{Index: i}
 		dev, err := d.DeviceGet(i)
 		if err != nil {
-			di.Err = err.Error()
-			info.Devices = append(info.Devices, di)
+			info.Devices = append(info.Devices, DeviceInfo{Index: i, Err: err.Error()})
 			continue
 		}
 		devs[i] = dev
-		d.fillDeviceInfo(dev, &di)
-		info.Devices = append(info.Devices, di)
+		info.Devices = append(info.Devices, d.DescribeDevice(i, dev))
 	}
 	info.P2P = make([][]bool, n)
 	for i := range n {
@@ -123,7 +120,10 @@ func Probe() Info {
 	return info
 }
 
-func (d *Driver) fillDeviceInfo(dev Device, di *DeviceInfo) {
+// DescribeDevice gathers the facts `luacoll info` shows about dev (ordinal
+// index); what could not be read is named in Err.
+func (d *Driver) DescribeDevice(index int, dev Device) DeviceInfo {
+	di := DeviceInfo{Index: index}
 	var errs []string
 	note := func(err error) {
 		if err != nil {
@@ -158,6 +158,7 @@ func (d *Driver) fillDeviceInfo(dev Device, di *DeviceInfo) {
 	di.StreamMemOps = attr(AttrCanUse64BitStreamMemOps) != 0
 	di.UnifiedAddr = attr(AttrUnifiedAddressing) != 0
 	di.Err = strings.Join(errs, "; ")
+	return di
 }
 
 // ProbeNVRTC loads NVRTC to learn its version, and closes it again.

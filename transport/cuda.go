@@ -139,8 +139,9 @@ func (b *CUDABackend) Name() string { return fmt.Sprintf("cuda:%d", b.ordinal) }
 func (b *CUDABackend) Identity() Identity { return LocalIdentity("cuda:" + b.uuid) }
 
 // Describe implements Backend: every device the driver shows this rank
-// (a device it cannot query says why in its Model), the driver's version
-// and NVRTC's and NCCL's (each loaded for the question and closed again).
+// (cuda.Driver.DescribeDevice, as `luacoll info` reads them; what could not
+// be read is named in Model), the driver's version and NVRTC's and NCCL's
+// (each loaded for the question and closed again).
 func (b *CUDABackend) Describe() Description {
 	lib := func(l cuda.LibInfo) string {
 		if !l.Found {
@@ -160,25 +161,16 @@ func (b *CUDABackend) Describe() Description {
 	for i := range n {
 		di := DeviceInfo{Name: fmt.Sprintf("cuda:%d", i), Mine: i == b.ordinal}
 		d, err := b.drv.DeviceGet(i)
-		if err == nil {
-			di.Model, err = b.drv.DeviceName(d)
-		}
-		if err == nil {
-			di.UUID, err = b.drv.DeviceUUID(d)
-		}
-		if err == nil {
-			di.PCIBusID, err = b.drv.DevicePCIBusID(d)
-		}
-		if err == nil {
-			di.MemoryBytes, err = b.drv.DeviceTotalMem(d)
-		}
-		if err == nil {
-			var ma, mi int
-			ma, mi, err = b.drv.DeviceComputeCapability(d)
-			di.ComputeCapability = fmt.Sprintf("%d.%d", ma, mi)
-		}
 		if err != nil {
 			di.Model = "unknown: " + err.Error()
+			desc.Devices = append(desc.Devices, di)
+			continue
+		}
+		c := b.drv.DescribeDevice(i, d)
+		di.Model, di.UUID, di.PCIBusID, di.MemoryBytes = c.Name, c.UUID, c.PCIBusID, c.TotalMem
+		di.ComputeCapability = fmt.Sprintf("%d.%d", c.CCMajor, c.CCMinor)
+		if c.Err != "" {
+			di.Model += " (unknown: " + c.Err + ")"
 		}
 		desc.Devices = append(desc.Devices, di)
 	}

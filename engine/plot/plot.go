@@ -51,26 +51,32 @@ var ErrFormat = errors.New("plots are written as .svg or .png")
 // CheckPath returns an error unless path ends in .svg or .png, so a run can
 // check its plot's name before it measures anything.
 func CheckPath(path string) error {
-	switch strings.ToLower(filepath.Ext(path)) {
+	_, err := format(path)
+	return err
+}
+
+// format is ".svg" or ".png" from path's ending (any case), else an error.
+func format(path string) (string, error) {
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
 	case ".svg", ".png":
-		return nil
+		return ext, nil
 	}
-	return fmt.Errorf("%q: %w", path, ErrFormat)
+	return "", fmt.Errorf("%q: %w", path, ErrFormat)
 }
 
 // Write renders c in the format that path's ending names and writes it.
 func (c Chart) Write(path string) error {
+	ext, err := format(path)
+	if err != nil {
+		return err
+	}
 	var data []byte
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".svg":
-		data = c.SVG()
-	case ".png":
-		var err error
+	if ext == ".png" {
 		if data, err = c.PNG(); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-	default:
-		return fmt.Errorf("%q: %w", path, ErrFormat)
+	} else {
+		data = c.SVG()
 	}
 	return os.WriteFile(path, data, 0o644)
 }
