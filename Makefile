@@ -4,10 +4,13 @@ VERSION  ?= 0.1.0-dev
 REVISION := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.revision=$(REVISION)
 BIN      := bin/luacoll
+# staticcheck, pinned; `make lint` installs it into bin/ through the Go toolchain.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := bin/staticcheck
 # go-nvml's cgo preamble calls deprecated NVML entry points; keep the build quiet.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build run test test-race vet fmt docs fuzz gpu-bins clean
+.PHONY: all build run test lint docs fuzz gpu-bins clean
 
 all: build
 
@@ -17,21 +20,26 @@ build:
 run: build
 	./$(BIN) run -n 4
 
-# Every test: formatting, vet, the race detector over all packages, the
-# generated API reference, and a short run of each fuzz target.
-test: build
+# Every test: formatting and lint (go vet, staticcheck), the race detector
+# over all packages, and a short run of each fuzz target.
+test: build lint
+	$(GO) test -race -timeout 15m ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=20000x
+
+lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) test -race -timeout 15m ./...
-	$(MAKE) --no-print-directory fuzz FUZZTIME=20000x
+	@[ -x $(STATICCHECK) ] && $(STATICCHECK) -version | grep -q '$(STATICCHECK_VERSION:v%=%)' || \
+	  GOBIN=$(CURDIR)/bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	$(STATICCHECK) ./...
 
 # FUZZTIME is a duration (20s) or a count of executions (20000x); counts
 # end cleanly where a duration can stop the fuzzer mid-run on a loaded machine.
 FUZZTIME ?= 20s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzRankEnv$$' -fuzztime $(FUZZTIME) ./engine
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./engine/cpuset
+	$(GO) test -run '^$$' -fuzz '^FuzzRankEnv$$' -fuzztime $(FUZZTIME) ./engine/launch
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./engine/launch/cpuset
 	$(GO) test -run '^$$' -fuzz '^FuzzParseOverride$$' -fuzztime $(FUZZTIME) ./transport
 	$(GO) test -run '^$$' -fuzz '^FuzzLuaArgs$$' -fuzztime $(FUZZTIME) ./luabind
 

@@ -12,7 +12,9 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
-	"github.com/luacoll/luacoll/engine/plot"
+	"github.com/luacoll/luacoll/engine/bench"
+	"github.com/luacoll/luacoll/engine/bench/plot"
+	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/luabind"
 )
 
@@ -73,7 +75,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	env, isRank, err := engine.RankEnvFromEnv(os.Getenv)
+	env, isRank, err := launch.RankEnvFromEnv(os.Getenv)
 	if err == nil && (!isRank || env.Rank == 0) {
 		err = f.checkFiles()
 	}
@@ -91,12 +93,12 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
 			return 1
 		}
-		cfg := engine.LaunchConfig{N: n, Path: exe, Args: append([]string{"bench", "allgather"}, args...),
+		cfg := launch.LaunchConfig{N: n, Path: exe, Args: append([]string{"bench", "allgather"}, args...),
 			Stdout: stdout, Stderr: stderr, Grace: f.rank.timeout + 5*time.Second, Progress: terminalOf(stderr)}
 		if f.vsNCCL {
 			cfg.ExtraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
 		}
-		res, err := engine.Launch(ctx, cfg)
+		res, err := launch.Launch(ctx, cfg)
 		if err != nil {
 			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
 			if res.ExitCode == 0 {
@@ -239,7 +241,7 @@ type agMeta struct {
 func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []uint64, stdout, stderr io.Writer) error {
 	me := c.Env.Rank
 	progress := progressWriter(me, stderr)
-	cfg := engine.AGBenchConfig{Sizes: sizes, Iters: f.iters, Warmup: f.warmup,
+	cfg := bench.AGBenchConfig{Sizes: sizes, Iters: f.iters, Warmup: f.warmup,
 		Algo: f.algo, Graph: f.graph, NCCL: f.vsNCCL, Builtin: f.vsDirect, Path: f.path, Stress: f.stress, InPlace: f.inPlace, Progress: progress}
 	if name, ok := strings.CutPrefix(f.algo, "lua:"); ok {
 		// The schedule of scripts/lib/allgather.lua, run through Lua.
@@ -255,7 +257,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	if err != nil {
 		return err
 	}
-	res, err := engine.BenchAllGather(ctx, c, cfg)
+	res, err := bench.BenchAllGather(ctx, c, cfg)
 	if err != nil {
 		return err
 	}
@@ -329,7 +331,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	return nil
 }
 
-func writeAGJSON(path string, meta agMeta, rows []engine.AGBenchRow) error {
+func writeAGJSON(path string, meta agMeta, rows []bench.AGBenchRow) error {
 	fh, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("--json: %w", err)
@@ -340,7 +342,7 @@ func writeAGJSON(path string, meta agMeta, rows []engine.AGBenchRow) error {
 		if err == nil {
 			err = enc.Encode(struct {
 				Kind string `json:"kind"`
-				engine.AGBenchRow
+				bench.AGBenchRow
 			}{"row", r})
 		}
 	}
@@ -356,7 +358,7 @@ func writeAGJSON(path string, meta agMeta, rows []engine.AGBenchRow) error {
 // agChart is busbw (GB/s) against size (log2 axis) for luacoll (its line
 // named after algo when that is a Lua schedule) and, when present, the
 // built-in all-gather and NCCL.
-func agChart(title, algo string, rows []engine.AGBenchRow, builtin, nccl bool) plot.Chart {
+func agChart(title, algo string, rows []bench.AGBenchRow, builtin, nccl bool) plot.Chart {
 	c := plot.Chart{Title: title, XLabel: "size (total output bytes)", YLabel: "busbw (GB/s)"}
 	name := "luacoll"
 	if strings.HasPrefix(algo, "lua:") {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/luacoll/luacoll/engine/plot"
+	"github.com/luacoll/luacoll/engine/bench/plot"
 )
 
 // A Lua schedule measured beside the built-in all-gather: one table with

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/bench"
+	"github.com/luacoll/luacoll/engine/launch"
 )
 
 const benchUsage = `luacoll bench put|pingpong|barrier|allgather [-n N] [flags]
@@ -109,7 +111,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	hi, _ := strconv.ParseUint(*maxS, 10, 64)
 	ctx, stop := signalContext()
 	defer stop()
-	env, isRank, err := engine.RankEnvFromEnv(os.Getenv)
+	env, isRank, err := launch.RankEnvFromEnv(os.Getenv)
 	if err == nil && *jsonOut != "" && (!isRank || env.Rank == 0) {
 		// Rank 0 writes it after the run: refuse a name it cannot write now.
 		if err = checkWritable(*jsonOut); err != nil {
@@ -130,7 +132,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 			return 1
 		}
-		res, err := engine.Launch(ctx, engine.LaunchConfig{N: n, Path: exe, Args: append([]string{"bench"}, args...),
+		res, err := launch.Launch(ctx, launch.LaunchConfig{N: n, Path: exe, Args: append([]string{"bench"}, args...),
 			Prefix: false, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second, Progress: terminalOf(stderr)})
 		if err != nil {
 			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
@@ -160,7 +162,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 
 func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, factor, iters int, path string, bidir bool, mode string, jsonOut string, stdout, stderr io.Writer) error {
 	me := c.Env.Rank
-	var rows []engine.BenchRow
+	var rows []bench.BenchRow
 	place, cpus, err := c.Placement(ctx)
 	if err != nil {
 		return err
@@ -177,7 +179,7 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 			sizes = append(sizes, s)
 		}
 		progress := progressWriter(me, stderr)
-		r, err := engine.BenchPut(ctx, c, sizes, iters, path, bidir, mode, progress)
+		r, err := bench.BenchPut(ctx, c, sizes, iters, path, bidir, mode, progress)
 		if err != nil {
 			return err
 		}
@@ -203,12 +205,12 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		if iters == 0 {
 			iters = 20000
 		}
-		r, err := engine.BenchPingPong(ctx, c, iters, path)
+		r, err := bench.BenchPingPong(ctx, c, iters, path)
 		if err != nil {
 			return err
 		}
-		rows = []engine.BenchRow{r}
-		dev, err := engine.BenchDevicePingPong(ctx, c, iters)
+		rows = []bench.BenchRow{r}
+		dev, err := bench.BenchDevicePingPong(ctx, c, iters)
 		if err != nil {
 			return err
 		}
@@ -231,12 +233,12 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		if iters == 0 {
 			iters = 5000
 		}
-		r, err := engine.BenchBarrier(ctx, c, iters, path)
+		r, err := bench.BenchBarrier(ctx, c, iters, path)
 		if err != nil {
 			return err
 		}
-		rows = []engine.BenchRow{r}
-		dr, ok, err := engine.BenchDeviceBarrier(ctx, c, iters)
+		rows = []bench.BenchRow{r}
+		dr, ok, err := bench.BenchDeviceBarrier(ctx, c, iters)
 		if err != nil {
 			return err
 		}
@@ -270,7 +272,7 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 				Ranks   int      `json:"ranks"`
 				Version string   `json:"version"`
 				CPUs    []string `json:"cpus"`
-				engine.BenchRow
+				bench.BenchRow
 			}{what, c.Backend.Name(), c.Env.Size, versionString(), cpus, r}); err != nil {
 				return err
 			}
@@ -281,7 +283,7 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 
 // pingRow prints one ping-pong row (r.Seconds is the one-way latency;
 // checked: the row's payload was checked).
-func pingRow(w io.Writer, how string, r engine.BenchRow, iters int, checked bool) {
+func pingRow(w io.Writer, how string, r bench.BenchRow, iters int, checked bool) {
 	ratio, wrong := "-", "-"
 	if r.Ratio > 0 {
 		ratio = fmt.Sprintf("%.2f", r.Ratio)
@@ -307,7 +309,7 @@ func checkWritable(path string) error {
 
 // terminalOf returns w as a file when it is a terminal, else nil.
 func terminalOf(w io.Writer) *os.File {
-	if f, ok := w.(*os.File); ok && engine.IsTerminal(f) {
+	if f, ok := w.(*os.File); ok && launch.IsTerminal(f) {
 		return f
 	}
 	return nil
@@ -320,7 +322,7 @@ func progressWriter(me int, stderr io.Writer) io.Writer {
 	if me != 0 {
 		return nil
 	}
-	if f := engine.ProgressFile(os.Getenv, terminalOf(stderr)); f != nil {
+	if f := launch.ProgressFile(os.Getenv, terminalOf(stderr)); f != nil {
 		return f
 	}
 	return nil

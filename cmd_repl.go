@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/repl"
 )
 
@@ -37,7 +37,7 @@ func cmdRepl(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "luacoll repl: --no-prefix: the REPL always labels answers with their ranks ([0-3] 42)")
 		return 2
 	}
-	env, isRank, err := engine.RankEnvFromEnv(os.Getenv)
+	env, isRank, err := launch.RankEnvFromEnv(os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll repl: %v\n", err)
 		return 2

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/luacoll/luacoll/engine/cpuset"
+	"github.com/luacoll/luacoll/engine/launch/cpuset"
 )
 
 var bin string

@@ -416,6 +416,9 @@ func (ag *AllGather) failWhat(cause error) string {
 	return "aborted: " + cause.Error()
 }
 
+// Destroyed reports whether Destroy was called.
+func (ag *AllGather) Destroyed() bool { return ag.destroyed }
+
 // Info says what was requested and what actually runs.
 func (ag *AllGather) Info() map[string]string {
 	m := map[string]string{

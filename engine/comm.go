@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/luacoll/luacoll/engine/bootstrap"
+	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -23,20 +25,20 @@ type Options struct {
 	Device  string        // "host" (default) or "cuda"
 	Timeout time.Duration // deadline of bootstrap calls and the default window timeout
 	GPUs    []int         // CUDA devices to use, indexed by local rank (empty: local rank modulo count)
-	// CPUBind is CPUBindAuto, CPUBindSpread or CPUBindNone ("": none).
+	// CPUBind is CPUBindAuto, launch.CPUBindSpread or CPUBindNone ("": none).
 	// Binding is per process: ranks that share one never bind.
 	CPUBind string
 	// IPC is how CUDA windows that ask for "auto" share their memory:
 	// transport.IPCLegacy ("" too) or transport.IPCVMM.
 	IPC string
 	// Backend, when set, is used instead of opening one for Device (tests).
-	Backend func(env RankEnv, job string) (transport.Backend, error)
+	Backend func(env launch.RankEnv, job string) (transport.Backend, error)
 }
 
 // Comm is one rank's world: its place in the job, the bootstrap, the
 // backend, the stream, and every window and buffer it made.
 type Comm struct {
-	Env     RankEnv
+	Env     launch.RankEnv
 	Opts    Options
 	Boot    Conn
 	Backend transport.Backend
@@ -64,10 +66,10 @@ type Conn interface {
 }
 
 // CUDABackend opens the CUDA backend; the cuda-enabled build sets it.
-type CUDABackend func(env RankEnv, job string, gpus []int) (transport.Backend, error)
+type CUDABackend func(env launch.RankEnv, job string, gpus []int) (transport.Backend, error)
 
 // Open connects this rank to the job and prepares its backend.
-func Open(ctx context.Context, env RankEnv, opts Options, cudaOpen CUDABackend) (*Comm, error) {
+func Open(ctx context.Context, env launch.RankEnv, opts Options, cudaOpen CUDABackend) (*Comm, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
@@ -75,7 +77,7 @@ func Open(ctx context.Context, env RankEnv, opts Options, cudaOpen CUDABackend) 
 		opts.Device = "host"
 	}
 	abort := transport.NewAbort()
-	cfg := BootstrapConfig{Rank: env.Rank, Size: env.Size, Addr: env.Addr, JobID: env.JobID,
+	cfg := bootstrap.Config{Rank: env.Rank, Size: env.Size, Addr: env.Addr, JobID: env.JobID,
 		Timeout: opts.Timeout, Abort: abort, Host: transport.LocalIdentity("").Host}
 	if env.ListenFD > 0 && env.Rank == 0 {
 		l, err := listenerFromInheritedFD(env.ListenFD)
@@ -84,7 +86,7 @@ func Open(ctx context.Context, env RankEnv, opts Options, cudaOpen CUDABackend) 
 		}
 		cfg.Listener = l
 	}
-	boot, err := Connect(ctx, cfg)
+	boot, err := bootstrap.Connect(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: bootstrap: %w", env.Rank, err)
 	}
@@ -96,7 +98,7 @@ func Open(ctx context.Context, env RankEnv, opts Options, cudaOpen CUDABackend) 
 
 // OpenWith builds a Comm over an existing connection (abort is the flag
 // the connection sets when a peer fails).
-func OpenWith(ctx context.Context, env RankEnv, opts Options, boot Conn, abort *transport.Abort, cudaOpen CUDABackend) (*Comm, error) {
+func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, abort *transport.Abort, cudaOpen CUDABackend) (*Comm, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
@@ -105,7 +107,7 @@ func OpenWith(ctx context.Context, env RankEnv, opts Options, boot Conn, abort *
 	}
 	c := &Comm{Env: env, Opts: opts, Boot: boot, Abort: abort}
 	var be transport.Backend
-	err := CheckCPUBind(opts.CPUBind)
+	err := launch.CheckCPUBind(opts.CPUBind)
 	if err == nil {
 		be, err = c.openBackend(cudaOpen)
 	}
@@ -202,6 +204,29 @@ func rankList(rs []int) string {
 // differ.
 func (c *Comm) Collective(ctx context.Context, call string, data []byte) ([][]byte, error) {
 	return c.checked(ctx, call, data, false)
+}
+
+// CollectiveStatus is a collective in which each rank brings a status:
+// "" for success, else an error message. When any rank brings a message,
+// every rank returns an error naming each failed rank and its message.
+func (c *Comm) CollectiveStatus(ctx context.Context, call, status string) error {
+	_, err := c.checked(ctx, call, []byte(status), true)
+	return err
+}
+
+// SumInt adds v over all ranks (collective).
+func (c *Comm) SumInt(ctx context.Context, call string, v int) (int, error) {
+	all, err := c.Collective(ctx, call, []byte(fmt.Sprint(v)))
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, b := range all {
+		var x int
+		fmt.Sscan(string(b), &x)
+		total += x
+	}
+	return total, nil
 }
 
 // checked exchanges call+data; with statusOnly, non-empty data is an error
@@ -340,7 +365,7 @@ func (c *Comm) Close(cause error) error {
 		// Windows the script did not free: meet, drop the peer mappings,
 		// meet again, so that nobody frees memory a peer still maps.
 		// No per-call timeout: the others may still be running their scripts.
-		bctx, cancel := context.WithCancel(WithoutCallTimeout(context.Background()))
+		bctx, cancel := context.WithCancel(bootstrap.WithoutCallTimeout(context.Background()))
 		if berr := c.Boot.Barrier(bctx); berr == nil {
 			for _, w := range c.windows {
 				w.UnmapPeers()

@@ -8,31 +8,10 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/luacoll/luacoll/engine/cpuset"
+	"github.com/luacoll/luacoll/engine/launch"
+	"github.com/luacoll/luacoll/engine/launch/cpuset"
 	"github.com/luacoll/luacoll/transport"
 )
-
-// CPU binding modes (Options.CPUBind).
-const (
-	// CPUBindNone leaves the process's affinity as it was started.
-	CPUBindNone = "none"
-	// CPUBindAuto gives each rank its share of the CPUs it may run on
-	// (those near its GPU, where the system says which) when the share
-	// holds at least two CPUs, and leaves the ranks as started otherwise.
-	CPUBindAuto = "auto"
-	// CPUBindSpread is auto down to one CPU per rank.
-	CPUBindSpread = "spread"
-)
-
-// CheckCPUBind reports whether mode is one of the binding modes ("" is
-// none).
-func CheckCPUBind(mode string) error {
-	switch mode {
-	case "", CPUBindNone, CPUBindAuto, CPUBindSpread:
-		return nil
-	}
-	return fmt.Errorf("unknown CPU binding %q (want auto, spread or none)", mode)
-}
 
 type cpuOffer struct {
 	Host string `json:"host"`
@@ -49,7 +28,7 @@ type cpuOffer struct {
 func (c *Comm) bindCPUs(ctx context.Context) error {
 	mode := c.Opts.CPUBind
 	if mode == "" {
-		mode = CPUBindNone
+		mode = launch.CPUBindNone
 	}
 	allowed, aerr := cpuset.Current()
 	cand := allowed
@@ -69,15 +48,15 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 	c.CPUs = allowed
 	var min int
 	switch mode {
-	case CPUBindSpread:
+	case launch.CPUBindSpread:
 		min = 1
-	case CPUBindAuto:
+	case launch.CPUBindAuto:
 		min = 2
 	default:
 		return nil
 	}
 	fail := func(err error) error {
-		if mode == CPUBindAuto {
+		if mode == launch.CPUBindAuto {
 			return nil
 		}
 		return fmt.Errorf("cpu binding (%s): %w", mode, err)

@@ -37,7 +37,7 @@ func TestSourceHasEveryKernel(t *testing.T) {
 
 func TestCacheKey(t *testing.T) {
 	a, b := Arch{9, 0}, Arch{8, 0}
-	if CacheKey(a) != CacheKey(a) || len(CacheKey(a)) != 16 {
+	if k1, k2 := CacheKey(a), CacheKey(a); k1 != k2 || len(k1) != 16 {
 		t.Fatalf("key %q", CacheKey(a))
 	}
 	if CacheKey(a) == CacheKey(b) {

@@ -11,7 +11,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
-	"github.com/luacoll/luacoll/engine/cpuset"
+	"github.com/luacoll/luacoll/engine/launch/cpuset"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )

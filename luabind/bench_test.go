@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/enginetest"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/transport/inproc"
 	"github.com/luacoll/luacoll/window"
@@ -35,8 +36,7 @@ func BenchmarkGoSignalRoundTrip(b *testing.B) {
 	// A cancellable context, as a Lua rank has.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	env := engine.RankEnv{Rank: 0, Size: 1, LocalRank: 0, LocalSize: 1, JobID: fmt.Sprintf("gb%d", time.Now().UnixNano()), Prefixed: true}
-	comm, err := engine.OpenWith(ctx, env, engine.Options{}, g.Member(0), transport.NewAbort(), nil)
+	comm, err := enginetest.OpenInProc(ctx, g, 0, enginetest.JobID("gb"), engine.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/luacoll/luacoll/engine"
-	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/engine/enginetest"
 	"github.com/luacoll/luacoll/transport/inproc"
 )
 
@@ -22,9 +21,7 @@ func newChunkState(t *testing.T, timeout time.Duration) (*State, *bytes.Buffer) 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	g := inproc.NewGroup(1)
-	job := fmt.Sprintf("ct%d", time.Now().UnixNano())
-	env := engine.RankEnv{Rank: 0, Size: 1, LocalRank: 0, LocalSize: 1, JobID: job, Prefixed: true}
-	comm, err := engine.OpenWith(ctx, env, engine.Options{Timeout: timeout}, g.Member(0), transport.NewAbort(), nil)
+	comm, err := enginetest.OpenInProc(ctx, g, 0, enginetest.JobID("ct"), engine.Options{Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}

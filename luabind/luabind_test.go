@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/enginetest"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/transport/inproc"
 )
@@ -33,7 +34,7 @@ func runLua(t *testing.T, n int, code string) []rankResult {
 func runLuaWith(t *testing.T, n int, code, name string, timeout time.Duration) []rankResult {
 	t.Helper()
 	g := inproc.NewGroup(n)
-	job := fmt.Sprintf("lt%d", time.Now().UnixNano())
+	job := enginetest.JobID("lt")
 	res := make([]rankResult, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -42,8 +43,7 @@ func runLuaWith(t *testing.T, n int, code, name string, timeout time.Duration) [
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			env := engine.RankEnv{Rank: i, Size: n, LocalRank: i, LocalSize: n, JobID: job, Prefixed: true}
-			comm, err := engine.OpenWith(ctx, env, engine.Options{Timeout: timeout}, g.Member(i), transport.NewAbort(), nil)
+			comm, err := enginetest.OpenInProc(ctx, g, i, job, engine.Options{Timeout: timeout})
 			if err != nil {
 				res[i].err = err
 				return
@@ -320,8 +320,7 @@ func FuzzLuaArgs(f *testing.F) {
 	f.Add("signal", 0.0, 9e15, 0.0, 0.0)
 	f.Add("wait_counter", 3.0, 0.0, 1.0, 2.0)
 	g := inproc.NewGroup(1)
-	env := engine.RankEnv{Rank: 0, Size: 1, LocalSize: 1, JobID: fmt.Sprintf("fz%d", os.Getpid()), Prefixed: true}
-	comm, err := engine.OpenWith(context.Background(), env, engine.Options{Timeout: time.Second}, g.Member(0), transport.NewAbort(), nil)
+	comm, err := enginetest.OpenInProc(context.Background(), g, 0, enginetest.JobID("fz"), engine.Options{Timeout: time.Second})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/bootstrap"
+	"github.com/luacoll/luacoll/engine/launch"
 )
 
 // DefaultScript is what `luacoll run` runs when no script is named.
@@ -29,7 +31,7 @@ type RunOptions struct {
 // RunRank runs a script as the rank env describes and returns the process
 // exit status: 0 on success, 1 when the script or the job failed. Errors
 // are printed on Stderr; a failure is reported to every other rank.
-func RunRank(ctx context.Context, env engine.RankEnv, o RunOptions) (code int) {
+func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 	defer func() {
 		// An internal error must not reach the user as a Go panic.
 		if p := recover(); p != nil {
@@ -100,9 +102,9 @@ func RunRank(ctx context.Context, env engine.RankEnv, o RunOptions) (code int) {
 			fmt.Fprintf(o.Stderr, "%s\n", se.Trace)
 		}
 		code = 1
-		var re *engine.RankError
+		var re *bootstrap.RankError
 		if errors.As(comm.Abort.Err(), &re) && re.Rank != env.Rank {
-			code = engine.ExitPeerFailed // the origin is another rank
+			code = launch.ExitPeerFailed // the origin is another rank
 		}
 		_ = comm.Close(err)
 		return code

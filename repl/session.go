@@ -31,7 +31,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 	"golang.org/x/sys/unix"
 
-	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/luabind"
 )
 
@@ -112,7 +112,7 @@ type event struct {
 }
 
 type launchOutcome struct {
-	res engine.LaunchResult
+	res launch.LaunchResult
 	err error
 }
 
@@ -227,11 +227,11 @@ func (s *session) start() error {
 
 	launchCtx, cancel := context.WithCancel(context.Background())
 	s.cancelLaunch = cancel
-	lc := engine.LaunchConfig{N: s.cfg.N, Path: s.cfg.Exe, Args: s.cfg.Args, Prefix: true,
+	lc := launch.LaunchConfig{N: s.cfg.N, Path: s.cfg.Exe, Args: s.cfg.Args, Prefix: true,
 		Stdout: s.cfg.Stdout, Stderr: s.cfg.Stderr, Grace: keepRanks,
 		ExtraEnv: func(int) []string { return []string{EnvControl + "=" + sock} }}
 	go func() {
-		res, err := engine.Launch(launchCtx, lc)
+		res, err := launch.Launch(launchCtx, lc)
 		s.launchC <- launchOutcome{res: res, err: err}
 	}()
 

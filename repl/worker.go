@@ -14,6 +14,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/luabind"
 )
 
@@ -47,7 +48,7 @@ const (
 
 // worker is one rank serving the front end.
 type worker struct {
-	env  engine.RankEnv
+	env  launch.RankEnv
 	comm *engine.Comm
 	st   *luabind.State
 	c    *conn
@@ -66,7 +67,7 @@ type worker struct {
 // Serve runs one rank of a REPL session until the front end says quit or
 // goes away, and returns the process's exit status. ctx ending (the
 // launcher's SIGINT) ends it too.
-func Serve(ctx context.Context, env engine.RankEnv, o WorkerOptions) int {
+func Serve(ctx context.Context, env launch.RankEnv, o WorkerOptions) int {
 	if o.Stderr == nil {
 		o.Stderr = io.Discard
 	}

@@ -233,7 +233,7 @@ func (b *CUDABackend) alloc(size uint64) (cuda.DevicePtr, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := b.drv.MemsetD8Async(p, 0, n, b.aux); err == nil {
+	if err = b.drv.MemsetD8Async(p, 0, n, b.aux); err == nil {
 		err = b.aux.Synchronize()
 	}
 	if err != nil {
@@ -339,7 +339,7 @@ func (b *CUDABackend) Share(ctx context.Context, ex Exchanger, topo *Topology, s
 		if st.Err == "" {
 			st = cudaShare{}
 		}
-		all, err = exchangeCUDA(ctx, ex, st)
+		_, err = exchangeCUDA(ctx, ex, st)
 	}
 	if err != nil {
 		_ = closePeers()

@@ -153,15 +153,14 @@ const (
 )
 
 type hostOp struct {
-	kind    opKind
-	dst     Addr
-	src     Addr
-	n       uint64
-	v       uint64
-	wait    *WaitSpec
-	fn      func() error
-	gen     uint64 // interrupt generation at enqueue
-	blocker bool
+	kind opKind
+	dst  Addr
+	src  Addr
+	n    uint64
+	v    uint64
+	wait *WaitSpec
+	fn   func() error
+	gen  uint64 // interrupt generation at enqueue
 }
 
 // HostStream is the host backend's Stream: a goroutine drains the queue.
@@ -299,10 +298,13 @@ func (s *HostStream) observe(w *WaitSpec) (uint64, bool) {
 // waitFor spins, then yields, then sleeps with growing pauses, so that many
 // ranks on few cores all make progress.
 func (s *HostStream) waitFor(w *WaitSpec, gen uint64) error {
-	v, ok := s.observe(w)
-	if ok {
+	if _, ok := s.observe(w); ok {
 		return nil
 	}
+	var (
+		v  uint64
+		ok bool
+	)
 	start := time.Now()
 	pause := time.Microsecond
 	for i := 0; ; i++ {

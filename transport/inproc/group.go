@@ -31,6 +31,9 @@ func NewGroup(size int) *Group {
 	return g
 }
 
+// Size is the number of ranks of the group.
+func (g *Group) Size() int { return g.size }
+
 // Member returns rank r's Exchanger. Each member must be used by one goroutine.
 func (g *Group) Member(r int) *Member { return &Member{g: g, rank: r} }
 

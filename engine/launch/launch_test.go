@@ -1,4 +1,4 @@
-package engine
+package launch
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/luacoll/luacoll/engine/bootstrap"
 )
 
 // The launcher tests run this test binary as the worker: with
@@ -130,7 +132,7 @@ func testWorkerBootstrap(mode string) int {
 		env.Rank, env.Size, env.LocalRank, env.LocalSize, env.Node, env.ListenFD, env.Prefixed, env.Source, stripped)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cfg := BootstrapConfig{Rank: env.Rank, Size: env.Size, Addr: env.Addr, JobID: env.JobID,
+	cfg := bootstrap.Config{Rank: env.Rank, Size: env.Size, Addr: env.Addr, JobID: env.JobID,
 		Timeout: 15 * time.Second, Host: "test"}
 	if env.ListenFD > 0 {
 		f := os.NewFile(uintptr(env.ListenFD), "listener")
@@ -142,7 +144,7 @@ func testWorkerBootstrap(mode string) int {
 		}
 		cfg.Listener = ln
 	}
-	b, err := Connect(ctx, cfg)
+	b, err := bootstrap.Connect(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "connect: %v\n", err)
 		return 3
@@ -210,19 +212,19 @@ func workerConfig(t *testing.T, n int, mode string, extraEnv ...string) (LaunchC
 	}, stdout, stderr
 }
 
-func launch(t *testing.T, cfg LaunchConfig) (LaunchResult, error, time.Duration) {
+func launch(t *testing.T, cfg LaunchConfig) (LaunchResult, time.Duration, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
 	res, err := Launch(ctx, cfg)
-	return res, err, time.Since(start)
+	return res, time.Since(start), err
 }
 
 func TestLaunchOutputLines(t *testing.T) {
 	cfg, stdout, stderr := workerConfig(t, 4, "print")
 	cfg.Prefix = true
-	res, err, _ := launch(t, cfg)
+	res, _, err := launch(t, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +281,7 @@ func TestLaunchProgressFile(t *testing.T) {
 	defer pf.Close()
 	cfg, stdout, stderr := workerConfig(t, 3, "progress", EnvProgressFD+"=3")
 	cfg.Progress = pf
-	res, err, _ := launch(t, cfg)
+	res, _, err := launch(t, cfg)
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("exit %d, %v; stdout %q stderr %q", res.ExitCode, err, stdout.lines(), stderr.lines())
 	}
@@ -300,28 +302,9 @@ func TestLaunchProgressFile(t *testing.T) {
 	}
 }
 
-func TestProgressBar(t *testing.T) {
-	var b strings.Builder
-	p := newProgressBar(&b, 6)
-	p.show(2, "measuring 4096 bytes")
-	if got := b.String(); !strings.HasPrefix(got, "\r\033[K[########................] 2/6 sizes, ") || !strings.HasSuffix(got, " s, measuring 4096 bytes") {
-		t.Errorf("bar %q", got)
-	}
-	b.Reset()
-	p.show(6, "done")
-	p.clear()
-	if got := b.String(); !strings.Contains(got, "[########################] 6/6") || !strings.HasSuffix(got, "\r\033[K") {
-		t.Errorf("full bar then clear: %q", got)
-	}
-	var nobar *progressBar
-	nobar.show(1, "x") // no writer: draws nothing, no panic
-	newProgressBar(nil, 3).show(1, "x")
-	nobar.clear()
-}
-
 func TestLaunchSingleRankPassesOutputThrough(t *testing.T) {
 	cfg, stdout, _ := workerConfig(t, 1, "print")
-	if _, err, _ := launch(t, cfg); err != nil {
+	if _, _, err := launch(t, cfg); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(stdout.lines(), "")
@@ -339,7 +322,7 @@ func TestLaunchExitCodeOfFirstFailure(t *testing.T) {
 	// Rank 1 fails after rank 2 has failed; ranks 0 and 3 exit 0.
 	cfg, _, _ := workerConfig(t, 4, "exit", "LUACOLL_TEST_CODES=0,3,7,0", "LUACOLL_TEST_AFTER=-1,2,-1,-1",
 		"LUACOLL_TEST_DIR="+t.TempDir())
-	res, err, _ := launch(t, cfg)
+	res, _, err := launch(t, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +339,7 @@ func TestLaunchExitCodeOfFirstFailure(t *testing.T) {
 func TestLaunchKillsOthersAfterGrace(t *testing.T) {
 	cfg, stdout, _ := workerConfig(t, 3, "sleep", "LUACOLL_TEST_FAIL=1")
 	cfg.Grace = 300 * time.Millisecond
-	res, err, took := launch(t, cfg)
+	res, took, err := launch(t, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +399,7 @@ func TestLaunchBootstrapAcrossProcesses(t *testing.T) {
 		"RANK=9", "WORLD_SIZE=10", "MASTER_ADDR=10.9.9.9", "SLURM_PROCID=3", "OMPI_COMM_WORLD_RANK=2",
 		EnvListenFD+"=7")
 	cfg.Prefix = true
-	res, err, _ := launch(t, cfg)
+	res, _, err := launch(t, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +432,7 @@ func TestLaunchRemovesLeftoverSegments(t *testing.T) {
 		t.Skipf("no %s: %v", shmDir, err)
 	}
 	cfg, stdout, stderr := workerConfig(t, 2, "shm")
-	res, err, _ := launch(t, cfg)
+	res, _, err := launch(t, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

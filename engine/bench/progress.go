@@ -1,4 +1,4 @@
-package engine
+package bench
 
 import (
 	"fmt"

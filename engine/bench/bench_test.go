@@ -1,4 +1,4 @@
-package engine
+package bench
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/enginetest"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -16,7 +18,7 @@ import (
 // not look), one after rank 0's put alone, none after both; the benchmark
 // itself reports none.
 func TestPingPongPayloadCheck(t *testing.T) {
-	errs := withComms(t, 3, Options{Device: "host", Timeout: 10 * time.Second}, func(r int, c *Comm) error {
+	errs := enginetest.WithComms(t, 3, engine.Options{Device: "host", Timeout: 10 * time.Second}, func(r int, c *engine.Comm) error {
 		ctx := context.Background()
 		w, err := c.NewWindow(ctx, "test.payload", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1})
 		if err != nil {
@@ -72,7 +74,7 @@ func TestPingPongPayloadCheck(t *testing.T) {
 // Ranks whose --ipc differ cannot make a window together: the collective
 // check names the way each would share it, on every rank.
 func TestWindowIPCMustAgree(t *testing.T) {
-	errs := withComms(t, 2, Options{Device: "host", Timeout: 5 * time.Second}, func(r int, c *Comm) error {
+	errs := enginetest.WithComms(t, 2, engine.Options{Device: "host", Timeout: 5 * time.Second}, func(r int, c *engine.Comm) error {
 		c.Opts.IPC = []string{"legacy", "vmm"}[r]
 		_, err := c.NewWindow(context.Background(), "test.window", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1})
 		if err == nil {

@@ -1,4 +1,4 @@
-package engine
+package launch
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/luacoll/luacoll/engine/bootstrap"
 )
 
 // Launcher names reported in RankEnv.Source.
@@ -36,7 +38,7 @@ const (
 const defaultMasterPort = "29500"
 
 // maxRanks bounds the job size accepted from the environment.
-const maxRanks = 1 << 20
+const maxRanks = bootstrap.MaxRanks
 
 // maxJobID bounds the length of a job id (it ends up in file names).
 const maxJobID = 64

@@ -1,4 +1,4 @@
-package engine
+package bench
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -108,7 +109,7 @@ func (r *ncclRun) close() {
 // openNCCL (collective) builds an NCCL communicator over all ranks from a
 // unique id that rank 0 makes and the bootstrap carries. It returns nil and
 // the reason when some rank cannot.
-func openNCCL(ctx context.Context, c *Comm, cs *transport.CUDAStream) (*ncclRun, string, error) {
+func openNCCL(ctx context.Context, c *engine.Comm, cs *transport.CUDAStream) (*ncclRun, string, error) {
 	// NVLink SHARP (multicast) must stay off on these machines.
 	if err := os.Setenv("NCCL_NVLS_ENABLE", "0"); err != nil {
 		return nil, "", err
@@ -153,7 +154,7 @@ func openNCCL(ctx context.Context, c *Comm, cs *transport.CUDAStream) (*ncclRun,
 	if ierr != nil {
 		status = ierr.Error()
 	}
-	if _, err := c.checked(ctx, "bench.allgather.nccl_init", []byte(status), true); err != nil {
+	if err := c.CollectiveStatus(ctx, "bench.allgather.nccl_init", status); err != nil {
 		if comm != nil {
 			_ = comm.Destroy()
 		}
@@ -168,7 +169,7 @@ func openNCCL(ctx context.Context, c *Comm, cs *transport.CUDAStream) (*ncclRun,
 // size. After every timed run each rank checks every chunk of its window
 // against the checksum of the rank that sent it; wrong chunks are summed
 // over ranks. Rank 0's result holds the rows.
-func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchResult, error) {
+func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (*AGBenchResult, error) {
 	N := uint64(c.Env.Size)
 	me := c.Env.Rank
 	if len(cfg.Sizes) == 0 || cfg.Iters < 1 || cfg.Warmup < 0 {
@@ -214,7 +215,7 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 	}
 	defer src.Free()
 	var exec, builtin func(n uint64) error
-	var ag *AllGather
+	var ag *engine.AllGather
 	if cfg.Builtin && cfg.Schedule == nil {
 		return nil, errors.New("bench allgather: the built-in baseline goes beside a schedule only")
 	}
@@ -226,11 +227,11 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 		if cfg.Builtin {
 			// The schedules use the window's first signal and barrier
 			// slots, the built-in all-gather its last ones.
-			if ag, err = NewAllGather(ctx, c, w, "direct", false); err != nil {
+			if ag, err = engine.NewAllGather(ctx, c, w, "direct", false); err != nil {
 				return nil, err
 			}
 			defer func() {
-				if !ag.destroyed {
+				if !ag.Destroyed() {
 					_ = ag.Destroy(ctx)
 				}
 			}()
@@ -238,11 +239,11 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 			res.HaveBuiltin = true
 		}
 	} else {
-		if ag, err = NewAllGather(ctx, c, w, cfg.Algo, cfg.Graph); err != nil {
+		if ag, err = engine.NewAllGather(ctx, c, w, cfg.Algo, cfg.Graph); err != nil {
 			return nil, err
 		}
 		defer func() {
-			if !ag.destroyed {
+			if !ag.Destroyed() {
 				_ = ag.Destroy(ctx)
 			}
 		}()
@@ -339,7 +340,7 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 					wrong++
 				}
 			}
-			return c.sumInt(ctx, fmt.Sprintf("bench.allgather.check(%d)", size), wrong)
+			return c.SumInt(ctx, fmt.Sprintf("bench.allgather.check(%d)", size), wrong)
 		}
 		// measure fills the buffers with the pattern of runSeed, times op
 		// (what names it in errors) and checks the window after.

@@ -1,4 +1,4 @@
-package engine
+package launch
 
 import (
 	"bufio"
@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/luacoll/luacoll/engine/bootstrap"
 )
 
 const (
@@ -166,7 +168,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 	if sink.stderr == nil {
 		sink.stderr = io.Discard
 	}
-	job, err := randomJobID()
+	job, err := bootstrap.NewJobID()
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", launchName, err)
 	}

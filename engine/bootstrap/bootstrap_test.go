@@ -1,4 +1,4 @@
-package engine
+package bootstrap
 
 import (
 	"bufio"
@@ -37,7 +37,7 @@ func connectJob(t *testing.T, n int, timeout time.Duration) *testJob {
 	var wg sync.WaitGroup
 	for r := range n {
 		job.aborts[r] = transport.NewAbort()
-		cfg := BootstrapConfig{Rank: r, Size: n, Addr: addr, Timeout: timeout,
+		cfg := Config{Rank: r, Size: n, Addr: addr, Timeout: timeout,
 			Abort: job.aborts[r], Host: fmt.Sprintf("host-%d", r)}
 		if r == 0 {
 			cfg.Listener = ln
@@ -197,7 +197,7 @@ func TestBootstrapJobIDFromRank0(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Connect(context.Background(), BootstrapConfig{Rank: 0, Size: 1, Listener: ln, JobID: "myjob", Timeout: testTimeout})
+	b, err := Connect(context.Background(), Config{Rank: 0, Size: 1, Listener: ln, JobID: "myjob", Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestBootstrapRejects(t *testing.T) {
 
 	firstDone := make(chan error, 1)
 	go func() {
-		b, err := Connect(context.Background(), BootstrapConfig{Rank: 1, Size: 3, Addr: addr, Timeout: testTimeout})
+		b, err := Connect(context.Background(), Config{Rank: 1, Size: 3, Addr: addr, Timeout: testTimeout})
 		if err == nil {
 			b.Close()
 			err = errors.New("connected without rank 0 and 2")
@@ -333,11 +333,11 @@ func TestBootstrapRejects(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	_, err = Connect(ctx, BootstrapConfig{Rank: 1, Size: 3, Addr: addr, Timeout: testTimeout})
+	_, err = Connect(ctx, Config{Rank: 1, Size: 3, Addr: addr, Timeout: testTimeout})
 	if err == nil || !strings.Contains(err.Error(), "duplicate rank 1") {
 		t.Errorf("duplicate rank: %v", err)
 	}
-	_, err = Connect(ctx, BootstrapConfig{Rank: 2, Size: 4, Addr: addr, Timeout: testTimeout})
+	_, err = Connect(ctx, Config{Rank: 2, Size: 4, Addr: addr, Timeout: testTimeout})
 	if err == nil || !strings.Contains(err.Error(), "rank 2 says the job has 4 ranks, rank 0 says 3") {
 		t.Errorf("size mismatch: %v", err)
 	}
@@ -374,7 +374,7 @@ func TestBootstrapRejects(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("rank 1's Connect did not return after the hub went away")
 	}
-	if _, err := Connect(ctx, BootstrapConfig{Rank: 3, Size: 3, Addr: addr}); err == nil {
+	if _, err := Connect(ctx, Config{Rank: 3, Size: 3, Addr: addr}); err == nil {
 		t.Errorf("rank 3 of 3 accepted locally")
 	}
 }
@@ -579,7 +579,7 @@ func TestBootstrapConnectTimeout(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	start := time.Now()
-	_, err = Connect(context.Background(), BootstrapConfig{Rank: 0, Size: 3, Listener: ln, Timeout: 200 * time.Millisecond})
+	_, err = Connect(context.Background(), Config{Rank: 0, Size: 3, Listener: ln, Timeout: 200 * time.Millisecond})
 	var te *TimeoutError
 	if !errors.As(err, &te) || !strings.Contains(err.Error(), "(waiting for ranks 1, 2)") {
 		t.Errorf("rank 0 alone: %v", err)
@@ -588,7 +588,7 @@ func TestBootstrapConnectTimeout(t *testing.T) {
 		t.Errorf("rank 0's Connect took %v", d)
 	}
 	// The hub is gone: nobody listens there any more.
-	_, err = Connect(context.Background(), BootstrapConfig{Rank: 1, Size: 3, Addr: addr, Timeout: 200 * time.Millisecond})
+	_, err = Connect(context.Background(), Config{Rank: 1, Size: 3, Addr: addr, Timeout: 200 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "cannot reach rank 0 at "+addr) {
 		t.Errorf("rank 1 without a hub: %v", err)
 	}
@@ -611,7 +611,7 @@ func TestBootstrapRank0StartsLate(t *testing.T) {
 			if r == 0 {
 				time.Sleep(300 * time.Millisecond)
 			}
-			boots[r], errs[r] = Connect(context.Background(), BootstrapConfig{Rank: r, Size: 3, Addr: addr, Timeout: testTimeout})
+			boots[r], errs[r] = Connect(context.Background(), Config{Rank: r, Size: 3, Addr: addr, Timeout: testTimeout})
 			if errs[r] != nil {
 				return
 			}

@@ -1,4 +1,4 @@
-package engine
+package bench
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -38,7 +39,7 @@ type BenchRow struct {
 //
 // mode is "push" (puts, the default) or "pull" (gets: each rank's copy
 // reads the peer's window).
-func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path string, bidir bool, mode string, progress io.Writer) ([]BenchRow, error) {
+func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, path string, bidir bool, mode string, progress io.Writer) ([]BenchRow, error) {
 	if c.Env.Size < 2 {
 		return nil, fmt.Errorf("bench put needs at least 2 ranks")
 	}
@@ -183,7 +184,7 @@ func BenchPut(ctx context.Context, c *Comm, sizes []uint64, iters int, path stri
 				row.Wrong = 1
 			}
 		}
-		wrong, err := c.sumInt(ctx, "bench.put.check", row.Wrong)
+		wrong, err := c.SumInt(ctx, "bench.put.check", row.Wrong)
 		if err != nil {
 			return nil, err
 		}
@@ -210,7 +211,7 @@ type deviceLooper interface {
 // ping-pong between ranks 0 and 1 in one kernel per rank, and the raw flag
 // ping-pong (bare stores and spins) in the same run. Rank 0 returns the
 // rows (one-way latency = round trip / 2).
-func BenchDevicePingPong(ctx context.Context, c *Comm, iters int) ([]BenchRow, error) {
+func BenchDevicePingPong(ctx context.Context, c *engine.Comm, iters int) ([]BenchRow, error) {
 	dl, ok := c.Backend.(deviceLooper)
 	if !ok || c.Env.Size < 2 {
 		return nil, nil
@@ -272,7 +273,7 @@ func BenchDevicePingPong(ctx context.Context, c *Comm, iters int) ([]BenchRow, e
 
 // BenchDeviceBarrier times window barriers run back to back in one kernel
 // per rank. Every rank returns its row.
-func BenchDeviceBarrier(ctx context.Context, c *Comm, iters int) (BenchRow, bool, error) {
+func BenchDeviceBarrier(ctx context.Context, c *engine.Comm, iters int) (BenchRow, bool, error) {
 	dl, ok := c.Backend.(deviceLooper)
 	if !ok {
 		return BenchRow{}, false, nil
@@ -299,7 +300,7 @@ func BenchDeviceBarrier(ctx context.Context, c *Comm, iters int) (BenchRow, bool
 
 // BenchPingPong measures put_signal -> wait round trips between ranks 0 and
 // 1 with 8-byte puts; the row holds the median one-way latency.
-func BenchPingPong(ctx context.Context, c *Comm, iters int, path string) (BenchRow, error) {
+func BenchPingPong(ctx context.Context, c *engine.Comm, iters int, path string) (BenchRow, error) {
 	if c.Env.Size < 2 {
 		return BenchRow{}, fmt.Errorf("bench pingpong needs at least 2 ranks")
 	}
@@ -382,7 +383,7 @@ func payloadSeed(r int) uint64 { return uint64(r+1) * 0x9e3779b9 }
 // ranks 0 and 1 do not hold the other's ping-pong payload at the start of
 // their window. check false (the rank's own run failed) skips its look;
 // a rank whose look itself fails makes every rank return an error.
-func checkPayload(ctx context.Context, c *Comm, w *window.Window, call string, check bool) (int, error) {
+func checkPayload(ctx context.Context, c *engine.Comm, w *window.Window, call string, check bool) (int, error) {
 	const failed = 1 << 20 // a rank's look failed
 	wrong := 0
 	var lerr error
@@ -403,7 +404,7 @@ func checkPayload(ctx context.Context, c *Comm, w *window.Window, call string, c
 			wrong = failed
 		}
 	}
-	sum, err := c.sumInt(ctx, call, wrong)
+	sum, err := c.SumInt(ctx, call, wrong)
 	switch {
 	case lerr != nil:
 		return 0, fmt.Errorf("checking the ping-pong payload: %w", lerr)
@@ -417,7 +418,7 @@ func checkPayload(ctx context.Context, c *Comm, w *window.Window, call string, c
 
 // BenchBarrier measures the window barrier; the row holds the median time
 // per barrier over batches of 100.
-func BenchBarrier(ctx context.Context, c *Comm, iters int, path string) (BenchRow, error) {
+func BenchBarrier(ctx context.Context, c *engine.Comm, iters int, path string) (BenchRow, error) {
 	w, err := c.NewWindow(ctx, "bench.barrier(path "+path+")", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1, Path: path})
 	if err != nil {
 		return BenchRow{}, err
@@ -490,19 +491,4 @@ func median(iters int, f func() error) timing {
 	}
 	sort.Float64s(s)
 	return timing{sec: s[len(s)/2]}
-}
-
-// sumInt adds v over all ranks (collective).
-func (c *Comm) sumInt(ctx context.Context, call string, v int) (int, error) {
-	all, err := c.Collective(ctx, call, []byte(fmt.Sprint(v)))
-	if err != nil {
-		return 0, err
-	}
-	total := 0
-	for _, b := range all {
-		var x int
-		fmt.Sscan(string(b), &x)
-		total += x
-	}
-	return total, nil
 }

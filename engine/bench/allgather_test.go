@@ -1,9 +1,12 @@
-package engine
+package bench
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/enginetest"
 )
 
 // TestBenchAllGatherHost: the all-gather benchmark runs on 2 host ranks
@@ -12,7 +15,7 @@ import (
 func TestBenchAllGatherHost(t *testing.T) {
 	const n = 2
 	results := make([]*AGBenchResult, n)
-	errs := withComms(t, n, Options{Device: "host", Timeout: 10 * time.Second}, func(r int, c *Comm) error {
+	errs := enginetest.WithComms(t, n, engine.Options{Device: "host", Timeout: 10 * time.Second}, func(r int, c *engine.Comm) error {
 		var err error
 		results[r], err = BenchAllGather(context.Background(), c, AGBenchConfig{Sizes: []uint64{1 << 10, 1000, 64 << 10},
 			Iters: 3, Warmup: 1, Algo: "auto", NCCL: true})

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/luacoll/luacoll/engine/launch"
+	"github.com/luacoll/luacoll/luabind"
+)
+
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("run", "luacoll run [-n N] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc legacy|vmm] [script.lua [args...]]\n\n"+
+		"Runs the script on N ranks (the embedded examples/tour.lua when none is named); its\n"+
+		"arguments are in Lua's arg table. Exit status: 0 when every rank succeeds, else the\n"+
+		"status of the first rank that failed (a rank stopped only by another's failure exits\n"+
+		"77 and gives way to it); 130 when interrupted. When a rank fails or dies, the others\n"+
+		"stop at once with an error naming it.", stderr)
+	var f rankFlags
+	f.register(fs)
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	if err := f.check(); err != nil {
+		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+		return 2
+	}
+	script, scriptArgs := luabind.DefaultScript, []string(nil)
+	if fs.NArg() > 0 {
+		script, scriptArgs = fs.Arg(0), fs.Args()[1:]
+	}
+	if _, _, err := luabind.LoadScript(script); err != nil {
+		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+		return 2
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	env, isRank, err := launch.RankEnvFromEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+		return 2
+	}
+	opts := luabind.RunOptions{Comm: f.options(), Script: script, Args: scriptArgs,
+		Stdout: stdout, Stderr: stderr, CUDA: cudaBackend}
+	if isRank {
+		if f.n != 0 && f.n != env.Size {
+			fmt.Fprintf(stderr, "luacoll run: -n %d, but the launcher (%s) says the world size is %d\n", f.n, env.Source, env.Size)
+			return 2
+		}
+		return luabind.RunRank(ctx, env, opts)
+	}
+	n := f.n
+	if n == 0 {
+		n = 1
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll run: finding my own executable: %v\n", err)
+		return 1
+	}
+	cfg := launch.LaunchConfig{N: n, Path: exe, Args: append([]string{"run"}, args...),
+		Prefix: !f.noPrefix, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second}
+	if f.noPrefix {
+		// Tell the ranks that their output needs no prefix at all.
+		cfg.ExtraEnv = func(int) []string { return []string{"LUACOLL_PREFIXED=1"} }
+	}
+	res, err := launch.Launch(ctx, cfg)
+	if ctx.Err() != nil {
+		// Interrupted: the ranks' own statuses say only that they stopped.
+		fmt.Fprintln(stderr, "luacoll run: interrupted")
+		return 130
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+		if res.ExitCode == 0 {
+			return 1
+		}
+	}
+	return res.ExitCode
+}

@@ -1,0 +1,327 @@
+package bootstrap
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/luacoll/luacoll/transport"
+)
+
+// Config configures Connect.
+type Config struct {
+	Rank, Size int
+	// Addr is the hub's host:port; rank 0 listens there unless Listener
+	// is set.
+	Addr string
+	// Listener, when set, is used by rank 0 instead of listening on Addr.
+	// The bootstrap closes it.
+	Listener net.Listener
+	// JobID is rank 0's job id; when empty the hub makes a random one.
+	JobID string
+	// Timeout bounds every call, and connecting (30s when 0).
+	Timeout time.Duration
+	// Abort is set when a rank fails or dies or the hub is lost; every
+	// call returns its error. Connect makes one when nil.
+	Abort *transport.Abort
+	// Host identifies this rank's machine to the others (opaque).
+	Host string
+}
+
+// Bootstrap is a rank's connection to the job's rendezvous hub, which rank
+// 0 runs. It implements transport.Exchanger.
+type Bootstrap struct {
+	rank, size int
+	jobID      string
+	hosts      []string
+	timeout    time.Duration
+	conn       net.Conn
+	out        *outbox
+	abort      *transport.Abort
+	hub        *hub // rank 0 only
+
+	mu      sync.Mutex
+	seq     uint64 // last collective sequence number used
+	pending map[uint64]chan collReply
+	status  map[uint64]chan []int
+	mail    map[mailKey]*mailbox
+	closing bool
+
+	closed     chan struct{} // closed when Close starts tearing down
+	readerDone chan struct{}
+	failAck    chan struct{}
+	byeAck     chan struct{}
+	failOnce   sync.Once
+	closeOnce  sync.Once
+	closeErr   error
+}
+
+var _ transport.Exchanger = (*Bootstrap)(nil)
+
+type collReply struct {
+	data [][]byte
+	err  error
+}
+
+type mailKey struct {
+	from int
+	tag  uint32
+}
+
+// mailbox holds messages from one peer with one tag until Recv takes them.
+type mailbox struct {
+	queue   [][]byte
+	signal  chan struct{} // closed and replaced on every arrival
+	waiters int
+}
+
+// Connect joins the job: rank 0 starts the hub, then every rank, rank 0
+// included, connects to it, retrying until the deadline (min of ctx and
+// cfg.Timeout), and waits until every rank has joined.
+func Connect(ctx context.Context, cfg Config) (*Bootstrap, error) {
+	if cfg.Size < 1 || cfg.Size > MaxRanks {
+		return nil, fmt.Errorf("bootstrap: job size %d out of range 1..%d", cfg.Size, MaxRanks)
+	}
+	if cfg.Rank < 0 || cfg.Rank >= cfg.Size {
+		return nil, fmt.Errorf("bootstrap: rank %d out of range for %d ranks", cfg.Rank, cfg.Size)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = defaultBootLimit
+	}
+	if cfg.Abort == nil {
+		cfg.Abort = transport.NewAbort()
+	}
+	limit := cfg.Timeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < limit {
+		limit = time.Until(dl)
+	}
+	cctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+
+	if len(cfg.Host) > maxHostLen {
+		cfg.Host = cfg.Host[:maxHostLen]
+	}
+	var h *hub
+	addr := cfg.Addr
+	if cfg.Rank == 0 {
+		ln := cfg.Listener
+		if ln == nil {
+			if cfg.Addr == "" {
+				cfg.Addr = "127.0.0.1:0"
+			}
+			var err error
+			ln, err = net.Listen("tcp", cfg.Addr)
+			if err != nil {
+				return nil, fmt.Errorf("bootstrap: rank 0 cannot listen on %s: %w", cfg.Addr, err)
+			}
+		}
+		job := cfg.JobID
+		if job == "" {
+			var err error
+			if job, err = NewJobID(); err != nil {
+				_ = ln.Close()
+				return nil, fmt.Errorf("bootstrap: %w", err)
+			}
+		}
+		h = startHub(ln, cfg.Size, job, cfg.Timeout)
+		addr = dialableAddr(ln.Addr())
+	} else {
+		if cfg.Listener != nil {
+			_ = cfg.Listener.Close()
+		}
+		if cfg.Addr == "" {
+			return nil, fmt.Errorf("bootstrap: rank %d has no hub address", cfg.Rank)
+		}
+	}
+	b, err := dialHub(cctx, cfg, addr, limit, h)
+	if err != nil {
+		if h != nil {
+			h.kill()
+		}
+		return nil, err
+	}
+	b.hub = h
+	return b, nil
+}
+
+// dialableAddr turns a listener's address into one a local client can dial
+// (an unspecified IP becomes loopback).
+func dialableAddr(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok && (ta.IP == nil || ta.IP.IsUnspecified()) {
+		ip := "127.0.0.1"
+		if ta.IP != nil && ta.IP.To4() == nil {
+			ip = "::1"
+		}
+		return net.JoinHostPort(ip, fmt.Sprint(ta.Port))
+	}
+	return a.String()
+}
+
+// NewJobID returns 16 random hex digits.
+func NewJobID() (string, error) {
+	var buf [8]byte
+	if _, err := rand.Read(buf[:]); err != nil {
+		return "", fmt.Errorf("making a job id: %w", err)
+	}
+	return hex.EncodeToString(buf[:]), nil
+}
+
+// dialHub connects to the hub with retries, says hello and waits for the
+// welcome.
+func dialHub(ctx context.Context, cfg Config, addr string, limit time.Duration, h *hub) (*Bootstrap, error) {
+	who := fmt.Sprintf("rank %d of %d", cfg.Rank, cfg.Size)
+	var conn net.Conn
+	var lastErr error
+	backoff := 10 * time.Millisecond
+	for conn == nil {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			conn = c
+			break
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		if backoff < 500*time.Millisecond {
+			backoff *= 2
+		}
+	}
+	if conn == nil {
+		if err := ctx.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("bootstrap connect (%s): %w", who, err)
+		}
+		return nil, fmt.Errorf("bootstrap connect (%s): cannot reach rank 0 at %s within %v: %w",
+			who, addr, limit.Round(time.Millisecond), lastErr)
+	}
+
+	fail := func(err error) (*Bootstrap, error) {
+		_ = conn.Close()
+		return nil, err
+	}
+	hello := newFrame(frHello, 9+len(cfg.Host))
+	hello.u8(bootVersion)
+	hello.u32(uint32(cfg.Rank))
+	hello.u32(uint32(cfg.Size))
+	hello.raw([]byte(cfg.Host))
+	frame, err := hello.finish()
+	if err != nil {
+		return fail(fmt.Errorf("bootstrap connect (%s): hello: %w", who, err))
+	}
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	if _, err := conn.Write(frame); err != nil {
+		stop()
+		return fail(fmt.Errorf("bootstrap connect (%s): sending hello to %s: %w", who, addr, err))
+	}
+	br := bufio.NewReader(conn)
+	t, body, err := readFrame(br, maxBootFrame)
+	if !stop() && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		cerr := ctx.Err()
+		if cerr != nil && !errors.Is(cerr, context.DeadlineExceeded) {
+			return fail(fmt.Errorf("bootstrap connect (%s): %w", who, cerr))
+		}
+		if cerr != nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			te := &TimeoutError{Op: fmt.Sprintf("connect (%s, hub %s)", who, addr), After: limit}
+			if h != nil {
+				te.Missing = h.missingJoins()
+			}
+			return fail(te)
+		}
+		return fail(fmt.Errorf("bootstrap connect (%s): hub at %s closed the connection before every rank joined: %w",
+			who, addr, err))
+	}
+	_ = conn.SetDeadline(time.Time{})
+	r := frameReader{b: body}
+	switch t {
+	case frWelcome:
+	case frReject:
+		return fail(fmt.Errorf("bootstrap connect (%s): hub at %s rejected this rank: %s", who, addr, r.rest()))
+	case frAbort:
+		return fail(fmt.Errorf("bootstrap connect (%s): %w", who, decodeAbort(&r)))
+	default:
+		return fail(fmt.Errorf("bootstrap connect (%s): unexpected frame %d from hub at %s", who, t, addr))
+	}
+	job := string(r.bytes())
+	n := int(r.u32())
+	if r.err != nil || n != cfg.Size {
+		return fail(fmt.Errorf("bootstrap connect (%s): malformed welcome from hub at %s", who, addr))
+	}
+	hosts := make([]string, n)
+	for i := range hosts {
+		hosts[i] = string(r.bytes())
+	}
+	if r.err != nil {
+		return fail(fmt.Errorf("bootstrap connect (%s): malformed welcome from hub at %s", who, addr))
+	}
+	b := &Bootstrap{
+		rank: cfg.Rank, size: cfg.Size, jobID: job, hosts: hosts, timeout: cfg.Timeout,
+		conn: conn, abort: cfg.Abort,
+		pending:    make(map[uint64]chan collReply),
+		status:     make(map[uint64]chan []int),
+		mail:       make(map[mailKey]*mailbox),
+		closed:     make(chan struct{}),
+		readerDone: make(chan struct{}),
+		failAck:    make(chan struct{}, 1),
+		byeAck:     make(chan struct{}, 1),
+	}
+	b.out = newOutbox(conn, cfg.Timeout, func(error) { _ = conn.Close() })
+	go b.out.run()
+	go b.readLoop(br)
+	return b, nil
+}
+
+// Rank returns this rank.
+func (b *Bootstrap) Rank() int { return b.rank }
+
+// Size returns the number of ranks.
+func (b *Bootstrap) Size() int { return b.size }
+
+// JobID returns the job id chosen by rank 0.
+func (b *Bootstrap) JobID() string { return b.jobID }
+
+// Hosts returns every rank's host identity, indexed by rank.
+func (b *Bootstrap) Hosts() []string { return append([]string(nil), b.hosts...) }
+
+// AllGather returns every rank's data, indexed by rank (collective).
+func (b *Bootstrap) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
+	return b.collective(ctx, collAllGather, 0, data)
+}
+
+// Broadcast returns root's data on every rank (collective; the data of
+// other ranks is ignored).
+func (b *Bootstrap) Broadcast(ctx context.Context, root int, data []byte) ([]byte, error) {
+	if root < 0 || root >= b.size {
+		return nil, fmt.Errorf("bootstrap broadcast: root %d out of range for %d ranks", root, b.size)
+	}
+	if root != b.rank {
+		data = nil
+	}
+	all, err := b.collective(ctx, collBroadcast, root, data)
+	if err != nil {
+		return nil, err
+	}
+	return all[0], nil
+}
+
+// Barrier returns once every rank has entered it.
+func (b *Bootstrap) Barrier(ctx context.Context) error {
+	_, err := b.collective(ctx, collBarrier, 0, nil)
+	return err
+}

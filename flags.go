@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/launch"
+	"github.com/luacoll/luacoll/transport"
+)
+
+// The command-line plumbing every command shares: the rank flags of run,
+// repl and bench, flag sets with a synopsis, and the signal context.
+
+// rankFlags are the flags run and repl share.
+type rankFlags struct {
+	n        int
+	nSet     bool // -n was given
+	device   string
+	timeout  time.Duration
+	noPrefix bool
+	gpus     string
+	cpuBind  string
+	ipc      string
+	fs       *flag.FlagSet
+}
+
+func (f *rankFlags) register(fs *flag.FlagSet) {
+	f.fs = fs
+	fs.IntVar(&f.n, "n", 0, "number of ranks to start (default 1; under an external launcher, its world size)")
+	fs.StringVar(&f.device, "device", "host", "where memory and streams live: host or cuda")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "default timeout of every wait and bootstrap call (e.g. 500ms, 30s)")
+	fs.BoolVar(&f.noPrefix, "no-prefix", false, "do not prefix output lines with [rank]")
+	fs.StringVar(&f.gpus, "gpus", "", "CUDA devices by local rank, e.g. 0,1 (default: local rank modulo the device count)")
+	fs.StringVar(&f.cpuBind, "cpu-bind", launch.CPUBindAuto, "CPU affinity of each rank: auto (the ranks on a host share out the CPUs they may use, those near\n"+
+		"their GPU first, when each gets at least 2), spread (the same down to 1 CPU each) or none")
+	fs.StringVar(&f.ipc, "ipc", transport.IPCLegacy, "how CUDA windows share their memory, unless a window names its own ipc: legacy (CUDA IPC handles)\n"+
+		"or vmm (cuMemCreate memory passed to the peers as file descriptors over Unix sockets)")
+}
+
+// options are the engine options the flags describe (after check).
+func (f *rankFlags) options() engine.Options {
+	gpus, _ := f.gpuList()
+	return engine.Options{Device: f.device, Timeout: f.timeout, GPUs: gpus, CPUBind: f.cpuBind, IPC: f.ipc}
+}
+
+func (f *rankFlags) check() error {
+	if f.fs != nil {
+		f.fs.Visit(func(fl *flag.Flag) {
+			if fl.Name == "n" {
+				f.nSet = true
+			}
+		})
+	}
+	if f.device != "host" && f.device != "cuda" {
+		return fmt.Errorf("--device %q: want host or cuda", f.device)
+	}
+	if f.timeout <= 0 {
+		return fmt.Errorf("--timeout %v: must be positive", f.timeout)
+	}
+	if f.n < 0 || f.n > 1024 || (f.n == 0 && f.nSet) {
+		return fmt.Errorf("-n %d: want 1..1024", f.n)
+	}
+	if err := launch.CheckCPUBind(f.cpuBind); err != nil || f.cpuBind == "" {
+		return fmt.Errorf("--cpu-bind %q: want auto, spread or none", f.cpuBind)
+	}
+	if f.ipc != transport.IPCLegacy && f.ipc != transport.IPCVMM {
+		return fmt.Errorf("--ipc %q: want legacy or vmm", f.ipc)
+	}
+	_, err := f.gpuList()
+	return err
+}
+
+func (f *rankFlags) gpuList() ([]int, error) {
+	if f.gpus == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, s := range strings.Split(f.gpus, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("--gpus %q: %q is not a device number", f.gpus, s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse handles --help (exit 0) and bad flags (exit 2).
+func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	return 0, true
+}
+
+// signalContext is cancelled by SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// cudaBackend opens the CUDA backend for a rank.
+func cudaBackend(env launch.RankEnv, job string, gpus []int) (transport.Backend, error) {
+	b, err := transport.NewCUDABackend(job, env.LocalRank, gpus)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
