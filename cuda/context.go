@@ -32,6 +32,32 @@ func (d *Driver) PrimaryCtxRetain(dev Device) (*Context, error) {
 	return &Context{d: d, h: o.h, dev: dev}, nil
 }
 
+// LoadPrimary loads the driver and retains the primary context of device
+// ordinal (not made current): what a tool or test that wants one GPU needs.
+// It fails when there is no driver or no such device.
+func LoadPrimary(ordinal int) (*Driver, Device, *Context, error) {
+	d, err := Load()
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	n, err := d.DeviceCount()
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	if ordinal < 0 || ordinal >= n {
+		return nil, 0, nil, fmt.Errorf("no CUDA device %d (%d devices)", ordinal, n)
+	}
+	dev, err := d.DeviceGet(ordinal)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	ctx, err := d.PrimaryCtxRetain(dev)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return d, dev, ctx, nil
+}
+
 // Driver returns the driver c belongs to.
 func (c *Context) Driver() *Driver { return c.d }
 

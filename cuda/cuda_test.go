@@ -26,22 +26,7 @@ type gpu struct {
 }
 
 var loadGPU = sync.OnceValues(func() (*gpu, error) {
-	d, err := Load()
-	if err != nil {
-		return nil, err
-	}
-	n, err := d.DeviceCount()
-	if err != nil {
-		return nil, err
-	}
-	if n == 0 {
-		return nil, errors.New("no CUDA device")
-	}
-	dev, err := d.DeviceGet(0)
-	if err != nil {
-		return nil, err
-	}
-	ctx, err := d.PrimaryCtxRetain(dev)
+	d, dev, ctx, err := LoadPrimary(0)
 	if err != nil {
 		return nil, err
 	}

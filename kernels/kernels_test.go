@@ -26,18 +26,7 @@ type env struct {
 }
 
 var loadEnv = sync.OnceValues(func() (*env, error) {
-	d, err := cuda.Load()
-	if err != nil {
-		return nil, err
-	}
-	if n, err := d.DeviceCount(); err != nil || n == 0 {
-		return nil, errors.Join(errors.New("no CUDA device"), err)
-	}
-	dev, err := d.DeviceGet(0)
-	if err != nil {
-		return nil, err
-	}
-	ctx, err := d.PrimaryCtxRetain(dev)
+	d, dev, ctx, err := cuda.LoadPrimary(0)
 	if err != nil {
 		return nil, err
 	}
