@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/transport/shm"
 	"github.com/luacoll/luacoll/window"
 )
 
@@ -150,7 +151,7 @@ func (c *Comm) openBackend(cudaOpen CUDABackend) (transport.Backend, error) {
 	}
 	switch c.Opts.Device {
 	case "host":
-		be := transport.NewHostBackend(c.Env.JobID)
+		be := shm.NewHostBackend(c.Env.JobID)
 		be.Oversubscribed = c.Env.LocalSize > runtime.NumCPU()
 		return be, nil
 	case "cuda":
