@@ -20,6 +20,7 @@ import (
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/transport"
+	tcuda "github.com/luacoll/luacoll/transport/cuda"
 )
 
 // version and revision are set with -ldflags by the Makefile.
@@ -309,7 +310,7 @@ func cmdDocs(args []string, stdout, stderr io.Writer) int {
 
 // cudaBackend opens the CUDA backend for a rank.
 func cudaBackend(env engine.RankEnv, job string, gpus []int) (transport.Backend, error) {
-	b, err := transport.NewCUDABackend(job, env.LocalRank, gpus)
+	b, err := tcuda.NewCUDABackend(job, env.LocalRank, gpus)
 	if err != nil {
 		return nil, err
 	}

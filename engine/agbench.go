@@ -12,6 +12,7 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/transport"
+	tcuda "github.com/luacoll/luacoll/transport/cuda"
 	"github.com/luacoll/luacoll/window"
 )
 
@@ -87,8 +88,8 @@ type AGBenchResult struct {
 type ncclRun struct {
 	lib  *cuda.NCCL
 	comm *cuda.NCCLComm
-	cs   *transport.CUDAStream
-	gs   map[uint64]*transport.CUDAGraph
+	cs   *tcuda.CUDAStream
+	gs   map[uint64]*tcuda.CUDAGraph
 }
 
 func (r *ncclRun) close() {
@@ -108,7 +109,7 @@ func (r *ncclRun) close() {
 // openNCCL (collective) builds an NCCL communicator over all ranks from a
 // unique id that rank 0 makes and the bootstrap carries. It returns nil and
 // the reason when some rank cannot.
-func openNCCL(ctx context.Context, c *Comm, cs *transport.CUDAStream) (*ncclRun, string, error) {
+func openNCCL(ctx context.Context, c *Comm, cs *tcuda.CUDAStream) (*ncclRun, string, error) {
 	// NVLink SHARP (multicast) must stay off on these machines.
 	if err := os.Setenv("NCCL_NVLS_ENABLE", "0"); err != nil {
 		return nil, "", err
@@ -160,7 +161,7 @@ func openNCCL(ctx context.Context, c *Comm, cs *transport.CUDAStream) (*ncclRun,
 		lib.Close()
 		return nil, err.Error(), nil
 	}
-	return &ncclRun{lib: lib, comm: comm, cs: cs, gs: map[uint64]*transport.CUDAGraph{}}, "NCCL " + lib.Version(), nil
+	return &ncclRun{lib: lib, comm: comm, cs: cs, gs: map[uint64]*tcuda.CUDAGraph{}}, "NCCL " + lib.Version(), nil
 }
 
 // BenchAllGather measures the persistent all-gather (and, on CUDA with
@@ -183,7 +184,7 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 		maxChunk = max(maxChunk, chunk(s))
 	}
 	res := &AGBenchResult{}
-	cs, onCUDA := c.Rank.Stream.(*transport.CUDAStream)
+	cs, onCUDA := c.Rank.Stream.(*tcuda.CUDAStream)
 	var nr *ncclRun
 	switch {
 	case !cfg.NCCL:
@@ -417,7 +418,7 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 						return nil, fmt.Errorf("NCCL graph: %w", err)
 					}
 					nr.gs[n] = g
-					res.NCCLNodes = transport.NodesString(g.Nodes())
+					res.NCCLNodes = tcuda.NodesString(g.Nodes())
 				}
 				op = func() error { g.Launch(); return nil }
 			}

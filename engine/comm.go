@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/luacoll/luacoll/transport"
+	tcuda "github.com/luacoll/luacoll/transport/cuda"
 	"github.com/luacoll/luacoll/transport/shm"
 	"github.com/luacoll/luacoll/window"
 )
@@ -133,8 +134,8 @@ func OpenWith(ctx context.Context, env RankEnv, opts Options, boot Conn, abort *
 		c.Close(err)
 		return nil, fmt.Errorf("rank %d: %w", env.Rank, err)
 	}
-	if p, ok := be.(transport.Prelauncher); ok {
-		p.SetPrelaunch(transport.PrelaunchDefault(gpuShared(topo)))
+	if p, ok := be.(tcuda.Prelauncher); ok {
+		p.SetPrelaunch(tcuda.PrelaunchDefault(gpuShared(topo)))
 	}
 	st, err := be.NewStream(abort)
 	if err != nil {
