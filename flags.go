@@ -16,6 +16,7 @@ import (
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/transport"
+	tcuda "github.com/luacoll/luacoll/transport/cuda"
 )
 
 // The command-line plumbing every command shares: the rank flags of run,
@@ -123,7 +124,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 
 // cudaBackend opens the CUDA backend for a rank.
 func cudaBackend(env launch.RankEnv, job string, gpus []int) (transport.Backend, error) {
-	b, err := transport.NewCUDABackend(job, env.LocalRank, gpus)
+	b, err := tcuda.NewCUDABackend(job, env.LocalRank, gpus)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/luacoll/luacoll/transport"
+	tcuda "github.com/luacoll/luacoll/transport/cuda"
 	"github.com/luacoll/luacoll/window"
 )
 
@@ -63,7 +64,7 @@ type AllGather struct {
 	// On CUDA: the device-side protocol (exec counter in device memory,
 	// one-thread ready/done kernels, copy-engine copies, graphs) and the
 	// private window holding its slots.
-	dev   *transport.CUDAAGP
+	dev   *tcuda.CUDAAGP
 	syncw *window.Window
 }
 
@@ -105,7 +106,7 @@ func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, g
 		return nil, fmt.Errorf("rank %d: %s failed on other ranks: %s", c.Env.Rank, call, strings.Join(others, "; "))
 	}
 	me, n := c.Env.Rank, c.Rank.N()
-	if cs, ok := c.Rank.Stream.(*transport.CUDAStream); ok {
+	if cs, ok := c.Rank.Stream.(*tcuda.CUDAStream); ok {
 		if err := ag.openDevice(ctx, cs, call); err != nil {
 			return nil, err
 		}
@@ -204,7 +205,7 @@ const (
 // openDevice (collective) makes the private window of the CUDA protocol
 // and its device state: fresh zeroed slots, so any number of all-gathers,
 // eager or graph, may follow one another on the same user window.
-func (ag *AllGather) openDevice(ctx context.Context, cs *transport.CUDAStream, call string) error {
+func (ag *AllGather) openDevice(ctx context.Context, cs *tcuda.CUDAStream, call string) error {
 	c := ag.c
 	me, n := c.Env.Rank, c.Rank.N()
 	sm := ag.w.Options().Path == "sm"
@@ -212,7 +213,7 @@ func (ag *AllGather) openDevice(ctx context.Context, cs *transport.CUDAStream, c
 	// low-latency execs (zeroed at creation, used by nothing else).
 	bytes := uint64(128)
 	if sm {
-		bytes = transport.AGPStageBytes(n)
+		bytes = tcuda.AGPStageBytes(n)
 	}
 	sw, err := c.NewWindow(ctx, call+":sync", window.Options{Bytes: bytes, Signals: 2, Counters: 1, Barriers: 1,
 		Timeout: ag.w.Options().Timeout, Path: "ce"})
@@ -220,7 +221,7 @@ func (ag *AllGather) openDevice(ctx context.Context, cs *transport.CUDAStream, c
 		return fmt.Errorf("rank %d: %s: %w", me, call, err)
 	}
 	ag.syncw = sw
-	cfg := transport.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout, SM: sm,
+	cfg := tcuda.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout, SM: sm,
 		ReadyLocal: make([]transport.Addr, n), ReadyRemote: make([]transport.Addr, n),
 		DoneLocal: make([]transport.Addr, n), DoneRemote: make([]transport.Addr, n), Bases: make([]transport.Addr, n)}
 	for p := 0; p < n; p++ {
@@ -357,7 +358,7 @@ func (ag *AllGather) execDevice(src *window.Buffer, srcOff, n uint64, inPlace bo
 	if err != nil {
 		return ag.errf("%w", err)
 	}
-	e := transport.AGPExec{N: n, Graph: ag.graph}
+	e := tcuda.AGPExec{N: n, Graph: ag.graph}
 	from := base.Add(own)
 	if !inPlace {
 		s, err := src.Addr()
@@ -365,11 +366,11 @@ func (ag *AllGather) execDevice(src *window.Buffer, srcOff, n uint64, inPlace bo
 			return ag.errf("src: %w", err)
 		}
 		from = s.Add(srcOff)
-		e.Own = transport.AGPPut{Dst: base.Add(own), Src: from}
+		e.Own = tcuda.AGPPut{Dst: base.Add(own), Src: from}
 	}
 	for i := 1; i < size; i++ {
 		p := (me + i) % size
-		e.Puts = append(e.Puts, transport.AGPPut{Dst: w.PeerData(p).Add(own), Src: from})
+		e.Puts = append(e.Puts, tcuda.AGPPut{Dst: w.PeerData(p).Add(own), Src: from})
 	}
 	e.Fail = func(phase string, k, obs uint64, cause error) error {
 		what := ag.failWhat(cause)
@@ -435,7 +436,7 @@ func (ag *AllGather) Info() map[string]string {
 		if ag.graph {
 			m["graph"] = "on"
 			if nodes := ag.dev.GraphNodes(); nodes != nil {
-				m["graph_nodes"] = transport.NodesString(nodes)
+				m["graph_nodes"] = tcuda.NodesString(nodes)
 			} else {
 				m["graph_nodes"] = "not captured yet (the first exec captures)"
 			}

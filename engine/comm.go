@@ -17,6 +17,8 @@ import (
 	"github.com/luacoll/luacoll/engine/bootstrap"
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/transport"
+	tcuda "github.com/luacoll/luacoll/transport/cuda"
+	"github.com/luacoll/luacoll/transport/shm"
 	"github.com/luacoll/luacoll/window"
 )
 
@@ -134,8 +136,8 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 		c.Close(err)
 		return nil, fmt.Errorf("rank %d: %w", env.Rank, err)
 	}
-	if p, ok := be.(transport.Prelauncher); ok {
-		p.SetPrelaunch(transport.PrelaunchDefault(gpuShared(topo)))
+	if p, ok := be.(tcuda.Prelauncher); ok {
+		p.SetPrelaunch(tcuda.PrelaunchDefault(gpuShared(topo)))
 	}
 	st, err := be.NewStream(abort)
 	if err != nil {
@@ -152,7 +154,7 @@ func (c *Comm) openBackend(cudaOpen CUDABackend) (transport.Backend, error) {
 	}
 	switch c.Opts.Device {
 	case "host":
-		be := transport.NewHostBackend(c.Env.JobID)
+		be := shm.NewHostBackend(c.Env.JobID)
 		be.Oversubscribed = c.Env.LocalSize > runtime.NumCPU()
 		return be, nil
 	case "cuda":

@@ -11,6 +11,7 @@ import (
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/engine/launch/cpuset"
 	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/transport/shm"
 )
 
 type cpuOffer struct {
@@ -96,7 +97,7 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 		// periodic check.
 		runtime.GOMAXPROCS(len(mine))
 	}
-	if hb, ok := c.Backend.(*transport.HostBackend); ok && len(mine) < 2 {
+	if hb, ok := c.Backend.(*shm.HostBackend); ok && len(mine) < 2 {
 		// One core for the script and the stream: waits must yield.
 		hb.Oversubscribed = true
 	}

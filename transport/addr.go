@@ -35,8 +35,9 @@ func HostBytes(a Addr, n uint64) []byte {
 // hostU64 returns the 8-byte word at host address a.
 func hostU64(a Addr) *uint64 { return (*uint64)(a.ptr()) }
 
-// addrOf returns the host address of the first byte of b.
-func addrOf(b []byte) Addr {
+// AddrOf returns the host address of the first byte of b. b must be memory
+// mapped outside the Go heap (see Addr).
+func AddrOf(b []byte) Addr {
 	p := unsafe.Pointer(unsafe.SliceData(b))
 	return *(*Addr)(unsafe.Pointer(&p))
 }

@@ -1,9 +1,6 @@
 package transport
 
-import (
-	"bytes"
-	"fmt"
-)
+import "fmt"
 
 // FillKind selects what Backend.Fill writes.
 type FillKind uint8
@@ -94,81 +91,3 @@ type CPULocal interface {
 	// list format ("0-15,32-47"), or "" when the system does not say.
 	LocalCPUList() string
 }
-
-// HostBackend keeps everything in host memory: shared-memory segments for
-// windows, a goroutine for the stream.
-type HostBackend struct {
-	HostMemory
-	// Oversubscribed says there are more ranks on this host than cores,
-	// so waits should yield rather than spin.
-	Oversubscribed bool
-}
-
-// NewHostBackend returns the host backend of job.
-func NewHostBackend(job string) *HostBackend {
-	return &HostBackend{HostMemory: HostMemory{Job: job}}
-}
-
-// Name implements Backend.
-func (*HostBackend) Name() string { return "host" }
-
-// Identity implements Backend.
-func (*HostBackend) Identity() Identity { return LocalIdentity("host") }
-
-// GPUPeer implements Backend.
-func (*HostBackend) GPUPeer(Identity) bool { return false }
-
-// Describe implements Backend: the host's memory, no libraries.
-func (*HostBackend) Describe() Description {
-	return Description{Devices: []DeviceInfo{{Name: "host", Mine: true}}, Versions: map[string]string{}}
-}
-
-// NewStream implements Backend.
-func (b *HostBackend) NewStream(abort *Abort) (Stream, error) {
-	return NewHostStream(abort, b.Oversubscribed), nil
-}
-
-// Read implements Backend.
-func (*HostBackend) Read(dst []byte, src Addr) error {
-	copy(dst, HostBytes(src, uint64(len(dst))))
-	return nil
-}
-
-// Write implements Backend.
-func (*HostBackend) Write(dst Addr, src []byte) error {
-	copy(HostBytes(dst, uint64(len(src))), src)
-	return nil
-}
-
-// Fill implements Backend.
-func (*HostBackend) Fill(s Stream, dst Addr, n uint64, kind FillKind, arg uint64) {
-	s.Host(func() error {
-		b := HostBytes(dst, n)
-		switch kind {
-		case FillConst:
-			for i := range b {
-				b[i] = byte(arg)
-			}
-		case FillIotaU32:
-			FillIota(b, uint32(arg))
-		case FillRandU32:
-			FillRand(b, arg)
-		}
-		return nil
-	})
-}
-
-// Checksum implements Backend.
-func (*HostBackend) Checksum(src Addr, n uint64) (uint64, error) {
-	return Checksum(HostBytes(src, n)), nil
-}
-
-// Equal implements Backend.
-func (*HostBackend) Equal(a, b Addr, n uint64) (bool, error) {
-	return bytes.Equal(HostBytes(a, n), HostBytes(b, n)), nil
-}
-
-// Close implements Backend.
-func (*HostBackend) Close() error { return nil }
-
-var _ Backend = (*HostBackend)(nil)

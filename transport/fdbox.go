@@ -183,6 +183,10 @@ func (b *FDBox) receiveOne() (bool, error) {
 	return true, nil
 }
 
+// Held is the number of descriptors taken in and not yet claimed or
+// discarded.
+func (b *FDBox) Held() int { return len(b.held) }
+
 // Discard closes every held descriptor whose tag is at most tag, after
 // taking in what is queued: what a failed or finished exchange left.
 func (b *FDBox) Discard(tag uint64) {

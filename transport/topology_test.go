@@ -90,18 +90,3 @@ func TestParseCmp(t *testing.T) {
 		t.Error("Holds is wrong")
 	}
 }
-
-func TestPrelaunchDefault(t *testing.T) {
-	for _, c := range []struct {
-		env    string
-		shared bool
-		want   bool
-	}{
-		{"", false, true}, {"", true, false}, {"0", false, false}, {"1", true, true}, {"2", true, true}, {"x", false, true},
-	} {
-		t.Setenv(PrelaunchEnv, c.env)
-		if got := PrelaunchDefault(c.shared); got != c.want {
-			t.Errorf("%s=%q, shared %v: %v, want %v", PrelaunchEnv, c.env, c.shared, got, c.want)
-		}
-	}
-}

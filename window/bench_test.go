@@ -7,6 +7,7 @@ import (
 
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/transport/inproc"
+	"github.com/luacoll/luacoll/transport/shm"
 )
 
 // benchRank makes a one-rank job (the window maps itself) for benchmarks.
@@ -14,7 +15,7 @@ func benchRank(b *testing.B) (*Rank, func()) {
 	b.Helper()
 	g := inproc.NewGroup(1)
 	m := g.Member(0)
-	be := transport.NewHostBackend(fmt.Sprintf("bench%d", b.N))
+	be := shm.NewHostBackend(fmt.Sprintf("bench%d", b.N))
 	abort := transport.NewAbort()
 	topo, err := transport.Discover(context.Background(), m, be.Identity(), be.GPUPeer, "")
 	if err != nil {

@@ -16,6 +16,7 @@ type Window struct {
 	opts   Options
 	lay    Layout
 	reg    *transport.Region
+	peers  *transport.Peers // the route to every peer's part
 	buf    *Buffer
 	freed  bool
 	epoch  []uint64   // per window-barrier id
@@ -70,6 +71,9 @@ func (r *Rank) NewWindow(ctx context.Context, opts Options) (*Window, error) {
 		return nil, fmt.Errorf("rank %d: window %d: %w", r.ID(), id, err)
 	}
 	w := &Window{r: r, id: id, opts: opts, lay: lay, reg: reg, epoch: make([]uint64, opts.Barriers)}
+	w.peers = transport.NewPeers(r.Topo, reg)
+	w.peers.What = fmt.Sprintf("rank %d: window %d", r.ID(), id)
+	w.peers.Timeout = opts.Timeout
 	w.pepoch = make([][]uint64, opts.Barriers)
 	for i := range w.pepoch {
 		w.pepoch[i] = make([]uint64, r.N())
@@ -97,20 +101,17 @@ func (w *Window) Layout() Layout { return w.lay }
 // PeerData returns the address, as mapped here, of peer's data buffer (0
 // when the peer cannot be mapped). Benchmarks use it for reference copies.
 func (w *Window) PeerData(peer int) transport.Addr {
-	if w.reg.Peers[peer] == 0 {
-		return 0
-	}
-	return w.remote(peer, w.lay.DataOff)
+	return w.peers.Addr(peer, w.lay.DataOff)
 }
 
 // SignalSlot returns the address, as mapped here, of the slot sig that
 // sender writes in receiver's inbox (0 when receiver cannot be mapped).
 func (w *Window) SignalSlot(receiver, sender, sig int) transport.Addr {
-	if w.reg.Peers[receiver] == 0 {
-		return 0
-	}
-	return w.remote(receiver, w.lay.Inbox(sender, sig))
+	return w.peers.Addr(receiver, w.lay.Inbox(sender, sig))
 }
+
+// Peers returns the window's dispatcher: the route to every peer's part.
+func (w *Window) Peers() *transport.Peers { return w.peers }
 
 // Freed reports whether the window was freed.
 func (w *Window) Freed() bool { return w.freed }
@@ -133,7 +134,7 @@ func (w *Window) checkPeer(peer int) error {
 	if peer < 0 || peer >= w.r.N() {
 		return argErr("peer", "rank %d is outside 0..%d", peer, w.r.N()-1)
 	}
-	if w.reg.Peers[peer] == 0 {
+	if !w.peers.Route(peer).Reachable() {
 		return argErr("peer", "rank %d is not reachable (transport %s)", peer, w.r.Topo.Kinds[peer])
 	}
 	return nil
@@ -159,9 +160,6 @@ func (w *Window) checkBar(id int) error {
 	}
 	return nil
 }
-
-// remote returns peer's region address of offset off.
-func (w *Window) remote(peer int, off uint64) transport.Addr { return w.reg.Peers[peer].Add(off) }
 
 func (w *Window) local(off uint64) transport.Addr { return w.reg.Local.Add(off) }
 
@@ -211,7 +209,7 @@ func (w *Window) Put(t Transfer) error {
 	if err != nil {
 		return err
 	}
-	w.r.Stream.Copy(w.remote(t.Peer, w.lay.DataOff+t.PeerOff), src, t.N)
+	w.peers.Put(w.r.Stream, t.Peer, w.lay.DataOff+t.PeerOff, src, t.N)
 	return nil
 }
 
@@ -237,7 +235,7 @@ func (w *Window) Get(t Transfer) error {
 	if err != nil {
 		return err
 	}
-	w.r.Stream.Copy(dst, w.remote(t.Peer, w.lay.DataOff+t.PeerOff), t.N)
+	w.peers.Get(w.r.Stream, dst, t.Peer, w.lay.DataOff+t.PeerOff, t.N)
 	return nil
 }
 
@@ -255,11 +253,11 @@ type Ctr struct {
 }
 
 func (w *Window) enqueueSignal(peer int, s Sig) {
-	slot := w.remote(peer, w.lay.Inbox(w.r.ID(), s.ID))
+	slot := w.lay.Inbox(w.r.ID(), s.ID)
 	if s.Op == SigSet {
-		w.r.Stream.Store64(slot, s.Value)
+		w.peers.Store64(w.r.Stream, peer, slot, s.Value)
 	} else {
-		w.r.Stream.Add64(slot, s.Value)
+		w.peers.Add64(w.r.Stream, peer, slot, s.Value)
 	}
 }
 
@@ -280,13 +278,13 @@ func (w *Window) PutSignal(t Transfer, sig *Sig, ctr *Ctr) error {
 			return err
 		}
 	}
-	dst := w.remote(t.Peer, w.lay.DataOff+t.PeerOff)
+	dst := w.lay.DataOff + t.PeerOff
 	fused := false
-	if ps, ok := w.r.Stream.(transport.PutSignaler); ok && sig != nil && ctr == nil {
-		fused = ps.PutSignal(dst, src, t.N, w.remote(t.Peer, w.lay.Inbox(w.r.ID(), sig.ID)), sig.Op == SigAdd, sig.Value)
+	if sig != nil && ctr == nil {
+		fused = w.peers.PutSignal(w.r.Stream, t.Peer, dst, src, t.N, w.lay.Inbox(w.r.ID(), sig.ID), sig.Op == SigAdd, sig.Value)
 	}
 	if !fused {
-		w.r.Stream.Copy(dst, src, t.N)
+		w.peers.Put(w.r.Stream, t.Peer, dst, src, t.N)
 		if sig != nil {
 			w.enqueueSignal(t.Peer, *sig)
 		}
@@ -521,7 +519,7 @@ func (w *Window) Barrier(id int) error {
 	slots := make([]transport.Addr, 0, n-1)
 	for i := 1; i < n; i++ {
 		p := (me + i) % n
-		w.r.Stream.Store64(w.remote(p, w.lay.Bar(me, id)), e)
+		w.peers.Store64(w.r.Stream, p, w.lay.Bar(me, id), e)
 		slots = append(slots, w.local(w.lay.Bar(p, id)))
 	}
 	if len(slots) > 0 {
@@ -547,19 +545,27 @@ func (w *Window) BarrierPeer(peer, id int) error {
 	if peer == me {
 		return nil
 	}
-	w.r.Stream.Store64(w.remote(peer, w.lay.PBar(me, id)), e)
+	w.peers.Store64(w.r.Stream, peer, w.lay.PBar(me, id), e)
 	w.wait(func() string { return fmt.Sprintf("barrier_peer(peer %d, id %d, epoch %d)", peer, id, e) },
 		[]transport.Addr{w.local(w.lay.PBar(peer, id))}, transport.WaitSum, transport.CmpGe, e)
 	return nil
 }
 
-// Fence orders later signals after every earlier put. Stream order already
-// gives that on the host backend, so nothing is enqueued.
+// Fence orders later signals after every earlier put. Stream order gives
+// that for mapped peers, and signals to network peers are fenced behind the
+// data before them, so nothing is enqueued.
 func (w *Window) Fence() error { return w.live() }
 
-// Flush waits (in stream order) until earlier puts completed locally. Host
-// copies complete when they run, so stream order is enough.
-func (w *Window) Flush() error { return w.live() }
+// Flush waits (in stream order) until earlier puts completed. Copies into
+// mapped peers complete when they run, so stream order is enough; where a
+// network reaches a peer, a flush waits for remote completion.
+func (w *Window) Flush() error {
+	if err := w.live(); err != nil {
+		return err
+	}
+	w.peers.Flush(w.r.Stream)
+	return nil
+}
 
 // Sync waits for everything enqueued on the rank's stream and raises the
 // first error any of it hit.
@@ -578,7 +584,7 @@ func (w *Window) Transport(peer int) (string, error) {
 	if peer < 0 || peer >= w.r.N() {
 		return "", argErr("peer", "rank %d is outside 0..%d", peer, w.r.N()-1)
 	}
-	return w.r.Topo.Kinds[peer].String(), nil
+	return w.peers.Via(peer), nil
 }
 
 // Free is collective: it waits for the rank's stream, meets every rank (so

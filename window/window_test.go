@@ -12,6 +12,7 @@ import (
 
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/transport/inproc"
+	"github.com/luacoll/luacoll/transport/shm"
 )
 
 // job runs fn on n goroutine ranks, each with its own host backend and
@@ -29,7 +30,7 @@ func job(t *testing.T, n int, fn func(r *Rank) error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			m := g.Member(i)
-			be := transport.NewHostBackend(jobID)
+			be := shm.NewHostBackend(jobID)
 			abort := transport.NewAbort()
 			topo, err := transport.Discover(ctx, m, be.Identity(), be.GPUPeer, "")
 			if err != nil {

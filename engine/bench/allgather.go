@@ -13,6 +13,7 @@ import (
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/transport"
+	tcuda "github.com/luacoll/luacoll/transport/cuda"
 	"github.com/luacoll/luacoll/window"
 )
 
@@ -88,8 +89,8 @@ type AGBenchResult struct {
 type ncclRun struct {
 	lib  *cuda.NCCL
 	comm *cuda.NCCLComm
-	cs   *transport.CUDAStream
-	gs   map[uint64]*transport.CUDAGraph
+	cs   *tcuda.CUDAStream
+	gs   map[uint64]*tcuda.CUDAGraph
 }
 
 func (r *ncclRun) close() {
@@ -109,7 +110,7 @@ func (r *ncclRun) close() {
 // openNCCL (collective) builds an NCCL communicator over all ranks from a
 // unique id that rank 0 makes and the bootstrap carries. It returns nil and
 // the reason when some rank cannot.
-func openNCCL(ctx context.Context, c *engine.Comm, cs *transport.CUDAStream) (*ncclRun, string, error) {
+func openNCCL(ctx context.Context, c *engine.Comm, cs *tcuda.CUDAStream) (*ncclRun, string, error) {
 	// NVLink SHARP (multicast) must stay off on these machines.
 	if err := os.Setenv("NCCL_NVLS_ENABLE", "0"); err != nil {
 		return nil, "", err
@@ -161,7 +162,7 @@ func openNCCL(ctx context.Context, c *engine.Comm, cs *transport.CUDAStream) (*n
 		lib.Close()
 		return nil, err.Error(), nil
 	}
-	return &ncclRun{lib: lib, comm: comm, cs: cs, gs: map[uint64]*transport.CUDAGraph{}}, "NCCL " + lib.Version(), nil
+	return &ncclRun{lib: lib, comm: comm, cs: cs, gs: map[uint64]*tcuda.CUDAGraph{}}, "NCCL " + lib.Version(), nil
 }
 
 // BenchAllGather measures the persistent all-gather (and, on CUDA with
@@ -184,7 +185,7 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (*AG
 		maxChunk = max(maxChunk, chunk(s))
 	}
 	res := &AGBenchResult{}
-	cs, onCUDA := c.Rank.Stream.(*transport.CUDAStream)
+	cs, onCUDA := c.Rank.Stream.(*tcuda.CUDAStream)
 	var nr *ncclRun
 	switch {
 	case !cfg.NCCL:
@@ -418,7 +419,7 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (*AG
 						return nil, fmt.Errorf("NCCL graph: %w", err)
 					}
 					nr.gs[n] = g
-					res.NCCLNodes = transport.NodesString(g.Nodes())
+					res.NCCLNodes = tcuda.NodesString(g.Nodes())
 				}
 				op = func() error { g.Launch(); return nil }
 			}

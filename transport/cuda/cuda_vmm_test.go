@@ -1,4 +1,4 @@
-package transport
+package cuda
 
 import (
 	"context"
@@ -85,8 +85,8 @@ func TestPassVMM(t *testing.T) {
 		}
 		for _, b := range boxes {
 			b.Discard(tag)
-			if len(b.held) != 0 {
-				t.Errorf("round %d: %d descriptors held after Discard", round, len(b.held))
+			if b.Held() != 0 {
+				t.Errorf("round %d: %d descriptors held after Discard", round, b.Held())
 			}
 		}
 	}

@@ -1,4 +1,6 @@
-package transport
+// Package shm is the host backend: windows in POSIX shared memory that every
+// peer on the same host maps, and the host stream.
+package shm
 
 import (
 	"context"
@@ -10,83 +12,22 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/luacoll/luacoll/transport"
 )
 
-// ShmDir is where POSIX shared-memory segments live on Linux.
-const ShmDir = "/dev/shm"
-
-// SegmentPrefix is the file-name prefix of every shared-memory segment of
-// job; the launcher removes leftovers with it after a job ends.
-func SegmentPrefix(job string) string { return "luacoll-" + job + "-" }
-
-// Region is memory local to one rank and mapped, where possible, at every
-// peer. Peers[r] is rank r's region as mapped in this process (Peers[rank] ==
-// Local), or 0 where r cannot be mapped.
-type Region struct {
-	Size  uint64
-	Local Addr
-	Peers []Addr
-	// unmap, when set, drops the peer mappings only (before the owners free).
-	unmap func() error
-	close func() error
-}
-
-// NewRegion describes memory a Memory implementation allocated: unmap
-// (optional) drops the peer mappings, close releases everything.
-func NewRegion(size uint64, local Addr, peers []Addr, unmap, close func() error) *Region {
-	return &Region{Size: size, Local: local, Peers: peers, unmap: unmap, close: close}
-}
-
-// UnmapPeers drops the mappings of peers' memory, keeping this rank's
-// own; collective frees call it, meet, then Close, so that no rank frees
-// memory a peer still maps.
-func (r *Region) UnmapPeers() error {
-	if r.unmap == nil {
-		return nil
-	}
-	err := r.unmap()
-	r.unmap = nil
-	return err
-}
-
-// Close unmaps the region and every peer mapping. It is idempotent.
-func (r *Region) Close() error {
-	if r.close == nil {
-		return nil
-	}
-	uerr := r.UnmapPeers()
-	err := r.close()
-	r.close = nil
-	if err == nil {
-		err = uerr
-	}
-	return err
-}
-
-// Memory allocates the memory windows are built from.
-type Memory interface {
-	// Share is collective: it allocates size zeroed bytes on this rank and
-	// maps every peer's region that topo says can be mapped, sharing the
-	// memory the way ipc says (IPCLegacy or IPCVMM on CUDA; "" is
-	// IPCLegacy; the host backend shares POSIX shared memory whatever ipc
-	// says).
-	Share(ctx context.Context, ex Exchanger, topo *Topology, size uint64, ipc string) (*Region, error)
-	// Alloc returns size zeroed bytes private to this rank.
-	Alloc(size uint64) (*Region, error)
-}
-
 // HostMemory is the host backend's Memory: POSIX shared-memory segments in
-// ShmDir, named after the job so concurrent jobs never collide, and unlinked
+// transport.ShmDir, named after the job so concurrent jobs never collide, and unlinked
 // as soon as every peer has mapped them.
 type HostMemory struct {
 	Job string
-	Dir string // ShmDir when empty (tests point it elsewhere)
+	Dir string // transport.ShmDir when empty (tests point it elsewhere)
 	seq int
 }
 
 func (m *HostMemory) dir() string {
 	if m.Dir == "" {
-		return ShmDir
+		return transport.ShmDir
 	}
 	return m.Dir
 }
@@ -105,11 +46,11 @@ func pageRound(n uint64) uint64 {
 	return (n + page - 1) &^ (page - 1)
 }
 
-// Share implements Memory.
-func (m *HostMemory) Share(ctx context.Context, ex Exchanger, topo *Topology, size uint64, _ string) (*Region, error) {
+// Share implements transport.Memory.
+func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *transport.Topology, size uint64, _ string) (*transport.Region, error) {
 	rank, n := ex.Rank(), ex.Size()
 	m.seq++
-	name := fmt.Sprintf("%sr%d-s%d", SegmentPrefix(m.Job), rank, m.seq)
+	name := fmt.Sprintf("%sr%d-s%d", transport.SegmentPrefix(m.Job), rank, m.seq)
 	path := filepath.Join(m.dir(), name)
 	mapped := make([][]byte, n)
 	unmapAll := func() {
@@ -123,7 +64,7 @@ func (m *HostMemory) Share(ctx context.Context, ex Exchanger, topo *Topology, si
 	created := false
 	var localErr error
 	for r, k := range topo.Kinds {
-		if k == KindNet {
+		if k == transport.KindNet {
 			localErr = fmt.Errorf("rank %d is on another host (transport net), which this build cannot reach", r)
 			break
 		}
@@ -170,14 +111,13 @@ func (m *HostMemory) Share(ctx context.Context, ex Exchanger, topo *Topology, si
 		unmapAll()
 		return nil, err
 	}
-	reg := &Region{Size: size, Peers: make([]Addr, n)}
+	peers := make([]transport.Addr, n)
 	for r, b := range mapped {
 		if b != nil {
-			reg.Peers[r] = addrOf(b)
+			peers[r] = transport.AddrOf(b)
 		}
 	}
-	reg.Local = reg.Peers[rank]
-	reg.close = func() error {
+	return transport.NewRegion(size, peers[rank], peers, nil, func() error {
 		var errs []error
 		for i, b := range mapped {
 			if b != nil {
@@ -188,11 +128,10 @@ func (m *HostMemory) Share(ctx context.Context, ex Exchanger, topo *Topology, si
 			}
 		}
 		return errors.Join(errs...)
-	}
-	return reg, nil
+	}), nil
 }
 
-func exchangeStatus(ctx context.Context, ex Exchanger, st shareStatus) ([]shareStatus, error) {
+func exchangeStatus(ctx context.Context, ex transport.Exchanger, st shareStatus) ([]shareStatus, error) {
 	b, _ := json.Marshal(st)
 	raw, err := ex.AllGather(ctx, b)
 	if err != nil {
@@ -265,20 +204,18 @@ func mapSegment(path string, size uint64) ([]byte, error) {
 	return unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 }
 
-// Alloc implements Memory with private anonymous memory.
-func (m *HostMemory) Alloc(size uint64) (*Region, error) {
+// Alloc implements transport.Memory with private anonymous memory.
+func (m *HostMemory) Alloc(size uint64) (*transport.Region, error) {
 	b, err := unix.Mmap(-1, 0, int(pageRound(size)), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, fmt.Errorf("allocating %d bytes: %w", size, err)
 	}
-	reg := &Region{Size: size, Local: addrOf(b)}
-	reg.close = func() error {
+	return transport.NewRegion(size, transport.AddrOf(b), nil, nil, func() error {
 		if b == nil {
 			return nil
 		}
 		err := unix.Munmap(b)
 		b = nil
 		return err
-	}
-	return reg, nil
+	}), nil
 }

@@ -1,4 +1,4 @@
-package transport
+package cuda
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/kernels"
+	"github.com/luacoll/luacoll/transport"
 )
 
 // Prelaunched fused steps. A host-issued step of a
@@ -100,7 +101,7 @@ func (p *prelaunch) kick() {
 
 // takePreLocked issues a fused step through the waiting kernel, if there
 // is one (s.mu held); it reports whether it did.
-func (s *CUDAStream) takePreLocked(ws *WaitSpec, waitFirst bool, p kernels.PutSignalSpec, w kernels.WaitSpec) bool {
+func (s *CUDAStream) takePreLocked(ws *transport.WaitSpec, waitFirst bool, p kernels.PutSignalSpec, w kernels.WaitSpec) bool {
 	pre := s.pre
 	if pre == nil || !pre.live || s.err != nil || s.s.Capturing() || atomic.LoadUint32((*uint32)(s.b.flag.Host)) != 0 {
 		return false

@@ -1,4 +1,4 @@
-package transport
+package cuda
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/kernels"
+	"github.com/luacoll/luacoll/transport"
 )
 
 // Current makes the stream's CUDA context current on the calling thread
@@ -123,20 +124,20 @@ func (g *CUDAGraph) Destroy() error {
 // zero when the CUDAAGP is made and belong to it alone.
 type AGPConfig struct {
 	Rank, Size              int
-	ReadyLocal, ReadyRemote []Addr
-	DoneLocal, DoneRemote   []Addr
+	ReadyLocal, ReadyRemote []transport.Addr
+	DoneLocal, DoneRemote   []transport.Addr
 	Timeout                 time.Duration
 	// SM runs each exec as one kernel launch that moves the data with the
 	// SMs instead of the copy engines: faster with both directions busy,
 	// but not SM-free.
 	SM bool
 	// Bases are every rank's window data as mapped here (rank order).
-	Bases []Addr
+	Bases []transport.Addr
 	// Stage, with SM, are every rank's staging area for low-latency execs
 	// (kernels.AGPLLStageBytes(Size) zeroed bytes each, as mapped here);
 	// execs of at most kernels.AGPLLMax bytes per rank then send flagged
 	// lines instead of a handshake, a copy and a signal. Nil: none.
-	Stage []Addr
+	Stage []transport.Addr
 }
 
 // AGPStageBytes is the staging area one rank of a job of size ranks needs
@@ -145,7 +146,7 @@ func AGPStageBytes(size int) uint64 { return kernels.AGPLLStageBytes(size) }
 
 // AGPPut is one copy of an exec.
 type AGPPut struct {
-	Dst, Src Addr
+	Dst, Src transport.Addr
 }
 
 // AGPExec is one exec of a persistent all-gather on CUDA: the own chunk's
@@ -219,7 +220,7 @@ type CUDAAGP struct {
 func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	defer onThread()()
 	n := cfg.Size
-	for _, sl := range [][]Addr{cfg.ReadyLocal, cfg.ReadyRemote, cfg.DoneLocal, cfg.DoneRemote} {
+	for _, sl := range [][]transport.Addr{cfg.ReadyLocal, cfg.ReadyRemote, cfg.DoneLocal, cfg.DoneRemote} {
 		if len(sl) != n {
 			return nil, fmt.Errorf("persistent all-gather: %d slot addresses for %d ranks", len(sl), n)
 		}
@@ -248,12 +249,12 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	buf := make([]byte, 6*arr)
 	bases, stage := cfg.Bases, cfg.Stage
 	if len(bases) != n {
-		bases = make([]Addr, n)
+		bases = make([]transport.Addr, n)
 	}
 	if len(stage) != n {
-		stage = make([]Addr, n)
+		stage = make([]transport.Addr, n)
 	}
-	for i, sl := range [][]Addr{cfg.ReadyRemote, cfg.ReadyLocal, cfg.DoneRemote, cfg.DoneLocal, bases, stage} {
+	for i, sl := range [][]transport.Addr{cfg.ReadyRemote, cfg.ReadyLocal, cfg.DoneRemote, cfg.DoneLocal, bases, stage} {
 		for p, v := range sl {
 			if p == cfg.Rank && i < 4 {
 				v = 0
@@ -411,7 +412,7 @@ const (
 // shape returns how exec e runs, the address its puts read, whether its
 // own chunk moves on the side stream and whether by a copy kernel, and
 // whether anything of it is enqueued before its ready kernel.
-func (a *CUDAAGP) shape(e AGPExec) (sh agpShape, src Addr, side, ownSM, early bool) {
+func (a *CUDAAGP) shape(e AGPExec) (sh agpShape, src transport.Addr, side, ownSM, early bool) {
 	src = e.Own.Src
 	if src == 0 && len(e.Puts) > 0 {
 		src = e.Puts[0].Src // in place: the puts read the own chunk in the window
@@ -547,7 +548,7 @@ func (a *CUDAAGP) copy(dst, src cuda.DevicePtr, n uint64, st *cuda.Stream, captu
 // tune.ceShare percent of each (from a 4 KiB boundary) go through the copy
 // engines on the side stream while the put kernel moves the rest and the
 // own chunk; separate ready and done kernels bracket both.
-func (a *CUDAAGP) recordShared(cs *cuda.Stream, e AGPExec, src Addr, br agpBracket) error {
+func (a *CUDAAGP) recordShared(cs *cuda.Stream, e AGPExec, src transport.Addr, br agpBracket) error {
 	m := e.N * (100 - a.tune.ceShare) / 100 &^ 4095
 	if err := a.readyKernel(cs, br); err != nil {
 		return err
@@ -601,8 +602,8 @@ func (s *CUDAStream) enqueueAGP(a *CUDAAGP, e AGPExec) {
 // windows are mapped once), so the first put stands for all of them.
 type agpGraphKey struct {
 	n              uint64
-	ownDst, ownSrc Addr
-	putDst, putSrc Addr
+	ownDst, ownSrc transport.Addr
+	putDst, putSrc transport.Addr
 	puts           int
 }
 
@@ -634,13 +635,13 @@ func (a *CUDAAGP) Exec(e AGPExec) error {
 	}
 	a.k++
 	k, fail := a.k, e.Fail
-	ready := WaitSpec{Value: k, Cmp: CmpGe, Fail: func(obs uint64, cause error) error {
+	ready := transport.WaitSpec{Value: k, Cmp: transport.CmpGe, Fail: func(obs uint64, cause error) error {
 		if fail == nil {
 			return fmt.Errorf("persistent all-gather exec #%d: ready: %v (observed %d)", k, cause, obs)
 		}
 		return fail("ready", k, obs, cause)
 	}}
-	done := WaitSpec{Value: kernels.AGPTag(k, e.N), Cmp: CmpEq, Fail: func(obs uint64, cause error) error {
+	done := transport.WaitSpec{Value: kernels.AGPTag(k, e.N), Cmp: transport.CmpEq, Fail: func(obs uint64, cause error) error {
 		if fail == nil {
 			return fmt.Errorf("persistent all-gather exec #%d: done: %v (observed %#x)", k, cause, obs)
 		}

@@ -1,4 +1,4 @@
-package transport
+package cuda
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/transport"
 )
 
 // vmmPassTimeout bounds the passing of descriptors once every rank has said
@@ -144,7 +145,7 @@ func (b *CUDABackend) passVMM(ctx context.Context, rank, n int, tag uint64, fd i
 // a Unix socket), and each imports and maps the peers' parts. Two
 // exchanges bracket the passing, so every box is open before anything is
 // sent and every rank learns of any rank's failure.
-func (b *CUDABackend) shareVMM(ctx context.Context, ex Exchanger, topo *Topology, size uint64) (*Region, error) {
+func (b *CUDABackend) shareVMM(ctx context.Context, ex transport.Exchanger, topo *transport.Topology, size uint64) (*transport.Region, error) {
 	b.quiesce()
 	defer onThread()()
 	rank, n := ex.Rank(), ex.Size()
@@ -161,7 +162,7 @@ func (b *CUDABackend) shareVMM(ctx context.Context, ex Exchanger, topo *Topology
 		}
 	}
 	if st.Err == "" && b.box == nil {
-		if b.box, err = OpenFDBox(b.job, rank); err != nil {
+		if b.box, err = transport.OpenFDBox(b.job, rank); err != nil {
 			b.box = nil
 			st.Err = err.Error()
 		}
@@ -243,10 +244,10 @@ func (b *CUDABackend) shareVMM(ctx context.Context, ex Exchanger, topo *Topology
 		_ = freeLocal()
 		return nil, err
 	}
-	addrs := make([]Addr, n)
+	addrs := make([]transport.Addr, n)
 	for r, m := range peers {
-		addrs[r] = Addr(m.va)
+		addrs[r] = transport.Addr(m.va)
 	}
-	addrs[rank] = Addr(local.va)
-	return NewRegion(size, Addr(local.va), addrs, closePeers, freeLocal), nil
+	addrs[rank] = transport.Addr(local.va)
+	return transport.NewRegion(size, transport.Addr(local.va), addrs, closePeers, freeLocal), nil
 }

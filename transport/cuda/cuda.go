@@ -1,4 +1,4 @@
-package transport
+package cuda
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/kernels"
+	"github.com/luacoll/luacoll/transport"
 )
 
 // CUDABackend keeps a rank's memory on one GPU: windows in device memory
@@ -48,7 +49,7 @@ type CUDABackend struct {
 	prelaunch bool
 	// box passes VMM windows' file descriptors (opened by the first one);
 	// shares counts the VMM windows, tagging their descriptors.
-	box    *FDBox
+	box    *transport.FDBox
 	shares uint64
 }
 
@@ -136,20 +137,20 @@ func onThread() func() {
 func (b *CUDABackend) Name() string { return fmt.Sprintf("cuda:%d", b.ordinal) }
 
 // Identity implements Backend.
-func (b *CUDABackend) Identity() Identity { return LocalIdentity("cuda:" + b.uuid) }
+func (b *CUDABackend) Identity() transport.Identity { return transport.LocalIdentity("cuda:" + b.uuid) }
 
 // Describe implements Backend: every device the driver shows this rank
 // (cuda.Driver.DescribeDevice, as `luacoll info` reads them; what could not
 // be read is named in Model), the driver's version and NVRTC's and NCCL's
 // (each loaded for the question and closed again).
-func (b *CUDABackend) Describe() Description {
+func (b *CUDABackend) Describe() transport.Description {
 	lib := func(l cuda.LibInfo) string {
 		if !l.Found {
 			return "not found"
 		}
 		return l.Version
 	}
-	desc := Description{Versions: map[string]string{
+	desc := transport.Description{Versions: map[string]string{
 		"cuda_driver": b.drv.VersionString(),
 		"nvrtc":       lib(cuda.ProbeNVRTC()),
 		"nccl":        lib(cuda.ProbeNCCL()),
@@ -159,7 +160,7 @@ func (b *CUDABackend) Describe() Description {
 		n = 0
 	}
 	for i := range n {
-		di := DeviceInfo{Name: fmt.Sprintf("cuda:%d", i), Mine: i == b.ordinal}
+		di := transport.DeviceInfo{Name: fmt.Sprintf("cuda:%d", i), Mine: i == b.ordinal}
 		d, err := b.drv.DeviceGet(i)
 		if err != nil {
 			di.Model = "unknown: " + err.Error()
@@ -177,7 +178,7 @@ func (b *CUDABackend) Describe() Description {
 	return desc
 }
 
-var _ CPULocal = (*CUDABackend)(nil)
+var _ transport.CPULocal = (*CUDABackend)(nil)
 
 // LocalCPUList implements CPULocal: the device's PCI function's
 // local_cpulist in sysfs.
@@ -190,7 +191,7 @@ func (b *CUDABackend) LocalCPUList() string {
 }
 
 // GPUPeer implements Backend: the same GPU, or one with peer access.
-func (b *CUDABackend) GPUPeer(id Identity) bool {
+func (b *CUDABackend) GPUPeer(id transport.Identity) bool {
 	u, ok := strings.CutPrefix(id.Device, "cuda:")
 	if !ok {
 		return false
@@ -265,9 +266,9 @@ type cudaShare struct {
 
 // ipcReach says why topo rules out a GPU window ("" when every peer can be
 // mapped).
-func ipcReach(topo *Topology) string {
+func ipcReach(topo *transport.Topology) string {
 	for r, k := range topo.Kinds {
-		if k != KindSelf && k != KindNVL {
+		if k != transport.KindSelf && k != transport.KindNVL {
 			return fmt.Sprintf("rank %d is reachable only by transport %s; GPU windows need CUDA IPC (nvl) to every peer", r, k)
 		}
 	}
@@ -276,8 +277,8 @@ func ipcReach(topo *Topology) string {
 
 // Share implements Memory: device memory exported with a legacy IPC handle
 // and opened by every same-host peer, or with ipc IPCVMM, see shareVMM.
-func (b *CUDABackend) Share(ctx context.Context, ex Exchanger, topo *Topology, size uint64, ipc string) (*Region, error) {
-	if ipc == IPCVMM {
+func (b *CUDABackend) Share(ctx context.Context, ex transport.Exchanger, topo *transport.Topology, size uint64, ipc string) (*transport.Region, error) {
+	if ipc == transport.IPCVMM {
 		return b.shareVMM(ctx, ex, topo, size)
 	}
 	defer onThread()()
@@ -348,9 +349,9 @@ func (b *CUDABackend) Share(ctx context.Context, ex Exchanger, topo *Topology, s
 		}
 		return nil, err
 	}
-	peers := make([]Addr, n)
+	peers := make([]transport.Addr, n)
 	for r, p := range opened {
-		peers[r] = Addr(p)
+		peers[r] = transport.Addr(p)
 	}
 	freeLocal := func() error {
 		if local == 0 {
@@ -360,10 +361,10 @@ func (b *CUDABackend) Share(ctx context.Context, ex Exchanger, topo *Topology, s
 		local = 0
 		return b.free(p)
 	}
-	return NewRegion(size, Addr(local), peers, closePeers, freeLocal), nil
+	return transport.NewRegion(size, transport.Addr(local), peers, closePeers, freeLocal), nil
 }
 
-func exchangeCUDA(ctx context.Context, ex Exchanger, st cudaShare) ([]cudaShare, error) {
+func exchangeCUDA(ctx context.Context, ex transport.Exchanger, st cudaShare) ([]cudaShare, error) {
 	raw, _ := json.Marshal(st)
 	got, err := ex.AllGather(ctx, raw)
 	if err != nil {
@@ -386,13 +387,13 @@ func exchangeCUDA(ctx context.Context, ex Exchanger, st cudaShare) ([]cudaShare,
 }
 
 // Alloc implements Memory.
-func (b *CUDABackend) Alloc(size uint64) (*Region, error) {
+func (b *CUDABackend) Alloc(size uint64) (*transport.Region, error) {
 	p, err := b.alloc(size)
 	if err != nil {
 		return nil, fmt.Errorf("allocating %d bytes on %s: %w", size, b.Name(), err)
 	}
 	done := false
-	return NewRegion(size, Addr(p), nil, nil, func() error {
+	return transport.NewRegion(size, transport.Addr(p), nil, nil, func() error {
 		if done {
 			return nil
 		}
@@ -402,7 +403,7 @@ func (b *CUDABackend) Alloc(size uint64) (*Region, error) {
 }
 
 // Read implements Backend.
-func (b *CUDABackend) Read(dst []byte, src Addr) error {
+func (b *CUDABackend) Read(dst []byte, src transport.Addr) error {
 	b.quiesce()
 	defer onThread()()
 	if len(dst) == 0 {
@@ -418,7 +419,7 @@ func (b *CUDABackend) Read(dst []byte, src Addr) error {
 // return before its DMA has landed, and the rank's stream does not wait
 // for the legacy default stream; so the copy goes on the side stream and
 // is waited for, and later stream work sees the bytes.
-func (b *CUDABackend) Write(dst Addr, src []byte) error {
+func (b *CUDABackend) Write(dst transport.Addr, src []byte) error {
 	b.quiesce()
 	defer onThread()()
 	if len(src) == 0 {
@@ -436,7 +437,7 @@ func (b *CUDABackend) Write(dst Addr, src []byte) error {
 }
 
 // Fill implements Backend.
-func (b *CUDABackend) Fill(s Stream, dst Addr, n uint64, kind FillKind, arg uint64) {
+func (b *CUDABackend) Fill(s transport.Stream, dst transport.Addr, n uint64, kind transport.FillKind, arg uint64) {
 	cs, ok := s.(*CUDAStream)
 	if !ok {
 		return
@@ -444,9 +445,9 @@ func (b *CUDABackend) Fill(s Stream, dst Addr, n uint64, kind FillKind, arg uint
 	cs.enqueue(func() error {
 		p := cuda.DevicePtr(dst)
 		switch kind {
-		case FillConst:
+		case transport.FillConst:
 			return b.k.FillByte(cs.s, p, n, byte(arg))
-		case FillRandU32:
+		case transport.FillRandU32:
 			return b.k.FillRand(cs.s, p, n, arg)
 		}
 		if err := b.k.FillIota32(cs.s, p, n/4, uint32(arg)); err != nil {
@@ -496,14 +497,14 @@ func (b *CUDABackend) runAux(f func(s *cuda.Stream, out cuda.DevicePtr) error) (
 }
 
 // Checksum implements Backend.
-func (b *CUDABackend) Checksum(src Addr, n uint64) (uint64, error) {
+func (b *CUDABackend) Checksum(src transport.Addr, n uint64) (uint64, error) {
 	return b.runAux(func(s *cuda.Stream, out cuda.DevicePtr) error {
 		return b.k.Checksum(s, cuda.DevicePtr(src), n, out)
 	})
 }
 
 // Equal implements Backend.
-func (b *CUDABackend) Equal(a, c Addr, n uint64) (bool, error) {
+func (b *CUDABackend) Equal(a, c transport.Addr, n uint64) (bool, error) {
 	diff, err := b.runAux(func(s *cuda.Stream, out cuda.DevicePtr) error {
 		return b.k.Equal(s, cuda.DevicePtr(a), cuda.DevicePtr(c), n, out)
 	})
@@ -513,7 +514,7 @@ func (b *CUDABackend) Equal(a, c Addr, n uint64) (bool, error) {
 // RefCopy is the reference a put is measured against: one cuMemcpyAsync of
 // n bytes from src to dst (peer memory) on the side stream, timed by
 // events around it (device clock, no launch or synchronization in it).
-func (b *CUDABackend) RefCopy(dst, src Addr, n uint64) (time.Duration, error) {
+func (b *CUDABackend) RefCopy(dst, src transport.Addr, n uint64) (time.Duration, error) {
 	var took time.Duration
 	err := b.onAux(func() error {
 		e0, err := b.drv.NewTimingEvent()
@@ -550,7 +551,7 @@ func (b *CUDABackend) RefCopy(dst, src Addr, n uint64) (time.Duration, error) {
 // flag ping-pong (stores to peerSlot, spins on mySlot); otherwise each
 // step is a put of n bytes from src to peerData followed by the signal.
 // Both ranks must call it at about the same time; slots must start at 0.
-func (b *CUDABackend) DevicePingPong(raw bool, peerData, src Addr, n uint64, peerSlot, mySlot Addr, iters uint64, initiator bool, timeout time.Duration) (time.Duration, error) {
+func (b *CUDABackend) DevicePingPong(raw bool, peerData, src transport.Addr, n uint64, peerSlot, mySlot transport.Addr, iters uint64, initiator bool, timeout time.Duration) (time.Duration, error) {
 	ns, err := b.runAux(func(s *cuda.Stream, out cuda.DevicePtr) error {
 		if raw {
 			return b.k.PingPong(s, cuda.DevicePtr(mySlot), cuda.DevicePtr(peerSlot), iters, initiator, timeout, out)
@@ -570,7 +571,7 @@ func (b *CUDABackend) DevicePingPong(raw bool, peerData, src Addr, n uint64, pee
 // DeviceBarrierLoop runs iters barriers back to back on the device over
 // rows (rows[p]: rank p's row of len(rows) slots, as mapped here, all 0)
 // and returns the device-measured time.
-func (b *CUDABackend) DeviceBarrierLoop(rows []Addr, rank int, iters uint64, timeout time.Duration) (time.Duration, error) {
+func (b *CUDABackend) DeviceBarrierLoop(rows []transport.Addr, rank int, iters uint64, timeout time.Duration) (time.Duration, error) {
 	table := make([]byte, 8*len(rows))
 	for i, r := range rows {
 		binary.LittleEndian.PutUint64(table[8*i:], uint64(r))
@@ -653,7 +654,7 @@ func (b *CUDABackend) Close() error {
 }
 
 // NewStream implements Backend.
-func (b *CUDABackend) NewStream(abort *Abort) (Stream, error) {
+func (b *CUDABackend) NewStream(abort *transport.Abort) (transport.Stream, error) {
 	defer onThread()()
 	if err := b.current(); err != nil {
 		return nil, err
@@ -709,14 +710,14 @@ type CUDAStream struct {
 	b     *CUDABackend
 	s     *cuda.Stream
 	rec   *cuda.MappedMem
-	abort *Abort
+	abort *transport.Abort
 	stop  chan struct{}
 	// path is the current operations' path: "ce", "sm" or "auto".
 	path string
 
 	mu      sync.Mutex
 	err     error
-	pending []*WaitSpec
+	pending []*transport.WaitSpec
 	// memops are the waits enqueued as stream memory operations (no SM, no
 	// device-side timeout): Sync watches them and releases one that times
 	// out or is aborted (see watch).
@@ -761,7 +762,7 @@ type heldAGP struct {
 
 type heldWait struct {
 	spec  kernels.WaitSpec // as the wait kernel takes it
-	ws    *WaitSpec
+	ws    *transport.WaitSpec
 	memop bool // alone it would have been a stream memory operation
 	flags cuda.WaitValueFlags
 }
@@ -791,7 +792,7 @@ func (s *CUDAStream) flushLocked() {
 			if err := s.s.WaitValue64(w.spec.Slots, w.spec.Value, w.flags); err != nil {
 				return err
 			}
-			s.memops = append(s.memops, &memopWait{spec: w.ws, slot: Addr(w.spec.Slots), enq: time.Now()})
+			s.memops = append(s.memops, &memopWait{spec: w.ws, slot: transport.Addr(w.spec.Slots), enq: time.Now()})
 		} else if err := s.b.k.Wait(s.s, w.spec); err != nil {
 			return err
 		}
@@ -867,7 +868,7 @@ var ceSplit = int(min(max(envUint("LUACOLL_CE_SPLIT", 1), 1), 8))
 const ceSplitMin = 16 << 20
 
 // Copy implements Stream.
-func (s *CUDAStream) Copy(dst, src Addr, n uint64) {
+func (s *CUDAStream) Copy(dst, src transport.Addr, n uint64) {
 	if n == 0 {
 		return
 	}
@@ -885,7 +886,7 @@ func (s *CUDAStream) Copy(dst, src Addr, n uint64) {
 
 // splitCopy spreads one copy over ceSplit streams (this one and side
 // streams made on first use), joined back into this stream.
-func (s *CUDAStream) splitCopy(dst, src Addr, n uint64) error {
+func (s *CUDAStream) splitCopy(dst, src transport.Addr, n uint64) error {
 	drv := s.b.drv
 	for len(s.sides) < ceSplit-1 {
 		st, err := drv.StreamCreate()
@@ -940,7 +941,7 @@ type sideStream struct {
 
 // PutSignal implements PutSignaler: on the kernel path (and on "auto" for
 // copies up to AutoSMCopyMax) the data and the signal go in one launch.
-func (s *CUDAStream) PutSignal(dst, src Addr, n uint64, slot Addr, add bool, v uint64) bool {
+func (s *CUDAStream) PutSignal(dst, src transport.Addr, n uint64, slot transport.Addr, add bool, v uint64) bool {
 	defer onThread()()
 	if !(s.path == "sm" || (s.path == "auto" && n <= AutoSMCopyMax)) {
 		return false
@@ -966,7 +967,7 @@ func (s *CUDAStream) PutSignal(dst, src Addr, n uint64, slot Addr, add bool, v u
 // being issued (s.mu held): the put + signal p and the wait w in one
 // kernel (w first when waitFirst), or through a prelaunched kernel; ws is
 // the wait to account for.
-func (s *CUDAStream) launchFusedLocked(ws *WaitSpec, waitFirst bool, p kernels.PutSignalSpec, w kernels.WaitSpec) {
+func (s *CUDAStream) launchFusedLocked(ws *transport.WaitSpec, waitFirst bool, p kernels.PutSignalSpec, w kernels.WaitSpec) {
 	s.held = heldOp{gen: s.held.gen + 1}
 	if s.pre != nil {
 		s.pre.hold = false
@@ -1026,7 +1027,7 @@ func (s *CUDAStream) doneSeen(seq uint64, d time.Duration) bool {
 }
 
 // Store64 implements Stream.
-func (s *CUDAStream) Store64(dst Addr, v uint64) {
+func (s *CUDAStream) Store64(dst transport.Addr, v uint64) {
 	sm := s.path == "sm"
 	s.enqueue(func() error {
 		if sm {
@@ -1037,25 +1038,25 @@ func (s *CUDAStream) Store64(dst Addr, v uint64) {
 }
 
 // Add64 implements Stream.
-func (s *CUDAStream) Add64(dst Addr, v uint64) {
+func (s *CUDAStream) Add64(dst transport.Addr, v uint64) {
 	s.enqueue(func() error { return s.b.k.Signal(s.s, cuda.DevicePtr(dst), kernels.SignalAdd, v) })
 }
 
 // memopWait is a wait enqueued as cuStreamWaitValue64 on one slot.
 type memopWait struct {
-	spec     *WaitSpec
-	slot     Addr
+	spec     *transport.WaitSpec
+	slot     transport.Addr
 	enq      time.Time
 	delta    uint64 // added to the slot to release the wait; undone after
 	released bool
 }
 
 // memopCmp reports whether a comparison has a stream memory operation.
-func memopCmp(c Cmp) (cuda.WaitValueFlags, bool) {
+func memopCmp(c transport.Cmp) (cuda.WaitValueFlags, bool) {
 	switch c {
-	case CmpGe:
+	case transport.CmpGe:
 		return cuda.WaitValueGEQ, true
-	case CmpEq:
+	case transport.CmpEq:
 		return cuda.WaitValueEQ, true
 	}
 	return 0, false
@@ -1065,16 +1066,16 @@ func memopCmp(c Cmp) (cuda.WaitValueFlags, bool) {
 // with >= or == is a stream memory operation (no SM); a wait on a sum, any
 // other comparison, and path "sm" use the one-thread wait kernel with its
 // device-side timeout.
-func (s *CUDAStream) Wait(w WaitSpec) {
+func (s *CUDAStream) Wait(w transport.WaitSpec) {
 	defer onThread()()
 	if len(w.Slots) == 0 {
 		return
 	}
-	groups := [][]Addr{w.Slots}
-	if w.Mode == WaitEach {
+	groups := [][]transport.Addr{w.Slots}
+	if w.Mode == transport.WaitEach {
 		groups = groups[:0]
 		for _, a := range w.Slots {
-			groups = append(groups, []Addr{a})
+			groups = append(groups, []transport.Addr{a})
 		}
 	}
 	flags, memop := memopCmp(w.Cmp)
@@ -1125,7 +1126,7 @@ func (s *CUDAStream) Wait(w WaitSpec) {
 
 // waitSpec builds the wait kernel's arguments for one group of slots
 // (evenly spaced); ok is false when they are not.
-func (s *CUDAStream) waitSpec(w WaitSpec, g []Addr) (kernels.WaitSpec, bool) {
+func (s *CUDAStream) waitSpec(w transport.WaitSpec, g []transport.Addr) (kernels.WaitSpec, bool) {
 	stride := uint64(8)
 	if len(g) > 1 {
 		stride = uint64(g[1] - g[0])
@@ -1140,7 +1141,7 @@ func (s *CUDAStream) waitSpec(w WaitSpec, g []Addr) (kernels.WaitSpec, bool) {
 }
 
 // readSlot reads a 64-bit slot of device memory now (on the side stream).
-func (s *CUDAStream) readSlot(a Addr) (uint64, error) {
+func (s *CUDAStream) readSlot(a transport.Addr) (uint64, error) {
 	var b [8]byte
 	if err := s.b.drv.MemcpyDtoH(b[:], cuda.DevicePtr(a)); err != nil {
 		return 0, err
@@ -1149,7 +1150,7 @@ func (s *CUDAStream) readSlot(a Addr) (uint64, error) {
 }
 
 // addSlot atomically adds v to a slot (a one-thread kernel on the side stream).
-func (s *CUDAStream) addSlot(a Addr, v uint64) error {
+func (s *CUDAStream) addSlot(a transport.Addr, v uint64) error {
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
 	if err := s.b.k.Signal(s.b.aux, cuda.DevicePtr(a), kernels.SignalAdd, v); err != nil {
@@ -1192,7 +1193,7 @@ func (s *CUDAStream) watch(now time.Time) {
 		if s.memErr == nil {
 			c := cause
 			if c == nil {
-				c = ErrTimeout
+				c = transport.ErrTimeout
 			}
 			if m.spec.Fail != nil {
 				s.memErr = m.spec.Fail(v, c)
@@ -1248,7 +1249,7 @@ type cudaMark struct {
 	s  *CUDAStream
 }
 
-func (m *cudaMark) Since(earlier Mark) (time.Duration, error) {
+func (m *cudaMark) Since(earlier transport.Mark) (time.Duration, error) {
 	defer onThread()()
 	e, ok := earlier.(*cudaMark)
 	if !ok || m.ev == nil || e.ev == nil {
@@ -1265,7 +1266,7 @@ func (m *cudaMark) Since(earlier Mark) (time.Duration, error) {
 }
 
 // Mark implements Stream with a timing event.
-func (s *CUDAStream) Mark() Mark {
+func (s *CUDAStream) Mark() transport.Mark {
 	m := &cudaMark{s: s}
 	s.enqueue(func() error {
 		ev, err := s.b.drv.NewTimingEvent()
@@ -1392,9 +1393,9 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 // blame finds the wait a failure record belongs to: the first pending
 // wait whose target matches and whose condition the observed value misses.
 func (s *CUDAStream) blame(rec kernels.Record) error {
-	var cause error = ErrTimeout
+	var cause error = transport.ErrTimeout
 	if rec.Status == kernels.StatusMismatch {
-		cause = ErrMismatch
+		cause = transport.ErrMismatch
 	}
 	if rec.Status == kernels.StatusAborted {
 		if cause = s.abort.Err(); cause == nil {
@@ -1478,4 +1479,4 @@ func (s *CUDAStream) Close() {
 	s.b.smu.Unlock()
 }
 
-var _ Backend = (*CUDABackend)(nil)
+var _ transport.Backend = (*CUDABackend)(nil)

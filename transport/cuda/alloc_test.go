@@ -1,4 +1,4 @@
-package transport
+package cuda
 
 import "testing"
 

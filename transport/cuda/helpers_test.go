@@ -1,0 +1,50 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/luacoll/luacoll/transport"
+)
+
+func openBoxes(t *testing.T, n int) []*transport.FDBox {
+	t.Helper()
+	job := fmt.Sprintf("fdt%d", time.Now().UnixNano())
+	boxes := make([]*transport.FDBox, n)
+	for r := range boxes {
+		b, err := transport.OpenFDBox(job, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		boxes[r] = b
+	}
+	return boxes
+}
+
+func pipe(t *testing.T) (*os.File, *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return r, w
+}
+
+func TestPrelaunchDefault(t *testing.T) {
+	for _, c := range []struct {
+		env    string
+		shared bool
+		want   bool
+	}{
+		{"", false, true}, {"", true, false}, {"0", false, false}, {"1", true, true}, {"2", true, true}, {"x", false, true},
+	} {
+		t.Setenv(PrelaunchEnv, c.env)
+		if got := PrelaunchDefault(c.shared); got != c.want {
+			t.Errorf("%s=%q, shared %v: %v, want %v", PrelaunchEnv, c.env, c.shared, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package transport
+
+import (
+	"fmt"
+	"time"
+)
+
+// Ref names bytes of a peer's part of a window that this process cannot
+// map: the peer, the key under which the peer's region is registered with
+// a network transport, and an offset into that region.
+type Ref struct {
+	Peer int
+	Key  RemoteKey
+	Off  uint64
+}
+
+func (r Ref) String() string { return fmt.Sprintf("rank %d+%d", r.Peer, r.Off) }
+
+// RemoteKey is a peer's region as a network transport reaches it: the
+// unpacked remote key, the region's base address at the peer and the
+// endpoint to the peer.
+type RemoteKey interface {
+	// Network is the transport that unpacked the key.
+	Network() Network
+	// Via names what carries operations on it, e.g. "ucx/tcp".
+	Via() string
+}
+
+// RemoteKind is what a RemoteOp does.
+type RemoteKind uint8
+
+// The remote operations.
+const (
+	// RemotePut moves N bytes from Local to Ref.
+	RemotePut RemoteKind = iota
+	// RemoteGet moves N bytes from Ref to Local.
+	RemoteGet
+	// RemoteStore64 writes Value into the 8 bytes at Ref, landing after
+	// every earlier operation on the same peer (a signal after its data).
+	RemoteStore64
+	// RemoteAdd64 atomically adds Value to the 8 bytes at Ref, ordered
+	// like RemoteStore64.
+	RemoteAdd64
+	// RemoteFlush waits until every operation posted before it completed
+	// at its target (remote completion). Ref is unused.
+	RemoteFlush
+)
+
+var remoteNames = [...]string{"put", "get", "store64", "add64", "flush"}
+
+func (k RemoteKind) String() string {
+	if int(k) < len(remoteNames) {
+		return remoteNames[k]
+	}
+	return fmt.Sprintf("remote(%d)", k)
+}
+
+// RemoteOp is a stream operation on memory reached through a network.
+type RemoteOp struct {
+	Kind  RemoteKind
+	Ref   Ref
+	Local Addr // source of a put, destination of a get
+	N     uint64
+	Value uint64
+	// Timeout bounds the waits this op causes (local or remote
+	// completion); it is the window's timeout.
+	Timeout time.Duration
+	// What names the op in errors, e.g. "rank 0: window 2: put to rank 3".
+	What string
+}
+
+// RemoteStream is a stream that can run operations on peers reached
+// through a Network. Remote operations are posted in stream order and the
+// stream moves on without waiting for them; operations on one peer land in
+// order where it matters (a store or add after the data before it), and any
+// later local operation (copy, store, add, wait, host function) runs only
+// once every posted operation completed locally, so a put's source may be
+// reused and a get's destination read by whatever follows. Sync includes a
+// RemoteFlush.
+type RemoteStream interface {
+	Stream
+	// Remote enqueues op.
+	Remote(op RemoteOp)
+}
+
+// Network is a transport to peers whose memory this process cannot map
+// (transport/net). One serves every window of a rank.
+type Network interface {
+	// Name describes the network, e.g. "ucx 1.16.0".
+	Name() string
+	// Post starts op and returns before it completes.
+	Post(op RemoteOp) error
+	// Quiet returns once every posted operation completed locally: put
+	// sources may be reused and get destinations hold their data.
+	Quiet(abort *Abort, timeout time.Duration) error
+	// Flush returns once every posted operation completed at its target.
+	Flush(abort *Abort, timeout time.Duration) error
+	// Progress drives the network once; waits call it while they poll.
+	Progress()
+}
