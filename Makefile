@@ -50,6 +50,7 @@ docs: build
 gpu-bins: build
 	$(GO) test -c -o bin/cuda.test ./cuda
 	$(GO) test -c -o bin/kernels.test ./kernels
+	$(GO) test -c -o bin/tcuda.test ./transport/cuda
 
 clean:
 	rm -rf bin

@@ -35,7 +35,7 @@ leaks() {
 		"GPU processes: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l)"
 }
 step info $bin info
-for t in kernels cuda; do
+for t in kernels cuda tcuda; do
 	[ -x bin/$t.test ] && step $t-tests timeout 300 bin/$t.test -test.count=1
 done
 step suite timeout 300 $bin run -n "$n" --device cuda tests/suite.lua
