@@ -77,6 +77,17 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args[1:], stdout); !ok {
 		return code
 	}
+	// --symmetric both (put, pingpong): the same measurements with
+	// symmetric and with asymmetric windows, in one table.
+	symModes := []string{""}
+	if f.symmetric == "both" {
+		if what == "barrier" {
+			fmt.Fprintf(stderr, "luacoll bench: --symmetric both: only put and pingpong compare the window modes\n")
+			return 2
+		}
+		symModes = []string{"on", "off"}
+		f.symmetric = "auto"
+	}
 	if err := f.check(); err != nil {
 		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 		return 2
@@ -147,7 +158,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 		return 1
 	}
-	err = runBench(ctx, comm, what, lo, hi, *factor, *iters, *path, *bidir, *mode, *jsonOut, stdout, stderr)
+	err = runBench(ctx, comm, what, lo, hi, *factor, *iters, *path, *bidir, *mode, symModes, *jsonOut, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll bench %s: rank %d: %v\n", what, env.Rank, err)
 		_ = comm.Close(err)
@@ -160,7 +171,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, factor, iters int, path string, bidir bool, mode string, jsonOut string, stdout, stderr io.Writer) error {
+func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, factor, iters int, path string, bidir bool, mode string, symModes []string, jsonOut string, stdout, stderr io.Writer) error {
 	me := c.Env.Rank
 	var rows []bench.BenchRow
 	place, cpus, err := c.Placement(ctx)
@@ -179,11 +190,15 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 			sizes = append(sizes, s)
 		}
 		progress := progressWriter(me, stderr)
-		r, err := bench.BenchPut(ctx, c, sizes, iters, path, bidir, mode, progress)
-		if err != nil {
-			return err
+		for _, sm := range symModes {
+			r, err := withSymmetric(c, sm, func() ([]bench.BenchRow, error) {
+				return bench.BenchPut(ctx, c, sizes, iters, path, bidir, mode, progress)
+			})
+			if err != nil {
+				return err
+			}
+			rows = append(rows, r...)
 		}
-		rows = r
 		if me == 0 {
 			fmt.Fprintln(stdout, header)
 			ref := "copy = plain in-process copy of the same size"
@@ -196,8 +211,17 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 			}
 			dir += ", mode " + mode
 			fmt.Fprintf(stdout, "# %s, window path %s, median of %d iterations, alternating; %s, same run\n", dir, path, iters, ref)
-			fmt.Fprintf(stdout, "# %12s %10s %10s %10s %7s %7s\n", "size(B)", "time(us)", "put GB/s", "ref GB/s", "ratio", "#wrong")
+			if len(symModes) > 1 {
+				fmt.Fprintf(stdout, "# symmetric: on = every rank's part in one flat range, off = separate mappings; ratio to the ref of the same pass\n")
+				fmt.Fprintf(stdout, "# %-9s %12s %10s %10s %10s %7s %7s\n", "symmetric", "size(B)", "time(us)", "put GB/s", "ref GB/s", "ratio", "#wrong")
+			} else {
+				fmt.Fprintf(stdout, "# %12s %10s %10s %10s %7s %7s\n", "size(B)", "time(us)", "put GB/s", "ref GB/s", "ratio", "#wrong")
+			}
 			for _, r := range rows {
+				if len(symModes) > 1 {
+					fmt.Fprintf(stdout, "  %-9s %12d %10.1f %10.2f %10.2f %7.3f %7d\n", r.Symmetric, r.Bytes, r.Seconds*1e6, r.GBps, r.Ref, r.Ratio, r.Wrong)
+					continue
+				}
 				fmt.Fprintf(stdout, "  %12d %10.1f %10.2f %10.2f %7.3f %7d\n", r.Bytes, r.Seconds*1e6, r.GBps, r.Ref, r.Ratio, r.Wrong)
 			}
 		}
@@ -205,16 +229,32 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		if iters == 0 {
 			iters = 20000
 		}
-		r, err := bench.BenchPingPong(ctx, c, iters, path)
-		if err != nil {
-			return err
+		var r bench.BenchRow
+		var dev []bench.BenchRow
+		for _, sm := range symModes {
+			got, err := withSymmetric(c, sm, func() ([]bench.BenchRow, error) {
+				h, err := bench.BenchPingPong(ctx, c, iters, path)
+				if err != nil {
+					return nil, err
+				}
+				d, err := bench.BenchDevicePingPong(ctx, c, iters)
+				return append([]bench.BenchRow{h}, d...), err
+			})
+			if err != nil {
+				return err
+			}
+			if sm != "" {
+				for i := range got {
+					got[i].Name += " [sym " + sm + "]"
+				}
+				got[0].Name = "host-issued put_signal + wait [sym " + sm + "]"
+			}
+			if len(rows) == 0 {
+				r = got[0]
+			}
+			rows = append(rows, got...)
+			dev = append(dev, got[1:]...)
 		}
-		rows = []bench.BenchRow{r}
-		dev, err := bench.BenchDevicePingPong(ctx, c, iters)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, dev...)
 		if me == 0 {
 			fmt.Fprintln(stdout, header)
 			fmt.Fprintf(stdout, "# 8-byte put_signal -> wait_signal_from ping-pong between ranks 0 and 1, window path %s; one-way latency = median round trip / 2;\n", path)
@@ -222,10 +262,19 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 			if len(dev) > 0 {
 				fmt.Fprintf(stdout, "# device rows: one kernel per rank, device clock; ratio = time / the raw flag's (which moves no payload)\n")
 			}
-			fmt.Fprintf(stdout, "# %-30s %8s %8s %11s %11s %7s %7s\n", "how", "size(B)", "iters", "one-way(us)", "rtt(us)", "ratio", "#wrong")
-			pingRow(stdout, "host-issued put_signal + wait", r, iters, true)
-			for i, d := range dev {
-				pingRow(stdout, d.Name, d, iters, i == 0)
+			if len(symModes) > 1 {
+				fmt.Fprintf(stdout, "# [sym on]: symmetric windows (one flat range), [sym off]: separate mappings; each ratio is to the raw flag of its own pass\n")
+			}
+			fmt.Fprintf(stdout, "# %-38s %8s %8s %11s %11s %7s %7s\n", "how", "size(B)", "iters", "one-way(us)", "rtt(us)", "ratio", "#wrong")
+			if len(symModes) == 1 {
+				pingRow(stdout, "host-issued put_signal + wait", r, iters, true)
+				for i, d := range dev {
+					pingRow(stdout, d.Name, d, iters, i == 0)
+				}
+			} else {
+				for _, d := range rows {
+					pingRow(stdout, d.Name, d, iters, !strings.HasPrefix(d.Name, "raw flag"))
+				}
 			}
 			fmt.Fprintf(stdout, "# rank 0, host-issued round trip (medians): enqueue %.2f us, sync %.2f us; one store to its own slot + sync: %.2f us\n", r.Enqueue*1e6, r.Sync*1e6, r.Ref*1e6)
 		}
@@ -291,7 +340,7 @@ func pingRow(w io.Writer, how string, r bench.BenchRow, iters int, checked bool)
 	if checked {
 		wrong = fmt.Sprint(r.Wrong)
 	}
-	fmt.Fprintf(w, "  %-30s %8d %8d %11.3f %11.3f %7s %7s\n", how, r.Bytes, iters, r.Seconds*1e6, 2*r.Seconds*1e6, ratio, wrong)
+	fmt.Fprintf(w, "  %-38s %8d %8d %11.3f %11.3f %7s %7s\n", how, r.Bytes, iters, r.Seconds*1e6, 2*r.Seconds*1e6, ratio, wrong)
 }
 
 // checkWritable returns an error unless path's folder exists and a new
@@ -326,4 +375,20 @@ func progressWriter(me int, stderr io.Writer) io.Writer {
 		return f
 	}
 	return nil
+}
+
+// withSymmetric runs measure with the job's symmetric default set to mode
+// ("on" or "off"; "" leaves it) and marks the rows with it.
+func withSymmetric(c *engine.Comm, mode string, measure func() ([]bench.BenchRow, error)) ([]bench.BenchRow, error) {
+	if mode == "" {
+		return measure()
+	}
+	old := c.Opts.Symmetric
+	c.Opts.Symmetric = mode
+	defer func() { c.Opts.Symmetric = old }()
+	rows, err := measure()
+	for i := range rows {
+		rows[i].Symmetric = mode
+	}
+	return rows, err
 }

@@ -11,7 +11,7 @@ import (
 )
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", "luacoll run [-n N] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc legacy|vmm] [script.lua [args...]]\n\n"+
+	fs := newFlagSet("run", "luacoll run [-n N] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc auto|legacy|vmm] [--symmetric auto|on|off] [script.lua [args...]]\n\n"+
 		"Runs the script on N ranks (the embedded examples/tour.lua when none is named); its\n"+
 		"arguments are in Lua's arg table. Exit status: 0 when every rank succeeds, else the\n"+
 		"status of the first rank that failed (a rank stopped only by another's failure exits\n"+

@@ -24,15 +24,16 @@ import (
 
 // rankFlags are the flags run and repl share.
 type rankFlags struct {
-	n        int
-	nSet     bool // -n was given
-	device   string
-	timeout  time.Duration
-	noPrefix bool
-	gpus     string
-	cpuBind  string
-	ipc      string
-	fs       *flag.FlagSet
+	n         int
+	nSet      bool // -n was given
+	device    string
+	timeout   time.Duration
+	noPrefix  bool
+	gpus      string
+	cpuBind   string
+	ipc       string
+	symmetric string
+	fs        *flag.FlagSet
 }
 
 func (f *rankFlags) register(fs *flag.FlagSet) {
@@ -44,14 +45,17 @@ func (f *rankFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.gpus, "gpus", "", "CUDA devices by local rank, e.g. 0,1 (default: local rank modulo the device count)")
 	fs.StringVar(&f.cpuBind, "cpu-bind", launch.CPUBindAuto, "CPU affinity of each rank: auto (the ranks on a host share out the CPUs they may use, those near\n"+
 		"their GPU first, when each gets at least 2), spread (the same down to 1 CPU each) or none")
-	fs.StringVar(&f.ipc, "ipc", transport.IPCLegacy, "how CUDA windows share their memory, unless a window names its own ipc: legacy (CUDA IPC handles)\n"+
-		"or vmm (cuMemCreate memory passed to the peers as file descriptors over Unix sockets)")
+	fs.StringVar(&f.ipc, "ipc", "auto", "how CUDA windows share their memory, unless a window names its own ipc: legacy (CUDA IPC handles),\n"+
+		"vmm (cuMemCreate memory passed to the peers as file descriptors over Unix sockets), or auto (vmm in a\n"+
+		"symmetric window where every rank can map one, else legacy)")
+	fs.StringVar(&f.symmetric, "symmetric", "auto", "whether CUDA windows are symmetric (every rank's part mapped in one range at base + rank*stride),\n"+
+		"unless a window says: on, off, or auto (wherever every rank can)")
 }
 
 // options are the engine options the flags describe (after check).
 func (f *rankFlags) options() engine.Options {
 	gpus, _ := f.gpuList()
-	return engine.Options{Device: f.device, Timeout: f.timeout, GPUs: gpus, CPUBind: f.cpuBind, IPC: f.ipc}
+	return engine.Options{Device: f.device, Timeout: f.timeout, GPUs: gpus, CPUBind: f.cpuBind, IPC: f.ipc, Symmetric: f.symmetric}
 }
 
 func (f *rankFlags) check() error {
@@ -74,8 +78,11 @@ func (f *rankFlags) check() error {
 	if err := launch.CheckCPUBind(f.cpuBind); err != nil || f.cpuBind == "" {
 		return fmt.Errorf("--cpu-bind %q: want auto, spread or none", f.cpuBind)
 	}
-	if f.ipc != transport.IPCLegacy && f.ipc != transport.IPCVMM {
-		return fmt.Errorf("--ipc %q: want legacy or vmm", f.ipc)
+	if f.ipc != "auto" && f.ipc != transport.IPCLegacy && f.ipc != transport.IPCVMM {
+		return fmt.Errorf("--ipc %q: want auto, legacy or vmm", f.ipc)
+	}
+	if f.symmetric != "auto" && f.symmetric != "on" && f.symmetric != "off" {
+		return fmt.Errorf("--symmetric %q: want auto, on or off", f.symmetric)
 	}
 	_, err := f.gpuList()
 	return err

@@ -157,6 +157,12 @@ func TestWindowSuite(t *testing.T) {
 	runAtSizes(t, []string{"2", "4", "8"}, []string{"tests/suite.lua"}, "[0] suite: 10 passed, 0 failed")
 }
 
+// The symmetric-window script on the host backend: the option is accepted,
+// every window says why it is not symmetric, and data moves as usual.
+func TestSymmetricScriptOnHost(t *testing.T) {
+	runAtSizes(t, []string{"2", "3"}, []string{"tests/symmetric.lua"}, "[0] symmetric: 8 passed, 0 failed")
+}
+
 func TestLinesArePrefixedAndWhole(t *testing.T) {
 	s := writeScript(t, `local lc = require("luacoll")
 for i = 1, 200 do print(("rank=%d line=%d %s"):format(lc.rank, i, string.rep("x", 100))) end

@@ -31,8 +31,12 @@ type Options struct {
 	// Binding is per process: ranks that share one never bind.
 	CPUBind string
 	// IPC is how CUDA windows that ask for "auto" share their memory:
-	// transport.IPCLegacy ("" too) or transport.IPCVMM.
+	// transport.IPCLegacy, transport.IPCVMM, or "auto" ("" too): symmetric
+	// VMM windows where every rank can map them, else legacy.
 	IPC string
+	// Symmetric is what windows that ask for "auto" get: "on", "off" or
+	// "auto" ("" too).
+	Symmetric string
 	// Backend, when set, is used instead of opening one for Device (tests).
 	Backend func(env launch.RankEnv, job string) (transport.Backend, error)
 }
@@ -295,12 +299,31 @@ func (c *Comm) NewWindow(ctx context.Context, call string, o window.Options) (*w
 		o.IPC = c.Opts.IPC
 	}
 	if o.IPC == "" {
-		o.IPC = transport.IPCLegacy
+		o.IPC = "auto"
+	}
+	if o.Symmetric == "" || o.Symmetric == "auto" {
+		o.Symmetric = c.Opts.Symmetric
+	}
+	if o.Symmetric == "" {
+		o.Symmetric = "auto"
 	}
 	// The way the memory is shared, as resolved from each rank's --ipc,
-	// must agree too: the two ways exchange different things.
-	if _, err := c.Collective(ctx, fmt.Sprintf("%s (ipc %s)", call, o.IPC), nil); err != nil {
+	// must agree too: the ways exchange different things. Each rank
+	// brings whether it could map a symmetric window.
+	sym, why, applies := c.symmetricSupport()
+	status := []byte{0}
+	if sym {
+		status[0] = 1
+	}
+	if !applies {
+		status[0] = 2
+	}
+	all, err := c.Collective(ctx, fmt.Sprintf("%s (ipc %s, symmetric %s)", call, o.IPC, o.Symmetric), append(status, why...))
+	if err != nil {
 		return nil, err
+	}
+	if err := resolveSharing(&o, all); err != nil {
+		return nil, fmt.Errorf("rank %d: %s: %w", c.Env.Rank, call, err)
 	}
 	w, err := c.Rank.NewWindow(ctx, o)
 	if err != nil {
@@ -422,4 +445,67 @@ func gpuShared(topo *transport.Topology) bool {
 		}
 	}
 	return false
+}
+
+// symmetricSupport says whether this rank could map a symmetric window,
+// and if not, why; applies is false on a backend without symmetric windows
+// (the host's), which ignores the option as it ignores ipc.
+func (c *Comm) symmetricSupport() (ok bool, why string, applies bool) {
+	sc, isSC := c.Backend.(transport.SymmetricCapable)
+	if !isSC {
+		return false, c.Backend.Name() + " windows are shared memory, mapped by each process where it likes (symmetric applies to CUDA windows)", false
+	}
+	ok, why = sc.SymmetricSupport(c.Rank.Topo)
+	return ok, why, true
+}
+
+// resolveSharing turns the window's ipc and symmetric requests into the
+// way its memory is shared, the same on every rank: all holds each rank's
+// symmetric support (a byte, 1 when it can, then why not). ipc "auto" is
+// symmetric VMM where every rank can map it, else legacy IPC; symmetric
+// "on" makes a rank that cannot an error. A status byte 2 is a backend
+// without symmetric windows: the request is ignored there.
+func resolveSharing(o *window.Options, all [][]byte) error {
+	can, why := true, ""
+	for r, d := range all {
+		if len(d) > 0 && d[0] == 2 {
+			o.SymmetricWhy = string(d[1:])
+			if o.IPC == "auto" {
+				o.IPC = transport.IPCLegacy
+			}
+			return nil
+		}
+		if len(d) == 0 || d[0] != 1 {
+			can = false
+			if why == "" {
+				msg := "no reason given"
+				if len(d) > 1 {
+					msg = string(d[1:])
+				}
+				why = fmt.Sprintf("rank %d: %s", r, msg)
+			}
+		}
+	}
+	legacy := o.IPC == transport.IPCLegacy
+	switch {
+	case o.Symmetric == "off":
+		o.SymmetricWhy = "symmetric = false"
+	case legacy:
+		if o.Symmetric == "on" {
+			return fmt.Errorf("bad argument 'symmetric' (a symmetric window needs VMM memory; ipc is legacy)")
+		}
+		o.SymmetricWhy = "ipc legacy (CUDA IPC handles map each part where the driver likes)"
+	case !can:
+		if o.Symmetric == "on" {
+			return fmt.Errorf("bad argument 'symmetric' (true, but %s)", why)
+		}
+		o.SymmetricWhy = why
+	default:
+		o.IPC = transport.IPCSymmetric
+		o.SymmetricWhy = "every rank maps every part in one range (VMM memory over CUDA IPC)"
+	}
+	if o.IPC == "auto" {
+		o.IPC = transport.IPCLegacy
+	}
+	return nil
 }

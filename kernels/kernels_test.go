@@ -561,6 +561,78 @@ func TestPingPong(t *testing.T) {
 	t.Logf("MEASURED raw flag ping-pong (one GPU, two 1-thread kernels, device memory): %.0f ns per round trip", float64(ns)/iters)
 }
 
+// Each correct ordering of the put_signal ping-pong (system scope 0 and 4,
+// GPU scope 7 and 9) completes with the payload in place, and the device
+// barrier loop completes with its rows found by table (variants 6, 8) and
+// by arithmetic in a flat range (rows NULL, base + p*stride).
+func TestPutSignalPingPongAndBarrierVariants(t *testing.T) {
+	e := needKernels(t)
+	d, k := e.d, e.k
+	s0, s1 := newStream(t, d), newStream(t, d)
+	const iters = 2000
+	for _, v := range []int{0, 4, 7, 9} {
+		mem := zeroed(t, d, 1024)
+		out := zeroed(t, d, 16)
+		src0, src1 := mem.Add(512), mem.Add(520)
+		data0, data1 := mem.Add(256), mem.Add(264) // rank 0's and rank 1's payload landing
+		slot0, slot1 := mem, mem.Add(128)
+		put := func(p cuda.DevicePtr, v uint64) {
+			var b [8]byte
+			binary.LittleEndian.PutUint64(b[:], v)
+			must(t, d.MemcpyHtoD(p, b[:]))
+		}
+		put(src0, 0x1111)
+		put(src1, 0x2222)
+		must(t, k.PutSignalPingPong(s1, data0, src1, 8, slot0, slot1, iters, false, 10*time.Second, out.Add(8), v))
+		must(t, k.PutSignalPingPong(s0, data1, src0, 8, slot1, slot0, iters, true, 10*time.Second, out, v))
+		must(t, s0.Synchronize())
+		must(t, s1.Synchronize())
+		o := read(t, d, out, 16)
+		if u64at(o, 0) == ^uint64(0) || u64at(o, 8) == ^uint64(0) {
+			t.Fatalf("variant %d: ping-pong timed out", v)
+		}
+		got := read(t, d, data0, 16)
+		if u64at(got, 0) != 0x2222 || u64at(got, 8) != 0x1111 {
+			t.Fatalf("variant %d: payloads %#x %#x", v, u64at(got, 0), u64at(got, 8))
+		}
+		t.Logf("MEASURED put_signal ping-pong variant %d: %.0f ns per round trip", v, float64(u64at(o, 0))/iters)
+	}
+	// Two ranks' rows of two slots, 4096 bytes apart.
+	const stride = 4096
+	for _, c := range []struct {
+		variant int
+		flat    bool
+	}{{6, false}, {8, false}, {6, true}, {8, true}} {
+		rows := zeroed(t, d, 2*stride)
+		out := zeroed(t, d, 16)
+		var table, base cuda.DevicePtr
+		if !c.flat {
+			table = zeroed(t, d, 16)
+			var b [16]byte
+			binary.LittleEndian.PutUint64(b[0:], uint64(rows))
+			binary.LittleEndian.PutUint64(b[8:], uint64(rows.Add(stride)))
+			must(t, d.MemcpyHtoD(table, b[:]))
+		} else {
+			base = rows
+		}
+		must(t, k.BarrierLoop(s1, table, base, stride, 1, 2, iters, 10*time.Second, out.Add(8), c.variant))
+		must(t, k.BarrierLoop(s0, table, base, stride, 0, 2, iters, 10*time.Second, out, c.variant))
+		must(t, s0.Synchronize())
+		must(t, s1.Synchronize())
+		o := read(t, d, out, 16)
+		if u64at(o, 0) == ^uint64(0) || u64at(o, 8) == ^uint64(0) {
+			t.Fatalf("barrier variant %d flat %v: timed out", c.variant, c.flat)
+		}
+		r := read(t, d, rows, 2*stride)
+		// Each rank wrote the last epoch into its slot of the other's row.
+		for _, off := range []int{8, stride} {
+			if u64at(r, off) != iters {
+				t.Fatalf("barrier variant %d flat %v: slot at %d holds %d", c.variant, c.flat, off, u64at(r, off))
+			}
+		}
+	}
+}
+
 // vmmAlias creates size bytes of VMM memory mapped twice: local through the
 // allocation's own handle, remote through a handle re-imported from its
 // exported file descriptor, as a peer rank would map it.

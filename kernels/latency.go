@@ -189,9 +189,10 @@ func (k *Kernels) PutSignalPingPong(s *cuda.Stream, peerData, src cuda.DevicePtr
 }
 
 // BarrierLoop enqueues iters window barriers run back to back on the
-// device (see lc_barrier_loop). rows is a device array of size pointers.
-func (k *Kernels) BarrierLoop(s *cuda.Stream, rows cuda.DevicePtr, rank, size uint32, iters uint64, timeout time.Duration, outNs cuda.DevicePtr, variant int) error {
+// device (see lc_barrier_loop). rows is a device array of size pointers,
+// or 0 for a symmetric window: rank p's row is then base + p*stride.
+func (k *Kernels) BarrierLoop(s *cuda.Stream, rows, base cuda.DevicePtr, stride uint64, rank, size uint32, iters uint64, timeout time.Duration, outNs cuda.DevicePtr, variant int) error {
 	var a cuda.KernelArgs
-	a.Ptr(rows).U32(rank).U32(size).U64(iters).U64(nanos(timeout)).Ptr(outNs).I32(int32(variant))
+	a.Ptr(rows).Ptr(base).U64(stride).U32(rank).U32(size).U64(iters).U64(nanos(timeout)).Ptr(outNs).I32(int32(variant))
 	return k.single(KernelBarrierLoop, s, &a)
 }

@@ -10,6 +10,14 @@ __device__ __forceinline__ void lc_store_release_sys(lc_u64 *p, lc_u64 v) {
 
 __device__ __forceinline__ void lc_fence_acquire_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 
+// GPU-scope release store and acquire load: enough when every thread that
+// takes part runs on this GPU (ranks that share one device), and far
+// cheaper than system scope, which waits for the stores to be visible to
+// other devices and the host.
+__device__ __forceinline__ void lc_store_release_gpu(lc_u64 *p, lc_u64 v) {
+	asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
 // lc_signal_release_sys stores (op 0) or adds (op 1) value at slot with
 // system-scope release semantics.
 __device__ __forceinline__ void lc_signal_release_sys(lc_u64 *slot, lc_u64 value, int op) {
@@ -40,10 +48,20 @@ extern "C" __global__ void lc_put_signal(lc_u8 *dst, const lc_u8 *src, lc_u64 n,
 // flag store, acquire fence after; 2 acq_rel fences on both sides; 3 no
 // ordering at all (a floor for measurements, not a correct protocol); 4
 // release store and an acquire load of the flag; 6 (barrier only) release
-// stores to the peers' rows and an acquire load of each peer's slot.
+// stores to the peers' rows and an acquire load of each peer's slot; 7
+// variant 4 and 8 (barrier only) variant 6 at GPU scope, for peers whose
+// memory and threads are on this GPU; 9 polls the flag with GPU-scope
+// acquire loads (no load after the poll) and stores it with a GPU-scope
+// release.
 __device__ __forceinline__ lc_u64 lc_load_acquire_sys(const lc_u64 *p) {
 	lc_u64 v;
 	asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+	return v;
+}
+
+__device__ __forceinline__ lc_u64 lc_load_acquire_gpu(const lc_u64 *p) {
+	lc_u64 v;
+	asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
 	return v;
 }
 
@@ -52,6 +70,8 @@ __device__ __forceinline__ void lc_flag_store(lc_u64 *p, lc_u64 v, int variant) 
 	case 0:
 	case 4:
 	case 5: lc_store_release_sys(p, v); break;
+	case 7:
+	case 9: lc_store_release_gpu(p, v); break;
 	case 1: __threadfence_system(); lc_store_volatile(p, v); break;
 	case 2: asm volatile("fence.acq_rel.sys;" ::: "memory"); lc_store_volatile(p, v); break;
 	default: lc_store_volatile(p, v);
@@ -61,12 +81,23 @@ __device__ __forceinline__ void lc_flag_store(lc_u64 *p, lc_u64 v, int variant) 
 // lc_after_wait orders what follows a wait that saw flag p reach its
 // value: a fence, or (variants 4, 5) an acquire load of the flag itself.
 __device__ __forceinline__ void lc_after_wait(int variant, const lc_u64 *p) {
-	if (variant == 3) return;
+	if (variant == 3 || variant == 9) return;
 	if (variant == 4 || variant == 5) {
 		(void)lc_load_acquire_sys(p);
 		return;
 	}
+	if (variant == 7) {
+		(void)lc_load_acquire_gpu(p);
+		return;
+	}
 	lc_fence_acquire_sys();
+}
+
+// lc_poll reads the flag a ping-pong waits on: a volatile load, or for
+// variant 9 a GPU-scope acquire load (the poll that sees the value is the
+// acquire, so nothing follows it).
+__device__ __forceinline__ lc_u64 lc_poll(const lc_u64 *p, int variant) {
+	return variant == 9 ? lc_load_acquire_gpu(p) : lc_load_volatile(p);
 }
 
 extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, lc_u64 n, lc_u64 *peer_slot,
@@ -76,7 +107,7 @@ extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, 
 	const lc_u64 start = lc_globaltimer();
 	for (lc_u64 i = 1; i <= iters; i++) {
 		if (!initiator) {
-			while (lc_load_volatile(my_slot) < i) {
+			while (lc_poll(my_slot, variant) < i) {
 				if (timeout_ns != 0 && lc_globaltimer() - start >= timeout_ns) {
 					if (out_ns) *out_ns = ~0ull;
 					return;
@@ -91,7 +122,7 @@ extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, 
 		}
 		lc_flag_store(peer_slot, i, variant);
 		if (initiator) {
-			while (lc_load_volatile(my_slot) < i) {
+			while (lc_poll(my_slot, variant) < i) {
 				if (timeout_ns != 0 && lc_globaltimer() - start >= timeout_ns) {
 					if (out_ns) *out_ns = ~0ull;
 					return;
@@ -103,20 +134,35 @@ extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, 
 	if (out_ns) *out_ns = lc_globaltimer() - start;
 }
 
+// lc_row is rank p's row: from the pointer table rows, or, for a symmetric
+// window (rows NULL), by arithmetic in its flat range.
+__device__ __forceinline__ lc_u64 *lc_row(lc_u64 *const *rows, lc_u64 base, lc_u64 stride, lc_u32 p) {
+	return rows ? rows[p] : (lc_u64 *)(base + (lc_u64)p * stride);
+}
+
 // lc_barrier_loop runs iters window barriers back to back on the device:
-// rows[p] is rank p's slot row (nranks slots, slot q written by rank q) as
-// mapped here; barrier e writes e into slot `rank` of every row and waits
-// until every slot of its own row reaches e. Rows start at 0.
-extern "C" __global__ void lc_barrier_loop(lc_u64 *const *rows, lc_u32 rank, lc_u32 nranks, lc_u64 iters,
+// rank p's slot row (nranks slots, slot q written by rank q) as mapped here
+// is rows[p], or base + p*stride when rows is NULL (a symmetric window);
+// barrier e writes e into slot `rank` of every row and waits until every
+// slot of its own row reaches e. Rows start at 0.
+extern "C" __global__ void lc_barrier_loop(lc_u64 *const *rows, lc_u64 base, lc_u64 stride, lc_u32 rank, lc_u32 nranks, lc_u64 iters,
                                            lc_u64 timeout_ns, lc_u64 *out_ns, int variant) {
 	if (threadIdx.x != 0 || blockIdx.x != 0) return;
 	const lc_u64 start = lc_globaltimer();
-	const lc_u64 *mine = rows[rank];
+	const lc_u64 *mine = lc_row(rows, base, stride, rank);
 	for (lc_u64 e = 1; e <= iters; e++) {
-		if (variant == 6) {
+		if (variant == 6 || variant == 8) {
 			// Release stores to the peers only, then per-slot acquire
-			// loads: no full fence, and no store to our own row.
-			for (lc_u32 i = 1; i < nranks; i++) lc_store_release_sys(rows[(rank + i) % nranks] + rank, e);
+			// loads: no full fence, and no store to our own row (8: at
+			// GPU scope, every rank on this GPU).
+			for (lc_u32 i = 1; i < nranks; i++) {
+				lc_u64 *slot = lc_row(rows, base, stride, (rank + i) % nranks) + rank;
+				if (variant == 8) {
+					lc_store_release_gpu(slot, e);
+				} else {
+					lc_store_release_sys(slot, e);
+				}
+			}
 			for (lc_u32 i = 1; i < nranks; i++) {
 				const lc_u32 p = (rank + i) % nranks;
 				while (lc_load_volatile(mine + p) < e) {
@@ -125,16 +171,20 @@ extern "C" __global__ void lc_barrier_loop(lc_u64 *const *rows, lc_u32 rank, lc_
 						return;
 					}
 				}
-				(void)lc_load_acquire_sys(mine + p);
+				if (variant == 8) {
+					(void)lc_load_acquire_gpu(mine + p);
+				} else {
+					(void)lc_load_acquire_sys(mine + p);
+				}
 			}
 			continue;
 		}
 		if (variant == 0 || variant == 4 || variant == 5) {
-			for (lc_u32 p = 0; p < nranks; p++) lc_store_release_sys(rows[p] + rank, e);
+			for (lc_u32 p = 0; p < nranks; p++) lc_store_release_sys(lc_row(rows, base, stride, p) + rank, e);
 		} else {
 			if (variant == 1) __threadfence_system();
 			if (variant == 2) asm volatile("fence.acq_rel.sys;" ::: "memory");
-			for (lc_u32 p = 0; p < nranks; p++) lc_store_volatile(rows[p] + rank, e);
+			for (lc_u32 p = 0; p < nranks; p++) lc_store_volatile(lc_row(rows, base, stride, p) + rank, e);
 		}
 		for (lc_u32 p = 0; p < nranks; p++) {
 			while (lc_load_volatile(mine + p) < e) {

@@ -169,7 +169,7 @@ func rankEntries() []*Entry {
 			return 1
 		}),
 		fn("lc.window", "{bytes, signals=8, counters=8, barriers=4, timeout_ms=10000, path=\"auto\", ipc=\"auto\"}", "window", "Windows",
-			"**collective**: every rank gets a data buffer of `bytes` bytes that every peer can write and read, `signals` signal slots per peer, `counters` local-completion counters per peer and `barriers` barrier slots; waits time out after `timeout_ms`. `path` (CUDA) is \"ce\" (copy engines and stream memory operations), \"sm\" (kernels) or \"auto\". `ipc` (CUDA) is how the memory is shared with the peers: \"legacy\" (CUDA IPC handles), \"vmm\" (cuMemCreate memory passed as file descriptors over Unix sockets) or \"auto\" (the job's `--ipc`, legacy by default); host windows are shared memory whatever it says.",
+			"**collective**: every rank gets a data buffer of `bytes` bytes that every peer can write and read, `signals` signal slots per peer, `counters` local-completion counters per peer and `barriers` barrier slots; waits time out after `timeout_ms`. `path` (CUDA) is \"ce\" (copy engines and stream memory operations), \"sm\" (kernels) or \"auto\". `ipc` (CUDA) is how the memory is shared with the peers: \"legacy\" (CUDA IPC handles), \"vmm\" (cuMemCreate memory passed as file descriptors over Unix sockets) or \"auto\" (the job's `--ipc`; by default vmm in a symmetric window where every rank can map one, else legacy); host windows are shared memory whatever it says. `symmetric` (CUDA) true maps every rank's part in one reserved virtual range at base + rank*stride (VMM memory of the same size on every rank), false keeps a table of separate mappings, \"auto\" (the job's `--symmetric`, auto by default) is true wherever every rank can; `w:info()` says which and why.",
 			newWindow),
 		fn("lc.timer", "()", "timer", "Timing", "A timer whose start and stop are enqueued on the rank's stream (CUDA events on a GPU).", func(c *call) int {
 			t := &timerRef{}
@@ -180,7 +180,7 @@ func rankEntries() []*Entry {
 	}
 }
 
-var windowKeys = []string{"bytes", "signals", "counters", "barriers", "timeout_ms", "path", "ipc"}
+var windowKeys = []string{"bytes", "signals", "counters", "barriers", "timeout_ms", "path", "ipc", "symmetric"}
 
 func newWindow(c *call) int {
 	L := c.L
@@ -258,9 +258,24 @@ func newWindow(c *call) int {
 			*f.dst = string(s)
 		}
 	}
+	switch v := L.GetField(t, "symmetric").(type) {
+	case *lua.LNilType:
+	case lua.LBool:
+		o.Symmetric = map[bool]string{true: "on", false: "off"}[bool(v)]
+	case lua.LString:
+		if v != "auto" {
+			c.fail("bad argument 'symmetric' (true, false or \"auto\" expected, got %q)", string(v))
+		}
+		o.Symmetric = "auto"
+	default:
+		c.fail("bad argument 'symmetric' (true, false or \"auto\" expected, got %s)", v.Type())
+	}
+	if o.IPC == "symmetric" {
+		c.fail("bad argument 'ipc' (unknown value \"symmetric\" (want auto, legacy or vmm; symmetric = true asks for a symmetric window))")
+	}
 	c.check(o.Validate())
-	desc := fmt.Sprintf("lc.window{bytes=%d, signals=%d, counters=%d, barriers=%d, timeout_ms=%d, path=%q, ipc=%q}",
-		o.Bytes, o.Signals, o.Counters, o.Barriers, o.Timeout.Milliseconds(), o.Path, o.IPC)
+	desc := fmt.Sprintf("lc.window{bytes=%d, signals=%d, counters=%d, barriers=%d, timeout_ms=%d, path=%q, ipc=%q, symmetric=%q}",
+		o.Bytes, o.Signals, o.Counters, o.Barriers, o.Timeout.Milliseconds(), o.Path, o.IPC, o.Symmetric)
 	w, err := c.s.Comm.NewWindow(c.ctx(), desc, o)
 	c.check(err)
 	c.s.push(&windowRef{w: w, call: desc}, "w")
@@ -509,6 +524,31 @@ func windowEntries() []*Entry {
 			s, err := c.win().Transport(c.index(0))
 			c.check(err)
 			c.L.Push(lua.LString(s))
+			return 1
+		}),
+		fn("w:info", "()", "table", g, "What the window is: {bytes, signals, counters, barriers, timeout_ms, path, ipc, mode = \"symmetric\" or \"asymmetric\", why, and when symmetric base, stride, granularity}.", func(c *call) int {
+			w := c.win()
+			o := w.Options()
+			t := c.L.NewTable()
+			set := func(k string, v lua.LValue) { c.L.SetField(t, k, v) }
+			set("bytes", lua.LNumber(o.Bytes))
+			set("signals", lua.LNumber(o.Signals))
+			set("counters", lua.LNumber(o.Counters))
+			set("barriers", lua.LNumber(o.Barriers))
+			set("timeout_ms", lua.LNumber(o.Timeout.Milliseconds()))
+			set("path", lua.LString(o.Path))
+			set("ipc", lua.LString(o.IPC))
+			set("why", lua.LString(o.SymmetricWhy))
+			if f := w.Flat(); f != nil {
+				set("mode", lua.LString("symmetric"))
+				set("ipc", lua.LString(transport.IPCVMM))
+				set("base", lua.LNumber(float64(f.Base)))
+				set("stride", lua.LNumber(float64(f.Stride)))
+				set("granularity", lua.LNumber(float64(f.Granularity)))
+			} else {
+				set("mode", lua.LString("asymmetric"))
+			}
+			c.L.Push(t)
 			return 1
 		}),
 		fn("w:free", "()", "", g, "**collective**: waits for the stream, meets every rank and releases the window; any later use is an error.", func(c *call) int {

@@ -44,6 +44,12 @@ leaks suite
 step suite-vmm timeout 300 $bin run -n "$n" --device cuda --ipc vmm tests/suite.lua
 step agp-vmm timeout 300 $bin run -n "$n" --device cuda --ipc vmm tests/agp.lua 100
 leaks suite-vmm
+# symmetric windows (the default wherever every rank can map one), side by
+# side with asymmetric ones; with --ipc legacy, auto falls back and says why
+step symmetric timeout 300 $bin run -n "$n" --device cuda tests/symmetric.lua
+step symmetric-fallback timeout 300 $bin run -n "$n" --device cuda --ipc legacy tests/symmetric.lua fallback
+step suite-asym timeout 300 $bin run -n "$n" --device cuda --symmetric off tests/suite.lua
+leaks symmetric
 step agp timeout 300 $bin run -n "$n" --device cuda tests/agp.lua 1000
 step agp-sm timeout 300 $bin run -n "$n" --device cuda tests/agp.lua 1000 sm
 # path sm with the copy-engine puts from 1 MiB per rank, so that the
@@ -78,6 +84,7 @@ for p in auto ce sm; do
 	step bench-pingpong-$p timeout 100 $bin bench pingpong -n 2 --device cuda --iters 2000 --path $p
 	step bench-barrier-$p timeout 100 $bin bench barrier -n 2 --device cuda --iters 2000 --path $p
 done
+step bench-symmetric timeout 200 bash -c "$bin bench pingpong -n 2 --device cuda --iters 2000 --symmetric both && $bin bench put -n 2 --device cuda -b 8 -e 8 --iters 200 --symmetric both && $bin bench put -n 2 --device cuda -b 256M -e 256M --symmetric both"
 # --cpu-bind auto (the default) against none: the ranks' CPUs are in the output
 step lua-pingpong timeout 150 bash -c "for r in 1 2 3 4; do for b in auto none; do $bin run -n 2 --device cuda --cpu-bind \$b bench/pingpong.lua 5000; done; done"
 step bench-put-large timeout 200 bash -c "for p in ce sm; do $bin bench put -n 2 --device cuda -b 256M -e 1G --path \$p --iters 9; done"
@@ -103,6 +110,8 @@ if [ "${AGP_MODES:-0}" = 1 ]; then
 fi
 if [ "${SUITE_WIDE:-0}" = 1 ]; then
 	step suite4 timeout 300 $bin run -n 4 --device cuda tests/suite.lua
+	step symmetric3 timeout 300 $bin run -n 3 --device cuda tests/symmetric.lua
+	step symmetric4 timeout 300 $bin run -n 4 --device cuda tests/symmetric.lua
 	leaks suite4
 fi
 exit $status

@@ -62,7 +62,18 @@ const (
 	// IPCVMM: cuMemCreate memory exported as a POSIX file descriptor,
 	// passed to the peers over Unix sockets (FDBox), imported and mapped.
 	IPCVMM = "vmm"
+	// IPCSymmetric: VMM memory of the same size on every rank, each rank
+	// mapping every part into one reserved range at Base + rank*Stride
+	// (Region.Flat): a symmetric window.
+	IPCSymmetric = "symmetric"
 )
+
+// SymmetricCapable is a backend that can make symmetric regions.
+type SymmetricCapable interface {
+	// SymmetricSupport says whether this rank can map a symmetric region
+	// with the peers of topo, and if not, why.
+	SymmetricSupport(topo *Topology) (bool, string)
+}
 
 // Description is what a backend tells lc.info about itself.
 type Description struct {

@@ -19,9 +19,20 @@ type Region struct {
 	// Keys[r] is rank r's region as a network transport registered it,
 	// where this rank reaches r over the network (nil elsewhere).
 	Keys []RemoteKey
+	// Flat, when set, says every rank's part is mapped in one reserved
+	// virtual range: Peers[r] == Flat.Base + r*Flat.Stride.
+	Flat *FlatRange
 	// unmap, when set, drops the peer mappings only (before the owners free).
 	unmap func() error
 	close func() error
+}
+
+// FlatRange is the one virtual range of a symmetric region: rank r's part
+// starts at Base + r*Stride, so device code reaches any peer by arithmetic.
+type FlatRange struct {
+	Base        Addr
+	Stride      uint64 // bytes between two ranks' parts (whole granules)
+	Granularity uint64 // the allocation granularity Stride is rounded to
 }
 
 // NewRegion describes memory a Memory implementation allocated: unmap
@@ -60,9 +71,9 @@ func (r *Region) Close() error {
 type Memory interface {
 	// Share is collective: it allocates size zeroed bytes on this rank and
 	// maps every peer's region that topo says can be mapped, sharing the
-	// memory the way ipc says (IPCLegacy or IPCVMM on CUDA; "" is
-	// IPCLegacy; the host backend shares POSIX shared memory whatever ipc
-	// says).
+	// memory the way ipc says (IPCLegacy, IPCVMM or IPCSymmetric on CUDA;
+	// "" is IPCLegacy; the host backend shares POSIX shared memory whatever
+	// ipc says).
 	Share(ctx context.Context, ex Exchanger, topo *Topology, size uint64, ipc string) (*Region, error)
 	// Alloc returns size zeroed bytes private to this rank.
 	Alloc(size uint64) (*Region, error)

@@ -85,11 +85,18 @@ type Options struct {
 	// file descriptors); "" and "auto" mean "legacy" here (the engine
 	// resolves "auto" to the job's --ipc first). Host windows ignore it.
 	IPC string
+	// Symmetric asks for a symmetric CUDA window, every rank's part mapped
+	// in one reserved range at base + rank*stride: "on", "off", or "auto"
+	// and "" (symmetric wherever every rank can map one).
+	Symmetric string
+	// SymmetricWhy is set by the engine: why the window is, or is not,
+	// symmetric.
+	SymmetricWhy string
 }
 
 // DefaultOptions are the contract's defaults.
 func DefaultOptions() Options {
-	return Options{Signals: 8, Counters: 8, Barriers: 4, Timeout: 10 * time.Second, Path: "auto", IPC: "auto"}
+	return Options{Signals: 8, Counters: 8, Barriers: 4, Timeout: 10 * time.Second, Path: "auto", IPC: "auto", Symmetric: "auto"}
 }
 
 // Limits on window options.
@@ -121,9 +128,14 @@ func (o Options) Validate() error {
 		return argErr("path", "unknown path %q (want auto, ce or sm)", o.Path)
 	}
 	switch o.IPC {
-	case "", "auto", transport.IPCLegacy, transport.IPCVMM:
+	case "", "auto", transport.IPCLegacy, transport.IPCVMM, transport.IPCSymmetric:
 	default:
 		return argErr("ipc", "unknown value %q (want auto, legacy or vmm)", o.IPC)
+	}
+	switch o.Symmetric {
+	case "", "auto", "on", "off":
+	default:
+		return argErr("symmetric", "unknown value %q (want true, false or \"auto\")", o.Symmetric)
 	}
 	return nil
 }

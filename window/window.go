@@ -110,6 +110,9 @@ func (w *Window) SignalSlot(receiver, sender, sig int) transport.Addr {
 	return w.peers.Addr(receiver, w.lay.Inbox(sender, sig))
 }
 
+// Flat returns the window's flat range when it is symmetric, else nil.
+func (w *Window) Flat() *transport.FlatRange { return w.reg.Flat }
+
 // Peers returns the window's dispatcher: the route to every peer's part.
 func (w *Window) Peers() *transport.Peers { return w.peers }
 

@@ -22,6 +22,9 @@ type BenchRow struct {
 	Ref     float64 `json:"ref,omitempty"`   // the reference's figure, same unit
 	Ratio   float64 `json:"ratio,omitempty"` // ours / reference (bandwidth) or reference / ours (time)
 	Wrong   int     `json:"wrong"`
+	// Symmetric is the window mode the row was measured with ("on" or
+	// "off"), when a run compares them.
+	Symmetric string `json:"symmetric,omitempty"`
 	// Enqueue and Sync split a host-issued round trip on rank 0 (medians,
 	// seconds): the calls that enqueue the operations, and the wait for
 	// the stream to drain.
@@ -203,8 +206,22 @@ type refCopier interface {
 
 // deviceLooper is a backend that can time protocols in device loops.
 type deviceLooper interface {
-	DevicePingPong(raw bool, peerData, src transport.Addr, n uint64, peerSlot, mySlot transport.Addr, iters uint64, initiator bool, timeout time.Duration) (time.Duration, error)
-	DeviceBarrierLoop(rows []transport.Addr, rank int, iters uint64, timeout time.Duration) (time.Duration, error)
+	DevicePingPong(raw bool, peerData, src transport.Addr, n uint64, peerSlot, mySlot transport.Addr, iters uint64, initiator bool, timeout time.Duration, local bool) (time.Duration, error)
+	DeviceBarrierLoop(rows []transport.Addr, rank int, iters uint64, timeout time.Duration, local bool, flat *transport.FlatRange) (time.Duration, error)
+}
+
+// onMyDevice reports whether every one of peers runs on this rank's device
+// (same host, same device): device loops then order their signals at GPU
+// scope.
+func onMyDevice(c *engine.Comm, peers ...int) bool {
+	ids := c.Rank.Topo.Idents
+	me := ids[c.Env.Rank]
+	for _, p := range peers {
+		if ids[p].Host != me.Host || ids[p].Device != me.Device {
+			return false
+		}
+	}
+	return true
 }
 
 // BenchDevicePingPong times device-initiated 8-byte put_signal -> wait
@@ -242,7 +259,7 @@ func BenchDevicePingPong(ctx context.Context, c *engine.Comm, iters int) ([]Benc
 			peer := 1 - me
 			srcAddr, _ := src.Addr()
 			d, err = dl.DevicePingPong(raw, w.PeerData(peer), srcAddr, 8, w.SignalSlot(peer, me, 0), w.SignalSlot(me, peer, 0),
-				uint64(iters), me == 0, w.Options().Timeout)
+				uint64(iters), me == 0, w.Options().Timeout, onMyDevice(c, peer))
 		}
 		wrong := 0
 		if !raw {
@@ -290,7 +307,11 @@ func BenchDeviceBarrier(ctx context.Context, c *engine.Comm, iters int) (BenchRo
 	for p := range rows {
 		rows[p] = w.PeerData(p)
 	}
-	d, err := dl.DeviceBarrierLoop(rows, c.Env.Rank, uint64(iters), w.Options().Timeout)
+	all := make([]int, n)
+	for p := range all {
+		all[p] = p
+	}
+	d, err := dl.DeviceBarrierLoop(rows, c.Env.Rank, uint64(iters), w.Options().Timeout, onMyDevice(c, all...), w.Flat())
 	ferr := c.FreeWindow(ctx, w)
 	if err != nil {
 		return BenchRow{}, true, err

@@ -80,7 +80,7 @@ func TestWindowIPCMustAgree(t *testing.T) {
 		if err == nil {
 			return fmt.Errorf("a window shared two ways was made")
 		}
-		if !strings.Contains(err.Error(), "differs across ranks") || !strings.Contains(err.Error(), "(ipc vmm)") {
+		if !strings.Contains(err.Error(), "differs across ranks") || !strings.Contains(err.Error(), "(ipc vmm, symmetric auto)") {
 			return fmt.Errorf("unclear error: %v", err)
 		}
 		return nil

@@ -275,11 +275,36 @@ func ipcReach(topo *transport.Topology) string {
 	return ""
 }
 
+// SymmetricSupport implements transport.SymmetricCapable: symmetric
+// windows need every peer reachable by CUDA IPC (nvl) and a device that
+// supports VMM memory exported as file descriptors.
+func (b *CUDABackend) SymmetricSupport(topo *transport.Topology) (bool, string) {
+	if why := ipcReach(topo); why != "" {
+		return false, why
+	}
+	for _, a := range []struct {
+		attr cuda.DeviceAttribute
+		what string
+	}{{cuda.AttrVirtualMemoryManagement, "virtual memory management"}, {cuda.AttrHandleTypePosixFDSupported, "VMM handles as file descriptors"}} {
+		v, err := b.drv.DeviceAttribute(b.dev, a.attr)
+		if err != nil {
+			return false, err.Error()
+		}
+		if v == 0 {
+			return false, fmt.Sprintf("device %d does not support %s", b.ordinal, a.what)
+		}
+	}
+	return true, ""
+}
+
 // Share implements Memory: device memory exported with a legacy IPC handle
 // and opened by every same-host peer, or with ipc IPCVMM, see shareVMM.
 func (b *CUDABackend) Share(ctx context.Context, ex transport.Exchanger, topo *transport.Topology, size uint64, ipc string) (*transport.Region, error) {
-	if ipc == transport.IPCVMM {
-		return b.shareVMM(ctx, ex, topo, size)
+	switch ipc {
+	case transport.IPCVMM:
+		return b.shareVMM(ctx, ex, topo, size, false)
+	case transport.IPCSymmetric:
+		return b.shareVMM(ctx, ex, topo, size, true)
 	}
 	defer onThread()()
 	rank, n := ex.Rank(), ex.Size()
@@ -551,13 +576,19 @@ func (b *CUDABackend) RefCopy(dst, src transport.Addr, n uint64) (time.Duration,
 // flag ping-pong (stores to peerSlot, spins on mySlot); otherwise each
 // step is a put of n bytes from src to peerData followed by the signal.
 // Both ranks must call it at about the same time; slots must start at 0.
-func (b *CUDABackend) DevicePingPong(raw bool, peerData, src transport.Addr, n uint64, peerSlot, mySlot transport.Addr, iters uint64, initiator bool, timeout time.Duration) (time.Duration, error) {
+// local says the peer runs on this GPU: its signals then need only GPU
+// scope (release store and acquire load), not system scope.
+func (b *CUDABackend) DevicePingPong(raw bool, peerData, src transport.Addr, n uint64, peerSlot, mySlot transport.Addr, iters uint64, initiator bool, timeout time.Duration, local bool) (time.Duration, error) {
+	variant := orderingVariant(4)
+	if local {
+		variant = orderingVariant(9)
+	}
 	ns, err := b.runAux(func(s *cuda.Stream, out cuda.DevicePtr) error {
 		if raw {
 			return b.k.PingPong(s, cuda.DevicePtr(mySlot), cuda.DevicePtr(peerSlot), iters, initiator, timeout, out)
 		}
 		return b.k.PutSignalPingPong(s, cuda.DevicePtr(peerData), cuda.DevicePtr(src), n, cuda.DevicePtr(peerSlot),
-			cuda.DevicePtr(mySlot), iters, initiator, timeout, out, orderingVariant(4))
+			cuda.DevicePtr(mySlot), iters, initiator, timeout, out, variant)
 	})
 	if err != nil {
 		return 0, err
@@ -570,14 +601,38 @@ func (b *CUDABackend) DevicePingPong(raw bool, peerData, src transport.Addr, n u
 
 // DeviceBarrierLoop runs iters barriers back to back on the device over
 // rows (rows[p]: rank p's row of len(rows) slots, as mapped here, all 0)
-// and returns the device-measured time.
-func (b *CUDABackend) DeviceBarrierLoop(rows []transport.Addr, rank int, iters uint64, timeout time.Duration) (time.Duration, error) {
+// and returns the device-measured time. local says every rank runs on this
+// GPU (GPU-scope ordering suffices). flat, when set, is the symmetric
+// window the rows lie in (rows[p] = flat.Base + p*flat.Stride + the same
+// offset): the kernel then finds every row by arithmetic, with no table.
+func (b *CUDABackend) DeviceBarrierLoop(rows []transport.Addr, rank int, iters uint64, timeout time.Duration, local bool, flat *transport.FlatRange) (time.Duration, error) {
+	variant := orderingVariant(6)
+	if local {
+		variant = orderingVariant(8)
+	}
+	if flat != nil {
+		for p, r := range rows {
+			if uint64(r)-uint64(rows[0]) != uint64(p)*flat.Stride {
+				return 0, fmt.Errorf("device barrier loop: rank %d's row is not at base + %d*stride", p, p)
+			}
+		}
+	}
 	table := make([]byte, 8*len(rows))
 	for i, r := range rows {
 		binary.LittleEndian.PutUint64(table[8*i:], uint64(r))
 	}
 	var ns uint64
 	err := b.onAux(func() error {
+		if flat != nil {
+			if err := b.k.BarrierLoop(b.aux, 0, cuda.DevicePtr(rows[0]), flat.Stride, uint32(rank), uint32(len(rows)), iters, timeout, b.result.Dev, variant); err != nil {
+				return err
+			}
+			if err := b.aux.Synchronize(); err != nil {
+				return err
+			}
+			ns = atomic.LoadUint64((*uint64)(b.result.Host))
+			return nil
+		}
 		p, err := b.drv.MemAlloc(uint64(len(table)))
 		if err != nil {
 			return err
@@ -588,7 +643,7 @@ func (b *CUDABackend) DeviceBarrierLoop(rows []transport.Addr, rank int, iters u
 		if err := b.drv.MemcpyHtoDAsync(p, unsafe.Pointer(unsafe.SliceData(table)), uint64(len(table)), b.aux); err != nil {
 			return err
 		}
-		if err := b.k.BarrierLoop(b.aux, p, uint32(rank), uint32(len(rows)), iters, timeout, b.result.Dev, orderingVariant(6)); err != nil {
+		if err := b.k.BarrierLoop(b.aux, p, 0, 0, uint32(rank), uint32(len(rows)), iters, timeout, b.result.Dev, variant); err != nil {
 			return err
 		}
 		if err := b.aux.Synchronize(); err != nil {
@@ -612,12 +667,15 @@ func (b *CUDABackend) DeviceBarrierLoop(rows []transport.Addr, rank int, iters u
 // acquire fence), 2 (acq_rel fences), 4 (release store, acquire load of
 // the flag) and, for the barrier, 6 (release stores to the peers only,
 // acquire load of each peer's slot) are correct; 3 has no ordering and
-// only gives a floor. The defaults are the fastest correct ones measured
-// on 2 x H200: 4 for the put_signal ping-pong (1.73-1.83 us one-way), 6
-// for the barrier (1.65 us; 2.29 us with variant 1).
+// only gives a floor; 7 and 8 are 4 and 6 at GPU scope, and 9 is 7 with
+// the poll itself the acquire, correct only when every rank runs on this
+// GPU. The defaults are the fastest correct ones measured: on 2 x H200, 4
+// for the put_signal ping-pong (1.73-1.83 us one-way) and 6 for the
+// barrier (1.65 us; 2.29 us with variant 1); with two ranks on one H100
+// under MPS, 9 (0.89 us against 1.27 for 4, raw flag 0.38) and 8.
 func orderingVariant(def int) int {
 	v, err := strconv.Atoi(os.Getenv("LUACOLL_ORDERING"))
-	if err != nil || v < 0 || v > 6 {
+	if err != nil || v < 0 || v > 9 {
 		return def
 	}
 	return v

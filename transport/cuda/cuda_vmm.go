@@ -45,20 +45,37 @@ func (b *CUDABackend) vmmMap(h cuda.MemHandle, size, gran uint64) (cuda.DevicePt
 	return va, nil
 }
 
+// vmmMapAt maps h at va, a place in a reserved range (0: reserve one for
+// it, as vmmMap), and gives this device read-write access.
+func (b *CUDABackend) vmmMapAt(va cuda.DevicePtr, h cuda.MemHandle, size, gran uint64) (cuda.DevicePtr, error) {
+	if va == 0 {
+		return b.vmmMap(h, size, gran)
+	}
+	if err := b.drv.MemMap(va, size, 0, h); err != nil {
+		return 0, err
+	}
+	if err := b.drv.MemSetAccess(va, size, b.dev); err != nil {
+		_ = b.drv.MemUnmap(va, size)
+		return 0, err
+	}
+	return va, nil
+}
+
 // vmmUnmap undoes vmmMap and releases the handle.
 func (b *CUDABackend) vmmUnmap(m vmmMapping, gran uint64) error {
 	return errors.Join(b.drv.MemUnmap(m.va, m.size), b.drv.MemAddressFree(m.va, roundUp(m.size, gran)), b.drv.MemRelease(m.h))
 }
 
-// vmmAlloc creates size bytes (whole granules) of this device's memory,
-// exportable as a file descriptor, maps them here and zeroes them.
-func (b *CUDABackend) vmmAlloc(size, gran uint64) (vmmMapping, error) {
+// vmmAllocAt creates size bytes (whole granules) of this device's memory,
+// exportable as a file descriptor, maps them at at (a place in a reserved
+// range; 0: in a reservation of their own) and zeroes them.
+func (b *CUDABackend) vmmAllocAt(at cuda.DevicePtr, size, gran uint64) (vmmMapping, error) {
 	n := roundUp(size, gran)
 	h, err := b.drv.MemCreate(b.dev, n)
 	if err != nil {
 		return vmmMapping{}, err
 	}
-	va, err := b.vmmMap(h, n, gran)
+	va, err := b.vmmMapAt(at, h, n, gran)
 	if err != nil {
 		_ = b.drv.MemRelease(h)
 		return vmmMapping{}, err
@@ -68,7 +85,11 @@ func (b *CUDABackend) vmmAlloc(size, gran uint64) (vmmMapping, error) {
 		err = b.aux.Synchronize()
 	}
 	if err != nil {
-		_ = b.vmmUnmap(m, gran)
+		if at != 0 {
+			_ = errors.Join(b.drv.MemUnmap(va, n), b.drv.MemRelease(h))
+		} else {
+			_ = b.vmmUnmap(m, gran)
+		}
 		return vmmMapping{}, err
 	}
 	b.live.Add(1)
@@ -145,7 +166,11 @@ func (b *CUDABackend) passVMM(ctx context.Context, rank, n int, tag uint64, fd i
 // a Unix socket), and each imports and maps the peers' parts. Two
 // exchanges bracket the passing, so every box is open before anything is
 // sent and every rank learns of any rank's failure.
-func (b *CUDABackend) shareVMM(ctx context.Context, ex transport.Exchanger, topo *transport.Topology, size uint64) (*transport.Region, error) {
+//
+// With flat (a symmetric window), every rank allocates the same whole
+// granules and maps every part, its own included, into one reserved range
+// at base + r*stride; the region says so (Region.Flat).
+func (b *CUDABackend) shareVMM(ctx context.Context, ex transport.Exchanger, topo *transport.Topology, size uint64, flat bool) (*transport.Region, error) {
 	b.quiesce()
 	defer onThread()()
 	rank, n := ex.Rank(), ex.Size()
@@ -155,6 +180,12 @@ func (b *CUDABackend) shareVMM(ctx context.Context, ex transport.Exchanger, topo
 	gran, err := b.drv.MemGetAllocationGranularity(b.dev, cuda.GranularityRecommended)
 	if err != nil && st.Err == "" {
 		st.Err = err.Error()
+	}
+	var fr *flatRange
+	if flat && st.Err == "" {
+		if fr, err = b.reserveFlat(roundUp(size, gran), gran, n); err != nil {
+			st.Err = err.Error()
+		}
 	}
 	if st.Err == "" {
 		if err := b.current(); err != nil {
@@ -168,7 +199,7 @@ func (b *CUDABackend) shareVMM(ctx context.Context, ex transport.Exchanger, topo
 		}
 	}
 	if st.Err == "" {
-		if local, err = b.vmmAlloc(size, gran); err == nil {
+		if local, err = b.vmmAllocAt(fr.at(rank), size, gran); err == nil {
 			if fd, err = b.drv.MemExportToFD(local.h); err != nil {
 				fd = -1
 			}
@@ -189,7 +220,7 @@ func (b *CUDABackend) shareVMM(ctx context.Context, ex transport.Exchanger, topo
 		m := local
 		local = vmmMapping{}
 		b.live.Add(-1)
-		return errors.Join(b.current(), b.vmmUnmap(m, gran))
+		return errors.Join(b.current(), fr.unmap(b, m, gran), fr.release(b))
 	}
 	peers := make([]vmmMapping, n)
 	closePeers := func() error {
@@ -198,7 +229,7 @@ func (b *CUDABackend) shareVMM(ctx context.Context, ex transport.Exchanger, topo
 		errs := []error{b.current()}
 		for r, m := range peers {
 			if m.va != 0 && r != rank {
-				if err := b.vmmUnmap(m, gran); err != nil {
+				if err := fr.unmap(b, m, gran); err != nil {
 					errs = append(errs, fmt.Errorf("unmapping rank %d's window: %w", r, err))
 				}
 			}
@@ -217,7 +248,11 @@ func (b *CUDABackend) shareVMM(ctx context.Context, ex transport.Exchanger, topo
 			if e != nil {
 				return fmt.Errorf("importing rank %d's window: %w", p, e)
 			}
-			va, e := b.vmmMap(h, all[p].Size, gran)
+			if fr != nil && all[p].Size != fr.stride {
+				_ = b.drv.MemRelease(h)
+				return fmt.Errorf("rank %d's part of a symmetric window is %d bytes, this rank's %d", p, all[p].Size, fr.stride)
+			}
+			va, e := b.vmmMapAt(fr.at(p), h, all[p].Size, gran)
 			if e != nil {
 				_ = b.drv.MemRelease(h)
 				return fmt.Errorf("mapping rank %d's window: %w", p, e)
@@ -241,7 +276,11 @@ func (b *CUDABackend) shareVMM(ctx context.Context, ex transport.Exchanger, topo
 	}
 	if err != nil {
 		_ = closePeers()
-		_ = freeLocal()
+		if local.va != 0 {
+			_ = freeLocal()
+		} else {
+			_ = fr.release(b)
+		}
 		return nil, err
 	}
 	addrs := make([]transport.Addr, n)
@@ -249,5 +288,52 @@ func (b *CUDABackend) shareVMM(ctx context.Context, ex transport.Exchanger, topo
 		addrs[r] = transport.Addr(m.va)
 	}
 	addrs[rank] = transport.Addr(local.va)
-	return transport.NewRegion(size, transport.Addr(local.va), addrs, closePeers, freeLocal), nil
+	reg := transport.NewRegion(size, transport.Addr(local.va), addrs, closePeers, freeLocal)
+	if fr != nil {
+		reg.Flat = &transport.FlatRange{Base: transport.Addr(fr.base), Stride: fr.stride, Granularity: gran}
+	}
+	return reg, nil
+}
+
+// flatRange is the reserved range of a symmetric window; a nil *flatRange
+// stands for "each mapping in its own reservation".
+type flatRange struct {
+	base   cuda.DevicePtr
+	stride uint64
+	n      int
+}
+
+// reserveFlat reserves n parts of stride bytes in one range.
+func (b *CUDABackend) reserveFlat(stride, gran uint64, n int) (*flatRange, error) {
+	base, err := b.drv.MemAddressReserve(stride*uint64(n), gran)
+	if err != nil {
+		return nil, fmt.Errorf("reserving %d x %d bytes for a symmetric window: %w", n, stride, err)
+	}
+	return &flatRange{base: base, stride: stride, n: n}, nil
+}
+
+// at is where rank r's part goes (0: anywhere).
+func (f *flatRange) at(r int) cuda.DevicePtr {
+	if f == nil {
+		return 0
+	}
+	return f.base + cuda.DevicePtr(uint64(r)*f.stride)
+}
+
+// unmap undoes a mapping made at(r) (vmmUnmapAt) or in its own reservation.
+func (f *flatRange) unmap(b *CUDABackend, m vmmMapping, gran uint64) error {
+	if f == nil {
+		return b.vmmUnmap(m, gran)
+	}
+	return errors.Join(b.drv.MemUnmap(m.va, m.size), b.drv.MemRelease(m.h))
+}
+
+// release frees the reserved range once every part is unmapped.
+func (f *flatRange) release(b *CUDABackend) error {
+	if f == nil || f.base == 0 {
+		return nil
+	}
+	err := b.drv.MemAddressFree(f.base, f.stride*uint64(f.n))
+	f.base = 0
+	return err
 }
