@@ -56,7 +56,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.iters, "iters", 20, "timed execs per size")
 	fs.IntVar(&f.warmup, "w", 5, "warmup execs per size")
 	fs.IntVar(&f.warmup, "warmup", 5, "warmup execs per size (same as -w)")
-	fs.StringVar(&f.algo, "algo", "auto", "direct, auto, pipeline, or a schedule of scripts/lib/allgather.lua run through Lua: lua:ring, lua:direct")
+	fs.StringVar(&f.algo, "algo", "auto", "direct, auto, pipeline, or a schedule of scripts/lib/allgather.lua run through Lua: lua:ring, lua:direct, lua:hier")
 	fs.StringVar(&f.path, "path", "ce", "data path on CUDA: ce (copy engines, SM-free replay), sm (one kernel per exec: flagged lines up to 64 KiB per rank, then SM puts; from 128 MiB per rank copy-engine puts beside a copy kernel) or auto (a window's default path, with which the all-gather runs as on ce)")
 	fs.BoolVar(&f.stress, "stress", false, "after each size's timed execs, --iters more with new data each time, every one checked, rank 1 delayed at random")
 	fs.BoolVar(&f.inPlace, "inplace", false, "in-place execs (nccl-tests' in-place column): each rank's chunk starts in the window at rank*n, no own copy; NCCL in place too")
@@ -171,14 +171,14 @@ func (f *agFlags) check() ([]uint64, error) {
 		}
 	}
 	if f.vsDirect && !strings.HasPrefix(f.algo, "lua:") {
-		return nil, fmt.Errorf("--vs direct: compares a Lua schedule (--algo lua:ring or lua:direct) with the built-in all-gather; --algo is %s", f.algo)
+		return nil, fmt.Errorf("--vs direct: compares a Lua schedule (--algo lua:ring, lua:direct or lua:hier) with the built-in all-gather; --algo is %s", f.algo)
 	}
 	if f.path != "ce" && f.path != "sm" && f.path != "auto" {
 		return nil, fmt.Errorf("--path %q: want ce, sm or auto", f.path)
 	}
 	switch f.algo {
 	case "auto", "direct", "pipeline":
-	case "lua:ring", "lua:direct":
+	case "lua:ring", "lua:direct", "lua:hier":
 		if f.graph {
 			return nil, fmt.Errorf("--algo %s: graph mode works with the built-in algorithms only", f.algo)
 		}
@@ -186,7 +186,7 @@ func (f *agFlags) check() ([]uint64, error) {
 			return nil, fmt.Errorf("--algo %s: --inplace works with the built-in algorithms only", f.algo)
 		}
 	default:
-		return nil, fmt.Errorf("--algo %q: want direct, auto, pipeline, lua:ring or lua:direct", f.algo)
+		return nil, fmt.Errorf("--algo %q: want direct, auto, pipeline, lua:ring, lua:direct or lua:hier", f.algo)
 	}
 	var sizes []uint64
 	for s := lo; s <= hi; s *= uint64(f.factor) {

@@ -72,6 +72,24 @@ func TestBenchAllgatherVsDirect(t *testing.T) {
 
 // --plot FILE.png writes the same chart as a PNG image: a line per
 // implementation in its colour (engine/plot tests the drawing itself).
+// The two-level Lua schedule on 4 ranks (the nodes found through
+// w:transport: one here) moves every chunk right, every size.
+func TestBenchAllgatherLuaHier(t *testing.T) {
+	r := luacoll(t, nil, "bench", "allgather", "-n", "4", "-b", "1K", "-e", "1M", "-f", "32", "--iters", "5", "--algo", "lua:hier")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	rows := tableRows(r.stdout, 7)
+	if len(rows) != 3 {
+		t.Fatalf("%d rows:\n%s", len(rows), r.stdout)
+	}
+	for _, f := range rows {
+		if f[6] != "0" {
+			t.Errorf("wrong chunks: %v", f)
+		}
+	}
+}
+
 func TestBenchAllgatherPlotPNG(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "ag.png")
 	r := luacoll(t, nil, "bench", "allgather", "-n", "2", "-b", "1K", "-e", "64K", "-f", "8", "--iters", "5",

@@ -3,6 +3,7 @@
 --   local ag = require("allgather")
 --   ag.ring(w, src, src_off, n)    -- every rank's n bytes land in every window at rank * n
 --   ag.direct(w, src, src_off, n)
+--   ag.hier(w, src, src_off, n)     -- two levels: across nodes, then within each node
 --
 -- src may be the window itself with src_off == lc.rank * n (in place).
 -- Each call starts with a window barrier (slot opts.barrier, default 0) so
@@ -72,6 +73,112 @@ function M.direct(w, src, src_off, n, opts)
   end
   for i = 0, size - 1 do total = total + r[i] end
   w:wait_signal(sig, ">=", total)
+end
+
+-- nodes groups the ranks into nodes: opts.nodes = K splits them into K
+-- blocks of consecutive ranks (for trying the schedule on one machine);
+-- otherwise two ranks share a node when w:transport says they reach each
+-- other by anything but the network. It returns, for this rank, its local
+-- index and, per node (in the order of their lowest rank), the node's
+-- ranks in order.
+local grouping = setmetatable({}, { __mode = "k" }) -- per window, when found through w:transport
+
+local function nodes(w, opts)
+  local size, me = lc.size, lc.rank
+  if not opts.nodes and grouping[w] then return unpack(grouping[w]) end
+  local of = {}
+  if opts.nodes then
+    local k = opts.nodes
+    assert(k >= 1 and size % k == 0, ("allgather.hier: nodes = %d does not divide %d ranks"):format(k, size))
+    for r = 0, size - 1 do of[r] = math.floor(r / (size / k)) end
+  else
+    -- This rank's view: which ranks are local. Every rank sees the same
+    -- grouping, since "local" is symmetric and transitive on one host.
+    local leader = me
+    for r = 0, size - 1 do
+      if r ~= me and w:transport(r) ~= "net" and r < leader then leader = r end
+    end
+    local leaders = lc.allgather(tostring(leader))
+    local ids, next_id = {}, 0
+    for r = 0, size - 1 do
+      local l = tonumber(leaders[r + 1])
+      if ids[l] == nil then ids[l] = next_id; next_id = next_id + 1 end
+      of[r] = ids[l]
+    end
+  end
+  local groups = {}
+  for r = 0, size - 1 do
+    local g = groups[of[r] + 1]
+    if not g then g = {}; groups[of[r] + 1] = g end
+    g[#g + 1] = r
+  end
+  local li
+  for i, r in ipairs(groups[of[me] + 1]) do if r == me then li = i end end
+  for _, g in ipairs(groups) do
+    assert(#g == #groups[1], "allgather.hier: nodes with different numbers of ranks")
+  end
+  if not opts.nodes then grouping[w] = { li, groups, of[me] + 1 } end
+  return li, groups, of[me] + 1
+end
+
+--- Hier (two levels): the ranks with the same local index on every node
+--- exchange their chunks directly (the network level), and each rank
+--- forwards what arrived to the other ranks of its node, piece by piece as
+--- the pieces arrive (opts.pieces, default one per MiB up to 8), so that
+--- the two levels overlap; its own chunk goes to its node's ranks first.
+--- opts.nodes = K forces K nodes of consecutive ranks; by default the nodes
+--- are the groups of ranks that reach each other without the network.
+--- Finding the nodes asks every rank (a collective) the first time a window
+--- is used without opts.nodes.
+function M.hier(w, src, src_off, n, opts)
+  opts = opts or {}
+  local li, groups, mine = nodes(w, opts)
+  local sig, r = begin(w, src, src_off, n, opts)
+  local me = lc.rank
+  local pieces = opts.pieces or math.max(1, math.min(8, math.ceil(n / 1048576)))
+  if pieces > n then pieces = math.max(n, 1) end
+  local function piece(p) -- offset and length of piece p (0-based) of a chunk
+    local base = math.floor(n / pieces)
+    local off = p * base
+    local len = (p == pieces - 1) and (n - off) or base
+    return off, len
+  end
+  local locals = groups[mine]
+  -- 1. This rank's chunk: to the same local index on every other node
+  -- (pieces, so their forwarding can start early), then to its node.
+  for k = 1, #groups - 1 do
+    local node = groups[(mine - 1 + k) % #groups + 1]
+    local peer = node[li]
+    for p = 0, pieces - 1 do
+      local off, len = piece(p)
+      w:put_signal(peer, me * n + off, w, me * n + off, len, sig, 1, "add")
+    end
+  end
+  for i = 1, #locals - 1 do
+    local peer = locals[(li - 1 + i) % #locals + 1]
+    w:put_signal(peer, me * n, w, me * n, n, sig, 1, "add")
+  end
+  -- 2. What arrives from the other nodes, forwarded within the node piece
+  -- by piece.
+  for k = 1, #groups - 1 do
+    local node = groups[(mine - 1 + #groups - k) % #groups + 1]
+    local from = node[li]
+    for p = 0, pieces - 1 do
+      local off, len = piece(p)
+      r[from] = r[from] + 1
+      w:wait_signal_from(from, sig, ">=", r[from])
+      for i = 1, #locals - 1 do
+        local peer = locals[(li - 1 + i) % #locals + 1]
+        w:put_signal(peer, from * n + off, w, from * n + off, len, sig, 1, "add")
+      end
+    end
+  end
+  -- 3. Every local peer sent its own chunk and pieces of each other node's.
+  for i = 1, #locals - 1 do
+    local peer = locals[(li - 1 + i) % #locals + 1]
+    r[peer] = r[peer] + 1 + (#groups - 1) * pieces
+    w:wait_signal_from(peer, sig, ">=", r[peer])
+  end
 end
 
 return M

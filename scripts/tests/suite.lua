@@ -136,13 +136,16 @@ for _, path in ipairs(paths) do
     w:sync()
   end)
 
-  check(path .. ": ring and direct all-gather from the library", function()
+  check(path .. ": ring, direct and hier all-gather from the library", function()
     local ag = require("allgather")
     local n = 12345
     local g = lc.window{ bytes = n * size, path = path }
     for iter = 1, 4 do
       local src = lc.buffer(n); src:fill("rand", iter * 1000 + me)
-      if iter % 2 == 1 then ag.direct(g, src, 0, n) else ag.ring(g, src, 0, n) end
+      if iter == 1 then ag.direct(g, src, 0, n)
+      elseif iter == 2 then ag.ring(g, src, 0, n)
+      elseif iter == 3 then ag.hier(g, src, 0, n)
+      else ag.hier(g, src, 0, n, { nodes = size % 2 == 0 and 2 or 1, pieces = 3 }) end
       g:sync()
       for r = 0, size - 1 do
         local ref = lc.buffer(n); ref:fill("rand", iter * 1000 + r)
