@@ -88,6 +88,11 @@ func Open(ctx context.Context, env launch.RankEnv, opts Options, cudaOpen CUDABa
 	}
 	boot, err := bootstrap.Connect(ctx, cfg)
 	if err != nil {
+		if strings.HasPrefix(env.Addr, bootstrap.UnixPrefix) && env.Rank != 0 && ctx.Err() == nil {
+			return nil, fmt.Errorf("rank %d: bootstrap: %w (%s said every rank is on this host, so the job "+
+				"meets at that socket; if rank 0 runs elsewhere, set %s=host:port for every rank)",
+				env.Rank, err, env.Source, launch.EnvAddr)
+		}
 		return nil, fmt.Errorf("rank %d: bootstrap: %w", env.Rank, err)
 	}
 	if env.JobID == "" {

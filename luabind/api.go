@@ -119,7 +119,7 @@ func rankEntries() []*Entry {
 			c.check(c.s.Comm.Sync(c.ctx()))
 			return 0
 		}),
-		fn("lc.info", "()", "table", g, "A table: backend, rank, size, device (this rank's, as lc.device() says it), devices (every device this rank sees, 1-based: name, model, uuid, pci_bus_id, memory_bytes, compute_capability, mine = true for its own), transports (per peer, 1-based), cpus (the CPUs this rank may run on, as \"0-15\"; see --cpu-bind), versions (luacoll, lua; on CUDA also cuda_driver, nvrtc and nccl, \"not found\" for a missing library).", func(c *call) int {
+		fn("lc.info", "()", "table", g, "A table: backend, rank, size, job (the job id), launcher (luacoll, torchrun, slurm or openmpi), rendezvous (where the ranks met: host:port, or unix:PATH for a one-host mpirun or srun job started without an address), device (this rank's, as lc.device() says it), devices (every device this rank sees, 1-based: name, model, uuid, pci_bus_id, memory_bytes, compute_capability, mine = true for its own), transports (per peer, 1-based), cpus (the CPUs this rank may run on, as \"0-15\"; see --cpu-bind), versions (luacoll, lua; on CUDA also cuda_driver, nvrtc and nccl, \"not found\" for a missing library).", func(c *call) int {
 			L := c.L
 			t := L.NewTable()
 			comm := c.s.Comm
@@ -129,6 +129,7 @@ func rankEntries() []*Entry {
 			L.SetField(t, "size", lua.LNumber(comm.Env.Size))
 			L.SetField(t, "job", lua.LString(comm.Env.JobID))
 			L.SetField(t, "launcher", lua.LString(comm.Env.Source))
+			L.SetField(t, "rendezvous", lua.LString(comm.Env.Addr))
 			tr := L.NewTable()
 			for _, k := range comm.Rank.Topo.Kinds {
 				tr.Append(lua.LString(k.String()))

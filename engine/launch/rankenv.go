@@ -46,7 +46,9 @@ const maxJobID = 64
 // RankEnv describes this process's place in a job.
 type RankEnv struct {
 	Rank, Size, LocalRank, LocalSize, Node int
-	// Addr is the rendezvous host:port; rank 0 listens there.
+	// Addr is the rendezvous host:port, or bootstrap.UnixPrefix and a
+	// socket path for a one-host job of mpirun or srun; rank 0 listens
+	// there.
 	Addr string
 	// JobID may be empty under external launchers (the hub then makes one).
 	JobID string
@@ -78,7 +80,11 @@ type sourceVars struct {
 // LUACOLL_ADDR always sets the rendezvous address; otherwise it is
 // MASTER_ADDR:MASTER_PORT (MASTER_PORT defaults to 29500 under torchrun
 // only). A single-rank job without an address rendezvouses on
-// 127.0.0.1:0. Missing local values default to a single node.
+// 127.0.0.1:0. Under Open MPI or Slurm with every rank on one host, a job
+// without an address meets at a Unix socket named after the launcher's job
+// identity (see meetingPoint); across hosts the error names what each rank
+// needs and how that launcher passes it. Missing local values default to a
+// single node.
 func RankEnvFromEnv(getenv func(string) string) (env RankEnv, ok bool, err error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -327,6 +333,9 @@ func rendezvousAddr(env RankEnv, get func(string) string) (string, error) {
 	if host == "" {
 		if env.Size == 1 {
 			return "127.0.0.1:0", nil
+		}
+		if env.Source == SourceOpenMPI || env.Source == SourceSlurm {
+			return meetingPoint(env, get)
 		}
 		return "", fmt.Errorf("no rendezvous address: set %s=host:port (or MASTER_ADDR and MASTER_PORT) "+
 			"to where rank 0 can listen", EnvAddr)

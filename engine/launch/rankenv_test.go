@@ -4,6 +4,8 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/luacoll/luacoll/engine/bootstrap"
 )
 
 // envFunc turns a map into a getenv function.
@@ -225,7 +227,12 @@ func checkRankEnv(e RankEnv) []string {
 	if e.Node < 0 || e.Node >= e.Size {
 		bad = append(bad, "node")
 	}
-	if _, _, err := net.SplitHostPort(e.Addr); err != nil {
+	if path, ok := strings.CutPrefix(e.Addr, bootstrap.UnixPrefix); ok {
+		if !strings.HasPrefix(path, "/") || len(path) > maxSocketPath ||
+			(e.Source != SourceOpenMPI && e.Source != SourceSlurm) {
+			bad = append(bad, "unix addr")
+		}
+	} else if _, _, err := net.SplitHostPort(e.Addr); err != nil {
 		bad = append(bad, "addr")
 	}
 	switch e.Source {
@@ -249,6 +256,8 @@ func FuzzRankEnv(f *testing.F) {
 	f.Add(uint8(3), "6", "8", "2", "4", "", "", "", "", "")
 	f.Add(uint8(2), "0", "1", "0", "1(x99999999999)", "0", "", "", "", "")
 	f.Add(uint8(4), "-1", "x", "", "", "", "[::1]:80", "0", "-3", "true")
+	f.Add(uint8(2), "1", "4", "1", "", "1", "", "/scratch", "4", "")
+	f.Add(uint8(3), "0", "4", "0", "1", "", "", "/scratch", "2091712513", "")
 	f.Fuzz(func(t *testing.T, src uint8, rank, size, lrank, lsize, node, addr, port, fd, flag string) {
 		env := map[string]string{}
 		switch src % 5 {
@@ -262,10 +271,13 @@ func FuzzRankEnv(f *testing.F) {
 			env["SLURM_PROCID"], env["SLURM_NTASKS"], env["SLURM_LOCALID"], env["SLURM_NODEID"] = rank, size, lrank, node
 			env["SLURM_TASKS_PER_NODE"], env["SLURM_NTASKS_PER_NODE"] = lsize, fd
 			env["MASTER_ADDR"], env["MASTER_PORT"], env[EnvAddr] = addr, port, flag
+			// Without an address: the one-host meeting point.
+			env["SLURM_JOB_ID"], env["SLURM_JOB_NUM_NODES"], env["TMPDIR"] = fd, node, port
 		case 3:
 			env["OMPI_COMM_WORLD_RANK"], env["OMPI_COMM_WORLD_SIZE"] = rank, size
 			env["OMPI_COMM_WORLD_LOCAL_RANK"], env["OMPI_COMM_WORLD_LOCAL_SIZE"] = lrank, lsize
 			env[EnvAddr], env["MASTER_ADDR"], env["MASTER_PORT"], env[EnvJob] = addr, node, port, flag
+			env["PMIX_NAMESPACE"], env["OMPI_MCA_orte_num_nodes"], env["TMPDIR"] = fd, lsize, port
 		default:
 			// Everything at once: the first source must win without panics.
 			for _, k := range []string{"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", EnvRank} {
