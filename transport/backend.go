@@ -3,6 +3,8 @@ package transport
 import (
 	"bytes"
 	"fmt"
+
+	"github.com/luacoll/luacoll/cuda"
 )
 
 // FillKind selects what Backend.Fill writes.
@@ -75,6 +77,9 @@ type Description struct {
 	// ("cuda_driver", "nvrtc", "nccl"); a library that is missing maps to
 	// "not found".
 	Versions map[string]string
+	// MPS says whether this rank's device contexts go through an MPS
+	// server: "on", "off", or "unknown" (a driver that does not say).
+	MPS string
 }
 
 // DeviceInfo describes one device in a Description.
@@ -84,7 +89,10 @@ type DeviceInfo struct {
 	UUID, PCIBusID    string
 	MemoryBytes       uint64
 	ComputeCapability string // "9.0"; "" on the host
-	Mine              bool   // this rank's device
+	// Multicast is cuda.MulticastSupported ("supported, not used") or
+	// cuda.MulticastNotSupported; luacoll never creates multicast objects.
+	Multicast string
+	Mine      bool // this rank's device
 }
 
 // CPULocal is implemented by backends whose device sits nearer some CPUs
@@ -120,7 +128,8 @@ func (*HostBackend) GPUPeer(Identity) bool { return false }
 
 // Describe implements Backend: the host's memory, no libraries.
 func (*HostBackend) Describe() Description {
-	return Description{Devices: []DeviceInfo{{Name: "host", Mine: true}}, Versions: map[string]string{}}
+	return Description{Devices: []DeviceInfo{{Name: "host", Multicast: cuda.MulticastNotSupported, Mine: true}},
+		Versions: map[string]string{}, MPS: "off"}
 }
 
 // NewStream implements Backend.

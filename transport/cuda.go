@@ -153,7 +153,7 @@ func (b *CUDABackend) Describe() Description {
 		"cuda_driver": b.drv.VersionString(),
 		"nvrtc":       lib(cuda.ProbeNVRTC()),
 		"nccl":        lib(cuda.ProbeNCCL()),
-	}}
+	}, MPS: "unknown"}
 	n, err := b.drv.DeviceCount()
 	if err != nil {
 		n = 0
@@ -169,6 +169,10 @@ func (b *CUDABackend) Describe() Description {
 		c := b.drv.DescribeDevice(i, d)
 		di.Model, di.UUID, di.PCIBusID, di.MemoryBytes = c.Name, c.UUID, c.PCIBusID, c.TotalMem
 		di.ComputeCapability = fmt.Sprintf("%d.%d", c.CCMajor, c.CCMinor)
+		di.Multicast = c.Multicast
+		if i == b.ordinal {
+			desc.MPS = c.MPS
+		}
 		if c.Err != "" {
 			di.Model += " (unknown: " + c.Err + ")"
 		}
