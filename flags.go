@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/transport"
@@ -31,6 +33,7 @@ type rankFlags struct {
 	gpus     string
 	cpuBind  string
 	ipc      string
+	mps      string
 	fs       *flag.FlagSet
 }
 
@@ -45,6 +48,8 @@ func (f *rankFlags) register(fs *flag.FlagSet) {
 		"their GPU first, when each gets at least 2), spread (the same down to 1 CPU each) or none")
 	fs.StringVar(&f.ipc, "ipc", transport.IPCLegacy, "how CUDA windows share their memory, unless a window names its own ipc: legacy (CUDA IPC handles)\n"+
 		"or vmm (cuMemCreate memory passed to the peers as file descriptors over Unix sockets)")
+	fs.StringVar(&f.mps, "mps", launch.MPSAuto, "several ranks on one GPU (--device cuda): auto (when ranks share a GPU, nvidia-cuda-mps-control exists and no\n"+
+		"MPS runs, the job gets a private MPS control daemon, stopped at its end), on (always such a daemon) or off")
 }
 
 // options are the engine options the flags describe (after check).
@@ -76,8 +81,70 @@ func (f *rankFlags) check() error {
 	if f.ipc != transport.IPCLegacy && f.ipc != transport.IPCVMM {
 		return fmt.Errorf("--ipc %q: want legacy or vmm", f.ipc)
 	}
+	if err := launch.CheckMPSMode(f.mps); err != nil {
+		return fmt.Errorf("--mps %q: %w", f.mps, err)
+	}
+	if f.mps == launch.MPSOn && f.device != "cuda" {
+		return fmt.Errorf("--mps on: MPS shares a GPU between processes; it needs --device cuda")
+	}
 	_, err := f.gpuList()
 	return err
+}
+
+// mpsLaunch decides, before luacoll's launcher starts n ranks, whether the
+// job gets a private MPS control daemon (nil: none), and first tells
+// stderr what the user should know: which ranks share which GPU without
+// MPS, and what that slows down.
+func (f *rankFlags) mpsLaunch(n int, cmd string, stderr io.Writer) (*launch.MPSConfig, error) {
+	if f.device != "cuda" {
+		return nil, nil
+	}
+	gpus, _ := f.gpuList()
+	devices := 0
+	if len(gpus) == 0 {
+		devices = cudaDeviceCount()
+	}
+	shares := launch.SharedGPUs(n, gpus, devices)
+	control, _ := exec.LookPath(launch.MPSControlProgram)
+	running := ""
+	if len(shares) > 0 || f.mps == launch.MPSOn {
+		running = launch.RunningMPS("/proc")
+	}
+	plan, err := launch.PlanMPS(f.mps, shares, control, running)
+	if err != nil {
+		return nil, err
+	}
+	if plan.Note != "" {
+		fmt.Fprintf(stderr, "luacoll %s: %s\n", cmd, plan.Note)
+	}
+	if !plan.Start {
+		return nil, nil
+	}
+	return &launch.MPSConfig{Control: control}, nil
+}
+
+// checkMPSUnder refuses --mps on under another launcher: the daemon is
+// started by luacoll's own.
+func (f *rankFlags) checkMPSUnder(env launch.RankEnv, cmd string) error {
+	if f.mps != launch.MPSOn || env.Source == launch.SourceLuacoll {
+		return nil
+	}
+	return fmt.Errorf("--mps on: luacoll starts an MPS daemon only for the ranks it launches itself (luacoll %s -n N); "+
+		"under %s, start one on each host before the job (nvidia-cuda-mps-control -d) and the ranks use it", cmd, env.Source)
+}
+
+// cudaDeviceCount is the number of CUDA devices this process sees (0 when
+// there is no driver).
+func cudaDeviceCount() int {
+	d, err := cuda.Load()
+	if err != nil {
+		return 0
+	}
+	n, err := d.DeviceCount()
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 func (f *rankFlags) gpuList() ([]int, error) {

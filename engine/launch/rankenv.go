@@ -60,6 +60,9 @@ type RankEnv struct {
 	// Prefixed reports that the launcher prefixes every output line with
 	// "[rank] ".
 	Prefixed bool
+	// MPSDaemon reports that luacoll's launcher started a private MPS
+	// control daemon for the job, whose client this rank is (EnvMPS).
+	MPSDaemon bool
 }
 
 // sourceVars names the variables one launcher uses.
@@ -272,8 +275,9 @@ func slurmTasksOnNode(list string, node int) (int, error) {
 	return 0, fmt.Errorf("no entry for node %d", node)
 }
 
-// readLaunchExtras reads the job id, the inherited listener and the output
-// prefix flag (set by the luacoll launcher, honoured under any launcher).
+// readLaunchExtras reads the job id, the inherited listener, the output
+// prefix flag and the MPS mark (set by the luacoll launcher, honoured under
+// any launcher).
 func readLaunchExtras(env *RankEnv, get func(string) string) error {
 	if job := get(EnvJob); job != "" {
 		if err := checkJobID(job); err != nil {
@@ -301,6 +305,13 @@ func readLaunchExtras(env *RankEnv, get func(string) string) error {
 		env.Prefixed = true
 	default:
 		return fmt.Errorf("%s=%q: want 1 or 0", EnvPrefixed, p)
+	}
+	switch m := get(EnvMPS); m {
+	case "":
+	case MPSDaemonJob:
+		env.MPSDaemon = true
+	default:
+		return fmt.Errorf("%s=%q: want %s or nothing", EnvMPS, m, MPSDaemonJob)
 	}
 	return nil
 }

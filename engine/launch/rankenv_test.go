@@ -24,9 +24,10 @@ func TestRankEnvFromEnvSources(t *testing.T) {
 			env: map[string]string{
 				EnvRank: "0", EnvSize: "4", EnvLocalRank: "0", EnvLocalSize: "4", EnvNode: "0",
 				EnvAddr: "127.0.0.1:4000", EnvJob: "0123456789abcdef", EnvListenFD: "3", EnvPrefixed: "1",
+				EnvMPS: "job",
 			},
 			want: RankEnv{Rank: 0, Size: 4, LocalRank: 0, LocalSize: 4, Node: 0, Addr: "127.0.0.1:4000",
-				JobID: "0123456789abcdef", Source: SourceLuacoll, ListenFD: 3, Prefixed: true},
+				JobID: "0123456789abcdef", Source: SourceLuacoll, ListenFD: 3, Prefixed: true, MPSDaemon: true},
 		},
 		{
 			name: "luacoll launcher, rank 2 without locals",
@@ -177,6 +178,8 @@ func TestRankEnvFromEnvErrors(t *testing.T) {
 			`LUACOLL_LISTEN_FD="z": not an integer`},
 		{"prefixed garbage", map[string]string{EnvRank: "0", EnvSize: "2", EnvAddr: "h:1", EnvPrefixed: "yes"},
 			`LUACOLL_PREFIXED="yes"`},
+		{"mps garbage", map[string]string{EnvRank: "0", EnvSize: "2", EnvAddr: "h:1", EnvMPS: "1"},
+			`LUACOLL_MPS="1": want job or nothing`},
 		{"job with slash", map[string]string{EnvRank: "0", EnvSize: "2", EnvAddr: "h:1", EnvJob: "../x"},
 			`LUACOLL_JOB="../x"`},
 	}
