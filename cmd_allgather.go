@@ -88,13 +88,18 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 		if n == 0 {
 			n = 2
 		}
+		mps, err := f.rank.mpsLaunch(n, "bench allgather", stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
+			return 2
+		}
 		exe, err := os.Executable()
 		if err != nil {
 			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
 			return 1
 		}
 		cfg := launch.LaunchConfig{N: n, Path: exe, Args: append([]string{"bench", "allgather"}, args...),
-			Stdout: stdout, Stderr: stderr, Grace: f.rank.timeout + 5*time.Second, Progress: terminalOf(stderr)}
+			Stdout: stdout, Stderr: stderr, Grace: f.rank.timeout + 5*time.Second, Progress: terminalOf(stderr), MPS: mps}
 		if f.vsNCCL {
 			cfg.ExtraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
 		}
@@ -106,6 +111,10 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		return res.ExitCode
+	}
+	if err := f.rank.checkMPSUnder(env, "bench allgather"); err != nil {
+		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
+		return 2
 	}
 	comm, err := engine.Open(ctx, env, f.rank.options(), cudaBackend)
 	if err != nil {

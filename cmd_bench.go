@@ -138,13 +138,19 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		if n == 0 {
 			n = 2
 		}
+		mps, err := f.mpsLaunch(n, "bench", stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
+			return 2
+		}
 		exe, err := os.Executable()
 		if err != nil {
 			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 			return 1
 		}
 		res, err := launch.Launch(ctx, launch.LaunchConfig{N: n, Path: exe, Args: append([]string{"bench"}, args...),
-			Prefix: false, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second, Progress: terminalOf(stderr)})
+			Prefix: false, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second, Progress: terminalOf(stderr),
+			MPS: mps})
 		if err != nil {
 			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 			if res.ExitCode == 0 {
@@ -152,6 +158,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		return res.ExitCode
+	}
+	if err := f.checkMPSUnder(env, "bench"); err != nil {
+		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
+		return 2
 	}
 	comm, err := engine.Open(ctx, env, f.options(), cudaBackend)
 	if err != nil {

@@ -12,7 +12,9 @@ import (
 
 func cmdInfo(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("info", "luacoll info [--json]\n\nPrints the host, the CUDA driver, every GPU (memory, compute capability, SMs,\n"+
-		"copy engines, VMM, POSIX-FD handles, 64-bit stream memory operations), the\n"+
+		"copy engines, VMM, POSIX-FD handles, 64-bit stream memory operations, NVLink\n"+
+		"multicast: \"supported, not used\" or \"not supported\", MPS: whether this process's\n"+
+		"contexts would go through an MPS server), the\n"+
 		"peer-access matrices (the driver's and NVML's P2P write status), the NVLink topology,\n"+
 		"and whether NVRTC and NCCL were found.\n"+
 		"Without a GPU it says so and exits 0.", stderr)

@@ -11,7 +11,7 @@ import (
 )
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", "luacoll run [-n N] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc auto|legacy|vmm] [--symmetric auto|on|off] [script.lua [args...]]\n\n"+
+	fs := newFlagSet("run", "luacoll run [-n N] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc auto|legacy|vmm] [--symmetric auto|on|off] [--mps auto|on|off] [script.lua [args...]]\n\n"+
 		"Runs the script on N ranks (the embedded examples/tour.lua when none is named); its\n"+
 		"arguments are in Lua's arg table. Exit status: 0 when every rank succeeds, else the\n"+
 		"status of the first rank that failed (a rank stopped only by another's failure exits\n"+
@@ -48,11 +48,20 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "luacoll run: -n %d, but the launcher (%s) says the world size is %d\n", f.n, env.Source, env.Size)
 			return 2
 		}
+		if err := f.checkMPSUnder(env, "run"); err != nil {
+			fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+			return 2
+		}
 		return luabind.RunRank(ctx, env, opts)
 	}
 	n := f.n
 	if n == 0 {
 		n = 1
+	}
+	mps, err := f.mpsLaunch(n, "run", stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+		return 2
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -60,7 +69,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	cfg := launch.LaunchConfig{N: n, Path: exe, Args: append([]string{"run"}, args...),
-		Prefix: !f.noPrefix, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second}
+		Prefix: !f.noPrefix, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second, MPS: mps}
 	if f.noPrefix {
 		// Tell the ranks that their output needs no prefix at all.
 		cfg.ExtraEnv = func(int) []string { return []string{"LUACOLL_PREFIXED=1"} }

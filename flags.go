@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/transport"
@@ -33,6 +35,7 @@ type rankFlags struct {
 	cpuBind   string
 	ipc       string
 	symmetric string
+	mps       string
 	fs        *flag.FlagSet
 }
 
@@ -50,6 +53,8 @@ func (f *rankFlags) register(fs *flag.FlagSet) {
 		"symmetric window where every rank can map one, else legacy)")
 	fs.StringVar(&f.symmetric, "symmetric", "auto", "whether CUDA windows are symmetric (every rank's part mapped in one range at base + rank*stride),\n"+
 		"unless a window says: on, off, or auto (wherever every rank can)")
+	fs.StringVar(&f.mps, "mps", launch.MPSAuto, "several ranks on one GPU (--device cuda): auto (when ranks share a GPU, nvidia-cuda-mps-control exists and no\n"+
+		"MPS runs, the job gets a private MPS control daemon, stopped at its end), on (always such a daemon) or off")
 }
 
 // options are the engine options the flags describe (after check).
@@ -84,8 +89,79 @@ func (f *rankFlags) check() error {
 	if f.symmetric != "auto" && f.symmetric != "on" && f.symmetric != "off" {
 		return fmt.Errorf("--symmetric %q: want auto, on or off", f.symmetric)
 	}
+	if err := launch.CheckMPSMode(f.mps); err != nil {
+		return fmt.Errorf("--mps %q: %w", f.mps, err)
+	}
+	if f.mps == launch.MPSOn && f.device != "cuda" {
+		return fmt.Errorf("--mps on: MPS shares a GPU between processes; it needs --device cuda")
+	}
 	_, err := f.gpuList()
 	return err
+}
+
+// mpsLaunch decides, before luacoll's launcher starts n ranks, whether the
+// job gets a private MPS control daemon (nil: none), and first tells
+// stderr what the user should know: which ranks share which GPU without
+// MPS, and what that slows down.
+func (f *rankFlags) mpsLaunch(n int, cmd string, stderr io.Writer) (*launch.MPSConfig, error) {
+	if f.device != "cuda" {
+		return nil, nil
+	}
+	gpus, _ := f.gpuList()
+	devices := 0
+	if len(gpus) == 0 {
+		devices = cudaDeviceCount()
+	}
+	shares := launch.SharedGPUs(n, gpus, devices)
+	control, _ := exec.LookPath(launch.MPSControlProgram)
+	running := ""
+	if len(shares) > 0 || f.mps == launch.MPSOn {
+		running = launch.RunningMPS("/proc")
+	}
+	plan, err := launch.PlanMPS(f.mps, shares, control, running)
+	if err != nil {
+		return nil, err
+	}
+	if pct := launch.MPSThreadPercentage(shares); pct > 0 && os.Getenv(launch.EnvMPSThreads) == "" {
+		// Each rank may use its share of the SMs: a rank's kernel that
+		// spins waiting for a peer on the same GPU must not hold every SM
+		// while the peer's kernel waits to start. The ranks inherit this
+		// process's environment.
+		if err := os.Setenv(launch.EnvMPSThreads, strconv.Itoa(pct)); err != nil {
+			return nil, err
+		}
+	}
+	if plan.Note != "" {
+		fmt.Fprintf(stderr, "luacoll %s: %s\n", cmd, plan.Note)
+	}
+	if !plan.Start {
+		return nil, nil
+	}
+	return &launch.MPSConfig{Control: control}, nil
+}
+
+// checkMPSUnder refuses --mps on under another launcher: the daemon is
+// started by luacoll's own.
+func (f *rankFlags) checkMPSUnder(env launch.RankEnv, cmd string) error {
+	if f.mps != launch.MPSOn || env.Source == launch.SourceLuacoll {
+		return nil
+	}
+	return fmt.Errorf("--mps on: luacoll starts an MPS daemon only for the ranks it launches itself (luacoll %s -n N); "+
+		"under %s, start one on each host before the job (nvidia-cuda-mps-control -d) and the ranks use it", cmd, env.Source)
+}
+
+// cudaDeviceCount is the number of CUDA devices this process sees (0 when
+// there is no driver).
+func cudaDeviceCount() int {
+	d, err := cuda.Load()
+	if err != nil {
+		return 0
+	}
+	n, err := d.DeviceCount()
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 func (f *rankFlags) gpuList() ([]int, error) {

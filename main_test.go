@@ -68,7 +68,7 @@ func cleanEnv() []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch {
-		case strings.HasPrefix(k, "LUACOLL_"), strings.HasPrefix(k, "SLURM_"), strings.HasPrefix(k, "OMPI_"),
+		case strings.HasPrefix(k, "LUACOLL_"), strings.HasPrefix(k, "SLURM_"), strings.HasPrefix(k, "OMPI_"), strings.HasPrefix(k, "PMIX_"),
 			k == "RANK", k == "WORLD_SIZE", k == "LOCAL_RANK", k == "LOCAL_WORLD_SIZE", k == "MASTER_ADDR", k == "MASTER_PORT":
 			continue
 		}
@@ -444,6 +444,17 @@ print(("rank %d of %d local %d/%d saw %d"):format(lc.rank, lc.size, lc.local_ran
 			return []string{"OMPI_COMM_WORLD_RANK=" + strconv.Itoa(r), "OMPI_COMM_WORLD_SIZE=" + strconv.Itoa(n),
 				"OMPI_COMM_WORLD_LOCAL_RANK=" + strconv.Itoa(r), "OMPI_COMM_WORLD_LOCAL_SIZE=" + strconv.Itoa(n),
 				"LUACOLL_ADDR=127.0.0.1:" + port}
+		},
+		// One host and no address: the job meets at a socket named after
+		// the launcher's job id (the port, unique to this run, stands in).
+		"openmpi one host": func(r, n int, port string) []string {
+			return []string{"OMPI_COMM_WORLD_RANK=" + strconv.Itoa(r), "OMPI_COMM_WORLD_SIZE=" + strconv.Itoa(n),
+				"OMPI_COMM_WORLD_LOCAL_RANK=" + strconv.Itoa(r), "OMPI_COMM_WORLD_LOCAL_SIZE=" + strconv.Itoa(n),
+				"OMPI_MCA_ess_base_jobid=" + port, "PMIX_NAMESPACE=" + port}
+		},
+		"slurm one host": func(r, n int, port string) []string {
+			return []string{"SLURM_PROCID=" + strconv.Itoa(r), "SLURM_NTASKS=" + strconv.Itoa(n), "SLURM_LOCALID=" + strconv.Itoa(r),
+				"SLURM_NODEID=0", "SLURM_STEP_NUM_NODES=1", "SLURM_JOB_ID=" + port, "SLURM_STEP_ID=0"}
 		},
 	}
 	for name, mk := range vars {

@@ -160,6 +160,13 @@ func TestProbe(t *testing.T) {
 		if d.SMs == 0 || d.TotalMem == 0 || d.CCMajor == 0 {
 			t.Errorf("GPU%d: incomplete %+v", d.Index, d)
 		}
+		if d.Multicast != MulticastSupported && d.Multicast != MulticastNotSupported {
+			t.Errorf("GPU%d: multicast %q", d.Index, d.Multicast)
+		}
+		if d.MPS != "on" && d.MPS != "off" && d.MPS != "unknown" {
+			t.Errorf("GPU%d: MPS %q", d.Index, d.MPS)
+		}
+		t.Logf("GPU%d: multicast %s, MPS %s", d.Index, d.Multicast, d.MPS)
 	}
 	if m := info.NVMLP2P; m != nil {
 		for i, row := range m {
@@ -173,14 +180,16 @@ func TestProbe(t *testing.T) {
 // The report shows both peer-access matrices, the driver's and NVML's.
 func TestInfoString(t *testing.T) {
 	info := Info{Available: true, DriverVersion: 13000, DriverPath: "libcuda.so.1",
-		Devices:  []DeviceInfo{{Index: 0, Name: "A"}, {Index: 1, Name: "B"}},
+		Devices: []DeviceInfo{{Index: 0, Name: "A", Multicast: MulticastSupported, MPS: "off"},
+			{Index: 1, Name: "B", Multicast: MulticastNotSupported, MPS: "unknown"}},
 		P2P:      [][]bool{{false, true}, {true, false}},
 		NVMLP2P:  [][]string{{"X", "OK+NVL"}, {"topology", "X"}},
 		Topology: [][]string{{"X", "NV18"}, {"NV18", "X"}},
 		NVML:     LibInfo{Found: true, Version: "13"}, NVRTC: LibInfo{Err: "missing"}}
 	s := info.String()
 	for _, want := range []string{"CUDA driver: 13.0 (13000)", "P2P (cuDeviceCanAccessPeer):\n        GPU0   GPU1   \n  GPU0  X      OK",
-		"P2P writes (NVML):\n        GPU0   GPU1   \n  GPU0  X      OK+NVL \n  GPU1  topology", "Topology (NVML):", "NV18", "NVRTC: not found: missing"} {
+		"P2P writes (NVML):\n        GPU0   GPU1   \n  GPU0  X      OK+NVL \n  GPU1  topology", "Topology (NVML):", "NV18", "NVRTC: not found: missing",
+		"GPU0: A, ", "multicast supported, not used, MPS off\n", "GPU1: B, ", "multicast not supported, MPS unknown\n"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("report misses %q:\n%s", want, s)
 		}

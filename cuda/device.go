@@ -41,6 +41,12 @@ const (
 	AttrCanUse64BitStreamMemOps     DeviceAttribute = 122
 	AttrCanUseStreamWaitValueNor    DeviceAttribute = 123
 	AttrMaxThreadsPerMultiprocessor DeviceAttribute = 39
+	// AttrMulticastSupported says whether the device supports NVLink
+	// multicast objects. luacoll only reports it: it never creates one.
+	AttrMulticastSupported DeviceAttribute = 132
+	// AttrMPSEnabled says whether contexts created on the device are
+	// shared through an MPS server (this process is an MPS client).
+	AttrMPSEnabled DeviceAttribute = 133
 )
 
 // DeviceCount returns cuDeviceGetCount.

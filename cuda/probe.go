@@ -32,8 +32,21 @@ type DeviceInfo struct {
 	FDHandles    bool // POSIX file descriptor export of VMM allocations
 	StreamMemOps bool // 64-bit cuStreamWriteValue64/cuStreamWaitValue64
 	UnifiedAddr  bool // unified virtual addressing
-	Err          string
+	// Multicast is MulticastSupported or MulticastNotSupported (a driver
+	// that predates the attribute has no multicast).
+	Multicast string
+	// MPS is whether this process's contexts on the device go through an
+	// MPS server: "on", "off", or "unknown" when the driver predates the
+	// attribute.
+	MPS string
+	Err string
 }
+
+// How DeviceInfo.Multicast reads.
+const (
+	MulticastSupported    = "supported, not used"
+	MulticastNotSupported = "not supported"
+)
 
 // LibInfo says whether an optional library was found, and its version.
 type LibInfo struct {
@@ -157,6 +170,16 @@ func (d *Driver) DescribeDevice(index int, dev Device) DeviceInfo {
 	di.FDHandles = attr(AttrHandleTypePosixFDSupported) != 0
 	di.StreamMemOps = attr(AttrCanUse64BitStreamMemOps) != 0
 	di.UnifiedAddr = attr(AttrUnifiedAddressing) != 0
+	// Attributes newer drivers added: an older one refuses to name them,
+	// which is an answer, not an error.
+	di.Multicast = MulticastNotSupported
+	if v, err := d.DeviceAttribute(dev, AttrMulticastSupported); err == nil && v != 0 {
+		di.Multicast = MulticastSupported
+	}
+	di.MPS = "unknown"
+	if v, err := d.DeviceAttribute(dev, AttrMPSEnabled); err == nil {
+		di.MPS = map[bool]string{true: "on", false: "off"}[v != 0]
+	}
 	di.Err = strings.Join(errs, "; ")
 	return di
 }
@@ -405,6 +428,7 @@ func (i Info) String() string {
 			fmt.Fprintf(&b, "GPU%d: %s, %.1f GiB, sm_%d%d, %d SMs, %d copy engines, VMM %s, FD handles %s, 64-bit stream mem ops %s, UVA %s\n",
 				d.Index, d.Name, float64(d.TotalMem)/(1<<30), d.CCMajor, d.CCMinor, d.SMs, d.CopyEngines,
 				yesNo(d.VMM), yesNo(d.FDHandles), yesNo(d.StreamMemOps), yesNo(d.UnifiedAddr))
+			fmt.Fprintf(&b, "      multicast %s, MPS %s\n", d.Multicast, d.MPS)
 			fmt.Fprintf(&b, "      PCI %s  %s", d.PCIBusID, d.UUID)
 			if d.LocalCPUs != "" {
 				fmt.Fprintf(&b, "  CPUs %s", d.LocalCPUs)

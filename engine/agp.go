@@ -412,6 +412,9 @@ func (ag *AllGather) failWhat(cause error) string {
 	case errors.Is(cause, transport.ErrMismatch):
 		return "seen as soon as that rank's tag arrived"
 	case errors.Is(cause, transport.ErrTimeout):
+		if h := transport.HintOf(cause); h != "" {
+			return "timed out after " + ag.w.Options().Timeout.String() + " (" + h + ")"
+		}
 		return "timed out after " + ag.w.Options().Timeout.String()
 	}
 	return "aborted: " + cause.Error()

@@ -94,6 +94,11 @@ func Open(ctx context.Context, env launch.RankEnv, opts Options, cudaOpen CUDABa
 	}
 	boot, err := bootstrap.Connect(ctx, cfg)
 	if err != nil {
+		if strings.HasPrefix(env.Addr, bootstrap.UnixPrefix) && env.Rank != 0 && ctx.Err() == nil {
+			return nil, fmt.Errorf("rank %d: bootstrap: %w (%s said every rank is on this host, so the job "+
+				"meets at that socket; if rank 0 runs elsewhere, set %s=host:port for every rank)",
+				env.Rank, err, env.Source, launch.EnvAddr)
+		}
 		return nil, fmt.Errorf("rank %d: bootstrap: %w", env.Rank, err)
 	}
 	if env.JobID == "" {
@@ -142,6 +147,10 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 	}
 	if p, ok := be.(tcuda.Prelauncher); ok {
 		p.SetPrelaunch(tcuda.PrelaunchDefault(gpuShared(topo)))
+	}
+	if h, ok := be.(interface{ SetTimeoutHint(string) }); ok && gpuShared(topo) && be.Describe().MPS == "off" && os.Getenv(launch.EnvMPS) == "" {
+		h.SetTimeoutHint(fmt.Sprintf("rank %d shares its GPU with another rank and MPS is off: their contexts take turns on the GPU, "+
+			"so waits between them take milliseconds or time out; run with --mps on (luacoll's launcher) or start MPS", env.Rank))
 	}
 	st, err := be.NewStream(abort)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/engine/launch/cpuset"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
@@ -119,7 +120,7 @@ func rankEntries() []*Entry {
 			c.check(c.s.Comm.Sync(c.ctx()))
 			return 0
 		}),
-		fn("lc.info", "()", "table", g, "A table: backend, rank, size, device (this rank's, as lc.device() says it), devices (every device this rank sees, 1-based: name, model, uuid, pci_bus_id, memory_bytes, compute_capability, mine = true for its own), transports (per peer, 1-based), cpus (the CPUs this rank may run on, as \"0-15\"; see --cpu-bind), versions (luacoll, lua; on CUDA also cuda_driver, nvrtc and nccl, \"not found\" for a missing library).", func(c *call) int {
+		fn("lc.info", "()", "table", g, "A table: backend, rank, size, job (the job id), launcher (luacoll, torchrun, slurm or openmpi), rendezvous (where the ranks met: host:port, or unix:PATH for a one-host mpirun or srun job started without an address), device (this rank's, as lc.device() says it), devices (every device this rank sees, 1-based: name, model, uuid, pci_bus_id, memory_bytes, compute_capability, multicast, mine = true for its own), multicast (this rank's device: \"supported, not used\" or \"not supported\"; luacoll never creates multicast objects), mps (true when this rank's GPU contexts go through an MPS server), mps_daemon (\"job\" when the launcher started a private MPS daemon for the job, see --mps), transports (per peer, 1-based), cpus (the CPUs this rank may run on, as \"0-15\"; see --cpu-bind), versions (luacoll, lua; on CUDA also cuda_driver, nvrtc and nccl, \"not found\" for a missing library).", func(c *call) int {
 			L := c.L
 			t := L.NewTable()
 			comm := c.s.Comm
@@ -129,6 +130,7 @@ func rankEntries() []*Entry {
 			L.SetField(t, "size", lua.LNumber(comm.Env.Size))
 			L.SetField(t, "job", lua.LString(comm.Env.JobID))
 			L.SetField(t, "launcher", lua.LString(comm.Env.Source))
+			L.SetField(t, "rendezvous", lua.LString(comm.Env.Addr))
 			tr := L.NewTable()
 			for _, k := range comm.Rank.Topo.Kinds {
 				tr.Append(lua.LString(k.String()))
@@ -148,10 +150,20 @@ func rankEntries() []*Entry {
 				if d.MemoryBytes > 0 {
 					L.SetField(dt, "memory_bytes", lua.LNumber(d.MemoryBytes))
 				}
+				if d.Multicast != "" {
+					L.SetField(dt, "multicast", lua.LString(d.Multicast))
+				}
 				L.SetField(dt, "mine", lua.LBool(d.Mine))
 				devs.Append(dt)
+				if d.Mine {
+					L.SetField(t, "multicast", lua.LString(d.Multicast))
+				}
 			}
 			L.SetField(t, "devices", devs)
+			L.SetField(t, "mps", lua.LBool(mpsOn(desc.MPS, comm.Env.MPSDaemon)))
+			if comm.Env.MPSDaemon {
+				L.SetField(t, "mps_daemon", lua.LString(launch.MPSDaemonJob))
+			}
 			v := L.NewTable()
 			L.SetField(v, "luacoll", lua.LString(Version))
 			L.SetField(v, "lua", lua.LString(LuaVersion()))
@@ -178,6 +190,19 @@ func rankEntries() []*Entry {
 			return 1
 		}),
 	}
+}
+
+// mpsOn says whether a rank's GPU contexts go through MPS: the driver's
+// word ("on", "off") when it gives one, else whether the launcher started
+// a daemon for the job (whose clients the ranks are).
+func mpsOn(driver string, jobDaemon bool) bool {
+	switch driver {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	return jobDaemon
 }
 
 var windowKeys = []string{"bytes", "signals", "counters", "barriers", "timeout_ms", "path", "ipc", "symmetric"}

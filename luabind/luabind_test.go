@@ -264,7 +264,23 @@ assert(#i.devices == 1 and i.devices[1].name == "host" and i.devices[1].mine == 
 assert(i.devices[1].model == nil and i.devices[1].memory_bytes == nil, "host device has no model")
 assert(#i.transports == 2 and i.transports[lc.rank + 1] == "self" and i.transports[2 - lc.rank] == "shm", "transports")
 assert(i.versions.luacoll ~= nil and i.versions.lua:find("Lua") and i.versions.nccl == nil, "versions")
+assert(i.multicast == "not supported" and i.devices[1].multicast == "not supported", "multicast")
+assert(i.mps == false and i.mps_daemon == nil, "mps")
+assert(type(i.rendezvous) == "string", "rendezvous")
 `))
+}
+
+func TestMPSOn(t *testing.T) {
+	for _, c := range []struct {
+		driver string
+		daemon bool
+		want   bool
+	}{{"on", false, true}, {"on", true, true}, {"off", true, false}, {"off", false, false},
+		{"unknown", true, true}, {"unknown", false, false}} {
+		if got := mpsOn(c.driver, c.daemon); got != c.want {
+			t.Errorf("mpsOn(%q, %v) = %v, want %v", c.driver, c.daemon, got, c.want)
+		}
+	}
 }
 
 // The ipc option is accepted on the host backend, whose windows are shared

@@ -55,6 +55,9 @@ type Config struct {
 	Color bool
 	// HistoryFile keeps the line history (Terminal only; "" for none).
 	HistoryFile string
+	// MPS, when set, gives the ranks a private MPS control daemon for the
+	// session (launch.LaunchConfig.MPS).
+	MPS *launch.MPSConfig
 }
 
 const (
@@ -65,6 +68,8 @@ const (
 	startSlack = 20 * time.Second
 	// quitSlack is added to the timeout for the ranks to say goodbye.
 	quitSlack = 5 * time.Second
+	// mpsStopWait bounds the wait for the launcher to stop the MPS daemon.
+	mpsStopWait = 30 * time.Second
 	// stopWait is how long ranks get after SIGINT before SIGKILL.
 	stopWait = 3 * time.Second
 	// statusWait bounds the check of what still works after a death.
@@ -229,7 +234,7 @@ func (s *session) start() error {
 	s.cancelLaunch = cancel
 	lc := launch.LaunchConfig{N: s.cfg.N, Path: s.cfg.Exe, Args: s.cfg.Args, Prefix: true,
 		Stdout: s.cfg.Stdout, Stderr: s.cfg.Stderr, Grace: keepRanks,
-		ExtraEnv: func(int) []string { return []string{EnvControl + "=" + sock} }}
+		ExtraEnv: func(int) []string { return []string{EnvControl + "=" + sock} }, MPS: s.cfg.MPS}
 	go func() {
 		res, err := launch.Launch(launchCtx, lc)
 		s.launchC <- launchOutcome{res: res, err: err}
@@ -652,6 +657,11 @@ func (s *session) stop(graceful bool) {
 	}
 	if s.cancelLaunch != nil {
 		s.cancelLaunch()
+		if s.cfg.MPS != nil {
+			// The launcher stops the session's MPS daemon once the ranks
+			// are gone: wait for it, or the daemon outlives us.
+			s.waitLaunch(mpsStopWait)
+		}
 	}
 	close(s.done)
 	for _, rs := range s.ranks {

@@ -108,6 +108,32 @@ if [ "${AGP_MODES:-0}" = 1 ]; then
 		step "agp-mode${m:+-$m}" env LUACOLL_AGP_MODE=$m timeout 200 $bin bench allgather -n 2 --device cuda --vs nccl -b 64M -e 1G -f 4 --iters 10 -w 3
 	done
 fi
+# Several ranks on one GPU under the job's own MPS daemon (--mps); after
+# each step no nvidia-cuda-mps process may be left, a killed rank included.
+mps_gone() { step "mps-gone-after-$1" bash -c '! pgrep -l nvidia-cuda-mps'; }
+if ! command -v nvidia-cuda-mps-control >/dev/null; then
+	echo "== mps steps skipped: no nvidia-cuda-mps-control"
+elif pgrep -l nvidia-cuda-mps; then
+	echo "== mps steps skipped: MPS is already running"
+else
+	step mps-job timeout 120 $bin run -n 2 --device cuda --gpus 0,0 --mps on tests/mps.lua job
+	mps_gone mps-job
+	step mps-suite timeout 300 $bin run -n 2 --device cuda --gpus 0,0 tests/suite.lua
+	mps_gone mps-suite
+	step mps-suite3 timeout 300 $bin run -n 3 --device cuda --gpus 0,0,0 tests/suite.lua
+	step mps-pingpong timeout 100 $bin bench pingpong -n 2 --device cuda --gpus 0,0 --iters 2000
+	step mps-ag4 timeout 200 $bin bench allgather -n 4 --device cuda --gpus 0,0,0,0 -b 1K -e 1M --iters 20 -w 3
+	mps_gone mps-bench
+	step mps-fail timeout 120 bash -c "$bin run -n 2 --device cuda --gpus 0,0 --timeout 60s tests/fail_wait.lua; echo launcher exit \$?"
+	mps_gone mps-fail
+	step mps-kill timeout 120 bash -c "$(declare -f kill_test); bin=$bin; kill_test --gpus 0,0 --mps on"
+	mps_gone mps-kill
+	step mps-interrupt timeout 120 bash -c "$bin run -n 2 --device cuda --gpus 0,0 --mps on --timeout 60s tests/kill_wait.lua & l=\$!; sleep 4; kill -INT \$l; wait \$l; echo launcher exit \$?"
+	mps_gone mps-interrupt
+	# Without MPS the launcher names the ranks that share GPU 0 before the run.
+	step mps-off timeout 120 bash -c "$bin run -n 2 --device cuda --gpus 0,0 --mps off --timeout 5s tests/mps.lua off; echo launcher exit \$?"
+	leaks mps
+fi
 if [ "${SUITE_WIDE:-0}" = 1 ]; then
 	step suite4 timeout 300 $bin run -n 4 --device cuda tests/suite.lua
 	step symmetric3 timeout 300 $bin run -n 3 --device cuda tests/symmetric.lua

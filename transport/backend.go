@@ -83,6 +83,9 @@ type Description struct {
 	// ("cuda_driver", "nvrtc", "nccl"); a library that is missing maps to
 	// "not found".
 	Versions map[string]string
+	// MPS says whether this rank's device contexts go through an MPS
+	// server: "on", "off", or "unknown" (a driver that does not say).
+	MPS string
 }
 
 // DeviceInfo describes one device in a Description.
@@ -92,7 +95,10 @@ type DeviceInfo struct {
 	UUID, PCIBusID    string
 	MemoryBytes       uint64
 	ComputeCapability string // "9.0"; "" on the host
-	Mine              bool   // this rank's device
+	// Multicast is cuda.MulticastSupported ("supported, not used") or
+	// cuda.MulticastNotSupported; luacoll never creates multicast objects.
+	Multicast string
+	Mine      bool // this rank's device
 }
 
 // CPULocal is implemented by backends whose device sits nearer some CPUs

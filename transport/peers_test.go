@@ -97,3 +97,17 @@ func TestPeersWithoutRemoteStream(t *testing.T) {
 		t.Fatalf("sync = %v, want %v naming the put", err, errNoRemote)
 	}
 }
+
+// A timeout with a hint is still a timeout, and says why.
+func TestTimeoutHint(t *testing.T) {
+	err := fmt.Errorf("wait: %w", &TimeoutHint{Hint: "ranks share a GPU without MPS"})
+	if !errors.Is(err, ErrTimeout) {
+		t.Error("a hinted timeout is not ErrTimeout")
+	}
+	if h := HintOf(err); h != "ranks share a GPU without MPS" {
+		t.Errorf("hint %q", h)
+	}
+	if HintOf(ErrTimeout) != "" || HintOf(errors.New("x")) != "" {
+		t.Error("a plain error has a hint")
+	}
+}

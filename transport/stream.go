@@ -435,3 +435,22 @@ func (s *HostStream) Close() {
 	}
 	<-s.stopped
 }
+
+// TimeoutHint is a timeout with an explanation of why waits may time out
+// here (ranks that share a GPU without MPS, say); errors.Is matches it
+// with ErrTimeout.
+type TimeoutHint struct{ Hint string }
+
+func (e *TimeoutHint) Error() string { return "timed out (" + e.Hint + ")" }
+
+// Is makes errors.Is(e, ErrTimeout) hold.
+func (e *TimeoutHint) Is(target error) bool { return target == ErrTimeout }
+
+// HintOf returns the explanation a timeout carries, or "".
+func HintOf(err error) string {
+	var h *TimeoutHint
+	if errors.As(err, &h) {
+		return h.Hint
+	}
+	return ""
+}

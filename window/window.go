@@ -341,8 +341,12 @@ func (w *Window) waitFail(opf func() string, timeout time.Duration, at Site, cmp
 			where = " (enqueued at " + site + ")"
 		}
 		if errors.Is(cause, transport.ErrTimeout) {
+			msg := fmt.Sprintf("timed out after %v", timeout)
+			if h := transport.HintOf(cause); h != "" {
+				msg += " (" + h + ")"
+			}
 			return &WaitError{Rank: w.r.ID(), Window: w.id, Op: op, Cond: cond, Observed: observed,
-				Msg: fmt.Sprintf("timed out after %v", timeout), Where: where}
+				Msg: msg, Where: where}
 		}
 		return &WaitError{Rank: w.r.ID(), Window: w.id, Op: op, Cond: cond, Observed: observed,
 			Msg: "aborted: " + cause.Error(), Where: where, Cause: cause}

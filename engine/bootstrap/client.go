@@ -18,8 +18,9 @@ import (
 // Config configures Connect.
 type Config struct {
 	Rank, Size int
-	// Addr is the hub's host:port; rank 0 listens there unless Listener
-	// is set.
+	// Addr is the hub's host:port, or UnixPrefix and a socket path when
+	// every rank is on one host; rank 0 listens there unless Listener is
+	// set.
 	Addr string
 	// Listener, when set, is used by rank 0 instead of listening on Addr.
 	// The bootstrap closes it.
@@ -117,7 +118,7 @@ func Connect(ctx context.Context, cfg Config) (*Bootstrap, error) {
 				cfg.Addr = "127.0.0.1:0"
 			}
 			var err error
-			ln, err = net.Listen("tcp", cfg.Addr)
+			ln, err = listenAddr(cfg.Addr)
 			if err != nil {
 				return nil, fmt.Errorf("bootstrap: rank 0 cannot listen on %s: %w", cfg.Addr, err)
 			}
@@ -152,8 +153,11 @@ func Connect(ctx context.Context, cfg Config) (*Bootstrap, error) {
 }
 
 // dialableAddr turns a listener's address into one a local client can dial
-// (an unspecified IP becomes loopback).
+// (an unspecified IP becomes loopback, a Unix socket gets UnixPrefix).
 func dialableAddr(a net.Addr) string {
+	if ua, ok := a.(*net.UnixAddr); ok {
+		return UnixPrefix + ua.Name
+	}
 	if ta, ok := a.(*net.TCPAddr); ok && (ta.IP == nil || ta.IP.IsUnspecified()) {
 		ip := "127.0.0.1"
 		if ta.IP != nil && ta.IP.To4() == nil {
@@ -180,9 +184,15 @@ func dialHub(ctx context.Context, cfg Config, addr string, limit time.Duration, 
 	var conn net.Conn
 	var lastErr error
 	backoff := 10 * time.Millisecond
+	network, dialAddr := splitAddr(addr)
 	for conn == nil {
+		if network == "unix" {
+			if err := checkDialUnix(dialAddr); err != nil && !errors.Is(err, errNotYet) {
+				return nil, fmt.Errorf("bootstrap connect (%s): %w", who, err)
+			}
+		}
 		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
+		c, err := d.DialContext(ctx, network, dialAddr)
 		if err == nil {
 			conn = c
 			break

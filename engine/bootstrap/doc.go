@@ -8,7 +8,8 @@
 // peer. Files: wire.go (frame format), outbox.go (ordered non-blocking
 // writes), client.go (Connect and the rank's view), calls.go (collectives,
 // send/receive, fail, close), dispatch.go (frames from the hub), hub.go
-// (the server), errors.go (RankError, TimeoutError).
+// (the server), errors.go (RankError, TimeoutError), unix.go (meeting at a
+// Unix socket in a private directory, for jobs on one host).
 //
 // It imports only transport (for the abort flag and the Exchanger
 // interface it implements); engine and the launcher build on it.

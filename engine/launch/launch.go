@@ -59,6 +59,10 @@ type LaunchConfig struct {
 	// themselves ("\r...") go there directly, since rank output is passed
 	// on a whole line at a time (see ProgressFile).
 	Progress *os.File
+	// MPS, when set, starts a private MPS control daemon for the job
+	// before the ranks, makes them its clients, and stops it when the job
+	// ends, however it ends (see PlanMPS).
+	MPS *MPSConfig
 }
 
 // RankExit is how one rank ended.
@@ -174,6 +178,20 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 	}
 	res.JobID = job
 
+	var mpsEnv []string
+	if cfg.MPS != nil {
+		d, err := startMPS(*cfg.MPS, job, cfg.Env)
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", launchName, err)
+		}
+		defer func() {
+			for _, n := range d.stop() {
+				sink.note(n)
+			}
+		}()
+		mpsEnv = d.clientEnv()
+	}
+
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return res, fmt.Errorf("%s: rendezvous listener: %w", launchName, err)
@@ -212,6 +230,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 				env = append(env, EnvProgressFD+"="+strconv.Itoa(listenFDChild+1))
 			}
 		}
+		env = append(env, mpsEnv...)
 		if cfg.ExtraEnv != nil {
 			env = append(env, cfg.ExtraEnv(r)...)
 		}
@@ -425,7 +444,7 @@ func childBaseEnv(env []string) []string {
 		"SLURM_PROCID": true, "SLURM_NTASKS": true, "SLURM_LOCALID": true, "SLURM_NODEID": true,
 		"SLURM_NTASKS_PER_NODE": true, "SLURM_TASKS_PER_NODE": true,
 		EnvRank: true, EnvSize: true, EnvLocalRank: true, EnvLocalSize: true, EnvNode: true,
-		EnvAddr: true, EnvJob: true, EnvListenFD: true, EnvPrefixed: true, EnvProgressFD: true,
+		EnvAddr: true, EnvJob: true, EnvListenFD: true, EnvPrefixed: true, EnvProgressFD: true, EnvMPS: true,
 	}
 	out := make([]string, 0, len(env))
 	for _, kv := range env {

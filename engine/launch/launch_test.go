@@ -80,6 +80,8 @@ func testWorker(mode string) int {
 		return 0
 	case "env", "shm":
 		return testWorkerBootstrap(mode)
+	case "mps":
+		return testWorkerMPS(rank)
 	case "progress":
 		// Rank 0 draws on the descriptor it was handed; nobody else has one.
 		f := ProgressFile(os.Getenv, nil)

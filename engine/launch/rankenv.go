@@ -46,7 +46,9 @@ const maxJobID = 64
 // RankEnv describes this process's place in a job.
 type RankEnv struct {
 	Rank, Size, LocalRank, LocalSize, Node int
-	// Addr is the rendezvous host:port; rank 0 listens there.
+	// Addr is the rendezvous host:port, or bootstrap.UnixPrefix and a
+	// socket path for a one-host job of mpirun or srun; rank 0 listens
+	// there.
 	Addr string
 	// JobID may be empty under external launchers (the hub then makes one).
 	JobID string
@@ -58,6 +60,9 @@ type RankEnv struct {
 	// Prefixed reports that the launcher prefixes every output line with
 	// "[rank] ".
 	Prefixed bool
+	// MPSDaemon reports that luacoll's launcher started a private MPS
+	// control daemon for the job, whose client this rank is (EnvMPS).
+	MPSDaemon bool
 }
 
 // sourceVars names the variables one launcher uses.
@@ -78,7 +83,11 @@ type sourceVars struct {
 // LUACOLL_ADDR always sets the rendezvous address; otherwise it is
 // MASTER_ADDR:MASTER_PORT (MASTER_PORT defaults to 29500 under torchrun
 // only). A single-rank job without an address rendezvouses on
-// 127.0.0.1:0. Missing local values default to a single node.
+// 127.0.0.1:0. Under Open MPI or Slurm with every rank on one host, a job
+// without an address meets at a Unix socket named after the launcher's job
+// identity (see meetingPoint); across hosts the error names what each rank
+// needs and how that launcher passes it. Missing local values default to a
+// single node.
 func RankEnvFromEnv(getenv func(string) string) (env RankEnv, ok bool, err error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -266,8 +275,9 @@ func slurmTasksOnNode(list string, node int) (int, error) {
 	return 0, fmt.Errorf("no entry for node %d", node)
 }
 
-// readLaunchExtras reads the job id, the inherited listener and the output
-// prefix flag (set by the luacoll launcher, honoured under any launcher).
+// readLaunchExtras reads the job id, the inherited listener, the output
+// prefix flag and the MPS mark (set by the luacoll launcher, honoured under
+// any launcher).
 func readLaunchExtras(env *RankEnv, get func(string) string) error {
 	if job := get(EnvJob); job != "" {
 		if err := checkJobID(job); err != nil {
@@ -295,6 +305,13 @@ func readLaunchExtras(env *RankEnv, get func(string) string) error {
 		env.Prefixed = true
 	default:
 		return fmt.Errorf("%s=%q: want 1 or 0", EnvPrefixed, p)
+	}
+	switch m := get(EnvMPS); m {
+	case "":
+	case MPSDaemonJob:
+		env.MPSDaemon = true
+	default:
+		return fmt.Errorf("%s=%q: want %s or nothing", EnvMPS, m, MPSDaemonJob)
 	}
 	return nil
 }
@@ -327,6 +344,9 @@ func rendezvousAddr(env RankEnv, get func(string) string) (string, error) {
 	if host == "" {
 		if env.Size == 1 {
 			return "127.0.0.1:0", nil
+		}
+		if env.Source == SourceOpenMPI || env.Source == SourceSlurm {
+			return meetingPoint(env, get)
 		}
 		return "", fmt.Errorf("no rendezvous address: set %s=host:port (or MASTER_ADDR and MASTER_PORT) "+
 			"to where rank 0 can listen", EnvAddr)

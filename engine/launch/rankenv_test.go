@@ -4,6 +4,8 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/luacoll/luacoll/engine/bootstrap"
 )
 
 // envFunc turns a map into a getenv function.
@@ -22,9 +24,10 @@ func TestRankEnvFromEnvSources(t *testing.T) {
 			env: map[string]string{
 				EnvRank: "0", EnvSize: "4", EnvLocalRank: "0", EnvLocalSize: "4", EnvNode: "0",
 				EnvAddr: "127.0.0.1:4000", EnvJob: "0123456789abcdef", EnvListenFD: "3", EnvPrefixed: "1",
+				EnvMPS: "job",
 			},
 			want: RankEnv{Rank: 0, Size: 4, LocalRank: 0, LocalSize: 4, Node: 0, Addr: "127.0.0.1:4000",
-				JobID: "0123456789abcdef", Source: SourceLuacoll, ListenFD: 3, Prefixed: true},
+				JobID: "0123456789abcdef", Source: SourceLuacoll, ListenFD: 3, Prefixed: true, MPSDaemon: true},
 		},
 		{
 			name: "luacoll launcher, rank 2 without locals",
@@ -175,6 +178,8 @@ func TestRankEnvFromEnvErrors(t *testing.T) {
 			`LUACOLL_LISTEN_FD="z": not an integer`},
 		{"prefixed garbage", map[string]string{EnvRank: "0", EnvSize: "2", EnvAddr: "h:1", EnvPrefixed: "yes"},
 			`LUACOLL_PREFIXED="yes"`},
+		{"mps garbage", map[string]string{EnvRank: "0", EnvSize: "2", EnvAddr: "h:1", EnvMPS: "1"},
+			`LUACOLL_MPS="1": want job or nothing`},
 		{"job with slash", map[string]string{EnvRank: "0", EnvSize: "2", EnvAddr: "h:1", EnvJob: "../x"},
 			`LUACOLL_JOB="../x"`},
 	}
@@ -225,7 +230,12 @@ func checkRankEnv(e RankEnv) []string {
 	if e.Node < 0 || e.Node >= e.Size {
 		bad = append(bad, "node")
 	}
-	if _, _, err := net.SplitHostPort(e.Addr); err != nil {
+	if path, ok := strings.CutPrefix(e.Addr, bootstrap.UnixPrefix); ok {
+		if !strings.HasPrefix(path, "/") || len(path) > maxSocketPath ||
+			(e.Source != SourceOpenMPI && e.Source != SourceSlurm) {
+			bad = append(bad, "unix addr")
+		}
+	} else if _, _, err := net.SplitHostPort(e.Addr); err != nil {
 		bad = append(bad, "addr")
 	}
 	switch e.Source {
@@ -249,6 +259,8 @@ func FuzzRankEnv(f *testing.F) {
 	f.Add(uint8(3), "6", "8", "2", "4", "", "", "", "", "")
 	f.Add(uint8(2), "0", "1", "0", "1(x99999999999)", "0", "", "", "", "")
 	f.Add(uint8(4), "-1", "x", "", "", "", "[::1]:80", "0", "-3", "true")
+	f.Add(uint8(2), "1", "4", "1", "", "1", "", "/scratch", "4", "")
+	f.Add(uint8(3), "0", "4", "0", "1", "", "", "/scratch", "2091712513", "")
 	f.Fuzz(func(t *testing.T, src uint8, rank, size, lrank, lsize, node, addr, port, fd, flag string) {
 		env := map[string]string{}
 		switch src % 5 {
@@ -262,10 +274,13 @@ func FuzzRankEnv(f *testing.F) {
 			env["SLURM_PROCID"], env["SLURM_NTASKS"], env["SLURM_LOCALID"], env["SLURM_NODEID"] = rank, size, lrank, node
 			env["SLURM_TASKS_PER_NODE"], env["SLURM_NTASKS_PER_NODE"] = lsize, fd
 			env["MASTER_ADDR"], env["MASTER_PORT"], env[EnvAddr] = addr, port, flag
+			// Without an address: the one-host meeting point.
+			env["SLURM_JOB_ID"], env["SLURM_JOB_NUM_NODES"], env["TMPDIR"] = fd, node, port
 		case 3:
 			env["OMPI_COMM_WORLD_RANK"], env["OMPI_COMM_WORLD_SIZE"] = rank, size
 			env["OMPI_COMM_WORLD_LOCAL_RANK"], env["OMPI_COMM_WORLD_LOCAL_SIZE"] = lrank, lsize
 			env[EnvAddr], env["MASTER_ADDR"], env["MASTER_PORT"], env[EnvJob] = addr, node, port, flag
+			env["PMIX_NAMESPACE"], env["OMPI_MCA_orte_num_nodes"], env["TMPDIR"] = fd, lsize, port
 		default:
 			// Everything at once: the first source must win without panics.
 			for _, k := range []string{"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", EnvRank} {

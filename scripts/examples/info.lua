@@ -1,10 +1,13 @@
 -- What each rank sees: its device and every device it can see, how it
--- reaches each peer, its CPUs and the versions behind it (lc.info()).
+-- reaches each peer, its CPUs, multicast and MPS, how the job met, and
+-- the versions behind it (lc.info()).
 --   luacoll run -n 2 examples/info.lua
 --   luacoll run -n 2 --device cuda examples/info.lua
 local lc = require("luacoll")
 local i = lc.info()
-local lines = { ("backend %s, device %s, CPUs %s"):format(i.backend, i.device, i.cpus) }
+local lines = { ("backend %s, device %s, CPUs %s, multicast %s, MPS %s%s"):format(i.backend, i.device, i.cpus,
+  i.multicast, i.mps and "on" or "off", i.mps_daemon and " (the job's own daemon)" or ""),
+  ("  launcher %s, met at %s"):format(i.launcher, i.rendezvous) }
 for _, d in ipairs(i.devices) do
   local s = "  " .. d.name .. (d.mine and " (mine)" or "")
   if d.model then

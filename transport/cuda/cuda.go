@@ -42,6 +42,8 @@ type CUDABackend struct {
 	aux    *cuda.Stream // for synchronous checks
 	mu     sync.Mutex   // guards aux and result
 	live   atomic.Int64 // device allocations not yet freed
+	// timeoutHint explains device waits' timeouts (SetTimeoutHint).
+	timeoutHint string
 	// streams are the rank streams made here (see quiesce).
 	smu     sync.Mutex
 	streams []*CUDAStream
@@ -154,7 +156,7 @@ func (b *CUDABackend) Describe() transport.Description {
 		"cuda_driver": b.drv.VersionString(),
 		"nvrtc":       lib(cuda.ProbeNVRTC()),
 		"nccl":        lib(cuda.ProbeNCCL()),
-	}}
+	}, MPS: "unknown"}
 	n, err := b.drv.DeviceCount()
 	if err != nil {
 		n = 0
@@ -170,6 +172,10 @@ func (b *CUDABackend) Describe() transport.Description {
 		c := b.drv.DescribeDevice(i, d)
 		di.Model, di.UUID, di.PCIBusID, di.MemoryBytes = c.Name, c.UUID, c.PCIBusID, c.TotalMem
 		di.ComputeCapability = fmt.Sprintf("%d.%d", c.CCMajor, c.CCMinor)
+		di.Multicast = c.Multicast
+		if i == b.ordinal {
+			desc.MPS = c.MPS
+		}
 		if c.Err != "" {
 			di.Model += " (unknown: " + c.Err + ")"
 		}
@@ -273,6 +279,19 @@ func ipcReach(topo *transport.Topology) string {
 		}
 	}
 	return ""
+}
+
+// SetTimeoutHint gives the device waits' timeouts an explanation (ranks
+// that share this GPU without MPS); "" for none. Call it before the
+// streams run.
+func (b *CUDABackend) SetTimeoutHint(hint string) { b.timeoutHint = hint }
+
+// timeoutCause is what a device wait that ran out of time failed with.
+func (b *CUDABackend) timeoutCause() error {
+	if b.timeoutHint == "" {
+		return transport.ErrTimeout
+	}
+	return &transport.TimeoutHint{Hint: b.timeoutHint}
 }
 
 // SymmetricSupport implements transport.SymmetricCapable: symmetric
@@ -594,6 +613,9 @@ func (b *CUDABackend) DevicePingPong(raw bool, peerData, src transport.Addr, n u
 		return 0, err
 	}
 	if ns == ^uint64(0) {
+		if b.timeoutHint != "" {
+			return 0, fmt.Errorf("device ping-pong: no answer from the peer within %v (%s)", timeout, b.timeoutHint)
+		}
 		return 0, fmt.Errorf("device ping-pong: no answer from the peer within %v", timeout)
 	}
 	return time.Duration(ns), nil
@@ -1251,7 +1273,7 @@ func (s *CUDAStream) watch(now time.Time) {
 		if s.memErr == nil {
 			c := cause
 			if c == nil {
-				c = transport.ErrTimeout
+				c = s.b.timeoutCause()
 			}
 			if m.spec.Fail != nil {
 				s.memErr = m.spec.Fail(v, c)
@@ -1451,7 +1473,7 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 // blame finds the wait a failure record belongs to: the first pending
 // wait whose target matches and whose condition the observed value misses.
 func (s *CUDAStream) blame(rec kernels.Record) error {
-	var cause error = transport.ErrTimeout
+	cause := s.b.timeoutCause()
 	if rec.Status == kernels.StatusMismatch {
 		cause = transport.ErrMismatch
 	}

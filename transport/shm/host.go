@@ -3,6 +3,7 @@ package shm
 import (
 	"bytes"
 
+	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/transport"
 )
 
@@ -31,7 +32,8 @@ func (*HostBackend) GPUPeer(transport.Identity) bool { return false }
 
 // Describe implements transport.Backend: the host's memory, no libraries.
 func (*HostBackend) Describe() transport.Description {
-	return transport.Description{Devices: []transport.DeviceInfo{{Name: "host", Mine: true}}, Versions: map[string]string{}}
+	return transport.Description{Devices: []transport.DeviceInfo{{Name: "host", Multicast: cuda.MulticastNotSupported, Mine: true}},
+		Versions: map[string]string{}, MPS: "off"}
 }
 
 // NewStream implements transport.Backend.
