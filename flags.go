@@ -15,6 +15,7 @@ import (
 
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/launch"
+	"github.com/luacoll/luacoll/engine/trace"
 	"github.com/luacoll/luacoll/transport"
 )
 
@@ -31,6 +32,7 @@ type rankFlags struct {
 	gpus     string
 	cpuBind  string
 	ipc      string
+	trace    string
 	fs       *flag.FlagSet
 }
 
@@ -45,12 +47,20 @@ func (f *rankFlags) register(fs *flag.FlagSet) {
 		"their GPU first, when each gets at least 2), spread (the same down to 1 CPU each) or none")
 	fs.StringVar(&f.ipc, "ipc", transport.IPCLegacy, "how CUDA windows share their memory, unless a window names its own ipc: legacy (CUDA IPC handles)\n"+
 		"or vmm (cuMemCreate memory passed to the peers as file descriptors over Unix sockets)")
+	fs.StringVar(&f.trace, "trace", "", "write a timeline of every rank to FILE: a slice per window operation from enqueue to completion,\n"+
+		"syncs, collectives and errors (Trace Event Format JSON: open it in ui.perfetto.dev or chrome://tracing)")
 }
 
 // options are the engine options the flags describe (after check).
 func (f *rankFlags) options() engine.Options {
 	gpus, _ := f.gpuList()
-	return engine.Options{Device: f.device, Timeout: f.timeout, GPUs: gpus, CPUBind: f.cpuBind, IPC: f.ipc}
+	o := engine.Options{Device: f.device, Timeout: f.timeout, GPUs: gpus, CPUBind: f.cpuBind, IPC: f.ipc}
+	if f.trace != "" {
+		// Under luacoll's launcher the parts go where it merges them;
+		// under another, rank 0 merges them into the file itself.
+		o.TraceDir, o.TraceFile = os.Getenv(trace.EnvDir), f.trace
+	}
+	return o
 }
 
 func (f *rankFlags) check() error {
@@ -76,8 +86,71 @@ func (f *rankFlags) check() error {
 	if f.ipc != transport.IPCLegacy && f.ipc != transport.IPCVMM {
 		return fmt.Errorf("--ipc %q: want legacy or vmm", f.ipc)
 	}
+	if f.trace != "" {
+		if err := checkWritable(f.trace); err != nil {
+			return fmt.Errorf("--trace %w", err)
+		}
+	}
 	_, err := f.gpuList()
 	return err
+}
+
+// launch starts the ranks with launch.Launch and, with --trace, has them
+// write their parts of the timeline into a directory named in their
+// environment, then merges the parts into the file (prog names the
+// command in what it prints).
+func (f *rankFlags) launch(ctx context.Context, cfg launch.LaunchConfig, prog string, stderr io.Writer) (launch.LaunchResult, error) {
+	if f.trace == "" {
+		return launch.Launch(ctx, cfg)
+	}
+	job, err := trace.NewJob(f.trace, cfg.N)
+	if err != nil {
+		return launch.LaunchResult{FirstFailed: -1}, err
+	}
+	extra := cfg.ExtraEnv
+	cfg.ExtraEnv = func(r int) []string {
+		var env []string
+		if extra != nil {
+			env = extra(r)
+		}
+		return append(env, job.Env()...)
+	}
+	res, err := launch.Launch(ctx, cfg)
+	exits := make([]trace.Exit, 0, len(res.Ranks))
+	for _, x := range res.Ranks {
+		e := trace.Exit{Rank: x.Rank}
+		switch {
+		case x.Signal != 0:
+			e.Status = fmt.Sprintf("killed by signal %d (%v)", int(x.Signal), x.Signal)
+		case x.Code == launch.ExitPeerFailed:
+			e.Status = fmt.Sprintf("exit status %d (stopped by another rank's failure)", x.Code)
+		case x.Code != 0:
+			e.Status = fmt.Sprintf("exit status %d", x.Code)
+		}
+		exits = append(exits, e)
+	}
+	sum, terr := job.Finish(exits)
+	if terr != nil {
+		fmt.Fprintf(stderr, "luacoll %s: --trace: %v\n", prog, terr)
+		if res.ExitCode == 0 {
+			res.ExitCode = 1
+		}
+		return res, err
+	}
+	note := ""
+	if len(sum.Missing) > 0 {
+		note = fmt.Sprintf(" (nothing from rank %s)", joinInts(sum.Missing))
+	}
+	fmt.Fprintf(stderr, "luacoll %s: trace of %d ranks, %d events written to %s%s\n", prog, sum.Ranks, sum.Events, f.trace, note)
+	return res, err
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
 }
 
 func (f *rankFlags) gpuList() ([]int, error) {

@@ -55,6 +55,9 @@ type Config struct {
 	Color bool
 	// HistoryFile keeps the line history (Terminal only; "" for none).
 	HistoryFile string
+	// Launch, when set, starts the ranks instead of launch.Launch (the
+	// command wraps it to merge a trace once they exited).
+	Launch func(context.Context, launch.LaunchConfig) (launch.LaunchResult, error)
 }
 
 const (
@@ -230,8 +233,12 @@ func (s *session) start() error {
 	lc := launch.LaunchConfig{N: s.cfg.N, Path: s.cfg.Exe, Args: s.cfg.Args, Prefix: true,
 		Stdout: s.cfg.Stdout, Stderr: s.cfg.Stderr, Grace: keepRanks,
 		ExtraEnv: func(int) []string { return []string{EnvControl + "=" + sock} }}
+	start := launch.Launch
+	if s.cfg.Launch != nil {
+		start = s.cfg.Launch
+	}
 	go func() {
-		res, err := launch.Launch(launchCtx, lc)
+		res, err := start(launchCtx, lc)
 		s.launchC <- launchOutcome{res: res, err: err}
 	}()
 
