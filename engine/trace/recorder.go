@@ -13,6 +13,7 @@
 package trace
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"strings"
@@ -26,6 +27,7 @@ import (
 const (
 	DefaultFlushEvery = 100 * time.Millisecond
 	DefaultMaxEvents  = 1 << 20
+	writeBuffer       = 256 << 10
 )
 
 // Options configure a Recorder.
@@ -54,10 +56,10 @@ type Recorder struct {
 	mu      sync.Mutex
 	pending []window.Op   // enqueued, not known to have completed, in stream order
 	lastEnd time.Duration // end of the last slice on the stream track
-	buf     []byte        // encoded events not yet written
+	w       *bufio.Writer // the part file, buffered
+	scratch []byte        // one event's encoding
 	events  int
 	dropped int
-	werr    error // the first write error
 	closed  bool
 
 	stop    chan struct{}
@@ -82,9 +84,9 @@ func Start(o Options) (*Recorder, error) {
 	if o.Label == "" {
 		o.Label = fmt.Sprintf("rank %d", o.Rank)
 	}
-	r := &Recorder{rank: o.Rank, clock: o.Clock, max: o.MaxEvents, f: f,
+	r := &Recorder{rank: o.Rank, clock: o.Clock, max: o.MaxEvents, f: f, w: bufio.NewWriterSize(f, writeBuffer),
 		stop: make(chan struct{}), stopped: make(chan struct{})}
-	r.buf = append(r.buf, "[\n"...)
+	_, _ = r.w.WriteString("[\n")
 	for _, m := range []event{
 		{name: "process_name", args: []arg{{"name", o.Label}}},
 		{name: "process_sort_index", args: []arg{{"sort_index", o.Rank}}},
@@ -123,8 +125,9 @@ func (r *Recorder) appendLocked(e *event) {
 		}
 		r.events++
 	}
-	r.buf = appendEvent(r.buf, r.rank, e)
-	r.buf = append(r.buf, ",\n"...)
+	r.scratch = appendEvent(r.scratch[:0], r.rank, e)
+	r.scratch = append(r.scratch, ",\n"...)
+	_, _ = r.w.Write(r.scratch) // an error sticks in r.w
 }
 
 // Op implements window.Recorder.
@@ -286,10 +289,10 @@ func (r *Recorder) Close(cause error) error {
 		r.errorLocked(now, cause.Error())
 	}
 	if r.dropped > 0 {
-		// Past the limit: written directly.
-		r.buf = appendEvent(r.buf, r.rank, &event{name: "trace truncated", cat: "trace", ph: PhaseInstant, ts: now,
-			tid: TIDHost, scope: "p", args: []arg{{"dropped_events", r.dropped}}})
-		r.buf = append(r.buf, ",\n"...)
+		dropped := r.dropped
+		r.max++ // past the limit, this one more
+		r.appendLocked(&event{name: "trace truncated", cat: "trace", ph: PhaseInstant, ts: now,
+			tid: TIDHost, scope: "p", args: []arg{{"dropped_events", dropped}}})
 	}
 	r.closed = true
 	r.mu.Unlock()
@@ -318,8 +321,8 @@ func (r *Recorder) flusher(every time.Duration) {
 			if !r.closed {
 				r.resolveLocked()
 			}
+			_ = r.w.Flush()
 			r.mu.Unlock()
-			_ = r.flush()
 		}
 	}
 }
@@ -327,20 +330,9 @@ func (r *Recorder) flusher(every time.Duration) {
 // flush writes the buffered events; the first write error sticks.
 func (r *Recorder) flush() error {
 	r.mu.Lock()
-	b := r.buf
-	r.buf = nil
-	werr := r.werr
-	r.mu.Unlock()
-	if werr != nil || len(b) == 0 {
-		return werr
+	defer r.mu.Unlock()
+	if err := r.w.Flush(); err != nil {
+		return fmt.Errorf("trace: %w", err)
 	}
-	if _, err := r.f.Write(b); err != nil {
-		r.mu.Lock()
-		if r.werr == nil {
-			r.werr = fmt.Errorf("trace: %w", err)
-		}
-		werr = r.werr
-		r.mu.Unlock()
-	}
-	return werr
+	return nil
 }
