@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -55,5 +56,29 @@ func TestCheck(t *testing.T) {
 {"name":"a","ph":"X","ts":5,"dur":5,"pid":0,"tid":1},{"name":"b","ph":"X","ts":1,"dur":1,"pid":0,"tid":0},{"name":"c","ph":"X","ts":1,"dur":1,"pid":1,"tid":1}]}`
 	if _, err := Check([]byte(other)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCheckTraceFiles checks the trace files named in LUACOLL_CHECK_TRACES
+// (space-separated), for runs on machines without Go: scripts/gpu-suite.sh
+// checks the traces of its CUDA runs with bin/trace.test.
+func TestCheckTraceFiles(t *testing.T) {
+	files := strings.Fields(os.Getenv("LUACOLL_CHECK_TRACES"))
+	if len(files) == 0 {
+		t.Skip("LUACOLL_CHECK_TRACES names no trace files to check")
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Check(data)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if c.ByPhase[PhaseComplete] == 0 {
+			t.Fatalf("%s: no slices", f)
+		}
+		t.Logf("%s: %d events (%d slices, %d instants) of ranks %v", f, c.Events, c.ByPhase[PhaseComplete], c.ByPhase[PhaseInstant], c.Ranks)
 	}
 }
