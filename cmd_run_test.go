@@ -144,8 +144,8 @@ w:sync()`)
 		if len(find(evs, rank, "error")) == 0 {
 			t.Errorf("rank %d recorded no error", rank)
 		}
-		if ws := find(evs, rank, "wait_signal"); len(ws) != 1 || ws[0].Args["unfinished"] != true {
-			t.Errorf("rank %d: wait %+v, want one unfinished", rank, ws)
+		if ws := find(evs, rank, "wait_signal"); len(ws) != 1 || ws[0].Args["failed"] != true {
+			t.Errorf("rank %d: wait %+v, want one failed (ended by the abort)", rank, ws)
 		}
 	}
 }

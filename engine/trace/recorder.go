@@ -1,15 +1,3 @@
-// Package trace records a job's timeline for ui.perfetto.dev and
-// chrome://tracing. Each rank's Recorder is told of every window operation
-// (a slice on the rank's stream track from enqueue, or the end of the
-// operation before it, to completion), every sync, collective and error
-// (the script's track), and appends them to its part file as it goes: a
-// JSON array left open, one event a line, which these viewers read as it
-// is. A Job merges the ranks' parts into one file once they exited; a rank
-// that died leaves what it wrote up to then. Times are job time, rank 0's
-// clock since the job started, which every rank reads over the bootstrap
-// when it starts (Align).
-//
-// trace imports window and transport; engine wires it in.
 package trace
 
 import (
@@ -209,7 +197,10 @@ func opArgs(op *window.Op) []arg {
 }
 
 // Sync implements window.Recorder: a slice on the script's track, and an
-// error instant when the sync failed.
+// error instant when the sync failed. Every operation enqueued before the
+// sync has ended by now: those not stamped failed or were dropped by the
+// failure (or, after a clean sync, ended on a stream that could not say
+// when: their slices end at the sync).
 func (r *Recorder) Sync(start time.Time, err error) {
 	end := time.Now()
 	r.mu.Lock()
@@ -218,6 +209,16 @@ func (r *Recorder) Sync(start time.Time, err error) {
 		return
 	}
 	r.resolveLocked()
+	if len(r.pending) > 0 {
+		if err != nil {
+			r.abandonLocked(r.clock.At(end), "failed")
+		} else {
+			for i := range r.pending {
+				r.sliceLocked(&r.pending[i], r.clock.At(end), []arg{{"ended", "by the sync"}})
+			}
+			r.pending = r.pending[:0]
+		}
+	}
 	var args []arg
 	if err != nil {
 		args = []arg{{"error", err.Error()}}
@@ -277,14 +278,7 @@ func (r *Recorder) Close(cause error) error {
 	}
 	r.resolveLocked()
 	now := r.now()
-	if len(r.pending) > 0 {
-		r.sliceLocked(&r.pending[0], now, []arg{{"unfinished", true}})
-		if rest := len(r.pending) - 1; rest > 0 {
-			r.appendLocked(&event{name: "not run", cat: "window", ph: PhaseInstant, ts: r.lastEnd, tid: TIDStream, scope: "t",
-				args: []arg{{"operations", rest}}})
-		}
-		r.pending = nil
-	}
+	r.abandonLocked(now, "unfinished")
 	if cause != nil {
 		r.errorLocked(now, cause.Error())
 	}
@@ -303,6 +297,22 @@ func (r *Recorder) Close(cause error) error {
 		err = fmt.Errorf("trace: %w", cerr)
 	}
 	return err
+}
+
+// abandonLocked ends the pending operations that will never complete: the
+// first as a slice up to end marked how (it was running: "failed" at a
+// sync, "unfinished" at the end), the others, which never ran, counted.
+func (r *Recorder) abandonLocked(end time.Duration, how string) {
+	if len(r.pending) == 0 {
+		return
+	}
+	r.sliceLocked(&r.pending[0], end, []arg{{how, true}})
+	if rest := len(r.pending) - 1; rest > 0 {
+		r.appendLocked(&event{name: "not run", cat: "window", ph: PhaseInstant, ts: r.lastEnd, tid: TIDStream, scope: "t",
+			args: []arg{{"operations", rest}}})
+	}
+	clear(r.pending)
+	r.pending = r.pending[:0]
 }
 
 // flusher writes what was recorded every period, resolving operations

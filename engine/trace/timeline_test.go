@@ -207,10 +207,10 @@ func golden(t *testing.T, events []ev, path string) {
 	}
 }
 
-// A wait that times out: the rank's trace shows the wait as an unfinished
+// A wait that times out: the rank's trace shows the wait as a failed
 // slice, the operations queued behind it as not run, and the error, both
-// at the sync that raised it and as the rank's failure; the other rank's
-// trace ends cleanly.
+// at the sync that raised it and as the rank's failure; operations after
+// that sync are traced as usual; the other rank's trace ends cleanly.
 func TestTimelineOfAFailedWait(t *testing.T) {
 	data, errs := traced(t, 2, engine.Options{Timeout: 10 * time.Second}, func(i int, c *engine.Comm) error {
 		ctx := context.Background()
@@ -226,6 +226,10 @@ func TestTimelineOfAFailedWait(t *testing.T) {
 			if err := w.Sync(ctx); err == nil {
 				return fmt.Errorf("the wait did not time out")
 			}
+			_ = w.Signal(1, window.Sig{ID: 2, Value: 1})
+			if err := w.Sync(ctx); err != nil {
+				return err
+			}
 			return fmt.Errorf("rank 1 gives up")
 		}
 		return nil
@@ -235,10 +239,16 @@ func TestTimelineOfAFailedWait(t *testing.T) {
 	}
 	var wait *ev
 	var syncErr, failure bool
+	var signals []ev
+	notRun := 0.0
 	for _, e := range decode(t, data) {
 		switch {
 		case e.PID == 1 && e.Name == "wait_signal":
 			wait = &e
+		case e.PID == 1 && e.Name == "signal":
+			signals = append(signals, e)
+		case e.PID == 1 && e.Name == "not run":
+			notRun = e.Args["operations"].(float64)
 		case e.PID == 1 && e.Name == "sync" && e.Args["error"] != nil:
 			syncErr = strings.Contains(e.Args["error"].(string), "timed out")
 		case e.PID == 1 && e.Name == "error" && e.Args["message"] == "rank 1 gives up":
@@ -247,8 +257,13 @@ func TestTimelineOfAFailedWait(t *testing.T) {
 			t.Errorf("rank 0 recorded an error: %v", e.Args)
 		}
 	}
-	if wait == nil || wait.Args["slot"] != "sig 3" || wait.Args["cmp"] != ">=" || wait.Args["value"] != 42.0 || wait.Dur < 150e3 {
-		t.Fatalf("wait slice %+v: want sig 3 >= 42 lasting about the 200 ms timeout", wait)
+	if wait == nil || wait.Args["slot"] != "sig 3" || wait.Args["cmp"] != ">=" || wait.Args["value"] != 42.0 ||
+		wait.Args["failed"] != true || wait.Dur < 150e3 {
+		t.Fatalf("wait slice %+v: want sig 3 >= 42, failed, lasting about the 200 ms timeout", wait)
+	}
+	// The signal behind the wait never ran; the one after the sync did.
+	if notRun != 1 || len(signals) != 1 || signals[0].Args["slot"] != "sig 2" || signals[0].Args["failed"] != nil {
+		t.Fatalf("not run %v, signals %+v: want 1 and the sig 2 one after the failed sync", notRun, signals)
 	}
 	if !syncErr || !failure {
 		t.Fatalf("sync error recorded %v, failure recorded %v", syncErr, failure)
