@@ -40,6 +40,8 @@ FUZZTIME ?= 20s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRankEnv$$' -fuzztime $(FUZZTIME) ./engine/launch
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./engine/launch/cpuset
+	$(GO) test -run '^$$' -fuzz '^FuzzReadPart$$' -fuzztime $(FUZZTIME) ./engine/trace
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./engine/trace
 	$(GO) test -run '^$$' -fuzz '^FuzzParseOverride$$' -fuzztime $(FUZZTIME) ./transport
 	$(GO) test -run '^$$' -fuzz '^FuzzLuaArgs$$' -fuzztime $(FUZZTIME) ./luabind
 
@@ -51,6 +53,8 @@ gpu-bins: build
 	$(GO) test -c -o bin/cuda.test ./cuda
 	$(GO) test -c -o bin/kernels.test ./kernels
 	$(GO) test -c -o bin/tcuda.test ./transport/cuda
+	$(GO) test -c -o bin/transport.test ./transport
+	$(GO) test -c -o bin/trace.test ./engine/trace
 
 clean:
 	rm -rf bin

@@ -103,7 +103,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 		if f.vsNCCL {
 			cfg.ExtraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
 		}
-		res, err := launch.Launch(ctx, cfg)
+		res, err := f.rank.launch(ctx, cfg, "bench allgather", stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
 			if res.ExitCode == 0 {

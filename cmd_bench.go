@@ -25,7 +25,8 @@ const benchUsage = `luacoll bench put|pingpong|barrier|allgather [-n N] [flags]
   allgather the persistent all-gather, nccl-tests columns, --vs nccl on CUDA,
             --vs direct beside a Lua schedule ('luacoll bench allgather --help')
 
-Every rank is a process, as with 'luacoll run'. Rank 0 prints the table.`
+Every rank is a process, as with 'luacoll run'. Rank 0 prints the table.
+--trace FILE writes every rank's timeline, as with 'luacoll run'.`
 
 func parseSize(s string) (uint64, error) {
 	mult := uint64(1)
@@ -148,9 +149,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 			return 1
 		}
-		res, err := launch.Launch(ctx, launch.LaunchConfig{N: n, Path: exe, Args: append([]string{"bench"}, args...),
-			Prefix: false, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second, Progress: terminalOf(stderr),
-			MPS: mps})
+		res, err := f.launch(ctx, launch.LaunchConfig{N: n, Path: exe, Args: append([]string{"bench"}, args...),
+			Prefix: false, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second, Progress: terminalOf(stderr), MPS: mps}, "bench", stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 			if res.ExitCode == 0 {

@@ -15,7 +15,7 @@ import (
 const historyName = ".luacoll_history"
 
 func cmdRepl(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("repl", "luacoll repl [-n N] [--device host|cuda] [--timeout D] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc auto|legacy|vmm] [--symmetric auto|on|off] [--mps auto|on|off]\n\n"+
+	fs := newFlagSet("repl", "luacoll repl [-n N] [--device host|cuda] [--timeout D] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc auto|legacy|vmm] [--symmetric auto|on|off] [--mps auto|on|off] [--trace FILE]\n\n"+
 		"Starts N ranks and one prompt. Every Lua chunk runs on every rank (:on 0,2 picks some)\n"+
 		"and the answers come back grouped by rank, identical ones once. :help at the prompt\n"+
 		"lists the commands; Ctrl-C interrupts a chunk, Ctrl-D quits. With stdin not a terminal\n"+
@@ -79,5 +79,8 @@ func cmdRepl(args []string, stdout, stderr io.Writer) int {
 	color := terminal && repl.IsTerminal(os.Stdout) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
 	return repl.Run(context.Background(), repl.Config{N: n, Timeout: f.timeout,
 		Exe: exe, Args: append([]string{"repl"}, args...), Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
-		Terminal: terminal, Color: color, HistoryFile: history, MPS: mps})
+		Terminal: terminal, Color: color, HistoryFile: history, MPS: mps,
+		Launch: func(ctx context.Context, lc launch.LaunchConfig) (launch.LaunchResult, error) {
+			return f.launch(ctx, lc, "repl", stderr)
+		}})
 }

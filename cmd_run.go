@@ -11,12 +11,14 @@ import (
 )
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", "luacoll run [-n N] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc auto|legacy|vmm] [--symmetric auto|on|off] [--mps auto|on|off] [script.lua [args...]]\n\n"+
+	fs := newFlagSet("run", "luacoll run [-n N] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc auto|legacy|vmm] [--symmetric auto|on|off] [--mps auto|on|off] [--trace FILE] [script.lua [args...]]\n\n"+
 		"Runs the script on N ranks (the embedded examples/tour.lua when none is named); its\n"+
 		"arguments are in Lua's arg table. Exit status: 0 when every rank succeeds, else the\n"+
 		"status of the first rank that failed (a rank stopped only by another's failure exits\n"+
 		"77 and gives way to it); 130 when interrupted. When a rank fails or dies, the others\n"+
-		"stop at once with an error naming it.", stderr)
+		"stop at once with an error naming it. --trace FILE writes every rank's timeline (each\n"+
+		"window operation from enqueue to completion, syncs, collectives, errors) for\n"+
+		"ui.perfetto.dev or chrome://tracing.", stderr)
 	var f rankFlags
 	f.register(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
@@ -74,7 +76,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		// Tell the ranks that their output needs no prefix at all.
 		cfg.ExtraEnv = func(int) []string { return []string{"LUACOLL_PREFIXED=1"} }
 	}
-	res, err := launch.Launch(ctx, cfg)
+	res, err := f.launch(ctx, cfg, "run", stderr)
 	if ctx.Err() != nil {
 		// Interrupted: the ranks' own statuses say only that they stopped.
 		fmt.Fprintln(stderr, "luacoll run: interrupted")

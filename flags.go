@@ -17,6 +17,7 @@ import (
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/launch"
+	"github.com/luacoll/luacoll/engine/trace"
 	"github.com/luacoll/luacoll/transport"
 	tcuda "github.com/luacoll/luacoll/transport/cuda"
 )
@@ -36,6 +37,7 @@ type rankFlags struct {
 	ipc       string
 	symmetric string
 	mps       string
+	trace     string
 	fs        *flag.FlagSet
 }
 
@@ -55,12 +57,20 @@ func (f *rankFlags) register(fs *flag.FlagSet) {
 		"unless a window says: on, off, or auto (wherever every rank can)")
 	fs.StringVar(&f.mps, "mps", launch.MPSAuto, "several ranks on one GPU (--device cuda): auto (when ranks share a GPU, nvidia-cuda-mps-control exists and no\n"+
 		"MPS runs, the job gets a private MPS control daemon, stopped at its end), on (always such a daemon) or off")
+	fs.StringVar(&f.trace, "trace", "", "write a timeline of every rank to FILE: a slice per window operation from enqueue to completion,\n"+
+		"syncs, collectives and errors (Trace Event Format JSON: open it in ui.perfetto.dev or chrome://tracing)")
 }
 
 // options are the engine options the flags describe (after check).
 func (f *rankFlags) options() engine.Options {
 	gpus, _ := f.gpuList()
-	return engine.Options{Device: f.device, Timeout: f.timeout, GPUs: gpus, CPUBind: f.cpuBind, IPC: f.ipc, Symmetric: f.symmetric}
+	o := engine.Options{Device: f.device, Timeout: f.timeout, GPUs: gpus, CPUBind: f.cpuBind, IPC: f.ipc, Symmetric: f.symmetric}
+	if f.trace != "" {
+		// Under luacoll's launcher the parts go where it merges them;
+		// under another, rank 0 merges them into the file itself.
+		o.TraceDir, o.TraceFile = os.Getenv(trace.EnvDir), f.trace
+	}
+	return o
 }
 
 func (f *rankFlags) check() error {
@@ -94,6 +104,11 @@ func (f *rankFlags) check() error {
 	}
 	if f.mps == launch.MPSOn && f.device != "cuda" {
 		return fmt.Errorf("--mps on: MPS shares a GPU between processes; it needs --device cuda")
+	}
+	if f.trace != "" {
+		if err := checkWritable(f.trace); err != nil {
+			return fmt.Errorf("--trace %w", err)
+		}
 	}
 	_, err := f.gpuList()
 	return err
@@ -162,6 +177,64 @@ func cudaDeviceCount() int {
 		return 0
 	}
 	return n
+}
+
+// launch starts the ranks with launch.Launch and, with --trace, has them
+// write their parts of the timeline into a directory named in their
+// environment, then merges the parts into the file (prog names the
+// command in what it prints).
+func (f *rankFlags) launch(ctx context.Context, cfg launch.LaunchConfig, prog string, stderr io.Writer) (launch.LaunchResult, error) {
+	if f.trace == "" {
+		return launch.Launch(ctx, cfg)
+	}
+	job, err := trace.NewJob(f.trace, cfg.N)
+	if err != nil {
+		return launch.LaunchResult{FirstFailed: -1}, err
+	}
+	extra := cfg.ExtraEnv
+	cfg.ExtraEnv = func(r int) []string {
+		var env []string
+		if extra != nil {
+			env = extra(r)
+		}
+		return append(env, job.Env()...)
+	}
+	res, err := launch.Launch(ctx, cfg)
+	exits := make([]trace.Exit, 0, len(res.Ranks))
+	for _, x := range res.Ranks {
+		e := trace.Exit{Rank: x.Rank}
+		switch {
+		case x.Signal != 0:
+			e.Status = fmt.Sprintf("killed by signal %d (%v)", int(x.Signal), x.Signal)
+		case x.Code == launch.ExitPeerFailed:
+			e.Status = fmt.Sprintf("exit status %d (stopped by another rank's failure)", x.Code)
+		case x.Code != 0:
+			e.Status = fmt.Sprintf("exit status %d", x.Code)
+		}
+		exits = append(exits, e)
+	}
+	sum, terr := job.Finish(exits)
+	if terr != nil {
+		fmt.Fprintf(stderr, "luacoll %s: --trace: %v\n", prog, terr)
+		if res.ExitCode == 0 {
+			res.ExitCode = 1
+		}
+		return res, err
+	}
+	note := ""
+	if len(sum.Missing) > 0 {
+		note = fmt.Sprintf(" (nothing from rank %s)", joinInts(sum.Missing))
+	}
+	fmt.Fprintf(stderr, "luacoll %s: trace of %d ranks, %d events written to %s%s\n", prog, sum.Ranks, sum.Events, f.trace, note)
+	return res, err
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
 }
 
 func (f *rankFlags) gpuList() ([]int, error) {

@@ -25,6 +25,10 @@ Scripts are files, or embedded ones by name: examples/tour.lua, examples/info.lu
 bench/pingpong.lua, bench/put_bw.lua; require() finds files next to the script and the embedded
 lib/ modules (allgather, alltoall, barrier). In Lua, help() lists the API.
 
+--trace FILE (run, repl, bench) writes a timeline of every rank: a slice per window
+operation from enqueue to completion, syncs, collectives and errors, clocks aligned
+with rank 0's; open it in ui.perfetto.dev or chrome://tracing.
+
 Under torchrun, Slurm or Open MPI (RANK/WORLD_SIZE, SLURM_PROCID/SLURM_NTASKS,
 OMPI_COMM_WORLD_RANK/SIZE), 'luacoll run script.lua' runs as that one rank and
 meets the others at MASTER_ADDR:MASTER_PORT or LUACOLL_ADDR.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/luacoll/luacoll/transport"
 	tcuda "github.com/luacoll/luacoll/transport/cuda"
@@ -282,6 +283,19 @@ func (ag *AllGather) live() error {
 // rank passing a different n than its peers fails their waits as soon as
 // its tag arrives, with an error naming both sizes.
 func (ag *AllGather) Exec(ctx context.Context, src *window.Buffer, srcOff, n uint64) error {
+	if ag.c.trace == nil {
+		return ag.exec(src, srcOff, n)
+	}
+	start := time.Now()
+	err := ag.exec(src, srcOff, n)
+	if err == nil {
+		ag.c.traceOp(window.Op{Name: "allgather", Window: ag.w.ID(), Peer: -1, Ctr: -1, Bytes: n, Enqueued: start})
+	}
+	return err
+}
+
+// exec is Exec without the trace.
+func (ag *AllGather) exec(src *window.Buffer, srcOff, n uint64) error {
 	if err := ag.live(); err != nil {
 		return err
 	}

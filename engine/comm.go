@@ -16,6 +16,7 @@ import (
 
 	"github.com/luacoll/luacoll/engine/bootstrap"
 	"github.com/luacoll/luacoll/engine/launch"
+	"github.com/luacoll/luacoll/engine/trace"
 	"github.com/luacoll/luacoll/transport"
 	tcuda "github.com/luacoll/luacoll/transport/cuda"
 	"github.com/luacoll/luacoll/transport/shm"
@@ -39,6 +40,13 @@ type Options struct {
 	Symmetric string
 	// Backend, when set, is used instead of opening one for Device (tests).
 	Backend func(env launch.RankEnv, job string) (transport.Backend, error)
+	// TraceDir, when set, makes the rank record its timeline into
+	// trace.PartPath(TraceDir, rank), for its launcher to merge.
+	TraceDir string
+	// TraceFile, when set and TraceDir is not (an external launcher),
+	// makes each rank record into trace.SidePart(TraceFile, rank), and
+	// rank 0 merge the parts into TraceFile at a clean end.
+	TraceFile string
 }
 
 // Comm is one rank's world: its place in the job, the bootstrap, the
@@ -60,6 +68,7 @@ type Comm struct {
 	windows  []*window.Window
 	buffers  []*window.Buffer
 	closed   bool
+	trace    *trace.Recorder // nil unless tracing
 }
 
 // Conn is what a Comm needs of the bootstrap: the exchange, and the way to
@@ -120,6 +129,9 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 	var be transport.Backend
 	err := launch.CheckCPUBind(opts.CPUBind)
 	if err == nil {
+		err = c.startTrace(ctx)
+	}
+	if err == nil {
 		be, err = c.openBackend(cudaOpen)
 	}
 	// Agree on whether every rank has a backend before anyone goes on.
@@ -130,6 +142,9 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 	if _, cerr := c.checked(ctx, "open(device="+opts.Device+")", []byte(status), true); cerr != nil {
 		if be != nil {
 			_ = be.Close()
+		}
+		if c.trace != nil {
+			_ = c.trace.Close(cerr)
 		}
 		boot.Fail(cerr.Error())
 		_ = boot.Close()
@@ -158,6 +173,12 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 		return nil, fmt.Errorf("rank %d: stream: %w", env.Rank, err)
 	}
 	c.Rank = &window.Rank{Ex: boot, Topo: topo, Backend: be, Stream: st, Abort: abort}
+	if c.trace != nil {
+		c.Rank.Trace = c.trace
+		if s, ok := st.(transport.Stamper); ok {
+			s.Stamp() // a CUDA stream ties its clock to the host's at its first
+		}
+	}
 	return c, nil
 }
 
@@ -247,6 +268,17 @@ func (c *Comm) SumInt(ctx context.Context, call string, v int) (int, error) {
 // checked exchanges call+data; with statusOnly, non-empty data is an error
 // message of that rank and any such message fails every rank.
 func (c *Comm) checked(ctx context.Context, call string, data []byte, statusOnly bool) ([][]byte, error) {
+	if c.trace == nil {
+		return c.exchange(ctx, call, data, statusOnly)
+	}
+	start := time.Now()
+	out, err := c.exchange(ctx, call, data, statusOnly)
+	c.trace.Collective(call, c.collSeq, start, err)
+	return out, err
+}
+
+// exchange is checked without the trace.
+func (c *Comm) exchange(ctx context.Context, call string, data []byte, statusOnly bool) ([][]byte, error) {
 	c.collSeq++
 	sum := sha256.Sum256([]byte(call))
 	var msg bytes.Buffer
@@ -388,6 +420,12 @@ func (c *Comm) Close(cause error) error {
 	}
 	if cause == nil && err != nil {
 		cause = err
+	}
+	if c.trace != nil {
+		// Before the stream closes: the trace reads its stamps.
+		if terr := c.endTrace(cause); terr != nil && err == nil && cause == nil {
+			err = terr
+		}
 	}
 	live := 0
 	for _, w := range c.windows {

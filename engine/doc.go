@@ -6,7 +6,8 @@
 //
 // Its sub-packages hold the rest: bootstrap (how ranks meet and hear of
 // failures), launch (starting ranks, reading launcher environments, CPU
-// binding modes), bench (the benchmarks) and enginetest (in-process jobs
-// for tests). engine imports bootstrap, launch, window and transport; it is
+// binding modes), trace (the --trace timeline), bench (the benchmarks) and
+// enginetest (in-process jobs for tests). engine imports bootstrap, launch,
+// trace, window and transport; it is
 // imported by luabind, repl, bench and the CLI, never by its sub-packages.
 package engine

@@ -58,6 +58,9 @@ type Config struct {
 	// MPS, when set, gives the ranks a private MPS control daemon for the
 	// session (launch.LaunchConfig.MPS).
 	MPS *launch.MPSConfig
+	// Launch, when set, starts the ranks instead of launch.Launch (the
+	// command wraps it to merge a trace once they exited).
+	Launch func(context.Context, launch.LaunchConfig) (launch.LaunchResult, error)
 }
 
 const (
@@ -235,8 +238,12 @@ func (s *session) start() error {
 	lc := launch.LaunchConfig{N: s.cfg.N, Path: s.cfg.Exe, Args: s.cfg.Args, Prefix: true,
 		Stdout: s.cfg.Stdout, Stderr: s.cfg.Stderr, Grace: keepRanks,
 		ExtraEnv: func(int) []string { return []string{EnvControl + "=" + sock} }, MPS: s.cfg.MPS}
+	start := launch.Launch
+	if s.cfg.Launch != nil {
+		start = s.cfg.Launch
+	}
 	go func() {
-		res, err := launch.Launch(launchCtx, lc)
+		res, err := start(launchCtx, lc)
 		s.launchC <- launchOutcome{res: res, err: err}
 	}()
 

@@ -38,6 +38,12 @@ step info $bin info
 for t in kernels cuda tcuda; do
 	[ -x bin/$t.test ] && step $t-tests timeout 300 bin/$t.test -test.count=1
 done
+# --trace on CUDA: timing events behind every operation, anchored to the host clock.
+[ -x bin/transport.test ] && step trace-stamps timeout 120 bin/transport.test -test.run 'Stamps' -test.v
+step trace-suite timeout 300 $bin run -n "$n" --device cuda --trace "$out/trace-suite.json" tests/suite.lua
+step trace-agp timeout 300 $bin run -n "$n" --device cuda --trace "$out/trace-agp.json" tests/agp.lua 100
+[ -x bin/trace.test ] && step trace-check env LUACOLL_CHECK_TRACES="$out/trace-suite.json $out/trace-agp.json" \
+	bin/trace.test -test.run TestCheckTraceFiles -test.v
 step suite timeout 300 $bin run -n "$n" --device cuda tests/suite.lua
 leaks suite
 # windows shared as VMM memory passed as file descriptors (--ipc vmm)

@@ -25,6 +25,8 @@ type Rank struct {
 	// Context, when set, bounds the synchronous calls of buffers (which
 	// wait for the stream first), so that an interrupt ends them.
 	Context func() context.Context
+	// Trace, when set, records every window operation and sync.
+	Trace Recorder
 
 	nextWindow int
 }
@@ -69,7 +71,13 @@ func (r *Rank) ctx() context.Context {
 
 // Sync waits for everything enqueued on the rank's stream.
 func (r *Rank) Sync(ctx context.Context) error {
-	return r.Stream.Sync(ctx)
+	if r.Trace == nil {
+		return r.Stream.Sync(ctx)
+	}
+	start := time.Now()
+	err := r.Stream.Sync(ctx)
+	r.Trace.Sync(start, err)
+	return err
 }
 
 // Options configure a window.

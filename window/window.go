@@ -212,7 +212,13 @@ func (w *Window) Put(t Transfer) error {
 	if err != nil {
 		return err
 	}
+	start := w.r.traceStart()
 	w.peers.Put(w.r.Stream, t.Peer, w.lay.DataOff+t.PeerOff, src, t.N)
+	if w.r.Trace != nil {
+		o := w.op("put", start)
+		o.Peer, o.Bytes = t.Peer, t.N
+		w.r.record(o)
+	}
 	return nil
 }
 
@@ -238,7 +244,13 @@ func (w *Window) Get(t Transfer) error {
 	if err != nil {
 		return err
 	}
+	start := w.r.traceStart()
 	w.peers.Get(w.r.Stream, dst, t.Peer, w.lay.DataOff+t.PeerOff, t.N)
+	if w.r.Trace != nil {
+		o := w.op("get", start)
+		o.Peer, o.Bytes = t.Peer, t.N
+		w.r.record(o)
+	}
 	return nil
 }
 
@@ -281,6 +293,7 @@ func (w *Window) PutSignal(t Transfer, sig *Sig, ctr *Ctr) error {
 			return err
 		}
 	}
+	start := w.r.traceStart()
 	dst := w.lay.DataOff + t.PeerOff
 	fused := false
 	if sig != nil && ctr == nil {
@@ -294,6 +307,17 @@ func (w *Window) PutSignal(t Transfer, sig *Sig, ctr *Ctr) error {
 	}
 	if ctr != nil {
 		w.r.Stream.Add64(w.local(w.lay.Ctr(t.Peer, ctr.ID)), ctr.Value)
+	}
+	if w.r.Trace != nil {
+		o := w.op("put_signal", start)
+		o.Peer, o.Bytes = t.Peer, t.N
+		if sig != nil {
+			o.Kind, o.Slot, o.Value, o.SigOp = SlotSignal, sig.ID, sig.Value, sig.Op
+		}
+		if ctr != nil {
+			o.Ctr = ctr.ID
+		}
+		w.r.record(o)
 	}
 	return nil
 }
@@ -309,7 +333,13 @@ func (w *Window) Signal(peer int, s Sig) error {
 	if err := w.checkSig("sig", s.ID); err != nil {
 		return err
 	}
+	start := w.r.traceStart()
 	w.enqueueSignal(peer, s)
+	if w.r.Trace != nil {
+		o := w.op("signal", start)
+		o.Peer, o.Kind, o.Slot, o.Value, o.SigOp = peer, SlotSignal, s.ID, s.Value, s.Op
+		w.r.record(o)
+	}
 	return nil
 }
 
@@ -327,8 +357,14 @@ func (w *Window) SignalAll(s Sig) error {
 			return err
 		}
 	}
+	start := w.r.traceStart()
 	for i := 1; i < w.r.N(); i++ {
 		w.enqueueSignal((w.r.ID()+i)%w.r.N(), s)
+	}
+	if w.r.Trace != nil {
+		o := w.op("signal_all", start)
+		o.Kind, o.Slot, o.Value, o.SigOp = SlotSignal, s.ID, s.Value, s.Op
+		w.r.record(o)
 	}
 	return nil
 }
@@ -394,7 +430,11 @@ func (w *Window) WaitSignal(sig int, cmp transport.Cmp, v uint64) error {
 	if err := w.checkSig("sig", sig); err != nil {
 		return err
 	}
+	start := w.r.traceStart()
 	w.wait(func() string { return fmt.Sprintf("wait_signal(sig %d, sum over all peers)", sig) }, w.inboxSlots(sig), transport.WaitSum, cmp, v)
+	if w.r.Trace != nil {
+		w.recordWait("wait_signal", start, -1, SlotSignal, sig, cmp, v)
+	}
 	return nil
 }
 
@@ -409,8 +449,12 @@ func (w *Window) WaitSignalFrom(peer, sig int, cmp transport.Cmp, v uint64) erro
 	if err := w.checkSig("sig", sig); err != nil {
 		return err
 	}
+	start := w.r.traceStart()
 	w.wait(func() string { return fmt.Sprintf("wait_signal_from(peer %d, sig %d)", peer, sig) },
 		[]transport.Addr{w.local(w.lay.Inbox(peer, sig))}, transport.WaitSum, cmp, v)
+	if w.r.Trace != nil {
+		w.recordWait("wait_signal_from", start, peer, SlotSignal, sig, cmp, v)
+	}
 	return nil
 }
 
@@ -471,8 +515,12 @@ func (w *Window) WaitCounter(peer, ctr int, cmp transport.Cmp, v uint64) error {
 	if err := w.checkCounterArgs(peer, ctr); err != nil {
 		return err
 	}
+	start := w.r.traceStart()
 	w.wait(func() string { return fmt.Sprintf("wait_counter(peer %d, ctr %d)", peer, ctr) },
 		[]transport.Addr{w.local(w.lay.Ctr(peer, ctr))}, transport.WaitSum, cmp, v)
+	if w.r.Trace != nil {
+		w.recordWait("wait_counter", start, peer, SlotCounter, ctr, cmp, v)
+	}
 	return nil
 }
 
@@ -489,7 +537,13 @@ func (w *Window) ResetCounter(peer, ctr int) error {
 	if err := w.checkCounterArgs(peer, ctr); err != nil {
 		return err
 	}
+	start := w.r.traceStart()
 	w.r.Stream.Store64(w.local(w.lay.Ctr(peer, ctr)), 0)
+	if w.r.Trace != nil {
+		o := w.op("reset_counter", start)
+		o.Peer, o.Kind, o.Slot = peer, SlotCounter, ctr
+		w.r.record(o)
+	}
 	return nil
 }
 
@@ -498,10 +552,14 @@ func (w *Window) ResetSignals() error {
 	if err := w.live(); err != nil {
 		return err
 	}
+	start := w.r.traceStart()
 	for r := 0; r < w.r.N(); r++ {
 		for s := 0; s < w.opts.Signals; s++ {
 			w.r.Stream.Store64(w.local(w.lay.Inbox(r, s)), 0)
 		}
+	}
+	if w.r.Trace != nil {
+		w.r.record(w.op("reset_signals", start))
 	}
 	return nil
 }
@@ -521,6 +579,7 @@ func (w *Window) Barrier(id int) error {
 			return err
 		}
 	}
+	start := w.r.traceStart()
 	w.epoch[id]++
 	e := w.epoch[id]
 	slots := make([]transport.Addr, 0, n-1)
@@ -531,6 +590,9 @@ func (w *Window) Barrier(id int) error {
 	}
 	if len(slots) > 0 {
 		w.wait(func() string { return fmt.Sprintf("barrier(id %d, epoch %d, every peer)", id, e) }, slots, transport.WaitEach, transport.CmpGe, e)
+	}
+	if w.r.Trace != nil {
+		w.recordWait("barrier", start, -1, SlotBarrier, id, transport.CmpGe, e)
 	}
 	return nil
 }
@@ -552,9 +614,13 @@ func (w *Window) BarrierPeer(peer, id int) error {
 	if peer == me {
 		return nil
 	}
+	start := w.r.traceStart()
 	w.peers.Store64(w.r.Stream, peer, w.lay.PBar(me, id), e)
 	w.wait(func() string { return fmt.Sprintf("barrier_peer(peer %d, id %d, epoch %d)", peer, id, e) },
 		[]transport.Addr{w.local(w.lay.PBar(peer, id))}, transport.WaitSum, transport.CmpGe, e)
+	if w.r.Trace != nil {
+		w.recordWait("barrier_peer", start, peer, SlotPairBarrier, id, transport.CmpGe, e)
+	}
 	return nil
 }
 

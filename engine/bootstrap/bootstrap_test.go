@@ -560,7 +560,9 @@ func TestBootstrapTimeout(t *testing.T) {
 		!strings.HasPrefix(err.Error(), "bootstrap recv from rank 0 tag 4: no answer within ") {
 		t.Errorf("recv with a 50ms context: %v", err)
 	}
-	if d := time.Since(start); d > 150*time.Millisecond {
+	// te.After above shows which deadline won; this only catches a hang
+	// (generous: a loaded machine can stall the goroutines for a while).
+	if d := time.Since(start); d > time.Second {
 		t.Errorf("recv with a 50ms context took %v", d)
 	}
 	// Cancellation is reported as such.

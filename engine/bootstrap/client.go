@@ -54,6 +54,9 @@ type Bootstrap struct {
 	status  map[uint64]chan []int
 	mail    map[mailKey]*mailbox
 	closing bool
+	// clocks are the JobClock calls waiting for the hub's answer.
+	clocks   map[uint64]chan time.Duration
+	clockSeq uint64
 
 	closed     chan struct{} // closed when Close starts tearing down
 	readerDone chan struct{}

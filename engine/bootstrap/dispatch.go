@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // readLoop dispatches the hub's frames until the connection ends.
@@ -118,6 +119,13 @@ func (b *Bootstrap) dispatch(t frameType, body []byte) error {
 			default:
 			}
 		}
+	case frClockReply:
+		id := r.u64()
+		ns := r.u64()
+		if r.err != nil {
+			return r.err
+		}
+		b.clockArrived(id, time.Duration(ns))
 	default:
 		return fmt.Errorf("unknown frame type %d", t)
 	}

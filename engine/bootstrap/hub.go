@@ -27,6 +27,7 @@ type hub struct {
 	stopped    bool
 	conns      map[net.Conn]struct{}
 	changed    chan struct{} // closed and replaced when a peer says goodbye or ends
+	start      time.Time     // the job clock's zero (see clock.go)
 
 	wg sync.WaitGroup
 }
@@ -60,6 +61,7 @@ func startHub(ln net.Listener, size int, jobID string, timeout time.Duration) *h
 		colls:   make(map[uint64]*hubColl),
 		conns:   make(map[net.Conn]struct{}),
 		changed: make(chan struct{}),
+		start:   time.Now(),
 	}
 	h.wg.Add(1)
 	go h.acceptLoop()
@@ -315,6 +317,12 @@ func (h *hub) handle(p *hubPeer, t frameType, body []byte) error {
 		if frame, err := f.finish(); err == nil {
 			p.out.send(frame)
 		}
+	case frClock:
+		id := r.u64()
+		if r.err != nil {
+			return r.err
+		}
+		h.clockReply(p, id)
 	default:
 		return fmt.Errorf("unknown frame type %d from rank %d", t, p.rank)
 	}

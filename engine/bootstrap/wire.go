@@ -41,6 +41,8 @@ const (
 	frByeAck                           //
 	frStatus                           // seq u64
 	frStatusReply                      // seq u64, known u8, n u32, n × rank u32
+	frClock                            // id u64
+	frClockReply                       // id u64, job clock ns u64
 )
 
 // collKind is the kind of a collective call.

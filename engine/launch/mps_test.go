@@ -359,13 +359,14 @@ func TestLaunchMPSDaemonProblems(t *testing.T) {
 		control, record := writeFakeMPS(t)
 		cfg, stdout, stderr := workerConfig(t, 2, "mps", "FAKE_MPS_RECORD="+record, "FAKE_MPS_IGNORE_QUIT=1")
 		cfg.Prefix = true
-		cfg.MPS = &MPSConfig{Control: control, Timeout: 500 * time.Millisecond}
+		// Long enough for the fake daemon to start on a loaded machine.
+		cfg.MPS = &MPSConfig{Control: control, Timeout: 2 * time.Second}
 		res, _, err := launch(t, cfg)
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("exit %d, %v", res.ExitCode, err)
 		}
 		checkMPSStopped(t, record, rankLines(stdout, 2))
-		if !strings.Contains(strings.Join(stderr.lines(), ""), "did not quit within 500ms; killed pids") {
+		if !strings.Contains(strings.Join(stderr.lines(), ""), "did not quit within 2s; killed pids") {
 			t.Errorf("stderr %q does not say the daemon was killed", stderr.lines())
 		}
 	})

@@ -820,6 +820,8 @@ type CUDAStream struct {
 	doneTail bool
 	// pre is the prelaunched-step state (nil unless LUACOLL_PRELAUNCH=1).
 	pre *prelaunch
+	// stamps are the trace's timing events (cuda_stamp.go).
+	stamps cudaStamps
 }
 
 // heldOp is an operation kept back for one call, so that a put_signal
@@ -1533,6 +1535,7 @@ func (s *CUDAStream) Close() {
 	for _, ev := range s.events {
 		_ = ev.Destroy()
 	}
+	s.closeStamps()
 	for _, sd := range s.sides {
 		_ = sd.s.Synchronize()
 		_ = sd.s.Destroy()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Group is an in-process job of Size ranks.
@@ -16,6 +17,7 @@ type Group struct {
 	// rounds[seq] collects contributions of collective number seq.
 	rounds   map[int]*round
 	failures []string
+	start    time.Time // the job clock's zero
 }
 
 type round struct {
@@ -26,7 +28,7 @@ type round struct {
 
 // NewGroup returns a group of size ranks.
 func NewGroup(size int) *Group {
-	g := &Group{size: size, rounds: map[int]*round{}}
+	g := &Group{size: size, rounds: map[int]*round{}, start: time.Now()}
 	g.cond = sync.NewCond(&g.mu)
 	return g
 }
@@ -46,6 +48,12 @@ type Member struct {
 
 // Rank implements transport.Exchanger.
 func (m *Member) Rank() int { return m.rank }
+
+// JobClock returns the time since the group was made: every member reads
+// the same clock, as ranks read rank 0's over a bootstrap.
+func (m *Member) JobClock(context.Context) (time.Duration, error) {
+	return time.Since(m.g.start), nil
+}
 
 // Size implements transport.Exchanger.
 func (m *Member) Size() int { return m.g.size }

@@ -1,0 +1,142 @@
+package trace
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+)
+
+// Checked is what Check found in a trace.
+type Checked struct {
+	Events   int
+	ByPhase  map[string]int
+	ByName   map[string]int
+	Ranks    []int // pids with a process_name, in order of appearance
+	Slices   map[[2]int]int
+	Instants map[[2]int]int
+}
+
+// Check validates a merged trace: the Trace Event Format's object form,
+// the fields each phase needs with their types (name, ph, pid, tid; ts for
+// slices and instants; dur for slices; an instant's scope; a metadata
+// event's args), a process name for every process, and the order of each
+// track: every event starts no earlier than the one before it on the same
+// track ended (slices do not overlap).
+func Check(data []byte) (Checked, error) {
+	c := Checked{ByPhase: map[string]int{}, ByName: map[string]int{}, Slices: map[[2]int]int{}, Instants: map[[2]int]int{}}
+	var top struct {
+		TraceEvents []json.RawMessage `json:"traceEvents"`
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return c, fmt.Errorf("not a JSON object: %w", err)
+	}
+	if _, ok := raw["traceEvents"]; !ok {
+		return c, fmt.Errorf("no traceEvents array")
+	}
+	if err := json.Unmarshal(data, &top); err != nil {
+		return c, fmt.Errorf("traceEvents: %w", err)
+	}
+	named := map[int]bool{}
+	used := map[int]bool{}
+	lastEnd := map[[2]int]float64{}
+	for i, rawEv := range top.TraceEvents {
+		var ev map[string]any
+		if err := json.Unmarshal(rawEv, &ev); err != nil {
+			return c, fmt.Errorf("event %d: %w", i, err)
+		}
+		where := func(format string, a ...any) error {
+			return fmt.Errorf("event %d (%s): %s", i, rawEv, fmt.Sprintf(format, a...))
+		}
+		name, ok := ev["name"].(string)
+		if !ok || name == "" {
+			return c, where("name: want a non-empty string")
+		}
+		ph, ok := ev["ph"].(string)
+		if !ok {
+			return c, where("ph: want a string")
+		}
+		pid, ok := integer(ev["pid"])
+		if !ok {
+			return c, where("pid: want an integer")
+		}
+		tid, ok := integer(ev["tid"])
+		if !ok {
+			return c, where("tid: want an integer")
+		}
+		if v, ok := ev["cat"]; ok {
+			if _, ok := v.(string); !ok {
+				return c, where("cat: want a string")
+			}
+		}
+		args, hasArgs := ev["args"].(map[string]any)
+		if v, ok := ev["args"]; ok && !hasArgs {
+			return c, where("args: want an object, got %T", v)
+		}
+		c.Events++
+		c.ByPhase[ph]++
+		c.ByName[name]++
+		if ph == PhaseMeta {
+			switch name {
+			case "process_name", "thread_name":
+				if s, ok := args["name"].(string); !ok || s == "" {
+					return c, where("args.name: want a non-empty string")
+				}
+				if name == "process_name" && !named[pid] {
+					named[pid] = true
+					c.Ranks = append(c.Ranks, pid)
+				}
+			case "process_sort_index", "thread_sort_index":
+				if _, ok := integer(args["sort_index"]); !ok {
+					return c, where("args.sort_index: want an integer")
+				}
+			default:
+				return c, where("unknown metadata event")
+			}
+			continue
+		}
+		used[pid] = true
+		ts, ok := ev["ts"].(float64)
+		if !ok || ts < 0 || math.IsInf(ts, 0) {
+			return c, where("ts: want a number >= 0")
+		}
+		end := ts
+		track := [2]int{pid, tid}
+		switch ph {
+		case PhaseComplete:
+			dur, ok := ev["dur"].(float64)
+			if !ok || dur < 0 {
+				return c, where("dur: want a number >= 0")
+			}
+			end = ts + dur
+			c.Slices[track]++
+		case PhaseInstant:
+			if s, ok := ev["s"]; ok && s != "t" && s != "p" && s != "g" {
+				return c, where("s: want t, p or g")
+			}
+			c.Instants[track]++
+		default:
+			return c, where("ph %q: want X, i or M", ph)
+		}
+		// Half a nanosecond of slack for the decimal microseconds.
+		if prev, ok := lastEnd[track]; ok && ts < prev-0.0005 {
+			return c, where("starts at %.3f us, before the previous event of rank %d track %d ended (%.3f us)", ts, pid, tid, prev)
+		}
+		lastEnd[track] = max(end, lastEnd[track])
+	}
+	for pid := range used {
+		if !named[pid] {
+			return c, fmt.Errorf("process %d has events but no process_name", pid)
+		}
+	}
+	return c, nil
+}
+
+// integer reports whether v is a JSON number without a fraction.
+func integer(v any) (int, bool) {
+	f, ok := v.(float64)
+	if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return 0, false
+	}
+	return int(f), true
+}
