@@ -1,5 +1,7 @@
 package plan
 
+import "github.com/luacoll/luacoll/window"
+
 // Replays that repeat forever.
 //
 // A schedule written in Lua counts its signals itself: ring() waits for
@@ -13,57 +15,72 @@ package plan
 // Ledger keeps both sums per row. Barrier epochs need none of this: the
 // window keeps them and every replayed barrier raises them.
 
-// Deltas returns, for rank me, what one replay of every rank's list adds to
-// each of me's ledger rows (Shape.SigRow, Shape.CtrRow), which rows some
-// rank writes with a "set" signal (their waits cannot be told apart from
-// one replay to the next), and which counter rows me resets (waits on them
-// count from the reset, in every replay alike).
-func Deltas(lists []List, me int) (delta []uint64, set, reset []bool) {
-	s := lists[me].Shape
-	delta = make([]uint64, s.Rows())
-	set = make([]bool, s.Rows())
-	reset = make([]bool, s.Rows())
+// RowInfo is what one replay of every rank's list does to one rank's
+// ledger rows (Shape.SigRow, Shape.CtrRow): Delta[row] is what it adds,
+// Set[row] says a rank writes the row with a "set" signal (waits on it
+// cannot tell one replay from the next), Reset[row] that the rank resets
+// the counter (waits on it count from the reset, in every replay alike;
+// its Delta is 0).
+type RowInfo struct {
+	Delta      []uint64
+	Set, Reset []bool
+}
+
+// Deltas returns every rank's RowInfo, in one pass over the lists.
+func Deltas(lists []List) []RowInfo {
 	n := len(lists)
+	out := make([]RowInfo, n)
+	for q := range lists {
+		rows := lists[q].Shape.Rows()
+		out[q] = RowInfo{Delta: make([]uint64, rows), Set: make([]bool, rows), Reset: make([]bool, rows)}
+	}
 	for sender, l := range lists {
 		for _, o := range l.Ops {
-			if !o.Kind.hasSignal() {
+			if o.Kind.hasSignal() {
+				hit := func(q int) {
+					s := lists[q].Shape
+					if o.Sig < 0 || o.Sig >= s.Signals || sender >= s.Ranks {
+						return
+					}
+					row := s.SigRow(sender, o.Sig)
+					if o.SigOp == window.SigSet {
+						out[q].Set[row] = true
+					} else {
+						out[q].Delta[row] += o.SigValue
+					}
+				}
+				if o.Kind == SignalAll {
+					for q := 0; q < n; q++ {
+						if q != sender {
+							hit(q)
+						}
+					}
+				} else if o.Peer >= 0 && o.Peer < n {
+					hit(o.Peer)
+				}
 				continue
 			}
-			hit := false
-			if o.Kind == SignalAll {
-				hit = sender != me
-			} else {
-				hit = o.Peer == me
-			}
-			if !hit || o.Sig < 0 || o.Sig >= s.Signals || sender >= n {
+			s := l.Shape
+			if o.Peer < 0 || o.Peer >= n || o.Ctr < 0 || o.Ctr >= s.Counters {
 				continue
 			}
-			row := s.SigRow(sender, o.Sig)
-			if o.SigOp == 1 { // set
-				set[row] = true
-			} else {
-				delta[row] += o.SigValue
+			row := s.CtrRow(o.Peer, o.Ctr)
+			switch {
+			case o.Kind == ResetCounter:
+				out[sender].Reset[row] = true
+			case o.Kind.hasCounter():
+				out[sender].Delta[row] += o.CtrValue
 			}
 		}
 	}
-	for _, o := range lists[me].Ops {
-		if o.Peer < 0 || o.Peer >= n || o.Ctr < 0 || o.Ctr >= s.Counters {
-			continue
-		}
-		row := s.CtrRow(o.Peer, o.Ctr)
-		switch {
-		case o.Kind == ResetCounter:
-			reset[row] = true
-		case o.Kind.hasCounter():
-			delta[row] += o.CtrValue
+	for q := range out {
+		for row, r := range out[q].Reset {
+			if r {
+				out[q].Delta[row] = 0
+			}
 		}
 	}
-	for row := range delta {
-		if reset[row] {
-			delta[row] = 0
-		}
-	}
-	return delta, set, reset
+	return out
 }
 
 // WaitRows returns the ledger rows whose sum a wait op compares (nil for
@@ -85,31 +102,35 @@ func (s Shape) WaitRows(o Op) []int {
 	return nil
 }
 
-// Ledger is one rank's account of a window's rows across its plans:
-// Replayed[row] is what replays of the window's plans added to the row,
-// Recorded[row] what their recordings had the recording code count (one
-// body's worth per plan). The zero Ledger is ready for a window of rows
-// rows once Init is called.
+// Ledger is a window's account, kept alike on every rank, of what its
+// plans' recordings had the recording code count on each rank's rows
+// (Recorded[rank][row], one body's worth per plan), and, for this rank,
+// what replays added to its rows (Replayed[row]).
 type Ledger struct {
+	Recorded [][]uint64
 	Replayed []uint64
-	Recorded []uint64
 }
 
-// Init sizes a fresh ledger.
-func (l *Ledger) Init(rows int) {
-	if len(l.Replayed) != rows {
+// Record notes a new plan of every rank's lists: it sets each list's Base
+// to the counts the recording code saw when it began, and adds what the
+// plan's body counted. Every rank records the same lists in the same
+// order, so their ledgers agree.
+func (l *Ledger) Record(lists []List, me int) {
+	d := Deltas(lists)
+	if len(l.Recorded) != len(lists) {
+		l.Recorded = make([][]uint64, len(lists))
+	}
+	for q := range lists {
+		rows := lists[q].Shape.Rows()
+		if len(l.Recorded[q]) != rows {
+			l.Recorded[q] = make([]uint64, rows)
+		}
+		lists[q].Base = append([]uint64(nil), l.Recorded[q]...)
+		for row, v := range d[q].Delta {
+			l.Recorded[q][row] += v
+		}
+	}
+	if rows := lists[me].Shape.Rows(); len(l.Replayed) != rows {
 		l.Replayed = make([]uint64, rows)
-		l.Recorded = make([]uint64, rows)
 	}
-}
-
-// Record notes a plan recorded with per-replay deltas delta and returns
-// the rows' counts as the recording code saw them when it began (what the
-// plan's List.Base is).
-func (l *Ledger) Record(delta []uint64) []uint64 {
-	base := append([]uint64(nil), l.Recorded...)
-	for i, d := range delta {
-		l.Recorded[i] += d
-	}
-	return base
 }

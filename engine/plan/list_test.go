@@ -68,29 +68,30 @@ func TestOpString(t *testing.T) {
 
 func TestDeltasAndLedger(t *testing.T) {
 	l := directLists(4, 8)
-	d, set, reset := Deltas(l, 1)
 	sh := l[1].Shape
+	d := Deltas(l)[1]
 	for r := 0; r < 4; r++ {
 		want := uint64(1)
 		if r == 1 {
 			want = 0
 		}
-		if d[sh.SigRow(r, 0)] != want || set[sh.SigRow(r, 0)] || reset[sh.SigRow(r, 0)] {
-			t.Fatalf("row from %d: %d", r, d[sh.SigRow(r, 0)])
+		if d.Delta[sh.SigRow(r, 0)] != want || d.Set[sh.SigRow(r, 0)] || d.Reset[sh.SigRow(r, 0)] {
+			t.Fatalf("row from %d: %d", r, d.Delta[sh.SigRow(r, 0)])
 		}
 	}
 	var led Ledger
-	led.Init(sh.Rows())
-	b1 := led.Record(d)
-	b2 := led.Record(d)
-	if b1[sh.SigRow(0, 0)] != 0 || b2[sh.SigRow(0, 0)] != 1 || led.Recorded[sh.SigRow(2, 0)] != 2 {
-		t.Fatalf("ledger %v %v %v", b1, b2, led.Recorded)
+	l2 := directLists(4, 8)
+	led.Record(l, 1)
+	led.Record(l2, 1)
+	if l[0].Base[sh.SigRow(1, 0)] != 0 || l2[0].Base[sh.SigRow(1, 0)] != 1 || led.Recorded[3][sh.SigRow(2, 0)] != 2 || len(led.Replayed) != sh.Rows() {
+		t.Fatalf("ledger %v %v %v", l[0].Base, l2[0].Base, led.Recorded[3])
 	}
 	// counters: put_counter adds, a reset in the list zeroes the delta
 	l[0].Ops = append(l[0].Ops, Op{Kind: PutCounter, Peer: 2, Ctr: 1, CtrValue: 3, N: 1, Buf: 1}, Op{Kind: PutCounter, Peer: 3, Ctr: 0, CtrValue: 1, N: 1, Buf: 1}, Op{Kind: ResetCounter, Peer: 3, Ctr: 0})
-	d, _, reset = Deltas(l, 0)
-	if d[sh.CtrRow(2, 1)] != 3 || d[sh.CtrRow(3, 0)] != 0 || !reset[sh.CtrRow(3, 0)] {
-		t.Fatalf("counter deltas %v", d[sh.Ranks*sh.Signals:])
+	l[3].Ops = append(l[3].Ops, Op{Kind: SignalAll, Sig: 2, SigValue: 5})
+	d = Deltas(l)[0]
+	if d.Delta[sh.CtrRow(2, 1)] != 3 || d.Delta[sh.CtrRow(3, 0)] != 0 || !d.Reset[sh.CtrRow(3, 0)] || d.Delta[sh.SigRow(3, 2)] != 5 {
+		t.Fatalf("deltas %v", d.Delta)
 	}
 }
 

@@ -309,6 +309,7 @@ type sim struct {
 	bar, pbar  []slot // [receiver][sender][id]
 	mem        [][]*memory
 	adv        [][]uint64 // per rank, per op: a wait's per-replay advance
+	rows       []RowInfo
 	seen       map[[4]int]bool
 	steps      int
 	deadlocked bool
@@ -320,7 +321,7 @@ func newSim(lists []List, opt Options, add func(Problem)) *sim {
 	s := &sim{lists: lists, n: n, sh: sh, replays: opt.Replays, coll: opt.Collective, add: add,
 		rk:  make([]rankState, n),
 		sig: make([]slot, n*n*sh.Signals), bar: make([]slot, n*n*sh.Barriers), pbar: make([]slot, n*n*sh.Barriers),
-		mem: make([][]*memory, n), adv: make([][]uint64, n), seen: map[[4]int]bool{}}
+		mem: make([][]*memory, n), adv: make([][]uint64, n), seen: map[[4]int]bool{}, rows: Deltas(lists)}
 	for r, l := range lists {
 		st := &s.rk[r]
 		st.vc = make([]uint32, n)
@@ -340,13 +341,10 @@ func newSim(lists []List, opt Options, add func(Problem)) *sim {
 				}
 			}
 		}
-		delta, _, reset := Deltas(lists, r)
 		s.adv[r] = make([]uint64, len(l.Ops))
 		for i, o := range l.Ops {
 			for _, row := range sh.WaitRows(o) {
-				if !reset[row] {
-					s.adv[r][i] += delta[row]
-				}
+				s.adv[r][i] += s.rows[r].Delta[row]
 			}
 		}
 	}
@@ -366,10 +364,9 @@ func (s *sim) barIdx(receiver, sender, id int) int {
 // the next.
 func (s *sim) checkReplay() {
 	for r, l := range s.lists {
-		_, set, _ := Deltas(s.lists, r)
 		for i, o := range l.Ops {
 			for _, row := range s.sh.WaitRows(o) {
-				if set[row] {
+				if s.rows[r].Set[row] {
 					s.add(Problem{Kind: "replay", Rank: r, Op: i + 1, OpName: o.Kind.String(), Site: o.Site,
 						Msg: fmt.Sprintf("waits on signal %d, which a rank writes with op \"set\": every replay stores the same value, so the wait cannot tell replays apart (signal with \"add\")", o.Sig)})
 					break
