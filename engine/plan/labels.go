@@ -23,7 +23,8 @@ type label struct {
 
 func (a label) String() string {
 	if a.buf < 0 {
-		return fmt.Sprintf("bytes of the fill at %s", a.fill)
+		f := a.fill
+		return fmt.Sprintf("bytes of rank %d's fill (op %d, %s) in replay %d from offset %d", f.rank, f.op, f.site, f.rep, a.off)
 	}
 	if a.buf == WindowBuf {
 		return fmt.Sprintf("rank %d's window bytes from offset %d (as they were before the plan)", a.org, a.off)

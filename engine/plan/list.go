@@ -41,11 +41,14 @@ const listMagic = 0x50 // 'P', version 0
 // message cannot make the decoder allocate without limit.
 const maxDecode = 1 << 24
 
-// Encode serialises the list (with an error status of the rank, "" when
-// it recorded successfully) for the collective that makes a plan.
+// Encode serialises the list for the collective that makes a plan, or,
+// when status is not "", only that: the rank's reason for having no list.
 func (l List) Encode(status string) []byte {
 	b := []byte{listMagic}
 	b = appendString(b, status)
+	if status != "" {
+		return b
+	}
 	b = binary.AppendVarint(b, int64(l.Window))
 	s := l.Shape
 	for _, v := range []int{s.Ranks, s.Signals, s.Counters, s.Barriers} {
@@ -172,7 +175,7 @@ func (d *decoder) string() string {
 }
 
 // DecodeList is the inverse of Encode: it returns the list and the
-// rank's status. Every count and index is checked; nothing in a message
+// rank's status (with an empty list when the status is not ""). Every count and index is checked; nothing in a message
 // makes it panic.
 func DecodeList(p []byte) (List, string, error) {
 	var l List
@@ -181,6 +184,12 @@ func DecodeList(p []byte) (List, string, error) {
 	}
 	d := &decoder{b: p[1:]}
 	status := d.string()
+	if d.err == nil && status != "" {
+		if len(d.b) != 0 {
+			return List{}, "", fmt.Errorf("plan message: %d bytes after a failure", len(d.b))
+		}
+		return List{}, status, nil
+	}
 	l.Window = d.int()
 	s := &l.Shape
 	s.Ranks, s.Signals, s.Counters, s.Barriers = d.int(), d.int(), d.int(), d.int()

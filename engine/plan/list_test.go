@@ -25,7 +25,11 @@ func sampleList() List {
 func TestListRoundTrip(t *testing.T) {
 	l := sampleList()
 	got, status, err := DecodeList(l.Encode("boom"))
-	if err != nil || status != "boom" {
+	if err != nil || status != "boom" || len(got.Ops) != 0 {
+		t.Fatalf("%v %q %v", err, status, got)
+	}
+	got, status, err = DecodeList(l.Encode(""))
+	if err != nil || status != "" {
 		t.Fatalf("%v %q", err, status)
 	}
 	if !reflect.DeepEqual(got, l) {
