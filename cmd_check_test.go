@@ -88,3 +88,9 @@ func TestBenchAllgatherPlan(t *testing.T) {
 		t.Errorf("exit %d: %s", r.code, r.stderr)
 	}
 }
+
+// tests/plan.lua (also a GPU suite step): plans of ring and direct at odd
+// sizes, verified, replayed with every replay's data checked.
+func TestPlanScript(t *testing.T) {
+	runAtSizes(t, []string{"2", "4"}, []string{"tests/plan.lua", "50"}, "[0] plan: 6 passed, 0 failed")
+}
