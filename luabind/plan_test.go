@@ -376,3 +376,42 @@ end
 		})
 	}
 }
+
+// BenchmarkPlanSignalRoundTrip is BenchmarkLuaSignalRoundTrip's step
+// (put_signal to itself, wait_signal_from) recorded once into a plan and
+// replayed b.N times, each replay synced: one Lua call per step instead of
+// two, and no Lua per op.
+func BenchmarkPlanSignalRoundTrip(b *testing.B) {
+	code := fmt.Sprintf(`local lc = require("luacoll")
+local w = lc.window{ bytes = 64 }
+local src = lc.buffer(8)
+local p = lc.plan(function()
+  w:put_signal(0, 0, src, 0, 8, 0)
+  w:wait_signal_from(0, 0, ">=", 1)
+end)
+for i = 1, %d do
+  p:run()
+  w:sync()
+end
+assert(w:read_signal(0) == %d)
+w:free()`, b.N, b.N)
+	runLuaBench(b, code)
+}
+
+// BenchmarkPlanRingReplay: a 4-op plan of 16 puts with signals and waits
+// on one rank (a ring of itself), replayed b.N times back to back with one
+// sync at the end: the cost of the Go loop per replay.
+func BenchmarkPlanRingReplay(b *testing.B) {
+	code := fmt.Sprintf(`local lc = require("luacoll")
+local w = lc.window{ bytes = 1024 }
+local p = lc.plan(function()
+  for i = 1, 16 do
+    w:put_signal(0, (i %% 8) * 64, w, 512 + (i %% 8) * 64, 64, 0)
+    w:wait_signal_from(0, 0, ">=", i)
+  end
+end)
+p:run{ times = %d }
+w:sync()
+w:free()`, b.N)
+	runLuaBench(b, code)
+}
