@@ -371,3 +371,42 @@ func BenchmarkVerifyRing64(b *testing.B) {
 		}
 	}
 }
+
+// FuzzVerify: any op lists (small ranks, offsets and slots drawn from the
+// input, out-of-range ones included) are verified without a panic, and the
+// same input gives the same report.
+func FuzzVerify(f *testing.F) {
+	f.Add([]byte{3, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	f.Add([]byte{2, 2, 1, 0, 0, 8, 9, 1, 1, 0, 0, 9, 0, 0, 0, 5})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) < 2 {
+			return
+		}
+		n := int(b[0]%4) + 1
+		b = b[1:]
+		lists := make([]List, n)
+		for r := range lists {
+			lists[r].Shape = Shape{Ranks: n, Bytes: 64, Signals: 2, Counters: 2, Barriers: 2, Buffers: []uint64{64, 32}}
+		}
+		for i := 0; i+4 <= len(b) && i < 4*64; i += 4 {
+			x, y, z, w := b[i], b[i+1], b[i+2], b[i+3]
+			o := Op{Kind: Kind(x % byte(numKinds)), Peer: int(y%5) - 0, Off: uint64(z % 80), Buf: int(w % 3), BufOff: uint64(z % 40),
+				N: uint64(w % 48), Sig: int(y % 3), SigValue: uint64(z%3 + 1), SigOp: window.SignalOp(x >> 7),
+				Ctr: int(w % 3), CtrValue: 1, Cmp: transport.Cmp(y % 6), Value: uint64(w % 4), Bar: int(z % 3),
+				Site: Site{File: "f.lua", Line: i/4 + 1}}
+			r := int(x>>5) % n
+			lists[r].Ops = append(lists[r].Ops, o)
+		}
+		opt := Options{Collective: Collective{Kind: []string{"", "allgather", "alltoall", "broadcast"}[b[0]%4], N: uint64(b[0] % 20), Root: int(b[0]>>4) % n}}
+		a, c := Verify(lists, opt), Verify(lists, opt)
+		if a.OK != c.OK || len(a.Problems) != len(c.Problems) || a.Steps != c.Steps {
+			t.Fatalf("two verifications differ: %s / %s", a.Summary(), c.Summary())
+		}
+		for i := range a.Problems {
+			if a.Problems[i].String() != c.Problems[i].String() {
+				t.Fatalf("problem %d differs: %s / %s", i, a.Problems[i], c.Problems[i])
+			}
+		}
+		_ = a.Summary()
+	})
+}
