@@ -346,8 +346,6 @@ func (c *call) windowField(t *lua.LTable, p *plan.Plan) {
 	}
 }
 
-var planOptKeys = []string{"mode"}
-
 // isPlanOpts reports whether v is lc.plan's trailing options table: a
 // plain table whose keys are all plan options.
 func isPlanOpts(v lua.LValue) bool {
@@ -455,11 +453,11 @@ func newPlan(c *call) int {
 	}
 	req := ""
 	if n := len(args); n > 0 && isPlanOpts(args[n-1]) {
-		req = lua.LVAsString(args[n-1].(*lua.LTable).RawGetString("mode"))
-		if _, isStr := args[n-1].(*lua.LTable).RawGetString("mode").(lua.LString); !isStr {
-			c.fail("bad argument 'mode' (string expected)")
+		m, isStr := args[n-1].(*lua.LTable).RawGetString("mode").(lua.LString)
+		if !isStr {
+			c.fail("bad argument 'mode' (string expected, got %s)", args[n-1].(*lua.LTable).RawGetString("mode").Type())
 		}
-		args = args[:n-1]
+		req, args = string(m), args[:n-1]
 	}
 	where := L.Where(1)
 	r, err := c.s.makePlan(c.ctx(), L, body, args, req, strings.TrimSuffix(where, ":"))
