@@ -629,14 +629,22 @@ func verifyPlan(c *call) int {
 	call := fmt.Sprintf("plan %d:verify{collective=%q, n=%d, root=%d, src_off=%d, replays=%d}", r.num, coll.Kind, coll.N, coll.Root, srcOff, replays)
 	all, err := c.s.Comm.Collective(c.ctx(), call, []byte(fmt.Sprint(src)))
 	c.check(err)
-	if src >= 0 {
-		for q, d := range all {
-			var b int
-			if _, err := fmt.Sscan(string(d), &b); err != nil || b < 0 {
-				c.fail("rank %d names no src (every rank must, or none)", q)
-			}
-			coll.Src = append(coll.Src, plan.Source{Buf: b, Off: srcOff})
+	// Every rank decides alike from everyone's answer, so that none goes on
+	// to the report's collective alone.
+	var without []string
+	for q, d := range all {
+		b := -1
+		if _, err := fmt.Sscan(string(d), &b); err != nil || b < 0 {
+			without = append(without, fmt.Sprint(q))
+			b = -1
 		}
+		coll.Src = append(coll.Src, plan.Source{Buf: b, Off: srcOff})
+	}
+	switch {
+	case len(without) == len(all):
+		coll.Src = nil
+	case len(without) > 0:
+		c.fail("bad argument 'src' (ranks %s name none; every rank must, or none)", strings.Join(without, ","))
 	}
 	rep, err := c.s.verifyLists(c.ctx(), fmt.Sprintf("plan %d", r.num), r.p.Lists(), plan.Options{Collective: coll, Replays: replays})
 	c.check(err)

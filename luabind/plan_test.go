@@ -415,3 +415,19 @@ w:sync()
 w:free()`, b.N)
 	runLuaBench(b, code)
 }
+
+// A p:verify where only some ranks name the source fails on every rank
+// (none goes on to the report's collective alone).
+func TestPlanVerifySourceOnSomeRanks(t *testing.T) {
+	res := runLua(t, 3, `
+local lc = require("luacoll")
+local ag = require("allgather")
+local w = lc.window{ bytes = 30 }
+local src = lc.buffer(10)
+local p = lc.plan(ag.direct, w, src, 0, 10)
+local ok, err = pcall(function() return p:verify{ collective = "allgather", n = 10, src = lc.rank == 1 and src or nil } end)
+assert(not ok and err:find("bad argument 'src' (ranks 0,2 name none; every rank must, or none)", 1, true), err)
+assert(p:verify{ collective = "allgather", n = 10 }.ok)
+print("ok")`)
+	mustAllOK(t, res)
+}
