@@ -39,7 +39,7 @@ type agFlags struct {
 	iters, warmup  int
 	algo, vs, path string
 	graph, stress  bool
-	inPlace        bool
+	inPlace, plan  bool
 	// vsNCCL, vsDirect: the baselines named by --vs.
 	vsNCCL, vsDirect bool
 	jsonOut, plot    string
@@ -61,6 +61,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.stress, "stress", false, "after each size's timed execs, --iters more with new data each time, every one checked, rank 1 delayed at random")
 	fs.BoolVar(&f.inPlace, "inplace", false, "in-place execs (nccl-tests' in-place column): each rank's chunk starts in the window at rank*n, no own copy; NCCL in place too")
 	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")
+	fs.BoolVar(&f.plan, "plan", false, "with --algo lua:*: record the schedule once per size into a plan (lc.plan), verify it as an all-gather, and replay it with no Lua per exec")
 	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), direct (the built-in all-gather beside a Lua schedule)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the rows and the run's metadata as JSON Lines to FILE")
 	fs.StringVar(&f.plot, "plot", "", "write a plot of busbw against size to FILE.svg or FILE.png")
@@ -187,6 +188,9 @@ func (f *agFlags) check() ([]uint64, error) {
 	}
 	switch f.algo {
 	case "auto", "direct", "pipeline":
+		if f.plan {
+			return nil, fmt.Errorf("--plan: records a Lua schedule (--algo lua:ring, lua:direct or lua:hier); --algo is %s", f.algo)
+		}
 	case "lua:ring", "lua:direct", "lua:hier":
 		if f.graph {
 			return nil, fmt.Errorf("--algo %s: graph mode works with the built-in algorithms only", f.algo)
@@ -256,11 +260,15 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		// The schedule of scripts/lib/allgather.lua, run through Lua.
 		st := luabind.New(c, stdout)
 		defer st.Close()
-		sched, err := st.Schedule("allgather", name)
+		schedule, what := st.Schedule, f.algo
+		if f.plan {
+			schedule, what = st.SchedulePlan, f.algo+" (plan, mode "+st.Mode()+")"
+		}
+		sched, err := schedule("allgather", name)
 		if err != nil {
 			return err
 		}
-		cfg.Schedule, cfg.ScheduleName = sched, f.algo
+		cfg.Schedule, cfg.ScheduleName = sched, what
 	}
 	cpuPlace, cpus, err := c.Placement(ctx)
 	if err != nil {
@@ -269,6 +277,9 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	res, err := bench.BenchAllGather(ctx, c, cfg)
 	if err != nil {
 		return err
+	}
+	if f.plan {
+		res.Info["path"] = "a recorded plan replayed by a Go loop over the window operations (" + c.Backend.Name() + ")"
 	}
 	if me != 0 {
 		return nil

@@ -15,6 +15,7 @@ const usage = `luacoll: one-sided communication scripted in Lua, on N ranks, hos
 Usage:
   luacoll run [-n N] [flags] [script.lua [args...]]     run a script on N ranks (default: the tour)
   luacoll repl [-n N] [flags]                           interactive Lua on N ranks
+  luacoll check [-n N] script.lua                       verify every plan a script makes, run none
   luacoll bench put|pingpong|barrier|allgather [flags]  measure the window stack and the all-gather
   luacoll info                                          GPUs, links, capabilities, libraries
   luacoll docs [-o FILE]                                write the Lua API reference (Markdown)
@@ -50,6 +51,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(rest, stdout, stderr)
 	case "repl":
 		return cmdRepl(rest, stdout, stderr)
+	case "check":
+		return cmdCheck(rest, stdout, stderr)
 	case "bench":
 		return cmdBench(rest, stdout, stderr)
 	case "info":

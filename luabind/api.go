@@ -40,6 +40,11 @@ func fn(name, args, returns, group, doc string, body func(c *call) int) *Entry {
 				c.fail("called on %s: use %s (with a colon) on a %s", L.Get(1).Type(), e.Name, want.what)
 			}
 		}
+		if s.plans.rec != nil {
+			if rec := planRecording[e.Name]; rec != nil {
+				return rec(c)
+			}
+		}
 		return body(c)
 	}
 	return e
@@ -324,18 +329,8 @@ func bufferEntries() []*Entry {
 		}),
 		fn("b:fill", "(kind, arg=0)", "", g, "Fills the whole buffer, in stream order, on the device: kind \"const\" (every byte = arg), \"iota\" (32-bit little-endian words counting from arg) or \"rand\" (pseudo-random 32-bit words seeded by arg).", func(c *call) int {
 			b := c.buf()
-			kind, err := transport.ParseFill(c.str(0))
-			if err != nil {
-				c.badArg(0, "%v", err)
-			}
-			arg := c.optU64(1, 0)
-			if kind == transport.FillConst && arg > 255 {
-				c.badArg(1, "a byte value 0..255 expected, got %d", arg)
-			}
-			if kind == transport.FillIotaU32 && arg > math.MaxUint32 {
-				c.badArg(1, "iota counts 32-bit words: a start of 0..%d expected, got %d", uint64(math.MaxUint32), arg)
-			}
-			c.check(b.Fill(kind, arg))
+			kind := c.fillKind(0)
+			c.check(b.Fill(kind, c.fillArg(kind, 1)))
 			return 0
 		}),
 		fn("b:get_u32", "(off)", "integer", g, "Reads a little-endian 32-bit value (synchronous: waits for the rank's stream first).", func(c *call) int {

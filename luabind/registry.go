@@ -60,10 +60,11 @@ var receivers = map[string]struct{ typ, what string }{
 	"w":  {"luacoll.window", "window"},
 	"t":  {"luacoll.timer", "timer"},
 	"ag": {"luacoll.allgather", "persistent all-gather"},
+	"p":  {"luacoll.plan", "plan"},
 }
 
 // groups orders the reference's sections.
-var groups = []string{"Ranks", "Local buffers", "Windows", "Timing", "Persistent all-gather", "Help"}
+var groups = []string{"Ranks", "Local buffers", "Windows", "Timing", "Persistent all-gather", "Plans", "Help"}
 
 // Registry is the ordered list of every entry.
 type Registry struct {

@@ -15,14 +15,9 @@ import (
 // a schedule written in Lua against the same window as the built-in one.
 func (s *State) Schedule(mod, fn string) (func(w *window.Window, src *window.Buffer, n uint64) error, error) {
 	L := s.L
-	if err := L.CallByParam(lua.P{Fn: L.GetGlobal("require"), NRet: 1, Protect: true}, lua.LString(mod)); err != nil {
-		return nil, fmt.Errorf("require %q: %w", mod, scriptError(err))
-	}
-	m := L.Get(-1)
-	L.Pop(1)
-	f, ok := L.GetField(m, fn).(*lua.LFunction)
-	if !ok {
-		return nil, fmt.Errorf("module %q has no function %q", mod, fn)
+	f, err := s.scheduleFunc(mod, fn)
+	if err != nil {
+		return nil, err
 	}
 	// Schedules keep per-window state keyed by the window's Lua value, so
 	// each Go object maps to one userdata for as long as the state lives.
@@ -50,4 +45,19 @@ func (s *State) Schedule(mod, fn string) (func(w *window.Window, src *window.Buf
 		}
 		return nil
 	}, nil
+}
+
+// scheduleFunc requires mod and returns its function fn.
+func (s *State) scheduleFunc(mod, fn string) (*lua.LFunction, error) {
+	L := s.L
+	if err := L.CallByParam(lua.P{Fn: L.GetGlobal("require"), NRet: 1, Protect: true}, lua.LString(mod)); err != nil {
+		return nil, fmt.Errorf("require %q: %w", mod, scriptError(err))
+	}
+	m := L.Get(-1)
+	L.Pop(1)
+	f, ok := L.GetField(m, fn).(*lua.LFunction)
+	if !ok {
+		return nil, fmt.Errorf("module %q has no function %q", mod, fn)
+	}
+	return f, nil
 }

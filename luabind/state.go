@@ -51,11 +51,12 @@ type State struct {
 	cur    *lua.LState // the thread running the current call (pcall runs on its own)
 	// spare holds call records of finished calls, for reuse.
 	spare []*call
+	plans planState
 }
 
 // NewRegistry returns the registry of every Lua function and method.
 func NewRegistry() *Registry {
-	return newRegistry(rankEntries(), bufferEntries(), windowEntries(), timerEntries(), agpEntries(), helpEntries())
+	return newRegistry(rankEntries(), bufferEntries(), windowEntries(), timerEntries(), agpEntries(), planEntries(), helpEntries())
 }
 
 // New makes a Lua state for comm. out receives print and lc.log output.

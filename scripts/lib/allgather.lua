@@ -6,6 +6,7 @@
 --   ag.hier(w, src, src_off, n)     -- two levels: across nodes, then within each node
 --
 -- src may be the window itself with src_off == lc.rank * n (in place).
+-- Both record into plans (lc.plan) and pass p:verify{collective = "allgather"}.
 -- Each call starts with a window barrier (slot opts.barrier, default 0) so
 -- that a call never overwrites data a slow peer is still forwarding from the
 -- previous one. Signals are cumulative: the module remembers how many it
@@ -41,6 +42,7 @@ local function begin(w, src, src_off, n, opts)
   w:barrier(opts.barrier or 0)
   if src ~= w or src_off ~= me * n then
     w:put(me, me * n, src, src_off, n)
+    w:flush()   -- the puts below read the chunk from the window
   end
   return sig, r
 end

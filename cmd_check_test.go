@@ -1,0 +1,132 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+const checkGood = `
+local lc = require("luacoll")
+local ag = require("allgather")
+local n = tonumber(arg[1] or "1000")
+local w = lc.window{ bytes = n * lc.size }
+local src = lc.buffer(n)
+for _, algo in ipairs{ "ring", "direct" } do
+  local p = lc.plan(ag[algo], w, src, 0, n)
+  assert(p:verify{ collective = "allgather", n = n, src = src }.ok)
+  p:run{ times = 10 }
+  assert(p:info().mode == "check" and p:info().replays == 0)
+end
+`
+
+// luacoll check verifies every plan of a script and runs none: a good
+// script at several sizes, one whose plan deadlocks (named with its rank
+// and line), one whose p:verify fails, and bad usage.
+func TestCheckCommand(t *testing.T) {
+	good := writeScript(t, checkGood)
+	for _, n := range []string{"1", "3", "16"} {
+		before := shmLeftovers(t)
+		r := luacoll(t, nil, "check", good, "-n", n, "--", "333")
+		if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("2 plans verified at %s ranks, no problems", n)) ||
+			!strings.Contains(r.stdout, "plan 2 (") || !strings.Contains(r.stdout, "verified as allgather: ok") {
+			t.Fatalf("-n %s: exit %d\n%s\n%s", n, r.code, r.stdout, r.stderr)
+		}
+		checkCleanSettled(t, before)
+	}
+	stuck := writeScript(t, `
+local lc = require("luacoll")
+local w = lc.window{ bytes = 64 }
+local p = lc.plan(function()
+  w:signal((lc.rank + 1) % lc.size, 0)
+  w:wait_signal_from((lc.rank + 1) % lc.size, 0, ">=", 1) -- waits on the wrong neighbour
+end)
+print("not reached")
+`)
+	r := luacoll(t, nil, "check", "-n", "3", stuck)
+	if r.code != 1 || strings.Contains(r.stdout, "not reached") || !strings.Contains(r.stdout, "3 problems") ||
+		!strings.Contains(r.stdout, "deadlock: rank 2, op 2 (wait_signal_from at "+stuck+":6): blocked: waits for signal 0 from rank 0 >= 1, which is 0") ||
+		!strings.Contains(r.stderr, "failed verification") {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	wrong := writeScript(t, strings.Replace(checkGood, `collective = "allgather"`, `collective = "alltoall"`, 1)+"\n")
+	r = luacoll(t, nil, "check", "-n", "2", wrong)
+	if r.code != 1 || !strings.Contains(r.stdout, "verified as alltoall:") || !strings.Contains(r.stdout, "postcondition:") {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, args := range [][]string{{"check"}, {"check", "-n", "0", good}, {"check", "no-such.lua"}, {"check", good, "--bogus"}} {
+		if r := luacoll(t, nil, args...); r.code != 2 || r.stderr == "" {
+			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+	if r := luacoll(t, nil, "check", "--help"); r.code != 0 || !strings.Contains(r.stderr, "No plan is replayed") {
+		t.Errorf("help: %d %q", r.code, r.stderr)
+	}
+}
+
+// bench allgather --plan: the schedule recorded once per size, verified,
+// replayed; its data checked beside the built-in all-gather's.
+func TestBenchAllgatherPlan(t *testing.T) {
+	for _, algo := range []string{"lua:ring", "lua:direct"} {
+		r := luacoll(t, nil, "bench", "allgather", "-n", "3", "-b", "1K", "-e", "64K", "-f", "8", "--iters", "10",
+			"--algo", algo, "--plan", "--vs", "direct")
+		if r.code != 0 || !strings.Contains(r.stdout, "(plan, mode host)") || !strings.Contains(r.stdout, "a recorded plan replayed") {
+			t.Fatalf("%s: exit %d\n%s\n%s", algo, r.code, r.stdout, r.stderr)
+		}
+		rows := tableRows(r.stdout, 11)
+		if len(rows) != 3 {
+			t.Fatalf("%d rows:\n%s", len(rows), r.stdout)
+		}
+		for _, f := range rows {
+			if f[6] != "0" || f[9] != "0" {
+				t.Errorf("wrong chunks: %v", f)
+			}
+		}
+	}
+	r := luacoll(t, nil, "bench", "allgather", "--algo", "direct", "--plan")
+	if r.code != 2 || !strings.Contains(r.stderr, "--plan: records a Lua schedule") {
+		t.Errorf("exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// tests/plan.lua (also a GPU suite step): plans of ring and direct at odd
+// sizes, verified, replayed with every replay's data checked.
+func TestPlanScript(t *testing.T) {
+	for _, n := range []string{"2", "4"} {
+		before := shmLeftovers(t)
+		r := luacoll(t, nil, "run", "-n", n, "tests/plan.lua", "50")
+		if r.code != 0 || !strings.Contains(r.stdout, "[0] plan: 6 passed, 0 failed") {
+			t.Fatalf("-n %s: exit %d\nstdout:\n%s\nstderr:\n%s", n, r.code, r.stdout, r.stderr)
+		}
+		checkCleanSettled(t, before)
+	}
+}
+
+// checkCleanSettled is checkClean that lets segments which other jobs on
+// the machine (tests of other packages running at the same time) are just
+// creating go first: a job unlinks its segments as soon as every peer has
+// mapped them.
+func checkCleanSettled(t *testing.T, before []string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, b := range before {
+		seen[b] = true
+	}
+	for try := 0; ; try++ {
+		var left []string
+		for _, s := range shmLeftovers(t) {
+			if !seen[s] {
+				left = append(left, s)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if try == 20 {
+			t.Errorf("shared-memory segments left behind in /dev/shm: %v", left)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,121 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Symbolic contents. Verify does not move bytes: every byte of every
+// rank's window and buffers carries a label saying where its value came
+// from (the rank, buffer and offset it held before the plan ran, or the
+// fill that wrote it), and a put copies labels. A memory is a sorted list
+// of segments covering it, each with the label of its first byte; the
+// label of the byte at x is the segment's, offset by x - lo.
+
+// label says where the bytes of a segment came from.
+type label struct {
+	org  int    // the rank whose memory (or fill) the bytes come from
+	buf  int    // that rank's buffer (WindowBuf: its window); -1 for a fill
+	off  uint64 // origin offset of the segment's first byte
+	fill *opRef // the fill that wrote them (buf == -1)
+	by   *opRef // the op that last wrote them here (nil: never written)
+}
+
+func (a label) String() string {
+	if a.buf < 0 {
+		f := a.fill
+		return fmt.Sprintf("bytes of rank %d's fill (op %d, %s) in replay %d from offset %d", f.rank, f.op, f.site, f.rep, a.off)
+	}
+	if a.buf == WindowBuf {
+		return fmt.Sprintf("rank %d's window bytes from offset %d (as they were before the plan)", a.org, a.off)
+	}
+	return fmt.Sprintf("rank %d's buffer %s bytes from offset %d", a.org, BufName(a.buf), a.off)
+}
+
+type seg struct {
+	lo, hi uint64
+	lab    label
+}
+
+// memory is one buffer of one rank: its labels and the accesses to it
+// that later accesses must be ordered with.
+type memory struct {
+	size uint64
+	segs []seg
+	acc  []*access
+}
+
+func newMemory(rank, buf int, size uint64) *memory {
+	m := &memory{size: size}
+	if size > 0 {
+		m.segs = []seg{{lo: 0, hi: size, lab: label{org: rank, buf: buf}}}
+	}
+	return m
+}
+
+// split makes x a segment boundary (0 < x < size) and returns the index
+// of the segment starting at x.
+func (m *memory) split(x uint64) int {
+	i := sort.Search(len(m.segs), func(i int) bool { return m.segs[i].hi > x })
+	if i == len(m.segs) {
+		return i
+	}
+	s := m.segs[i]
+	if s.lo == x {
+		return i
+	}
+	left, right := s, s
+	left.hi = x
+	right.lo = x
+	right.lab.off += x - s.lo
+	m.segs = append(m.segs, seg{})
+	copy(m.segs[i+2:], m.segs[i+1:])
+	m.segs[i], m.segs[i+1] = left, right
+	return i + 1
+}
+
+// get returns copies of the segments covering [lo, hi), cut to it.
+func (m *memory) get(lo, hi uint64) []seg {
+	if lo >= hi {
+		return nil
+	}
+	i := sort.Search(len(m.segs), func(i int) bool { return m.segs[i].hi > lo })
+	var out []seg
+	for ; i < len(m.segs) && m.segs[i].lo < hi; i++ {
+		s := m.segs[i]
+		if s.lo < lo {
+			s.lab.off += lo - s.lo
+			s.lo = lo
+		}
+		s.hi = min(s.hi, hi)
+		out = append(out, s)
+	}
+	return out
+}
+
+// put writes the segments src (as get returned them, starting at
+// src[0].lo) at dst, marking them as written by by.
+func (m *memory) put(dst uint64, src []seg, by *opRef) {
+	if len(src) == 0 {
+		return
+	}
+	shift := func(x uint64) uint64 { return x - src[0].lo + dst }
+	lo, hi := dst, shift(src[len(src)-1].hi)
+	i := m.split(lo)
+	j := m.split(hi)
+	repl := make([]seg, len(src))
+	for k, s := range src {
+		s.lo, s.hi = shift(s.lo), shift(s.hi)
+		s.lab.by = by
+		repl[k] = s
+	}
+	m.segs = append(m.segs[:i], append(repl, m.segs[j:]...)...)
+}
+
+// fill labels [0, size) as written by the fill f.
+func (m *memory) fill(f *opRef) {
+	if m.size == 0 {
+		return
+	}
+	m.segs = []seg{{lo: 0, hi: m.size, lab: label{org: f.rank, buf: -1, fill: f, by: f}}}
+}

@@ -1,0 +1,173 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/luacoll/luacoll/window"
+)
+
+// Plan is one rank's recorded plan bound to its window and buffers, ready
+// to replay: a Go loop that enqueues every op through the window API, with
+// no interpreter in it.
+type Plan struct {
+	w     *window.Window
+	bufs  []*window.Buffer
+	lists []List
+	me    int
+	led   *Ledger
+	ops   []Op
+	// per op: the rows a wait sums (nil for other ops and for waits on a
+	// counter the plan resets), and what the recording code had counted
+	// on them before it began (the sum of their Base).
+	rows  [][]int
+	base  []uint64
+	sigs  []window.Sig
+	ctrs  []window.Ctr
+	delta []uint64
+	// site is the op being enqueued, for the errors of its waits.
+	site    window.Site
+	siteFn  func() window.Site
+	replays int
+}
+
+// New binds rank me's list of lists (every rank's, with their Base set by
+// led.Record) to its window w and buffers (bufs[0] is w's data buffer,
+// bufs[k] the plan's buffer k). led is the window's ledger.
+func New(w *window.Window, bufs []*window.Buffer, lists []List, me int, led *Ledger) (*Plan, error) {
+	if w == nil || len(bufs) == 0 || bufs[0] != w.Buffer() {
+		return nil, errors.New("plan: buffer 0 must be the window's data buffer")
+	}
+	if me < 0 || me >= len(lists) {
+		return nil, fmt.Errorf("plan: rank %d outside 0..%d", me, len(lists)-1)
+	}
+	l := lists[me]
+	if len(l.Shape.Buffers) != len(bufs) {
+		return nil, fmt.Errorf("plan: %d buffers recorded, %d given", len(l.Shape.Buffers), len(bufs))
+	}
+	if len(led.Replayed) != l.Shape.Rows() || len(l.Base) != l.Shape.Rows() {
+		return nil, errors.New("plan: the ledger has not recorded these lists")
+	}
+	info := Deltas(lists)[me]
+	p := &Plan{w: w, bufs: bufs, lists: lists, me: me, led: led, ops: l.Ops, delta: info.Delta,
+		rows: make([][]int, len(l.Ops)), base: make([]uint64, len(l.Ops)),
+		sigs: make([]window.Sig, len(l.Ops)), ctrs: make([]window.Ctr, len(l.Ops))}
+	for i, o := range l.Ops {
+		if err := l.Shape.Check(me, o); err != nil {
+			return nil, fmt.Errorf("plan: op %d (%s at %s): %w", i+1, o.Kind, o.Site, err)
+		}
+		p.sigs[i] = window.Sig{ID: o.Sig, Value: o.SigValue, Op: o.SigOp}
+		p.ctrs[i] = window.Ctr{ID: o.Ctr, Value: o.CtrValue}
+		rows := l.Shape.WaitRows(o)
+		if o.Kind == WaitCounter && info.Reset[rows[0]] {
+			rows = nil
+		}
+		p.rows[i] = rows
+		for _, r := range rows {
+			p.base[i] += l.Base[r]
+		}
+	}
+	p.siteFn = func() window.Site { return p.site }
+	return p, nil
+}
+
+// Window returns the window the plan was recorded on.
+func (p *Plan) Window() *window.Window { return p.w }
+
+// Ops returns this rank's ops.
+func (p *Plan) Ops() []Op { return p.ops }
+
+// Lists returns every rank's list.
+func (p *Plan) Lists() []List { return p.lists }
+
+// Buffers returns the plan's buffers (0: the window's).
+func (p *Plan) Buffers() []*window.Buffer { return p.bufs }
+
+// Replays is how many replays were enqueued.
+func (p *Plan) Replays() int { return p.replays }
+
+// value is wait op i's value in the next replay: the recorded one, moved
+// by what replays added to its rows beyond what recordings counted.
+func (p *Plan) value(i int) uint64 {
+	v := p.ops[i].Value - p.base[i]
+	for _, r := range p.rows[i] {
+		v += p.led.Replayed[r]
+	}
+	return v
+}
+
+// Run enqueues times replays of the plan, back to back, on the rank's
+// stream. The window and every buffer are checked first; a wait's error
+// names the script line that recorded it.
+func (p *Plan) Run(times int) error {
+	if times < 1 {
+		return &window.ArgError{Arg: "times", Msg: fmt.Sprintf("%d: want 1 or more", times)}
+	}
+	if p.w.Freed() {
+		return &window.ErrFreed{What: fmt.Sprintf("window %d", p.w.ID())}
+	}
+	for i, b := range p.bufs[1:] {
+		if b.Freed() {
+			return fmt.Errorf("the plan's buffer %s: %w", BufName(i+1), &window.ErrFreed{What: b.Name()})
+		}
+	}
+	r := p.w.Rank()
+	saved := r.Site
+	r.Site = p.siteFn
+	defer func() { r.Site = saved }()
+	for t := 0; t < times; t++ {
+		for i := range p.ops {
+			if err := p.enqueue(i); err != nil {
+				o := &p.ops[i]
+				return fmt.Errorf("replay %d, op %d (%s at %s): %w", p.replays+1, i+1, o.Kind, o.Site, err)
+			}
+		}
+		for row, d := range p.delta {
+			p.led.Replayed[row] += d
+		}
+		p.replays++
+	}
+	return nil
+}
+
+func (p *Plan) enqueue(i int) error {
+	o := &p.ops[i]
+	w := p.w
+	p.site = window.Site{File: o.Site.File, Line: o.Site.Line}
+	t := window.Transfer{Peer: o.Peer, PeerOff: o.Off, Local: p.bufs[o.Buf], LocalOff: o.BufOff, N: o.N}
+	switch o.Kind {
+	case Put:
+		return w.Put(t)
+	case Get:
+		return w.Get(t)
+	case PutSignal:
+		return w.PutSignal(t, &p.sigs[i], nil)
+	case PutCounter:
+		return w.PutSignal(t, nil, &p.ctrs[i])
+	case PutSignalCounter:
+		return w.PutSignal(t, &p.sigs[i], &p.ctrs[i])
+	case Signal:
+		return w.Signal(o.Peer, p.sigs[i])
+	case SignalAll:
+		return w.SignalAll(p.sigs[i])
+	case WaitSignal:
+		return w.WaitSignal(o.Sig, o.Cmp, p.value(i))
+	case WaitSignalFrom:
+		return w.WaitSignalFrom(o.Peer, o.Sig, o.Cmp, p.value(i))
+	case WaitCounter:
+		return w.WaitCounter(o.Peer, o.Ctr, o.Cmp, p.value(i))
+	case ResetCounter:
+		return w.ResetCounter(o.Peer, o.Ctr)
+	case Fence:
+		return w.Fence()
+	case Flush:
+		return w.Flush()
+	case Barrier:
+		return w.Barrier(o.Bar)
+	case BarrierPeer:
+		return w.BarrierPeer(o.Peer, o.Bar)
+	case Fill:
+		return p.bufs[o.Buf].Fill(o.FillKind, o.FillArg)
+	}
+	return fmt.Errorf("unknown operation %d", o.Kind)
+}

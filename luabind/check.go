@@ -1,0 +1,150 @@
+package luabind
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/bootstrap"
+	"github.com/luacoll/luacoll/engine/launch"
+	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/transport/inproc"
+)
+
+// checkMode is a rank's account of its plans under `luacoll check`.
+type checkMode struct {
+	plans, failed int
+	verifies      int
+}
+
+// note prints (on rank 0) what a verification found and counts it.
+func (m *checkMode) note(s *State, r *planRef, coll string, rep *plan.Report) {
+	what := "made"
+	if coll != "" {
+		what = "verified as " + coll
+		m.verifies++
+	} else {
+		m.plans++
+	}
+	if !rep.OK {
+		m.failed++
+	}
+	if s.rank() != 0 {
+		return
+	}
+	if rep.OK {
+		s.writeLines(fmt.Sprintf("check: plan %d (%s), %s: %s", r.num, r.site, what, rep.Summary()))
+		return
+	}
+	lines := []string{fmt.Sprintf("check: plan %d (%s), %s: %d problems", r.num, r.site, what, len(rep.Problems)+rep.Dropped)}
+	for _, p := range rep.Problems {
+		lines = append(lines, "  "+p.String())
+	}
+	if rep.Dropped > 0 {
+		lines = append(lines, fmt.Sprintf("  ... and %d more", rep.Dropped))
+	}
+	s.writeLines(strings.Join(lines, "\n"))
+}
+
+// CheckOptions configure CheckScript.
+type CheckOptions struct {
+	Ranks   int
+	Script  string
+	Args    []string
+	Timeout time.Duration // of every wait and collective
+	Stdout  io.Writer
+	Stderr  io.Writer
+}
+
+// CheckScript runs a script on o.Ranks ranks in this process on the host
+// backend with every plan verified as it is made (and by p:verify as the
+// script asks) and no replay run, and returns the exit status: 0 when the
+// script ran and every verification was clean, 1 otherwise.
+func CheckScript(ctx context.Context, o CheckOptions) int {
+	src, name, err := LoadScript(o.Script)
+	if err != nil {
+		fmt.Fprintf(o.Stderr, "luacoll check: %v\n", err)
+		return 2
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	n := o.Ranks
+	g := inproc.NewGroup(n)
+	out := &lockedWriter{w: o.Stdout}
+	job := fmt.Sprintf("chk%d", time.Now().UnixNano())
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	aborts := make([]*transport.Abort, n)
+	for i := range aborts {
+		aborts[i] = transport.NewAbort()
+	}
+	// The first failing rank stops the others, as the launcher would.
+	var once sync.Once
+	var first error
+	fail := func(r int, err error) {
+		once.Do(func() {
+			first = err
+			why := &bootstrap.RankError{Rank: r, Reason: err.Error()}
+			for _, a := range aborts {
+				a.Set(why)
+			}
+			cancel(why)
+		})
+	}
+	modes := make([]*checkMode, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			env := launch.RankEnv{Rank: i, Size: n, LocalRank: i, LocalSize: n, JobID: job, Source: "luacoll check"}
+			comm, err := engine.OpenWith(runCtx, env, engine.Options{Timeout: o.Timeout}, g.Member(i), aborts[i], nil)
+			if err != nil {
+				fail(i, err)
+				return
+			}
+			s := New(comm, out)
+			s.Ctx = runCtx
+			modes[i] = &checkMode{}
+			s.plans.check = modes[i]
+			err = s.Run(src, name, o.Args)
+			if err == nil {
+				err = comm.Sync(runCtx)
+			}
+			if err != nil {
+				fail(i, err)
+			}
+			_ = comm.Close(err)
+			s.Close()
+		}(i)
+	}
+	wg.Wait()
+	if first != nil {
+		fmt.Fprintf(o.Stderr, "luacoll check: %v\n", first)
+		return 1
+	}
+	m := modes[0]
+	if m.failed > 0 {
+		fmt.Fprintf(o.Stdout, "luacoll check: %s: %d of %d verifications found problems (%d plans, %d ranks)\n", name, m.failed, m.plans+m.verifies, m.plans, n)
+		return 1
+	}
+	fmt.Fprintf(o.Stdout, "luacoll check: %s: %d plans verified at %d ranks, no problems\n", name, m.plans, n)
+	return 0
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -1,0 +1,715 @@
+package luabind
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/window"
+)
+
+// planState is a rank's plans: the recorder while lc.plan's body runs,
+// each window's ledger, and whether the script runs under luacoll check.
+type planState struct {
+	rec     *planRecorder
+	ledgers map[*window.Window]*plan.Ledger
+	// check is set under `luacoll check`: every plan is verified when it
+	// is made, and replays are skipped.
+	check *checkMode
+	// made counts plans made on this rank (the plan's number in reports).
+	made int
+}
+
+func (ps *planState) ledger(w *window.Window) *plan.Ledger {
+	if ps.ledgers == nil {
+		ps.ledgers = map[*window.Window]*plan.Ledger{}
+	}
+	l := ps.ledgers[w]
+	if l == nil {
+		l = &plan.Ledger{}
+		ps.ledgers[w] = l
+	}
+	return l
+}
+
+// planRecorder collects one rank's ops while a plan's body runs.
+type planRecorder struct {
+	w     *window.Window
+	ops   []plan.Op
+	opBuf []*window.Buffer // per op: its local buffer (nil: none)
+}
+
+// planRef is the userdata value of a plan.
+type planRef struct {
+	p     *plan.Plan
+	num   int
+	site  string // where lc.plan was called
+	mode  string
+	freed bool
+	// report is the verification made when the plan was (check mode).
+	report *plan.Report
+}
+
+func (r *planRef) String() string {
+	if r.freed {
+		return fmt.Sprintf("plan %d (freed)", r.num)
+	}
+	return fmt.Sprintf("plan %d (%d ops, mode %s, %d replays)", r.num, len(r.p.Ops()), r.mode, r.p.Replays())
+}
+
+// Plan modes.
+const (
+	modeHost   = "host"   // a Go loop over the ops, host backend
+	modeStream = "stream" // the same loop enqueuing on a CUDA stream
+	modeGraph  = "graph"  // captured into a CUDA graph (not yet)
+	modeDevice = "device" // interpreted by one kernel (not yet)
+	modeCheck  = "check"  // luacoll check: verified, never replayed
+)
+
+var planModes = []string{"auto", modeHost, modeStream, modeGraph, modeDevice}
+
+// pickMode returns the mode a plan runs in on this rank's backend, or why
+// the requested one cannot be had.
+func (s *State) pickMode(req string) (string, error) {
+	if s.plans.check != nil {
+		return modeCheck, nil
+	}
+	have := modeHost
+	if s.Comm.Backend.Name() != "host" {
+		have = modeStream
+	}
+	switch req {
+	case "", "auto", have:
+		return have, nil
+	case modeHost, modeStream:
+		return "", fmt.Errorf("bad argument 'mode' (%q needs the %s backend; this rank has %s, where plans run as %q)", req, map[string]string{modeHost: "host", modeStream: "CUDA"}[req], s.Comm.Backend.Name(), have)
+	case modeGraph, modeDevice:
+		return "", fmt.Errorf("bad argument 'mode' (%q is not available in this version; plans run as %q here)", req, have)
+	}
+	return "", fmt.Errorf("bad argument 'mode' (unknown mode %q; want %s)", req, strings.Join(planModes, ", "))
+}
+
+func (c *call) site() plan.Site {
+	dbg, ok := c.L.GetStack(1)
+	if !ok {
+		return plan.Site{}
+	}
+	if _, err := c.L.GetInfo("Sl", dbg, lua.LNil); err != nil {
+		return plan.Site{}
+	}
+	return plan.Site{File: dbg.Source, Line: dbg.CurrentLine}
+}
+
+// record appends op, issued on window w (nil for a buffer op) with local
+// buffer b (nil for none), after the checks the window would make.
+func (r *planRecorder) record(c *call, w *window.Window, b *window.Buffer, o plan.Op) int {
+	if w != nil {
+		if r.w == nil {
+			r.w = w
+		} else if r.w != w {
+			c.fail("a plan records the operations of one window: this body already used window %d, not window %d", r.w.ID(), w.ID())
+		}
+	}
+	o.Site = c.site()
+	if w != nil {
+		me := c.s.rank()
+		sh := plan.ShapeOf(w.Rank().N(), w.Options(), nil)
+		if b != nil && b != w.Buffer() {
+			sh.Buffers = append(sh.Buffers, b.Size())
+			o.Buf = 1
+		}
+		c.check(sh.Check(me, o))
+		var peers []int
+		switch o.Kind {
+		case plan.Put, plan.Get, plan.PutSignal, plan.PutCounter, plan.PutSignalCounter, plan.Signal, plan.BarrierPeer:
+			peers = []int{o.Peer}
+		case plan.SignalAll, plan.Barrier:
+			for p := 0; p < sh.Ranks; p++ {
+				peers = append(peers, p)
+			}
+		}
+		for _, p := range peers {
+			if w.PeerData(p) == 0 {
+				kind, _ := w.Transport(p)
+				c.fail("bad argument 'peer' (rank %d is not reachable (transport %s))", p, kind)
+			}
+		}
+	}
+	r.ops = append(r.ops, o)
+	r.opBuf = append(r.opBuf, b)
+	return 0
+}
+
+// list turns what was recorded into this rank's List and its buffers.
+func (r *planRecorder) list() (plan.List, []*window.Buffer, error) {
+	if r.w == nil {
+		return plan.List{}, nil, fmt.Errorf("the body enqueued no window operation")
+	}
+	bufs := []*window.Buffer{r.w.Buffer()}
+	idx := map[*window.Buffer]int{r.w.Buffer(): plan.WindowBuf}
+	var sizes []uint64
+	for i, b := range r.opBuf {
+		if b == nil {
+			continue
+		}
+		k, ok := idx[b]
+		if !ok {
+			k = len(bufs)
+			idx[b] = k
+			bufs = append(bufs, b)
+			sizes = append(sizes, b.Size())
+		}
+		r.ops[i].Buf = k
+	}
+	return plan.List{Window: r.w.ID(), Shape: plan.ShapeOf(r.w.Rank().N(), r.w.Options(), sizes), Ops: r.ops}, bufs, nil
+}
+
+// planRecording maps each function that behaves differently while a plan
+// is being recorded to what it does then: window and buffer operations
+// that enqueue are recorded; anything that reads or writes data now, waits,
+// or makes or frees objects is refused.
+var planRecording = map[string]func(c *call) int{
+	"w:put": func(c *call) int {
+		w, t := c.win(), c.transfer()
+		return c.s.plans.rec.record(c, w, t.Local, plan.Op{Kind: plan.Put, Peer: t.Peer, Off: t.PeerOff, BufOff: t.LocalOff, N: t.N})
+	},
+	"w:get": func(c *call) int {
+		w, t := c.win(), c.transfer()
+		return c.s.plans.rec.record(c, w, t.Local, plan.Op{Kind: plan.Get, Peer: t.Peer, Off: t.PeerOff, BufOff: t.LocalOff, N: t.N})
+	},
+	"w:put_signal": func(c *call) int {
+		w, t := c.win(), c.transfer()
+		return c.s.plans.rec.record(c, w, t.Local, plan.Op{Kind: plan.PutSignal, Peer: t.Peer, Off: t.PeerOff, BufOff: t.LocalOff, N: t.N,
+			Sig: c.index(5), SigValue: c.optU64(6, 1), SigOp: c.sigOp(7, "add")})
+	},
+	"w:put_counter": func(c *call) int {
+		w, t := c.win(), c.transfer()
+		return c.s.plans.rec.record(c, w, t.Local, plan.Op{Kind: plan.PutCounter, Peer: t.Peer, Off: t.PeerOff, BufOff: t.LocalOff, N: t.N,
+			Ctr: c.index(5), CtrValue: c.optU64(6, 1)})
+	},
+	"w:put_signal_counter": func(c *call) int {
+		w, t := c.win(), c.transfer()
+		return c.s.plans.rec.record(c, w, t.Local, plan.Op{Kind: plan.PutSignalCounter, Peer: t.Peer, Off: t.PeerOff, BufOff: t.LocalOff, N: t.N,
+			Sig: c.index(5), SigValue: c.u64(6), Ctr: c.index(7), CtrValue: c.u64(8)})
+	},
+	"w:signal": func(c *call) int {
+		w := c.win()
+		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.Signal, Peer: c.index(0), Sig: c.index(1), SigOp: c.sigOp(2, "add"), SigValue: c.optU64(3, 1)})
+	},
+	"w:signal_all": func(c *call) int {
+		w := c.win()
+		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.SignalAll, Sig: c.index(0), SigOp: c.sigOp(1, "add"), SigValue: c.optU64(2, 1)})
+	},
+	"w:wait_signal": func(c *call) int {
+		w := c.win()
+		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.WaitSignal, Sig: c.index(0), Cmp: c.cmp(1), Value: c.u64(2)})
+	},
+	"w:wait_signal_from": func(c *call) int {
+		w := c.win()
+		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.WaitSignalFrom, Peer: c.index(0), Sig: c.index(1), Cmp: c.cmp(2), Value: c.u64(3)})
+	},
+	"w:wait_counter": func(c *call) int {
+		w := c.win()
+		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.WaitCounter, Peer: c.index(0), Ctr: c.index(1), Cmp: c.cmp(2), Value: c.u64(3)})
+	},
+	"w:reset_counter": func(c *call) int {
+		w := c.win()
+		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.ResetCounter, Peer: c.index(0), Ctr: c.index(1)})
+	},
+	"w:barrier": func(c *call) int {
+		w := c.win()
+		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.Barrier, Bar: c.optIndex(0, 0)})
+	},
+	"w:barrier_peer": func(c *call) int {
+		w := c.win()
+		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.BarrierPeer, Peer: c.index(0), Bar: c.optIndex(1, 0)})
+	},
+	"w:fence": func(c *call) int { return c.s.plans.rec.record(c, c.win(), nil, plan.Op{Kind: plan.Fence}) },
+	"w:flush": func(c *call) int { return c.s.plans.rec.record(c, c.win(), nil, plan.Op{Kind: plan.Flush}) },
+	"b:fill": func(c *call) int {
+		b := c.buf()
+		kind := c.fillKind(0)
+		return c.s.plans.rec.record(c, nil, b, plan.Op{Kind: plan.Fill, FillKind: kind, FillArg: c.fillArg(kind, 1)})
+	},
+}
+
+func init() {
+	for _, name := range []string{
+		"w:read_signal", "w:read_signal_from", "w:read_counter", "w:sync", "w:free", "w:reset_signals",
+		"b:get_u32", "b:get_u64", "b:read", "b:checksum", "b:equal", "b:set_u32", "b:set_u64", "b:write", "b:free",
+		"lc.sync", "lc.allgather", "lc.barrier", "lc.window", "lc.allgather_persistent", "lc.plan",
+		"ag:exec", "ag:destroy", "t:start", "t:stop", "t:seconds", "p:run", "p:verify", "p:free",
+	} {
+		planRecording[name] = func(c *call) int {
+			c.fail("cannot %s while recording a plan", c.e.Name)
+			return 0
+		}
+	}
+}
+
+func (c *call) planRef() *planRef {
+	r := c.L.Get(1).(*lua.LUserData).Value.(*planRef)
+	if r.freed {
+		c.fail("plan %d has been freed", r.num)
+	}
+	return r
+}
+
+// tableArg returns argument i as an options table whose keys are all in
+// keys (nil when absent and optional).
+func (c *call) tableArg(i int, keys []string, example string, optional bool) *lua.LTable {
+	v := c.get(i)
+	if v == lua.LNil && optional {
+		return nil
+	}
+	t, ok := v.(*lua.LTable)
+	if !ok {
+		c.badArg(i, "table expected, e.g. %s, got %s", example, v.Type())
+	}
+	var unknown []string
+	t.ForEach(func(k, _ lua.LValue) {
+		ks, isStr := k.(lua.LString)
+		found := false
+		for _, name := range keys {
+			if isStr && string(ks) == name {
+				found = true
+			}
+		}
+		if !found {
+			unknown = append(unknown, k.String())
+		}
+	})
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		c.fail("bad argument '%s' (unknown option; the options are %s)", unknown[0], strings.Join(keys, ", "))
+	}
+	return t
+}
+
+// field returns t[name] as a non-negative integer, or def.
+func (c *call) field(t *lua.LTable, name string, def uint64) uint64 {
+	if t == nil {
+		return def
+	}
+	v := t.RawGetString(name)
+	if v == lua.LNil {
+		return def
+	}
+	n, ok := v.(lua.LNumber)
+	f := float64(n)
+	if !ok || f != float64(int64(f)) || f < 0 || f > MaxExact {
+		c.fail("bad argument '%s' (a non-negative integer up to 2^53 expected, got %s)", name, lua.LVAsString(v))
+	}
+	return uint64(f)
+}
+
+func (c *call) strField(t *lua.LTable, name, def string) string {
+	if t == nil {
+		return def
+	}
+	v := t.RawGetString(name)
+	if v == lua.LNil {
+		return def
+	}
+	s, ok := v.(lua.LString)
+	if !ok {
+		c.fail("bad argument '%s' (string expected, got %s)", name, v.Type())
+	}
+	return string(s)
+}
+
+// windowField checks that t.window, when given, is the plan's window.
+func (c *call) windowField(t *lua.LTable, p *plan.Plan) {
+	if t == nil {
+		return
+	}
+	v := t.RawGetString("window")
+	if v == lua.LNil {
+		return
+	}
+	var wr *windowRef
+	if ud, ok := v.(*lua.LUserData); ok {
+		wr, _ = ud.Value.(*windowRef)
+	}
+	if wr == nil {
+		c.fail("bad argument 'window' (window expected, got %s)", v.Type())
+	}
+	if wr.w != p.Window() {
+		c.fail("bad argument 'window' (the plan was recorded on window %d and runs on it only; window %d given)", p.Window().ID(), wr.w.ID())
+	}
+}
+
+// isPlanOpts reports whether v is lc.plan's trailing options table: a
+// plain table whose keys are all plan options.
+func isPlanOpts(v lua.LValue) bool {
+	t, ok := v.(*lua.LTable)
+	if !ok {
+		return false
+	}
+	n, only := 0, true
+	t.ForEach(func(k, _ lua.LValue) {
+		n++
+		ks, isStr := k.(lua.LString)
+		if !isStr || string(ks) != "mode" {
+			only = false
+		}
+	})
+	return n > 0 && only
+}
+
+func planEntries() []*Entry {
+	const g = "Plans"
+	return []*Entry{
+		fn("lc.plan", "(body, ..., {mode=\"auto\"}?)", "plan", g,
+			"**collective**: records a schedule once: calls body(...) with the window and buffer operations that enqueue (put, get, put_signal, put_counter, put_signal_counter, signal, signal_all, wait_signal, wait_signal_from, wait_counter, reset_counter, barrier, barrier_peer, fence, flush, b:fill) appended to this rank's op list, each with the script line that issued it, instead of run; Lua control flow runs once, now. Arguments are checked as the window would (bounds, slots, peers) and anything that reads or writes data now, syncs, or makes or frees objects (read_signal, b:read, b:get_u32, checksum, sync, lc.allgather, lc.barrier, ...) raises \"cannot <op> while recording a plan\". The body must use one window, the plan's; every rank's list is then gathered. A trailing table {mode=...} picks how replays run: \"host\" (a Go loop over the ops on the host backend) or \"stream\" (the same loop enqueuing on the CUDA stream); \"auto\" takes the backend's. Waits on signal slots and counters that only \"add\" advance by what one replay adds, and barriers by one use, so replays repeat without a reset; the plan's slots must not also be signalled outside plans once a plan was recorded.",
+			newPlan),
+		fn("p:run", "{times=1, window?}", "", g,
+			"Enqueues the recorded ops on the rank's stream times times, back to back, with no Lua per op; a wait's error names the line that recorded it. window, when given, must be the plan's. Under `luacoll check` nothing runs.",
+			func(c *call) int {
+				r := c.planRef()
+				t := c.tableArg(0, []string{"times", "window"}, "p:run{times = 100}", true)
+				c.windowField(t, r.p)
+				times := c.field(t, "times", 1)
+				if times < 1 || times > 1<<31 {
+					c.fail("bad argument 'times' (%d: want 1..2^31)", times)
+				}
+				if r.mode == modeCheck {
+					return 0
+				}
+				c.check(r.p.Run(int(times)))
+				return 0
+			}),
+		fn("p:verify", "{collective?, window?, n?, root=0, src?, src_off=0, replays=2}", "table", g,
+			"**collective**: checks every rank's op list against the others before anything runs, by simulating the ranks (replays back to back): bounds and slots, deadlocks (each blocked wait: rank, op, line, slot, condition, the value it would see), races (two writes into overlapping bytes that no signal, wait or barrier orders; a put source overwritten before a flush, barrier or counter wait; a source read while a put into it may still be arriving) and, for collective \"allgather\" (every window holds rank r's n bytes at r*n), \"alltoall\" (rank r's chunk q at r*n of rank q) or \"broadcast\" (root's n bytes at 0), the result, tracked symbolically; src (a buffer or window the plan uses, at src_off) names each rank's source, else the ranks' results are compared with each other. Returns {ok, ops (per rank), steps (critical path in ops), problems = {{kind, rank, op, op_name, replay, file, line, message, other}, ...}, summary}.",
+			verifyPlan),
+		fn("p:ops", "()", "table", g,
+			"This rank's recorded ops, in order: tables {op=, peer=, off=, src= or dst= (\"w\" the window, \"b1\", ... the other buffers in order of first use), src_off= or dst_off=, n=, sig=, value=, sigop=, ctr=, cvalue=, cmp=, id=, buf=, kind=, arg=, file=, line=} with the fields the op has.",
+			func(c *call) int {
+				r := c.planRef()
+				out := c.L.NewTable()
+				for _, o := range r.p.Ops() {
+					t := c.L.NewTable()
+					t.RawSetString("op", lua.LString(o.Kind.String()))
+					for _, kv := range o.Fields() {
+						var v lua.LValue
+						switch x := kv[1].(type) {
+						case int:
+							v = lua.LNumber(x)
+						case uint64:
+							v = lua.LNumber(x)
+						case string:
+							v = lua.LString(x)
+						}
+						t.RawSetString(kv[0].(string), v)
+					}
+					t.RawSetString("file", lua.LString(o.Site.File))
+					t.RawSetString("line", lua.LNumber(o.Site.Line))
+					out.Append(t)
+				}
+				c.L.Push(out)
+				return 1
+			}),
+		fn("p:info", "()", "table", g,
+			"A table: ops (this rank's count), mode (\"host\", \"stream\", or \"check\" under luacoll check), replays (enqueued so far), window (its id), buffers (other than the window), ranks, site (where lc.plan was called).",
+			func(c *call) int {
+				r := c.planRef()
+				t := c.L.NewTable()
+				t.RawSetString("ops", lua.LNumber(len(r.p.Ops())))
+				t.RawSetString("mode", lua.LString(r.mode))
+				t.RawSetString("replays", lua.LNumber(r.p.Replays()))
+				t.RawSetString("window", lua.LNumber(r.p.Window().ID()))
+				t.RawSetString("buffers", lua.LNumber(len(r.p.Buffers())-1))
+				t.RawSetString("ranks", lua.LNumber(len(r.p.Lists())))
+				t.RawSetString("site", lua.LString(r.site))
+				c.L.Push(t)
+				return 1
+			}),
+		fn("p:free", "()", "", g, "**collective**: meets every rank and releases the plan; any later use is an error.", func(c *call) int {
+			r := c.planRef()
+			_, err := c.s.Comm.Collective(c.ctx(), fmt.Sprintf("plan %d:free()", r.num), nil)
+			c.check(err)
+			r.freed = true
+			return 0
+		}),
+	}
+}
+
+func newPlan(c *call) int {
+	L := c.L
+	body, ok := c.get(0).(*lua.LFunction)
+	if !ok {
+		c.badArg(0, "function expected, got %s", c.get(0).Type())
+	}
+	var args []lua.LValue
+	for i := c.base + 1; i <= L.GetTop(); i++ {
+		args = append(args, L.Get(i))
+	}
+	req := ""
+	if n := len(args); n > 0 && isPlanOpts(args[n-1]) {
+		m, isStr := args[n-1].(*lua.LTable).RawGetString("mode").(lua.LString)
+		if !isStr {
+			c.fail("bad argument 'mode' (string expected, got %s)", args[n-1].(*lua.LTable).RawGetString("mode").Type())
+		}
+		req, args = string(m), args[:n-1]
+	}
+	where := L.Where(1)
+	r, err := c.s.makePlan(c.ctx(), L, body, args, req, strings.TrimSuffix(where, ":"))
+	c.check(err)
+	c.s.push(r, "p")
+	return 1
+}
+
+// makePlan records body(args...) on this rank (on a thread of L), gathers
+// every rank's list, and binds this rank's to its window (collective).
+func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction, args []lua.LValue, req, where string) (*planRef, error) {
+	me := s.rank()
+	mode, status := "", ""
+	if m, err := s.pickMode(req); err != nil {
+		status = err.Error()
+	} else {
+		mode = m
+	}
+	var list plan.List
+	var bufs []*window.Buffer
+	rec := &planRecorder{}
+	if status == "" {
+		status = s.recordBody(L, body, args, rec)
+		if status == "" {
+			var err error
+			if list, bufs, err = rec.list(); err != nil {
+				status = err.Error()
+			}
+		}
+	}
+	s.plans.made++
+	num := s.plans.made
+	all, err := s.Comm.Collective(ctx, "lc.plan", list.Encode(status))
+	if err != nil {
+		return nil, err
+	}
+	lists := make([]plan.List, len(all))
+	var failed []string
+	for q, d := range all {
+		l, st, err := plan.DecodeList(d)
+		switch {
+		case err != nil:
+			failed = append(failed, fmt.Sprintf("rank %d: %v", q, err))
+		case st != "":
+			failed = append(failed, fmt.Sprintf("rank %d: %s", q, st))
+		}
+		lists[q] = l
+	}
+	if status != "" {
+		return nil, fmt.Errorf("%s", status)
+	}
+	if len(failed) > 0 {
+		return nil, fmt.Errorf("failed on other ranks: %s", strings.Join(failed, "; "))
+	}
+	for q := range lists {
+		if lists[q].Window != list.Window {
+			return nil, fmt.Errorf("rank %d recorded on window %d, this rank on window %d: every rank's body must use the same window", q, lists[q].Window, list.Window)
+		}
+	}
+	led := s.plans.ledger(rec.w)
+	led.Record(lists, me)
+	p, err := plan.New(rec.w, bufs, lists, me, led)
+	if err != nil {
+		return nil, err
+	}
+	r := &planRef{p: p, num: num, site: where, mode: mode}
+	if s.plans.check != nil {
+		rep, err := s.verifyLists(ctx, fmt.Sprintf("plan %d", num), lists, plan.Options{})
+		if err != nil {
+			return nil, err
+		}
+		r.report = rep
+		s.plans.check.note(s, r, "", rep)
+		if !rep.OK {
+			return nil, fmt.Errorf("plan %d (made at %s) failed verification: %s", num, where, rep.Summary())
+		}
+	}
+	return r, nil
+}
+
+// recordBody calls body(args...) on a thread of L with rec recording, and
+// returns "" or the error it raised.
+func (s *State) recordBody(L *lua.LState, body *lua.LFunction, args []lua.LValue, rec *planRecorder) (status string) {
+	s.plans.rec = rec
+	defer func() { s.plans.rec = nil }()
+	th, cancel := L.NewThread()
+	if cancel != nil {
+		defer cancel()
+	}
+	defer th.Close()
+	th.Push(body)
+	for _, a := range args {
+		th.Push(a)
+	}
+	if err := th.PCall(len(args), 0, nil); err != nil {
+		if ae, ok := err.(*lua.ApiError); ok {
+			return "the body failed: " + ae.Object.String()
+		}
+		return "the body failed: " + err.Error()
+	}
+	return ""
+}
+
+// verifyLists (collective) verifies on rank 0 and gives every rank its
+// report.
+func (s *State) verifyLists(ctx context.Context, what string, lists []plan.List, opt plan.Options) (*plan.Report, error) {
+	var data []byte
+	if s.rank() == 0 {
+		rep := plan.Verify(lists, opt)
+		var err error
+		if data, err = json.Marshal(rep); err != nil {
+			return nil, err
+		}
+	}
+	all, err := s.Comm.Collective(ctx, what+":verify:report", data)
+	if err != nil {
+		return nil, err
+	}
+	rep := &plan.Report{}
+	if err := json.Unmarshal(all[0], rep); err != nil {
+		return nil, fmt.Errorf("%s: the report from rank 0: %w", what, err)
+	}
+	return rep, nil
+}
+
+var verifyKeys = []string{"collective", "window", "n", "root", "src", "src_off", "replays"}
+
+func verifyPlan(c *call) int {
+	r := c.planRef()
+	t := c.tableArg(0, verifyKeys, "p:verify{collective = \"allgather\", window = w, n = n}", true)
+	c.windowField(t, r.p)
+	coll := plan.Collective{Kind: c.strField(t, "collective", ""), N: c.field(t, "n", 0), Root: int(c.field(t, "root", 0))}
+	switch coll.Kind {
+	case "", "allgather", "alltoall", "broadcast":
+	default:
+		c.fail("bad argument 'collective' (unknown collective %q; want allgather, alltoall or broadcast)", coll.Kind)
+	}
+	if coll.Kind != "" && (t == nil || t.RawGetString("n") == lua.LNil) {
+		c.fail("bad argument 'n' (required with a collective: the bytes each rank contributes)")
+	}
+	replays := int(c.field(t, "replays", 2))
+	if replays < 1 || replays > 16 {
+		c.fail("bad argument 'replays' (%d: want 1..16)", replays)
+	}
+	src, srcOff := -1, c.field(t, "src_off", 0)
+	if t != nil && t.RawGetString("src") != lua.LNil {
+		var b *window.Buffer
+		switch v := t.RawGetString("src").(type) {
+		case *lua.LUserData:
+			switch x := v.Value.(type) {
+			case *bufferRef:
+				b = x.b
+			case *windowRef:
+				b = x.w.Buffer()
+			}
+		}
+		if b == nil {
+			c.fail("bad argument 'src' (buffer or window expected)")
+		}
+		for i, pb := range r.p.Buffers() {
+			if pb == b {
+				src = i
+			}
+		}
+		if src < 0 {
+			c.fail("bad argument 'src' (%s is not a buffer the plan uses)", b.Name())
+		}
+	}
+	call := fmt.Sprintf("plan %d:verify{collective=%q, n=%d, root=%d, src_off=%d, replays=%d}", r.num, coll.Kind, coll.N, coll.Root, srcOff, replays)
+	all, err := c.s.Comm.Collective(c.ctx(), call, []byte(fmt.Sprint(src)))
+	c.check(err)
+	// Every rank decides alike from everyone's answer, so that none goes on
+	// to the report's collective alone.
+	var without []string
+	for q, d := range all {
+		b := -1
+		if _, err := fmt.Sscan(string(d), &b); err != nil || b < 0 {
+			without = append(without, fmt.Sprint(q))
+			b = -1
+		}
+		coll.Src = append(coll.Src, plan.Source{Buf: b, Off: srcOff})
+	}
+	switch {
+	case len(without) == len(all):
+		coll.Src = nil
+	case len(without) > 0:
+		c.fail("bad argument 'src' (ranks %s name none; every rank must, or none)", strings.Join(without, ","))
+	}
+	rep, err := c.s.verifyLists(c.ctx(), fmt.Sprintf("plan %d", r.num), r.p.Lists(), plan.Options{Collective: coll, Replays: replays})
+	c.check(err)
+	if c.s.plans.check != nil {
+		c.s.plans.check.note(c.s, r, coll.Kind, rep)
+	}
+	c.L.Push(reportTable(c.L, rep))
+	return 1
+}
+
+// reportTable is a report as p:verify returns it (ranks 0-based, ops and
+// lists 1-based).
+func reportTable(L *lua.LState, rep *plan.Report) *lua.LTable {
+	t := L.NewTable()
+	t.RawSetString("ok", lua.LBool(rep.OK))
+	ops := L.NewTable()
+	for _, n := range rep.Ops {
+		ops.Append(lua.LNumber(n))
+	}
+	t.RawSetString("ops", ops)
+	t.RawSetString("steps", lua.LNumber(rep.Steps))
+	ps := L.NewTable()
+	for _, p := range rep.Problems {
+		pt := L.NewTable()
+		pt.RawSetString("kind", lua.LString(p.Kind))
+		pt.RawSetString("rank", lua.LNumber(p.Rank))
+		pt.RawSetString("op", lua.LNumber(p.Op))
+		pt.RawSetString("op_name", lua.LString(p.OpName))
+		pt.RawSetString("replay", lua.LNumber(p.Replay))
+		pt.RawSetString("file", lua.LString(p.Site.File))
+		pt.RawSetString("line", lua.LNumber(p.Site.Line))
+		pt.RawSetString("message", lua.LString(p.String()))
+		if p.Other != nil {
+			o := L.NewTable()
+			o.RawSetString("rank", lua.LNumber(p.Other.Rank))
+			o.RawSetString("op", lua.LNumber(p.Other.Op))
+			o.RawSetString("op_name", lua.LString(p.Other.Kind.String()))
+			o.RawSetString("file", lua.LString(p.Other.Site.File))
+			o.RawSetString("line", lua.LNumber(p.Other.Site.Line))
+			pt.RawSetString("other", o)
+		}
+		ps.Append(pt)
+	}
+	t.RawSetString("problems", ps)
+	t.RawSetString("dropped", lua.LNumber(rep.Dropped))
+	t.RawSetString("summary", lua.LString(rep.Summary()))
+	return t
+}
+
+// fillKind and fillArg are b:fill's argument checks.
+func (c *call) fillKind(i int) transport.FillKind {
+	kind, err := transport.ParseFill(c.str(i))
+	if err != nil {
+		c.badArg(i, "%v", err)
+	}
+	return kind
+}
+
+func (c *call) fillArg(kind transport.FillKind, i int) uint64 {
+	arg := c.optU64(i, 0)
+	if kind == transport.FillConst && arg > 255 {
+		c.badArg(i, "a byte value 0..255 expected, got %d", arg)
+	}
+	if kind == transport.FillIotaU32 && arg > math.MaxUint32 {
+		c.badArg(i, "iota counts 32-bit words: a start of 0..%d expected, got %d", uint64(math.MaxUint32), arg)
+	}
+	return arg
+}

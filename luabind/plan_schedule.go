@@ -1,0 +1,81 @@
+package luabind
+
+import (
+	"fmt"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/window"
+)
+
+// SchedulePlan is Schedule with the schedule recorded into a plan: the
+// first call for a window, source and size records fn(w, src, 0, n) with
+// lc.plan (collective), verifies it as an all-gather of src (its problems,
+// if any, are the error), and replays it; later calls replay it, with no
+// Lua on the way.
+func (s *State) SchedulePlan(mod, fn string) (func(w *window.Window, src *window.Buffer, n uint64) error, error) {
+	f, err := s.scheduleFunc(mod, fn)
+	if err != nil {
+		return nil, err
+	}
+	type key struct {
+		w   *window.Window
+		src *window.Buffer
+		n   uint64
+	}
+	plans := map[key]*planRef{}
+	// One userdata per object, as Schedule keeps: schedules count their
+	// signals per window value, and the plans' ledger relies on that count.
+	uds := map[any]*lua.LUserData{}
+	ud := func(obj any, v any, recv string) *lua.LUserData {
+		if uds[obj] == nil {
+			uds[obj] = s.userdata(v, recv)
+		}
+		return uds[obj]
+	}
+	return func(w *window.Window, src *window.Buffer, n uint64) error {
+		k := key{w, src, n}
+		r := plans[k]
+		if r == nil {
+			s.cur = s.L
+			args := []lua.LValue{ud(w, &windowRef{w: w}, "w"), ud(src, &bufferRef{b: src}, "b"), lua.LNumber(0), lua.LNumber(n)}
+			var err error
+			r, err = s.makePlan(s.Ctx, s.L, f, args, "", fmt.Sprintf("%s.%s(n=%d)", mod, fn, n))
+			if err != nil {
+				return fmt.Errorf("%s.%s: recording a plan: %w", mod, fn, err)
+			}
+			c := plan.Collective{Kind: "allgather", N: n}
+			for i, b := range r.p.Buffers() {
+				if b == src {
+					for range r.p.Lists() {
+						c.Src = append(c.Src, plan.Source{Buf: i})
+					}
+				}
+			}
+			rep, err := s.verifyLists(s.Ctx, fmt.Sprintf("plan %d", r.num), r.p.Lists(), plan.Options{Collective: c})
+			if err != nil {
+				return err
+			}
+			if !rep.OK {
+				return fmt.Errorf("%s.%s: the plan of n=%d fails verification: %s", mod, fn, n, rep.Summary())
+			}
+			plans[k] = r
+		}
+		return r.p.Run(1)
+	}, nil
+}
+
+// Mode says how plans replay on this rank ("host" or "stream").
+func (s *State) Mode() string {
+	m, _ := s.pickMode("")
+	return m
+}
+
+// userdata wraps v as a Lua value of receiver recv's type.
+func (s *State) userdata(v any, recv string) *lua.LUserData {
+	ud := s.L.NewUserData()
+	ud.Value = v
+	s.L.SetMetatable(ud, s.L.GetTypeMetatable(receivers[recv].typ))
+	return ud
+}

@@ -1,0 +1,432 @@
+package luabind
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/enginetest"
+	"github.com/luacoll/luacoll/transport/inproc"
+)
+
+// runLuaThen is runLuaWith that calls after(rank, state) once the chunk
+// has run on that rank, before the rank closes.
+func runLuaThen(t *testing.T, n int, code string, after func(r int, s *State)) []rankResult {
+	t.Helper()
+	g := inproc.NewGroup(n)
+	job := enginetest.JobID("pt")
+	res := make([]rankResult, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			comm, err := enginetest.OpenInProc(ctx, g, i, job, engine.Options{Timeout: 5 * time.Second})
+			if err != nil {
+				res[i].err = err
+				return
+			}
+			var out bytes.Buffer
+			s := New(comm, &out)
+			s.Ctx = ctx
+			err = s.Run([]byte(code), "test.lua", nil)
+			if err == nil {
+				err = comm.Sync(ctx)
+			}
+			if err == nil && after != nil {
+				after(i, s)
+			}
+			_ = comm.Close(err)
+			s.Close()
+			res[i] = rankResult{out: out.String(), err: err}
+		}(i)
+	}
+	wg.Wait()
+	return res
+}
+
+// lineOf returns the 1-based line of code holding marker.
+func lineOf(t *testing.T, code, marker string) int {
+	t.Helper()
+	for i, l := range strings.Split(code, "\n") {
+		if strings.Contains(l, marker) {
+			return i + 1
+		}
+	}
+	t.Fatalf("no line with %q", marker)
+	return 0
+}
+
+// TestPlanLibrarySchedules records ring and direct from scripts/lib as
+// plans, verifies them as all-gathers (with and without naming the
+// source), and replays them 1000 times with new data each time, checking
+// every chunk after every replay, then 100 back to back.
+func TestPlanLibrarySchedules(t *testing.T) {
+	code := `
+local lc = require("luacoll")
+local ag = require("allgather")
+local algo, n = ...
+local w = lc.window{ bytes = n * lc.size + 7 }
+local src = lc.buffer(n + 5)
+local p = lc.plan(function(w, src, n) ag[algo](w, src, 5, n) end, w, src, n)
+local info = p:info()
+assert(info.mode == "host" and info.replays == 0 and info.buffers == 1 and info.ranks == lc.size, "info")
+local rep = p:verify{ collective = "allgather", window = w, n = n }
+assert(rep.ok, rep.summary)
+rep = p:verify{ collective = "allgather", n = n, src = src, src_off = 5, replays = 3 }
+assert(rep.ok, rep.summary)
+assert(#rep.ops == lc.size and rep.ops[lc.rank + 1] == info.ops and rep.steps >= 3, "report")
+local refs = {}
+for r = 0, lc.size - 1 do refs[r] = lc.buffer(n + 5) end
+local iters = tonumber(os.getenv("PLAN_ITERS") or "1000")
+for i = 1, iters do
+  src:fill("rand", i * 64 + lc.rank)
+  p:run()
+  w:sync()
+  for r = 0, lc.size - 1 do
+    refs[r]:fill("rand", i * 64 + r)
+    assert(w:buffer():equal(refs[r], r * n, 5, n), ("replay %d chunk %d"):format(i, r))
+  end
+end
+src:fill("rand", 7 + lc.rank)
+p:run{ times = 100 }
+w:sync()
+for r = 0, lc.size - 1 do
+  refs[r]:fill("rand", 7 + r)
+  assert(w:buffer():equal(refs[r], r * n, 5, n), "burst chunk " .. r)
+end
+assert(p:info().replays == iters + 100, "replays")
+p:free()
+print("plan ok")
+`
+	iters := "1000"
+	if testing.Short() {
+		iters = "50"
+	}
+	t.Setenv("PLAN_ITERS", iters)
+	for _, tc := range []struct {
+		ranks int
+		n     int
+	}{{2, 1000003%4096 + 13}, {3, 1}, {4, 4096}, {8, 333}} {
+		for _, algo := range []string{"ring", "direct"} {
+			t.Run(fmt.Sprintf("%s/%d/%d", algo, tc.ranks, tc.n), func(t *testing.T) {
+				if tc.ranks == 8 && testing.Short() {
+					t.Skip("short")
+				}
+				res := runLuaArgs(t, tc.ranks, code, algo, fmt.Sprint(tc.n))
+				mustAllOK(t, res)
+			})
+		}
+	}
+}
+
+// runLuaArgs runs code with ... = args on n ranks; code starts with a
+// newline and keeps its line numbers.
+func runLuaArgs(t *testing.T, n int, code string, args ...string) []rankResult {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("local __a = {")
+	for _, a := range args {
+		fmt.Fprintf(&b, "%q,", a)
+	}
+	// On one line, so that the code keeps its line numbers (it starts
+	// with a newline).
+	b.WriteString("}; local function __main(...) ")
+	b.WriteString(code)
+	b.WriteString("\nend\n__main(__a[1], tonumber(__a[2]) or __a[2], __a[3])\n")
+	return runLuaWith(t, n, b.String(), "test.lua", 5*time.Second)
+}
+
+// TestPlanGoldenOps records ring and direct at 4 ranks and compares every
+// rank's op list with testdata/plans (go test -update rewrites them).
+func TestPlanGoldenOps(t *testing.T) {
+	for _, algo := range []string{"ring", "direct"} {
+		code := fmt.Sprintf(`
+local lc = require("luacoll")
+local ag = require("allgather")
+local n = 1024
+local w = lc.window{ bytes = n * lc.size }
+local src = lc.buffer(n)
+P = lc.plan(ag.%s, w, src, 0, n)
+`, algo)
+		lists := make([]string, 4)
+		res := runLuaThen(t, 4, code, func(r int, s *State) {
+			p := s.L.GetGlobal("P").(*lua.LUserData).Value.(*planRef)
+			var b strings.Builder
+			for i, o := range p.p.Ops() {
+				fmt.Fprintf(&b, "rank %d op %d: %s\n", r, i+1, o)
+			}
+			lists[r] = b.String()
+		})
+		mustAllOK(t, res)
+		got := strings.Join(lists, "")
+		path := filepath.Join("..", "testdata", "plans", algo+"-4.txt")
+		if *update {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run go test -update to create it)", err)
+		}
+		if got != string(want) {
+			t.Fatalf("%s: op lists differ from %s:\n%s", algo, path, got)
+		}
+	}
+}
+
+// TestPlanRecording: what recording refuses, with the line that tried,
+// and the checks made at record time; every failure reaches every rank.
+func TestPlanRecording(t *testing.T) {
+	code := `
+local lc = require("luacoll")
+local w = lc.window{ bytes = 64, timeout_ms = 300 }
+local w2 = lc.window{ bytes = 64 }
+local b = lc.buffer(16)
+local function fails(text, body, ...)
+  local ok, err = pcall(lc.plan, body, ...)
+  assert(not ok, "no error: " .. text)
+  if not err:find(text, 1, true) then error(("want %q in %q"):format(text, err), 2) end
+  print("ERR " .. err)
+end
+fails("test.lua:{{READ}}: rank " .. lc.rank .. ": b:read: cannot b:read while recording a plan", function() w:put(0, 0, b, 0, 4)
+  local x = b:read(0, 4) -- READ
+end)
+fails("cannot w:read_signal while recording a plan", function() w:read_signal(0) end)
+fails("cannot w:sync while recording a plan", function() w:sync() end)
+fails("cannot lc.barrier while recording a plan", function() lc.barrier() end)
+fails("cannot lc.allgather while recording a plan", function() lc.allgather(1) end)
+fails("cannot b:checksum while recording a plan", function() b:checksum() end)
+fails("cannot b:write while recording a plan", function() b:write(0, "x") end)
+fails("cannot lc.plan while recording a plan", function() lc.plan(function() end) end)
+fails("cannot lc.window while recording a plan", function() lc.window{ bytes = 8 } end)
+fails("test.lua:{{BOUNDS}}: rank " .. lc.rank .. ": w:put: bad argument 'n' (16 bytes at offset 60 run past the end of the window on rank 1 (64 bytes))", function()
+  w:put(1, 60, b, 0, 16) -- BOUNDS
+end)
+fails("w:wait_signal: bad argument 'sig' (signal 9 is outside 0..7)", function() w:wait_signal(9, ">=", 1) end)
+fails("w:put: bad argument 'src_off' (offset 17 is past the end of buffer b1", function() w:put(1, 0, b, 17, 0) end)
+fails("a plan records the operations of one window: this body already used window 0, not window 1", function() w:fence(); w2:fence() end)
+fails("the body enqueued no window operation", function() b:fill("const", 1) end)
+fails("bad argument 'mode' (\"graph\" is not available in this version; plans run as \"host\" here)", function() w:fence() end, { mode = "graph" })
+fails("bad argument 'mode' (\"stream\" needs the CUDA backend", function() w:fence() end, { mode = "stream" })
+if lc.rank == 0 then
+  fails("the body failed: test.lua:{{BOOM}}: boom", function() w:fence(); if lc.rank == 0 then error("boom") end end) -- BOOM
+else
+  fails("failed on other ranks: rank 0: the body failed: test.lua:{{BOOM}}: boom", function() w:fence(); if lc.rank == 0 then error("boom") end end)
+end
+-- a good plan
+local p = lc.plan(function(x) -- PLAN
+  b:fill("iota", 7) -- FILL
+  w:put_signal((lc.rank + 1) % lc.size, 8, b, 4, 4, 2, 1, "add") -- PUT
+  w:wait_signal(2, ">=", x) -- WAIT
+end, 1, { mode = "host" })
+local ops = p:ops()
+assert(#ops == 3 and ops[1].op == "fill" and ops[1].buf == "b1" and ops[1].kind == "iota" and ops[1].arg == 7, "fill op")
+local o = ops[2]
+assert(o.op == "put_signal" and o.peer == (lc.rank + 1) % lc.size and o.off == 8 and o.src == "b1" and o.src_off == 4 and o.n == 4
+  and o.sig == 2 and o.value == 1 and o.sigop == "add" and o.file == "test.lua" and o.line == {{PUT}}, "put_signal op")
+assert(ops[3].op == "wait_signal" and ops[3].cmp == ">=" and ops[3].value == 1 and ops[3].line == {{WAIT}}, "wait op")
+local info = p:info()
+assert(info.ops == 3 and info.mode == "host" and info.window == 0 and info.buffers == 1 and info.site == "test.lua:{{PLAN}}", info.site)
+for _, f in ipairs{ function() p:run{ window = w2 } end, function() p:verify{ window = w2 } end } do
+  local ok, err = pcall(f)
+  assert(not ok and err:find("the plan was recorded on window 0 and runs on it only; window 1 given", 1, true), err)
+end
+local ok, err = pcall(function() p:run{ times = 0 } end)
+assert(not ok and err:find("bad argument 'times'", 1, true), err)
+p:run{ times = 3 }
+w:sync()
+assert(w:read_signal(2) == 3 and b:get_u32(0) == 7, "replayed")
+-- Replayed, the fill of the next replay may overwrite b before this
+-- replay's put has read it: nothing flushes between them.
+local rep = p:verify()
+assert(not rep.ok and #rep.problems == lc.size, rep.summary)
+for r, pr in ipairs(rep.problems) do
+  assert(pr.kind == "race" and pr.rank == r - 1 and pr.line == {{FILL}} and pr.replay == 2 and pr.other.line == {{PUT}}
+    and pr.message:find("source overwritten before its put completed locally", 1, true), pr.message)
+end
+p:free()
+ok, err = pcall(function() p:run() end)
+assert(not ok and err:find("p:run: plan 18 has been freed", 1, true), err)
+-- a replayed wait that times out names the line that recorded it
+local q = lc.plan(function() w:wait_signal_from((lc.rank + 1) % lc.size, 5, ">=", 1) end) -- STUCK
+q:run()
+ok, err = pcall(function() w:sync() end)
+assert(not ok and err:find("wait_signal_from(peer " .. (lc.rank + 1) % lc.size .. ", sig 5) >= 1 (enqueued at test.lua:{{STUCK}}): timed out", 1, true), err)
+print("recording ok")
+`
+	for _, m := range []string{"READ", "BOUNDS", "BOOM", "PLAN", "PUT", "WAIT", "STUCK", "FILL"} {
+		code = strings.ReplaceAll(code, "{{"+m+"}}", fmt.Sprint(lineOf(t, code, "-- "+m)))
+	}
+	res := runLua(t, 2, code)
+	for r := len(res) - 1; r >= 0; r-- {
+		if res[r].err != nil {
+			t.Fatalf("rank %d: %v\noutput:\n%s", r, res[r].err, res[r].out)
+		}
+	}
+	for r, x := range res {
+		if !strings.Contains(x.out, "recording ok") {
+			t.Fatalf("rank %d:\n%s", r, x.out)
+		}
+	}
+}
+
+// TestPlanVerifyPlanted: a ring all-gather written in the test with one
+// bug planted at a time; p:verify names the rank and the line of each.
+func TestPlanVerifyPlanted(t *testing.T) {
+	code := `
+local lc = require("luacoll")
+local case = ...
+local n = 100
+local w = lc.window{ bytes = n * lc.size }
+local src = lc.buffer(n)
+local me, size = lc.rank, lc.size
+local right, left = (me + 1) % size, (me - 1 + size) % size
+local function ring(w, src, n)
+  w:barrier(0)
+  w:put(me, me * n, src, 0, n)
+  if case == "reuse" then src:fill("const", 1) end -- REUSE
+  w:flush()
+  for s = 0, size - 2 do
+    local chunk = (me - s + size) % size
+    if case == "missing" and me == 2 and s == 0 then
+      w:put(right, chunk * n, w, chunk * n, n) -- MISSING
+    elseif case == "peer" and me == 1 and s == 1 then
+      w:put_signal((me + 2) % size, chunk * n, w, chunk * n, n, 0) -- PEER
+    elseif case == "offbyone" and me == 2 and s == 1 then
+      w:put_signal(right, chunk * n + 1, w, chunk * n, n - 1, 0) -- OFFBYONE
+    else
+      w:put_signal(right, chunk * n, w, chunk * n, n, 0) -- NORMAL
+    end
+    w:wait_signal_from(left, 0, ">=", s + 1) -- WAIT
+  end
+  if case == "nobody" then w:wait_signal_from(left, 5, ">=", 1) end -- NOBODY
+  if case == "twoputs" and (me == 1 or me == 2) then w:put(0, 0, src, 0, 8) end -- TWOPUTS
+end
+local p = lc.plan(ring, w, src, n)
+local rep = p:verify{ collective = "allgather", window = w, n = n, src = src }
+assert(rep.ok == (case == "none"), rep.summary)
+for _, pr in ipairs(rep.problems) do
+  local o = pr.other or {}
+  print(("P %s %d %d %d %d | %s"):format(pr.kind, pr.rank, pr.line, o.rank or -1, o.line or -1, pr.message))
+end
+`
+	line := func(m string) int { return lineOf(t, code, "-- "+m) }
+	type want struct {
+		kind               string
+		rank, line         int
+		otherRank, otherLn int // -2: any
+		text               string
+	}
+	for _, tc := range []struct {
+		name string
+		want []want
+	}{
+		{"none", nil},
+		{"missing", []want{
+			{"race", 3, line("NORMAL"), 2, line("MISSING"), "a put source read while a write into it may still be arriving"},
+			{"deadlock", 3, line("WAIT"), -1, -1, "waits for signal 0 from rank 2 >= 3, which is 2"}}},
+		{"peer", []want{{"deadlock", 2, line("WAIT"), -1, -1, fmt.Sprintf("rank 1 signals rank 3 instead at op 6 (test.lua:%d)", line("PEER"))}}},
+		{"offbyone", []want{{"postcondition", 2, line("OFFBYONE"), -1, -1, "rank 3's window bytes [101, 200) hold rank 1's buffer b1 bytes from offset 0, expected rank 1's chunk: rank 1's buffer b1 bytes from offset 1"}}},
+		{"nobody", []want{{"deadlock", 0, line("NOBODY"), -1, -1, "waits for signal 5 from rank 3 >= 1, which is 0"}}},
+		{"twoputs", []want{{"race", 2, line("TWOPUTS"), 1, line("TWOPUTS"), "two writes into one range that nothing orders"}}},
+		{"reuse", []want{{"race", 1, line("REUSE"), 1, line("REUSE") - 1, "a source overwritten before its put completed locally"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runLuaArgs(t, 4, code, tc.name)
+			mustAllOK(t, res)
+			out := res[0].out
+			for _, w := range tc.want {
+				prefix := fmt.Sprintf("P %s %d %d ", w.kind, w.rank, w.line)
+				if w.otherRank != -2 {
+					prefix += fmt.Sprintf("%d %d ", w.otherRank, w.otherLn)
+				}
+				found := false
+				for _, l := range strings.Split(out, "\n") {
+					if strings.HasPrefix(l, prefix) && strings.Contains(l, w.text) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("no problem %q ... %q in:\n%s", prefix, w.text, out)
+				}
+			}
+			// every rank got the same report
+			for r := 1; r < len(res); r++ {
+				if res[r].out != out {
+					t.Errorf("rank %d's report differs:\n%s", r, res[r].out)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPlanSignalRoundTrip is BenchmarkLuaSignalRoundTrip's step
+// (put_signal to itself, wait_signal_from) recorded once into a plan and
+// replayed b.N times, each replay synced: one Lua call per step instead of
+// two, and no Lua per op.
+func BenchmarkPlanSignalRoundTrip(b *testing.B) {
+	code := fmt.Sprintf(`local lc = require("luacoll")
+local w = lc.window{ bytes = 64 }
+local src = lc.buffer(8)
+local p = lc.plan(function()
+  w:put_signal(0, 0, src, 0, 8, 0)
+  w:wait_signal_from(0, 0, ">=", 1)
+end)
+for i = 1, %d do
+  p:run()
+  w:sync()
+end
+assert(w:read_signal(0) == %d)
+w:free()`, b.N, b.N)
+	runLuaBench(b, code)
+}
+
+// BenchmarkPlanRingReplay: a 4-op plan of 16 puts with signals and waits
+// on one rank (a ring of itself), replayed b.N times back to back with one
+// sync at the end: the cost of the Go loop per replay.
+func BenchmarkPlanRingReplay(b *testing.B) {
+	code := fmt.Sprintf(`local lc = require("luacoll")
+local w = lc.window{ bytes = 1024 }
+local p = lc.plan(function()
+  for i = 1, 16 do
+    w:put_signal(0, (i %% 8) * 64, w, 512 + (i %% 8) * 64, 64, 0)
+    w:wait_signal_from(0, 0, ">=", i)
+  end
+end)
+p:run{ times = %d }
+w:sync()
+w:free()`, b.N)
+	runLuaBench(b, code)
+}
+
+// A p:verify where only some ranks name the source fails on every rank
+// (none goes on to the report's collective alone).
+func TestPlanVerifySourceOnSomeRanks(t *testing.T) {
+	res := runLua(t, 3, `
+local lc = require("luacoll")
+local ag = require("allgather")
+local w = lc.window{ bytes = 30 }
+local src = lc.buffer(10)
+local p = lc.plan(ag.direct, w, src, 0, 10)
+local ok, err = pcall(function() return p:verify{ collective = "allgather", n = 10, src = lc.rank == 1 and src or nil } end)
+assert(not ok and err:find("bad argument 'src' (ranks 0,2 name none; every rank must, or none)", 1, true), err)
+assert(p:verify{ collective = "allgather", n = 10 }.ok)
+print("ok")`)
+	mustAllOK(t, res)
+}
