@@ -17,6 +17,7 @@ Usage:
   luacoll repl [-n N] [flags]                           interactive Lua on N ranks
   luacoll bench put|pingpong|barrier|allgather [flags]  measure the window stack and the all-gather
   luacoll info                                          GPUs, links, capabilities, libraries
+  luacoll clean [--dry-run]                             remove what killed jobs left (never a running job's)
   luacoll docs [-o FILE]                                write the Lua API reference (Markdown)
   luacoll version                                       version and build
   luacoll help [command]                                this text, or a command's flags
@@ -52,6 +53,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return cmdInfo(rest, stdout, stderr)
 	case "docs":
 		return cmdDocs(rest, stdout, stderr)
+	case "clean":
+		return cmdClean(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		return cmdVersion(stdout)
 	case "help", "-h", "--help", "-help":

@@ -488,7 +488,7 @@ print(("rank %d of %d local %d/%d saw %d"):format(lc.rank, lc.size, lc.local_ran
 }
 
 func TestHelpEverywhere(t *testing.T) {
-	for _, args := range [][]string{{"help"}, {"--help"}, {"run", "--help"}, {"bench", "--help"}, {"docs", "--help"}, {"info", "--help"}, {"repl", "--help"}, {"help", "run"}} {
+	for _, args := range [][]string{{"help"}, {"--help"}, {"run", "--help"}, {"bench", "--help"}, {"docs", "--help"}, {"info", "--help"}, {"repl", "--help"}, {"help", "run"}, {"clean", "--help"}, {"help", "clean"}} {
 		r := luacoll(t, nil, args...)
 		if r.code != 0 || len(r.stdout+r.stderr) < 40 {
 			t.Errorf("%v: exit %d, output %q", args, r.code, r.stdout+r.stderr)

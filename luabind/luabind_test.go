@@ -61,11 +61,8 @@ func runLuaWith(t *testing.T, n int, code, name string, timeout time.Duration) [
 		}(i)
 	}
 	wg.Wait()
-	entries, _ := os.ReadDir(transport.ShmDir)
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), transport.SegmentPrefix(job)) {
-			t.Errorf("segment left in %s: %s", transport.ShmDir, e.Name())
-		}
+	for _, m := range transport.MappedSegments(job) {
+		t.Errorf("segment still mapped: %s", m)
 	}
 	return res
 }

@@ -218,7 +218,7 @@ func (s *session) start() error {
 	if s.cfg.N < 1 {
 		return fmt.Errorf("%d ranks: want at least 1", s.cfg.N)
 	}
-	dir, err := os.MkdirTemp("", "luacoll-repl-")
+	dir, err := launch.TempDir("repl")
 	if err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
