@@ -53,6 +53,12 @@ type Comm struct {
 	// CPUs are the CPUs this process may run on once the job is open.
 	CPUs []int
 
+	// Refuse, when set, is asked before every collective call (with the
+	// call's description); an error refuses the call on this rank before
+	// any rank is contacted or the call counted. The REPL sets it while a
+	// chunk runs on some ranks only, whose collectives could never meet.
+	Refuse func(call string) error
+
 	collSeq int
 	// agActive is each window's live persistent all-gather (one at most).
 	agMu     sync.Mutex
@@ -247,6 +253,11 @@ func (c *Comm) SumInt(ctx context.Context, call string, v int) (int, error) {
 // checked exchanges call+data; with statusOnly, non-empty data is an error
 // message of that rank and any such message fails every rank.
 func (c *Comm) checked(ctx context.Context, call string, data []byte, statusOnly bool) ([][]byte, error) {
+	if c.Refuse != nil {
+		if err := c.Refuse(call); err != nil {
+			return nil, fmt.Errorf("rank %d: %w", c.Env.Rank, err)
+		}
+	}
 	c.collSeq++
 	sum := sha256.Sum256([]byte(call))
 	var msg bytes.Buffer

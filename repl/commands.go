@@ -10,6 +10,7 @@ import (
 // commandHelp is what :help prints.
 const commandHelp = `Commands (a line that starts with a colon):
   :on LIST     run the next chunks on these ranks only, e.g. :on 0,2 or :on 1-3
+               (collectives need every rank: there they are refused)
   :all         run chunks on every rank again
   :load FILE   run a Lua file (or an embedded script, e.g. examples/tour.lua) on those ranks
   :ranks       show which ranks are alive and where chunks run

@@ -43,6 +43,9 @@ type message struct {
 	// eval
 	Code string `json:"code,omitempty"`
 	Name string `json:"name,omitempty"`
+	// Subset, when set, says the chunk runs on these ranks only (as
+	// "0,2 of 0-3"): the worker refuses collectives for it.
+	Subset string `json:"subset,omitempty"`
 
 	// result (and exit, which carries the output printed before it)
 	Output      string   `json:"output,omitempty"`

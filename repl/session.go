@@ -466,9 +466,13 @@ func (s *session) run(code, name string) {
 	}
 	s.nextID++
 	id := s.nextID
+	subset := ""
+	if len(s.targets) > 0 && len(s.targets) < len(s.ranks) {
+		subset = fmt.Sprintf("%s %s of 0-%d", plural(len(s.targets), "rank", "ranks"), formatRanks(s.targets), len(s.ranks)-1)
+	}
 	pending := map[int]bool{}
 	for _, r := range targets {
-		if err := s.ranks[r].c.send(&message{Type: msgEval, ID: id, Code: code, Name: name}); err != nil {
+		if err := s.ranks[r].c.send(&message{Type: msgEval, ID: id, Code: code, Name: name, Subset: subset}); err != nil {
 			continue // its connection is gone; the read loop reports it
 		}
 		pending[r] = true

@@ -231,7 +231,13 @@ func (w *worker) eval(parent context.Context, m *message) {
 	w.running, w.cancel, w.interrupted = m.ID, cancel, false
 	w.mu.Unlock()
 
+	if m.Subset != "" {
+		w.comm.Refuse = func(string) error {
+			return fmt.Errorf("a collective needs every rank, but this chunk runs on %s only (:all runs chunks on every rank)", m.Subset)
+		}
+	}
 	values, err := w.st.Eval(ctx, m.Code, m.Name)
+	w.comm.Refuse = nil
 
 	w.mu.Lock()
 	interrupted := w.interrupted

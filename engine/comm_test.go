@@ -1,0 +1,46 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/enginetest"
+)
+
+// A collective refused by Comm.Refuse fails at once on that rank, contacts
+// nobody and is not counted: the next collective every rank calls pairs up
+// as it should.
+func TestRefusedCollectiveKeepsRanksInStep(t *testing.T) {
+	errs := enginetest.WithComms(t, 3, engine.Options{Timeout: 10 * time.Second}, func(r int, c *engine.Comm) error {
+		ctx := context.Background()
+		if r == 0 {
+			c.Refuse = func(call string) error { return fmt.Errorf("not now: %s", call) }
+			start := time.Now()
+			err := c.Barrier(ctx)
+			if err == nil || !strings.Contains(err.Error(), "not now: barrier()") {
+				return fmt.Errorf("refused barrier: %v", err)
+			}
+			if d := time.Since(start); d > time.Second {
+				return fmt.Errorf("the refusal took %v", d)
+			}
+			c.Refuse = nil
+		}
+		all, err := c.Collective(ctx, "gather", []byte(fmt.Sprint(r)))
+		if err != nil {
+			return err
+		}
+		if got := fmt.Sprintf("%s", all); got != "[0 1 2]" {
+			return fmt.Errorf("gathered %s", got)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
