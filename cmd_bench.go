@@ -65,7 +65,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := newFlagSet("bench "+what, benchUsage, stderr)
 	var f rankFlags
-	f.register(fs)
+	f.register(fs, 2)
 	minS := fs.String("b", "1M", "smallest size (put)")
 	maxS := fs.String("e", "256M", "largest size (put)")
 	factor := fs.Int("f", 4, "size multiplication factor (put)")

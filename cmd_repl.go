@@ -21,7 +21,7 @@ func cmdRepl(args []string, stdout, stderr io.Writer) int {
 		"lists the commands; Ctrl-C interrupts a chunk, Ctrl-D quits. With stdin not a terminal\n"+
 		"it reads chunks without prompts or colours, and exits 1 when a chunk failed or a rank died.", stderr)
 	var f rankFlags
-	f.register(fs)
+	f.register(fs, 1)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}

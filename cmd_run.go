@@ -18,7 +18,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		"77 and gives way to it); 130 when interrupted. When a rank fails or dies, the others\n"+
 		"stop at once with an error naming it.", stderr)
 	var f rankFlags
-	f.register(fs)
+	f.register(fs, 1)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}

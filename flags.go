@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,9 +40,11 @@ type rankFlags struct {
 	fs        *flag.FlagSet
 }
 
-func (f *rankFlags) register(fs *flag.FlagSet) {
+// register adds the flags to fs; defaultN is the command's number of
+// ranks when -n is not given.
+func (f *rankFlags) register(fs *flag.FlagSet, defaultN int) {
 	f.fs = fs
-	fs.IntVar(&f.n, "n", 0, "number of ranks to start (default 1; under an external launcher, its world size)")
+	fs.IntVar(&f.n, "n", 0, fmt.Sprintf("number of ranks to start (default %d; under an external launcher, its world size)", defaultN))
 	fs.StringVar(&f.device, "device", "host", "where memory and streams live: host or cuda")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "default timeout of every wait and bootstrap call (e.g. 500ms, 30s)")
 	fs.BoolVar(&f.noPrefix, "no-prefix", false, "do not prefix output lines with [rank]")
@@ -184,9 +187,46 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	return fs
+}
+
+// printDefaults is flag.PrintDefaults with the flags that set the same
+// variable (-w and -warmup) on one line: "-w, -warmup int".
+func printDefaults(fs *flag.FlagSet) {
+	var groups [][]*flag.Flag
+	seen := map[flag.Value]int{}
+	fs.VisitAll(func(fl *flag.Flag) {
+		if i, ok := seen[fl.Value]; ok {
+			groups[i] = append(groups[i], fl)
+			return
+		}
+		seen[fl.Value] = len(groups)
+		groups = append(groups, []*flag.Flag{fl})
+	})
+	for _, g := range groups {
+		var b strings.Builder
+		names := make([]string, len(g))
+		for i, fl := range g {
+			names[i] = "-" + fl.Name
+		}
+		sort.Slice(names, func(i, j int) bool { return len(names[i]) < len(names[j]) })
+		fmt.Fprintf(&b, "  %s", strings.Join(names, ", "))
+		kind, usage := flag.UnquoteUsage(g[0])
+		if kind != "" {
+			b.WriteString(" " + kind)
+		}
+		b.WriteString("\n    \t")
+		b.WriteString(strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if d := g[0].DefValue; d != "" && d != "0" && d != "false" && !strings.Contains(usage, "(default") {
+			if kind == "string" {
+				d = strconv.Quote(d)
+			}
+			fmt.Fprintf(&b, " (default %s)", d)
+		}
+		fmt.Fprintln(fs.Output(), b.String())
+	}
 }
 
 // parse handles --help (exit 0) and bad flags (exit 2).

@@ -59,7 +59,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return cmdVersion(stdout)
 	case "help", "-h", "--help", "-help":
 		if len(rest) > 0 && rest[0] != "help" {
-			return realMain([]string{rest[0], "--help"}, stdout, stderr)
+			// "help bench allgather" is "bench allgather --help".
+			return realMain(append(append([]string(nil), rest...), "--help"), stdout, stderr)
 		}
 		fmt.Fprint(stdout, usage)
 		return 0
