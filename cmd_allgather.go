@@ -257,27 +257,27 @@ func (f *agFlags) checkFiles() error {
 
 // agMeta is the first JSON line: the run's metadata.
 type agMeta struct {
-	Kind     string            `json:"kind"`
-	Command  string            `json:"command"`
-	Version  string            `json:"luacoll_version"`
-	Revision string            `json:"git_revision"`
-	Backend  string            `json:"backend"`
-	Ranks    int               `json:"ranks"`
-	Iters    int               `json:"iters"`
-	Warmup   int               `json:"warmup"`
-	Algo     string            `json:"algo"`
-	Graph    bool              `json:"graph"`
-	InPlace  bool              `json:"in_place"`
-	Stress   bool              `json:"stress"`
-	Skipped  []uint64          `json:"skipped_sizes,omitempty"`
-	Driver   int               `json:"cuda_driver,omitempty"`
-	GPUs     []string          `json:"gpus,omitempty"`
-	CPUs     []string          `json:"cpus"` // per rank
-	CPUBind  string            `json:"cpu_bind"`
-	Topology [][]string        `json:"topology,omitempty"`
-	NCCL     string            `json:"nccl"`
-	Info     map[string]string `json:"allgather_info"`
-	Time     string            `json:"time"`
+	Kind     string         `json:"kind"`
+	Command  string         `json:"command"`
+	Version  string         `json:"luacoll_version"`
+	Revision string         `json:"git_revision"`
+	Backend  string         `json:"backend"`
+	Ranks    int            `json:"ranks"`
+	Iters    int            `json:"iters"`
+	Warmup   int            `json:"warmup"`
+	Algo     string         `json:"algo"`
+	Graph    bool           `json:"graph"`
+	InPlace  bool           `json:"in_place"`
+	Stress   bool           `json:"stress"`
+	Skipped  []uint64       `json:"skipped_sizes,omitempty"`
+	Driver   int            `json:"cuda_driver,omitempty"`
+	GPUs     []string       `json:"gpus,omitempty"`
+	CPUs     []string       `json:"cpus"` // per rank
+	CPUBind  string         `json:"cpu_bind"`
+	Topology [][]string     `json:"topology,omitempty"`
+	NCCL     string         `json:"nccl"`
+	Info     map[string]any `json:"allgather_info"`
+	Time     string         `json:"time"`
 }
 
 func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []uint64, stdout, stderr io.Writer) error {
@@ -324,7 +324,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	}
 	fmt.Fprintf(stdout, "# algo %s (runs %s, path %s), graph %v, %s, %d warmup + %d timed execs back to back per size\n",
 		f.algo, res.Info["algo"], res.Info["path"], f.graph, place, f.warmup, f.iters)
-	if nodes := res.Info["graph_nodes"]; nodes != "" {
+	if nodes, _ := res.Info["graph_nodes"].(string); nodes != "" {
 		fmt.Fprintf(stdout, "# luacoll graph nodes per exec: %s\n", nodes)
 	}
 	if len(f.skipped) > 0 {
@@ -346,7 +346,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		fmt.Fprintf(stdout, "# baseline: built-in direct all-gather (path %s), eager, same window and buffers\n", res.Info["builtin_path"])
 	}
 	fmt.Fprintf(stdout, "# baseline: %s\n", res.NCCL)
-	if note := res.Info["note"]; note != "" {
+	if note, _ := res.Info["note"].(string); note != "" {
 		fmt.Fprintf(stdout, "# note: %s\n", note)
 	}
 	fmt.Fprintf(stdout, "# %12s %12s %6s %10s %8s %8s %7s", "size(B)", "count", "type", "time(us)", "algbw", "busbw", "#wrong")

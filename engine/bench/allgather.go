@@ -75,7 +75,7 @@ type AGBenchRow struct {
 type AGBenchResult struct {
 	Rows []AGBenchRow
 	// Info is the all-gather's ag:info() after the run.
-	Info map[string]string
+	Info map[string]any
 	// NCCL is the library version, or why there is no baseline.
 	NCCL     string
 	HaveNCCL bool
@@ -446,8 +446,8 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (*AG
 	}
 	bar.clear()
 	if cfg.Schedule != nil {
-		res.Info = map[string]string{"algo": cfg.ScheduleName, "algo_requested": cfg.ScheduleName,
-			"path": "window operations from Lua (" + c.Backend.Name() + ")", "graph": "off"}
+		res.Info = map[string]any{"algo": cfg.ScheduleName, "algo_requested": cfg.ScheduleName,
+			"path": "window operations from Lua (" + c.Backend.Name() + ")", "graph": false}
 		if ag != nil {
 			res.Info["builtin_path"] = ag.Info()["path"]
 			if err := ag.Destroy(ctx); err != nil {
