@@ -42,6 +42,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./engine/launch/cpuset
 	$(GO) test -run '^$$' -fuzz '^FuzzParseOverride$$' -fuzztime $(FUZZTIME) ./transport
 	$(GO) test -run '^$$' -fuzz '^FuzzLuaArgs$$' -fuzztime $(FUZZTIME) ./luabind
+	$(GO) test -run '^$$' -fuzz '^FuzzExpandAttached$$' -fuzztime $(FUZZTIME) .
 
 docs: build
 	./$(BIN) docs -o docs/lua-api.md

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/luacoll/luacoll/engine/launch"
@@ -40,6 +41,15 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
 		return 2
+	}
+	// Once per job: by the launcher, or by rank 0 of another launcher.
+	if odd := flagLookalikes(fs, scriptArgs); len(odd) > 0 && (!isRank || (env.Source != launch.SourceLuacoll && env.Rank == 0)) {
+		what := "is one of the script's arguments"
+		if len(odd) > 1 {
+			what = "are the script's arguments"
+		}
+		fmt.Fprintf(stderr, "luacoll run: warning: %s after the script name %s (arg[1], ...); luacoll's flags go before the script name\n",
+			strings.Join(odd, ", "), what)
 	}
 	opts := luabind.RunOptions{Comm: f.options(), Script: script, Args: scriptArgs,
 		Stdout: stdout, Stderr: stderr, CUDA: cudaBackend}

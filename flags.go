@@ -229,9 +229,10 @@ func printDefaults(fs *flag.FlagSet) {
 	}
 }
 
-// parse handles --help (exit 0) and bad flags (exit 2).
+// parse handles --help (exit 0) and bad flags (exit 2). The attached form
+// of one-letter flags ("-n2") is accepted too (see expandAttached).
 func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(expandAttached(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0, false
 		}
@@ -252,4 +253,69 @@ func cudaBackend(env launch.RankEnv, job string, gpus []int) (transport.Backend,
 		return nil, err
 	}
 	return b, nil
+}
+
+// isBool reports whether fl is a flag that takes no value.
+func isBool(fl *flag.Flag) bool {
+	b, ok := fl.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// expandAttached splits the attached form of a one-letter flag that takes
+// a value ("-n2", "--b1K") into the flag and its value, as getopt does;
+// the flag package knows only "-n 2" and "-n=2". It looks at the flags
+// before the first other argument (the script), skipping the values of
+// flags given as "-timeout 1s", and leaves a word alone when it is a flag
+// of its own.
+func expandAttached(fs *flag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || len(a) < 2 || a[0] != '-' {
+			return append(out, args[i:]...)
+		}
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if name == "" || strings.Contains(name, "=") {
+			out = append(out, a)
+			continue
+		}
+		if fl := fs.Lookup(name); fl != nil {
+			out = append(out, a)
+			if !isBool(fl) && i+1 < len(args) {
+				i++
+				out = append(out, args[i])
+			}
+			continue
+		}
+		if fl := fs.Lookup(name[:1]); fl != nil && !isBool(fl) && len(name) > 1 {
+			dashes := a[:len(a)-len(name)]
+			out = append(out, dashes+name[:1], name[1:])
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// flagLookalikes lists the arguments (after the script) that name a flag
+// of fs, attached values and all: they go to the script, which is seldom
+// what was meant.
+func flagLookalikes(fs *flag.FlagSet, args []string) []string {
+	var out []string
+	for _, a := range args {
+		if len(a) < 2 || a[0] != '-' || a == "--" {
+			continue
+		}
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		name, _, _ = strings.Cut(name, "=")
+		if name == "" {
+			continue
+		}
+		if fs.Lookup(name) != nil {
+			out = append(out, a)
+		} else if fl := fs.Lookup(name[:1]); fl != nil && !isBool(fl) && len(name) > 1 {
+			out = append(out, a)
+		}
+	}
+	return out
 }

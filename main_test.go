@@ -666,3 +666,22 @@ func TestBenchJSONCheckedFirst(t *testing.T) {
 		t.Errorf("the check left %v", left)
 	}
 }
+
+// -n2 works like -n 2; a luacoll flag after the script goes to the script,
+// with a warning.
+func TestAttachedAndMisplacedFlags(t *testing.T) {
+	s := writeScript(t, `local lc = require("luacoll")
+print(("rank %d of %d args %s"):format(lc.rank, lc.size, table.concat(arg, ",")))`)
+	r := luacoll(t, nil, "run", "-n3", s)
+	if r.code != 0 || !strings.Contains(r.stdout, "[2] rank 2 of 3 args \n") {
+		t.Errorf("-n3: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = luacoll(t, nil, "run", "-n2", s, "-n", "4", "--timeout=1s", "x")
+	if r.code != 0 || !strings.Contains(r.stdout, "[1] rank 1 of 2 args -n,4,--timeout=1s,x") {
+		t.Errorf("flags after the script: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	want := `luacoll run: warning: -n, --timeout=1s after the script name are the script's arguments (arg[1], ...); luacoll's flags go before the script name`
+	if strings.Count(r.stderr, want) != 1 {
+		t.Errorf("stderr should warn once: %q", r.stderr)
+	}
+}
