@@ -126,8 +126,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	}
 	comm, err := engine.Open(ctx, env, f.rank.options(), cudaBackend)
 	if err != nil {
-		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
-		return 1
+		return engine.ReportOpenError(stderr, "luacoll bench allgather: ", env, err)
 	}
 	if err := runBenchAllgather(ctx, comm, f, sizes, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "luacoll bench allgather: rank %d: %v\n", env.Rank, err)

@@ -165,8 +165,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	comm, err := engine.Open(ctx, env, f.options(), cudaBackend)
 	if err != nil {
-		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-		return 1
+		return engine.ReportOpenError(stderr, "luacoll bench: ", env, err)
 	}
 	err = runBench(ctx, comm, what, lo, hi, *factor, *iters, *path, *bidir, *mode, symModes, *jsonOut, stdout, stderr)
 	if err != nil {

@@ -685,3 +685,17 @@ print(("rank %d of %d args %s"):format(lc.rank, lc.size, table.concat(arg, ","))
 		t.Errorf("stderr should warn once: %q", r.stderr)
 	}
 }
+
+// A backend that does not open on any rank (no GPU here) is reported once
+// for the whole job, with the ranks it failed on and a pointer to
+// luacoll info; not once per rank with every rank's message.
+func TestBackendFailureReportedOnce(t *testing.T) {
+	r := luacoll(t, nil, "run", "--device", "cuda", "-n", "4")
+	if r.code == 0 {
+		t.Skip("the CUDA backend opens on this machine")
+	}
+	if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "failed on ranks 0-3: ") ||
+		!strings.Contains(r.stderr, "'luacoll info' says which GPUs and libraries this machine has") {
+		t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime"
@@ -137,6 +138,9 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 		if be != nil {
 			_ = be.Close()
 		}
+		if opts.Device == "cuda" {
+			cerr = fmt.Errorf("%w ('luacoll info' says which GPUs and libraries this machine has)", cerr)
+		}
 		boot.Fail(cerr.Error())
 		_ = boot.Close()
 		return nil, cerr
@@ -197,26 +201,102 @@ type MismatchError struct {
 func (e *MismatchError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "collective call #%d differs across ranks:", e.Seq)
-	groups := map[string][]int{}
-	var order []string
-	for r, c := range e.Calls {
-		if _, ok := groups[c]; !ok {
-			order = append(order, c)
-		}
-		groups[c] = append(groups[c], r)
-	}
+	order, groups := groupByText(e.Calls)
 	for _, c := range order {
-		fmt.Fprintf(&b, " ranks %s called %s;", rankList(groups[c]), c)
+		fmt.Fprintf(&b, " %s called %s;", rankList(groups[c]), c)
 	}
 	return strings.TrimSuffix(b.String(), ";")
 }
 
+// rankList words ranks in order as "rank 3", "ranks 0,2" or "ranks 0-3,5"
+// (runs of three or more as ranges).
 func rankList(rs []int) string {
-	s := make([]string, len(rs))
-	for i, r := range rs {
-		s[i] = fmt.Sprint(r)
+	var parts []string
+	for i := 0; i < len(rs); {
+		j := i
+		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
+			j++
+		}
+		switch {
+		case j-i >= 2:
+			parts = append(parts, fmt.Sprintf("%d-%d", rs[i], rs[j]))
+		case j == i+1:
+			parts = append(parts, fmt.Sprint(rs[i]), fmt.Sprint(rs[j]))
+		default:
+			parts = append(parts, fmt.Sprint(rs[i]))
+		}
+		i = j + 1
 	}
-	return strings.Join(s, ",")
+	if len(rs) == 1 {
+		return "rank " + parts[0]
+	}
+	return "ranks " + strings.Join(parts, ",")
+}
+
+// groupByText groups the ranks' texts: each distinct text once, in the
+// order of the first rank that has it, with its ranks ("" texts skipped).
+func groupByText(texts []string) (order []string, ranks map[string][]int) {
+	ranks = map[string][]int{}
+	for r, t := range texts {
+		if t == "" {
+			continue
+		}
+		if _, ok := ranks[t]; !ok {
+			order = append(order, t)
+		}
+		ranks[t] = append(ranks[t], r)
+	}
+	return order, ranks
+}
+
+// StatusError is a collective status call (CollectiveStatus, the backend
+// check of Open) that failed on some ranks: Msgs holds each rank's
+// message, "" where it succeeded. Every rank gets the same error.
+type StatusError struct {
+	Call string
+	Msgs []string
+}
+
+func (e *StatusError) Error() string {
+	order, ranks := groupByText(e.Msgs)
+	if len(order) == 1 {
+		return fmt.Sprintf("%s failed on %s: %s", e.Call, rankList(ranks[order[0]]), order[0])
+	}
+	parts := make([]string, len(order))
+	for i, m := range order {
+		parts[i] = fmt.Sprintf("%s: %s", rankList(ranks[m]), m)
+	}
+	return fmt.Sprintf("%s failed: %s", e.Call, strings.Join(parts, "; "))
+}
+
+// Reporter is the rank that prints the error for the whole job: the lowest
+// rank that failed.
+func (e *StatusError) Reporter() int {
+	for r, m := range e.Msgs {
+		if m != "" {
+			return r
+		}
+	}
+	return 0
+}
+
+// ReportOpenError prints an error of Open on w, after prefix ("luacoll: "),
+// and returns the rank's exit status. A StatusError is the same on every
+// rank: its Reporter prints it and exits 1; the others exit
+// launch.ExitPeerFailed and say nothing under luacoll's launcher (which
+// shows every rank's output together), one line under another (whose
+// ranks may write separate logs). Any other error is printed by the rank
+// that has it.
+func ReportOpenError(w io.Writer, prefix string, env launch.RankEnv, err error) int {
+	var se *StatusError
+	if errors.As(err, &se) && se.Reporter() != env.Rank {
+		if env.Source != launch.SourceLuacoll {
+			fmt.Fprintf(w, "%srank %d: the job did not start; rank %d says why\n", prefix, env.Rank, se.Reporter())
+		}
+		return launch.ExitPeerFailed
+	}
+	fmt.Fprintf(w, "%s%v\n", prefix, err)
+	return 1
 }
 
 // Collective is the entry of every collective call: it exchanges a hash of
@@ -290,14 +370,14 @@ func (c *Comm) checked(ctx context.Context, call string, data []byte, statusOnly
 		return nil, &MismatchError{Seq: c.collSeq, Calls: calls}
 	}
 	if statusOnly {
-		var msgs []string
+		msgs := make([]string, len(out))
+		failed := false
 		for r, d := range out {
-			if len(d) > 0 {
-				msgs = append(msgs, fmt.Sprintf("rank %d: %s", r, d))
-			}
+			msgs[r] = string(d)
+			failed = failed || len(d) > 0
 		}
-		if len(msgs) > 0 {
-			return nil, fmt.Errorf("%s failed: %s", call, strings.Join(msgs, "; "))
+		if failed {
+			return nil, &StatusError{Call: call, Msgs: msgs}
 		}
 	}
 	return out, nil

@@ -44,3 +44,22 @@ func TestRefusedCollectiveKeepsRanksInStep(t *testing.T) {
 		}
 	}
 }
+
+// A status collective that fails names each message once, with the ranks
+// that brought it; the lowest failed rank reports it for the job.
+func TestStatusErrorGroups(t *testing.T) {
+	for _, c := range []struct {
+		msgs     []string
+		want     string
+		reporter int
+	}{
+		{[]string{"no GPU", "no GPU", "no GPU"}, "open failed on ranks 0-2: no GPU", 0},
+		{[]string{"", "no GPU", "", "no GPU"}, "open failed on ranks 1,3: no GPU", 1},
+		{[]string{"x", "y", "x", ""}, "open failed: ranks 0,2: x; rank 1: y", 0},
+	} {
+		e := &engine.StatusError{Call: "open", Msgs: c.msgs}
+		if e.Error() != c.want || e.Reporter() != c.reporter {
+			t.Errorf("%q: %q reported by %d, want %q by %d", c.msgs, e.Error(), e.Reporter(), c.want, c.reporter)
+		}
+	}
+}

@@ -73,8 +73,7 @@ func Serve(ctx context.Context, env launch.RankEnv, o WorkerOptions) int {
 	}
 	comm, err := engine.Open(ctx, env, o.Comm, o.CUDA)
 	if err != nil {
-		fmt.Fprintf(o.Stderr, "luacoll repl: %v\n", err)
-		return 1
+		return engine.ReportOpenError(o.Stderr, "luacoll repl: ", env, err)
 	}
 	dialTimeout := o.Comm.Timeout
 	if dialTimeout <= 0 {
