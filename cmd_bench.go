@@ -210,7 +210,7 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		}
 		if me == 0 {
 			fmt.Fprintln(stdout, header)
-			ref := "copy = plain in-process copy of the same size"
+			ref := "ref = plain in-process copy of the same size"
 			if c.Opts.Device == "cuda" {
 				ref = "ref = cuMemcpyAsync of the same bytes to the peer's memory (peer copy); both timed by events on the device"
 			}

@@ -18,8 +18,9 @@ func cmdRepl(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("repl", "luacoll repl [-n N] [--device host|cuda] [--timeout D] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc auto|legacy|vmm] [--symmetric auto|on|off] [--mps auto|on|off]\n\n"+
 		"Starts N ranks and one prompt. Every Lua chunk runs on every rank (:on 0,2 picks some)\n"+
 		"and the answers come back grouped by rank, identical ones once. :help at the prompt\n"+
-		"lists the commands; Ctrl-C interrupts a chunk, Ctrl-D quits. With stdin not a terminal\n"+
-		"it reads chunks without prompts or colours, and exits 1 when a chunk failed or a rank died.", stderr)
+		"lists the commands; Ctrl-C interrupts a chunk, Ctrl-D quits. At a terminal, lines are kept\n"+
+		"in ~/.luacoll_history (the last 1000). With stdin not a terminal it reads chunks without\n"+
+		"prompts, colours or history, and exits 1 when a chunk failed or a rank died.", stderr)
 	var f rankFlags
 	f.register(fs, 1)
 	if code, ok := parse(fs, args, stdout); !ok {

@@ -54,6 +54,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	opts := luabind.RunOptions{Comm: f.options(), Script: script, Args: scriptArgs,
 		Stdout: stdout, Stderr: stderr, CUDA: cudaBackend}
 	if isRank {
+		if f.noPrefix {
+			env.Prefixed = true // the rank adds no [rank] prefix of its own
+		}
 		if f.n != 0 && f.n != env.Size {
 			fmt.Fprintf(stderr, "luacoll run: -n %d, but the launcher (%s) says the world size is %d\n", f.n, env.Source, env.Size)
 			return 2

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/luacoll/luacoll/luabind"
+	"github.com/luacoll/luacoll/scripts"
 )
 
-const usage = `luacoll: one-sided communication scripted in Lua, on N ranks, host or GPU.
+const usageText = `luacoll: one-sided communication scripted in Lua, on N ranks, host or GPU.
 
 Usage:
   luacoll run [-n N] [flags] [script.lua [args...]]     run a script on N ranks (default: the tour)
@@ -22,14 +24,30 @@ Usage:
   luacoll version                                       version and build
   luacoll help [command]                                this text, or a command's flags
 
-Scripts are files, or embedded ones by name: examples/tour.lua, examples/info.lua,
-bench/pingpong.lua, bench/put_bw.lua; require() finds files next to the script and the embedded
-lib/ modules (allgather, alltoall, barrier). In Lua, help() lists the API.
+Scripts are files, or embedded ones by name:
+%s
+require() finds files next to the script and the embedded lib/ modules (allgather, alltoall,
+barrier). In Lua, help() lists the API.
 
 Under torchrun, Slurm or Open MPI (RANK/WORLD_SIZE, SLURM_PROCID/SLURM_NTASKS,
 OMPI_COMM_WORLD_RANK/SIZE), 'luacoll run script.lua' runs as that one rank and
 meets the others at MASTER_ADDR:MASTER_PORT or LUACOLL_ADDR.
 `
+
+// usage is the text of 'luacoll help', with the embedded scripts' names.
+func usage() string {
+	var b strings.Builder
+	line := " "
+	for _, n := range scripts.Names() {
+		if len(line)+len(n)+1 > 96 {
+			b.WriteString(line + "\n")
+			line = " "
+		}
+		line += " " + n
+	}
+	b.WriteString(line)
+	return fmt.Sprintf(usageText, b.String())
+}
 
 func main() {
 	luabind.Version = version
@@ -38,7 +56,7 @@ func main() {
 
 func realMain(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return 2
 	}
 	cmd, rest := args[0], args[1:]
@@ -62,9 +80,9 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 			// "help bench allgather" is "bench allgather --help".
 			return realMain(append(append([]string(nil), rest...), "--help"), stdout, stderr)
 		}
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return 0
 	}
-	fmt.Fprintf(stderr, "luacoll: unknown command %q\n\n%s", cmd, usage)
+	fmt.Fprintf(stderr, "luacoll: unknown command %q\n\n%s", cmd, usage())
 	return 2
 }

@@ -61,6 +61,10 @@ type Comm struct {
 	Refuse func(call string) error
 
 	collSeq int
+	// collBase is collSeq when Open returned: the collectives of the
+	// start-up are not the script's, and the mismatch error counts the
+	// script's.
+	collBase int
 	// agActive is each window's live persistent all-gather (one at most).
 	agMu     sync.Mutex
 	agActive map[*window.Window]*AllGather
@@ -102,11 +106,11 @@ func Open(ctx context.Context, env launch.RankEnv, opts Options, cudaOpen CUDABa
 	boot, err := bootstrap.Connect(ctx, cfg)
 	if err != nil {
 		if strings.HasPrefix(env.Addr, bootstrap.UnixPrefix) && env.Rank != 0 && ctx.Err() == nil {
-			return nil, fmt.Errorf("rank %d: bootstrap: %w (%s said every rank is on this host, so the job "+
+			return nil, fmt.Errorf("rank %d: %w (%s said every rank is on this host, so the job "+
 				"meets at that socket; if rank 0 runs elsewhere, set %s=host:port for every rank)",
 				env.Rank, err, env.Source, launch.EnvAddr)
 		}
-		return nil, fmt.Errorf("rank %d: bootstrap: %w", env.Rank, err)
+		return nil, fmt.Errorf("rank %d: %w", env.Rank, err) // bootstrap errors say "bootstrap"
 	}
 	if env.JobID == "" {
 		env.JobID = boot.JobID()
@@ -168,6 +172,7 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 		return nil, fmt.Errorf("rank %d: stream: %w", env.Rank, err)
 	}
 	c.Rank = &window.Rank{Ex: boot, Topo: topo, Backend: be, Stream: st, Abort: abort}
+	c.collBase = c.collSeq
 	return c, nil
 }
 
@@ -194,13 +199,19 @@ func (c *Comm) openBackend(cudaOpen CUDABackend) (transport.Backend, error) {
 
 // MismatchError is a collective called differently on different ranks.
 type MismatchError struct {
+	// Seq counts the collectives since Open returned (the script's: 1 is
+	// its first); 0 is a collective of the start-up.
 	Seq   int
 	Calls []string // per rank
 }
 
 func (e *MismatchError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "collective call #%d differs across ranks:", e.Seq)
+	if e.Seq > 0 {
+		fmt.Fprintf(&b, "collective call #%d differs across ranks:", e.Seq)
+	} else {
+		b.WriteString("a start-up collective differs across ranks:")
+	}
 	order, groups := groupByText(e.Calls)
 	for _, c := range order {
 		fmt.Fprintf(&b, " %s called %s;", rankList(groups[c]), c)
@@ -367,7 +378,11 @@ func (c *Comm) checked(ctx context.Context, call string, data []byte, statusOnly
 		}
 	}
 	if mismatch {
-		return nil, &MismatchError{Seq: c.collSeq, Calls: calls}
+		seq := 0
+		if c.Rank != nil {
+			seq = c.collSeq - c.collBase
+		}
+		return nil, &MismatchError{Seq: seq, Calls: calls}
 	}
 	if statusOnly {
 		msgs := make([]string, len(out))
@@ -409,7 +424,9 @@ func (c *Comm) NewWindow(ctx context.Context, call string, o window.Options) (*w
 	}
 	// The way the memory is shared, as resolved from each rank's --ipc,
 	// must agree too: the ways exchange different things. Each rank
-	// brings whether it could map a symmetric window.
+	// brings whether it could map a symmetric window. (The host backend
+	// shares its memory one way, whatever ipc and symmetric say: its check
+	// names the call alone.)
 	sym, why, applies := c.symmetricSupport()
 	status := []byte{0}
 	if sym {
@@ -418,7 +435,11 @@ func (c *Comm) NewWindow(ctx context.Context, call string, o window.Options) (*w
 	if !applies {
 		status[0] = 2
 	}
-	all, err := c.Collective(ctx, fmt.Sprintf("%s (ipc %s, symmetric %s)", call, o.IPC, o.Symmetric), append(status, why...))
+	check := call
+	if c.Opts.Device == "cuda" {
+		check = fmt.Sprintf("%s (ipc %s, symmetric %s)", call, o.IPC, o.Symmetric)
+	}
+	all, err := c.Collective(ctx, check, append(status, why...))
 	if err != nil {
 		return nil, err
 	}

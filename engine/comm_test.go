@@ -9,6 +9,7 @@ import (
 
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/enginetest"
+	"github.com/luacoll/luacoll/engine/launch"
 )
 
 // A collective refused by Comm.Refuse fails at once on that rank, contacts
@@ -60,6 +61,20 @@ func TestStatusErrorGroups(t *testing.T) {
 		e := &engine.StatusError{Call: "open", Msgs: c.msgs}
 		if e.Error() != c.want || e.Reporter() != c.reporter {
 			t.Errorf("%q: %q reported by %d, want %q by %d", c.msgs, e.Error(), e.Reporter(), c.want, c.reporter)
+		}
+	}
+}
+
+// Bootstrap errors name the bootstrap once ("bootstrap connect ...", not
+// "bootstrap: bootstrap connect ...").
+func TestOpenErrorNamesTheBootstrapOnce(t *testing.T) {
+	for _, env := range []launch.RankEnv{
+		{Rank: 1, Size: 2, Addr: "127.0.0.1:1"},
+		{Rank: 0, Size: 2, Addr: "192.0.2.1:29500"}, // not this host's: cannot listen
+	} {
+		_, err := engine.Open(context.Background(), env, engine.Options{Timeout: 300 * time.Millisecond}, nil)
+		if err == nil || strings.Count(err.Error(), "bootstrap") != 1 {
+			t.Errorf("rank %d: %v", env.Rank, err)
 		}
 	}
 }

@@ -98,7 +98,7 @@ func rankEntries() []*Entry {
 			c.L.Push(out)
 			return 1
 		}),
-		fn("lc.log", "(fmt, ...)", "", g, "string.format(fmt, ...) then print, prefixed with the rank.", func(c *call) int {
+		fn("lc.log", "(fmt, ...)", "", g, "print(string.format(fmt, ...)): each line gets the [rank] prefix print gives (none with --no-prefix).", func(c *call) int {
 			L := c.L
 			format := L.GetField(L.GetGlobal("string"), "format")
 			n := L.GetTop()
@@ -180,8 +180,8 @@ func rankEntries() []*Entry {
 			c.s.push(&bufferRef{b: b}, "b")
 			return 1
 		}),
-		fn("lc.window", "{bytes, signals=8, counters=8, barriers=4, timeout_ms=10000, path=\"auto\", ipc=\"auto\"}", "window", "Windows",
-			"**collective**: every rank gets a data buffer of `bytes` bytes that every peer can write and read, `signals` signal slots per peer, `counters` local-completion counters per peer and `barriers` barrier slots; waits time out after `timeout_ms`. `path` (CUDA) is \"ce\" (copy engines and stream memory operations), \"sm\" (kernels) or \"auto\". `ipc` (CUDA) is how the memory is shared with the peers: \"legacy\" (CUDA IPC handles), \"vmm\" (cuMemCreate memory passed as file descriptors over Unix sockets) or \"auto\" (the job's `--ipc`; by default vmm in a symmetric window where every rank can map one, else legacy); host windows are shared memory whatever it says. `symmetric` (CUDA) true maps every rank's part in one reserved virtual range at base + rank*stride (VMM memory of the same size on every rank), false keeps a table of separate mappings, \"auto\" (the job's `--symmetric`, auto by default) is true wherever every rank can; `w:info()` says which and why.",
+		fn("lc.window", "{bytes, signals=8, counters=8, barriers=4, timeout_ms=--timeout, path=\"auto\", ipc=\"auto\"}", "window", "Windows",
+			"**collective**: every rank gets a data buffer of `bytes` bytes that every peer can write and read, `signals` signal slots per peer, `counters` local-completion counters per peer and `barriers` barrier slots; waits time out after `timeout_ms` (default: the job's --timeout, 10 s unless given). `path` (CUDA) is \"ce\" (copy engines and stream memory operations), \"sm\" (kernels) or \"auto\". `ipc` (CUDA) is how the memory is shared with the peers: \"legacy\" (CUDA IPC handles), \"vmm\" (cuMemCreate memory passed as file descriptors over Unix sockets) or \"auto\" (the job's `--ipc`; by default vmm in a symmetric window where every rank can map one, else legacy); host windows are shared memory whatever it says. `symmetric` (CUDA) true maps every rank's part in one reserved virtual range at base + rank*stride (VMM memory of the same size on every rank), false keeps a table of separate mappings, \"auto\" (the job's `--symmetric`, auto by default) is true wherever every rank can; `w:info()` says which and why.",
 			newWindow),
 		fn("lc.timer", "()", "timer", "Timing", "A timer whose start and stop are enqueued on the rank's stream (CUDA events on a GPU).", func(c *call) int {
 			t := &timerRef{}

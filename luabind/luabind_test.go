@@ -367,3 +367,20 @@ func FuzzLuaArgs(f *testing.F) {
 		}
 	})
 }
+
+// A window without timeout_ms times out after the job's --timeout, as
+// its documentation says.
+func TestWindowTimeoutDefaultIsTheJobs(t *testing.T) {
+	e := NewRegistry().Lookup("lc.window")
+	if !strings.Contains(e.Args, "timeout_ms=--timeout") || !strings.Contains(e.Doc, "the job's --timeout") {
+		t.Errorf("lc.window's documentation does not say the default timeout: %s %s", e.Args, e.Doc)
+	}
+	res := runLuaWith(t, 1, `
+local lc = require("luacoll")
+local w = lc.window{ bytes = 64 }
+w:wait_signal(0, ">=", 1)
+local ok, err = pcall(w.sync, w)
+assert(not ok and tostring(err):find("timed out after 700ms", 1, true), tostring(err))
+print("ok")`, "t.lua", 700*time.Millisecond)
+	mustAllOK(t, res)
+}
