@@ -43,6 +43,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseOverride$$' -fuzztime $(FUZZTIME) ./transport
 	$(GO) test -run '^$$' -fuzz '^FuzzLuaArgs$$' -fuzztime $(FUZZTIME) ./luabind
 	$(GO) test -run '^$$' -fuzz '^FuzzExpandAttached$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzSplitArgs$$' -fuzztime $(FUZZTIME) ./repl
 
 docs: build
 	./$(BIN) docs -o docs/lua-api.md

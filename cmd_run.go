@@ -31,9 +31,16 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		script, scriptArgs = fs.Arg(0), fs.Args()[1:]
 	}
-	if _, _, err := luabind.LoadScript(script); err != nil {
+	src, name, err := luabind.LoadScript(script)
+	if err != nil {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
 		return 2
+	}
+	// A script that does not compile is said once, before any rank starts
+	// (each rank would say it again).
+	if err := luabind.ScriptSyntax(string(src), name); err != nil {
+		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+		return 1
 	}
 	ctx, stop := signalContext()
 	defer stop()

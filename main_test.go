@@ -764,3 +764,13 @@ func TestHelpListsEmbeddedScripts(t *testing.T) {
 		t.Errorf("repl --help does not name the history file:\n%s", r.stdout+r.stderr)
 	}
 }
+
+// A script that does not compile is reported once, before any rank runs.
+func TestSyntaxErrorReportedOnce(t *testing.T) {
+	s := writeScript(t, "local x = 1\nx = = 2\n")
+	r := luacoll(t, nil, "run", "-n", "3", s)
+	want := "luacoll run: " + s + ":2: syntax error near '='\n"
+	if r.code != 1 || r.stderr != want || r.stdout != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q, want %q", r.code, r.stdout, r.stderr, want)
+	}
+}

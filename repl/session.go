@@ -58,6 +58,17 @@ type Config struct {
 	// MPS, when set, gives the ranks a private MPS control daemon for the
 	// session (launch.LaunchConfig.MPS).
 	MPS *launch.MPSConfig
+	// Before runs on every rank before the first prompt, in order (the
+	// command line's -e chunks and -i script).
+	Before []Chunk
+}
+
+// Chunk is code for the ranks: a chunk as typed at the prompt, or a
+// script's source with its arguments (Script).
+type Chunk struct {
+	Code, Name string
+	Script     bool
+	Args       []string
 }
 
 const (
@@ -202,6 +213,9 @@ func Run(ctx context.Context, cfg Config) int {
 	if cfg.Terminal {
 		fmt.Fprintf(s.out, "luacoll repl: %d %s on %s; :help lists the commands, help() the API, Ctrl-D quits.\n",
 			cfg.N, plural(cfg.N, "rank", "ranks"), s.ranks[0].device)
+	}
+	for _, c := range cfg.Before {
+		s.run(c)
 	}
 	s.loop()
 	s.src.close()
@@ -350,6 +364,23 @@ func (s *session) handle(ev event) {
 	}
 }
 
+// watch handles events while the session waits for input, until stop is
+// closed: a rank's death is announced when it happens, not after the next
+// line. Only one goroutine may touch the session meanwhile.
+func (s *session) watch(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case ev := <-s.events:
+			s.handle(ev)
+			s.reportDeaths()
+		case o := <-s.launchC:
+			s.launchC, s.launched = nil, &o
+		}
+	}
+}
+
 // poll handles the events that have arrived, without waiting.
 func (s *session) poll() {
 	for {
@@ -403,7 +434,7 @@ func (s *session) loop() {
 			chunk += "\n" + more
 		}
 		if chunk != "" {
-			s.run(chunk, "stdin")
+			s.run(Chunk{Code: chunk, Name: "stdin"})
 		}
 		if eof {
 			s.poll()
@@ -456,9 +487,18 @@ func (s *session) drainSignals() {
 	}
 }
 
-// run runs a chunk on the current ranks and shows what they answered.
-func (s *session) run(code, name string) {
+// run runs a chunk on the current ranks and shows what they answered. A
+// syntax error is shown once, without asking the ranks.
+func (s *session) run(c Chunk) {
 	s.drainSignals()
+	syntax := luabind.ChunkSyntax
+	if c.Script {
+		syntax = luabind.ScriptSyntax
+	}
+	if err := syntax(c.Code, c.Name); err != nil {
+		s.errorf("%v", err)
+		return
+	}
 	targets := s.runOn()
 	if len(targets) == 0 {
 		s.errorf("no rank to run on: %s", s.aliveSummary())
@@ -472,7 +512,8 @@ func (s *session) run(code, name string) {
 	}
 	pending := map[int]bool{}
 	for _, r := range targets {
-		if err := s.ranks[r].c.send(&message{Type: msgEval, ID: id, Code: code, Name: name, Subset: subset}); err != nil {
+		m := &message{Type: msgEval, ID: id, Code: c.Code, Name: c.Name, Subset: subset, Script: c.Script, Args: c.Args}
+		if err := s.ranks[r].c.send(m); err != nil {
 			continue // its connection is gone; the read loop reports it
 		}
 		pending[r] = true
