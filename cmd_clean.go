@@ -14,8 +14,9 @@ func cmdClean(args []string, stdout, stderr io.Writer) int {
 		"Removes what luacoll jobs killed with SIGKILL left on this host: shared-memory segments\n"+
 		"in /dev/shm named luacoll-JOB-* (made by older builds; windows now leave none) that no\n"+
 		"process maps or holds open, and luacoll's temporary directories in $TMPDIR (the REPL's\n"+
-		"control socket) whose process is gone. What a running job uses is listed and kept.\n"+
-		"luacoll starts no MPS daemon and keeps nothing else on the host.", stderr)
+		"control socket, a job's MPS pipe and log directories) whose process is gone; a job's\n"+
+		"private MPS control daemon (--mps) is stopped before its directory goes. What a running\n"+
+		"job uses is listed and kept.", stderr)
 	dry := fs.Bool("dry-run", false, "list what would be removed, remove nothing")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
@@ -24,7 +25,7 @@ func cmdClean(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll clean: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	found, err := launch.FindLeftovers(transport.ShmDir, os.TempDir())
+	found, err := launch.FindLeftovers(transport.ShmDir, os.TempDir(), launch.MPSTempBase())
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll clean: %v\n", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -16,12 +17,14 @@ import (
 // What a luacoll job may leave on a host when it is killed with SIGKILL,
 // and how `luacoll clean` tells what is still in use from what is not.
 //
-// Windows leave nothing: their memory has no name (transport.HostMemory).
-// Older builds named their segments /dev/shm/luacoll-JOB-rR-sS; such a
-// file is in use while any process maps it or holds it open. Temporary
-// directories (the REPL's control socket) are named
-// luacoll-KIND-PID-RANDOM after the process that made them, which uses
-// them while it runs.
+// Windows leave nothing: their memory has no name (shm.HostMemory). Older
+// builds named their segments /dev/shm/luacoll-JOB-rR-sS; such a file is
+// in use while any process maps it or holds it open. Temporary directories
+// are named luacoll-KIND-PID-RANDOM after the process that made them,
+// which uses them while it runs: the REPL's control socket (KIND repl)
+// and the private MPS control daemon of a job (KIND mps, made by the
+// launcher; the daemon outlives a launcher killed with SIGKILL, so
+// removing the directory stops the daemon first).
 
 // Leftover is a file or directory of a luacoll job.
 type Leftover struct {
@@ -46,8 +49,8 @@ func TempDir(kind string) (string, error) {
 }
 
 // FindLeftovers lists the luacoll segments in shmDir and luacoll
-// temporary directories in tmpDir, each with what still uses it.
-func FindLeftovers(shmDir, tmpDir string) ([]Leftover, error) {
+// temporary directories in tmpDirs, each with what still uses it.
+func FindLeftovers(shmDir string, tmpDirs ...string) ([]Leftover, error) {
 	var out []Leftover
 	var errs []error
 	held := map[string]string{}
@@ -71,7 +74,19 @@ func FindLeftovers(shmDir, tmpDir string) ([]Leftover, error) {
 	for i := range out {
 		out[i].InUse = held[out[i].Path]
 	}
-	if entries, err := os.ReadDir(tmpDir); err == nil {
+	seen := map[string]bool{}
+	for _, tmpDir := range tmpDirs {
+		if seen[tmpDir] {
+			continue
+		}
+		seen[tmpDir] = true
+		entries, err := os.ReadDir(tmpDir)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		for _, e := range entries {
 			m := tempDirRE.FindStringSubmatch(e.Name())
 			if m == nil || !e.IsDir() {
@@ -83,13 +98,14 @@ func FindLeftovers(shmDir, tmpDir string) ([]Leftover, error) {
 			}
 			p := filepath.Join(tmpDir, e.Name())
 			l := Leftover{Path: p, Kind: "directory", PID: pid}
+			if m[1] == "mps" {
+				l.Kind = "MPS directory"
+			}
 			if fi, err := e.Info(); err == nil && processSince(pid, fi.ModTime()) {
 				l.InUse = fmt.Sprintf("process %d, which made it, is running", pid)
 			}
 			out = append(out, l)
 		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		errs = append(errs, err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, errors.Join(errs...)
@@ -100,10 +116,35 @@ func RemoveLeftover(l Leftover) error {
 	if l.InUse != "" {
 		return fmt.Errorf("%s is in use (%s)", l.Path, l.InUse)
 	}
-	if l.Kind == "directory" {
+	switch l.Kind {
+	case "MPS directory":
+		return stopLeftoverMPS(l.Path)
+	case "directory":
 		return os.RemoveAll(l.Path)
 	}
 	return os.Remove(l.Path)
+}
+
+// stopLeftoverMPS stops the MPS control daemon of a job whose launcher is
+// gone (as the launcher would have: quit through the control program,
+// then SIGKILL to what is left of it) and removes its directory.
+func stopLeftoverMPS(dir string) error {
+	d := &mpsDaemon{cfg: MPSConfig{Control: MPSControlProgram, Timeout: 3 * time.Second}, dir: dir,
+		pipe: filepath.Join(dir, "mps-pipe"), logs: filepath.Join(dir, "mps-log")}
+	if p, err := exec.LookPath(MPSControlProgram); err == nil {
+		d.cfg.Control = p
+	}
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != EnvMPSPipe && k != EnvMPSLog {
+			d.env = append(d.env, kv)
+		}
+	}
+	d.env = append(d.env, EnvMPSPipe+"="+d.pipe, EnvMPSLog+"="+d.logs)
+	notes := d.stop()
+	if _, err := os.Stat(dir); err == nil {
+		return fmt.Errorf("%s: %s", dir, strings.Join(notes, "; "))
+	}
+	return nil
 }
 
 // holders says, for each of paths, which process maps it or holds it

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -111,4 +112,79 @@ func TestFindLeftovers(t *testing.T) {
 			t.Errorf("%s unused: removing it gave %v, and it exists: %v", l.Path, err, serr == nil)
 		}
 	}
+}
+
+// The MPS directory of a job whose launcher is gone is removed after its
+// daemon is stopped (told to quit through the control program); a live
+// launcher's is kept, its daemon running.
+func TestCleanStopsALeftoverMPSDaemon(t *testing.T) {
+	control, record := writeFakeMPS(t)
+	t.Setenv("PATH", filepath.Dir(control)+":"+os.Getenv("PATH"))
+	t.Setenv("FAKE_MPS_RECORD", record)
+	tmp := t.TempDir()
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	// What startMPS makes, for a launcher that is gone and for this one.
+	daemon := func(launcher int) (dir string, pid int) {
+		dir, err := os.MkdirTemp(tmp, fmt.Sprintf("luacoll-mps-%d-job-", launcher))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pipe, logs := filepath.Join(dir, "mps-pipe"), filepath.Join(dir, "mps-log")
+		for _, p := range []string{pipe, logs} {
+			if err := os.Mkdir(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command(control, "-d")
+		cmd.Env = append(os.Environ(), EnvMPSPipe+"="+pipe, EnvMPSLog+"="+logs)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("fake daemon: %v %s", err, out)
+		}
+		b, err := os.ReadFile(filepath.Join(logs, "daemon.pid"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+		return dir, pid
+	}
+	deadDir, deadPID := daemon(gone.Process.Pid)
+	liveDir, livePID := daemon(os.Getpid())
+	found, err := FindLeftovers(t.TempDir(), tmp)
+	if err != nil || len(found) != 2 {
+		t.Fatalf("found %+v, %v", found, err)
+	}
+	for _, l := range found {
+		if l.Kind != "MPS directory" {
+			t.Errorf("%s: kind %q", l.Path, l.Kind)
+		}
+		if (l.Path == liveDir) != (l.InUse != "") {
+			t.Errorf("%s: in use %q", l.Path, l.InUse)
+		}
+		if l.InUse == "" {
+			if err := RemoveLeftover(l); err != nil {
+				t.Errorf("removing %s: %v", l.Path, err)
+			}
+		}
+	}
+	if _, err := os.Stat(deadDir); !os.IsNotExist(err) {
+		t.Errorf("%s left: %v", deadDir, err)
+	}
+	if syscall.Kill(deadPID, 0) == nil && !zombie(deadPID) {
+		t.Errorf("the gone job's daemon %d still runs", deadPID)
+	}
+	if c := readMPSRecord(t, record); len(c.quit) != 1 || c.quit[0] != filepath.Join(deadDir, "mps-pipe") {
+		t.Errorf("quit sent to %v, want the gone job's pipe only", c.quit)
+	}
+	if _, err := os.Stat(liveDir); err != nil || syscall.Kill(livePID, 0) != nil {
+		t.Errorf("the live job's directory (%v) or daemon went", err)
+	}
+}
+
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err != nil || strings.Contains(string(b), ") Z ")
 }
