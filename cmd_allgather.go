@@ -44,18 +44,20 @@ type agFlags struct {
 	vsNCCL, vsDirect bool
 	jsonOut, plot    string
 	cmdline          string
+	// skipped are the sizes below one chunk a rank (bench.AGChunkAlign).
+	skipped []uint64
 }
 
 func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("bench allgather", benchAllgatherUsage, stderr)
 	var f agFlags
-	f.rank.register(fs)
+	f.rank.register(fs, 2)
 	fs.StringVar(&f.minS, "b", "", "smallest total size (default 1K)")
 	fs.StringVar(&f.maxS, "e", "", "largest total size (default 1G on cuda, 64M on host)")
 	fs.IntVar(&f.factor, "f", 4, "size multiplication factor")
 	fs.IntVar(&f.iters, "iters", 20, "timed execs per size")
 	fs.IntVar(&f.warmup, "w", 5, "warmup execs per size")
-	fs.IntVar(&f.warmup, "warmup", 5, "warmup execs per size (same as -w)")
+	fs.IntVar(&f.warmup, "warmup", 5, "warmup execs per size")
 	fs.StringVar(&f.algo, "algo", "auto", "direct, auto, pipeline, or a schedule of scripts/lib/allgather.lua run through Lua: lua:ring, lua:direct, lua:hier")
 	fs.StringVar(&f.path, "path", "ce", "data path on CUDA: ce (copy engines, SM-free replay), sm (one kernel per exec: flagged lines up to 64 KiB per rank, then SM puts; from 128 MiB per rank copy-engine puts beside a copy kernel) or auto (a window's default path, with which the all-gather runs as on ce)")
 	fs.BoolVar(&f.stress, "stress", false, "after each size's timed execs, --iters more with new data each time, every one checked, rank 1 delayed at random")
@@ -80,15 +82,21 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	if err == nil && (!isRank || env.Rank == 0) {
 		err = f.checkFiles()
 	}
+	n := f.rank.n
+	if n == 0 {
+		n = 2
+	}
+	if err == nil && isRank {
+		n = env.Size
+	}
+	if err == nil {
+		sizes, err = f.dropTiny(sizes, n)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
 		return 2
 	}
 	if !isRank {
-		n := f.rank.n
-		if n == 0 {
-			n = 2
-		}
 		mps, err := f.rank.mpsLaunch(n, "bench allgather", stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
@@ -119,8 +127,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	}
 	comm, err := engine.Open(ctx, env, f.rank.options(), cudaBackend)
 	if err != nil {
-		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
-		return 1
+		return engine.ReportOpenError(stderr, "luacoll bench allgather: ", env, err)
 	}
 	if err := runBenchAllgather(ctx, comm, f, sizes, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "luacoll bench allgather: rank %d: %v\n", env.Rank, err)
@@ -180,6 +187,9 @@ func (f *agFlags) check() ([]uint64, error) {
 			}
 		}
 	}
+	if f.vsNCCL && f.rank.device != "cuda" {
+		return nil, fmt.Errorf("--vs nccl: NCCL runs on GPUs: it needs --device cuda (this run is on --device %s)", f.rank.device)
+	}
 	if f.vsDirect && !strings.HasPrefix(f.algo, "lua:") {
 		return nil, fmt.Errorf("--vs direct: compares a Lua schedule (--algo lua:ring, lua:direct or lua:hier) with the built-in all-gather; --algo is %s", f.algo)
 	}
@@ -208,6 +218,26 @@ func (f *agFlags) check() ([]uint64, error) {
 	return sizes, nil
 }
 
+// dropTiny drops the sizes below one chunk a rank for n ranks (they
+// would measure nothing) and keeps them in f.skipped; none left is an
+// error.
+func (f *agFlags) dropTiny(sizes []uint64, n int) ([]uint64, error) {
+	var kept []uint64
+	f.skipped = nil
+	for _, s := range sizes {
+		if bench.AGChunk(s, uint64(n)) == 0 {
+			f.skipped = append(f.skipped, s)
+		} else {
+			kept = append(kept, s)
+		}
+	}
+	if len(kept) == 0 {
+		return nil, fmt.Errorf("-b %s -e %s: every size is below %d bytes, the smallest all-gather of %d ranks (%d bytes a rank)",
+			f.minS, f.maxS, n*bench.AGChunkAlign, n, bench.AGChunkAlign)
+	}
+	return kept, nil
+}
+
 // checkFiles refuses a --plot or --json name that cannot be written, so
 // that the run fails before it measures anything rather than after (rank 0
 // writes them, at the end).
@@ -230,25 +260,27 @@ func (f *agFlags) checkFiles() error {
 
 // agMeta is the first JSON line: the run's metadata.
 type agMeta struct {
-	Kind     string            `json:"kind"`
-	Command  string            `json:"command"`
-	Version  string            `json:"luacoll_version"`
-	Revision string            `json:"git_revision"`
-	Backend  string            `json:"backend"`
-	Ranks    int               `json:"ranks"`
-	Iters    int               `json:"iters"`
-	Warmup   int               `json:"warmup"`
-	Algo     string            `json:"algo"`
-	Graph    bool              `json:"graph"`
-	InPlace  bool              `json:"in_place"`
-	Driver   int               `json:"cuda_driver,omitempty"`
-	GPUs     []string          `json:"gpus,omitempty"`
-	CPUs     []string          `json:"cpus"` // per rank
-	CPUBind  string            `json:"cpu_bind"`
-	Topology [][]string        `json:"topology,omitempty"`
-	NCCL     string            `json:"nccl"`
-	Info     map[string]string `json:"allgather_info"`
-	Time     string            `json:"time"`
+	Kind     string         `json:"kind"`
+	Command  string         `json:"command"`
+	Version  string         `json:"luacoll_version"`
+	Revision string         `json:"git_revision"`
+	Backend  string         `json:"backend"`
+	Ranks    int            `json:"ranks"`
+	Iters    int            `json:"iters"`
+	Warmup   int            `json:"warmup"`
+	Algo     string         `json:"algo"`
+	Graph    bool           `json:"graph"`
+	InPlace  bool           `json:"in_place"`
+	Stress   bool           `json:"stress"`
+	Skipped  []uint64       `json:"skipped_sizes,omitempty"`
+	Driver   int            `json:"cuda_driver,omitempty"`
+	GPUs     []string       `json:"gpus,omitempty"`
+	CPUs     []string       `json:"cpus"` // per rank
+	CPUBind  string         `json:"cpu_bind"`
+	Topology [][]string     `json:"topology,omitempty"`
+	NCCL     string         `json:"nccl"`
+	Info     map[string]any `json:"allgather_info"`
+	Time     string         `json:"time"`
 }
 
 func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []uint64, stdout, stderr io.Writer) error {
@@ -286,7 +318,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	}
 	meta := agMeta{Kind: "meta", Command: f.cmdline,
 		Version: versionString(), Revision: buildRevision(), Backend: c.Backend.Name(), Ranks: c.Env.Size,
-		Iters: f.iters, Warmup: f.warmup, Algo: f.algo, Graph: f.graph, InPlace: f.inPlace, NCCL: res.NCCL, Info: res.Info,
+		Iters: f.iters, Warmup: f.warmup, Algo: f.algo, Graph: f.graph, InPlace: f.inPlace, Stress: f.stress, Skipped: f.skipped, NCCL: res.NCCL, Info: res.Info,
 		CPUs: cpus, CPUBind: c.Opts.CPUBind, Time: time.Now().UTC().Format(time.RFC3339)}
 	if c.Opts.Device == "cuda" {
 		pi := cuda.Probe()
@@ -302,8 +334,16 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	}
 	fmt.Fprintf(stdout, "# algo %s (runs %s, path %s), graph %v, %s, %d warmup + %d timed execs back to back per size\n",
 		f.algo, res.Info["algo"], res.Info["path"], f.graph, place, f.warmup, f.iters)
-	if nodes := res.Info["graph_nodes"]; nodes != "" {
+	if nodes, _ := res.Info["graph_nodes"].(string); nodes != "" {
 		fmt.Fprintf(stdout, "# luacoll graph nodes per exec: %s\n", nodes)
+	}
+	if len(f.skipped) > 0 {
+		list := make([]string, len(f.skipped))
+		for i, v := range f.skipped {
+			list[i] = fmt.Sprint(v)
+		}
+		fmt.Fprintf(stdout, "# skipped sizes below %d bytes (%d bytes a rank at least): %s\n",
+			uint64(c.Env.Size)*bench.AGChunkAlign, bench.AGChunkAlign, strings.Join(list, ", "))
 	}
 	if res.NCCLNodes != "" {
 		fmt.Fprintf(stdout, "# NCCL graph nodes per op: %s\n", res.NCCLNodes)
@@ -316,7 +356,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		fmt.Fprintf(stdout, "# baseline: built-in direct all-gather (path %s), eager, same window and buffers\n", res.Info["builtin_path"])
 	}
 	fmt.Fprintf(stdout, "# baseline: %s\n", res.NCCL)
-	if note := res.Info["note"]; note != "" {
+	if note, _ := res.Info["note"].(string); note != "" {
 		fmt.Fprintf(stdout, "# note: %s\n", note)
 	}
 	fmt.Fprintf(stdout, "# %12s %12s %6s %10s %8s %8s %7s", "size(B)", "count", "type", "time(us)", "algbw", "busbw", "#wrong")

@@ -124,6 +124,8 @@ func TestBenchAllgatherVsErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--vs", "direct"}, "--vs direct: compares a Lua schedule"},
+		{[]string{"--vs", "nccl"}, "--vs nccl: NCCL runs on GPUs: it needs --device cuda"},
+		{[]string{"-b", "3", "-e", "5"}, "-b 3 -e 5: every size is below 32 bytes, the smallest all-gather of 2 ranks (16 bytes a rank)"},
 		{[]string{"--vs", "nccl,mpi", "--algo", "lua:ring"}, `unknown baseline "mpi"`},
 		{[]string{"--vs", "", "--algo", "lua:ring", "--graph"}, "--graph needs --device cuda"},
 		{[]string{"--algo", "lua:direct", "--inplace"}, "--inplace works with the built-in algorithms only"},
@@ -175,5 +177,65 @@ func TestBenchAllgatherInPlace(t *testing.T) {
 	}
 	if len(meta.CPUs) != 3 || meta.CPUs[0] == "" || meta.CPUBind != "auto" {
 		t.Errorf("meta line: cpus %q, cpu_bind %q", meta.CPUs, meta.CPUBind)
+	}
+}
+
+// Sizes below 16 bytes a rank (the all-gather's smallest chunk) are
+// skipped and said so, in the header and the JSON metadata, and no row of
+// size 0 is printed; the metadata also says --stress.
+func TestBenchAllgatherSkipsTinySizes(t *testing.T) {
+	js := filepath.Join(t.TempDir(), "ag.jsonl")
+	r := luacoll(t, nil, "bench", "allgather", "-n", "2", "-b", "8", "-e", "64", "-f", "2", "--iters", "3", "--stress", "--json", js)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "# skipped sizes below 32 bytes (16 bytes a rank at least): 8, 16") {
+		t.Errorf("no note of the skipped sizes:\n%s", r.stdout)
+	}
+	rows := tableRows(r.stdout, 7)
+	if len(rows) != 2 || rows[0][0] != "32" || rows[1][0] != "64" {
+		t.Errorf("rows %v, want sizes 32 and 64:\n%s", rows, r.stdout)
+	}
+	data, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	var meta struct {
+		Skipped []uint64 `json:"skipped_sizes"`
+		Stress  bool     `json:"stress"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &meta); err != nil || len(meta.Skipped) != 2 || !meta.Stress {
+		t.Errorf("meta line (%v): %s", err, lines[0])
+	}
+	if len(lines) != 3 {
+		t.Errorf("%d JSON lines, want the meta line and 2 rows:\n%s", len(lines), data)
+	}
+}
+
+// help bench allgather is that command's help; every flag is listed once
+// (-w and -warmup on one line); -n says each command's default.
+func TestBenchAllgatherHelp(t *testing.T) {
+	r := luacoll(t, nil, "help", "bench", "allgather")
+	out := r.stdout + r.stderr
+	if r.code != 0 || !strings.Contains(out, "Usage: luacoll bench allgather") {
+		t.Fatalf("exit %d:\n%s", r.code, out)
+	}
+	if n := strings.Count(out, "warmup execs per size"); n != 1 || !strings.Contains(out, "  -w, -warmup int") {
+		t.Errorf("-w/-warmup listed %d times:\n%s", n, out)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"help", "bench", "allgather"}, "number of ranks to start (default 2;"},
+		{[]string{"help", "bench", "put"}, "number of ranks to start (default 2;"},
+		{[]string{"help", "run"}, "number of ranks to start (default 1;"},
+		{[]string{"help", "repl"}, "number of ranks to start (default 1;"},
+	} {
+		r := luacoll(t, nil, c.args...)
+		if out := r.stdout + r.stderr; !strings.Contains(out, c.want) {
+			t.Errorf("%v does not say %q:\n%s", c.args, c.want, out)
+		}
 	}
 }

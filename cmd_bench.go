@@ -66,7 +66,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := newFlagSet("bench "+what, benchUsage, stderr)
 	var f rankFlags
-	f.register(fs)
+	f.register(fs, 2)
 	minS := fs.String("b", "1M", "smallest size (put)")
 	maxS := fs.String("e", "256M", "largest size (put)")
 	factor := fs.Int("f", 4, "size multiplication factor (put)")
@@ -165,8 +165,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	comm, err := engine.Open(ctx, env, f.options(), cudaBackend)
 	if err != nil {
-		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-		return 1
+		return engine.ReportOpenError(stderr, "luacoll bench: ", env, err)
 	}
 	err = runBench(ctx, comm, what, lo, hi, *factor, *iters, *path, *bidir, *mode, symModes, *jsonOut, stdout, stderr)
 	if err != nil {
@@ -211,7 +210,7 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		}
 		if me == 0 {
 			fmt.Fprintln(stdout, header)
-			ref := "copy = plain in-process copy of the same size"
+			ref := "ref = plain in-process copy of the same size"
 			if c.Opts.Device == "cuda" {
 				ref = "ref = cuMemcpyAsync of the same bytes to the peer's memory (peer copy); both timed by events on the device"
 			}

@@ -39,7 +39,7 @@ func cmdInfo(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintf(stdout, "luacoll %s\nhost: %s, %d CPUs, %s/%s\n", versionString(), host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(stdout, "host backend: available (POSIX shared memory in /dev/shm)\n")
+	fmt.Fprintf(stdout, "host backend: available (shared memory from memfd_create, passed between ranks over Unix sockets)\n")
 	fmt.Fprint(stdout, info.String())
 	return 0
 }

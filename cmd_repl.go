@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/luacoll/luacoll/engine/launch"
+	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/repl"
 )
 
@@ -15,13 +16,18 @@ import (
 const historyName = ".luacoll_history"
 
 func cmdRepl(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("repl", "luacoll repl [-n N] [--device host|cuda] [--timeout D] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc auto|legacy|vmm] [--symmetric auto|on|off] [--mps auto|on|off] [--trace FILE]\n\n"+
+	fs := newFlagSet("repl", "luacoll repl [-n N] [--device host|cuda] [--timeout D] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc auto|legacy|vmm] [--symmetric auto|on|off] [--mps auto|on|off] [--trace FILE] [-e CODE]... [-i FILE [args...]]\n\n"+
 		"Starts N ranks and one prompt. Every Lua chunk runs on every rank (:on 0,2 picks some)\n"+
-		"and the answers come back grouped by rank, identical ones once. :help at the prompt\n"+
-		"lists the commands; Ctrl-C interrupts a chunk, Ctrl-D quits. With stdin not a terminal\n"+
-		"it reads chunks without prompts or colours, and exits 1 when a chunk failed or a rank died.", stderr)
+		"and the answers come back grouped by rank, identical ones once; tables show their\n"+
+		"contents. -e CODE and -i FILE ARGS run first, as with lua. :help at the prompt\n"+
+		"lists the commands; Ctrl-C interrupts a chunk, Ctrl-D quits. At a terminal, lines are kept\n"+
+		"in ~/.luacoll_history (the last 1000). With stdin not a terminal it reads chunks without\n"+
+		"prompts, colours or history, and exits 1 when a chunk failed or a rank died.", stderr)
 	var f rankFlags
-	f.register(fs)
+	f.register(fs, 1)
+	var exec chunkList
+	fs.Var(&exec, "e", "run CODE on every rank before the prompt (may be given more than once; as lua -e)")
+	script := fs.String("i", "", "run FILE on every rank before the prompt, with the arguments after the flags in arg and ... (as lua -i FILE ARGS)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -29,9 +35,18 @@ func cmdRepl(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll repl: %v\n", err)
 		return 2
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "luacoll repl: unexpected argument %q (run a file with :load FILE at the prompt)\n", fs.Arg(0))
+	if fs.NArg() > 0 && *script == "" {
+		fmt.Fprintf(stderr, "luacoll repl: unexpected argument %q (-i FILE ARGS runs a file first; :load FILE ARGS at the prompt)\n", fs.Arg(0))
 		return 2
+	}
+	before := []repl.Chunk(exec)
+	if *script != "" {
+		src, name, err := luabind.LoadScript(*script)
+		if err != nil {
+			fmt.Fprintf(stderr, "luacoll repl: -i: %v\n", err)
+			return 2
+		}
+		before = append(before, repl.Chunk{Code: string(src), Name: name, Script: true, Args: fs.Args()})
 	}
 	if f.noPrefix {
 		fmt.Fprintln(stderr, "luacoll repl: --no-prefix: the REPL always labels answers with their ranks ([0-3] 42)")
@@ -79,8 +94,18 @@ func cmdRepl(args []string, stdout, stderr io.Writer) int {
 	color := terminal && repl.IsTerminal(os.Stdout) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
 	return repl.Run(context.Background(), repl.Config{N: n, Timeout: f.timeout,
 		Exe: exe, Args: append([]string{"repl"}, args...), Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
-		Terminal: terminal, Color: color, HistoryFile: history, MPS: mps,
+		Terminal: terminal, Color: color, HistoryFile: history, MPS: mps, Before: before,
 		Launch: func(ctx context.Context, lc launch.LaunchConfig) (launch.LaunchResult, error) {
 			return f.launch(ctx, lc, "repl", stderr)
 		}})
+}
+
+// chunkList collects -e chunks in order.
+type chunkList []repl.Chunk
+
+func (c *chunkList) String() string { return "" }
+
+func (c *chunkList) Set(code string) error {
+	*c = append(*c, repl.Chunk{Code: code, Name: "(command line)"})
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/luacoll/luacoll/engine/launch"
@@ -20,7 +21,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		"window operation from enqueue to completion, syncs, collectives, errors) for\n"+
 		"ui.perfetto.dev or chrome://tracing.", stderr)
 	var f rankFlags
-	f.register(fs)
+	f.register(fs, 1)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -32,9 +33,16 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		script, scriptArgs = fs.Arg(0), fs.Args()[1:]
 	}
-	if _, _, err := luabind.LoadScript(script); err != nil {
+	src, name, err := luabind.LoadScript(script)
+	if err != nil {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
 		return 2
+	}
+	// A script that does not compile is said once, before any rank starts
+	// (each rank would say it again).
+	if err := luabind.ScriptSyntax(string(src), name); err != nil {
+		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+		return 1
 	}
 	ctx, stop := signalContext()
 	defer stop()
@@ -43,9 +51,21 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
 		return 2
 	}
+	// Once per job: by the launcher, or by rank 0 of another launcher.
+	if odd := flagLookalikes(fs, scriptArgs); len(odd) > 0 && (!isRank || (env.Source != launch.SourceLuacoll && env.Rank == 0)) {
+		what := "is one of the script's arguments"
+		if len(odd) > 1 {
+			what = "are the script's arguments"
+		}
+		fmt.Fprintf(stderr, "luacoll run: warning: %s after the script name %s (arg[1], ...); luacoll's flags go before the script name\n",
+			strings.Join(odd, ", "), what)
+	}
 	opts := luabind.RunOptions{Comm: f.options(), Script: script, Args: scriptArgs,
 		Stdout: stdout, Stderr: stderr, CUDA: cudaBackend}
 	if isRank {
+		if f.noPrefix {
+			env.Prefixed = true // the rank adds no [rank] prefix of its own
+		}
 		if f.n != 0 && f.n != env.Size {
 			fmt.Fprintf(stderr, "luacoll run: -n %d, but the launcher (%s) says the world size is %d\n", f.n, env.Source, env.Size)
 			return 2

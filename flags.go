@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,9 +42,11 @@ type rankFlags struct {
 	fs        *flag.FlagSet
 }
 
-func (f *rankFlags) register(fs *flag.FlagSet) {
+// register adds the flags to fs; defaultN is the command's number of
+// ranks when -n is not given.
+func (f *rankFlags) register(fs *flag.FlagSet, defaultN int) {
 	f.fs = fs
-	fs.IntVar(&f.n, "n", 0, "number of ranks to start (default 1; under an external launcher, its world size)")
+	fs.IntVar(&f.n, "n", 0, fmt.Sprintf("number of ranks to start (default %d; under an external launcher, its world size)", defaultN))
 	fs.StringVar(&f.device, "device", "host", "where memory and streams live: host or cuda")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "default timeout of every wait and bootstrap call (e.g. 500ms, 30s)")
 	fs.BoolVar(&f.noPrefix, "no-prefix", false, "do not prefix output lines with [rank]")
@@ -257,14 +260,52 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	return fs
 }
 
-// parse handles --help (exit 0) and bad flags (exit 2).
+// printDefaults is flag.PrintDefaults with the flags that set the same
+// variable (-w and -warmup) on one line: "-w, -warmup int".
+func printDefaults(fs *flag.FlagSet) {
+	var groups [][]*flag.Flag
+	seen := map[flag.Value]int{}
+	fs.VisitAll(func(fl *flag.Flag) {
+		if i, ok := seen[fl.Value]; ok {
+			groups[i] = append(groups[i], fl)
+			return
+		}
+		seen[fl.Value] = len(groups)
+		groups = append(groups, []*flag.Flag{fl})
+	})
+	for _, g := range groups {
+		var b strings.Builder
+		names := make([]string, len(g))
+		for i, fl := range g {
+			names[i] = "-" + fl.Name
+		}
+		sort.Slice(names, func(i, j int) bool { return len(names[i]) < len(names[j]) })
+		fmt.Fprintf(&b, "  %s", strings.Join(names, ", "))
+		kind, usage := flag.UnquoteUsage(g[0])
+		if kind != "" {
+			b.WriteString(" " + kind)
+		}
+		b.WriteString("\n    \t")
+		b.WriteString(strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if d := g[0].DefValue; d != "" && d != "0" && d != "false" && !strings.Contains(usage, "(default") {
+			if kind == "string" {
+				d = strconv.Quote(d)
+			}
+			fmt.Fprintf(&b, " (default %s)", d)
+		}
+		fmt.Fprintln(fs.Output(), b.String())
+	}
+}
+
+// parse handles --help (exit 0) and bad flags (exit 2). The attached form
+// of one-letter flags ("-n2") is accepted too (see expandAttached).
 func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(expandAttached(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0, false
 		}
@@ -285,4 +326,69 @@ func cudaBackend(env launch.RankEnv, job string, gpus []int) (transport.Backend,
 		return nil, err
 	}
 	return b, nil
+}
+
+// isBool reports whether fl is a flag that takes no value.
+func isBool(fl *flag.Flag) bool {
+	b, ok := fl.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// expandAttached splits the attached form of a one-letter flag that takes
+// a value ("-n2", "--b1K") into the flag and its value, as getopt does;
+// the flag package knows only "-n 2" and "-n=2". It looks at the flags
+// before the first other argument (the script), skipping the values of
+// flags given as "-timeout 1s", and leaves a word alone when it is a flag
+// of its own.
+func expandAttached(fs *flag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || len(a) < 2 || a[0] != '-' {
+			return append(out, args[i:]...)
+		}
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if name == "" || strings.Contains(name, "=") {
+			out = append(out, a)
+			continue
+		}
+		if fl := fs.Lookup(name); fl != nil {
+			out = append(out, a)
+			if !isBool(fl) && i+1 < len(args) {
+				i++
+				out = append(out, args[i])
+			}
+			continue
+		}
+		if fl := fs.Lookup(name[:1]); fl != nil && !isBool(fl) && len(name) > 1 {
+			dashes := a[:len(a)-len(name)]
+			out = append(out, dashes+name[:1], name[1:])
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// flagLookalikes lists the arguments (after the script) that name a flag
+// of fs, attached values and all: they go to the script, which is seldom
+// what was meant.
+func flagLookalikes(fs *flag.FlagSet, args []string) []string {
+	var out []string
+	for _, a := range args {
+		if len(a) < 2 || a[0] != '-' || a == "--" {
+			continue
+		}
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		name, _, _ = strings.Cut(name, "=")
+		if name == "" {
+			continue
+		}
+		if fs.Lookup(name) != nil {
+			out = append(out, a)
+		} else if fl := fs.Lookup(name[:1]); fl != nil && !isBool(fl) && len(name) > 1 {
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/luacoll/luacoll/luabind"
+	"github.com/luacoll/luacoll/scripts"
 )
 
-const usage = `luacoll: one-sided communication scripted in Lua, on N ranks, host or GPU.
+const usageText = `luacoll: one-sided communication scripted in Lua, on N ranks, host or GPU.
 
 Usage:
   luacoll run [-n N] [flags] [script.lua [args...]]     run a script on N ranks (default: the tour)
@@ -18,13 +20,15 @@ Usage:
   luacoll check [-n N] script.lua                       verify every plan a script makes, run none
   luacoll bench put|pingpong|barrier|allgather [flags]  measure the window stack and the all-gather
   luacoll info                                          GPUs, links, capabilities, libraries
+  luacoll clean [--dry-run]                             remove what killed jobs left (never a running job's)
   luacoll docs [-o FILE]                                write the Lua API reference (Markdown)
   luacoll version                                       version and build
   luacoll help [command]                                this text, or a command's flags
 
-Scripts are files, or embedded ones by name: examples/tour.lua, examples/info.lua,
-bench/pingpong.lua, bench/put_bw.lua; require() finds files next to the script and the embedded
-lib/ modules (allgather, alltoall, barrier). In Lua, help() lists the API.
+Scripts are files, or embedded ones by name:
+%s
+require() finds files next to the script and the embedded lib/ modules (allgather, alltoall,
+barrier). In Lua, help() lists the API.
 
 --trace FILE (run, repl, bench) writes a timeline of every rank: a slice per window
 operation from enqueue to completion, syncs, collectives and errors, clocks aligned
@@ -35,6 +39,21 @@ OMPI_COMM_WORLD_RANK/SIZE), 'luacoll run script.lua' runs as that one rank and
 meets the others at MASTER_ADDR:MASTER_PORT or LUACOLL_ADDR.
 `
 
+// usage is the text of 'luacoll help', with the embedded scripts' names.
+func usage() string {
+	var b strings.Builder
+	line := " "
+	for _, n := range scripts.Names() {
+		if len(line)+len(n)+1 > 96 {
+			b.WriteString(line + "\n")
+			line = " "
+		}
+		line += " " + n
+	}
+	b.WriteString(line)
+	return fmt.Sprintf(usageText, b.String())
+}
+
 func main() {
 	luabind.Version = version
 	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
@@ -42,7 +61,7 @@ func main() {
 
 func realMain(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return 2
 	}
 	cmd, rest := args[0], args[1:]
@@ -59,15 +78,18 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return cmdInfo(rest, stdout, stderr)
 	case "docs":
 		return cmdDocs(rest, stdout, stderr)
+	case "clean":
+		return cmdClean(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		return cmdVersion(stdout)
 	case "help", "-h", "--help", "-help":
 		if len(rest) > 0 && rest[0] != "help" {
-			return realMain([]string{rest[0], "--help"}, stdout, stderr)
+			// "help bench allgather" is "bench allgather --help".
+			return realMain(append(append([]string(nil), rest...), "--help"), stdout, stderr)
 		}
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return 0
 	}
-	fmt.Fprintf(stderr, "luacoll: unknown command %q\n\n%s", cmd, usage)
+	fmt.Fprintf(stderr, "luacoll: unknown command %q\n\n%s", cmd, usage())
 	return 2
 }

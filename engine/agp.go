@@ -16,9 +16,10 @@ import (
 // Persistent all-gather (AGP).
 //
 // An AllGather owns two slots of its window for as long as it lives: the
-// window's last signal slot and its last barrier slot. Scripts must not use
-// them (nor reset the window's signals) while an AllGather exists on the
-// window, and a window holds at most one AllGather at a time.
+// window's last signal slot and its last barrier slot (Comm.ReservedSlots
+// names them; the Lua API refuses a script's own signals, waits, barriers
+// and inbox resets there while the AllGather lives), and a window holds at
+// most one AllGather at a time.
 //
 // Protocol of exec k (k counts the execs of the window's all-gathers):
 //
@@ -437,21 +438,22 @@ func (ag *AllGather) failWhat(cause error) string {
 // Destroyed reports whether Destroy was called.
 func (ag *AllGather) Destroyed() bool { return ag.destroyed }
 
-// Info says what was requested and what actually runs.
-func (ag *AllGather) Info() map[string]string {
-	m := map[string]string{
+// Info says what was requested and what actually runs: strings, except
+// signal_slot and barrier_slot and execs (ints), graph (a bool).
+func (ag *AllGather) Info() map[string]any {
+	m := map[string]any{
 		"algo_requested": ag.algo,
 		"algo":           ag.run,
 		"path":           ag.path,
-		"graph":          "off",
-		"signal_slot":    fmt.Sprint(ag.sig),
-		"barrier_slot":   fmt.Sprint(ag.bar),
+		"graph":          false,
+		"signal_slot":    ag.sig,
+		"barrier_slot":   ag.bar,
 	}
 	if ag.dev != nil {
 		m["sync"] = "device exec counter, one-thread ready/done kernels"
-		m["execs"] = fmt.Sprint(ag.dev.Count())
+		m["execs"] = int(ag.dev.Count())
 		if ag.graph {
-			m["graph"] = "on"
+			m["graph"] = true
 			if nodes := ag.dev.GraphNodes(); nodes != nil {
 				m["graph_nodes"] = tcuda.NodesString(nodes)
 			} else {
@@ -468,6 +470,19 @@ func (ag *AllGather) Info() map[string]string {
 		m["state"] = "ready"
 	}
 	return m
+}
+
+// ReservedSlots says which of w's slots a live persistent all-gather owns
+// (its signal slot and its barrier slot), if any: the script's own
+// signals, waits and barriers there would corrupt its tags.
+func (c *Comm) ReservedSlots(w *window.Window) (sig, bar int, ok bool) {
+	c.agMu.Lock()
+	defer c.agMu.Unlock()
+	ag := c.agActive[w]
+	if ag == nil {
+		return 0, 0, false
+	}
+	return ag.sig, ag.bar, true
 }
 
 // Destroy is collective: it waits for this rank's stream, meets every rank

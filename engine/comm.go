@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime"
@@ -61,7 +62,17 @@ type Comm struct {
 	// CPUs are the CPUs this process may run on once the job is open.
 	CPUs []int
 
+	// Refuse, when set, is asked before every collective call (with the
+	// call's description); an error refuses the call on this rank before
+	// any rank is contacted or the call counted. The REPL sets it while a
+	// chunk runs on some ranks only, whose collectives could never meet.
+	Refuse func(call string) error
+
 	collSeq int
+	// collBase is collSeq when Open returned: the collectives of the
+	// start-up are not the script's, and the mismatch error counts the
+	// script's.
+	collBase int
 	// agActive is each window's live persistent all-gather (one at most).
 	agMu     sync.Mutex
 	agActive map[*window.Window]*AllGather
@@ -104,11 +115,11 @@ func Open(ctx context.Context, env launch.RankEnv, opts Options, cudaOpen CUDABa
 	boot, err := bootstrap.Connect(ctx, cfg)
 	if err != nil {
 		if strings.HasPrefix(env.Addr, bootstrap.UnixPrefix) && env.Rank != 0 && ctx.Err() == nil {
-			return nil, fmt.Errorf("rank %d: bootstrap: %w (%s said every rank is on this host, so the job "+
+			return nil, fmt.Errorf("rank %d: %w (%s said every rank is on this host, so the job "+
 				"meets at that socket; if rank 0 runs elsewhere, set %s=host:port for every rank)",
 				env.Rank, err, env.Source, launch.EnvAddr)
 		}
-		return nil, fmt.Errorf("rank %d: bootstrap: %w", env.Rank, err)
+		return nil, fmt.Errorf("rank %d: %w", env.Rank, err) // bootstrap errors say "bootstrap"
 	}
 	if env.JobID == "" {
 		env.JobID = boot.JobID()
@@ -142,6 +153,9 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 	if _, cerr := c.checked(ctx, "open(device="+opts.Device+")", []byte(status), true); cerr != nil {
 		if be != nil {
 			_ = be.Close()
+		}
+		if opts.Device == "cuda" {
+			cerr = fmt.Errorf("%w ('luacoll info' says which GPUs and libraries this machine has)", cerr)
 		}
 		if c.trace != nil {
 			_ = c.trace.Close(cerr)
@@ -179,6 +193,7 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 			s.Stamp() // a CUDA stream ties its clock to the host's at its first
 		}
 	}
+	c.collBase = c.collSeq
 	return c, nil
 }
 
@@ -205,33 +220,115 @@ func (c *Comm) openBackend(cudaOpen CUDABackend) (transport.Backend, error) {
 
 // MismatchError is a collective called differently on different ranks.
 type MismatchError struct {
+	// Seq counts the collectives since Open returned (the script's: 1 is
+	// its first); 0 is a collective of the start-up.
 	Seq   int
 	Calls []string // per rank
 }
 
 func (e *MismatchError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "collective call #%d differs across ranks:", e.Seq)
-	groups := map[string][]int{}
-	var order []string
-	for r, c := range e.Calls {
-		if _, ok := groups[c]; !ok {
-			order = append(order, c)
-		}
-		groups[c] = append(groups[c], r)
+	if e.Seq > 0 {
+		fmt.Fprintf(&b, "collective call #%d differs across ranks:", e.Seq)
+	} else {
+		b.WriteString("a start-up collective differs across ranks:")
 	}
+	order, groups := groupByText(e.Calls)
 	for _, c := range order {
-		fmt.Fprintf(&b, " ranks %s called %s;", rankList(groups[c]), c)
+		fmt.Fprintf(&b, " %s called %s;", rankList(groups[c]), c)
 	}
 	return strings.TrimSuffix(b.String(), ";")
 }
 
+// rankList words ranks in order as "rank 3", "ranks 0,2" or "ranks 0-3,5"
+// (runs of three or more as ranges).
 func rankList(rs []int) string {
-	s := make([]string, len(rs))
-	for i, r := range rs {
-		s[i] = fmt.Sprint(r)
+	var parts []string
+	for i := 0; i < len(rs); {
+		j := i
+		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
+			j++
+		}
+		switch {
+		case j-i >= 2:
+			parts = append(parts, fmt.Sprintf("%d-%d", rs[i], rs[j]))
+		case j == i+1:
+			parts = append(parts, fmt.Sprint(rs[i]), fmt.Sprint(rs[j]))
+		default:
+			parts = append(parts, fmt.Sprint(rs[i]))
+		}
+		i = j + 1
 	}
-	return strings.Join(s, ",")
+	if len(rs) == 1 {
+		return "rank " + parts[0]
+	}
+	return "ranks " + strings.Join(parts, ",")
+}
+
+// groupByText groups the ranks' texts: each distinct text once, in the
+// order of the first rank that has it, with its ranks ("" texts skipped).
+func groupByText(texts []string) (order []string, ranks map[string][]int) {
+	ranks = map[string][]int{}
+	for r, t := range texts {
+		if t == "" {
+			continue
+		}
+		if _, ok := ranks[t]; !ok {
+			order = append(order, t)
+		}
+		ranks[t] = append(ranks[t], r)
+	}
+	return order, ranks
+}
+
+// StatusError is a collective status call (CollectiveStatus, the backend
+// check of Open) that failed on some ranks: Msgs holds each rank's
+// message, "" where it succeeded. Every rank gets the same error.
+type StatusError struct {
+	Call string
+	Msgs []string
+}
+
+func (e *StatusError) Error() string {
+	order, ranks := groupByText(e.Msgs)
+	if len(order) == 1 {
+		return fmt.Sprintf("%s failed on %s: %s", e.Call, rankList(ranks[order[0]]), order[0])
+	}
+	parts := make([]string, len(order))
+	for i, m := range order {
+		parts[i] = fmt.Sprintf("%s: %s", rankList(ranks[m]), m)
+	}
+	return fmt.Sprintf("%s failed: %s", e.Call, strings.Join(parts, "; "))
+}
+
+// Reporter is the rank that prints the error for the whole job: the lowest
+// rank that failed.
+func (e *StatusError) Reporter() int {
+	for r, m := range e.Msgs {
+		if m != "" {
+			return r
+		}
+	}
+	return 0
+}
+
+// ReportOpenError prints an error of Open on w, after prefix ("luacoll: "),
+// and returns the rank's exit status. A StatusError is the same on every
+// rank: its Reporter prints it and exits 1; the others exit
+// launch.ExitPeerFailed and say nothing under luacoll's launcher (which
+// shows every rank's output together), one line under another (whose
+// ranks may write separate logs). Any other error is printed by the rank
+// that has it.
+func ReportOpenError(w io.Writer, prefix string, env launch.RankEnv, err error) int {
+	var se *StatusError
+	if errors.As(err, &se) && se.Reporter() != env.Rank {
+		if env.Source != launch.SourceLuacoll {
+			fmt.Fprintf(w, "%srank %d: the job did not start; rank %d says why\n", prefix, env.Rank, se.Reporter())
+		}
+		return launch.ExitPeerFailed
+	}
+	fmt.Fprintf(w, "%s%v\n", prefix, err)
+	return 1
 }
 
 // Collective is the entry of every collective call: it exchanges a hash of
@@ -268,6 +365,11 @@ func (c *Comm) SumInt(ctx context.Context, call string, v int) (int, error) {
 // checked exchanges call+data; with statusOnly, non-empty data is an error
 // message of that rank and any such message fails every rank.
 func (c *Comm) checked(ctx context.Context, call string, data []byte, statusOnly bool) ([][]byte, error) {
+	if c.Refuse != nil {
+		if err := c.Refuse(call); err != nil {
+			return nil, fmt.Errorf("rank %d: %w", c.Env.Rank, err)
+		}
+	}
 	if c.trace == nil {
 		return c.exchange(ctx, call, data, statusOnly)
 	}
@@ -308,17 +410,21 @@ func (c *Comm) exchange(ctx context.Context, call string, data []byte, statusOnl
 		}
 	}
 	if mismatch {
-		return nil, &MismatchError{Seq: c.collSeq, Calls: calls}
+		seq := 0
+		if c.Rank != nil {
+			seq = c.collSeq - c.collBase
+		}
+		return nil, &MismatchError{Seq: seq, Calls: calls}
 	}
 	if statusOnly {
-		var msgs []string
+		msgs := make([]string, len(out))
+		failed := false
 		for r, d := range out {
-			if len(d) > 0 {
-				msgs = append(msgs, fmt.Sprintf("rank %d: %s", r, d))
-			}
+			msgs[r] = string(d)
+			failed = failed || len(d) > 0
 		}
-		if len(msgs) > 0 {
-			return nil, fmt.Errorf("%s failed: %s", call, strings.Join(msgs, "; "))
+		if failed {
+			return nil, &StatusError{Call: call, Msgs: msgs}
 		}
 	}
 	return out, nil
@@ -350,7 +456,9 @@ func (c *Comm) NewWindow(ctx context.Context, call string, o window.Options) (*w
 	}
 	// The way the memory is shared, as resolved from each rank's --ipc,
 	// must agree too: the ways exchange different things. Each rank
-	// brings whether it could map a symmetric window.
+	// brings whether it could map a symmetric window. (The host backend
+	// shares its memory one way, whatever ipc and symmetric say: its check
+	// names the call alone.)
 	sym, why, applies := c.symmetricSupport()
 	status := []byte{0}
 	if sym {
@@ -359,7 +467,11 @@ func (c *Comm) NewWindow(ctx context.Context, call string, o window.Options) (*w
 	if !applies {
 		status[0] = 2
 	}
-	all, err := c.Collective(ctx, fmt.Sprintf("%s (ipc %s, symmetric %s)", call, o.IPC, o.Symmetric), append(status, why...))
+	check := call
+	if c.Opts.Device == "cuda" {
+		check = fmt.Sprintf("%s (ipc %s, symmetric %s)", call, o.IPC, o.Symmetric)
+	}
+	all, err := c.Collective(ctx, check, append(status, why...))
 	if err != nil {
 		return nil, err
 	}

@@ -83,9 +83,29 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 		}
 		procs[p] = true
 	}
-	mine := cpuset.Split(members, min, cpuset.CoreOf())[c.Env.Rank]
+	shares := cpuset.Split(members, min, cpuset.CoreOf())
+	mine := shares[c.Env.Rank]
 	if mine == nil {
-		return nil // too few CPUs for a share each
+		if mode != launch.CPUBindSpread {
+			return nil // too few CPUs for a share each: auto leaves them be
+		}
+		// Every rank computes the same shares: the same error everywhere,
+		// reported once (StatusError).
+		msgs := make([]string, len(members))
+		for r, m := range members {
+			if shares[r] != nil {
+				continue
+			}
+			peers := 0
+			for _, o := range members {
+				if o.Host == m.Host && cpuset.Format(o.CPUs) == cpuset.Format(m.CPUs) {
+					peers++
+				}
+			}
+			msgs[r] = fmt.Sprintf("%d ranks on one host share %d CPUs (%s): too few for one each (--cpu-bind auto or none runs them unbound)",
+				peers, len(m.CPUs), cpuset.Format(m.CPUs))
+		}
+		return &StatusError{Call: "cpu_bind(spread)", Msgs: msgs}
 	}
 	if err := cpuset.Apply(mine); err != nil {
 		_ = cpuset.Apply(allowed) // undo a partial binding

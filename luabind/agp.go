@@ -29,7 +29,7 @@ func agpEntries() []*Entry {
 	const g = "Persistent all-gather"
 	return []*Entry{
 		fn("lc.allgather_persistent", "{window, algo=\"auto\", graph=false}", "ag", g,
-			"**collective**: prepares an all-gather into `window` once: algo \"auto\" or \"direct\" (every rank puts its chunk straight into every peer, peers in the order rank+1, rank+2, ...) or \"pipeline\" (needs the network transport; on one node it runs direct); graph = true needs --device cuda. On CUDA the window's path picks the protocol: \"ce\" or \"auto\" moves data with the copy engines (a replayed graph runs no SM data kernel), \"sm\" runs each exec as one kernel (up to 64 KiB per rank as flagged lines, with no handshake). The all-gather owns the window's last signal slot and last barrier slot until destroyed; a window holds at most one.",
+			"**collective**: prepares an all-gather into `window` once: algo \"auto\" or \"direct\" (every rank puts its chunk straight into every peer, peers in the order rank+1, rank+2, ...) or \"pipeline\" (needs the network transport; on one node it runs direct); graph = true needs --device cuda. On CUDA the window's path picks the protocol: \"ce\" or \"auto\" moves data with the copy engines (a replayed graph runs no SM data kernel), \"sm\" runs each exec as one kernel (up to 64 KiB per rank as flagged lines, with no handshake). The all-gather owns the window's last signal slot and last barrier slot until destroyed (the script's own signals, waits and barriers there are refused; reading them is allowed); a window holds at most one.",
 			newAllGather),
 		fn("ag:exec", "(src, src_off, n)", "", g,
 			"Enqueues the gather of n bytes at src_off of src (a buffer or the window) from every rank into every rank's window at rank * n (rank-major); src may be the window itself at offset rank * n (in place). n * size must fit the window; every rank must pass the same n (a mismatch fails the waits as soon as a peer's exec arrives, naming both sizes; sizes far enough apart to run different protocols fail at the window timeout). Back-to-back execs are safe.",
@@ -39,11 +39,18 @@ func agpEntries() []*Entry {
 				return 0
 			}),
 		fn("ag:info", "()", "table", g,
-			"A table saying what runs: algo_requested, algo, path, graph, state, signal_slot, barrier_slot; on CUDA also sync, execs and, in graph mode, graph_nodes (the captured nodes per exec by type); and, when the request was changed, note.",
+			"A table saying what runs: algo_requested, algo, path, state (strings), graph (a boolean), signal_slot and barrier_slot (the slots it owns, numbers); on CUDA also sync and execs (a number) and, in graph mode, graph_nodes (the captured nodes per exec by type, as \"kernel=1 memcpy=2\"); and, when the request was changed, note.",
 			func(c *call) int {
 				t := c.L.NewTable()
 				for k, v := range c.agp().ag.Info() {
-					c.L.SetField(t, k, lua.LString(v))
+					switch x := v.(type) {
+					case bool:
+						c.L.SetField(t, k, lua.LBool(x))
+					case int:
+						c.L.SetField(t, k, lua.LNumber(x))
+					default:
+						c.L.SetField(t, k, lua.LString(fmt.Sprint(x)))
+					}
 				}
 				c.L.Push(t)
 				return 1

@@ -25,7 +25,8 @@ local n = %d
 local w = lc.window{ bytes = n * lc.size + 5 }
 local ag = lc.allgather_persistent{ window = w, algo = "auto" }
 local info = ag:info()
-assert(info.algo == "direct" and info.graph == "off" and info.algo_requested == "auto", "info")
+assert(info.algo == "direct" and info.graph == false and info.algo_requested == "auto", "info")
+assert(info.signal_slot == 7 and info.barrier_slot == 3, "slots " .. tostring(info.signal_slot) .. ", " .. tostring(info.barrier_slot))
 assert(info.path:find("shm"), "path " .. info.path)
 local src = lc.buffer(n + 3)
 local refs = {}
@@ -107,6 +108,50 @@ print("errors ok")
 `
 	res := runLuaAGP(t, 2, code)
 	mustAllOK(t, res)
+}
+
+// TestAGPReservesItsSlots: while an all-gather lives, the script's own
+// signals, waits and barriers on its slots are refused with the reason
+// (they would corrupt its tags); other slots work, reading works, and the
+// slots are free again after destroy.
+func TestAGPReservesItsSlots(t *testing.T) {
+	res := runLuaAGP(t, 2, `
+local lc = require("luacoll")
+local function fails(want, f, ...)
+  local ok, err = pcall(f, ...)
+  assert(not ok, "expected an error containing " .. want)
+  assert(tostring(err):find(want, 1, true), ("error %q lacks %q"):format(tostring(err), want))
+end
+local peer = 1 - lc.rank
+local w = lc.window{ bytes = 64 * lc.size, signals = 4, barriers = 2 }
+local src = lc.buffer(8)
+local ag = lc.allgather_persistent{ window = w }
+local sig = "bad argument 'sig' (signal slot 3 is reserved by the persistent all-gather on window 0 until ag:destroy(); free slots: 0..2)"
+fails(sig, w.signal, w, peer, 3)
+fails(sig, w.signal_all, w, 3)
+fails(sig, w.put_signal, w, peer, 0, src, 0, 8, 3)
+fails(sig, w.put_signal_counter, w, peer, 0, src, 0, 8, 3, 1, 0, 1)
+fails(sig, w.wait_signal, w, 3, ">=", 1)
+fails(sig, w.wait_signal_from, w, peer, 3, ">=", 1)
+local bar = "bad argument 'id' (barrier slot 1 is reserved by the persistent all-gather on window 0 until ag:destroy(); free slots: 0..0)"
+fails(bar, w.barrier, w, 1)
+fails(bar, w.barrier_peer, w, peer, 1)
+fails("w:reset_signals: the persistent all-gather on window 0 owns signal slot 3 until ag:destroy()", w.reset_signals, w)
+w:signal(peer, 2); w:wait_signal(2, ">=", 1); w:barrier(0); w:sync()
+assert(w:read_signal(3) == 0)
+ag:exec(src, 0, 8)
+lc.sync()
+assert(w:read_signal(3) > 0, "the all-gather's tag")
+ag:destroy()
+w:barrier(1); w:sync()
+print("slots ok")
+`)
+	mustAllOK(t, res)
+	for r, x := range res {
+		if !strings.Contains(x.out, "slots ok") {
+			t.Fatalf("rank %d output:\n%s", r, x.out)
+		}
+	}
 }
 
 // TestAGPSizeMismatch: ranks passing different n get a clear error as

@@ -103,7 +103,7 @@ func rankEntries() []*Entry {
 			c.L.Push(out)
 			return 1
 		}),
-		fn("lc.log", "(fmt, ...)", "", g, "string.format(fmt, ...) then print, prefixed with the rank.", func(c *call) int {
+		fn("lc.log", "(fmt, ...)", "", g, "print(string.format(fmt, ...)): each line gets the [rank] prefix print gives (none with --no-prefix).", func(c *call) int {
 			L := c.L
 			format := L.GetField(L.GetGlobal("string"), "format")
 			n := L.GetTop()
@@ -185,8 +185,8 @@ func rankEntries() []*Entry {
 			c.s.push(&bufferRef{b: b}, "b")
 			return 1
 		}),
-		fn("lc.window", "{bytes, signals=8, counters=8, barriers=4, timeout_ms=10000, path=\"auto\", ipc=\"auto\"}", "window", "Windows",
-			"**collective**: every rank gets a data buffer of `bytes` bytes that every peer can write and read, `signals` signal slots per peer, `counters` local-completion counters per peer and `barriers` barrier slots; waits time out after `timeout_ms`. `path` (CUDA) is \"ce\" (copy engines and stream memory operations), \"sm\" (kernels) or \"auto\". `ipc` (CUDA) is how the memory is shared with the peers: \"legacy\" (CUDA IPC handles), \"vmm\" (cuMemCreate memory passed as file descriptors over Unix sockets) or \"auto\" (the job's `--ipc`; by default vmm in a symmetric window where every rank can map one, else legacy); host windows are shared memory whatever it says. `symmetric` (CUDA) true maps every rank's part in one reserved virtual range at base + rank*stride (VMM memory of the same size on every rank), false keeps a table of separate mappings, \"auto\" (the job's `--symmetric`, auto by default) is true wherever every rank can; `w:info()` says which and why.",
+		fn("lc.window", "{bytes, signals=8, counters=8, barriers=4, timeout_ms=--timeout, path=\"auto\", ipc=\"auto\"}", "window", "Windows",
+			"**collective**: every rank gets a data buffer of `bytes` bytes that every peer can write and read, `signals` signal slots per peer, `counters` local-completion counters per peer and `barriers` barrier slots; waits time out after `timeout_ms` (default: the job's --timeout, 10 s unless given). `path` (CUDA) is \"ce\" (copy engines and stream memory operations), \"sm\" (kernels) or \"auto\". `ipc` (CUDA) is how the memory is shared with the peers: \"legacy\" (CUDA IPC handles), \"vmm\" (cuMemCreate memory passed as file descriptors over Unix sockets) or \"auto\" (the job's `--ipc`; by default vmm in a symmetric window where every rank can map one, else legacy); host windows are shared memory whatever it says. `symmetric` (CUDA) true maps every rank's part in one reserved virtual range at base + rank*stride (VMM memory of the same size on every rank), false keeps a table of separate mappings, \"auto\" (the job's `--symmetric`, auto by default) is true wherever every rank can; `w:info()` says which and why.",
 			newWindow),
 		fn("lc.timer", "()", "timer", "Timing", "A timer whose start and stop are enqueued on the rank's stream (CUDA events on a GPU).", func(c *call) int {
 			t := &timerRef{}
@@ -416,6 +416,35 @@ func (c *call) win() *window.Window {
 	return r.w
 }
 
+// sigSlot is argument i, a signal slot of w; a slot that a live
+// persistent all-gather owns is refused (the script's signals and waits
+// there would corrupt its tags).
+func (c *call) sigSlot(w *window.Window, i int) int {
+	id := c.index(i)
+	if sig, _, ok := c.s.Comm.ReservedSlots(w); ok && id == sig {
+		c.reserved(w, i, "signal", id)
+	}
+	return id
+}
+
+// barSlot is argument i (default def), a barrier slot of w; see sigSlot.
+func (c *call) barSlot(w *window.Window, i, def int) int {
+	id := c.optIndex(i, def)
+	if _, bar, ok := c.s.Comm.ReservedSlots(w); ok && id == bar {
+		c.reserved(w, i, "barrier", id)
+	}
+	return id
+}
+
+func (c *call) reserved(w *window.Window, i int, what string, id int) {
+	free := "none"
+	if id > 0 {
+		free = fmt.Sprintf("0..%d", id-1)
+	}
+	c.fail("bad argument '%s' (%s slot %d is reserved by the persistent all-gather on window %d until ag:destroy(); free slots: %s)",
+		c.argName(i), what, id, w.ID(), free)
+}
+
 func (c *call) transfer() window.Transfer {
 	return window.Transfer{Peer: c.index(0), PeerOff: c.u64(1), Local: c.buffer(2), LocalOff: c.u64(3), N: c.u64(4)}
 }
@@ -444,7 +473,7 @@ func windowEntries() []*Entry {
 		fn("w:put_signal", "(peer, dst_off, src, src_off, n, sig, value=1, op=\"add\")", "", g, "A put, then signal slot sig on peer (op \"add\" or \"set\"); the peer never sees the signal before the data.", func(c *call) int {
 			w := c.win()
 			t := c.transfer()
-			sig := &window.Sig{ID: c.index(5), Value: c.optU64(6, 1), Op: c.sigOp(7, "add")}
+			sig := &window.Sig{ID: c.sigSlot(w, 5), Value: c.optU64(6, 1), Op: c.sigOp(7, "add")}
 			c.check(w.PutSignal(t, sig, nil))
 			return 0
 		}),
@@ -457,33 +486,33 @@ func windowEntries() []*Entry {
 		fn("w:put_signal_counter", "(peer, dst_off, src, src_off, n, sig, sval, ctr, cval)", "", g, "A put with both a signal (add sval to slot sig on peer) and a local-completion counter (add cval to counter ctr).", func(c *call) int {
 			w := c.win()
 			t := c.transfer()
-			sig := &window.Sig{ID: c.index(5), Value: c.u64(6)}
+			sig := &window.Sig{ID: c.sigSlot(w, 5), Value: c.u64(6)}
 			ctr := &window.Ctr{ID: c.index(7), Value: c.u64(8)}
 			c.check(w.PutSignal(t, sig, ctr))
 			return 0
 		}),
 		fn("w:signal", "(peer, sig, op=\"add\", value=1)", "", g, "Writes this rank's row of peer's inbox, slot sig: op \"add\" adds value, \"set\" stores it.", func(c *call) int {
 			w := c.win()
-			peer, sig := c.index(0), c.index(1)
+			peer, sig := c.index(0), c.sigSlot(w, 1)
 			op := c.sigOp(2, "add")
 			c.check(w.Signal(peer, window.Sig{ID: sig, Op: op, Value: c.optU64(3, 1)}))
 			return 0
 		}),
 		fn("w:signal_all", "(sig, op=\"add\", value=1)", "", g, "Signals every other rank once.", func(c *call) int {
 			w := c.win()
-			sig := c.index(0)
+			sig := c.sigSlot(w, 0)
 			op := c.sigOp(1, "add")
 			c.check(w.SignalAll(window.Sig{ID: sig, Op: op, Value: c.optU64(2, 1)}))
 			return 0
 		}),
 		fn("w:wait_signal", "(sig, cmp, value)", "", g, "Enqueues a wait until the sum over all peers' rows of slot sig satisfies `sum cmp value` (cmp: ==, ~=, <, <=, >, >= or eq, ne, lt, le, gt, ge).", func(c *call) int {
 			w := c.win()
-			c.check(w.WaitSignal(c.index(0), c.cmp(1), c.u64(2)))
+			c.check(w.WaitSignal(c.sigSlot(w, 0), c.cmp(1), c.u64(2)))
 			return 0
 		}),
 		fn("w:wait_signal_from", "(peer, sig, cmp, value)", "", g, "Enqueues a wait on one peer's row of slot sig only.", func(c *call) int {
 			w := c.win()
-			c.check(w.WaitSignalFrom(c.index(0), c.index(1), c.cmp(2), c.u64(3)))
+			c.check(w.WaitSignalFrom(c.index(0), c.sigSlot(w, 1), c.cmp(2), c.u64(3)))
 			return 0
 		}),
 		fn("w:read_signal", "(sig)", "integer", g, "The current sum over all peers of slot sig, now.", func(c *call) int {
@@ -515,17 +544,21 @@ func windowEntries() []*Entry {
 			return 0
 		}),
 		fn("w:reset_signals", "()", "", g, "Enqueues zeroing of this rank's whole inbox (the caller guarantees that no peer is signalling it).", func(c *call) int {
-			c.check(c.win().ResetSignals())
+			w := c.win()
+			if sig, _, ok := c.s.Comm.ReservedSlots(w); ok {
+				c.fail("the persistent all-gather on window %d owns signal slot %d until ag:destroy(): resetting the inbox would corrupt it", w.ID(), sig)
+			}
+			c.check(w.ResetSignals())
 			return 0
 		}),
 		fn("w:barrier", "(id=0)", "", g, "Enqueues a barrier of all ranks of the window on slot id; slots are monotonic, so a slot can be reused any number of times.", func(c *call) int {
 			w := c.win()
-			c.check(w.Barrier(c.optIndex(0, 0)))
+			c.check(w.Barrier(c.barSlot(w, 0, 0)))
 			return 0
 		}),
 		fn("w:barrier_peer", "(peer, id=0)", "", g, "Enqueues a pairwise barrier with peer on slot id.", func(c *call) int {
 			w := c.win()
-			c.check(w.BarrierPeer(c.index(0), c.optIndex(1, 0)))
+			c.check(w.BarrierPeer(c.index(0), c.barSlot(w, 1, 0)))
 			return 0
 		}),
 		fn("w:fence", "()", "", g, "Later signals are ordered after every earlier put, on every transport.", func(c *call) int {

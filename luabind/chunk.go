@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
@@ -32,6 +34,35 @@ func (s *State) Eval(ctx context.Context, chunk, name string) (values []string, 
 			return nil, syntaxError(lerr, chunk, name)
 		}
 	}
+	return s.call(ctx, fn, nil)
+}
+
+// EvalScript runs a script's source the way `lua -i script args` does (and
+// the REPL's :load): the global arg holds name at 0 and args from 1, the
+// chunk gets args as its ..., and the values it returns are formatted as
+// Eval's. A file's folder is searched first by require, as for `luacoll
+// run`.
+func (s *State) EvalScript(ctx context.Context, src, name string, args []string) ([]string, error) {
+	L := s.L
+	fn, lerr := L.Load(strings.NewReader(src), name)
+	if lerr != nil {
+		return nil, syntaxError(lerr, src, name)
+	}
+	argt := L.NewTable()
+	argt.RawSetInt(0, lua.LString(name))
+	for i, a := range args {
+		argt.RawSetInt(i+1, lua.LString(a))
+	}
+	L.SetGlobal("arg", argt)
+	if dir := filepath.Dir(name); dir != "." && dir != "" {
+		s.SetScriptDir(dir)
+	}
+	return s.call(ctx, fn, args)
+}
+
+// call runs fn with args under ctx and formats what it returns.
+func (s *State) call(ctx context.Context, fn *lua.LFunction, args []string) ([]string, error) {
+	L := s.L
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -44,17 +75,65 @@ func (s *State) Eval(ctx context.Context, chunk, name string) (values []string, 
 	}()
 	top := L.GetTop()
 	L.Push(fn)
-	if perr := L.PCall(0, lua.MultRet, nil); perr != nil {
+	for _, a := range args {
+		L.Push(lua.LString(a))
+	}
+	if perr := L.PCall(len(args), lua.MultRet, nil); perr != nil {
 		L.SetTop(top)
 		return nil, causeOf(ctx, scriptError(perr))
 	}
 	n := L.GetTop() - top
-	values = make([]string, 0, n)
+	values := make([]string, 0, n)
 	for i := 1; i <= n; i++ {
 		values = append(values, s.formatValue(L.Get(top+i)))
 	}
 	L.SetTop(top)
 	return values, nil
+}
+
+// ChunkSyntax reports the syntax error Eval would raise for chunk (nil
+// when it compiles as an expression or as statements), without running
+// anything: the REPL checks a chunk once before sending it to every rank.
+func ChunkSyntax(chunk, name string) error {
+	chunk = expandEquals(chunk)
+	if parseError("return "+chunk) == nil {
+		return nil
+	}
+	return ScriptSyntax(chunk, name)
+}
+
+// ScriptSyntax reports src's syntax error as Lua words it (nil when it
+// compiles). Like lua, it reads past a UTF-8 byte-order mark and a first
+// line that starts with # (#!/usr/bin/env ...).
+func ScriptSyntax(src, name string) error {
+	src = strings.TrimPrefix(src, "\uFEFF")
+	if strings.HasPrefix(src, "#") {
+		if i := strings.IndexByte(src, '\n'); i >= 0 {
+			src = src[i:] // the newline stays: lines keep their numbers
+		} else {
+			src = ""
+		}
+	}
+	err := parseError(src)
+	if err == nil {
+		return nil
+	}
+	var pe *parse.Error
+	if !errors.As(err, &pe) {
+		return &ScriptError{Msg: fmt.Sprintf("%s: %v", name, err)}
+	}
+	return &ScriptError{Msg: syntaxMessage(pe, src, name)}
+}
+
+// parseError parses src, turning a panic of the parser into an error.
+func parseError(src string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	_, err = parse.Parse(strings.NewReader(src), "=stdin")
+	return err
 }
 
 // expandEquals turns Lua 5.1's interactive "=expr" into "return expr".
@@ -76,6 +155,10 @@ func syntaxError(err error, chunk, name string) error {
 	if !ok {
 		return scriptError(err)
 	}
+	return &ScriptError{Msg: syntaxMessage(pe, chunk, name)}
+}
+
+func syntaxMessage(pe *parse.Error, chunk, name string) string {
 	line, near := pe.Pos.Line, pe.Token
 	if line == parse.EOF {
 		line, near = strings.Count(chunk, "\n")+1, "<eof>"
@@ -86,7 +169,7 @@ func syntaxError(err error, chunk, name string) error {
 	if near != "" {
 		msg += " near " + near
 	}
-	return &ScriptError{Msg: msg}
+	return msg
 }
 
 // causeOf replaces "context canceled" in a chunk's error by the cause the
@@ -107,7 +190,9 @@ func causeOf(ctx context.Context, err error) error {
 	return err
 }
 
-// formatValue is tostring(v), protected against a failing __tostring.
+// formatValue is how the REPL shows a value: strings as they are, tables
+// by their contents (see prettyTable), anything else as tostring(v),
+// protected against a failing __tostring.
 func (s *State) formatValue(v lua.LValue) string {
 	switch x := v.(type) {
 	case lua.LString:
@@ -116,7 +201,22 @@ func (s *State) formatValue(v lua.LValue) string {
 		return "nil"
 	case lua.LBool, lua.LNumber:
 		return x.String()
+	case *lua.LTable:
+		if !s.hasToString(x) {
+			p := &pretty{s: s, ancestors: map[*lua.LTable]bool{}}
+			p.table(x, 1)
+			return p.b.String()
+		}
 	}
+	return s.tostring(v)
+}
+
+func (s *State) hasToString(v lua.LValue) bool {
+	return s.L.GetMetaField(v, "__tostring") != lua.LNil
+}
+
+// tostring is Lua's tostring(v), protected.
+func (s *State) tostring(v lua.LValue) string {
 	L := s.L
 	tostr, ok := L.GetGlobal("tostring").(*lua.LFunction)
 	if !ok {
@@ -128,6 +228,150 @@ func (s *State) formatValue(v lua.LValue) string {
 	out := L.Get(-1)
 	L.Pop(1)
 	return lua.LVAsString(out)
+}
+
+// The limits of a table shown by the REPL.
+const (
+	prettyDepth = 4    // tables deeper than this show as {...}
+	prettyItems = 20   // entries shown of one table
+	prettyBytes = 2000 // output after which entries are left out
+)
+
+// pretty writes a table as a Lua constructor: the list part (1..n) in
+// order, then the other keys, numbers before strings before the rest,
+// each sorted; nested tables inside, up to prettyDepth; strings quoted; a
+// table that contains itself shown as <cycle>; functions and threads as
+// <function> and <thread>; other values as tostring shows them.
+type pretty struct {
+	s         *State
+	b         strings.Builder
+	ancestors map[*lua.LTable]bool
+	full      bool // prettyBytes reached: every open table ends with "..."
+}
+
+func (p *pretty) table(t *lua.LTable, depth int) {
+	if p.ancestors[t] {
+		p.b.WriteString("<cycle>")
+		return
+	}
+	if depth > prettyDepth {
+		p.b.WriteString("{...}")
+		return
+	}
+	p.ancestors[t] = true
+	defer delete(p.ancestors, t)
+	n := 0 // the list part: 1..n, no holes
+	for t.RawGetInt(n+1) != lua.LNil {
+		n++
+	}
+	var keys []lua.LValue
+	t.ForEach(func(k, _ lua.LValue) {
+		if f, ok := k.(lua.LNumber); ok && float64(f) == float64(int(f)) && int(f) >= 1 && int(f) <= n {
+			return
+		}
+		keys = append(keys, k)
+	})
+	sort.Slice(keys, func(i, j int) bool { return keyLess(keys[i], keys[j]) })
+	p.b.WriteByte('{')
+	shown := 0
+	total := n + len(keys)
+	entry := func(key lua.LValue, v lua.LValue) bool {
+		if p.full || p.b.Len() > prettyBytes {
+			p.full = true
+			if shown > 0 {
+				p.b.WriteString(", ")
+			}
+			p.b.WriteString("...")
+			return false
+		}
+		if shown == prettyItems {
+			fmt.Fprintf(&p.b, ", ... (%d more)", total-shown)
+			return false
+		}
+		if shown > 0 {
+			p.b.WriteString(", ")
+		}
+		if key != nil {
+			p.key(key)
+			p.b.WriteString(" = ")
+		}
+		p.value(v, depth)
+		shown++
+		return true
+	}
+	more := true
+	for i := 1; i <= n && more; i++ {
+		more = entry(nil, t.RawGetInt(i))
+	}
+	for _, k := range keys {
+		if !more {
+			break
+		}
+		more = entry(k, t.RawGet(k))
+	}
+	p.b.WriteByte('}')
+}
+
+func (p *pretty) key(k lua.LValue) {
+	if s, ok := k.(lua.LString); ok && isIdent(string(s)) && !isKeyword(string(s)) {
+		p.b.WriteString(string(s))
+		return
+	}
+	p.b.WriteByte('[')
+	p.value(k, prettyDepth)
+	p.b.WriteByte(']')
+}
+
+func (p *pretty) value(v lua.LValue, depth int) {
+	switch x := v.(type) {
+	case lua.LString:
+		p.b.WriteString(strconv.Quote(string(x)))
+	case *lua.LTable:
+		if p.s.hasToString(x) {
+			p.b.WriteString(p.s.tostring(x))
+		} else {
+			p.table(x, depth+1)
+		}
+	case *lua.LFunction:
+		p.b.WriteString("<function>")
+	case *lua.LState:
+		p.b.WriteString("<thread>")
+	default:
+		p.b.WriteString(p.s.tostring(v))
+	}
+}
+
+// keyLess orders keys: numbers, then strings, then booleans, then the
+// rest (by their text).
+func keyLess(a, b lua.LValue) bool {
+	rank := func(v lua.LValue) int {
+		switch v.(type) {
+		case lua.LNumber:
+			return 0
+		case lua.LString:
+			return 1
+		case lua.LBool:
+			return 2
+		}
+		return 3
+	}
+	ra, rb := rank(a), rank(b)
+	if ra != rb {
+		return ra < rb
+	}
+	if x, ok := a.(lua.LNumber); ok {
+		return x < b.(lua.LNumber)
+	}
+	return a.String() < b.String()
+}
+
+func isKeyword(s string) bool {
+	for _, k := range strings.Fields(luaKeywords) {
+		if s == k {
+			return true
+		}
+	}
+	return false
 }
 
 // Incomplete reports whether chunk is an unfinished chunk that more lines

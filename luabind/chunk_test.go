@@ -217,3 +217,80 @@ func TestComplete(t *testing.T) {
 		}
 	}
 }
+
+// Tables show their contents like a pretty printer: the list part in
+// order, then the other keys sorted, nested tables inside, strings quoted;
+// a table inside itself is marked, not followed; long and deep tables are
+// cut with a count of what is left out. A __tostring metamethod wins.
+func TestEvalPrettyPrintsTables(t *testing.T) {
+	s, _ := newChunkState(t, 3*time.Second)
+	ctx := context.Background()
+	for _, c := range []struct{ chunk, want string }{
+		{"{}", "{}"},
+		{"{1, 2, 3}", "{1, 2, 3}"},
+		{`{1, "two", x = 1, [10] = true, b = {c = "d"}, [2.5] = false}`, `{1, "two", [2.5] = false, [10] = true, b = {c = "d"}, x = 1}`},
+		{`{["a key"] = 1, ["end"] = 2, ok_1 = 3}`, `{["a key"] = 1, ["end"] = 2, ok_1 = 3}`},
+		{"(function() local t = {1}; t.self = t; t.sub = {up = t}; return t end)()", "{1, self = <cycle>, sub = {up = <cycle>}}"},
+		{"(function() local s = {1}; return {s, s} end)()", "{{1}, {1}}"}, // shared, not a cycle
+		{"{{{{{1}}}}}", "{{{{{...}}}}}"},
+		{"(function() local t = {}; for i = 1, 30 do t[i] = i end; return t end)()",
+			"{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, ... (10 more)}"},
+		{`{s = "a\nb\"c"}`, `{s = "a\nb\"c"}`},
+		{"setmetatable({}, {__tostring = function() return 'custom' end})", "custom"},
+		{"{luacoll.window}", "{<function>}"},
+	} {
+		got, err := s.Eval(ctx, c.chunk, "stdin")
+		if err != nil || len(got) != 1 || got[0] != c.want {
+			t.Errorf("%s: got %q, %v; want %q", c.chunk, got, err, c.want)
+		}
+	}
+	// Very long output is cut too.
+	got, err := s.Eval(ctx, "(function() local t = {}; for i = 1, 20 do t['key' .. i] = string.rep('x', 300) end; return t end)()", "stdin")
+	if err != nil || len(got) != 1 || len(got[0]) > 2500 || !strings.HasSuffix(got[0], "...}") {
+		t.Errorf("long table: %d bytes, %v: %.80q...", len(got[0]), err, got)
+	}
+}
+
+// EvalScript runs a file as lua does: arg holds its name and arguments,
+// ... its arguments, and what it returns is shown.
+func TestEvalScriptArgs(t *testing.T) {
+	s, out := newChunkState(t, 3*time.Second)
+	ctx := context.Background()
+	got, err := s.EvalScript(ctx, "local a, b = ...\nprint(arg[0], #arg, arg[1], arg[2], a, b)\nreturn a .. b", "f.lua", []string{"x", "y"})
+	if err != nil || !slices.Equal(got, []string{"xy"}) || out.String() != "f.lua\t2\tx\ty\tx\ty\n" {
+		t.Errorf("got %q, %v, output %q", got, err, out.String())
+	}
+	got, err = s.Eval(ctx, "#arg, arg[0]", "stdin")
+	if err != nil || !slices.Equal(got, []string{"2", "f.lua"}) {
+		t.Errorf("arg after the script: %q, %v", got, err)
+	}
+	if _, err := s.EvalScript(ctx, "x = = 1", "bad.lua", nil); err == nil || err.Error() != "bad.lua:1: syntax error near '='" {
+		t.Errorf("syntax error: %v", err)
+	}
+}
+
+// ChunkSyntax finds a chunk's syntax error as Eval would report it,
+// without a rank, and accepts what Eval runs.
+func TestChunkSyntax(t *testing.T) {
+	for _, c := range []struct{ chunk, want string }{
+		{"1 + 1", ""},
+		{"x = 1", ""},
+		{"=x", ""},
+		{"x = = 1", "stdin:1: syntax error near '='"},
+		{"for i = 1, 2 do", "stdin:1: syntax error near <eof>"},
+	} {
+		err := ChunkSyntax(c.chunk, "stdin")
+		if (err == nil) != (c.want == "") || (err != nil && err.Error() != c.want) {
+			t.Errorf("%q: %v, want %q", c.chunk, err, c.want)
+		}
+	}
+	if err := ScriptSyntax("x = = 1\n", "f.lua"); err == nil || err.Error() != "f.lua:1: syntax error near '='" {
+		t.Errorf("ScriptSyntax: %v", err)
+	}
+	if err := ScriptSyntax("#!/usr/bin/env luacoll\nx = = 1\n", "f.lua"); err == nil || err.Error() != "f.lua:2: syntax error near '='" {
+		t.Errorf("ScriptSyntax after #!: %v", err)
+	}
+	if err := ScriptSyntax("\uFEFF#!/usr/bin/env luacoll\nx = 1\n", "f.lua"); err != nil {
+		t.Errorf("ScriptSyntax with a BOM and #!: %v", err)
+	}
+}

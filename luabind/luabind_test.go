@@ -61,11 +61,8 @@ func runLuaWith(t *testing.T, n int, code, name string, timeout time.Duration) [
 		}(i)
 	}
 	wg.Wait()
-	entries, _ := os.ReadDir(transport.ShmDir)
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), transport.SegmentPrefix(job)) {
-			t.Errorf("segment left in %s: %s", transport.ShmDir, e.Name())
-		}
+	for _, m := range transport.MappedSegments(job) {
+		t.Errorf("segment still mapped: %s", m)
 	}
 	return res
 }
@@ -369,4 +366,21 @@ func FuzzLuaArgs(f *testing.F) {
 			t.Fatalf("after %s: %v", code, err)
 		}
 	})
+}
+
+// A window without timeout_ms times out after the job's --timeout, as
+// its documentation says.
+func TestWindowTimeoutDefaultIsTheJobs(t *testing.T) {
+	e := NewRegistry().Lookup("lc.window")
+	if !strings.Contains(e.Args, "timeout_ms=--timeout") || !strings.Contains(e.Doc, "the job's --timeout") {
+		t.Errorf("lc.window's documentation does not say the default timeout: %s %s", e.Args, e.Doc)
+	}
+	res := runLuaWith(t, 1, `
+local lc = require("luacoll")
+local w = lc.window{ bytes = 64 }
+w:wait_signal(0, ">=", 1)
+local ok, err = pcall(w.sync, w)
+assert(not ok and tostring(err):find("timed out after 700ms", 1, true), tostring(err))
+print("ok")`, "t.lua", 700*time.Millisecond)
+	mustAllOK(t, res)
 }

@@ -52,8 +52,7 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 	}
 	comm, err := engine.Open(ctx, env, o.Comm, o.CUDA)
 	if err != nil {
-		fmt.Fprintf(o.Stderr, "luacoll: %v\n", err)
-		return 1
+		return engine.ReportOpenError(o.Stderr, "luacoll: ", env, err)
 	}
 	src, name, err := LoadScript(o.Script)
 	if err != nil {

@@ -10,8 +10,11 @@ import (
 // commandHelp is what :help prints.
 const commandHelp = `Commands (a line that starts with a colon):
   :on LIST     run the next chunks on these ranks only, e.g. :on 0,2 or :on 1-3
+               (collectives need every rank: there they are refused)
   :all         run chunks on every rank again
-  :load FILE   run a Lua file (or an embedded script, e.g. examples/tour.lua) on those ranks
+  :load FILE [ARGS...]
+               run a Lua file (or an embedded script, e.g. examples/tour.lua) on those
+               ranks, with ARGS in arg and ... ("quoted words" are one argument)
   :ranks       show which ranks are alive and where chunks run
   :help        this list
   :quit        end the session (also Ctrl-D, or the end of the input)
@@ -61,16 +64,21 @@ func (s *session) command(text string) (quit bool) {
 		}
 		s.info("%s", s.targetSummary())
 	case ":load":
-		if arg == "" {
-			s.errorf(":load: which file? e.g. :load script.lua")
-			return false
-		}
-		src, chunkName, err := luabind.LoadScript(arg)
+		words, err := splitArgs(arg)
 		if err != nil {
 			s.errorf(":load: %v", err)
 			return false
 		}
-		s.run(string(src), chunkName)
+		if len(words) == 0 {
+			s.errorf(":load: which file? e.g. :load script.lua arg1 arg2")
+			return false
+		}
+		src, chunkName, err := luabind.LoadScript(words[0])
+		if err != nil {
+			s.errorf(":load: %v", err)
+			return false
+		}
+		s.run(Chunk{Code: string(src), Name: chunkName, Script: true, Args: words[1:]})
 	default:
 		s.errorf("unknown command %s; :help lists the commands", name)
 	}
@@ -111,4 +119,44 @@ func (s *session) aliveSummary() string {
 	}
 	return fmt.Sprintf("the chosen ranks are dead; %s %s %s alive (:all or :on to choose)",
 		plural(len(alive), "rank", "ranks"), formatRanks(alive), plural(len(alive), "is", "are"))
+}
+
+// splitArgs splits a command's arguments at spaces, as a shell would for
+// plain words: "double" or 'single' quotes make one word of what they
+// hold (a backslash in double quotes takes the next character as it is).
+func splitArgs(s string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	inWord := false
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		switch {
+		case ch == ' ' || ch == '\t':
+			if inWord {
+				out = append(out, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		case ch == '"' || ch == '\'':
+			inWord = true
+			j := i + 1
+			for ; j < len(s) && s[j] != ch; j++ {
+				if ch == '"' && s[j] == '\\' && j+1 < len(s) {
+					j++
+				}
+				cur.WriteByte(s[j])
+			}
+			if j == len(s) {
+				return nil, fmt.Errorf("unclosed %c in %q", ch, s)
+			}
+			i = j
+		default:
+			inWord = true
+			cur.WriteByte(ch)
+		}
+	}
+	if inWord {
+		out = append(out, cur.String())
+	}
+	return out, nil
 }

@@ -44,6 +44,9 @@ func (s *session) newSource() (lineSource, error) {
 		return nil, fmt.Errorf("line editor: %w", err)
 	}
 	t := &termSource{s: s, rl: rl}
+	// What the session prints while a line is being edited (a rank's
+	// death) goes above the prompt, which is drawn again.
+	s.out = rl.Stdout()
 	// A SIGTERM or the end of the session's context wakes a pending read.
 	go func() {
 		select {
@@ -86,6 +89,10 @@ func newPipeSource(s *session) *pipeSource {
 }
 
 func (p *pipeSource) next(string) (string, error) {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); p.s.watch(stop) }()
+	defer func() { close(stop); <-done }()
 	select {
 	case l, ok := <-p.lines:
 		if !ok {
@@ -110,7 +117,12 @@ type termSource struct {
 func (t *termSource) next(prompt string) (string, error) {
 	t.s.drainSignals()
 	t.rl.SetPrompt(prompt)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); t.s.watch(stop) }()
 	l, err := t.rl.ReadLine()
+	close(stop)
+	<-done
 	switch {
 	case errors.Is(err, readline.ErrInterrupt):
 		return "", errPromptInterrupt

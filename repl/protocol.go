@@ -43,6 +43,13 @@ type message struct {
 	// eval
 	Code string `json:"code,omitempty"`
 	Name string `json:"name,omitempty"`
+	// Subset, when set, says the chunk runs on these ranks only (as
+	// "0,2 of 0-3"): the worker refuses collectives for it.
+	Subset string `json:"subset,omitempty"`
+	// Script says Code is a file's source, run as a script with Args (arg
+	// and ...), as :load and -i do.
+	Script bool     `json:"script,omitempty"`
+	Args   []string `json:"args,omitempty"`
 
 	// result (and exit, which carries the output printed before it)
 	Output      string   `json:"output,omitempty"`

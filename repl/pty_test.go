@@ -131,6 +131,17 @@ func TestTerminalSession(t *testing.T) {
 		return strings.Contains(s, "[0,1] 10\n[0,1] 20") && lastLine(s) == ">"
 	})
 
+	// Tables show their contents.
+	m.keys(`{1, {a = "x"}, n = lc.rank}`, "Enter")
+	m.waitFor("a table", 10*time.Second, func(s string) bool {
+		return strings.Contains(s, "[0] {1, {a = \"x\"}, n = 0}\n[1] {1, {a = \"x\"}, n = 1}") && lastLine(s) == ">"
+	})
+	// A rank that dies while the prompt waits is announced above it.
+	m.keys(`if lc.rank == 1 then os.execute("(sleep 1; kill -9 $PPID) >/dev/null 2>&1 &") end`, "Enter")
+	m.waitFor("the death of rank 1, with no key pressed", 10*time.Second, func(s string) bool {
+		return strings.Contains(s, "rank 1 died (its process ended or dropped the connection); rank 0 is alive") && lastLine(s) == ">"
+	})
+
 	// Ctrl-C at the prompt drops the line; Ctrl-D ends the session.
 	m.keys("not run", "C-c")
 	m.waitPrompt("prompt after Ctrl-C")

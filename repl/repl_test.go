@@ -488,10 +488,8 @@ func TestCtrlCInterruptsAPipedSession(t *testing.T) {
 	ls.signal(syscall.SIGINT)
 	ls.expect("[0,1] error: stdin:1: interrupted", 10*time.Second)
 	// An interrupted collective is reported as leaving the ranks out of step.
-	ls.send(":on 0")
-	ls.send("lc.barrier()")
-	ls.expect("chunks run on rank 0", 10*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	ls.send(`if lc.rank == 1 then while true do end end; lc.barrier()`)
+	time.Sleep(500 * time.Millisecond)
 	ls.signal(syscall.SIGINT)
 	ls.expect("[0] error: stdin:1: rank 0: lc.barrier: barrier(): bootstrap allgather #", 10*time.Second)
 	ls.expect("the interrupt left a collective unfinished on rank 0", 10*time.Second)
@@ -522,4 +520,69 @@ func TestSecondCtrlCKillsAStuckRank(t *testing.T) {
 	if status := ls.end(); status != 1 {
 		t.Errorf("exit status %d, want 1 (a rank died); stderr:\n%s", status, ls.errb.String())
 	}
+}
+
+// A rank that dies while the session waits for input is announced at
+// once, not after the next line.
+func TestDeathAnnouncedAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	ls := startSession(t, ctx, "-n", "3", "--timeout", "5s")
+	ls.send(`if lc.rank == 1 then os.execute("(sleep 1; kill -9 $PPID) >/dev/null 2>&1 &") end; print("armed")`)
+	ls.expect("[0-2] armed", 20*time.Second)
+	start := time.Now()
+	ls.expect("rank 1 died (its process ended or dropped the connection); ranks 0,2 are alive", 10*time.Second)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("announced after %v", d)
+	}
+	ls.send("lc.rank")
+	ls.expect("[0] 0", 10*time.Second)
+	if status := ls.end(); status != 1 {
+		t.Errorf("exit status %d, want 1 (a rank died); stderr:\n%s", status, ls.errb.String())
+	}
+}
+
+func TestSplitArgs(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+		err  string
+	}{
+		{"f.lua a b", []string{"f.lua", "a", "b"}, ""},
+		{`  f.lua  "a b"  'c d' e"f g"h `, []string{"f.lua", "a b", "c d", "ef gh"}, ""},
+		{`"" x`, []string{"", "x"}, ""},
+		{`"a \"q\" \\ b"`, []string{`a "q" \ b`}, ""},
+		{`'it''s'`, []string{"its"}, ""},
+		{`f.lua "open`, nil, `unclosed "`},
+		{"", nil, ""},
+	} {
+		got, err := splitArgs(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: error %v, want %q", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("%q: got %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+}
+
+// FuzzSplitArgs: splitting never panics, and text without quotes or
+// backslashes splits at spaces and tabs only.
+func FuzzSplitArgs(f *testing.F) {
+	for _, s := range []string{"f.lua a b", `"a b" 'c'`, `"\`, `'`, `a"b"c`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := splitArgs(s)
+		if strings.ContainsAny(s, "\"'\\") {
+			return
+		}
+		want := strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\t' })
+		if err != nil || len(got) != len(want) || (len(want) > 0 && !slices.Equal(got, want)) {
+			t.Fatalf("%q: %q, %v; want %q", s, got, err, want)
+		}
+	})
 }

@@ -61,6 +61,17 @@ type Config struct {
 	// Launch, when set, starts the ranks instead of launch.Launch (the
 	// command wraps it to merge a trace once they exited).
 	Launch func(context.Context, launch.LaunchConfig) (launch.LaunchResult, error)
+	// Before runs on every rank before the first prompt, in order (the
+	// command line's -e chunks and -i script).
+	Before []Chunk
+}
+
+// Chunk is code for the ranks: a chunk as typed at the prompt, or a
+// script's source with its arguments (Script).
+type Chunk struct {
+	Code, Name string
+	Script     bool
+	Args       []string
 }
 
 const (
@@ -206,6 +217,9 @@ func Run(ctx context.Context, cfg Config) int {
 		fmt.Fprintf(s.out, "luacoll repl: %d %s on %s; :help lists the commands, help() the API, Ctrl-D quits.\n",
 			cfg.N, plural(cfg.N, "rank", "ranks"), s.ranks[0].device)
 	}
+	for _, c := range cfg.Before {
+		s.run(c)
+	}
 	s.loop()
 	s.src.close()
 	s.stop(true)
@@ -221,7 +235,7 @@ func (s *session) start() error {
 	if s.cfg.N < 1 {
 		return fmt.Errorf("%d ranks: want at least 1", s.cfg.N)
 	}
-	dir, err := os.MkdirTemp("", "luacoll-repl-")
+	dir, err := launch.TempDir("repl")
 	if err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
@@ -357,6 +371,23 @@ func (s *session) handle(ev event) {
 	}
 }
 
+// watch handles events while the session waits for input, until stop is
+// closed: a rank's death is announced when it happens, not after the next
+// line. Only one goroutine may touch the session meanwhile.
+func (s *session) watch(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case ev := <-s.events:
+			s.handle(ev)
+			s.reportDeaths()
+		case o := <-s.launchC:
+			s.launchC, s.launched = nil, &o
+		}
+	}
+}
+
 // poll handles the events that have arrived, without waiting.
 func (s *session) poll() {
 	for {
@@ -410,7 +441,7 @@ func (s *session) loop() {
 			chunk += "\n" + more
 		}
 		if chunk != "" {
-			s.run(chunk, "stdin")
+			s.run(Chunk{Code: chunk, Name: "stdin"})
 		}
 		if eof {
 			s.poll()
@@ -463,9 +494,18 @@ func (s *session) drainSignals() {
 	}
 }
 
-// run runs a chunk on the current ranks and shows what they answered.
-func (s *session) run(code, name string) {
+// run runs a chunk on the current ranks and shows what they answered. A
+// syntax error is shown once, without asking the ranks.
+func (s *session) run(c Chunk) {
 	s.drainSignals()
+	syntax := luabind.ChunkSyntax
+	if c.Script {
+		syntax = luabind.ScriptSyntax
+	}
+	if err := syntax(c.Code, c.Name); err != nil {
+		s.errorf("%v", err)
+		return
+	}
 	targets := s.runOn()
 	if len(targets) == 0 {
 		s.errorf("no rank to run on: %s", s.aliveSummary())
@@ -473,9 +513,14 @@ func (s *session) run(code, name string) {
 	}
 	s.nextID++
 	id := s.nextID
+	subset := ""
+	if len(s.targets) > 0 && len(s.targets) < len(s.ranks) {
+		subset = fmt.Sprintf("%s %s of 0-%d", plural(len(s.targets), "rank", "ranks"), formatRanks(s.targets), len(s.ranks)-1)
+	}
 	pending := map[int]bool{}
 	for _, r := range targets {
-		if err := s.ranks[r].c.send(&message{Type: msgEval, ID: id, Code: code, Name: name}); err != nil {
+		m := &message{Type: msgEval, ID: id, Code: c.Code, Name: c.Name, Subset: subset, Script: c.Script, Args: c.Args}
+		if err := s.ranks[r].c.send(m); err != nil {
 			continue // its connection is gone; the read loop reports it
 		}
 		pending[r] = true

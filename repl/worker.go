@@ -73,8 +73,7 @@ func Serve(ctx context.Context, env launch.RankEnv, o WorkerOptions) int {
 	}
 	comm, err := engine.Open(ctx, env, o.Comm, o.CUDA)
 	if err != nil {
-		fmt.Fprintf(o.Stderr, "luacoll repl: %v\n", err)
-		return 1
+		return engine.ReportOpenError(o.Stderr, "luacoll repl: ", env, err)
 	}
 	dialTimeout := o.Comm.Timeout
 	if dialTimeout <= 0 {
@@ -97,11 +96,14 @@ func Serve(ctx context.Context, env launch.RankEnv, o WorkerOptions) int {
 }
 
 // install adapts the Lua state to the session: lc names the luacoll
-// module as in the docs, io.write goes where print goes, and os.exit ends
-// this rank through the front end rather than behind its back.
+// module as in the docs, arg is a table (empty until a script sets it),
+// io.write goes where print goes, and os.exit ends this rank through the
+// front end rather than behind its back.
 func (w *worker) install() {
 	L := w.st.L
 	L.SetGlobal("lc", L.GetGlobal("luacoll"))
+	L.SetGlobal("arg", L.NewTable()) // a script run with -i or :load sets it
+
 	if iolib, ok := L.GetGlobal("io").(*lua.LTable); ok {
 		L.SetField(iolib, "write", L.NewFunction(w.ioWrite))
 	}
@@ -231,7 +233,19 @@ func (w *worker) eval(parent context.Context, m *message) {
 	w.running, w.cancel, w.interrupted = m.ID, cancel, false
 	w.mu.Unlock()
 
-	values, err := w.st.Eval(ctx, m.Code, m.Name)
+	if m.Subset != "" {
+		w.comm.Refuse = func(string) error {
+			return fmt.Errorf("a collective needs every rank, but this chunk runs on %s only (:all runs chunks on every rank)", m.Subset)
+		}
+	}
+	var values []string
+	var err error
+	if m.Script {
+		values, err = w.st.EvalScript(ctx, m.Code, m.Name, m.Args)
+	} else {
+		values, err = w.st.Eval(ctx, m.Code, m.Name)
+	}
+	w.comm.Refuse = nil
 
 	w.mu.Lock()
 	interrupted := w.interrupted

@@ -2,9 +2,28 @@
 // (the tour), lib/ (schedules loadable with require) and bench/.
 package scripts
 
-import "embed"
+import (
+	"embed"
+	"io/fs"
+	"strings"
+)
 
 // FS holds examples/, lib/, bench/ and tests/ (the window suite).
 //
 //go:embed examples lib bench tests
 var FS embed.FS
+
+// Names lists the embedded scripts that run by name (examples/, bench/
+// and tests/; not the lib/ modules), sorted.
+func Names() []string {
+	var out []string
+	for _, dir := range []string{"examples", "bench", "tests"} {
+		entries, _ := fs.ReadDir(FS, dir)
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".lua") {
+				out = append(out, dir+"/"+e.Name())
+			}
+		}
+	}
+	return out
+}

@@ -187,6 +187,70 @@ func (b *FDBox) receiveOne() (bool, error) {
 // discarded.
 func (b *FDBox) Held() int { return len(b.held) }
 
+// Pass sends a duplicate of fd to every rank in peers under tag and hands
+// each of those peers' descriptors under the same tag to use, closing it
+// after. Sends never block: one refused for a full queue is tried again
+// after taking in what arrived, since the peers do the same. After the
+// first error (a send, a use, ctx's end, timeout), use is not called any
+// more, but the loop still finishes its sends and takes in (and closes)
+// what the peers pass, so no peer is left waiting on this rank; ctx's end
+// and timeout end it at once. It returns the first error.
+func (b *FDBox) Pass(ctx context.Context, peers []int, tag uint64, fd int, timeout time.Duration, use func(peer, fd int) error) error {
+	deadline := time.Now().Add(timeout)
+	toSend := append([]int(nil), peers...)
+	waiting := map[int]bool{}
+	for _, p := range peers {
+		waiting[p] = true
+	}
+	var first error
+	fail := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
+	for {
+		for len(toSend) > 0 {
+			sent, err := b.TrySend(toSend[0], tag, fd)
+			if err != nil {
+				fail(err)
+				sent = true // not to be tried again
+			}
+			if !sent {
+				break
+			}
+			toSend = toSend[1:]
+		}
+		for p := range waiting {
+			pfd, ok := b.Take(p, tag)
+			if !ok {
+				continue
+			}
+			delete(waiting, p)
+			if first == nil {
+				if err := use(p, pfd); err != nil {
+					fail(err)
+				}
+			}
+			_ = unix.Close(pfd)
+		}
+		if len(toSend) == 0 && len(waiting) == 0 {
+			return first
+		}
+		if err := ctx.Err(); err != nil {
+			fail(fmt.Errorf("passing window descriptors: %w", err))
+			return first
+		}
+		if time.Now().After(deadline) {
+			fail(fmt.Errorf("passing window descriptors: %d sends and %d peers' descriptors still missing after %v", len(toSend), len(waiting), timeout))
+			return first
+		}
+		if err := b.Pump(1); err != nil {
+			fail(err)
+			return first
+		}
+	}
+}
+
 // Discard closes every held descriptor whose tag is at most tag, after
 // taking in what is queued: what a failed or finished exchange left.
 func (b *FDBox) Discard(tag uint64) {

@@ -1,13 +1,39 @@
 package transport
 
-import "context"
+import (
+	"context"
+	"os"
+	"strings"
+)
 
-// ShmDir is where POSIX shared-memory segments live on Linux.
+// ShmDir is where POSIX shared-memory segments live on Linux. The host
+// backend makes none there (see shm.HostMemory); older builds did, named
+// with SegmentPrefix, and the launcher and `luacoll clean` remove
+// leftovers.
 const ShmDir = "/dev/shm"
 
-// SegmentPrefix is the file-name prefix of every shared-memory segment of
-// job; the launcher removes leftovers with it after a job ends.
+// SegmentPrefix is how the names of job's shared-memory segments start:
+// the names of the anonymous files (seen in /proc/PID/maps as
+// "/memfd:luacoll-JOB-r0-s1 (deleted)") and of older builds' files in
+// ShmDir.
 func SegmentPrefix(job string) string { return "luacoll-" + job + "-" }
+
+// MappedSegments lists this process's mappings of job's shared-memory
+// segments (as /proc/self/maps names them): what windows not yet freed
+// hold. Tests use it to find leaks.
+func MappedSegments(job string) []string {
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if i := strings.Index(line, SegmentPrefix(job)); i >= 0 {
+			out = append(out, strings.TrimSpace(line[i:]))
+		}
+	}
+	return out
+}
 
 // Region is memory local to one rank and mapped, where possible, at every
 // peer. Peers[r] is rank r's region as mapped in this process (Peers[rank] ==

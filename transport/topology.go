@@ -15,7 +15,7 @@ type PeerKind uint8
 // The peer classes, from closest to farthest.
 const (
 	KindSelf PeerKind = iota // this rank
-	KindSHM                  // same host: POSIX shared memory
+	KindSHM                  // same host: shared memory
 	KindNVL                  // same host, GPU peer access (CUDA IPC over NVLink or PCIe)
 	KindNet                  // another host: no transport yet
 )

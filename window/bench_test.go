@@ -22,7 +22,7 @@ func benchRank(b *testing.B) (*Rank, func()) {
 		b.Fatal(err)
 	}
 	st, _ := be.NewStream(abort)
-	return &Rank{Ex: m, Topo: topo, Backend: be, Stream: st, Abort: abort}, st.Close
+	return &Rank{Ex: m, Topo: topo, Backend: be, Stream: st, Abort: abort}, func() { st.Close(); be.Close() }
 }
 
 // BenchmarkPut measures a put into a window and, as its ceiling, a plain

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +30,7 @@ func job(t *testing.T, n int, fn func(r *Rank) error) {
 			defer cancel()
 			m := g.Member(i)
 			be := shm.NewHostBackend(jobID)
+			defer be.Close()
 			abort := transport.NewAbort()
 			topo, err := transport.Discover(ctx, m, be.Identity(), be.GPUPeer, "")
 			if err != nil {
@@ -48,11 +48,8 @@ func job(t *testing.T, n int, fn func(r *Rank) error) {
 			t.Errorf("rank %d: %v", i, err)
 		}
 	}
-	left, _ := os.ReadDir(transport.ShmDir)
-	for _, e := range left {
-		if strings.HasPrefix(e.Name(), transport.SegmentPrefix(jobID)) {
-			t.Errorf("segment left behind: %s", e.Name())
-		}
+	for _, m := range transport.MappedSegments(jobID) {
+		t.Errorf("segment still mapped: %s", m)
 	}
 }
 

@@ -75,7 +75,7 @@ type AGBenchRow struct {
 type AGBenchResult struct {
 	Rows []AGBenchRow
 	// Info is the all-gather's ag:info() after the run.
-	Info map[string]string
+	Info map[string]any
 	// NCCL is the library version, or why there is no baseline.
 	NCCL     string
 	HaveNCCL bool
@@ -165,6 +165,14 @@ func openNCCL(ctx context.Context, c *engine.Comm, cs *tcuda.CUDAStream) (*ncclR
 	return &ncclRun{lib: lib, comm: comm, cs: cs, gs: map[uint64]*tcuda.CUDAGraph{}}, "NCCL " + lib.Version(), nil
 }
 
+// AGChunkAlign is the granularity of an all-gather bench's chunk: each
+// rank sends a multiple of it (its share of the total, rounded down).
+const AGChunkAlign = 16
+
+// AGChunk is the chunk each of n ranks sends for a total size: total/n
+// rounded down to AGChunkAlign (0 when total is below n*AGChunkAlign).
+func AGChunk(total, n uint64) uint64 { return total / n &^ (AGChunkAlign - 1) }
+
 // BenchAllGather measures the persistent all-gather (and, on CUDA with
 // cfg.NCCL, ncclAllGather on the same buffers in the same run) for each
 // size. After every timed run each rank checks every chunk of its window
@@ -179,8 +187,13 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (*AG
 	if cfg.InPlace && cfg.Schedule != nil {
 		return nil, errors.New("bench allgather: in place works with the built-in algorithms only")
 	}
-	chunk := func(total uint64) uint64 { return total / N &^ 15 }
-	maxChunk := uint64(16)
+	for _, size := range cfg.Sizes {
+		if AGChunk(size, N) == 0 {
+			return nil, fmt.Errorf("bench allgather: size %d is below %d bytes (%d bytes a rank at least)", size, N*AGChunkAlign, AGChunkAlign)
+		}
+	}
+	chunk := func(total uint64) uint64 { return AGChunk(total, N) }
+	maxChunk := uint64(AGChunkAlign)
 	for _, s := range cfg.Sizes {
 		maxChunk = max(maxChunk, chunk(s))
 	}
@@ -433,8 +446,8 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (*AG
 	}
 	bar.clear()
 	if cfg.Schedule != nil {
-		res.Info = map[string]string{"algo": cfg.ScheduleName, "algo_requested": cfg.ScheduleName,
-			"path": "window operations from Lua (" + c.Backend.Name() + ")", "graph": "off"}
+		res.Info = map[string]any{"algo": cfg.ScheduleName, "algo_requested": cfg.ScheduleName,
+			"path": "window operations from Lua (" + c.Backend.Name() + ")", "graph": false}
 		if ag != nil {
 			res.Info["builtin_path"] = ag.Info()["path"]
 			if err := ag.Destroy(ctx); err != nil {

@@ -71,12 +71,24 @@ func TestPingPongPayloadCheck(t *testing.T) {
 	}
 }
 
-// Ranks whose --ipc differ cannot make a window together: the collective
-// check names the way each would share it, on every rank.
+// Ranks whose --ipc differ cannot make a CUDA window together: the
+// collective check names the way each would share it, on every rank. The
+// host backend shares one way whatever ipc says: there they agree.
 func TestWindowIPCMustAgree(t *testing.T) {
 	errs := enginetest.WithComms(t, 2, engine.Options{Device: "host", Timeout: 5 * time.Second}, func(r int, c *engine.Comm) error {
 		c.Opts.IPC = []string{"legacy", "vmm"}[r]
-		_, err := c.NewWindow(context.Background(), "test.window", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1})
+		o := window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1}
+		w, err := c.NewWindow(context.Background(), "test.window", o)
+		if err != nil {
+			return fmt.Errorf("host window: %w", err)
+		}
+		if err := c.FreeWindow(context.Background(), w); err != nil {
+			return err
+		}
+		// What a CUDA job checks (the check fails before any memory is made).
+		c.Opts.Device = "cuda"
+		_, err = c.NewWindow(context.Background(), "test.window", o)
+		c.Opts.Device = "host"
 		if err == nil {
 			return fmt.Errorf("a window shared two ways was made")
 		}

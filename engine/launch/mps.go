@@ -220,10 +220,10 @@ func (d *mpsDaemon) clientEnv() []string {
 	return []string{EnvMPSPipe + "=" + d.pipe, EnvMPSLog + "=" + d.logs, EnvMPS + "=" + MPSDaemonJob}
 }
 
-// mpsTempBase is where job directories go: the system's temporary
-// directory, unless its path leaves too little room for the daemon's
-// sockets.
-func mpsTempBase() string {
+// MPSTempBase is where the MPS daemons' job directories go: the system's
+// temporary directory, unless its path leaves too little room for the
+// daemon's sockets.
+func MPSTempBase() string {
 	if t := os.TempDir(); len(t) <= 48 {
 		return t
 	}
@@ -240,7 +240,9 @@ func startMPS(cfg MPSConfig, job string, base []string) (*mpsDaemon, error) {
 	if base == nil {
 		base = os.Environ()
 	}
-	dir, err := os.MkdirTemp(mpsTempBase(), "luacoll-"+job+"-")
+	// Named after this process (see TempDir): `luacoll clean` stops the
+	// daemon and removes the directory once the launcher is gone.
+	dir, err := os.MkdirTemp(MPSTempBase(), fmt.Sprintf("luacoll-mps-%d-%s-", os.Getpid(), job))
 	if err != nil {
 		return nil, fmt.Errorf("mps: job directory: %w", err)
 	}

@@ -120,7 +120,7 @@ if lc.device() ~= "host" then
   lc.sync()
   check_all(w, n, replays + 100)
   local info = ag:info()
-  assert(info.graph == "on", "graph mode is " .. tostring(info.graph))
+  assert(info.graph == true, "graph mode is " .. tostring(info.graph))
   if me == 0 then lc.log("graph nodes per exec: %s, %d replays each checked, then 100 back to back", tostring(info.graph_nodes), replays) end
   ag:destroy(); src:free(); w:free()
   passed = passed + 1

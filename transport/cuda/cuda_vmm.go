@@ -97,66 +97,25 @@ func (b *CUDABackend) vmmAllocAt(at cuda.DevicePtr, size, gran uint64) (vmmMappi
 }
 
 // passVMM sends fd to every peer and receives every peer's descriptor
-// under tag, in one loop that never blocks: a send refused for a full
-// queue is tried again after taking in what arrived, which is what lets
-// the peers' sends through too. Each descriptor received is handed to use
-// (and closed after) while st has no error; once st has one, the loop only
-// finishes its sends and keeps taking in, so no peer is left waiting on
-// this rank. It ends when every send is done and every peer's descriptor
-// came, or at vmmPassTimeout or ctx's end (recorded in st).
+// under tag (FDBox.Pass: a loop that never blocks). Each descriptor
+// received is handed to use (and closed after) while st has no error; once
+// st has one, the loop only finishes its sends and keeps taking in, so no
+// peer is left waiting on this rank. It ends when every send is done and
+// every peer's descriptor came, or at vmmPassTimeout or ctx's end
+// (recorded in st).
 func (b *CUDABackend) passVMM(ctx context.Context, rank, n int, tag uint64, fd int, st *cudaShare, use func(p, pfd int) error) {
-	deadline := time.Now().Add(vmmPassTimeout)
-	toSend := make([]int, 0, n-1)
-	waiting := map[int]bool{}
+	peers := make([]int, 0, n-1)
 	for i := 1; i < n; i++ {
-		toSend = append(toSend, (rank+i)%n)
-		waiting[(rank+i)%n] = true
+		peers = append(peers, (rank+i)%n)
 	}
-	fail := func(err error) {
-		if st.Err == "" {
-			st.Err = err.Error()
+	err := b.box.Pass(ctx, peers, tag, fd, vmmPassTimeout, func(p, pfd int) error {
+		if st.Err != "" {
+			return nil // failed before the passing: only take in
 		}
-	}
-	for len(toSend) > 0 || len(waiting) > 0 {
-		for len(toSend) > 0 {
-			sent, err := b.box.TrySend(toSend[0], tag, fd)
-			if err != nil {
-				fail(err)
-				sent = true // not to be tried again
-			}
-			if !sent {
-				break
-			}
-			toSend = toSend[1:]
-		}
-		for p := range waiting {
-			pfd, ok := b.box.Take(p, tag)
-			if !ok {
-				continue
-			}
-			delete(waiting, p)
-			if st.Err == "" {
-				if err := use(p, pfd); err != nil {
-					fail(err)
-				}
-			}
-			_ = unix.Close(pfd)
-		}
-		if len(toSend) == 0 && len(waiting) == 0 {
-			return
-		}
-		if err := ctx.Err(); err != nil {
-			fail(fmt.Errorf("passing window descriptors: %w", err))
-			return
-		}
-		if time.Now().After(deadline) {
-			fail(fmt.Errorf("passing window descriptors: %d sends and %d peers' descriptors still missing after %v", len(toSend), len(waiting), vmmPassTimeout))
-			return
-		}
-		if err := b.box.Pump(1); err != nil {
-			fail(err)
-			return
-		}
+		return use(p, pfd)
+	})
+	if err != nil && st.Err == "" {
+		st.Err = err.Error()
 	}
 }
 

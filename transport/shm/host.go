@@ -81,7 +81,8 @@ func (*HostBackend) Equal(a, b transport.Addr, n uint64) (bool, error) {
 	return bytes.Equal(transport.HostBytes(a, n), transport.HostBytes(b, n)), nil
 }
 
-// Close implements transport.Backend.
-func (*HostBackend) Close() error { return nil }
+// Close implements transport.Backend: it closes the descriptor box
+// (windows are released on their own).
+func (b *HostBackend) Close() error { return b.HostMemory.close() }
 
 var _ transport.Backend = (*HostBackend)(nil)

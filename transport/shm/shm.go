@@ -1,5 +1,5 @@
-// Package shm is the host backend: windows in POSIX shared memory that every
-// peer on the same host maps, and the host stream.
+// Package shm is the host backend: windows in shared memory (memfd) that
+// every peer on the same host maps, and the host stream.
 package shm
 
 import (
@@ -7,35 +7,35 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/luacoll/luacoll/transport"
 )
 
-// HostMemory is the host backend's Memory: POSIX shared-memory segments in
-// transport.ShmDir, named after the job so concurrent jobs never collide, and unlinked
-// as soon as every peer has mapped them.
+// HostMemory is the host backend's Memory: each rank's part of a window is
+// an anonymous shared-memory file (memfd_create) that never has a name in
+// the file system; its descriptor is passed to every peer over the rank's
+// descriptor box (transport.FDBox, a Unix socket in the abstract
+// namespace), and each peer maps it. The memory lives as long as some
+// process maps it, so a rank killed at any moment, even in the middle of a
+// share, leaves nothing behind.
 type HostMemory struct {
 	Job string
-	Dir string // transport.ShmDir when empty (tests point it elsewhere)
 	seq int
+	box *transport.FDBox
 }
 
-func (m *HostMemory) dir() string {
-	if m.Dir == "" {
-		return transport.ShmDir
-	}
-	return m.Dir
-}
+// sharePassTimeout bounds the passing of descriptors once every rank has
+// said it made its segment (each rank then sends and receives at once, so
+// only a rank that stopped answering makes it run out).
+const sharePassTimeout = 60 * time.Second
 
 // shareStatus is what each rank publishes during Share.
 type shareStatus struct {
-	Name string `json:"name,omitempty"`
-	Err  string `json:"err,omitempty"`
+	Err string `json:"err,omitempty"`
 }
 
 func pageRound(n uint64) uint64 {
@@ -46,78 +46,16 @@ func pageRound(n uint64) uint64 {
 	return (n + page - 1) &^ (page - 1)
 }
 
-// Share implements transport.Memory.
+// Share implements transport.Memory. Two exchanges bracket the passing of
+// the descriptors, so every rank's box is open before anything is sent
+// and every rank learns of any rank's failure.
 func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *transport.Topology, size uint64, _ string) (*transport.Region, error) {
 	rank, n := ex.Rank(), ex.Size()
 	m.seq++
-	name := fmt.Sprintf("%sr%d-s%d", transport.SegmentPrefix(m.Job), rank, m.seq)
-	path := filepath.Join(m.dir(), name)
+	tag := uint64(m.seq)
+	psize := pageRound(size)
 	mapped := make([][]byte, n)
-	unmapAll := func() {
-		for i, b := range mapped {
-			if b != nil {
-				_ = unix.Munmap(b)
-				mapped[i] = nil
-			}
-		}
-	}
-	created := false
-	var localErr error
-	for r, k := range topo.Kinds {
-		if k == transport.KindNet {
-			localErr = fmt.Errorf("rank %d is on another host (transport net), which this build cannot reach", r)
-			break
-		}
-	}
-	if localErr == nil {
-		mapped[rank], localErr = createSegment(path, pageRound(size))
-		created = localErr == nil
-	}
-	st := shareStatus{Name: name}
-	if localErr != nil {
-		st = shareStatus{Err: localErr.Error()}
-	}
-	all, err := exchangeStatus(ctx, ex, st)
-	if err == nil {
-		err = firstRemoteError(all, "creating shared memory")
-	}
-	if err == nil {
-		// Map every same-host peer's segment.
-		for r, s := range all {
-			if r == rank || !topo.Mappable(r) {
-				continue
-			}
-			b, e := mapSegment(filepath.Join(m.dir(), s.Name), pageRound(size))
-			if e != nil {
-				localErr = fmt.Errorf("mapping rank %d's segment: %w", r, e)
-				break
-			}
-			mapped[r] = b
-		}
-		st = shareStatus{}
-		if localErr != nil {
-			st.Err = localErr.Error()
-		}
-		all, err = exchangeStatus(ctx, ex, st)
-		if err == nil {
-			err = firstRemoteError(all, "mapping shared memory")
-		}
-	}
-	// Every peer has mapped it (or we are failing): the name is no longer needed.
-	if created {
-		_ = os.Remove(path)
-	}
-	if err != nil {
-		unmapAll()
-		return nil, err
-	}
-	peers := make([]transport.Addr, n)
-	for r, b := range mapped {
-		if b != nil {
-			peers[r] = transport.AddrOf(b)
-		}
-	}
-	return transport.NewRegion(size, peers[rank], peers, nil, func() error {
+	unmapAll := func() error {
 		var errs []error
 		for i, b := range mapped {
 			if b != nil {
@@ -128,7 +66,82 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 			}
 		}
 		return errors.Join(errs...)
-	}), nil
+	}
+	var localErr error
+	for r, k := range topo.Kinds {
+		if k == transport.KindNet {
+			localErr = fmt.Errorf("rank %d is on another host (transport net), which this build cannot reach", r)
+			break
+		}
+	}
+	if localErr == nil && m.box == nil && n > 1 {
+		m.box, localErr = transport.OpenFDBox(m.Job, rank)
+	}
+	fd := -1
+	if localErr == nil {
+		name := fmt.Sprintf("%sr%d-s%d", transport.SegmentPrefix(m.Job), rank, m.seq)
+		fd, mapped[rank], localErr = createSegment(name, psize)
+	}
+	if fd >= 0 {
+		defer unix.Close(fd)
+	}
+	st := shareStatus{}
+	if localErr != nil {
+		st.Err = localErr.Error()
+	}
+	all, err := exchangeStatus(ctx, ex, st)
+	if err == nil {
+		err = firstRemoteError(all, "creating shared memory")
+	}
+	if err == nil && n > 1 {
+		peers := make([]int, 0, n-1)
+		for i := 1; i < n; i++ {
+			peers = append(peers, (rank+i)%n)
+		}
+		localErr = m.box.Pass(ctx, peers, tag, fd, sharePassTimeout, func(p, pfd int) error {
+			b, e := mapSegment(pfd, psize)
+			if e != nil {
+				return fmt.Errorf("mapping rank %d's segment: %w", p, e)
+			}
+			mapped[p] = b
+			return nil
+		})
+		st = shareStatus{}
+		if localErr != nil {
+			st.Err = localErr.Error()
+		}
+		all, err = exchangeStatus(ctx, ex, st)
+		if err == nil {
+			err = firstRemoteError(all, "mapping shared memory")
+		}
+	}
+	if m.box != nil {
+		// Every send of this share ended before the second exchange: a
+		// descriptor left over (a failure cut the receiving short) is
+		// closed, so it does not keep a peer's memory alive.
+		m.box.Discard(tag)
+	}
+	if err != nil {
+		_ = unmapAll()
+		return nil, err
+	}
+	peers := make([]transport.Addr, n)
+	for r, b := range mapped {
+		if b != nil {
+			peers[r] = transport.AddrOf(b)
+		}
+	}
+	return transport.NewRegion(size, peers[rank], peers, nil, unmapAll), nil
+}
+
+// close closes the descriptor box (the backend's Close).
+func (m *HostMemory) close() error {
+	if m.box == nil {
+		return nil
+	}
+	err := m.box.Close()
+	m.box = nil
+	return err
 }
 
 func exchangeStatus(ctx context.Context, ex transport.Exchanger, st shareStatus) ([]shareStatus, error) {
@@ -159,49 +172,40 @@ func firstRemoteError(all []shareStatus, what string) error {
 	return fmt.Errorf("%s: %s", what, strings.Join(msgs, "; "))
 }
 
-func createSegment(path string, size uint64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+// createSegment makes an anonymous shared-memory file of size bytes
+// (named for /proc/PID/maps only) and maps it; the caller closes fd.
+func createSegment(name string, size uint64) (fd int, b []byte, err error) {
+	fd, err = unix.MemfdCreate(name, unix.MFD_CLOEXEC)
 	if err != nil {
-		return nil, fmt.Errorf("create %s: %w", path, err)
+		return -1, nil, fmt.Errorf("memfd_create %s: %w", name, err)
 	}
-	defer f.Close()
 	// Reserve the pages now: a sparse segment would fault (SIGBUS) on the
-	// first touch of a page that /dev/shm has no room for.
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, int64(size)); err != nil {
-		_ = os.Remove(path)
-		if errors.Is(err, unix.ENOSPC) {
-			var st unix.Statfs_t
-			free := "?"
-			if unix.Statfs(filepath.Dir(path), &st) == nil {
-				free = fmt.Sprint(st.Bavail * uint64(st.Bsize))
-			}
-			return nil, fmt.Errorf("%d bytes do not fit in %s (%s bytes free): use a smaller window or a larger %s",
-				size, filepath.Dir(path), free, filepath.Dir(path))
+	// first touch of a page there is no memory for.
+	if err := unix.Fallocate(fd, 0, 0, int64(size)); err != nil {
+		_ = unix.Close(fd)
+		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.ENOMEM) {
+			return -1, nil, fmt.Errorf("%d bytes of shared memory for %s do not fit in this host's memory: use a smaller window", size, name)
 		}
-		return nil, fmt.Errorf("reserve %d bytes for %s: %w", size, path, err)
+		return -1, nil, fmt.Errorf("reserve %d bytes for %s: %w", size, name, err)
 	}
-	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	b, err = unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		_ = os.Remove(path)
-		return nil, fmt.Errorf("mmap %s (%d bytes): %w", path, size, err)
+		_ = unix.Close(fd)
+		return -1, nil, fmt.Errorf("mmap %s (%d bytes): %w", name, size, err)
 	}
-	return b, nil
+	return fd, b, nil
 }
 
-func mapSegment(path string, size uint64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
+// mapSegment maps a peer's segment from the descriptor it passed.
+func mapSegment(fd int, size uint64) ([]byte, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
+	if uint64(st.Size) < size {
+		return nil, fmt.Errorf("the segment holds %d bytes, want %d", st.Size, size)
 	}
-	if uint64(fi.Size()) < size {
-		return nil, fmt.Errorf("%s holds %d bytes, want %d", path, fi.Size(), size)
-	}
-	return unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	return unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 }
 
 // Alloc implements transport.Memory with private anonymous memory.
