@@ -70,6 +70,15 @@ func (r *Rank) NewWindow(ctx context.Context, opts Options) (*Window, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: window %d: %w", r.ID(), id, err)
 	}
+	if r.Topo.AnyNet() {
+		if err := transport.ShareNetwork(ctx, r.Ex, r.Topo, r.Net, reg); err != nil {
+			_ = reg.Close()
+			return nil, fmt.Errorf("rank %d: window %d: %w", r.ID(), id, err)
+		}
+		if u, ok := r.Stream.(transport.NetworkUser); ok && r.Net != nil {
+			u.UseNetwork(r.Net)
+		}
+	}
 	w := &Window{r: r, id: id, opts: opts, lay: lay, reg: reg, epoch: make([]uint64, opts.Barriers)}
 	w.peers = transport.NewPeers(r.Topo, reg)
 	w.peers.What = fmt.Sprintf("rank %d: window %d", r.ID(), id)

@@ -1,0 +1,121 @@
+package net
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseLanes(t *testing.T) {
+	text := `#
+# UCP endpoint
+#
+#               peer: <no debug data>
+#                 lane[0]:  2:tcp/lo.0 md[1]                -> md[1]/tcp/sysdev[255] am am_bw#0 keepalive wireup
+#                 lane[1]:  1:tcp/eth0.0 md[1]              -> md[1]/tcp/sysdev[255] rma_bw#0
+#                 lane[2]:  2:tcp/lo.0 md[1]                -> md[1]/tcp/sysdev[255] amo
+#
+#                  rma_bw: mds #
+`
+	got := strings.Join(parseLanes(text), ",")
+	if got != "tcp/eth0,tcp/lo" {
+		t.Errorf("parseLanes = %q", got)
+	}
+	if l := parseLanes("nothing here"); len(l) != 0 {
+		t.Errorf("parseLanes(nothing) = %v", l)
+	}
+}
+
+func TestParseResources(t *testing.T) {
+	text := `#            md 0  :  component 0  self
+#      resource 0  :  md 0  dev 0  flags -- self/memory0
+#      resource 1  :  md 1  dev 1  flags -- tcp/eth0
+#      resource 2  :  md 1  dev 2  flags -- tcp/lo
+`
+	got := parseResources(text)
+	want := []Resource{{"self", "memory0"}, {"tcp", "eth0"}, {"tcp", "lo"}}
+	if len(got) != len(want) {
+		t.Fatalf("parseResources = %v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("resource %d = %v, want %v", i, got[i], want[i])
+		}
+	}
+}
+
+// A peer's address or key that is cut short, damaged or foreign is refused
+// with what is wrong, before UCX sees it.
+func TestUnsealRefusesBadBytes(t *testing.T) {
+	good := seal([]byte("worker address bytes"))
+	if b, err := unseal(good, "address"); err != nil || string(b) != "worker address bytes" {
+		t.Fatalf("unseal(seal) = %q, %v", b, err)
+	}
+	damaged := append([]byte(nil), good...)
+	damaged[len(damaged)-1] ^= 1
+	foreign := append([]byte(nil), good...)
+	foreign[0] ^= 1
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"empty", nil, "too short"},
+		{"truncated", good[:len(good)-3], "truncated"},
+		{"damaged", damaged, "damaged"},
+		{"foreign", foreign, "not a UCX address"},
+	} {
+		_, err := unseal(c.b, "address")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: unseal = %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+func FuzzUnseal(f *testing.F) {
+	f.Add(seal([]byte("abc")))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		body, err := unseal(b, "key")
+		if err == nil && string(seal(body)) != string(b) {
+			t.Fatalf("unseal accepted %x, which seal does not produce", b)
+		}
+	})
+}
+
+func TestDescribe(t *testing.T) {
+	if _, err := Load(); err != nil {
+		t.Skipf("no UCX here: %v", err)
+	}
+	t.Setenv("UCX_TLS", "tcp")
+	info, err := Describe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Version == "" || len(info.Resources) == 0 {
+		t.Fatalf("Describe = %+v", info)
+	}
+	for _, r := range info.Resources {
+		if r.Transport != "tcp" {
+			t.Errorf("UCX_TLS=tcp, resource %v", r)
+		}
+	}
+}
+
+// Connect and Unpack refuse peers' bad bytes with the peer's rank.
+func TestConnectRefusesBadAddress(t *testing.T) {
+	if _, err := Load(); err != nil {
+		t.Skipf("no UCX here: %v", err)
+	}
+	n := New(0, 2)
+	defer n.Close()
+	if _, err := n.Address(); err != nil {
+		t.Fatal(err)
+	}
+	err := n.Connect(1, []byte("garbage"))
+	if err == nil || !strings.Contains(err.Error(), "rank 1's address") {
+		t.Errorf("Connect(garbage) = %v", err)
+	}
+	if _, err := n.Unpack(1, seal([]byte("0123456789"))); err == nil || !strings.Contains(err.Error(), "rank 1") {
+		t.Errorf("Unpack without an endpoint = %v", err)
+	}
+}
