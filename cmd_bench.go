@@ -125,12 +125,16 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		if n == 0 {
 			n = 2
 		}
+		if err := f.checkNodes(n); err != nil {
+			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
+			return 2
+		}
 		exe, err := os.Executable()
 		if err != nil {
 			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 			return 1
 		}
-		res, err := engine.Launch(ctx, engine.LaunchConfig{N: n, Path: exe, Args: append([]string{"bench"}, args...),
+		res, err := engine.Launch(ctx, engine.LaunchConfig{N: n, Path: exe, Args: append([]string{"bench"}, args...), Nodes: f.nodes,
 			Prefix: false, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second, Progress: terminalOf(stderr)})
 		if err != nil {
 			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)

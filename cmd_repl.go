@@ -61,6 +61,10 @@ func cmdRepl(args []string, stdout, stderr io.Writer) int {
 	if n == 0 {
 		n = 1
 	}
+	if err := f.checkNodes(n); err != nil {
+		fmt.Fprintf(stderr, "luacoll repl: %v\n", err)
+		return 2
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll repl: finding my own executable: %v\n", err)
@@ -72,7 +76,7 @@ func cmdRepl(args []string, stdout, stderr io.Writer) int {
 		history = filepath.Join(home, historyName)
 	}
 	color := terminal && repl.IsTerminal(os.Stdout) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
-	return repl.Run(context.Background(), repl.Config{N: n, Timeout: f.timeout,
+	return repl.Run(context.Background(), repl.Config{N: n, Nodes: f.nodes, Timeout: f.timeout,
 		Exe: exe, Args: append([]string{"repl"}, args...), Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
 		Terminal: terminal, Color: color, HistoryFile: history})
 }

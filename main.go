@@ -126,6 +126,7 @@ type rankFlags struct {
 	gpus     string
 	cpuBind  string
 	ipc      string
+	nodes    int
 	fs       *flag.FlagSet
 }
 
@@ -140,6 +141,13 @@ func (f *rankFlags) register(fs *flag.FlagSet) {
 		"their GPU first, when each gets at least 2), spread (the same down to 1 CPU each) or none")
 	fs.StringVar(&f.ipc, "ipc", transport.IPCLegacy, "how CUDA windows share their memory, unless a window names its own ipc: legacy (CUDA IPC handles)\n"+
 		"or vmm (cuMemCreate memory passed to the peers as file descriptors over Unix sockets)")
+	fs.IntVar(&f.nodes, "nodes", 1, "split the ranks into this many logical nodes of this machine: each has its own host identity,\n"+
+		"shared memory and temporary directory, and reaches the others over the network (UCX; UCX_TLS=tcp unless set)")
+}
+
+// checkNodes validates --nodes against the ranks to launch.
+func (f *rankFlags) checkNodes(n int) error {
+	return engine.CheckNodes(f.nodes, n)
 }
 
 // options are the engine options the flags describe (after check).
@@ -170,6 +178,9 @@ func (f *rankFlags) check() error {
 	}
 	if f.ipc != transport.IPCLegacy && f.ipc != transport.IPCVMM {
 		return fmt.Errorf("--ipc %q: want legacy or vmm", f.ipc)
+	}
+	if f.nodes < 1 {
+		return fmt.Errorf("--nodes %d: want 1 or more", f.nodes)
 	}
 	_, err := f.gpuList()
 	return err
@@ -217,7 +228,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", "luacoll run [-n N] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc legacy|vmm] [script.lua [args...]]\n\n"+
+	fs := newFlagSet("run", "luacoll run [-n N] [--nodes K] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc legacy|vmm] [script.lua [args...]]\n\n"+
 		"Runs the script on N ranks (the embedded examples/tour.lua when none is named); its\n"+
 		"arguments are in Lua's arg table. Exit status: 0 when every rank succeeds, else the\n"+
 		"status of the first rank that failed (a rank stopped only by another's failure exits\n"+
@@ -260,12 +271,16 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if n == 0 {
 		n = 1
 	}
+	if err := f.checkNodes(n); err != nil {
+		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+		return 2
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll run: finding my own executable: %v\n", err)
 		return 1
 	}
-	cfg := engine.LaunchConfig{N: n, Path: exe, Args: append([]string{"run"}, args...),
+	cfg := engine.LaunchConfig{N: n, Path: exe, Args: append([]string{"run"}, args...), Nodes: f.nodes,
 		Prefix: !f.noPrefix, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second}
 	if f.noPrefix {
 		// Tell the ranks that their output needs no prefix at all.

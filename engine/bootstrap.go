@@ -3,7 +3,9 @@ package engine
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -19,10 +21,13 @@ import (
 )
 
 // Wire protocol. Every frame is a 4-byte big-endian length (of what
-// follows), a type byte and a body. A client's first frame is hello; the
-// hub answers welcome once every rank said hello, or reject.
+// follows), a type byte and a body. The hub opens every connection with a
+// challenge (a nonce); the client's first frame is hello, which proves
+// with an HMAC keyed by the job's secret that it knows the secret; the hub
+// answers accept (proving the same back) and welcome once every rank said
+// hello, or reject.
 const (
-	bootVersion      = 1
+	bootVersion      = 2
 	maxBootFrame     = 256 << 20 // largest frame (type byte and body)
 	maxHelloFrame    = 64 << 10  // largest frame before a client is known
 	defaultBootLimit = 30 * time.Second
@@ -51,6 +56,8 @@ const (
 	frByeAck                           //
 	frStatus                           // seq u64
 	frStatusReply                      // seq u64, known u8, n u32, n × rank u32
+	frChallenge                        // hub nonce
+	frAccept                           // mac (acceptMAC)
 )
 
 // collKind is the kind of a collective call.
@@ -165,6 +172,12 @@ type BootstrapConfig struct {
 	Abort *transport.Abort
 	// Host identifies this rank's machine to the others (opaque).
 	Host string
+	// Secret is the job's secret (JobSecret): every connection to the hub
+	// proves it knows it, and the hub proves it back.
+	Secret string
+	// Log, when set, receives the hub's notes about connections it
+	// refused (rank 0; default: standard error).
+	Log func(string)
 }
 
 // Bootstrap is a rank's connection to the job's rendezvous hub, which rank
@@ -262,7 +275,7 @@ func Connect(ctx context.Context, cfg BootstrapConfig) (*Bootstrap, error) {
 				return nil, fmt.Errorf("bootstrap: %w", err)
 			}
 		}
-		h = startHub(ln, cfg.Size, job, cfg.Timeout)
+		h = startHub(ln, cfg.Size, job, cfg.Timeout, jobKey(cfg.Secret), cfg.Log)
 		addr = dialableAddr(ln.Addr())
 	} else {
 		if cfg.Listener != nil {
@@ -343,24 +356,54 @@ func dialHub(ctx context.Context, cfg BootstrapConfig, addr string, limit time.D
 		_ = conn.Close()
 		return nil, err
 	}
-	hello := newFrame(frHello, 9+len(cfg.Host))
-	hello.u8(bootVersion)
-	hello.u32(uint32(cfg.Rank))
-	hello.u32(uint32(cfg.Size))
-	hello.raw([]byte(cfg.Host))
-	frame, err := hello.finish()
-	if err != nil {
-		return fail(fmt.Errorf("bootstrap connect (%s): hello: %w", who, err))
-	}
 	deadline, _ := ctx.Deadline()
 	_ = conn.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
-	if _, err := conn.Write(frame); err != nil {
-		stop()
-		return fail(fmt.Errorf("bootstrap connect (%s): sending hello to %s: %w", who, addr, err))
-	}
 	br := bufio.NewReader(conn)
+	key := jobKey(cfg.Secret)
+	rankNonce, err := newNonce()
+	var hubNonce []byte
+	if err == nil {
+		var t frameType
+		var body []byte
+		t, body, err = readFrame(br, maxHelloFrame)
+		if err == nil && (t != frChallenge || len(body) != nonceLen) {
+			err = fmt.Errorf("%s does not speak this bootstrap protocol (frame %d first)", addr, t)
+		}
+		hubNonce = body
+	}
+	var frame []byte
+	if err == nil {
+		hello := newFrame(frHello, 9+2*nonceLen+len(cfg.Host))
+		hello.u8(bootVersion)
+		hello.u32(uint32(cfg.Rank))
+		hello.u32(uint32(cfg.Size))
+		hello.raw(rankNonce)
+		hello.raw(helloMAC(key, hubNonce, rankNonce, uint32(cfg.Rank), uint32(cfg.Size), cfg.Host))
+		hello.raw([]byte(cfg.Host))
+		frame, err = hello.finish()
+	}
+	if err == nil {
+		_, err = conn.Write(frame)
+	}
+	if err != nil {
+		stop()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return fail(fmt.Errorf("bootstrap connect (%s): hello to %s: %w", who, addr, err))
+	}
 	t, body, err := readFrame(br, maxBootFrame)
+	if err == nil && t == frAccept {
+		if !hmac.Equal(body, acceptMAC(key, hubNonce, rankNonce)) {
+			stop()
+			return fail(fmt.Errorf("bootstrap connect (%s): the hub at %s does not know this job's secret (%s): another job's?", who, addr, EnvJobSecret))
+		}
+		t, body, err = readFrame(br, maxBootFrame)
+	} else if err == nil && t == frWelcome {
+		stop()
+		return fail(fmt.Errorf("bootstrap connect (%s): the hub at %s did not prove it knows this job's secret", who, addr))
+	}
 	if !stop() && ctx.Err() != nil {
 		err = ctx.Err()
 	}
@@ -947,6 +990,8 @@ type hub struct {
 	jobID   string
 	timeout time.Duration
 	ln      net.Listener
+	key     []byte       // HMAC key of the job's secret
+	log     func(string) // notes about refused connections
 
 	mu         sync.Mutex
 	peers      []*hubPeer // by rank, nil until hello
@@ -984,9 +1029,12 @@ type hubColl struct {
 }
 
 // startHub serves ln until shutdown or kill.
-func startHub(ln net.Listener, size int, jobID string, timeout time.Duration) *hub {
+func startHub(ln net.Listener, size int, jobID string, timeout time.Duration, key []byte, log func(string)) *hub {
+	if log == nil {
+		log = func(s string) { fmt.Fprintln(os.Stderr, s) }
+	}
 	h := &hub{
-		size: size, jobID: jobID, timeout: timeout, ln: ln,
+		size: size, jobID: jobID, timeout: timeout, ln: ln, key: key, log: log,
 		peers:   make([]*hubPeer, size),
 		colls:   make(map[uint64]*hubColl),
 		conns:   make(map[net.Conn]struct{}),
@@ -1047,7 +1095,20 @@ func (h *hub) reject(c net.Conn, msg string) {
 func (h *hub) serve(c net.Conn) {
 	defer h.wg.Done()
 	br := bufio.NewReader(c)
-	_ = c.SetReadDeadline(time.Now().Add(h.timeout))
+	_ = c.SetDeadline(time.Now().Add(h.timeout))
+	hubNonce, err := newNonce()
+	if err == nil {
+		ch := newFrame(frChallenge, nonceLen)
+		ch.raw(hubNonce)
+		var frame []byte
+		if frame, err = ch.finish(); err == nil {
+			_, err = c.Write(frame)
+		}
+	}
+	if err != nil {
+		h.drop(c)
+		return
+	}
 	t, body, err := readFrame(br, maxHelloFrame)
 	if err != nil || t != frHello {
 		h.drop(c)
@@ -1057,13 +1118,27 @@ func (h *hub) serve(c net.Conn) {
 	version := r.u8()
 	rank := r.u32()
 	size := r.u32()
+	var rankNonce, mac []byte
+	if version == bootVersion {
+		rankNonce, mac = r.take(nonceLen), r.take(sha256.Size)
+	}
 	host := string(r.rest())
 	switch {
+	case r.err != nil && version == bootVersion:
+		h.log(fmt.Sprintf("luacoll: the rendezvous hub refused a connection from %s: malformed hello", c.RemoteAddr()))
+		h.drop(c)
+		return
 	case r.err != nil:
 		h.drop(c)
 		return
 	case version != bootVersion:
+		h.log(fmt.Sprintf("luacoll: the rendezvous hub refused a connection from %s: protocol version %d", c.RemoteAddr(), version))
 		h.reject(c, fmt.Sprintf("protocol version %d, the hub speaks %d (mixed luacoll versions?)", version, bootVersion))
+		return
+	case !hmac.Equal(mac, helloMAC(h.key, hubNonce, rankNonce, rank, size, host)):
+		h.log(fmt.Sprintf("luacoll: the rendezvous hub refused a connection from %s (says rank %d): it does not know this job's secret (%s); the job goes on",
+			c.RemoteAddr(), rank, EnvJobSecret))
+		h.reject(c, "authentication failed: this connection does not know the job's secret ("+EnvJobSecret+")")
 		return
 	case uint64(size) != uint64(h.size):
 		h.reject(c, fmt.Sprintf("rank %d says the job has %d ranks, rank 0 says %d", rank, size, h.size))
@@ -1072,7 +1147,7 @@ func (h *hub) serve(c net.Conn) {
 		h.reject(c, fmt.Sprintf("rank %d is out of range for %d ranks", rank, h.size))
 		return
 	}
-	_ = c.SetReadDeadline(time.Time{})
+	_ = c.SetDeadline(time.Time{})
 	p := &hubPeer{rank: int(rank), host: host, conn: c}
 	h.mu.Lock()
 	if old := h.peers[p.rank]; old != nil {
@@ -1086,6 +1161,11 @@ func (h *hub) serve(c net.Conn) {
 		return
 	}
 	p.out = newOutbox(c, h.timeout, func(error) { _ = c.Close() })
+	accept := newFrame(frAccept, sha256.Size)
+	accept.raw(acceptMAC(h.key, hubNonce, rankNonce))
+	if frame, err := accept.finish(); err == nil {
+		p.out.send(frame) // before anything else the hub sends this rank
+	}
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/luacoll/luacoll/transport"
 	tcuda "github.com/luacoll/luacoll/transport/cuda"
+	tnet "github.com/luacoll/luacoll/transport/net"
 	"github.com/luacoll/luacoll/transport/shm"
 	"github.com/luacoll/luacoll/window"
 )
@@ -46,6 +47,9 @@ type Comm struct {
 	Rank    *window.Rank
 	// CPUs are the CPUs this process may run on once the job is open.
 	CPUs []int
+	// Net reaches the peers the topology puts on the network (nil when
+	// there are none anywhere in the job).
+	Net *tnet.Transport
 
 	collSeq int
 	// agActive is each window's live persistent all-gather (one at most).
@@ -78,7 +82,7 @@ func Open(ctx context.Context, env RankEnv, opts Options, cudaOpen CUDABackend) 
 	}
 	abort := transport.NewAbort()
 	cfg := BootstrapConfig{Rank: env.Rank, Size: env.Size, Addr: env.Addr, JobID: env.JobID,
-		Timeout: opts.Timeout, Abort: abort, Host: transport.LocalIdentity("").Host}
+		Timeout: opts.Timeout, Abort: abort, Host: transport.LocalIdentity("").Host, Secret: JobSecret(os.Getenv)}
 	if env.ListenFD > 0 && env.Rank == 0 {
 		l, err := listenerFromInheritedFD(env.ListenFD)
 		if err != nil {
@@ -143,6 +147,11 @@ func OpenWith(ctx context.Context, env RankEnv, opts Options, boot Conn, abort *
 		return nil, fmt.Errorf("rank %d: stream: %w", env.Rank, err)
 	}
 	c.Rank = &window.Rank{Ex: boot, Topo: topo, Backend: be, Stream: st, Abort: abort}
+	if topo.AnyNet() {
+		// Opened (UCX loaded) by the first window that needs it.
+		c.Net = tnet.New(env.Rank, env.Size)
+		c.Rank.Net = c.Net
+	}
 	return c, nil
 }
 
@@ -359,6 +368,11 @@ func (c *Comm) Close(cause error) error {
 	}
 	if c.Rank != nil {
 		c.Rank.Stream.Close()
+	}
+	if c.Net != nil {
+		if nerr := c.Net.Close(); nerr != nil && err == nil && cause == nil {
+			err = nerr
+		}
 	}
 	if c.Backend != nil {
 		_ = c.Backend.Close()

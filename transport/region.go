@@ -5,6 +5,11 @@ import "context"
 // ShmDir is where POSIX shared-memory segments live on Linux.
 const ShmDir = "/dev/shm"
 
+// ShmDirEnv names the variable that puts the host backend's segments in
+// another directory: a logical node's own (luacoll's launcher sets it for
+// --nodes), so that nodes of one machine share no memory.
+const ShmDirEnv = "LUACOLL_SHM_DIR"
+
 // SegmentPrefix is the file-name prefix of every shared-memory segment of
 // job; the launcher removes leftovers with it after a job ends.
 func SegmentPrefix(job string) string { return "luacoll-" + job + "-" }

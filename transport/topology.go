@@ -46,12 +46,22 @@ type Identity struct {
 	PID    int    `json:"pid"`
 }
 
+// LogicalNodeEnv names the variable that makes this process part of a
+// logical node: a host of its own as far as the job can tell (luacoll's
+// launcher sets it for --nodes), so that the ranks of other nodes of the
+// same machine are reached over the network.
+const LogicalNodeEnv = "LUACOLL_LOGICAL_NODE"
+
 // LocalIdentity describes this process; device names its memory ("host" on
-// the host backend).
+// the host backend). The host is the hostname and boot id, and the logical
+// node (LogicalNodeEnv) when there is one.
 func LocalIdentity(device string) Identity {
 	h, _ := os.Hostname()
 	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
 		h += "/" + strings.TrimSpace(string(b))
+	}
+	if node := strings.TrimSpace(os.Getenv(LogicalNodeEnv)); node != "" {
+		h += "/node" + node
 	}
 	return Identity{Host: h, Device: device, PID: os.Getpid()}
 }

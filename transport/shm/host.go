@@ -2,6 +2,7 @@ package shm
 
 import (
 	"bytes"
+	"os"
 
 	"github.com/luacoll/luacoll/transport"
 )
@@ -15,9 +16,10 @@ type HostBackend struct {
 	Oversubscribed bool
 }
 
-// NewHostBackend returns the host backend of job.
+// NewHostBackend returns the host backend of job. Its segments go to
+// transport.ShmDirEnv's directory when that is set, else transport.ShmDir.
 func NewHostBackend(job string) *HostBackend {
-	return &HostBackend{HostMemory: HostMemory{Job: job}}
+	return &HostBackend{HostMemory: HostMemory{Job: job, Dir: os.Getenv(transport.ShmDirEnv)}}
 }
 
 // Name implements transport.Backend.
