@@ -31,6 +31,15 @@ up)
     ip -n "$name-$k" link set "$name-v$k" up
     ip -n "$name-$k" link set lo up
   done
+  # Wait for the carrier: UCX skips devices that are not running yet.
+  for _ in $(seq 100); do
+    if ip -n "$name-0" link show "$name-v0" | grep -q LOWER_UP && ip -n "$name-1" link show "$name-v1" | grep -q LOWER_UP; then
+      exit 0
+    fi
+    sleep 0.05
+  done
+  echo "netns.sh: the veth pair of $name never came up" >&2
+  exit 1
   ;;
 node)
   [ $# -ge 2 ] || usage
