@@ -82,13 +82,14 @@ gbps() { grep "\"bytes\":$2," "$1" | sed 's/.*"gbps":\([0-9.e+-]*\).*/\1/' | hea
 
 echo
 echo "## put bandwidth, rank 0 -> rank 1 across the hosts (GB/s = 1e9 bytes/s)"
-echo "| size (B) | luacoll put | ucx_perftest ucp_put_bw | ratio |"
-echo "|---:|---:|---:|---:|"
+echo "| size (B) | luacoll put | ucx_perftest ucp_put_bw | ratio | ucx_perftest ucp_am_bw | ratio |"
+echo "|---:|---:|---:|---:|---:|---:|"
 for s in $SIZES; do
   lc "put-$s" bench put -b "$s" -e "$s" --iters "$ITERS_BW" --cpu-bind none --json "$OUT/put-$s.json"
   ours=$(gbps "$OUT/put-$s.json" "$s")
   theirs=$(perf ucp_put_bw "$s" "$ITERS_BW" | awk '{printf "%.4f", $7 * 1048576 / 1e9}')
-  awk -v s="$s" -v a="$ours" -v b="$theirs" 'BEGIN { printf "| %d | %.3f | %.3f | %.2f |\n", s, a, b, (b > 0 ? a / b : 0) }'
+  am=$(perf ucp_am_bw "$s" "$ITERS_BW" | awk '{printf "%.4f", $7 * 1048576 / 1e9}')
+  awk -v s="$s" -v a="$ours" -v b="$theirs" -v c="$am" 'BEGIN { printf "| %d | %.3f | %.3f | %.2f | %.3f | %.2f |\n", s, a, b, (b > 0 ? a / b : 0), c, (c > 0 ? a / c : 0) }'
 done
 
 echo

@@ -31,6 +31,8 @@ type Peers struct {
 	What    string
 	Timeout time.Duration
 	net     bool
+	// whats caches op names for errors, by peer and kind (ops are a hot path).
+	whats [][]string
 }
 
 // NewPeers builds the dispatcher of a region shared as topo says.
@@ -86,7 +88,7 @@ var errNoRemote = errors.New("this stream cannot reach network peers")
 func (p *Peers) remote(s Stream, op RemoteOp) {
 	op.Timeout = p.Timeout
 	if op.What == "" {
-		op.What = fmt.Sprintf("%s: %s to rank %d", p.What, op.Kind, op.Ref.Peer)
+		op.What = p.what(op.Ref.Peer, op.Kind)
 	}
 	rs, ok := s.(RemoteStream)
 	if !ok {
@@ -95,6 +97,24 @@ func (p *Peers) remote(s Stream, op RemoteOp) {
 		return
 	}
 	rs.Remote(op)
+}
+
+// what names an operation of kind on peer, e.g. "rank 0: window 2: put to
+// rank 3".
+func (p *Peers) what(peer int, kind RemoteKind) string {
+	if p.whats == nil {
+		p.whats = make([][]string, len(p.routes))
+	}
+	if p.whats[peer] == nil {
+		p.whats[peer] = make([]string, len(remoteNames))
+		for k := range remoteNames {
+			p.whats[peer][k] = fmt.Sprintf("%s: %s to rank %d", p.What, RemoteKind(k), peer)
+		}
+	}
+	if int(kind) < len(remoteNames) {
+		return p.whats[peer][kind]
+	}
+	return fmt.Sprintf("%s: %s to rank %d", p.What, kind, peer)
 }
 
 // Put copies n bytes at src into peer's part at off.

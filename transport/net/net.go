@@ -42,6 +42,9 @@ type Transport struct {
 
 	stopFd int           // eventfd that ends the progress goroutine
 	done   chan struct{} // closed when it ended
+	// driven is when (unix nanoseconds) a caller last drove the worker:
+	// the progress goroutine stays out of the way of waits that do.
+	driven atomic.Int64
 
 	regs, keys atomic.Int64
 }
@@ -129,9 +132,16 @@ func (t *Transport) openLocked() error {
 	return t.openErr
 }
 
-// progressLoop drives the worker while nobody else does: it progresses
-// until nothing happens, arms the worker's event descriptor and sleeps on
-// it (at most 10 ms, a safety net for events UCX does not signal).
+// driveGrace is how long after a caller drove the worker the progress
+// goroutine leaves it alone.
+const driveGrace = 100 * time.Microsecond
+
+// progressLoop drives the worker while nobody else does (the rank runs Lua,
+// or waits in the bootstrap): it progresses until nothing happens, arms the
+// worker's event descriptor and sleeps on it (at most 10 ms, a safety net
+// for events UCX does not signal). While a wait drives the worker itself
+// (Progress), it keeps out of the way: taking the worker then only delays
+// the wait that is about to see the event.
 func (t *Transport) progressLoop(efd int) {
 	defer close(t.done)
 	fds := []unix.PollFd{{Fd: int32(t.stopFd), Events: unix.POLLIN}}
@@ -139,6 +149,14 @@ func (t *Transport) progressLoop(efd int) {
 		fds = append(fds, unix.PollFd{Fd: int32(efd), Events: unix.POLLIN})
 	}
 	for {
+		if since := time.Duration(time.Now().UnixNano() - t.driven.Load()); since < driveGrace {
+			fds[0].Revents = 0
+			ts := unix.NsecToTimespec(int64(driveGrace - since))
+			if _, _ = unix.Ppoll(fds[:1], &ts, nil); fds[0].Revents != 0 {
+				return
+			}
+			continue
+		}
 		t.mu.Lock()
 		if t.worker == nil {
 			t.mu.Unlock()
@@ -467,6 +485,7 @@ func (t *Transport) waitLoop(cancel func() error, timeout time.Duration, done fu
 			t.mu.Unlock()
 			return nil
 		}
+		t.driven.Store(time.Now().UnixNano())
 		C.lc_ucx_progress(t.lib.u, t.worker)
 		ok, err := done()
 		var lateErr error
@@ -600,6 +619,7 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 // Progress implements transport.Network; it does nothing when another
 // goroutine is driving the worker.
 func (t *Transport) Progress() {
+	t.driven.Store(time.Now().UnixNano())
 	if t.mu.TryLock() {
 		if t.worker != nil {
 			C.lc_ucx_progress(t.lib.u, t.worker)
