@@ -162,3 +162,16 @@ w:sync()`)
 		t.Fatalf("processes left: %v", kids)
 	}
 }
+
+// luacoll info names the UCX version and the transports it sees.
+func TestInfoShowsTheNetwork(t *testing.T) {
+	needUCX(t)
+	r := luacoll(t, []string{"UCX_TLS=tcp"}, "info")
+	if r.code != 0 || !strings.Contains(r.stdout, "network peers: UCX 1.") || !strings.Contains(r.stdout, "transports tcp/") {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = luacoll(t, nil, "info", "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, `"network": {`) || !strings.Contains(r.stdout, `"transport": "tcp"`) {
+		t.Fatalf("--json: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}

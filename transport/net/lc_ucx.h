@@ -146,7 +146,7 @@ typedef struct {
 
 // lc_ucx_load opens the libraries and resolves every entry point; it
 // returns 0, or writes why not into err.
-static int lc_ucx_load(lc_ucx *u, char *err, size_t errlen) {
+static int lc_ucx_load(lc_ucx *u, const char *ucs_name, const char *ucp_name, char *err, size_t errlen) {
 	// UCX's defaults that fight the Go runtime: handlers for synchronous
 	// signals (Go turns SIGSEGV into panics) and hooks patched into the C
 	// library's mmap (the runtime maps its heap through it). A user's own
@@ -154,12 +154,12 @@ static int lc_ucx_load(lc_ucx *u, char *err, size_t errlen) {
 	setenv("UCX_ERROR_SIGNALS", "", 0);
 	setenv("UCX_MEM_EVENTS", "n", 0);
 	setenv("UCX_MEM_MALLOC_HOOKS", "n", 0);
-	void *ucs = dlopen("libucs.so.0", RTLD_NOW | RTLD_GLOBAL);
+	void *ucs = dlopen(ucs_name, RTLD_NOW | RTLD_GLOBAL);
 	if (!ucs) {
 		snprintf(err, errlen, "%s", dlerror());
 		return -1;
 	}
-	void *ucp = dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL);
+	void *ucp = dlopen(ucp_name, RTLD_NOW | RTLD_LOCAL);
 	if (!ucp) {
 		snprintf(err, errlen, "%s", dlerror());
 		return -1;

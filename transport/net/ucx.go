@@ -43,22 +43,34 @@ var (
 	loadErr  error
 )
 
-// Load opens UCX (libucs.so.0, libucp.so.0) or says what to install.
+// The libraries Load opens.
+const (
+	ucsLibrary = "libucs.so.0"
+	ucpLibrary = "libucp.so.0"
+)
+
+// Load opens UCX (libucs.so.0, libucp.so.0) once per process, or says what
+// to install.
 func Load() (*Lib, error) {
-	loadOnce.Do(func() {
-		l := &Lib{u: (*C.lc_ucx)(C.calloc(1, C.sizeof_lc_ucx))}
-		var buf [512]C.char
-		if C.lc_ucx_load(l.u, &buf[0], C.size_t(len(buf))) != 0 {
-			loadErr = fmt.Errorf("UCX is not available (%s): install it (apt-get install %s on Debian/Ubuntu)",
-				C.GoString(&buf[0]), Package)
-			return
-		}
-		var a, b, c C.uint
-		C.lc_ucx_version(l.u, &a, &b, &c)
-		l.version = fmt.Sprintf("%d.%d.%d", a, b, c)
-		loaded = l
-	})
+	loadOnce.Do(func() { loaded, loadErr = loadFrom(ucsLibrary, ucpLibrary) })
 	return loaded, loadErr
+}
+
+func loadFrom(ucsName, ucpName string) (*Lib, error) {
+	l := &Lib{u: (*C.lc_ucx)(C.calloc(1, C.sizeof_lc_ucx))}
+	cs, cp := C.CString(ucsName), C.CString(ucpName)
+	defer C.free(unsafe.Pointer(cs))
+	defer C.free(unsafe.Pointer(cp))
+	var buf [512]C.char
+	if C.lc_ucx_load(l.u, cs, cp, &buf[0], C.size_t(len(buf))) != 0 {
+		C.free(unsafe.Pointer(l.u))
+		return nil, fmt.Errorf("UCX is not available (%s): install it (apt-get install %s on Debian/Ubuntu)",
+			C.GoString(&buf[0]), Package)
+	}
+	var a, b, c C.uint
+	C.lc_ucx_version(l.u, &a, &b, &c)
+	l.version = fmt.Sprintf("%d.%d.%d", a, b, c)
+	return l, nil
 }
 
 // Version is the loaded library's version, e.g. "1.13.1".

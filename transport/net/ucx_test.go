@@ -119,3 +119,11 @@ func TestConnectRefusesBadAddress(t *testing.T) {
 		t.Errorf("Unpack without an endpoint = %v", err)
 	}
 }
+
+// Without the library, the error says what to install.
+func TestMissingLibraryNamesThePackage(t *testing.T) {
+	_, err := loadFrom("libucs-not-here.so.0", "libucp-not-here.so.0")
+	if err == nil || !strings.Contains(err.Error(), "apt-get install libucx0") || !strings.Contains(err.Error(), "libucs-not-here.so.0") {
+		t.Fatalf("loadFrom(missing) = %v", err)
+	}
+}
