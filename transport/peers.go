@@ -155,15 +155,24 @@ func (p *Peers) Add64(s Stream, peer int, off, v uint64) {
 	p.remote(s, RemoteOp{Kind: RemoteAdd64, Ref: p.Ref(peer, off), Value: v})
 }
 
-// PutSignal offers a put and its signal to a stream that fuses them
-// (PutSignaler); it reports false when the caller must enqueue them apart.
+// PutSignal offers a put and its signal as one operation: to a stream that
+// fuses them (PutSignaler) where the part is mapped, as a RemotePutSignal
+// where a network reaches it. It reports false when the caller must enqueue
+// them apart.
 func (p *Peers) PutSignal(s Stream, peer int, off uint64, src Addr, n uint64, slotOff uint64, add bool, v uint64) bool {
-	b := p.routes[peer].Base
+	r := p.routes[peer]
+	if r.Base == 0 {
+		if r.Key == nil {
+			return false
+		}
+		p.remote(s, RemoteOp{Kind: RemotePutSignal, Ref: p.Ref(peer, off), Local: src, N: n, SigOff: slotOff, SigAdd: add, Value: v})
+		return true
+	}
 	ps, ok := s.(PutSignaler)
-	if b == 0 || !ok {
+	if !ok {
 		return false
 	}
-	return ps.PutSignal(b.Add(off), src, n, b.Add(slotOff), add, v)
+	return ps.PutSignal(r.Base.Add(off), src, n, r.Base.Add(slotOff), add, v)
 }
 
 // Flush enqueues a wait until every earlier operation on a network peer

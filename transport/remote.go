@@ -54,9 +54,14 @@ const (
 	// RemoteFlush waits until every operation posted before it completed
 	// at its target (remote completion). Ref is unused.
 	RemoteFlush
+	// RemotePutSignal moves N bytes from Local to Ref, then adds Value to
+	// (SigAdd) or writes it into the 8 bytes at SigOff of the same region,
+	// landing after the data (a put_signal as one operation where the
+	// network can).
+	RemotePutSignal
 )
 
-var remoteNames = [...]string{"put", "get", "store64", "add64", "flush"}
+var remoteNames = [...]string{"put", "get", "store64", "add64", "flush", "put_signal"}
 
 func (k RemoteKind) String() string {
 	if int(k) < len(remoteNames) {
@@ -72,6 +77,10 @@ type RemoteOp struct {
 	Local Addr // source of a put, destination of a get
 	N     uint64
 	Value uint64
+	// SigOff and SigAdd place and say how a RemotePutSignal changes its
+	// signal.
+	SigOff uint64
+	SigAdd bool
 	// Timeout bounds the waits this op causes (local or remote
 	// completion); it is the window's timeout.
 	Timeout time.Duration

@@ -196,3 +196,52 @@ func TestNetWithoutNetwork(t *testing.T) {
 		return nil
 	})
 }
+
+// put_signal above the one-message size goes as a put and a fenced signal;
+// with a counter it still lands whole before its signal.
+func TestNetLargePutSignal(t *testing.T) {
+	netJob(t, 2, nil, func(r *Rank) error {
+		ctx := context.Background()
+		const n = 256 << 10
+		w, err := r.NewWindow(ctx, opts(n))
+		if err != nil {
+			return err
+		}
+		src, err := r.NewBuffer(n)
+		if err != nil {
+			return err
+		}
+		defer src.Free()
+		if err := src.Fill(transport.FillRandU32, uint64(r.ID()+7)); err != nil {
+			return err
+		}
+		peer := 1 - r.ID()
+		for _, size := range []uint64{64, 16 << 10, n} {
+			if err := w.PutSignal(Transfer{Peer: peer, Local: src, N: size}, &Sig{ID: 0, Value: 1}, &Ctr{ID: 0, Value: 1}); err != nil {
+				return err
+			}
+			if err := w.WaitSignalFrom(peer, 0, transport.CmpGe, 1); err != nil {
+				return err
+			}
+			if err := w.WaitCounter(peer, 0, transport.CmpGe, 1); err != nil {
+				return err
+			}
+			if err := w.Sync(ctx); err != nil {
+				return err
+			}
+			ref, _ := r.NewBuffer(size)
+			_ = ref.Fill(transport.FillRandU32, uint64(peer+7))
+			eq, err := w.Buffer().Equal(ref, 0, 0, size)
+			_ = ref.Free()
+			if err != nil || !eq {
+				return fmt.Errorf("%d bytes: data before its signal differs (%v)", size, err)
+			}
+			_ = w.ResetSignals()
+			_ = w.ResetCounter(peer, 0)
+			if err := w.Barrier(0); err != nil {
+				return err
+			}
+		}
+		return w.Free(ctx)
+	})
+}

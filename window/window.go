@@ -289,7 +289,7 @@ func (w *Window) PutSignal(t Transfer, sig *Sig, ctr *Ctr) error {
 	}
 	dst := w.lay.DataOff + t.PeerOff
 	fused := false
-	if sig != nil && ctr == nil {
+	if sig != nil && (ctr == nil || w.peers.Route(t.Peer).Base == 0) {
 		fused = w.peers.PutSignal(w.r.Stream, t.Peer, dst, src, t.N, w.lay.Inbox(w.r.ID(), sig.ID), sig.Op == SigAdd, sig.Value)
 	}
 	if !fused {

@@ -38,6 +38,7 @@ typedef struct {
 #define LC_FEATURE_RMA (1u << 1)
 #define LC_FEATURE_AMO64 (1u << 3)
 #define LC_FEATURE_WAKEUP (1u << 4)
+#define LC_FEATURE_AM (1u << 6)
 
 // ucp_worker_params_t: only the thread mode is set.
 typedef struct {
@@ -94,6 +95,7 @@ typedef struct {
 } lc_req_param;
 #define LC_OP_DATATYPE (1u << 3)
 #define LC_OP_FLAGS (1u << 4)
+#define LC_AM_SEND_EAGER (1u << 1)
 #define LC_DT_U64 ((8ull << 3) | 0) // ucp_dt_make_contig(8)
 #define LC_ATOMIC_ADD 0
 #define LC_EP_CLOSE_FORCE 1
@@ -139,6 +141,8 @@ typedef struct {
 	void *(*put_nbx)(lc_h, const void *, size_t, uint64_t, lc_h, const lc_req_param *);
 	void *(*get_nbx)(lc_h, void *, size_t, uint64_t, lc_h, const lc_req_param *);
 	void *(*atomic_op_nbx)(lc_h, int, const void *, size_t, uint64_t, lc_h, const lc_req_param *);
+	void *(*am_send_nbx)(lc_h, unsigned, const void *, size_t, const void *, size_t, const lc_req_param *);
+	lc_status (*worker_set_am_recv_handler)(lc_h, const void *);
 	lc_status (*request_check_status)(void *);
 	void (*request_free)(void *);
 	const char *(*status_string)(lc_status);
@@ -201,6 +205,8 @@ static int lc_ucx_load(lc_ucx *u, const char *ucs_name, const char *ucp_name, ch
 	LC_SYM(ucp, put_nbx, "ucp_put_nbx");
 	LC_SYM(ucp, get_nbx, "ucp_get_nbx");
 	LC_SYM(ucp, atomic_op_nbx, "ucp_atomic_op_nbx");
+	LC_SYM(ucp, am_send_nbx, "ucp_am_send_nbx");
+	LC_SYM(ucp, worker_set_am_recv_handler, "ucp_worker_set_am_recv_handler");
 	LC_SYM(ucp, request_check_status, "ucp_request_check_status");
 	LC_SYM(ucp, request_free, "ucp_request_free");
 	LC_SYM(ucs, status_string, "ucs_status_string");
@@ -229,7 +235,7 @@ static lc_status lc_ucx_open(lc_ucx *u, lc_h *ctx, lc_h *worker, const char **wh
 	lc_ucp_params p;
 	memset(&p, 0, sizeof p);
 	p.field_mask = LC_PARAM_FEATURES;
-	p.features = LC_FEATURE_RMA | LC_FEATURE_AMO64 | LC_FEATURE_WAKEUP;
+	p.features = LC_FEATURE_RMA | LC_FEATURE_AMO64 | LC_FEATURE_WAKEUP | LC_FEATURE_AM;
 	s = u->init_version(1, 10, &p, cfg, ctx);
 	u->config_release(cfg);
 	if (s != LC_OK) {
@@ -332,6 +338,127 @@ static char *lc_ucx_print(lc_ucx *u, lc_h h, int ep) {
 		u->context_print_info(h, f);
 	fclose(f);
 	return buf;
+}
+
+// Small puts with their signal travel as one active message: the target
+// copies the data, then sets or adds the signal (release), so the signal
+// lands after its data in one message. The target only writes into the
+// regions it registered; anything else is dropped and recorded.
+#define LC_AM_PUT_SIGNAL 23
+#define LC_SIG_ADD 0
+#define LC_SIG_SET 1
+
+typedef struct {
+	uint64_t dst, slot, value;
+	uint32_t op;
+	int32_t rank; // the sender
+} lc_ps_hdr;
+
+typedef struct {
+	uint64_t *base, *len; // registered regions of this rank
+	size_t n, cap;
+	int32_t bad_rank;     // first sender of a malformed message, -1: none
+	int32_t bad_why;      // 1 header, 2 out of the regions, 3 not eager
+	uint64_t bad_count;
+} lc_am_state;
+
+// ucp_am_handler_param_t.
+typedef struct {
+	uint64_t field_mask;
+	unsigned id;
+	uint32_t flags;
+	void *cb;
+	void *arg;
+	char pad[64];
+} lc_am_handler_param;
+#define LC_AM_HANDLER_ID (1u << 0)
+#define LC_AM_HANDLER_CB (1u << 2)
+#define LC_AM_HANDLER_ARG (1u << 3)
+#define LC_AM_RECV_RNDV (1ull << 17)
+
+static int lc_am_in(const lc_am_state *s, uint64_t a, uint64_t n) {
+	for (size_t i = 0; i < s->n; i++) {
+		if (a >= s->base[i] && n <= s->len[i] && a - s->base[i] <= s->len[i] - n) return 1;
+	}
+	return 0;
+}
+
+static void lc_am_bad(lc_am_state *s, int32_t rank, int32_t why) {
+	if (s->bad_count++ == 0) {
+		s->bad_rank = rank;
+		s->bad_why = why;
+	}
+}
+
+static lc_status lc_am_put_signal(void *arg, const void *header, size_t hlen, void *data, size_t length, const void *param) {
+	lc_am_state *s = (lc_am_state *)arg;
+	uint64_t attr = *(const uint64_t *)param; // ucp_am_recv_param_t.recv_attr
+	lc_ps_hdr h;
+	if (hlen != sizeof h) {
+		lc_am_bad(s, -1, 1);
+		return LC_OK;
+	}
+	memcpy(&h, header, sizeof h);
+	if (attr & LC_AM_RECV_RNDV) {
+		lc_am_bad(s, h.rank, 3);
+		return LC_OK;
+	}
+	if ((length && !lc_am_in(s, h.dst, length)) || !lc_am_in(s, h.slot, 8) || (h.slot & 7) || h.op > LC_SIG_SET) {
+		lc_am_bad(s, h.rank, 2);
+		return LC_OK;
+	}
+	if (length) memcpy((void *)(uintptr_t)h.dst, data, length);
+	if (h.op == LC_SIG_SET)
+		__atomic_store_n((uint64_t *)(uintptr_t)h.slot, h.value, __ATOMIC_RELEASE);
+	else
+		__atomic_fetch_add((uint64_t *)(uintptr_t)h.slot, h.value, __ATOMIC_RELEASE);
+	return LC_OK;
+}
+
+static lc_status lc_ucx_set_am(lc_ucx *u, lc_h worker, lc_am_state *s) {
+	lc_am_handler_param p;
+	memset(&p, 0, sizeof p);
+	p.field_mask = LC_AM_HANDLER_ID | LC_AM_HANDLER_CB | LC_AM_HANDLER_ARG;
+	p.id = LC_AM_PUT_SIGNAL;
+	p.cb = (void *)lc_am_put_signal;
+	p.arg = s;
+	return u->worker_set_am_recv_handler(worker, &p);
+}
+
+static int lc_am_add_region(lc_am_state *s, uint64_t base, uint64_t len) {
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 16;
+		uint64_t *b = realloc(s->base, cap * sizeof *b);
+		if (!b) return -1;
+		s->base = b;
+		uint64_t *l = realloc(s->len, cap * sizeof *l);
+		if (!l) return -1;
+		s->len = l;
+		s->cap = cap;
+	}
+	s->base[s->n] = base;
+	s->len[s->n] = len;
+	s->n++;
+	return 0;
+}
+
+static void lc_am_remove_region(lc_am_state *s, uint64_t base) {
+	for (size_t i = 0; i < s->n; i++) {
+		if (s->base[i] == base) {
+			s->base[i] = s->base[s->n - 1];
+			s->len[i] = s->len[s->n - 1];
+			s->n--;
+			return;
+		}
+	}
+}
+
+static void *lc_ucx_am_send(lc_ucx *u, lc_h ep, const lc_ps_hdr *h, const void *data, size_t n) {
+	lc_req_param p;
+	memset(&p, 0, sizeof p);
+	p.op_attr_mask = LC_OP_FLAGS;
+	p.flags = LC_AM_SEND_EAGER;
+	return u->am_send_nbx(ep, LC_AM_PUT_SIGNAL, h, sizeof *h, data, n, &p);
 }
 
 // Thin calls through the table.

@@ -39,6 +39,12 @@ type Transport struct {
 	unfenced bool
 	dirty    []bool // peers with operations posted since their last flush
 	closed   bool
+	// am is the target side of put_signal messages (C memory: the
+	// handler reads it); amKey[p] is a key of peer p that put_signal
+	// messages went to since the last flush, read back to flush them.
+	am      *C.lc_am_state
+	amKey   []*key
+	scratch unsafe.Pointer // 8 bytes per peer for those reads
 
 	stopFd int           // eventfd that ends the progress goroutine
 	done   chan struct{} // closed when it ended
@@ -67,7 +73,7 @@ var _ transport.Network = (*Transport)(nil)
 
 // New returns rank's network in a job of size ranks.
 func New(rank, size int) *Transport {
-	return &Transport{rank: rank, size: size, eps: make([]*endpoint, size), dirty: make([]bool, size), stopFd: -1}
+	return &Transport{rank: rank, size: size, eps: make([]*endpoint, size), dirty: make([]bool, size), amKey: make([]*key, size), stopFd: -1}
 }
 
 // Name implements transport.Network.
@@ -107,6 +113,13 @@ func (t *Transport) openLocked() error {
 			return lib.fail(C.GoString(where), s)
 		}
 		t.lib = lib
+		t.am = (*C.lc_am_state)(C.calloc(1, C.sizeof_lc_am_state))
+		t.am.bad_rank = -1
+		t.scratch = C.calloc(C.size_t(t.size), 8)
+		if s := C.lc_ucx_set_am(lib.u, t.worker, t.am); s != C.LC_OK {
+			t.destroyLocked()
+			return lib.fail("ucp_worker_set_am_recv_handler", s)
+		}
 		var a C.lc_h
 		var n C.size_t
 		if s := C.lc_ucx_address(lib.u, t.worker, &a, &n); s != C.LC_OK {
@@ -279,6 +292,7 @@ func (t *Transport) epErr(e *endpoint) error {
 type registration struct {
 	t      *Transport
 	memh   C.lc_h
+	base   uint64
 	packed []byte
 }
 
@@ -303,6 +317,11 @@ func (t *Transport) Register(local transport.Addr, size uint64) (transport.Regis
 	packed := binary.LittleEndian.AppendUint64(nil, uint64(local))
 	r.packed = seal(append(packed, C.GoBytes(buf, C.int(n))...))
 	C.lc_ucx_rkey_release(t.lib.u, buf)
+	if C.lc_am_add_region(t.am, C.uint64_t(local), C.uint64_t(size)) != 0 {
+		C.lc_ucx_mem_unmap(t.lib.u, t.ctx, r.memh)
+		return nil, errors.New("registering a region: out of memory")
+	}
+	r.base = uint64(local)
 	t.regs.Add(1)
 	return r, nil
 }
@@ -318,6 +337,7 @@ func (r *registration) Close() error {
 	if r.memh == nil {
 		return nil
 	}
+	C.lc_am_remove_region(t.am, C.uint64_t(r.base))
 	s := C.lc_ucx_mem_unmap(t.lib.u, t.ctx, r.memh)
 	r.memh = nil
 	t.regs.Add(-1)
@@ -405,6 +425,9 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 	if err := t.epErr(k.ep); err != nil {
 		return fmt.Errorf("%s: %w", op.What, err)
 	}
+	if err := t.badErr(); err != nil {
+		return fmt.Errorf("%s: %w", op.What, err)
+	}
 	u := t.lib.u
 	raddr := C.uint64_t(k.base + op.Ref.Off)
 	var p, operand unsafe.Pointer
@@ -419,12 +442,29 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 		if op.N == 0 {
 			return nil
 		}
+		if err := t.fenceLocked(); err != nil {
+			return fmt.Errorf("%s: %w", op.What, err)
+		}
 		p, call = C.lc_ucx_get(u, k.ep.h, op.Local.Pointer(), C.size_t(op.N), raddr, k.rkey), "ucp_get_nbx"
+	case transport.RemotePutSignal:
+		if op.N > amMax {
+			return t.putThenSignalLocked(op)
+		}
+		if err := t.fenceLocked(); err != nil {
+			return fmt.Errorf("%s: %w", op.What, err)
+		}
+		operand = C.malloc(C.sizeof_lc_ps_hdr)
+		h := (*C.lc_ps_hdr)(operand)
+		h.dst, h.slot, h.value, h.rank = raddr, C.uint64_t(k.base+op.SigOff), C.uint64_t(op.Value), C.int32_t(t.rank)
+		h.op = C.LC_SIG_SET
+		if op.SigAdd {
+			h.op = C.LC_SIG_ADD
+		}
+		p, call = C.lc_ucx_am_send(u, k.ep.h, h, op.Local.Pointer(), C.size_t(op.N)), "ucp_am_send_nbx"
+		t.amKey[k.ep.peer] = k
 	case transport.RemoteStore64, transport.RemoteAdd64:
-		if t.unfenced {
-			if s := C.lc_ucx_fence(u, t.worker); s != C.LC_OK {
-				return fmt.Errorf("%s: %w", op.What, t.lib.fail("ucp_worker_fence", s))
-			}
+		if err := t.fenceLocked(); err != nil {
+			return fmt.Errorf("%s: %w", op.What, err)
 		}
 		operand = C.malloc(8)
 		*(*uint64)(operand) = op.Value
@@ -448,6 +488,53 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 		return fmt.Errorf("%s: %w", op.What, t.lib.fail(call, s))
 	}
 	return nil
+}
+
+// amMax is the largest put_signal sent as one active message; larger
+// ones are a put, a fence and the signal.
+const amMax = 8 << 10
+
+// fenceLocked orders what comes next after everything posted so far.
+func (t *Transport) fenceLocked() error {
+	if !t.unfenced {
+		return nil
+	}
+	if s := C.lc_ucx_fence(t.lib.u, t.worker); s != C.LC_OK {
+		return t.lib.fail("ucp_worker_fence", s)
+	}
+	t.unfenced = false
+	return nil
+}
+
+// putThenSignalLocked posts a large put_signal as a put, then the signal
+// (fenced behind it).
+func (t *Transport) putThenSignalLocked(op transport.RemoteOp) error {
+	put := op
+	put.Kind = transport.RemotePut
+	sig := transport.RemoteOp{Kind: transport.RemoteStore64, Ref: op.Ref, Value: op.Value, Timeout: op.Timeout, What: op.What}
+	sig.Ref.Off = op.SigOff
+	if op.SigAdd {
+		sig.Kind = transport.RemoteAdd64
+	}
+	t.mu.Unlock()
+	defer t.mu.Lock()
+	if err := t.Post(put); err != nil {
+		return err
+	}
+	return t.Post(sig)
+}
+
+// badErr reports the first malformed put_signal message a peer sent.
+func (t *Transport) badErr() error {
+	if t.am == nil || t.am.bad_count == 0 {
+		return nil
+	}
+	who := "a peer"
+	if r := int(t.am.bad_rank); r >= 0 {
+		who = fmt.Sprintf("rank %d", r)
+	}
+	why := map[C.int32_t]string{1: "a header of the wrong size", 2: "an address outside this rank's windows", 3: "a payload not sent eagerly"}[t.am.bad_why]
+	return fmt.Errorf("%s sent a malformed put_signal message (%s); %d such messages were dropped", who, why, uint64(t.am.bad_count))
 }
 
 // reapLocked frees the requests that completed; it returns the first
@@ -521,6 +608,9 @@ func (t *Transport) Quiet(cancel func() error, timeout time.Duration) error {
 		if err := t.reapLocked(); err != nil {
 			return false, err
 		}
+		if err := t.badErr(); err != nil {
+			return false, err
+		}
 		for _, p := range t.pending {
 			if err := t.epErr(t.eps[p.peer]); err != nil {
 				return false, fmt.Errorf("%s: %w", p.what, err)
@@ -546,14 +636,33 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 		t.mu.Unlock()
 		return nil
 	}
-	var err error
+	err := t.badErr()
 	for peer, d := range t.dirty {
-		if !d {
+		if !d || err != nil {
 			continue
 		}
 		e := t.eps[peer]
 		if err = t.epErr(e); err != nil {
 			break
+		}
+		if k := t.amKey[peer]; k != nil && k.rkey != nil {
+			// put_signal messages are done at the target once a read
+			// fenced behind them returns.
+			if err = t.fenceLocked(); err != nil {
+				break
+			}
+			p := C.lc_ucx_get(t.lib.u, e.h, unsafe.Add(t.scratch, 8*peer), 8, C.uint64_t(k.base), k.rkey)
+			switch s := C.lc_ptr_status(p); s {
+			case C.LC_OK:
+			case C.LC_INPROGRESS:
+				fl = append(fl, flush{peer, p})
+			default:
+				err = fmt.Errorf("flush to rank %d: %w", peer, t.lib.fail("ucp_get_nbx", s))
+			}
+			if err != nil {
+				break
+			}
+			t.amKey[peer] = nil
 		}
 		p := C.lc_ucx_ep_flush(t.lib.u, e.h)
 		switch s := C.lc_ptr_status(p); s {
@@ -695,4 +804,12 @@ func (t *Transport) destroyLocked() {
 	C.lc_ucx_worker_destroy(u, t.worker)
 	C.lc_ucx_cleanup(u, t.ctx)
 	t.worker, t.ctx = nil, nil
+	if t.am != nil {
+		C.free(unsafe.Pointer(t.am.base))
+		C.free(unsafe.Pointer(t.am.len))
+		C.free(unsafe.Pointer(t.am))
+		t.am = nil
+	}
+	C.free(t.scratch)
+	t.scratch = nil
 }

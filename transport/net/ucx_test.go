@@ -1,8 +1,14 @@
 package net
 
 import (
+	"encoding/binary"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/luacoll/luacoll/transport"
 )
 
 func TestParseLanes(t *testing.T) {
@@ -125,5 +131,96 @@ func TestMissingLibraryNamesThePackage(t *testing.T) {
 	_, err := loadFrom("libucs-not-here.so.0", "libucp-not-here.so.0")
 	if err == nil || !strings.Contains(err.Error(), "apt-get install libucx0") || !strings.Contains(err.Error(), "libucs-not-here.so.0") {
 		t.Fatalf("loadFrom(missing) = %v", err)
+	}
+}
+
+// pair connects two networks of one process, each with a registered page.
+func pair(t *testing.T) (ns [2]*Transport, keys [2]transport.RemoteKey, mem [2][]byte) {
+	t.Helper()
+	if _, err := Load(); err != nil {
+		t.Skipf("no UCX here: %v", err)
+	}
+	t.Setenv("UCX_TLS", "tcp")
+	var addrs, packed [2][]byte
+	for i := range ns {
+		ns[i] = New(i, 2)
+		t.Cleanup(func() { ns[i].Close() })
+		var err error
+		if mem[i], err = unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Munmap(mem[i]) })
+		if addrs[i], err = ns[i].Address(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := ns[i].Register(transport.AddrOf(mem[i]), 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		packed[i] = r.Packed()
+	}
+	for i := range ns {
+		if err := ns[i].Connect(1-i, addrs[1-i]); err != nil {
+			t.Fatal(err)
+		}
+		k, err := ns[i].Unpack(1-i, packed[1-i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { k.Close() })
+		keys[i] = k
+	}
+	return ns, keys, mem
+}
+
+// A put_signal lands its data, then its signal; Flush returns once both
+// are at the target; one over amMax goes as put + fenced signal.
+func TestPutSignalMessage(t *testing.T) {
+	ns, keys, mem := pair(t)
+	src := transport.AddrOf(mem[0][2048:])
+	for i := range 2048 {
+		mem[0][2048+i] = byte(i * 3)
+	}
+	for _, n := range []uint64{8, 1000} {
+		op := transport.RemoteOp{Kind: transport.RemotePutSignal, Ref: transport.Ref{Peer: 1, Key: keys[0], Off: 1024}, Local: src, N: n,
+			SigOff: 8, SigAdd: true, Value: 5, What: "test put_signal", Timeout: 5 * time.Second}
+		if err := ns[0].Post(op); err != nil {
+			t.Fatal(err)
+		}
+		if err := ns[0].Flush(nil, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if string(mem[1][1024:1024+n]) != string(mem[0][2048:2048+n]) {
+			t.Errorf("%d bytes: data differs after the flush", n)
+		}
+	}
+	if got := binary.LittleEndian.Uint64(mem[1][8:]); got != 10 {
+		t.Errorf("signal = %d after two adds of 5, want 10", got)
+	}
+}
+
+// A message aimed outside the target's windows is dropped, and the target
+// reports the sender.
+func TestMalformedPutSignalNamesThePeer(t *testing.T) {
+	ns, keys, mem := pair(t)
+	k := keys[0].(*key)
+	forged := &key{t: k.t, ep: k.ep, rkey: k.rkey, base: k.base + 1<<30}
+	op := transport.RemoteOp{Kind: transport.RemotePutSignal, Ref: transport.Ref{Peer: 1, Key: forged}, Local: transport.AddrOf(mem[0]), N: 8,
+		SigOff: 8, Value: 1, What: "forged", Timeout: time.Second}
+	if err := ns[0].Post(op); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var err error
+	for err == nil && time.Now().Before(deadline) {
+		ns[1].Progress()
+		err = ns[1].Quiet(nil, time.Second)
+	}
+	if err == nil || !strings.Contains(err.Error(), "rank 0 sent a malformed put_signal message (an address outside this rank's windows)") {
+		t.Fatalf("target: %v", err)
+	}
+	if binary.LittleEndian.Uint64(mem[1][8:]) != 0 {
+		t.Error("the forged message changed the target's memory")
 	}
 }
