@@ -350,6 +350,7 @@ static char *lc_ucx_print(lc_ucx *u, lc_h h, int ep) {
 
 typedef struct {
 	uint64_t dst, slot, value;
+	uint64_t ack; // how many of the receiver's messages the sender applied so far
 	uint32_t op;
 	int32_t rank; // the sender
 } lc_ps_hdr;
@@ -358,8 +359,11 @@ typedef struct {
 	uint64_t *base, *len; // registered regions of this rank
 	size_t n, cap;
 	int32_t bad_rank;     // first sender of a malformed message, -1: none
-	int32_t bad_why;      // 1 header, 2 out of the regions, 3 not eager
+	int32_t bad_why;      // 1 header, 2 out of the regions, 3 not eager, 4 sender
 	uint64_t bad_count;
+	int32_t size;         // ranks
+	uint64_t *applied;    // per sender: its messages applied here
+	uint64_t *acked;      // per peer: how many of ours it says it applied
 } lc_am_state;
 
 // ucp_am_handler_param_t.
@@ -399,6 +403,10 @@ static lc_status lc_am_put_signal(void *arg, const void *header, size_t hlen, vo
 		return LC_OK;
 	}
 	memcpy(&h, header, sizeof h);
+	if (h.rank < 0 || h.rank >= s->size) {
+		lc_am_bad(s, -1, 4);
+		return LC_OK;
+	}
 	if (attr & LC_AM_RECV_RNDV) {
 		lc_am_bad(s, h.rank, 3);
 		return LC_OK;
@@ -412,8 +420,13 @@ static lc_status lc_am_put_signal(void *arg, const void *header, size_t hlen, vo
 		__atomic_store_n((uint64_t *)(uintptr_t)h.slot, h.value, __ATOMIC_RELEASE);
 	else
 		__atomic_fetch_add((uint64_t *)(uintptr_t)h.slot, h.value, __ATOMIC_RELEASE);
+	s->applied[h.rank]++;
+	if (h.ack > s->acked[h.rank]) s->acked[h.rank] = h.ack;
 	return LC_OK;
 }
+
+static inline uint64_t lc_am_applied(const lc_am_state *s, int r) { return s->applied[r]; }
+static inline uint64_t lc_am_acked(const lc_am_state *s, int r) { return s->acked[r]; }
 
 static lc_status lc_ucx_set_am(lc_ucx *u, lc_h worker, lc_am_state *s) {
 	lc_am_handler_param p;

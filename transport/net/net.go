@@ -45,6 +45,11 @@ type Transport struct {
 	am      *C.lc_am_state
 	amKey   []*key
 	scratch unsafe.Pointer // 8 bytes per peer for those reads
+	// amSent[p] counts put_signal messages sent to p; amDone[p] how many
+	// of them a flush's read proved applied. Each message also carries how
+	// many of the receiver's this rank applied (lc_am_state.applied), so
+	// a peer that answers proves its own without a read.
+	amSent, amDone []uint64
 
 	stopFd int           // eventfd that ends the progress goroutine
 	done   chan struct{} // closed when it ended
@@ -73,7 +78,8 @@ var _ transport.Network = (*Transport)(nil)
 
 // New returns rank's network in a job of size ranks.
 func New(rank, size int) *Transport {
-	return &Transport{rank: rank, size: size, eps: make([]*endpoint, size), dirty: make([]bool, size), amKey: make([]*key, size), stopFd: -1}
+	return &Transport{rank: rank, size: size, eps: make([]*endpoint, size), dirty: make([]bool, size), amKey: make([]*key, size),
+		amSent: make([]uint64, size), amDone: make([]uint64, size), stopFd: -1}
 }
 
 // Name implements transport.Network.
@@ -115,6 +121,9 @@ func (t *Transport) openLocked() error {
 		t.lib = lib
 		t.am = (*C.lc_am_state)(C.calloc(1, C.sizeof_lc_am_state))
 		t.am.bad_rank = -1
+		t.am.size = C.int32_t(t.size)
+		t.am.applied = (*C.uint64_t)(C.calloc(C.size_t(t.size), 8))
+		t.am.acked = (*C.uint64_t)(C.calloc(C.size_t(t.size), 8))
 		t.scratch = C.calloc(C.size_t(t.size), 8)
 		if s := C.lc_ucx_set_am(lib.u, t.worker, t.am); s != C.LC_OK {
 			t.destroyLocked()
@@ -456,12 +465,14 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 		operand = C.malloc(C.sizeof_lc_ps_hdr)
 		h := (*C.lc_ps_hdr)(operand)
 		h.dst, h.slot, h.value, h.rank = raddr, C.uint64_t(k.base+op.SigOff), C.uint64_t(op.Value), C.int32_t(t.rank)
+		h.ack = C.lc_am_applied(t.am, C.int(k.ep.peer))
 		h.op = C.LC_SIG_SET
 		if op.SigAdd {
 			h.op = C.LC_SIG_ADD
 		}
 		p, call = C.lc_ucx_am_send(u, k.ep.h, h, op.Local.Pointer(), C.size_t(op.N)), "ucp_am_send_nbx"
 		t.amKey[k.ep.peer] = k
+		t.amSent[k.ep.peer]++
 	case transport.RemoteStore64, transport.RemoteAdd64:
 		if err := t.fenceLocked(); err != nil {
 			return fmt.Errorf("%s: %w", op.What, err)
@@ -533,7 +544,8 @@ func (t *Transport) badErr() error {
 	if r := int(t.am.bad_rank); r >= 0 {
 		who = fmt.Sprintf("rank %d", r)
 	}
-	why := map[C.int32_t]string{1: "a header of the wrong size", 2: "an address outside this rank's windows", 3: "a payload not sent eagerly"}[t.am.bad_why]
+	why := map[C.int32_t]string{1: "a header of the wrong size", 2: "an address outside this rank's windows",
+		3: "a payload not sent eagerly", 4: "a sender that is not a rank of the job"}[t.am.bad_why]
 	return fmt.Errorf("%s sent a malformed put_signal message (%s); %d such messages were dropped", who, why, uint64(t.am.bad_count))
 }
 
@@ -645,9 +657,10 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 		if err = t.epErr(e); err != nil {
 			break
 		}
-		if k := t.amKey[peer]; k != nil && k.rkey != nil {
+		if k := t.amKey[peer]; k != nil && k.rkey != nil && t.amSent[peer] > max(uint64(C.lc_am_acked(t.am, C.int(peer))), t.amDone[peer]) {
 			// put_signal messages are done at the target once a read
-			// fenced behind them returns.
+			// fenced behind them returns (unless the peer's own messages
+			// said so already).
 			if err = t.fenceLocked(); err != nil {
 				break
 			}
@@ -662,7 +675,7 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 			if err != nil {
 				break
 			}
-			t.amKey[peer] = nil
+			t.amDone[peer] = t.amSent[peer]
 		}
 		p := C.lc_ucx_ep_flush(t.lib.u, e.h)
 		switch s := C.lc_ptr_status(p); s {
@@ -805,6 +818,8 @@ func (t *Transport) destroyLocked() {
 	C.lc_ucx_cleanup(u, t.ctx)
 	t.worker, t.ctx = nil, nil
 	if t.am != nil {
+		C.free(unsafe.Pointer(t.am.applied))
+		C.free(unsafe.Pointer(t.am.acked))
 		C.free(unsafe.Pointer(t.am.base))
 		C.free(unsafe.Pointer(t.am.len))
 		C.free(unsafe.Pointer(t.am))
