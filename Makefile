@@ -33,6 +33,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRankEnv$$' -fuzztime $(FUZZTIME) ./engine
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./engine/cpuset
 	$(GO) test -run '^$$' -fuzz '^FuzzParseOverride$$' -fuzztime $(FUZZTIME) ./transport
+	$(GO) test -run '^$$' -fuzz '^FuzzUnseal$$' -fuzztime $(FUZZTIME) ./transport/net
 	$(GO) test -run '^$$' -fuzz '^FuzzLuaArgs$$' -fuzztime $(FUZZTIME) ./luabind
 
 docs: build

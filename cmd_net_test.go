@@ -55,7 +55,10 @@ func TestLogicalNodes(t *testing.T) {
 	s := writeScript(t, `local lc = require("luacoll")
 local w = lc.window{ bytes = 64 }
 local t = {}
-for p = 0, lc.size - 1 do t[#t+1] = p .. "=" .. w:transport(p) end
+for p = 0, lc.size - 1 do
+  local kind, via = w:transport(p)
+  t[#t+1] = p .. "=" .. kind .. (via and (" (" .. via .. ")") or "")
+end
 lc.log("%s %s", os.getenv("TMPDIR") or "-", table.concat(t, " "))
 w:free()`)
 	r := luacoll(t, nil, "run", "-n", "4", "--nodes", "2", s)

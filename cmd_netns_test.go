@@ -123,14 +123,16 @@ func TestTwoHostsTopology(t *testing.T) {
 	h := newTwoHosts(t)
 	s := writeScript(t, `local lc = require("luacoll")
 local w = lc.window{ bytes = 64 }
-lc.log("to 0: %s, to 2: %s", w:transport(0), w:transport(2))
+local k0, v0 = w:transport(0)
+local k2, v2 = w:transport(2)
+lc.log("to 0: %s %s, to 2: %s %s", k0, tostring(v0), k2, tostring(v2))
 w:free()`)
 	out, code := h.run(t, [2][]int{{0, 1}, {2}}, "run", s)
 	if code != [2]int{} {
 		t.Fatalf("exit %v\n%s\n%s", code, out[0], out[1])
 	}
-	if !strings.Contains(out[0], "to 0: shm, to 2: net (ucx: tcp/"+h.name+"-v0)") ||
-		!strings.Contains(out[1], "to 0: net (ucx: tcp/"+h.name+"-v1), to 2: self") {
+	if !strings.Contains(out[0], "to 0: shm nil, to 2: net ucx: tcp/"+h.name+"-v0") ||
+		!strings.Contains(out[1], "to 0: net ucx: tcp/"+h.name+"-v1, to 2: self nil") {
 		t.Errorf("transports:\n%s\n%s", out[0], out[1])
 	}
 }

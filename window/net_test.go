@@ -59,16 +59,20 @@ func TestNetMixedWindow(t *testing.T) {
 		}
 		me := r.ID()
 		for p := 0; p < 4; p++ {
-			via, err := w.Transport(p)
+			kind, err := w.Transport(p)
+			if err != nil {
+				return err
+			}
+			via, err := w.TransportVia(p)
 			if err != nil {
 				return err
 			}
 			sameNode := (p < 2) == (me < 2)
 			switch {
-			case p == me && via != "self", p != me && sameNode && via != "shm":
-				return fmt.Errorf("transport(%d) = %q", p, via)
-			case !sameNode && !strings.HasPrefix(via, "net (ucx"):
-				return fmt.Errorf("transport(%d) = %q, want net (ucx...)", p, via)
+			case p == me && (kind != "self" || via != ""), p != me && sameNode && (kind != "shm" || via != ""):
+				return fmt.Errorf("transport(%d) = %q, %q", p, kind, via)
+			case !sameNode && (kind != "net" || !strings.HasPrefix(via, "ucx: tcp/")):
+				return fmt.Errorf("transport(%d) = %q, %q; want net, ucx: tcp/...", p, kind, via)
 			}
 		}
 		if err := putSignalRing(r, 4); err != nil {

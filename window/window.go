@@ -593,7 +593,22 @@ func (w *Window) Transport(peer int) (string, error) {
 	if peer < 0 || peer >= w.r.N() {
 		return "", argErr("peer", "rank %d is outside 0..%d", peer, w.r.N()-1)
 	}
-	return w.peers.Via(peer), nil
+	return w.r.Topo.Kinds[peer].String(), nil
+}
+
+// TransportVia names what carries operations to a network peer, e.g.
+// "ucx: tcp/eth0" ("" for a peer that is not on the network).
+func (w *Window) TransportVia(peer int) (string, error) {
+	if err := w.live(); err != nil {
+		return "", err
+	}
+	if peer < 0 || peer >= w.r.N() {
+		return "", argErr("peer", "rank %d is outside 0..%d", peer, w.r.N()-1)
+	}
+	if k := w.peers.Route(peer).Key; k != nil {
+		return k.Via(), nil
+	}
+	return "", nil
 }
 
 // Free is collective: it waits for the rank's stream, meets every rank (so
