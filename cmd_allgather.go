@@ -102,12 +102,16 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
 			return 2
 		}
+		if err := f.rank.checkNodes(n); err != nil {
+			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
+			return 2
+		}
 		exe, err := os.Executable()
 		if err != nil {
 			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
 			return 1
 		}
-		cfg := launch.LaunchConfig{N: n, Path: exe, Args: append([]string{"bench", "allgather"}, args...),
+		cfg := launch.LaunchConfig{N: n, Nodes: f.rank.nodes, Path: exe, Args: append([]string{"bench", "allgather"}, args...),
 			Stdout: stdout, Stderr: stderr, Grace: f.rank.timeout + 5*time.Second, Progress: terminalOf(stderr), MPS: mps}
 		if f.vsNCCL {
 			cfg.ExtraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }

@@ -139,6 +139,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		if n == 0 {
 			n = 2
 		}
+		if err := f.checkNodes(n); err != nil {
+			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
+			return 2
+		}
 		mps, err := f.mpsLaunch(n, "bench", stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
@@ -149,7 +153,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 			return 1
 		}
-		res, err := f.launch(ctx, launch.LaunchConfig{N: n, Path: exe, Args: append([]string{"bench"}, args...),
+		res, err := f.launch(ctx, launch.LaunchConfig{N: n, Nodes: f.nodes, Path: exe, Args: append([]string{"bench"}, args...),
 			Prefix: false, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second, Progress: terminalOf(stderr), MPS: mps}, "bench", stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)

@@ -6,9 +6,42 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 
 	"github.com/luacoll/luacoll/cuda"
+	tnet "github.com/luacoll/luacoll/transport/net"
 )
+
+// netInfo is what luacoll info says about the network transport.
+type netInfo struct {
+	tnet.Info
+	Error string `json:"error,omitempty"`
+}
+
+func describeNet() netInfo {
+	info, err := tnet.Describe()
+	n := netInfo{Info: info}
+	if err != nil {
+		n.Error = err.Error()
+	}
+	return n
+}
+
+func (n netInfo) String() string {
+	if n.Error != "" {
+		return "network peers (UCX): " + n.Error + "\n"
+	}
+	var tl []string
+	for _, r := range n.Resources {
+		tl = append(tl, r.Transport+"/"+r.Device)
+	}
+	cudaMem := "host memory only"
+	if n.CUDA {
+		cudaMem = "host and CUDA memory"
+	}
+	return fmt.Sprintf("network peers: UCX %s, transports %s (UCX_TLS, UCX_NET_DEVICES choose), registers %s\n",
+		n.Version, strings.Join(tl, ", "), cudaMem)
+}
 
 func cmdInfo(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("info", "luacoll info [--json]\n\nPrints the host, the CUDA driver, every GPU (memory, compute capability, SMs,\n"+
@@ -16,13 +49,15 @@ func cmdInfo(args []string, stdout, stderr io.Writer) int {
 		"multicast: \"supported, not used\" or \"not supported\", MPS: whether this process's\n"+
 		"contexts would go through an MPS server), the\n"+
 		"peer-access matrices (the driver's and NVML's P2P write status), the NVLink topology,\n"+
-		"and whether NVRTC and NCCL were found.\n"+
+		"and whether NVRTC and NCCL were found; the UCX version and the transports and devices\n"+
+		"it sees for network peers.\n"+
 		"Without a GPU it says so and exits 0.", stderr)
 	asJSON := fs.Bool("json", false, "print the facts as JSON")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
 	info := cuda.Probe()
+	network := describeNet()
 	host, _ := os.Hostname()
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -32,7 +67,8 @@ func cmdInfo(args []string, stdout, stderr io.Writer) int {
 			CPUs    int       `json:"cpus"`
 			Version string    `json:"luacoll"`
 			CUDA    cuda.Info `json:"cuda"`
-		}{host, runtime.NumCPU(), versionString(), info}); err != nil {
+			Network netInfo   `json:"network"`
+		}{host, runtime.NumCPU(), versionString(), info, network}); err != nil {
 			fmt.Fprintf(stderr, "luacoll info: %v\n", err)
 			return 1
 		}
@@ -40,6 +76,7 @@ func cmdInfo(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "luacoll %s\nhost: %s, %d CPUs, %s/%s\n", versionString(), host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(stdout, "host backend: available (shared memory from memfd_create, passed between ranks over Unix sockets)\n")
+	fmt.Fprint(stdout, network.String())
 	fmt.Fprint(stdout, info.String())
 	return 0
 }

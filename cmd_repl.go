@@ -16,7 +16,7 @@ import (
 const historyName = ".luacoll_history"
 
 func cmdRepl(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("repl", "luacoll repl [-n N] [--device host|cuda] [--timeout D] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc auto|legacy|vmm] [--symmetric auto|on|off] [--mps auto|on|off] [--trace FILE] [-e CODE]... [-i FILE [args...]]\n\n"+
+	fs := newFlagSet("repl", "luacoll repl [-n N] [--nodes K] [--device host|cuda] [--timeout D] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc auto|legacy|vmm] [--symmetric auto|on|off] [--mps auto|on|off] [--trace FILE] [-e CODE]... [-i FILE [args...]]\n\n"+
 		"Starts N ranks and one prompt. Every Lua chunk runs on every rank (:on 0,2 picks some)\n"+
 		"and the answers come back grouped by rank, identical ones once; tables show their\n"+
 		"contents. -e CODE and -i FILE ARGS run first, as with lua. :help at the prompt\n"+
@@ -76,6 +76,10 @@ func cmdRepl(args []string, stdout, stderr io.Writer) int {
 	if n == 0 {
 		n = 1
 	}
+	if err := f.checkNodes(n); err != nil {
+		fmt.Fprintf(stderr, "luacoll repl: %v\n", err)
+		return 2
+	}
 	mps, err := f.mpsLaunch(n, "repl", stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll repl: %v\n", err)
@@ -92,7 +96,7 @@ func cmdRepl(args []string, stdout, stderr io.Writer) int {
 		history = filepath.Join(home, historyName)
 	}
 	color := terminal && repl.IsTerminal(os.Stdout) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
-	return repl.Run(context.Background(), repl.Config{N: n, Timeout: f.timeout,
+	return repl.Run(context.Background(), repl.Config{N: n, Nodes: f.nodes, Timeout: f.timeout,
 		Exe: exe, Args: append([]string{"repl"}, args...), Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
 		Terminal: terminal, Color: color, HistoryFile: history, MPS: mps, Before: before,
 		Launch: func(ctx context.Context, lc launch.LaunchConfig) (launch.LaunchResult, error) {

@@ -12,7 +12,7 @@ import (
 )
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", "luacoll run [-n N] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc auto|legacy|vmm] [--symmetric auto|on|off] [--mps auto|on|off] [--trace FILE] [script.lua [args...]]\n\n"+
+	fs := newFlagSet("run", "luacoll run [-n N] [--nodes K] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc auto|legacy|vmm] [--symmetric auto|on|off] [--mps auto|on|off] [--trace FILE] [script.lua [args...]]\n\n"+
 		"Runs the script on N ranks (the embedded examples/tour.lua when none is named); its\n"+
 		"arguments are in Lua's arg table. Exit status: 0 when every rank succeeds, else the\n"+
 		"status of the first rank that failed (a rank stopped only by another's failure exits\n"+
@@ -80,6 +80,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if n == 0 {
 		n = 1
 	}
+	if err := f.checkNodes(n); err != nil {
+		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+		return 2
+	}
 	mps, err := f.mpsLaunch(n, "run", stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
@@ -90,7 +94,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll run: finding my own executable: %v\n", err)
 		return 1
 	}
-	cfg := launch.LaunchConfig{N: n, Path: exe, Args: append([]string{"run"}, args...),
+	cfg := launch.LaunchConfig{N: n, Nodes: f.nodes, Path: exe, Args: append([]string{"run"}, args...),
 		Prefix: !f.noPrefix, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second, MPS: mps}
 	if f.noPrefix {
 		// Tell the ranks that their output needs no prefix at all.

@@ -39,6 +39,7 @@ type rankFlags struct {
 	symmetric string
 	mps       string
 	trace     string
+	nodes     int
 	fs        *flag.FlagSet
 }
 
@@ -62,6 +63,8 @@ func (f *rankFlags) register(fs *flag.FlagSet, defaultN int) {
 		"MPS runs, the job gets a private MPS control daemon, stopped at its end), on (always such a daemon) or off")
 	fs.StringVar(&f.trace, "trace", "", "write a timeline of every rank to FILE: a slice per window operation from enqueue to completion,\n"+
 		"syncs, collectives and errors (Trace Event Format JSON: open it in ui.perfetto.dev or chrome://tracing)")
+	fs.IntVar(&f.nodes, "nodes", 1, "split the ranks into this many logical nodes of this machine: each has its own host identity,\n"+
+		"shared memory and temporary directory, and reaches the others over the network (UCX; UCX_TLS=tcp unless set)")
 }
 
 // options are the engine options the flags describe (after check).
@@ -113,8 +116,16 @@ func (f *rankFlags) check() error {
 			return fmt.Errorf("--trace %w", err)
 		}
 	}
+	if f.nodes < 1 {
+		return fmt.Errorf("--nodes %d: want 1 or more", f.nodes)
+	}
 	_, err := f.gpuList()
 	return err
+}
+
+// checkNodes validates --nodes against the ranks to launch.
+func (f *rankFlags) checkNodes(n int) error {
+	return launch.CheckNodes(f.nodes, n)
 }
 
 // mpsLaunch decides, before luacoll's launcher starts n ranks, whether the

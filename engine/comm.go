@@ -20,6 +20,7 @@ import (
 	"github.com/luacoll/luacoll/engine/trace"
 	"github.com/luacoll/luacoll/transport"
 	tcuda "github.com/luacoll/luacoll/transport/cuda"
+	tnet "github.com/luacoll/luacoll/transport/net"
 	"github.com/luacoll/luacoll/transport/shm"
 	"github.com/luacoll/luacoll/window"
 )
@@ -61,6 +62,9 @@ type Comm struct {
 	Rank    *window.Rank
 	// CPUs are the CPUs this process may run on once the job is open.
 	CPUs []int
+	// Net reaches the peers the topology puts on the network (nil when
+	// there are none anywhere in the job).
+	Net *tnet.Transport
 
 	// Refuse, when set, is asked before every collective call (with the
 	// call's description); an error refuses the call on this rank before
@@ -104,7 +108,7 @@ func Open(ctx context.Context, env launch.RankEnv, opts Options, cudaOpen CUDABa
 	}
 	abort := transport.NewAbort()
 	cfg := bootstrap.Config{Rank: env.Rank, Size: env.Size, Addr: env.Addr, JobID: env.JobID,
-		Timeout: opts.Timeout, Abort: abort, Host: transport.LocalIdentity("").Host}
+		Timeout: opts.Timeout, Abort: abort, Host: transport.LocalIdentity("").Host, Secret: launch.JobSecret(os.Getenv)}
 	if env.ListenFD > 0 && env.Rank == 0 {
 		l, err := listenerFromInheritedFD(env.ListenFD)
 		if err != nil {
@@ -194,6 +198,11 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 		}
 	}
 	c.collBase = c.collSeq
+	if topo.AnyNet() {
+		// Opened (UCX loaded) by the first window that needs it.
+		c.Net = tnet.New(env.Rank, env.Size)
+		c.Rank.Net = c.Net
+	}
 	return c, nil
 }
 
@@ -566,6 +575,11 @@ func (c *Comm) Close(cause error) error {
 	}
 	if c.Rank != nil {
 		c.Rank.Stream.Close()
+	}
+	if c.Net != nil {
+		if nerr := c.Net.Close(); nerr != nil && err == nil && cause == nil {
+			err = nerr
+		}
 	}
 	if c.Backend != nil {
 		_ = c.Backend.Close()

@@ -565,7 +565,7 @@ func windowEntries() []*Entry {
 			c.check(c.win().Fence())
 			return 0
 		}),
-		fn("w:flush", "()", "", g, "Later operations start after every earlier put has completed locally (sources reusable).", func(c *call) int {
+		fn("w:flush", "()", "", g, "Later operations start after every earlier put has completed locally (sources reusable); a put to a network peer, at the peer.", func(c *call) int {
 			c.check(c.win().Flush())
 			return 0
 		}),
@@ -573,11 +573,18 @@ func windowEntries() []*Entry {
 			c.check(c.win().Sync(c.ctx()))
 			return 0
 		}),
-		fn("w:transport", "(peer)", "string", g, "How peer is reached: \"self\", \"shm\", \"nvl\" or \"net\".", func(c *call) int {
-			s, err := c.win().Transport(c.index(0))
+		fn("w:transport", "(peer)", "string[, string]", g, "How peer is reached: \"self\", \"shm\", \"nvl\" or \"net\"; for \"net\" a second value names what carries it (\"ucx: tcp/eth0\").", func(c *call) int {
+			peer := c.index(0)
+			s, err := c.win().Transport(peer)
 			c.check(err)
 			c.L.Push(lua.LString(s))
-			return 1
+			via, err := c.win().TransportVia(peer)
+			c.check(err)
+			if via == "" {
+				return 1
+			}
+			c.L.Push(lua.LString(via))
+			return 2
 		}),
 		fn("w:info", "()", "table", g, "What the window is: {bytes, signals, counters, barriers, timeout_ms, path, ipc, mode = \"symmetric\" or \"asymmetric\", why, and when symmetric base, stride, granularity}.", func(c *call) int {
 			w := c.win()

@@ -38,6 +38,7 @@ import (
 // Config configures the front end of a session.
 type Config struct {
 	N       int           // ranks to start
+	Nodes   int           // logical nodes they are split into (engine.LaunchConfig.Nodes)
 	Timeout time.Duration // the ranks' timeout (bounds startup and goodbye)
 	// Exe and Args are the command line of a worker: the launcher runs it
 	// once per rank, with EnvControl set.
@@ -249,7 +250,7 @@ func (s *session) start() error {
 
 	launchCtx, cancel := context.WithCancel(context.Background())
 	s.cancelLaunch = cancel
-	lc := launch.LaunchConfig{N: s.cfg.N, Path: s.cfg.Exe, Args: s.cfg.Args, Prefix: true,
+	lc := launch.LaunchConfig{N: s.cfg.N, Nodes: s.cfg.Nodes, Path: s.cfg.Exe, Args: s.cfg.Args, Prefix: true,
 		Stdout: s.cfg.Stdout, Stderr: s.cfg.Stderr, Grace: keepRanks,
 		ExtraEnv: func(int) []string { return []string{EnvControl + "=" + sock} }, MPS: s.cfg.MPS}
 	start := launch.Launch

@@ -22,6 +22,9 @@ func (a Addr) ptr() unsafe.Pointer {
 	return *(*unsafe.Pointer)(unsafe.Pointer(&a))
 }
 
+// Pointer returns host address a as a pointer, for calls into C libraries.
+func (a Addr) Pointer() unsafe.Pointer { return a.ptr() }
+
 // HostBytes returns the n bytes at host address a as a slice. It must only
 // be called with addresses of host memory that stays mapped while the slice
 // is in use.

@@ -31,6 +31,8 @@ type Peers struct {
 	What    string
 	Timeout time.Duration
 	net     bool
+	// whats caches op names for errors, by peer and kind (ops are a hot path).
+	whats [][]string
 }
 
 // NewPeers builds the dispatcher of a region shared as topo says.
@@ -86,7 +88,7 @@ var errNoRemote = errors.New("this stream cannot reach network peers")
 func (p *Peers) remote(s Stream, op RemoteOp) {
 	op.Timeout = p.Timeout
 	if op.What == "" {
-		op.What = fmt.Sprintf("%s: %s to rank %d", p.What, op.Kind, op.Ref.Peer)
+		op.What = p.what(op.Ref.Peer, op.Kind)
 	}
 	rs, ok := s.(RemoteStream)
 	if !ok {
@@ -95,6 +97,24 @@ func (p *Peers) remote(s Stream, op RemoteOp) {
 		return
 	}
 	rs.Remote(op)
+}
+
+// what names an operation of kind on peer, e.g. "rank 0: window 2: put to
+// rank 3".
+func (p *Peers) what(peer int, kind RemoteKind) string {
+	if p.whats == nil {
+		p.whats = make([][]string, len(p.routes))
+	}
+	if p.whats[peer] == nil {
+		p.whats[peer] = make([]string, len(remoteNames))
+		for k := range remoteNames {
+			p.whats[peer][k] = fmt.Sprintf("%s: %s to rank %d", p.What, RemoteKind(k), peer)
+		}
+	}
+	if int(kind) < len(remoteNames) {
+		return p.whats[peer][kind]
+	}
+	return fmt.Sprintf("%s: %s to rank %d", p.What, kind, peer)
 }
 
 // Put copies n bytes at src into peer's part at off.
@@ -135,15 +155,24 @@ func (p *Peers) Add64(s Stream, peer int, off, v uint64) {
 	p.remote(s, RemoteOp{Kind: RemoteAdd64, Ref: p.Ref(peer, off), Value: v})
 }
 
-// PutSignal offers a put and its signal to a stream that fuses them
-// (PutSignaler); it reports false when the caller must enqueue them apart.
+// PutSignal offers a put and its signal as one operation: to a stream that
+// fuses them (PutSignaler) where the part is mapped, as a RemotePutSignal
+// where a network reaches it. It reports false when the caller must enqueue
+// them apart.
 func (p *Peers) PutSignal(s Stream, peer int, off uint64, src Addr, n uint64, slotOff uint64, add bool, v uint64) bool {
-	b := p.routes[peer].Base
+	r := p.routes[peer]
+	if r.Base == 0 {
+		if r.Key == nil {
+			return false
+		}
+		p.remote(s, RemoteOp{Kind: RemotePutSignal, Ref: p.Ref(peer, off), Local: src, N: n, SigOff: slotOff, SigAdd: add, Value: v})
+		return true
+	}
 	ps, ok := s.(PutSignaler)
-	if b == 0 || !ok {
+	if !ok {
 		return false
 	}
-	return ps.PutSignal(b.Add(off), src, n, b.Add(slotOff), add, v)
+	return ps.PutSignal(r.Base.Add(off), src, n, r.Base.Add(slotOff), add, v)
 }
 
 // Flush enqueues a wait until every earlier operation on a network peer

@@ -34,6 +34,7 @@ type fakeKey struct{}
 
 func (fakeKey) Network() Network { return nil }
 func (fakeKey) Via() string      { return "fake/loop" }
+func (fakeKey) Close() error     { return nil }
 
 func TestPeersRoutes(t *testing.T) {
 	topo := &Topology{Rank: 0, Kinds: []PeerKind{KindSelf, KindSHM, KindNet, KindNet}}

@@ -12,6 +12,11 @@ import (
 // leftovers.
 const ShmDir = "/dev/shm"
 
+// ShmDirEnv names the variable that puts the host backend's segments in
+// another directory: a logical node's own (luacoll's launcher sets it for
+// --nodes), so that nodes of one machine share no memory.
+const ShmDirEnv = "LUACOLL_SHM_DIR"
+
 // SegmentPrefix is how the names of job's shared-memory segments start:
 // the names of the anonymous files (seen in /proc/PID/maps as
 // "/memfd:luacoll-JOB-r0-s1 (deleted)") and of older builds' files in

@@ -22,8 +22,18 @@ func (r Ref) String() string { return fmt.Sprintf("rank %d+%d", r.Peer, r.Off) }
 type RemoteKey interface {
 	// Network is the transport that unpacked the key.
 	Network() Network
-	// Via names what carries operations on it, e.g. "ucx/tcp".
+	// Via names what carries operations on it, e.g. "ucx: tcp/eth0".
 	Via() string
+	// Close releases the key (before the owner deregisters the region).
+	Close() error
+}
+
+// Registration is this rank's region registered with a network.
+type Registration interface {
+	// Packed is what a peer needs to reach the region (Network.Unpack).
+	Packed() []byte
+	// Close deregisters the region.
+	Close() error
 }
 
 // RemoteKind is what a RemoteOp does.
@@ -44,9 +54,14 @@ const (
 	// RemoteFlush waits until every operation posted before it completed
 	// at its target (remote completion). Ref is unused.
 	RemoteFlush
+	// RemotePutSignal moves N bytes from Local to Ref, then adds Value to
+	// (SigAdd) or writes it into the 8 bytes at SigOff of the same region,
+	// landing after the data (a put_signal as one operation where the
+	// network can).
+	RemotePutSignal
 )
 
-var remoteNames = [...]string{"put", "get", "store64", "add64", "flush"}
+var remoteNames = [...]string{"put", "get", "store64", "add64", "flush", "put_signal"}
 
 func (k RemoteKind) String() string {
 	if int(k) < len(remoteNames) {
@@ -62,6 +77,10 @@ type RemoteOp struct {
 	Local Addr // source of a put, destination of a get
 	N     uint64
 	Value uint64
+	// SigOff and SigAdd place and say how a RemotePutSignal changes its
+	// signal.
+	SigOff uint64
+	SigAdd bool
 	// Timeout bounds the waits this op causes (local or remote
 	// completion); it is the window's timeout.
 	Timeout time.Duration
@@ -84,17 +103,37 @@ type RemoteStream interface {
 }
 
 // Network is a transport to peers whose memory this process cannot map
-// (transport/net). One serves every window of a rank.
+// (transport/net). One serves every window of a rank; endpoints are made
+// once per peer.
 type Network interface {
 	// Name describes the network, e.g. "ucx 1.16.0".
 	Name() string
+	// Address returns what peers need to connect to this rank; the first
+	// call opens the network (and loads its library).
+	Address() ([]byte, error)
+	// Connect makes the endpoint to peer from the address it published;
+	// later calls for the same peer do nothing.
+	Connect(peer int, addr []byte) error
+	// Register registers size bytes at local for remote access.
+	Register(local Addr, size uint64) (Registration, error)
+	// Unpack turns a peer's packed registration into a key.
+	Unpack(peer int, packed []byte) (RemoteKey, error)
 	// Post starts op and returns before it completes.
 	Post(op RemoteOp) error
 	// Quiet returns once every posted operation completed locally: put
-	// sources may be reused and get destinations hold their data.
-	Quiet(abort *Abort, timeout time.Duration) error
-	// Flush returns once every posted operation completed at its target.
-	Flush(abort *Abort, timeout time.Duration) error
+	// sources may be reused and get destinations hold their data. It ends
+	// early with cancel's error when cancel returns one, and fails after
+	// timeout naming the peer that did not complete.
+	Quiet(cancel func() error, timeout time.Duration) error
+	// Flush returns once every posted operation completed at its target,
+	// ending like Quiet.
+	Flush(cancel func() error, timeout time.Duration) error
 	// Progress drives the network once; waits call it while they poll.
 	Progress()
+}
+
+// NetworkUser is a stream that drives a network while it waits (so that
+// what peers send lands sooner than the network's own progress would).
+type NetworkUser interface {
+	UseNetwork(n Network)
 }

@@ -150,6 +150,7 @@ const (
 	opAdd
 	opWait
 	opHost
+	opRemote
 )
 
 type hostOp struct {
@@ -160,6 +161,7 @@ type hostOp struct {
 	v    uint64
 	wait *WaitSpec
 	fn   func() error
+	rop  *RemoteOp
 	gen  uint64 // interrupt generation at enqueue
 }
 
@@ -183,6 +185,7 @@ type HostStream struct {
 	gen     atomic.Uint64 // interrupt generation
 	cause   atomic.Pointer[error]
 	stopped chan struct{}
+	rem     remoteState // operations on network peers (stream_remote.go)
 }
 
 // NewHostStream starts a stream whose waits also end when abort is set.
@@ -205,10 +208,12 @@ func (s *HostStream) enqueue(op hostOp) {
 		return
 	}
 	op.gen = s.gen.Load()
-	if !s.busy && len(s.q) == 0 && op.kind != opWait && op.kind != opHost {
+	if !s.busy && len(s.q) == 0 && op.kind != opWait && op.kind != opHost && s.rem.inline(&op) {
 		// Nothing ahead of it: run it here, in order, at once.
 		if s.err == nil {
-			s.exec(&op)
+			if err := s.exec(&op); err != nil {
+				s.err = err
+			}
 		}
 		s.mu.Unlock()
 		return
@@ -226,7 +231,13 @@ func (s *HostStream) enqueue(op hostOp) {
 }
 
 // exec runs a non-blocking op; the caller holds mu or is the worker.
-func (s *HostStream) exec(op *hostOp) {
+func (s *HostStream) exec(op *hostOp) error {
+	if op.kind == opRemote {
+		return s.runRemote(op)
+	}
+	if err := s.settleRemote(op.gen); err != nil {
+		return err
+	}
 	switch op.kind {
 	case opCopy:
 		copy(HostBytes(op.dst, op.n), HostBytes(op.src, op.n))
@@ -235,6 +246,7 @@ func (s *HostStream) exec(op *hostOp) {
 	case opAdd:
 		atomic.AddUint64(hostU64(op.dst), op.v)
 	}
+	return nil
 }
 
 func (s *HostStream) run() {
@@ -266,9 +278,11 @@ func (s *HostStream) run() {
 			case opWait:
 				err = s.waitFor(op.wait, op.gen)
 			case opHost:
-				err = op.fn()
+				if err = s.settleRemote(op.gen); err == nil {
+					err = op.fn()
+				}
 			default:
-				s.exec(&op)
+				err = s.exec(&op)
 			}
 		}
 		s.mu.Lock()
@@ -308,6 +322,7 @@ func (s *HostStream) waitFor(w *WaitSpec, gen uint64) error {
 	start := time.Now()
 	pause := time.Microsecond
 	for i := 0; ; i++ {
+		s.rem.progress()
 		v, ok = s.observe(w)
 		if ok {
 			return nil
@@ -382,6 +397,7 @@ func (s *HostStream) Mark() Mark {
 
 // Sync implements Stream.
 func (s *HostStream) Sync(ctx context.Context) error {
+	s.flushRemote()
 	for i := 0; ; i++ {
 		s.mu.Lock()
 		idle := !s.busy && len(s.q) == 0

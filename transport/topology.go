@@ -17,7 +17,7 @@ const (
 	KindSelf PeerKind = iota // this rank
 	KindSHM                  // same host: shared memory
 	KindNVL                  // same host, GPU peer access (CUDA IPC over NVLink or PCIe)
-	KindNet                  // another host: no transport yet
+	KindNet                  // another host (or logical node): the network
 )
 
 var kindNames = [...]string{"self", "shm", "nvl", "net"}
@@ -46,12 +46,22 @@ type Identity struct {
 	PID    int    `json:"pid"`
 }
 
+// LogicalNodeEnv names the variable that makes this process part of a
+// logical node: a host of its own as far as the job can tell (luacoll's
+// launcher sets it for --nodes), so that the ranks of other nodes of the
+// same machine are reached over the network.
+const LogicalNodeEnv = "LUACOLL_LOGICAL_NODE"
+
 // LocalIdentity describes this process; device names its memory ("host" on
-// the host backend).
+// the host backend). The host is the hostname and boot id, and the logical
+// node (LogicalNodeEnv) when there is one.
 func LocalIdentity(device string) Identity {
 	h, _ := os.Hostname()
 	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
 		h += "/" + strings.TrimSpace(string(b))
+	}
+	if node := strings.TrimSpace(os.Getenv(LogicalNodeEnv)); node != "" {
+		h += "/node" + node
 	}
 	return Identity{Host: h, Device: device, PID: os.Getpid()}
 }
@@ -61,6 +71,33 @@ type Topology struct {
 	Rank   int
 	Kinds  []PeerKind
 	Idents []Identity
+	// Net[q][r] says that rank q reaches rank r over the network (as q
+	// sees it, forced classes included), so every rank knows which ranks
+	// must register their memory with the network.
+	Net [][]bool
+}
+
+// AnyNet reports whether any rank reaches any other over the network
+// (the same answer on every rank).
+func (t *Topology) AnyNet() bool {
+	for _, row := range t.Net {
+		for _, n := range row {
+			if n {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ReachedByNet reports whether some rank reaches rank r over the network.
+func (t *Topology) ReachedByNet(r int) bool {
+	for _, row := range t.Net {
+		if r < len(row) && row[r] {
+			return true
+		}
+	}
+	return false
 }
 
 // OverrideEnv names the environment variable that forces peer classes:
@@ -120,7 +157,7 @@ func Discover(ctx context.Context, ex Exchanger, self Identity, gpuPeer func(Ide
 	if err != nil {
 		return nil, err
 	}
-	mine, err := json.Marshal(self)
+	mine, err := json.Marshal(discoverMsg{Identity: self, Override: override})
 	if err != nil {
 		return nil, fmt.Errorf("topology: %w", err)
 	}
@@ -129,10 +166,15 @@ func Discover(ctx context.Context, ex Exchanger, self Identity, gpuPeer func(Ide
 		return nil, fmt.Errorf("topology: exchanging identities: %w", err)
 	}
 	t := &Topology{Rank: ex.Rank(), Kinds: make([]PeerKind, len(all)), Idents: make([]Identity, len(all))}
+	msgs := make([]discoverMsg, len(all))
 	for r, b := range all {
-		if err := json.Unmarshal(b, &t.Idents[r]); err != nil {
+		if err := json.Unmarshal(b, &msgs[r]); err != nil {
 			return nil, fmt.Errorf("topology: identity of rank %d: %w", r, err)
 		}
+		t.Idents[r] = msgs[r].Identity
+	}
+	t.Net = netMatrix(msgs)
+	for r := range all {
 		id := t.Idents[r]
 		switch {
 		case r == t.Rank:
@@ -152,6 +194,36 @@ func Discover(ctx context.Context, ex Exchanger, self Identity, gpuPeer func(Ide
 		}
 	}
 	return t, nil
+}
+
+// discoverMsg is what each rank publishes in Discover: where it runs, and
+// its OverrideEnv value (so every rank knows who forces whom onto net).
+type discoverMsg struct {
+	Identity
+	Override string `json:"override,omitempty"`
+}
+
+// netMatrix computes Topology.Net from every rank's message: q reaches r
+// over the network when they run on different hosts or q forces r to net.
+// A value a rank cannot parse counts as no forcing here (that rank fails
+// Discover itself).
+func netMatrix(msgs []discoverMsg) [][]bool {
+	n := len(msgs)
+	out := make([][]bool, n)
+	for q := range msgs {
+		out[q] = make([]bool, n)
+		forced, err := ParseOverride(msgs[q].Override, q, n)
+		for r := range msgs {
+			if r == q {
+				continue
+			}
+			out[q][r] = msgs[q].Host != msgs[r].Host
+			if err == nil && forced[r] >= 0 {
+				out[q][r] = PeerKind(forced[r]) == KindNet
+			}
+		}
+	}
+	return out
 }
 
 // Mappable reports whether peer r's memory can be mapped into this process.

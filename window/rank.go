@@ -19,6 +19,9 @@ type Rank struct {
 	Backend transport.Backend
 	Stream  transport.Stream
 	Abort   *transport.Abort
+	// Net reaches the peers that Topo puts on the network (nil: none can
+	// be reached; windows fail when the topology has such peers).
+	Net transport.Network
 	// Site, when set, returns the caller's position in the script, recorded
 	// with each enqueued wait so that its error points at the script.
 	Site func() Site

@@ -70,6 +70,15 @@ func (r *Rank) NewWindow(ctx context.Context, opts Options) (*Window, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: window %d: %w", r.ID(), id, err)
 	}
+	if r.Topo.AnyNet() {
+		if err := transport.ShareNetwork(ctx, r.Ex, r.Topo, r.Net, reg); err != nil {
+			_ = reg.Close()
+			return nil, fmt.Errorf("rank %d: window %d: %w", r.ID(), id, err)
+		}
+		if u, ok := r.Stream.(transport.NetworkUser); ok && r.Net != nil {
+			u.UseNetwork(r.Net)
+		}
+	}
 	w := &Window{r: r, id: id, opts: opts, lay: lay, reg: reg, epoch: make([]uint64, opts.Barriers)}
 	w.peers = transport.NewPeers(r.Topo, reg)
 	w.peers.What = fmt.Sprintf("rank %d: window %d", r.ID(), id)
@@ -296,7 +305,7 @@ func (w *Window) PutSignal(t Transfer, sig *Sig, ctr *Ctr) error {
 	start := w.r.traceStart()
 	dst := w.lay.DataOff + t.PeerOff
 	fused := false
-	if sig != nil && ctr == nil {
+	if sig != nil && (ctr == nil || w.peers.Route(t.Peer).Base == 0) {
 		fused = w.peers.PutSignal(w.r.Stream, t.Peer, dst, src, t.N, w.lay.Inbox(w.r.ID(), sig.ID), sig.Op == SigAdd, sig.Value)
 	}
 	if !fused {
@@ -657,7 +666,22 @@ func (w *Window) Transport(peer int) (string, error) {
 	if peer < 0 || peer >= w.r.N() {
 		return "", argErr("peer", "rank %d is outside 0..%d", peer, w.r.N()-1)
 	}
-	return w.peers.Via(peer), nil
+	return w.r.Topo.Kinds[peer].String(), nil
+}
+
+// TransportVia names what carries operations to a network peer, e.g.
+// "ucx: tcp/eth0" ("" for a peer that is not on the network).
+func (w *Window) TransportVia(peer int) (string, error) {
+	if err := w.live(); err != nil {
+		return "", err
+	}
+	if peer < 0 || peer >= w.r.N() {
+		return "", argErr("peer", "rank %d is outside 0..%d", peer, w.r.N()-1)
+	}
+	if k := w.peers.Route(peer).Key; k != nil {
+		return k.Via(), nil
+	}
+	return "", nil
 }
 
 // Free is collective: it waits for the rank's stream, meets every rank (so

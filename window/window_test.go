@@ -18,6 +18,18 @@ import (
 // stream, and fails the test with every rank's error.
 func job(t *testing.T, n int, fn func(r *Rank) error) {
 	t.Helper()
+	jobWith(t, n, jobConfig{}, fn)
+}
+
+// jobConfig varies a job: override gives each rank its OverrideEnv value,
+// network its network (closed when the rank's function returns).
+type jobConfig struct {
+	override func(rank int) string
+	network  func(rank, size int) transport.Network
+}
+
+func jobWith(t *testing.T, n int, cfg jobConfig, fn func(r *Rank) error) {
+	t.Helper()
 	g := inproc.NewGroup(n)
 	jobID := fmt.Sprintf("test%d", time.Now().UnixNano())
 	errs := make([]error, n)
@@ -32,14 +44,29 @@ func job(t *testing.T, n int, fn func(r *Rank) error) {
 			be := shm.NewHostBackend(jobID)
 			defer be.Close()
 			abort := transport.NewAbort()
-			topo, err := transport.Discover(ctx, m, be.Identity(), be.GPUPeer, "")
+			override := ""
+			if cfg.override != nil {
+				override = cfg.override(i)
+			}
+			topo, err := transport.Discover(ctx, m, be.Identity(), be.GPUPeer, override)
 			if err != nil {
 				errs[i] = err
 				return
 			}
 			st, _ := be.NewStream(abort)
 			defer st.Close()
-			errs[i] = fn(&Rank{Ex: m, Topo: topo, Backend: be, Stream: st, Abort: abort})
+			r := &Rank{Ex: m, Topo: topo, Backend: be, Stream: st, Abort: abort}
+			if cfg.network != nil {
+				r.Net = cfg.network(i, n)
+				defer func() {
+					if c, ok := r.Net.(interface{ Close() error }); ok {
+						if err := c.Close(); err != nil && errs[i] == nil {
+							errs[i] = err
+						}
+					}
+				}()
+			}
+			errs[i] = fn(r)
 		}(i)
 	}
 	wg.Wait()
@@ -63,114 +90,125 @@ func opts(bytes uint64) Options {
 func TestPutSignalRing(t *testing.T) {
 	for _, n := range []int{1, 2, 4, 8} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			job(t, n, func(r *Rank) error {
-				ctx := context.Background()
-				const chunk = 1000
-				w, err := r.NewWindow(ctx, opts(uint64(chunk*n)))
-				if err != nil {
-					return err
-				}
-				src, err := r.NewBuffer(chunk)
-				if err != nil {
-					return err
-				}
-				defer src.Free()
-				if err := src.Fill(transport.FillIotaU32, uint64(r.ID()*1000)); err != nil {
-					return err
-				}
-				me := r.ID()
-				for p := 0; p < n; p++ {
-					if err := w.PutSignal(Transfer{Peer: p, PeerOff: uint64(me * chunk), Local: src, N: chunk},
-						&Sig{ID: 0, Value: 1}, &Ctr{ID: 1, Value: 5}); err != nil {
-						return err
-					}
-				}
-				if err := w.WaitSignal(0, transport.CmpGe, uint64(n)); err != nil {
-					return err
-				}
-				if err := w.WaitCounter((me+1)%n, 1, transport.CmpEq, 5); err != nil {
-					return err
-				}
-				if err := w.Sync(ctx); err != nil {
-					return err
-				}
-				want := make([]byte, chunk)
-				for p := 0; p < n; p++ {
-					transport.FillIota(want, uint32(p*1000))
-					got, err := w.Buffer().Read(uint64(p*chunk), chunk)
-					if err != nil {
-						return err
-					}
-					if string(got) != string(want) {
-						return fmt.Errorf("chunk from rank %d differs", p)
-					}
-					v, err := w.ReadSignalFrom(p, 0)
-					if err != nil || v != 1 {
-						return fmt.Errorf("signal from %d = %d, %v; want 1", p, v, err)
-					}
-				}
-				if s, _ := w.ReadSignal(0); s != uint64(n) {
-					return fmt.Errorf("signal sum %d, want %d", s, n)
-				}
-				return w.Free(ctx)
-			})
+			job(t, n, func(r *Rank) error { return putSignalRing(r, n) })
 		})
 	}
 }
 
-func TestBarrierReuse(t *testing.T) {
-	job(t, 4, func(r *Rank) error {
-		ctx := context.Background()
-		w, err := r.NewWindow(ctx, opts(64))
+// putSignalRing: every rank puts a chunk with a signal and a counter into
+// every rank (itself too), and checks what arrived.
+func putSignalRing(r *Rank, n int) error {
+	ctx := context.Background()
+	const chunk = 1000
+	w, err := r.NewWindow(ctx, opts(uint64(chunk*n)))
+	if err != nil {
+		return err
+	}
+	src, err := r.NewBuffer(chunk)
+	if err != nil {
+		return err
+	}
+	defer src.Free()
+	if err := src.Fill(transport.FillIotaU32, uint64(r.ID()*1000)); err != nil {
+		return err
+	}
+	me := r.ID()
+	for p := 0; p < n; p++ {
+		if err := w.PutSignal(Transfer{Peer: p, PeerOff: uint64(me * chunk), Local: src, N: chunk},
+			&Sig{ID: 0, Value: 1}, &Ctr{ID: 1, Value: 5}); err != nil {
+			return err
+		}
+	}
+	if err := w.WaitSignal(0, transport.CmpGe, uint64(n)); err != nil {
+		return err
+	}
+	if err := w.WaitCounter((me+1)%n, 1, transport.CmpEq, 5); err != nil {
+		return err
+	}
+	if err := w.Sync(ctx); err != nil {
+		return err
+	}
+	want := make([]byte, chunk)
+	for p := 0; p < n; p++ {
+		transport.FillIota(want, uint32(p*1000))
+		got, err := w.Buffer().Read(uint64(p*chunk), chunk)
 		if err != nil {
 			return err
 		}
-		// Each round: everyone adds to rank 0's counter-like slot, then a barrier.
-		for round := 1; round <= 200; round++ {
-			if err := w.Signal(0, Sig{ID: 1, Value: 1}); err != nil {
-				return err
-			}
-			if err := w.Barrier(round % 2); err != nil {
-				return err
-			}
-			if err := w.Sync(ctx); err != nil {
-				return err
-			}
-			if r.ID() == 0 {
-				if v, _ := w.ReadSignal(1); v < uint64(4*round) {
-					return fmt.Errorf("round %d: barrier passed with %d signals, want >= %d", round, v, 4*round)
-				}
-			}
-			if err := w.BarrierPeer(r.ID()^1, 3); err != nil {
-				return err
-			}
+		if string(got) != string(want) {
+			return fmt.Errorf("chunk from rank %d differs", p)
 		}
-		return w.Free(ctx)
-	})
+		v, err := w.ReadSignalFrom(p, 0)
+		if err != nil || v != 1 {
+			return fmt.Errorf("signal from %d = %d, %v; want 1", p, v, err)
+		}
+	}
+	if s, _ := w.ReadSignal(0); s != uint64(n) {
+		return fmt.Errorf("signal sum %d, want %d", s, n)
+	}
+	return w.Free(ctx)
 }
 
-func TestSetAndResetSignals(t *testing.T) {
-	job(t, 2, func(r *Rank) error {
-		ctx := context.Background()
-		w, err := r.NewWindow(ctx, opts(64))
-		if err != nil {
+func TestBarrierReuse(t *testing.T) {
+	job(t, 4, func(r *Rank) error { return barrierReuse(r, 200) })
+}
+
+// barrierReuse: rounds of signals to rank 0 and barriers on alternating
+// slots, with pairwise barriers between them.
+func barrierReuse(r *Rank, rounds int) error {
+	ctx := context.Background()
+	w, err := r.NewWindow(ctx, opts(64))
+	if err != nil {
+		return err
+	}
+	// Each round: everyone adds to rank 0's counter-like slot, then a barrier.
+	for round := 1; round <= rounds; round++ {
+		if err := w.Signal(0, Sig{ID: 1, Value: 1}); err != nil {
 			return err
 		}
-		peer := 1 - r.ID()
-		_ = w.Signal(peer, Sig{ID: 2, Value: 7, Op: SigSet})
-		_ = w.Signal(peer, Sig{ID: 2, Value: 3})
-		_ = w.WaitSignalFrom(peer, 2, transport.CmpEq, 10)
-		_ = w.Barrier(0)
-		_ = w.ResetSignals()
-		_ = w.Barrier(0)
+		if err := w.Barrier(round % 2); err != nil {
+			return err
+		}
 		if err := w.Sync(ctx); err != nil {
 			return err
 		}
-		if v, _ := w.ReadSignal(2); v != 0 {
-			return fmt.Errorf("after reset: %d", v)
+		if r.ID() == 0 {
+			if v, _ := w.ReadSignal(1); v < uint64(4*round) {
+				return fmt.Errorf("round %d: barrier passed with %d signals, want >= %d", round, v, 4*round)
+			}
 		}
-		return w.Free(ctx)
-	})
+		if err := w.BarrierPeer(r.ID()^1, 3); err != nil {
+			return err
+		}
+	}
+	return w.Free(ctx)
+}
+
+func TestSetAndResetSignals(t *testing.T) {
+	job(t, 2, setAndResetSignals)
+}
+
+// setAndResetSignals: set then add on one slot, reset the inbox.
+func setAndResetSignals(r *Rank) error {
+	ctx := context.Background()
+	w, err := r.NewWindow(ctx, opts(64))
+	if err != nil {
+		return err
+	}
+	peer := 1 - r.ID()
+	_ = w.Signal(peer, Sig{ID: 2, Value: 7, Op: SigSet})
+	_ = w.Signal(peer, Sig{ID: 2, Value: 3})
+	_ = w.WaitSignalFrom(peer, 2, transport.CmpEq, 10)
+	_ = w.Barrier(0)
+	_ = w.ResetSignals()
+	_ = w.Barrier(0)
+	if err := w.Sync(ctx); err != nil {
+		return err
+	}
+	if v, _ := w.ReadSignal(2); v != 0 {
+		return fmt.Errorf("after reset: %d", v)
+	}
+	return w.Free(ctx)
 }
 
 func TestWaitTimeoutNamesEverything(t *testing.T) {

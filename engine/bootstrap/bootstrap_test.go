@@ -309,7 +309,7 @@ func TestBootstrapRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	h := startHub(ln, 3, "job", testTimeout)
+	h := startHub(ln, 3, "job", testTimeout, jobKey(""), func(string) {})
 	defer h.kill()
 
 	firstDone := make(chan error, 1)
@@ -348,16 +348,24 @@ func TestBootstrapRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(conn)
+	typ, hubNonce, err := readFrame(br, maxBootFrame)
+	if err != nil || typ != frChallenge {
+		t.Fatalf("first frame %d, %v; want a challenge", typ, err)
+	}
+	rankNonce := make([]byte, nonceLen)
 	f := newFrame(frHello, 16)
 	f.u8(bootVersion)
 	f.u32(7)
 	f.u32(3)
+	f.raw(rankNonce)
+	f.raw(helloMAC(jobKey(""), hubNonce, rankNonce, 7, 3, ""))
 	frame, _ := f.finish()
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := conn.Write(frame); err != nil {
 		t.Fatal(err)
 	}
-	typ, body, err := readFrame(bufio.NewReader(conn), maxBootFrame)
+	typ, body, err := readFrame(br, maxBootFrame)
 	if err != nil || typ != frReject || !strings.Contains(string(body), "rank 7 is out of range for 3 ranks") {
 		t.Errorf("out of range: frame %d %q, %v", typ, body, err)
 	}

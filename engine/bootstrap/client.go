@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -34,6 +35,12 @@ type Config struct {
 	Abort *transport.Abort
 	// Host identifies this rank's machine to the others (opaque).
 	Host string
+	// Secret is the job's secret: every connection to the hub proves it
+	// knows it, and the hub proves it back.
+	Secret string
+	// Log, when set, receives the hub's notes about connections it
+	// refused (rank 0; default: standard error).
+	Log func(string)
 }
 
 // Bootstrap is a rank's connection to the job's rendezvous hub, which rank
@@ -134,7 +141,7 @@ func Connect(ctx context.Context, cfg Config) (*Bootstrap, error) {
 				return nil, fmt.Errorf("bootstrap: %w", err)
 			}
 		}
-		h = startHub(ln, cfg.Size, job, cfg.Timeout)
+		h = startHub(ln, cfg.Size, job, cfg.Timeout, jobKey(cfg.Secret), cfg.Log)
 		addr = dialableAddr(ln.Addr())
 	} else {
 		if cfg.Listener != nil {
@@ -224,24 +231,54 @@ func dialHub(ctx context.Context, cfg Config, addr string, limit time.Duration, 
 		_ = conn.Close()
 		return nil, err
 	}
-	hello := newFrame(frHello, 9+len(cfg.Host))
-	hello.u8(bootVersion)
-	hello.u32(uint32(cfg.Rank))
-	hello.u32(uint32(cfg.Size))
-	hello.raw([]byte(cfg.Host))
-	frame, err := hello.finish()
-	if err != nil {
-		return fail(fmt.Errorf("bootstrap connect (%s): hello: %w", who, err))
-	}
 	deadline, _ := ctx.Deadline()
 	_ = conn.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
-	if _, err := conn.Write(frame); err != nil {
-		stop()
-		return fail(fmt.Errorf("bootstrap connect (%s): sending hello to %s: %w", who, addr, err))
-	}
 	br := bufio.NewReader(conn)
+	key := jobKey(cfg.Secret)
+	rankNonce, err := newNonce()
+	var hubNonce []byte
+	if err == nil {
+		var t frameType
+		var body []byte
+		t, body, err = readFrame(br, maxHelloFrame)
+		if err == nil && (t != frChallenge || len(body) != nonceLen) {
+			err = fmt.Errorf("%s does not speak this bootstrap protocol (frame %d first)", addr, t)
+		}
+		hubNonce = body
+	}
+	var frame []byte
+	if err == nil {
+		hello := newFrame(frHello, 9+2*nonceLen+len(cfg.Host))
+		hello.u8(bootVersion)
+		hello.u32(uint32(cfg.Rank))
+		hello.u32(uint32(cfg.Size))
+		hello.raw(rankNonce)
+		hello.raw(helloMAC(key, hubNonce, rankNonce, uint32(cfg.Rank), uint32(cfg.Size), cfg.Host))
+		hello.raw([]byte(cfg.Host))
+		frame, err = hello.finish()
+	}
+	if err == nil {
+		_, err = conn.Write(frame)
+	}
+	if err != nil {
+		stop()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return fail(fmt.Errorf("bootstrap connect (%s): hello to %s: %w", who, addr, err))
+	}
 	t, body, err := readFrame(br, maxBootFrame)
+	if err == nil && t == frAccept {
+		if !hmac.Equal(body, acceptMAC(key, hubNonce, rankNonce)) {
+			stop()
+			return fail(fmt.Errorf("bootstrap connect (%s): the hub at %s does not know this job's secret (%s): another job's?", who, addr, EnvJobSecret))
+		}
+		t, body, err = readFrame(br, maxBootFrame)
+	} else if err == nil && t == frWelcome {
+		stop()
+		return fail(fmt.Errorf("bootstrap connect (%s): the hub at %s did not prove it knows this job's secret", who, addr))
+	}
 	if !stop() && ctx.Err() != nil {
 		err = ctx.Err()
 	}

@@ -2,9 +2,12 @@ package bootstrap
 
 import (
 	"bufio"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -17,6 +20,8 @@ type hub struct {
 	jobID   string
 	timeout time.Duration
 	ln      net.Listener
+	key     []byte       // HMAC key of the job's secret
+	log     func(string) // notes about refused connections
 
 	mu         sync.Mutex
 	peers      []*hubPeer // by rank, nil until hello
@@ -54,9 +59,12 @@ type hubColl struct {
 }
 
 // startHub serves ln until shutdown or kill.
-func startHub(ln net.Listener, size int, jobID string, timeout time.Duration) *hub {
+func startHub(ln net.Listener, size int, jobID string, timeout time.Duration, key []byte, log func(string)) *hub {
+	if log == nil {
+		log = func(s string) { fmt.Fprintln(os.Stderr, s) }
+	}
 	h := &hub{
-		size: size, jobID: jobID, timeout: timeout, ln: ln,
+		size: size, jobID: jobID, timeout: timeout, ln: ln, key: key, log: log,
 		peers:   make([]*hubPeer, size),
 		colls:   make(map[uint64]*hubColl),
 		conns:   make(map[net.Conn]struct{}),
@@ -118,7 +126,20 @@ func (h *hub) reject(c net.Conn, msg string) {
 func (h *hub) serve(c net.Conn) {
 	defer h.wg.Done()
 	br := bufio.NewReader(c)
-	_ = c.SetReadDeadline(time.Now().Add(h.timeout))
+	_ = c.SetDeadline(time.Now().Add(h.timeout))
+	hubNonce, err := newNonce()
+	if err == nil {
+		ch := newFrame(frChallenge, nonceLen)
+		ch.raw(hubNonce)
+		var frame []byte
+		if frame, err = ch.finish(); err == nil {
+			_, err = c.Write(frame)
+		}
+	}
+	if err != nil {
+		h.drop(c)
+		return
+	}
 	t, body, err := readFrame(br, maxHelloFrame)
 	if err != nil || t != frHello {
 		h.drop(c)
@@ -128,13 +149,27 @@ func (h *hub) serve(c net.Conn) {
 	version := r.u8()
 	rank := r.u32()
 	size := r.u32()
+	var rankNonce, mac []byte
+	if version == bootVersion {
+		rankNonce, mac = r.take(nonceLen), r.take(sha256.Size)
+	}
 	host := string(r.rest())
 	switch {
+	case r.err != nil && version == bootVersion:
+		h.log(fmt.Sprintf("luacoll: the rendezvous hub refused a connection from %s: malformed hello", c.RemoteAddr()))
+		h.drop(c)
+		return
 	case r.err != nil:
 		h.drop(c)
 		return
 	case version != bootVersion:
+		h.log(fmt.Sprintf("luacoll: the rendezvous hub refused a connection from %s: protocol version %d", c.RemoteAddr(), version))
 		h.reject(c, fmt.Sprintf("protocol version %d, the hub speaks %d (mixed luacoll versions?)", version, bootVersion))
+		return
+	case !hmac.Equal(mac, helloMAC(h.key, hubNonce, rankNonce, rank, size, host)):
+		h.log(fmt.Sprintf("luacoll: the rendezvous hub refused a connection from %s (says rank %d): it does not know this job's secret (%s); the job goes on",
+			c.RemoteAddr(), rank, EnvJobSecret))
+		h.reject(c, "authentication failed: this connection does not know the job's secret ("+EnvJobSecret+")")
 		return
 	case uint64(size) != uint64(h.size):
 		h.reject(c, fmt.Sprintf("rank %d says the job has %d ranks, rank 0 says %d", rank, size, h.size))
@@ -143,7 +178,7 @@ func (h *hub) serve(c net.Conn) {
 		h.reject(c, fmt.Sprintf("rank %d is out of range for %d ranks", rank, h.size))
 		return
 	}
-	_ = c.SetReadDeadline(time.Time{})
+	_ = c.SetDeadline(time.Time{})
 	p := &hubPeer{rank: int(rank), host: host, conn: c}
 	h.mu.Lock()
 	if old := h.peers[p.rank]; old != nil {
@@ -157,6 +192,11 @@ func (h *hub) serve(c net.Conn) {
 		return
 	}
 	p.out = newOutbox(c, h.timeout, func(error) { _ = c.Close() })
+	accept := newFrame(frAccept, sha256.Size)
+	accept.raw(acceptMAC(h.key, hubNonce, rankNonce))
+	if frame, err := accept.finish(); err == nil {
+		p.out.send(frame) // before anything else the hub sends this rank
+	}
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()

@@ -9,10 +9,13 @@ import (
 )
 
 // Wire protocol. Every frame is a 4-byte big-endian length (of what
-// follows), a type byte and a body. A client's first frame is hello; the
-// hub answers welcome once every rank said hello, or reject.
+// follows), a type byte and a body. The hub opens every connection with a
+// challenge (a nonce); the client's first frame is hello, which proves
+// with an HMAC keyed by the job's secret that it knows the secret; the hub
+// answers accept (proving the same back) and welcome once every rank said
+// hello, or reject.
 const (
-	bootVersion      = 1
+	bootVersion      = 2
 	maxBootFrame     = 256 << 20 // largest frame (type byte and body)
 	maxHelloFrame    = 64 << 10  // largest frame before a client is known
 	defaultBootLimit = 30 * time.Second
@@ -43,6 +46,8 @@ const (
 	frStatusReply                      // seq u64, known u8, n u32, n × rank u32
 	frClock                            // id u64
 	frClockReply                       // id u64, job clock ns u64
+	frChallenge                        // hub nonce
+	frAccept                           // mac (acceptMAC)
 )
 
 // collKind is the kind of a collective call.

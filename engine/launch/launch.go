@@ -54,6 +54,11 @@ type LaunchConfig struct {
 	Stdin func(rank int) io.Reader
 	// ExtraEnv, when set, adds variables to a rank's environment.
 	ExtraEnv func(rank int) []string
+	// Nodes splits the ranks into this many logical nodes (0 or 1: one):
+	// each node has its own host identity, shared-memory directory,
+	// temporary directory and share of the CPUs, so the ranks of different
+	// nodes reach each other over the network only.
+	Nodes int
 	// Progress, when set (the launcher's terminal, say), is handed to rank
 	// 0 as a descriptor named in EnvProgressFD: progress lines that redraw
 	// themselves ("\r...") go there directly, since rank output is passed
@@ -177,6 +182,16 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 		return res, fmt.Errorf("%s: %w", launchName, err)
 	}
 	res.JobID = job
+	var nodes *logicalNodes
+	if cfg.Nodes > 1 {
+		if err := CheckNodes(cfg.Nodes, cfg.N); err != nil {
+			return res, fmt.Errorf("%s: %w", launchName, err)
+		}
+		if nodes, err = newLogicalNodes(job, cfg.Nodes, shmDir, cfg.Env); err != nil {
+			return res, fmt.Errorf("%s: %w", launchName, err)
+		}
+		defer nodes.remove()
+	}
 
 	var mpsEnv []string
 	if cfg.MPS != nil {
@@ -204,20 +219,27 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 	}
 	defer lnFile.Close()
 
-	base := childBaseEnv(cfg.Env)
+	base, err := withJobSecret(childBaseEnv(cfg.Env))
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", launchName, err)
+	}
 	exits := make(chan rankExitEvent, cfg.N)
 	ranks := make([]*launchedRank, 0, cfg.N)
 	for r := range cfg.N {
+		node, local, localSize := NodeOf(r, cfg.N, cfg.Nodes)
 		env := append([]string(nil), base...)
 		env = append(env,
 			EnvRank+"="+strconv.Itoa(r),
 			EnvSize+"="+strconv.Itoa(cfg.N),
-			EnvLocalRank+"="+strconv.Itoa(r),
-			EnvLocalSize+"="+strconv.Itoa(cfg.N),
-			EnvNode+"=0",
+			EnvLocalRank+"="+strconv.Itoa(local),
+			EnvLocalSize+"="+strconv.Itoa(localSize),
+			EnvNode+"="+strconv.Itoa(node),
 			EnvAddr+"="+addr,
 			EnvJob+"="+job,
 		)
+		if nodes != nil {
+			env = append(env, nodes.env(node)...)
+		}
 		if cfg.Prefix {
 			env = append(env, EnvPrefixed+"=1")
 		}
@@ -238,7 +260,11 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 		if cfg.Stdin != nil {
 			stdin = cfg.Stdin(r)
 		}
-		lr, err := startRank(r, cfg, env, extra, stdin, sink, exits)
+		var lr *launchedRank
+		err := nodes.start(node, func() (err error) {
+			lr, err = startRank(r, cfg, env, extra, stdin, sink, exits)
+			return err
+		})
 		if err != nil {
 			killRanks(ranks, syscall.SIGKILL)
 			for range ranks {
@@ -313,6 +339,9 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 		lr.closeOutputs()
 	}
 
+	if err := nodes.remove(); err != nil {
+		sink.note(fmt.Sprintf("luacoll: removing the logical nodes' directories of job %s: %v", job, err))
+	}
 	if _, err := RemoveJobSegments(job); err != nil {
 		sink.note(fmt.Sprintf("luacoll: removing leftover shared memory of job %s: %v", job, err))
 	}
@@ -445,6 +474,7 @@ func childBaseEnv(env []string) []string {
 		"SLURM_NTASKS_PER_NODE": true, "SLURM_TASKS_PER_NODE": true,
 		EnvRank: true, EnvSize: true, EnvLocalRank: true, EnvLocalSize: true, EnvNode: true,
 		EnvAddr: true, EnvJob: true, EnvListenFD: true, EnvPrefixed: true, EnvProgressFD: true, EnvMPS: true,
+		EnvLogicalNode: true, EnvShmDir: true,
 	}
 	out := make([]string, 0, len(env))
 	for _, kv := range env {

@@ -274,6 +274,9 @@ type cudaShare struct {
 // mapped).
 func ipcReach(topo *transport.Topology) string {
 	for r, k := range topo.Kinds {
+		if k == transport.KindNet {
+			return fmt.Sprintf("rank %d is reached over the network (transport net): CUDA windows with network peers are not supported yet (use --device host)", r)
+		}
 		if k != transport.KindSelf && k != transport.KindNVL {
 			return fmt.Sprintf("rank %d is reachable only by transport %s; GPU windows need CUDA IPC (nvl) to every peer", r, k)
 		}

@@ -16,7 +16,9 @@ type HostBackend struct {
 	Oversubscribed bool
 }
 
-// NewHostBackend returns the host backend of job.
+// NewHostBackend returns the host backend of job. Its segments are
+// anonymous files shared only with the peers that can map them (same
+// host, or the same logical node).
 func NewHostBackend(job string) *HostBackend {
 	return &HostBackend{HostMemory: HostMemory{Job: job}}
 }

@@ -67,14 +67,17 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 		}
 		return errors.Join(errs...)
 	}
+	// Peers on another host (transport net) map nothing: the network
+	// reaches them (transport.ShareNetwork); descriptors go to the peers
+	// that can map this memory.
 	var localErr error
-	for r, k := range topo.Kinds {
-		if k == transport.KindNet {
-			localErr = fmt.Errorf("rank %d is on another host (transport net), which this build cannot reach", r)
-			break
+	peers := make([]int, 0, n-1)
+	for i := 1; i < n; i++ {
+		if p := (rank + i) % n; topo.Mappable(p) {
+			peers = append(peers, p)
 		}
 	}
-	if localErr == nil && m.box == nil && n > 1 {
+	if m.box == nil && len(peers) > 0 {
 		m.box, localErr = transport.OpenFDBox(m.Job, rank)
 	}
 	fd := -1
@@ -93,11 +96,7 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 	if err == nil {
 		err = firstRemoteError(all, "creating shared memory")
 	}
-	if err == nil && n > 1 {
-		peers := make([]int, 0, n-1)
-		for i := 1; i < n; i++ {
-			peers = append(peers, (rank+i)%n)
-		}
+	if err == nil && len(peers) > 0 {
 		localErr = m.box.Pass(ctx, peers, tag, fd, sharePassTimeout, func(p, pfd int) error {
 			b, e := mapSegment(pfd, psize)
 			if e != nil {
@@ -125,13 +124,13 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 		_ = unmapAll()
 		return nil, err
 	}
-	peers := make([]transport.Addr, n)
+	addrs := make([]transport.Addr, n)
 	for r, b := range mapped {
 		if b != nil {
-			peers[r] = transport.AddrOf(b)
+			addrs[r] = transport.AddrOf(b)
 		}
 	}
-	return transport.NewRegion(size, peers[rank], peers, nil, unmapAll), nil
+	return transport.NewRegion(size, addrs[rank], addrs, nil, unmapAll), nil
 }
 
 // close closes the descriptor box (the backend's Close).

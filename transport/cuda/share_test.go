@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,5 +47,18 @@ func TestPrelaunchDefault(t *testing.T) {
 		if got := PrelaunchDefault(c.shared); got != c.want {
 			t.Errorf("%s=%q, shared %v: %v, want %v", PrelaunchEnv, c.env, c.shared, got, c.want)
 		}
+	}
+}
+
+// A CUDA window with a network peer is refused with a clear reason, on
+// every rank (Share publishes it before allocating anything).
+func TestNetworkPeersRefused(t *testing.T) {
+	topo := &transport.Topology{Rank: 0, Kinds: []transport.PeerKind{transport.KindSelf, transport.KindNVL, transport.KindNet}}
+	msg := ipcReach(topo)
+	if !strings.Contains(msg, "rank 2 is reached over the network") || !strings.Contains(msg, "not supported yet") {
+		t.Errorf("ipcReach = %q", msg)
+	}
+	if msg := ipcReach(&transport.Topology{Kinds: []transport.PeerKind{transport.KindSelf, transport.KindNVL}}); msg != "" {
+		t.Errorf("ipcReach(nvl only) = %q", msg)
 	}
 }

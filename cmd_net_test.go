@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	tnet "github.com/luacoll/luacoll/transport/net"
+)
+
+func needUCX(t *testing.T) {
+	t.Helper()
+	if _, err := tnet.Load(); err != nil {
+		t.Skipf("no UCX here (%v); apt-get install %s runs these tests", err, tnet.Package)
+	}
+}
+
+// tmpLeftovers lists the logical nodes' directories in the temporary
+// directory.
+func tmpLeftovers() []string {
+	entries, _ := os.ReadDir(os.TempDir())
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "luacoll-") && strings.Contains(e.Name(), "-node") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+func checkTmpClean(t *testing.T, before []string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, b := range before {
+		seen[b] = true
+	}
+	for _, s := range tmpLeftovers() {
+		if !seen[s] {
+			t.Errorf("temporary directory left behind: %s", filepath.Join(os.TempDir(), s))
+		}
+	}
+}
+
+// --nodes splits the ranks into logical nodes: ranks of one node map each
+// other, ranks of others are reached over UCX, and the window suite passes
+// across them, leaving nothing behind.
+func TestLogicalNodes(t *testing.T) {
+	needUCX(t)
+	shmBefore, tmpBefore := shmLeftovers(t), tmpLeftovers()
+	s := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 64 }
+local t = {}
+for p = 0, lc.size - 1 do
+  local kind, via = w:transport(p)
+  t[#t+1] = p .. "=" .. kind .. (via and (" (" .. via .. ")") or "")
+end
+lc.log("%s %s", os.getenv("TMPDIR") or "-", table.concat(t, " "))
+w:free()`)
+	r := luacoll(t, nil, "run", "-n", "4", "--nodes", "2", s)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	for rank, want := range []string{"0=self 1=shm 2=net (ucx", "0=shm 1=self 2=net (ucx", "1=net (ucx: tcp/lo) 2=self 3=shm", "2=shm 3=self"} {
+		line := ""
+		for _, l := range strings.Split(r.stdout, "\n") {
+			if strings.HasPrefix(l, "["+string(rune('0'+rank))+"] ") {
+				line = l
+			}
+		}
+		if !strings.Contains(line, want) || !strings.Contains(line, "-node"+string(rune('0'+rank/2))) {
+			t.Errorf("rank %d: %q, want %q and its node's TMPDIR", rank, line, want)
+		}
+	}
+	for _, n := range []string{"2", "4"} {
+		r = luacoll(t, nil, "run", "-n", n, "--nodes", "2", "tests/suite.lua")
+		if r.code != 0 || !strings.Contains(r.stdout, "[0] suite: 10 passed, 0 failed") {
+			t.Fatalf("suite, -n %s --nodes 2: exit %d\n%s\n%s", n, r.code, r.stdout, r.stderr)
+		}
+	}
+	r = luacoll(t, nil, "run", "-n", "3", "--nodes", "3", "tests/agp.lua")
+	if r.code != 0 || !strings.Contains(r.stdout, "[0] agp: 6 passed, 0 failed") {
+		t.Fatalf("agp, -n 3 --nodes 3: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	checkClean(t, shmBefore)
+	checkTmpClean(t, tmpBefore)
+}
+
+func TestLogicalNodesRefusesBadCounts(t *testing.T) {
+	for _, args := range [][]string{
+		{"run", "-n", "2", "--nodes", "3"},
+		{"run", "-n", "2", "--nodes", "0"},
+		{"bench", "pingpong", "-n", "2", "--nodes", "5"},
+	} {
+		r := luacoll(t, nil, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "--nodes") {
+			t.Errorf("%v: exit %d, stderr %q; want 2 naming --nodes", args, r.code, r.stderr)
+		}
+	}
+}
+
+// A whole logical node killed mid-wait: the other node's ranks stop within
+// the window timeout naming a dead rank, and nothing is left in /dev/shm or
+// the temporary directory.
+func TestKilledNodeMidWait(t *testing.T) {
+	needUCX(t)
+	shmBefore, tmpBefore := shmLeftovers(t), tmpLeftovers()
+	dir := t.TempDir()
+	s := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 4096, timeout_ms = 20000 }
+local f = io.open(arg[1] .. "/pid" .. lc.rank, "w"); f:write(tostring(lc.rank)); f:close()
+-- every rank has put to every other before the kill
+local src = lc.buffer(64)
+for p = 0, lc.size - 1 do w:put(p, 0, src, 0, 64) end
+w:sync()
+w:wait_signal(0, ">=", 1)
+w:sync()`)
+	cmd := exec.Command(bin, "run", "-n", "4", "--nodes", "2", "--timeout", "20s", s, dir)
+	cmd.Env = cleanEnv()
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var victims []int
+	for len(victims) < 2 && time.Now().Before(deadline) {
+		victims = victims[:0]
+		for _, r := range []int{2, 3} {
+			if _, err := os.Stat(filepath.Join(dir, "pid"+string(rune('0'+r)))); err == nil {
+				if pid := findRank(t, cmd.Process.Pid, r); pid != 0 {
+					victims = append(victims, pid)
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(victims) < 2 {
+		cmd.Process.Kill()
+		t.Fatal("node 1's ranks never started")
+	}
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	for _, pid := range victims {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	err := cmd.Wait()
+	ee, _ := err.(*exec.ExitError)
+	if ee == nil || ee.ExitCode() != 137 {
+		t.Fatalf("exit %v, want 137\n%s", err, e.String())
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("others took %v to stop", d)
+	}
+	if !strings.Contains(e.String(), "rank 2 died") && !strings.Contains(e.String(), "rank 3 died") {
+		t.Fatalf("stderr names neither rank of node 1:\n%s", e.String())
+	}
+	checkClean(t, shmBefore)
+	checkTmpClean(t, tmpBefore)
+	if kids := children(cmd.Process.Pid); len(kids) > 0 {
+		t.Fatalf("processes left: %v", kids)
+	}
+}
+
+// luacoll info names the UCX version and the transports it sees.
+func TestInfoShowsTheNetwork(t *testing.T) {
+	needUCX(t)
+	r := luacoll(t, []string{"UCX_TLS=tcp"}, "info")
+	if r.code != 0 || !strings.Contains(r.stdout, "network peers: UCX 1.") || !strings.Contains(r.stdout, "transports tcp/") {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = luacoll(t, nil, "info", "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, `"network": {`) || !strings.Contains(r.stdout, `"transport": "tcp"`) {
+		t.Fatalf("--json: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -1,0 +1,830 @@
+package net
+
+/*
+#include "lc_ucx.h"
+*/
+import "C"
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/luacoll/luacoll/transport"
+)
+
+// Transport is one rank's UCX network (transport.Network). Nothing is
+// loaded until a window first needs it.
+type Transport struct {
+	rank, size int
+
+	mu      sync.Mutex // every call on the worker
+	lib     *Lib
+	ctx     C.lc_h
+	worker  C.lc_h
+	openErr error
+	addr    []byte
+	eps     []*endpoint
+	pending []pending
+	// unfenced: an operation was posted since the last fence, so the next
+	// store or add must be fenced behind it.
+	unfenced bool
+	dirty    []bool // peers with operations posted since their last flush
+	closed   bool
+	// am is the target side of put_signal messages (C memory: the
+	// handler reads it); amKey[p] is a key of peer p that put_signal
+	// messages went to since the last flush, read back to flush them.
+	am      *C.lc_am_state
+	amKey   []*key
+	scratch unsafe.Pointer // 8 bytes per peer for those reads
+	// amSent[p] counts put_signal messages sent to p; amDone[p] how many
+	// of them a flush's read proved applied. Each message also carries how
+	// many of the receiver's this rank applied (lc_am_state.applied), so
+	// a peer that answers proves its own without a read.
+	amSent, amDone []uint64
+
+	stopFd int           // eventfd that ends the progress goroutine
+	done   chan struct{} // closed when it ended
+	// driven is when (unix nanoseconds) a caller last drove the worker:
+	// the progress goroutine stays out of the way of waits that do.
+	driven atomic.Int64
+
+	regs, keys atomic.Int64
+}
+
+type endpoint struct {
+	peer   int
+	h      C.lc_h
+	failed *C.int32_t // written by UCX's error callback (C memory)
+}
+
+// pending is a posted operation not yet complete.
+type pending struct {
+	req     unsafe.Pointer
+	peer    int
+	what    string
+	operand unsafe.Pointer // C memory holding a store's or add's value
+}
+
+var _ transport.Network = (*Transport)(nil)
+
+// New returns rank's network in a job of size ranks.
+func New(rank, size int) *Transport {
+	return &Transport{rank: rank, size: size, eps: make([]*endpoint, size), dirty: make([]bool, size), amKey: make([]*key, size),
+		amSent: make([]uint64, size), amDone: make([]uint64, size), stopFd: -1}
+}
+
+// Name implements transport.Network.
+func (t *Transport) Name() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.lib != nil {
+		return "ucx " + t.lib.version
+	}
+	return "ucx"
+}
+
+// Registrations is the number of regions registered and not yet
+// deregistered; Keys the number of peers' keys unpacked and not destroyed.
+func (t *Transport) Registrations() int64 { return t.regs.Load() }
+
+// Keys: see Registrations.
+func (t *Transport) Keys() int64 { return t.keys.Load() }
+
+// openLocked loads UCX and makes the context, the worker and the progress
+// goroutine, once.
+func (t *Transport) openLocked() error {
+	if t.worker != nil || t.openErr != nil {
+		return t.openErr
+	}
+	if t.closed {
+		return errors.New("network closed")
+	}
+	t.openErr = func() error {
+		lib, err := Load()
+		if err != nil {
+			return err
+		}
+		var where *C.char
+		if s := C.lc_ucx_open(lib.u, &t.ctx, &t.worker, &where); s != C.LC_OK {
+			t.worker = nil
+			return lib.fail(C.GoString(where), s)
+		}
+		t.lib = lib
+		t.am = (*C.lc_am_state)(C.calloc(1, C.sizeof_lc_am_state))
+		t.am.bad_rank = -1
+		t.am.size = C.int32_t(t.size)
+		t.am.applied = (*C.uint64_t)(C.calloc(C.size_t(t.size), 8))
+		t.am.acked = (*C.uint64_t)(C.calloc(C.size_t(t.size), 8))
+		t.scratch = C.calloc(C.size_t(t.size), 8)
+		if s := C.lc_ucx_set_am(lib.u, t.worker, t.am); s != C.LC_OK {
+			t.destroyLocked()
+			return lib.fail("ucp_worker_set_am_recv_handler", s)
+		}
+		var a C.lc_h
+		var n C.size_t
+		if s := C.lc_ucx_address(lib.u, t.worker, &a, &n); s != C.LC_OK {
+			t.destroyLocked()
+			return lib.fail("ucp_worker_get_address", s)
+		}
+		t.addr = C.GoBytes(unsafe.Pointer(a), C.int(n))
+		C.lc_ucx_release_address(lib.u, t.worker, a)
+		efd := C.int(-1)
+		if s := C.lc_ucx_efd(lib.u, t.worker, &efd); s != C.LC_OK {
+			efd = -1 // no wake-up: the progress goroutine polls
+		}
+		stop, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			t.destroyLocked()
+			return fmt.Errorf("eventfd: %w", err)
+		}
+		t.stopFd = stop
+		t.done = make(chan struct{})
+		go t.progressLoop(int(efd))
+		return nil
+	}()
+	return t.openErr
+}
+
+// driveGrace is how long after a caller drove the worker the progress
+// goroutine leaves it alone.
+const driveGrace = 100 * time.Microsecond
+
+// progressLoop drives the worker while nobody else does (the rank runs Lua,
+// or waits in the bootstrap): it progresses until nothing happens, arms the
+// worker's event descriptor and sleeps on it (at most 10 ms, a safety net
+// for events UCX does not signal). While a wait drives the worker itself
+// (Progress), it keeps out of the way: taking the worker then only delays
+// the wait that is about to see the event.
+func (t *Transport) progressLoop(efd int) {
+	defer close(t.done)
+	fds := []unix.PollFd{{Fd: int32(t.stopFd), Events: unix.POLLIN}}
+	if efd >= 0 {
+		fds = append(fds, unix.PollFd{Fd: int32(efd), Events: unix.POLLIN})
+	}
+	for {
+		if since := time.Duration(time.Now().UnixNano() - t.driven.Load()); since < driveGrace {
+			fds[0].Revents = 0
+			ts := unix.NsecToTimespec(int64(driveGrace - since))
+			if _, _ = unix.Ppoll(fds[:1], &ts, nil); fds[0].Revents != 0 {
+				return
+			}
+			continue
+		}
+		t.mu.Lock()
+		if t.worker == nil {
+			t.mu.Unlock()
+			return
+		}
+		for i := 0; i < 256 && C.lc_ucx_progress(t.lib.u, t.worker) != 0; i++ {
+		}
+		armed := C.LC_OK
+		if efd >= 0 {
+			armed = int(C.lc_ucx_arm(t.lib.u, t.worker))
+		}
+		t.mu.Unlock()
+		if armed == C.LC_ERR_BUSY {
+			runtime.Gosched()
+			continue
+		}
+		timeout := 10
+		if efd < 0 || armed != C.LC_OK {
+			timeout = 1
+		}
+		for i := range fds {
+			fds[i].Revents = 0
+		}
+		if _, err := unix.Poll(fds, timeout); err != nil && !errors.Is(err, unix.EINTR) {
+			time.Sleep(time.Millisecond)
+		}
+		if fds[0].Revents != 0 {
+			return
+		}
+	}
+}
+
+// Address implements transport.Network.
+func (t *Transport) Address() ([]byte, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.openLocked(); err != nil {
+		return nil, err
+	}
+	return seal(t.addr), nil
+}
+
+// sealMagic starts every address and key this network publishes.
+const sealMagic = 0x6c637578 // "lcux"
+
+// seal frames b as magic, length and an FNV-1a checksum, so that a peer's
+// truncated or damaged address or key is refused before UCX parses it.
+func seal(b []byte) []byte {
+	out := binary.LittleEndian.AppendUint32(nil, sealMagic)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(b)))
+	out = binary.LittleEndian.AppendUint64(out, fnv64(b))
+	return append(out, b...)
+}
+
+// unseal checks what seal made; what names it in errors.
+func unseal(b []byte, what string) ([]byte, error) {
+	if len(b) < 16 {
+		return nil, fmt.Errorf("%s is %d bytes, too short", what, len(b))
+	}
+	if binary.LittleEndian.Uint32(b) != sealMagic {
+		return nil, fmt.Errorf("%s is not a UCX %s of this program", what, what)
+	}
+	n := binary.LittleEndian.Uint32(b[4:])
+	body := b[16:]
+	if uint32(len(body)) != n {
+		return nil, fmt.Errorf("%s is truncated (%d bytes of %d)", what, len(body), n)
+	}
+	if fnv64(body) != binary.LittleEndian.Uint64(b[8:]) {
+		return nil, fmt.Errorf("%s is damaged (checksum)", what)
+	}
+	return body, nil
+}
+
+func fnv64(b []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
+}
+
+// Connect implements transport.Network.
+func (t *Transport) Connect(peer int, addr []byte) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.openLocked(); err != nil {
+		return err
+	}
+	if peer < 0 || peer >= t.size || peer == t.rank {
+		return fmt.Errorf("rank %d is not a peer", peer)
+	}
+	if t.eps[peer] != nil {
+		return nil
+	}
+	body, err := unseal(addr, "address")
+	if err != nil {
+		return fmt.Errorf("rank %d's %w", peer, err)
+	}
+	ca := C.CBytes(body)
+	defer C.free(ca)
+	e := &endpoint{peer: peer, failed: (*C.int32_t)(C.calloc(1, 4))}
+	if s := C.lc_ucx_ep_create(t.lib.u, t.worker, ca, e.failed, &e.h); s != C.LC_OK {
+		C.free(unsafe.Pointer(e.failed))
+		return t.lib.fail("ucp_ep_create", s)
+	}
+	t.eps[peer] = e
+	return nil
+}
+
+// epErr reports a failed endpoint.
+func (t *Transport) epErr(e *endpoint) error {
+	if s := C.lc_load_status(e.failed); s != 0 {
+		return fmt.Errorf("connection to rank %d failed: %w", e.peer, t.lib.fail("endpoint", C.lc_status(s)))
+	}
+	return nil
+}
+
+// registration is a region registered with UCX.
+type registration struct {
+	t      *Transport
+	memh   C.lc_h
+	base   uint64
+	packed []byte
+}
+
+// Register implements transport.Network: ucp_mem_map of the region, its
+// remote key packed behind the region's base address.
+func (t *Transport) Register(local transport.Addr, size uint64) (transport.Registration, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.openLocked(); err != nil {
+		return nil, err
+	}
+	r := &registration{t: t}
+	if s := C.lc_ucx_mem_map(t.lib.u, t.ctx, local.Pointer(), C.size_t(max(size, 1)), &r.memh); s != C.LC_OK {
+		return nil, t.lib.fail(fmt.Sprintf("ucp_mem_map(%d bytes)", size), s)
+	}
+	var buf unsafe.Pointer
+	var n C.size_t
+	if s := C.lc_ucx_rkey_pack(t.lib.u, t.ctx, r.memh, &buf, &n); s != C.LC_OK {
+		C.lc_ucx_mem_unmap(t.lib.u, t.ctx, r.memh)
+		return nil, t.lib.fail("ucp_rkey_pack", s)
+	}
+	packed := binary.LittleEndian.AppendUint64(nil, uint64(local))
+	r.packed = seal(append(packed, C.GoBytes(buf, C.int(n))...))
+	C.lc_ucx_rkey_release(t.lib.u, buf)
+	if C.lc_am_add_region(t.am, C.uint64_t(local), C.uint64_t(size)) != 0 {
+		C.lc_ucx_mem_unmap(t.lib.u, t.ctx, r.memh)
+		return nil, errors.New("registering a region: out of memory")
+	}
+	r.base = uint64(local)
+	t.regs.Add(1)
+	return r, nil
+}
+
+// Packed implements transport.Registration.
+func (r *registration) Packed() []byte { return r.packed }
+
+// Close implements transport.Registration.
+func (r *registration) Close() error {
+	t := r.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r.memh == nil {
+		return nil
+	}
+	C.lc_am_remove_region(t.am, C.uint64_t(r.base))
+	s := C.lc_ucx_mem_unmap(t.lib.u, t.ctx, r.memh)
+	r.memh = nil
+	t.regs.Add(-1)
+	if s != C.LC_OK {
+		return t.lib.fail("ucp_mem_unmap", s)
+	}
+	return nil
+}
+
+// key is a peer's region as this rank reaches it.
+type key struct {
+	t    *Transport
+	ep   *endpoint
+	rkey C.lc_h
+	base uint64
+}
+
+// Unpack implements transport.Network.
+func (t *Transport) Unpack(peer int, packed []byte) (transport.RemoteKey, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if peer < 0 || peer >= t.size || t.eps[peer] == nil {
+		return nil, fmt.Errorf("no endpoint to rank %d", peer)
+	}
+	packed, err := unseal(packed, "key")
+	if err != nil {
+		return nil, fmt.Errorf("rank %d's %w", peer, err)
+	}
+	if len(packed) <= 8 {
+		return nil, fmt.Errorf("rank %d's key is %d bytes, too short", peer, len(packed))
+	}
+	k := &key{t: t, ep: t.eps[peer], base: binary.LittleEndian.Uint64(packed)}
+	cb := C.CBytes(packed[8:])
+	defer C.free(cb)
+	if s := C.lc_ucx_rkey_unpack(t.lib.u, k.ep.h, cb, &k.rkey); s != C.LC_OK {
+		return nil, t.lib.fail(fmt.Sprintf("ucp_ep_rkey_unpack(rank %d)", peer), s)
+	}
+	t.keys.Add(1)
+	return k, nil
+}
+
+// Network implements transport.RemoteKey.
+func (k *key) Network() transport.Network { return k.t }
+
+// Via implements transport.RemoteKey: the transports and devices of the
+// endpoint's lanes, e.g. "ucx: tcp/eth0".
+func (k *key) Via() string {
+	k.t.mu.Lock()
+	defer k.t.mu.Unlock()
+	if k.ep.h == nil {
+		return "ucx"
+	}
+	lanes := parseLanes(k.t.lib.print(k.ep.h, true))
+	if len(lanes) == 0 {
+		return "ucx"
+	}
+	return "ucx: " + strings.Join(lanes, ", ")
+}
+
+// Close implements transport.RemoteKey.
+func (k *key) Close() error {
+	k.t.mu.Lock()
+	defer k.t.mu.Unlock()
+	if k.rkey != nil {
+		C.lc_ucx_rkey_destroy(k.t.lib.u, k.rkey)
+		k.rkey = nil
+		k.t.keys.Add(-1)
+	}
+	return nil
+}
+
+// Post implements transport.Network: put_nbx, get_nbx, an 8-byte put or
+// atomic_op_nbx add; a store or add is fenced behind whatever was posted
+// before it (ucp_worker_fence), so a signal never lands before its data.
+func (t *Transport) Post(op transport.RemoteOp) error {
+	k, ok := op.Ref.Key.(*key)
+	if !ok || k.t != t {
+		return fmt.Errorf("%s: the key was not unpacked by this network", op.What)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if k.rkey == nil {
+		return fmt.Errorf("%s: the window's key was released", op.What)
+	}
+	if err := t.epErr(k.ep); err != nil {
+		return fmt.Errorf("%s: %w", op.What, err)
+	}
+	if err := t.badErr(); err != nil {
+		return fmt.Errorf("%s: %w", op.What, err)
+	}
+	u := t.lib.u
+	raddr := C.uint64_t(k.base + op.Ref.Off)
+	var p, operand unsafe.Pointer
+	call := ""
+	switch op.Kind {
+	case transport.RemotePut:
+		if op.N == 0 {
+			return nil
+		}
+		p, call = C.lc_ucx_put(u, k.ep.h, op.Local.Pointer(), C.size_t(op.N), raddr, k.rkey), "ucp_put_nbx"
+	case transport.RemoteGet:
+		if op.N == 0 {
+			return nil
+		}
+		if err := t.fenceLocked(); err != nil {
+			return fmt.Errorf("%s: %w", op.What, err)
+		}
+		p, call = C.lc_ucx_get(u, k.ep.h, op.Local.Pointer(), C.size_t(op.N), raddr, k.rkey), "ucp_get_nbx"
+	case transport.RemotePutSignal:
+		if op.N > amMax {
+			return t.putThenSignalLocked(op)
+		}
+		if err := t.fenceLocked(); err != nil {
+			return fmt.Errorf("%s: %w", op.What, err)
+		}
+		operand = C.malloc(C.sizeof_lc_ps_hdr)
+		h := (*C.lc_ps_hdr)(operand)
+		h.dst, h.slot, h.value, h.rank = raddr, C.uint64_t(k.base+op.SigOff), C.uint64_t(op.Value), C.int32_t(t.rank)
+		h.ack = C.lc_am_applied(t.am, C.int(k.ep.peer))
+		h.op = C.LC_SIG_SET
+		if op.SigAdd {
+			h.op = C.LC_SIG_ADD
+		}
+		p, call = C.lc_ucx_am_send(u, k.ep.h, h, op.Local.Pointer(), C.size_t(op.N)), "ucp_am_send_nbx"
+		t.amKey[k.ep.peer] = k
+		t.amSent[k.ep.peer]++
+	case transport.RemoteStore64, transport.RemoteAdd64:
+		if err := t.fenceLocked(); err != nil {
+			return fmt.Errorf("%s: %w", op.What, err)
+		}
+		operand = C.malloc(8)
+		*(*uint64)(operand) = op.Value
+		if op.Kind == transport.RemoteStore64 {
+			p, call = C.lc_ucx_put(u, k.ep.h, operand, 8, raddr, k.rkey), "ucp_put_nbx"
+		} else {
+			p, call = C.lc_ucx_add64(u, k.ep.h, (*C.uint64_t)(operand), raddr, k.rkey), "ucp_atomic_op_nbx"
+		}
+	default:
+		return fmt.Errorf("%s: %v is not posted", op.What, op.Kind)
+	}
+	t.unfenced = true
+	t.dirty[k.ep.peer] = true
+	switch s := C.lc_ptr_status(p); s {
+	case C.LC_OK:
+		C.free(operand)
+	case C.LC_INPROGRESS:
+		t.pending = append(t.pending, pending{req: p, peer: k.ep.peer, what: op.What, operand: operand})
+	default:
+		C.free(operand)
+		return fmt.Errorf("%s: %w", op.What, t.lib.fail(call, s))
+	}
+	return nil
+}
+
+// amMax is the largest put_signal sent as one active message; larger
+// ones are a put, a fence and the signal.
+const amMax = 8 << 10
+
+// fenceLocked orders what comes next after everything posted so far.
+func (t *Transport) fenceLocked() error {
+	if !t.unfenced {
+		return nil
+	}
+	if s := C.lc_ucx_fence(t.lib.u, t.worker); s != C.LC_OK {
+		return t.lib.fail("ucp_worker_fence", s)
+	}
+	t.unfenced = false
+	return nil
+}
+
+// putThenSignalLocked posts a large put_signal as a put, then the signal
+// (fenced behind it).
+func (t *Transport) putThenSignalLocked(op transport.RemoteOp) error {
+	put := op
+	put.Kind = transport.RemotePut
+	sig := transport.RemoteOp{Kind: transport.RemoteStore64, Ref: op.Ref, Value: op.Value, Timeout: op.Timeout, What: op.What}
+	sig.Ref.Off = op.SigOff
+	if op.SigAdd {
+		sig.Kind = transport.RemoteAdd64
+	}
+	t.mu.Unlock()
+	defer t.mu.Lock()
+	if err := t.Post(put); err != nil {
+		return err
+	}
+	return t.Post(sig)
+}
+
+// badErr reports the first malformed put_signal message a peer sent.
+func (t *Transport) badErr() error {
+	if t.am == nil || t.am.bad_count == 0 {
+		return nil
+	}
+	who := "a peer"
+	if r := int(t.am.bad_rank); r >= 0 {
+		who = fmt.Sprintf("rank %d", r)
+	}
+	why := map[C.int32_t]string{1: "a header of the wrong size", 2: "an address outside this rank's windows",
+		3: "a payload not sent eagerly", 4: "a sender that is not a rank of the job"}[t.am.bad_why]
+	return fmt.Errorf("%s sent a malformed put_signal message (%s); %d such messages were dropped", who, why, uint64(t.am.bad_count))
+}
+
+// reapLocked frees the requests that completed; it returns the first
+// failure.
+func (t *Transport) reapLocked() error {
+	var first error
+	keep := t.pending[:0]
+	for _, p := range t.pending {
+		s := C.lc_ucx_req_status(t.lib.u, p.req)
+		if s == C.LC_INPROGRESS {
+			keep = append(keep, p)
+			continue
+		}
+		C.lc_ucx_req_free(t.lib.u, p.req)
+		C.free(p.operand)
+		if s != C.LC_OK && first == nil {
+			first = fmt.Errorf("%s: %w", p.what, t.lib.fail("completion", s))
+		}
+	}
+	for i := len(keep); i < len(t.pending); i++ {
+		t.pending[i] = pending{}
+	}
+	t.pending = keep
+	return first
+}
+
+// waitLoop progresses the worker until done reports true (under mu),
+// cancel returns an error, or timeout passes; late describes what is late.
+func (t *Transport) waitLoop(cancel func() error, timeout time.Duration, done func() (bool, error), late func() error) error {
+	start := time.Now()
+	pause := time.Microsecond
+	for i := 0; ; i++ {
+		t.mu.Lock()
+		if t.worker == nil {
+			t.mu.Unlock()
+			return nil
+		}
+		t.driven.Store(time.Now().UnixNano())
+		C.lc_ucx_progress(t.lib.u, t.worker)
+		ok, err := done()
+		var lateErr error
+		if !ok && err == nil && (i%64 == 63) && time.Since(start) > timeout {
+			lateErr = late()
+		}
+		t.mu.Unlock()
+		if ok || err != nil {
+			return err
+		}
+		if lateErr != nil {
+			return lateErr
+		}
+		if cancel != nil && i%16 == 15 {
+			if err := cancel(); err != nil {
+				return err
+			}
+		}
+		if i < 1000 {
+			runtime.Gosched()
+			continue
+		}
+		time.Sleep(pause)
+		if pause < 100*time.Microsecond {
+			pause *= 2
+		}
+	}
+}
+
+// Quiet implements transport.Network.
+func (t *Transport) Quiet(cancel func() error, timeout time.Duration) error {
+	return t.waitLoop(cancel, timeout, func() (bool, error) {
+		if err := t.reapLocked(); err != nil {
+			return false, err
+		}
+		if err := t.badErr(); err != nil {
+			return false, err
+		}
+		for _, p := range t.pending {
+			if err := t.epErr(t.eps[p.peer]); err != nil {
+				return false, fmt.Errorf("%s: %w", p.what, err)
+			}
+		}
+		return len(t.pending) == 0, nil
+	}, func() error {
+		p := t.pending[0]
+		return fmt.Errorf("%s: not completed locally within %v (rank %d; %d operations outstanding)", p.what, timeout, p.peer, len(t.pending))
+	})
+}
+
+// Flush implements transport.Network: ucp_ep_flush_nbx to every peer
+// written since its last flush.
+func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
+	type flush struct {
+		peer int
+		req  unsafe.Pointer
+	}
+	var fl []flush
+	t.mu.Lock()
+	if t.worker == nil {
+		t.mu.Unlock()
+		return nil
+	}
+	err := t.badErr()
+	for peer, d := range t.dirty {
+		if !d || err != nil {
+			continue
+		}
+		e := t.eps[peer]
+		if err = t.epErr(e); err != nil {
+			break
+		}
+		if k := t.amKey[peer]; k != nil && k.rkey != nil && t.amSent[peer] > max(uint64(C.lc_am_acked(t.am, C.int(peer))), t.amDone[peer]) {
+			// put_signal messages are done at the target once a read
+			// fenced behind them returns (unless the peer's own messages
+			// said so already).
+			if err = t.fenceLocked(); err != nil {
+				break
+			}
+			p := C.lc_ucx_get(t.lib.u, e.h, unsafe.Add(t.scratch, 8*peer), 8, C.uint64_t(k.base), k.rkey)
+			switch s := C.lc_ptr_status(p); s {
+			case C.LC_OK:
+			case C.LC_INPROGRESS:
+				fl = append(fl, flush{peer, p})
+			default:
+				err = fmt.Errorf("flush to rank %d: %w", peer, t.lib.fail("ucp_get_nbx", s))
+			}
+			if err != nil {
+				break
+			}
+			t.amDone[peer] = t.amSent[peer]
+		}
+		p := C.lc_ucx_ep_flush(t.lib.u, e.h)
+		switch s := C.lc_ptr_status(p); s {
+		case C.LC_OK:
+		case C.LC_INPROGRESS:
+			fl = append(fl, flush{peer, p})
+		default:
+			err = fmt.Errorf("flush to rank %d: %w", peer, t.lib.fail("ucp_ep_flush_nbx", s))
+		}
+		if err != nil {
+			break
+		}
+		t.dirty[peer] = false
+	}
+	t.mu.Unlock()
+	werr := t.waitLoop(cancel, timeout, func() (bool, error) {
+		keep := fl[:0]
+		var first error
+		for _, f := range fl {
+			s := C.lc_ucx_req_status(t.lib.u, f.req)
+			if s == C.LC_INPROGRESS {
+				if e := t.epErr(t.eps[f.peer]); e != nil && first == nil {
+					first = fmt.Errorf("flush to rank %d: %w", f.peer, e)
+				}
+				keep = append(keep, f)
+				continue
+			}
+			C.lc_ucx_req_free(t.lib.u, f.req)
+			if s != C.LC_OK && first == nil {
+				first = fmt.Errorf("flush to rank %d: %w", f.peer, t.lib.fail("ucp_ep_flush_nbx", s))
+			}
+		}
+		fl = keep
+		if rerr := t.reapLocked(); first == nil {
+			first = rerr
+		}
+		return len(fl) == 0 && len(t.pending) == 0, first
+	}, func() error {
+		peer := -1
+		if len(fl) > 0 {
+			peer = fl[0].peer
+		} else if len(t.pending) > 0 {
+			peer = t.pending[0].peer
+		}
+		return fmt.Errorf("flush: rank %d did not complete within %v", peer, timeout)
+	})
+	if err == nil {
+		err = werr
+	}
+	t.mu.Lock()
+	if err == nil {
+		t.unfenced = false
+	}
+	for _, f := range fl { // given up on: let UCX finish them alone
+		if t.worker != nil {
+			C.lc_ucx_req_free(t.lib.u, f.req)
+		}
+	}
+	t.mu.Unlock()
+	return err
+}
+
+// Progress implements transport.Network; it does nothing when another
+// goroutine is driving the worker.
+func (t *Transport) Progress() {
+	t.driven.Store(time.Now().UnixNano())
+	if t.mu.TryLock() {
+		if t.worker != nil {
+			C.lc_ucx_progress(t.lib.u, t.worker)
+		}
+		t.mu.Unlock()
+	}
+}
+
+// Close stops the progress goroutine, closes every endpoint (forcibly: the
+// peers may be gone) and releases the worker and the context. Regions and
+// keys still live are reported.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	stop, done := t.stopFd, t.done
+	t.mu.Unlock()
+	if stop >= 0 {
+		var one [8]byte
+		one[0] = 1
+		_, _ = unix.Write(stop, one[:])
+		<-done
+		_ = unix.Close(stop)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var err error
+	if n, k := t.regs.Load(), t.keys.Load(); n != 0 || k != 0 {
+		err = fmt.Errorf("closing the network with %d registrations and %d keys still live", n, k)
+	}
+	t.destroyLocked()
+	return err
+}
+
+// destroyLocked releases the endpoints, the worker and the context.
+func (t *Transport) destroyLocked() {
+	if t.worker == nil {
+		return
+	}
+	u := t.lib.u
+	for _, p := range t.pending {
+		C.lc_ucx_req_free(u, p.req)
+		C.free(p.operand)
+	}
+	t.pending = nil
+	var reqs []unsafe.Pointer
+	for i, e := range t.eps {
+		if e == nil {
+			continue
+		}
+		if p := C.lc_ucx_ep_close(u, e.h, 1); C.lc_ptr_status(p) == C.LC_INPROGRESS {
+			reqs = append(reqs, p)
+		}
+		t.eps[i] = nil
+		defer C.free(unsafe.Pointer(e.failed))
+	}
+	deadline := time.Now().Add(time.Second)
+	for len(reqs) > 0 && time.Now().Before(deadline) {
+		C.lc_ucx_progress(u, t.worker)
+		keep := reqs[:0]
+		for _, r := range reqs {
+			if C.lc_ucx_req_status(u, r) == C.LC_INPROGRESS {
+				keep = append(keep, r)
+			} else {
+				C.lc_ucx_req_free(u, r)
+			}
+		}
+		reqs = keep
+	}
+	C.lc_ucx_worker_destroy(u, t.worker)
+	C.lc_ucx_cleanup(u, t.ctx)
+	t.worker, t.ctx = nil, nil
+	if t.am != nil {
+		C.free(unsafe.Pointer(t.am.applied))
+		C.free(unsafe.Pointer(t.am.acked))
+		C.free(unsafe.Pointer(t.am.base))
+		C.free(unsafe.Pointer(t.am.len))
+		C.free(unsafe.Pointer(t.am))
+		t.am = nil
+	}
+	C.free(t.scratch)
+	t.scratch = nil
+}

@@ -1,0 +1,226 @@
+package net
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/luacoll/luacoll/transport"
+)
+
+func TestParseLanes(t *testing.T) {
+	text := `#
+# UCP endpoint
+#
+#               peer: <no debug data>
+#                 lane[0]:  2:tcp/lo.0 md[1]                -> md[1]/tcp/sysdev[255] am am_bw#0 keepalive wireup
+#                 lane[1]:  1:tcp/eth0.0 md[1]              -> md[1]/tcp/sysdev[255] rma_bw#0
+#                 lane[2]:  2:tcp/lo.0 md[1]                -> md[1]/tcp/sysdev[255] amo
+#
+#                  rma_bw: mds #
+`
+	got := strings.Join(parseLanes(text), ",")
+	if got != "tcp/eth0,tcp/lo" {
+		t.Errorf("parseLanes = %q", got)
+	}
+	if l := parseLanes("nothing here"); len(l) != 0 {
+		t.Errorf("parseLanes(nothing) = %v", l)
+	}
+}
+
+func TestParseResources(t *testing.T) {
+	text := `#            md 0  :  component 0  self
+#      resource 0  :  md 0  dev 0  flags -- self/memory0
+#      resource 1  :  md 1  dev 1  flags -- tcp/eth0
+#      resource 2  :  md 1  dev 2  flags -- tcp/lo
+`
+	got := parseResources(text)
+	want := []Resource{{"self", "memory0"}, {"tcp", "eth0"}, {"tcp", "lo"}}
+	if len(got) != len(want) {
+		t.Fatalf("parseResources = %v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("resource %d = %v, want %v", i, got[i], want[i])
+		}
+	}
+}
+
+// A peer's address or key that is cut short, damaged or foreign is refused
+// with what is wrong, before UCX sees it.
+func TestUnsealRefusesBadBytes(t *testing.T) {
+	good := seal([]byte("worker address bytes"))
+	if b, err := unseal(good, "address"); err != nil || string(b) != "worker address bytes" {
+		t.Fatalf("unseal(seal) = %q, %v", b, err)
+	}
+	damaged := append([]byte(nil), good...)
+	damaged[len(damaged)-1] ^= 1
+	foreign := append([]byte(nil), good...)
+	foreign[0] ^= 1
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"empty", nil, "too short"},
+		{"truncated", good[:len(good)-3], "truncated"},
+		{"damaged", damaged, "damaged"},
+		{"foreign", foreign, "not a UCX address"},
+	} {
+		_, err := unseal(c.b, "address")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: unseal = %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+func FuzzUnseal(f *testing.F) {
+	f.Add(seal([]byte("abc")))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		body, err := unseal(b, "key")
+		if err == nil && string(seal(body)) != string(b) {
+			t.Fatalf("unseal accepted %x, which seal does not produce", b)
+		}
+	})
+}
+
+func TestDescribe(t *testing.T) {
+	if _, err := Load(); err != nil {
+		t.Skipf("no UCX here: %v", err)
+	}
+	t.Setenv("UCX_TLS", "tcp")
+	info, err := Describe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Version == "" || len(info.Resources) == 0 {
+		t.Fatalf("Describe = %+v", info)
+	}
+	for _, r := range info.Resources {
+		if r.Transport != "tcp" {
+			t.Errorf("UCX_TLS=tcp, resource %v", r)
+		}
+	}
+}
+
+// Connect and Unpack refuse peers' bad bytes with the peer's rank.
+func TestConnectRefusesBadAddress(t *testing.T) {
+	if _, err := Load(); err != nil {
+		t.Skipf("no UCX here: %v", err)
+	}
+	n := New(0, 2)
+	defer n.Close()
+	if _, err := n.Address(); err != nil {
+		t.Fatal(err)
+	}
+	err := n.Connect(1, []byte("garbage"))
+	if err == nil || !strings.Contains(err.Error(), "rank 1's address") {
+		t.Errorf("Connect(garbage) = %v", err)
+	}
+	if _, err := n.Unpack(1, seal([]byte("0123456789"))); err == nil || !strings.Contains(err.Error(), "rank 1") {
+		t.Errorf("Unpack without an endpoint = %v", err)
+	}
+}
+
+// Without the library, the error says what to install.
+func TestMissingLibraryNamesThePackage(t *testing.T) {
+	_, err := loadFrom("libucs-not-here.so.0", "libucp-not-here.so.0")
+	if err == nil || !strings.Contains(err.Error(), "apt-get install libucx0") || !strings.Contains(err.Error(), "libucs-not-here.so.0") {
+		t.Fatalf("loadFrom(missing) = %v", err)
+	}
+}
+
+// pair connects two networks of one process, each with a registered page.
+func pair(t *testing.T) (ns [2]*Transport, keys [2]transport.RemoteKey, mem [2][]byte) {
+	t.Helper()
+	if _, err := Load(); err != nil {
+		t.Skipf("no UCX here: %v", err)
+	}
+	t.Setenv("UCX_TLS", "tcp")
+	var addrs, packed [2][]byte
+	for i := range ns {
+		ns[i] = New(i, 2)
+		t.Cleanup(func() { ns[i].Close() })
+		var err error
+		if mem[i], err = unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Munmap(mem[i]) })
+		if addrs[i], err = ns[i].Address(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := ns[i].Register(transport.AddrOf(mem[i]), 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		packed[i] = r.Packed()
+	}
+	for i := range ns {
+		if err := ns[i].Connect(1-i, addrs[1-i]); err != nil {
+			t.Fatal(err)
+		}
+		k, err := ns[i].Unpack(1-i, packed[1-i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { k.Close() })
+		keys[i] = k
+	}
+	return ns, keys, mem
+}
+
+// A put_signal lands its data, then its signal; Flush returns once both
+// are at the target; one over amMax goes as put + fenced signal.
+func TestPutSignalMessage(t *testing.T) {
+	ns, keys, mem := pair(t)
+	src := transport.AddrOf(mem[0][2048:])
+	for i := range 2048 {
+		mem[0][2048+i] = byte(i * 3)
+	}
+	for _, n := range []uint64{8, 1000} {
+		op := transport.RemoteOp{Kind: transport.RemotePutSignal, Ref: transport.Ref{Peer: 1, Key: keys[0], Off: 1024}, Local: src, N: n,
+			SigOff: 8, SigAdd: true, Value: 5, What: "test put_signal", Timeout: 5 * time.Second}
+		if err := ns[0].Post(op); err != nil {
+			t.Fatal(err)
+		}
+		if err := ns[0].Flush(nil, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if string(mem[1][1024:1024+n]) != string(mem[0][2048:2048+n]) {
+			t.Errorf("%d bytes: data differs after the flush", n)
+		}
+	}
+	if got := binary.LittleEndian.Uint64(mem[1][8:]); got != 10 {
+		t.Errorf("signal = %d after two adds of 5, want 10", got)
+	}
+}
+
+// A message aimed outside the target's windows is dropped, and the target
+// reports the sender.
+func TestMalformedPutSignalNamesThePeer(t *testing.T) {
+	ns, keys, mem := pair(t)
+	k := keys[0].(*key)
+	forged := &key{t: k.t, ep: k.ep, rkey: k.rkey, base: k.base + 1<<30}
+	op := transport.RemoteOp{Kind: transport.RemotePutSignal, Ref: transport.Ref{Peer: 1, Key: forged}, Local: transport.AddrOf(mem[0]), N: 8,
+		SigOff: 8, Value: 1, What: "forged", Timeout: time.Second}
+	if err := ns[0].Post(op); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var err error
+	for err == nil && time.Now().Before(deadline) {
+		ns[1].Progress()
+		err = ns[1].Quiet(nil, time.Second)
+	}
+	if err == nil || !strings.Contains(err.Error(), "rank 0 sent a malformed put_signal message (an address outside this rank's windows)") {
+		t.Fatalf("target: %v", err)
+	}
+	if binary.LittleEndian.Uint64(mem[1][8:]) != 0 {
+		t.Error("the forged message changed the target's memory")
+	}
+}

@@ -1,0 +1,144 @@
+package transport
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// remoteState is what a HostStream keeps about operations on network
+// peers (RemoteStream).
+type remoteState struct {
+	nets atomic.Pointer[[]Network] // the networks it posted to or waits on
+	// outstanding: posted operations may not have completed locally.
+	outstanding atomic.Bool
+	// enqueued counts remote operations enqueued; flushed is the count
+	// the last enqueued flush covers (Sync flushes when they differ).
+	enqueued, flushed atomic.Uint64
+	timeout           atomic.Int64 // the longest Timeout of a posted op
+}
+
+// inline reports whether op may run on the caller at once: a local op
+// must wait for posted operations first, and a flush blocks, so both go to
+// the worker then.
+func (r *remoteState) inline(op *hostOp) bool {
+	if op.kind == opRemote {
+		return op.rop.Kind != RemoteFlush
+	}
+	return !r.outstanding.Load()
+}
+
+func (r *remoteState) list() []Network {
+	if p := r.nets.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (r *remoteState) use(n Network) {
+	for {
+		old := r.nets.Load()
+		var cur []Network
+		if old != nil {
+			cur = *old
+		}
+		for _, m := range cur {
+			if m == n {
+				return
+			}
+		}
+		next := append(append([]Network(nil), cur...), n)
+		if r.nets.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// progress drives the networks once (waits call it as they poll).
+func (r *remoteState) progress() {
+	if p := r.nets.Load(); p != nil {
+		for _, n := range *p {
+			n.Progress()
+		}
+	}
+}
+
+// UseNetwork implements NetworkUser: waits drive n while they poll.
+func (s *HostStream) UseNetwork(n Network) { s.rem.use(n) }
+
+// Remote implements RemoteStream.
+func (s *HostStream) Remote(op RemoteOp) {
+	if op.Kind == RemoteFlush {
+		s.rem.flushed.Store(s.rem.enqueued.Load())
+	} else {
+		s.rem.enqueued.Add(1)
+	}
+	s.enqueue(hostOp{kind: opRemote, rop: &op})
+}
+
+// cancel ends a network wait when the job aborts or the stream is
+// interrupted.
+func (s *HostStream) cancel(gen uint64) func() error {
+	return func() error {
+		if err := s.abort.Err(); err != nil {
+			return err
+		}
+		if s.gen.Load() != gen {
+			return s.interruptCause()
+		}
+		return nil
+	}
+}
+
+func (s *HostStream) timeout() time.Duration {
+	if t := time.Duration(s.rem.timeout.Load()); t > 0 {
+		return t
+	}
+	return 10 * time.Second
+}
+
+// runRemote posts op to its network, or flushes every network.
+func (s *HostStream) runRemote(op *hostOp) error {
+	r := op.rop
+	if r.Kind == RemoteFlush {
+		for _, n := range s.rem.list() {
+			if err := n.Flush(s.cancel(op.gen), max(r.Timeout, s.timeout())); err != nil {
+				return err
+			}
+		}
+		s.rem.outstanding.Store(false)
+		return nil
+	}
+	n := r.Ref.Key.Network()
+	s.rem.use(n)
+	if t := int64(r.Timeout); t > s.rem.timeout.Load() {
+		s.rem.timeout.Store(t)
+	}
+	s.rem.outstanding.Store(true)
+	return n.Post(*r)
+}
+
+// settleRemote waits until every posted operation completed locally, so
+// that a local operation after them sees their sources free and their
+// destinations filled.
+func (s *HostStream) settleRemote(gen uint64) error {
+	if !s.rem.outstanding.Load() {
+		return nil
+	}
+	for _, n := range s.rem.list() {
+		if err := n.Quiet(s.cancel(gen), s.timeout()); err != nil {
+			return err
+		}
+	}
+	s.rem.outstanding.Store(false)
+	return nil
+}
+
+// flushRemote enqueues a flush when remote operations were enqueued since
+// the last one, so that Sync returns with every put landed at its target
+// and every get's data in place.
+func (s *HostStream) flushRemote() {
+	if e := s.rem.enqueued.Load(); e != s.rem.flushed.Load() {
+		s.rem.flushed.Store(e)
+		s.enqueue(hostOp{kind: opRemote, rop: &RemoteOp{Kind: RemoteFlush, What: "sync: flush"}})
+	}
+}
