@@ -96,15 +96,19 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 	if err == nil {
 		err = firstRemoteError(all, "creating shared memory")
 	}
-	if err == nil && len(peers) > 0 {
-		localErr = m.box.Pass(ctx, peers, tag, fd, sharePassTimeout, func(p, pfd int) error {
-			b, e := mapSegment(pfd, psize)
-			if e != nil {
-				return fmt.Errorf("mapping rank %d's segment: %w", p, e)
-			}
-			mapped[p] = b
-			return nil
-		})
+	// The second exchange is every rank's (n > 1), whether or not it has
+	// peers to pass descriptors to: the exchanges must stay in step.
+	if err == nil && n > 1 {
+		if len(peers) > 0 {
+			localErr = m.box.Pass(ctx, peers, tag, fd, sharePassTimeout, func(p, pfd int) error {
+				b, e := mapSegment(pfd, psize)
+				if e != nil {
+					return fmt.Errorf("mapping rank %d's segment: %w", p, e)
+				}
+				mapped[p] = b
+				return nil
+			})
+		}
 		st = shareStatus{}
 		if localErr != nil {
 			st.Err = localErr.Error()
