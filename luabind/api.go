@@ -20,6 +20,9 @@ import (
 // fn builds an entry whose Go function gets a checked call.
 func fn(name, args, returns, group, doc string, body func(c *call) int) *Entry {
 	e := &Entry{Name: name, Args: args, Returns: returns, Group: group, Doc: doc}
+	if isCollective(doc) {
+		e.refusal = exchangeRefusal(name)
+	}
 	names := argNames(args)
 	base := 1
 	recv := e.Receiver()
@@ -33,6 +36,15 @@ func fn(name, args, returns, group, doc string, body func(c *call) int) *Entry {
 		prev := s.cur
 		s.cur = L
 		defer s.endCall(c, prev)
+		if r := e.refusal; r != nil {
+			before := r.count(c)
+			defer func() {
+				if p := recover(); p != nil {
+					c.refuseOnRaise(r, before, p)
+					panic(p)
+				}
+			}()
+		}
 		if base == 2 {
 			// mt is the receiver's metatable, as install made it.
 			ud, ok := L.Get(1).(*lua.LUserData)
