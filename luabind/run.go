@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 
@@ -22,6 +23,10 @@ type RunOptions struct {
 	// CPU binding).
 	Comm   engine.Options
 	Script string
+	// Source, when set, is the script's text (read once by the launcher)
+	// and Name what its messages call it; otherwise Script is read here.
+	Source []byte
+	Name   string
 	Args   []string
 	Stdout io.Writer
 	Stderr io.Writer
@@ -54,7 +59,10 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 	if err != nil {
 		return engine.ReportOpenError(o.Stderr, "luacoll: ", env, err)
 	}
-	src, name, err := LoadScript(o.Script)
+	src, name, err := o.Source, o.Name, error(nil)
+	if src == nil {
+		src, name, err = ReadScript(o.Script, os.Stdin)
+	}
 	if err != nil {
 		err = fmt.Errorf("rank %d: %w", env.Rank, err)
 		fmt.Fprintf(o.Stderr, "luacoll: %v\n", err)

@@ -238,6 +238,19 @@ func LoadScript(path string) (src []byte, name string, err error) {
 	return nil, "", fmt.Errorf("script %s: no such file (nor an embedded script of that name)", path)
 }
 
+// ReadScript is LoadScript where "-" means standard input (named
+// "stdin", as lua - does).
+func ReadScript(path string, stdin io.Reader) (src []byte, name string, err error) {
+	if path != "-" {
+		return LoadScript(path)
+	}
+	b, err := io.ReadAll(stdin)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the script from standard input: %w", err)
+	}
+	return b, "stdin", nil
+}
+
 // Run runs a script's source as the main chunk with arg set to args.
 func (s *State) Run(src []byte, name string, args []string) error {
 	L := s.L

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +55,10 @@ type LaunchConfig struct {
 	Stdin func(rank int) io.Reader
 	// ExtraEnv, when set, adds variables to a rank's environment.
 	ExtraEnv func(rank int) []string
+	// Files are handed to every rank: each is open in the rank as the
+	// descriptor number its Env variable names (the script the launcher
+	// read once, say).
+	Files []InheritedFile
 	// Progress, when set (the launcher's terminal, say), is handed to rank
 	// 0 as a descriptor named in EnvProgressFD: progress lines that redraw
 	// themselves ("\r...") go there directly, since rank output is passed
@@ -63,6 +68,12 @@ type LaunchConfig struct {
 	// before the ranks, makes them its clients, and stops it when the job
 	// ends, however it ends (see PlanMPS).
 	MPS *MPSConfig
+}
+
+// InheritedFile is a file every rank inherits (LaunchConfig.Files).
+type InheritedFile struct {
+	Env  string // the variable that tells the rank the descriptor number
+	File *os.File
 }
 
 // RankExit is how one rank ended.
@@ -205,6 +216,17 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 	defer lnFile.Close()
 
 	base := childBaseEnv(cfg.Env)
+	if len(cfg.Files) > 0 {
+		// The launcher's own variables for them replace any inherited ones.
+		kept := base[:0]
+		for _, kv := range base {
+			key, _, _ := strings.Cut(kv, "=")
+			if !slices.ContainsFunc(cfg.Files, func(f InheritedFile) bool { return f.Env == key }) {
+				kept = append(kept, kv)
+			}
+		}
+		base = kept
+	}
 	exits := make(chan rankExitEvent, cfg.N)
 	ranks := make([]*launchedRank, 0, cfg.N)
 	for r := range cfg.N {
@@ -231,6 +253,10 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 			}
 		}
 		env = append(env, mpsEnv...)
+		for _, f := range cfg.Files {
+			extra = append(extra, f.File)
+			env = append(env, f.Env+"="+strconv.Itoa(listenFDChild+len(extra)-1))
+		}
 		if cfg.ExtraEnv != nil {
 			env = append(env, cfg.ExtraEnv(r)...)
 		}
