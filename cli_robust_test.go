@@ -81,3 +81,39 @@ func TestScriptFromStdinAndFIFO(t *testing.T) {
 		t.Errorf("fifo: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestWindowBeyondTheHostsMemory: a window whose segments, over the
+// ranks of the host, exceed what /dev/shm and memory can hold is refused
+// on every rank before anything is allocated, and the job goes on.
+func TestWindowBeyondTheHostsMemory(t *testing.T) {
+	before := shmLeftovers(t)
+	s := writeScript(t, `local lc = require("luacoll")
+local ok, err = pcall(lc.window, { bytes = 1099511627776 })
+print(ok, err)
+lc.window{ bytes = 64 }:free()
+print("went on")`)
+	r := luacoll(t, nil, "run", "-n", "2", s)
+	if r.code != 0 || strings.Count(r.stdout, "went on") != 2 || strings.Count(r.stdout, "ranks 0,1: window memory: 2 ranks on this host x 1 TiB = 2 TiB, but this host has") != 2 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	checkClean(t, before)
+}
+
+// TestKilledRankIsNamedWithItsSignal: a rank ended by a signal nobody in
+// the job sent is reported with the signal's name; SIGKILL suggests the
+// out-of-memory killer.
+func TestKilledRankIsNamedWithItsSignal(t *testing.T) {
+	s := writeScript(t, `local lc = require("luacoll")
+lc.barrier()
+if lc.rank == 1 then os.execute("kill -" .. arg[1] .. " $PPID") end
+lc.barrier()`)
+	for sig, want := range map[string]string{
+		"KILL": "rank 1 was killed by signal 9 (SIGKILL: out of memory?",
+		"HUP":  "rank 1 was killed by signal 1 (SIGHUP)",
+	} {
+		r := luacoll(t, nil, "run", "-n", "2", s, sig)
+		if r.code == 0 || !strings.Contains(r.stderr, want) {
+			t.Errorf("SIG%s: exit %d\n%s", sig, r.code, r.stderr)
+		}
+	}
+}

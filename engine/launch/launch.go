@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/luacoll/luacoll/engine/bootstrap"
 )
 
@@ -146,6 +148,7 @@ type launchedRank struct {
 	outputs []*os.File    // read ends of the rank's stdout and stderr
 	pumped  chan struct{} // closed when both outputs are drained
 	exited  bool
+	killed  bool // the launcher sent it a signal
 }
 
 type rankExitEvent struct {
@@ -300,6 +303,10 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 			x := RankExit{Rank: ev.rank, Duration: ev.at.Sub(lr.start)}
 			x.Code, x.Signal = exitStatus(ev.state, ev.err)
 			res.Ranks[ev.rank] = x
+			if x.Signal != 0 && !lr.killed {
+				// The others only see a lost connection: say what happened.
+				sink.note(fmt.Sprintf("luacoll: %s", KilledBy(ev.rank, x.Signal)))
+			}
 			// The first failure in time decides the status, except that a
 			// rank which only stopped because another failed gives way to
 			// the rank that failed first of its own (their exits can be
@@ -439,11 +446,26 @@ func killRanks(ranks []*launchedRank, sig syscall.Signal) {
 		if lr.exited || lr.cmd.Process == nil {
 			continue
 		}
+		lr.killed = true
 		pid := lr.cmd.Process.Pid
 		if err := syscall.Kill(-pid, sig); err != nil {
 			_ = lr.cmd.Process.Signal(sig)
 		}
 	}
+}
+
+// KilledBy says that rank was ended by sig, which nobody in the job sent:
+// "rank 1 was killed by signal 9 (SIGKILL: out of memory? ...)".
+func KilledBy(rank int, sig syscall.Signal) string {
+	name := unix.SignalName(sig)
+	if name == "" {
+		name = sig.String()
+	}
+	msg := fmt.Sprintf("rank %d was killed by signal %d (%s", rank, int(sig), name)
+	if sig == syscall.SIGKILL {
+		msg += ": out of memory? the kernel's out-of-memory killer sends SIGKILL; see dmesg or journalctl -k"
+	}
+	return msg + ")"
 }
 
 // exitStatus turns a wait result into an exit code (128+signal when killed)

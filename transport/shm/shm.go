@@ -24,8 +24,11 @@ import (
 // share, leaves nothing behind.
 type HostMemory struct {
 	Job string
-	seq int
-	box *transport.FDBox
+	// MemInfo is where a share reads MemAvailable before allocating
+	// (/proc/meminfo when empty; tests point it elsewhere).
+	MemInfo string
+	seq     int
+	box     *transport.FDBox
 }
 
 // sharePassTimeout bounds the passing of descriptors once every rank has
@@ -73,6 +76,17 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 			localErr = fmt.Errorf("rank %d is on another host (transport net), which this build cannot reach", r)
 			break
 		}
+	}
+	if localErr == nil {
+		// The segments of every rank of this host must fit its memory:
+		// refused here, in the first exchange, on every rank at once.
+		here := 0
+		for r := range n {
+			if r == rank || topo.Mappable(r) {
+				here++
+			}
+		}
+		localErr = transport.CheckMemoryFit(psize, here, m.MemInfo)
 	}
 	if localErr == nil && m.box == nil && n > 1 {
 		m.box, localErr = transport.OpenFDBox(m.Job, rank)
@@ -160,14 +174,28 @@ func exchangeStatus(ctx context.Context, ex transport.Exchanger, st shareStatus)
 }
 
 func firstRemoteError(all []shareStatus, what string) error {
-	var msgs []string
+	// Ranks that failed the same way (a window too large for the host,
+	// say) are named together.
+	var order []string
+	ranks := map[string][]string{}
 	for r, s := range all {
 		if s.Err != "" {
-			msgs = append(msgs, fmt.Sprintf("rank %d: %s", r, s.Err))
+			if ranks[s.Err] == nil {
+				order = append(order, s.Err)
+			}
+			ranks[s.Err] = append(ranks[s.Err], fmt.Sprint(r))
 		}
 	}
-	if len(msgs) == 0 {
+	if len(order) == 0 {
 		return nil
+	}
+	msgs := make([]string, len(order))
+	for i, m := range order {
+		who := "rank "
+		if len(ranks[m]) > 1 {
+			who = "ranks "
+		}
+		msgs[i] = who + strings.Join(ranks[m], ",") + ": " + m
 	}
 	return fmt.Errorf("%s: %s", what, strings.Join(msgs, "; "))
 }
