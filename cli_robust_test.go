@@ -117,3 +117,26 @@ lc.barrier()`)
 		}
 	}
 }
+
+// TestEarlyExitIsNamed: a rank that calls os.exit is reported as having
+// exited early, with its status and place, not as a lost connection; with
+// status 0 the others go on until they need it.
+func TestEarlyExitIsNamed(t *testing.T) {
+	s := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 64 }
+if lc.rank == tonumber(arg[1]) then os.exit(tonumber(arg[2])) end
+print("still here")
+if arg[3] == "barrier" then lc.barrier() end`)
+	r := luacoll(t, nil, "run", "-n", "3", s, "1", "3", "barrier")
+	if r.code != 3 || !strings.Contains(r.stderr, "rank 1 failed: exited early with os.exit(3) at ") || strings.Contains(r.stderr, "died") {
+		t.Errorf("os.exit(3): exit %d\n%s", r.code, r.stderr)
+	}
+	r = luacoll(t, nil, "run", "-n", "3", s, "0", "0", "barrier")
+	if r.code == 0 || !strings.Contains(r.stderr, "rank 0 failed: exited early with os.exit(0) at ") || !strings.Contains(r.stderr, "s.lua:3, before allgather") || strings.Contains(r.stderr, "died") {
+		t.Errorf("os.exit(0) before a barrier: exit %d\n%s", r.code, r.stderr)
+	}
+	r = luacoll(t, nil, "run", "-n", "3", s, "1", "0", "no")
+	if r.code != 0 || strings.Count(r.stdout, "still here") != 2 {
+		t.Errorf("os.exit(0) at the end: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -81,6 +81,7 @@ type Comm struct {
 	buffers  []*window.Buffer
 	closed   bool
 	trace    *trace.Recorder // nil unless tracing
+	leaving  string          // why the rank leaves early (Leave)
 }
 
 // Conn is what a Comm needs of the bootstrap: the exchange, and the way to
@@ -591,6 +592,18 @@ func (c *Comm) NewBuffer(n uint64) (*window.Buffer, error) {
 // Sync waits for the rank's stream.
 func (c *Comm) Sync(ctx context.Context) error { return c.Rank.Sync(ctx) }
 
+// leaver is a Conn that can say why a rank leaves early.
+type leaver interface{ Leave(why string) error }
+
+// Leave ends this rank early on purpose, without failing the job (the
+// script called os.exit(0)): nothing is waited for, windows are released
+// without meeting the others, and a collective the others start later
+// fails naming why.
+func (c *Comm) Leave(why string) error {
+	c.leaving = why
+	return c.Close(nil)
+}
+
 // Close tears the rank down. With cause == nil it is a clean goodbye: it
 // syncs the stream and says goodbye to the bootstrap. Otherwise it tells
 // every other rank that this one failed with cause. Every window and buffer
@@ -602,7 +615,7 @@ func (c *Comm) Close(cause error) error {
 	c.closed = true
 	var err error
 	if c.Rank != nil {
-		if cause == nil {
+		if cause == nil && c.leaving == "" {
 			err = c.Rank.Stream.Sync(context.Background())
 		}
 		// End any wait still queued, and let the stream drain.
@@ -626,7 +639,7 @@ func (c *Comm) Close(cause error) error {
 			live++
 		}
 	}
-	if cause == nil && live > 0 {
+	if cause == nil && live > 0 && c.leaving == "" {
 		// Windows the script did not free: meet, drop the peer mappings,
 		// meet again, so that nobody frees memory a peer still maps.
 		// No per-call timeout: the others may still be running their scripts.
@@ -654,7 +667,13 @@ func (c *Comm) Close(cause error) error {
 	if cause != nil {
 		c.Boot.Fail(cause.Error())
 	}
-	if cerr := c.Boot.Close(); cerr != nil && err == nil && cause == nil {
+	var cerr error
+	if l, ok := c.Boot.(leaver); ok && c.leaving != "" && cause == nil {
+		cerr = l.Leave(c.leaving)
+	} else {
+		cerr = c.Boot.Close()
+	}
+	if cerr != nil && err == nil && cause == nil {
 		err = cerr
 	}
 	return err

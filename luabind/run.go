@@ -88,6 +88,21 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 		}
 	}()
 	s.Ctx = runCtx
+	// os.exit ends the rank at once, telling the others why: a failure
+	// for a non-zero status, a goodbye for 0 (the others may not need
+	// this rank any more; a collective they start later fails naming it).
+	s.Exit = func(code int, where string) {
+		if where == "" {
+			where = name
+		}
+		why := fmt.Sprintf("exited early with os.exit(%d) at %s", code, where)
+		if code == 0 {
+			_ = comm.Leave(why)
+		} else {
+			_ = comm.Close(errors.New(why))
+		}
+		os.Exit(code)
+	}
 	err = s.Run(src, name, o.Args)
 	var se *ScriptError
 	if errors.As(err, &se) && strings.HasSuffix(se.Msg, context.Canceled.Error()) {

@@ -52,6 +52,10 @@ type State struct {
 	// spare holds call records of finished calls, for reuse.
 	spare []*call
 	plans planState
+	// Exit, when set, ends the rank for os.exit(code) called at where
+	// (a script position): it tells the others and does not return.
+	// Unset, os.exit is Lua's own.
+	Exit func(code int, where string)
 }
 
 // NewRegistry returns the registry of every Lua function and method.
@@ -172,6 +176,28 @@ func (s *State) install() {
 		s.writeLines(strings.Join(parts, "\t"))
 		return 0
 	}))
+	if oslib, ok := L.GetGlobal("os").(*lua.LTable); ok {
+		luaExit := L.GetField(oslib, "exit")
+		L.SetField(oslib, "exit", L.NewFunction(func(L *lua.LState) int {
+			if s.Exit == nil {
+				L.Push(luaExit)
+				L.Push(L.Get(1))
+				L.Call(1, 0)
+				return 0
+			}
+			code := 0
+			switch v := L.Get(1).(type) {
+			case lua.LNumber:
+				code = int(v)
+			case lua.LBool:
+				if !v {
+					code = 1
+				}
+			}
+			s.Exit(code, strings.TrimSuffix(L.Where(1), ":"))
+			return 0
+		}))
+	}
 	L.PreloadModule("luacoll", func(L *lua.LState) int { L.Push(mod); return 1 })
 	s.installRequire()
 	installPcall(L)

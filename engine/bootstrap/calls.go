@@ -298,15 +298,21 @@ func (b *Bootstrap) Fail(reason string) {
 // Close says goodbye to the hub and closes the connection. Rank 0's Close
 // keeps the hub up until every rank has said goodbye (or its connection
 // ended), or until Timeout. Calls still waiting return ErrBootstrapClosed.
-func (b *Bootstrap) Close() error {
+func (b *Bootstrap) Close() error { return b.Leave("") }
+
+// Leave is Close for a rank that ends early on purpose (os.exit(0)) with
+// why: a collective the others start after it fails naming why instead of
+// a closed bootstrap.
+func (b *Bootstrap) Leave(why string) error {
 	b.closeOnce.Do(func() {
 		b.mu.Lock()
 		b.closing = true
 		next := b.seq + 1
 		b.mu.Unlock()
 		if b.abort.Err() == nil {
-			f := newFrame(frBye, 8)
+			f := newFrame(frBye, 8+len(why))
 			f.u64(next)
+			f.raw([]byte(why))
 			if frame, err := f.finish(); err == nil && b.out.send(frame) {
 				timer := time.NewTimer(b.timeout)
 				select {
