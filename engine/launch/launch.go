@@ -27,7 +27,7 @@ const (
 	defaultGrace  = 15 * time.Second
 	shmDir        = "/dev/shm"
 	listenFDChild = 3                // ExtraFiles[0] in the child
-	maxOutputLine = 1 << 20          // longer lines are split
+	maxOutputLine = 64 << 20         // longer lines are split, the pieces after the first marked
 	outputDrain   = 2 * time.Second  // how long output may trail a rank's exit
 	stdinDelay    = time.Second      // how long a rank's stdin copy may trail its exit
 	lineReadBuf   = 64 << 10         // read buffer of each output stream
@@ -511,28 +511,33 @@ type lineSink struct {
 	stdout, stderr io.Writer
 	prefix         bool // write "[rank] " before each line
 	terminate      bool // end a partial last line with a newline
+	maxLine        int  // longest line kept whole (0: maxOutputLine)
 }
 
 // pump copies r to the sink line by line until r ends.
 func (s *lineSink) pump(r io.Reader, rank int, toErr bool) {
 	br := bufio.NewReaderSize(r, lineReadBuf)
 	var pending []byte
+	cont := false // pending continues a line split before
 	for {
 		chunk, err := br.ReadSlice('\n')
 		switch {
 		case err == nil:
-			if len(pending) > 0 {
+			if len(pending) > 0 || cont {
 				pending = append(pending, chunk...)
-				s.line(rank, toErr, pending)
-				pending = pending[:0]
+				s.piece(rank, toErr, pending, cont)
+				pending, cont = pending[:0], false
 			} else {
 				s.line(rank, toErr, chunk)
 			}
 		case errors.Is(err, bufio.ErrBufferFull):
+			// A line is written whole, with one Write, so no other rank's
+			// line lands inside it; only one beyond maxOutputLine is split,
+			// and its later pieces are marked "[rank]+ ".
 			pending = append(pending, chunk...)
-			if len(pending) >= maxOutputLine {
-				s.line(rank, toErr, append(pending, '\n'))
-				pending = pending[:0]
+			if len(pending) >= s.maxLineOr() {
+				s.piece(rank, toErr, append(pending, '\n'), cont)
+				pending, cont = pending[:0], true
 			}
 		default:
 			pending = append(pending, chunk...)
@@ -540,15 +545,26 @@ func (s *lineSink) pump(r io.Reader, rank int, toErr bool) {
 				if s.terminate {
 					pending = append(pending, '\n')
 				}
-				s.line(rank, toErr, pending)
+				s.piece(rank, toErr, pending, cont)
 			}
 			return
 		}
 	}
 }
 
+func (s *lineSink) maxLineOr() int {
+	if s.maxLine > 0 {
+		return s.maxLine
+	}
+	return maxOutputLine
+}
+
 // line writes one line (newline included) with a single Write.
-func (s *lineSink) line(rank int, toErr bool, line []byte) {
+func (s *lineSink) line(rank int, toErr bool, line []byte) { s.piece(rank, toErr, line, false) }
+
+// piece is line for a piece of a split line: cont marks one that continues
+// the previous piece ("[rank]+ ").
+func (s *lineSink) piece(rank int, toErr bool, line []byte, cont bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := s.stdout
@@ -562,7 +578,11 @@ func (s *lineSink) line(rank int, toErr bool, line []byte) {
 	buf := make([]byte, 0, len(line)+12)
 	buf = append(buf, '[')
 	buf = strconv.AppendInt(buf, int64(rank), 10)
-	buf = append(buf, "] "...)
+	if cont {
+		buf = append(buf, ']', '+', ' ')
+	} else {
+		buf = append(buf, "] "...)
+	}
 	buf = append(buf, line...)
 	_, _ = w.Write(buf)
 }
