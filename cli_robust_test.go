@@ -140,3 +140,32 @@ if arg[3] == "barrier" then lc.barrier() end`)
 		t.Errorf("os.exit(0) at the end: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestTerminateExits143: SIGTERM to the launcher stops the ranks and
+// exits 128 + 15, as SIGINT exits 130.
+func TestTerminateExits143(t *testing.T) {
+	before := shmLeftovers(t)
+	s := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 64, timeout_ms = 600000 }
+print("started")
+w:wait_signal(0, ">=", 1)
+w:sync()`)
+	cmd := exec.Command(bin, "run", "-n", "2", "--timeout", "60s", s)
+	cmd.Env = cleanEnv()
+	var o, e syncBuffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(o.String(), "started") < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	ee, _ := err.(*exec.ExitError)
+	if ee == nil || ee.ExitCode() != 143 || !strings.Contains(e.String(), "interrupted (terminated") {
+		t.Fatalf("exit %v, want 143\n%s", err, e.String())
+	}
+	checkClean(t, before)
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -17,11 +18,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		"Runs the script on N ranks (the embedded examples/tour.lua when none is named); its\n"+
 		"arguments are in Lua's arg table. Exit status: 0 when every rank succeeds, else the\n"+
 		"status of the first rank that failed (a rank stopped only by another's failure exits\n"+
-		"77 and gives way to it); 130 when interrupted. When a rank fails or dies, the others\n"+
-		"stop at once with an error naming it. --trace FILE writes every rank's timeline (each\n"+
-		"window operation from enqueue to completion, syncs, collectives, errors) for\n"+
-		"ui.perfetto.dev or chrome://tracing. The script is read once (a file, a FIFO, or - for\n"+
-		"standard input, as with lua -) and every rank runs the same bytes.", stderr)
+		"77 and gives way to it); 130 when interrupted, 143 when terminated (SIGTERM). When a\n"+
+		"rank fails or dies, the others stop at once with an error naming it. --trace FILE\n"+
+		"writes every rank's timeline (each window operation from enqueue to completion, syncs,\n"+
+		"collectives, errors) for ui.perfetto.dev or chrome://tracing. The script is read once\n"+
+		"(a file, a FIFO, or - for standard input, as with lua -) and every rank runs the same\n"+
+		"bytes.", stderr)
 	var f rankFlags
 	f.register(fs, 1)
 	if code, ok := parse(fs, args, stdout); !ok {
@@ -122,8 +124,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	res, err := f.launch(ctx, cfg, "run", stderr)
 	if ctx.Err() != nil {
 		// Interrupted: the ranks' own statuses say only that they stopped.
-		fmt.Fprintln(stderr, "luacoll run: interrupted")
-		return 130
+		fmt.Fprintf(stderr, "luacoll run: interrupted (%v)\n", context.Cause(ctx))
+		return signalExitCode(ctx)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
