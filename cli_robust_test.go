@@ -169,3 +169,24 @@ w:sync()`)
 	}
 	checkClean(t, before)
 }
+
+// TestStoppedRankIsNamedAndKilledSoon: a rank stopped with SIGSTOP holds
+// up rank 0's wait; the timeout names it as the peer whose row did not
+// advance, and the launcher kills it at once instead of after the grace.
+func TestStoppedRankIsNamedAndKilledSoon(t *testing.T) {
+	before := shmLeftovers(t)
+	s := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 64, timeout_ms = 1000 }
+if lc.rank == 1 then os.execute("kill -STOP $PPID") end
+if lc.rank ~= 0 then w:signal(0, 0) end
+if lc.rank == 0 then w:wait_signal(0, ">=", lc.size - 1); w:sync() end`)
+	r := luacoll(t, nil, "run", "-n", "3", "--timeout", "20s", s)
+	if r.code != 1 || !strings.Contains(r.stderr, "slots by peer: rank 1: 0, rank 2: 1; held up by rank 1") ||
+		!strings.Contains(r.stderr, "rank 1 is stopped") {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if r.took > 10*time.Second {
+		t.Errorf("took %v: the launcher waited out its grace for the stopped rank", r.took)
+	}
+	checkClean(t, before)
+}

@@ -26,15 +26,16 @@ import (
 const (
 	defaultGrace  = 15 * time.Second
 	shmDir        = "/dev/shm"
-	listenFDChild = 3                // ExtraFiles[0] in the child
-	maxOutputLine = 64 << 20         // longer lines are split, the pieces after the first marked
-	outputDrain   = 2 * time.Second  // how long output may trail a rank's exit
-	stdinDelay    = time.Second      // how long a rank's stdin copy may trail its exit
-	lineReadBuf   = 64 << 10         // read buffer of each output stream
-	signalExitMin = 128              // exit code of a rank killed by signal s is 128+s
-	interruptCode = 128 + 2          // exit code reported when interrupted (SIGINT)
-	segmentPrefix = "luacoll-"       // shared-memory segment names start with this
-	launchName    = "luacoll launch" // error prefix
+	listenFDChild = 3                      // ExtraFiles[0] in the child
+	maxOutputLine = 64 << 20               // longer lines are split, the pieces after the first marked
+	outputDrain   = 2 * time.Second        // how long output may trail a rank's exit
+	stoppedPoll   = 100 * time.Millisecond // how often a failing job looks for stopped ranks
+	stdinDelay    = time.Second            // how long a rank's stdin copy may trail its exit
+	lineReadBuf   = 64 << 10               // read buffer of each output stream
+	signalExitMin = 128                    // exit code of a rank killed by signal s is 128+s
+	interruptCode = 128 + 2                // exit code reported when interrupted (SIGINT)
+	segmentPrefix = "luacoll-"             // shared-memory segment names start with this
+	launchName    = "luacoll launch"       // error prefix
 )
 
 // ExitPeerFailed is the exit status of a rank that stopped only because
@@ -287,11 +288,16 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 	running := cfg.N
 	done := ctx.Done()
 	var grace *time.Timer
-	var graceC <-chan time.Time
+	var poll *time.Ticker
+	var graceC, pollC <-chan time.Time
 	startGrace := func() {
 		if grace == nil {
 			grace = time.NewTimer(cfg.Grace)
 			graceC = grace.C
+			// A stopped rank (SIGSTOP, a debugger) cannot exit on its
+			// own: look for one while the others get their grace.
+			poll = time.NewTicker(stoppedPoll)
+			pollC = poll.C
 		}
 	}
 	for running > 0 {
@@ -323,10 +329,19 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 		case <-graceC:
 			graceC = nil
 			killRanks(ranks, syscall.SIGKILL)
+		case <-pollC:
+			for _, lr := range ranks {
+				if lr.exited || lr.killed || lr.cmd.Process == nil || !processStopped(lr.cmd.Process.Pid) {
+					continue
+				}
+				sink.note(fmt.Sprintf("luacoll: rank %d is stopped (SIGSTOP or a debugger?) and cannot exit on its own: killing it now rather than after the grace of %v", lr.rank, cfg.Grace))
+				killRanks([]*launchedRank{lr}, syscall.SIGKILL)
+			}
 		}
 	}
 	if grace != nil {
 		grace.Stop()
+		poll.Stop()
 	}
 
 	drain := time.NewTimer(outputDrain)
@@ -452,6 +467,27 @@ func killRanks(ranks []*launchedRank, sig syscall.Signal) {
 			_ = lr.cmd.Process.Signal(sig)
 		}
 	}
+}
+
+// processStopped reports whether pid is stopped (state T: SIGSTOP, or t:
+// stopped by a tracer), from /proc/pid/stat.
+func processStopped(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	return statStopped(string(b))
+}
+
+// statStopped reads the state field of a /proc/pid/stat line ("pid (comm)
+// state ..."; comm may hold spaces and parentheses).
+func statStopped(stat string) bool {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(stat[i+1:])
+	return len(f) > 0 && (f[0] == "T" || f[0] == "t")
 }
 
 // KilledBy says that rank was ended by sig, which nobody in the job sent:

@@ -85,3 +85,17 @@ func TestOverlongLinesAreMarked(t *testing.T) {
 		t.Fatalf("pieces do not add up to the line (%d bytes)", len(got))
 	}
 }
+
+func TestStatStopped(t *testing.T) {
+	for stat, want := range map[string]bool{
+		"123 (luacoll) T 1 2 3":       true,
+		"123 (lua coll) (x)) t 1 2 3": true,
+		"123 (luacoll) S 1 2 3":       false,
+		"123 (T) R 1":                 false,
+		"garbage":                     false,
+	} {
+		if got := statStopped(stat); got != want {
+			t.Errorf("statStopped(%q) = %v", stat, got)
+		}
+	}
+}
