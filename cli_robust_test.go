@@ -190,3 +190,18 @@ if lc.rank == 0 then w:wait_signal(0, ">=", lc.size - 1); w:sync() end`)
 	}
 	checkClean(t, before)
 }
+
+// TestFreeWaitsTheWindowsTimeout: w:free meets the other ranks within the
+// window's timeout_ms when that is longer than --timeout, so a rank that
+// reaches it 2 s late under --timeout 500ms does not fail the job.
+func TestFreeWaitsTheWindowsTimeout(t *testing.T) {
+	s := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 64, timeout_ms = 20000 }
+if lc.rank == 1 then local t = lc.now(); while lc.now() - t < 2 do end end
+w:free()
+print("freed")`)
+	r := luacoll(t, nil, "run", "-n", "2", "--timeout", "500ms", s)
+	if r.code != 0 || strings.Count(r.stdout, "freed") != 2 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/luacoll/luacoll/engine/bootstrap"
 	"github.com/luacoll/luacoll/transport"
 	tcuda "github.com/luacoll/luacoll/transport/cuda"
 	"github.com/luacoll/luacoll/window"
@@ -547,6 +548,7 @@ func (ag *AllGather) Destroy(ctx context.Context) error {
 		return ag.errf("destroyed twice")
 	}
 	call := fmt.Sprintf("allgather_persistent(window=%d):destroy()", ag.w.ID())
+	ctx = bootstrap.WithCallTimeoutAtLeast(ctx, ag.w.Options().Timeout)
 	serr := ag.c.Sync(ctx)
 	_, cerr := ag.c.Collective(ctx, call, nil)
 	ag.destroyed = true

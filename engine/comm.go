@@ -573,6 +573,9 @@ func (c *Comm) FreeWindow(ctx context.Context, w *window.Window) error {
 	if w.Freed() {
 		return &window.ErrFreed{What: fmt.Sprintf("window %d", w.ID())}
 	}
+	// The meeting waits for the other ranks as long as the window's waits
+	// may (its timeout), or the job's --timeout when that is longer.
+	ctx = bootstrap.WithCallTimeoutAtLeast(ctx, w.Options().Timeout)
 	if _, err := c.Collective(ctx, fmt.Sprintf("window %d:free()", w.ID()), nil); err != nil {
 		return err
 	}

@@ -84,7 +84,7 @@ func agpEntries() []*Entry {
 				return 1
 			}),
 		fn("ag:destroy", "()", "", g,
-			"**collective**: waits for the stream, meets every rank and releases the window's slots; any later use is an error.",
+			"**collective**: waits for the stream, meets every rank (within the window's timeout_ms, or the job's --timeout when longer) and releases the window's slots; any later use is an error.",
 			func(c *call) int {
 				c.check(c.agp().ag.Destroy(c.ctx()))
 				return 0

@@ -93,7 +93,7 @@ func rankEntries() []*Entry {
 			c.L.Push(lua.LString(c.s.Comm.Backend.Name()))
 			return 1
 		}),
-		fn("lc.barrier", "()", "", g, "**collective**: a host-side barrier over the bootstrap; it does not wait for streams.", func(c *call) int {
+		fn("lc.barrier", "()", "", g, "**collective**: a host-side barrier over the bootstrap; it does not wait for streams. It waits for the other ranks up to the job's --timeout (no window's timeout_ms applies); a rank that does not arrive in time fails the job.", func(c *call) int {
 			c.check(c.s.Comm.Barrier(c.ctx()))
 			return 0
 		}),
@@ -616,7 +616,7 @@ func windowEntries() []*Entry {
 			c.L.Push(t)
 			return 1
 		}),
-		fn("w:free", "()", "", g, "**collective**: waits for the stream, meets every rank and releases the window; any later use is an error.", func(c *call) int {
+		fn("w:free", "()", "", g, "**collective**: waits for the stream, meets every rank and releases the window; any later use is an error. The meeting waits for the other ranks up to the window's timeout_ms, or the job's --timeout when that is longer; a rank that does not arrive in time fails the job.", func(c *call) int {
 			r := c.L.Get(1).(*lua.LUserData).Value.(*windowRef)
 			c.check(c.s.Comm.FreeWindow(c.ctx(), r.w))
 			return 0

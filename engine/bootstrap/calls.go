@@ -95,10 +95,23 @@ func WithoutCallTimeout(ctx context.Context) context.Context {
 	return context.WithValue(ctx, noCallTimeout{}, true)
 }
 
-// limit returns how long a call may wait: the smaller of Timeout and what
-// is left of ctx.
+// callTimeoutAtLeast carries WithCallTimeoutAtLeast's duration.
+type callTimeoutAtLeast struct{}
+
+// WithCallTimeoutAtLeast returns ctx for bootstrap calls that may wait for
+// d, when that is longer than the per-call Timeout (a window's free meets
+// the other ranks within the window's own timeout).
+func WithCallTimeoutAtLeast(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, callTimeoutAtLeast{}, d)
+}
+
+// limit returns how long a call may wait: the smaller of Timeout (or a
+// longer WithCallTimeoutAtLeast) and what is left of ctx.
 func (b *Bootstrap) limit(ctx context.Context) time.Duration {
 	limit := b.timeout
+	if d, ok := ctx.Value(callTimeoutAtLeast{}).(time.Duration); ok && d > limit {
+		limit = d
+	}
 	if ctx.Value(noCallTimeout{}) != nil {
 		limit = teardownWait
 	}
