@@ -1,6 +1,7 @@
 package luabind
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -201,6 +202,7 @@ func (s *State) install() {
 	L.PreloadModule("luacoll", func(L *lua.LState) int { L.Push(mod); return 1 })
 	s.installRequire()
 	installPcall(L)
+	installToNumber(L)
 }
 
 func tostring(L *lua.LState) int {
@@ -289,7 +291,7 @@ func (s *State) Run(src []byte, name string, args []string) error {
 	if dir := filepath.Dir(name); dir != "" {
 		s.SetScriptDir(dir)
 	}
-	fn, err := L.Load(strings.NewReader(string(src)), name)
+	fn, err := L.Load(bytes.NewReader(scriptText(src)), name)
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", s.rank(), err)
 	}
