@@ -24,6 +24,7 @@ func fn(name, args, returns, group, doc string, body func(c *call) int) *Entry {
 		e.refusal = exchangeRefusal(name)
 	}
 	names := argNames(args)
+	maxArgs := argLimit(args, names)
 	base := 1
 	recv := e.Receiver()
 	want := receivers[recv]
@@ -52,6 +53,9 @@ func fn(name, args, returns, group, doc string, body func(c *call) int) *Entry {
 				c.fail("called on %s: use %s (with a colon) on a %s", L.Get(1).Type(), e.Name, want.what)
 			}
 		}
+		if maxArgs >= 0 {
+			c.checkArgCount(maxArgs)
+		}
 		if s.plans.rec != nil {
 			if rec := planRecording[e.Name]; rec != nil {
 				return rec(c)
@@ -60,6 +64,37 @@ func fn(name, args, returns, group, doc string, body func(c *call) int) *Entry {
 		return body(c)
 	}
 	return e
+}
+
+// argLimit is how many arguments a call with this argument list takes:
+// -1 for any number ("(fmt, ...)"), 1 for an options table.
+func argLimit(args string, names []string) int {
+	switch {
+	case strings.Contains(args, "..."):
+		return -1
+	case strings.HasPrefix(strings.TrimSpace(args), "{"):
+		return 1
+	}
+	return len(names)
+}
+
+// checkArgCount refuses arguments beyond the max the entry takes (nils at
+// the end do not count: f(a, nil) is f(a)).
+func (c *call) checkArgCount(max int) {
+	given := c.L.GetTop() - (c.base - 1)
+	for given > max && c.get(given-1) == lua.LNil {
+		given--
+	}
+	if given <= max {
+		return
+	}
+	switch max {
+	case 0:
+		c.fail("takes no arguments, got %d", given)
+	case 1:
+		c.fail("takes 1 argument, %s, got %d", c.e.Signature(), given)
+	}
+	c.fail("takes %d arguments, %s, got %d", max, c.e.Signature(), given)
 }
 
 // argNames extracts "peer", "dst_off", ... from "(peer, dst_off, src?, ...)".

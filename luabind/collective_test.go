@@ -19,6 +19,7 @@ func TestRefusedCollectivesCount(t *testing.T) {
 		wantMine string // in rank 0's error
 	}{
 		{"allgather", "", "lc.allgather(print)", `lc.allgather("r1-first")`, "bad argument #1 'v'"},
+		{"barrier", "", "lc.barrier(1)", "lc.barrier()", "lc.barrier: takes no arguments"},
 		{"window", "", "lc.window{bytes = -1}", "lc.window{bytes = 64}", "bad argument 'bytes'"},
 		{"window_unknown_option", "", "lc.window{bytes = 64, sigals = 2}", "lc.window{bytes = 64}", "bad argument 'sigals'"},
 		{"free_freed", "local w = lc.window{bytes = 64}; local w2 = lc.window{bytes = 64}; w:free()",

@@ -291,9 +291,11 @@ func (s *State) Run(src []byte, name string, args []string) error {
 	if dir := filepath.Dir(name); dir != "" {
 		s.SetScriptDir(dir)
 	}
-	fn, err := L.Load(bytes.NewReader(scriptText(src)), name)
+	text := scriptText(src)
+	fn, err := L.Load(bytes.NewReader(text), name)
 	if err != nil {
-		return fmt.Errorf("rank %d: %w", s.rank(), err)
+		// As lua words it ("s.lua:2: ... near 'x'"), on one line.
+		return fmt.Errorf("rank %d: %w", s.rank(), syntaxError(err, string(text), name))
 	}
 	// Let an interrupt or a peer's failure stop a script that is busy in
 	// Lua code, not only one blocked in a wait.
@@ -304,6 +306,11 @@ func (s *State) Run(src []byte, name string, args []string) error {
 		L.Push(lua.LString(a))
 	}
 	if err := L.PCall(len(args), lua.MultRet, nil); err != nil {
+		if ae, ok := err.(*lua.ApiError); ok && ae.Type == lua.ApiErrorRun {
+			if msg := s.valueError(ae); msg != "" {
+				return &ScriptError{Msg: msg, Trace: ae.StackTrace}
+			}
+		}
 		return scriptError(err)
 	}
 	return nil
