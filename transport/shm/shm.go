@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -27,8 +29,15 @@ type HostMemory struct {
 	// MemInfo is where a share reads MemAvailable before allocating
 	// (/proc/meminfo when empty; tests point it elsewhere).
 	MemInfo string
-	seq     int
-	box     *transport.FDBox
+	// MapLimit, when set, stands for the kernel's limit on a process's
+	// memory mappings (tests; see maplimit.go).
+	MapLimit int
+	seq      int
+	box      *transport.FDBox
+	// maps counts the mappings this memory holds (maplimit.go).
+	maps      atomic.Int64
+	limitOnce sync.Once
+	readLimit int
 }
 
 // sharePassTimeout bounds the passing of descriptors once every rank has
@@ -88,6 +97,13 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 		}
 		localErr = transport.CheckMemoryFit(psize, here, m.MemInfo)
 	}
+	// Every mapping the window takes (its own segment and each peer's) is
+	// counted up front: one near the kernel's limit is refused here.
+	reserved := false
+	if localErr == nil {
+		localErr = m.reserveMaps(n, fmt.Sprintf("a window of %d bytes", size))
+		reserved = localErr == nil
+	}
 	if localErr == nil && m.box == nil && n > 1 {
 		m.box, localErr = transport.OpenFDBox(m.Job, rank)
 	}
@@ -95,6 +111,9 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 	if localErr == nil {
 		name := fmt.Sprintf("%sr%d-s%d", transport.SegmentPrefix(m.Job), rank, m.seq)
 		fd, mapped[rank], localErr = createSegment(name, psize)
+		if localErr != nil {
+			localErr = m.mapError(localErr)
+		}
 	}
 	if fd >= 0 {
 		defer unix.Close(fd)
@@ -115,7 +134,7 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 		localErr = m.box.Pass(ctx, peers, tag, fd, sharePassTimeout, func(p, pfd int) error {
 			b, e := mapSegment(pfd, psize)
 			if e != nil {
-				return fmt.Errorf("mapping rank %d's segment: %w", p, e)
+				return fmt.Errorf("mapping rank %d's segment: %w", p, m.mapError(e))
 			}
 			mapped[p] = b
 			return nil
@@ -137,6 +156,9 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 	}
 	if err != nil {
 		_ = unmapAll()
+		if reserved {
+			m.releaseMaps(n)
+		}
 		return nil, err
 	}
 	peers := make([]transport.Addr, n)
@@ -145,7 +167,10 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 			peers[r] = transport.AddrOf(b)
 		}
 	}
-	return transport.NewRegion(size, peers[rank], peers, nil, unmapAll), nil
+	return transport.NewRegion(size, peers[rank], peers, nil, func() error {
+		m.releaseMaps(n)
+		return unmapAll()
+	}), nil
 }
 
 // close closes the descriptor box (the backend's Close).
@@ -238,14 +263,19 @@ func mapSegment(fd int, size uint64) ([]byte, error) {
 
 // Alloc implements transport.Memory with private anonymous memory.
 func (m *HostMemory) Alloc(size uint64) (*transport.Region, error) {
+	if err := m.reserveMaps(1, fmt.Sprintf("a buffer of %d bytes", size)); err != nil {
+		return nil, err
+	}
 	b, err := unix.Mmap(-1, 0, int(pageRound(size)), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return nil, fmt.Errorf("allocating %d bytes: %w", size, err)
+		m.releaseMaps(1)
+		return nil, fmt.Errorf("allocating %d bytes: %w", size, m.mapError(err))
 	}
 	return transport.NewRegion(size, transport.AddrOf(b), nil, nil, func() error {
 		if b == nil {
 			return nil
 		}
+		m.releaseMaps(1)
 		err := unix.Munmap(b)
 		b = nil
 		return err
