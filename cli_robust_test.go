@@ -205,3 +205,9 @@ print("freed")`)
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestRefusedExecScript runs the shipped refused-exec check (also a step
+// of scripts/gpu-suite.sh on CUDA) on the host.
+func TestRefusedExecScript(t *testing.T) {
+	runAtSizes(t, []string{"2", "3"}, []string{"tests/agp_refused.lua"}, "[0] agp_refused: 1 passed, 0 failed")
+}
