@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,10 +18,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		"Runs the script on N ranks (the embedded examples/tour.lua when none is named); its\n"+
 		"arguments are in Lua's arg table. Exit status: 0 when every rank succeeds, else the\n"+
 		"status of the first rank that failed (a rank stopped only by another's failure exits\n"+
-		"77 and gives way to it); 130 when interrupted. When a rank fails or dies, the others\n"+
-		"stop at once with an error naming it. --trace FILE writes every rank's timeline (each\n"+
-		"window operation from enqueue to completion, syncs, collectives, errors) for\n"+
-		"ui.perfetto.dev or chrome://tracing.", stderr)
+		"77 and gives way to it); 130 when interrupted, 143 when terminated (SIGTERM). When a\n"+
+		"rank fails or dies, the others stop at once with an error naming it. --trace FILE\n"+
+		"writes every rank's timeline (each window operation from enqueue to completion, syncs,\n"+
+		"collectives, errors) for ui.perfetto.dev or chrome://tracing. The script is read once\n"+
+		"(a file, a FIFO, or - for standard input, as with lua -) and every rank runs the same\n"+
+		"bytes.", stderr)
 	var f rankFlags
 	f.register(fs, 1)
 	if code, ok := parse(fs, args, stdout); !ok {
@@ -33,23 +37,35 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		script, scriptArgs = fs.Arg(0), fs.Args()[1:]
 	}
-	src, name, err := luabind.LoadScript(script)
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
-		return 2
-	}
-	// A script that does not compile is said once, before any rank starts
-	// (each rank would say it again).
-	if err := luabind.ScriptSyntax(string(src), name); err != nil {
-		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
-		return 1
-	}
 	ctx, stop := signalContext()
 	defer stop()
 	env, isRank, err := launch.RankEnvFromEnv(os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
 		return 2
+	}
+	// The script is read once: by our launcher, which hands every rank the
+	// same bytes, or here when another launcher started this rank.
+	var src []byte
+	var name string
+	fromLauncher := false
+	if fd, ferr := strconv.Atoi(os.Getenv(launch.EnvScriptFD)); ferr == nil && isRank && env.Source == launch.SourceLuacoll {
+		src, err = launch.ReadInherited(fd)
+		name, fromLauncher = os.Getenv(launch.EnvScriptName), true
+	} else {
+		src, name, err = luabind.ReadScript(script, os.Stdin)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+		return 2
+	}
+	// A script that does not compile is said once, before any rank starts
+	// (each rank would say it again).
+	if !fromLauncher {
+		if err := luabind.ScriptSyntax(string(src), name); err != nil {
+			fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+			return 1
+		}
 	}
 	// Once per job: by the launcher, or by rank 0 of another launcher.
 	if odd := flagLookalikes(fs, scriptArgs); len(odd) > 0 && (!isRank || (env.Source != launch.SourceLuacoll && env.Rank == 0)) {
@@ -60,7 +76,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll run: warning: %s after the script name %s (arg[1], ...); luacoll's flags go before the script name\n",
 			strings.Join(odd, ", "), what)
 	}
-	opts := luabind.RunOptions{Comm: f.options(), Script: script, Args: scriptArgs,
+	opts := luabind.RunOptions{Comm: f.options(), Script: script, Source: src, Name: name, Args: scriptArgs,
 		Stdout: stdout, Stderr: stderr, CUDA: cudaBackend}
 	if isRank {
 		if f.noPrefix {
@@ -94,17 +110,26 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll run: finding my own executable: %v\n", err)
 		return 1
 	}
+	shared, err := launch.SharedBytes("luacoll-script", src)
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+		return 1
+	}
+	defer shared.Close()
 	cfg := launch.LaunchConfig{N: n, Nodes: f.nodes, Path: exe, Args: append([]string{"run"}, args...),
-		Prefix: !f.noPrefix, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second, MPS: mps}
+		Prefix: !f.noPrefix, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second, MPS: mps,
+		Files: []launch.InheritedFile{{Env: launch.EnvScriptFD, File: shared}}}
+	extra := []string{launch.EnvScriptName + "=" + name}
 	if f.noPrefix {
 		// Tell the ranks that their output needs no prefix at all.
-		cfg.ExtraEnv = func(int) []string { return []string{"LUACOLL_PREFIXED=1"} }
+		extra = append(extra, "LUACOLL_PREFIXED=1")
 	}
+	cfg.ExtraEnv = func(int) []string { return extra }
 	res, err := f.launch(ctx, cfg, "run", stderr)
 	if ctx.Err() != nil {
 		// Interrupted: the ranks' own statuses say only that they stopped.
-		fmt.Fprintln(stderr, "luacoll run: interrupted")
-		return 130
+		fmt.Fprintf(stderr, "luacoll run: interrupted (%v)\n", context.Cause(ctx))
+		return signalExitCode(ctx)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)

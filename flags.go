@@ -325,9 +325,44 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, ok bool
 	return 0, true
 }
 
-// signalContext is cancelled by SIGINT or SIGTERM.
+// signalContext is cancelled by SIGINT or SIGTERM, with a caughtSignal
+// cause naming it.
 func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(caughtSignal{s})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		cancel(nil)
+	}
+}
+
+// caughtSignal is the cause of a signalContext ended by a signal.
+type caughtSignal struct{ sig os.Signal }
+
+func (c caughtSignal) Error() string { return c.sig.String() + " signal received" }
+
+// Is makes errors.Is(cause, context.Canceled) hold, as for any cancel.
+func (c caughtSignal) Is(target error) bool { return target == context.Canceled }
+
+// signalExitCode is the exit status of a command that ctx's signal
+// stopped: 128 + the signal's number, as a shell reports it (130 for
+// SIGINT, 143 for SIGTERM).
+func signalExitCode(ctx context.Context) int {
+	var cs caughtSignal
+	if errors.As(context.Cause(ctx), &cs) {
+		if s, ok := cs.sig.(syscall.Signal); ok {
+			return 128 + int(s)
+		}
+	}
+	return 128 + int(syscall.SIGINT)
 }
 
 // cudaBackend opens the CUDA backend for a rank.

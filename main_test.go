@@ -238,8 +238,8 @@ lc.barrier()`)
 	if r.code != 7 {
 		t.Fatalf("exit %d, want 7\n%s", r.code, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "rank 1 died") {
-		t.Fatalf("stderr does not say rank 1 died:\n%s", r.stderr)
+	if !strings.Contains(r.stderr, "rank 1 failed: exited early with os.exit(7) at ") {
+		t.Fatalf("stderr does not say rank 1 exited early:\n%s", r.stderr)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/luacoll/luacoll/engine/bootstrap"
 	"github.com/luacoll/luacoll/transport"
 	tcuda "github.com/luacoll/luacoll/transport/cuda"
 	"github.com/luacoll/luacoll/window"
@@ -48,6 +49,10 @@ const (
 )
 
 func agTag(k, n uint64) uint64 { return (k&tagKMask)<<tagNBits | n&tagNMask }
+
+// agRefusedN is the n a refused exec announces (RefuseExec): beyond any
+// window (window.MaxBytes is 2^40), so no peer's n ever matches it.
+const agRefusedN = tagNMask
 
 // AllGather is a prepared persistent all-gather over one window.
 type AllGather struct {
@@ -358,6 +363,51 @@ func (ag *AllGather) exec(src *window.Buffer, srcOff, n uint64) error {
 	return nil
 }
 
+// Execs is the number of execs this rank has enqueued, refused ones
+// included.
+func (ag *AllGather) Execs() uint64 {
+	if ag.dev != nil {
+		return ag.dev.Count()
+	}
+	return ag.k
+}
+
+// RefuseExec takes part in an exec that this rank refused (its arguments
+// failed their checks): the exec is counted, so later ones stay in step,
+// and the peers' waits for this rank's chunk fail as soon as its tag
+// arrives, saying that this rank refused it, instead of timing out. It
+// moves no data and waits for nothing on the host; on CUDA the exec runs
+// its handshakes with the refused mark and no copies (peers on path sm's
+// one-launch protocols see no tag and fail at the window timeout). A
+// destroyed all-gather or a freed window has nothing to take part in.
+func (ag *AllGather) RefuseExec() error {
+	if ag.live() != nil {
+		return nil
+	}
+	if ag.dev != nil {
+		e := tcuda.AGPExec{N: agRefusedN, Fail: func(phase string, k, obs uint64, cause error) error {
+			return ag.errf("exec #%d: refused on this rank, the peers' chunks were not taken (%s)", k, ag.failWhat(cause))
+		}}
+		if err := ag.dev.Exec(e); err != nil {
+			return ag.errf("refused exec #%d: %w", ag.dev.Count()+1, err)
+		}
+		return nil
+	}
+	ag.k++
+	w, me, size := ag.w, ag.c.Env.Rank, ag.c.Rank.N()
+	if err := w.Barrier(ag.bar); err != nil {
+		return ag.errf("refused exec #%d: guard barrier: %w", ag.k, err)
+	}
+	sig := window.Sig{ID: ag.sig, Value: agTag(ag.k, agRefusedN), Op: window.SigSet}
+	for i := 1; i < size; i++ {
+		p := (me + i) % size
+		if err := w.Signal(p, sig); err != nil {
+			return ag.errf("refused exec #%d: telling rank %d: %w", ag.k, p, err)
+		}
+	}
+	return nil
+}
+
 // execDevice enqueues one exec of the CUDA protocol: ready kernel, own
 // chunk (copy engine, on a side stream when large), puts to the peers in
 // the order rank+1, rank+2, ... (copy engines), done kernel. With graph,
@@ -386,6 +436,9 @@ func (ag *AllGather) execDevice(src *window.Buffer, srcOff, n uint64, inPlace bo
 	}
 	e.Fail = func(phase string, k, obs uint64, cause error) error {
 		what := ag.failWhat(cause)
+		if phase == "done" && obs>>tagNBits == k&tagKMask && obs&tagNMask == agRefusedN {
+			return ag.errf("exec #%d: a peer refused it (that rank's error says why)", k)
+		}
 		if phase == "done" && obs>>tagNBits == k&tagKMask && obs&tagNMask != n {
 			return ag.errf("exec #%d: n differs across ranks: a peer passed n=%d, this rank n=%d (%s)", k, obs&tagNMask, n, what)
 		}
@@ -411,6 +464,9 @@ func (ag *AllGather) GraphNodes() map[string]int {
 
 func (ag *AllGather) waitError(p int, k, n, obs uint64, cause error) error {
 	what := ag.failWhat(cause)
+	if obs>>tagNBits == k&tagKMask && obs&tagNMask == agRefusedN {
+		return ag.errf("exec #%d: rank %d refused it (that rank's error says why)", k, p)
+	}
 	if obs>>tagNBits == k&tagKMask && obs&tagNMask != n {
 		return ag.errf("exec #%d: n differs across ranks: rank %d passed n=%d, this rank n=%d (%s)", k, p, obs&tagNMask, n, what)
 	}
@@ -489,6 +545,7 @@ func (ag *AllGather) Destroy(ctx context.Context) error {
 		return ag.errf("destroyed twice")
 	}
 	call := fmt.Sprintf("allgather_persistent(window=%d):destroy()", ag.w.ID())
+	ctx = bootstrap.WithCallTimeoutAtLeast(ctx, ag.w.Options().Timeout)
 	serr := ag.c.Sync(ctx)
 	_, cerr := ag.c.Collective(ctx, call, nil)
 	ag.destroyed = true

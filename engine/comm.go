@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -84,6 +85,7 @@ type Comm struct {
 	buffers  []*window.Buffer
 	closed   bool
 	trace    *trace.Recorder // nil unless tracing
+	leaving  string          // why the rank leaves early (Leave)
 }
 
 // Conn is what a Comm needs of the bootstrap: the exchange, and the way to
@@ -371,6 +373,55 @@ func (c *Comm) SumInt(ctx context.Context, call string, v int) (int, error) {
 	return total, nil
 }
 
+// RefusedError is a collective that one or more ranks refused before
+// taking part (a bad argument, a freed object): every rank returns it, so
+// that all of them raise and stay in step.
+type RefusedError struct {
+	Seq     int
+	Call    string         // this rank's call
+	Reasons map[int]string // the refusing ranks' errors, by rank
+}
+
+func (e *RefusedError) Error() string {
+	ranks := make([]int, 0, len(e.Reasons))
+	for r := range e.Reasons {
+		ranks = append(ranks, r)
+	}
+	sort.Ints(ranks)
+	parts := make([]string, len(ranks))
+	for i, r := range ranks {
+		parts[i] = fmt.Sprintf("rank %d refused it: %s", r, e.Reasons[r])
+	}
+	return fmt.Sprintf("collective call #%d (%s) failed on every rank: %s", e.Seq, e.Call, strings.Join(parts, "; "))
+}
+
+// Collectives is the number of collective calls this rank has taken part
+// in (refused ones included); a call that did not advance it never reached
+// the exchange.
+func (c *Comm) Collectives() int { return c.collSeq }
+
+// JoinRefused takes part in a collective this rank refused before it
+// reached the exchange (a bad argument): it exchanges reason, marked
+// failed, with whatever the other ranks call at this point, so that every
+// rank's call fails with reason and the ranks stay in step. It returns an
+// error when other ranks refused too, or could not be reached; nil when
+// this rank was the only one refusing. A rank that Refuse keeps out of
+// collectives (the REPL's subset chunks: the other ranks are in none)
+// takes no part.
+func (c *Comm) JoinRefused(ctx context.Context, call, reason string) error {
+	if c.Refuse != nil && c.Refuse(call) != nil {
+		return nil
+	}
+	_, err := c.traced(ctx, call, []byte(reason), false, true)
+	var re *RefusedError
+	if errors.As(err, &re) && len(re.Reasons) == 1 {
+		if _, mine := re.Reasons[c.Env.Rank]; mine {
+			return nil
+		}
+	}
+	return err
+}
+
 // checked exchanges call+data; with statusOnly, non-empty data is an error
 // message of that rank and any such message fails every rank.
 func (c *Comm) checked(ctx context.Context, call string, data []byte, statusOnly bool) ([][]byte, error) {
@@ -379,21 +430,35 @@ func (c *Comm) checked(ctx context.Context, call string, data []byte, statusOnly
 			return nil, fmt.Errorf("rank %d: %w", c.Env.Rank, err)
 		}
 	}
+	return c.traced(ctx, call, data, statusOnly, false)
+}
+
+// traced is exchange, recorded in the trace when there is one.
+func (c *Comm) traced(ctx context.Context, call string, data []byte, statusOnly, refused bool) ([][]byte, error) {
 	if c.trace == nil {
-		return c.exchange(ctx, call, data, statusOnly)
+		return c.exchange(ctx, call, data, statusOnly, refused)
 	}
 	start := time.Now()
-	out, err := c.exchange(ctx, call, data, statusOnly)
+	out, err := c.exchange(ctx, call, data, statusOnly, refused)
 	c.trace.Collective(call, c.collSeq, start, err)
 	return out, err
 }
 
-// exchange is checked without the trace.
-func (c *Comm) exchange(ctx context.Context, call string, data []byte, statusOnly bool) ([][]byte, error) {
+// Message flags of a collective.
+const collRefused = 1 // the rank refused the call; its data is the reason
+
+// exchange is checked without the trace, with the refused mark: a message
+// is the call's hash, flags, the call and the data.
+func (c *Comm) exchange(ctx context.Context, call string, data []byte, statusOnly, refused bool) ([][]byte, error) {
 	c.collSeq++
 	sum := sha256.Sum256([]byte(call))
 	var msg bytes.Buffer
 	msg.Write(sum[:8])
+	var flags byte
+	if refused {
+		flags |= collRefused
+	}
+	msg.WriteByte(flags)
 	_ = binary.Write(&msg, binary.LittleEndian, uint32(len(call)))
 	msg.WriteString(call)
 	msg.Write(data)
@@ -401,22 +466,39 @@ func (c *Comm) exchange(ctx context.Context, call string, data []byte, statusOnl
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: %s: %w", c.Env.Rank, call, err)
 	}
+	const head = 13
 	out := make([][]byte, len(all))
 	calls := make([]string, len(all))
 	mismatch := false
+	var reasons map[int]string
 	for r, m := range all {
-		if len(m) < 12 {
+		if len(m) < head {
 			return nil, fmt.Errorf("rank %d: %s: short message from rank %d", c.Env.Rank, call, r)
 		}
-		n := binary.LittleEndian.Uint32(m[8:12])
-		if uint64(len(m)) < 12+uint64(n) {
+		n := binary.LittleEndian.Uint32(m[9:head])
+		if uint64(len(m)) < head+uint64(n) {
 			return nil, fmt.Errorf("rank %d: %s: short message from rank %d", c.Env.Rank, call, r)
 		}
-		calls[r] = string(m[12 : 12+n])
-		out[r] = m[12+n:]
+		calls[r] = string(m[head : head+n])
+		out[r] = m[head+n:]
+		if m[8]&collRefused != 0 {
+			if reasons == nil {
+				reasons = map[int]string{}
+			}
+			reasons[r] = string(out[r])
+		}
 		if !bytes.Equal(m[:8], sum[:8]) {
 			mismatch = true
 		}
+	}
+	if reasons != nil {
+		// A refused call pairs with whatever the others called: the
+		// refusal explains the failure better than the mismatch would.
+		seq := 0
+		if c.Rank != nil {
+			seq = c.collSeq - c.collBase
+		}
+		return nil, &RefusedError{Seq: seq, Call: call, Reasons: reasons}
 	}
 	if mismatch {
 		seq := 0
@@ -500,6 +582,9 @@ func (c *Comm) FreeWindow(ctx context.Context, w *window.Window) error {
 	if w.Freed() {
 		return &window.ErrFreed{What: fmt.Sprintf("window %d", w.ID())}
 	}
+	// The meeting waits for the other ranks as long as the window's waits
+	// may (its timeout), or the job's --timeout when that is longer.
+	ctx = bootstrap.WithCallTimeoutAtLeast(ctx, w.Options().Timeout)
 	if _, err := c.Collective(ctx, fmt.Sprintf("window %d:free()", w.ID()), nil); err != nil {
 		return err
 	}
@@ -519,6 +604,18 @@ func (c *Comm) NewBuffer(n uint64) (*window.Buffer, error) {
 // Sync waits for the rank's stream.
 func (c *Comm) Sync(ctx context.Context) error { return c.Rank.Sync(ctx) }
 
+// leaver is a Conn that can say why a rank leaves early.
+type leaver interface{ Leave(why string) error }
+
+// Leave ends this rank early on purpose, without failing the job (the
+// script called os.exit(0)): nothing is waited for, windows are released
+// without meeting the others, and a collective the others start later
+// fails naming why.
+func (c *Comm) Leave(why string) error {
+	c.leaving = why
+	return c.Close(nil)
+}
+
 // Close tears the rank down. With cause == nil it is a clean goodbye: it
 // syncs the stream and says goodbye to the bootstrap. Otherwise it tells
 // every other rank that this one failed with cause. Every window and buffer
@@ -530,7 +627,7 @@ func (c *Comm) Close(cause error) error {
 	c.closed = true
 	var err error
 	if c.Rank != nil {
-		if cause == nil {
+		if cause == nil && c.leaving == "" {
 			err = c.Rank.Stream.Sync(context.Background())
 		}
 		// End any wait still queued, and let the stream drain.
@@ -554,7 +651,7 @@ func (c *Comm) Close(cause error) error {
 			live++
 		}
 	}
-	if cause == nil && live > 0 {
+	if cause == nil && live > 0 && c.leaving == "" {
 		// Windows the script did not free: meet, drop the peer mappings,
 		// meet again, so that nobody frees memory a peer still maps.
 		// No per-call timeout: the others may still be running their scripts.
@@ -587,7 +684,13 @@ func (c *Comm) Close(cause error) error {
 	if cause != nil {
 		c.Boot.Fail(cause.Error())
 	}
-	if cerr := c.Boot.Close(); cerr != nil && err == nil && cause == nil {
+	var cerr error
+	if l, ok := c.Boot.(leaver); ok && c.leaving != "" && cause == nil {
+		cerr = l.Leave(c.leaving)
+	} else {
+		cerr = c.Boot.Close()
+	}
+	if cerr != nil && err == nil && cause == nil {
 		err = cerr
 	}
 	return err

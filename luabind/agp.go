@@ -25,19 +25,47 @@ var agpKeys = []string{"window", "algo", "graph"}
 
 func (c *call) agp() *agRef { return c.L.Get(1).(*lua.LUserData).Value.(*agRef) }
 
+// execRefusal makes a refused ag:exec take part in the exec's handshake
+// (see refusal): the peers' waits for this rank fail at once.
+var execRefusal = &refusal{
+	count: func(c *call) uint64 {
+		if r := c.agpOrNil(); r != nil {
+			return r.ag.Execs()
+		}
+		return 0
+	},
+	join: func(c *call, _ string) {
+		if r := c.agpOrNil(); r != nil {
+			_ = r.ag.RefuseExec()
+		}
+	},
+}
+
+// agpOrNil is the receiver of an ag method, or nil when the call has none.
+func (c *call) agpOrNil() *agRef {
+	if ud, ok := c.L.Get(1).(*lua.LUserData); ok {
+		if r, ok := ud.Value.(*agRef); ok {
+			return r
+		}
+	}
+	return nil
+}
+
 func agpEntries() []*Entry {
 	const g = "Persistent all-gather"
+	exec := fn("ag:exec", "(src, src_off, n)", "", g,
+		"Enqueues the gather of n bytes at src_off of src (a buffer or the window) from every rank into every rank's window at rank * n (rank-major); src may be the window itself at offset rank * n (in place). n * size must fit the window; every rank must pass the same n (a mismatch fails the waits as soon as a peer's exec arrives, naming both sizes; sizes far enough apart to run different protocols fail at the window timeout). An exec refused on one rank (a bad argument) still counts there, and the other ranks' waits for it fail at once. Back-to-back execs are safe.",
+		func(c *call) int {
+			r := c.agp()
+			c.check(r.ag.Exec(c.ctx(), c.buffer(0), c.u64(1), c.u64(2)))
+			return 0
+		})
+	exec.refusal = execRefusal
 	return []*Entry{
 		fn("lc.allgather_persistent", "{window, algo=\"auto\", graph=false}", "ag", g,
 			"**collective**: prepares an all-gather into `window` once: algo \"auto\" or \"direct\" (every rank puts its chunk straight into every peer, peers in the order rank+1, rank+2, ...) or \"pipeline\" (needs the network transport; on one node it runs direct); graph = true needs --device cuda. On CUDA the window's path picks the protocol: \"ce\" or \"auto\" moves data with the copy engines (a replayed graph runs no SM data kernel), \"sm\" runs each exec as one kernel (up to 64 KiB per rank as flagged lines, with no handshake). The all-gather owns the window's last signal slot and last barrier slot until destroyed (the script's own signals, waits and barriers there are refused; reading them is allowed); a window holds at most one.",
 			newAllGather),
-		fn("ag:exec", "(src, src_off, n)", "", g,
-			"Enqueues the gather of n bytes at src_off of src (a buffer or the window) from every rank into every rank's window at rank * n (rank-major); src may be the window itself at offset rank * n (in place). n * size must fit the window; every rank must pass the same n (a mismatch fails the waits as soon as a peer's exec arrives, naming both sizes; sizes far enough apart to run different protocols fail at the window timeout). Back-to-back execs are safe.",
-			func(c *call) int {
-				r := c.agp()
-				c.check(r.ag.Exec(c.ctx(), c.buffer(0), c.u64(1), c.u64(2)))
-				return 0
-			}),
+		exec,
 		fn("ag:info", "()", "table", g,
 			"A table saying what runs: algo_requested, algo, path, state (strings), graph (a boolean), signal_slot and barrier_slot (the slots it owns, numbers); on CUDA also sync and execs (a number) and, in graph mode, graph_nodes (the captured nodes per exec by type, as \"kernel=1 memcpy=2\"); and, when the request was changed, note.",
 			func(c *call) int {
@@ -56,7 +84,7 @@ func agpEntries() []*Entry {
 				return 1
 			}),
 		fn("ag:destroy", "()", "", g,
-			"**collective**: waits for the stream, meets every rank and releases the window's slots; any later use is an error.",
+			"**collective**: waits for the stream, meets every rank (within the window's timeout_ms, or the job's --timeout when longer) and releases the window's slots; any later use is an error.",
 			func(c *call) int {
 				c.check(c.agp().ag.Destroy(c.ctx()))
 				return 0

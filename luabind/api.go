@@ -20,7 +20,11 @@ import (
 // fn builds an entry whose Go function gets a checked call.
 func fn(name, args, returns, group, doc string, body func(c *call) int) *Entry {
 	e := &Entry{Name: name, Args: args, Returns: returns, Group: group, Doc: doc}
+	if isCollective(doc) {
+		e.refusal = exchangeRefusal(name)
+	}
 	names := argNames(args)
+	maxArgs := argLimit(args, names)
 	base := 1
 	recv := e.Receiver()
 	want := receivers[recv]
@@ -33,12 +37,24 @@ func fn(name, args, returns, group, doc string, body func(c *call) int) *Entry {
 		prev := s.cur
 		s.cur = L
 		defer s.endCall(c, prev)
+		if r := e.refusal; r != nil {
+			before := r.count(c)
+			defer func() {
+				if p := recover(); p != nil {
+					c.refuseOnRaise(r, before, p)
+					panic(p)
+				}
+			}()
+		}
 		if base == 2 {
 			// mt is the receiver's metatable, as install made it.
 			ud, ok := L.Get(1).(*lua.LUserData)
 			if !ok || ud.Metatable != mt {
 				c.fail("called on %s: use %s (with a colon) on a %s", L.Get(1).Type(), e.Name, want.what)
 			}
+		}
+		if maxArgs >= 0 {
+			c.checkArgCount(maxArgs)
 		}
 		if s.plans.rec != nil {
 			if rec := planRecording[e.Name]; rec != nil {
@@ -48,6 +64,37 @@ func fn(name, args, returns, group, doc string, body func(c *call) int) *Entry {
 		return body(c)
 	}
 	return e
+}
+
+// argLimit is how many arguments a call with this argument list takes:
+// -1 for any number ("(fmt, ...)"), 1 for an options table.
+func argLimit(args string, names []string) int {
+	switch {
+	case strings.Contains(args, "..."):
+		return -1
+	case strings.HasPrefix(strings.TrimSpace(args), "{"):
+		return 1
+	}
+	return len(names)
+}
+
+// checkArgCount refuses arguments beyond the max the entry takes (nils at
+// the end do not count: f(a, nil) is f(a)).
+func (c *call) checkArgCount(max int) {
+	given := c.L.GetTop() - (c.base - 1)
+	for given > max && c.get(given-1) == lua.LNil {
+		given--
+	}
+	if given <= max {
+		return
+	}
+	switch max {
+	case 0:
+		c.fail("takes no arguments, got %d", given)
+	case 1:
+		c.fail("takes 1 argument, %s, got %d", c.e.Signature(), given)
+	}
+	c.fail("takes %d arguments, %s, got %d", max, c.e.Signature(), given)
 }
 
 // argNames extracts "peer", "dst_off", ... from "(peer, dst_off, src?, ...)".
@@ -81,7 +128,7 @@ func rankEntries() []*Entry {
 			c.L.Push(lua.LString(c.s.Comm.Backend.Name()))
 			return 1
 		}),
-		fn("lc.barrier", "()", "", g, "**collective**: a host-side barrier over the bootstrap; it does not wait for streams.", func(c *call) int {
+		fn("lc.barrier", "()", "", g, "**collective**: a host-side barrier over the bootstrap; it does not wait for streams. It waits for the other ranks up to the job's --timeout (no window's timeout_ms applies); a rank that does not arrive in time fails the job.", func(c *call) int {
 			c.check(c.s.Comm.Barrier(c.ctx()))
 			return 0
 		}),
@@ -611,7 +658,7 @@ func windowEntries() []*Entry {
 			c.L.Push(t)
 			return 1
 		}),
-		fn("w:free", "()", "", g, "**collective**: waits for the stream, meets every rank and releases the window; any later use is an error.", func(c *call) int {
+		fn("w:free", "()", "", g, "**collective**: waits for the stream, meets every rank and releases the window; any later use is an error. The meeting waits for the other ranks up to the window's timeout_ms, or the job's --timeout when that is longer; a rank that does not arrive in time fails the job.", func(c *call) int {
 			r := c.L.Get(1).(*lua.LUserData).Value.(*windowRef)
 			c.check(c.s.Comm.FreeWindow(c.ctx(), r.w))
 			return 0

@@ -34,9 +34,31 @@ func (c *call) argName(i int) string {
 	return fmt.Sprintf("#%d", i+1)
 }
 
-// fail raises a Lua error "<pos> rank R: name: msg".
+// fail raises a Lua error "<pos> rank R: name: msg" (no position, and no
+// space before the rank, when no Lua code made the call: pcall(f, ...)).
 func (c *call) fail(format string, a ...any) {
-	c.L.RaiseError("rank %d: %s: %s", c.s.rank(), c.e.Name, fmt.Sprintf(format, a...))
+	msg := fmt.Sprintf("rank %d: %s: %s", c.s.rank(), c.e.Name, fmt.Sprintf(format, a...))
+	if pos := c.position(); pos != "" {
+		msg = pos + " " + msg
+	}
+	c.L.Error(lua.LString(msg), 0)
+}
+
+// position is "file:line:" of the innermost Lua function on the stack,
+// as Lua's error() would write it, or "".
+func (c *call) position() string {
+	for level := 0; ; level++ {
+		dbg, ok := c.L.GetStack(level)
+		if !ok {
+			return ""
+		}
+		if _, err := c.L.GetInfo("Sl", dbg, lua.LNil); err != nil {
+			return ""
+		}
+		if dbg.What != "G" && dbg.CurrentLine > 0 {
+			return fmt.Sprintf("%s:%d:", dbg.Source, dbg.CurrentLine)
+		}
+	}
 }
 
 // check raises err (if any) with the call's context.

@@ -106,14 +106,7 @@ func ChunkSyntax(chunk, name string) error {
 // compiles). Like lua, it reads past a UTF-8 byte-order mark and a first
 // line that starts with # (#!/usr/bin/env ...).
 func ScriptSyntax(src, name string) error {
-	src = strings.TrimPrefix(src, "\uFEFF")
-	if strings.HasPrefix(src, "#") {
-		if i := strings.IndexByte(src, '\n'); i >= 0 {
-			src = src[i:] // the newline stays: lines keep their numbers
-		} else {
-			src = ""
-		}
-	}
+	src = string(scriptText([]byte(src))) // as Run loads it
 	err := parseError(src)
 	if err == nil {
 		return nil

@@ -28,6 +28,9 @@ type Entry struct {
 	// Field marks a value (lc.rank) rather than a function.
 	Field bool
 	fn    func(s *State, L *lua.LState, mt lua.LValue) int // mt: the receiver's metatable (methods)
+	// refusal, set for collective entries, makes a call that raises before
+	// its exchange take part anyway (collective.go).
+	refusal *refusal
 }
 
 // Receiver returns the object prefix of a method ("w" for "w:put") or "".

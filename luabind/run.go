@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 
@@ -22,6 +23,10 @@ type RunOptions struct {
 	// CPU binding).
 	Comm   engine.Options
 	Script string
+	// Source, when set, is the script's text (read once by the launcher)
+	// and Name what its messages call it; otherwise Script is read here.
+	Source []byte
+	Name   string
 	Args   []string
 	Stdout io.Writer
 	Stderr io.Writer
@@ -54,7 +59,10 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 	if err != nil {
 		return engine.ReportOpenError(o.Stderr, "luacoll: ", env, err)
 	}
-	src, name, err := LoadScript(o.Script)
+	src, name, err := o.Source, o.Name, error(nil)
+	if src == nil {
+		src, name, err = ReadScript(o.Script, os.Stdin)
+	}
 	if err != nil {
 		err = fmt.Errorf("rank %d: %w", env.Rank, err)
 		fmt.Fprintf(o.Stderr, "luacoll: %v\n", err)
@@ -80,6 +88,21 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 		}
 	}()
 	s.Ctx = runCtx
+	// os.exit ends the rank at once, telling the others why: a failure
+	// for a non-zero status, a goodbye for 0 (the others may not need
+	// this rank any more; a collective they start later fails naming it).
+	s.Exit = func(code int, where string) {
+		if where == "" {
+			where = name
+		}
+		why := fmt.Sprintf("exited early with os.exit(%d) at %s", code, where)
+		if code == 0 {
+			_ = comm.Leave(why)
+		} else {
+			_ = comm.Close(errors.New(why))
+		}
+		os.Exit(code)
+	}
 	err = s.Run(src, name, o.Args)
 	var se *ScriptError
 	if errors.As(err, &se) && strings.HasSuffix(se.Msg, context.Canceled.Error()) {

@@ -1,6 +1,7 @@
 package luabind
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -52,6 +53,10 @@ type State struct {
 	// spare holds call records of finished calls, for reuse.
 	spare []*call
 	plans planState
+	// Exit, when set, ends the rank for os.exit(code) called at where
+	// (a script position): it tells the others and does not return.
+	// Unset, os.exit is Lua's own.
+	Exit func(code int, where string)
 }
 
 // NewRegistry returns the registry of every Lua function and method.
@@ -172,9 +177,32 @@ func (s *State) install() {
 		s.writeLines(strings.Join(parts, "\t"))
 		return 0
 	}))
+	if oslib, ok := L.GetGlobal("os").(*lua.LTable); ok {
+		luaExit := L.GetField(oslib, "exit")
+		L.SetField(oslib, "exit", L.NewFunction(func(L *lua.LState) int {
+			if s.Exit == nil {
+				L.Push(luaExit)
+				L.Push(L.Get(1))
+				L.Call(1, 0)
+				return 0
+			}
+			code := 0
+			switch v := L.Get(1).(type) {
+			case lua.LNumber:
+				code = int(v)
+			case lua.LBool:
+				if !v {
+					code = 1
+				}
+			}
+			s.Exit(code, strings.TrimSuffix(L.Where(1), ":"))
+			return 0
+		}))
+	}
 	L.PreloadModule("luacoll", func(L *lua.LState) int { L.Push(mod); return 1 })
 	s.installRequire()
 	installPcall(L)
+	installToNumber(L)
 }
 
 func tostring(L *lua.LState) int {
@@ -238,6 +266,19 @@ func LoadScript(path string) (src []byte, name string, err error) {
 	return nil, "", fmt.Errorf("script %s: no such file (nor an embedded script of that name)", path)
 }
 
+// ReadScript is LoadScript where "-" means standard input (named
+// "stdin", as lua - does).
+func ReadScript(path string, stdin io.Reader) (src []byte, name string, err error) {
+	if path != "-" {
+		return LoadScript(path)
+	}
+	b, err := io.ReadAll(stdin)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the script from standard input: %w", err)
+	}
+	return b, "stdin", nil
+}
+
 // Run runs a script's source as the main chunk with arg set to args.
 func (s *State) Run(src []byte, name string, args []string) error {
 	L := s.L
@@ -250,9 +291,11 @@ func (s *State) Run(src []byte, name string, args []string) error {
 	if dir := filepath.Dir(name); dir != "" {
 		s.SetScriptDir(dir)
 	}
-	fn, err := L.Load(strings.NewReader(string(src)), name)
+	text := scriptText(src)
+	fn, err := L.Load(bytes.NewReader(text), name)
 	if err != nil {
-		return fmt.Errorf("rank %d: %w", s.rank(), err)
+		// As lua words it ("s.lua:2: ... near 'x'"), on one line.
+		return fmt.Errorf("rank %d: %w", s.rank(), syntaxError(err, string(text), name))
 	}
 	// Let an interrupt or a peer's failure stop a script that is busy in
 	// Lua code, not only one blocked in a wait.
@@ -263,6 +306,11 @@ func (s *State) Run(src []byte, name string, args []string) error {
 		L.Push(lua.LString(a))
 	}
 	if err := L.PCall(len(args), lua.MultRet, nil); err != nil {
+		if ae, ok := err.(*lua.ApiError); ok && ae.Type == lua.ApiErrorRun {
+			if msg := s.valueError(ae); msg != "" {
+				return &ScriptError{Msg: msg, Trace: ae.StackTrace}
+			}
+		}
 		return scriptError(err)
 	}
 	return nil

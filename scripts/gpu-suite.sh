@@ -62,6 +62,7 @@ step agp-sm timeout 300 $bin run -n "$n" --device cuda tests/agp.lua 1000 sm
 # back-to-back execs of tests/agp.lua share their done+ready launches there too
 step agp-sm-ce timeout 300 env LUACOLL_AGP_CE_MIN=1048576 $bin run -n "$n" --device cuda tests/agp.lua 100 sm
 step agp-mismatch timeout 120 bash -c "$bin run -n $n --device cuda tests/agp_mismatch.lua ce && $bin run -n $n --device cuda tests/agp_mismatch.lua sm"
+step agp-refused timeout 120 bash -c "$bin run -n $n --device cuda tests/agp_refused.lua ce && $bin run -n $n --device cuda tests/agp_refused.lua sm"
 leaks agp
 # plans (lc.plan) of lib/allgather.lua replayed in mode "stream", every replay checked
 step plan timeout 300 $bin run -n "$n" --device cuda tests/plan.lua 1000

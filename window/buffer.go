@@ -75,8 +75,12 @@ func (b *Buffer) Fill(kind transport.FillKind, arg uint64) error {
 }
 
 // Read returns n bytes at off.
-func (b *Buffer) Read(off, n uint64) ([]byte, error) {
-	if err := b.check("off", "n", off, n); err != nil {
+func (b *Buffer) Read(off, n uint64) ([]byte, error) { return b.read("n", off, n) }
+
+// read is Read blaming nArg for a length that runs past the end (the
+// fixed-width reads have no length argument: they blame off).
+func (b *Buffer) read(nArg string, off, n uint64) ([]byte, error) {
+	if err := b.check("off", nArg, off, n); err != nil {
 		return nil, err
 	}
 	if err := b.settle(); err != nil {
@@ -90,8 +94,11 @@ func (b *Buffer) Read(off, n uint64) ([]byte, error) {
 }
 
 // Write stores p at off.
-func (b *Buffer) Write(off uint64, p []byte) error {
-	if err := b.check("off", "s", off, uint64(len(p))); err != nil {
+func (b *Buffer) Write(off uint64, p []byte) error { return b.write("s", off, p) }
+
+// write is Write blaming pArg for data that runs past the end.
+func (b *Buffer) write(pArg string, off uint64, p []byte) error {
+	if err := b.check("off", pArg, off, uint64(len(p))); err != nil {
 		return err
 	}
 	if err := b.settle(); err != nil {
@@ -105,7 +112,7 @@ func (b *Buffer) Write(off uint64, p []byte) error {
 
 // GetU32 reads a little-endian 32-bit value.
 func (b *Buffer) GetU32(off uint64) (uint32, error) {
-	p, err := b.Read(off, 4)
+	p, err := b.read("off", off, 4)
 	if err != nil {
 		return 0, err
 	}
@@ -116,12 +123,12 @@ func (b *Buffer) GetU32(off uint64) (uint32, error) {
 func (b *Buffer) SetU32(off uint64, v uint32) error {
 	var p [4]byte
 	binary.LittleEndian.PutUint32(p[:], v)
-	return b.Write(off, p[:])
+	return b.write("off", off, p[:])
 }
 
 // GetU64 reads a little-endian 64-bit value.
 func (b *Buffer) GetU64(off uint64) (uint64, error) {
-	p, err := b.Read(off, 8)
+	p, err := b.read("off", off, 8)
 	if err != nil {
 		return 0, err
 	}
@@ -132,7 +139,7 @@ func (b *Buffer) GetU64(off uint64) (uint64, error) {
 func (b *Buffer) SetU64(off uint64, v uint64) error {
 	var p [8]byte
 	binary.LittleEndian.PutUint64(p[:], v)
-	return b.Write(off, p[:])
+	return b.write("off", off, p[:])
 }
 
 // Checksum returns transport.Checksum of n bytes at off.

@@ -2,8 +2,10 @@ package window
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/luacoll/luacoll/transport"
@@ -378,7 +380,7 @@ func (w *Window) SignalAll(s Sig) error {
 	return nil
 }
 
-func (w *Window) waitFail(opf func() string, timeout time.Duration, at Site, cmp transport.Cmp, v uint64) func(uint64, error) error {
+func (w *Window) waitFail(opf func() string, timeout time.Duration, at Site, cmp transport.Cmp, v uint64, slots []transport.Addr, ranks func() []int, mode transport.WaitMode) func(uint64, error) error {
 	return func(observed uint64, cause error) error {
 		op, cond := opf(), fmt.Sprintf("%s %d", cmp, v)
 		where := ""
@@ -390,8 +392,12 @@ func (w *Window) waitFail(opf func() string, timeout time.Duration, at Site, cmp
 			if h := transport.HintOf(cause); h != "" {
 				msg += " (" + h + ")"
 			}
-			return &WaitError{Rank: w.r.ID(), Window: w.id, Op: op, Cond: cond, Observed: observed,
+			e := &WaitError{Rank: w.r.ID(), Window: w.id, Op: op, Cond: cond, Observed: observed,
 				Msg: msg, Where: where}
+			if ranks != nil && len(slots) > 1 {
+				e.Rows = w.suspects(slots, ranks(), mode, cmp, v)
+			}
+			return e
 		}
 		return &WaitError{Rank: w.r.ID(), Window: w.id, Op: op, Cond: cond, Observed: observed,
 			Msg: "aborted: " + cause.Error(), Where: where, Cause: cause}
@@ -407,20 +413,81 @@ type WaitError struct {
 	Msg          string
 	Where        string
 	Cause        error
+	// Rows, for a wait on several peers' slots, says where each stood
+	// when it timed out and which peer held it up.
+	Rows string
 }
 
 func (e *WaitError) Error() string {
-	return fmt.Sprintf("rank %d: window %d: %s %s%s: %s; last value seen %d",
+	msg := fmt.Sprintf("rank %d: window %d: %s %s%s: %s; last value seen %d",
 		e.Rank, e.Window, e.Op, e.Cond, e.Where, e.Msg, e.Observed)
+	if e.Rows != "" {
+		msg += "; " + e.Rows
+	}
+	return msg
 }
 
 func (e *WaitError) Unwrap() error { return e.Cause }
 
 // wait enqueues a wait; op describes it for an error, and is called only
 // then (no formatting on the hot path).
-func (w *Window) wait(op func() string, slots []transport.Addr, mode transport.WaitMode, cmp transport.Cmp, v uint64) {
+//
+// ranks, when set, returns the peer behind each slot (called only when
+// the wait fails): a timeout then names the peer that held it up.
+func (w *Window) wait(op func() string, slots []transport.Addr, ranks func() []int, mode transport.WaitMode, cmp transport.Cmp, v uint64) {
 	w.r.Stream.Wait(transport.WaitSpec{Slots: slots, Mode: mode, Cmp: cmp, Value: v,
-		Timeout: w.opts.Timeout, Fail: w.waitFail(op, w.opts.Timeout, w.r.site(), cmp, v)})
+		Timeout: w.opts.Timeout, Fail: w.waitFail(op, w.opts.Timeout, w.r.site(), cmp, v, slots, ranks, mode)})
+}
+
+// suspects reads a timed-out wait's slots and says which peers held it
+// up: for a wait on each slot, those whose slot fails the condition; for
+// a sum, the peers whose rows are behind the others' (a rank that stopped,
+// or is slow, or never got there). "" when the slots cannot be read.
+func (w *Window) suspects(slots []transport.Addr, ranks []int, mode transport.WaitMode, cmp transport.Cmp, v uint64) string {
+	vals := make([]uint64, len(slots))
+	var b [8]byte
+	for i, a := range slots {
+		if err := w.r.Backend.Read(b[:], a); err != nil {
+			return ""
+		}
+		vals[i] = binary.LittleEndian.Uint64(b[:])
+	}
+	var parts, behind []string
+	lo, hi := ^uint64(0), uint64(0)
+	for i, r := range ranks {
+		if r != w.r.ID() {
+			lo, hi = min(lo, vals[i]), max(hi, vals[i])
+		}
+	}
+	for i, r := range ranks {
+		if r == w.r.ID() && vals[i] == 0 {
+			continue // its own row of its own inbox: normally unused
+		}
+		parts = append(parts, fmt.Sprintf("rank %d: %d", r, vals[i]))
+		if r == w.r.ID() {
+			continue
+		}
+		if (mode == transport.WaitEach && !cmp.Holds(vals[i], v)) || (mode != transport.WaitEach && lo < hi && vals[i] == lo) {
+			behind = append(behind, fmt.Sprint(r))
+		}
+	}
+	msg := "slots by peer: " + strings.Join(parts, ", ")
+	switch {
+	case len(behind) == 1:
+		msg += "; held up by rank " + behind[0] + " (stopped, slow, or not at this step?)"
+	case len(behind) > 1:
+		msg += "; held up by ranks " + strings.Join(behind, ", ") + " (stopped, slow, or not at this step?)"
+	}
+	return msg
+}
+
+// allRanks is 0..N-1 (the senders of inbox rows).
+func (w *Window) allRanks() []int {
+	r := make([]int, w.r.N())
+	for i := range r {
+		r[i] = i
+	}
+	return r
 }
 
 func (w *Window) inboxSlots(sig int) []transport.Addr {
@@ -440,7 +507,7 @@ func (w *Window) WaitSignal(sig int, cmp transport.Cmp, v uint64) error {
 		return err
 	}
 	start := w.r.traceStart()
-	w.wait(func() string { return fmt.Sprintf("wait_signal(sig %d, sum over all peers)", sig) }, w.inboxSlots(sig), transport.WaitSum, cmp, v)
+	w.wait(func() string { return fmt.Sprintf("wait_signal(sig %d, sum over all peers)", sig) }, w.inboxSlots(sig), w.allRanks, transport.WaitSum, cmp, v)
 	if w.r.Trace != nil {
 		w.recordWait("wait_signal", start, -1, SlotSignal, sig, cmp, v)
 	}
@@ -460,7 +527,7 @@ func (w *Window) WaitSignalFrom(peer, sig int, cmp transport.Cmp, v uint64) erro
 	}
 	start := w.r.traceStart()
 	w.wait(func() string { return fmt.Sprintf("wait_signal_from(peer %d, sig %d)", peer, sig) },
-		[]transport.Addr{w.local(w.lay.Inbox(peer, sig))}, transport.WaitSum, cmp, v)
+		[]transport.Addr{w.local(w.lay.Inbox(peer, sig))}, nil, transport.WaitSum, cmp, v)
 	if w.r.Trace != nil {
 		w.recordWait("wait_signal_from", start, peer, SlotSignal, sig, cmp, v)
 	}
@@ -526,7 +593,7 @@ func (w *Window) WaitCounter(peer, ctr int, cmp transport.Cmp, v uint64) error {
 	}
 	start := w.r.traceStart()
 	w.wait(func() string { return fmt.Sprintf("wait_counter(peer %d, ctr %d)", peer, ctr) },
-		[]transport.Addr{w.local(w.lay.Ctr(peer, ctr))}, transport.WaitSum, cmp, v)
+		[]transport.Addr{w.local(w.lay.Ctr(peer, ctr))}, nil, transport.WaitSum, cmp, v)
 	if w.r.Trace != nil {
 		w.recordWait("wait_counter", start, peer, SlotCounter, ctr, cmp, v)
 	}
@@ -598,7 +665,14 @@ func (w *Window) Barrier(id int) error {
 		slots = append(slots, w.local(w.lay.Bar(p, id)))
 	}
 	if len(slots) > 0 {
-		w.wait(func() string { return fmt.Sprintf("barrier(id %d, epoch %d, every peer)", id, e) }, slots, transport.WaitEach, transport.CmpGe, e)
+		peers := func() []int {
+			out := make([]int, 0, n-1)
+			for i := 1; i < n; i++ {
+				out = append(out, (me+i)%n)
+			}
+			return out
+		}
+		w.wait(func() string { return fmt.Sprintf("barrier(id %d, epoch %d, every peer)", id, e) }, slots, peers, transport.WaitEach, transport.CmpGe, e)
 	}
 	if w.r.Trace != nil {
 		w.recordWait("barrier", start, -1, SlotBarrier, id, transport.CmpGe, e)
@@ -626,7 +700,7 @@ func (w *Window) BarrierPeer(peer, id int) error {
 	start := w.r.traceStart()
 	w.peers.Store64(w.r.Stream, peer, w.lay.PBar(me, id), e)
 	w.wait(func() string { return fmt.Sprintf("barrier_peer(peer %d, id %d, epoch %d)", peer, id, e) },
-		[]transport.Addr{w.local(w.lay.PBar(peer, id))}, transport.WaitSum, transport.CmpGe, e)
+		[]transport.Addr{w.local(w.lay.PBar(peer, id))}, nil, transport.WaitSum, transport.CmpGe, e)
 	if w.r.Trace != nil {
 		w.recordWait("barrier_peer", start, peer, SlotPairBarrier, id, transport.CmpGe, e)
 	}

@@ -746,3 +746,24 @@ func TestFrames(t *testing.T) {
 		t.Errorf("%q", got)
 	}
 }
+
+// TestLeaveEarly: a rank that leaves on purpose says why; the others'
+// barriers (teardown) go on without it, and a data collective fails
+// naming why it left.
+func TestLeaveEarly(t *testing.T) {
+	job := connectJob(t, 3, testTimeout)
+	if err := job.boots[1].Leave("exited early with os.exit(0) at s.lua:3"); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	errs := make(chan error, 2)
+	for _, r := range []int{0, 2} {
+		go func() { errs <- job.boots[r].Barrier(context.Background()) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("barrier without the rank that left: %v", err)
+		}
+	}
+	_, err := job.boots[2].AllGather(context.Background(), nil)
+	wantRankError(t, 2, err, 1, false, "rank 1 failed: exited early with os.exit(0) at s.lua:3, before allgather #2")
+}

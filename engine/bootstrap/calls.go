@@ -95,10 +95,23 @@ func WithoutCallTimeout(ctx context.Context) context.Context {
 	return context.WithValue(ctx, noCallTimeout{}, true)
 }
 
-// limit returns how long a call may wait: the smaller of Timeout and what
-// is left of ctx.
+// callTimeoutAtLeast carries WithCallTimeoutAtLeast's duration.
+type callTimeoutAtLeast struct{}
+
+// WithCallTimeoutAtLeast returns ctx for bootstrap calls that may wait for
+// d, when that is longer than the per-call Timeout (a window's free meets
+// the other ranks within the window's own timeout).
+func WithCallTimeoutAtLeast(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, callTimeoutAtLeast{}, d)
+}
+
+// limit returns how long a call may wait: the smaller of Timeout (or a
+// longer WithCallTimeoutAtLeast) and what is left of ctx.
 func (b *Bootstrap) limit(ctx context.Context) time.Duration {
 	limit := b.timeout
+	if d, ok := ctx.Value(callTimeoutAtLeast{}).(time.Duration); ok && d > limit {
+		limit = d
+	}
 	if ctx.Value(noCallTimeout{}) != nil {
 		limit = teardownWait
 	}
@@ -298,15 +311,21 @@ func (b *Bootstrap) Fail(reason string) {
 // Close says goodbye to the hub and closes the connection. Rank 0's Close
 // keeps the hub up until every rank has said goodbye (or its connection
 // ended), or until Timeout. Calls still waiting return ErrBootstrapClosed.
-func (b *Bootstrap) Close() error {
+func (b *Bootstrap) Close() error { return b.Leave("") }
+
+// Leave is Close for a rank that ends early on purpose (os.exit(0)) with
+// why: a collective the others start after it fails naming why instead of
+// a closed bootstrap.
+func (b *Bootstrap) Leave(why string) error {
 	b.closeOnce.Do(func() {
 		b.mu.Lock()
 		b.closing = true
 		next := b.seq + 1
 		b.mu.Unlock()
 		if b.abort.Err() == nil {
-			f := newFrame(frBye, 8)
+			f := newFrame(frBye, 8+len(why))
 			f.u64(next)
+			f.raw([]byte(why))
 			if frame, err := f.finish(); err == nil && b.out.send(frame) {
 				timer := time.NewTimer(b.timeout)
 				select {

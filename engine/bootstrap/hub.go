@@ -44,6 +44,7 @@ type hubPeer struct {
 	out    *outbox
 	bye    bool
 	byeSeq uint64 // first collective this rank will not join
+	byeWhy string // why it left early ("" for a plain goodbye)
 	failed bool
 	ended  bool
 }
@@ -321,13 +322,20 @@ func (h *hub) handle(p *hubPeer, t frameType, body []byte) error {
 		}()
 	case frBye:
 		seq := r.u64()
+		why := string(r.rest())
 		if r.err != nil {
 			return r.err
 		}
-		p.bye, p.byeSeq = true, seq
+		p.bye, p.byeSeq, p.byeWhy = true, seq, why
 		for s, c := range h.colls {
 			if s >= seq && !c.have[p.rank] {
-				h.abortLocked(p.rank, false, fmt.Sprintf("closed the bootstrap before %s #%d", c.kind, s), -1)
+				if p.standsIn(c.kind) {
+					c.have[p.rank] = true
+					c.n++
+					h.completeLocked(s, c)
+					continue
+				}
+				h.abortLocked(p.rank, false, p.leftBefore(c.kind, s), -1)
 				break
 			}
 		}
@@ -369,6 +377,22 @@ func (h *hub) handle(p *hubPeer, t frameType, body []byte) error {
 	return nil
 }
 
+// standsIn reports whether p, gone, counts as present in collectives of
+// kind: a rank that left early on purpose (os.exit(0)) has nothing left
+// to meet the others about, so their barriers (the teardown of windows
+// it no longer maps) go on without it; data collectives fail naming it.
+func (p *hubPeer) standsIn(kind collKind) bool {
+	return p.byeWhy != "" && kind == collBarrier
+}
+
+// leftBefore says that p said goodbye before collective seq of kind.
+func (p *hubPeer) leftBefore(kind collKind, seq uint64) string {
+	if p.byeWhy != "" {
+		return fmt.Sprintf("%s, before %s #%d", p.byeWhy, kind, seq)
+	}
+	return fmt.Sprintf("closed the bootstrap before %s #%d", kind, seq)
+}
+
 // collLocked records p's contribution to collective seq and answers every
 // rank once all have contributed.
 func (h *hub) collLocked(p *hubPeer, kind collKind, flags byte, seq uint64, root int, data []byte) {
@@ -382,7 +406,12 @@ func (h *hub) collLocked(p *hubPeer, kind collKind, flags byte, seq uint64, root
 		h.colls[seq] = c
 		for _, q := range h.peers {
 			if q != nil && q.bye && q.byeSeq <= seq {
-				h.abortLocked(q.rank, false, fmt.Sprintf("closed the bootstrap before %s #%d", kind, seq), -1)
+				if q.standsIn(kind) {
+					c.have[q.rank] = true
+					c.n++
+					continue
+				}
+				h.abortLocked(q.rank, false, q.leftBefore(kind, seq), -1)
 				return
 			}
 		}
@@ -412,6 +441,12 @@ func (h *hub) collLocked(p *hubPeer, kind collKind, flags byte, seq uint64, root
 	case kind == collBroadcast && p.rank == root:
 		c.data[p.rank] = data
 	}
+	h.completeLocked(seq, c)
+}
+
+// completeLocked answers every rank once all have contributed to c.
+func (h *hub) completeLocked(seq uint64, c *hubColl) {
+	kind, root := c.kind, c.root
 	if c.n < h.size {
 		return
 	}

@@ -40,7 +40,7 @@ const (
 	frFail                             // reason
 	frFailAck                          //
 	frAbort                            // rank u32, died u8, reason
-	frBye                              // first seq this rank will not join u64
+	frBye                              // first seq this rank will not join u64, why it left early (rest)
 	frByeAck                           //
 	frStatus                           // seq u64
 	frStatusReply                      // seq u64, known u8, n u32, n × rank u32

@@ -11,11 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/luacoll/luacoll/engine/bootstrap"
 )
@@ -23,15 +26,16 @@ import (
 const (
 	defaultGrace  = 15 * time.Second
 	shmDir        = "/dev/shm"
-	listenFDChild = 3                // ExtraFiles[0] in the child
-	maxOutputLine = 1 << 20          // longer lines are split
-	outputDrain   = 2 * time.Second  // how long output may trail a rank's exit
-	stdinDelay    = time.Second      // how long a rank's stdin copy may trail its exit
-	lineReadBuf   = 64 << 10         // read buffer of each output stream
-	signalExitMin = 128              // exit code of a rank killed by signal s is 128+s
-	interruptCode = 128 + 2          // exit code reported when interrupted (SIGINT)
-	segmentPrefix = "luacoll-"       // shared-memory segment names start with this
-	launchName    = "luacoll launch" // error prefix
+	listenFDChild = 3                      // ExtraFiles[0] in the child
+	maxOutputLine = 64 << 20               // longer lines are split, the pieces after the first marked
+	outputDrain   = 2 * time.Second        // how long output may trail a rank's exit
+	stoppedPoll   = 100 * time.Millisecond // how often a failing job looks for stopped ranks
+	stdinDelay    = time.Second            // how long a rank's stdin copy may trail its exit
+	lineReadBuf   = 64 << 10               // read buffer of each output stream
+	signalExitMin = 128                    // exit code of a rank killed by signal s is 128+s
+	interruptCode = 128 + 2                // exit code reported when interrupted (SIGINT)
+	segmentPrefix = "luacoll-"             // shared-memory segment names start with this
+	launchName    = "luacoll launch"       // error prefix
 )
 
 // ExitPeerFailed is the exit status of a rank that stopped only because
@@ -59,6 +63,10 @@ type LaunchConfig struct {
 	// temporary directory and share of the CPUs, so the ranks of different
 	// nodes reach each other over the network only.
 	Nodes int
+	// Files are handed to every rank: each is open in the rank as the
+	// descriptor number its Env variable names (the script the launcher
+	// read once, say).
+	Files []InheritedFile
 	// Progress, when set (the launcher's terminal, say), is handed to rank
 	// 0 as a descriptor named in EnvProgressFD: progress lines that redraw
 	// themselves ("\r...") go there directly, since rank output is passed
@@ -68,6 +76,12 @@ type LaunchConfig struct {
 	// before the ranks, makes them its clients, and stops it when the job
 	// ends, however it ends (see PlanMPS).
 	MPS *MPSConfig
+}
+
+// InheritedFile is a file every rank inherits (LaunchConfig.Files).
+type InheritedFile struct {
+	Env  string // the variable that tells the rank the descriptor number
+	File *os.File
 }
 
 // RankExit is how one rank ended.
@@ -140,6 +154,7 @@ type launchedRank struct {
 	outputs []*os.File    // read ends of the rank's stdout and stderr
 	pumped  chan struct{} // closed when both outputs are drained
 	exited  bool
+	killed  bool // the launcher sent it a signal
 }
 
 type rankExitEvent struct {
@@ -223,6 +238,17 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", launchName, err)
 	}
+	if len(cfg.Files) > 0 {
+		// The launcher's own variables for them replace any inherited ones.
+		kept := base[:0]
+		for _, kv := range base {
+			key, _, _ := strings.Cut(kv, "=")
+			if !slices.ContainsFunc(cfg.Files, func(f InheritedFile) bool { return f.Env == key }) {
+				kept = append(kept, kv)
+			}
+		}
+		base = kept
+	}
 	exits := make(chan rankExitEvent, cfg.N)
 	ranks := make([]*launchedRank, 0, cfg.N)
 	for r := range cfg.N {
@@ -253,6 +279,10 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 			}
 		}
 		env = append(env, mpsEnv...)
+		for _, f := range cfg.Files {
+			extra = append(extra, f.File)
+			env = append(env, f.Env+"="+strconv.Itoa(listenFDChild+len(extra)-1))
+		}
 		if cfg.ExtraEnv != nil {
 			env = append(env, cfg.ExtraEnv(r)...)
 		}
@@ -284,11 +314,16 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 	running := cfg.N
 	done := ctx.Done()
 	var grace *time.Timer
-	var graceC <-chan time.Time
+	var poll *time.Ticker
+	var graceC, pollC <-chan time.Time
 	startGrace := func() {
 		if grace == nil {
 			grace = time.NewTimer(cfg.Grace)
 			graceC = grace.C
+			// A stopped rank (SIGSTOP, a debugger) cannot exit on its
+			// own: look for one while the others get their grace.
+			poll = time.NewTicker(stoppedPoll)
+			pollC = poll.C
 		}
 	}
 	for running > 0 {
@@ -300,6 +335,10 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 			x := RankExit{Rank: ev.rank, Duration: ev.at.Sub(lr.start)}
 			x.Code, x.Signal = exitStatus(ev.state, ev.err)
 			res.Ranks[ev.rank] = x
+			if x.Signal != 0 && !lr.killed {
+				// The others only see a lost connection: say what happened.
+				sink.note(fmt.Sprintf("luacoll: %s", KilledBy(ev.rank, x.Signal)))
+			}
 			// The first failure in time decides the status, except that a
 			// rank which only stopped because another failed gives way to
 			// the rank that failed first of its own (their exits can be
@@ -316,10 +355,19 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 		case <-graceC:
 			graceC = nil
 			killRanks(ranks, syscall.SIGKILL)
+		case <-pollC:
+			for _, lr := range ranks {
+				if lr.exited || lr.killed || lr.cmd.Process == nil || !processStopped(lr.cmd.Process.Pid) {
+					continue
+				}
+				sink.note(fmt.Sprintf("luacoll: rank %d is stopped (SIGSTOP or a debugger?) and cannot exit on its own: killing it now rather than after the grace of %v", lr.rank, cfg.Grace))
+				killRanks([]*launchedRank{lr}, syscall.SIGKILL)
+			}
 		}
 	}
 	if grace != nil {
 		grace.Stop()
+		poll.Stop()
 	}
 
 	drain := time.NewTimer(outputDrain)
@@ -442,11 +490,47 @@ func killRanks(ranks []*launchedRank, sig syscall.Signal) {
 		if lr.exited || lr.cmd.Process == nil {
 			continue
 		}
+		lr.killed = true
 		pid := lr.cmd.Process.Pid
 		if err := syscall.Kill(-pid, sig); err != nil {
 			_ = lr.cmd.Process.Signal(sig)
 		}
 	}
+}
+
+// processStopped reports whether pid is stopped (state T: SIGSTOP, or t:
+// stopped by a tracer), from /proc/pid/stat.
+func processStopped(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	return statStopped(string(b))
+}
+
+// statStopped reads the state field of a /proc/pid/stat line ("pid (comm)
+// state ..."; comm may hold spaces and parentheses).
+func statStopped(stat string) bool {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(stat[i+1:])
+	return len(f) > 0 && (f[0] == "T" || f[0] == "t")
+}
+
+// KilledBy says that rank was ended by sig, which nobody in the job sent:
+// "rank 1 was killed by signal 9 (SIGKILL: out of memory? ...)".
+func KilledBy(rank int, sig syscall.Signal) string {
+	name := unix.SignalName(sig)
+	if name == "" {
+		name = sig.String()
+	}
+	msg := fmt.Sprintf("rank %d was killed by signal %d (%s", rank, int(sig), name)
+	if sig == syscall.SIGKILL {
+		msg += ": out of memory? the kernel's out-of-memory killer sends SIGKILL; see dmesg or journalctl -k"
+	}
+	return msg + ")"
 }
 
 // exitStatus turns a wait result into an exit code (128+signal when killed)
@@ -493,28 +577,33 @@ type lineSink struct {
 	stdout, stderr io.Writer
 	prefix         bool // write "[rank] " before each line
 	terminate      bool // end a partial last line with a newline
+	maxLine        int  // longest line kept whole (0: maxOutputLine)
 }
 
 // pump copies r to the sink line by line until r ends.
 func (s *lineSink) pump(r io.Reader, rank int, toErr bool) {
 	br := bufio.NewReaderSize(r, lineReadBuf)
 	var pending []byte
+	cont := false // pending continues a line split before
 	for {
 		chunk, err := br.ReadSlice('\n')
 		switch {
 		case err == nil:
-			if len(pending) > 0 {
+			if len(pending) > 0 || cont {
 				pending = append(pending, chunk...)
-				s.line(rank, toErr, pending)
-				pending = pending[:0]
+				s.piece(rank, toErr, pending, cont)
+				pending, cont = pending[:0], false
 			} else {
 				s.line(rank, toErr, chunk)
 			}
 		case errors.Is(err, bufio.ErrBufferFull):
+			// A line is written whole, with one Write, so no other rank's
+			// line lands inside it; only one beyond maxOutputLine is split,
+			// and its later pieces are marked "[rank]+ ".
 			pending = append(pending, chunk...)
-			if len(pending) >= maxOutputLine {
-				s.line(rank, toErr, append(pending, '\n'))
-				pending = pending[:0]
+			if len(pending) >= s.maxLineOr() {
+				s.piece(rank, toErr, append(pending, '\n'), cont)
+				pending, cont = pending[:0], true
 			}
 		default:
 			pending = append(pending, chunk...)
@@ -522,15 +611,26 @@ func (s *lineSink) pump(r io.Reader, rank int, toErr bool) {
 				if s.terminate {
 					pending = append(pending, '\n')
 				}
-				s.line(rank, toErr, pending)
+				s.piece(rank, toErr, pending, cont)
 			}
 			return
 		}
 	}
 }
 
+func (s *lineSink) maxLineOr() int {
+	if s.maxLine > 0 {
+		return s.maxLine
+	}
+	return maxOutputLine
+}
+
 // line writes one line (newline included) with a single Write.
-func (s *lineSink) line(rank int, toErr bool, line []byte) {
+func (s *lineSink) line(rank int, toErr bool, line []byte) { s.piece(rank, toErr, line, false) }
+
+// piece is line for a piece of a split line: cont marks one that continues
+// the previous piece ("[rank]+ ").
+func (s *lineSink) piece(rank int, toErr bool, line []byte, cont bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := s.stdout
@@ -544,7 +644,11 @@ func (s *lineSink) line(rank int, toErr bool, line []byte) {
 	buf := make([]byte, 0, len(line)+12)
 	buf = append(buf, '[')
 	buf = strconv.AppendInt(buf, int64(rank), 10)
-	buf = append(buf, "] "...)
+	if cont {
+		buf = append(buf, ']', '+', ' ')
+	} else {
+		buf = append(buf, "] "...)
+	}
 	buf = append(buf, line...)
 	_, _ = w.Write(buf)
 }

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,8 +26,18 @@ import (
 // share, leaves nothing behind.
 type HostMemory struct {
 	Job string
-	seq int
-	box *transport.FDBox
+	// MemInfo is where a share reads MemAvailable before allocating
+	// (/proc/meminfo when empty; tests point it elsewhere).
+	MemInfo string
+	// MapLimit, when set, stands for the kernel's limit on a process's
+	// memory mappings (tests; see maplimit.go).
+	MapLimit int
+	seq      int
+	box      *transport.FDBox
+	// maps counts the mappings this memory holds (maplimit.go).
+	maps      atomic.Int64
+	limitOnce sync.Once
+	readLimit int
 }
 
 // sharePassTimeout bounds the passing of descriptors once every rank has
@@ -77,13 +89,34 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 			peers = append(peers, p)
 		}
 	}
-	if m.box == nil && len(peers) > 0 {
+	if localErr == nil {
+		// The segments of every rank of this host must fit its memory:
+		// refused here, in the first exchange, on every rank at once.
+		here := 0
+		for r := range n {
+			if r == rank || topo.Mappable(r) {
+				here++
+			}
+		}
+		localErr = transport.CheckMemoryFit(psize, here, m.MemInfo)
+	}
+	// Every mapping the window takes (its own segment and each peer's) is
+	// counted up front: one near the kernel's limit is refused here.
+	reserved := false
+	if localErr == nil {
+		localErr = m.reserveMaps(n, fmt.Sprintf("a window of %d bytes", size))
+		reserved = localErr == nil
+	}
+	if localErr == nil && m.box == nil && len(peers) > 0 {
 		m.box, localErr = transport.OpenFDBox(m.Job, rank)
 	}
 	fd := -1
 	if localErr == nil {
 		name := fmt.Sprintf("%sr%d-s%d", transport.SegmentPrefix(m.Job), rank, m.seq)
 		fd, mapped[rank], localErr = createSegment(name, psize)
+		if localErr != nil {
+			localErr = m.mapError(localErr)
+		}
 	}
 	if fd >= 0 {
 		defer unix.Close(fd)
@@ -103,7 +136,7 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 			localErr = m.box.Pass(ctx, peers, tag, fd, sharePassTimeout, func(p, pfd int) error {
 				b, e := mapSegment(pfd, psize)
 				if e != nil {
-					return fmt.Errorf("mapping rank %d's segment: %w", p, e)
+					return fmt.Errorf("mapping rank %d's segment: %w", p, m.mapError(e))
 				}
 				mapped[p] = b
 				return nil
@@ -126,6 +159,9 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 	}
 	if err != nil {
 		_ = unmapAll()
+		if reserved {
+			m.releaseMaps(n)
+		}
 		return nil, err
 	}
 	addrs := make([]transport.Addr, n)
@@ -134,7 +170,10 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 			addrs[r] = transport.AddrOf(b)
 		}
 	}
-	return transport.NewRegion(size, addrs[rank], addrs, nil, unmapAll), nil
+	return transport.NewRegion(size, addrs[rank], addrs, nil, func() error {
+		m.releaseMaps(n)
+		return unmapAll()
+	}), nil
 }
 
 // close closes the descriptor box (the backend's Close).
@@ -163,14 +202,28 @@ func exchangeStatus(ctx context.Context, ex transport.Exchanger, st shareStatus)
 }
 
 func firstRemoteError(all []shareStatus, what string) error {
-	var msgs []string
+	// Ranks that failed the same way (a window too large for the host,
+	// say) are named together.
+	var order []string
+	ranks := map[string][]string{}
 	for r, s := range all {
 		if s.Err != "" {
-			msgs = append(msgs, fmt.Sprintf("rank %d: %s", r, s.Err))
+			if ranks[s.Err] == nil {
+				order = append(order, s.Err)
+			}
+			ranks[s.Err] = append(ranks[s.Err], fmt.Sprint(r))
 		}
 	}
-	if len(msgs) == 0 {
+	if len(order) == 0 {
 		return nil
+	}
+	msgs := make([]string, len(order))
+	for i, m := range order {
+		who := "rank "
+		if len(ranks[m]) > 1 {
+			who = "ranks "
+		}
+		msgs[i] = who + strings.Join(ranks[m], ",") + ": " + m
 	}
 	return fmt.Errorf("%s: %s", what, strings.Join(msgs, "; "))
 }
@@ -213,14 +266,19 @@ func mapSegment(fd int, size uint64) ([]byte, error) {
 
 // Alloc implements transport.Memory with private anonymous memory.
 func (m *HostMemory) Alloc(size uint64) (*transport.Region, error) {
+	if err := m.reserveMaps(1, fmt.Sprintf("a buffer of %d bytes", size)); err != nil {
+		return nil, err
+	}
 	b, err := unix.Mmap(-1, 0, int(pageRound(size)), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return nil, fmt.Errorf("allocating %d bytes: %w", size, err)
+		m.releaseMaps(1)
+		return nil, fmt.Errorf("allocating %d bytes: %w", size, m.mapError(err))
 	}
 	return transport.NewRegion(size, transport.AddrOf(b), nil, nil, func() error {
 		if b == nil {
 			return nil
 		}
+		m.releaseMaps(1)
 		err := unix.Munmap(b)
 		b = nil
 		return err
