@@ -63,6 +63,16 @@ func (b *Bootstrap) collective(ctx context.Context, kind collKind, root int, dat
 		}
 		return r.data, nil
 	case <-b.abort.Done():
+		// The hub may have answered before the news of a failure came
+		// (a rank that failed right after this collective): the answer
+		// stands, and the next call sees the failure.
+		select {
+		case r := <-ch:
+			if r.err == nil {
+				return r.data, nil
+			}
+		default:
+		}
 		return nil, fmt.Errorf("bootstrap %s: %w", op, b.abort.Err())
 	case <-b.closed:
 		return nil, fmt.Errorf("bootstrap %s: %w", op, ErrBootstrapClosed)

@@ -119,19 +119,21 @@ func TestShareLeavesNoName(t *testing.T) {
 	}
 }
 
-// A rank that fails to share (here: a peer on another host) makes every
-// rank fail, with nothing mapped afterwards.
+// A rank that fails to share (here: its window cannot fit this host's
+// memory) makes every rank fail, naming why, with nothing mapped
+// afterwards.
 func TestShareFailureLeavesNothingMapped(t *testing.T) {
 	job, errs := shareJob(t, 2, nil, func(be *HostBackend, ex transport.Exchanger, topo *transport.Topology) error {
+		size := uint64(4096)
 		if ex.Rank() == 1 {
-			topo.Kinds[0] = transport.KindNet
+			size = 1 << 50
 		}
-		_, err := be.Share(context.Background(), ex, topo, 4096, "")
+		_, err := be.Share(context.Background(), ex, topo, size, "")
 		if err == nil {
-			return fmt.Errorf("share succeeded with a peer on another host")
+			return fmt.Errorf("share succeeded with a window larger than memory")
 		}
-		if !strings.Contains(err.Error(), "another host") {
-			return fmt.Errorf("error does not say why: %v", err)
+		if !strings.Contains(err.Error(), "rank 1") || !strings.Contains(err.Error(), "memory") {
+			return fmt.Errorf("error does not say who or why: %v", err)
 		}
 		return nil
 	})
