@@ -14,7 +14,7 @@ import (
 // (a real bootstrap over loopback TCP), runs body on each rank's Comm, and
 // closes it. It returns each rank's error: from opening, from body, or
 // from closing.
-func withComms(t *testing.T, n int, opts Options, body func(r int, c *Comm) error) []error {
+func withComms(t testing.TB, n int, opts Options, body func(r int, c *Comm) error) []error {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

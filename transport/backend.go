@@ -102,6 +102,9 @@ type HostBackend struct {
 	// Oversubscribed says there are more ranks on this host than cores,
 	// so waits should yield rather than spin.
 	Oversubscribed bool
+	// SharedProcess says other ranks are goroutines of this process: waits
+	// that yield let them run.
+	SharedProcess bool
 }
 
 // NewHostBackend returns the host backend of job.
@@ -125,7 +128,7 @@ func (*HostBackend) Describe() Description {
 
 // NewStream implements Backend.
 func (b *HostBackend) NewStream(abort *Abort) (Stream, error) {
-	return NewHostStream(abort, b.Oversubscribed), nil
+	return NewHostStream(abort, HostWaitPolicy(b.Oversubscribed, b.SharedProcess, nil)), nil
 }
 
 // Read implements Backend.

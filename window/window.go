@@ -257,10 +257,31 @@ type Ctr struct {
 func (w *Window) enqueueSignal(peer int, s Sig) {
 	slot := w.remote(peer, w.lay.Inbox(w.r.ID(), s.ID))
 	if s.Op == SigSet {
-		w.r.Stream.Store64(slot, s.Value)
+		w.store(peer, slot, s.Value)
+	} else if rs, ok := w.r.Stream.(transport.Ringer); ok {
+		rs.Add64Ring(slot, s.Value, w.Bell(peer))
 	} else {
 		w.r.Stream.Add64(slot, s.Value)
 	}
+}
+
+// store enqueues a store of v into a slot of peer's region, ringing the
+// peer's bell where the stream can.
+func (w *Window) store(peer int, slot transport.Addr, v uint64) {
+	if rs, ok := w.r.Stream.(transport.Ringer); ok {
+		rs.Store64Ring(slot, v, w.Bell(peer))
+		return
+	}
+	w.r.Stream.Store64(slot, v)
+}
+
+// Bell is the address of rank's bell (transport.RingBell) in this window,
+// as mapped here: waits on rank's slots of this window sleep on it.
+func (w *Window) Bell(rank int) transport.Addr {
+	if w.reg.Peers[rank] == 0 {
+		return 0 // not mapped here
+	}
+	return w.remote(rank, w.lay.BellOff)
 }
 
 // PutSignal is Put followed by a signal on the peer that the peer never
@@ -369,7 +390,7 @@ func (e *WaitError) Unwrap() error { return e.Cause }
 // wait enqueues a wait; op describes it for an error, and is called only
 // then (no formatting on the hot path).
 func (w *Window) wait(op func() string, slots []transport.Addr, mode transport.WaitMode, cmp transport.Cmp, v uint64) {
-	w.r.Stream.Wait(transport.WaitSpec{Slots: slots, Mode: mode, Cmp: cmp, Value: v,
+	w.r.Stream.Wait(transport.WaitSpec{Slots: slots, Mode: mode, Cmp: cmp, Value: v, Bell: w.local(w.lay.BellOff),
 		Timeout: w.opts.Timeout, Fail: w.waitFail(op, w.opts.Timeout, w.r.site(), cmp, v)})
 }
 
@@ -521,7 +542,7 @@ func (w *Window) Barrier(id int) error {
 	slots := make([]transport.Addr, 0, n-1)
 	for i := 1; i < n; i++ {
 		p := (me + i) % n
-		w.r.Stream.Store64(w.remote(p, w.lay.Bar(me, id)), e)
+		w.store(p, w.remote(p, w.lay.Bar(me, id)), e)
 		slots = append(slots, w.local(w.lay.Bar(p, id)))
 	}
 	if len(slots) > 0 {
@@ -547,7 +568,7 @@ func (w *Window) BarrierPeer(peer, id int) error {
 	if peer == me {
 		return nil
 	}
-	w.r.Stream.Store64(w.remote(peer, w.lay.PBar(me, id)), e)
+	w.store(peer, w.remote(peer, w.lay.PBar(me, id)), e)
 	w.wait(func() string { return fmt.Sprintf("barrier_peer(peer %d, id %d, epoch %d)", peer, id, e) },
 		[]transport.Addr{w.local(w.lay.PBar(peer, id))}, transport.WaitSum, transport.CmpGe, e)
 	return nil
