@@ -65,6 +65,9 @@ type AllGather struct {
 	// private window holding its slots.
 	dev   *transport.CUDAAGP
 	syncw *window.Window
+	// On the host: the protocol's addresses (agphost.go); syncw is its
+	// private window.
+	host *agHost
 }
 
 // NewAllGather is collective: every rank must pass the same window, algo
@@ -109,6 +112,8 @@ func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, g
 		if err := ag.openDevice(ctx, cs, call); err != nil {
 			return nil, err
 		}
+	} else if err := ag.openHost(ctx, call); err != nil {
+		return nil, err
 	}
 	// Continue the window's exec count where an earlier AllGather left it.
 	for i := 1; i < n; i++ {
@@ -310,38 +315,18 @@ func (ag *AllGather) Exec(ctx context.Context, src *window.Buffer, srcOff, n uin
 	if ag.dev != nil {
 		return ag.execDevice(src, srcOff, n, inPlace)
 	}
-	ag.k++
-	tag := agTag(ag.k, n)
-	if err := w.Barrier(ag.bar); err != nil {
-		return ag.errf("guard barrier: %w", err)
+	from := w.Buffer()
+	if !inPlace {
+		from = src
 	}
-	if !inPlace && n > 0 {
-		if err := w.Put(window.Transfer{Peer: me, PeerOff: own, Local: src, LocalOff: srcOff, N: n}); err != nil {
-			return ag.errf("own chunk: %w", err)
-		}
+	addr, err := from.Addr()
+	if err != nil {
+		return ag.errf("src: %w", err)
 	}
-	sig := &window.Sig{ID: ag.sig, Value: tag, Op: window.SigSet}
-	for i := uint64(1); i < size; i++ {
-		p := int((uint64(me) + i) % size)
-		t := window.Transfer{Peer: p, PeerOff: own, Local: w.Buffer(), LocalOff: own, N: n}
-		if !inPlace {
-			t.Local, t.LocalOff = src, srcOff
-		}
-		if err := w.PutSignal(t, sig, nil); err != nil {
-			return ag.errf("put to rank %d: %w", p, err)
-		}
+	if inPlace {
+		srcOff = own
 	}
-	timeout := w.Options().Timeout
-	for i := uint64(1); i < size; i++ {
-		p := int((uint64(me) + i) % size)
-		k := ag.k
-		ag.c.Rank.Stream.Wait(transport.WaitSpec{Slots: []transport.Addr{ag.inbox[p]}, Mode: transport.WaitSum,
-			Cmp: transport.CmpEq, Value: tag, Timeout: timeout,
-			Fail: func(obs uint64, cause error) error {
-				return ag.waitError(p, k, n, obs, cause)
-			},
-			Mismatch: func(obs uint64) bool { return obs>>tagNBits == tag>>tagNBits && obs != tag }})
-	}
+	ag.execHost(addr.Add(srcOff), n, inPlace)
 	return nil
 }
 
