@@ -26,8 +26,11 @@ const benchAllgatherUsage = `luacoll bench allgather [-n N] [--device host|cuda]
   With --vs nccl on CUDA, ncclAllGather runs on the same buffers in the same
   processes and run (captured in a CUDA graph too with --graph). With a Lua
   schedule (--algo lua:ring) --vs direct measures the built-in all-gather
-  beside it; --vs direct,nccl puts all three in one table. A ratio column is
-  the baseline's time over this run's (above 1: faster than the baseline).`
+  beside it; --vs direct,nccl puts all three in one table. With --vs mpi on
+  the host, under Open MPI's mpirun, MPI_Allgather runs on the same buffers
+  in the same processes (` + "`" + `mpirun -np 4 luacoll bench allgather --vs mpi` + "`" + `).
+  A ratio column is the baseline's time over this run's (above 1: faster
+  than the baseline).`
 
 // agFlags are the flags of bench allgather.
 type agFlags struct {
@@ -38,10 +41,10 @@ type agFlags struct {
 	algo, vs, path string
 	graph, stress  bool
 	inPlace        bool
-	// vsNCCL, vsDirect: the baselines named by --vs.
-	vsNCCL, vsDirect bool
-	jsonOut, plot    string
-	cmdline          string
+	// vsNCCL, vsDirect, vsMPI: the baselines named by --vs.
+	vsNCCL, vsDirect, vsMPI bool
+	jsonOut, plot           string
+	cmdline                 string
 }
 
 func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
@@ -59,7 +62,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.stress, "stress", false, "after each size's timed execs, --iters more with new data each time, every one checked, rank 1 delayed at random")
 	fs.BoolVar(&f.inPlace, "inplace", false, "in-place execs (nccl-tests' in-place column): each rank's chunk starts in the window at rank*n, no own copy; NCCL in place too")
 	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")
-	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), direct (the built-in all-gather beside a Lua schedule)")
+	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), direct (the built-in all-gather beside a Lua schedule), mpi (MPI_Allgather; host, under Open MPI's mpirun)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the rows and the run's metadata as JSON Lines to FILE")
 	fs.StringVar(&f.plot, "plot", "", "write a plot of busbw against size to FILE.svg or FILE.png")
 	if code, ok := parse(fs, args, stdout); !ok {
@@ -79,6 +82,11 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
+		return 2
+	}
+	if f.vsMPI && (!isRank || env.Source != engine.SourceOpenMPI) {
+		fmt.Fprintf(stderr, "luacoll bench allgather: --vs mpi: %v; run:\n  %s\n", engine.ErrNotUnderMPIRun,
+			mpirunCommand(f.rank.n, "allgather", args))
 		return 2
 	}
 	if !isRank {
@@ -163,10 +171,15 @@ func (f *agFlags) check() ([]uint64, error) {
 				f.vsNCCL = true
 			case "direct":
 				f.vsDirect = true
+			case "mpi":
+				f.vsMPI = true
 			default:
-				return nil, fmt.Errorf("--vs %q: unknown baseline %q (want nccl, direct or both, comma-separated)", f.vs, b)
+				return nil, fmt.Errorf("--vs %q: unknown baseline %q (want nccl, direct, mpi, comma-separated)", f.vs, b)
 			}
 		}
+	}
+	if f.vsMPI && f.rank.device != "host" {
+		return nil, fmt.Errorf("--vs mpi: MPI_Allgather is measured on the host backend only (--device host)")
 	}
 	if f.vsDirect && !strings.HasPrefix(f.algo, "lua:") {
 		return nil, fmt.Errorf("--vs direct: compares a Lua schedule (--algo lua:ring or lua:direct) with the built-in all-gather; --algo is %s", f.algo)
@@ -232,6 +245,7 @@ type agMeta struct {
 	CPUBind  string            `json:"cpu_bind"`
 	Topology [][]string        `json:"topology,omitempty"`
 	NCCL     string            `json:"nccl"`
+	MPI      string            `json:"mpi"`
 	Info     map[string]string `json:"allgather_info"`
 	Time     string            `json:"time"`
 }
@@ -240,7 +254,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	me := c.Env.Rank
 	progress := progressWriter(me, stderr)
 	cfg := engine.AGBenchConfig{Sizes: sizes, Iters: f.iters, Warmup: f.warmup,
-		Algo: f.algo, Graph: f.graph, NCCL: f.vsNCCL, Builtin: f.vsDirect, Path: f.path, Stress: f.stress, InPlace: f.inPlace, Progress: progress}
+		Algo: f.algo, Graph: f.graph, NCCL: f.vsNCCL, MPI: f.vsMPI, Builtin: f.vsDirect, Path: f.path, Stress: f.stress, InPlace: f.inPlace, Progress: progress}
 	if name, ok := strings.CutPrefix(f.algo, "lua:"); ok {
 		// The schedule of scripts/lib/allgather.lua, run through Lua.
 		st := luabind.New(c, stdout)
@@ -264,7 +278,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	}
 	meta := agMeta{Kind: "meta", Command: f.cmdline,
 		Version: versionString(), Revision: buildRevision(), Backend: c.Backend.Name(), Ranks: c.Env.Size,
-		Iters: f.iters, Warmup: f.warmup, Algo: f.algo, Graph: f.graph, InPlace: f.inPlace, NCCL: res.NCCL, Info: res.Info,
+		Iters: f.iters, Warmup: f.warmup, Algo: f.algo, Graph: f.graph, InPlace: f.inPlace, NCCL: res.NCCL, MPI: res.MPI, Info: res.Info,
 		CPUs: cpus, CPUBind: c.Opts.CPUBind, Time: time.Now().UTC().Format(time.RFC3339)}
 	if c.Opts.Device == "cuda" {
 		pi := cuda.Probe()
@@ -294,6 +308,9 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		fmt.Fprintf(stdout, "# baseline: built-in direct all-gather (path %s), eager, same window and buffers\n", res.Info["builtin_path"])
 	}
 	fmt.Fprintf(stdout, "# baseline: %s\n", res.NCCL)
+	if res.HaveMPI {
+		fmt.Fprintf(stdout, "# baseline: MPI_Allgather, %s, same buffers and processes\n", res.MPI)
+	}
 	if note := res.Info["note"]; note != "" {
 		fmt.Fprintf(stdout, "# note: %s\n", note)
 	}
@@ -304,6 +321,9 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	if res.HaveNCCL {
 		fmt.Fprintf(stdout, " %10s %8s %7s %7s", "nccl(us)", "n.busbw", "#wrong", "ratio")
 	}
+	if res.HaveMPI {
+		fmt.Fprintf(stdout, " %10s %8s %7s %7s", "mpi(us)", "m.busbw", "#wrong", "ratio")
+	}
 	fmt.Fprintln(stdout)
 	for _, r := range res.Rows {
 		fmt.Fprintf(stdout, "  %12d %12d %6s %10.2f %8.2f %8.2f %7d", r.Bytes, r.Count, r.Type, r.Seconds*1e6, r.AlgBW, r.BusBW, r.Wrong)
@@ -312,6 +332,9 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		}
 		if res.HaveNCCL {
 			fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.NCCLSec*1e6, r.NCCLBusBW, r.NCCLWrong, r.Ratio)
+		}
+		if res.HaveMPI {
+			fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.MPISec*1e6, r.MPIBusBW, r.MPIWrong, r.MPIRatio)
 		}
 		fmt.Fprintln(stdout)
 	}
@@ -322,7 +345,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	}
 	if f.plot != "" {
 		title := fmt.Sprintf("all-gather busbw, %d ranks, %s, graph %v", c.Env.Size, c.Backend.Name(), f.graph)
-		if err := agChart(title, f.algo, res.Rows, res.HaveBuiltin, res.HaveNCCL).Write(f.plot); err != nil {
+		if err := agChart(title, f.algo, res.Rows, res.HaveBuiltin, res.HaveNCCL, res.HaveMPI).Write(f.plot); err != nil {
 			return fmt.Errorf("--plot: %w", err)
 		}
 	}
@@ -355,8 +378,8 @@ func writeAGJSON(path string, meta agMeta, rows []engine.AGBenchRow) error {
 
 // agChart is busbw (GB/s) against size (log2 axis) for luacoll (its line
 // named after algo when that is a Lua schedule) and, when present, the
-// built-in all-gather and NCCL.
-func agChart(title, algo string, rows []engine.AGBenchRow, builtin, nccl bool) plot.Chart {
+// built-in all-gather, NCCL and MPI.
+func agChart(title, algo string, rows []engine.AGBenchRow, builtin, nccl, mpi bool) plot.Chart {
 	c := plot.Chart{Title: title, XLabel: "size (total output bytes)", YLabel: "busbw (GB/s)"}
 	name := "luacoll"
 	if strings.HasPrefix(algo, "lua:") {
@@ -365,12 +388,14 @@ func agChart(title, algo string, rows []engine.AGBenchRow, builtin, nccl bool) p
 	own := plot.Series{Name: name, Color: plot.Blue}
 	base := plot.Series{Name: "luacoll built-in direct", Color: plot.Green}
 	ref := plot.Series{Name: "NCCL", Color: plot.Red}
+	mref := plot.Series{Name: "Open MPI", Color: plot.Orange}
 	for _, r := range rows {
 		c.X = append(c.X, math.Log2(float64(r.Bytes)))
 		c.XTicks = append(c.XTicks, humanBytes(r.Bytes))
 		own.Y = append(own.Y, r.BusBW)
 		base.Y = append(base.Y, r.BuiltinBusBW)
 		ref.Y = append(ref.Y, r.NCCLBusBW)
+		mref.Y = append(mref.Y, r.MPIBusBW)
 	}
 	c.Series = append(c.Series, own)
 	if builtin {
@@ -379,7 +404,31 @@ func agChart(title, algo string, rows []engine.AGBenchRow, builtin, nccl bool) p
 	if nccl {
 		c.Series = append(c.Series, ref)
 	}
+	if mpi {
+		c.Series = append(c.Series, mref)
+	}
 	return c
+}
+
+// mpirunCommand is the command that runs bench what under Open MPI's
+// mpirun with np ranks (4 when not given) and args less -n.
+func mpirunCommand(np int, what string, args []string) string {
+	if np == 0 {
+		np = 4
+	}
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-n" || a == "--n":
+			i++
+			continue
+		case strings.HasPrefix(a, "-n=") || strings.HasPrefix(a, "--n="):
+			continue
+		}
+		rest = append(rest, a)
+	}
+	return fmt.Sprintf("mpirun -np %d -x %s=127.0.0.1:29500 luacoll bench %s %s", np, engine.EnvAddr, what, strings.Join(rest, " "))
 }
 
 func humanBytes(n uint64) string {

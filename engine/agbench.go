@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/engine/mpi"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -26,6 +27,10 @@ type AGBenchConfig struct {
 	Graph  bool   // luacoll in graph mode; NCCL is then also captured
 	NCCL   bool   // measure ncclAllGather on the same buffers (CUDA only)
 	Path   string // window path: "ce" (default), "sm" or "auto" (as ce)
+	// MPI measures MPI_Allgather (Open MPI's libmpi, loaded at run time)
+	// on the same buffers in the same processes; the ranks must have been
+	// started by Open MPI's mpirun (host backend only).
+	MPI bool
 	// Stress adds, after the timed execs of each size, Iters execs with
 	// new data every time, each checked, with random host delays of up
 	// to 200 us on rank 1 before half of them.
@@ -67,6 +72,12 @@ type AGBenchRow struct {
 	BuiltinBusBW float64 `json:"builtin_busbw_gbps,omitempty"`
 	BuiltinWrong int     `json:"builtin_wrong,omitempty"`
 	BuiltinRatio float64 `json:"ratio_vs_builtin,omitempty"`
+	// MPI_Allgather on the same buffers (AGBenchConfig.MPI); MPIRatio is
+	// time_mpi / time_ours (above 1: luacoll is faster).
+	MPISec   float64 `json:"mpi_time_s,omitempty"`
+	MPIBusBW float64 `json:"mpi_busbw_gbps,omitempty"`
+	MPIWrong int     `json:"mpi_wrong,omitempty"`
+	MPIRatio float64 `json:"ratio_vs_mpi,omitempty"`
 }
 
 // AGBenchResult is what rank 0 reports.
@@ -81,6 +92,9 @@ type AGBenchResult struct {
 	NCCLNodes string
 	// HaveBuiltin: the rows hold the built-in all-gather's figures too.
 	HaveBuiltin bool
+	// MPI is the library's version, or why there is no MPI baseline.
+	MPI     string
+	HaveMPI bool
 }
 
 // ncclRun is the NCCL baseline's state on one rank.
@@ -168,7 +182,7 @@ func openNCCL(ctx context.Context, c *Comm, cs *transport.CUDAStream) (*ncclRun,
 // size. After every timed run each rank checks every chunk of its window
 // against the checksum of the rank that sent it; wrong chunks are summed
 // over ranks. Rank 0's result holds the rows.
-func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchResult, error) {
+func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (_ *AGBenchResult, rerr error) {
 	N := uint64(c.Env.Size)
 	me := c.Env.Rank
 	if len(cfg.Sizes) == 0 || cfg.Iters < 1 || cfg.Warmup < 0 {
@@ -185,6 +199,7 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 	res := &AGBenchResult{}
 	cs, onCUDA := c.Rank.Stream.(*transport.CUDAStream)
 	var nr *ncclRun
+	var mr *mpiRun
 	switch {
 	case !cfg.NCCL:
 		res.NCCL = "not requested (--vs nccl)"
@@ -201,6 +216,21 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 		if nr == nil {
 			res.NCCL = "no NCCL baseline: " + why
 		}
+	}
+	res.MPI = "not requested (--vs mpi)"
+	if cfg.MPI {
+		m, version, err := openMPI(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		// Every rank finalizes, after the window is freed (defers run
+		// last in, first out).
+		defer func() {
+			if cerr := m.close(); cerr != nil && rerr == nil {
+				rerr = fmt.Errorf("MPI baseline: %w", cerr)
+			}
+		}()
+		res.MPI, res.HaveMPI, mr = version, true, m
 	}
 	w, err := c.NewWindow(ctx, fmt.Sprintf("bench.allgather(window %d)", maxChunk*N),
 		window.Options{Bytes: maxChunk * N, Signals: 2, Counters: 1, Barriers: 2, Path: cfg.Path})
@@ -392,6 +422,18 @@ func BenchAllGather(ctx context.Context, c *Comm, cfg AGBenchConfig) (*AGBenchRe
 			}
 			row.BuiltinBusBW = busbw(row.BuiltinSec)
 			row.BuiltinRatio = row.BuiltinSec / row.Seconds
+		}
+		if mr != nil {
+			send, recv := uintptr(srcAddr), uintptr(base)
+			if cfg.InPlace {
+				send = mpi.InPlace
+			}
+			op := func() error { return mr.lib.Allgather(send, recv, n) }
+			if row.MPISec, row.MPIWrong, err = measure(seed|4, "MPI: ", op); err != nil {
+				return nil, err
+			}
+			row.MPIBusBW = busbw(row.MPISec)
+			row.MPIRatio = row.MPISec / row.Seconds
 		}
 		if nr != nil {
 			send := cuda.DevicePtr(srcAddr)
