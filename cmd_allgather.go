@@ -38,6 +38,7 @@ type agFlags struct {
 	minS, maxS     string
 	factor         int
 	iters, warmup  int
+	rounds         int
 	algo, vs, path string
 	graph, stress  bool
 	inPlace        bool
@@ -55,6 +56,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.maxS, "e", "", "largest total size (default 1G on cuda, 64M on host)")
 	fs.IntVar(&f.factor, "f", 4, "size multiplication factor")
 	fs.IntVar(&f.iters, "iters", 20, "timed execs per size")
+	fs.IntVar(&f.rounds, "rounds", 1, "timed runs per size (each of --iters execs), in turn with --vs mpi's; the table has the medians")
 	fs.IntVar(&f.warmup, "w", 5, "warmup execs per size")
 	fs.IntVar(&f.warmup, "warmup", 5, "warmup execs per size (same as -w)")
 	fs.StringVar(&f.algo, "algo", "auto", "direct, auto, pipeline, or a schedule of scripts/lib/allgather.lua run through Lua: lua:ring, lua:direct")
@@ -159,6 +161,8 @@ func (f *agFlags) check() ([]uint64, error) {
 		return nil, fmt.Errorf("-f %d: want 2 or more", f.factor)
 	case f.iters < 1:
 		return nil, fmt.Errorf("--iters %d: want 1 or more", f.iters)
+	case f.rounds < 1:
+		return nil, fmt.Errorf("--rounds %d: want 1 or more", f.rounds)
 	case f.warmup < 0:
 		return nil, fmt.Errorf("-w %d: must not be negative", f.warmup)
 	case f.graph && f.rank.device != "cuda":
@@ -236,6 +240,7 @@ type agMeta struct {
 	Ranks    int               `json:"ranks"`
 	Iters    int               `json:"iters"`
 	Warmup   int               `json:"warmup"`
+	Rounds   int               `json:"rounds"`
 	Algo     string            `json:"algo"`
 	Graph    bool              `json:"graph"`
 	InPlace  bool              `json:"in_place"`
@@ -253,7 +258,7 @@ type agMeta struct {
 func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []uint64, stdout, stderr io.Writer) error {
 	me := c.Env.Rank
 	progress := progressWriter(me, stderr)
-	cfg := engine.AGBenchConfig{Sizes: sizes, Iters: f.iters, Warmup: f.warmup,
+	cfg := engine.AGBenchConfig{Sizes: sizes, Iters: f.iters, Warmup: f.warmup, Rounds: f.rounds,
 		Algo: f.algo, Graph: f.graph, NCCL: f.vsNCCL, MPI: f.vsMPI, Builtin: f.vsDirect, Path: f.path, Stress: f.stress, InPlace: f.inPlace, Progress: progress}
 	if name, ok := strings.CutPrefix(f.algo, "lua:"); ok {
 		// The schedule of scripts/lib/allgather.lua, run through Lua.
@@ -278,7 +283,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	}
 	meta := agMeta{Kind: "meta", Command: f.cmdline,
 		Version: versionString(), Revision: buildRevision(), Backend: c.Backend.Name(), Ranks: c.Env.Size,
-		Iters: f.iters, Warmup: f.warmup, Algo: f.algo, Graph: f.graph, InPlace: f.inPlace, NCCL: res.NCCL, MPI: res.MPI, Info: res.Info,
+		Iters: f.iters, Warmup: f.warmup, Rounds: f.rounds, Algo: f.algo, Graph: f.graph, InPlace: f.inPlace, NCCL: res.NCCL, MPI: res.MPI, Info: res.Info,
 		CPUs: cpus, CPUBind: c.Opts.CPUBind, Time: time.Now().UTC().Format(time.RFC3339)}
 	if c.Opts.Device == "cuda" {
 		pi := cuda.Probe()
@@ -294,6 +299,9 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	}
 	fmt.Fprintf(stdout, "# algo %s (runs %s, path %s), graph %v, %s, %d warmup + %d timed execs back to back per size\n",
 		f.algo, res.Info["algo"], res.Info["path"], f.graph, place, f.warmup, f.iters)
+	if f.rounds > 1 {
+		fmt.Fprintf(stdout, "# %d rounds per size (luacoll and MPI in turn): median times, #wrong over all rounds\n", f.rounds)
+	}
 	if nodes := res.Info["graph_nodes"]; nodes != "" {
 		fmt.Fprintf(stdout, "# luacoll graph nodes per exec: %s\n", nodes)
 	}

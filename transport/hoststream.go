@@ -94,6 +94,9 @@ const (
 // waits for the stream to catch up (as a device's queue fills).
 const maxQueued = 1 << 14
 
+// maxDeferred is how many bells a stream looks at again later at most.
+const maxDeferred = 8
+
 // HostStream is the host backend's Stream. An operation that finds the
 // stream idle runs at once on the caller's goroutine: copies and stores,
 // host functions, and waits too, for up to the policy's Inline time; a
@@ -122,6 +125,11 @@ type HostStream struct {
 	// by Interrupt and by the abort.
 	asleep  atomic.Uint64
 	stopped chan struct{}
+	// deferred are bells of plain stores to look at again after a fence;
+	// only the goroutine running the stream's operations touches them.
+	deferred  [maxDeferred]Addr
+	ndeferred int
+	fence     atomic.Uint32
 }
 
 // NewHostStream starts a stream whose waits also end when abort is set,
@@ -150,8 +158,41 @@ func (s *HostStream) kick() {
 	}
 }
 
+// deferRing notes bell for flushRings; the caller runs the stream's
+// operations.
+func (s *HostStream) deferRing(bell Addr) {
+	for i := 0; i < s.ndeferred; i++ {
+		if s.deferred[i] == bell {
+			return
+		}
+	}
+	if s.ndeferred == maxDeferred {
+		s.flushRings()
+	}
+	s.deferred[s.ndeferred] = bell
+	s.ndeferred++
+}
+
+// flushRings fences, so that the plain stores before are visible to all,
+// then rings the deferred bells where a wait sleeps. After it, a wait
+// that went to sleep without seeing one of those stores is woken (it
+// announced itself before looking at the slot). The caller runs the
+// stream's operations (or holds mu with the stream idle).
+func (s *HostStream) flushRings() {
+	if s.ndeferred == 0 {
+		return
+	}
+	s.fence.Add(1) // a locked instruction: a full fence
+	for i := 0; i < s.ndeferred; i++ {
+		RingBell(s.deferred[i])
+		s.deferred[i] = 0
+	}
+	s.ndeferred = 0
+}
+
 // drained marks the stream idle; the caller holds mu and the queue is empty.
 func (s *HostStream) drained() {
+	s.flushRings()
 	s.owner = ownNone
 	if s.idle != nil {
 		close(s.idle)
@@ -243,8 +284,19 @@ func (s *HostStream) exec(op *hostOp) {
 	case opCopy:
 		copy(HostBytes(op.dst, op.n), HostBytes(op.src, op.n))
 	case opStore:
-		atomic.StoreUint64(hostU64(op.dst), op.v)
-		RingBell(op.bell)
+		if op.bell != 0 && atomic.LoadUint32(bellWaiters(op.bell)) != 0 {
+			// Somebody sleeps there: store with a full fence and ring.
+			atomic.StoreUint64(hostU64(op.dst), op.v)
+			RingBell(op.bell)
+			break
+		}
+		// Nobody sleeps there now: a plain store, and a look at the bell
+		// again later, after a fence (flushRings), in case a wait went to
+		// sleep in between without seeing the store.
+		storeRelease(hostU64(op.dst), op.v)
+		if op.bell != 0 {
+			s.deferRing(op.bell)
+		}
 	case opAdd:
 		atomic.AddUint64(hostU64(op.dst), op.v)
 		RingBell(op.bell)
@@ -324,6 +376,9 @@ func (s *HostStream) waitFor(op *hostOp, limit time.Duration) (bool, error) {
 	if ok {
 		return true, nil
 	}
+	// The stores before this wait have had the first look's time to
+	// drain: ringing their bells now costs little.
+	s.flushRings()
 	began := time.Now()
 	if op.start.IsZero() {
 		op.start = began
@@ -434,6 +489,7 @@ func (s *HostStream) Sync(ctx context.Context) error {
 	for i := 0; ; i++ {
 		s.mu.Lock()
 		if s.owner == ownNone {
+			s.flushRings()
 			err := s.err
 			s.err = nil
 			s.mu.Unlock()
