@@ -59,6 +59,7 @@ type agHost struct {
 	tagIn    [3][][]transport.Addr
 	bellOut  []transport.Addr // p's bell
 	bellIn   transport.Addr   // this rank's bell
+	describe func(transport.WaitSpec, uint64, error) error
 }
 
 // openHost (collective) makes the private window of the host protocol.
@@ -78,6 +79,7 @@ func (ag *AllGather) openHost(ctx context.Context, call string) error {
 	ag.syncw = sw
 	h := &agHost{st: c.Rank.Stream, eagerMax: eager, bellOut: make([]transport.Addr, n), bellIn: sw.Bell(me)}
 	h.ringer, _ = h.st.(transport.Ringer)
+	h.describe = ag.describeHostWait
 	for par := 0; par < 2; par++ {
 		h.stageOut[par] = make([]transport.Addr, n)
 		h.stageIn[par] = make([]transport.Addr, n)
@@ -112,11 +114,20 @@ func (h *agHost) signal(slot transport.Addr, v uint64, bell transport.Addr) {
 func (ag *AllGather) hostWait(p, slot int, k, n, tag uint64) {
 	h := ag.host
 	h.st.Wait(transport.WaitSpec{Slots: h.tagIn[slot][p], Mode: transport.WaitSum, Cmp: transport.CmpEq, Value: tag,
-		Timeout: ag.w.Options().Timeout, Bell: h.bellIn,
-		Fail: func(obs uint64, cause error) error {
-			return ag.waitError(p, k, n, obs, cause)
-		},
-		Mismatch: func(obs uint64) bool { return obs>>tagNBits == tag>>tagNBits && obs != tag }})
+		Timeout: ag.w.Options().Timeout, Bell: h.bellIn, Describe: h.describe,
+		Note: transport.WaitNote{A: uint64(p), B: k, C: n}, Mismatch: agMismatch})
+}
+
+// agMismatch: a peer's tag for the same exec with another n can never turn
+// into the one awaited.
+func agMismatch(want, obs uint64) bool {
+	return obs>>tagNBits == want>>tagNBits && obs != want
+}
+
+// describeHostWait is the error of a host wait of the protocol (Note: peer,
+// exec, n).
+func (ag *AllGather) describeHostWait(w transport.WaitSpec, obs uint64, cause error) error {
+	return ag.waitError(int(w.Note.A), w.Note.B, w.Note.C, obs, cause)
 }
 
 // execHost enqueues exec k of the host protocol: from is this rank's chunk

@@ -376,13 +376,12 @@ func (s *HostStream) waitFor(op *hostOp, limit time.Duration) (bool, error) {
 	if ok {
 		return true, nil
 	}
-	// The stores before this wait have had the first look's time to
-	// drain: ringing their bells now costs little.
-	s.flushRings()
-	began := time.Now()
-	if op.start.IsZero() {
-		op.start = began
-	}
+	// The clock is read, and the deferred bells rung (a fence, which
+	// waits for this rank's last stores to leave), only at the first
+	// check, 256 looks in: a wait that ends sooner pays for neither, and a
+	// peer that went to sleep meanwhile is woken a few microseconds late
+	// at worst (this wait never sleeps before it).
+	var began time.Time
 	ready := func() bool {
 		_, ok := s.observe(w)
 		return ok || s.abort.Err() != nil || s.gen.Load() != op.gen
@@ -396,19 +395,26 @@ func (s *HostStream) waitFor(op *hostOp, limit time.Duration) (bool, error) {
 		if spinning && i&255 != 0 {
 			continue
 		}
-		if err := s.abort.Err(); err != nil {
-			return true, w.Fail(v, err)
+		if began.IsZero() {
+			s.flushRings()
+			began = time.Now()
+			if op.start.IsZero() {
+				op.start = began
+			}
 		}
-		if w.Mismatch != nil && w.Mismatch(v) {
-			return true, w.Fail(v, ErrMismatch)
+		if err := s.abort.Err(); err != nil {
+			return true, w.Failed(v, err)
+		}
+		if w.Mismatch != nil && w.Mismatch(w.Value, v) {
+			return true, w.Failed(v, ErrMismatch)
 		}
 		if s.gen.Load() != op.gen {
-			return true, w.Fail(v, s.interruptCause())
+			return true, w.Failed(v, s.interruptCause())
 		}
 		now := time.Now()
 		waited := now.Sub(op.start)
 		if waited > w.Timeout {
-			return true, w.Fail(v, ErrTimeout)
+			return true, w.Failed(v, ErrTimeout)
 		}
 		left := w.Timeout - waited
 		if limit > 0 {
@@ -537,6 +543,9 @@ func (s *HostStream) Close() {
 		return
 	}
 	s.closed = true
+	if s.owner == ownNone {
+		s.flushRings()
+	}
 	s.space.Broadcast()
 	s.mu.Unlock()
 	s.kick()

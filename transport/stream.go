@@ -62,16 +62,44 @@ type WaitSpec struct {
 	// observed is the last value seen (the sum, or the first failing slot
 	// for WaitEach).
 	Fail func(observed uint64, cause error) error
+	// Describe, used when Fail is nil, builds that error from the spec
+	// itself, Note saying which wait it is: a function made once (per
+	// window, say), so that enqueuing a wait allocates nothing.
+	Describe func(w WaitSpec, observed uint64, cause error) error
+	Note     WaitNote
 	// Mismatch, when set, says that an observed value can never turn into
 	// one that satisfies the wait (a peer's tag for the same step with
 	// other arguments): the wait then fails at once with ErrMismatch
 	// instead of at its timeout. Host streams look at it; device waits
 	// that need it check their tags themselves.
-	Mismatch func(observed uint64) bool
+	// It gets the awaited value and the one observed.
+	Mismatch func(want, observed uint64) bool
 	// Bell, when set, is the waiting rank's bell (see RingBell): a host
 	// wait that has spun and yielded long enough sleeps on it until a
 	// signaller rings it. Device streams ignore it.
 	Bell Addr
+}
+
+// WaitNote is what a WaitSpec's Describe knows of one wait: which one
+// (Op and its arguments, as the describer defines them) and where it was
+// enqueued (File and Line; File "" for nowhere in particular).
+type WaitNote struct {
+	Op      uint8
+	A, B, C uint64
+	File    string
+	Line    int
+}
+
+// Failed is the error of a wait that did not succeed: Fail's, else
+// Describe's, else cause itself.
+func (w *WaitSpec) Failed(observed uint64, cause error) error {
+	switch {
+	case w.Fail != nil:
+		return w.Fail(observed, cause)
+	case w.Describe != nil:
+		return w.Describe(*w, observed, cause)
+	}
+	return cause
 }
 
 // PathSetter is a stream that can move data in more than one way (CUDA:

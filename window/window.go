@@ -2,24 +2,30 @@ package window
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/luacoll/luacoll/transport"
 )
 
 // Window is one rank's part of a collective window.
 type Window struct {
-	r      *Rank
-	id     int
-	opts   Options
-	lay    Layout
-	reg    *transport.Region
-	buf    *Buffer
-	freed  bool
-	epoch  []uint64   // per window-barrier id
-	pepoch [][]uint64 // per pairwise-barrier id, per peer
+	r     *Rank
+	id    int
+	opts  Options
+	lay   Layout
+	reg   *transport.Region
+	buf   *Buffer
+	freed bool
+	epoch []uint64 // per window-barrier id
+	// barSlots are the slots a window barrier waits on, per id (made at
+	// its first use; never changed, so queued waits may share them), and
+	// inSlots those of wait_signal, per signal.
+	barSlots [][]transport.Addr
+	inSlots  map[int][]transport.Addr
+	oneSlots map[uint64][]transport.Addr
+	// describe is describeWait, made once: the errors of the waits.
+	describe func(transport.WaitSpec, uint64, error) error
+	pepoch   [][]uint64 // per pairwise-barrier id, per peer
 }
 
 // SignalOp is how a signal changes its slot.
@@ -69,7 +75,9 @@ func (r *Rank) NewWindow(ctx context.Context, opts Options) (*Window, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: window %d: %w", r.ID(), id, err)
 	}
-	w := &Window{r: r, id: id, opts: opts, lay: lay, reg: reg, epoch: make([]uint64, opts.Barriers)}
+	w := &Window{r: r, id: id, opts: opts, lay: lay, reg: reg, epoch: make([]uint64, opts.Barriers),
+		barSlots: make([][]transport.Addr, opts.Barriers)}
+	w.describe = w.describeWait
 	w.pepoch = make([][]uint64, opts.Barriers)
 	for i := range w.pepoch {
 		w.pepoch[i] = make([]uint64, r.N())
@@ -353,22 +361,6 @@ func (w *Window) SignalAll(s Sig) error {
 	return nil
 }
 
-func (w *Window) waitFail(opf func() string, timeout time.Duration, at Site, cmp transport.Cmp, v uint64) func(uint64, error) error {
-	return func(observed uint64, cause error) error {
-		op, cond := opf(), fmt.Sprintf("%s %d", cmp, v)
-		where := ""
-		if site := at.String(); site != "" {
-			where = " (enqueued at " + site + ")"
-		}
-		if errors.Is(cause, transport.ErrTimeout) {
-			return &WaitError{Rank: w.r.ID(), Window: w.id, Op: op, Cond: cond, Observed: observed,
-				Msg: fmt.Sprintf("timed out after %v", timeout), Where: where}
-		}
-		return &WaitError{Rank: w.r.ID(), Window: w.id, Op: op, Cond: cond, Observed: observed,
-			Msg: "aborted: " + cause.Error(), Where: where, Cause: cause}
-	}
-}
-
 // WaitError is a wait that did not succeed: it timed out or was aborted.
 type WaitError struct {
 	Rank, Window int
@@ -387,17 +379,40 @@ func (e *WaitError) Error() string {
 
 func (e *WaitError) Unwrap() error { return e.Cause }
 
-// wait enqueues a wait; op describes it for an error, and is called only
-// then (no formatting on the hot path).
-func (w *Window) wait(op func() string, slots []transport.Addr, mode transport.WaitMode, cmp transport.Cmp, v uint64) {
+// wait enqueues a wait; note describes it for an error, which is made only
+// then (no formatting, and no allocation, on the hot path).
+func (w *Window) wait(note transport.WaitNote, slots []transport.Addr, mode transport.WaitMode, cmp transport.Cmp, v uint64) {
 	w.r.Stream.Wait(transport.WaitSpec{Slots: slots, Mode: mode, Cmp: cmp, Value: v, Bell: w.local(w.lay.BellOff),
-		Timeout: w.opts.Timeout, Fail: w.waitFail(op, w.opts.Timeout, w.r.site(), cmp, v)})
+		Timeout: w.opts.Timeout, Describe: w.describe, Note: note})
 }
 
+// inboxSlots are the slots of signal sig, one per sender (made at the
+// first wait on sig; never changed, so queued waits may share them).
 func (w *Window) inboxSlots(sig int) []transport.Addr {
-	s := make([]transport.Addr, w.r.N())
-	for r := range s {
-		s[r] = w.local(w.lay.Inbox(r, sig))
+	if w.inSlots == nil {
+		w.inSlots = map[int][]transport.Addr{}
+	}
+	s := w.inSlots[sig]
+	if s == nil {
+		s = make([]transport.Addr, w.r.N())
+		for r := range s {
+			s[r] = w.local(w.lay.Inbox(r, sig))
+		}
+		w.inSlots[sig] = s
+	}
+	return s
+}
+
+// oneSlot is the list of the one slot at offset off of this rank's
+// region, made once (queued waits may share it).
+func (w *Window) oneSlot(off uint64) []transport.Addr {
+	if w.oneSlots == nil {
+		w.oneSlots = map[uint64][]transport.Addr{}
+	}
+	s := w.oneSlots[off]
+	if s == nil {
+		s = []transport.Addr{w.local(off)}
+		w.oneSlots[off] = s
 	}
 	return s
 }
@@ -410,7 +425,7 @@ func (w *Window) WaitSignal(sig int, cmp transport.Cmp, v uint64) error {
 	if err := w.checkSig("sig", sig); err != nil {
 		return err
 	}
-	w.wait(func() string { return fmt.Sprintf("wait_signal(sig %d, sum over all peers)", sig) }, w.inboxSlots(sig), transport.WaitSum, cmp, v)
+	w.wait(w.note(noteWaitSignal, uint64(sig), 0, 0), w.inboxSlots(sig), transport.WaitSum, cmp, v)
 	return nil
 }
 
@@ -425,8 +440,8 @@ func (w *Window) WaitSignalFrom(peer, sig int, cmp transport.Cmp, v uint64) erro
 	if err := w.checkSig("sig", sig); err != nil {
 		return err
 	}
-	w.wait(func() string { return fmt.Sprintf("wait_signal_from(peer %d, sig %d)", peer, sig) },
-		[]transport.Addr{w.local(w.lay.Inbox(peer, sig))}, transport.WaitSum, cmp, v)
+	w.wait(w.note(noteWaitSignalFrom, uint64(peer), uint64(sig), 0),
+		w.oneSlot(w.lay.Inbox(peer, sig)), transport.WaitSum, cmp, v)
 	return nil
 }
 
@@ -487,8 +502,8 @@ func (w *Window) WaitCounter(peer, ctr int, cmp transport.Cmp, v uint64) error {
 	if err := w.checkCounterArgs(peer, ctr); err != nil {
 		return err
 	}
-	w.wait(func() string { return fmt.Sprintf("wait_counter(peer %d, ctr %d)", peer, ctr) },
-		[]transport.Addr{w.local(w.lay.Ctr(peer, ctr))}, transport.WaitSum, cmp, v)
+	w.wait(w.note(noteWaitCounter, uint64(peer), uint64(ctr), 0),
+		w.oneSlot(w.lay.Ctr(peer, ctr)), transport.WaitSum, cmp, v)
 	return nil
 }
 
@@ -539,14 +554,19 @@ func (w *Window) Barrier(id int) error {
 	}
 	w.epoch[id]++
 	e := w.epoch[id]
-	slots := make([]transport.Addr, 0, n-1)
+	if w.barSlots[id] == nil {
+		// Every use of id waits on the same slots: list them once.
+		for i := 1; i < n; i++ {
+			w.barSlots[id] = append(w.barSlots[id], w.local(w.lay.Bar((me+i)%n, id)))
+		}
+	}
+	slots := w.barSlots[id]
 	for i := 1; i < n; i++ {
 		p := (me + i) % n
 		w.store(p, w.remote(p, w.lay.Bar(me, id)), e)
-		slots = append(slots, w.local(w.lay.Bar(p, id)))
 	}
 	if len(slots) > 0 {
-		w.wait(func() string { return fmt.Sprintf("barrier(id %d, epoch %d, every peer)", id, e) }, slots, transport.WaitEach, transport.CmpGe, e)
+		w.wait(w.note(noteBarrier, uint64(id), e, 0), slots, transport.WaitEach, transport.CmpGe, e)
 	}
 	return nil
 }
@@ -569,8 +589,8 @@ func (w *Window) BarrierPeer(peer, id int) error {
 		return nil
 	}
 	w.store(peer, w.remote(peer, w.lay.PBar(me, id)), e)
-	w.wait(func() string { return fmt.Sprintf("barrier_peer(peer %d, id %d, epoch %d)", peer, id, e) },
-		[]transport.Addr{w.local(w.lay.PBar(peer, id))}, transport.WaitSum, transport.CmpGe, e)
+	w.wait(w.note(noteBarrierPeer, uint64(peer), uint64(id), e),
+		w.oneSlot(w.lay.PBar(peer, id)), transport.WaitSum, transport.CmpGe, e)
 	return nil
 }
 
