@@ -275,6 +275,10 @@ func (s *HostStream) inline(op *hostOp) {
 	default:
 		s.drained()
 	}
+	if s.closed {
+		// Close waits for the worker, which waits for this.
+		s.kick()
+	}
 	s.mu.Unlock()
 }
 

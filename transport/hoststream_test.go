@@ -209,3 +209,29 @@ func TestHostWaitPolicy(t *testing.T) {
 		t.Errorf("got %+v, want %+v", o, PolicyOversubscribed)
 	}
 }
+
+// Close while a wait runs on its caller returns once that wait is over.
+func TestHostStreamCloseDuringInlineWait(t *testing.T) {
+	mem, other := sharedPages(t, 4096)
+	s := NewHostStream(NewAbort(), WaitPolicy{Spin: time.Microsecond, Yield: 2 * time.Microsecond, Inline: time.Minute})
+	waited := make(chan struct{})
+	go func() {
+		s.Wait(WaitSpec{Slots: []Addr{mem}, Cmp: CmpEq, Value: 1, Timeout: time.Minute, Bell: mem.Add(128), Fail: noFail})
+		close(waited)
+	}()
+	for atomic.LoadUint32(bellWaiters(mem.Add(128))) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	time.Sleep(10 * time.Millisecond)
+	atomic.StoreUint64(hostU64(other), 1)
+	RingBell(other.Add(128))
+	for _, c := range []chan struct{}{waited, closed} {
+		select {
+		case <-c:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the wait or Close did not return")
+		}
+	}
+}
