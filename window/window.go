@@ -9,14 +9,15 @@ import (
 
 // Window is one rank's part of a collective window.
 type Window struct {
-	r     *Rank
-	id    int
-	opts  Options
-	lay   Layout
-	reg   *transport.Region
-	buf   *Buffer
-	freed bool
-	epoch []uint64 // per window-barrier id
+	r      *Rank
+	id     int
+	opts   Options
+	lay    Layout
+	reg    *transport.Region
+	buf    *Buffer
+	freed  bool
+	epoch  []uint64   // per window-barrier id
+	pepoch [][]uint64 // per pairwise-barrier id, per peer
 	// barSlots are the slots a window barrier waits on, per id (made at
 	// its first use; never changed, so queued waits may share them), and
 	// inSlots those of wait_signal, per signal.
@@ -25,7 +26,6 @@ type Window struct {
 	oneSlots map[uint64][]transport.Addr
 	// describe is describeWait, made once: the errors of the waits.
 	describe func(transport.WaitSpec, uint64, error) error
-	pepoch   [][]uint64 // per pairwise-barrier id, per peer
 }
 
 // SignalOp is how a signal changes its slot.
