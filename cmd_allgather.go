@@ -28,8 +28,11 @@ const benchAllgatherUsage = `luacoll bench allgather [-n N] [--device host|cuda]
   With --vs nccl on CUDA, ncclAllGather runs on the same buffers in the same
   processes and run (captured in a CUDA graph too with --graph). With a Lua
   schedule (--algo lua:ring) --vs direct measures the built-in all-gather
-  beside it; --vs direct,nccl puts all three in one table. A ratio column is
-  the baseline's time over this run's (above 1: faster than the baseline).`
+  beside it; --vs direct,nccl puts all three in one table. With --vs mpi on
+  the host, under Open MPI's mpirun, MPI_Allgather runs on the same buffers
+  in the same processes (` + "`" + `mpirun -np 4 luacoll bench allgather --vs mpi` + "`" + `).
+  A ratio column is the baseline's time over this run's (above 1: faster
+  than the baseline).`
 
 // agFlags are the flags of bench allgather.
 type agFlags struct {
@@ -37,13 +40,14 @@ type agFlags struct {
 	minS, maxS     string
 	factor         int
 	iters, warmup  int
+	rounds         int
 	algo, vs, path string
 	graph, stress  bool
 	inPlace, plan  bool
-	// vsNCCL, vsDirect: the baselines named by --vs.
-	vsNCCL, vsDirect bool
-	jsonOut, plot    string
-	cmdline          string
+	// vsNCCL, vsDirect, vsMPI: the baselines named by --vs.
+	vsNCCL, vsDirect, vsMPI bool
+	jsonOut, plot           string
+	cmdline                 string
 	// skipped are the sizes below one chunk a rank (bench.AGChunkAlign).
 	skipped []uint64
 }
@@ -56,6 +60,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.maxS, "e", "", "largest total size (default 1G on cuda, 64M on host)")
 	fs.IntVar(&f.factor, "f", 4, "size multiplication factor")
 	fs.IntVar(&f.iters, "iters", 20, "timed execs per size")
+	fs.IntVar(&f.rounds, "rounds", 1, "timed runs per size (each of --iters execs), in turn with --vs mpi's; the table has the medians")
 	fs.IntVar(&f.warmup, "w", 5, "warmup execs per size")
 	fs.IntVar(&f.warmup, "warmup", 5, "warmup execs per size")
 	fs.StringVar(&f.algo, "algo", "auto", "direct, auto, pipeline, or a schedule of scripts/lib/allgather.lua run through Lua: lua:ring, lua:direct, lua:hier")
@@ -64,7 +69,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.inPlace, "inplace", false, "in-place execs (nccl-tests' in-place column): each rank's chunk starts in the window at rank*n, no own copy; NCCL in place too")
 	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")
 	fs.BoolVar(&f.plan, "plan", false, "with --algo lua:*: record the schedule once per size into a plan (lc.plan), verify it as an all-gather, and replay it with no Lua per exec")
-	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), direct (the built-in all-gather beside a Lua schedule)")
+	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), direct (the built-in all-gather beside a Lua schedule), mpi (MPI_Allgather; host, under Open MPI's mpirun)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the rows and the run's metadata as JSON Lines to FILE")
 	fs.StringVar(&f.plot, "plot", "", "write a plot of busbw against size to FILE.svg or FILE.png")
 	if code, ok := parse(fs, args, stdout); !ok {
@@ -94,6 +99,11 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
+		return 2
+	}
+	if f.vsMPI && (!isRank || env.Source != launch.SourceOpenMPI) {
+		fmt.Fprintf(stderr, "luacoll bench allgather: --vs mpi: %v; run:\n  %s\n", bench.ErrNotUnderMPIRun,
+			mpirunCommand(f.rank.n, "allgather", args))
 		return 2
 	}
 	if !isRank {
@@ -174,6 +184,8 @@ func (f *agFlags) check() ([]uint64, error) {
 		return nil, fmt.Errorf("-f %d: want 2 or more", f.factor)
 	case f.iters < 1:
 		return nil, fmt.Errorf("--iters %d: want 1 or more", f.iters)
+	case f.rounds < 1:
+		return nil, fmt.Errorf("--rounds %d: want 1 or more", f.rounds)
 	case f.warmup < 0:
 		return nil, fmt.Errorf("-w %d: must not be negative", f.warmup)
 	case f.graph && f.rank.device != "cuda":
@@ -186,13 +198,18 @@ func (f *agFlags) check() ([]uint64, error) {
 				f.vsNCCL = true
 			case "direct":
 				f.vsDirect = true
+			case "mpi":
+				f.vsMPI = true
 			default:
-				return nil, fmt.Errorf("--vs %q: unknown baseline %q (want nccl, direct or both, comma-separated)", f.vs, b)
+				return nil, fmt.Errorf("--vs %q: unknown baseline %q (want nccl, direct, mpi, comma-separated)", f.vs, b)
 			}
 		}
 	}
 	if f.vsNCCL && f.rank.device != "cuda" {
 		return nil, fmt.Errorf("--vs nccl: NCCL runs on GPUs: it needs --device cuda (this run is on --device %s)", f.rank.device)
+	}
+	if f.vsMPI && f.rank.device != "host" {
+		return nil, fmt.Errorf("--vs mpi: MPI_Allgather is measured on the host backend only (--device host)")
 	}
 	if f.vsDirect && !strings.HasPrefix(f.algo, "lua:") {
 		return nil, fmt.Errorf("--vs direct: compares a Lua schedule (--algo lua:ring, lua:direct or lua:hier) with the built-in all-gather; --algo is %s", f.algo)
@@ -272,6 +289,7 @@ type agMeta struct {
 	Ranks    int            `json:"ranks"`
 	Iters    int            `json:"iters"`
 	Warmup   int            `json:"warmup"`
+	Rounds   int            `json:"rounds"`
 	Algo     string         `json:"algo"`
 	Graph    bool           `json:"graph"`
 	InPlace  bool           `json:"in_place"`
@@ -283,6 +301,7 @@ type agMeta struct {
 	CPUBind  string         `json:"cpu_bind"`
 	Topology [][]string     `json:"topology,omitempty"`
 	NCCL     string         `json:"nccl"`
+	MPI      string         `json:"mpi"`
 	Info     map[string]any `json:"allgather_info"`
 	Time     string         `json:"time"`
 }
@@ -290,8 +309,8 @@ type agMeta struct {
 func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []uint64, stdout, stderr io.Writer) error {
 	me := c.Env.Rank
 	progress := progressWriter(me, stderr)
-	cfg := bench.AGBenchConfig{Sizes: sizes, Iters: f.iters, Warmup: f.warmup,
-		Algo: f.algo, Graph: f.graph, NCCL: f.vsNCCL, Builtin: f.vsDirect, Path: f.path, Stress: f.stress, InPlace: f.inPlace, Progress: progress}
+	cfg := bench.AGBenchConfig{Sizes: sizes, Iters: f.iters, Warmup: f.warmup, Rounds: f.rounds,
+		Algo: f.algo, Graph: f.graph, NCCL: f.vsNCCL, MPI: f.vsMPI, Builtin: f.vsDirect, Path: f.path, Stress: f.stress, InPlace: f.inPlace, Progress: progress}
 	if name, ok := strings.CutPrefix(f.algo, "lua:"); ok {
 		// The schedule of scripts/lib/allgather.lua, run through Lua.
 		st := luabind.New(c, stdout)
@@ -322,7 +341,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	}
 	meta := agMeta{Kind: "meta", Command: f.cmdline,
 		Version: versionString(), Revision: buildRevision(), Backend: c.Backend.Name(), Ranks: c.Env.Size,
-		Iters: f.iters, Warmup: f.warmup, Algo: f.algo, Graph: f.graph, InPlace: f.inPlace, Stress: f.stress, Skipped: f.skipped, NCCL: res.NCCL, Info: res.Info,
+		Iters: f.iters, Warmup: f.warmup, Rounds: f.rounds, Algo: f.algo, Graph: f.graph, InPlace: f.inPlace, Stress: f.stress, Skipped: f.skipped, NCCL: res.NCCL, MPI: res.MPI, Info: res.Info,
 		CPUs: cpus, CPUBind: c.Opts.CPUBind, Time: time.Now().UTC().Format(time.RFC3339)}
 	if c.Opts.Device == "cuda" {
 		pi := cuda.Probe()
@@ -338,6 +357,9 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	}
 	fmt.Fprintf(stdout, "# algo %s (runs %s, path %s), graph %v, %s, %d warmup + %d timed execs back to back per size\n",
 		f.algo, res.Info["algo"], res.Info["path"], f.graph, place, f.warmup, f.iters)
+	if f.rounds > 1 {
+		fmt.Fprintf(stdout, "# %d rounds per size (luacoll and MPI in turn): median times, #wrong over all rounds\n", f.rounds)
+	}
 	if nodes, _ := res.Info["graph_nodes"].(string); nodes != "" {
 		fmt.Fprintf(stdout, "# luacoll graph nodes per exec: %s\n", nodes)
 	}
@@ -360,6 +382,9 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		fmt.Fprintf(stdout, "# baseline: built-in direct all-gather (path %s), eager, same window and buffers\n", res.Info["builtin_path"])
 	}
 	fmt.Fprintf(stdout, "# baseline: %s\n", res.NCCL)
+	if res.HaveMPI {
+		fmt.Fprintf(stdout, "# baseline: MPI_Allgather, %s, same buffers and processes\n", res.MPI)
+	}
 	if note, _ := res.Info["note"].(string); note != "" {
 		fmt.Fprintf(stdout, "# note: %s\n", note)
 	}
@@ -370,6 +395,9 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	if res.HaveNCCL {
 		fmt.Fprintf(stdout, " %10s %8s %7s %7s", "nccl(us)", "n.busbw", "#wrong", "ratio")
 	}
+	if res.HaveMPI {
+		fmt.Fprintf(stdout, " %10s %8s %7s %7s", "mpi(us)", "m.busbw", "#wrong", "ratio")
+	}
 	fmt.Fprintln(stdout)
 	for _, r := range res.Rows {
 		fmt.Fprintf(stdout, "  %12d %12d %6s %10.2f %8.2f %8.2f %7d", r.Bytes, r.Count, r.Type, r.Seconds*1e6, r.AlgBW, r.BusBW, r.Wrong)
@@ -378,6 +406,9 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		}
 		if res.HaveNCCL {
 			fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.NCCLSec*1e6, r.NCCLBusBW, r.NCCLWrong, r.Ratio)
+		}
+		if res.HaveMPI {
+			fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.MPISec*1e6, r.MPIBusBW, r.MPIWrong, r.MPIRatio)
 		}
 		fmt.Fprintln(stdout)
 	}
@@ -388,7 +419,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	}
 	if f.plot != "" {
 		title := fmt.Sprintf("all-gather busbw, %d ranks, %s, graph %v", c.Env.Size, c.Backend.Name(), f.graph)
-		if err := agChart(title, f.algo, res.Rows, res.HaveBuiltin, res.HaveNCCL).Write(f.plot); err != nil {
+		if err := agChart(title, f.algo, res.Rows, res.HaveBuiltin, res.HaveNCCL, res.HaveMPI).Write(f.plot); err != nil {
 			return fmt.Errorf("--plot: %w", err)
 		}
 	}
@@ -421,8 +452,8 @@ func writeAGJSON(path string, meta agMeta, rows []bench.AGBenchRow) error {
 
 // agChart is busbw (GB/s) against size (log2 axis) for luacoll (its line
 // named after algo when that is a Lua schedule) and, when present, the
-// built-in all-gather and NCCL.
-func agChart(title, algo string, rows []bench.AGBenchRow, builtin, nccl bool) plot.Chart {
+// built-in all-gather, NCCL and MPI.
+func agChart(title, algo string, rows []bench.AGBenchRow, builtin, nccl, mpi bool) plot.Chart {
 	c := plot.Chart{Title: title, XLabel: "size (total output bytes)", YLabel: "busbw (GB/s)"}
 	name := "luacoll"
 	if strings.HasPrefix(algo, "lua:") {
@@ -431,12 +462,14 @@ func agChart(title, algo string, rows []bench.AGBenchRow, builtin, nccl bool) pl
 	own := plot.Series{Name: name, Color: plot.Blue}
 	base := plot.Series{Name: "luacoll built-in direct", Color: plot.Green}
 	ref := plot.Series{Name: "NCCL", Color: plot.Red}
+	mref := plot.Series{Name: "Open MPI", Color: plot.Orange}
 	for _, r := range rows {
 		c.X = append(c.X, math.Log2(float64(r.Bytes)))
 		c.XTicks = append(c.XTicks, humanBytes(r.Bytes))
 		own.Y = append(own.Y, r.BusBW)
 		base.Y = append(base.Y, r.BuiltinBusBW)
 		ref.Y = append(ref.Y, r.NCCLBusBW)
+		mref.Y = append(mref.Y, r.MPIBusBW)
 	}
 	c.Series = append(c.Series, own)
 	if builtin {
@@ -445,7 +478,31 @@ func agChart(title, algo string, rows []bench.AGBenchRow, builtin, nccl bool) pl
 	if nccl {
 		c.Series = append(c.Series, ref)
 	}
+	if mpi {
+		c.Series = append(c.Series, mref)
+	}
 	return c
+}
+
+// mpirunCommand is the command that runs bench what under Open MPI's
+// mpirun with np ranks (4 when not given) and args less -n.
+func mpirunCommand(np int, what string, args []string) string {
+	if np == 0 {
+		np = 4
+	}
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-n" || a == "--n":
+			i++
+			continue
+		case strings.HasPrefix(a, "-n=") || strings.HasPrefix(a, "--n="):
+			continue
+		}
+		rest = append(rest, a)
+	}
+	return fmt.Sprintf("mpirun -np %d -x %s=127.0.0.1:29500 luacoll bench %s %s", np, launch.EnvAddr, what, strings.Join(rest, " "))
 }
 
 func humanBytes(n uint64) string {

@@ -126,7 +126,10 @@ func TestBenchAllgatherVsErrors(t *testing.T) {
 		{[]string{"--vs", "direct"}, "--vs direct: compares a Lua schedule"},
 		{[]string{"--vs", "nccl"}, "--vs nccl: NCCL runs on GPUs: it needs --device cuda"},
 		{[]string{"-b", "3", "-e", "5"}, "-b 3 -e 5: every size is below 32 bytes, the smallest all-gather of 2 ranks (16 bytes a rank)"},
-		{[]string{"--vs", "nccl,mpi", "--algo", "lua:ring"}, `unknown baseline "mpi"`},
+		{[]string{"--vs", "nccl,ucx", "--algo", "lua:ring"}, `unknown baseline "ucx"`},
+		{[]string{"--vs", "mpi", "--device", "cuda"}, "--vs mpi: MPI_Allgather is measured on the host backend only"},
+		// Not under mpirun: the command to use instead.
+		{[]string{"--vs", "mpi", "--algo", "lua:ring", "-b", "4K"}, "run:\n  mpirun -np 2 -x LUACOLL_ADDR=127.0.0.1:29500 luacoll bench allgather --vs mpi --algo lua:ring -b 4K\n"},
 		{[]string{"--vs", "", "--algo", "lua:ring", "--graph"}, "--graph needs --device cuda"},
 		{[]string{"--algo", "lua:direct", "--inplace"}, "--inplace works with the built-in algorithms only"},
 		{[]string{"--path", "fast"}, `--path "fast": want ce, sm or auto`},

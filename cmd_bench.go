@@ -21,7 +21,8 @@ const benchUsage = `luacoll bench put|pingpong|barrier|allgather [-n N] [flags]
   put       put bandwidth rank 0 -> rank 1 for sizes -b..-e (x -f), with a plain
             in-process copy of each size measured in the same run as the ceiling
   pingpong  8-byte put_signal -> wait ping-pong between ranks 0 and 1: median one-way latency
-  barrier   window barrier latency over all N ranks (median of batches of 100)
+  barrier   window barrier latency over all N ranks (median of batches of 100);
+            --vs mpi, under Open MPI's mpirun: MPI_Barrier beside it
   allgather the persistent all-gather, nccl-tests columns, --vs nccl on CUDA,
             --vs direct beside a Lua schedule ('luacoll bench allgather --help')
 
@@ -75,6 +76,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("path", "auto", "window path on CUDA: auto, ce (copy engines) or sm (kernels)")
 	bidir := fs.Bool("bidir", false, "put: ranks 0 and 1 put to each other at once (figures per direction)")
 	mode := fs.String("mode", "push", "put: push (puts) or pull (gets from the peer's window)")
+	vs := fs.String("vs", "", "barrier: mpi measures MPI_Barrier in the same processes (host, under Open MPI's mpirun)")
 	if code, ok := parse(fs, args[1:], stdout); !ok {
 		return code
 	}
@@ -112,6 +114,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		if err == nil && *iters < 0 {
 			err = fmt.Errorf("--iters %d: must be positive", *iters)
 		}
+		if err == nil && *vs != "" && (*vs != "mpi" || what != "barrier") {
+			err = fmt.Errorf("--vs %q: bench %s has no such baseline (bench barrier takes --vs mpi)", *vs, what)
+		}
+		if err == nil && *vs == "mpi" && f.device != "host" {
+			err = fmt.Errorf("--vs mpi: MPI_Barrier is measured on the host backend only (--device host)")
+		}
 		if err == nil {
 			*maxS = fmt.Sprint(hi)
 		}
@@ -132,6 +140,11 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
+		return 2
+	}
+	if *vs == "mpi" && (!isRank || env.Source != launch.SourceOpenMPI) {
+		fmt.Fprintf(stderr, "luacoll bench barrier: --vs mpi: %v; run:\n  %s\n", bench.ErrNotUnderMPIRun,
+			mpirunCommand(f.n, "barrier", args[1:]))
 		return 2
 	}
 	if !isRank {
@@ -171,7 +184,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return engine.ReportOpenError(stderr, "luacoll bench: ", env, err)
 	}
-	err = runBench(ctx, comm, what, lo, hi, *factor, *iters, *path, *bidir, *mode, symModes, *jsonOut, stdout, stderr)
+	err = runBench(ctx, comm, what, lo, hi, *factor, *iters, *path, *bidir, *mode, symModes, *vs == "mpi", *jsonOut, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll bench %s: rank %d: %v\n", what, env.Rank, err)
 		_ = comm.Close(err)
@@ -184,7 +197,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, factor, iters int, path string, bidir bool, mode string, symModes []string, jsonOut string, stdout, stderr io.Writer) error {
+func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, factor, iters int, path string, bidir bool, mode string, symModes []string, vsMPI bool, jsonOut string, stdout, stderr io.Writer) error {
 	me := c.Env.Rank
 	var rows []bench.BenchRow
 	place, cpus, err := c.Placement(ctx)
@@ -295,11 +308,15 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		if iters == 0 {
 			iters = 5000
 		}
-		r, err := bench.BenchBarrier(ctx, c, iters, path)
+		br, err := bench.BenchBarrierVs(ctx, c, iters, path, vsMPI)
 		if err != nil {
 			return err
 		}
+		r := br.Row
 		rows = []bench.BenchRow{r}
+		if br.HaveMPI {
+			rows = append(rows, br.MPIRow)
+		}
 		dr, ok, err := bench.BenchDeviceBarrier(ctx, c, iters)
 		if err != nil {
 			return err
@@ -313,8 +330,17 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 			if ok {
 				fmt.Fprintf(stdout, "# device loop: every barrier in one kernel per rank, device clock\n")
 			}
-			fmt.Fprintf(stdout, "# %-30s %8s %8s %11s\n", "how", "ranks", "iters", "time(us)")
-			fmt.Fprintf(stdout, "  %-30s %8d %8d %11.2f\n", "host-issued window barrier", c.Env.Size, iters, r.Seconds*1e6)
+			if br.HaveMPI {
+				fmt.Fprintf(stdout, "# baseline: MPI_Barrier, %s, same processes, batches of 100 in turn with the window barrier's; ratio = MPI's time / the window barrier's\n", br.MPI)
+			}
+			if br.HaveMPI {
+				fmt.Fprintf(stdout, "# %-30s %8s %8s %11s %7s\n", "how", "ranks", "iters", "time(us)", "ratio")
+				fmt.Fprintf(stdout, "  %-30s %8d %8d %11.2f %7s\n", "host-issued window barrier", c.Env.Size, iters, r.Seconds*1e6, "-")
+				fmt.Fprintf(stdout, "  %-30s %8d %8d %11.2f %7.2f\n", "MPI_Barrier", c.Env.Size, iters, br.MPIRow.Seconds*1e6, br.MPIRow.Ratio)
+			} else {
+				fmt.Fprintf(stdout, "# %-30s %8s %8s %11s\n", "how", "ranks", "iters", "time(us)")
+				fmt.Fprintf(stdout, "  %-30s %8d %8d %11.2f\n", "host-issued window barrier", c.Env.Size, iters, r.Seconds*1e6)
+			}
 			if ok {
 				fmt.Fprintf(stdout, "  %-30s %8d %8d %11.3f\n", dr.Name, c.Env.Size, iters, dr.Seconds*1e6)
 			}

@@ -73,6 +73,9 @@ type AllGather struct {
 	// private window holding its slots.
 	dev   *tcuda.CUDAAGP
 	syncw *window.Window
+	// On the host: the protocol's addresses (agphost.go); syncw is its
+	// private window.
+	host *agHost
 }
 
 // NewAllGather is collective: every rank must pass the same window, algo
@@ -115,6 +118,13 @@ func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, g
 	me, n := c.Env.Rank, c.Rank.N()
 	if cs, ok := c.Rank.Stream.(*tcuda.CUDAStream); ok {
 		if err := ag.openDevice(ctx, cs, call); err != nil {
+			return nil, err
+		}
+	} else if ag.c.Rank.Topo == nil || !ag.c.Rank.Topo.AnyNet() {
+		// The host protocol needs every peer mapped; in a job with
+		// network peers (the whole matrix says so, so every rank
+		// decides alike) it runs on the window's operations (execWindow).
+		if err := ag.openHost(ctx, call); err != nil {
 			return nil, err
 		}
 	}
@@ -328,38 +338,21 @@ func (ag *AllGather) exec(src *window.Buffer, srcOff, n uint64) error {
 	if ag.dev != nil {
 		return ag.execDevice(src, srcOff, n, inPlace)
 	}
-	ag.k++
-	tag := agTag(ag.k, n)
-	if err := w.Barrier(ag.bar); err != nil {
-		return ag.errf("guard barrier: %w", err)
+	if ag.host == nil {
+		return ag.execWindow(src, srcOff, n, inPlace)
 	}
-	if !inPlace && n > 0 {
-		if err := w.Put(window.Transfer{Peer: me, PeerOff: own, Local: src, LocalOff: srcOff, N: n}); err != nil {
-			return ag.errf("own chunk: %w", err)
-		}
+	from := w.Buffer()
+	if !inPlace {
+		from = src
 	}
-	sig := &window.Sig{ID: ag.sig, Value: tag, Op: window.SigSet}
-	for i := uint64(1); i < size; i++ {
-		p := int((uint64(me) + i) % size)
-		t := window.Transfer{Peer: p, PeerOff: own, Local: w.Buffer(), LocalOff: own, N: n}
-		if !inPlace {
-			t.Local, t.LocalOff = src, srcOff
-		}
-		if err := w.PutSignal(t, sig, nil); err != nil {
-			return ag.errf("put to rank %d: %w", p, err)
-		}
+	addr, err := from.Addr()
+	if err != nil {
+		return ag.errf("src: %w", err)
 	}
-	timeout := w.Options().Timeout
-	for i := uint64(1); i < size; i++ {
-		p := int((uint64(me) + i) % size)
-		k := ag.k
-		ag.c.Rank.Stream.Wait(transport.WaitSpec{Slots: []transport.Addr{ag.inbox[p]}, Mode: transport.WaitSum,
-			Cmp: transport.CmpEq, Value: tag, Timeout: timeout,
-			Fail: func(obs uint64, cause error) error {
-				return ag.waitError(p, k, n, obs, cause)
-			},
-			Mismatch: func(obs uint64) bool { return obs>>tagNBits == tag>>tagNBits && obs != tag }})
+	if inPlace {
+		srcOff = own
 	}
+	ag.execHost(addr.Add(srcOff), n, inPlace)
 	return nil
 }
 
@@ -393,6 +386,10 @@ func (ag *AllGather) RefuseExec() error {
 		}
 		return nil
 	}
+	if ag.host != nil {
+		ag.refuseHost()
+		return nil
+	}
 	ag.k++
 	w, me, size := ag.w, ag.c.Env.Rank, ag.c.Rank.N()
 	if err := w.Barrier(ag.bar); err != nil {
@@ -404,6 +401,49 @@ func (ag *AllGather) RefuseExec() error {
 		if err := w.Signal(p, sig); err != nil {
 			return ag.errf("refused exec #%d: telling rank %d: %w", ag.k, p, err)
 		}
+	}
+	return nil
+}
+
+// execWindow enqueues one exec on the window's own operations, for a
+// window with network peers (which the host protocol cannot map): a guard
+// barrier, the own chunk, a put_signal to every peer, a wait for each
+// peer's tag.
+func (ag *AllGather) execWindow(src *window.Buffer, srcOff, n uint64, inPlace bool) error {
+	w := ag.w
+	me, size := ag.c.Env.Rank, uint64(ag.c.Rank.N())
+	own := uint64(me) * n
+	ag.k++
+	tag := agTag(ag.k, n)
+	if err := w.Barrier(ag.bar); err != nil {
+		return ag.errf("guard barrier: %w", err)
+	}
+	if !inPlace && n > 0 {
+		if err := w.Put(window.Transfer{Peer: me, PeerOff: own, Local: src, LocalOff: srcOff, N: n}); err != nil {
+			return ag.errf("own chunk: %w", err)
+		}
+	}
+	sig := &window.Sig{ID: ag.sig, Value: tag, Op: window.SigSet}
+	for i := uint64(1); i < size; i++ {
+		p := int((uint64(me) + i) % size)
+		t := window.Transfer{Peer: p, PeerOff: own, Local: w.Buffer(), LocalOff: own, N: n}
+		if !inPlace {
+			t.Local, t.LocalOff = src, srcOff
+		}
+		if err := w.PutSignal(t, sig, nil); err != nil {
+			return ag.errf("put to rank %d: %w", p, err)
+		}
+	}
+	timeout := w.Options().Timeout
+	for i := uint64(1); i < size; i++ {
+		p := int((uint64(me) + i) % size)
+		k := ag.k
+		ag.c.Rank.Stream.Wait(transport.WaitSpec{Slots: []transport.Addr{ag.inbox[p]}, Mode: transport.WaitSum,
+			Cmp: transport.CmpEq, Value: tag, Timeout: timeout,
+			Fail: func(obs uint64, cause error) error {
+				return ag.waitError(p, k, n, obs, cause)
+			},
+			Mismatch: agMismatch})
 	}
 	return nil
 }

@@ -47,12 +47,23 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 		return err
 	}
 	c.CPUs = allowed
+	hb, onHost := c.Backend.(*shm.HostBackend)
+	if onHost && aerr == nil {
+		// Waits adapt to ranks that outnumber the CPUs they may run on
+		// (decided again below if this rank gets a share of its own).
+		hb.Oversubscribed, hb.SharedProcess = crowded(c.Env.Rank, cand, all)
+	}
 	var min int
 	switch mode {
 	case launch.CPUBindSpread:
 		min = 1
 	case launch.CPUBindAuto:
 		min = 2
+		if onHost {
+			// A host rank runs its waits on the script's thread: one CPU
+			// each keeps two ranks that poll off one CPU.
+			min = 1
+		}
 	default:
 		return nil
 	}
@@ -117,9 +128,10 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 		// periodic check.
 		runtime.GOMAXPROCS(len(mine))
 	}
-	if hb, ok := c.Backend.(*shm.HostBackend); ok && len(mine) < 2 {
-		// One core for the script and the stream: waits must yield.
-		hb.Oversubscribed = true
+	if onHost {
+		// A share of its own: the rank runs its waits on the caller's
+		// thread (one CPU is enough).
+		hb.Oversubscribed = false
 	}
 	return nil
 }

@@ -90,7 +90,7 @@ func TestPeersWithoutRemoteStream(t *testing.T) {
 	self := Addr(uintptr(unsafe.Pointer(&word)))
 	p := NewPeers(topo, &Region{Peers: []Addr{self, 0}, Keys: []RemoteKey{nil, fakeKey{}}})
 	p.What = "rank 0: window 0"
-	s := NewHostStream(NewAbort(), true)
+	s := NewHostStream(NewAbort(), PolicyOversubscribed)
 	defer s.Close()
 	p.Put(struct{ Stream }{s}, 1, 0, self, 8)
 	err := s.Sync(context.Background())

@@ -51,7 +51,7 @@ func (s *HostStream) Stamp() Stamp {
 		s.mu.Unlock()
 		return st
 	}
-	if !s.busy && len(s.q) == 0 {
+	if s.owner == ownNone {
 		if s.err == nil {
 			st.set()
 		}

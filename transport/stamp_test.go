@@ -12,7 +12,7 @@ import (
 )
 
 // hostWords maps n 8-byte words outside the Go heap, as windows are.
-func hostWords(t *testing.T, n int) []Addr {
+func hostWords(t testing.TB, n int) []Addr {
 	t.Helper()
 	mem, err := unix.Mmap(-1, 0, 8*n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
@@ -31,7 +31,7 @@ func hostWords(t *testing.T, n int) []Addr {
 // an interrupted wait never is.
 func TestHostStamps(t *testing.T) {
 	w := hostWords(t, 2)
-	s := NewHostStream(NewAbort(), false)
+	s := NewHostStream(NewAbort(), PolicyDedicated)
 	defer s.Close()
 	before := time.Now()
 	idle := s.Stamp()

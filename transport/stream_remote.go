@@ -53,6 +53,12 @@ func (r *remoteState) use(n Network) {
 	}
 }
 
+// active reports whether the stream drives any network.
+func (r *remoteState) active() bool {
+	p := r.nets.Load()
+	return p != nil && len(*p) > 0
+}
+
 // progress drives the networks once (waits call it as they poll).
 func (r *remoteState) progress() {
 	if p := r.nets.Load(); p != nil {

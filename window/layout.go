@@ -18,6 +18,7 @@ type Layout struct {
 	BarStride   uint64
 	CtrOff      uint64 // [peer][counter] uint64, local completion
 	CtrStride   uint64
+	BellOff     uint64 // the owner's bell (transport.BellBytes): host waits sleep on it
 	Total       uint64
 }
 
@@ -36,7 +37,8 @@ func NewLayout(size int, bytes uint64, signals, counters, barriers int) Layout {
 	l.PBarOff = l.BarOff + n*l.BarStride
 	l.CtrOff = l.PBarOff + n*l.BarStride
 	l.CtrStride = roundUp(uint64(counters)*8, line)
-	l.Total = l.CtrOff + n*l.CtrStride
+	l.BellOff = l.CtrOff + n*l.CtrStride
+	l.Total = l.BellOff + line
 	return l
 }
 

@@ -3,10 +3,8 @@ package window
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/luacoll/luacoll/transport"
 )
@@ -23,6 +21,14 @@ type Window struct {
 	freed  bool
 	epoch  []uint64   // per window-barrier id
 	pepoch [][]uint64 // per pairwise-barrier id, per peer
+	// barSlots are the slots a window barrier waits on, per id (made at
+	// its first use; never changed, so queued waits may share them), and
+	// inSlots those of wait_signal, per signal.
+	barSlots [][]transport.Addr
+	inSlots  map[int][]transport.Addr
+	oneSlots map[uint64][]transport.Addr
+	// describe is describeWait, made once: the errors of the waits.
+	describe func(transport.WaitSpec, uint64, error) error
 }
 
 // SignalOp is how a signal changes its slot.
@@ -81,7 +87,9 @@ func (r *Rank) NewWindow(ctx context.Context, opts Options) (*Window, error) {
 			u.UseNetwork(r.Net)
 		}
 	}
-	w := &Window{r: r, id: id, opts: opts, lay: lay, reg: reg, epoch: make([]uint64, opts.Barriers)}
+	w := &Window{r: r, id: id, opts: opts, lay: lay, reg: reg, epoch: make([]uint64, opts.Barriers),
+		barSlots: make([][]transport.Addr, opts.Barriers)}
+	w.describe = w.describeWait
 	w.peers = transport.NewPeers(r.Topo, reg)
 	w.peers.What = fmt.Sprintf("rank %d: window %d", r.ID(), id)
 	w.peers.Timeout = opts.Timeout
@@ -281,10 +289,28 @@ type Ctr struct {
 func (w *Window) enqueueSignal(peer int, s Sig) {
 	slot := w.lay.Inbox(w.r.ID(), s.ID)
 	if s.Op == SigSet {
-		w.peers.Store64(w.r.Stream, peer, slot, s.Value)
+		w.store(peer, slot, s.Value)
+	} else if rs, ok := w.r.Stream.(transport.Ringer); ok && w.peers.Addr(peer, slot) != 0 {
+		rs.Add64Ring(w.peers.Addr(peer, slot), s.Value, w.Bell(peer))
 	} else {
 		w.peers.Add64(w.r.Stream, peer, slot, s.Value)
 	}
+}
+
+// store enqueues a store of v into a slot of peer's region, ringing the
+// peer's bell where the stream can.
+func (w *Window) store(peer int, off, v uint64) {
+	if rs, ok := w.r.Stream.(transport.Ringer); ok && w.peers.Addr(peer, off) != 0 {
+		rs.Store64Ring(w.peers.Addr(peer, off), v, w.Bell(peer))
+		return
+	}
+	w.peers.Store64(w.r.Stream, peer, off, v)
+}
+
+// Bell is the address of rank's bell (transport.RingBell) in this window,
+// as mapped here: waits on rank's slots of this window sleep on it.
+func (w *Window) Bell(rank int) transport.Addr {
+	return w.peers.Addr(rank, w.lay.BellOff) // 0: not mapped here
 }
 
 // PutSignal is Put followed by a signal on the peer that the peer never
@@ -380,30 +406,6 @@ func (w *Window) SignalAll(s Sig) error {
 	return nil
 }
 
-func (w *Window) waitFail(opf func() string, timeout time.Duration, at Site, cmp transport.Cmp, v uint64, slots []transport.Addr, ranks func() []int, mode transport.WaitMode) func(uint64, error) error {
-	return func(observed uint64, cause error) error {
-		op, cond := opf(), fmt.Sprintf("%s %d", cmp, v)
-		where := ""
-		if site := at.String(); site != "" {
-			where = " (enqueued at " + site + ")"
-		}
-		if errors.Is(cause, transport.ErrTimeout) {
-			msg := fmt.Sprintf("timed out after %v", timeout)
-			if h := transport.HintOf(cause); h != "" {
-				msg += " (" + h + ")"
-			}
-			e := &WaitError{Rank: w.r.ID(), Window: w.id, Op: op, Cond: cond, Observed: observed,
-				Msg: msg, Where: where}
-			if ranks != nil && len(slots) > 1 {
-				e.Rows = w.suspects(slots, ranks(), mode, cmp, v)
-			}
-			return e
-		}
-		return &WaitError{Rank: w.r.ID(), Window: w.id, Op: op, Cond: cond, Observed: observed,
-			Msg: "aborted: " + cause.Error(), Where: where, Cause: cause}
-	}
-}
-
 // WaitError is a wait that did not succeed: it timed out or was aborted.
 type WaitError struct {
 	Rank, Window int
@@ -429,14 +431,11 @@ func (e *WaitError) Error() string {
 
 func (e *WaitError) Unwrap() error { return e.Cause }
 
-// wait enqueues a wait; op describes it for an error, and is called only
-// then (no formatting on the hot path).
-//
-// ranks, when set, returns the peer behind each slot (called only when
-// the wait fails): a timeout then names the peer that held it up.
-func (w *Window) wait(op func() string, slots []transport.Addr, ranks func() []int, mode transport.WaitMode, cmp transport.Cmp, v uint64) {
-	w.r.Stream.Wait(transport.WaitSpec{Slots: slots, Mode: mode, Cmp: cmp, Value: v,
-		Timeout: w.opts.Timeout, Fail: w.waitFail(op, w.opts.Timeout, w.r.site(), cmp, v, slots, ranks, mode)})
+// wait enqueues a wait; note describes it for an error, which is made only
+// then (no formatting, and no allocation, on the hot path).
+func (w *Window) wait(note transport.WaitNote, slots []transport.Addr, mode transport.WaitMode, cmp transport.Cmp, v uint64) {
+	w.r.Stream.Wait(transport.WaitSpec{Slots: slots, Mode: mode, Cmp: cmp, Value: v, Bell: w.local(w.lay.BellOff),
+		Timeout: w.opts.Timeout, Describe: w.describe, Note: note})
 }
 
 // suspects reads a timed-out wait's slots and says which peers held it
@@ -490,10 +489,33 @@ func (w *Window) allRanks() []int {
 	return r
 }
 
+// inboxSlots are the slots of signal sig, one per sender (made at the
+// first wait on sig; never changed, so queued waits may share them).
 func (w *Window) inboxSlots(sig int) []transport.Addr {
-	s := make([]transport.Addr, w.r.N())
-	for r := range s {
-		s[r] = w.local(w.lay.Inbox(r, sig))
+	if w.inSlots == nil {
+		w.inSlots = map[int][]transport.Addr{}
+	}
+	s := w.inSlots[sig]
+	if s == nil {
+		s = make([]transport.Addr, w.r.N())
+		for r := range s {
+			s[r] = w.local(w.lay.Inbox(r, sig))
+		}
+		w.inSlots[sig] = s
+	}
+	return s
+}
+
+// oneSlot is the list of the one slot at offset off of this rank's
+// region, made once (queued waits may share it).
+func (w *Window) oneSlot(off uint64) []transport.Addr {
+	if w.oneSlots == nil {
+		w.oneSlots = map[uint64][]transport.Addr{}
+	}
+	s := w.oneSlots[off]
+	if s == nil {
+		s = []transport.Addr{w.local(off)}
+		w.oneSlots[off] = s
 	}
 	return s
 }
@@ -507,7 +529,7 @@ func (w *Window) WaitSignal(sig int, cmp transport.Cmp, v uint64) error {
 		return err
 	}
 	start := w.r.traceStart()
-	w.wait(func() string { return fmt.Sprintf("wait_signal(sig %d, sum over all peers)", sig) }, w.inboxSlots(sig), w.allRanks, transport.WaitSum, cmp, v)
+	w.wait(w.note(noteWaitSignal, uint64(sig), 0, 0), w.inboxSlots(sig), transport.WaitSum, cmp, v)
 	if w.r.Trace != nil {
 		w.recordWait("wait_signal", start, -1, SlotSignal, sig, cmp, v)
 	}
@@ -526,8 +548,8 @@ func (w *Window) WaitSignalFrom(peer, sig int, cmp transport.Cmp, v uint64) erro
 		return err
 	}
 	start := w.r.traceStart()
-	w.wait(func() string { return fmt.Sprintf("wait_signal_from(peer %d, sig %d)", peer, sig) },
-		[]transport.Addr{w.local(w.lay.Inbox(peer, sig))}, nil, transport.WaitSum, cmp, v)
+	w.wait(w.note(noteWaitSignalFrom, uint64(peer), uint64(sig), 0),
+		w.oneSlot(w.lay.Inbox(peer, sig)), transport.WaitSum, cmp, v)
 	if w.r.Trace != nil {
 		w.recordWait("wait_signal_from", start, peer, SlotSignal, sig, cmp, v)
 	}
@@ -592,8 +614,8 @@ func (w *Window) WaitCounter(peer, ctr int, cmp transport.Cmp, v uint64) error {
 		return err
 	}
 	start := w.r.traceStart()
-	w.wait(func() string { return fmt.Sprintf("wait_counter(peer %d, ctr %d)", peer, ctr) },
-		[]transport.Addr{w.local(w.lay.Ctr(peer, ctr))}, nil, transport.WaitSum, cmp, v)
+	w.wait(w.note(noteWaitCounter, uint64(peer), uint64(ctr), 0),
+		w.oneSlot(w.lay.Ctr(peer, ctr)), transport.WaitSum, cmp, v)
 	if w.r.Trace != nil {
 		w.recordWait("wait_counter", start, peer, SlotCounter, ctr, cmp, v)
 	}
@@ -658,21 +680,19 @@ func (w *Window) Barrier(id int) error {
 	start := w.r.traceStart()
 	w.epoch[id]++
 	e := w.epoch[id]
-	slots := make([]transport.Addr, 0, n-1)
+	if w.barSlots[id] == nil {
+		// Every use of id waits on the same slots: list them once.
+		for i := 1; i < n; i++ {
+			w.barSlots[id] = append(w.barSlots[id], w.local(w.lay.Bar((me+i)%n, id)))
+		}
+	}
+	slots := w.barSlots[id]
 	for i := 1; i < n; i++ {
 		p := (me + i) % n
-		w.peers.Store64(w.r.Stream, p, w.lay.Bar(me, id), e)
-		slots = append(slots, w.local(w.lay.Bar(p, id)))
+		w.store(p, w.lay.Bar(me, id), e)
 	}
 	if len(slots) > 0 {
-		peers := func() []int {
-			out := make([]int, 0, n-1)
-			for i := 1; i < n; i++ {
-				out = append(out, (me+i)%n)
-			}
-			return out
-		}
-		w.wait(func() string { return fmt.Sprintf("barrier(id %d, epoch %d, every peer)", id, e) }, slots, peers, transport.WaitEach, transport.CmpGe, e)
+		w.wait(w.note(noteBarrier, uint64(id), e, 0), slots, transport.WaitEach, transport.CmpGe, e)
 	}
 	if w.r.Trace != nil {
 		w.recordWait("barrier", start, -1, SlotBarrier, id, transport.CmpGe, e)
@@ -698,9 +718,9 @@ func (w *Window) BarrierPeer(peer, id int) error {
 		return nil
 	}
 	start := w.r.traceStart()
-	w.peers.Store64(w.r.Stream, peer, w.lay.PBar(me, id), e)
-	w.wait(func() string { return fmt.Sprintf("barrier_peer(peer %d, id %d, epoch %d)", peer, id, e) },
-		[]transport.Addr{w.local(w.lay.PBar(peer, id))}, nil, transport.WaitSum, transport.CmpGe, e)
+	w.store(peer, w.lay.PBar(me, id), e)
+	w.wait(w.note(noteBarrierPeer, uint64(peer), uint64(id), e),
+		w.oneSlot(w.lay.PBar(peer, id)), transport.WaitSum, transport.CmpGe, e)
 	if w.r.Trace != nil {
 		w.recordWait("barrier_peer", start, peer, SlotPairBarrier, id, transport.CmpGe, e)
 	}

@@ -318,3 +318,33 @@ func TestBadArguments(t *testing.T) {
 		return nil
 	})
 }
+
+// Enqueuing signals and waits on the host allocates nothing (no garbage
+// to collect in a loop of them, and no fresh pages to fault in).
+func TestWaitsAllocateNothing(t *testing.T) {
+	job(t, 1, func(r *Rank) error {
+		o := DefaultOptions()
+		o.Bytes = 64
+		w, err := r.NewWindow(context.Background(), o)
+		if err != nil {
+			return err
+		}
+		v := uint64(0)
+		allocs := testing.AllocsPerRun(200, func() {
+			v++
+			_ = w.Signal(0, Sig{ID: 0, Value: v, Op: SigSet})
+			_ = w.WaitSignalFrom(0, 0, transport.CmpGe, v)
+			_ = w.WaitSignal(0, transport.CmpGe, v)
+			_ = w.BarrierPeer(0, 1)
+			_ = w.Barrier(0)
+			_ = w.WaitCounter(0, 0, transport.CmpGe, 0)
+		})
+		if err := w.Sync(context.Background()); err != nil {
+			return err
+		}
+		if allocs != 0 {
+			return fmt.Errorf("%v allocations per round of signals and waits", allocs)
+		}
+		return w.Free(context.Background())
+	})
+}

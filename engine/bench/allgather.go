@@ -7,11 +7,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"sort"
 	"strconv"
 	"time"
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/bench/mpi"
 	"github.com/luacoll/luacoll/transport"
 	tcuda "github.com/luacoll/luacoll/transport/cuda"
 	"github.com/luacoll/luacoll/window"
@@ -28,6 +30,10 @@ type AGBenchConfig struct {
 	Graph  bool   // luacoll in graph mode; NCCL is then also captured
 	NCCL   bool   // measure ncclAllGather on the same buffers (CUDA only)
 	Path   string // window path: "ce" (default), "sm" or "auto" (as ce)
+	// MPI measures MPI_Allgather (Open MPI's libmpi, loaded at run time)
+	// on the same buffers in the same processes; the ranks must have been
+	// started by Open MPI's mpirun (host backend only).
+	MPI bool
 	// Stress adds, after the timed execs of each size, Iters execs with
 	// new data every time, each checked, with random host delays of up
 	// to 200 us on rank 1 before half of them.
@@ -43,6 +49,10 @@ type AGBenchConfig struct {
 	// rank's chunk already sits in the window at rank*n, so the own copy
 	// is skipped; NCCL, when measured, gets the same in-place buffers.
 	InPlace bool
+	// Rounds, above 1, measures each size (and MPI_Allgather, when asked
+	// for) that many times, in turn, and reports the medians; #wrong sums
+	// the rounds.
+	Rounds int
 	// Progress, when set, receives a progress line per size (rank 0).
 	Progress io.Writer
 }
@@ -69,6 +79,12 @@ type AGBenchRow struct {
 	BuiltinBusBW float64 `json:"builtin_busbw_gbps,omitempty"`
 	BuiltinWrong int     `json:"builtin_wrong,omitempty"`
 	BuiltinRatio float64 `json:"ratio_vs_builtin,omitempty"`
+	// MPI_Allgather on the same buffers (AGBenchConfig.MPI); MPIRatio is
+	// time_mpi / time_ours (above 1: luacoll is faster).
+	MPISec   float64 `json:"mpi_time_s,omitempty"`
+	MPIBusBW float64 `json:"mpi_busbw_gbps,omitempty"`
+	MPIWrong int     `json:"mpi_wrong,omitempty"`
+	MPIRatio float64 `json:"ratio_vs_mpi,omitempty"`
 }
 
 // AGBenchResult is what rank 0 reports.
@@ -83,6 +99,9 @@ type AGBenchResult struct {
 	NCCLNodes string
 	// HaveBuiltin: the rows hold the built-in all-gather's figures too.
 	HaveBuiltin bool
+	// MPI is the library's version, or why there is no MPI baseline.
+	MPI     string
+	HaveMPI bool
 }
 
 // ncclRun is the NCCL baseline's state on one rank.
@@ -178,7 +197,7 @@ func AGChunk(total, n uint64) uint64 { return total / n &^ (AGChunkAlign - 1) }
 // size. After every timed run each rank checks every chunk of its window
 // against the checksum of the rank that sent it; wrong chunks are summed
 // over ranks. Rank 0's result holds the rows.
-func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (*AGBenchResult, error) {
+func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *AGBenchResult, rerr error) {
 	N := uint64(c.Env.Size)
 	me := c.Env.Rank
 	if len(cfg.Sizes) == 0 || cfg.Iters < 1 || cfg.Warmup < 0 {
@@ -200,6 +219,7 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (*AG
 	res := &AGBenchResult{}
 	cs, onCUDA := c.Rank.Stream.(*tcuda.CUDAStream)
 	var nr *ncclRun
+	var mr *mpiRun
 	switch {
 	case !cfg.NCCL:
 		res.NCCL = "not requested (--vs nccl)"
@@ -216,6 +236,21 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (*AG
 		if nr == nil {
 			res.NCCL = "no NCCL baseline: " + why
 		}
+	}
+	res.MPI = "not requested (--vs mpi)"
+	if cfg.MPI {
+		m, version, err := openMPI(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		// Every rank finalizes, after the window is freed (defers run
+		// last in, first out).
+		defer func() {
+			if cerr := m.close(); cerr != nil && rerr == nil {
+				rerr = fmt.Errorf("MPI baseline: %w", cerr)
+			}
+		}()
+		res.MPI, res.HaveMPI, mr = version, true, m
 	}
 	w, err := c.NewWindow(ctx, fmt.Sprintf("bench.allgather(window %d)", maxChunk*N),
 		window.Options{Bytes: maxChunk * N, Signals: 2, Counters: 1, Barriers: 2, Path: cfg.Path})
@@ -275,6 +310,13 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (*AG
 	if err != nil {
 		return nil, err
 	}
+	var align *window.Window
+	if !onCUDA {
+		if align, err = c.NewWindow(ctx, "bench.allgather(align)", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1}); err != nil {
+			return nil, err
+		}
+		defer c.FreeWindow(ctx, align)
+	}
 	// run times iters back-to-back ops after warmup ones, on every rank
 	// together, and returns the average seconds per op.
 	run := func(op func() error) (float64, error) {
@@ -288,6 +330,18 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (*AG
 		}
 		if err := c.Barrier(ctx); err != nil {
 			return 0, err
+		}
+		if align != nil {
+			// The bootstrap's barrier lets the ranks go tens of
+			// microseconds apart (each wakes from a socket read); a
+			// barrier in shared memory lines them up again, so the first
+			// timed exec does not carry that skew.
+			if err := align.Barrier(0); err != nil {
+				return 0, err
+			}
+			if err := c.Sync(ctx); err != nil {
+				return 0, err
+			}
 		}
 		t0 := time.Now()
 		for i := 0; i < cfg.Iters; i++ {
@@ -371,9 +425,31 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (*AG
 			return sec, wrong, err
 		}
 		var err error
-		if row.Seconds, row.Wrong, err = measure(seed|1, "", func() error { return exec(n) }); err != nil {
-			return nil, err
+		var mpiOp func() error
+		if mr != nil {
+			send, recv := uintptr(srcAddr), uintptr(base)
+			if cfg.InPlace {
+				send = mpi.InPlace
+			}
+			mpiOp = func() error { return mr.lib.Allgather(send, recv, n) }
 		}
+		// luacoll, and MPI when asked for, in turn, Rounds times: the
+		// medians, so that both see the same machine.
+		var ours, theirs []float64
+		for r := 0; r < max(1, cfg.Rounds); r++ {
+			sec, wrong, err := measure(seed|1, "", func() error { return exec(n) })
+			if err != nil {
+				return nil, err
+			}
+			ours, row.Wrong = append(ours, sec), row.Wrong+wrong
+			if mpiOp != nil {
+				if sec, wrong, err = measure(seed|4, "MPI: ", mpiOp); err != nil {
+					return nil, err
+				}
+				theirs, row.MPIWrong = append(theirs, sec), row.MPIWrong+wrong
+			}
+		}
+		row.Seconds = medianOf(ours)
 		if cfg.Stress {
 			rng := rand.New(rand.NewPCG(uint64(me), uint64(size)))
 			for i := 0; i < cfg.Iters; i++ {
@@ -407,6 +483,11 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (*AG
 			}
 			row.BuiltinBusBW = busbw(row.BuiltinSec)
 			row.BuiltinRatio = row.BuiltinSec / row.Seconds
+		}
+		if mpiOp != nil {
+			row.MPISec = medianOf(theirs)
+			row.MPIBusBW = busbw(row.MPISec)
+			row.MPIRatio = row.MPISec / row.Seconds
 		}
 		if nr != nil {
 			send := cuda.DevicePtr(srcAddr)
@@ -461,4 +542,11 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (*AG
 		return nil, err
 	}
 	return res, nil
+}
+
+// medianOf returns the median of xs (the upper one of an even count).
+func medianOf(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
 }

@@ -8,7 +8,8 @@ const (
 	CPUBindNone = "none"
 	// CPUBindAuto gives each rank its share of the CPUs it may run on
 	// (those near its GPU, where the system says which) when the share
-	// holds at least two CPUs, and leaves the ranks as started otherwise.
+	// holds at least two CPUs (one on the host backend), and leaves the
+	// ranks as started otherwise.
 	CPUBindAuto = "auto"
 	// CPUBindSpread is auto down to one CPU per rank.
 	CPUBindSpread = "spread"

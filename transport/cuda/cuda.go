@@ -1491,12 +1491,12 @@ func (s *CUDAStream) blame(rec kernels.Record) error {
 		}
 	}
 	for _, w := range s.pending {
-		if w.Value == rec.Target && !w.Cmp.Holds(rec.Observed, w.Value) && w.Fail != nil {
-			return w.Fail(rec.Observed, cause)
+		if w.Value == rec.Target && !w.Cmp.Holds(rec.Observed, w.Value) && (w.Fail != nil || w.Describe != nil) {
+			return w.Failed(rec.Observed, cause)
 		}
 	}
-	if len(s.pending) > 0 && s.pending[0].Fail != nil {
-		return s.pending[0].Fail(rec.Observed, cause)
+	if len(s.pending) > 0 && (s.pending[0].Fail != nil || s.pending[0].Describe != nil) {
+		return s.pending[0].Failed(rec.Observed, cause)
 	}
 	return fmt.Errorf("device wait: %v (observed %d, target %d)", cause, rec.Observed, rec.Target)
 }

@@ -14,6 +14,9 @@ type HostBackend struct {
 	// Oversubscribed says there are more ranks on this host than cores,
 	// so waits should yield rather than spin.
 	Oversubscribed bool
+	// SharedProcess says other ranks are goroutines of this process: waits
+	// that yield let them run.
+	SharedProcess bool
 }
 
 // NewHostBackend returns the host backend of job. Its segments are
@@ -40,7 +43,7 @@ func (*HostBackend) Describe() transport.Description {
 
 // NewStream implements transport.Backend.
 func (b *HostBackend) NewStream(abort *transport.Abort) (transport.Stream, error) {
-	return transport.NewHostStream(abort, b.Oversubscribed), nil
+	return transport.NewHostStream(abort, transport.HostWaitPolicy(b.Oversubscribed, b.SharedProcess, nil)), nil
 }
 
 // Read implements transport.Backend.

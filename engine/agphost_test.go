@@ -1,0 +1,141 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/enginetest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/luacoll/luacoll/window"
+)
+
+// chunkByte is the pattern of rank r's chunk in round i.
+func chunkByte(r, i int) byte { return byte(31*r + 7*i + 1) }
+
+// The host all-gather at sizes on both sides of the eager limit (staging
+// area) and of direct puts, out of place and in place: every round's
+// chunks arrive, also after a burst of execs enqueued back to back.
+func TestAllGatherHostProtocols(t *testing.T) {
+	const ranks = 3
+	big := uint64(256 << 10)
+	sizes := []uint64{0, 64, engine.AgHostEagerMax - 64, engine.AgHostEagerMax, engine.AgHostEagerMax + 64, big}
+	errs := enginetest.WithComms(t, ranks, engine.Options{Device: "host", Timeout: 20 * time.Second}, func(r int, c *engine.Comm) error {
+		ctx := context.Background()
+		w, err := c.NewWindow(ctx, "w", window.Options{Bytes: big * ranks, Signals: 2, Counters: 1, Barriers: 2, Timeout: 20 * time.Second})
+		if err != nil {
+			return err
+		}
+		src, err := c.NewBuffer(big)
+		if err != nil {
+			return err
+		}
+		ag, err := engine.NewAllGather(ctx, c, w, "auto", false)
+		if err != nil {
+			return err
+		}
+		check := func(n uint64, round int, what string) error {
+			for p := 0; p < ranks; p++ {
+				got, err := w.Buffer().Read(uint64(p)*n, n)
+				if err != nil {
+					return err
+				}
+				for i, b := range got {
+					if b != chunkByte(p, round) {
+						return fmt.Errorf("n=%d %s round %d: byte %d of rank %d's chunk is %d, want %d", n, what, round, i, p, b, chunkByte(p, round))
+					}
+				}
+			}
+			return nil
+		}
+		fill := func(b *window.Buffer, off, n uint64, round int) error {
+			return b.Write(off, []byte(strings.Repeat(string(chunkByte(r, round)), int(n))))
+		}
+		for _, n := range sizes {
+			for round := 0; round < 4; round++ {
+				inPlace := round%2 == 1
+				if inPlace {
+					err = fill(w.Buffer(), uint64(r)*n, n, round)
+				} else {
+					err = fill(src, 0, n, round)
+				}
+				if err != nil {
+					return err
+				}
+				if inPlace {
+					err = ag.Exec(ctx, w.Buffer(), uint64(r)*n, n)
+				} else {
+					err = ag.Exec(ctx, src, 0, n)
+				}
+				if err != nil {
+					return err
+				}
+				if err := c.Sync(ctx); err != nil {
+					return err
+				}
+				if err := check(n, round, fmt.Sprintf("in place %v", inPlace)); err != nil {
+					return err
+				}
+			}
+			// A burst: the same data 50 times, synced once.
+			if err := fill(src, 0, n, 9); err != nil {
+				return err
+			}
+			for i := 0; i < 50; i++ {
+				if err := ag.Exec(ctx, src, 0, n); err != nil {
+					return err
+				}
+			}
+			if err := c.Sync(ctx); err != nil {
+				return err
+			}
+			if err := check(n, 9, "burst"); err != nil {
+				return err
+			}
+		}
+		return ag.Destroy(ctx)
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// Ranks whose n fall on either side of the eager limit run different
+// protocols, and still see each other's tag for the exec and fail at once
+// naming both sizes, not at the timeout.
+func TestAllGatherHostMismatchAcrossProtocols(t *testing.T) {
+	n := []uint64{engine.AgHostEagerMax, engine.AgHostEagerMax + 64}
+	errs := enginetest.WithComms(t, 2, engine.Options{Device: "host", Timeout: 20 * time.Second}, func(r int, c *engine.Comm) error {
+		ctx := context.Background()
+		w, err := c.NewWindow(ctx, "w", window.Options{Bytes: 4 * engine.AgHostEagerMax, Signals: 2, Counters: 1, Barriers: 2, Timeout: 10 * time.Minute})
+		if err != nil {
+			return err
+		}
+		src, err := c.NewBuffer(2 * engine.AgHostEagerMax)
+		if err != nil {
+			return err
+		}
+		ag, err := engine.NewAllGather(ctx, c, w, "auto", false)
+		if err != nil {
+			return err
+		}
+		if err := ag.Exec(ctx, src, 0, n[r]); err != nil {
+			return err
+		}
+		serr := c.Sync(ctx)
+		want := fmt.Sprintf("rank %d passed n=%d, this rank n=%d", 1-r, n[1-r], n[r])
+		if serr == nil || !strings.Contains(serr.Error(), want) || !strings.Contains(serr.Error(), "seen as soon as") {
+			return fmt.Errorf("got %v, want the mismatch (%s) seen at once", serr, want)
+		}
+		return ag.Destroy(ctx)
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}

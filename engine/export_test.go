@@ -1,0 +1,4 @@
+package engine
+
+// AgHostEagerMax is agHostEagerMax, for the external tests.
+const AgHostEagerMax = agHostEagerMax

@@ -1,0 +1,585 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type opKind uint8
+
+const (
+	opCopy opKind = iota
+	opStore
+	opAdd
+	opWait
+	opHost
+	opRemote
+)
+
+type hostOp struct {
+	kind  opKind
+	dst   Addr
+	src   Addr
+	n     uint64
+	v     uint64
+	bell  Addr // store, add: the receiver's bell, rung after
+	wait  WaitSpec
+	start time.Time // wait: when it began to wait (zero until then)
+	fn    func() error
+	rop   *RemoteOp
+	gen   uint64 // interrupt generation at enqueue
+}
+
+// opRing is a FIFO of operations in one growing circular buffer, so a
+// stream that is fed as fast as it drains allocates nothing.
+type opRing struct {
+	buf  []hostOp
+	head int
+	n    int
+}
+
+func (r *opRing) len() int { return r.n }
+
+func (r *opRing) grow() {
+	nb := make([]hostOp, max(16, 2*len(r.buf)))
+	for i := 0; i < r.n; i++ {
+		nb[i] = r.buf[(r.head+i)%len(r.buf)]
+	}
+	r.buf, r.head = nb, 0
+}
+
+func (r *opRing) push(op hostOp) {
+	if r.n == len(r.buf) {
+		r.grow()
+	}
+	r.buf[(r.head+r.n)%len(r.buf)] = op
+	r.n++
+}
+
+func (r *opRing) pushFront(op hostOp) {
+	if r.n == len(r.buf) {
+		r.grow()
+	}
+	r.head = (r.head + len(r.buf) - 1) % len(r.buf)
+	r.buf[r.head] = op
+	r.n++
+}
+
+func (r *opRing) pop() hostOp {
+	op := r.buf[r.head]
+	r.buf[r.head] = hostOp{}
+	r.head = (r.head + 1) % len(r.buf)
+	r.n--
+	return op
+}
+
+func (r *opRing) clear() {
+	for r.n > 0 {
+		r.pop()
+	}
+	r.head = 0
+}
+
+// Who runs a host stream's operations now.
+const (
+	ownNone   = iota // nobody: the queue is empty
+	ownCaller        // the goroutine that enqueued a wait, for a while
+	ownWorker        // the stream's goroutine
+)
+
+// maxQueued is how many operations a host stream holds before an enqueue
+// waits for the stream to catch up (as a device's queue fills).
+const maxQueued = 1 << 14
+
+// maxDeferred is how many bells a stream looks at again later at most.
+const maxDeferred = 8
+
+// HostStream is the host backend's Stream. An operation that finds the
+// stream idle runs at once on the caller's goroutine: copies and stores,
+// host functions, and waits too, for up to the policy's Inline time; a
+// wait still unmet then, and whatever is enqueued behind it, is run by
+// the stream's goroutine. So a rank that keeps up with its peers runs
+// everything on one thread, with no hand-off between goroutines.
+//
+// Waits poll, then yield, then sleep on the rank's bell (WaitSpec.Bell)
+// until a signaller rings it, as the WaitPolicy says; the policy differs
+// for ranks that outnumber their processors.
+type HostStream struct {
+	abort *Abort
+	pol   WaitPolicy
+
+	mu     sync.Mutex
+	q      opRing
+	owner  int
+	err    error
+	closed bool
+	wake   chan struct{} // wakes the worker
+	idle   chan struct{} // made by a Sync that waits, closed when the stream drains
+	space  *sync.Cond    // an enqueue waiting for room in the queue
+	gen    atomic.Uint64 // interrupt generation
+	cause  atomic.Pointer[error]
+	// asleep is the bell a wait of this stream sleeps on (0: none), rung
+	// by Interrupt and by the abort.
+	asleep  atomic.Uint64
+	stopped chan struct{}
+	// deferred are bells of plain stores to look at again after a fence;
+	// only the goroutine running the stream's operations touches them.
+	deferred  [maxDeferred]Addr
+	ndeferred int
+	fence     atomic.Uint32
+	rem       remoteState // operations on network peers (stream_remote.go)
+}
+
+// NewHostStream starts a stream whose waits also end when abort is set,
+// waiting as pol says.
+func NewHostStream(abort *Abort, pol WaitPolicy) *HostStream {
+	s := &HostStream{abort: abort, pol: pol, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	s.space = sync.NewCond(&s.mu)
+	go s.run()
+	go func() {
+		select {
+		case <-abort.Done():
+			RingBell(Addr(s.asleep.Load()))
+		case <-s.stopped:
+		}
+	}()
+	return s
+}
+
+// Policy returns how the stream's waits pass the time.
+func (s *HostStream) Policy() WaitPolicy { return s.pol }
+
+func (s *HostStream) kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// deferRing notes bell for flushRings; the caller runs the stream's
+// operations.
+func (s *HostStream) deferRing(bell Addr) {
+	for i := 0; i < s.ndeferred; i++ {
+		if s.deferred[i] == bell {
+			return
+		}
+	}
+	if s.ndeferred == maxDeferred {
+		s.flushRings()
+	}
+	s.deferred[s.ndeferred] = bell
+	s.ndeferred++
+}
+
+// flushRings fences, so that the plain stores before are visible to all,
+// then rings the deferred bells where a wait sleeps. After it, a wait
+// that went to sleep without seeing one of those stores is woken (it
+// announced itself before looking at the slot). The caller runs the
+// stream's operations (or holds mu with the stream idle).
+func (s *HostStream) flushRings() {
+	if s.ndeferred == 0 {
+		return
+	}
+	s.fence.Add(1) // a locked instruction: a full fence
+	for i := 0; i < s.ndeferred; i++ {
+		RingBell(s.deferred[i])
+		s.deferred[i] = 0
+	}
+	s.ndeferred = 0
+}
+
+// drained marks the stream idle; the caller holds mu and the queue is empty.
+func (s *HostStream) drained() {
+	s.flushRings()
+	s.owner = ownNone
+	if s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+}
+
+func (s *HostStream) enqueue(op hostOp) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	op.gen = s.gen.Load()
+	if s.owner == ownNone && s.rem.inline(&op) {
+		// Nothing ahead of it: run it here, in order, at once (after an
+		// error, operations are skipped up to the Sync that reports it).
+		// Local operations behind posted remote ones, and flushes, go to
+		// the worker (see remoteState.inline).
+		if s.err != nil {
+			s.mu.Unlock()
+			return
+		}
+		switch op.kind {
+		case opWait:
+			if _, ok := s.observe(&op.wait); ok {
+				s.mu.Unlock()
+				return
+			}
+			s.inline(&op)
+		case opHost:
+			s.inline(&op)
+		default:
+			if err := s.exec(&op); err != nil && s.err == nil {
+				s.err = err
+			}
+			s.mu.Unlock()
+		}
+		return
+	}
+	for s.q.len() >= maxQueued && s.owner != ownNone && !s.closed {
+		s.space.Wait()
+	}
+	s.q.push(op)
+	if s.owner == ownNone {
+		s.owner = ownWorker
+		s.kick()
+	}
+	s.mu.Unlock()
+}
+
+// inline runs a wait or a host function on the caller, which holds mu and
+// gives it up. A wait that is not over within the policy's Inline time
+// goes to the worker, at the head of the queue.
+func (s *HostStream) inline(op *hostOp) {
+	s.owner = ownCaller
+	s.mu.Unlock()
+	var done bool
+	var err error
+	if op.kind == opHost {
+		if err = s.settleRemote(op.gen); err == nil {
+			err = op.fn()
+		}
+		done = true
+	} else {
+		done, err = s.waitFor(op, s.pol.Inline)
+	}
+	s.mu.Lock()
+	for !done && s.closed {
+		// No worker to take it over.
+		s.mu.Unlock()
+		done, err = s.waitFor(op, 0)
+		s.mu.Lock()
+	}
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	switch {
+	case !done:
+		s.q.pushFront(*op)
+		s.owner = ownWorker
+		s.kick()
+	case s.q.len() > 0:
+		// Enqueued by another goroutine meanwhile.
+		s.owner = ownWorker
+		s.kick()
+	default:
+		s.drained()
+	}
+	if s.closed {
+		// Close waits for the worker, which waits for this.
+		s.kick()
+	}
+	s.mu.Unlock()
+}
+
+// exec runs a non-blocking op; the caller holds mu or is the worker.
+// A remote op is posted to its network; a local one first waits for the
+// remote ones posted before it (settleRemote).
+func (s *HostStream) exec(op *hostOp) error {
+	if op.kind == opRemote {
+		return s.runRemote(op)
+	}
+	if err := s.settleRemote(op.gen); err != nil {
+		return err
+	}
+	switch op.kind {
+	case opCopy:
+		copy(HostBytes(op.dst, op.n), HostBytes(op.src, op.n))
+	case opStore:
+		if op.bell != 0 && atomic.LoadUint32(bellWaiters(op.bell)) != 0 {
+			// Somebody sleeps there: store with a full fence and ring.
+			atomic.StoreUint64(hostU64(op.dst), op.v)
+			RingBell(op.bell)
+			break
+		}
+		// Nobody sleeps there now: a plain store, and a look at the bell
+		// again later, after a fence (flushRings), in case a wait went to
+		// sleep in between without seeing the store.
+		storeRelease(hostU64(op.dst), op.v)
+		if op.bell != 0 {
+			s.deferRing(op.bell)
+		}
+	case opAdd:
+		atomic.AddUint64(hostU64(op.dst), op.v)
+		RingBell(op.bell)
+	}
+	return nil
+}
+
+func (s *HostStream) run() {
+	defer close(s.stopped)
+	s.mu.Lock()
+	for {
+		if s.owner != ownWorker || s.q.len() == 0 {
+			if s.owner == ownWorker {
+				s.drained()
+			}
+			if s.closed && s.owner == ownNone {
+				s.space.Broadcast()
+				s.mu.Unlock()
+				return
+			}
+			s.mu.Unlock()
+			<-s.wake
+			s.mu.Lock()
+			continue
+		}
+		op := s.q.pop()
+		if s.q.len() == maxQueued/2 {
+			s.space.Broadcast()
+		}
+		failed := s.err != nil
+		s.mu.Unlock()
+		var err error
+		if !failed && op.gen == s.gen.Load() {
+			switch op.kind {
+			case opWait:
+				_, err = s.waitFor(&op, 0)
+			case opHost:
+				if err = s.settleRemote(op.gen); err == nil {
+					err = op.fn()
+				}
+			default:
+				err = s.exec(&op)
+			}
+		}
+		s.mu.Lock()
+		if err != nil && s.err == nil {
+			s.err = err
+		}
+	}
+}
+
+func (s *HostStream) observe(w *WaitSpec) (uint64, bool) {
+	if w.Mode == WaitEach {
+		for _, a := range w.Slots {
+			v := atomic.LoadUint64(hostU64(a))
+			if !w.Cmp.Holds(v, w.Value) {
+				return v, false
+			}
+		}
+		return w.Value, true
+	}
+	var sum uint64
+	for _, a := range w.Slots {
+		sum += atomic.LoadUint64(hostU64(a))
+	}
+	return sum, w.Cmp.Holds(sum, w.Value)
+}
+
+// maxNap bounds one sleep on a bell, in case a slot is written by
+// something that does not ring (the wait then looks again).
+const maxNap = 10 * time.Millisecond
+
+// waitFor runs the wait op until its condition holds (true, nil), it fails
+// (true, error), or, with limit > 0, limit has passed in this call (false,
+// nil: op keeps its start for the timeout). It polls, yields, then sleeps
+// on the bell, as the policy says.
+func (s *HostStream) waitFor(op *hostOp, limit time.Duration) (bool, error) {
+	w := &op.wait
+	if _, ok := s.observe(w); ok {
+		return true, nil
+	}
+	var (
+		v  uint64
+		ok bool
+	)
+	// The clock is read, and the deferred bells rung (a fence, which
+	// waits for this rank's last stores to leave), only at the first
+	// check, 256 looks in: a wait that ends sooner pays for neither, and a
+	// peer that went to sleep meanwhile is woken a few microseconds late
+	// at worst (this wait never sleeps before it).
+	var began time.Time
+	ready := func() bool {
+		_, ok := s.observe(w)
+		return ok || s.abort.Err() != nil || s.gen.Load() != op.gen
+	}
+	pause := time.Microsecond
+	spinning := true
+	for i := 1; ; i++ {
+		s.rem.progress()
+		if v, ok = s.observe(w); ok {
+			return true, nil
+		}
+		if spinning && i&255 != 0 {
+			continue
+		}
+		if began.IsZero() {
+			s.flushRings()
+			began = time.Now()
+			if op.start.IsZero() {
+				op.start = began
+			}
+		}
+		if err := s.abort.Err(); err != nil {
+			return true, w.Failed(v, err)
+		}
+		if w.Mismatch != nil && w.Mismatch(w.Value, v) {
+			return true, w.Failed(v, ErrMismatch)
+		}
+		if s.gen.Load() != op.gen {
+			return true, w.Failed(v, s.interruptCause())
+		}
+		now := time.Now()
+		waited := now.Sub(op.start)
+		if waited > w.Timeout {
+			return true, w.Failed(v, ErrTimeout)
+		}
+		left := w.Timeout - waited
+		if limit > 0 {
+			if now.Sub(began) >= limit {
+				return false, nil
+			}
+			left = min(left, limit-now.Sub(began))
+		}
+		switch {
+		case waited < s.pol.Spin:
+		case waited < s.pol.Yield:
+			spinning = false
+			yieldProcessor(i, s.pol.Goroutines)
+		case w.Bell != 0 && !s.rem.active():
+			// (A wait that drives networks never sleeps on the bell: the
+			// data it waits for may need this rank's progress to land.)
+			spinning = false
+			s.asleep.Store(uint64(w.Bell))
+			sleepOnBell(w.Bell, min(left, maxNap)+time.Microsecond, ready)
+			s.asleep.Store(0)
+		default:
+			spinning = false
+			time.Sleep(pause)
+			if pause < 50*time.Microsecond {
+				pause *= 2
+			}
+		}
+	}
+}
+
+func (s *HostStream) interruptCause() error {
+	if p := s.cause.Load(); p != nil {
+		return *p
+	}
+	return errors.New("interrupted")
+}
+
+// Copy implements Stream.
+func (s *HostStream) Copy(dst, src Addr, n uint64) {
+	s.enqueue(hostOp{kind: opCopy, dst: dst, src: src, n: n})
+}
+
+// Store64 implements Stream.
+func (s *HostStream) Store64(dst Addr, v uint64) { s.enqueue(hostOp{kind: opStore, dst: dst, v: v}) }
+
+// Add64 implements Stream.
+func (s *HostStream) Add64(dst Addr, v uint64) { s.enqueue(hostOp{kind: opAdd, dst: dst, v: v}) }
+
+// Store64Ring implements Ringer.
+func (s *HostStream) Store64Ring(dst Addr, v uint64, bell Addr) {
+	s.enqueue(hostOp{kind: opStore, dst: dst, v: v, bell: bell})
+}
+
+// Add64Ring implements Ringer.
+func (s *HostStream) Add64Ring(dst Addr, v uint64, bell Addr) {
+	s.enqueue(hostOp{kind: opAdd, dst: dst, v: v, bell: bell})
+}
+
+// Wait implements Stream.
+func (s *HostStream) Wait(w WaitSpec) { s.enqueue(hostOp{kind: opWait, wait: w}) }
+
+// Host implements Stream.
+func (s *HostStream) Host(fn func() error) { s.enqueue(hostOp{kind: opHost, fn: fn}) }
+
+// Mark implements Stream.
+func (s *HostStream) Mark() Mark {
+	m := &hostMark{}
+	s.Host(func() error { m.t = time.Now(); return nil })
+	return m
+}
+
+// hostSyncSpin bounds how long a Sync polls, yielding to the stream's
+// goroutine, before it sleeps until the stream drains.
+const hostSyncSpin = 20 * time.Microsecond
+
+// Sync implements Stream. It polls while the policy would spin (up to
+// hostSyncSpin), then sleeps until the stream drains.
+func (s *HostStream) Sync(ctx context.Context) error {
+	s.flushRemote()
+	var start time.Time
+	for i := 0; ; i++ {
+		s.mu.Lock()
+		if s.owner == ownNone {
+			s.flushRings()
+			err := s.err
+			s.err = nil
+			s.mu.Unlock()
+			return err
+		}
+		if i == 0 {
+			start = time.Now()
+		} else if time.Since(start) >= min(s.pol.Spin, hostSyncSpin) {
+			if s.idle == nil {
+				s.idle = make(chan struct{})
+			}
+			ch := s.idle
+			s.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return fmt.Errorf("sync: %w", context.Cause(ctx))
+			}
+			continue
+		}
+		s.mu.Unlock()
+		runtime.Gosched()
+	}
+}
+
+// Interrupt implements Stream.
+func (s *HostStream) Interrupt(cause error) {
+	s.mu.Lock()
+	s.cause.Store(&cause)
+	s.gen.Add(1)
+	s.q.clear()
+	s.space.Broadcast()
+	if s.err == nil {
+		s.err = cause
+	}
+	s.mu.Unlock()
+	RingBell(Addr(s.asleep.Load()))
+}
+
+// Close implements Stream.
+func (s *HostStream) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	if s.owner == ownNone {
+		s.flushRings()
+	}
+	s.space.Broadcast()
+	s.mu.Unlock()
+	s.kick()
+	<-s.stopped
+}
