@@ -1280,8 +1280,8 @@ func (s *CUDAStream) watch(now time.Time) {
 			if c == nil {
 				c = s.b.timeoutCause()
 			}
-			if m.spec.Fail != nil {
-				s.memErr = m.spec.Fail(v, c)
+			if m.spec.Fail != nil || m.spec.Describe != nil {
+				s.memErr = m.spec.Failed(v, c)
 			} else {
 				s.memErr = fmt.Errorf("wait: %v (observed %d, target %d)", c, v, m.spec.Value)
 			}
