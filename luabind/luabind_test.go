@@ -33,6 +33,14 @@ func runLua(t *testing.T, n int, code string) []rankResult {
 // runLuaWith is runLua with the chunk's name and the ranks' timeout.
 func runLuaWith(t *testing.T, n int, code, name string, timeout time.Duration) []rankResult {
 	t.Helper()
+	return runLuaRanks(t, n, code, name, timeout, nil)
+}
+
+// runLuaRanks runs code on n in-process ranks; after, when set, is called
+// with each rank's state once the chunk ran there, before the rank closes.
+// It fails the test for any segment still mapped afterwards.
+func runLuaRanks(t *testing.T, n int, code, name string, timeout time.Duration, after func(r int, s *State)) []rankResult {
+	t.Helper()
 	g := inproc.NewGroup(n)
 	job := enginetest.JobID("lt")
 	res := make([]rankResult, n)
@@ -54,6 +62,9 @@ func runLuaWith(t *testing.T, n int, code, name string, timeout time.Duration) [
 			err = s.Run([]byte(code), name, nil)
 			if err == nil {
 				err = comm.Sync(ctx)
+			}
+			if err == nil && after != nil {
+				after(i, s)
 			}
 			_ = comm.Close(err)
 			s.Close()

@@ -1,59 +1,21 @@
 package luabind
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
-
-	"github.com/luacoll/luacoll/engine"
-	"github.com/luacoll/luacoll/engine/enginetest"
-	"github.com/luacoll/luacoll/transport/inproc"
 )
 
 // runLuaThen is runLuaWith that calls after(rank, state) once the chunk
 // has run on that rank, before the rank closes.
 func runLuaThen(t *testing.T, n int, code string, after func(r int, s *State)) []rankResult {
 	t.Helper()
-	g := inproc.NewGroup(n)
-	job := enginetest.JobID("pt")
-	res := make([]rankResult, n)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			comm, err := enginetest.OpenInProc(ctx, g, i, job, engine.Options{Timeout: 5 * time.Second})
-			if err != nil {
-				res[i].err = err
-				return
-			}
-			var out bytes.Buffer
-			s := New(comm, &out)
-			s.Ctx = ctx
-			err = s.Run([]byte(code), "test.lua", nil)
-			if err == nil {
-				err = comm.Sync(ctx)
-			}
-			if err == nil && after != nil {
-				after(i, s)
-			}
-			_ = comm.Close(err)
-			s.Close()
-			res[i] = rankResult{out: out.String(), err: err}
-		}(i)
-	}
-	wg.Wait()
-	return res
+	return runLuaRanks(t, n, code, "test.lua", 5*time.Second, after)
 }
 
 // lineOf returns the 1-based line of code holding marker.
