@@ -23,22 +23,12 @@ func needUCX(t *testing.T) {
 // tmpLeftovers lists the logical nodes' directories in the temporary
 // directory.
 func tmpLeftovers() []string {
-	entries, _ := os.ReadDir(os.TempDir())
-	var out []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "luacoll-") && strings.Contains(e.Name(), "-node") {
-			out = append(out, e.Name())
-		}
-	}
-	return out
+	return namesIn(os.TempDir(), func(n string) bool { return strings.HasPrefix(n, "luacoll-") && strings.Contains(n, "-node") })
 }
 
 func checkTmpClean(t *testing.T, before []string) {
 	t.Helper()
-	seen := map[string]bool{}
-	for _, b := range before {
-		seen[b] = true
-	}
+	seen := setOf(before)
 	for _, s := range tmpLeftovers() {
 		if !seen[s] {
 			t.Errorf("temporary directory left behind: %s", filepath.Join(os.TempDir(), s))

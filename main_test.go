@@ -87,24 +87,35 @@ func writeScript(t *testing.T, body string) string {
 	return p
 }
 
-func shmLeftovers(t *testing.T) []string {
-	t.Helper()
-	entries, _ := os.ReadDir("/dev/shm")
+// namesIn lists the names in dir that keep accepts.
+func namesIn(dir string, keep func(string) bool) []string {
+	entries, _ := os.ReadDir(dir)
 	var out []string
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "luacoll-") {
+		if keep(e.Name()) {
 			out = append(out, e.Name())
 		}
 	}
 	return out
 }
 
+// setOf is names as a set.
+func setOf(names []string) map[string]bool {
+	seen := map[string]bool{}
+	for _, n := range names {
+		seen[n] = true
+	}
+	return seen
+}
+
+func shmLeftovers(t *testing.T) []string {
+	t.Helper()
+	return namesIn("/dev/shm", func(n string) bool { return strings.HasPrefix(n, "luacoll-") })
+}
+
 func checkClean(t *testing.T, before []string) {
 	t.Helper()
-	seen := map[string]bool{}
-	for _, b := range before {
-		seen[b] = true
-	}
+	seen := setOf(before)
 	// A segment that a process maps or holds belongs to a job still
 	// running on this machine (an older build's), not to this test.
 	if found, err := launch.FindLeftovers("/dev/shm"); err == nil {
