@@ -2,8 +2,6 @@ package luabind
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -94,27 +92,7 @@ func agpEntries() []*Entry {
 
 func newAllGather(c *call) int {
 	L := c.L
-	t, ok := c.get(0).(*lua.LTable)
-	if !ok {
-		c.badArg(0, "table expected, e.g. lc.allgather_persistent{window = w}, got %s", c.get(0).Type())
-	}
-	var unknown []string
-	t.ForEach(func(k, _ lua.LValue) {
-		ks, isStr := k.(lua.LString)
-		found := false
-		for _, name := range agpKeys {
-			if isStr && string(ks) == name {
-				found = true
-			}
-		}
-		if !found {
-			unknown = append(unknown, k.String())
-		}
-	})
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		c.fail("bad argument '%s' (unknown option; the options are %s)", unknown[0], strings.Join(agpKeys, ", "))
-	}
+	t := c.tableArg(0, agpKeys, "lc.allgather_persistent{window = w}", false)
 	wv := L.GetField(t, "window")
 	if wv == lua.LNil {
 		c.fail("bad argument 'window' (required: the window to gather into)")

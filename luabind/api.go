@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 	"time"
 
@@ -261,31 +260,11 @@ var windowKeys = []string{"bytes", "signals", "counters", "barriers", "timeout_m
 
 func newWindow(c *call) int {
 	L := c.L
-	t, ok := c.get(0).(*lua.LTable)
-	if !ok {
-		c.badArg(0, "table expected, e.g. lc.window{bytes = 1024}, got %s", c.get(0).Type())
-	}
+	t := c.tableArg(0, windowKeys, "lc.window{bytes = 1024}", false)
 	o := window.DefaultOptions()
 	o.Timeout = c.s.Comm.Opts.Timeout
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
-	}
-	var unknown []string
-	t.ForEach(func(k, _ lua.LValue) {
-		ks, isStr := k.(lua.LString)
-		found := false
-		for _, w := range windowKeys {
-			if isStr && string(ks) == w {
-				found = true
-			}
-		}
-		if !found {
-			unknown = append(unknown, k.String())
-		}
-	})
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		c.fail("bad argument '%s' (unknown option; the options are %s)", unknown[0], strings.Join(windowKeys, ", "))
 	}
 	field := func(name string) (int64, bool) {
 		v := L.GetField(t, name)
