@@ -31,7 +31,13 @@ func mpirun(t *testing.T, tmp string, n int, args ...string) result {
 	// As root mpirun wants --allow-run-as-root; CI machines have 2 cores.
 	full := append([]string{"--allow-run-as-root", "--oversubscribe", "-np", fmt.Sprint(n), bin}, args...)
 	cmd := exec.CommandContext(ctx, mpi, full...)
-	cmd.Env = append(cleanEnv(), "TMPDIR="+tmp)
+	// Each mpirun keeps its own session directory: Open MPI builds it from
+	// the host name and the user id, and two jobs started at once race on
+	// creating it (mkdir: File exists). Both still share TMPDIR, where the
+	// ranks meet.
+	session := t.TempDir()
+	cmd.Env = append(cleanEnv(), "TMPDIR="+tmp,
+		"OMPI_MCA_orte_tmpdir_base="+session, "PRTE_MCA_prte_tmpdir_base="+session)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err = cmd.Run()
