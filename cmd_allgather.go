@@ -63,7 +63,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.rounds, "rounds", 1, "timed runs per size (each of --iters execs), in turn with --vs mpi's; the table has the medians")
 	fs.IntVar(&f.warmup, "w", 5, "warmup execs per size")
 	fs.IntVar(&f.warmup, "warmup", 5, "warmup execs per size")
-	fs.StringVar(&f.algo, "algo", "auto", "direct, auto, pipeline, or a schedule of scripts/lib/allgather.lua run through Lua: lua:ring, lua:direct, lua:hier")
+	fs.StringVar(&f.algo, "algo", "auto", "auto, direct, ring, hier (pipeline is hier), or a schedule of scripts/lib/allgather.lua run through Lua: lua:ring, lua:direct, lua:hier")
 	fs.StringVar(&f.path, "path", "ce", "data path on CUDA: ce (copy engines, SM-free replay), sm (one kernel per exec: flagged lines up to 64 KiB per rank, then SM puts; from 128 MiB per rank copy-engine puts beside a copy kernel) or auto (a window's default path, with which the all-gather runs as on ce)")
 	fs.BoolVar(&f.stress, "stress", false, "after each size's timed execs, --iters more with new data each time, every one checked, rank 1 delayed at random")
 	fs.BoolVar(&f.inPlace, "inplace", false, "in-place execs (nccl-tests' in-place column): each rank's chunk starts in the window at rank*n, no own copy; NCCL in place too")
@@ -218,7 +218,7 @@ func (f *agFlags) check() ([]uint64, error) {
 		return nil, fmt.Errorf("--path %q: want ce, sm or auto", f.path)
 	}
 	switch f.algo {
-	case "auto", "direct", "pipeline":
+	case "auto", "direct", "ring", "hier", "pipeline":
 		if f.plan {
 			return nil, fmt.Errorf("--plan: records a Lua schedule (--algo lua:ring, lua:direct or lua:hier); --algo is %s", f.algo)
 		}
@@ -230,7 +230,7 @@ func (f *agFlags) check() ([]uint64, error) {
 			return nil, fmt.Errorf("--algo %s: --inplace works with the built-in algorithms only", f.algo)
 		}
 	default:
-		return nil, fmt.Errorf("--algo %q: want direct, auto, pipeline, lua:ring, lua:direct or lua:hier", f.algo)
+		return nil, fmt.Errorf("--algo %q: want auto, direct, ring, hier, lua:ring, lua:direct or lua:hier", f.algo)
 	}
 	var sizes []uint64
 	for s := lo; s <= hi; s *= uint64(f.factor) {

@@ -73,8 +73,22 @@ w:free()`)
 		}
 	}
 	r = luacoll(t, nil, "run", "-n", "3", "--nodes", "3", "tests/agp.lua")
-	if r.code != 0 || !strings.Contains(r.stdout, "[0] agp: 6 passed, 0 failed") {
+	if r.code != 0 || !strings.Contains(r.stdout, "[0] agp: 7 passed, 0 failed") {
 		t.Fatalf("agp, -n 3 --nodes 3: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	// The built-in algorithms across two nodes of two ranks, each forced,
+	// and auto, which picks hier there.
+	for _, algo := range []string{"ring", "hier", "direct"} {
+		r = luacoll(t, nil, "run", "-n", "4", "--nodes", "2", "tests/agp.lua", "1", "auto", algo)
+		if r.code != 0 || !strings.Contains(r.stdout, "[0] agp: 7 passed, 0 failed") {
+			t.Fatalf("agp --algo %s, -n 4 --nodes 2: exit %d\n%s\n%s", algo, r.code, r.stdout, r.stderr)
+		}
+	}
+	r = luacoll(t, nil, "run", "-n", "4", "--nodes", "2", writeScript(t,
+		`local lc = require("luacoll"); local w = lc.window{bytes = 64}; local ag = lc.allgather_persistent{window = w}; local i = ag:info(); `+
+			`print(("%s %d x %d"):format(i.algo, i.nodes, i.ranks_per_node)); ag:destroy(); w:free()`))
+	if r.code != 0 || !strings.Contains(r.stdout, "[0] hier 2 x 2") {
+		t.Fatalf("auto on 2 nodes x 2 ranks: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	checkClean(t, shmBefore)
 	checkTmpClean(t, tmpBefore)

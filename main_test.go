@@ -151,7 +151,7 @@ func TestTourAtSeveralSizes(t *testing.T) {
 }
 
 func TestPersistentAllGatherScript(t *testing.T) {
-	runAtSizes(t, []string{"2", "4", "8"}, []string{"tests/agp.lua"}, "[0] agp: 6 passed, 0 failed")
+	runAtSizes(t, []string{"2", "4", "8"}, []string{"tests/agp.lua"}, "[0] agp: 7 passed, 0 failed")
 }
 
 func TestPersistentAllGatherMismatchScript(t *testing.T) {

@@ -76,11 +76,16 @@ type AllGather struct {
 	// On the host: the protocol's addresses (agphost.go); syncw is its
 	// private window.
 	host *agHost
+	// On the window's operations (agsched.go): the nodes, and per sender
+	// the value of its row of the reserved slot at the end of the last
+	// exec that this rank received from it.
+	layout agLayout
+	base   []uint64
 }
 
 // NewAllGather is collective: every rank must pass the same window, algo
-// and graph. algo is "auto", "direct" or "pipeline"; graph mode needs the
-// CUDA device.
+// and graph. algo is "auto", "direct", "ring" or "hier" ("pipeline" is
+// hier); graph mode needs the CUDA device.
 func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, graph bool) (*AllGather, error) {
 	if w == nil {
 		return nil, &window.ArgError{Arg: "window", Msg: "a window is required"}
@@ -120,20 +125,26 @@ func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, g
 		if err := ag.openDevice(ctx, cs, call); err != nil {
 			return nil, err
 		}
-	} else if ag.c.Rank.Topo == nil || !ag.c.Rank.Topo.AnyNet() {
+	} else if ag.run == "direct" && (ag.c.Rank.Topo == nil || !ag.c.Rank.Topo.AnyNet()) {
 		// The host protocol needs every peer mapped; in a job with
 		// network peers (the whole matrix says so, so every rank
-		// decides alike) it runs on the window's operations (execWindow).
+		// decides alike), and for ring and hier, the all-gather runs
+		// on the window's operations (execWindow).
 		if err := ag.openHost(ctx, call); err != nil {
 			return nil, err
 		}
 	}
-	// Continue the window's exec count where an earlier AllGather left it.
+	// Continue the window's exec count where an earlier AllGather left it:
+	// every algorithm leaves tag(k, n) in the rows this rank received from
+	// at the last exec, so every rank finds the same k.
+	ag.base = make([]uint64, n)
 	for i := 1; i < n; i++ {
-		v, err := w.ReadSignalFrom((me+i)%n, ag.sig)
+		p := (me + i) % n
+		v, err := w.ReadSignalFrom(p, ag.sig)
 		if err != nil {
 			return nil, fmt.Errorf("rank %d: %s: %w", me, call, err)
 		}
+		ag.base[p] = v
 		if k := v >> tagNBits; k > ag.k {
 			ag.k = k
 		}
@@ -154,16 +165,36 @@ func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, g
 func (ag *AllGather) prepare() error {
 	w, c := ag.w, ag.c
 	switch ag.algo {
-	case "auto", "direct":
-		ag.run = "direct"
+	case "auto", "direct", "ring", "hier":
+		ag.run = ag.algo
 	case "pipeline":
-		ag.run = "direct"
-		ag.note = "pipeline needs the network transport; running direct"
+		ag.run = "hier"
 	default:
-		return &window.ArgError{Arg: "algo", Msg: fmt.Sprintf("unknown algorithm %q (want auto, direct or pipeline)", ag.algo)}
+		return &window.ArgError{Arg: "algo", Msg: fmt.Sprintf("unknown algorithm %q (want auto, direct, ring or hier)", ag.algo)}
 	}
 	if ag.graph && c.Opts.Device != "cuda" {
 		return &window.ArgError{Arg: "graph", Msg: "graph mode needs --device cuda"}
+	}
+	layout, lerr := nodeGroups(c.Rank.Topo, c.Rank.N(), c.Env.Rank)
+	ag.layout = layout
+	if ag.run == "auto" {
+		// hier where there are nodes to bridge and ranks to forward to,
+		// direct otherwise.
+		ag.run = "direct"
+		if lerr == nil && len(layout.groups) > 1 && len(layout.groups[0]) > 1 {
+			ag.run = "hier"
+		}
+	}
+	if ag.run == "hier" && lerr != nil {
+		return &window.ArgError{Arg: "algo", Msg: lerr.Error()}
+	}
+	if ag.run != "direct" && c.Opts.Device == "cuda" {
+		// The device protocol is direct; ring and hier run on window
+		// operations, which CUDA windows drive from the host.
+		if ag.algo != "auto" {
+			ag.note = ag.run + " runs on host windows; the CUDA protocol runs direct"
+		}
+		ag.run = "direct"
 	}
 	if w.Freed() {
 		return &window.ErrFreed{What: fmt.Sprintf("window %d", w.ID())}
@@ -390,10 +421,9 @@ func (ag *AllGather) RefuseExec() error {
 		ag.refuseHost()
 		return nil
 	}
-	ag.k++
 	w, me, size := ag.w, ag.c.Env.Rank, ag.c.Rank.N()
-	if err := w.Barrier(ag.bar); err != nil {
-		return ag.errf("refused exec #%d: guard barrier: %w", ag.k, err)
+	if err := ag.nextExec(); err != nil {
+		return err
 	}
 	sig := window.Sig{ID: ag.sig, Value: agTag(ag.k, agRefusedN), Op: window.SigSet}
 	for i := 1; i < size; i++ {
@@ -401,49 +431,6 @@ func (ag *AllGather) RefuseExec() error {
 		if err := w.Signal(p, sig); err != nil {
 			return ag.errf("refused exec #%d: telling rank %d: %w", ag.k, p, err)
 		}
-	}
-	return nil
-}
-
-// execWindow enqueues one exec on the window's own operations, for a
-// window with network peers (which the host protocol cannot map): a guard
-// barrier, the own chunk, a put_signal to every peer, a wait for each
-// peer's tag.
-func (ag *AllGather) execWindow(src *window.Buffer, srcOff, n uint64, inPlace bool) error {
-	w := ag.w
-	me, size := ag.c.Env.Rank, uint64(ag.c.Rank.N())
-	own := uint64(me) * n
-	ag.k++
-	tag := agTag(ag.k, n)
-	if err := w.Barrier(ag.bar); err != nil {
-		return ag.errf("guard barrier: %w", err)
-	}
-	if !inPlace && n > 0 {
-		if err := w.Put(window.Transfer{Peer: me, PeerOff: own, Local: src, LocalOff: srcOff, N: n}); err != nil {
-			return ag.errf("own chunk: %w", err)
-		}
-	}
-	sig := &window.Sig{ID: ag.sig, Value: tag, Op: window.SigSet}
-	for i := uint64(1); i < size; i++ {
-		p := int((uint64(me) + i) % size)
-		t := window.Transfer{Peer: p, PeerOff: own, Local: w.Buffer(), LocalOff: own, N: n}
-		if !inPlace {
-			t.Local, t.LocalOff = src, srcOff
-		}
-		if err := w.PutSignal(t, sig, nil); err != nil {
-			return ag.errf("put to rank %d: %w", p, err)
-		}
-	}
-	timeout := w.Options().Timeout
-	for i := uint64(1); i < size; i++ {
-		p := int((uint64(me) + i) % size)
-		k := ag.k
-		ag.c.Rank.Stream.Wait(transport.WaitSpec{Slots: []transport.Addr{ag.inbox[p]}, Mode: transport.WaitSum,
-			Cmp: transport.CmpEq, Value: tag, Timeout: timeout,
-			Fail: func(obs uint64, cause error) error {
-				return ag.waitError(p, k, n, obs, cause)
-			},
-			Mismatch: agMismatch})
 	}
 	return nil
 }
@@ -541,6 +528,8 @@ func (ag *AllGather) Info() map[string]any {
 		"graph":          false,
 		"signal_slot":    ag.sig,
 		"barrier_slot":   ag.bar,
+		"nodes":          len(ag.layout.groups),
+		"ranks_per_node": len(ag.layout.groups[0]),
 	}
 	if ag.dev != nil {
 		m["sync"] = "device exec counter, one-thread ready/done kernels"

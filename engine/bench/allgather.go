@@ -26,7 +26,7 @@ type AGBenchConfig struct {
 	Sizes  []uint64
 	Iters  int
 	Warmup int
-	Algo   string // "auto", "direct" or "pipeline"
+	Algo   string // "auto", "direct", "ring" or "hier"
 	Graph  bool   // luacoll in graph mode; NCCL is then also captured
 	NCCL   bool   // measure ncclAllGather on the same buffers (CUDA only)
 	Path   string // window path: "ce" (default), "sm" or "auto" (as ce)

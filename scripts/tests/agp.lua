@@ -4,11 +4,14 @@
 -- Odd sizes, in place and out of place, changing data every exec, every
 -- chunk checked, over-capacity refused, sizes changing from exec to exec
 -- on one all-gather, and (on CUDA) graph replays. path is the windows'
--- path (auto, ce or sm).
+-- path (auto, ce or sm); algo forces an algorithm (auto, direct, ring,
+-- hier), and on the host every algorithm also follows the others on one
+-- window.
 local lc = require("luacoll")
 local me, size = lc.rank, lc.size
 local replays = tonumber(arg[1] or "1000")
 local path = arg[2]
+local algo = arg[3]   -- auto (nil), direct, ring or hier
 local passed = 0
 
 local function check_all(w, n, seed)
@@ -22,7 +25,10 @@ end
 
 for _, n in ipairs({ 1000003, 1, 4097, 65536 }) do
   local w = lc.window{ bytes = n * size + 64, path = path }
-  local ag = lc.allgather_persistent{ window = w }
+  local ag = lc.allgather_persistent{ window = w, algo = algo }
+  if algo and algo ~= "auto" and lc.device() == "host" then
+    assert(ag:info().algo == algo, ("algo %s requested, %s runs"):format(algo, tostring(ag:info().algo)))
+  end
   local src = lc.buffer(n + 5)
   for it = 1, 5 do
     local seed = n % 997 + it
@@ -57,7 +63,7 @@ do
   local max = 0
   for _, n in ipairs(sizes) do max = math.max(max, n) end
   local w = lc.window{ bytes = max * size, path = path }
-  local ag = lc.allgather_persistent{ window = w }
+  local ag = lc.allgather_persistent{ window = w, algo = algo }
   local src = lc.buffer(max)
   for round = 1, 3 do
     for i, n in ipairs(sizes) do
@@ -78,7 +84,7 @@ do
   -- launch), then a sync: the last exec's data is everywhere
   local n = 2 * 1048576 + 3
   local w = lc.window{ bytes = n * size, path = path }
-  local ag = lc.allgather_persistent{ window = w }
+  local ag = lc.allgather_persistent{ window = w, algo = algo }
   local srcs = {}
   for k = 1, 3 do
     srcs[k] = lc.buffer(n)
@@ -95,6 +101,28 @@ do
   ag:destroy()
   for k = 1, 3 do srcs[k]:free() end
   w:free()
+  passed = passed + 1
+end
+
+if lc.device() == "host" then
+  -- the algorithms one after another on one window: each finds the exec
+  -- count the one before left in the slots, sizes change, data checked
+  local n = 300007
+  local w = lc.window{ bytes = n * size }
+  local src = lc.buffer(n)
+  local seed = 900
+  for _, a in ipairs({ "direct", "ring", "hier", "auto", "ring", "direct", "hier" }) do
+    local ag = lc.allgather_persistent{ window = w, algo = a }
+    for _, m in ipairs({ n, 5, 0, 70001 }) do
+      seed = seed + 1
+      src:fill("rand", seed * 1000 + me)
+      ag:exec(src, 0, m)
+      lc.sync()
+      check_all(w, m, seed)
+    end
+    ag:destroy()
+  end
+  src:free(); w:free()
   passed = passed + 1
 end
 
