@@ -60,7 +60,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.maxS, "e", "", "largest total size (default 1G on cuda, 64M on host)")
 	fs.IntVar(&f.factor, "f", 4, "size multiplication factor")
 	fs.IntVar(&f.iters, "iters", 20, "timed execs per size")
-	fs.IntVar(&f.rounds, "rounds", 1, "timed runs per size (each of --iters execs), in turn with --vs mpi's; the table has the medians")
+	fs.IntVar(&f.rounds, "rounds", 1, "timed runs per size (each of --iters execs), in turn with --vs mpi's and --vs direct's (the built-in and the schedule swap places every round); the table has the medians")
 	fs.IntVar(&f.warmup, "w", 5, "warmup execs per size")
 	fs.IntVar(&f.warmup, "warmup", 5, "warmup execs per size")
 	fs.StringVar(&f.algo, "algo", "auto", "auto, direct, ring, hier (pipeline is hier), or a schedule of scripts/lib/allgather.lua run through Lua: lua:ring, lua:direct, lua:hier")
