@@ -109,7 +109,7 @@ step bench-ag-ce-graph timeout 200 $ag --path ce --graph --vs nccl -b 1K -e 1G -
 step bench-ag-large timeout 200 bash -c "$ag --path sm --vs nccl -b 256M -e 1G -f 4 --iters 50 -w 5 && $ag --path ce --vs nccl -b 256M -e 1G -f 4 --iters 50 -w 5"
 step bench-ag-8m timeout 200 bash -c "$ag --path sm --vs nccl -b 8M -e 8M --iters 200 -w 20 && $ag --path sm --graph --vs nccl -b 8M -e 8M --iters 200 -w 20"
 step bench-ag-small timeout 200 bash -c "$ag --path sm --graph --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50 && $ag --path sm --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50"
-step bench-ag-plan timeout 300 bash -c "for a in lua:ring lua:direct; do $ag --algo \$a --plan --vs direct -b 1K -e 64M -f 65536 --iters 50 -w 5 && $ag --algo \$a --vs direct -b 1K -e 64M -f 65536 --iters 50 -w 5; done"
+step bench-ag-plan timeout 300 bash -c "for a in lua:ring lua:direct; do $ag --algo \$a --plan --vs direct -b 1K -e 64M -f 65536 --iters 50 -w 5 --rounds 5 && $ag --algo \$a --vs direct -b 1K -e 64M -f 65536 --iters 50 -w 5 --rounds 5; done"
 leaks benches
 if [ "${AGP_MODES:-0}" = 1 ]; then
 	for v in 1 2 3; do

@@ -8,6 +8,7 @@
 #   scripts/netns.sh node NAME K CMD...   # run CMD in node K (private /dev/shm, hostname NAME-K);
 #                                         #   $LC_NODE_ADDR is the node's address, $LC_NODE_DEV its device
 #   scripts/netns.sh down NAME            # remove both (and everything left in them)
+# LC_SHM_SIZE sets the size of each node's /dev/shm (default 2g).
 #
 # NAME is at most 8 characters (device names are NAME-v0, NAME-v1).
 set -euo pipefail
@@ -48,7 +49,7 @@ node)
   export LC_NODE_ADDR LC_NODE_DEV
   LC_NODE_ADDR=$(addr "$k") LC_NODE_DEV="$name-v$k"
   exec ip netns exec "$name-$k" unshare --mount --uts --propagation private \
-    sh -c 'mount -t tmpfs -o size=2g,mode=1777 lcshm /dev/shm && hostname "$0" && exec "$@"' "$name-$k" "$@"
+    sh -c 'mount -t tmpfs -o size=${LC_SHM_SIZE:-2g},mode=1777 lcshm /dev/shm && hostname "$0" && exec "$@"' "$name-$k" "$@"
   ;;
 down)
   for k in 0 1; do
