@@ -358,7 +358,14 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	fmt.Fprintf(stdout, "# algo %s (runs %s, path %s), graph %v, %s, %d warmup + %d timed execs back to back per size\n",
 		f.algo, res.Info["algo"], res.Info["path"], f.graph, place, f.warmup, f.iters)
 	if f.rounds > 1 {
-		fmt.Fprintf(stdout, "# %d rounds per size (luacoll and MPI in turn): median times, #wrong over all rounds\n", f.rounds)
+		turn := "luacoll"
+		if f.vsDirect {
+			turn += ", the built-in (after the schedule in rounds 1, 3, ..., before it in rounds 2, 4, ...)"
+		}
+		if f.vsMPI {
+			turn += ", MPI"
+		}
+		fmt.Fprintf(stdout, "# %d rounds per size (%s in turn): median times, #wrong over all rounds\n", f.rounds, turn)
 	}
 	if nodes, _ := res.Info["graph_nodes"].(string); nodes != "" {
 		fmt.Fprintf(stdout, "# luacoll graph nodes per exec: %s\n", nodes)

@@ -122,10 +122,10 @@ if [ "${AGP_MODES:-0}" = 1 ]; then
 fi
 # Several ranks on one GPU under the job's own MPS daemon (--mps); after
 # each step no nvidia-cuda-mps process may be left, a killed rank included.
-mps_gone() { step "mps-gone-after-$1" bash -c '! pgrep -l nvidia-cuda-mps'; }
+mps_gone() { step "mps-gone-after-$1" bash -c '! pgrep -r D,R,S,T -l nvidia-cuda-mps'; }
 if ! command -v nvidia-cuda-mps-control >/dev/null; then
 	echo "== mps steps skipped: no nvidia-cuda-mps-control"
-elif pgrep -l nvidia-cuda-mps; then
+elif pgrep -r D,R,S,T -l nvidia-cuda-mps; then
 	echo "== mps steps skipped: MPS is already running"
 else
 	step mps-job timeout 120 $bin run -n 2 --device cuda --gpus 0,0 --mps on tests/mps.lua job

@@ -186,9 +186,11 @@ func RunningMPS(procDir string) string {
 		if err != nil {
 			continue
 		}
-		// The kernel keeps 15 characters of the name.
+		// The kernel keeps 15 characters of the name. A zombie (an
+		// exited daemon whose parent never reaped it, as under a
+		// container's init that does not) serves nobody.
 		name := strings.TrimSpace(string(comm))
-		if strings.HasPrefix(name, "nvidia-cuda-mps") {
+		if strings.HasPrefix(name, "nvidia-cuda-mps") && !exited(filepath.Join(procDir, e.Name(), "stat")) {
 			found = append(found, fmt.Sprintf("pid %d", pid))
 		}
 	}
@@ -196,6 +198,22 @@ func RunningMPS(procDir string) string {
 		return ""
 	}
 	return "nvidia-cuda-mps " + strings.Join(found, ", ")
+}
+
+// exited reports whether the process whose /proc stat file is at path has
+// exited and waits to be reaped (state Z or X); a missing or unreadable
+// file says no.
+func exited(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	// "pid (comm) S ...": the name may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
 // MPSConfig asks Launch to run the ranks as clients of a private MPS

@@ -106,6 +106,17 @@ func TestRunningMPS(t *testing.T) {
 	if got, want := RunningMPS(proc), "nvidia-cuda-mps pid 812, pid 813"; got != want {
 		t.Errorf("RunningMPS = %q, want %q", got, want)
 	}
+	// An exited daemon not yet reaped (state Z) runs nothing.
+	if err := os.WriteFile(filepath.Join(proc, "813", "stat"), []byte("813 (nvidia-cuda-mps) Z 1 813 813 0 -1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "812", "stat"), []byte("812 (nvidia-cuda-mps) S 1 812 812 0 -1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := RunningMPS(proc), "nvidia-cuda-mps pid 812"; got != want {
+		t.Errorf("RunningMPS with 813 a zombie = %q, want %q", got, want)
+	}
+	os.Remove(filepath.Join(proc, "813", "stat"))
 	if got := RunningMPS(filepath.Join(proc, "absent")); got != "" {
 		t.Errorf("no process table: %q", got)
 	}
