@@ -111,10 +111,7 @@ func TestLogicalNodesRefusesBadCounts(t *testing.T) {
 // the window timeout naming a dead rank, and nothing is left in /dev/shm or
 // the temporary directory.
 func TestKilledNodeMidWait(t *testing.T) {
-	needUCX(t)
-	shmBefore, tmpBefore := shmLeftovers(t), tmpLeftovers()
-	dir := t.TempDir()
-	s := writeScript(t, `local lc = require("luacoll")
+	killNode(t, `local lc = require("luacoll")
 local w = lc.window{ bytes = 4096, timeout_ms = 20000 }
 local f = io.open(arg[1] .. "/pid" .. lc.rank, "w"); f:write(tostring(lc.rank)); f:close()
 -- every rank has put to every other before the kill
@@ -123,6 +120,38 @@ for p = 0, lc.size - 1 do w:put(p, 0, src, 0, 64) end
 w:sync()
 w:wait_signal(0, ">=", 1)
 w:sync()`)
+}
+
+// The same with the ranks in a loop of the two-level all-gather across the
+// nodes, every exec checked.
+func TestKilledNodeMidAllGather(t *testing.T) {
+	killNode(t, `local lc = require("luacoll")
+local n = 300000
+local w = lc.window{ bytes = n * lc.size, timeout_ms = 20000 }
+local ag = lc.allgather_persistent{ window = w }
+assert(ag:info().algo == "hier", "auto picks " .. tostring(ag:info().algo))
+local src, ref = lc.buffer(n), lc.buffer(n)
+local f = io.open(arg[1] .. "/pid" .. lc.rank, "w"); f:write(tostring(lc.rank)); f:close()
+for it = 1, 1000000 do
+  src:fill("rand", it * 16 + lc.rank)
+  ag:exec(src, 0, n)
+  lc.sync()
+  for r = 0, lc.size - 1 do
+    ref:fill("rand", it * 16 + r)
+    assert(w:buffer():equal(ref, r * n, 0, n), ("exec %d: chunk %d differs"):format(it, r))
+  end
+end`)
+}
+
+// killNode runs script on 4 ranks in 2 logical nodes, SIGKILLs both ranks
+// of node 1 once they have written their pid files, and checks that the
+// others stop within the timeout naming a dead rank, leaving nothing.
+func killNode(t *testing.T, script string) {
+	t.Helper()
+	needUCX(t)
+	shmBefore, tmpBefore := shmLeftovers(t), tmpLeftovers()
+	dir := t.TempDir()
+	s := writeScript(t, script)
 	cmd := exec.Command(bin, "run", "-n", "4", "--nodes", "2", "--timeout", "20s", s, dir)
 	cmd.Env = cleanEnv()
 	var e bytes.Buffer
