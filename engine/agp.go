@@ -81,7 +81,16 @@ type AllGather struct {
 	// exec that this rank received from it.
 	layout agLayout
 	base   []uint64
+	// directUpTo: execs of at most this many bytes per rank run direct
+	// (auto's choice on several nodes: measured in
+	// docs/results/allgather-nodes.md); 0: none.
+	directUpTo uint64
 }
+
+// agHierDirectUpTo is where auto switches from direct to hier on a job of
+// several nodes: direct took less time up to 64 KiB per rank on 2 x 2 and
+// 2 x 4 ranks, hier from 1 MiB.
+const agHierDirectUpTo = 256 << 10
 
 // NewAllGather is collective: every rank must pass the same window, algo
 // and graph. algo is "auto", "direct", "ring" or "hier" ("pipeline" is
@@ -179,10 +188,10 @@ func (ag *AllGather) prepare() error {
 	ag.layout = layout
 	if ag.run == "auto" {
 		// hier where there are nodes to bridge and ranks to forward to,
-		// direct otherwise.
+		// except for small execs, direct otherwise.
 		ag.run = "direct"
 		if lerr == nil && len(layout.groups) > 1 && len(layout.groups[0]) > 1 {
-			ag.run = "hier"
+			ag.run, ag.directUpTo = "hier", agHierDirectUpTo
 		}
 	}
 	if ag.run == "hier" && lerr != nil {
@@ -530,6 +539,9 @@ func (ag *AllGather) Info() map[string]any {
 		"barrier_slot":   ag.bar,
 		"nodes":          len(ag.layout.groups),
 		"ranks_per_node": len(ag.layout.groups[0]),
+	}
+	if ag.directUpTo > 0 && ag.run != "direct" {
+		m["direct_up_to"] = int(ag.directUpTo)
 	}
 	if ag.dev != nil {
 		m["sync"] = "device exec counter, one-thread ready/done kernels"

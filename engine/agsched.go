@@ -169,7 +169,11 @@ func (ag *AllGather) execWindow(src *window.Buffer, srcOff, n uint64, inPlace bo
 			return ag.errf("exec #%d: own chunk: %w", e.k, err)
 		}
 	}
-	switch ag.run {
+	algo := ag.run
+	if n <= ag.directUpTo {
+		algo = "direct"
+	}
+	switch algo {
 	case "ring":
 		return e.ring()
 	case "hier":
