@@ -47,6 +47,8 @@ func (s *session) newSource() (lineSource, error) {
 	// What the session prints while a line is being edited (a rank's
 	// death) goes above the prompt, which is drawn again.
 	s.out = rl.Stdout()
+	s.rankOut.set(rl.Stdout())
+	s.rankErr.set(rl.Stderr())
 	// A SIGTERM or the end of the session's context wakes a pending read.
 	go func() {
 		select {

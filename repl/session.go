@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -136,19 +137,41 @@ type launchOutcome struct {
 	err error
 }
 
+// switchWriter forwards to a writer that can change: what the launcher
+// and the ranks print goes to the terminal until the line editor exists,
+// then through it, above the prompt.
+type switchWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (sw *switchWriter) Write(b []byte) (int, error) {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.w.Write(b)
+}
+
+func (sw *switchWriter) set(w io.Writer) {
+	sw.mu.Lock()
+	sw.w = w
+	sw.mu.Unlock()
+}
+
 // session is the front end.
 type session struct {
-	cfg    Config
-	ctx    context.Context
-	out    io.Writer
-	ranks  []*rankState
-	dir    string
-	ln     net.Listener
-	src    lineSource
-	local  *lua.LState
-	reg    *luabind.Registry
-	done   chan struct{}
-	events chan event
+	cfg Config
+	ctx context.Context
+	out io.Writer
+	// rankOut and rankErr carry the launcher's and the ranks' output.
+	rankOut, rankErr *switchWriter
+	ranks            []*rankState
+	dir              string
+	ln               net.Listener
+	src              lineSource
+	local            *lua.LState
+	reg              *luabind.Registry
+	done             chan struct{}
+	events           chan event
 	// completions receives the ranks' completion answers.
 	completions chan *message
 	complID     atomic.Uint64
@@ -186,6 +209,7 @@ func Run(ctx context.Context, cfg Config) int {
 	defer cancel()
 	s := &session{
 		cfg: cfg, ctx: ctx, out: cfg.Stdout,
+		rankOut: &switchWriter{w: cfg.Stdout}, rankErr: &switchWriter{w: cfg.Stderr},
 		done:        make(chan struct{}),
 		events:      make(chan event, 256),
 		completions: make(chan *message, 4),
@@ -251,7 +275,7 @@ func (s *session) start() error {
 	launchCtx, cancel := context.WithCancel(context.Background())
 	s.cancelLaunch = cancel
 	lc := launch.LaunchConfig{N: s.cfg.N, Nodes: s.cfg.Nodes, Path: s.cfg.Exe, Args: s.cfg.Args, Prefix: true,
-		Stdout: s.cfg.Stdout, Stderr: s.cfg.Stderr, Grace: keepRanks,
+		Stdout: s.rankOut, Stderr: s.rankErr, Grace: keepRanks,
 		ExtraEnv: func(int) []string { return []string{EnvControl + "=" + sock} }, MPS: s.cfg.MPS}
 	start := launch.Launch
 	if s.cfg.Launch != nil {

@@ -1,9 +1,48 @@
 package transport
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
+
+// ErrPeerLost matches (errors.Is) a network error that means the
+// connection to a peer broke: most often the peer's process died, which
+// the job's failure news explains a moment later.
+var ErrPeerLost = errors.New("connection to a peer lost")
+
+// peerLostGrace is how long an operation that lost its peer waits for the
+// job's failure news before it reports the bare network error.
+const peerLostGrace = 2 * time.Second
+
+// explained is a network error together with the failure that caused it
+// (a rank that died or failed); both match errors.Is and errors.As.
+type explained struct{ cause, err error }
+
+func (e *explained) Error() string   { return e.cause.Error() + "; the network said: " + e.err.Error() }
+func (e *explained) Unwrap() []error { return []error{e.cause, e.err} }
+
+// ExplainPeerLost returns err unchanged unless it is ErrPeerLost; then it
+// waits up to a short grace for abort and, when abort is set, returns an
+// error that names its cause first ("rank 3 died (...); the network said:
+// flush to rank 3: ...").
+func ExplainPeerLost(err error, abort *Abort) error {
+	return explainPeerLost(err, abort, peerLostGrace)
+}
+
+func explainPeerLost(err error, abort *Abort, grace time.Duration) error {
+	if err == nil || abort == nil || !errors.Is(err, ErrPeerLost) {
+		return err
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-abort.Done():
+		return &explained{cause: abort.Err(), err: err}
+	case <-t.C:
+		return err
+	}
+}
 
 // Ref names bytes of a peer's part of a window that this process cannot
 // map: the peer, the key under which the peer's region is registered with

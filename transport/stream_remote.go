@@ -108,7 +108,7 @@ func (s *HostStream) runRemote(op *hostOp) error {
 	if r.Kind == RemoteFlush {
 		for _, n := range s.rem.list() {
 			if err := n.Flush(s.cancel(op.gen), max(r.Timeout, s.timeout())); err != nil {
-				return err
+				return ExplainPeerLost(err, s.abort)
 			}
 		}
 		s.rem.outstanding.Store(false)
@@ -120,7 +120,7 @@ func (s *HostStream) runRemote(op *hostOp) error {
 		s.rem.timeout.Store(t)
 	}
 	s.rem.outstanding.Store(true)
-	return n.Post(*r)
+	return ExplainPeerLost(n.Post(*r), s.abort)
 }
 
 // settleRemote waits until every posted operation completed locally, so
@@ -132,7 +132,7 @@ func (s *HostStream) settleRemote(gen uint64) error {
 	}
 	for _, n := range s.rem.list() {
 		if err := n.Quiet(s.cancel(gen), s.timeout()); err != nil {
-			return err
+			return ExplainPeerLost(err, s.abort)
 		}
 	}
 	s.rem.outstanding.Store(false)

@@ -26,6 +26,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/luacoll/luacoll/transport"
 )
 
 // Package is what to install when UCX is missing.
@@ -84,6 +86,22 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s (UCX status %d)", e.Call, e.Msg, e.Status) }
+
+// Is makes errors.Is(err, transport.ErrPeerLost) hold for the statuses UCX
+// reports when the connection to a peer breaks: I/O error (-3),
+// unreachable (-6), canceled (-16, outstanding requests of a failed
+// endpoint), rejected (-23), not connected (-24), connection reset (-25)
+// and endpoint timeout (-80).
+func (e *Error) Is(target error) bool {
+	if target != transport.ErrPeerLost {
+		return false
+	}
+	switch e.Status {
+	case -3, -6, -16, -23, -24, -25, -80:
+		return true
+	}
+	return false
+}
 
 func (l *Lib) fail(call string, s C.lc_status) error {
 	return &Error{Call: call, Status: int(s), Msg: C.GoString(C.lc_ucx_strerror(l.u, s))}

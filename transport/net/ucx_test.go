@@ -2,6 +2,8 @@ package net
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -222,5 +224,19 @@ func TestMalformedPutSignalNamesThePeer(t *testing.T) {
 	}
 	if binary.LittleEndian.Uint64(mem[1][8:]) != 0 {
 		t.Error("the forged message changed the target's memory")
+	}
+}
+
+// The statuses of a broken connection match transport.ErrPeerLost (so the
+// stream waits for the failure news that explains them); others do not.
+func TestErrorPeerLost(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		lost   bool
+	}{{-25, true}, {-80, true}, {-6, true}, {-16, true}, {-5, false}, {-4, false}, {-20, false}} {
+		err := fmt.Errorf("flush to rank 1: %w", &Error{Call: "ucp_ep_flush_nbx", Status: c.status, Msg: "x"})
+		if got := errors.Is(err, transport.ErrPeerLost); got != c.lost {
+			t.Errorf("status %d: errors.Is(ErrPeerLost) = %v, want %v", c.status, got, c.lost)
+		}
 	}
 }
