@@ -23,7 +23,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		"writes every rank's timeline (each window operation from enqueue to completion, syncs,\n"+
 		"collectives, errors) for ui.perfetto.dev or chrome://tracing. The script is read once\n"+
 		"(a file, a FIFO, or - for standard input, as with lua -) and every rank runs the same\n"+
-		"bytes.", stderr)
+		"bytes. A job that hangs: Ctrl-\\ (SIGQUIT to the launcher) makes every rank print its\n"+
+		"goroutines' stacks, prefixed with its rank, and exit.", stderr)
 	var f rankFlags
 	f.register(fs, 1)
 	if code, ok := parse(fs, args, stdout); !ok {

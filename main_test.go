@@ -795,3 +795,36 @@ func TestSyntaxErrorReportedOnce(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q, want %q", r.code, r.stdout, r.stderr, want)
 	}
 }
+
+// SIGQUIT to the launcher reaches every rank, whose stacks come out on
+// stderr with their rank prefix: where a hung job waits.
+func TestQuitDumpsEveryRank(t *testing.T) {
+	before := shmLeftovers(t)
+	s := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 64, timeout_ms = 600000 }
+print("started")
+w:wait_signal(0, ">=", 1)`)
+	cmd := exec.Command(bin, "run", "-n", "2", "--timeout", "60s", s)
+	cmd.Env = cleanEnv()
+	var o, e syncBuffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(o.String(), "started") < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // into the wait
+	_ = cmd.Process.Signal(syscall.SIGQUIT)
+	err := cmd.Wait()
+	if ee, _ := err.(*exec.ExitError); ee == nil || ee.ExitCode() == 0 {
+		t.Fatalf("exit %v, want a failure\n%s", err, e.String())
+	}
+	for _, want := range []string{"luacoll: SIGQUIT", "[0] goroutine 1 ", "[1] goroutine 1 ", "luacoll/luabind.RunRank"} {
+		if !strings.Contains(e.String(), want) {
+			t.Errorf("stderr lacks %q:\n%.3000s", want, e.String())
+		}
+	}
+	checkClean(t, before)
+}

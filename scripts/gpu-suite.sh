@@ -40,36 +40,36 @@ for t in kernels cuda tcuda; do
 done
 # --trace on CUDA: timing events behind every operation, anchored to the host clock.
 [ -x bin/transport.test ] && step trace-stamps timeout 120 bin/transport.test -test.run 'Stamps' -test.v
-step trace-suite timeout 300 $bin run -n "$n" --device cuda --trace "$out/trace-suite.json" tests/suite.lua
-step trace-agp timeout 300 $bin run -n "$n" --device cuda --trace "$out/trace-agp.json" tests/agp.lua 100
+step trace-suite timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda --trace "$out/trace-suite.json" tests/suite.lua
+step trace-agp timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda --trace "$out/trace-agp.json" tests/agp.lua 100
 [ -x bin/trace.test ] && step trace-check env LUACOLL_CHECK_TRACES="$out/trace-suite.json $out/trace-agp.json" \
 	bin/trace.test -test.run TestCheckTraceFiles -test.v
-step suite timeout 300 $bin run -n "$n" --device cuda tests/suite.lua
+step suite timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/suite.lua
 leaks suite
 # windows shared as VMM memory passed as file descriptors (--ipc vmm)
-step suite-vmm timeout 300 $bin run -n "$n" --device cuda --ipc vmm tests/suite.lua
-step agp-vmm timeout 300 $bin run -n "$n" --device cuda --ipc vmm tests/agp.lua 100
+step suite-vmm timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda --ipc vmm tests/suite.lua
+step agp-vmm timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda --ipc vmm tests/agp.lua 100
 leaks suite-vmm
 # symmetric windows (the default wherever every rank can map one), side by
 # side with asymmetric ones; with --ipc legacy, auto falls back and says why
-step symmetric timeout 300 $bin run -n "$n" --device cuda tests/symmetric.lua
-step symmetric-fallback timeout 300 $bin run -n "$n" --device cuda --ipc legacy tests/symmetric.lua fallback
-step suite-asym timeout 300 $bin run -n "$n" --device cuda --symmetric off tests/suite.lua
+step symmetric timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/symmetric.lua
+step symmetric-fallback timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda --ipc legacy tests/symmetric.lua fallback
+step suite-asym timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda --symmetric off tests/suite.lua
 leaks symmetric
-step agp timeout 300 $bin run -n "$n" --device cuda tests/agp.lua 1000
-step agp-sm timeout 300 $bin run -n "$n" --device cuda tests/agp.lua 1000 sm
+step agp timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/agp.lua 1000
+step agp-sm timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/agp.lua 1000 sm
 # path sm with the copy-engine puts from 1 MiB per rank, so that the
 # back-to-back execs of tests/agp.lua share their done+ready launches there too
-step agp-sm-ce timeout 300 env LUACOLL_AGP_CE_MIN=1048576 $bin run -n "$n" --device cuda tests/agp.lua 100 sm
-step agp-mismatch timeout 120 bash -c "$bin run -n $n --device cuda tests/agp_mismatch.lua ce && $bin run -n $n --device cuda tests/agp_mismatch.lua sm"
-step agp-refused timeout 120 bash -c "$bin run -n $n --device cuda tests/agp_refused.lua ce && $bin run -n $n --device cuda tests/agp_refused.lua sm"
+step agp-sm-ce timeout -s QUIT -k 20 300 env LUACOLL_AGP_CE_MIN=1048576 $bin run -n "$n" --device cuda tests/agp.lua 100 sm
+step agp-mismatch timeout -s QUIT -k 20 120 bash -c "$bin run -n $n --device cuda tests/agp_mismatch.lua ce && $bin run -n $n --device cuda tests/agp_mismatch.lua sm"
+step agp-refused timeout -s QUIT -k 20 120 bash -c "$bin run -n $n --device cuda tests/agp_refused.lua ce && $bin run -n $n --device cuda tests/agp_refused.lua sm"
 leaks agp
 # plans (lc.plan) of lib/allgather.lua replayed in mode "stream", every replay checked
-step plan timeout 300 $bin run -n "$n" --device cuda tests/plan.lua 1000
-step plan-sm timeout 300 $bin run -n "$n" --device cuda tests/plan.lua 100 sm
+step plan timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/plan.lua 1000
+step plan-sm timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/plan.lua 100 sm
 leaks plan
-step tour timeout 120 $bin run -n "$n" --device cuda
-step fail timeout 120 bash -c "$bin run -n $n --device cuda --timeout 60s tests/fail_wait.lua; echo launcher exit \$?"
+step tour timeout -s QUIT -k 20 120 $bin run -n "$n" --device cuda
+step fail timeout -s QUIT -k 20 120 bash -c "$bin run -n $n --device cuda --timeout 60s tests/fail_wait.lua; echo launcher exit \$?"
 leaks fail
 kill_test() { # extra flags for luacoll run, e.g. --ipc vmm
 	$bin run -n 2 --device cuda --timeout 60s "$@" tests/kill_wait.lua &
@@ -84,9 +84,9 @@ kill_test() { # extra flags for luacoll run, e.g. --ipc vmm
 	wait $launcher
 	echo "launcher exit $? after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 }
-step kill timeout 120 bash -c "$(declare -f kill_test); bin=$bin; kill_test"
+step kill timeout -s QUIT -k 20 120 bash -c "$(declare -f kill_test); bin=$bin; kill_test"
 leaks kill
-step kill-vmm timeout 120 bash -c "$(declare -f kill_test); bin=$bin; kill_test --ipc vmm"
+step kill-vmm timeout -s QUIT -k 20 120 bash -c "$(declare -f kill_test); bin=$bin; kill_test --ipc vmm"
 leaks kill-vmm
 for p in auto ce sm; do
 	step bench-put-$p timeout 200 $bin bench put -n 2 --device cuda -b 1M -e 256M --path $p
@@ -95,21 +95,21 @@ for p in auto ce sm; do
 	step bench-pingpong-$p timeout 100 $bin bench pingpong -n 2 --device cuda --iters 2000 --path $p
 	step bench-barrier-$p timeout 100 $bin bench barrier -n 2 --device cuda --iters 2000 --path $p
 done
-step bench-symmetric timeout 200 bash -c "$bin bench pingpong -n 2 --device cuda --iters 2000 --symmetric both && $bin bench put -n 2 --device cuda -b 8 -e 8 --iters 200 --symmetric both && $bin bench put -n 2 --device cuda -b 256M -e 256M --symmetric both"
+step bench-symmetric timeout -s QUIT -k 20 200 bash -c "$bin bench pingpong -n 2 --device cuda --iters 2000 --symmetric both && $bin bench put -n 2 --device cuda -b 8 -e 8 --iters 200 --symmetric both && $bin bench put -n 2 --device cuda -b 256M -e 256M --symmetric both"
 # --cpu-bind auto (the default) against none: the ranks' CPUs are in the output
-step lua-pingpong timeout 150 bash -c "for r in 1 2 3 4; do for b in auto none; do $bin run -n 2 --device cuda --cpu-bind \$b bench/pingpong.lua 5000; done; done"
-step bench-put-large timeout 200 bash -c "for p in ce sm; do $bin bench put -n 2 --device cuda -b 256M -e 1G --path \$p --iters 9; done"
-step bench-put-bidir timeout 200 bash -c "for p in ce sm; do $bin bench put -n 2 --device cuda -b 128M -e 1G -f 2 --path \$p --bidir --iters 7; done"
+step lua-pingpong timeout -s QUIT -k 20 150 bash -c "for r in 1 2 3 4; do for b in auto none; do $bin run -n 2 --device cuda --cpu-bind \$b bench/pingpong.lua 5000; done; done"
+step bench-put-large timeout -s QUIT -k 20 200 bash -c "for p in ce sm; do $bin bench put -n 2 --device cuda -b 256M -e 1G --path \$p --iters 9; done"
+step bench-put-bidir timeout -s QUIT -k 20 200 bash -c "for p in ce sm; do $bin bench put -n 2 --device cuda -b 128M -e 1G -f 2 --path \$p --bidir --iters 7; done"
 [ -x bin/cuda.test ] && step probe-bidir env LUACOLL_PROBE=1 timeout 200 bin/cuda.test -test.run '^TestProbe' -test.v
 ag="$bin bench allgather -n $n --device cuda --timeout 30s"
-step bench-ag-sm-stress timeout 200 bash -c "$ag --path sm --stress -b 1K -e 16M -f 4 --iters 300 -w 3 && $ag --path sm --graph --stress -b 1K -e 16M -f 4 --iters 300 -w 3"
-step bench-ag-sm timeout 200 $ag --path sm --vs nccl -b 1K -e 1G -f 4 --iters 20 -w 5 --json "$out/ag-sm.jsonl"
-step bench-ag-sm-graph timeout 200 $ag --path sm --graph --vs nccl -b 1K -e 1G -f 4 --iters 20 -w 5 --json "$out/ag-sm-graph.jsonl" --plot "$out/ag-sm-graph.svg"
-step bench-ag-ce-graph timeout 200 $ag --path ce --graph --vs nccl -b 1K -e 1G -f 4 --iters 20 -w 5
-step bench-ag-large timeout 200 bash -c "$ag --path sm --vs nccl -b 256M -e 1G -f 4 --iters 50 -w 5 && $ag --path ce --vs nccl -b 256M -e 1G -f 4 --iters 50 -w 5"
-step bench-ag-8m timeout 200 bash -c "$ag --path sm --vs nccl -b 8M -e 8M --iters 200 -w 20 && $ag --path sm --graph --vs nccl -b 8M -e 8M --iters 200 -w 20"
-step bench-ag-small timeout 200 bash -c "$ag --path sm --graph --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50 && $ag --path sm --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50"
-step bench-ag-plan timeout 300 bash -c "for a in lua:ring lua:direct; do $ag --algo \$a --plan --vs direct -b 1K -e 64M -f 65536 --iters 50 -w 5 --rounds 5 && $ag --algo \$a --vs direct -b 1K -e 64M -f 65536 --iters 50 -w 5 --rounds 5; done"
+step bench-ag-sm-stress timeout -s QUIT -k 20 200 bash -c "$ag --path sm --stress -b 1K -e 16M -f 4 --iters 300 -w 3 && $ag --path sm --graph --stress -b 1K -e 16M -f 4 --iters 300 -w 3"
+step bench-ag-sm timeout -s QUIT -k 20 200 $ag --path sm --vs nccl -b 1K -e 1G -f 4 --iters 20 -w 5 --json "$out/ag-sm.jsonl"
+step bench-ag-sm-graph timeout -s QUIT -k 20 200 $ag --path sm --graph --vs nccl -b 1K -e 1G -f 4 --iters 20 -w 5 --json "$out/ag-sm-graph.jsonl" --plot "$out/ag-sm-graph.svg"
+step bench-ag-ce-graph timeout -s QUIT -k 20 200 $ag --path ce --graph --vs nccl -b 1K -e 1G -f 4 --iters 20 -w 5
+step bench-ag-large timeout -s QUIT -k 20 200 bash -c "$ag --path sm --vs nccl -b 256M -e 1G -f 4 --iters 50 -w 5 && $ag --path ce --vs nccl -b 256M -e 1G -f 4 --iters 50 -w 5"
+step bench-ag-8m timeout -s QUIT -k 20 200 bash -c "$ag --path sm --vs nccl -b 8M -e 8M --iters 200 -w 20 && $ag --path sm --graph --vs nccl -b 8M -e 8M --iters 200 -w 20"
+step bench-ag-small timeout -s QUIT -k 20 200 bash -c "$ag --path sm --graph --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50 && $ag --path sm --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50"
+step bench-ag-plan timeout -s QUIT -k 20 300 bash -c "for a in lua:ring lua:direct; do $ag --algo \$a --plan --vs direct -b 1K -e 64M -f 65536 --iters 50 -w 5 --rounds 5 && $ag --algo \$a --vs direct -b 1K -e 64M -f 65536 --iters 50 -w 5 --rounds 5; done"
 leaks benches
 if [ "${AGP_MODES:-0}" = 1 ]; then
 	for v in 1 2 3; do

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -326,8 +327,23 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 			pollC = poll.C
 		}
 	}
+	// SIGQUIT (Ctrl-\ at a terminal, kill -QUIT) goes on to every rank:
+	// each prints where all its goroutines are and exits (the Go runtime's
+	// dump, through the ranks' prefixed output), which is how to see where
+	// a hung job waits. The ranks have process groups of their own, so a
+	// terminal's Ctrl-\ reaches only the launcher.
+	quit := make(chan os.Signal, 1)
+	signal.Notify(quit, syscall.SIGQUIT)
+	defer signal.Stop(quit)
 	for running > 0 {
 		select {
+		case <-quit:
+			sink.note("luacoll: SIGQUIT: every rank prints its goroutines' stacks and exits")
+			for _, lr := range ranks {
+				if !lr.exited && lr.cmd.Process != nil {
+					_ = lr.cmd.Process.Signal(syscall.SIGQUIT)
+				}
+			}
 		case ev := <-exits:
 			running--
 			lr := ranks[ev.rank]
