@@ -247,20 +247,25 @@ func (s *HostStream) enqueue(op hostOp) {
 	s.mu.Unlock()
 }
 
-// inline runs a wait or a host function on the caller, which holds mu and
-// gives it up. A wait that is not over within the policy's Inline time
+// inline runs a wait, a host function or Sync's flush on the caller,
+// which holds mu and gives it up. A wait that is not over within the policy's Inline time
 // goes to the worker, at the head of the queue.
 func (s *HostStream) inline(op *hostOp) {
 	s.owner = ownCaller
 	s.mu.Unlock()
 	var done bool
 	var err error
-	if op.kind == opHost {
+	switch op.kind {
+	case opHost:
 		if err = s.settleRemote(op.gen); err == nil {
 			err = op.fn()
 		}
 		done = true
-	} else {
+	case opRemote:
+		// A flush from Sync (flushRemote).
+		err = s.exec(op)
+		done = true
+	default:
 		done, err = s.waitFor(op, s.pol.Inline)
 	}
 	s.mu.Lock()

@@ -131,10 +131,12 @@ type RemoteOp struct {
 // through a Network. Remote operations are posted in stream order and the
 // stream moves on without waiting for them; operations on one peer land in
 // order where it matters (a store or add after the data before it), and any
-// later local operation (copy, store, add, wait, host function) runs only
-// once every posted operation completed locally, so a put's source may be
-// reused and a get's destination read by whatever follows. Sync includes a
-// RemoteFlush.
+// later local operation that touches memory (copy, store, add, host
+// function) runs only once every posted operation completed locally, so a
+// put's source may be reused and a get's destination read by whatever
+// follows. A wait, which only reads its own slots, does not wait for them
+// (a get into the slots it waits on is not complete when the wait ends).
+// Sync includes a RemoteFlush.
 type RemoteStream interface {
 	Stream
 	// Remote enqueues op.

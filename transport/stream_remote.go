@@ -18,11 +18,17 @@ type remoteState struct {
 }
 
 // inline reports whether op may run on the caller at once: a local op
-// must wait for posted operations first, and a flush blocks, so both go to
-// the worker then.
+// that reads or writes memory must wait for posted operations first, and
+// a flush blocks, so both go to the worker then. A wait only reads its
+// own slots, which posted operations do not touch: it runs on the caller
+// as on a stream with nothing posted (so a ping-pong's wait for the reply
+// needs no hand-off to the worker).
 func (r *remoteState) inline(op *hostOp) bool {
-	if op.kind == opRemote {
+	switch op.kind {
+	case opRemote:
 		return op.rop.Kind != RemoteFlush
+	case opWait:
+		return true
 	}
 	return !r.outstanding.Load()
 }
@@ -139,12 +145,28 @@ func (s *HostStream) settleRemote(gen uint64) error {
 	return nil
 }
 
-// flushRemote enqueues a flush when remote operations were enqueued since
-// the last one, so that Sync returns with every put landed at its target
-// and every get's data in place.
+// flushRemote flushes when remote operations were enqueued since the last
+// flush, so that Sync returns with every put landed at its target and
+// every get's data in place. Sync blocks anyway: when the stream is idle
+// the flush runs here, on the caller, else it is enqueued behind the rest.
 func (s *HostStream) flushRemote() {
-	if e := s.rem.enqueued.Load(); e != s.rem.flushed.Load() {
-		s.rem.flushed.Store(e)
-		s.enqueue(hostOp{kind: opRemote, rop: &RemoteOp{Kind: RemoteFlush, What: "sync: flush"}})
+	e := s.rem.enqueued.Load()
+	if e == s.rem.flushed.Load() {
+		return
 	}
+	s.rem.flushed.Store(e)
+	op := hostOp{kind: opRemote, rop: &RemoteOp{Kind: RemoteFlush, What: "sync: flush"}}
+	s.mu.Lock()
+	if s.owner == ownNone && !s.closed {
+		if s.err != nil {
+			// Skipped, as every operation up to the Sync that reports it.
+			s.mu.Unlock()
+			return
+		}
+		op.gen = s.gen.Load()
+		s.inline(&op)
+		return
+	}
+	s.mu.Unlock()
+	s.enqueue(op)
 }

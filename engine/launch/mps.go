@@ -338,6 +338,13 @@ func (d *mpsDaemon) stop() (notes []string) {
 			for _, pid := range left {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
+			// SIGKILL takes effect a moment later: see them gone (a
+			// zombie's environment reads empty) before returning.
+			for gone := time.Now().Add(2 * time.Second); time.Now().Before(gone); time.Sleep(5 * time.Millisecond) {
+				if len(processesWithEnv("/proc", mark)) == 0 {
+					break
+				}
+			}
 			notes = append(notes, fmt.Sprintf("luacoll: the MPS daemon of the job did not quit within %v; killed pids %v",
 				d.cfg.Timeout, left))
 			break

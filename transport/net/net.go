@@ -38,7 +38,10 @@ type Transport struct {
 	// store or add must be fenced behind it.
 	unfenced bool
 	dirty    []bool // peers with operations posted since their last flush
-	closed   bool
+	// rma[p]: a put, get or atomic (not only put_signal messages) was
+	// posted to p since its last flush, so the flush needs UCX's.
+	rma    []bool
+	closed bool
 	// am is the target side of put_signal messages (C memory: the
 	// handler reads it); amKey[p] is a key of peer p that put_signal
 	// messages went to since the last flush, read back to flush them.
@@ -78,7 +81,7 @@ var _ transport.Network = (*Transport)(nil)
 
 // New returns rank's network in a job of size ranks.
 func New(rank, size int) *Transport {
-	return &Transport{rank: rank, size: size, eps: make([]*endpoint, size), dirty: make([]bool, size), amKey: make([]*key, size),
+	return &Transport{rank: rank, size: size, eps: make([]*endpoint, size), dirty: make([]bool, size), rma: make([]bool, size), amKey: make([]*key, size),
 		amSent: make([]uint64, size), amDone: make([]uint64, size), stopFd: -1}
 }
 
@@ -489,6 +492,9 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 	}
 	t.unfenced = true
 	t.dirty[k.ep.peer] = true
+	if op.Kind != transport.RemotePutSignal {
+		t.rma[k.ep.peer] = true
+	}
 	switch s := C.lc_ptr_status(p); s {
 	case C.LC_OK:
 		C.free(operand)
@@ -657,6 +663,13 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 		if err = t.epErr(e); err != nil {
 			break
 		}
+		if !t.rma[peer] && t.amSent[peer] <= max(uint64(C.lc_am_acked(t.am, C.int(peer))), t.amDone[peer]) {
+			// Only put_signal messages, and the peer's own messages said
+			// it applied every one: they are done there, no flush needed
+			// (a ping-pong's sync then costs no network round trip).
+			t.dirty[peer] = false
+			continue
+		}
 		if k := t.amKey[peer]; k != nil && k.rkey != nil && t.amSent[peer] > max(uint64(C.lc_am_acked(t.am, C.int(peer))), t.amDone[peer]) {
 			// put_signal messages are done at the target once a read
 			// fenced behind them returns (unless the peer's own messages
@@ -689,6 +702,7 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 			break
 		}
 		t.dirty[peer] = false
+		t.rma[peer] = false
 	}
 	t.mu.Unlock()
 	werr := t.waitLoop(cancel, timeout, func() (bool, error) {

@@ -1,0 +1,101 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// recNet is a Network that records what the stream asks of it, and on
+// which goroutine.
+type recNet struct {
+	mu  sync.Mutex
+	log []string
+	gor []string
+}
+
+func goroutineID() string {
+	b := make([]byte, 64)
+	b = b[:runtime.Stack(b, false)]
+	return string(bytes.Fields(b)[1])
+}
+
+func (n *recNet) note(s string) {
+	n.mu.Lock()
+	n.log = append(n.log, s)
+	n.gor = append(n.gor, goroutineID())
+	n.mu.Unlock()
+}
+
+func (n *recNet) calls() ([]string, []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.log...), append([]string(nil), n.gor...)
+}
+
+func (n *recNet) Name() string                                { return "rec" }
+func (n *recNet) Address() ([]byte, error)                    { return nil, nil }
+func (n *recNet) Connect(int, []byte) error                   { return nil }
+func (n *recNet) Register(Addr, uint64) (Registration, error) { return nil, nil }
+func (n *recNet) Unpack(int, []byte) (RemoteKey, error)       { return nil, nil }
+func (n *recNet) Post(RemoteOp) error                         { n.note("post"); return nil }
+func (n *recNet) Quiet(func() error, time.Duration) error     { n.note("quiet"); return nil }
+func (n *recNet) Flush(func() error, time.Duration) error     { n.note("flush"); return nil }
+func (n *recNet) Progress()                                   {}
+
+type recKey struct{ n *recNet }
+
+func (k recKey) Network() Network { return k.n }
+func (k recKey) Via() string      { return "rec" }
+func (k recKey) Close() error     { return nil }
+
+// Behind a posted operation, a wait runs on the caller (it touches no
+// memory the operation uses) and Sync's flush too when the stream is
+// idle; a copy still waits for the posted operation to complete locally.
+func TestRemoteStreamWaitAndFlushOnTheCaller(t *testing.T) {
+	mem, other := sharedPages(t, 4096)
+	slot, src, dst := mem, mem.Add(1024), mem.Add(2048)
+	n := &recNet{}
+	s := NewHostStream(NewAbort(), WaitPolicy{Spin: time.Millisecond, Yield: 2 * time.Millisecond, Inline: time.Minute})
+	defer s.Close()
+	me := goroutineID()
+	put := RemoteOp{Kind: RemotePutSignal, Ref: Ref{Peer: 1, Key: recKey{n}}, Local: src, N: 8, Timeout: time.Minute, What: "put_signal"}
+
+	s.Remote(put)
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		atomic.StoreUint64(hostU64(other), 7)
+	}()
+	s.Wait(WaitSpec{Slots: []Addr{slot}, Cmp: CmpEq, Value: 7, Timeout: time.Minute, Fail: noFail})
+	if v := atomic.LoadUint64(hostU64(slot)); v != 7 {
+		t.Fatalf("the wait's enqueue returned with the slot at %d: it did not run on the caller", v)
+	}
+	if err := s.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	log, gor := n.calls()
+	if len(log) != 2 || log[0] != "post" || log[1] != "flush" {
+		t.Fatalf("calls %v; want post, flush", log)
+	}
+	if gor[0] != me || gor[1] != me {
+		t.Errorf("post and flush ran on goroutines %v; want the caller's (%s)", gor, me)
+	}
+
+	// A copy behind a posted put waits for it to complete locally.
+	copy(HostBytes(src, 8), "abcdefgh")
+	s.Remote(put)
+	s.Copy(dst, src, 8)
+	if err := s.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if log, _ = n.calls(); len(log) != 5 || log[2] != "post" || log[3] != "quiet" || log[4] != "flush" {
+		t.Fatalf("calls %v; want post, flush, then post, quiet, flush", log)
+	}
+	if got := string(HostBytes(dst, 8)); got != "abcdefgh" {
+		t.Errorf("copy gave %q", got)
+	}
+}
