@@ -128,28 +128,33 @@ if ! command -v nvidia-cuda-mps-control >/dev/null; then
 elif pgrep -r D,R,S,T -l nvidia-cuda-mps; then
 	echo "== mps steps skipped: MPS is already running"
 else
-	step mps-job timeout 120 $bin run -n 2 --device cuda --gpus 0,0 --mps on tests/mps.lua job
+	step mps-job timeout -s QUIT -k 20 120 $bin run -n 2 --device cuda --gpus 0,0 --mps on tests/mps.lua job
 	mps_gone mps-job
-	step mps-suite timeout 300 $bin run -n 2 --device cuda --gpus 0,0 tests/suite.lua
+	step mps-suite timeout -s QUIT -k 20 300 $bin run -n 2 --device cuda --gpus 0,0 tests/suite.lua
 	mps_gone mps-suite
-	step mps-suite3 timeout 300 $bin run -n 3 --device cuda --gpus 0,0,0 tests/suite.lua
-	step mps-pingpong timeout 100 $bin bench pingpong -n 2 --device cuda --gpus 0,0 --iters 2000
-	step mps-ag4 timeout 200 $bin bench allgather -n 4 --device cuda --gpus 0,0,0,0 -b 1K -e 1M --iters 20 -w 3
+	# Prelaunching on (the default with one rank per GPU) with both ranks on
+	# one GPU: a 1-GPU machine runs the 2-GPU path's stream code (a wait
+	# that times out used to deadlock the stream there).
+	step mps-suite-prelaunch timeout -s QUIT -k 20 300 env LUACOLL_PRELAUNCH=1 $bin run -n 2 --device cuda --gpus 0,0 tests/suite.lua
+	mps_gone mps-suite-prelaunch
+	step mps-suite3 timeout -s QUIT -k 20 300 $bin run -n 3 --device cuda --gpus 0,0,0 tests/suite.lua
+	step mps-pingpong timeout -s QUIT -k 20 100 $bin bench pingpong -n 2 --device cuda --gpus 0,0 --iters 2000
+	step mps-ag4 timeout -s QUIT -k 20 200 $bin bench allgather -n 4 --device cuda --gpus 0,0,0,0 -b 1K -e 1M --iters 20 -w 3
 	mps_gone mps-bench
-	step mps-fail timeout 120 bash -c "$bin run -n 2 --device cuda --gpus 0,0 --timeout 60s tests/fail_wait.lua; echo launcher exit \$?"
+	step mps-fail timeout -s QUIT -k 20 120 bash -c "$bin run -n 2 --device cuda --gpus 0,0 --timeout 60s tests/fail_wait.lua; echo launcher exit \$?"
 	mps_gone mps-fail
-	step mps-kill timeout 120 bash -c "$(declare -f kill_test); bin=$bin; kill_test --gpus 0,0 --mps on"
+	step mps-kill timeout -s QUIT -k 20 120 bash -c "$(declare -f kill_test); bin=$bin; kill_test --gpus 0,0 --mps on"
 	mps_gone mps-kill
-	step mps-interrupt timeout 120 bash -c "$bin run -n 2 --device cuda --gpus 0,0 --mps on --timeout 60s tests/kill_wait.lua & l=\$!; sleep 4; kill -INT \$l; wait \$l; echo launcher exit \$?"
+	step mps-interrupt timeout -s QUIT -k 20 120 bash -c "$bin run -n 2 --device cuda --gpus 0,0 --mps on --timeout 60s tests/kill_wait.lua & l=\$!; sleep 4; kill -INT \$l; wait \$l; echo launcher exit \$?"
 	mps_gone mps-interrupt
 	# Without MPS the launcher names the ranks that share GPU 0 before the run.
-	step mps-off timeout 120 bash -c "$bin run -n 2 --device cuda --gpus 0,0 --mps off --timeout 5s tests/mps.lua off; echo launcher exit \$?"
+	step mps-off timeout -s QUIT -k 20 120 bash -c "$bin run -n 2 --device cuda --gpus 0,0 --mps off --timeout 5s tests/mps.lua off; echo launcher exit \$?"
 	leaks mps
 fi
 if [ "${SUITE_WIDE:-0}" = 1 ]; then
-	step suite4 timeout 300 $bin run -n 4 --device cuda tests/suite.lua
-	step symmetric3 timeout 300 $bin run -n 3 --device cuda tests/symmetric.lua
-	step symmetric4 timeout 300 $bin run -n 4 --device cuda tests/symmetric.lua
+	step suite4 timeout -s QUIT -k 20 300 $bin run -n 4 --device cuda tests/suite.lua
+	step symmetric3 timeout -s QUIT -k 20 300 $bin run -n 3 --device cuda tests/symmetric.lua
+	step symmetric4 timeout -s QUIT -k 20 300 $bin run -n 4 --device cuda tests/symmetric.lua
 	leaks suite4
 fi
 exit $status

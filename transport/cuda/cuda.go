@@ -804,8 +804,11 @@ type CUDAStream struct {
 	// memops are the waits enqueued as stream memory operations (no SM, no
 	// device-side timeout): Sync watches them and releases one that times
 	// out or is aborted (see watch).
-	memops    []*memopWait
-	memErr    error
+	memops []*memopWait
+	memErr error
+	// memFail is the wait behind memErr, whose full error Sync builds once
+	// it released mu (see waitFailure).
+	memFail   *waitFailure
 	interrupt error
 	events    []*cuda.Event
 	sides     []sideStream // splitCopy's streams
@@ -1280,10 +1283,9 @@ func (s *CUDAStream) watch(now time.Time) {
 			if c == nil {
 				c = s.b.timeoutCause()
 			}
+			s.memErr = fmt.Errorf("wait: %v (observed %d, target %d)", c, v, m.spec.Value)
 			if m.spec.Fail != nil || m.spec.Describe != nil {
-				s.memErr = m.spec.Failed(v, c)
-			} else {
-				s.memErr = fmt.Errorf("wait: %v (observed %d, target %d)", c, v, m.spec.Value)
+				s.memFail = &waitFailure{spec: m.spec, observed: v, cause: c}
 			}
 			cause = s.memErr
 			// Poison the record: the wait kernels behind give up at once.
@@ -1430,7 +1432,6 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 		}
 	}
 	s.lock()
-	defer s.mu.Unlock()
 	s.undoRelease()
 	err := s.err
 	s.err = nil
@@ -1446,38 +1447,69 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 		}
 		err = fmt.Errorf("sync: a put_signal + wait step was not run: %w", cause)
 	}
-	memErr := s.memErr
-	s.memErr = nil
+	// A failed wait's error is built after mu is released: describing it
+	// may read device memory (which peers did not signal), and a read
+	// takes every stream's lock while a kernel is prelaunched.
+	var fail *waitFailure
+	memErr, memFail := s.memErr, s.memFail
+	s.memErr, s.memFail = nil, nil
 	rec := kernels.ReadRecord(s.rec.Host)
 	if rec.Status != kernels.StatusOK {
-		werr := s.blame(rec)
+		wf := s.blame(rec)
 		kernels.ClearRecord(s.rec.Host)
 		if memErr != nil {
-			werr = memErr
+			wf = waitFailure{plain: memErr}
+			if memFail != nil {
+				wf = *memFail
+			}
 		}
 		if err == nil {
-			err = werr
+			fail = &wf
 		}
 	} else if err == nil && memErr != nil {
-		err = memErr
+		fail = &waitFailure{plain: memErr}
+		if memFail != nil {
+			fail = memFail
+		}
 	}
 	if s.interrupt != nil && s.abort.Err() == nil {
 		atomic.StoreUint32((*uint32)(s.b.flag.Host), 0)
 	}
-	if err == nil && s.interrupt != nil {
+	if err == nil && fail == nil && s.interrupt != nil {
 		err = s.interrupt
 	}
 	s.interrupt = nil
 	s.pending = s.pending[:0]
+	s.mu.Unlock()
+	if fail != nil {
+		err = fail.err()
+	}
 	if cancelled && err == nil {
 		err = fmt.Errorf("sync: %w", context.Cause(ctx))
 	}
 	return err
 }
 
+// waitFailure is a failed wait whose error is built later, outside the
+// stream's lock (WaitSpec.Failed may read device memory); plain, when
+// set, is the error itself.
+type waitFailure struct {
+	spec     *transport.WaitSpec
+	observed uint64
+	cause    error
+	plain    error
+}
+
+func (f *waitFailure) err() error {
+	if f.plain != nil {
+		return f.plain
+	}
+	return f.spec.Failed(f.observed, f.cause)
+}
+
 // blame finds the wait a failure record belongs to: the first pending
 // wait whose target matches and whose condition the observed value misses.
-func (s *CUDAStream) blame(rec kernels.Record) error {
+func (s *CUDAStream) blame(rec kernels.Record) waitFailure {
 	cause := s.b.timeoutCause()
 	if rec.Status == kernels.StatusMismatch {
 		cause = transport.ErrMismatch
@@ -1492,13 +1524,13 @@ func (s *CUDAStream) blame(rec kernels.Record) error {
 	}
 	for _, w := range s.pending {
 		if w.Value == rec.Target && !w.Cmp.Holds(rec.Observed, w.Value) && (w.Fail != nil || w.Describe != nil) {
-			return w.Failed(rec.Observed, cause)
+			return waitFailure{spec: w, observed: rec.Observed, cause: cause}
 		}
 	}
 	if len(s.pending) > 0 && (s.pending[0].Fail != nil || s.pending[0].Describe != nil) {
-		return s.pending[0].Failed(rec.Observed, cause)
+		return waitFailure{spec: s.pending[0], observed: rec.Observed, cause: cause}
 	}
-	return fmt.Errorf("device wait: %v (observed %d, target %d)", cause, rec.Observed, rec.Target)
+	return waitFailure{plain: fmt.Errorf("device wait: %v (observed %d, target %d)", cause, rec.Observed, rec.Target)}
 }
 
 // Interrupt implements Stream: the running and queued device waits end at
