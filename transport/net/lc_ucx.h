@@ -96,6 +96,9 @@ typedef struct {
 #define LC_OP_DATATYPE (1u << 3)
 #define LC_OP_FLAGS (1u << 4)
 #define LC_AM_SEND_EAGER (1u << 1)
+#define LC_AM_SEND_RNDV (1u << 2)
+#define LC_OP_CALLBACK (1u << 1)
+#define LC_OP_USER_DATA (1u << 2)
 #define LC_DT_U64 ((8ull << 3) | 0) // ucp_dt_make_contig(8)
 #define LC_ATOMIC_ADD 0
 #define LC_EP_CLOSE_FORCE 1
@@ -142,6 +145,7 @@ typedef struct {
 	void *(*get_nbx)(lc_h, void *, size_t, uint64_t, lc_h, const lc_req_param *);
 	void *(*atomic_op_nbx)(lc_h, int, const void *, size_t, uint64_t, lc_h, const lc_req_param *);
 	void *(*am_send_nbx)(lc_h, unsigned, const void *, size_t, const void *, size_t, const lc_req_param *);
+	void *(*am_recv_data_nbx)(lc_h, void *, void *, size_t, const lc_req_param *);
 	lc_status (*worker_set_am_recv_handler)(lc_h, const void *);
 	lc_status (*request_check_status)(void *);
 	void (*request_free)(void *);
@@ -206,6 +210,7 @@ static int lc_ucx_load(lc_ucx *u, const char *ucs_name, const char *ucp_name, ch
 	LC_SYM(ucp, get_nbx, "ucp_get_nbx");
 	LC_SYM(ucp, atomic_op_nbx, "ucp_atomic_op_nbx");
 	LC_SYM(ucp, am_send_nbx, "ucp_am_send_nbx");
+	LC_SYM(ucp, am_recv_data_nbx, "ucp_am_recv_data_nbx");
 	LC_SYM(ucp, worker_set_am_recv_handler, "ucp_worker_set_am_recv_handler");
 	LC_SYM(ucp, request_check_status, "ucp_request_check_status");
 	LC_SYM(ucp, request_free, "ucp_request_free");
@@ -342,11 +347,21 @@ static char *lc_ucx_print(lc_ucx *u, lc_h h, int ep) {
 
 // Small puts with their signal travel as one active message: the target
 // copies the data, then sets or adds the signal (release), so the signal
-// lands after its data in one message. The target only writes into the
-// regions it registered; anything else is dropped and recorded.
+// lands after its data in one message. Large puts (with or without a
+// signal) travel as active messages by rendezvous: the target has UCX
+// move the data straight into the window (ucp_am_recv_data_nbx), then
+// applies the signal and tells the sender how many of its messages it
+// applied (an acknowledgement message), which is how the sender's flush
+// learns that they landed. A sender's messages are applied in the order
+// sent: one that arrives while a rendezvous before it is still moving its
+// data waits, copied, behind it. The target only writes into the regions
+// it registered; anything else is dropped and recorded.
 #define LC_AM_PUT_SIGNAL 23
+#define LC_AM_PUT_RNDV 24
+#define LC_AM_ACK 25
 #define LC_SIG_ADD 0
 #define LC_SIG_SET 1
+#define LC_SIG_NONE 2
 
 typedef struct {
 	uint64_t dst, slot, value;
@@ -355,15 +370,42 @@ typedef struct {
 	int32_t rank; // the sender
 } lc_ps_hdr;
 
+// An acknowledgement: the sender of it applied `applied` of the receiver's
+// messages.
 typedef struct {
+	int32_t rank;
+	int32_t pad;
+	uint64_t applied;
+} lc_ack_hdr;
+
+struct lc_am_state;
+
+// A message waiting for those before it from the same sender.
+typedef struct lc_am_msg {
+	struct lc_am_msg *next;
+	struct lc_am_state *s;
+	lc_ps_hdr h;
+	size_t len;
+	int rndv; // its data comes by rendezvous straight to h.dst
+	int done; // (rndv) the data landed
+	unsigned char data[]; // (eager) a copy of the payload
+} lc_am_msg;
+
+typedef struct lc_am_state {
 	uint64_t *base, *len; // registered regions of this rank
 	size_t n, cap;
 	int32_t bad_rank;     // first sender of a malformed message, -1: none
-	int32_t bad_why;      // 1 header, 2 out of the regions, 3 not eager, 4 sender
+	int32_t bad_why;      // 1 header, 2 out of the regions, 3 not eager, 4 sender, 5 rendezvous failed
 	uint64_t bad_count;
 	int32_t size;         // ranks
+	int32_t me;           // this rank
 	uint64_t *applied;    // per sender: its messages applied here
 	uint64_t *acked;      // per peer: how many of ours it says it applied
+	lc_ucx *u;
+	lc_h worker;
+	lc_h *eps;            // per peer: the endpoint acknowledgements go out on
+	lc_ack_hdr *ackbuf;   // per peer: the header of its last acknowledgement
+	lc_am_msg **qhead, **qtail; // per sender: messages not applied yet
 } lc_am_state;
 
 // ucp_am_handler_param_t.
@@ -380,6 +422,45 @@ typedef struct {
 #define LC_AM_HANDLER_ARG (1u << 3)
 #define LC_AM_RECV_RNDV (1ull << 17)
 
+static lc_am_state *lc_am_new(lc_ucx *u, lc_h worker, int32_t size, int32_t me) {
+	lc_am_state *s = calloc(1, sizeof *s);
+	if (!s) return NULL;
+	s->bad_rank = -1;
+	s->size = size;
+	s->me = me;
+	s->u = u;
+	s->worker = worker;
+	s->applied = calloc(size, sizeof *s->applied);
+	s->acked = calloc(size, sizeof *s->acked);
+	s->eps = calloc(size, sizeof *s->eps);
+	s->ackbuf = calloc(size, sizeof *s->ackbuf);
+	s->qhead = calloc(size, sizeof *s->qhead);
+	s->qtail = calloc(size, sizeof *s->qtail);
+	if (!s->applied || !s->acked || !s->eps || !s->ackbuf || !s->qhead || !s->qtail) {
+		free(s->applied); free(s->acked); free(s->eps); free(s->ackbuf); free(s->qhead); free(s->qtail);
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+// lc_am_free releases the state and the messages still queued (their
+// rendezvous requests were cancelled with the worker).
+static void lc_am_free(lc_am_state *s) {
+	for (int32_t r = 0; r < s->size; r++) {
+		for (lc_am_msg *m = s->qhead[r]; m;) {
+			lc_am_msg *next = m->next;
+			free(m);
+			m = next;
+		}
+	}
+	free(s->applied); free(s->acked); free(s->eps); free(s->ackbuf); free(s->qhead); free(s->qtail);
+	free(s->base); free(s->len);
+	free(s);
+}
+
+static inline void lc_am_set_ep(lc_am_state *s, int r, lc_h ep) { s->eps[r] = ep; }
+
 static int lc_am_in(const lc_am_state *s, uint64_t a, uint64_t n) {
 	for (size_t i = 0; i < s->n; i++) {
 		if (a >= s->base[i] && n <= s->len[i] && a - s->base[i] <= s->len[i] - n) return 1;
@@ -394,10 +475,148 @@ static void lc_am_bad(lc_am_state *s, int32_t rank, int32_t why) {
 	}
 }
 
+// lc_am_check validates a header; it returns 0 or the reason (bad_why).
+static int lc_am_check(const lc_am_state *s, const void *header, size_t hlen, size_t length, lc_ps_hdr *h) {
+	if (hlen != sizeof *h) return 1;
+	memcpy(h, header, sizeof *h);
+	if (h->rank < 0 || h->rank >= s->size) return 4;
+	if (h->op > LC_SIG_NONE || (length && !lc_am_in(s, h->dst, length))) return 2;
+	if (h->op != LC_SIG_NONE && (!lc_am_in(s, h->slot, 8) || (h->slot & 7))) return 2;
+	return 0;
+}
+
+static void lc_am_apply(lc_am_state *s, const lc_ps_hdr *h, const void *data, size_t length) {
+	if (length) memcpy((void *)(uintptr_t)h->dst, data, length);
+	if (h->op == LC_SIG_SET)
+		__atomic_store_n((uint64_t *)(uintptr_t)h->slot, h->value, __ATOMIC_RELEASE);
+	else if (h->op == LC_SIG_ADD)
+		__atomic_fetch_add((uint64_t *)(uintptr_t)h->slot, h->value, __ATOMIC_RELEASE);
+	else
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+	s->applied[h->rank]++;
+}
+
+static void lc_am_queue(lc_am_state *s, lc_am_msg *m) {
+	int r = m->h.rank;
+	m->next = NULL;
+	if (s->qtail[r]) s->qtail[r]->next = m;
+	else s->qhead[r] = m;
+	s->qtail[r] = m;
+}
+
+// lc_am_send_ack tells peer r how many of its messages this rank applied.
+// The header lives in the state (a later acknowledgement may overwrite it
+// while UCX still holds it: counts only grow, so any value sent is true).
+static void lc_am_send_ack(lc_am_state *s, int r) {
+	if (!s->eps[r]) return;
+	lc_ack_hdr *h = &s->ackbuf[r];
+	h->rank = s->me;
+	h->applied = s->applied[r];
+	lc_req_param p;
+	memset(&p, 0, sizeof p);
+	p.op_attr_mask = LC_OP_FLAGS;
+	p.flags = LC_AM_SEND_EAGER;
+	void *req = s->u->am_send_nbx(s->eps[r], LC_AM_ACK, h, sizeof *h, NULL, 0, &p);
+	if (lc_ptr_status(req) == LC_INPROGRESS) s->u->request_free(req);
+}
+
+// lc_am_drain applies sender r's queued messages up to the first
+// rendezvous still moving its data, and acknowledges rendezvous ones.
+static void lc_am_drain(lc_am_state *s, int r) {
+	int acked = 0;
+	lc_am_msg *m;
+	while ((m = s->qhead[r]) && (!m->rndv || m->done)) {
+		lc_am_apply(s, &m->h, m->data, m->rndv ? 0 : m->len);
+		acked |= m->rndv;
+		s->qhead[r] = m->next;
+		if (!s->qhead[r]) s->qtail[r] = NULL;
+		free(m);
+	}
+	if (acked) lc_am_send_ack(s, r);
+}
+
 static lc_status lc_am_put_signal(void *arg, const void *header, size_t hlen, void *data, size_t length, const void *param) {
 	lc_am_state *s = (lc_am_state *)arg;
 	uint64_t attr = *(const uint64_t *)param; // ucp_am_recv_param_t.recv_attr
 	lc_ps_hdr h;
+	int why = lc_am_check(s, header, hlen, length, &h);
+	if (why == 0 && (attr & LC_AM_RECV_RNDV)) why = 3;
+	if (why) {
+		lc_am_bad(s, why == 1 || why == 4 ? -1 : h.rank, why);
+		return LC_OK;
+	}
+	if (h.ack > s->acked[h.rank]) s->acked[h.rank] = h.ack;
+	if (!s->qhead[h.rank]) {
+		lc_am_apply(s, &h, data, length);
+		return LC_OK;
+	}
+	lc_am_msg *m = malloc(sizeof *m + length);
+	if (!m) {
+		lc_am_bad(s, h.rank, 5);
+		return LC_OK;
+	}
+	memset(m, 0, sizeof *m);
+	m->s = s;
+	m->h = h;
+	m->len = length;
+	if (length) memcpy(m->data, data, length);
+	lc_am_queue(s, m);
+	return LC_OK;
+}
+
+static void lc_am_rndv_done(void *req, lc_status status, size_t length, void *user) {
+	(void)length;
+	lc_am_msg *m = (lc_am_msg *)user;
+	lc_am_state *s = m->s;
+	if (status != LC_OK) {
+		lc_am_bad(s, m->h.rank, 5);
+		m->h.op = LC_SIG_NONE; // the data did not land: no signal for it
+	}
+	m->done = 1;
+	lc_am_drain(s, m->h.rank);
+	if (req) s->u->request_free(req);
+}
+
+static lc_status lc_am_put_rndv(void *arg, const void *header, size_t hlen, void *data, size_t length, const void *param) {
+	lc_am_state *s = (lc_am_state *)arg;
+	uint64_t attr = *(const uint64_t *)param;
+	if (!(attr & LC_AM_RECV_RNDV)) return lc_am_put_signal(arg, header, hlen, data, length, param);
+	lc_ps_hdr h;
+	int why = lc_am_check(s, header, hlen, length, &h);
+	lc_am_msg *m = why ? NULL : calloc(1, sizeof *m);
+	if (!m) {
+		if (!why) why = 5;
+		lc_am_bad(s, why == 1 || why == 4 ? -1 : h.rank, why);
+		return LC_OK; // the descriptor is released: the sender's send fails
+	}
+	if (h.ack > s->acked[h.rank]) s->acked[h.rank] = h.ack;
+	m->s = s;
+	m->h = h;
+	m->len = length;
+	m->rndv = 1;
+	lc_am_queue(s, m);
+	lc_req_param p;
+	memset(&p, 0, sizeof p);
+	p.op_attr_mask = LC_OP_CALLBACK | LC_OP_USER_DATA;
+	p.cb = (void *)lc_am_rndv_done;
+	p.user_data = m;
+	void *req = s->u->am_recv_data_nbx(s->worker, data, (void *)(uintptr_t)h.dst, length, &p);
+	switch (lc_ptr_status(req)) {
+	case LC_OK:
+		lc_am_rndv_done(NULL, LC_OK, length, m);
+		break;
+	case LC_INPROGRESS:
+		break;
+	default:
+		lc_am_rndv_done(NULL, lc_ptr_status(req), length, m);
+	}
+	return LC_OK;
+}
+
+static lc_status lc_am_ack(void *arg, const void *header, size_t hlen, void *data, size_t length, const void *param) {
+	(void)data; (void)length; (void)param;
+	lc_am_state *s = (lc_am_state *)arg;
+	lc_ack_hdr h;
 	if (hlen != sizeof h) {
 		lc_am_bad(s, -1, 1);
 		return LC_OK;
@@ -407,21 +626,7 @@ static lc_status lc_am_put_signal(void *arg, const void *header, size_t hlen, vo
 		lc_am_bad(s, -1, 4);
 		return LC_OK;
 	}
-	if (attr & LC_AM_RECV_RNDV) {
-		lc_am_bad(s, h.rank, 3);
-		return LC_OK;
-	}
-	if ((length && !lc_am_in(s, h.dst, length)) || !lc_am_in(s, h.slot, 8) || (h.slot & 7) || h.op > LC_SIG_SET) {
-		lc_am_bad(s, h.rank, 2);
-		return LC_OK;
-	}
-	if (length) memcpy((void *)(uintptr_t)h.dst, data, length);
-	if (h.op == LC_SIG_SET)
-		__atomic_store_n((uint64_t *)(uintptr_t)h.slot, h.value, __ATOMIC_RELEASE);
-	else
-		__atomic_fetch_add((uint64_t *)(uintptr_t)h.slot, h.value, __ATOMIC_RELEASE);
-	s->applied[h.rank]++;
-	if (h.ack > s->acked[h.rank]) s->acked[h.rank] = h.ack;
+	if (h.applied > s->acked[h.rank]) s->acked[h.rank] = h.applied;
 	return LC_OK;
 }
 
@@ -429,13 +634,19 @@ static inline uint64_t lc_am_applied(const lc_am_state *s, int r) { return s->ap
 static inline uint64_t lc_am_acked(const lc_am_state *s, int r) { return s->acked[r]; }
 
 static lc_status lc_ucx_set_am(lc_ucx *u, lc_h worker, lc_am_state *s) {
-	lc_am_handler_param p;
-	memset(&p, 0, sizeof p);
-	p.field_mask = LC_AM_HANDLER_ID | LC_AM_HANDLER_CB | LC_AM_HANDLER_ARG;
-	p.id = LC_AM_PUT_SIGNAL;
-	p.cb = (void *)lc_am_put_signal;
-	p.arg = s;
-	return u->worker_set_am_recv_handler(worker, &p);
+	unsigned ids[3] = {LC_AM_PUT_SIGNAL, LC_AM_PUT_RNDV, LC_AM_ACK};
+	void *cbs[3] = {(void *)lc_am_put_signal, (void *)lc_am_put_rndv, (void *)lc_am_ack};
+	for (int i = 0; i < 3; i++) {
+		lc_am_handler_param p;
+		memset(&p, 0, sizeof p);
+		p.field_mask = LC_AM_HANDLER_ID | LC_AM_HANDLER_CB | LC_AM_HANDLER_ARG;
+		p.id = ids[i];
+		p.cb = cbs[i];
+		p.arg = s;
+		lc_status st = u->worker_set_am_recv_handler(worker, &p);
+		if (st != LC_OK) return st;
+	}
+	return LC_OK;
 }
 
 static int lc_am_add_region(lc_am_state *s, uint64_t base, uint64_t len) {
@@ -472,6 +683,16 @@ static void *lc_ucx_am_send(lc_ucx *u, lc_h ep, const lc_ps_hdr *h, const void *
 	p.op_attr_mask = LC_OP_FLAGS;
 	p.flags = LC_AM_SEND_EAGER;
 	return u->am_send_nbx(ep, LC_AM_PUT_SIGNAL, h, sizeof *h, data, n, &p);
+}
+
+// lc_ucx_am_send_rndv sends a large put (with its signal, if any) by
+// rendezvous; h must live until the request completes.
+static void *lc_ucx_am_send_rndv(lc_ucx *u, lc_h ep, const lc_ps_hdr *h, const void *data, size_t n) {
+	lc_req_param p;
+	memset(&p, 0, sizeof p);
+	p.op_attr_mask = LC_OP_FLAGS;
+	p.flags = LC_AM_SEND_RNDV;
+	return u->am_send_nbx(ep, LC_AM_PUT_RNDV, h, sizeof *h, data, n, &p);
 }
 
 // Thin calls through the table.

@@ -53,6 +53,10 @@ type Transport struct {
 	// many of the receiver's this rank applied (lc_am_state.applied), so
 	// a peer that answers proves its own without a read.
 	amSent, amDone []uint64
+	// rndvLast[p] is the count (in amSent) of the last put sent to p by
+	// rendezvous: until p acknowledged that many, an operation that must
+	// land after it cannot take a path that might overtake it.
+	rndvLast []uint64
 
 	stopFd int           // eventfd that ends the progress goroutine
 	done   chan struct{} // closed when it ended
@@ -82,7 +86,7 @@ var _ transport.Network = (*Transport)(nil)
 // New returns rank's network in a job of size ranks.
 func New(rank, size int) *Transport {
 	return &Transport{rank: rank, size: size, eps: make([]*endpoint, size), dirty: make([]bool, size), rma: make([]bool, size), amKey: make([]*key, size),
-		amSent: make([]uint64, size), amDone: make([]uint64, size), stopFd: -1}
+		amSent: make([]uint64, size), amDone: make([]uint64, size), rndvLast: make([]uint64, size), stopFd: -1}
 }
 
 // Name implements transport.Network.
@@ -122,11 +126,11 @@ func (t *Transport) openLocked() error {
 			return lib.fail(C.GoString(where), s)
 		}
 		t.lib = lib
-		t.am = (*C.lc_am_state)(C.calloc(1, C.sizeof_lc_am_state))
-		t.am.bad_rank = -1
-		t.am.size = C.int32_t(t.size)
-		t.am.applied = (*C.uint64_t)(C.calloc(C.size_t(t.size), 8))
-		t.am.acked = (*C.uint64_t)(C.calloc(C.size_t(t.size), 8))
+		t.am = C.lc_am_new(lib.u, t.worker, C.int32_t(t.size), C.int32_t(t.rank))
+		if t.am == nil {
+			t.destroyLocked()
+			return errors.New("out of memory for the active-message state")
+		}
 		t.scratch = C.calloc(C.size_t(t.size), 8)
 		if s := C.lc_ucx_set_am(lib.u, t.worker, t.am); s != C.LC_OK {
 			t.destroyLocked()
@@ -289,6 +293,7 @@ func (t *Transport) Connect(peer int, addr []byte) error {
 		return t.lib.fail("ucp_ep_create", s)
 	}
 	t.eps[peer] = e
+	C.lc_am_set_ep(t.am, C.int(peer), e.h)
 	return nil
 }
 
@@ -449,16 +454,35 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 		if op.N == 0 {
 			return nil
 		}
+		if op.N >= rndvMin {
+			if err := t.fenceLocked(); err != nil {
+				return fmt.Errorf("%s: %w", op.What, err)
+			}
+			operand, p = t.sendRndvLocked(k, op, raddr)
+			call = "ucp_am_send_nbx (rendezvous)"
+			break
+		}
 		p, call = C.lc_ucx_put(u, k.ep.h, op.Local.Pointer(), C.size_t(op.N), raddr, k.rkey), "ucp_put_nbx"
 	case transport.RemoteGet:
 		if op.N == 0 {
 			return nil
+		}
+		if err := t.awaitRndvLocked(k.ep.peer, op); err != nil {
+			return err
 		}
 		if err := t.fenceLocked(); err != nil {
 			return fmt.Errorf("%s: %w", op.What, err)
 		}
 		p, call = C.lc_ucx_get(u, k.ep.h, op.Local.Pointer(), C.size_t(op.N), raddr, k.rkey), "ucp_get_nbx"
 	case transport.RemotePutSignal:
+		if op.N >= rndvMin {
+			if err := t.fenceLocked(); err != nil {
+				return fmt.Errorf("%s: %w", op.What, err)
+			}
+			operand, p = t.sendRndvLocked(k, op, raddr)
+			call = "ucp_am_send_nbx (rendezvous)"
+			break
+		}
 		if op.N > amMax {
 			return t.putThenSignalLocked(op)
 		}
@@ -477,6 +501,20 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 		t.amKey[k.ep.peer] = k
 		t.amSent[k.ep.peer]++
 	case transport.RemoteStore64, transport.RemoteAdd64:
+		if t.rndvPendingLocked(k.ep.peer) {
+			// A put by rendezvous may still be moving its data: the
+			// signal goes as a message, which the target applies after it.
+			if raddr%8 == 0 {
+				sig := op
+				sig.Kind, sig.N, sig.SigOff, sig.SigAdd = transport.RemotePutSignal, 0, op.Ref.Off, op.Kind == transport.RemoteAdd64
+				t.mu.Unlock()
+				defer t.mu.Lock()
+				return t.Post(sig)
+			}
+			if err := t.awaitRndvLocked(k.ep.peer, op); err != nil {
+				return err
+			}
+		}
 		if err := t.fenceLocked(); err != nil {
 			return fmt.Errorf("%s: %w", op.What, err)
 		}
@@ -508,8 +546,63 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 }
 
 // amMax is the largest put_signal sent as one active message; larger
-// ones are a put, a fence and the signal.
-const amMax = 8 << 10
+// ones are a put, a fence and the signal, and from rndvMin on, puts and
+// put_signals go as active messages by rendezvous (the data moves once,
+// straight into the target's window).
+const (
+	amMax   = 8 << 10
+	rndvMin = 64 << 10
+)
+
+// sendRndvLocked posts a put (with its signal, for a put_signal) by
+// rendezvous; it returns the header (C memory, freed with the request)
+// and the request.
+func (t *Transport) sendRndvLocked(k *key, op transport.RemoteOp, raddr C.uint64_t) (unsafe.Pointer, unsafe.Pointer) {
+	operand := C.malloc(C.sizeof_lc_ps_hdr)
+	h := (*C.lc_ps_hdr)(operand)
+	h.dst, h.rank = raddr, C.int32_t(t.rank)
+	h.ack = C.lc_am_applied(t.am, C.int(k.ep.peer))
+	h.op = C.LC_SIG_NONE
+	if op.Kind == transport.RemotePutSignal {
+		h.slot, h.value, h.op = C.uint64_t(k.base+op.SigOff), C.uint64_t(op.Value), C.LC_SIG_SET
+		if op.SigAdd {
+			h.op = C.LC_SIG_ADD
+		}
+	}
+	p := C.lc_ucx_am_send_rndv(t.lib.u, k.ep.h, h, op.Local.Pointer(), C.size_t(op.N))
+	t.amKey[k.ep.peer] = k
+	t.amSent[k.ep.peer]++
+	t.rndvLast[k.ep.peer] = t.amSent[k.ep.peer]
+	return operand, p
+}
+
+// rndvPendingLocked reports whether a put to peer sent by rendezvous is
+// not acknowledged yet.
+func (t *Transport) rndvPendingLocked(peer int) bool {
+	return t.rndvLast[peer] > uint64(C.lc_am_acked(t.am, C.int(peer)))
+}
+
+// awaitRndvLocked drives the worker (mu held) until peer acknowledged
+// every put sent to it by rendezvous: an operation that reads the
+// target's memory, or a store that cannot go as a message, must not
+// overtake them.
+func (t *Transport) awaitRndvLocked(peer int, op transport.RemoteOp) error {
+	start := time.Now()
+	limit := max(op.Timeout, time.Second)
+	for i := 0; t.rndvPendingLocked(peer); i++ {
+		C.lc_ucx_progress(t.lib.u, t.worker)
+		if err := t.epErr(t.eps[peer]); err != nil {
+			return fmt.Errorf("%s: %w", op.What, err)
+		}
+		if err := t.badErr(); err != nil {
+			return fmt.Errorf("%s: %w", op.What, err)
+		}
+		if i%64 == 63 && time.Since(start) > limit {
+			return fmt.Errorf("%s: rank %d did not acknowledge a put sent before it within %v", op.What, peer, limit)
+		}
+	}
+	return nil
+}
 
 // fenceLocked orders what comes next after everything posted so far.
 func (t *Transport) fenceLocked() error {
@@ -551,7 +644,8 @@ func (t *Transport) badErr() error {
 		who = fmt.Sprintf("rank %d", r)
 	}
 	why := map[C.int32_t]string{1: "a header of the wrong size", 2: "an address outside this rank's windows",
-		3: "a payload not sent eagerly", 4: "a sender that is not a rank of the job"}[t.am.bad_why]
+		3: "a payload not sent eagerly", 4: "a sender that is not a rank of the job",
+		5: "a rendezvous that failed or found no memory"}[t.am.bad_why]
 	return fmt.Errorf("%s sent a malformed put_signal message (%s); %d such messages were dropped", who, why, uint64(t.am.bad_count))
 }
 
@@ -649,6 +743,29 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 		req  unsafe.Pointer
 	}
 	var fl []flush
+	// Puts sent by rendezvous are done at the target once it says so;
+	// the messages after them are then applied as they arrive, which the
+	// read below proves.
+	if err := t.waitLoop(cancel, timeout, func() (bool, error) {
+		for peer, d := range t.dirty {
+			if d && t.rndvPendingLocked(peer) {
+				if err := t.epErr(t.eps[peer]); err != nil {
+					return false, fmt.Errorf("flush to rank %d: %w", peer, err)
+				}
+				return false, t.badErr()
+			}
+		}
+		return true, nil
+	}, func() error {
+		for peer, d := range t.dirty {
+			if d && t.rndvPendingLocked(peer) {
+				return fmt.Errorf("flush: rank %d did not acknowledge its puts within %v", peer, timeout)
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	t.mu.Lock()
 	if t.worker == nil {
 		t.mu.Unlock()
@@ -809,6 +926,9 @@ func (t *Transport) destroyLocked() {
 		if e == nil {
 			continue
 		}
+		if t.am != nil {
+			C.lc_am_set_ep(t.am, C.int(i), nil) // no acknowledgement on a closing endpoint
+		}
 		if p := C.lc_ucx_ep_close(u, e.h, 1); C.lc_ptr_status(p) == C.LC_INPROGRESS {
 			reqs = append(reqs, p)
 		}
@@ -832,11 +952,7 @@ func (t *Transport) destroyLocked() {
 	C.lc_ucx_cleanup(u, t.ctx)
 	t.worker, t.ctx = nil, nil
 	if t.am != nil {
-		C.free(unsafe.Pointer(t.am.applied))
-		C.free(unsafe.Pointer(t.am.acked))
-		C.free(unsafe.Pointer(t.am.base))
-		C.free(unsafe.Pointer(t.am.len))
-		C.free(unsafe.Pointer(t.am))
+		C.lc_am_free(t.am)
 		t.am = nil
 	}
 	C.free(t.scratch)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -139,6 +141,12 @@ func TestMissingLibraryNamesThePackage(t *testing.T) {
 // pair connects two networks of one process, each with a registered page.
 func pair(t *testing.T) (ns [2]*Transport, keys [2]transport.RemoteKey, mem [2][]byte) {
 	t.Helper()
+	return pairN(t, 4096)
+}
+
+// pairN is pair with size bytes registered on each side.
+func pairN(t *testing.T, size int) (ns [2]*Transport, keys [2]transport.RemoteKey, mem [2][]byte) {
+	t.Helper()
 	if _, err := Load(); err != nil {
 		t.Skipf("no UCX here: %v", err)
 	}
@@ -148,14 +156,14 @@ func pair(t *testing.T) (ns [2]*Transport, keys [2]transport.RemoteKey, mem [2][
 		ns[i] = New(i, 2)
 		t.Cleanup(func() { ns[i].Close() })
 		var err error
-		if mem[i], err = unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
+		if mem[i], err = unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { unix.Munmap(mem[i]) })
 		if addrs[i], err = ns[i].Address(); err != nil {
 			t.Fatal(err)
 		}
-		r, err := ns[i].Register(transport.AddrOf(mem[i]), 4096)
+		r, err := ns[i].Register(transport.AddrOf(mem[i]), uint64(size))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,5 +246,85 @@ func TestErrorPeerLost(t *testing.T) {
 		if got := errors.Is(err, transport.ErrPeerLost); got != c.lost {
 			t.Errorf("status %d: errors.Is(ErrPeerLost) = %v, want %v", c.status, got, c.lost)
 		}
+	}
+}
+
+// Large puts go by rendezvous straight into the target's window, and what
+// follows them to the same peer lands after them: a signal (store, add or
+// a small put_signal) is applied only once the data is there, a get reads
+// it, and a flush returns once the target acknowledged them.
+func TestRendezvousPutsLandInOrder(t *testing.T) {
+	const half = 4 << 20
+	ns, keys, mem := pairN(t, 2*half)
+	src := transport.AddrOf(mem[0][half:])
+	slot := func(off int) uint64 { return atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[1][off]))) }
+	waitSlot := func(off int, want uint64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for slot(off) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("slot %d = %d, want %d", off, slot(off), want)
+			}
+			ns[0].Progress()
+		}
+	}
+	const sig = 2*half - 64
+	for round, kind := range []transport.RemoteKind{transport.RemoteStore64, transport.RemoteAdd64, transport.RemotePutSignal} {
+		for i := range half {
+			mem[0][half+i] = byte(i*7 + round*13 + i>>12)
+		}
+		n := uint64(half - 4096)
+		put := transport.RemoteOp{Kind: transport.RemotePut, Ref: transport.Ref{Peer: 1, Key: keys[0]}, Local: src, N: n,
+			What: "big put", Timeout: 10 * time.Second}
+		if err := ns[0].Post(put); err != nil {
+			t.Fatal(err)
+		}
+		s := transport.RemoteOp{Kind: kind, Ref: transport.Ref{Peer: 1, Key: keys[0], Off: sig}, Value: uint64(round + 1),
+			What: "signal", Timeout: 10 * time.Second}
+		want := uint64(round + 1)
+		switch kind {
+		case transport.RemoteAdd64:
+			s.Value, want = 1, uint64(round+1)
+		case transport.RemotePutSignal:
+			s.Ref.Off, s.Local, s.N, s.SigOff, s.SigAdd, s.Value = sig+8, src, 8, sig, true, 1
+		}
+		if err := ns[0].Post(s); err != nil {
+			t.Fatal(err)
+		}
+		waitSlot(sig, want)
+		if string(mem[1][:n]) != string(mem[0][half:half+int(n)]) {
+			t.Fatalf("round %d (%v): the signal landed before the put's data", round, kind)
+		}
+		if err := ns[0].Flush(nil, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A put_signal by rendezvous, then a get of what it wrote.
+	ps := transport.RemoteOp{Kind: transport.RemotePutSignal, Ref: transport.Ref{Peer: 1, Key: keys[0], Off: 4096}, Local: src, N: 1 << 20,
+		SigOff: sig + 16, Value: 9, What: "big put_signal", Timeout: 10 * time.Second}
+	if err := ns[0].Post(ps); err != nil {
+		t.Fatal(err)
+	}
+	back := make([]byte, 1<<20)
+	get := transport.RemoteOp{Kind: transport.RemoteGet, Ref: transport.Ref{Peer: 1, Key: keys[0], Off: 4096}, Local: transport.AddrOf(back), N: 1 << 20,
+		What: "get", Timeout: 10 * time.Second}
+	if err := ns[0].Post(get); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns[0].Quiet(nil, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if string(back) != string(mem[0][half:half+1<<20]) {
+		t.Fatal("the get overtook the put_signal before it")
+	}
+	if err := ns[0].Flush(nil, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := slot(sig + 16); got != 9 {
+		t.Fatalf("put_signal's signal = %d after the flush, want 9", got)
+	}
+	if err := ns[1].Quiet(nil, time.Second); err != nil {
+		t.Fatalf("target: %v", err)
 	}
 }
