@@ -366,15 +366,16 @@ static char *lc_ucx_print(lc_ucx *u, lc_h h, int ep) {
 typedef struct {
 	uint64_t dst, slot, value;
 	uint64_t ack; // how many of the receiver's messages the sender applied so far
+	uint64_t seq; // this message's number among the sender's to this receiver, from 1
 	uint32_t op;
 	int32_t rank; // the sender
 } lc_ps_hdr;
 
 // An acknowledgement: the sender of it applied `applied` of the receiver's
-// messages.
+// messages; failed says it dropped one (and drops every later one).
 typedef struct {
 	int32_t rank;
-	int32_t pad;
+	int32_t failed;
 	uint64_t applied;
 } lc_ack_hdr;
 
@@ -386,8 +387,9 @@ typedef struct lc_am_msg {
 	struct lc_am_state *s;
 	lc_ps_hdr h;
 	size_t len;
-	int rndv; // its data comes by rendezvous straight to h.dst
-	int done; // (rndv) the data landed
+	int rndv;   // its data comes by rendezvous straight to h.dst
+	int done;   // (rndv) the transfer ended
+	int failed; // (rndv) ... without the data
 	unsigned char data[]; // (eager) a copy of the payload
 } lc_am_msg;
 
@@ -399,13 +401,18 @@ typedef struct lc_am_state {
 	uint64_t bad_count;
 	int32_t size;         // ranks
 	int32_t me;           // this rank
+	int32_t closing;      // set before the endpoints close: apply nothing more
+	int64_t inflight;     // rendezvous transfers moving data into this rank
 	uint64_t *applied;    // per sender: its messages applied here
+	uint64_t *next;       // per sender: the number of its next message to apply
+	uint8_t *failed;      // per sender: one of its messages was dropped
 	uint64_t *acked;      // per peer: how many of ours it says it applied
+	uint8_t *nacked;      // per peer: it says it dropped one of ours
 	lc_ucx *u;
 	lc_h worker;
 	lc_h *eps;            // per peer: the endpoint acknowledgements go out on
 	lc_ack_hdr *ackbuf;   // per peer: the header of its last acknowledgement
-	lc_am_msg **qhead, **qtail; // per sender: messages not applied yet
+	lc_am_msg **qhead;    // per sender: messages not applied yet, by number
 } lc_am_state;
 
 // ucp_am_handler_param_t.
@@ -422,6 +429,8 @@ typedef struct {
 #define LC_AM_HANDLER_ARG (1u << 3)
 #define LC_AM_RECV_RNDV (1ull << 17)
 
+static void lc_am_free(lc_am_state *s);
+
 static lc_am_state *lc_am_new(lc_ucx *u, lc_h worker, int32_t size, int32_t me) {
 	lc_am_state *s = calloc(1, sizeof *s);
 	if (!s) return NULL;
@@ -431,35 +440,43 @@ static lc_am_state *lc_am_new(lc_ucx *u, lc_h worker, int32_t size, int32_t me) 
 	s->u = u;
 	s->worker = worker;
 	s->applied = calloc(size, sizeof *s->applied);
+	s->next = calloc(size, sizeof *s->next);
+	s->failed = calloc(size, sizeof *s->failed);
 	s->acked = calloc(size, sizeof *s->acked);
+	s->nacked = calloc(size, sizeof *s->nacked);
 	s->eps = calloc(size, sizeof *s->eps);
 	s->ackbuf = calloc(size, sizeof *s->ackbuf);
 	s->qhead = calloc(size, sizeof *s->qhead);
-	s->qtail = calloc(size, sizeof *s->qtail);
-	if (!s->applied || !s->acked || !s->eps || !s->ackbuf || !s->qhead || !s->qtail) {
-		free(s->applied); free(s->acked); free(s->eps); free(s->ackbuf); free(s->qhead); free(s->qtail);
-		free(s);
+	if (!s->applied || !s->next || !s->failed || !s->acked || !s->nacked || !s->eps || !s->ackbuf || !s->qhead) {
+		lc_am_free(s);
 		return NULL;
 	}
+	for (int32_t r = 0; r < size; r++) s->next[r] = 1;
 	return s;
 }
 
-// lc_am_free releases the state and the messages still queued (their
-// rendezvous requests were cancelled with the worker).
+// lc_am_free releases the state and the messages still queued; call it
+// after the worker is destroyed (no callback can run any more).
 static void lc_am_free(lc_am_state *s) {
-	for (int32_t r = 0; r < s->size; r++) {
-		for (lc_am_msg *m = s->qhead[r]; m;) {
-			lc_am_msg *next = m->next;
-			free(m);
-			m = next;
+	if (s->qhead) {
+		for (int32_t r = 0; r < s->size; r++) {
+			for (lc_am_msg *m = s->qhead[r]; m;) {
+				lc_am_msg *next = m->next;
+				free(m);
+				m = next;
+			}
 		}
 	}
-	free(s->applied); free(s->acked); free(s->eps); free(s->ackbuf); free(s->qhead); free(s->qtail);
+	free(s->applied); free(s->next); free(s->failed); free(s->acked); free(s->nacked);
+	free(s->eps); free(s->ackbuf); free(s->qhead);
 	free(s->base); free(s->len);
 	free(s);
 }
 
 static inline void lc_am_set_ep(lc_am_state *s, int r, lc_h ep) { s->eps[r] = ep; }
+static inline void lc_am_close(lc_am_state *s) { s->closing = 1; }
+static inline int64_t lc_am_inflight(const lc_am_state *s) { return s->inflight; }
+static inline int lc_am_nacked(const lc_am_state *s, int r) { return s->nacked[r]; }
 
 static int lc_am_in(const lc_am_state *s, uint64_t a, uint64_t n) {
 	for (size_t i = 0; i < s->n; i++) {
@@ -485,32 +502,14 @@ static int lc_am_check(const lc_am_state *s, const void *header, size_t hlen, si
 	return 0;
 }
 
-static void lc_am_apply(lc_am_state *s, const lc_ps_hdr *h, const void *data, size_t length) {
-	if (length) memcpy((void *)(uintptr_t)h->dst, data, length);
-	if (h->op == LC_SIG_SET)
-		__atomic_store_n((uint64_t *)(uintptr_t)h->slot, h->value, __ATOMIC_RELEASE);
-	else if (h->op == LC_SIG_ADD)
-		__atomic_fetch_add((uint64_t *)(uintptr_t)h->slot, h->value, __ATOMIC_RELEASE);
-	else
-		__atomic_thread_fence(__ATOMIC_RELEASE);
-	s->applied[h->rank]++;
-}
-
-static void lc_am_queue(lc_am_state *s, lc_am_msg *m) {
-	int r = m->h.rank;
-	m->next = NULL;
-	if (s->qtail[r]) s->qtail[r]->next = m;
-	else s->qhead[r] = m;
-	s->qtail[r] = m;
-}
-
 // lc_am_send_ack tells peer r how many of its messages this rank applied.
 // The header lives in the state (a later acknowledgement may overwrite it
 // while UCX still holds it: counts only grow, so any value sent is true).
 static void lc_am_send_ack(lc_am_state *s, int r) {
-	if (!s->eps[r]) return;
+	if (!s->eps[r] || s->closing) return;
 	lc_ack_hdr *h = &s->ackbuf[r];
 	h->rank = s->me;
+	h->failed = s->failed[r];
 	h->applied = s->applied[r];
 	lc_req_param p;
 	memset(&p, 0, sizeof p);
@@ -520,19 +519,84 @@ static void lc_am_send_ack(lc_am_state *s, int r) {
 	if (lc_ptr_status(req) == LC_INPROGRESS) s->u->request_free(req);
 }
 
-// lc_am_drain applies sender r's queued messages up to the first
-// rendezvous still moving its data, and acknowledges rendezvous ones.
+// lc_am_fail drops a message of sender r and, from then on, every later
+// one (applying them could set a signal whose data never came), and tells
+// the sender.
+static void lc_am_fail(lc_am_state *s, int r, int32_t why) {
+	lc_am_bad(s, r, why);
+	if (!s->failed[r]) {
+		s->failed[r] = 1;
+		lc_am_send_ack(s, r);
+	}
+}
+
+// lc_am_apply writes a message's data and signal; the regions are checked
+// again (the window may have been freed while the message waited).
+static int lc_am_apply(lc_am_state *s, const lc_ps_hdr *h, const void *data, size_t length, size_t landed) {
+	uint64_t n = length ? length : landed;
+	if ((n && !lc_am_in(s, h->dst, n)) || (h->op != LC_SIG_NONE && !lc_am_in(s, h->slot, 8))) return 2;
+	if (length) memcpy((void *)(uintptr_t)h->dst, data, length);
+	if (h->op == LC_SIG_SET)
+		__atomic_store_n((uint64_t *)(uintptr_t)h->slot, h->value, __ATOMIC_RELEASE);
+	else if (h->op == LC_SIG_ADD)
+		__atomic_fetch_add((uint64_t *)(uintptr_t)h->slot, h->value, __ATOMIC_RELEASE);
+	else
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+	s->applied[h->rank]++;
+	return 0;
+}
+
+// lc_am_queue inserts m in its sender's queue by number.
+static void lc_am_queue(lc_am_state *s, lc_am_msg *m) {
+	lc_am_msg **pp = &s->qhead[m->h.rank];
+	while (*pp && (*pp)->h.seq < m->h.seq) pp = &(*pp)->next;
+	m->next = *pp;
+	*pp = m;
+}
+
+// lc_am_drain applies sender r's queued messages in order, up to a gap in
+// the numbers or a rendezvous still moving its data, and acknowledges the
+// rendezvous ones.
 static void lc_am_drain(lc_am_state *s, int r) {
-	int acked = 0;
+	int ack = 0;
 	lc_am_msg *m;
-	while ((m = s->qhead[r]) && (!m->rndv || m->done)) {
-		lc_am_apply(s, &m->h, m->data, m->rndv ? 0 : m->len);
-		acked |= m->rndv;
+	while (!s->closing && (m = s->qhead[r]) && m->h.seq == s->next[r] && (!m->rndv || m->done)) {
 		s->qhead[r] = m->next;
-		if (!s->qhead[r]) s->qtail[r] = NULL;
+		s->next[r]++;
+		if (!s->failed[r]) {
+			int why = m->failed ? 5 : lc_am_apply(s, &m->h, m->data, m->rndv ? 0 : m->len, m->rndv ? m->len : 0);
+			if (why) lc_am_fail(s, r, why);
+			else ack |= m->rndv;
+		}
 		free(m);
 	}
-	if (acked) lc_am_send_ack(s, r);
+	if (ack) lc_am_send_ack(s, r);
+}
+
+// lc_am_arrived takes an eager message (header checked): applied at once
+// when it is the next of its sender, else copied into the queue.
+static void lc_am_arrived(lc_am_state *s, const lc_ps_hdr *h, const void *data, size_t length) {
+	int r = h->rank;
+	if (h->ack > s->acked[r]) s->acked[r] = h->ack;
+	if (s->closing || s->failed[r] || h->seq < s->next[r]) return;
+	if (!s->qhead[r] && h->seq == s->next[r]) {
+		s->next[r]++;
+		int why = lc_am_apply(s, h, data, length, 0);
+		if (why) lc_am_fail(s, r, why);
+		return;
+	}
+	lc_am_msg *m = malloc(sizeof *m + length);
+	if (!m) {
+		lc_am_fail(s, r, 5);
+		return;
+	}
+	memset(m, 0, sizeof *m);
+	m->s = s;
+	m->h = *h;
+	m->len = length;
+	if (length) memcpy(m->data, data, length);
+	lc_am_queue(s, m);
+	lc_am_drain(s, r);
 }
 
 static lc_status lc_am_put_signal(void *arg, const void *header, size_t hlen, void *data, size_t length, const void *param) {
@@ -541,26 +605,15 @@ static lc_status lc_am_put_signal(void *arg, const void *header, size_t hlen, vo
 	lc_ps_hdr h;
 	int why = lc_am_check(s, header, hlen, length, &h);
 	if (why == 0 && (attr & LC_AM_RECV_RNDV)) why = 3;
+	if (why == 1 || why == 4) {
+		lc_am_bad(s, -1, why);
+		return LC_OK;
+	}
 	if (why) {
-		lc_am_bad(s, why == 1 || why == 4 ? -1 : h.rank, why);
+		lc_am_fail(s, h.rank, why);
 		return LC_OK;
 	}
-	if (h.ack > s->acked[h.rank]) s->acked[h.rank] = h.ack;
-	if (!s->qhead[h.rank]) {
-		lc_am_apply(s, &h, data, length);
-		return LC_OK;
-	}
-	lc_am_msg *m = malloc(sizeof *m + length);
-	if (!m) {
-		lc_am_bad(s, h.rank, 5);
-		return LC_OK;
-	}
-	memset(m, 0, sizeof *m);
-	m->s = s;
-	m->h = h;
-	m->len = length;
-	if (length) memcpy(m->data, data, length);
-	lc_am_queue(s, m);
+	lc_am_arrived(s, &h, data, length);
 	return LC_OK;
 }
 
@@ -568,10 +621,8 @@ static void lc_am_rndv_done(void *req, lc_status status, size_t length, void *us
 	(void)length;
 	lc_am_msg *m = (lc_am_msg *)user;
 	lc_am_state *s = m->s;
-	if (status != LC_OK) {
-		lc_am_bad(s, m->h.rank, 5);
-		m->h.op = LC_SIG_NONE; // the data did not land: no signal for it
-	}
+	s->inflight--;
+	m->failed = status != LC_OK;
 	m->done = 1;
 	lc_am_drain(s, m->h.rank);
 	if (req) s->u->request_free(req);
@@ -583,33 +634,36 @@ static lc_status lc_am_put_rndv(void *arg, const void *header, size_t hlen, void
 	if (!(attr & LC_AM_RECV_RNDV)) return lc_am_put_signal(arg, header, hlen, data, length, param);
 	lc_ps_hdr h;
 	int why = lc_am_check(s, header, hlen, length, &h);
-	lc_am_msg *m = why ? NULL : calloc(1, sizeof *m);
-	if (!m) {
-		if (!why) why = 5;
-		lc_am_bad(s, why == 1 || why == 4 ? -1 : h.rank, why);
+	if (why == 1 || why == 4) {
+		lc_am_bad(s, -1, why);
 		return LC_OK; // the descriptor is released: the sender's send fails
 	}
-	if (h.ack > s->acked[h.rank]) s->acked[h.rank] = h.ack;
+	if (why) {
+		lc_am_fail(s, h.rank, why);
+		return LC_OK;
+	}
+	int r = h.rank;
+	if (h.ack > s->acked[r]) s->acked[r] = h.ack;
+	if (s->closing || s->failed[r] || h.seq < s->next[r]) return LC_OK;
+	lc_am_msg *m = calloc(1, sizeof *m);
+	if (!m) {
+		lc_am_fail(s, r, 5);
+		return LC_OK;
+	}
 	m->s = s;
 	m->h = h;
 	m->len = length;
 	m->rndv = 1;
 	lc_am_queue(s, m);
+	s->inflight++;
 	lc_req_param p;
 	memset(&p, 0, sizeof p);
 	p.op_attr_mask = LC_OP_CALLBACK | LC_OP_USER_DATA;
 	p.cb = (void *)lc_am_rndv_done;
 	p.user_data = m;
 	void *req = s->u->am_recv_data_nbx(s->worker, data, (void *)(uintptr_t)h.dst, length, &p);
-	switch (lc_ptr_status(req)) {
-	case LC_OK:
-		lc_am_rndv_done(NULL, LC_OK, length, m);
-		break;
-	case LC_INPROGRESS:
-		break;
-	default:
-		lc_am_rndv_done(NULL, lc_ptr_status(req), length, m);
-	}
+	lc_status st = lc_ptr_status(req);
+	if (st != LC_INPROGRESS) lc_am_rndv_done(NULL, st, length, m); // at once, or refused
 	return LC_OK;
 }
 
@@ -626,6 +680,7 @@ static lc_status lc_am_ack(void *arg, const void *header, size_t hlen, void *dat
 		lc_am_bad(s, -1, 4);
 		return LC_OK;
 	}
+	if (h.failed) s->nacked[h.rank] = 1;
 	if (h.applied > s->acked[h.rank]) s->acked[h.rank] = h.applied;
 	return LC_OK;
 }

@@ -354,6 +354,12 @@ func (r *registration) Close() error {
 	if r.memh == nil {
 		return nil
 	}
+	// A rendezvous may still be moving a peer's data into the region:
+	// let it end before the memory goes (a job that is ending normally
+	// has none; one whose peer died sees its transfers cancelled).
+	for deadline := time.Now().Add(2 * time.Second); t.worker != nil && C.lc_am_inflight(t.am) > 0 && time.Now().Before(deadline); {
+		C.lc_ucx_progress(t.lib.u, t.worker)
+	}
 	C.lc_am_remove_region(t.am, C.uint64_t(r.base))
 	s := C.lc_ucx_mem_unmap(t.lib.u, t.ctx, r.memh)
 	r.memh = nil
@@ -445,7 +451,11 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 	if err := t.badErr(); err != nil {
 		return fmt.Errorf("%s: %w", op.What, err)
 	}
+	if err := t.nackErr(k.ep.peer); err != nil {
+		return fmt.Errorf("%s: %w", op.What, err)
+	}
 	u := t.lib.u
+	amPeer, rndv := -1, false // a message to count once it is sent
 	raddr := C.uint64_t(k.base + op.Ref.Off)
 	var p, operand unsafe.Pointer
 	call := ""
@@ -459,7 +469,7 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 				return fmt.Errorf("%s: %w", op.What, err)
 			}
 			operand, p = t.sendRndvLocked(k, op, raddr)
-			call = "ucp_am_send_nbx (rendezvous)"
+			call, amPeer, rndv = "ucp_am_send_nbx (rendezvous)", k.ep.peer, true
 			break
 		}
 		p, call = C.lc_ucx_put(u, k.ep.h, op.Local.Pointer(), C.size_t(op.N), raddr, k.rkey), "ucp_put_nbx"
@@ -480,7 +490,7 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 				return fmt.Errorf("%s: %w", op.What, err)
 			}
 			operand, p = t.sendRndvLocked(k, op, raddr)
-			call = "ucp_am_send_nbx (rendezvous)"
+			call, amPeer, rndv = "ucp_am_send_nbx (rendezvous)", k.ep.peer, true
 			break
 		}
 		if op.N > amMax {
@@ -493,13 +503,14 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 		h := (*C.lc_ps_hdr)(operand)
 		h.dst, h.slot, h.value, h.rank = raddr, C.uint64_t(k.base+op.SigOff), C.uint64_t(op.Value), C.int32_t(t.rank)
 		h.ack = C.lc_am_applied(t.am, C.int(k.ep.peer))
+		h.seq = C.uint64_t(t.amSent[k.ep.peer] + 1)
 		h.op = C.LC_SIG_SET
 		if op.SigAdd {
 			h.op = C.LC_SIG_ADD
 		}
 		p, call = C.lc_ucx_am_send(u, k.ep.h, h, op.Local.Pointer(), C.size_t(op.N)), "ucp_am_send_nbx"
 		t.amKey[k.ep.peer] = k
-		t.amSent[k.ep.peer]++
+		amPeer = k.ep.peer
 	case transport.RemoteStore64, transport.RemoteAdd64:
 		if t.rndvPendingLocked(k.ep.peer) {
 			// A put by rendezvous may still be moving its data: the
@@ -542,6 +553,13 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 		C.free(operand)
 		return fmt.Errorf("%s: %w", op.What, t.lib.fail(call, s))
 	}
+	if amPeer >= 0 {
+		// Counted only once sent: the target applies messages by number.
+		t.amSent[amPeer]++
+		if rndv {
+			t.rndvLast[amPeer] = t.amSent[amPeer]
+		}
+	}
 	return nil
 }
 
@@ -562,6 +580,7 @@ func (t *Transport) sendRndvLocked(k *key, op transport.RemoteOp, raddr C.uint64
 	h := (*C.lc_ps_hdr)(operand)
 	h.dst, h.rank = raddr, C.int32_t(t.rank)
 	h.ack = C.lc_am_applied(t.am, C.int(k.ep.peer))
+	h.seq = C.uint64_t(t.amSent[k.ep.peer] + 1)
 	h.op = C.LC_SIG_NONE
 	if op.Kind == transport.RemotePutSignal {
 		h.slot, h.value, h.op = C.uint64_t(k.base+op.SigOff), C.uint64_t(op.Value), C.LC_SIG_SET
@@ -571,15 +590,22 @@ func (t *Transport) sendRndvLocked(k *key, op transport.RemoteOp, raddr C.uint64
 	}
 	p := C.lc_ucx_am_send_rndv(t.lib.u, k.ep.h, h, op.Local.Pointer(), C.size_t(op.N))
 	t.amKey[k.ep.peer] = k
-	t.amSent[k.ep.peer]++
-	t.rndvLast[k.ep.peer] = t.amSent[k.ep.peer]
 	return operand, p
 }
 
 // rndvPendingLocked reports whether a put to peer sent by rendezvous is
-// not acknowledged yet.
+// not acknowledged yet (and peer did not say it dropped one).
 func (t *Transport) rndvPendingLocked(peer int) bool {
-	return t.rndvLast[peer] > uint64(C.lc_am_acked(t.am, C.int(peer)))
+	return t.rndvLast[peer] > uint64(C.lc_am_acked(t.am, C.int(peer))) && C.lc_am_nacked(t.am, C.int(peer)) == 0
+}
+
+// nackErr reports that peer dropped a message of this rank (and so every
+// later one): the data or signal it carried never landed.
+func (t *Transport) nackErr(peer int) error {
+	if t.am != nil && C.lc_am_nacked(t.am, C.int(peer)) != 0 {
+		return fmt.Errorf("rank %d dropped a put or signal message of this rank (its own error says why); later ones to it are dropped too", peer)
+	}
+	return nil
 }
 
 // awaitRndvLocked drives the worker (mu held) until peer acknowledged
@@ -591,6 +617,9 @@ func (t *Transport) awaitRndvLocked(peer int, op transport.RemoteOp) error {
 	limit := max(op.Timeout, time.Second)
 	for i := 0; t.rndvPendingLocked(peer); i++ {
 		C.lc_ucx_progress(t.lib.u, t.worker)
+		if err := t.nackErr(peer); err != nil {
+			return fmt.Errorf("%s: %w", op.What, err)
+		}
 		if err := t.epErr(t.eps[peer]); err != nil {
 			return fmt.Errorf("%s: %w", op.What, err)
 		}
@@ -741,14 +770,22 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 	type flush struct {
 		peer int
 		req  unsafe.Pointer
+		read uint64 // a fenced read: the messages it proves applied once it returns
 	}
 	var fl []flush
+	var cleared []int // peers marked clean below, dirty again if the flush fails
 	// Puts sent by rendezvous are done at the target once it says so;
 	// the messages after them are then applied as they arrive, which the
 	// read below proves.
 	if err := t.waitLoop(cancel, timeout, func() (bool, error) {
 		for peer, d := range t.dirty {
-			if d && t.rndvPendingLocked(peer) {
+			if !d {
+				continue
+			}
+			if err := t.nackErr(peer); err != nil {
+				return false, fmt.Errorf("flush to rank %d: %w", peer, err)
+			}
+			if t.rndvPendingLocked(peer) {
 				if err := t.epErr(t.eps[peer]); err != nil {
 					return false, fmt.Errorf("flush to rank %d: %w", peer, err)
 				}
@@ -797,21 +834,21 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 			p := C.lc_ucx_get(t.lib.u, e.h, unsafe.Add(t.scratch, 8*peer), 8, C.uint64_t(k.base), k.rkey)
 			switch s := C.lc_ptr_status(p); s {
 			case C.LC_OK:
+				t.amDone[peer] = max(t.amDone[peer], t.amSent[peer])
 			case C.LC_INPROGRESS:
-				fl = append(fl, flush{peer, p})
+				fl = append(fl, flush{peer, p, t.amSent[peer]})
 			default:
 				err = fmt.Errorf("flush to rank %d: %w", peer, t.lib.fail("ucp_get_nbx", s))
 			}
 			if err != nil {
 				break
 			}
-			t.amDone[peer] = t.amSent[peer]
 		}
 		p := C.lc_ucx_ep_flush(t.lib.u, e.h)
 		switch s := C.lc_ptr_status(p); s {
 		case C.LC_OK:
 		case C.LC_INPROGRESS:
-			fl = append(fl, flush{peer, p})
+			fl = append(fl, flush{peer, p, 0})
 		default:
 			err = fmt.Errorf("flush to rank %d: %w", peer, t.lib.fail("ucp_ep_flush_nbx", s))
 		}
@@ -820,6 +857,7 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 		}
 		t.dirty[peer] = false
 		t.rma[peer] = false
+		cleared = append(cleared, peer)
 	}
 	t.mu.Unlock()
 	werr := t.waitLoop(cancel, timeout, func() (bool, error) {
@@ -837,6 +875,9 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 			C.lc_ucx_req_free(t.lib.u, f.req)
 			if s != C.LC_OK && first == nil {
 				first = fmt.Errorf("flush to rank %d: %w", f.peer, t.lib.fail("ucp_ep_flush_nbx", s))
+			}
+			if s == C.LC_OK && f.read > 0 {
+				t.amDone[f.peer] = max(t.amDone[f.peer], f.read)
 			}
 		}
 		fl = keep
@@ -859,6 +900,10 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 	t.mu.Lock()
 	if err == nil {
 		t.unfenced = false
+	} else {
+		for _, peer := range cleared { // nothing proven: the next flush tries again
+			t.dirty[peer], t.rma[peer] = true, true
+		}
 	}
 	for _, f := range fl { // given up on: let UCX finish them alone
 		if t.worker != nil {
@@ -916,9 +961,15 @@ func (t *Transport) destroyLocked() {
 		return
 	}
 	u := t.lib.u
+	if t.am != nil {
+		C.lc_am_close(t.am) // apply nothing, acknowledge nothing from here on
+	}
+	// The headers of sends still pending are freed once the worker is gone
+	// (a cancelled send may still read its header while it winds down).
+	var operands []unsafe.Pointer
 	for _, p := range t.pending {
 		C.lc_ucx_req_free(u, p.req)
-		C.free(p.operand)
+		operands = append(operands, p.operand)
 	}
 	t.pending = nil
 	var reqs []unsafe.Pointer
@@ -927,7 +978,7 @@ func (t *Transport) destroyLocked() {
 			continue
 		}
 		if t.am != nil {
-			C.lc_am_set_ep(t.am, C.int(i), nil) // no acknowledgement on a closing endpoint
+			C.lc_am_set_ep(t.am, C.int(i), nil)
 		}
 		if p := C.lc_ucx_ep_close(u, e.h, 1); C.lc_ptr_status(p) == C.LC_INPROGRESS {
 			reqs = append(reqs, p)
@@ -951,6 +1002,9 @@ func (t *Transport) destroyLocked() {
 	C.lc_ucx_worker_destroy(u, t.worker)
 	C.lc_ucx_cleanup(u, t.ctx)
 	t.worker, t.ctx = nil, nil
+	for _, o := range operands {
+		C.free(o)
+	}
 	if t.am != nil {
 		C.lc_am_free(t.am)
 		t.am = nil

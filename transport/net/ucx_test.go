@@ -233,6 +233,16 @@ func TestMalformedPutSignalNamesThePeer(t *testing.T) {
 	if binary.LittleEndian.Uint64(mem[1][8:]) != 0 {
 		t.Error("the forged message changed the target's memory")
 	}
+	// The sender learns that its message was dropped; what it sends after
+	// it is dropped too (it might be the signal for the lost data).
+	if err := ns[0].Flush(nil, 5*time.Second); err == nil || !strings.Contains(err.Error(), "rank 1 dropped a put or signal message") {
+		t.Fatalf("sender's flush: %v", err)
+	}
+	ok := transport.RemoteOp{Kind: transport.RemotePutSignal, Ref: transport.Ref{Peer: 1, Key: keys[0]}, Local: transport.AddrOf(mem[0]), N: 8,
+		SigOff: 8, Value: 1, What: "after", Timeout: time.Second}
+	if err := ns[0].Post(ok); err == nil || !strings.Contains(err.Error(), "dropped") {
+		t.Fatalf("a put_signal after the dropped one: %v", err)
+	}
 }
 
 // The statuses of a broken connection match transport.ErrPeerLost (so the
