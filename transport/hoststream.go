@@ -232,6 +232,10 @@ func (s *HostStream) enqueue(op hostOp) {
 			if err := s.exec(&op); err != nil && s.err == nil {
 				s.err = err
 			}
+			// The stream stays idle: nothing of it would look at a
+			// deferred bell again soon, and a wait that went to sleep
+			// without seeing the store would sleep its whole nap.
+			s.flushRings()
 			s.mu.Unlock()
 		}
 		return

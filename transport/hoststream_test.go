@@ -235,3 +235,25 @@ func TestHostStreamCloseDuringInlineWait(t *testing.T) {
 		}
 	}
 }
+
+// A store run on the caller leaves no bell for later: the stream is idle
+// after it, and nothing would look at a deferred bell again soon, so a
+// wait that announced itself just after the store's look at the bell, and
+// went to sleep without seeing the value, would sleep its whole nap (10
+// ms stalls in 2-rank all-gathers).
+func TestInlineStoreRingsAtOnce(t *testing.T) {
+	mem, _ := sharedPages(t, 4096)
+	slot, bell := mem, mem.Add(128)
+	s := NewHostStream(NewAbort(), PolicyDedicated)
+	defer s.Close()
+	s.Store64Ring(slot, 7, bell)
+	s.mu.Lock()
+	n, owner := s.ndeferred, s.owner
+	s.mu.Unlock()
+	if owner != ownNone || n != 0 {
+		t.Fatalf("after an inline store: owner %d, %d bells deferred; want an idle stream with none", owner, n)
+	}
+	if atomic.LoadUint64(hostU64(slot)) != 7 {
+		t.Fatal("the store did not happen")
+	}
+}
