@@ -87,7 +87,7 @@ func benchPlanVsBuiltin(b *testing.B, algo string, size uint64) {
 					err := c.Sync(ctx)
 					return time.Since(t0), err
 				}
-				planOp := func() error { return plan(w, src, n) }
+				planOp := func() error { _, err := plan(w, src, n, 0); return err }
 				builtOp := func() error { return ag.Exec(ctx, src, 0, n) }
 				// warm up both (the plan is recorded and verified here)
 				if _, err := block(planOp); err != nil {

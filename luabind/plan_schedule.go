@@ -13,16 +13,18 @@ import (
 // first call for a window, source and size records fn(w, src, 0, n) with
 // lc.plan (collective), verifies it as an all-gather of src (its problems,
 // if any, are the error), and replays it; later calls replay it, with no
-// Lua on the way.
-func (s *State) SchedulePlan(mod, fn string) (func(w *window.Window, src *window.Buffer, n uint64) error, error) {
+// Lua on the way. With staging, the plan records two calls (one per
+// staging half, which a staged schedule alternates), so that replays
+// alternate too; a call then makes two all-gathers and says so.
+func (s *State) SchedulePlan(mod, fn string) (func(w *window.Window, src *window.Buffer, n, staging uint64) (int, error), error) {
 	f, err := s.scheduleFunc(mod, fn)
 	if err != nil {
 		return nil, err
 	}
 	type key struct {
-		w   *window.Window
-		src *window.Buffer
-		n   uint64
+		w          *window.Window
+		src        *window.Buffer
+		n, staging uint64
 	}
 	plans := map[key]*planRef{}
 	// One userdata per object, as Schedule keeps: schedules count their
@@ -34,16 +36,36 @@ func (s *State) SchedulePlan(mod, fn string) (func(w *window.Window, src *window
 		}
 		return uds[obj]
 	}
-	return func(w *window.Window, src *window.Buffer, n uint64) error {
-		k := key{w, src, n}
+	return func(w *window.Window, src *window.Buffer, n, staging uint64) (int, error) {
+		k := key{w, src, n, staging}
+		execs := 1
+		if staging != 0 {
+			execs = 2
+		}
 		r := plans[k]
 		if r == nil {
 			s.cur = s.L
 			args := []lua.LValue{ud(w, &windowRef{w: w}, "w"), ud(src, &bufferRef{b: src}, "b"), lua.LNumber(0), lua.LNumber(n)}
+			body := f
+			if staging != 0 {
+				args = append(args, stagingOpts(s.L, staging))
+				// Both staging halves, in one plan.
+				body = s.L.NewFunction(func(L *lua.LState) int {
+					nargs := L.GetTop()
+					for range 2 {
+						L.Push(f)
+						for i := 1; i <= nargs; i++ {
+							L.Push(L.Get(i))
+						}
+						L.Call(nargs, 0)
+					}
+					return 0
+				})
+			}
 			var err error
-			r, err = s.makePlan(s.Ctx, s.L, f, args, "", fmt.Sprintf("%s.%s(n=%d)", mod, fn, n))
+			r, err = s.makePlan(s.Ctx, s.L, body, args, "", fmt.Sprintf("%s.%s(n=%d)", mod, fn, n))
 			if err != nil {
-				return fmt.Errorf("%s.%s: recording a plan: %w", mod, fn, err)
+				return 0, fmt.Errorf("%s.%s: recording a plan: %w", mod, fn, err)
 			}
 			c := plan.Collective{Kind: "allgather", N: n}
 			for i, b := range r.p.Buffers() {
@@ -55,14 +77,14 @@ func (s *State) SchedulePlan(mod, fn string) (func(w *window.Window, src *window
 			}
 			rep, err := s.verifyLists(s.Ctx, fmt.Sprintf("plan %d", r.num), r.p.Lists(), plan.Options{Collective: c})
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if !rep.OK {
-				return fmt.Errorf("%s.%s: the plan of n=%d fails verification: %s", mod, fn, n, rep.Summary())
+				return 0, fmt.Errorf("%s.%s: the plan of n=%d fails verification: %s", mod, fn, n, rep.Summary())
 			}
 			plans[k] = r
 		}
-		return r.p.Run(1)
+		return execs, r.p.Run(1)
 	}, nil
 }
 

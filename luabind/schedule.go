@@ -11,9 +11,11 @@ import (
 
 // Schedule loads function fn of module mod (required as a script would:
 // a file next to the script or an embedded scripts/lib module) and returns
-// a Go function that calls it as fn(w, src, 0, n), so that benchmarks run
-// a schedule written in Lua against the same window as the built-in one.
-func (s *State) Schedule(mod, fn string) (func(w *window.Window, src *window.Buffer, n uint64) error, error) {
+// a Go function that calls it as fn(w, src, 0, n), or fn(w, src, 0, n,
+// {staging = staging}) when staging is not 0, so that benchmarks run a
+// schedule written in Lua against the same window as the built-in one. The
+// function reports how many all-gathers a call made (1).
+func (s *State) Schedule(mod, fn string) (func(w *window.Window, src *window.Buffer, n, staging uint64) (int, error), error) {
 	L := s.L
 	f, err := s.scheduleFunc(mod, fn)
 	if err != nil {
@@ -23,7 +25,7 @@ func (s *State) Schedule(mod, fn string) (func(w *window.Window, src *window.Buf
 	// each Go object maps to one userdata for as long as the state lives.
 	wuds := map[*window.Window]*lua.LUserData{}
 	buds := map[*window.Buffer]*lua.LUserData{}
-	return func(w *window.Window, src *window.Buffer, n uint64) error {
+	return func(w *window.Window, src *window.Buffer, n, staging uint64) (int, error) {
 		s.cur = L
 		wud := wuds[w]
 		if wud == nil {
@@ -39,12 +41,23 @@ func (s *State) Schedule(mod, fn string) (func(w *window.Window, src *window.Buf
 			L.SetMetatable(bud, L.GetTypeMetatable(receivers["b"].typ))
 			buds[src] = bud
 		}
-		err := L.CallByParam(lua.P{Fn: f, NRet: 0, Protect: true}, wud, bud, lua.LNumber(0), lua.LNumber(n))
-		if err != nil {
-			return fmt.Errorf("%s.%s: %s", mod, fn, strings.TrimSpace(scriptError(err).Error()))
+		args := []lua.LValue{wud, bud, lua.LNumber(0), lua.LNumber(n)}
+		if staging != 0 {
+			args = append(args, stagingOpts(L, staging))
 		}
-		return nil
+		err := L.CallByParam(lua.P{Fn: f, NRet: 0, Protect: true}, args...)
+		if err != nil {
+			return 0, fmt.Errorf("%s.%s: %s", mod, fn, strings.TrimSpace(scriptError(err).Error()))
+		}
+		return 1, nil
 	}, nil
+}
+
+// stagingOpts is the options table {staging = off} of a staged call.
+func stagingOpts(L *lua.LState, off uint64) *lua.LTable {
+	t := L.NewTable()
+	t.RawSetString("staging", lua.LNumber(off))
+	return t
 }
 
 // scheduleFunc requires mod and returns its function fn.

@@ -19,6 +19,11 @@ import (
 	"github.com/luacoll/luacoll/window"
 )
 
+// ScheduleStageMax is the largest chunk (bytes per rank) a schedule is
+// given room to stage, as the built-in all-gather stages small ones: the
+// extra copy costs little there, and saves the barrier.
+const ScheduleStageMax = 16 << 10
+
 // AGBenchConfig configures BenchAllGather.
 type AGBenchConfig struct {
 	// Sizes are total output bytes (nccl-tests convention); each rank
@@ -40,7 +45,11 @@ type AGBenchConfig struct {
 	Stress bool
 	// Schedule, when set, replaces the built-in all-gather: it is called
 	// for every exec (a schedule written in Lua, say); ScheduleName names it.
-	Schedule     func(w *window.Window, src *window.Buffer, n uint64) error
+	// staging, when not 0, is the offset in w of 2 * ranks * n bytes the
+	// schedule may stage chunks in instead of starting with a barrier (up
+	// to ScheduleStageMax bytes per rank); a call reports how many
+	// all-gathers it made (a plan of a staged schedule holds two).
+	Schedule     func(w *window.Window, src *window.Buffer, n, staging uint64) (int, error)
 	ScheduleName string
 	// Builtin, with a Schedule, also measures the built-in direct
 	// all-gather (eager) on the same window and buffers in the same run.
@@ -252,8 +261,12 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 		}()
 		res.MPI, res.HaveMPI, mr = version, true, m
 	}
-	w, err := c.NewWindow(ctx, fmt.Sprintf("bench.allgather(window %d)", maxChunk*N),
-		window.Options{Bytes: maxChunk * N, Signals: 2, Counters: 1, Barriers: 2, Path: cfg.Path})
+	wbytes := maxChunk * N
+	if cfg.Schedule != nil {
+		wbytes += 2 * N * min(maxChunk, ScheduleStageMax) // room to stage small chunks in
+	}
+	w, err := c.NewWindow(ctx, fmt.Sprintf("bench.allgather(window %d)", wbytes),
+		window.Options{Bytes: wbytes, Signals: 2, Counters: 1, Barriers: 2, Path: cfg.Path})
 	if err != nil {
 		return nil, err
 	}
@@ -264,6 +277,7 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 	}
 	defer src.Free()
 	var exec, builtin func(n uint64) error
+	perCall := 1 // all-gathers per call of exec
 	var ag *engine.AllGather
 	if cfg.Builtin && cfg.Schedule == nil {
 		return nil, errors.New("bench allgather: the built-in baseline goes beside a schedule only")
@@ -272,7 +286,15 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 		if cfg.Graph {
 			return nil, errors.New("bench allgather: graph mode works with the built-in algorithms only")
 		}
-		exec = func(n uint64) error { return cfg.Schedule(w, src, n) }
+		exec = func(n uint64) error {
+			staging := uint64(0)
+			if n <= ScheduleStageMax {
+				staging = maxChunk * N
+			}
+			k, err := cfg.Schedule(w, src, n, staging)
+			perCall = k
+			return err
+		}
 		if cfg.Builtin {
 			// The schedules use the window's first signal and barrier
 			// slots, the built-in all-gather its last ones.
@@ -456,6 +478,7 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 			if err != nil {
 				return nil, err
 			}
+			sec /= float64(max(perCall, 1))
 			ours, row.Wrong = append(ours, sec), row.Wrong+wrong
 			if r%2 == 0 {
 				if err := measureBuiltin(); err != nil {

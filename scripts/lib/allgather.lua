@@ -6,13 +6,22 @@
 --   ag.hier(w, src, src_off, n)     -- two levels: across nodes, then within each node
 --
 -- src may be the window itself with src_off == lc.rank * n (in place).
--- Both record into plans (lc.plan) and pass p:verify{collective = "allgather"}.
+-- All record into plans (lc.plan) and pass p:verify{collective = "allgather"}.
 -- Each call starts with a window barrier (slot opts.barrier, default 0) so
 -- that a call never overwrites data a slow peer is still forwarding from the
--- previous one. Signals are cumulative: the module remembers how many it
--- expects from each sender on each slot, so no reset is needed between
--- calls, but the slot (opts.signal, default 0) must be used by these
--- schedules alone.
+-- previous one, or that its script has not read yet. Signals are
+-- cumulative: the module remembers how many it expects from each sender on
+-- each slot, so no reset is needed between calls, but the slot
+-- (opts.signal, default 0) must be used by these schedules alone.
+--
+-- ring and direct with opts.staging = OFF (2 * lc.size * n bytes of the
+-- window at OFF that nothing else uses) need no barrier: the chunks land in
+-- a staging half, and each rank copies them into place once they are all
+-- there. Calls alternate between the two halves (per window): a peer can
+-- be at most one call ahead, since finishing a call needs every rank's
+-- chunk of it, which a rank sends only once its previous call is over. A
+-- plan records one half, so record two plans (two calls) and run them in
+-- turn, as `luacoll bench allgather --plan` does.
 local lc = require("luacoll")
 
 local M = {}
@@ -47,9 +56,54 @@ local function begin(w, src, src_off, n, opts)
   return sig, r
 end
 
+-- half[w] is the staging half a window's next staged call uses.
+local half = setmetatable({}, { __mode = "k" })
+
+-- staged begins a call with opts.staging: the signal slot, the expected
+-- counts, and the offset of this call's staging half (chunk r of it at
+-- + r * n).
+local function staged(w, n, opts)
+  local sig = opts.signal or 0
+  local h = half[w] or 0
+  half[w] = 1 - h
+  return sig, rows(w, sig), opts.staging + h * lc.size * n
+end
+
+-- settle ends a staged call: every chunk from the staging half into place,
+-- this rank's own from src (skipped in place), complete before the call
+-- ends (the next call's copies write the same bytes).
+local function settle(w, src, src_off, n, base)
+  local me = lc.rank
+  for q = 0, lc.size - 1 do
+    if q ~= me then
+      w:put(me, q * n, w, base + q * n, n)
+    elseif src ~= w or src_off ~= me * n then
+      w:put(me, me * n, src, src_off, n)
+    end
+  end
+  w:flush()
+end
+
 --- Ring: size-1 steps; in step s each rank forwards chunk (rank - s) to its
 --- right neighbour and waits for chunk (rank - s - 1) from its left.
 function M.ring(w, src, src_off, n, opts)
+  if opts and opts.staging then
+    local sig, r, base = staged(w, n, opts)
+    local me, size = lc.rank, lc.size
+    local right, left = (me + 1) % size, (me - 1 + size) % size
+    for s = 0, size - 2 do
+      local chunk = (me - s + size) % size
+      if s == 0 then
+        w:put_signal(right, base + chunk * n, src, src_off, n, sig, 1, "add")
+      else
+        w:put_signal(right, base + chunk * n, w, base + chunk * n, n, sig, 1, "add")
+      end
+      r[left] = r[left] + 1
+      w:wait_signal_from(left, sig, ">=", r[left])
+    end
+    settle(w, src, src_off, n, base)
+    return
+  end
   local sig, r = begin(w, src, src_off, n, opts)
   local me, size = lc.rank, lc.size
   if size == 1 then return end
@@ -65,6 +119,20 @@ end
 --- Direct: every rank writes its chunk straight into every peer's window,
 --- peers in the order rank+1, rank+2, ... (no incast), then waits for all.
 function M.direct(w, src, src_off, n, opts)
+  if opts and opts.staging then
+    local sig, r, base = staged(w, n, opts)
+    local me, size = lc.rank, lc.size
+    local total = 0
+    for i = 1, size - 1 do
+      local peer = (me + i) % size
+      w:put_signal(peer, base + me * n, src, src_off, n, sig, 1, "add")
+      r[peer] = r[peer] + 1
+    end
+    for i = 0, size - 1 do total = total + r[i] end
+    w:wait_signal(sig, ">=", total)
+    settle(w, src, src_off, n, base)
+    return
+  end
   local sig, r = begin(w, src, src_off, n, opts)
   local me, size = lc.rank, lc.size
   local total = 0
