@@ -150,17 +150,7 @@ local w = lc.window{ bytes = 64, timeout_ms = 600000 }
 print("started")
 w:wait_signal(0, ">=", 1)
 w:sync()`)
-	cmd := exec.Command(bin, "run", "-n", "2", "--timeout", "60s", s)
-	cmd.Env = cleanEnv()
-	var o, e syncBuffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Count(o.String(), "started") < 2 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	cmd, e := startTwoRanks(t, s)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
 	ee, _ := err.(*exec.ExitError)

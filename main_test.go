@@ -378,17 +378,7 @@ print("started")
 if lc.rank == 1 then while true do end end
 w:wait_signal(0, ">=", 1)
 w:sync()`)
-	cmd := exec.Command(bin, "run", "-n", "2", "--timeout", "60s", s)
-	cmd.Env = cleanEnv()
-	var o, e syncBuffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Count(o.String(), "started") < 2 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	cmd, e := startTwoRanks(t, s)
 	start := time.Now()
 	_ = cmd.Process.Signal(os.Interrupt)
 	err := cmd.Wait()
@@ -804,17 +794,7 @@ func TestQuitDumpsEveryRank(t *testing.T) {
 local w = lc.window{ bytes = 64, timeout_ms = 600000 }
 print("started")
 w:wait_signal(0, ">=", 1)`)
-	cmd := exec.Command(bin, "run", "-n", "2", "--timeout", "60s", s)
-	cmd.Env = cleanEnv()
-	var o, e syncBuffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Count(o.String(), "started") < 2 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	cmd, e := startTwoRanks(t, s)
 	time.Sleep(100 * time.Millisecond) // into the wait
 	_ = cmd.Process.Signal(syscall.SIGQUIT)
 	err := cmd.Wait()
@@ -827,4 +807,22 @@ w:wait_signal(0, ">=", 1)`)
 		}
 	}
 	checkClean(t, before)
+}
+
+// startTwoRanks runs script on 2 ranks with a 60 s timeout and returns once
+// both printed "started" (or 20 s passed); stderr collects in the buffer.
+func startTwoRanks(t *testing.T, script string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(bin, "run", "-n", "2", "--timeout", "60s", script)
+	cmd.Env = cleanEnv()
+	var o, e syncBuffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(o.String(), "started") < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cmd, &e
 }

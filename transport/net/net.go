@@ -459,21 +459,19 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 	raddr := C.uint64_t(k.base + op.Ref.Off)
 	var p, operand unsafe.Pointer
 	call := ""
-	switch op.Kind {
-	case transport.RemotePut:
+	switch {
+	case (op.Kind == transport.RemotePut || op.Kind == transport.RemotePutSignal) && op.N >= rndvMin:
+		if err := t.fenceLocked(); err != nil {
+			return fmt.Errorf("%s: %w", op.What, err)
+		}
+		operand, p = t.sendRndvLocked(k, op, raddr)
+		call, amPeer, rndv = "ucp_am_send_nbx (rendezvous)", k.ep.peer, true
+	case op.Kind == transport.RemotePut:
 		if op.N == 0 {
 			return nil
 		}
-		if op.N >= rndvMin {
-			if err := t.fenceLocked(); err != nil {
-				return fmt.Errorf("%s: %w", op.What, err)
-			}
-			operand, p = t.sendRndvLocked(k, op, raddr)
-			call, amPeer, rndv = "ucp_am_send_nbx (rendezvous)", k.ep.peer, true
-			break
-		}
 		p, call = C.lc_ucx_put(u, k.ep.h, op.Local.Pointer(), C.size_t(op.N), raddr, k.rkey), "ucp_put_nbx"
-	case transport.RemoteGet:
+	case op.Kind == transport.RemoteGet:
 		if op.N == 0 {
 			return nil
 		}
@@ -484,15 +482,7 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 			return fmt.Errorf("%s: %w", op.What, err)
 		}
 		p, call = C.lc_ucx_get(u, k.ep.h, op.Local.Pointer(), C.size_t(op.N), raddr, k.rkey), "ucp_get_nbx"
-	case transport.RemotePutSignal:
-		if op.N >= rndvMin {
-			if err := t.fenceLocked(); err != nil {
-				return fmt.Errorf("%s: %w", op.What, err)
-			}
-			operand, p = t.sendRndvLocked(k, op, raddr)
-			call, amPeer, rndv = "ucp_am_send_nbx (rendezvous)", k.ep.peer, true
-			break
-		}
+	case op.Kind == transport.RemotePutSignal:
 		if op.N > amMax {
 			return t.putThenSignalLocked(op)
 		}
@@ -511,7 +501,7 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 		p, call = C.lc_ucx_am_send(u, k.ep.h, h, op.Local.Pointer(), C.size_t(op.N)), "ucp_am_send_nbx"
 		t.amKey[k.ep.peer] = k
 		amPeer = k.ep.peer
-	case transport.RemoteStore64, transport.RemoteAdd64:
+	case op.Kind == transport.RemoteStore64 || op.Kind == transport.RemoteAdd64:
 		if t.rndvPendingLocked(k.ep.peer) {
 			// A put by rendezvous may still be moving its data: the
 			// signal goes as a message, which the target applies after it.
