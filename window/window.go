@@ -196,8 +196,10 @@ func (w *Window) srcAddr(arg string, src *Buffer, off, n uint64) (transport.Addr
 	if src.freed() {
 		return 0, argErr(arg, "%s has been freed", src.name)
 	}
-	if err := checkRange(arg+"_off", "n", off, n, src.size, src.name); err != nil {
-		return 0, err
+	if off > src.size || n > src.size-off {
+		// (the argument's name is built only here: this runs for every
+		// op a plan replays)
+		return 0, checkRange(arg+"_off", "n", off, n, src.size, src.name)
 	}
 	return src.base.Add(off), nil
 }
