@@ -412,6 +412,8 @@ typedef struct lc_am_state {
 	lc_h worker;
 	lc_h *eps;            // per peer: the endpoint acknowledgements go out on
 	lc_ack_hdr *ackbuf;   // per peer: the header of its last acknowledgement
+	uint8_t *owed;        // per peer: an acknowledgement is due
+	int32_t nowed;        // how many peers are owed one
 	lc_am_msg **qhead;    // per sender: messages not applied yet, by number
 } lc_am_state;
 
@@ -446,8 +448,9 @@ static lc_am_state *lc_am_new(lc_ucx *u, lc_h worker, int32_t size, int32_t me) 
 	s->nacked = calloc(size, sizeof *s->nacked);
 	s->eps = calloc(size, sizeof *s->eps);
 	s->ackbuf = calloc(size, sizeof *s->ackbuf);
+	s->owed = calloc(size, sizeof *s->owed);
 	s->qhead = calloc(size, sizeof *s->qhead);
-	if (!s->applied || !s->next || !s->failed || !s->acked || !s->nacked || !s->eps || !s->ackbuf || !s->qhead) {
+	if (!s->applied || !s->next || !s->failed || !s->acked || !s->nacked || !s->eps || !s->ackbuf || !s->owed || !s->qhead) {
 		lc_am_free(s);
 		return NULL;
 	}
@@ -468,7 +471,7 @@ static void lc_am_free(lc_am_state *s) {
 		}
 	}
 	free(s->applied); free(s->next); free(s->failed); free(s->acked); free(s->nacked);
-	free(s->eps); free(s->ackbuf); free(s->qhead);
+	free(s->eps); free(s->ackbuf); free(s->owed); free(s->qhead);
 	free(s->base); free(s->len);
 	free(s);
 }
@@ -502,21 +505,44 @@ static int lc_am_check(const lc_am_state *s, const void *header, size_t hlen, si
 	return 0;
 }
 
-// lc_am_send_ack tells peer r how many of its messages this rank applied.
-// The header lives in the state (a later acknowledgement may overwrite it
-// while UCX still holds it: counts only grow, so any value sent is true).
+// lc_am_send_ack notes that peer r is owed word of how many of its
+// messages this rank applied; the Go side sends it after the progress call
+// (lc_am_ack_next), never from inside UCX's callbacks.
 static void lc_am_send_ack(lc_am_state *s, int r) {
-	if (!s->eps[r] || s->closing) return;
-	lc_ack_hdr *h = &s->ackbuf[r];
-	h->rank = s->me;
-	h->failed = s->failed[r];
-	h->applied = s->applied[r];
+	if (s->closing || s->owed[r]) return;
+	s->owed[r] = 1;
+	s->nowed++;
+}
+
+// lc_am_ack_next takes the next peer owed an acknowledgement (-1: none)
+// and fills its header; the header lives in the state (a later one may
+// overwrite it while UCX still holds it: counts only grow, so any value
+// sent is true).
+static int lc_am_ack_next(lc_am_state *s, lc_ack_hdr **hdr) {
+	if (s->nowed == 0 || s->closing) return -1;
+	for (int32_t r = 0; r < s->size; r++) {
+		if (!s->owed[r]) continue;
+		s->owed[r] = 0;
+		s->nowed--;
+		lc_ack_hdr *h = &s->ackbuf[r];
+		h->rank = s->me;
+		h->failed = s->failed[r];
+		h->applied = s->applied[r];
+		*hdr = h;
+		return r;
+	}
+	s->nowed = 0;
+	return -1;
+}
+
+static inline int32_t lc_am_owed(const lc_am_state *s) { return s->nowed; }
+
+static void *lc_ucx_send_ack(lc_ucx *u, lc_h ep, lc_ack_hdr *h) {
 	lc_req_param p;
 	memset(&p, 0, sizeof p);
 	p.op_attr_mask = LC_OP_FLAGS;
 	p.flags = LC_AM_SEND_EAGER;
-	void *req = s->u->am_send_nbx(s->eps[r], LC_AM_ACK, h, sizeof *h, NULL, 0, &p);
-	if (lc_ptr_status(req) == LC_INPROGRESS) s->u->request_free(req);
+	return u->am_send_nbx(ep, LC_AM_ACK, h, sizeof *h, NULL, 0, &p);
 }
 
 // lc_am_fail drops a message of sender r and, from then on, every later

@@ -191,7 +191,7 @@ func (t *Transport) progressLoop(efd int) {
 			t.mu.Unlock()
 			return
 		}
-		for i := 0; i < 256 && C.lc_ucx_progress(t.lib.u, t.worker) != 0; i++ {
+		for i := 0; i < 256 && t.progressLocked() != 0; i++ {
 		}
 		armed := C.LC_OK
 		if efd >= 0 {
@@ -358,7 +358,7 @@ func (r *registration) Close() error {
 	// let it end before the memory goes (a job that is ending normally
 	// has none; one whose peer died sees its transfers cancelled).
 	for deadline := time.Now().Add(2 * time.Second); t.worker != nil && C.lc_am_inflight(t.am) > 0 && time.Now().Before(deadline); {
-		C.lc_ucx_progress(t.lib.u, t.worker)
+		t.progressLocked()
 	}
 	C.lc_am_remove_region(t.am, C.uint64_t(r.base))
 	s := C.lc_ucx_mem_unmap(t.lib.u, t.ctx, r.memh)
@@ -606,7 +606,7 @@ func (t *Transport) awaitRndvLocked(peer int, op transport.RemoteOp) error {
 	start := time.Now()
 	limit := max(op.Timeout, time.Second)
 	for i := 0; t.rndvPendingLocked(peer); i++ {
-		C.lc_ucx_progress(t.lib.u, t.worker)
+		t.progressLocked()
 		if err := t.nackErr(peer); err != nil {
 			return fmt.Errorf("%s: %w", op.What, err)
 		}
@@ -621,6 +621,37 @@ func (t *Transport) awaitRndvLocked(peer int, op transport.RemoteOp) error {
 		}
 	}
 	return nil
+}
+
+// progressLocked drives the worker once and sends the acknowledgements
+// its callbacks noted (never sent from inside a callback); it returns
+// the worker's count of events.
+func (t *Transport) progressLocked() C.uint {
+	n := C.lc_ucx_progress(t.lib.u, t.worker)
+	if t.am != nil && C.lc_am_owed(t.am) > 0 {
+		t.sendAcksLocked()
+	}
+	return n
+}
+
+// sendAcksLocked sends every acknowledgement owed to a peer, tracked as a
+// pending request (its header lives in the active-message state).
+func (t *Transport) sendAcksLocked() {
+	for {
+		var h *C.lc_ack_hdr
+		r := int(C.lc_am_ack_next(t.am, &h))
+		if r < 0 {
+			return
+		}
+		e := t.eps[r]
+		if e == nil || t.epErr(e) != nil {
+			continue // the peer is gone: nobody to tell
+		}
+		p := C.lc_ucx_send_ack(t.lib.u, e.h, h)
+		if C.lc_ptr_status(p) == C.LC_INPROGRESS {
+			t.pending = append(t.pending, pending{req: p, peer: r, what: fmt.Sprintf("acknowledgement to rank %d", r)})
+		}
+	}
 }
 
 // fenceLocked orders what comes next after everything posted so far.
@@ -704,7 +735,7 @@ func (t *Transport) waitLoop(cancel func() error, timeout time.Duration, done fu
 			return nil
 		}
 		t.driven.Store(time.Now().UnixNano())
-		C.lc_ucx_progress(t.lib.u, t.worker)
+		t.progressLocked()
 		ok, err := done()
 		var lateErr error
 		if !ok && err == nil && (i%64 == 63) && time.Since(start) > timeout {
@@ -910,7 +941,7 @@ func (t *Transport) Progress() {
 	t.driven.Store(time.Now().UnixNano())
 	if t.mu.TryLock() {
 		if t.worker != nil {
-			C.lc_ucx_progress(t.lib.u, t.worker)
+			t.progressLocked()
 		}
 		t.mu.Unlock()
 	}
