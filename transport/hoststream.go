@@ -540,6 +540,12 @@ func (s *HostStream) Sync(ctx context.Context) error {
 			err := s.err
 			s.err = nil
 			s.mu.Unlock()
+			if err != nil {
+				// The operations after the error were skipped, the flush
+				// too; but what was posted before it may still read memory
+				// the caller frees next.
+				s.quietRemote()
+			}
 			return err
 		}
 		if i == 0 {

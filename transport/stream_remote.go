@@ -145,6 +145,20 @@ func (s *HostStream) settleRemote(gen uint64) error {
 	return nil
 }
 
+// quietRemote waits, whatever happened, until the networks' posted
+// operations completed locally or failed (bounded: the longest op
+// timeout, at most 5 s), so that none still reads a buffer the caller
+// frees next. Errors were reported already.
+func (s *HostStream) quietRemote() {
+	if !s.rem.outstanding.Load() {
+		return
+	}
+	for _, n := range s.rem.list() {
+		_ = n.Quiet(nil, min(s.timeout(), 5*time.Second))
+	}
+	s.rem.outstanding.Store(false)
+}
+
 // flushRemote flushes when remote operations were enqueued since the last
 // flush, so that Sync returns with every put landed at its target and
 // every get's data in place. Sync blocks anyway: when the stream is idle

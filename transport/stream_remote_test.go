@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -97,5 +98,24 @@ func TestRemoteStreamWaitAndFlushOnTheCaller(t *testing.T) {
 	}
 	if got := string(HostBytes(dst, 8)); got != "abcdefgh" {
 		t.Errorf("copy gave %q", got)
+	}
+}
+
+// A Sync that reports an error still waits for the posted operations to
+// complete locally (the flush was skipped with the rest): the caller may
+// free their sources next.
+func TestRemoteStreamErrorStillQuiets(t *testing.T) {
+	mem, _ := sharedPages(t, 4096)
+	n := &recNet{}
+	s := NewHostStream(NewAbort(), WaitPolicy{Spin: time.Microsecond, Yield: time.Microsecond, Inline: time.Minute})
+	defer s.Close()
+	s.Remote(RemoteOp{Kind: RemotePut, Ref: Ref{Peer: 1, Key: recKey{n}}, Local: mem.Add(1024), N: 8, Timeout: time.Minute, What: "put"})
+	s.Wait(WaitSpec{Slots: []Addr{mem}, Cmp: CmpEq, Value: 1, Timeout: time.Millisecond, Fail: noFail})
+	if err := s.Sync(context.Background()); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("sync: %v, want the wait's timeout", err)
+	}
+	log, _ := n.calls()
+	if len(log) != 2 || log[0] != "post" || log[1] != "quiet" {
+		t.Fatalf("calls %v; want post, then quiet although the flush was skipped", log)
 	}
 }
