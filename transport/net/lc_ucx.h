@@ -537,12 +537,10 @@ static int lc_am_ack_next(lc_am_state *s, lc_ack_hdr **hdr) {
 
 static inline int32_t lc_am_owed(const lc_am_state *s) { return s->nowed; }
 
+static void *lc_ucx_am(lc_ucx *u, lc_h ep, unsigned id, uint32_t flags, const void *h, size_t hlen, const void *data, size_t n);
+
 static void *lc_ucx_send_ack(lc_ucx *u, lc_h ep, lc_ack_hdr *h) {
-	lc_req_param p;
-	memset(&p, 0, sizeof p);
-	p.op_attr_mask = LC_OP_FLAGS;
-	p.flags = LC_AM_SEND_EAGER;
-	return u->am_send_nbx(ep, LC_AM_ACK, h, sizeof *h, NULL, 0, &p);
+	return lc_ucx_am(u, ep, LC_AM_ACK, LC_AM_SEND_EAGER, h, sizeof *h, NULL, 0);
 }
 
 // lc_am_fail drops a message of sender r and, from then on, every later
@@ -758,22 +756,24 @@ static void lc_am_remove_region(lc_am_state *s, uint64_t base) {
 	}
 }
 
-static void *lc_ucx_am_send(lc_ucx *u, lc_h ep, const lc_ps_hdr *h, const void *data, size_t n) {
+// lc_ucx_am sends active message id with the protocol flags ask for
+// (eager or rendezvous); the header must live until the request completes.
+static void *lc_ucx_am(lc_ucx *u, lc_h ep, unsigned id, uint32_t flags, const void *h, size_t hlen, const void *data, size_t n) {
 	lc_req_param p;
 	memset(&p, 0, sizeof p);
 	p.op_attr_mask = LC_OP_FLAGS;
-	p.flags = LC_AM_SEND_EAGER;
-	return u->am_send_nbx(ep, LC_AM_PUT_SIGNAL, h, sizeof *h, data, n, &p);
+	p.flags = flags;
+	return u->am_send_nbx(ep, id, h, hlen, data, n, &p);
 }
 
-// lc_ucx_am_send_rndv sends a large put (with its signal, if any) by
-// rendezvous; h must live until the request completes.
+// A small put_signal, eagerly.
+static void *lc_ucx_am_send(lc_ucx *u, lc_h ep, const lc_ps_hdr *h, const void *data, size_t n) {
+	return lc_ucx_am(u, ep, LC_AM_PUT_SIGNAL, LC_AM_SEND_EAGER, h, sizeof *h, data, n);
+}
+
+// A large put (with its signal, if any), by rendezvous.
 static void *lc_ucx_am_send_rndv(lc_ucx *u, lc_h ep, const lc_ps_hdr *h, const void *data, size_t n) {
-	lc_req_param p;
-	memset(&p, 0, sizeof p);
-	p.op_attr_mask = LC_OP_FLAGS;
-	p.flags = LC_AM_SEND_RNDV;
-	return u->am_send_nbx(ep, LC_AM_PUT_RNDV, h, sizeof *h, data, n, &p);
+	return lc_ucx_am(u, ep, LC_AM_PUT_RNDV, LC_AM_SEND_RNDV, h, sizeof *h, data, n);
 }
 
 // Thin calls through the table.
