@@ -122,14 +122,17 @@ function M.direct(w, src, src_off, n, opts)
   if opts and opts.staging then
     local sig, r, base = staged(w, n, opts)
     local me, size = lc.rank, lc.size
-    local total = 0
     for i = 1, size - 1 do
       local peer = (me + i) % size
       w:put_signal(peer, base + me * n, src, src_off, n, sig, 1, "add")
-      r[peer] = r[peer] + 1
     end
-    for i = 0, size - 1 do total = total + r[i] end
-    w:wait_signal(sig, ">=", total)
+    -- One wait per sender: with no barrier a peer may be a call ahead,
+    -- and its next signal must not stand in for a slower peer's in a sum.
+    for i = 1, size - 1 do
+      local peer = (me - i + size) % size
+      r[peer] = r[peer] + 1
+      w:wait_signal_from(peer, sig, ">=", r[peer])
+    end
     settle(w, src, src_off, n, base)
     return
   end
