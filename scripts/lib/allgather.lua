@@ -84,36 +84,33 @@ local function settle(w, src, src_off, n, base)
   w:flush()
 end
 
+-- ring_steps runs the ring's size-1 steps over the chunks at offset at of
+-- the windows (0, or a staging half); step 0 sends this rank's chunk from
+-- first at first_off when given, else from the window.
+local function ring_steps(w, sig, r, n, at, first, first_off)
+  local me, size = lc.rank, lc.size
+  local right, left = (me + 1) % size, (me - 1 + size) % size
+  for s = 0, size - 2 do
+    local chunk = (me - s + size) % size
+    local from, off = w, at + chunk * n
+    if s == 0 and first then from, off = first, first_off end
+    w:put_signal(right, at + chunk * n, from, off, n, sig, 1, "add")
+    r[left] = r[left] + 1
+    w:wait_signal_from(left, sig, ">=", r[left])
+  end
+end
+
 --- Ring: size-1 steps; in step s each rank forwards chunk (rank - s) to its
 --- right neighbour and waits for chunk (rank - s - 1) from its left.
 function M.ring(w, src, src_off, n, opts)
   if opts and opts.staging then
     local sig, r, base = staged(w, n, opts)
-    local me, size = lc.rank, lc.size
-    local right, left = (me + 1) % size, (me - 1 + size) % size
-    for s = 0, size - 2 do
-      local chunk = (me - s + size) % size
-      if s == 0 then
-        w:put_signal(right, base + chunk * n, src, src_off, n, sig, 1, "add")
-      else
-        w:put_signal(right, base + chunk * n, w, base + chunk * n, n, sig, 1, "add")
-      end
-      r[left] = r[left] + 1
-      w:wait_signal_from(left, sig, ">=", r[left])
-    end
+    ring_steps(w, sig, r, n, base, src, src_off)
     settle(w, src, src_off, n, base)
     return
   end
   local sig, r = begin(w, src, src_off, n, opts)
-  local me, size = lc.rank, lc.size
-  if size == 1 then return end
-  local right, left = (me + 1) % size, (me - 1 + size) % size
-  for s = 0, size - 2 do
-    local chunk = (me - s + size) % size
-    w:put_signal(right, chunk * n, w, chunk * n, n, sig, 1, "add")
-    r[left] = r[left] + 1
-    w:wait_signal_from(left, sig, ">=", r[left])
-  end
+  ring_steps(w, sig, r, n, 0)
 end
 
 --- Direct: every rank writes its chunk straight into every peer's window,
