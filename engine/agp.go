@@ -85,6 +85,8 @@ type AllGather struct {
 	// (auto's choice on several nodes: measured in
 	// docs/results/allgather-nodes.md); 0: none.
 	directUpTo uint64
+	// proxy: CUDA windows whose network operations the host runs.
+	proxy bool
 }
 
 // agHierDirectUpTo is where auto switches from direct to hier on a job of
@@ -130,7 +132,7 @@ func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, g
 		return nil, fmt.Errorf("rank %d: %s failed on other ranks: %s", c.Env.Rank, call, strings.Join(others, "; "))
 	}
 	me, n := c.Env.Rank, c.Rank.N()
-	if cs, ok := c.Rank.Stream.(*tcuda.CUDAStream); ok {
+	if cs, ok := c.Rank.Stream.(*tcuda.CUDAStream); ok && !ag.proxy {
 		if err := ag.openDevice(ctx, cs, call); err != nil {
 			return nil, err
 		}
@@ -184,6 +186,13 @@ func (ag *AllGather) prepare() error {
 	if ag.graph && c.Opts.Device != "cuda" {
 		return &window.ArgError{Arg: "graph", Msg: "graph mode needs --device cuda"}
 	}
+	// CUDA windows with network peers live in host memory the GPU maps,
+	// and the host runs their network operations (the proxy path): the
+	// all-gather runs on window operations there, as on the host.
+	ag.proxy = c.Opts.Device == "cuda" && c.Rank.Topo != nil && c.Rank.Topo.AnyNet()
+	if ag.graph && ag.proxy {
+		return &window.ArgError{Arg: "graph", Msg: "graph mode needs every peer reachable by CUDA IPC; in this job peers are reached over the network, whose operations the host runs (use eager mode)"}
+	}
 	layout, lerr := nodeGroups(c.Rank.Topo, c.Rank.N(), c.Env.Rank)
 	ag.layout = layout
 	if ag.run == "auto" {
@@ -197,7 +206,7 @@ func (ag *AllGather) prepare() error {
 	if ag.run == "hier" && lerr != nil {
 		return &window.ArgError{Arg: "algo", Msg: lerr.Error()}
 	}
-	if ag.run != "direct" && c.Opts.Device == "cuda" {
+	if ag.run != "direct" && c.Opts.Device == "cuda" && !ag.proxy {
 		// The device protocol is direct; ring and hier run on window
 		// operations, which CUDA windows drive from the host.
 		if ag.algo != "auto" {
@@ -244,7 +253,10 @@ func (ag *AllGather) prepare() error {
 	if ag.path == "" {
 		ag.path = "self"
 	}
-	if c.Opts.Device != "cuda" {
+	switch {
+	case ag.proxy:
+		ag.path = "window operations, network ones run by the host (proxy), over " + ag.path
+	case c.Opts.Device != "cuda":
 		ag.path = "host copy over " + ag.path
 	}
 	return nil

@@ -136,7 +136,7 @@ func (r *planRecorder) record(c *call, w *window.Window, b *window.Buffer, o pla
 			}
 		}
 		for _, p := range peers {
-			if w.PeerData(p) == 0 {
+			if !w.Reachable(p) {
 				kind, _ := w.Transport(p)
 				c.fail("bad argument 'peer' (rank %d is not reachable (transport %s))", p, kind)
 			}

@@ -151,6 +151,31 @@ else
 	step mps-off timeout -s QUIT -k 20 120 bash -c "$bin run -n 2 --device cuda --gpus 0,0 --mps off --timeout 5s tests/mps.lua off; echo launcher exit \$?"
 	leaks mps
 fi
+# Two logical nodes on this machine (--nodes 2: each its own host to the
+# job, UCX over TCP between them, NCCL told of two hosts): CUDA windows
+# whose peers are reached over the network, the host running the network
+# operations (the proxy path), beside host windows in the same run.
+if ! $bin info | grep -q "^network peers: UCX"; then
+	echo "== nodes steps skipped: no UCX ($($bin info | grep -i 'network peers'))"
+else
+	ngpu=$(nvidia-smi -L | wc -l)
+	g2="--gpus 0,0"; g4="--gpus 0,0,0,0"
+	[ "$ngpu" -ge 2 ] && g2="--gpus 0,1" && g4="--gpus 0,0,1,1"
+	step nodes-suite timeout -s QUIT -k 20 300 $bin run -n 2 --nodes 2 --device cuda $g2 tests/suite.lua
+	step nodes-suite4 timeout -s QUIT -k 20 300 $bin run -n 4 --nodes 2 --device cuda $g4 tests/suite.lua
+	step nodes-agp timeout -s QUIT -k 20 300 $bin run -n 2 --nodes 2 --device cuda $g2 tests/agp.lua 100
+	step nodes-agp4 timeout -s QUIT -k 20 300 bash -c "for a in direct ring hier; do $bin run -n 4 --nodes 2 --device cuda $g4 tests/agp.lua 20 auto \$a || exit 1; done"
+	step nodes-plan timeout -s QUIT -k 20 300 $bin run -n 2 --nodes 2 --device cuda $g2 tests/plan.lua 100
+	step nodes-kill timeout -s QUIT -k 20 120 bash -c "$(declare -f kill_test); bin=$bin; kill_test --nodes 2 $g2"
+	leaks nodes
+	for d in cuda host; do
+		step nodes-put-$d timeout -s QUIT -k 20 200 $bin bench put -n 2 --nodes 2 --device $d $g2 -b 8 -e 64M -f 8 --iters 20
+		step nodes-pingpong-$d timeout -s QUIT -k 20 100 $bin bench pingpong -n 2 --nodes 2 --device $d $g2 --iters 2000
+	done
+	step nodes-ag timeout -s QUIT -k 20 300 bash -c "$bin bench allgather -n 2 --nodes 2 --device cuda $g2 --vs nccl -b 1K -e 64M -f 8 --iters 20 -w 3 && $bin bench allgather -n 4 --nodes 2 --device cuda $g4 --vs nccl -b 1K -e 64M -f 8 --iters 20 -w 3"
+	step nodes-ag-host timeout -s QUIT -k 20 300 bash -c "$bin bench allgather -n 2 --nodes 2 -b 1K -e 64M -f 8 --iters 20 -w 3 && $bin bench allgather -n 4 --nodes 2 -b 1K -e 64M -f 8 --iters 20 -w 3"
+	leaks nodes-bench
+fi
 if [ "${SUITE_WIDE:-0}" = 1 ]; then
 	step suite4 timeout -s QUIT -k 20 300 $bin run -n 4 --device cuda tests/suite.lua
 	step symmetric3 timeout -s QUIT -k 20 300 $bin run -n 3 --device cuda tests/symmetric.lua

@@ -53,6 +53,10 @@ type Region struct {
 	// Flat, when set, says every rank's part is mapped in one reserved
 	// virtual range: Peers[r] == Flat.Base + r*Flat.Stride.
 	Flat *FlatRange
+	// NetAll says that every peer, one on this host included, is reached
+	// through the network: the region is host memory a GPU maps, which
+	// CUDA IPC cannot share (a CUDA window with network peers).
+	NetAll bool
 	// unmap, when set, drops the peer mappings only (before the owners free).
 	unmap func() error
 	close func() error

@@ -90,6 +90,26 @@ func (t *Topology) AnyNet() bool {
 	return false
 }
 
+// AllNet returns a copy of t in which every rank reaches every other over
+// the network (the topology of a window whose memory only the network can
+// share, Region.NetAll).
+func (t *Topology) AllNet() *Topology {
+	c := &Topology{Rank: t.Rank, Kinds: make([]PeerKind, len(t.Kinds)), Idents: t.Idents, Net: make([][]bool, len(t.Net))}
+	for r := range c.Kinds {
+		c.Kinds[r] = KindNet
+		if r == t.Rank {
+			c.Kinds[r] = KindSelf
+		}
+	}
+	for q := range c.Net {
+		c.Net[q] = make([]bool, len(t.Net[q]))
+		for r := range c.Net[q] {
+			c.Net[q][r] = q != r
+		}
+	}
+	return c
+}
+
 // ReachedByNet reports whether some rank reaches rank r over the network.
 func (t *Topology) ReachedByNet(r int) bool {
 	for _, row := range t.Net {

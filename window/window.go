@@ -11,11 +11,15 @@ import (
 
 // Window is one rank's part of a collective window.
 type Window struct {
-	r      *Rank
-	id     int
-	opts   Options
-	lay    Layout
-	reg    *transport.Region
+	r    *Rank
+	id   int
+	opts Options
+	lay  Layout
+	reg  *transport.Region
+	// topo is how this window reaches its peers: the rank's topology, or
+	// every peer over the network where the memory allows nothing else
+	// (Region.NetAll).
+	topo   *transport.Topology
 	peers  *transport.Peers // the route to every peer's part
 	buf    *Buffer
 	freed  bool
@@ -78,8 +82,12 @@ func (r *Rank) NewWindow(ctx context.Context, opts Options) (*Window, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: window %d: %w", r.ID(), id, err)
 	}
-	if r.Topo.AnyNet() {
-		if err := transport.ShareNetwork(ctx, r.Ex, r.Topo, r.Net, reg); err != nil {
+	topo := r.Topo
+	if reg.NetAll {
+		topo = topo.AllNet()
+	}
+	if topo.AnyNet() {
+		if err := transport.ShareNetwork(ctx, r.Ex, topo, r.Net, reg); err != nil {
 			_ = reg.Close()
 			return nil, fmt.Errorf("rank %d: window %d: %w", r.ID(), id, err)
 		}
@@ -87,10 +95,10 @@ func (r *Rank) NewWindow(ctx context.Context, opts Options) (*Window, error) {
 			u.UseNetwork(r.Net)
 		}
 	}
-	w := &Window{r: r, id: id, opts: opts, lay: lay, reg: reg, epoch: make([]uint64, opts.Barriers),
+	w := &Window{r: r, id: id, opts: opts, lay: lay, reg: reg, topo: topo, epoch: make([]uint64, opts.Barriers),
 		barSlots: make([][]transport.Addr, opts.Barriers)}
 	w.describe = w.describeWait
-	w.peers = transport.NewPeers(r.Topo, reg)
+	w.peers = transport.NewPeers(topo, reg)
 	w.peers.What = fmt.Sprintf("rank %d: window %d", r.ID(), id)
 	w.peers.Timeout = opts.Timeout
 	w.pepoch = make([][]uint64, opts.Barriers)
@@ -152,12 +160,18 @@ func (w *Window) live() error {
 	return nil
 }
 
+// Reachable reports whether operations can reach peer's part of the
+// window (mapped here, or through a network).
+func (w *Window) Reachable(peer int) bool {
+	return peer >= 0 && peer < w.r.N() && w.peers.Route(peer).Reachable()
+}
+
 func (w *Window) checkPeer(peer int) error {
 	if peer < 0 || peer >= w.r.N() {
 		return argErr("peer", "rank %d is outside 0..%d", peer, w.r.N()-1)
 	}
 	if !w.peers.Route(peer).Reachable() {
-		return argErr("peer", "rank %d is not reachable (transport %s)", peer, w.r.Topo.Kinds[peer])
+		return argErr("peer", "rank %d is not reachable (transport %s)", peer, w.topo.Kinds[peer])
 	}
 	return nil
 }
@@ -762,7 +776,7 @@ func (w *Window) Transport(peer int) (string, error) {
 	if peer < 0 || peer >= w.r.N() {
 		return "", argErr("peer", "rank %d is outside 0..%d", peer, w.r.N()-1)
 	}
-	return w.r.Topo.Kinds[peer].String(), nil
+	return w.topo.Kinds[peer].String(), nil
 }
 
 // TransportVia names what carries operations to a network peer, e.g.

@@ -64,9 +64,12 @@ func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, pa
 		}
 		defer scratch.Free()
 	}
-	// The reference on the host: two private buffers and a plain copy.
+	// The reference on the host: two private buffers and a plain copy
+	// (also on a GPU whose peers are reached over the network: the host
+	// runs those puts).
+	netJob := c.Rank.Topo != nil && c.Rank.Topo.AnyNet()
 	var ra, rb []byte
-	if _, ok := c.Backend.(refCopier); !ok {
+	if _, ok := c.Backend.(refCopier); !ok || netJob {
 		ra, rb = make([]byte, max), make([]byte, max)
 		for i := range ra {
 			ra[i] = byte(i * 7)
@@ -103,6 +106,7 @@ func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, pa
 			// Alternate the put and the reference copy so that both see the
 			// same machine load; report each one's median.
 			rc, onDevice := c.Backend.(refCopier)
+			onDevice = onDevice && !netJob
 			// put returns the seconds of one put: wall clock on the host;
 			// on a GPU the device clock (events on the stream around it),
 			// like the reference, so neither counts launch or sync.
@@ -224,13 +228,19 @@ func onMyDevice(c *engine.Comm, peers ...int) bool {
 	return true
 }
 
+// noDeviceLoops reports that the device loops cannot run: peers are
+// reached over the network, whose operations the host runs.
+func noDeviceLoops(c *engine.Comm) bool {
+	return c.Rank.Topo != nil && c.Rank.Topo.AnyNet()
+}
+
 // BenchDevicePingPong times device-initiated 8-byte put_signal -> wait
 // ping-pong between ranks 0 and 1 in one kernel per rank, and the raw flag
 // ping-pong (bare stores and spins) in the same run. Rank 0 returns the
 // rows (one-way latency = round trip / 2).
 func BenchDevicePingPong(ctx context.Context, c *engine.Comm, iters int) ([]BenchRow, error) {
 	dl, ok := c.Backend.(deviceLooper)
-	if !ok || c.Env.Size < 2 {
+	if !ok || c.Env.Size < 2 || noDeviceLoops(c) {
 		return nil, nil
 	}
 	var rows []BenchRow
@@ -292,7 +302,7 @@ func BenchDevicePingPong(ctx context.Context, c *engine.Comm, iters int) ([]Benc
 // per rank. Every rank returns its row.
 func BenchDeviceBarrier(ctx context.Context, c *engine.Comm, iters int) (BenchRow, bool, error) {
 	dl, ok := c.Backend.(deviceLooper)
-	if !ok {
+	if !ok || noDeviceLoops(c) {
 		return BenchRow{}, false, nil
 	}
 	n := c.Env.Size

@@ -56,15 +56,19 @@ type logicalNodes struct {
 	shm, tmp []string
 	cpus     [][]int // nil when the CPUs are too few to split
 	setUCX   bool    // UCX_TLS was unset: the nodes talk over TCP
+	setNCCL  bool    // NCCL_HOSTID was unset: NCCL is told of the nodes too
 }
 
 // newLogicalNodes makes the directories of k nodes of job (k > 1), in
 // shmRoot (/dev/shm) and the temporary directory.
 func newLogicalNodes(job string, k int, shmRoot string, baseEnv []string) (*logicalNodes, error) {
-	l := &logicalNodes{k: k, setUCX: true}
+	l := &logicalNodes{k: k, setUCX: true, setNCCL: true}
 	for _, kv := range baseEnv {
 		if strings.HasPrefix(kv, "UCX_TLS=") {
 			l.setUCX = false
+		}
+		if strings.HasPrefix(kv, "NCCL_HOSTID=") {
+			l.setNCCL = false
 		}
 	}
 	for node := range k {
@@ -106,6 +110,11 @@ func (l *logicalNodes) env(node int) []string {
 		// The nodes share nothing but the network: not UCX's shared
 		// memory transports either.
 		out = append(out, "UCX_TLS=tcp")
+	}
+	if l.setNCCL {
+		// NCCL (bench --vs nccl) tells hosts apart by this id: each
+		// node is a host of its own to it too.
+		out = append(out, "NCCL_HOSTID=luacoll-node"+strconv.Itoa(node))
 	}
 	return out
 }

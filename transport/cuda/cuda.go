@@ -53,6 +53,10 @@ type CUDABackend struct {
 	// shares counts the VMM windows, tagging their descriptors.
 	box    *transport.FDBox
 	shares uint64
+	// hostRanges are the windows in device-mapped host memory (the proxy
+	// path, cuda_proxy.go).
+	hmu        sync.Mutex
+	hostRanges []hostRange
 }
 
 // NewCUDABackend opens GPU gpus[localRank] (or localRank modulo the device
@@ -275,7 +279,7 @@ type cudaShare struct {
 func ipcReach(topo *transport.Topology) string {
 	for r, k := range topo.Kinds {
 		if k == transport.KindNet {
-			return fmt.Sprintf("rank %d is reached over the network (transport net): CUDA windows with network peers are not supported yet (use --device host)", r)
+			return fmt.Sprintf("rank %d is reached over the network (transport net): windows with network peers live in host memory the GPU maps, and the host runs their network operations (the proxy path)", r)
 		}
 		if k != transport.KindSelf && k != transport.KindNVL {
 			return fmt.Sprintf("rank %d is reachable only by transport %s; GPU windows need CUDA IPC (nvl) to every peer", r, k)
@@ -322,6 +326,9 @@ func (b *CUDABackend) SymmetricSupport(topo *transport.Topology) (bool, string) 
 // Share implements Memory: device memory exported with a legacy IPC handle
 // and opened by every same-host peer, or with ipc IPCVMM, see shareVMM.
 func (b *CUDABackend) Share(ctx context.Context, ex transport.Exchanger, topo *transport.Topology, size uint64, ipc string) (*transport.Region, error) {
+	if topo.AnyNet() {
+		return b.shareProxy(ctx, ex, size, ipc)
+	}
 	switch ipc {
 	case transport.IPCVMM:
 		return b.shareVMM(ctx, ex, topo, size, false)
@@ -828,6 +835,8 @@ type CUDAStream struct {
 	pre *prelaunch
 	// stamps are the trace's timing events (cuda_stamp.go).
 	stamps cudaStamps
+	// proxy runs the operations on network peers (cuda_proxy.go).
+	proxy proxyState
 }
 
 // heldOp is an operation kept back for one call, so that a put_signal
@@ -1376,6 +1385,15 @@ var syncSpin = time.Duration(min(envUint("LUACOLL_SYNC_SPIN_US", 100), 1e6)) * t
 
 // Sync implements Stream.
 func (s *CUDAStream) Sync(ctx context.Context) error {
+	if err := s.syncDevice(ctx); err != nil {
+		return err
+	}
+	return s.flushNet()
+}
+
+// syncDevice is Sync without the network flush: it returns once the
+// device work enqueued so far has completed.
+func (s *CUDAStream) syncDevice(ctx context.Context) error {
 	// The context stays current on this thread for the whole call.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -1561,8 +1579,9 @@ func (s *CUDAStream) Close() {
 	// Drain through Sync, which releases waits that would never end.
 	s.Interrupt(errors.New("stream closing"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	_ = s.Sync(ctx)
+	_ = s.syncDevice(ctx)
 	cancel()
+	s.closeProxy()
 	// A kernel still running after that may yet write its record and end
 	// report: then keep their host memory rather than free it under it.
 	drained, qerr := s.s.Query()

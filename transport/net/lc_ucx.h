@@ -36,7 +36,6 @@ typedef struct {
 } lc_ucp_params;
 #define LC_PARAM_FEATURES (1u << 0)
 #define LC_FEATURE_RMA (1u << 1)
-#define LC_FEATURE_AMO64 (1u << 3)
 #define LC_FEATURE_WAKEUP (1u << 4)
 #define LC_FEATURE_AM (1u << 6)
 
@@ -93,14 +92,11 @@ typedef struct {
 	void *memh;
 	char pad[64];
 } lc_req_param;
-#define LC_OP_DATATYPE (1u << 3)
 #define LC_OP_FLAGS (1u << 4)
 #define LC_AM_SEND_EAGER (1u << 1)
 #define LC_AM_SEND_RNDV (1u << 2)
 #define LC_OP_CALLBACK (1u << 1)
 #define LC_OP_USER_DATA (1u << 2)
-#define LC_DT_U64 ((8ull << 3) | 0) // ucp_dt_make_contig(8)
-#define LC_ATOMIC_ADD 0
 #define LC_EP_CLOSE_FORCE 1
 
 // ucp_context_attr_t: the memory types the context can register.
@@ -143,7 +139,6 @@ typedef struct {
 	void (*rkey_destroy)(lc_h);
 	void *(*put_nbx)(lc_h, const void *, size_t, uint64_t, lc_h, const lc_req_param *);
 	void *(*get_nbx)(lc_h, void *, size_t, uint64_t, lc_h, const lc_req_param *);
-	void *(*atomic_op_nbx)(lc_h, int, const void *, size_t, uint64_t, lc_h, const lc_req_param *);
 	void *(*am_send_nbx)(lc_h, unsigned, const void *, size_t, const void *, size_t, const lc_req_param *);
 	void *(*am_recv_data_nbx)(lc_h, void *, void *, size_t, const lc_req_param *);
 	lc_status (*worker_set_am_recv_handler)(lc_h, const void *);
@@ -208,7 +203,6 @@ static int lc_ucx_load(lc_ucx *u, const char *ucs_name, const char *ucp_name, ch
 	LC_SYM(ucp, rkey_destroy, "ucp_rkey_destroy");
 	LC_SYM(ucp, put_nbx, "ucp_put_nbx");
 	LC_SYM(ucp, get_nbx, "ucp_get_nbx");
-	LC_SYM(ucp, atomic_op_nbx, "ucp_atomic_op_nbx");
 	LC_SYM(ucp, am_send_nbx, "ucp_am_send_nbx");
 	LC_SYM(ucp, am_recv_data_nbx, "ucp_am_recv_data_nbx");
 	LC_SYM(ucp, worker_set_am_recv_handler, "ucp_worker_set_am_recv_handler");
@@ -228,7 +222,7 @@ static inline lc_status lc_ptr_status(void *p) {
 	return LC_INPROGRESS;
 }
 
-// lc_ucx_open makes the context (RMA, 64-bit atomics, wake-up) and one
+// lc_ucx_open makes the context (RMA, active messages, wake-up) and one
 // worker used from one thread at a time.
 static lc_status lc_ucx_open(lc_ucx *u, lc_h *ctx, lc_h *worker, const char **where) {
 	lc_h cfg;
@@ -240,7 +234,7 @@ static lc_status lc_ucx_open(lc_ucx *u, lc_h *ctx, lc_h *worker, const char **wh
 	lc_ucp_params p;
 	memset(&p, 0, sizeof p);
 	p.field_mask = LC_PARAM_FEATURES;
-	p.features = LC_FEATURE_RMA | LC_FEATURE_AMO64 | LC_FEATURE_WAKEUP | LC_FEATURE_AM;
+	p.features = LC_FEATURE_RMA | LC_FEATURE_WAKEUP | LC_FEATURE_AM;
 	s = u->init_version(1, 10, &p, cfg, ctx);
 	u->config_release(cfg);
 	if (s != LC_OK) {
@@ -313,14 +307,6 @@ static void *lc_ucx_get(lc_ucx *u, lc_h ep, void *buf, size_t n, uint64_t raddr,
 	lc_req_param p;
 	memset(&p, 0, sizeof p);
 	return u->get_nbx(ep, buf, n, raddr, rkey, &p);
-}
-
-static void *lc_ucx_add64(lc_ucx *u, lc_h ep, const uint64_t *v, uint64_t raddr, lc_h rkey) {
-	lc_req_param p;
-	memset(&p, 0, sizeof p);
-	p.op_attr_mask = LC_OP_DATATYPE;
-	p.datatype = LC_DT_U64;
-	return u->atomic_op_nbx(ep, LC_ATOMIC_ADD, v, 1, raddr, rkey, &p);
 }
 
 static uint64_t lc_ucx_memory_types(lc_ucx *u, lc_h ctx) {

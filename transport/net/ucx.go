@@ -3,7 +3,7 @@
 // rank, an endpoint per peer made once and shared by every window, each
 // window's region registered with ucp_mem_map and its packed remote key
 // exchanged over the bootstrap, and the operations of transport.RemoteOp
-// (put, get, 8-byte store, atomic add) posted without waiting, fenced where
+// (put, get, 8-byte store; adds and put_signals as active messages) posted without waiting, fenced where
 // a signal must land after its data, completed locally (Quiet) or remotely
 // (Flush) when the stream needs it. A progress goroutine drives the worker
 // while the rank does something else, sleeping on UCX's event descriptor.

@@ -1,0 +1,300 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/transport"
+)
+
+// The proxy path: a CUDA window with network peers.
+//
+// A network transport writes a window with the host's CPU (or a NIC), so
+// such a window lives in pinned host memory that the device maps
+// (cuMemHostAlloc with DEVICEMAP): the device's kernels and copies reach it
+// through the mapping, UCX through the host address, which unified
+// addressing makes the same number. CUDA IPC cannot share host memory, so
+// in such a window every peer, one on the same host included, is reached
+// through the network (Region.NetAll).
+//
+// Network operations enqueued on the rank's stream are run by the host:
+// the stream is drained first (so that a put reads what the device wrote
+// before it), then the operation is posted and, for a put or a get, waited
+// for until its buffers may be reused. Sources and destinations in device
+// memory go through a pinned staging buffer. Sync flushes the network
+// (remote completion) after the device work.
+
+// hostRange is a window region that lives in device-mapped host memory.
+type hostRange struct{ base, end transport.Addr }
+
+// hostMapped reports whether the n bytes at a lie in host memory a
+// network can read and write directly.
+func (b *CUDABackend) hostMapped(a transport.Addr, n uint64) bool {
+	b.hmu.Lock()
+	defer b.hmu.Unlock()
+	for _, r := range b.hostRanges {
+		if a >= r.base && a.Add(n) <= r.end {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *CUDABackend) addHostRange(base transport.Addr, size uint64) {
+	b.hmu.Lock()
+	b.hostRanges = append(b.hostRanges, hostRange{base, base.Add(size)})
+	b.hmu.Unlock()
+}
+
+func (b *CUDABackend) dropHostRange(base transport.Addr) {
+	b.hmu.Lock()
+	defer b.hmu.Unlock()
+	for i, r := range b.hostRanges {
+		if r.base == base {
+			b.hostRanges = append(b.hostRanges[:i], b.hostRanges[i+1:]...)
+			return
+		}
+	}
+}
+
+// shareProxy is Share for a job with network peers: size bytes of
+// device-mapped host memory on every rank, no peer mapped (the network
+// reaches every peer). It is collective: every rank learns whether all
+// could allocate.
+func (b *CUDABackend) shareProxy(ctx context.Context, ex transport.Exchanger, size uint64, ipc string) (*transport.Region, error) {
+	defer onThread()()
+	var st cudaShare
+	var m *cuda.MappedMem
+	switch {
+	case ipc == transport.IPCSymmetric:
+		st.Err = "symmetric windows need every peer reachable by CUDA IPC (nvl), and some are reached over the network"
+	default:
+		if err := b.current(); err != nil {
+			st.Err = err.Error()
+			break
+		}
+		var err error
+		if m, err = b.drv.AllocMapped(allocSize(size)); err != nil {
+			st.Err = fmt.Sprintf("allocating %d bytes of device-mapped host memory: %v", size, err)
+		} else if uintptr(m.Dev) != uintptr(m.Host) {
+			st.Err = "device-mapped host memory has a device address other than its host address (no unified addressing)"
+		}
+	}
+	if _, err := exchangeCUDA(ctx, ex, st); err != nil {
+		if m != nil {
+			_ = m.Free()
+		}
+		return nil, err
+	}
+	local := transport.Addr(m.Dev)
+	b.addHostRange(local, size)
+	peers := make([]transport.Addr, ex.Size())
+	peers[ex.Rank()] = local
+	freed := false
+	reg := transport.NewRegion(size, local, peers, nil, func() error {
+		if freed {
+			return nil
+		}
+		freed = true
+		b.quiesce()
+		defer onThread()()
+		b.dropHostRange(local)
+		return m.Free()
+	})
+	reg.NetAll = true
+	return reg, nil
+}
+
+// proxyState is what a CUDAStream keeps for network operations.
+type proxyState struct {
+	mu   sync.Mutex
+	nets []transport.Network
+	// dirty: operations were posted since the last flush.
+	dirty   bool
+	timeout time.Duration
+	staging *cuda.MappedMem
+}
+
+// UseNetwork implements transport.NetworkUser.
+func (s *CUDAStream) UseNetwork(n transport.Network) {
+	p := &s.proxy
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range p.nets {
+		if m == n {
+			return
+		}
+	}
+	p.nets = append(p.nets, n)
+}
+
+// Remote implements transport.RemoteStream: the stream is drained, then
+// the host runs op (see the proxy path above).
+func (s *CUDAStream) Remote(op transport.RemoteOp) {
+	fail := func(err error) {
+		s.mu.Lock()
+		if s.err == nil {
+			s.err = err
+		}
+		s.mu.Unlock()
+	}
+	if s.s.Capturing() {
+		fail(fmt.Errorf("%s: network operations cannot be captured in a CUDA graph", op.What))
+		return
+	}
+	if err := s.syncDevice(context.Background()); err != nil {
+		fail(err)
+		return
+	}
+	if err := s.runRemote(op); err != nil {
+		fail(transport.ExplainPeerLost(err, s.abort))
+	}
+}
+
+func (s *CUDAStream) cancelNet() error { return s.abort.Err() }
+
+// runRemote runs one network operation on the host, the device idle.
+func (s *CUDAStream) runRemote(op transport.RemoteOp) error {
+	p := &s.proxy
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if op.Timeout > p.timeout {
+		p.timeout = op.Timeout
+	}
+	timeout := p.timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	if op.Kind == transport.RemoteFlush {
+		return s.flushNetLocked(timeout)
+	}
+	n := op.Ref.Key.Network()
+	known := false
+	for _, m := range p.nets {
+		known = known || m == n
+	}
+	if !known {
+		p.nets = append(p.nets, n)
+	}
+	var staged *cuda.MappedMem
+	if (op.Kind == transport.RemotePut || op.Kind == transport.RemotePutSignal || op.Kind == transport.RemoteGet) &&
+		op.N > 0 && !s.b.hostMapped(op.Local, op.N) {
+		var err error
+		if staged, err = s.stagingLocked(op.N); err != nil {
+			return fmt.Errorf("%s: %w", op.What, err)
+		}
+		if op.Kind != transport.RemoteGet {
+			if err := s.b.copySync(cuda.DevicePtr(staged.Dev), cuda.DevicePtr(op.Local), op.N); err != nil {
+				return fmt.Errorf("%s: staging %d bytes: %w", op.What, op.N, err)
+			}
+		}
+	}
+	post := op
+	if staged != nil {
+		post.Local = transport.Addr(staged.Dev)
+	}
+	if err := n.Post(post); err != nil {
+		return err
+	}
+	p.dirty = true
+	switch op.Kind {
+	case transport.RemotePut, transport.RemotePutSignal, transport.RemoteGet:
+		// The source may be reused, the destination read, once this
+		// returns: wait for local completion.
+		if err := n.Quiet(s.cancelNet, timeout); err != nil {
+			return err
+		}
+	}
+	if staged != nil && op.Kind == transport.RemoteGet {
+		if err := s.b.copySync(cuda.DevicePtr(op.Local), cuda.DevicePtr(staged.Dev), op.N); err != nil {
+			return fmt.Errorf("%s: copying %d bytes out of staging: %w", op.What, op.N, err)
+		}
+	}
+	return nil
+}
+
+// stagingLocked returns the stream's staging buffer, at least n bytes.
+func (s *CUDAStream) stagingLocked(n uint64) (*cuda.MappedMem, error) {
+	p := &s.proxy
+	if p.staging != nil && p.staging.Size >= n {
+		return p.staging, nil
+	}
+	if p.staging != nil {
+		_ = p.staging.Free()
+		p.staging = nil
+	}
+	m, err := s.b.drv.AllocMapped(allocSize(max(n, 1<<20)))
+	if err != nil {
+		return nil, fmt.Errorf("allocating %d bytes of pinned staging: %w", n, err)
+	}
+	p.staging = m
+	return m, nil
+}
+
+// copySync copies n bytes between any two addresses the device reaches
+// and returns when they landed.
+func (b *CUDABackend) copySync(dst, src cuda.DevicePtr, n uint64) error {
+	defer onThread()()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.current(); err != nil {
+		return err
+	}
+	if err := b.drv.MemcpyAsync(dst, src, n, b.aux); err != nil {
+		return err
+	}
+	return b.aux.Synchronize()
+}
+
+// flushNetLocked waits until every posted network operation completed at
+// its target (p.mu held).
+func (s *CUDAStream) flushNetLocked(timeout time.Duration) error {
+	p := &s.proxy
+	if !p.dirty {
+		return nil
+	}
+	var errs []error
+	for _, n := range p.nets {
+		if err := n.Flush(s.cancelNet, timeout); err != nil {
+			errs = append(errs, transport.ExplainPeerLost(err, s.abort))
+		}
+	}
+	p.dirty = false
+	return errors.Join(errs...)
+}
+
+// flushNet is Sync's flush: remote completion of what was posted.
+func (s *CUDAStream) flushNet() error {
+	p := &s.proxy
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	timeout := p.timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	if err := s.flushNetLocked(timeout); err != nil {
+		return fmt.Errorf("sync: flush: %w", err)
+	}
+	return nil
+}
+
+// closeProxy waits for what is still posted (bounded) and frees staging.
+func (s *CUDAStream) closeProxy() {
+	p := &s.proxy
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dirty {
+		for _, n := range p.nets {
+			_ = n.Quiet(nil, 5*time.Second)
+		}
+		p.dirty = false
+	}
+	if p.staging != nil {
+		_ = p.staging.Free()
+		p.staging = nil
+	}
+}
