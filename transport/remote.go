@@ -17,9 +17,12 @@ const peerLostGrace = 2 * time.Second
 
 // explained is a network error together with the failure that caused it
 // (a rank that died or failed); both match errors.Is and errors.As.
-type explained struct{ cause, err error }
+type explained struct {
+	cause, err error
+	by         string // who reported err: "the network", "the device"
+}
 
-func (e *explained) Error() string   { return e.cause.Error() + "; the network said: " + e.err.Error() }
+func (e *explained) Error() string   { return e.cause.Error() + "; " + e.by + " said: " + e.err.Error() }
 func (e *explained) Unwrap() []error { return []error{e.cause, e.err} }
 
 // ExplainPeerLost returns err unchanged unless it is ErrPeerLost; then it
@@ -34,11 +37,25 @@ func explainPeerLost(err error, abort *Abort, grace time.Duration) error {
 	if err == nil || abort == nil || !errors.Is(err, ErrPeerLost) {
 		return err
 	}
+	return explainAbort(err, abort, grace, "the network")
+}
+
+// ExplainDeviceFault is ExplainPeerLost for a device error: a GPU shared
+// under MPS may fault every client's work when one client dies mid-kernel,
+// and then the job's failure news says why.
+func ExplainDeviceFault(err error, abort *Abort) error {
+	if err == nil || abort == nil {
+		return err
+	}
+	return explainAbort(err, abort, peerLostGrace, "the device")
+}
+
+func explainAbort(err error, abort *Abort, grace time.Duration, by string) error {
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-abort.Done():
-		return &explained{cause: abort.Err(), err: err}
+		return &explained{cause: abort.Err(), err: err, by: by}
 	case <-t.C:
 		return err
 	}

@@ -47,3 +47,21 @@ func TestExplainPeerLost(t *testing.T) {
 		t.Fatal("nil error changed")
 	}
 }
+
+// A device error is reported with the failure news that came with it
+// (under MPS a client that dies mid-kernel can fault the others).
+func TestExplainDeviceFault(t *testing.T) {
+	fault := errors.New("cuStreamQuery: CUDA_ERROR_ILLEGAL_ADDRESS")
+	a := NewAbort()
+	a.Set(&died{1})
+	err := ExplainDeviceFault(fault, a)
+	if want := "rank 1 died; the device said: cuStreamQuery: CUDA_ERROR_ILLEGAL_ADDRESS"; err == nil || err.Error() != want {
+		t.Fatalf("got %v; want %q", err, want)
+	}
+	if !errors.Is(err, fault) {
+		t.Fatalf("%v does not wrap the device error", err)
+	}
+	if ExplainDeviceFault(fault, nil) != fault || ExplainDeviceFault(nil, a) != nil {
+		t.Fatal("an error without an abort, or no error, changed")
+	}
+}

@@ -1165,7 +1165,7 @@ func memopCmp(c transport.Cmp) (cuda.WaitValueFlags, bool) {
 // device-side timeout.
 func (s *CUDAStream) Wait(w transport.WaitSpec) {
 	defer onThread()()
-	if len(w.Slots) == 0 {
+	if len(w.Slots) == 0 || s.proxyWait(w) {
 		return
 	}
 	groups := [][]transport.Addr{w.Slots}
@@ -1420,7 +1420,7 @@ func (s *CUDAStream) syncDevice(ctx context.Context) error {
 	for i := 0; !fast; i++ {
 		done, err := s.s.Query()
 		if err != nil {
-			return fmt.Errorf("sync: %w", err)
+			return fmt.Errorf("sync: %w", transport.ExplainDeviceFault(err, s.abort))
 		}
 		if done {
 			break

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/luacoll/luacoll/cuda"
@@ -296,5 +298,96 @@ func (s *CUDAStream) closeProxy() {
 	if p.staging != nil {
 		_ = p.staging.Free()
 		p.staging = nil
+	}
+}
+
+// proxyWait runs w on the host when the stream drives a network and every
+// slot lies in device-mapped host memory (a window of the proxy path): the
+// device is drained, then the host polls the slots, driving the networks,
+// until the condition holds, the wait times out, or the job aborts. A
+// failure becomes the stream's error, as a device wait's would. It reports
+// whether it took w.
+func (s *CUDAStream) proxyWait(w transport.WaitSpec) bool {
+	p := &s.proxy
+	p.mu.Lock()
+	nets := p.nets
+	p.mu.Unlock()
+	if len(nets) == 0 {
+		return false
+	}
+	for _, a := range w.Slots {
+		if !s.b.hostMapped(a, 8) {
+			return false
+		}
+	}
+	fail := func(err error) {
+		s.mu.Lock()
+		if s.err == nil {
+			s.err = err
+		}
+		s.mu.Unlock()
+	}
+	if err := s.syncDevice(context.Background()); err != nil {
+		fail(err)
+		return true
+	}
+	observe := func() (uint64, bool) {
+		if w.Mode == transport.WaitEach {
+			for _, a := range w.Slots {
+				if v := atomic.LoadUint64((*uint64)(a.Pointer())); !w.Cmp.Holds(v, w.Value) {
+					return v, false
+				}
+			}
+			return w.Value, true
+		}
+		var sum uint64
+		for _, a := range w.Slots {
+			sum += atomic.LoadUint64((*uint64)(a.Pointer()))
+		}
+		return sum, w.Cmp.Holds(sum, w.Value)
+	}
+	timeout := w.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	var start time.Time
+	for i := 0; ; i++ {
+		v, ok := observe()
+		if ok {
+			return true
+		}
+		if w.Mismatch != nil && w.Mismatch(w.Value, v) {
+			fail(w.Failed(v, transport.ErrMismatch))
+			return true
+		}
+		for _, n := range nets {
+			n.Progress()
+		}
+		if i&255 != 255 {
+			continue
+		}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		var cause error
+		if err := s.abort.Err(); err != nil {
+			cause = err
+		} else {
+			s.mu.Lock()
+			cause = s.interrupt
+			s.mu.Unlock()
+		}
+		if cause == nil && time.Since(start) > timeout {
+			cause = s.b.timeoutCause()
+		}
+		if cause != nil {
+			fail(w.Failed(v, cause))
+			return true
+		}
+		if time.Since(start) > time.Millisecond {
+			time.Sleep(20 * time.Microsecond)
+		} else {
+			runtime.Gosched()
+		}
 	}
 }
