@@ -204,6 +204,11 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 		// Opened (UCX loaded) by the first window that needs it.
 		c.Net = tnet.New(env.Rank, env.Size)
 		c.Rank.Net = c.Net
+		// A GPU's buffers then live where the network reads them in
+		// place (the proxy path: transport/cuda).
+		if hb, ok := be.(interface{ UseHostBuffers() }); ok {
+			hb.UseHostBuffers()
+		}
 	}
 	return c, nil
 }

@@ -57,6 +57,9 @@ type CUDABackend struct {
 	// path, cuda_proxy.go).
 	hmu        sync.Mutex
 	hostRanges []hostRange
+	// hostBuffers: buffers are device-mapped host memory too (a job
+	// with network peers; see UseHostBuffers).
+	hostBuffers atomic.Bool
 }
 
 // NewCUDABackend opens GPU gpus[localRank] (or localRank modulo the device
@@ -442,6 +445,9 @@ func exchangeCUDA(ctx context.Context, ex transport.Exchanger, st cudaShare) ([]
 
 // Alloc implements Memory.
 func (b *CUDABackend) Alloc(size uint64) (*transport.Region, error) {
+	if b.hostBuffers.Load() {
+		return b.allocHost(size)
+	}
 	p, err := b.alloc(size)
 	if err != nil {
 		return nil, fmt.Errorf("allocating %d bytes on %s: %w", size, b.Name(), err)

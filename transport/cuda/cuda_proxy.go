@@ -391,3 +391,38 @@ func (s *CUDAStream) proxyWait(w transport.WaitSpec) bool {
 		}
 	}
 }
+
+// UseHostBuffers makes later buffers (Alloc) device-mapped host memory,
+// like the windows of the proxy path, so that network operations read and
+// write them in place instead of through staging. The engine calls it for
+// a job with network peers.
+func (b *CUDABackend) UseHostBuffers() { b.hostBuffers.Store(true) }
+
+// allocHost is Alloc in device-mapped host memory.
+func (b *CUDABackend) allocHost(size uint64) (*transport.Region, error) {
+	defer onThread()()
+	if err := b.current(); err != nil {
+		return nil, err
+	}
+	m, err := b.drv.AllocMapped(allocSize(size))
+	if err != nil {
+		return nil, fmt.Errorf("allocating %d bytes of device-mapped host memory on %s: %w", size, b.Name(), err)
+	}
+	if uintptr(m.Dev) != uintptr(m.Host) {
+		_ = m.Free()
+		return nil, fmt.Errorf("allocating %d bytes on %s: device-mapped host memory has a device address other than its host address", size, b.Name())
+	}
+	local := transport.Addr(m.Dev)
+	b.addHostRange(local, size)
+	freed := false
+	return transport.NewRegion(size, local, nil, nil, func() error {
+		if freed {
+			return nil
+		}
+		freed = true
+		b.quiesce()
+		defer onThread()()
+		b.dropHostRange(local)
+		return m.Free()
+	}), nil
+}
