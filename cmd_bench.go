@@ -228,7 +228,10 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		if me == 0 {
 			fmt.Fprintln(stdout, header)
 			ref := "ref = plain in-process copy of the same size"
-			if c.Opts.Device == "cuda" {
+			switch {
+			case c.Opts.Device == "cuda" && c.Rank.Topo.AnyNet():
+				ref = "peers over the network: the host runs the puts (proxy path), timed by the wall clock; ref = plain in-process copy of the same size"
+			case c.Opts.Device == "cuda":
 				ref = "ref = cuMemcpyAsync of the same bytes to the peer's memory (peer copy); both timed by events on the device"
 			}
 			dir := "rank 0 -> rank 1"

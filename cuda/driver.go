@@ -75,6 +75,8 @@ const (
 	symMemHostAlloc
 	symMemHostGetDevicePointer
 	symMemFreeHost
+	symMemHostRegister
+	symMemHostUnregister
 	symModuleLoadData
 	symModuleGetFunction
 	symModuleUnload
@@ -162,6 +164,8 @@ var symbolTable = [numSyms]symbol{
 	symMemHostAlloc:            {"cuMemHostAlloc", 2020, false},
 	symMemHostGetDevicePointer: {"cuMemHostGetDevicePointer", 3020, false},
 	symMemFreeHost:             {"cuMemFreeHost", 2000, false},
+	symMemHostRegister:         {"cuMemHostRegister", 6050, true},
+	symMemHostUnregister:       {"cuMemHostUnregister", 4000, true},
 	symModuleLoadData:          {"cuModuleLoadData", 2000, false},
 	symModuleGetFunction:       {"cuModuleGetFunction", 2000, false},
 	symModuleUnload:            {"cuModuleUnload", 2000, false},

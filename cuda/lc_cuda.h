@@ -217,6 +217,10 @@ static inline lc_res lc_cuMemHostGetDevicePointer(void *f, lc_dptr *d, void *hos
 	return ((lc_res(*)(lc_dptr *, void *, unsigned))f)(d, host, 0);
 }
 static inline lc_res lc_cuMemFreeHost(void *f, void *host) { return ((lc_res(*)(void *))f)(host); }
+static inline lc_res lc_cuMemHostRegister(void *f, void *p, size_t n, unsigned flags) {
+	return ((lc_res(*)(void *, size_t, unsigned))f)(p, n, flags);
+}
+static inline lc_res lc_cuMemHostUnregister(void *f, void *p) { return ((lc_res(*)(void *))f)(p); }
 
 // ---------------------------------------------------------------------------
 // Virtual memory management. The allocation properties are built here, in C,

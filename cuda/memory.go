@@ -142,6 +142,38 @@ func (d *Driver) MemFreeHost(host unsafe.Pointer) error {
 	return nil
 }
 
+// HostRegister flags (CU_MEMHOSTREGISTER_*).
+const (
+	// HostRegisterPortable pins the memory for every context.
+	HostRegisterPortable HostAllocFlags = 0x1
+	// HostRegisterDeviceMap maps the memory into the device address space.
+	HostRegisterDeviceMap HostAllocFlags = 0x2
+)
+
+// MemHostRegister page-locks n bytes of existing host memory at p (a
+// shared-memory mapping, say) and maps it for the device
+// (cuMemHostRegister); undo it with MemHostUnregister before unmapping.
+func (d *Driver) MemHostRegister(p unsafe.Pointer, n uint64, flags HostAllocFlags) error {
+	if err := d.need(symMemHostRegister); err != nil {
+		return err
+	}
+	if r := C.lc_cuMemHostRegister(d.fn[symMemHostRegister], p, C.size_t(n), C.uint(flags)); r != 0 {
+		return d.fail(r, fmt.Sprintf("cuMemHostRegister(%p, %d, %#x)", p, n, uint32(flags)))
+	}
+	return nil
+}
+
+// MemHostUnregister undoes MemHostRegister.
+func (d *Driver) MemHostUnregister(p unsafe.Pointer) error {
+	if err := d.need(symMemHostUnregister); err != nil {
+		return err
+	}
+	if r := C.lc_cuMemHostUnregister(d.fn[symMemHostUnregister], p); r != 0 {
+		return d.fail(r, "cuMemHostUnregister")
+	}
+	return nil
+}
+
 // MappedMem is page-locked host memory mapped into the device address
 // space: the CPU writes abort flags and reads error records through Host,
 // kernels use Dev.

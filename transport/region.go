@@ -53,10 +53,11 @@ type Region struct {
 	// Flat, when set, says every rank's part is mapped in one reserved
 	// virtual range: Peers[r] == Flat.Base + r*Flat.Stride.
 	Flat *FlatRange
-	// NetAll says that every peer, one on this host included, is reached
-	// through the network: the region is host memory a GPU maps, which
-	// CUDA IPC cannot share (a CUDA window with network peers).
-	NetAll bool
+	// HostShared says that the region is host memory a GPU maps, shared
+	// with the peers of this host as shared memory (a CUDA window with
+	// network peers): those peers' class is shm, whatever the rank's
+	// topology says of their GPUs.
+	HostShared bool
 	// unmap, when set, drops the peer mappings only (before the owners free).
 	unmap func() error
 	close func() error

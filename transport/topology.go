@@ -90,24 +90,18 @@ func (t *Topology) AnyNet() bool {
 	return false
 }
 
-// AllNet returns a copy of t in which every rank reaches every other over
-// the network (the topology of a window whose memory only the network can
-// share, Region.NetAll).
-func (t *Topology) AllNet() *Topology {
-	c := &Topology{Rank: t.Rank, Kinds: make([]PeerKind, len(t.Kinds)), Idents: t.Idents, Net: make([][]bool, len(t.Net))}
-	for r := range c.Kinds {
-		c.Kinds[r] = KindNet
-		if r == t.Rank {
-			c.Kinds[r] = KindSelf
+// HostShared returns a copy of t in which the peers this rank maps are
+// reached through shared memory (shm), as in a region of host memory
+// (Region.HostShared); network peers stay on the network.
+func (t *Topology) HostShared() *Topology {
+	c := *t
+	c.Kinds = append([]PeerKind(nil), t.Kinds...)
+	for r, k := range c.Kinds {
+		if k == KindNVL {
+			c.Kinds[r] = KindSHM
 		}
 	}
-	for q := range c.Net {
-		c.Net[q] = make([]bool, len(t.Net[q]))
-		for r := range c.Net[q] {
-			c.Net[q][r] = q != r
-		}
-	}
-	return c
+	return &c
 }
 
 // ReachedByNet reports whether some rank reaches rank r over the network.

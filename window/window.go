@@ -16,9 +16,9 @@ type Window struct {
 	opts Options
 	lay  Layout
 	reg  *transport.Region
-	// topo is how this window reaches its peers: the rank's topology, or
-	// every peer over the network where the memory allows nothing else
-	// (Region.NetAll).
+	// topo is how this window reaches its peers: the rank's topology,
+	// with shm for the peers of this host where the window is host memory
+	// a GPU maps (Region.HostShared).
 	topo   *transport.Topology
 	peers  *transport.Peers // the route to every peer's part
 	buf    *Buffer
@@ -83,8 +83,8 @@ func (r *Rank) NewWindow(ctx context.Context, opts Options) (*Window, error) {
 		return nil, fmt.Errorf("rank %d: window %d: %w", r.ID(), id, err)
 	}
 	topo := r.Topo
-	if reg.NetAll {
-		topo = topo.AllNet()
+	if reg.HostShared {
+		topo = topo.HostShared()
 	}
 	if topo.AnyNet() {
 		if err := transport.ShareNetwork(ctx, r.Ex, topo, r.Net, reg); err != nil {

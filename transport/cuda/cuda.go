@@ -330,7 +330,7 @@ func (b *CUDABackend) SymmetricSupport(topo *transport.Topology) (bool, string) 
 // and opened by every same-host peer, or with ipc IPCVMM, see shareVMM.
 func (b *CUDABackend) Share(ctx context.Context, ex transport.Exchanger, topo *transport.Topology, size uint64, ipc string) (*transport.Region, error) {
 	if topo.AnyNet() {
-		return b.shareProxy(ctx, ex, size, ipc)
+		return b.shareProxy(ctx, ex, topo, size, ipc)
 	}
 	switch ipc {
 	case transport.IPCVMM:

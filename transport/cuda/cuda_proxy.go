@@ -8,20 +8,24 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/transport/shm"
 )
 
 // The proxy path: a CUDA window with network peers.
 //
 // A network transport writes a window with the host's CPU (or a NIC), so
-// such a window lives in pinned host memory that the device maps
-// (cuMemHostAlloc with DEVICEMAP): the device's kernels and copies reach it
-// through the mapping, UCX through the host address, which unified
-// addressing makes the same number. CUDA IPC cannot share host memory, so
-// in such a window every peer, one on the same host included, is reached
-// through the network (Region.NetAll).
+// such a window lives in host memory that the device maps: a shared-memory
+// file, page-locked and mapped for the device (cuMemHostRegister). The
+// device's kernels and copies reach it through the mapping, UCX through
+// the host address, which unified addressing makes the same number; the
+// peers of this host map the file as the host backend's peers do (their
+// class is shm), the others are reached through the network.
 //
 // Network operations enqueued on the rank's stream are run by the host:
 // the stream is drained first (so that a put reads what the device wrote
@@ -63,51 +67,151 @@ func (b *CUDABackend) dropHostRange(base transport.Addr) {
 	}
 }
 
-// shareProxy is Share for a job with network peers: size bytes of
-// device-mapped host memory on every rank, no peer mapped (the network
-// reaches every peer). It is collective: every rank learns whether all
-// could allocate.
-func (b *CUDABackend) shareProxy(ctx context.Context, ex transport.Exchanger, size uint64, ipc string) (*transport.Region, error) {
+// shareProxy is Share for a job with network peers: every rank's part is
+// an anonymous shared-memory file, page-locked and mapped for the device
+// (cuMemHostRegister); the peers of this host map it too (descriptors
+// passed through the rank's box, as the host backend does), the others
+// reach it through the network. It is collective: two exchanges bracket
+// the passing, so every rank learns whether all could share.
+func (b *CUDABackend) shareProxy(ctx context.Context, ex transport.Exchanger, topo *transport.Topology, size uint64, ipc string) (*transport.Region, error) {
+	b.quiesce()
 	defer onThread()()
+	rank, n := ex.Rank(), ex.Size()
+	psize := shm.PageRound(size)
 	var st cudaShare
-	var m *cuda.MappedMem
-	switch {
-	case ipc == transport.IPCSymmetric:
+	if ipc == transport.IPCSymmetric {
 		st.Err = "symmetric windows need every peer reachable by CUDA IPC (nvl), and some are reached over the network"
-	default:
-		if err := b.current(); err != nil {
-			st.Err = err.Error()
-			break
-		}
-		var err error
-		if m, err = b.drv.AllocMapped(allocSize(size)); err != nil {
-			st.Err = fmt.Sprintf("allocating %d bytes of device-mapped host memory: %v", size, err)
-		} else if uintptr(m.Dev) != uintptr(m.Host) {
-			st.Err = "device-mapped host memory has a device address other than its host address (no unified addressing)"
+	}
+	var local []int // the peers of this host
+	for i := 1; i < n; i++ {
+		if p := (rank + i) % n; topo.Mappable(p) {
+			local = append(local, p)
 		}
 	}
-	if _, err := exchangeCUDA(ctx, ex, st); err != nil {
-		if m != nil {
-			_ = m.Free()
+	mapped := make([][]byte, n)
+	registered := make([]bool, n)
+	release := func(r int) error {
+		var errs []error
+		if registered[r] {
+			errs = append(errs, b.drv.MemHostUnregister(unsafe.Pointer(&mapped[r][0])))
+			registered[r] = false
+		}
+		if mapped[r] != nil {
+			errs = append(errs, unix.Munmap(mapped[r]))
+			mapped[r] = nil
+		}
+		return errors.Join(errs...)
+	}
+	// register pins rank r's mapping for the device, which must see it at
+	// the host's address (unified addressing).
+	register := func(r int) error {
+		p := unsafe.Pointer(&mapped[r][0])
+		if err := b.drv.MemHostRegister(p, psize, cuda.HostRegisterPortable|cuda.HostRegisterDeviceMap); err != nil {
+			return err
+		}
+		registered[r] = true
+		d, err := b.drv.MemHostGetDevicePointer(p)
+		if err == nil && uintptr(d) != uintptr(p) {
+			err = errors.New("the device sees registered host memory at another address (no unified addressing)")
+		}
+		return err
+	}
+	if st.Err == "" {
+		if err := b.current(); err != nil {
+			st.Err = err.Error()
+		}
+	}
+	if st.Err == "" && len(local) > 0 && b.box == nil {
+		var err error
+		if b.box, err = transport.OpenFDBox(b.job, rank); err != nil {
+			b.box = nil
+			st.Err = err.Error()
+		}
+	}
+	fd := -1
+	if st.Err == "" {
+		name := fmt.Sprintf("%sr%d-h%d", transport.SegmentPrefix(b.job), rank, b.shares+1)
+		var err error
+		if fd, mapped[rank], err = shm.CreateSegment(name, psize); err == nil {
+			err = register(rank)
+		}
+		if err != nil {
+			st.Err = fmt.Sprintf("host memory for a window with network peers: %v", err)
+		}
+	}
+	b.shares++
+	tag := b.shares
+	_, err := exchangeCUDA(ctx, ex, st)
+	if err == nil && n > 1 {
+		if e := b.current(); e != nil {
+			st.Err = e.Error()
+		}
+		if len(local) > 0 {
+			perr := b.box.Pass(ctx, local, tag, fd, vmmPassTimeout, func(p, pfd int) error {
+				if st.Err != "" {
+					return nil // failed before the passing: only take in
+				}
+				m, e := shm.MapSegment(pfd, psize)
+				if e != nil {
+					return fmt.Errorf("mapping rank %d's window: %w", p, e)
+				}
+				mapped[p] = m
+				if e := register(p); e != nil {
+					return fmt.Errorf("registering rank %d's window with the device: %w", p, e)
+				}
+				return nil
+			})
+			if perr != nil && st.Err == "" {
+				st.Err = perr.Error()
+			}
+		}
+		if st.Err == "" {
+			st = cudaShare{}
+		}
+		_, err = exchangeCUDA(ctx, ex, st)
+	}
+	if fd >= 0 {
+		_ = unix.Close(fd)
+	}
+	if b.box != nil {
+		b.box.Discard(tag)
+	}
+	if err != nil {
+		for r := range mapped {
+			_ = release(r)
 		}
 		return nil, err
 	}
-	local := transport.Addr(m.Dev)
-	b.addHostRange(local, size)
-	peers := make([]transport.Addr, ex.Size())
-	peers[ex.Rank()] = local
-	freed := false
-	reg := transport.NewRegion(size, local, peers, nil, func() error {
-		if freed {
-			return nil
+	addrs := make([]transport.Addr, n)
+	for r, m := range mapped {
+		if m != nil {
+			addrs[r] = transport.AddrOf(m)
 		}
-		freed = true
+	}
+	me := addrs[rank]
+	b.addHostRange(me, size)
+	unmapPeers := func() error {
 		b.quiesce()
 		defer onThread()()
-		b.dropHostRange(local)
-		return m.Free()
-	})
-	reg.NetAll = true
+		errs := []error{b.current()}
+		for r := range mapped {
+			if r != rank {
+				errs = append(errs, release(r))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	closeAll := func() error {
+		b.quiesce()
+		defer onThread()()
+		if mapped[rank] == nil {
+			return nil
+		}
+		b.dropHostRange(me)
+		return errors.Join(b.current(), release(rank))
+	}
+	reg := transport.NewRegion(size, me, addrs, unmapPeers, closeAll)
+	reg.HostShared = true
 	return reg, nil
 }
 

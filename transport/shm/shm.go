@@ -50,7 +50,8 @@ type shareStatus struct {
 	Err string `json:"err,omitempty"`
 }
 
-func pageRound(n uint64) uint64 {
+// PageRound rounds n up to whole pages (one page for 0).
+func PageRound(n uint64) uint64 {
 	const page = 4096
 	if n == 0 {
 		return page
@@ -65,7 +66,7 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 	rank, n := ex.Rank(), ex.Size()
 	m.seq++
 	tag := uint64(m.seq)
-	psize := pageRound(size)
+	psize := PageRound(size)
 	mapped := make([][]byte, n)
 	unmapAll := func() error {
 		var errs []error
@@ -113,7 +114,7 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 	fd := -1
 	if localErr == nil {
 		name := fmt.Sprintf("%sr%d-s%d", transport.SegmentPrefix(m.Job), rank, m.seq)
-		fd, mapped[rank], localErr = createSegment(name, psize)
+		fd, mapped[rank], localErr = CreateSegment(name, psize)
 		if localErr != nil {
 			localErr = m.mapError(localErr)
 		}
@@ -134,7 +135,7 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 	if err == nil && n > 1 {
 		if len(peers) > 0 {
 			localErr = m.box.Pass(ctx, peers, tag, fd, sharePassTimeout, func(p, pfd int) error {
-				b, e := mapSegment(pfd, psize)
+				b, e := MapSegment(pfd, psize)
 				if e != nil {
 					return fmt.Errorf("mapping rank %d's segment: %w", p, m.mapError(e))
 				}
@@ -228,9 +229,9 @@ func firstRemoteError(all []shareStatus, what string) error {
 	return fmt.Errorf("%s: %s", what, strings.Join(msgs, "; "))
 }
 
-// createSegment makes an anonymous shared-memory file of size bytes
+// CreateSegment makes an anonymous shared-memory file of size bytes
 // (named for /proc/PID/maps only) and maps it; the caller closes fd.
-func createSegment(name string, size uint64) (fd int, b []byte, err error) {
+func CreateSegment(name string, size uint64) (fd int, b []byte, err error) {
 	fd, err = unix.MemfdCreate(name, unix.MFD_CLOEXEC)
 	if err != nil {
 		return -1, nil, fmt.Errorf("memfd_create %s: %w", name, err)
@@ -252,8 +253,8 @@ func createSegment(name string, size uint64) (fd int, b []byte, err error) {
 	return fd, b, nil
 }
 
-// mapSegment maps a peer's segment from the descriptor it passed.
-func mapSegment(fd int, size uint64) ([]byte, error) {
+// MapSegment maps a peer's segment from the descriptor it passed.
+func MapSegment(fd int, size uint64) ([]byte, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, err
@@ -269,7 +270,7 @@ func (m *HostMemory) Alloc(size uint64) (*transport.Region, error) {
 	if err := m.reserveMaps(1, fmt.Sprintf("a buffer of %d bytes", size)); err != nil {
 		return nil, err
 	}
-	b, err := unix.Mmap(-1, 0, int(pageRound(size)), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	b, err := unix.Mmap(-1, 0, int(PageRound(size)), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		m.releaseMaps(1)
 		return nil, fmt.Errorf("allocating %d bytes: %w", size, m.mapError(err))
