@@ -19,7 +19,10 @@ local passed = 0
 local networked
 do
   local probe = lc.window{ bytes = 8 }
-  networked = size > 1 and probe:transport((me + 1) % size) == "net"
+  networked = false
+  for p = 0, size - 1 do
+    if probe:transport(p) == "net" then networked = true end
+  end
   probe:free()
 end
 
