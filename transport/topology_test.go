@@ -90,3 +90,24 @@ func TestParseCmp(t *testing.T) {
 		t.Error("Holds is wrong")
 	}
 }
+
+// A region of host memory a GPU maps reaches the GPU peers of its host
+// through shared memory; network peers, and the topology it came from,
+// stay as they were.
+func TestHostSharedTopology(t *testing.T) {
+	topo := &Topology{Rank: 1, Kinds: []PeerKind{KindNVL, KindSelf, KindNet, KindSHM},
+		Net: [][]bool{{false, false, true, false}, {false, false, true, false}, {true, true, false, true}, {false, false, true, false}}}
+	h := topo.HostShared()
+	want := []PeerKind{KindSHM, KindSelf, KindNet, KindSHM}
+	for r, k := range want {
+		if h.Kinds[r] != k {
+			t.Errorf("rank %d: %v, want %v", r, h.Kinds[r], k)
+		}
+	}
+	if topo.Kinds[0] != KindNVL {
+		t.Errorf("the original changed: rank 0 is %v", topo.Kinds[0])
+	}
+	if !h.AnyNet() || !h.ReachedByNet(2) || h.ReachedByNet(1) != topo.ReachedByNet(1) {
+		t.Error("the network matrix changed")
+	}
+}

@@ -50,12 +50,12 @@ func TestPrelaunchDefault(t *testing.T) {
 	}
 }
 
-// A CUDA window with a network peer is refused with a clear reason, on
-// every rank (Share publishes it before allocating anything).
-func TestNetworkPeersRefused(t *testing.T) {
+// CUDA IPC (and so a symmetric window) cannot reach a network peer: the
+// reason names the peer and the path such windows take instead.
+func TestNetworkPeersNeedTheProxy(t *testing.T) {
 	topo := &transport.Topology{Rank: 0, Kinds: []transport.PeerKind{transport.KindSelf, transport.KindNVL, transport.KindNet}}
 	msg := ipcReach(topo)
-	if !strings.Contains(msg, "rank 2 is reached over the network") || !strings.Contains(msg, "not supported yet") {
+	if !strings.Contains(msg, "rank 2 is reached over the network") || !strings.Contains(msg, "proxy path") {
 		t.Errorf("ipcReach = %q", msg)
 	}
 	if msg := ipcReach(&transport.Topology{Kinds: []transport.PeerKind{transport.KindSelf, transport.KindNVL}}); msg != "" {
