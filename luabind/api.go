@@ -501,12 +501,15 @@ func windowEntries() []*Entry {
 			t := c.transfer()
 			sig := &window.Sig{ID: c.sigSlot(w, 5), Value: c.optU64(6, 1), Op: c.sigOp(7, "add")}
 			c.check(w.PutSignal(t, sig, nil))
+			c.s.plans.noteSignal(w, t.Peer, sig.ID, sig.Op, sig.Value)
 			return 0
 		}),
 		fn("w:put_counter", "(peer, dst_off, src, src_off, n, ctr, value=1)", "", g, "A put, then adds value to the local counter ctr for peer once the source may be reused (local completion).", func(c *call) int {
 			w := c.win()
 			t := c.transfer()
-			c.check(w.PutSignal(t, nil, &window.Ctr{ID: c.index(5), Value: c.optU64(6, 1)}))
+			ctr := &window.Ctr{ID: c.index(5), Value: c.optU64(6, 1)}
+			c.check(w.PutSignal(t, nil, ctr))
+			c.s.plans.noteCounter(w, t.Peer, ctr.ID, ctr.Value, false)
 			return 0
 		}),
 		fn("w:put_signal_counter", "(peer, dst_off, src, src_off, n, sig, sval, ctr, cval)", "", g, "A put with both a signal (add sval to slot sig on peer) and a local-completion counter (add cval to counter ctr).", func(c *call) int {
@@ -515,20 +518,30 @@ func windowEntries() []*Entry {
 			sig := &window.Sig{ID: c.sigSlot(w, 5), Value: c.u64(6)}
 			ctr := &window.Ctr{ID: c.index(7), Value: c.u64(8)}
 			c.check(w.PutSignal(t, sig, ctr))
+			c.s.plans.noteSignal(w, t.Peer, sig.ID, sig.Op, sig.Value)
+			c.s.plans.noteCounter(w, t.Peer, ctr.ID, ctr.Value, false)
 			return 0
 		}),
 		fn("w:signal", "(peer, sig, op=\"add\", value=1)", "", g, "Writes this rank's row of peer's inbox, slot sig: op \"add\" adds value, \"set\" stores it.", func(c *call) int {
 			w := c.win()
 			peer, sig := c.index(0), c.sigSlot(w, 1)
 			op := c.sigOp(2, "add")
-			c.check(w.Signal(peer, window.Sig{ID: sig, Op: op, Value: c.optU64(3, 1)}))
+			v := c.optU64(3, 1)
+			c.check(w.Signal(peer, window.Sig{ID: sig, Op: op, Value: v}))
+			c.s.plans.noteSignal(w, peer, sig, op, v)
 			return 0
 		}),
 		fn("w:signal_all", "(sig, op=\"add\", value=1)", "", g, "Signals every other rank once.", func(c *call) int {
 			w := c.win()
 			sig := c.sigSlot(w, 0)
 			op := c.sigOp(1, "add")
-			c.check(w.SignalAll(window.Sig{ID: sig, Op: op, Value: c.optU64(2, 1)}))
+			v := c.optU64(2, 1)
+			c.check(w.SignalAll(window.Sig{ID: sig, Op: op, Value: v}))
+			for p := 0; p < w.Rank().N(); p++ {
+				if p != w.Rank().ID() {
+					c.s.plans.noteSignal(w, p, sig, op, v)
+				}
+			}
 			return 0
 		}),
 		fn("w:wait_signal", "(sig, cmp, value)", "", g, "Enqueues a wait until the sum over all peers' rows of slot sig satisfies `sum cmp value` (cmp: ==, ~=, <, <=, >, >= or eq, ne, lt, le, gt, ge).", func(c *call) int {
@@ -566,7 +579,9 @@ func windowEntries() []*Entry {
 		}),
 		fn("w:reset_counter", "(peer, ctr)", "", g, "Enqueues a reset of local counter ctr for peer to zero.", func(c *call) int {
 			w := c.win()
-			c.check(w.ResetCounter(c.index(0), c.index(1)))
+			peer, ctr := c.index(0), c.index(1)
+			c.check(w.ResetCounter(peer, ctr))
+			c.s.plans.noteCounter(w, peer, ctr, 0, true)
 			return 0
 		}),
 		fn("w:reset_signals", "()", "", g, "Enqueues zeroing of this rank's whole inbox (the caller guarantees that no peer is signalling it).", func(c *call) int {

@@ -25,6 +25,52 @@ type planState struct {
 	check *checkMode
 	// made counts plans made on this rank (the plan's number in reports).
 	made int
+	// sent is, per window, what this rank's Lua code signalled and
+	// counted outside plans (plan.List.Sent's rows).
+	sent map[*window.Window][]uint64
+}
+
+// sentRow returns w's sent rows, made on first use.
+func (ps *planState) sentRow(w *window.Window) []uint64 {
+	if ps.sent == nil {
+		ps.sent = map[*window.Window][]uint64{}
+	}
+	v := ps.sent[w]
+	if v == nil {
+		o := w.Options()
+		v = make([]uint64, w.Rank().N()*(o.Signals+o.Counters))
+		ps.sent[w] = v
+	}
+	return v
+}
+
+// noteSignal accounts an eager signal to peer's slot sig (op "add" only: a
+// "set" cannot be a plan's wait anyway, which verify reports).
+func (ps *planState) noteSignal(w *window.Window, peer, sig int, op window.SignalOp, v uint64) {
+	if op != window.SigAdd {
+		return
+	}
+	ps.sentRow(w)[peer*w.Options().Signals+sig] += v
+}
+
+// noteCounter accounts an eager add of v to this rank's counter ctr for
+// peer, or its reset.
+func (ps *planState) noteCounter(w *window.Window, peer, ctr int, v uint64, reset bool) {
+	o := w.Options()
+	row := &ps.sentRow(w)[w.Rank().N()*o.Signals+peer*o.Counters+ctr]
+	if reset {
+		*row = 0
+		return
+	}
+	*row += v
+}
+
+// sentRows returns a copy of w's sent rows (nil when nothing was sent).
+func (ps *planState) sentRows(w *window.Window) []uint64 {
+	if v := ps.sent[w]; v != nil {
+		return append([]uint64(nil), v...)
+	}
+	return nil
 }
 
 func (ps *planState) ledger(w *window.Window) *plan.Ledger {
@@ -486,6 +532,7 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 			if list, bufs, err = rec.list(); err != nil {
 				status = err.Error()
 			}
+			list.Sent = s.plans.sentRows(rec.w)
 		}
 	}
 	s.plans.made++

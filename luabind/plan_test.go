@@ -392,3 +392,44 @@ assert(p:verify{ collective = "allgather", n = 10 }.ok)
 print("ok")`)
 	mustAllOK(t, res)
 }
+
+// A plan recorded after the same schedule ran eagerly on the window (its
+// Lua counts already include those signals) verifies clean and replays
+// right; before, the verifier started every slot at zero and reported a
+// deadlock that could not happen. A wait the eager signals cannot cover is
+// still a deadlock.
+func TestPlanVerifyAfterEagerCalls(t *testing.T) {
+	res := runLua(t, 3, `
+local lc = require("luacoll")
+local ag = require("allgather")
+local n = 64
+local w = lc.window{ bytes = n * lc.size }
+local src = lc.buffer(n)
+for i = 1, 2 do
+  src:fill("rand", i * 8 + lc.rank)
+  ag.ring(w, src, 0, n); ag.direct(w, src, 0, n); lc.sync()
+end
+w:signal_all(1, "add", 5); w:put_counter((lc.rank + 1) % lc.size, 0, src, 0, 8, 0, 3); lc.sync()
+local p = lc.plan(ag.ring, w, src, 0, n)
+local rep = p:verify{ collective = "allgather", window = w, n = n }
+assert(rep.ok, rep.summary)
+for i = 1, 3 do
+  src:fill("rand", 100 + i * 8 + lc.rank)
+  p:run(); lc.sync()
+  local ref = lc.buffer(n)
+  for r = 0, lc.size - 1 do
+    ref:fill("rand", 100 + i * 8 + r)
+    assert(w:buffer():equal(ref, r * n, 0, n), "chunk " .. r)
+  end
+  ref:free()
+end
+-- eager signals counted: 2 x 5 from the others; a wait for 11 hangs
+local q = lc.plan(function(w) w:wait_signal(1, ">=", 11) end, w)
+rep = q:verify{}
+assert(not rep.ok and rep.summary:find("deadlock", 1, true) and rep.summary:find("which is 10", 1, true), rep.summary)
+local q2 = lc.plan(function(w) w:wait_signal(1, ">=", 10); w:wait_counter((lc.rank + 1) % lc.size, 0, ">=", 3) end, w)
+rep = q2:verify{}
+assert(rep.ok, rep.summary)
+print("ok")`)
+	mustAllOK(t, res)
+}

@@ -22,6 +22,13 @@ type List struct {
 	// their recordings. Rows are numbered by Shape.SigRow and
 	// Shape.CtrRow. Verify starts the rows there.
 	Base []uint64
+	// Sent[Shape.SigRow(r, g)] is what this rank's code added to slot g of
+	// its row in rank r's inbox outside plans (eagerly) before recording
+	// began, and Sent[Shape.CtrRow(p, c)] what it added to its own counter
+	// c for p since that counter's last reset: counts the recording code
+	// also saw. Verify starts every row there, on top of Base (replays
+	// need no such start: the slots hold what was sent).
+	Sent []uint64
 	Ops  []Op
 }
 
@@ -59,19 +66,8 @@ func (l List) Encode(status string) []byte {
 	for _, v := range s.Buffers {
 		b = binary.AppendUvarint(b, v)
 	}
-	nz := 0
-	for _, v := range l.Base {
-		if v != 0 {
-			nz++
-		}
-	}
-	b = binary.AppendUvarint(b, uint64(nz))
-	for i, v := range l.Base {
-		if v != 0 {
-			b = binary.AppendUvarint(b, uint64(i))
-			b = binary.AppendUvarint(b, v)
-		}
-	}
+	b = appendSparse(b, l.Base)
+	b = appendSparse(b, l.Sent)
 	files := map[string]int{}
 	var names []string
 	for _, o := range l.Ops {
@@ -97,6 +93,24 @@ func (l List) Encode(status string) []byte {
 	return b
 }
 
+// appendSparse writes the non-zero entries of v as (index, value) pairs.
+func appendSparse(b []byte, v []uint64) []byte {
+	nz := 0
+	for _, x := range v {
+		if x != 0 {
+			nz++
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(nz))
+	for i, x := range v {
+		if x != 0 {
+			b = binary.AppendUvarint(b, uint64(i))
+			b = binary.AppendUvarint(b, x)
+		}
+	}
+	return b
+}
+
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
@@ -108,6 +122,25 @@ type decoder struct {
 }
 
 var errShort = errors.New("truncated plan message")
+
+// sparse reads what appendSparse wrote, into rows entries.
+func (d *decoder) sparse(what string, rows int) []uint64 {
+	nz := d.count(what + " rows")
+	if d.err != nil {
+		return nil
+	}
+	v := make([]uint64, rows)
+	for i := 0; i < nz && d.err == nil; i++ {
+		row, x := d.uvarint(), d.uvarint()
+		if d.err == nil && row >= uint64(len(v)) {
+			d.err = fmt.Errorf("plan message: %s row %d outside 0..%d", what, row, len(v)-1)
+		}
+		if d.err == nil {
+			v[row] = x
+		}
+	}
+	return v
+}
 
 func (d *decoder) uvarint() uint64 {
 	if d.err != nil {
@@ -205,19 +238,8 @@ func DecodeList(p []byte) (List, string, error) {
 	if d.err == nil && uint64(s.Rows()) > maxDecode {
 		d.err = fmt.Errorf("plan message: %d rows is too many", s.Rows())
 	}
-	nz := d.count("base rows")
-	if d.err == nil {
-		l.Base = make([]uint64, s.Rows())
-	}
-	for i := 0; i < nz && d.err == nil; i++ {
-		row, v := d.uvarint(), d.uvarint()
-		if d.err == nil && row >= uint64(len(l.Base)) {
-			d.err = fmt.Errorf("plan message: base row %d outside 0..%d", row, len(l.Base)-1)
-		}
-		if d.err == nil {
-			l.Base[row] = v
-		}
-	}
+	l.Base = d.sparse("base", s.Rows())
+	l.Sent = d.sparse("sent", s.Rows())
 	nf := d.count("files")
 	var files []string
 	for i := 0; i < nf && d.err == nil; i++ {

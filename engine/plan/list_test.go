@@ -14,6 +14,9 @@ func sampleList() List {
 	l.Base = make([]uint64, l.Shape.Rows())
 	l.Base[l.Shape.SigRow(1, 0)] = 7
 	l.Base[l.Shape.CtrRow(3, 2)] = 1 << 50
+	l.Sent = make([]uint64, l.Shape.Rows())
+	l.Sent[l.Shape.SigRow(2, 1)] = 5
+	l.Sent[l.Shape.CtrRow(0, 0)] = 3
 	l.Ops = append(l.Ops,
 		Op{Kind: Fill, Buf: 1, FillKind: transport.FillRandU32, FillArg: 99, Site: Site{File: "other.lua", Line: 3}},
 		Op{Kind: PutSignalCounter, Peer: 3, Off: 5, Buf: 1, BufOff: 6, N: 7, Sig: 1, SigValue: 2, SigOp: window.SigSet, Ctr: 2, CtrValue: 4, Site: Site{File: "other.lua", Line: 4}},

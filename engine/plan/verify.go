@@ -214,6 +214,9 @@ func checkShapes(lists []List, add func(Problem)) bool {
 		case len(l.Base) != 0 && len(l.Base) != s.Rows():
 			add(Problem{Kind: "shape", Rank: r, Msg: fmt.Sprintf("%d base rows, want %d", len(l.Base), s.Rows())})
 			ok = false
+		case len(l.Sent) != 0 && len(l.Sent) != s.Rows():
+			add(Problem{Kind: "shape", Rank: r, Msg: fmt.Sprintf("%d sent rows, want %d", len(l.Sent), s.Rows())})
+			ok = false
 		}
 	}
 	return ok
@@ -338,6 +341,19 @@ func newSim(lists []List, opt Options, add func(Problem)) *sim {
 				}
 				for c := 0; c < sh.Counters; c++ {
 					st.ctr[sender*sh.Counters+c].val = l.Base[sh.CtrRow(sender, c)]
+				}
+			}
+		}
+		// What the ranks sent outside plans before recording (List.Sent).
+		if len(l.Sent) == sh.Rows() {
+			for c := 0; c < n*sh.Counters; c++ {
+				st.ctr[c].val += l.Sent[sh.Ranks*sh.Signals+c]
+			}
+		}
+		for sender, sl := range lists {
+			if sender < n && len(sl.Sent) == sh.Rows() {
+				for g := 0; g < sh.Signals; g++ {
+					s.sig[s.sigIdx(r, sender, g)].val += sl.Sent[sh.SigRow(r, g)]
 				}
 			}
 		}
