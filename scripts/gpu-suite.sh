@@ -173,14 +173,17 @@ else
 		step nodes-pingpong-$d timeout -s QUIT -k 20 100 $bin bench pingpong -n 2 --nodes 2 --device $d $g2 --iters 2000
 	done
 	# the ceiling: ucx_perftest between two processes of this machine, TCP
+	# (PERFTEST names another build, e.g. one carried in bin/ with its
+	# libraries on LD_LIBRARY_PATH)
+	perftest=${PERFTEST:-ucx_perftest}
 	perf_pair() { # TEST SIZE ITERS
 		local port=$((20000 + RANDOM % 20000))
-		UCX_TLS=tcp ucx_perftest -p $port >/dev/null 2>&1 & local srv=$!
+		UCX_TLS=tcp $perftest -p $port >/dev/null 2>&1 & local srv=$!
 		sleep 1
-		UCX_TLS=tcp ucx_perftest 127.0.0.1 -p $port -t $1 -s $2 -n $3 2>&1 | grep '^Final' | sed "s/^/$1 $2: /"
+		UCX_TLS=tcp $perftest 127.0.0.1 -p $port -t $1 -s $2 -n $3 2>&1 | grep '^Final' | sed "s/^/$1 $2: /"
 		wait $srv
 	}
-	command -v ucx_perftest >/dev/null && step nodes-perftest timeout 200 bash -c "$(declare -f perf_pair); perf_pair ucp_put_lat 8 20000; perf_pair ucp_am_lat 8 20000; for s in 262144 2097152 16777216; do perf_pair ucp_put_bw \$s 200; perf_pair ucp_am_bw \$s 200; done"
+	command -v $perftest >/dev/null && step nodes-perftest timeout 200 bash -c "$(declare -f perf_pair); perftest=$perftest; perf_pair ucp_put_lat 8 20000; perf_pair ucp_am_lat 8 20000; for s in 262144 2097152 16777216; do perf_pair ucp_put_bw \$s 200; perf_pair ucp_am_bw \$s 200; done"
 	step nodes-ag timeout -s QUIT -k 20 300 bash -c "$bin bench allgather -n 2 --nodes 2 --device cuda $g2 --vs nccl -b 1K -e 64M -f 8 --iters 20 -w 3 && $bin bench allgather -n 4 --nodes 2 --device cuda $g4 -b 1K -e 64M -f 8 --iters 20 -w 3"
 	step nodes-ag-host timeout -s QUIT -k 20 300 bash -c "$bin bench allgather -n 2 --nodes 2 -b 1K -e 64M -f 8 --iters 20 -w 3 && $bin bench allgather -n 4 --nodes 2 -b 1K -e 64M -f 8 --iters 20 -w 3"
 	leaks nodes-bench
