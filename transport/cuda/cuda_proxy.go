@@ -142,15 +142,12 @@ func (b *CUDABackend) shareProxy(ctx context.Context, ex transport.Exchanger, to
 	b.shares++
 	tag := b.shares
 	_, err := exchangeCUDA(ctx, ex, st)
-	if err == nil && n > 1 {
+	if err == nil {
 		if e := b.current(); e != nil {
 			st.Err = e.Error()
 		}
 		if len(local) > 0 {
-			perr := b.box.Pass(ctx, local, tag, fd, vmmPassTimeout, func(p, pfd int) error {
-				if st.Err != "" {
-					return nil // failed before the passing: only take in
-				}
+			b.passFDs(ctx, local, tag, fd, &st, func(p, pfd int) error {
 				m, e := shm.MapSegment(pfd, psize)
 				if e != nil {
 					return fmt.Errorf("mapping rank %d's window: %w", p, e)
@@ -161,21 +158,9 @@ func (b *CUDABackend) shareProxy(ctx context.Context, ex transport.Exchanger, to
 				}
 				return nil
 			})
-			if perr != nil && st.Err == "" {
-				st.Err = perr.Error()
-			}
 		}
-		if st.Err == "" {
-			st = cudaShare{}
-		}
-		_, err = exchangeCUDA(ctx, ex, st)
 	}
-	if fd >= 0 {
-		_ = unix.Close(fd)
-	}
-	if b.box != nil {
-		b.box.Discard(tag)
-	}
+	err = b.endPass(ctx, ex, st, err, fd, tag)
 	if err != nil {
 		for r := range mapped {
 			_ = release(r)

@@ -97,17 +97,22 @@ func (b *CUDABackend) vmmAllocAt(at cuda.DevicePtr, size, gran uint64) (vmmMappi
 }
 
 // passVMM sends fd to every peer and receives every peer's descriptor
-// under tag (FDBox.Pass: a loop that never blocks). Each descriptor
-// received is handed to use (and closed after) while st has no error; once
-// st has one, the loop only finishes its sends and keeps taking in, so no
-// peer is left waiting on this rank. It ends when every send is done and
-// every peer's descriptor came, or at vmmPassTimeout or ctx's end
-// (recorded in st).
+// (passFDs to all).
 func (b *CUDABackend) passVMM(ctx context.Context, rank, n int, tag uint64, fd int, st *cudaShare, use func(p, pfd int) error) {
 	peers := make([]int, 0, n-1)
 	for i := 1; i < n; i++ {
 		peers = append(peers, (rank+i)%n)
 	}
+	b.passFDs(ctx, peers, tag, fd, st, use)
+}
+
+// passFDs sends fd to peers and receives each one's descriptor under tag (FDBox.Pass: a loop that never blocks). Each descriptor
+// received is handed to use (and closed after) while st has no error; once
+// st has one, the loop only finishes its sends and keeps taking in, so no
+// peer is left waiting on this rank. It ends when every send is done and
+// every peer's descriptor came, or at vmmPassTimeout or ctx's end
+// (recorded in st).
+func (b *CUDABackend) passFDs(ctx context.Context, peers []int, tag uint64, fd int, st *cudaShare, use func(p, pfd int) error) {
 	err := b.box.Pass(ctx, peers, tag, fd, vmmPassTimeout, func(p, pfd int) error {
 		if st.Err != "" {
 			return nil // failed before the passing: only take in
@@ -219,20 +224,8 @@ func (b *CUDABackend) shareVMM(ctx context.Context, ex transport.Exchanger, topo
 			peers[p] = vmmMapping{h: h, va: va, size: all[p].Size}
 			return nil
 		})
-		if st.Err == "" {
-			st = cudaShare{}
-		}
-		_, err = exchangeCUDA(ctx, ex, st)
 	}
-	if fd >= 0 {
-		_ = unix.Close(fd)
-	}
-	if b.box != nil {
-		// Every send of this exchange ended before the second exchange: a
-		// descriptor left over (a failure cut the receiving short) is
-		// closed, so it does not keep a peer's memory alive.
-		b.box.Discard(tag)
-	}
+	err = b.endPass(ctx, ex, st, err, fd, tag)
 	if err != nil {
 		_ = closePeers()
 		if local.va != 0 {
@@ -252,6 +245,25 @@ func (b *CUDABackend) shareVMM(ctx context.Context, ex transport.Exchanger, topo
 		reg.Flat = &transport.FlatRange{Base: transport.Addr(fr.base), Stride: fr.stride, Granularity: gran}
 	}
 	return reg, nil
+}
+
+// endPass ends a share's passing of descriptors: unless the first
+// exchange failed (err), the second one, where every rank learns whether
+// all mapped every part; then this rank's descriptor is closed and any
+// descriptor left over in the box (a failure cut the receiving short) is
+// discarded, so that none keeps a peer's memory alive. Every send ended
+// before the second exchange.
+func (b *CUDABackend) endPass(ctx context.Context, ex transport.Exchanger, st cudaShare, err error, fd int, tag uint64) error {
+	if err == nil {
+		_, err = exchangeCUDA(ctx, ex, cudaShare{Err: st.Err})
+	}
+	if fd >= 0 {
+		_ = unix.Close(fd)
+	}
+	if b.box != nil {
+		b.box.Discard(tag)
+	}
+	return err
 }
 
 // flatRange is the reserved range of a symmetric window; a nil *flatRange
