@@ -769,3 +769,61 @@ func TestModuleLaunch(t *testing.T) {
 		t.Fatalf("too many args: %v", err)
 	}
 }
+
+// A host function runs in stream order, once per launch, and captured into
+// a graph it becomes a host node that runs at every replay.
+func TestLaunchHostFunc(t *testing.T) {
+	g := needGPU(t)
+	d := g.d
+	s, err := d.StreamCreate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	var calls atomic.Int64
+	f := NewHostFunc(func() { calls.Add(1) })
+	defer f.Free()
+	for range 3 {
+		if err := s.LaunchHostFunc(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if c := calls.Load(); c != 3 {
+		t.Fatalf("%d calls after 3 launches", c)
+	}
+	if err := s.BeginCapture(CaptureModeThreadLocal); err != nil {
+		t.Fatal(err)
+	}
+	lerr := s.LaunchHostFunc(f)
+	gr, err := s.EndCapture()
+	if lerr != nil || err != nil {
+		t.Fatal(lerr, err)
+	}
+	defer gr.Destroy()
+	if c := calls.Load(); c != 3 {
+		t.Fatalf("capturing ran the function: %d calls", c)
+	}
+	nodes, err := gr.NodeCounts()
+	if err != nil || nodes["host"] != 1 {
+		t.Fatalf("graph nodes %v (%v); want one host node", nodes, err)
+	}
+	ex, err := gr.Instantiate(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Destroy()
+	for range 5 {
+		if err := ex.Launch(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if c := calls.Load(); c != 8 {
+		t.Fatalf("%d calls after 5 replays; want 8", c)
+	}
+}

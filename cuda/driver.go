@@ -100,6 +100,7 @@ const (
 	symStreamEndCapture
 	symGraphInstantiateWithFlags
 	symGraphLaunch
+	symLaunchHostFunc
 	symGraphGetNodes
 	symGraphNodeGetType
 	symGraphExecDestroy
@@ -195,6 +196,7 @@ var symbolTable = [numSyms]symbol{
 	symStreamEndCapture:          {"cuStreamEndCapture", 10000, true},
 	symGraphInstantiateWithFlags: {"cuGraphInstantiateWithFlags", 11040, true},
 	symGraphLaunch:               {"cuGraphLaunch", 10000, true},
+	symLaunchHostFunc:            {"cuLaunchHostFunc", 10000, true},
 	symGraphGetNodes:             {"cuGraphGetNodes", 10000, true},
 	symGraphNodeGetType:          {"cuGraphNodeGetType", 10000, true},
 	symGraphExecDestroy:          {"cuGraphExecDestroy", 10000, true},

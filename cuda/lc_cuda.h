@@ -295,6 +295,12 @@ static inline lc_hres lc_cuGraphInstantiateWithFlags(void *f, void *g, unsigned 
 	return o;
 }
 static inline lc_res lc_cuGraphLaunch(void *f, void *ge, void *s) { return ((lc_res(*)(void *, void *))f)(ge, s); }
+// lcHostFuncGo is the Go side of every host function (hostfunc.go); the
+// handle of the Go function to run travels as the user data.
+extern void lcHostFuncGo(void *);
+static inline lc_res lc_cuLaunchHostFunc(void *f, void *s, uintptr_t handle) {
+	return ((lc_res(*)(void *, void (*)(void *), void *))f)(s, lcHostFuncGo, (void *)handle);
+}
 static inline lc_res lc_cuGraphExecDestroy(void *f, void *ge) { return ((lc_res(*)(void *))f)(ge); }
 static inline lc_res lc_cuGraphDestroy(void *f, void *g) { return ((lc_res(*)(void *))f)(g); }
 

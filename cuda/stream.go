@@ -87,6 +87,18 @@ func (s *Stream) Query() (bool, error) {
 	return false, s.d.fail(r, "cuStreamQuery")
 }
 
+// LaunchHostFunc enqueues f (cuLaunchHostFunc): it runs once the work
+// before it on s has completed, and the work after it waits for it.
+func (s *Stream) LaunchHostFunc(f *HostFunc) error {
+	if err := s.d.need(symLaunchHostFunc); err != nil {
+		return err
+	}
+	if r := C.lc_cuLaunchHostFunc(s.d.fn[symLaunchHostFunc], s.h, C.uintptr_t(f.h)); r != 0 {
+		return s.d.fail(r, "cuLaunchHostFunc")
+	}
+	return nil
+}
+
 // WaitEvent makes future work on s wait for e (cuStreamWaitEvent).
 func (s *Stream) WaitEvent(e *Event) error {
 	if r := C.lc_cuStreamWaitEvent(s.d.fn[symStreamWaitEvent], s.h, e.h, 0); r != 0 {

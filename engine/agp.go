@@ -85,8 +85,10 @@ type AllGather struct {
 	// (auto's choice on several nodes: measured in
 	// docs/results/allgather-nodes.md); 0: none.
 	directUpTo uint64
-	// proxy: CUDA windows whose network operations the host runs.
+	// proxy: CUDA windows whose network operations the host runs; pg is
+	// graph mode there (agproxy.go).
 	proxy bool
+	pg    *agProxyGraph
 }
 
 // agHierDirectUpTo is where auto switches from direct to hier on a job of
@@ -160,9 +162,18 @@ func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, g
 			ag.k = k
 		}
 	}
+	if cs, ok := c.Rank.Stream.(*tcuda.CUDAStream); ok && ag.proxy && ag.graph {
+		// After the exec count: the host function's state starts there.
+		if err := ag.openProxyGraph(cs); err != nil {
+			return nil, fmt.Errorf("rank %d: %s: graph mode: %w", me, call, err)
+		}
+	}
 	c.agMu.Lock()
 	defer c.agMu.Unlock()
 	if c.agActive[w] != nil {
+		if ag.pg != nil {
+			ag.pg.close()
+		}
 		return nil, fmt.Errorf("rank %d: %s: window %d already has a persistent all-gather; destroy it first", me, call, w.ID())
 	}
 	if c.agActive == nil {
@@ -190,9 +201,6 @@ func (ag *AllGather) prepare() error {
 	// and the host runs their network operations (the proxy path): the
 	// all-gather runs on window operations there, as on the host.
 	ag.proxy = c.Opts.Device == "cuda" && c.Rank.Topo != nil && c.Rank.Topo.AnyNet()
-	if ag.graph && ag.proxy {
-		return &window.ArgError{Arg: "graph", Msg: "graph mode needs every peer reachable by CUDA IPC; in this job peers are reached over the network, whose operations the host runs (use eager mode)"}
-	}
 	layout, lerr := nodeGroups(c.Rank.Topo, c.Rank.N(), c.Env.Rank)
 	ag.layout = layout
 	if ag.run == "auto" {
@@ -390,6 +398,9 @@ func (ag *AllGather) exec(src *window.Buffer, srcOff, n uint64) error {
 	if ag.dev != nil {
 		return ag.execDevice(src, srcOff, n, inPlace)
 	}
+	if ag.pg != nil {
+		return ag.execProxyGraph(src, srcOff, n, inPlace)
+	}
 	if ag.host == nil {
 		return ag.execWindow(src, srcOff, n, inPlace)
 	}
@@ -413,6 +424,9 @@ func (ag *AllGather) exec(src *window.Buffer, srcOff, n uint64) error {
 func (ag *AllGather) Execs() uint64 {
 	if ag.dev != nil {
 		return ag.dev.Count()
+	}
+	if ag.pg != nil {
+		return ag.pg.launched
 	}
 	return ag.k
 }
@@ -441,6 +455,15 @@ func (ag *AllGather) RefuseExec() error {
 	if ag.host != nil {
 		ag.refuseHost()
 		return nil
+	}
+	if ag.pg != nil {
+		// The exec state is the host function's: once its replays have
+		// run, the refusal goes on its host stream, ahead of the next.
+		if err := ag.pg.cs.Sync(context.Background()); err != nil {
+			return ag.errf("refused exec: the replays before it failed: %w", err)
+		}
+		ag.pg.launched++
+		return ag.pg.hx.RefuseExec()
 	}
 	w, me, size := ag.w, ag.c.Env.Rank, ag.c.Rank.N()
 	if err := ag.nextExec(); err != nil {
@@ -567,6 +590,15 @@ func (ag *AllGather) Info() map[string]any {
 			}
 		}
 	}
+	if pg := ag.pg; pg != nil {
+		m["sync"] = "a host function per exec (the host drives the network: proxy path)"
+		m["execs"] = int(pg.done.Load())
+		m["graph"] = true
+		m["graph_nodes"] = "not captured yet (the first exec captures)"
+		if pg.g != nil {
+			m["graph_nodes"] = tcuda.NodesString(pg.g.Nodes())
+		}
+	}
 	if ag.note != "" {
 		m["note"] = ag.note
 	}
@@ -602,6 +634,10 @@ func (ag *AllGather) Destroy(ctx context.Context) error {
 	serr := ag.c.Sync(ctx)
 	_, cerr := ag.c.Collective(ctx, call, nil)
 	ag.destroyed = true
+	if ag.pg != nil {
+		ag.pg.close()
+		ag.pg = nil
+	}
 	if ag.dev != nil {
 		if err := ag.dev.Close(); err != nil && serr == nil {
 			serr = err

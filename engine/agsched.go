@@ -148,7 +148,7 @@ func (e *agExec) wait(p int, last bool) {
 		spec.Cmp, spec.Value, spec.Mismatch = transport.CmpEq, e.tag, agMismatch
 		ag.base[p] = e.tag
 	}
-	ag.c.Rank.Stream.Wait(spec)
+	ag.w.Rank().Stream.Wait(spec)
 }
 
 // execWindow enqueues one exec on the window's own operations: the guard
@@ -192,7 +192,7 @@ func (ag *AllGather) nextExec() error {
 	if ag.k&tagKMask != 0 {
 		return nil
 	}
-	st, me := ag.c.Rank.Stream, ag.c.Env.Rank
+	st, me := ag.w.Rank().Stream, ag.c.Env.Rank
 	for p := range ag.base {
 		if p != me {
 			st.Store64(ag.inbox[p], 0)

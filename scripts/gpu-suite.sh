@@ -185,6 +185,7 @@ else
 	}
 	command -v $perftest >/dev/null && step nodes-perftest timeout 200 bash -c "$(declare -f perf_pair); perftest=$perftest; perf_pair ucp_put_lat 8 20000; perf_pair ucp_am_lat 8 20000; for s in 262144 2097152 16777216; do perf_pair ucp_put_bw \$s 200; perf_pair ucp_am_bw \$s 200; done"
 	step nodes-ag timeout -s QUIT -k 20 300 bash -c "$bin bench allgather -n 2 --nodes 2 --device cuda $g2 --vs nccl -b 1K -e 64M -f 8 --iters 20 -w 3 && $bin bench allgather -n 4 --nodes 2 --device cuda $g4 -b 1K -e 64M -f 8 --iters 20 -w 3"
+	step nodes-ag-graph timeout -s QUIT -k 20 300 $bin bench allgather -n 2 --nodes 2 --device cuda $g2 --graph --vs nccl -b 1K -e 64M -f 8 --iters 20 -w 3
 	step nodes-ag-host timeout -s QUIT -k 20 300 bash -c "$bin bench allgather -n 2 --nodes 2 -b 1K -e 64M -f 8 --iters 20 -w 3 && $bin bench allgather -n 4 --nodes 2 -b 1K -e 64M -f 8 --iters 20 -w 3"
 	leaks nodes-bench
 fi

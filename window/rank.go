@@ -32,6 +32,16 @@ type Rank struct {
 	Trace Recorder
 
 	nextWindow int
+	// of is the rank a view stands for (Window.OnStream); nil for a rank.
+	of *Rank
+}
+
+// root is the rank r is, or stands for.
+func (r *Rank) root() *Rank {
+	if r.of != nil {
+		return r.of
+	}
+	return r
 }
 
 // ID returns this rank's index.

@@ -110,6 +110,26 @@ func (r *Rank) NewWindow(ctx context.Context, opts Options) (*Window, error) {
 	return w, nil
 }
 
+// OnStream returns a view of w whose operations go to s instead of the
+// rank's stream, and whose reads of slot values (in wait errors) go
+// through be: the same memory, peers, buffers and barrier epochs, so a
+// barrier on the view counts with the window's own. It serves a helper
+// that runs window operations on another thread (a host function of a
+// CUDA graph on the proxy path, with s a host stream over the window's
+// host memory): the caller must not use w and the view on one barrier id
+// at the same time. The view records no trace and is never freed itself.
+func (w *Window) OnStream(s transport.Stream, be transport.Backend) *Window {
+	r := *w.r
+	r.of = w.r.root()
+	r.Stream, r.Backend, r.Trace, r.Site, r.Context = s, be, nil, nil, nil
+	v := *w
+	v.r = &r
+	v.barSlots = append([][]transport.Addr(nil), w.barSlots...)
+	v.inSlots, v.oneSlots = nil, nil
+	v.describe = v.describeWait
+	return &v
+}
+
 // ID is the window's number on this rank (the same on every rank).
 func (w *Window) ID() int { return w.id }
 
@@ -204,7 +224,7 @@ func (w *Window) srcAddr(arg string, src *Buffer, off, n uint64) (transport.Addr
 	if src == nil {
 		return 0, argErr(arg, "a buffer or window is required")
 	}
-	if src.r != w.r {
+	if src.r.root() != w.r.root() {
 		return 0, argErr(arg, "%s belongs to another rank context", src.name)
 	}
 	if src.freed() {

@@ -348,3 +348,76 @@ func TestWaitsAllocateNothing(t *testing.T) {
 		return w.Free(context.Background())
 	})
 }
+
+// A view of a window on another stream (OnStream) reaches the same memory
+// and peers: ranks alternate rounds of put_signal + barrier between the
+// window and its view, run from another goroutine, and the barrier epochs
+// stay in step; the rank's own buffers are accepted as the view's sources.
+func TestWindowOnStream(t *testing.T) {
+	const n, chunk = 3, 256
+	job(t, n, func(r *Rank) error {
+		ctx := context.Background()
+		w, err := r.NewWindow(ctx, opts(uint64(chunk*n)))
+		if err != nil {
+			return err
+		}
+		src, err := r.NewBuffer(chunk)
+		if err != nil {
+			return err
+		}
+		defer src.Free()
+		other, _ := r.Backend.NewStream(r.Abort)
+		defer other.Close()
+		view := w.OnStream(other, r.Backend)
+		me := r.ID()
+		for round := 1; round <= 4; round++ {
+			on := w
+			if round%2 == 0 {
+				on = view
+			}
+			if err := src.Fill(transport.FillIotaU32, uint64(round*10000+me*1000)); err != nil {
+				return err
+			}
+			errc := make(chan error, 1)
+			go func() {
+				for p := 0; p < n; p++ {
+					if err := on.PutSignal(Transfer{Peer: p, PeerOff: uint64(me * chunk), Local: src, N: chunk}, &Sig{ID: 0, Value: 1}, nil); err != nil {
+						errc <- err
+						return
+					}
+				}
+				if err := on.WaitSignal(0, transport.CmpGe, uint64(n*round)); err != nil {
+					errc <- err
+					return
+				}
+				if err := on.Barrier(0); err != nil {
+					errc <- err
+					return
+				}
+				errc <- on.Sync(ctx)
+			}()
+			if err := <-errc; err != nil {
+				return fmt.Errorf("round %d: %w", round, err)
+			}
+			want := make([]byte, chunk)
+			for p := 0; p < n; p++ {
+				transport.FillIota(want, uint32(round*10000+p*1000))
+				got, err := w.Buffer().Read(uint64(p*chunk), chunk)
+				if err != nil {
+					return err
+				}
+				if string(got) != string(want) {
+					return fmt.Errorf("round %d: chunk from rank %d differs", round, p)
+				}
+			}
+			// No rank's next round may overwrite what a slower one reads.
+			if err := w.Barrier(1); err != nil {
+				return err
+			}
+			if err := w.Sync(ctx); err != nil {
+				return err
+			}
+		}
+		return w.Free(ctx)
+	})
+}

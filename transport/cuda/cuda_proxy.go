@@ -515,3 +515,14 @@ func (b *CUDABackend) allocHost(size uint64) (*transport.Region, error) {
 		return m.Free()
 	}), nil
 }
+
+// Fail makes err the stream's error, as a failed operation's would be:
+// the next Sync reports it. Host functions that run on the stream (graph
+// mode on the proxy path) report their failures through it.
+func (s *CUDAStream) Fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+}
