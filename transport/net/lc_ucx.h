@@ -348,6 +348,7 @@ static char *lc_ucx_print(lc_ucx *u, lc_h h, int ep) {
 #define LC_SIG_ADD 0
 #define LC_SIG_SET 1
 #define LC_SIG_NONE 2
+#define LC_SIG_ACKREQ 3 // no data, no signal: once applied, acknowledge (a flush asks)
 
 typedef struct {
 	uint64_t dst, slot, value;
@@ -486,8 +487,9 @@ static int lc_am_check(const lc_am_state *s, const void *header, size_t hlen, si
 	if (hlen != sizeof *h) return 1;
 	memcpy(h, header, sizeof *h);
 	if (h->rank < 0 || h->rank >= s->size) return 4;
-	if (h->op > LC_SIG_NONE || (length && !lc_am_in(s, h->dst, length))) return 2;
-	if (h->op != LC_SIG_NONE && (!lc_am_in(s, h->slot, 8) || (h->slot & 7))) return 2;
+	if (h->op > LC_SIG_ACKREQ || (length && !lc_am_in(s, h->dst, length))) return 2;
+	if (h->op == LC_SIG_ACKREQ && length) return 2;
+	if (h->op <= LC_SIG_SET && (!lc_am_in(s, h->slot, 8) || (h->slot & 7))) return 2;
 	return 0;
 }
 
@@ -544,7 +546,7 @@ static void lc_am_fail(lc_am_state *s, int r, int32_t why) {
 // again (the window may have been freed while the message waited).
 static int lc_am_apply(lc_am_state *s, const lc_ps_hdr *h, const void *data, size_t length, size_t landed) {
 	uint64_t n = length ? length : landed;
-	if ((n && !lc_am_in(s, h->dst, n)) || (h->op != LC_SIG_NONE && !lc_am_in(s, h->slot, 8))) return 2;
+	if ((n && !lc_am_in(s, h->dst, n)) || (h->op <= LC_SIG_SET && !lc_am_in(s, h->slot, 8))) return 2;
 	if (length) memcpy((void *)(uintptr_t)h->dst, data, length);
 	if (h->op == LC_SIG_SET)
 		__atomic_store_n((uint64_t *)(uintptr_t)h->slot, h->value, __ATOMIC_RELEASE);
@@ -553,6 +555,7 @@ static int lc_am_apply(lc_am_state *s, const lc_ps_hdr *h, const void *data, siz
 	else
 		__atomic_thread_fence(__ATOMIC_RELEASE);
 	s->applied[h->rank]++;
+	if (h->op == LC_SIG_ACKREQ) lc_am_send_ack(s, h->rank);
 	return 0;
 }
 

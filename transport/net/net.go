@@ -9,7 +9,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,16 +45,16 @@ type Transport struct {
 	rma    []bool
 	closed bool
 	// am is the target side of put_signal messages (C memory: the
-	// handler reads it); amKey[p] is a key of peer p that put_signal
-	// messages went to since the last flush, read back to flush them.
-	am      *C.lc_am_state
-	amKey   []*key
-	scratch unsafe.Pointer // 8 bytes per peer for those reads
+	// handler reads it).
+	am *C.lc_am_state
 	// amSent[p] counts put_signal messages sent to p; amDone[p] how many
-	// of them a flush's read proved applied. Each message also carries how
+	// of them a flush proved applied. Each message also carries how
 	// many of the receiver's this rank applied (lc_am_state.applied), so
-	// a peer that answers proves its own without a read.
+	// a peer that answers proves its own without being asked.
 	amSent, amDone []uint64
+	// ackSkip[p] counts the flushes that ask p at once, without waiting
+	// for its acknowledgement (see awaitAcksLocked).
+	ackSkip []int
 	// rndvLast[p] is the count (in amSent) of the last put sent to p by
 	// rendezvous: until p acknowledged that many, an operation that must
 	// land after it cannot take a path that might overtake it.
@@ -85,8 +87,8 @@ var _ transport.Network = (*Transport)(nil)
 
 // New returns rank's network in a job of size ranks.
 func New(rank, size int) *Transport {
-	return &Transport{rank: rank, size: size, eps: make([]*endpoint, size), dirty: make([]bool, size), rma: make([]bool, size), amKey: make([]*key, size),
-		amSent: make([]uint64, size), amDone: make([]uint64, size), rndvLast: make([]uint64, size), stopFd: -1}
+	return &Transport{rank: rank, size: size, eps: make([]*endpoint, size), dirty: make([]bool, size), rma: make([]bool, size),
+		amSent: make([]uint64, size), amDone: make([]uint64, size), ackSkip: make([]int, size), rndvLast: make([]uint64, size), stopFd: -1}
 }
 
 // Name implements transport.Network.
@@ -131,7 +133,6 @@ func (t *Transport) openLocked() error {
 			t.destroyLocked()
 			return errors.New("out of memory for the active-message state")
 		}
-		t.scratch = C.calloc(C.size_t(t.size), 8)
 		if s := C.lc_ucx_set_am(lib.u, t.worker, t.am); s != C.LC_OK {
 			t.destroyLocked()
 			return lib.fail("ucp_worker_set_am_recv_handler", s)
@@ -501,7 +502,6 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 			h.op = C.LC_SIG_ADD
 		}
 		p, call = C.lc_ucx_am_send(u, k.ep.h, h, op.Local.Pointer(), C.size_t(op.N)), "ucp_am_send_nbx"
-		t.amKey[k.ep.peer] = k
 		amPeer = k.ep.peer
 	case op.Kind == transport.RemoteAdd64 || (op.Kind == transport.RemoteStore64 && t.rndvPendingLocked(k.ep.peer)):
 		// An add goes as a message the target applies (UCX's atomics
@@ -577,7 +577,6 @@ func (t *Transport) sendRndvLocked(k *key, op transport.RemoteOp, raddr C.uint64
 		}
 	}
 	p := C.lc_ucx_am_send_rndv(t.lib.u, k.ep.h, h, op.Local.Pointer(), C.size_t(op.N))
-	t.amKey[k.ep.peer] = k
 	return operand, p
 }
 
@@ -783,16 +782,109 @@ func (t *Transport) Quiet(cancel func() error, timeout time.Duration) error {
 	})
 }
 
+// ackWait is how long a flush waits for a peer's own messages to say that
+// it applied this rank's put_signal messages before it asks (a fenced read
+// and an endpoint flush, a round trip): in an exchange, such as a
+// ping-pong's or an all-gather's, the peer's next message says so about
+// when the answer to asking would come, and asking would hold this rank
+// up for that round trip instead.
+var ackWait = func() time.Duration {
+	if v, err := strconv.Atoi(os.Getenv("LUACOLL_NET_ACK_WAIT_US")); err == nil && v >= 0 {
+		return time.Duration(min(v, 100000)) * time.Microsecond
+	}
+	return 30 * time.Microsecond
+}()
+
+// askAckLocked sends e's peer an empty message that asks it to acknowledge
+// every message of this rank it applied, once it applied this one.
+func (t *Transport) askAckLocked(e *endpoint) error {
+	if err := t.fenceLocked(); err != nil {
+		return err
+	}
+	peer := e.peer
+	operand := C.calloc(1, C.sizeof_lc_ps_hdr)
+	h := (*C.lc_ps_hdr)(operand)
+	h.rank, h.op = C.int32_t(t.rank), C.LC_SIG_ACKREQ
+	h.ack = C.lc_am_applied(t.am, C.int(peer))
+	h.seq = C.uint64_t(t.amSent[peer] + 1)
+	p := C.lc_ucx_am_send(t.lib.u, e.h, h, nil, 0)
+	switch s := C.lc_ptr_status(p); s {
+	case C.LC_OK:
+		C.free(operand)
+	case C.LC_INPROGRESS:
+		t.pending = append(t.pending, pending{req: p, peer: peer, what: "flush", operand: operand})
+	default:
+		C.free(operand)
+		return fmt.Errorf("flush to rank %d: %w", peer, t.lib.fail("ucp_am_send_nbx", s))
+	}
+	t.amSent[peer]++
+	return nil
+}
+
+// ackSkipFlushes is how many flushes skip the wait for a peer's
+// acknowledgement once that wait ran out.
+const ackSkipFlushes = 16
+
+// awaitAcksLocked drives the worker (mu held) for up to ackWait while a
+// peer written only with put_signal messages has not yet said that it
+// applied them all.
+func (t *Transport) awaitAcksLocked() {
+	if ackWait <= 0 || t.am == nil {
+		return
+	}
+	unacked := func(peer int) bool {
+		return t.dirty[peer] && !t.rma[peer] && t.amSent[peer] > max(uint64(C.lc_am_acked(t.am, C.int(peer))), t.amDone[peer])
+	}
+	waiting := func() bool {
+		for peer := range t.dirty {
+			if t.ackSkip[peer] == 0 && unacked(peer) {
+				return true
+			}
+		}
+		return false
+	}
+	for peer := range t.ackSkip {
+		if t.ackSkip[peer] > 0 && unacked(peer) {
+			t.ackSkip[peer]--
+		}
+	}
+	var deadline time.Time
+	for i := 0; waiting(); i++ {
+		if i&15 == 15 {
+			if deadline.IsZero() {
+				deadline = time.Now().Add(ackWait)
+			} else if time.Now().After(deadline) {
+				// A peer that sends nothing back (a one-way stream of
+				// put_signals) is asked at once for its next flushes.
+				for peer := range t.dirty {
+					if t.ackSkip[peer] == 0 && unacked(peer) {
+						t.ackSkip[peer] = ackSkipFlushes
+					}
+				}
+				return
+			}
+			// Let a rank that shares this CPU run (it may be the peer).
+			t.mu.Unlock()
+			runtime.Gosched()
+			t.mu.Lock()
+			if t.worker == nil {
+				return
+			}
+		}
+		t.progressLocked()
+	}
+}
+
 // Flush implements transport.Network: ucp_ep_flush_nbx to every peer
 // written since its last flush.
 func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 	type flush struct {
 		peer int
 		req  unsafe.Pointer
-		read uint64 // a fenced read: the messages it proves applied once it returns
+		read uint64 // the messages an acknowledgement must cover (asked)
 	}
-	var fl []flush
-	var cleared []int // peers marked clean below, dirty again if the flush fails
+	var fl, asked []flush // endpoint flushes; acknowledgements asked for (read: up to which message)
+	var cleared []int     // peers marked clean below, dirty again if the flush fails
 	// Puts sent by rendezvous are done at the target once it says so;
 	// the messages after them are then applied as they arrive, which the
 	// read below proves.
@@ -827,6 +919,7 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 		t.mu.Unlock()
 		return nil
 	}
+	t.awaitAcksLocked()
 	err := t.badErr()
 	for peer, d := range t.dirty {
 		if !d || err != nil {
@@ -843,25 +936,18 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 			t.dirty[peer] = false
 			continue
 		}
-		if k := t.amKey[peer]; k != nil && k.rkey != nil && t.amSent[peer] > max(uint64(C.lc_am_acked(t.am, C.int(peer))), t.amDone[peer]) {
-			// put_signal messages are done at the target once a read
-			// fenced behind them returns (unless the peer's own messages
-			// said so already).
-			if err = t.fenceLocked(); err != nil {
+		if t.amSent[peer] > max(uint64(C.lc_am_acked(t.am, C.int(peer))), t.amDone[peer]) {
+			// put_signal messages are done at the target once it says
+			// so: a message that asks it to, applied after them.
+			if err = t.askAckLocked(e); err != nil {
 				break
 			}
-			p := C.lc_ucx_get(t.lib.u, e.h, unsafe.Add(t.scratch, 8*peer), 8, C.uint64_t(k.base), k.rkey)
-			switch s := C.lc_ptr_status(p); s {
-			case C.LC_OK:
-				t.amDone[peer] = max(t.amDone[peer], t.amSent[peer])
-			case C.LC_INPROGRESS:
-				fl = append(fl, flush{peer, p, t.amSent[peer]})
-			default:
-				err = fmt.Errorf("flush to rank %d: %w", peer, t.lib.fail("ucp_get_nbx", s))
-			}
-			if err != nil {
-				break
-			}
+			asked = append(asked, flush{peer: peer, read: t.amSent[peer]})
+		}
+		if !t.rma[peer] {
+			t.dirty[peer] = false
+			cleared = append(cleared, peer)
+			continue
 		}
 		p := C.lc_ucx_ep_flush(t.lib.u, e.h)
 		switch s := C.lc_ptr_status(p); s {
@@ -900,14 +986,32 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 			}
 		}
 		fl = keep
+		waitAck := asked[:0]
+		for _, a := range asked {
+			if uint64(C.lc_am_acked(t.am, C.int(a.peer))) >= a.read {
+				t.amDone[a.peer] = max(t.amDone[a.peer], a.read)
+				continue
+			}
+			if first == nil {
+				if e := t.nackErr(a.peer); e != nil {
+					first = fmt.Errorf("flush to rank %d: %w", a.peer, e)
+				} else if e := t.epErr(t.eps[a.peer]); e != nil {
+					first = fmt.Errorf("flush to rank %d: %w", a.peer, e)
+				}
+			}
+			waitAck = append(waitAck, a)
+		}
+		asked = waitAck
 		if rerr := t.reapLocked(); first == nil {
 			first = rerr
 		}
-		return len(fl) == 0 && len(t.pending) == 0, first
+		return len(fl) == 0 && len(asked) == 0 && len(t.pending) == 0, first
 	}, func() error {
 		peer := -1
 		if len(fl) > 0 {
 			peer = fl[0].peer
+		} else if len(asked) > 0 {
+			peer = asked[0].peer
 		} else if len(t.pending) > 0 {
 			peer = t.pending[0].peer
 		}
@@ -1028,6 +1132,4 @@ func (t *Transport) destroyLocked() {
 		C.lc_am_free(t.am)
 		t.am = nil
 	}
-	C.free(t.scratch)
-	t.scratch = nil
 }
