@@ -627,7 +627,7 @@ func windowEntries() []*Entry {
 			c.L.Push(lua.LString(via))
 			return 2
 		}),
-		fn("w:info", "()", "table", g, "What the window is: {bytes, signals, counters, barriers, timeout_ms, path, ipc, mode = \"symmetric\" or \"asymmetric\", why, and when symmetric base, stride, granularity}.", func(c *call) int {
+		fn("w:info", "()", "table", g, "What the window is: {bytes, signals, counters, barriers, timeout_ms, path, ipc, mode = \"symmetric\" or \"asymmetric\", why, memory = \"host\", \"device\" or \"host, mapped by the device\" (CUDA with network peers: the host runs their operations), and when symmetric base, stride, granularity}.", func(c *call) int {
 			w := c.win()
 			o := w.Options()
 			t := c.L.NewTable()
@@ -640,6 +640,7 @@ func windowEntries() []*Entry {
 			set("path", lua.LString(o.Path))
 			set("ipc", lua.LString(o.IPC))
 			set("why", lua.LString(o.SymmetricWhy))
+			set("memory", lua.LString(w.Memory()))
 			if f := w.Flat(); f != nil {
 				set("mode", lua.LString("symmetric"))
 				set("ipc", lua.LString(transport.IPCVMM))

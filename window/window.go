@@ -160,6 +160,19 @@ func (w *Window) SignalSlot(receiver, sender, sig int) transport.Addr {
 // Flat returns the window's flat range when it is symmetric, else nil.
 func (w *Window) Flat() *transport.FlatRange { return w.reg.Flat }
 
+// Memory says where the window's memory lives: "host" (the host backend),
+// "device", or "host, mapped by the device" (a CUDA window with network
+// peers: the proxy path).
+func (w *Window) Memory() string {
+	switch {
+	case w.reg.HostShared:
+		return "host, mapped by the device"
+	case w.r.Backend.Name() == "host":
+		return "host"
+	}
+	return "device"
+}
+
 // Peers returns the window's dispatcher: the route to every peer's part.
 func (w *Window) Peers() *transport.Peers { return w.peers }
 

@@ -24,6 +24,8 @@ do
   for p = 0, size - 1 do
     if probe:transport(p) == "net" then networked = true end
   end
+  local want = lc.device() == "host" and "host" or (networked and "host, mapped by the device" or "device")
+  assert(probe:info().memory == want, ("window memory %q, want %q"):format(probe:info().memory, want))
   probe:free()
 end
 
