@@ -93,7 +93,7 @@ func (s *Stream) LaunchHostFunc(f *HostFunc) error {
 	if err := s.d.need(symLaunchHostFunc); err != nil {
 		return err
 	}
-	if r := C.lc_cuLaunchHostFunc(s.d.fn[symLaunchHostFunc], s.h, C.uintptr_t(f.h)); r != 0 {
+	if r := C.lc_cuLaunchHostFunc(s.d.fn[symLaunchHostFunc], s.h, C.uintptr_t(f.id)); r != 0 {
 		return s.d.fail(r, "cuLaunchHostFunc")
 	}
 	return nil

@@ -172,7 +172,7 @@ func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, g
 	defer c.agMu.Unlock()
 	if c.agActive[w] != nil {
 		if ag.pg != nil {
-			ag.pg.close()
+			ag.pg.close(true)
 		}
 		return nil, fmt.Errorf("rank %d: %s: window %d already has a persistent all-gather; destroy it first", me, call, w.ID())
 	}
@@ -457,13 +457,10 @@ func (ag *AllGather) RefuseExec() error {
 		return nil
 	}
 	if ag.pg != nil {
-		// The exec state is the host function's: once its replays have
-		// run, the refusal goes on its host stream, ahead of the next.
-		if err := ag.pg.cs.Sync(context.Background()); err != nil {
-			return ag.errf("refused exec: the replays before it failed: %w", err)
-		}
-		ag.pg.launched++
-		return ag.pg.hx.RefuseExec()
+		// The exec state is the host function's: the refusal runs there
+		// too, in stream order.
+		ag.pg.refuse()
+		return nil
 	}
 	w, me, size := ag.w, ag.c.Env.Rank, ag.c.Rank.N()
 	if err := ag.nextExec(); err != nil {
@@ -635,7 +632,7 @@ func (ag *AllGather) Destroy(ctx context.Context) error {
 	_, cerr := ag.c.Collective(ctx, call, nil)
 	ag.destroyed = true
 	if ag.pg != nil {
-		ag.pg.close()
+		ag.pg.close(serr == nil)
 		ag.pg = nil
 	}
 	if ag.dev != nil {

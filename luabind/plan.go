@@ -44,13 +44,15 @@ func (ps *planState) sentRow(w *window.Window) []uint64 {
 	return v
 }
 
-// noteSignal accounts an eager signal to peer's slot sig (op "add" only: a
-// "set" cannot be a plan's wait anyway, which verify reports).
+// noteSignal accounts an eager signal to peer's slot sig: an add adds v,
+// a set makes the row v.
 func (ps *planState) noteSignal(w *window.Window, peer, sig int, op window.SignalOp, v uint64) {
-	if op != window.SigAdd {
+	row := &ps.sentRow(w)[peer*w.Options().Signals+sig]
+	if op == window.SigSet {
+		*row = v
 		return
 	}
-	ps.sentRow(w)[peer*w.Options().Signals+sig] += v
+	*row += v
 }
 
 // noteCounter accounts an eager add of v to this rank's counter ctr for

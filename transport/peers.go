@@ -52,6 +52,14 @@ func NewPeers(topo *Topology, reg *Region) *Peers {
 	return p
 }
 
+// Clone returns a dispatcher with the same routes and caches of its own, for
+// a user on another goroutine (a window's view on another stream).
+func (p *Peers) Clone() *Peers {
+	c := *p
+	c.whats = nil
+	return &c
+}
+
 // Route returns the route to peer.
 func (p *Peers) Route(peer int) Route { return p.routes[peer] }
 

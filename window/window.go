@@ -124,6 +124,7 @@ func (w *Window) OnStream(s transport.Stream, be transport.Backend) *Window {
 	r.Stream, r.Backend, r.Trace, r.Site, r.Context = s, be, nil, nil, nil
 	v := *w
 	v.r = &r
+	v.peers = w.peers.Clone()
 	v.barSlots = append([][]transport.Addr(nil), w.barSlots...)
 	v.inSlots, v.oneSlots = nil, nil
 	v.describe = v.describeWait

@@ -2,12 +2,14 @@
 -- other ranks' waits for it fail, at once on the host and on CUDA path ce
 -- (naming the refusing rank), at the window timeout on path sm's
 -- one-launch protocols; the next exec gathers the right data everywhere.
---   luacoll run -n 2 [--device cuda] tests/agp_refused.lua [path]
+--   luacoll run -n 2 [--device cuda] tests/agp_refused.lua [path [graph]]
 local lc = require("luacoll")
 local path = arg[1]
+if path == "" then path = nil end
+local graph = arg[2] == "graph"
 local n = 1048576
 local w = lc.window{ bytes = n * lc.size, timeout_ms = 20000, path = path }
-local ag = lc.allgather_persistent{ window = w }
+local ag = lc.allgather_persistent{ window = w, graph = graph }
 local src = lc.buffer(n)
 src:fill("iota", lc.rank * 1000)
 local t0 = lc.now()

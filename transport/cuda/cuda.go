@@ -843,6 +843,10 @@ type CUDAStream struct {
 	stamps cudaStamps
 	// proxy runs the operations on network peers (cuda_proxy.go).
 	proxy proxyState
+	// onInterrupt are called by Interrupt (OnInterrupt), after it;
+	// onReport by a Sync that returns an error (OnReport).
+	onInterrupt []func(error)
+	onReport    []func()
 }
 
 // heldOp is an operation kept back for one call, so that a put_signal
@@ -1391,10 +1395,19 @@ var syncSpin = time.Duration(min(envUint("LUACOLL_SYNC_SPIN_US", 100), 1e6)) * t
 
 // Sync implements Stream.
 func (s *CUDAStream) Sync(ctx context.Context) error {
-	if err := s.syncDevice(ctx); err != nil {
-		return err
+	err := s.syncDevice(ctx)
+	if err == nil {
+		err = s.flushNet()
 	}
-	return s.flushNet()
+	if err != nil {
+		s.mu.Lock()
+		hooks := append([]func(){}, s.onReport...)
+		s.mu.Unlock()
+		for _, h := range hooks {
+			h()
+		}
+	}
+	return err
 }
 
 // syncDevice is Sync without the network flush: it returns once the
@@ -1563,8 +1576,12 @@ func (s *CUDAStream) Interrupt(cause error) {
 	s.mu.Lock()
 	s.cancelPreLocked()
 	s.interrupt = cause
+	hooks := append([]func(error){}, s.onInterrupt...)
 	s.mu.Unlock()
 	atomic.StoreUint32((*uint32)(s.b.flag.Host), 1)
+	for _, h := range hooks {
+		h(cause)
+	}
 }
 
 // Close implements Stream.

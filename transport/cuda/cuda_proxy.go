@@ -526,3 +526,42 @@ func (s *CUDAStream) Fail(err error) {
 	}
 	s.mu.Unlock()
 }
+
+// OnInterrupt adds fn to what Interrupt calls (with its cause), so that
+// work the stream waits for elsewhere (a host function's own stream) ends
+// with it; the returned function removes it.
+func (s *CUDAStream) OnInterrupt(fn func(error)) (remove func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := len(s.onInterrupt)
+	s.onInterrupt = append(s.onInterrupt, fn)
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if id < len(s.onInterrupt) {
+			s.onInterrupt[id] = func(error) {}
+		}
+	}
+}
+
+// OnReport adds fn to what a Sync that returns an error calls (the
+// failure has then been reported); the returned function removes it.
+func (s *CUDAStream) OnReport(fn func()) (remove func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := len(s.onReport)
+	s.onReport = append(s.onReport, fn)
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if id < len(s.onReport) {
+			s.onReport[id] = func() {}
+		}
+	}
+}
+
+// HostFunc enqueues f: it runs on a driver thread once the work before it
+// has completed, and the work after it waits for it.
+func (s *CUDAStream) HostFunc(f *cuda.HostFunc) {
+	s.enqueue(func() error { return s.s.LaunchHostFunc(f) })
+}

@@ -52,6 +52,8 @@ type Transport struct {
 	// many of the receiver's this rank applied (lc_am_state.applied), so
 	// a peer that answers proves its own without being asked.
 	amSent, amDone []uint64
+	// ackErr is the first acknowledgement that could not be sent.
+	ackErr error
 	// ackSkip[p] counts the flushes that ask p at once, without waiting
 	// for its acknowledgement (see awaitAcksLocked).
 	ackSkip []int
@@ -503,15 +505,15 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 		}
 		p, call = C.lc_ucx_am_send(u, k.ep.h, h, op.Local.Pointer(), C.size_t(op.N)), "ucp_am_send_nbx"
 		amPeer = k.ep.peer
-	case op.Kind == transport.RemoteAdd64 || (op.Kind == transport.RemoteStore64 && t.rndvPendingLocked(k.ep.peer)):
+	case (op.Kind == transport.RemoteStore64 || op.Kind == transport.RemoteAdd64) && raddr%8 != 0:
+		return fmt.Errorf("%s: a signal's slot must be 8-byte aligned (offset %d)", op.What, op.Ref.Off)
+	case op.Kind == transport.RemoteAdd64 || (op.Kind == transport.RemoteStore64 && t.messagesOutLocked(k.ep.peer)):
 		// An add goes as a message the target applies (UCX's atomics
 		// over TCP are the target's work anyway, and UCX 1.16 finds no
 		// protocol for them between two processes of one host); so does
-		// a store behind a put by rendezvous that may still be moving its
-		// data, which the target applies first.
-		if raddr%8 != 0 {
-			return fmt.Errorf("%s: a signal's slot must be 8-byte aligned (offset %d)", op.What, op.Ref.Off)
-		}
+		// a store while a message to the peer may not be applied yet (a
+		// put by rendezvous still moving its data, an add): an RMA write
+		// could land before it, whatever the fence.
 		sig := op
 		sig.Kind, sig.N, sig.SigOff, sig.SigAdd = transport.RemotePutSignal, 0, op.Ref.Off, op.Kind == transport.RemoteAdd64
 		t.mu.Unlock()
@@ -580,6 +582,12 @@ func (t *Transport) sendRndvLocked(k *key, op transport.RemoteOp, raddr C.uint64
 	return operand, p
 }
 
+// messagesOutLocked reports whether a message sent to peer may not be
+// applied there yet (peer did not say it applied every one).
+func (t *Transport) messagesOutLocked(peer int) bool {
+	return t.amSent[peer] > max(uint64(C.lc_am_acked(t.am, C.int(peer))), t.amDone[peer])
+}
+
 // rndvPendingLocked reports whether a put to peer sent by rendezvous is
 // not acknowledged yet (and peer did not say it dropped one).
 func (t *Transport) rndvPendingLocked(peer int) bool {
@@ -645,8 +653,16 @@ func (t *Transport) sendAcksLocked() {
 			continue // the peer is gone: nobody to tell
 		}
 		p := C.lc_ucx_send_ack(t.lib.u, e.h, h)
-		if C.lc_ptr_status(p) == C.LC_INPROGRESS {
+		switch st := C.lc_ptr_status(p); st {
+		case C.LC_OK:
+		case C.LC_INPROGRESS:
 			t.pending = append(t.pending, pending{req: p, peer: r, what: fmt.Sprintf("acknowledgement to rank %d", r)})
+		default:
+			// The peer waits for this word: fail this rank's next
+			// operation with the reason rather than let it time out.
+			if t.ackErr == nil {
+				t.ackErr = fmt.Errorf("acknowledgement to rank %d: %w", r, t.lib.fail("ucp_am_send_nbx", st))
+			}
 		}
 	}
 }
@@ -681,8 +697,12 @@ func (t *Transport) putThenSignalLocked(op transport.RemoteOp) error {
 	return t.Post(sig)
 }
 
-// badErr reports the first malformed put_signal message a peer sent.
+// badErr reports the first malformed put_signal message a peer sent, or
+// an acknowledgement that could not be sent.
 func (t *Transport) badErr() error {
+	if t.ackErr != nil {
+		return t.ackErr
+	}
 	if t.am == nil || t.am.bad_count == 0 {
 		return nil
 	}
@@ -827,13 +847,14 @@ const ackSkipFlushes = 16
 
 // awaitAcksLocked drives the worker (mu held) for up to ackWait while a
 // peer written only with put_signal messages has not yet said that it
-// applied them all.
-func (t *Transport) awaitAcksLocked() {
+// applied them all. It reports false when the network closed meanwhile (it
+// lets go of mu now and then).
+func (t *Transport) awaitAcksLocked() bool {
 	if ackWait <= 0 || t.am == nil {
-		return
+		return true
 	}
 	unacked := func(peer int) bool {
-		return t.dirty[peer] && !t.rma[peer] && t.amSent[peer] > max(uint64(C.lc_am_acked(t.am, C.int(peer))), t.amDone[peer])
+		return t.dirty[peer] && !t.rma[peer] && t.messagesOutLocked(peer)
 	}
 	waiting := func() bool {
 		for peer := range t.dirty {
@@ -861,18 +882,19 @@ func (t *Transport) awaitAcksLocked() {
 						t.ackSkip[peer] = ackSkipFlushes
 					}
 				}
-				return
+				return true
 			}
 			// Let a rank that shares this CPU run (it may be the peer).
 			t.mu.Unlock()
 			runtime.Gosched()
 			t.mu.Lock()
 			if t.worker == nil {
-				return
+				return false
 			}
 		}
 		t.progressLocked()
 	}
+	return true
 }
 
 // Flush implements transport.Network: ucp_ep_flush_nbx to every peer
@@ -919,7 +941,10 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 		t.mu.Unlock()
 		return nil
 	}
-	t.awaitAcksLocked()
+	if !t.awaitAcksLocked() {
+		t.mu.Unlock()
+		return nil // closed meanwhile
+	}
 	err := t.badErr()
 	for peer, d := range t.dirty {
 		if !d || err != nil {
