@@ -421,3 +421,69 @@ func TestWindowOnStream(t *testing.T) {
 		return w.Free(ctx)
 	})
 }
+
+// hostSharedBackend is the host backend whose regions say they are host
+// memory a GPU maps (as the CUDA backend's are in a job with network
+// peers).
+type hostSharedBackend struct{ transport.Backend }
+
+func (b hostSharedBackend) Share(ctx context.Context, ex transport.Exchanger, topo *transport.Topology, size uint64, ipc string) (*transport.Region, error) {
+	reg, err := b.Backend.Share(ctx, ex, topo, size, ipc)
+	if reg != nil {
+		reg.HostShared = true
+	}
+	return reg, err
+}
+
+// A window in host memory a GPU maps reaches the GPU peers of its host
+// through shared memory: their class there is shm, data and signals move,
+// and w:info's memory says so; the rank's topology is left alone.
+func TestHostSharedWindow(t *testing.T) {
+	cfg := jobConfig{override: func(rank int) string { return "*=nvl" }}
+	jobWith(t, 2, cfg, func(r *Rank) error {
+		ctx := context.Background()
+		peer := 1 - r.ID()
+		if k := r.Topo.Kinds[peer]; k != transport.KindNVL {
+			return fmt.Errorf("the override gave %v", k)
+		}
+		r.Backend = hostSharedBackend{r.Backend}
+		w, err := r.NewWindow(ctx, opts(64))
+		if err != nil {
+			return err
+		}
+		if kind, _ := w.Transport(peer); kind != "shm" {
+			return fmt.Errorf("peer's class %q in the window, want shm", kind)
+		}
+		if m := w.Memory(); m != "host, mapped by the device" {
+			return fmt.Errorf("memory %q", m)
+		}
+		if r.Topo.Kinds[peer] != transport.KindNVL {
+			return errors.New("the rank's topology changed")
+		}
+		src, err := r.NewBuffer(8)
+		if err != nil {
+			return err
+		}
+		defer src.Free()
+		if err := src.Fill(transport.FillIotaU32, uint64(r.ID()*10)); err != nil {
+			return err
+		}
+		if err := w.PutSignal(Transfer{Peer: peer, PeerOff: 8 * uint64(r.ID()), Local: src, N: 8}, &Sig{ID: 0, Value: 1}, nil); err != nil {
+			return err
+		}
+		if err := w.WaitSignalFrom(peer, 0, transport.CmpGe, 1); err != nil {
+			return err
+		}
+		if err := w.Sync(ctx); err != nil {
+			return err
+		}
+		got, err := w.Buffer().Read(8*uint64(peer), 4)
+		if err != nil {
+			return err
+		}
+		if v := uint32(got[0]) | uint32(got[1])<<8; v != uint32(peer*10) {
+			return fmt.Errorf("got %d from rank %d, want %d", v, peer, peer*10)
+		}
+		return w.Free(ctx)
+	})
+}
