@@ -70,7 +70,7 @@ func (ag *AllGather) openProxyGraph(cs *tcuda.CUDAStream) error {
 	// An interrupt of the rank's stream (Ctrl-C, a sync's deadline, the
 	// stream closing) ends the waits of the exec in progress too.
 	unInterrupt := cs.OnInterrupt(hs.Interrupt)
-	unReport := cs.OnReport(func() { pg.failed.Store(false) })
+	unReport := cs.OnReport(func(error) { pg.failed.Store(false) })
 	pg.unhook = func() { unInterrupt(); unReport() }
 	ag.pg = pg
 	return nil

@@ -845,8 +845,7 @@ type CUDAStream struct {
 	proxy proxyState
 	// onInterrupt are called by Interrupt (OnInterrupt), after it;
 	// onReport by a Sync that returns an error (OnReport).
-	onInterrupt []func(error)
-	onReport    []func()
+	onInterrupt, onReport []func(error)
 }
 
 // heldOp is an operation kept back for one call, so that a put_signal
@@ -1401,10 +1400,10 @@ func (s *CUDAStream) Sync(ctx context.Context) error {
 	}
 	if err != nil {
 		s.mu.Lock()
-		hooks := append([]func(){}, s.onReport...)
+		hooks := append([]func(error){}, s.onReport...)
 		s.mu.Unlock()
 		for _, h := range hooks {
-			h()
+			h(err)
 		}
 	}
 	return err

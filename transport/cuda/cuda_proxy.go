@@ -531,32 +531,24 @@ func (s *CUDAStream) Fail(err error) {
 // work the stream waits for elsewhere (a host function's own stream) ends
 // with it; the returned function removes it.
 func (s *CUDAStream) OnInterrupt(fn func(error)) (remove func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id := len(s.onInterrupt)
-	s.onInterrupt = append(s.onInterrupt, fn)
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if id < len(s.onInterrupt) {
-			s.onInterrupt[id] = func(error) {}
-		}
-	}
+	return s.addHook(&s.onInterrupt, fn)
 }
 
-// OnReport adds fn to what a Sync that returns an error calls (the
+// OnReport adds fn to what a Sync that returns an error calls with it (the
 // failure has then been reported); the returned function removes it.
-func (s *CUDAStream) OnReport(fn func()) (remove func()) {
+func (s *CUDAStream) OnReport(fn func(error)) (remove func()) { return s.addHook(&s.onReport, fn) }
+
+// addHook appends fn to list (guarded by s.mu); removing it leaves a
+// no-op in its place, so the others keep their positions.
+func (s *CUDAStream) addHook(list *[]func(error), fn func(error)) func() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id := len(s.onReport)
-	s.onReport = append(s.onReport, fn)
+	id := len(*list)
+	*list = append(*list, fn)
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if id < len(s.onReport) {
-			s.onReport[id] = func() {}
-		}
+		(*list)[id] = func(error) {}
 	}
 }
 
