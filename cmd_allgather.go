@@ -44,6 +44,7 @@ type agFlags struct {
 	algo, vs, path string
 	graph, stress  bool
 	inPlace, plan  bool
+	planMode       string
 	// vsNCCL, vsDirect, vsMPI: the baselines named by --vs.
 	vsNCCL, vsDirect, vsMPI bool
 	jsonOut, plot           string
@@ -68,6 +69,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.stress, "stress", false, "after each size's timed execs, --iters more with new data each time, every one checked, rank 1 delayed at random")
 	fs.BoolVar(&f.inPlace, "inplace", false, "in-place execs (nccl-tests' in-place column): each rank's chunk starts in the window at rank*n, no own copy; NCCL in place too")
 	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")
+	fs.StringVar(&f.planMode, "plan-mode", "", "with --plan (implied): how the plan replays: auto (host on the host backend; on CUDA device where no copy exceeds 256 KiB, else stream), host, stream or device (one kernel runs the whole op list)")
 	fs.BoolVar(&f.plan, "plan", false, "with --algo lua:*: record the schedule once per size into a plan (lc.plan), verify it as an all-gather, and replay it with no Lua per exec (a staged schedule's plan holds two execs, one per staging half)")
 	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), direct (the built-in all-gather beside a Lua schedule), mpi (MPI_Allgather; host, under Open MPI's mpirun)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the rows and the run's metadata as JSON Lines to FILE")
@@ -159,6 +161,13 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 func (f *agFlags) check() ([]uint64, error) {
 	if err := f.rank.check(); err != nil {
 		return nil, err
+	}
+	switch f.planMode {
+	case "":
+	case "auto", "host", "stream", "device":
+		f.plan = true
+	default:
+		return nil, fmt.Errorf("--plan-mode %q: want auto, host, stream or device", f.planMode)
 	}
 	if f.minS == "" {
 		f.minS = "1K"
@@ -311,12 +320,14 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	progress := progressWriter(me, stderr)
 	cfg := bench.AGBenchConfig{Sizes: sizes, Iters: f.iters, Warmup: f.warmup, Rounds: f.rounds,
 		Algo: f.algo, Graph: f.graph, NCCL: f.vsNCCL, MPI: f.vsMPI, Builtin: f.vsDirect, Path: f.path, Stress: f.stress, InPlace: f.inPlace, Progress: progress}
+	var st *luabind.State
 	if name, ok := strings.CutPrefix(f.algo, "lua:"); ok {
 		// The schedule of scripts/lib/allgather.lua, run through Lua.
-		st := luabind.New(c, stdout)
+		st = luabind.New(c, stdout)
 		defer st.Close()
 		schedule, what := st.Schedule, f.algo
 		if f.plan {
+			st.PlanMode = f.planMode
 			schedule, what = st.SchedulePlan, f.algo+" (plan, mode "+st.Mode()+")"
 		}
 		sched, err := schedule("allgather", name)
@@ -334,7 +345,10 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		return err
 	}
 	if f.plan {
-		res.Info["path"] = "a recorded plan replayed by a Go loop over the window operations (" + c.Backend.Name() + ")"
+		res.Info["path"] = "a recorded plan replayed by a Go loop over the window operations, or in device mode by one kernel (" + c.Backend.Name() + ")"
+		if st != nil && len(st.PlanModes) > 0 {
+			res.Info["plan_modes"] = st.PlanModes
+		}
 	}
 	if me != 0 {
 		return nil

@@ -297,8 +297,8 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 			fmt.Fprintf(stdout, "# %-38s %8s %8s %11s %11s %7s %7s\n", "how", "size(B)", "iters", "one-way(us)", "rtt(us)", "ratio", "#wrong")
 			if len(symModes) == 1 {
 				pingRow(stdout, "host-issued put_signal + wait", r, iters, true)
-				for i, d := range dev {
-					pingRow(stdout, d.Name, d, iters, i == 0)
+				for _, d := range dev {
+					pingRow(stdout, d.Name, d, iters, !strings.HasPrefix(d.Name, "raw flag"))
 				}
 			} else {
 				for _, d := range rows {

@@ -103,6 +103,18 @@ func TestPlanScript(t *testing.T) {
 	}
 }
 
+// tests/plan_fail.lua (also a GPU suite step): a plan's unsatisfied wait
+// fails every rank at the window's timeout, naming the op's line, and the
+// window works on.
+func TestPlanFailScript(t *testing.T) {
+	before := shmLeftovers(t)
+	r := luacoll(t, nil, "run", "-n", "3", "tests/plan_fail.lua")
+	if r.code != 0 || !strings.Contains(r.stdout, "[0] plan_fail: 1 passed, 0 failed") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	checkCleanSettled(t, before)
+}
+
 // checkCleanSettled is checkClean that lets segments which other jobs on
 // the machine (tests of other packages running at the same time) are just
 // creating go first: a job unlinks its segments as soon as every peer has

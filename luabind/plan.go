@@ -3,6 +3,7 @@ package luabind
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -28,6 +29,9 @@ type planState struct {
 	// sent is, per window, what this rank's Lua code signalled and
 	// counted outside plans (plan.List.Sent's rows).
 	sent map[*window.Window][]uint64
+	// onDevice are the plans in device mode not freed yet (Close frees
+	// their device memory).
+	onDevice map[*planRef]bool
 }
 
 // sentRow returns w's sent rows, made on first use.
@@ -117,31 +121,63 @@ const (
 	modeHost   = "host"   // a Go loop over the ops, host backend
 	modeStream = "stream" // the same loop enqueuing on a CUDA stream
 	modeGraph  = "graph"  // captured into a CUDA graph (not yet)
-	modeDevice = "device" // interpreted by one kernel (not yet)
+	modeDevice = "device" // run by the plan interpreter, one kernel a p:run
 	modeCheck  = "check"  // luacoll check: verified, never replayed
 )
 
 var planModes = []string{"auto", modeHost, modeStream, modeGraph, modeDevice}
 
 // pickMode returns the mode a plan runs in on this rank's backend, or why
-// the requested one cannot be had.
+// the requested one cannot be had. On CUDA, "auto" is "stream" here;
+// makePlan then moves a plan whose ops suit the interpreter to "device"
+// (autoDevice).
 func (s *State) pickMode(req string) (string, error) {
 	if s.plans.check != nil {
 		return modeCheck, nil
 	}
+	cudaBackend := s.Comm.Backend.Name() != "host"
 	have := modeHost
-	if s.Comm.Backend.Name() != "host" {
+	if cudaBackend {
 		have = modeStream
 	}
 	switch req {
 	case "", "auto", have:
 		return have, nil
+	case modeDevice:
+		if cudaBackend {
+			return modeDevice, nil
+		}
+		return "", fmt.Errorf("bad argument 'mode' (\"device\" needs the CUDA backend; this rank has %s, where plans run as %q)", s.Comm.Backend.Name(), have)
 	case modeHost, modeStream:
 		return "", fmt.Errorf("bad argument 'mode' (%q needs the %s backend; this rank has %s, where plans run as %q)", req, map[string]string{modeHost: "host", modeStream: "CUDA"}[req], s.Comm.Backend.Name(), have)
-	case modeGraph, modeDevice:
-		return "", fmt.Errorf("bad argument 'mode' (%q is not available in this version; plans run as %q here)", req, have)
+	case modeGraph:
+		alt := fmt.Sprintf("%q", have)
+		if cudaBackend {
+			alt += " or \"device\""
+		}
+		return "", fmt.Errorf("bad argument 'mode' (%q is not available in this version; plans run as %s here)", req, alt)
 	}
 	return "", fmt.Errorf("bad argument 'mode' (unknown mode %q; want %s)", req, strings.Join(planModes, ", "))
+}
+
+// autoDeviceMax is the largest copy or fill of a plan that "auto" gives to
+// the interpreter, whose one block moves data far slower than the copy
+// engines or a full grid.
+const autoDeviceMax = 256 << 10
+
+// autoDevice reports whether "auto" runs ops in device mode: no copy or
+// fill above autoDeviceMax (the interpreter itself says whether it can).
+func autoDevice(p *plan.Plan) bool {
+	for _, o := range p.Ops() {
+		n := o.N
+		if o.Kind == plan.Fill {
+			n = p.Buffers()[o.Buf].Size()
+		}
+		if n > autoDeviceMax {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *call) site() plan.Site {
@@ -416,7 +452,7 @@ func planEntries() []*Entry {
 	const g = "Plans"
 	return []*Entry{
 		fn("lc.plan", "(body, ..., {mode=\"auto\"}?)", "plan", g,
-			"**collective**: records a schedule once: calls body(...) with the window and buffer operations that enqueue (put, get, put_signal, put_counter, put_signal_counter, signal, signal_all, wait_signal, wait_signal_from, wait_counter, reset_counter, barrier, barrier_peer, fence, flush, b:fill) appended to this rank's op list, each with the script line that issued it, instead of run; Lua control flow runs once, now. Arguments are checked as the window would (bounds, slots, peers) and anything that reads or writes data now, syncs, or makes or frees objects (read_signal, b:read, b:get_u32, checksum, sync, lc.allgather, lc.barrier, ...) raises \"cannot <op> while recording a plan\". The body must use one window, the plan's; every rank's list is then gathered. A trailing table {mode=...} picks how replays run: \"host\" (a Go loop over the ops on the host backend) or \"stream\" (the same loop enqueuing on the CUDA stream); \"auto\" takes the backend's. Waits on signal slots and counters that only \"add\" advance by what one replay adds, and barriers by one use, so replays repeat without a reset; the plan's slots must not also be signalled outside plans once a plan was recorded.",
+			"**collective**: records a schedule once: calls body(...) with the window and buffer operations that enqueue (put, get, put_signal, put_counter, put_signal_counter, signal, signal_all, wait_signal, wait_signal_from, wait_counter, reset_counter, barrier, barrier_peer, fence, flush, b:fill) appended to this rank's op list, each with the script line that issued it, instead of run; Lua control flow runs once, now. Arguments are checked as the window would (bounds, slots, peers) and anything that reads or writes data now, syncs, or makes or frees objects (read_signal, b:read, b:get_u32, checksum, sync, lc.allgather, lc.barrier, ...) raises \"cannot <op> while recording a plan\". The body must use one window, the plan's; every rank's list is then gathered. A trailing table {mode=...} picks how replays run: \"host\" (a Go loop over the ops on the host backend), \"stream\" (the same loop enqueuing on the CUDA stream) or \"device\" (CUDA: one kernel runs every op of every replay of a p:run, one block, no launch between ops; every peer must be mapped, none over the network); \"auto\" takes \"host\" on the host backend and on CUDA \"device\" where the ops allow it and no copy or fill exceeds 256 KiB, else \"stream\". Waits on signal slots and counters that only \"add\" advance by what one replay adds, and barriers by one use, so replays repeat without a reset; the plan's slots must not also be signalled outside plans once a plan was recorded.",
 			newPlan),
 		fn("p:run", "{times=1, window?}", "", g,
 			"Enqueues the recorded ops on the rank's stream times times, back to back, with no Lua per op; a wait's error names the line that recorded it. window, when given, must be the plan's. Under `luacoll check` nothing runs.",
@@ -465,7 +501,7 @@ func planEntries() []*Entry {
 				return 1
 			}),
 		fn("p:info", "()", "table", g,
-			"A table: ops (this rank's count), mode (\"host\", \"stream\", or \"check\" under luacoll check), replays (enqueued so far), window (its id), buffers (other than the window), ranks, site (where lc.plan was called).",
+			"A table: ops (this rank's count), mode (\"host\", \"stream\", \"device\", or \"check\" under luacoll check), replays (enqueued so far), window (its id), buffers (other than the window), ranks, site (where lc.plan was called).",
 			func(c *call) int {
 				r := c.planRef()
 				t := c.L.NewTable()
@@ -484,6 +520,8 @@ func planEntries() []*Entry {
 			_, err := c.s.Comm.Collective(c.ctx(), fmt.Sprintf("plan %d:free()", r.num), nil)
 			c.check(err)
 			r.freed = true
+			delete(c.s.plans.onDevice, r)
+			c.check(r.p.Free())
 			return 0
 		}),
 	}
@@ -572,7 +610,25 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 	if err != nil {
 		return nil, err
 	}
+	switch {
+	case mode == modeDevice:
+		if err := p.UseDevice(); err != nil {
+			return nil, fmt.Errorf("mode \"device\": %w", err)
+		}
+	case mode == modeStream && (req == "" || req == "auto") && autoDevice(p):
+		if err := p.UseDevice(); err == nil {
+			mode = modeDevice
+		} else if !errors.Is(err, plan.ErrNoDevice) {
+			return nil, err
+		}
+	}
 	r := &planRef{p: p, num: num, site: where, mode: mode}
+	if mode == modeDevice {
+		if s.plans.onDevice == nil {
+			s.plans.onDevice = map[*planRef]bool{}
+		}
+		s.plans.onDevice[r] = true
+	}
 	if s.plans.check != nil {
 		rep, err := s.verifyLists(ctx, fmt.Sprintf("plan %d", num), lists, plan.Options{})
 		if err != nil {

@@ -63,7 +63,7 @@ func (s *State) SchedulePlan(mod, fn string) (func(w *window.Window, src *window
 				})
 			}
 			var err error
-			r, err = s.makePlan(s.Ctx, s.L, body, args, "", fmt.Sprintf("%s.%s(n=%d)", mod, fn, n))
+			r, err = s.makePlan(s.Ctx, s.L, body, args, s.PlanMode, fmt.Sprintf("%s.%s(n=%d)", mod, fn, n))
 			if err != nil {
 				return 0, fmt.Errorf("%s.%s: recording a plan: %w", mod, fn, err)
 			}
@@ -83,14 +83,23 @@ func (s *State) SchedulePlan(mod, fn string) (func(w *window.Window, src *window
 				return 0, fmt.Errorf("%s.%s: the plan of n=%d fails verification: %s", mod, fn, n, rep.Summary())
 			}
 			plans[k] = r
+			if s.PlanModes == nil {
+				s.PlanModes = map[uint64]string{}
+			}
+			s.PlanModes[n] = r.mode
 		}
 		return execs, r.p.Run(1)
 	}, nil
 }
 
-// Mode says how plans replay on this rank ("host" or "stream").
+// Mode says how plans replay on this rank: "host", or on CUDA "auto"
+// ("device" where a plan's ops suit the interpreter, else "stream") or the
+// PlanMode asked for.
 func (s *State) Mode() string {
-	m, _ := s.pickMode("")
+	m, _ := s.pickMode(s.PlanMode)
+	if m == modeStream && (s.PlanMode == "" || s.PlanMode == "auto") {
+		return "auto"
+	}
 	return m
 }
 

@@ -186,6 +186,7 @@ fails("a plan records the operations of one window: this body already used windo
 fails("the body enqueued no window operation", function() b:fill("const", 1) end)
 fails("bad argument 'mode' (\"graph\" is not available in this version; plans run as \"host\" here)", function() w:fence() end, { mode = "graph" })
 fails("bad argument 'mode' (\"stream\" needs the CUDA backend", function() w:fence() end, { mode = "stream" })
+fails("bad argument 'mode' (\"device\" needs the CUDA backend; this rank has host, where plans run as \"host\")", function() w:fence() end, { mode = "device" })
 if lc.rank == 0 then
   fails("the body failed: test.lua:{{BOOM}}: boom", function() w:fence(); if lc.rank == 0 then error("boom") end end) -- BOOM
 else
@@ -224,7 +225,7 @@ for r, pr in ipairs(rep.problems) do
 end
 p:free()
 ok, err = pcall(function() p:run() end)
-assert(not ok and err:find("p:run: plan 18 has been freed", 1, true), err)
+assert(not ok and err:find("p:run: plan 19 has been freed", 1, true), err)
 -- a replayed wait that times out names the line that recorded it
 local q = lc.plan(function() w:wait_signal_from((lc.rank + 1) % lc.size, 5, ">=", 1) end) -- STUCK
 q:run()

@@ -43,7 +43,11 @@ type State struct {
 	Reg  *Registry
 	// Ctx bounds blocking calls (sync, collectives); cancelling it interrupts them.
 	Ctx context.Context
-	Out io.Writer
+	// PlanMode is the mode SchedulePlan asks for ("" or "auto": the
+	// backend's choice); PlanModes records the mode each size's plan got.
+	PlanMode  string
+	PlanModes map[uint64]string
+	Out       io.Writer
 	// Prefix is prepended to lc.log lines when the launcher does not
 	// prefix output itself.
 	Prefix string
@@ -105,7 +109,13 @@ func (s *State) writeLines(text string) {
 }
 
 // Close releases the interpreter (not the Comm).
-func (s *State) Close() { s.L.Close() }
+func (s *State) Close() {
+	for r := range s.plans.onDevice {
+		_ = r.p.Free()
+	}
+	s.plans.onDevice = nil
+	s.L.Close()
+}
 
 func (s *State) rank() int { return s.Comm.Env.Rank }
 

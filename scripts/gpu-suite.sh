@@ -64,9 +64,14 @@ step agp-sm-ce timeout -s QUIT -k 20 300 env LUACOLL_AGP_CE_MIN=1048576 $bin run
 step agp-mismatch timeout -s QUIT -k 20 120 bash -c "$bin run -n $n --device cuda tests/agp_mismatch.lua ce && $bin run -n $n --device cuda tests/agp_mismatch.lua sm"
 step agp-refused timeout -s QUIT -k 20 120 bash -c "$bin run -n $n --device cuda tests/agp_refused.lua ce && $bin run -n $n --device cuda tests/agp_refused.lua sm"
 leaks agp
-# plans (lc.plan) of lib/allgather.lua replayed in mode "stream", every replay checked
+# plans (lc.plan) of lib/allgather.lua, every replay checked: mode "auto"
+# (device here: no copy above 256 KiB), "device" and "stream" forced; a
+# plan whose wait nobody satisfies fails with its line, in both modes
 step plan timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/plan.lua 1000
-step plan-sm timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/plan.lua 100 sm
+step plan-device-sm timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/plan.lua 100 sm device
+step plan-stream timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/plan.lua 300 - stream
+step plan-stream-sm timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/plan.lua 100 sm stream
+step plan-fail timeout -s QUIT -k 20 120 bash -c "$bin run -n $n --device cuda tests/plan_fail.lua device && $bin run -n $n --device cuda tests/plan_fail.lua stream"
 leaks plan
 step tour timeout -s QUIT -k 20 120 $bin run -n "$n" --device cuda
 step fail timeout -s QUIT -k 20 120 bash -c "$bin run -n $n --device cuda --timeout 60s tests/fail_wait.lua; echo launcher exit \$?"
@@ -110,6 +115,8 @@ step bench-ag-large timeout -s QUIT -k 20 200 bash -c "$ag --path sm --vs nccl -
 step bench-ag-8m timeout -s QUIT -k 20 200 bash -c "$ag --path sm --vs nccl -b 8M -e 8M --iters 200 -w 20 && $ag --path sm --graph --vs nccl -b 8M -e 8M --iters 200 -w 20"
 step bench-ag-small timeout -s QUIT -k 20 200 bash -c "$ag --path sm --graph --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50 && $ag --path sm --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50"
 step bench-ag-plan timeout -s QUIT -k 20 300 bash -c "for a in lua:ring lua:direct; do $ag --algo \$a --plan --vs direct -b 1K -e 64M -f 65536 --iters 50 -w 5 --rounds 5 && $ag --algo \$a --vs direct -b 1K -e 64M -f 65536 --iters 50 -w 5 --rounds 5; done"
+# plans in device and stream mode beside the built-in, small sizes
+step bench-ag-plan-modes timeout -s QUIT -k 20 300 bash -c "for a in lua:ring lua:direct; do for m in device stream; do $ag --algo \$a --plan-mode \$m --vs direct -b 1K -e 256K -f 16 --iters 200 -w 20 --rounds 3 || exit 1; done; done"
 leaks benches
 if [ "${AGP_MODES:-0}" = 1 ]; then
 	for v in 1 2 3; do

@@ -874,3 +874,25 @@ func (w *Window) Release() {
 		_ = w.reg.Close()
 	}
 }
+
+// LocalAddr is the address of byte off of this rank's region (offsets as
+// the window's Layout gives them).
+func (w *Window) LocalAddr(off uint64) transport.Addr { return w.local(off) }
+
+// AdvanceBarrier counts uses uses of window barrier id as Barrier would,
+// enqueueing nothing, and returns the epoch before them: the k-th use
+// (from 1) has epoch before+k. It serves work that runs the barriers
+// itself (a plan's kernel on the device). uses 0 reads the epoch.
+func (w *Window) AdvanceBarrier(id int, uses uint64) uint64 {
+	e := w.epoch[id]
+	w.epoch[id] += uses
+	return e
+}
+
+// AdvancePairBarrier is AdvanceBarrier for the pairwise barrier id with
+// peer.
+func (w *Window) AdvancePairBarrier(peer, id int, uses uint64) uint64 {
+	e := w.pepoch[id][peer]
+	w.pepoch[id][peer] += uses
+	return e
+}

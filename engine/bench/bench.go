@@ -291,9 +291,18 @@ func BenchDevicePingPong(ctx context.Context, c *engine.Comm, iters int) ([]Benc
 		}
 		rows = append(rows, BenchRow{Name: name, Bytes: 8, Seconds: d.Seconds() / float64(iters) / 2, Wrong: wrong})
 	}
-	if len(rows) == 2 && rows[1].Seconds > 0 {
-		rows[0].Ref = rows[1].Seconds
-		rows[0].Ratio = rows[0].Seconds / rows[1].Seconds
+	if pr, ok, err := benchPlanPingPong(ctx, c, iters); err != nil {
+		return nil, err
+	} else if ok {
+		rows = append(rows, pr)
+	}
+	if len(rows) >= 2 && rows[1].Seconds > 0 {
+		for i := range rows {
+			if i != 1 {
+				rows[i].Ref = rows[1].Seconds
+				rows[i].Ratio = rows[i].Seconds / rows[1].Seconds
+			}
+		}
 	}
 	return rows, nil
 }

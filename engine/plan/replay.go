@@ -29,6 +29,8 @@ type Plan struct {
 	site    window.Site
 	siteFn  func() window.Site
 	replays int
+	// dev, in device mode, runs the replays in the plan interpreter.
+	dev *device
 }
 
 // New binds rank me's list of lists (every rank's, with their Base set by
@@ -110,6 +112,9 @@ func (p *Plan) Run(times int) error {
 		if b.Freed() {
 			return fmt.Errorf("the plan's buffer %s: %w", BufName(i+1), &window.ErrFreed{What: b.Name()})
 		}
+	}
+	if p.dev != nil {
+		return p.runDevice(times)
 	}
 	r := p.w.Rank()
 	saved := r.Site

@@ -1,6 +1,7 @@
 -- Plans (lc.plan) of the library schedules, on any backend:
 --   luacoll run -n 4 tests/plan.lua                  (host)
---   luacoll run -n 2 --device cuda tests/plan.lua [replays [path]]
+--   luacoll run -n 2 --device cuda tests/plan.lua [replays [path [mode]]]
+-- mode ("auto" by default; on CUDA "stream" or "device") is lc.plan's.
 -- ring and direct from lib/allgather.lua, recorded once per size (odd
 -- sizes, an odd source offset), verified as all-gathers, then replayed
 -- with new data every replay and every chunk checked, then 100 replays
@@ -12,6 +13,8 @@ local ag = require("allgather")
 local me, size = lc.rank, lc.size
 local replays = tonumber(arg[1] or "1000")
 local path = arg[2]
+if path == "" or path == "-" then path = nil end
+local mode = arg[3]
 local passed = 0
 
 local function check_all(w, n, seed)
@@ -28,10 +31,11 @@ local w = lc.window{ bytes = most * size, path = path }
 for _, n in ipairs({ 1, 4097, most }) do
   local src = lc.buffer(n + 3)
   for _, algo in ipairs({ "ring", "direct" }) do
-    local p = lc.plan(ag[algo], w, src, 3, n)
+    local p = lc.plan(ag[algo], w, src, 3, n, { mode = mode or "auto" })
     local rep = p:verify{ collective = "allgather", window = w, n = n, src = src, src_off = 3 }
     assert(rep.ok, rep.summary)
     local info = p:info()
+    assert(mode == nil or mode == "auto" or info.mode == mode, ("mode %s, asked for %s"):format(info.mode, tostring(mode)))
     for it = 1, replays do
       src:fill("rand", it * 1000 + me)
       p:run()

@@ -259,6 +259,9 @@ func (b *CUDABackend) alloc(size uint64) (cuda.DevicePtr, error) {
 }
 
 func (b *CUDABackend) free(p cuda.DevicePtr) error {
+	if b.ctx == nil {
+		return nil // closed: releasing the context freed everything
+	}
 	b.quiesce()
 	defer onThread()()
 	if err := b.current(); err != nil {
@@ -846,6 +849,9 @@ type CUDAStream struct {
 	// onInterrupt are called by Interrupt (OnInterrupt), after it;
 	// onReport by a Sync that returns an error (OnReport).
 	onInterrupt, onReport []func(error)
+	// plans are the device plans launched since the last Sync (their
+	// failures name their steps; see blamePlan).
+	plans []*DevicePlan
 }
 
 // heldOp is an operation kept back for one call, so that a put_signal
@@ -1516,6 +1522,8 @@ func (s *CUDAStream) syncDevice(ctx context.Context) error {
 	}
 	s.interrupt = nil
 	s.pending = s.pending[:0]
+	clear(s.plans)
+	s.plans = s.plans[:0]
 	s.mu.Unlock()
 	if fail != nil {
 		err = fail.err()
@@ -1534,11 +1542,15 @@ type waitFailure struct {
 	observed uint64
 	cause    error
 	plain    error
+	build    func() error // when set, builds the error (a device plan's wait)
 }
 
 func (f *waitFailure) err() error {
 	if f.plain != nil {
 		return f.plain
+	}
+	if f.build != nil {
+		return f.build()
 	}
 	return f.spec.Failed(f.observed, f.cause)
 }
@@ -1557,6 +1569,9 @@ func (s *CUDAStream) blame(rec kernels.Record) waitFailure {
 		if cause == nil {
 			cause = errors.New("aborted")
 		}
+	}
+	if wf, ok := s.blamePlan(rec, cause); ok {
+		return wf
 	}
 	for _, w := range s.pending {
 		if w.Value == rec.Target && !w.Cmp.Holds(rec.Observed, w.Value) && (w.Fail != nil || w.Describe != nil) {

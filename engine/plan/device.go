@@ -1,0 +1,349 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/kernels"
+	"github.com/luacoll/luacoll/transport"
+	tcuda "github.com/luacoll/luacoll/transport/cuda"
+	"github.com/luacoll/luacoll/window"
+)
+
+// device is a plan in "device" mode: its ops compiled into the steps of
+// the plan interpreter (kernels.Plan), which runs every replay of a p:run
+// in one kernel on the rank's stream.
+type device struct {
+	s     *tcuda.CUDAStream
+	dp    *tcuda.DevicePlan
+	steps []kernels.PlanStep
+	// moving are the steps whose value depends on what ran before (wait
+	// targets, barrier epochs); the table holds their values for replay
+	// k = 0 of the table, and k is how many replays ran on it since.
+	moving []moving
+	k      uint64
+	gpu    bool
+	// uses counts a replay's uses of each window barrier id and of each
+	// pairwise barrier (peer, id).
+	uses  map[int]uint64
+	puses map[[2]int]uint64
+}
+
+// moving is a step whose value is computed when a run is enqueued.
+type moving struct {
+	step int
+	op   int    // the plan op (waits: its value; barriers: the op that used it)
+	bar  int    // barrier id, or -1 for a wait op
+	peer int    // pairwise barrier's peer, or -1
+	ord  uint64 // which use of the barrier in a replay (from 1)
+	per  uint64 // added per replay
+}
+
+// ErrNoDevice says that a plan cannot run in device mode here.
+var ErrNoDevice = errors.New("device mode is not available")
+
+// UseDevice compiles the plan for the plan interpreter on the rank's CUDA
+// stream; later Runs launch it instead of enqueuing op by op. The error
+// (wrapping ErrNoDevice when the backend or the ops rule it out) says why
+// it cannot.
+func (p *Plan) UseDevice() error {
+	r := p.w.Rank()
+	s, ok := r.Stream.(*tcuda.CUDAStream)
+	be, ok2 := r.Backend.(*tcuda.CUDABackend)
+	if !ok || !ok2 {
+		return fmt.Errorf("%w: it needs the CUDA backend", ErrNoDevice)
+	}
+	d := &device{s: s, uses: map[int]uint64{}, puses: map[[2]int]uint64{}, gpu: allOnMyDevice(r.Topo, r.ID())}
+	if err := p.compile(d); err != nil {
+		return err
+	}
+	if len(d.steps) > kernels.PlanMaxSteps {
+		return fmt.Errorf("%w: %d steps, more than the %d the interpreter takes", ErrNoDevice, len(d.steps), kernels.PlanMaxSteps)
+	}
+	if len(d.steps) > 0 {
+		p.fillMoving(d)
+		dp, err := be.NewDevicePlan(d.steps, p.deviceFailure(d))
+		if err != nil {
+			return err
+		}
+		d.dp = dp
+	}
+	p.dev = d
+	return nil
+}
+
+// Mode is "device" for a plan the interpreter runs, else "".
+func (p *Plan) Mode() string {
+	if p.dev != nil {
+		return "device"
+	}
+	return ""
+}
+
+// Free releases what device mode holds on the device.
+func (p *Plan) Free() error {
+	if p.dev == nil || p.dev.dp == nil {
+		return nil
+	}
+	return p.dev.dp.Free()
+}
+
+// allOnMyDevice reports whether every rank runs on the GPU of rank me.
+func allOnMyDevice(t *transport.Topology, me int) bool {
+	if t == nil || me >= len(t.Idents) {
+		return false
+	}
+	mine := t.Idents[me]
+	for _, id := range t.Idents {
+		if id.Host != mine.Host || id.Device != mine.Device {
+			return false
+		}
+	}
+	return true
+}
+
+// compile turns the ops into steps.
+func (p *Plan) compile(d *device) error {
+	w, lay := p.w, p.w.Layout()
+	me, n := w.Rank().ID(), w.Rank().N()
+	peerAt := func(i, peer int, off uint64) (cuda.DevicePtr, error) {
+		a := w.Peers().Addr(peer, off)
+		if a == 0 {
+			o := &p.ops[i]
+			return 0, fmt.Errorf("%w: op %d (%s at %s) reaches rank %d over the network", ErrNoDevice, i+1, o.Kind, o.Site, peer)
+		}
+		return cuda.DevicePtr(a), nil
+	}
+	local := func(off uint64) cuda.DevicePtr { return cuda.DevicePtr(w.LocalAddr(off)) }
+	bufAt := func(b int, off uint64) (cuda.DevicePtr, error) {
+		a, err := p.bufs[b].Addr()
+		if err != nil {
+			return 0, err
+		}
+		return cuda.DevicePtr(a.Add(off)), nil
+	}
+	add := func(s kernels.PlanStep) { d.steps = append(d.steps, s) }
+	signal := func(i, peer int, sig window.Sig) error {
+		slot, err := peerAt(i, peer, lay.Inbox(me, sig.ID))
+		if err != nil {
+			return err
+		}
+		kind := kernels.StepAdd
+		if sig.Op == window.SigSet {
+			kind = kernels.StepStore
+		}
+		add(kernels.PlanStep{Kind: kind, Op: uint32(i), Dst: slot, Value: sig.Value})
+		return nil
+	}
+	wait := func(i int, first uint64, count int, stride uint64, cmp transport.Cmp) {
+		d.moving = append(d.moving, moving{step: len(d.steps), op: i, bar: -1, peer: -1})
+		add(kernels.PlanStep{Kind: kernels.StepWait, Op: uint32(i), Dst: local(first), Count: uint32(count), N: stride, Cmp: kernels.Cmp(cmp)})
+	}
+	for i := range p.ops {
+		o := &p.ops[i]
+		switch o.Kind {
+		case Put, PutSignal, PutCounter, PutSignalCounter, Get:
+			remote, err := peerAt(i, o.Peer, lay.DataOff+o.Off)
+			if err != nil {
+				return err
+			}
+			buf, err := bufAt(o.Buf, o.BufOff)
+			if err != nil {
+				return err
+			}
+			if o.N > 0 {
+				if o.Kind == Get {
+					add(kernels.PlanStep{Kind: kernels.StepCopy, Op: uint32(i), Dst: buf, Src: remote, N: o.N})
+				} else {
+					add(kernels.PlanStep{Kind: kernels.StepCopy, Op: uint32(i), Dst: remote, Src: buf, N: o.N})
+				}
+			}
+			if o.Kind.hasSignal() {
+				if err := signal(i, o.Peer, p.sigs[i]); err != nil {
+					return err
+				}
+			}
+			if o.Kind.hasCounter() {
+				add(kernels.PlanStep{Kind: kernels.StepAdd, Op: uint32(i), Dst: local(lay.Ctr(o.Peer, o.Ctr)), Value: o.CtrValue})
+			}
+		case Signal:
+			if err := signal(i, o.Peer, p.sigs[i]); err != nil {
+				return err
+			}
+		case SignalAll:
+			for k := 1; k < n; k++ {
+				if err := signal(i, (me+k)%n, p.sigs[i]); err != nil {
+					return err
+				}
+			}
+		case WaitSignal:
+			wait(i, lay.Inbox(0, o.Sig), n, lay.Inbox(1%n, o.Sig)-lay.Inbox(0, o.Sig), o.Cmp)
+		case WaitSignalFrom:
+			wait(i, lay.Inbox(o.Peer, o.Sig), 1, 8, o.Cmp)
+		case WaitCounter:
+			wait(i, lay.Ctr(o.Peer, o.Ctr), 1, 8, o.Cmp)
+		case ResetCounter:
+			add(kernels.PlanStep{Kind: kernels.StepStore, Op: uint32(i), Dst: local(lay.Ctr(o.Peer, o.Ctr))})
+		case Fence, Flush:
+			// Every step is complete, and visible to the peers its
+			// signals release to, before the next starts.
+		case Barrier:
+			d.uses[o.Bar]++
+			ord := d.uses[o.Bar]
+			for k := 1; k < n; k++ {
+				q := (me + k) % n
+				slot, err := peerAt(i, q, lay.Bar(me, o.Bar))
+				if err != nil {
+					return err
+				}
+				d.moving = append(d.moving, moving{step: len(d.steps), op: i, bar: o.Bar, peer: -1, ord: ord})
+				add(kernels.PlanStep{Kind: kernels.StepStore, Op: uint32(i), Dst: slot})
+			}
+			for k := 1; k < n; k++ {
+				d.moving = append(d.moving, moving{step: len(d.steps), op: i, bar: o.Bar, peer: -1, ord: ord})
+				add(kernels.PlanStep{Kind: kernels.StepWait, Op: uint32(i), Dst: local(lay.Bar((me+k)%n, o.Bar)), Count: 1, N: 8, Cmp: kernels.CmpGE})
+			}
+		case BarrierPeer:
+			key := [2]int{o.Peer, o.Bar}
+			d.puses[key]++
+			if o.Peer == me {
+				continue
+			}
+			ord := d.puses[key]
+			slot, err := peerAt(i, o.Peer, lay.PBar(me, o.Bar))
+			if err != nil {
+				return err
+			}
+			d.moving = append(d.moving, moving{step: len(d.steps), op: i, bar: o.Bar, peer: o.Peer, ord: ord})
+			add(kernels.PlanStep{Kind: kernels.StepStore, Op: uint32(i), Dst: slot})
+			d.moving = append(d.moving, moving{step: len(d.steps), op: i, bar: o.Bar, peer: o.Peer, ord: ord})
+			add(kernels.PlanStep{Kind: kernels.StepWait, Op: uint32(i), Dst: local(lay.PBar(o.Peer, o.Bar)), Count: 1, N: 8, Cmp: kernels.CmpGE})
+		case Fill:
+			b := p.bufs[o.Buf]
+			dst, err := bufAt(o.Buf, 0)
+			if err != nil {
+				return err
+			}
+			kind := map[transport.FillKind]kernels.StepKind{transport.FillConst: kernels.StepFillByte,
+				transport.FillIotaU32: kernels.StepFillIota, transport.FillRandU32: kernels.StepFillRand}[o.FillKind]
+			value := o.FillArg
+			if o.FillKind == transport.FillConst {
+				value &= 0xff
+			}
+			add(kernels.PlanStep{Kind: kind, Op: uint32(i), Dst: dst, N: b.Size(), Value: value})
+		default:
+			return fmt.Errorf("%w: op %d (%s) has no device step", ErrNoDevice, i+1, o.Kind)
+		}
+	}
+	// What a replay adds to each moving value.
+	for j := range d.moving {
+		m := &d.moving[j]
+		switch {
+		case m.bar < 0:
+			for _, r := range p.rows[m.op] {
+				m.per += p.delta[r]
+			}
+		case m.peer < 0:
+			m.per = d.uses[m.bar]
+		default:
+			m.per = d.puses[[2]int{m.peer, m.bar}]
+		}
+		d.steps[m.step].Step = m.per
+	}
+	return nil
+}
+
+// want is the value moving step m must have in the next replay.
+func (p *Plan) want(m moving) uint64 {
+	switch {
+	case m.bar < 0:
+		return p.value(m.op)
+	case m.peer < 0:
+		return p.w.AdvanceBarrier(m.bar, 0) + m.ord
+	}
+	return p.w.AdvancePairBarrier(m.peer, m.bar, 0) + m.ord
+}
+
+// fillMoving sets the moving steps' values for the next replay and
+// restarts the table's replay count; it reports whether anything changed.
+func (p *Plan) fillMoving(d *device) bool {
+	changed := false
+	for _, m := range d.moving {
+		v := p.want(m)
+		if d.steps[m.step].Value != v {
+			d.steps[m.step].Value = v
+			changed = true
+		}
+	}
+	d.k = 0
+	return changed
+}
+
+// runDevice enqueues times replays in one launch of the interpreter.
+// When something else moved the plan's slots or barriers since the last
+// run (eager calls, another plan), the table is rewritten first, after
+// the stream's earlier work finished.
+func (p *Plan) runDevice(times int) error {
+	d := p.dev
+	if d.dp != nil {
+		for _, m := range d.moving {
+			if d.steps[m.step].Value+d.k*m.per != p.want(m) {
+				p.fillMoving(d)
+				if err := d.dp.Rewrite(d.s, d.steps); err != nil {
+					return fmt.Errorf("replay %d: %w", p.replays+1, err)
+				}
+				break
+			}
+		}
+		d.s.RunPlan(d.dp, d.k, uint64(times), p.w.Options().Timeout, d.gpu)
+		d.k += uint64(times)
+	}
+	for row, dl := range p.delta {
+		p.led.Replayed[row] += dl * uint64(times)
+	}
+	for id, u := range d.uses {
+		p.w.AdvanceBarrier(id, u*uint64(times))
+	}
+	for key, u := range d.puses {
+		p.w.AdvancePairBarrier(key[0], key[1], u*uint64(times))
+	}
+	p.replays += times
+	return nil
+}
+
+// deviceFailure builds the error of a step's wait that did not succeed:
+// the window's wait error, naming the op, the replay and the script line.
+func (p *Plan) deviceFailure(d *device) func(step int, observed, target uint64, cause error) error {
+	return func(step int, observed, target uint64, cause error) error {
+		if step < 0 || step >= len(d.steps) {
+			return fmt.Errorf("device plan: step %d: %v (observed %d, target %d)", step, cause, observed, target)
+		}
+		s := d.steps[step]
+		i := int(s.Op)
+		o := &p.ops[i]
+		replay := ""
+		if s.Step > 0 && target >= s.Value {
+			// Approximate when the table was rewritten since.
+			replay = fmt.Sprintf(", replay %d", p.replays-int(d.k)+int((target-s.Value)/s.Step)+1)
+		}
+		var name string
+		cond := fmt.Sprintf("%s %d", transport.Cmp(s.Cmp), target)
+		switch o.Kind {
+		case WaitSignal:
+			name = fmt.Sprintf("wait_signal(sig %d, sum over all peers)", o.Sig)
+		case WaitSignalFrom:
+			name = fmt.Sprintf("wait_signal_from(peer %d, sig %d)", o.Peer, o.Sig)
+		case WaitCounter:
+			name = fmt.Sprintf("wait_counter(peer %d, ctr %d)", o.Peer, o.Ctr)
+		case Barrier:
+			name = fmt.Sprintf("barrier(id %d, epoch %d)", o.Bar, target)
+		case BarrierPeer:
+			name = fmt.Sprintf("barrier_peer(peer %d, id %d, epoch %d)", o.Peer, o.Bar, target)
+		default:
+			name = o.Kind.String()
+		}
+		where := fmt.Sprintf(" (plan op %d%s, device mode, recorded at %s)", i+1, replay, o.Site)
+		return p.w.WaitFailed(name, cond, where, observed, p.w.Options().Timeout, cause)
+	}
+}

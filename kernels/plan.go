@@ -1,0 +1,120 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/luacoll/luacoll/cuda"
+)
+
+// KernelPlan is the plan interpreter (sync_plan.cu).
+const KernelPlan = "lc_plan"
+
+// StepKind is what one step of a device plan does.
+type StepKind uint32
+
+// Step kinds, as sync_plan.cu numbers them.
+const (
+	StepCopy     StepKind = iota // every thread: N bytes from Src to Dst
+	StepStore                    // thread 0: release store of Value + replay*Step into the slot at Dst
+	StepAdd                      // thread 0: release atomic add of Value to the slot at Dst
+	StepWait                     // thread 0: until the sum of Count slots from Dst, N bytes apart, Cmp Value + replay*Step
+	StepFillByte                 // every thread: N bytes at Dst = byte(Value)
+	StepFillIota                 // every thread: N bytes at Dst = little-endian u32 words Value, Value+1, ...
+	StepFillRand                 // every thread: N bytes at Dst = the random stream of seed Value (FillRand's)
+)
+
+// PlanStep is one step of a device plan, laid out as sync_plan.cu's
+// struct lc_plan_step (PlanStepSize bytes).
+type PlanStep struct {
+	Kind  StepKind
+	Count uint32
+	Cmp   Cmp
+	Op    uint32 // the plan op this step belongs to, for the host
+	Dst   cuda.DevicePtr
+	Src   cuda.DevicePtr
+	N     uint64
+	Value uint64
+	Step  uint64
+}
+
+// PlanStepSize is the size of one encoded step.
+const PlanStepSize = 64
+
+// PlanThreads is the block size of the plan interpreter.
+const PlanThreads = 512
+
+// PlanFailBit marks a failure record written by the plan interpreter: its
+// slot field is PlanFailBit | tag<<20 | step index.
+const PlanFailBit = 1 << 31
+
+// PlanMaxSteps is the most steps one device plan may have (the step index
+// takes 20 bits of a failure record).
+const PlanMaxSteps = 1 << 20
+
+// PlanMaxTag is one more than the largest tag a plan may have.
+const PlanMaxTag = 1 << 11
+
+// DecodePlanFailure splits a failure record's slot field: ok is false when
+// the plan interpreter did not write it.
+func DecodePlanFailure(slot uint32) (tag uint32, step int, ok bool) {
+	if slot&PlanFailBit == 0 {
+		return 0, 0, false
+	}
+	return (slot >> 20) & (PlanMaxTag - 1), int(slot & (PlanMaxSteps - 1)), true
+}
+
+// EncodePlan lays steps out for the device.
+func EncodePlan(steps []PlanStep) []byte {
+	b := make([]byte, PlanStepSize*len(steps))
+	for i, s := range steps {
+		p := b[PlanStepSize*i:]
+		binary.LittleEndian.PutUint32(p[0:], uint32(s.Kind))
+		binary.LittleEndian.PutUint32(p[4:], s.Count)
+		binary.LittleEndian.PutUint32(p[8:], uint32(s.Cmp))
+		binary.LittleEndian.PutUint32(p[12:], s.Op)
+		binary.LittleEndian.PutUint64(p[16:], uint64(s.Dst))
+		binary.LittleEndian.PutUint64(p[24:], uint64(s.Src))
+		binary.LittleEndian.PutUint64(p[32:], s.N)
+		binary.LittleEndian.PutUint64(p[40:], s.Value)
+		binary.LittleEndian.PutUint64(p[48:], s.Step)
+	}
+	return b
+}
+
+// PlanSpec is one launch of the plan interpreter: replays Rep0 ..
+// Rep0+Times-1 of the Count steps at Steps (device memory, EncodePlan's
+// layout).
+type PlanSpec struct {
+	Steps       cuda.DevicePtr
+	Count       uint32
+	Rep0, Times uint64
+	Timeout     time.Duration // per wait; <= 0: none
+	Abort       cuda.DevicePtr
+	Record      cuda.DevicePtr
+	Tag         uint32
+	// GPUScope orders signals at GPU scope: every peer the plan touches
+	// runs on this GPU.
+	GPUScope bool
+	// Threads is the block size (0: PlanThreads).
+	Threads uint32
+}
+
+// Plan enqueues one launch of the plan interpreter (one block).
+func (k *Kernels) Plan(s *cuda.Stream, p PlanSpec) error {
+	if p.Count == 0 || p.Count > PlanMaxSteps || p.Tag >= PlanMaxTag || p.Times == 0 || p.Steps == 0 {
+		return fmt.Errorf("plan (%d steps, tag %d, %d replays): %w", p.Count, p.Tag, p.Times, ErrBadSpec)
+	}
+	gpu := int32(0)
+	if p.GPUScope {
+		gpu = 1
+	}
+	var a cuda.KernelArgs
+	a.Ptr(p.Steps).U32(p.Count).U64(p.Rep0).U64(p.Times).U64(nanos(p.Timeout)).Ptr(p.Abort).Ptr(p.Record).U32(p.Tag).I32(gpu)
+	threads := p.Threads
+	if threads == 0 {
+		threads = PlanThreads
+	}
+	return k.launch(KernelPlan, 1, threads, s, &a)
+}

@@ -1,0 +1,159 @@
+package kernels
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+	"time"
+)
+
+// The plan interpreter runs copies, fills, stores (moving by replay),
+// adds and waits (on one slot and on a sum) for every replay of a launch,
+// continues from rep0 in the next launch, and records a wait's timeout
+// with its plan's tag and step.
+func TestPlanInterpreter(t *testing.T) {
+	e := needKernels(t)
+	d, k := e.d, e.k
+	s := newStream(t, d)
+	c := newCtl(t, d)
+	src, dst := zeroed(t, d, 4096), zeroed(t, d, 4096)
+	iota, bytesBuf := zeroed(t, d, 2048), zeroed(t, d, 64)
+	slots := zeroed(t, d, 64)
+	steps := []PlanStep{
+		{Kind: StepFillRand, Dst: src, N: 1000, Value: 7},
+		{Kind: StepCopy, Dst: dst.Add(3), Src: src, N: 997},
+		{Kind: StepStore, Dst: slots, Value: 10, Step: 1},
+		{Kind: StepAdd, Dst: slots.Add(8), Value: 5},
+		{Kind: StepFillIota, Dst: iota, N: 1001, Value: 100},
+		{Kind: StepFillByte, Dst: bytesBuf, N: 33, Value: 0xab},
+		{Kind: StepWait, Dst: slots, Count: 1, N: 8, Cmp: CmpGE, Value: 10, Step: 1},
+		// slot 0 = 10 + r, slot 1 = 5 (r + 1): the sum is 15 + 6r.
+		{Kind: StepWait, Dst: slots, Count: 2, N: 8, Cmp: CmpEQ, Value: 15, Step: 6},
+	}
+	table := alloc(t, d, uint64(len(steps))*PlanStepSize)
+	must(t, d.MemcpyHtoD(table, EncodePlan(steps)))
+	spec := PlanSpec{Steps: table, Count: uint32(len(steps)), Rep0: 0, Times: 3, Timeout: 5 * time.Second,
+		Abort: c.abortDev(), Record: c.recordDev(), Tag: 5}
+	must(t, k.Plan(s, spec))
+	must(t, s.Synchronize())
+	must(t, c.check(true))
+	sl := read(t, d, slots, 16)
+	if u64at(sl, 0) != 12 || u64at(sl, 8) != 15 {
+		t.Fatalf("after 3 replays: slots %d, %d (want 12, 15)", u64at(sl, 0), u64at(sl, 8))
+	}
+	want := make([]byte, 1000)
+	FillRand(want, 7)
+	if got := read(t, d, dst, 1000); !bytes.Equal(got[3:], want[:997]) || got[0] != 0 {
+		t.Fatal("copy: the destination differs from the random source")
+	}
+	words := make([]uint32, 251)
+	FillIota32(words, 100)
+	wantIota := make([]byte, 1004)
+	for i, v := range words {
+		binary.LittleEndian.PutUint32(wantIota[4*i:], v)
+	}
+	if got := read(t, d, iota, 1004); !bytes.Equal(got[:1001], wantIota[:1001]) || got[1001] != 0 {
+		t.Fatal("iota fill differs")
+	}
+	if got := read(t, d, bytesBuf, 34); !bytes.Equal(got[:33], bytes.Repeat([]byte{0xab}, 33)) || got[33] != 0 {
+		t.Fatal("byte fill differs")
+	}
+	// The next launch goes on from replay 3.
+	spec.Rep0, spec.Times = 3, 2
+	must(t, k.Plan(s, spec))
+	must(t, s.Synchronize())
+	must(t, c.check(true))
+	if sl := read(t, d, slots, 16); u64at(sl, 0) != 14 || u64at(sl, 8) != 25 {
+		t.Fatalf("after 5 replays: slots %d, %d (want 14, 25)", u64at(sl, 0), u64at(sl, 8))
+	}
+	// A wait nobody satisfies: the record names the plan and the step,
+	// and the step after it never runs.
+	bad := []PlanStep{
+		{Kind: StepWait, Dst: slots.Add(16), Count: 1, N: 8, Cmp: CmpGE, Value: 1},
+		{Kind: StepStore, Dst: slots.Add(24), Value: 99},
+	}
+	badTable := alloc(t, d, 2*PlanStepSize)
+	must(t, d.MemcpyHtoD(badTable, EncodePlan(bad)))
+	t0 := time.Now()
+	must(t, k.Plan(s, PlanSpec{Steps: badTable, Count: 2, Times: 1, Timeout: 50 * time.Millisecond,
+		Abort: c.abortDev(), Record: c.recordDev(), Tag: 9}))
+	must(t, s.Synchronize())
+	r := c.record()
+	tag, step, ok := DecodePlanFailure(r.Slot)
+	if r.Status != StatusTimeout || !ok || tag != 9 || step != 0 || r.Target != 1 || r.Observed != 0 {
+		t.Fatalf("record %+v (tag %d, step %d, %v)", r, tag, step, ok)
+	}
+	if dt := time.Since(t0); dt < 50*time.Millisecond || dt > 2*time.Second {
+		t.Fatalf("the timed-out plan returned after %v", dt)
+	}
+	if sl := read(t, d, slots, 32); u64at(sl, 24) != 0 {
+		t.Fatal("the step after the failed wait ran")
+	}
+	// A poisoned record keeps the next launch from running at all.
+	must(t, k.Plan(s, spec))
+	must(t, s.Synchronize())
+	if sl := read(t, d, slots, 16); u64at(sl, 0) != 14 {
+		t.Fatal("a launch ran with a failure on record")
+	}
+	c.clear()
+	if err := k.Plan(s, PlanSpec{Steps: table, Count: 0, Times: 1}); err == nil {
+		t.Fatal("a plan of no steps was launched")
+	}
+	if _, _, ok := DecodePlanFailure(3); ok {
+		t.Fatal("a plain wait's record read as a plan's")
+	}
+}
+
+// Two plans on two streams of one GPU play put_signal ping-pong: each
+// replay copies 8 bytes, signals the other and waits for its answer, in
+// one launch of 2000 replays; beside it the raw flag ping-pong.
+func TestPlanPingPong(t *testing.T) {
+	e := needKernels(t)
+	d, k := e.d, e.k
+	s0, s1 := newStream(t, d), newStream(t, d)
+	c := newCtl(t, d)
+	data, flags, out := zeroed(t, d, 256), zeroed(t, d, 256), zeroed(t, d, 16)
+	f0, f1 := flags, flags.Add(128)
+	const iters = 2000
+	ping := []PlanStep{
+		{Kind: StepCopy, Dst: data.Add(128), Src: data, N: 8},
+		{Kind: StepStore, Dst: f1, Value: 1, Step: 1},
+		{Kind: StepWait, Dst: f0, Count: 1, N: 8, Cmp: CmpGE, Value: 1, Step: 1},
+	}
+	pong := []PlanStep{
+		{Kind: StepWait, Dst: f1, Count: 1, N: 8, Cmp: CmpGE, Value: 1, Step: 1},
+		{Kind: StepCopy, Dst: data, Src: data.Add(128), N: 8},
+		{Kind: StepStore, Dst: f0, Value: 1, Step: 1},
+	}
+	t0, t1 := alloc(t, d, 3*PlanStepSize), alloc(t, d, 3*PlanStepSize)
+	for _, v := range []struct {
+		copy    bool
+		threads uint32
+		gpu     bool
+	}{{true, 0, false}, {true, 0, true}, {false, 0, true}, {true, 32, true}, {false, 32, true}} {
+		p0, p1 := ping, pong
+		if !v.copy {
+			p0, p1 = []PlanStep{ping[1], ping[2]}, []PlanStep{pong[0], pong[2]}
+		}
+		must(t, d.MemcpyHtoD(t0, EncodePlan(p0)))
+		must(t, d.MemcpyHtoD(t1, EncodePlan(p1)))
+		must(t, d.MemcpyHtoD(flags, make([]byte, 256)))
+		n := uint32(len(p0))
+		must(t, k.Plan(s1, PlanSpec{Steps: t1, Count: n, Times: iters, Timeout: 10 * time.Second, Record: c.recordDev(), GPUScope: v.gpu, Threads: v.threads}))
+		dt := timeIt(t, d, s0, func() {
+			must(t, k.Plan(s0, PlanSpec{Steps: t0, Count: n, Times: iters, Timeout: 10 * time.Second, Record: c.recordDev(), GPUScope: v.gpu, Threads: v.threads}))
+		})
+		must(t, s1.Synchronize())
+		must(t, c.check(true))
+		if fl := read(t, d, flags, 136); u64at(fl, 0) != iters || u64at(fl, 128) != iters {
+			t.Fatalf("flags %d, %d after %d round trips", u64at(fl, 0), u64at(fl, 128), iters)
+		}
+		t.Logf("MEASURED plan ping-pong (copy %v, threads %d, gpu scope %v): %.0f ns per round trip", v.copy, v.threads, v.gpu, float64(dt.Nanoseconds())/iters)
+	}
+	must(t, d.MemcpyHtoD(flags, make([]byte, 256)))
+	must(t, k.PingPong(s1, f1, f0, iters, false, 10*time.Second, out.Add(8)))
+	must(t, k.PingPong(s0, f0, f1, iters, true, 10*time.Second, out))
+	must(t, s0.Synchronize())
+	must(t, s1.Synchronize())
+	t.Logf("MEASURED raw flag ping-pong, same run: %.0f ns per round trip", float64(u64at(read(t, d, out, 8), 0))/iters)
+}

@@ -1,0 +1,191 @@
+// Plan interpreter: one block runs a recorded plan's whole op list, replay
+// after replay, with no launch between ops (a plan's "device" mode).
+//
+// The host compiles each plan op into steps (kernels.PlanStep, 64 bytes):
+// a copy (above LC_PLAN_SMALL bytes) or fill done by every thread of the
+// block, then a block barrier; or a small copy, store, add or wait done by
+// thread 0 alone. A store or add is a release: the barrier after a wide
+// copy, or program order for thread 0's own, puts the copy before it. A
+// wait ends with an acquire; a block barrier before the next wide step
+// puts every thread's part of it after the wait (and after thread 0's
+// small copies). Values that move by replay (cumulative
+// signal targets, barrier epochs) are value + replay * step.
+
+#define LC_STEP_COPY 0
+#define LC_STEP_STORE 1
+#define LC_STEP_ADD 2
+#define LC_STEP_WAIT 3
+#define LC_STEP_FILL_BYTE 4
+#define LC_STEP_FILL_IOTA 5
+#define LC_STEP_FILL_RAND 6
+
+// A failure record's slot field for a plan: this bit, the plan's tag in
+// bits 20-30, the step in bits 0-19 (kernels.PlanFailBit).
+#define LC_PLAN_FAIL_BIT 0x80000000u
+
+// Plans of up to this many steps run from shared memory (4 KiB).
+#define LC_PLAN_CACHE 64
+
+// Copies of up to this many bytes are thread 0's alone: no block barrier
+// around them.
+#define LC_PLAN_SMALL 256
+
+__device__ __forceinline__ void lc_copy_small(lc_u8 *dst, const lc_u8 *src, lc_u64 n) {
+	lc_u64 k = 0;
+	if ((((lc_u64)dst | (lc_u64)src) & 7) == 0) {
+		for (; k + 8 <= n; k += 8) *(lc_u64 *)(dst + k) = *(const lc_u64 *)(src + k);
+	}
+	for (; k < n; k++) dst[k] = src[k];
+}
+
+struct lc_plan_step {
+	lc_u32 kind;   // LC_STEP_*
+	lc_u32 count;  // wait: slots summed
+	lc_u32 cmp;    // wait: LC_CMP_*
+	lc_u32 op;     // the plan op the step belongs to (for the host)
+	lc_u64 dst;    // copy, fill: destination; store, add: the slot; wait: the first slot
+	lc_u64 src;    // copy: source
+	lc_u64 n;      // copy, fill: bytes; wait: bytes between slots
+	lc_u64 value;  // store, add: the value; wait: the target; fill: the byte, start or seed
+	lc_u64 step;   // added to value per replay (store, wait)
+	lc_u64 spare;
+};
+
+__device__ __forceinline__ void lc_plan_release(lc_u64 *p, lc_u64 v, int add, int gpu) {
+	if (gpu) {
+		if (add) {
+			asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+		} else {
+			asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+		}
+	} else if (add) {
+		asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+	} else {
+		asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+	}
+}
+
+__device__ __forceinline__ bool lc_plan_holds(lc_u64 v, lc_u64 target, lc_u32 cmp) {
+	// An if chain, not a switch: no indirect branch in the poll loop.
+	if (cmp == LC_CMP_GE) return v >= target;
+	if (cmp == LC_CMP_EQ) return v == target;
+	if (cmp == LC_CMP_GT) return v > target;
+	if (cmp == LC_CMP_NE) return v != target;
+	if (cmp == LC_CMP_LE) return v <= target;
+	return v < target;
+}
+
+// lc_plan_wait spins (thread 0) until the sum of the step's slots compares
+// true with target; false after recording a timeout or an abort.
+__device__ bool lc_plan_wait(const lc_plan_step &s, lc_u64 target, lc_u64 timeout_ns, const lc_u32 *abort_flag,
+                             lc_record *rec, lc_u32 tag, lc_u32 index, int gpu) {
+	const lc_u8 *slots = (const lc_u8 *)s.dst;
+	const lc_u32 count = s.count, cmp = s.cmp;
+	const lc_u64 stride = s.n;
+	lc_u64 start = 0;
+	for (lc_u32 spins = 0;;) {
+		lc_u64 sum = lc_load_volatile((const lc_u64 *)slots);
+		for (lc_u32 i = 1; i < count; i++) sum += lc_load_volatile((const lc_u64 *)(slots + (lc_u64)i * stride));
+		if (lc_plan_holds(sum, target, cmp)) {
+			if (count == 1) {
+				if (gpu) {
+					(void)lc_load_acquire_gpu((const lc_u64 *)slots);
+				} else {
+					(void)lc_load_acquire_sys((const lc_u64 *)slots);
+				}
+			} else if (gpu) {
+				asm volatile("fence.acq_rel.gpu;" ::: "memory");
+			} else {
+				lc_fence_acquire_sys();
+			}
+			return true;
+		}
+		// The record and the abort flag are host-mapped (a read crosses
+		// PCIe, about 1 us): they and the clock are read every 64 polls
+		// only, never before the first 64, so a wait its signal already
+		// satisfies, or soon will, pays none of it.
+		if (spins == 0) start = lc_globaltimer();
+		if ((++spins & 63) != 0) continue;
+		const lc_u64 now = lc_globaltimer();
+		const lc_u32 slot = LC_PLAN_FAIL_BIT | (tag << 20) | index;
+		if (lc_poisoned(rec)) return false;
+		if (lc_aborted(abort_flag)) {
+			lc_fail(rec, LC_STATUS_ABORTED, slot, sum, target, now - start);
+			return false;
+		}
+		if (timeout_ns != 0 && now - start >= timeout_ns) {
+			lc_fail(rec, LC_STATUS_TIMEOUT, slot, sum, target, now - start);
+			return false;
+		}
+	}
+}
+
+// lc_plan runs replays rep0 .. rep0+times-1 of the nsteps steps at steps.
+// gpu selects GPU-scope ordering (every peer's threads and memory on this
+// GPU) over system scope. A failed wait ends the kernel; a record that
+// already holds a failure keeps it from starting.
+extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 nsteps, lc_u64 rep0, lc_u64 times,
+                                   lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec, lc_u32 tag, int gpu) {
+	__shared__ int stop;
+	// Short plans are read from shared memory, loaded once.
+	__shared__ lc_plan_step cache[LC_PLAN_CACHE];
+	const lc_u64 tid = threadIdx.x, nth = blockDim.x;
+	if (tid == 0) stop = lc_poisoned(rec) ? 1 : 0;
+	const bool cached = nsteps <= LC_PLAN_CACHE;
+	if (cached) {
+		const lc_u64 *from = (const lc_u64 *)steps;
+		lc_u64 *to = (lc_u64 *)cache;
+		for (lc_u64 k = tid; k < (lc_u64)nsteps * (sizeof(lc_plan_step) / 8); k += nth) to[k] = from[k];
+	}
+	__syncthreads();
+	if (stop) return;
+	const lc_plan_step *table = cached ? cache : steps;
+	// dirty: thread 0 ran a wait or copied since the last block barrier,
+	// so the next step of every thread needs one first. Every thread
+	// tracks it alike (it depends on the steps only).
+	bool dirty = false;
+	for (lc_u64 r = rep0; r < rep0 + times; r++) {
+		for (lc_u32 i = 0; i < nsteps; i++) {
+			const lc_plan_step &s = table[i];
+			const bool wide = s.kind == LC_STEP_FILL_BYTE || s.kind == LC_STEP_FILL_IOTA || s.kind == LC_STEP_FILL_RAND ||
+			                  (s.kind == LC_STEP_COPY && s.n > LC_PLAN_SMALL);
+			if (!wide) {
+				// Thread 0's step; a failed wait skips them all until the
+				// next barrier, where every thread stops.
+				if (s.kind == LC_STEP_WAIT || s.kind == LC_STEP_COPY) dirty = true;
+				if (tid != 0 || stop) continue;
+				// If chains, not switches: no indirect branches on the
+				// path from a wait to the next signal.
+				if (s.kind == LC_STEP_WAIT) {
+					if (!lc_plan_wait(s, s.value + r * s.step, timeout_ns, abort_flag, rec, tag, i, gpu)) stop = 1;
+				} else if (s.kind == LC_STEP_COPY) {
+					lc_copy_small((lc_u8 *)s.dst, (const lc_u8 *)s.src, s.n);
+				} else {
+					lc_plan_release((lc_u64 *)s.dst, s.value + r * s.step, s.kind == LC_STEP_ADD, gpu);
+				}
+				continue;
+			}
+			if (dirty) {
+				__syncthreads();
+				dirty = false;
+				if (stop) return;
+			}
+			lc_u8 *d = (lc_u8 *)s.dst;
+			switch (s.kind) {
+			case LC_STEP_COPY: lc_put_range(d, (const lc_u8 *)s.src, s.n, tid, nth); break;
+			case LC_STEP_FILL_BYTE:
+				for (lc_u64 k = tid; k < s.n; k += nth) d[k] = (lc_u8)s.value;
+				break;
+			case LC_STEP_FILL_IOTA:
+				// Word k is start + k; a partial last word gets its leading bytes.
+				for (lc_u64 k = tid; k < s.n; k += nth) d[k] = (lc_u8)(((lc_u32)s.value + (lc_u32)(k / 4)) >> (8 * (k % 4)));
+				break;
+			case LC_STEP_FILL_RAND:
+				for (lc_u64 k = tid; k < s.n; k += nth) d[k] = (lc_u8)(lc_rand_word(s.value, k / 8) >> (8 * (k % 8)));
+				break;
+			}
+			// Every thread's part is done before thread 0 signals.
+			__syncthreads();
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/kernels"
+)
+
+// DevicePlan is a plan's steps in device memory, run by the plan
+// interpreter (kernels.Plan) on a rank's stream: every replay of the
+// plan's op list in one kernel, with no launch between ops.
+type DevicePlan struct {
+	b     *CUDABackend
+	table cuda.DevicePtr
+	steps int
+	tag   uint32
+	// fail builds the error of step i's wait that saw observed where it
+	// waited for target.
+	fail func(step int, observed, target uint64, cause error) error
+}
+
+// planTags numbers device plans, so that a failure record names its plan.
+var planTags atomic.Uint32
+
+// NewDevicePlan copies steps to device memory. fail builds the error of a
+// step's wait that did not succeed (cause: ErrTimeout or why it was
+// aborted).
+func (b *CUDABackend) NewDevicePlan(steps []kernels.PlanStep, fail func(step int, observed, target uint64, cause error) error) (*DevicePlan, error) {
+	if len(steps) == 0 || len(steps) > kernels.PlanMaxSteps {
+		return nil, fmt.Errorf("device plan: %d steps (want 1..%d)", len(steps), kernels.PlanMaxSteps)
+	}
+	table, err := b.alloc(uint64(len(steps)) * kernels.PlanStepSize)
+	if err != nil {
+		return nil, fmt.Errorf("device plan: %w", err)
+	}
+	p := &DevicePlan{b: b, table: table, steps: len(steps), tag: planTags.Add(1) % kernels.PlanMaxTag, fail: fail}
+	if err := p.write(steps); err != nil {
+		_ = b.free(table)
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *DevicePlan) write(steps []kernels.PlanStep) error {
+	defer onThread()()
+	if err := p.b.current(); err != nil {
+		return err
+	}
+	if err := p.b.drv.MemcpyHtoD(p.table, kernels.EncodePlan(steps)); err != nil {
+		return fmt.Errorf("device plan: %w", err)
+	}
+	return nil
+}
+
+// Rewrite replaces the steps (as many as before) once the work enqueued on
+// s so far has finished, since it may read them: the host waits for s.
+func (p *DevicePlan) Rewrite(s *CUDAStream, steps []kernels.PlanStep) error {
+	if len(steps) != p.steps {
+		return fmt.Errorf("device plan: %d steps to rewrite %d", len(steps), p.steps)
+	}
+	if err := s.drain(); err != nil {
+		return err
+	}
+	return p.write(steps)
+}
+
+// Free releases the device memory of the steps (the driver waits for
+// kernels that may still read it).
+func (p *DevicePlan) Free() error {
+	if p.table == 0 {
+		return nil
+	}
+	t := p.table
+	p.table = 0
+	return p.b.free(t)
+}
+
+// drain waits until the work enqueued on s so far has run, leaving any
+// error it hit for the next Sync.
+func (s *CUDAStream) drain() error {
+	defer onThread()()
+	s.lock()
+	s.flushLocked()
+	s.mu.Unlock()
+	if err := s.b.current(); err != nil {
+		return err
+	}
+	return s.s.Synchronize()
+}
+
+// RunPlan enqueues replays rep0 .. rep0+times-1 of p on s, in one launch
+// of the plan interpreter. gpuScope orders signals at GPU scope (every
+// peer the plan touches runs on this GPU). A failed wait ends the launch
+// and is reported by the next Sync, through p's fail.
+func (s *CUDAStream) RunPlan(p *DevicePlan, rep0, times uint64, timeout time.Duration, gpuScope bool) {
+	if p.table == 0 {
+		s.Fail(errors.New("device plan: run after free"))
+		return
+	}
+	spec := kernels.PlanSpec{Steps: p.table, Count: uint32(p.steps), Rep0: rep0, Times: times, Timeout: timeout,
+		Abort: s.b.flag.Dev, Record: s.rec.Dev, Tag: p.tag, GPUScope: gpuScope}
+	s.enqueue(func() error {
+		if err := s.b.k.Plan(s.s, spec); err != nil {
+			return err
+		}
+		s.plans = append(s.plans, p)
+		return nil
+	})
+}
+
+// blamePlan is blame for a record the plan interpreter wrote.
+func (s *CUDAStream) blamePlan(rec kernels.Record, cause error) (waitFailure, bool) {
+	tag, step, ok := kernels.DecodePlanFailure(rec.Slot)
+	if !ok {
+		return waitFailure{}, false
+	}
+	for _, p := range s.plans {
+		if p.tag == tag && p.fail != nil {
+			observed, target := rec.Observed, rec.Target
+			return waitFailure{build: func() error { return p.fail(step, observed, target, cause) }}, true
+		}
+	}
+	return waitFailure{plain: fmt.Errorf("device plan: step %d: %v (observed %d, target %d)", step, cause, rec.Observed, rec.Target)}, true
+}
