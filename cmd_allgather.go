@@ -69,7 +69,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.stress, "stress", false, "after each size's timed execs, --iters more with new data each time, every one checked, rank 1 delayed at random")
 	fs.BoolVar(&f.inPlace, "inplace", false, "in-place execs (nccl-tests' in-place column): each rank's chunk starts in the window at rank*n, no own copy; NCCL in place too")
 	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")
-	fs.StringVar(&f.planMode, "plan-mode", "", "with --plan (implied): how the plan replays: auto (host on the host backend; on CUDA device where no copy exceeds 256 KiB, else stream), host, stream or device (one kernel runs the whole op list)")
+	fs.StringVar(&f.planMode, "plan-mode", "", "with --plan (implied): how the plan replays: auto (host on the host backend; on CUDA device where no copy exceeds 256 KiB, else stream), host, stream, device (one kernel runs the whole op list) or graph (one CUDA graph launch per replay)")
 	fs.BoolVar(&f.plan, "plan", false, "with --algo lua:*: record the schedule once per size into a plan (lc.plan), verify it as an all-gather, and replay it with no Lua per exec (a staged schedule's plan holds two execs, one per staging half)")
 	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), direct (the built-in all-gather beside a Lua schedule), mpi (MPI_Allgather; host, under Open MPI's mpirun)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the rows and the run's metadata as JSON Lines to FILE")
@@ -164,10 +164,10 @@ func (f *agFlags) check() ([]uint64, error) {
 	}
 	switch f.planMode {
 	case "":
-	case "auto", "host", "stream", "device":
+	case "auto", "host", "stream", "device", "graph":
 		f.plan = true
 	default:
-		return nil, fmt.Errorf("--plan-mode %q: want auto, host, stream or device", f.planMode)
+		return nil, fmt.Errorf("--plan-mode %q: want auto, host, stream, device or graph", f.planMode)
 	}
 	if f.minS == "" {
 		f.minS = "1K"
@@ -328,6 +328,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		schedule, what := st.Schedule, f.algo
 		if f.plan {
 			st.PlanMode = f.planMode
+			cfg.BuiltinGraph = f.planMode == "graph"
 			schedule, what = st.SchedulePlan, f.algo+" (plan, mode "+st.Mode()+")"
 		}
 		sched, err := schedule("allgather", name)
@@ -345,7 +346,16 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		return err
 	}
 	if f.plan {
-		res.Info["path"] = "a recorded plan replayed by a Go loop over the window operations, or in device mode by one kernel (" + c.Backend.Name() + ")"
+		res.Info["path"] = map[string]string{
+			"host":   "a recorded plan replayed by a Go loop over the window operations",
+			"stream": "a recorded plan replayed by a Go loop enqueuing the window operations on the CUDA stream",
+			"device": "a recorded plan run by one kernel per call (the plan interpreter)",
+			"graph":  "a recorded plan captured into a CUDA graph, one launch per replay",
+		}[f.planMode]
+		if res.Info["path"] == "" {
+			res.Info["path"] = "a recorded plan, in the mode auto picks for each size (plan_modes)"
+		}
+		res.Info["path"] = res.Info["path"].(string) + " (" + c.Backend.Name() + ")"
 		if st != nil && len(st.PlanModes) > 0 {
 			res.Info["plan_modes"] = st.PlanModes
 		}
@@ -400,7 +410,11 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	}
 	fmt.Fprintf(stdout, "# CPUs: %s (--cpu-bind %s)\n", cpuPlace, c.Opts.CPUBind)
 	if res.HaveBuiltin {
-		fmt.Fprintf(stdout, "# baseline: built-in direct all-gather (path %s), eager, same window and buffers\n", res.Info["builtin_path"])
+		how := "eager"
+		if f.planMode == "graph" {
+			how = "graph mode (as the plan)"
+		}
+		fmt.Fprintf(stdout, "# baseline: built-in direct all-gather (path %s), %s, same window and buffers\n", res.Info["builtin_path"], how)
 	}
 	fmt.Fprintf(stdout, "# baseline: %s\n", res.NCCL)
 	if res.HaveMPI {

@@ -99,11 +99,33 @@ type PlanSpec struct {
 	GPUScope bool
 	// Threads is the block size (0: PlanThreads).
 	Threads uint32
+	// Epoch, when set, is device memory whose value is added to Rep0 as
+	// the kernel starts (a graph's replay count); First is the index of
+	// the first step in the whole plan (a graph node runs a part).
+	Epoch cuda.DevicePtr
+	First uint32
+}
+
+// PlanSmall is the largest copy the interpreter leaves to thread 0 (as
+// sync_plan.cu's LC_PLAN_SMALL).
+const PlanSmall = 256
+
+// Wide reports whether every thread of the interpreter's block takes part
+// in the step (a fill, or a copy above PlanSmall bytes); other steps are
+// thread 0's.
+func (s PlanStep) Wide() bool {
+	switch s.Kind {
+	case StepFillByte, StepFillIota, StepFillRand:
+		return true
+	case StepCopy:
+		return s.N > PlanSmall
+	}
+	return false
 }
 
 // Plan enqueues one launch of the plan interpreter (one block).
 func (k *Kernels) Plan(s *cuda.Stream, p PlanSpec) error {
-	if p.Count == 0 || p.Count > PlanMaxSteps || p.Tag >= PlanMaxTag || p.Times == 0 || p.Steps == 0 {
+	if p.Count == 0 || uint64(p.First)+uint64(p.Count) > PlanMaxSteps || p.Tag >= PlanMaxTag || p.Times == 0 || p.Steps == 0 {
 		return fmt.Errorf("plan (%d steps, tag %d, %d replays): %w", p.Count, p.Tag, p.Times, ErrBadSpec)
 	}
 	gpu := int32(0)
@@ -111,7 +133,7 @@ func (k *Kernels) Plan(s *cuda.Stream, p PlanSpec) error {
 		gpu = 1
 	}
 	var a cuda.KernelArgs
-	a.Ptr(p.Steps).U32(p.Count).U64(p.Rep0).U64(p.Times).U64(nanos(p.Timeout)).Ptr(p.Abort).Ptr(p.Record).U32(p.Tag).I32(gpu)
+	a.Ptr(p.Steps).U32(p.Count).U64(p.Rep0).U64(p.Times).U64(nanos(p.Timeout)).Ptr(p.Abort).Ptr(p.Record).U32(p.Tag).I32(gpu).Ptr(p.Epoch).U32(p.First)
 	threads := p.Threads
 	if threads == 0 {
 		threads = PlanThreads

@@ -66,6 +66,18 @@ func TestPlanInterpreter(t *testing.T) {
 	if sl := read(t, d, slots, 16); u64at(sl, 0) != 14 || u64at(sl, 8) != 25 {
 		t.Fatalf("after 5 replays: slots %d, %d (want 14, 25)", u64at(sl, 0), u64at(sl, 8))
 	}
+	// A graph's launch reads its replay from device memory (epoch 5).
+	epoch := zeroed(t, d, 8)
+	ep := make([]byte, 8)
+	binary.LittleEndian.PutUint64(ep, 5)
+	must(t, d.MemcpyHtoD(epoch, ep))
+	must(t, k.Plan(s, PlanSpec{Steps: table, Count: uint32(len(steps)), Times: 1, Timeout: 5 * time.Second,
+		Abort: c.abortDev(), Record: c.recordDev(), Tag: 5, Epoch: epoch}))
+	must(t, s.Synchronize())
+	must(t, c.check(true))
+	if sl := read(t, d, slots, 16); u64at(sl, 0) != 15 || u64at(sl, 8) != 30 {
+		t.Fatalf("replay 5 from the epoch: slots %d, %d (want 15, 30)", u64at(sl, 0), u64at(sl, 8))
+	}
 	// A wait nobody satisfies: the record names the plan and the step,
 	// and the step after it never runs.
 	bad := []PlanStep{
@@ -76,11 +88,11 @@ func TestPlanInterpreter(t *testing.T) {
 	must(t, d.MemcpyHtoD(badTable, EncodePlan(bad)))
 	t0 := time.Now()
 	must(t, k.Plan(s, PlanSpec{Steps: badTable, Count: 2, Times: 1, Timeout: 50 * time.Millisecond,
-		Abort: c.abortDev(), Record: c.recordDev(), Tag: 9}))
+		Abort: c.abortDev(), Record: c.recordDev(), Tag: 9, First: 7}))
 	must(t, s.Synchronize())
 	r := c.record()
 	tag, step, ok := DecodePlanFailure(r.Slot)
-	if r.Status != StatusTimeout || !ok || tag != 9 || step != 0 || r.Target != 1 || r.Observed != 0 {
+	if r.Status != StatusTimeout || !ok || tag != 9 || step != 7 || r.Target != 1 || r.Observed != 0 {
 		t.Fatalf("record %+v (tag %d, step %d, %v)", r, tag, step, ok)
 	}
 	if dt := time.Since(t0); dt < 50*time.Millisecond || dt > 2*time.Second {
@@ -92,7 +104,7 @@ func TestPlanInterpreter(t *testing.T) {
 	// A poisoned record keeps the next launch from running at all.
 	must(t, k.Plan(s, spec))
 	must(t, s.Synchronize())
-	if sl := read(t, d, slots, 16); u64at(sl, 0) != 14 {
+	if sl := read(t, d, slots, 16); u64at(sl, 0) != 15 {
 		t.Fatal("a launch ran with a failure on record")
 	}
 	c.clear()

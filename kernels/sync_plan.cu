@@ -120,12 +120,15 @@ __device__ bool lc_plan_wait(const lc_plan_step &s, lc_u64 target, lc_u64 timeou
 	}
 }
 
-// lc_plan runs replays rep0 .. rep0+times-1 of the nsteps steps at steps.
+// lc_plan runs replays rep0 .. rep0+times-1 of the nsteps steps at steps
+// (plus *epoch when epoch is not null: a graph's replay count). first is
+// the index of steps[0] in the whole plan, for failure records.
 // gpu selects GPU-scope ordering (every peer's threads and memory on this
 // GPU) over system scope. A failed wait ends the kernel; a record that
 // already holds a failure keeps it from starting.
 extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 nsteps, lc_u64 rep0, lc_u64 times,
-                                   lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec, lc_u32 tag, int gpu) {
+                                   lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec, lc_u32 tag, int gpu,
+                                   const lc_u64 *epoch, lc_u32 first) {
 	__shared__ int stop;
 	// Short plans are read from shared memory, loaded once.
 	__shared__ lc_plan_step cache[LC_PLAN_CACHE];
@@ -139,6 +142,9 @@ extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 nsteps, lc_
 	}
 	__syncthreads();
 	if (stop) return;
+	// In a graph, the replay comes from device memory that the graph's
+	// last node advances.
+	if (epoch != 0) rep0 += lc_load_volatile(epoch);
 	const lc_plan_step *table = cached ? cache : steps;
 	// dirty: thread 0 ran a wait or copied since the last block barrier,
 	// so the next step of every thread needs one first. Every thread
@@ -157,7 +163,7 @@ extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 nsteps, lc_
 				// If chains, not switches: no indirect branches on the
 				// path from a wait to the next signal.
 				if (s.kind == LC_STEP_WAIT) {
-					if (!lc_plan_wait(s, s.value + r * s.step, timeout_ns, abort_flag, rec, tag, i, gpu)) stop = 1;
+					if (!lc_plan_wait(s, s.value + r * s.step, timeout_ns, abort_flag, rec, tag, first + i, gpu)) stop = 1;
 				} else if (s.kind == LC_STEP_COPY) {
 					lc_copy_small((lc_u8 *)s.dst, (const lc_u8 *)s.src, s.n);
 				} else {

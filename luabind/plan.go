@@ -120,7 +120,7 @@ func (r *planRef) String() string {
 const (
 	modeHost   = "host"   // a Go loop over the ops, host backend
 	modeStream = "stream" // the same loop enqueuing on a CUDA stream
-	modeGraph  = "graph"  // captured into a CUDA graph (not yet)
+	modeGraph  = "graph"  // one replay captured into a CUDA graph
 	modeDevice = "device" // run by the plan interpreter, one kernel a p:run
 	modeCheck  = "check"  // luacoll check: verified, never replayed
 )
@@ -143,19 +143,13 @@ func (s *State) pickMode(req string) (string, error) {
 	switch req {
 	case "", "auto", have:
 		return have, nil
-	case modeDevice:
+	case modeDevice, modeGraph:
 		if cudaBackend {
-			return modeDevice, nil
+			return req, nil
 		}
-		return "", fmt.Errorf("bad argument 'mode' (\"device\" needs the CUDA backend; this rank has %s, where plans run as %q)", s.Comm.Backend.Name(), have)
+		return "", fmt.Errorf("bad argument 'mode' (%q needs the CUDA backend; this rank has %s, where plans run as %q)", req, s.Comm.Backend.Name(), have)
 	case modeHost, modeStream:
 		return "", fmt.Errorf("bad argument 'mode' (%q needs the %s backend; this rank has %s, where plans run as %q)", req, map[string]string{modeHost: "host", modeStream: "CUDA"}[req], s.Comm.Backend.Name(), have)
-	case modeGraph:
-		alt := fmt.Sprintf("%q", have)
-		if cudaBackend {
-			alt += " or \"device\""
-		}
-		return "", fmt.Errorf("bad argument 'mode' (%q is not available in this version; plans run as %s here)", req, alt)
 	}
 	return "", fmt.Errorf("bad argument 'mode' (unknown mode %q; want %s)", req, strings.Join(planModes, ", "))
 }
@@ -452,7 +446,7 @@ func planEntries() []*Entry {
 	const g = "Plans"
 	return []*Entry{
 		fn("lc.plan", "(body, ..., {mode=\"auto\"}?)", "plan", g,
-			"**collective**: records a schedule once: calls body(...) with the window and buffer operations that enqueue (put, get, put_signal, put_counter, put_signal_counter, signal, signal_all, wait_signal, wait_signal_from, wait_counter, reset_counter, barrier, barrier_peer, fence, flush, b:fill) appended to this rank's op list, each with the script line that issued it, instead of run; Lua control flow runs once, now. Arguments are checked as the window would (bounds, slots, peers) and anything that reads or writes data now, syncs, or makes or frees objects (read_signal, b:read, b:get_u32, checksum, sync, lc.allgather, lc.barrier, ...) raises \"cannot <op> while recording a plan\". The body must use one window, the plan's; every rank's list is then gathered. A trailing table {mode=...} picks how replays run: \"host\" (a Go loop over the ops on the host backend), \"stream\" (the same loop enqueuing on the CUDA stream) or \"device\" (CUDA: one kernel runs every op of every replay of a p:run, one block, no launch between ops; every peer must be mapped, none over the network); \"auto\" takes \"host\" on the host backend and on CUDA \"device\" where the ops allow it and no copy or fill exceeds 256 KiB, else \"stream\". Waits on signal slots and counters that only \"add\" advance by what one replay adds, and barriers by one use, so replays repeat without a reset; the plan's slots must not also be signalled outside plans once a plan was recorded.",
+			"**collective**: records a schedule once: calls body(...) with the window and buffer operations that enqueue (put, get, put_signal, put_counter, put_signal_counter, signal, signal_all, wait_signal, wait_signal_from, wait_counter, reset_counter, barrier, barrier_peer, fence, flush, b:fill) appended to this rank's op list, each with the script line that issued it, instead of run; Lua control flow runs once, now. Arguments are checked as the window would (bounds, slots, peers) and anything that reads or writes data now, syncs, or makes or frees objects (read_signal, b:read, b:get_u32, checksum, sync, lc.allgather, lc.barrier, ...) raises \"cannot <op> while recording a plan\". The body must use one window, the plan's; every rank's list is then gathered. A trailing table {mode=...} picks how replays run: \"host\" (a Go loop over the ops on the host backend), \"stream\" (the same loop enqueuing on the CUDA stream), \"device\" (CUDA: one kernel runs every op of every replay of a p:run, one block, no launch between ops) or \"graph\" (CUDA: one replay captured into a CUDA graph, launched once per replay: the interpreter over each run of signals, waits and small copies, copy-engine copies for the large ones); device and graph need every peer mapped, none over the network; \"auto\" takes \"host\" on the host backend and on CUDA \"device\" where the ops allow it and no copy or fill exceeds 256 KiB, else \"stream\". Waits on signal slots and counters that only \"add\" advance by what one replay adds, and barriers by one use, so replays repeat without a reset; the plan's slots must not also be signalled outside plans once a plan was recorded.",
 			newPlan),
 		fn("p:run", "{times=1, window?}", "", g,
 			"Enqueues the recorded ops on the rank's stream times times, back to back, with no Lua per op; a wait's error names the line that recorded it. window, when given, must be the plan's. Under `luacoll check` nothing runs.",
@@ -501,12 +495,15 @@ func planEntries() []*Entry {
 				return 1
 			}),
 		fn("p:info", "()", "table", g,
-			"A table: ops (this rank's count), mode (\"host\", \"stream\", \"device\", or \"check\" under luacoll check), replays (enqueued so far), window (its id), buffers (other than the window), ranks, site (where lc.plan was called).",
+			"A table: ops (this rank's count), mode (\"host\", \"stream\", \"device\", \"graph\", or \"check\" under luacoll check), graph_nodes (graph mode: the graph's nodes by type), replays (enqueued so far), window (its id), buffers (other than the window), ranks, site (where lc.plan was called).",
 			func(c *call) int {
 				r := c.planRef()
 				t := c.L.NewTable()
 				t.RawSetString("ops", lua.LNumber(len(r.p.Ops())))
 				t.RawSetString("mode", lua.LString(r.mode))
+				if nodes := r.p.GraphNodes(); nodes != "" {
+					t.RawSetString("graph_nodes", lua.LString(nodes))
+				}
 				t.RawSetString("replays", lua.LNumber(r.p.Replays()))
 				t.RawSetString("window", lua.LNumber(r.p.Window().ID()))
 				t.RawSetString("buffers", lua.LNumber(len(r.p.Buffers())-1))
@@ -615,6 +612,10 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 		if err := p.UseDevice(); err != nil {
 			return nil, fmt.Errorf("mode \"device\": %w", err)
 		}
+	case mode == modeGraph:
+		if err := p.UseGraph(); err != nil {
+			return nil, fmt.Errorf("mode \"graph\": %w", err)
+		}
 	case mode == modeStream && (req == "" || req == "auto") && autoDevice(p):
 		if err := p.UseDevice(); err == nil {
 			mode = modeDevice
@@ -623,7 +624,7 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 		}
 	}
 	r := &planRef{p: p, num: num, site: where, mode: mode}
-	if mode == modeDevice {
+	if mode == modeDevice || mode == modeGraph {
 		if s.plans.onDevice == nil {
 			s.plans.onDevice = map[*planRef]bool{}
 		}

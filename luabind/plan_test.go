@@ -184,7 +184,7 @@ fails("w:wait_signal: bad argument 'sig' (signal 9 is outside 0..7)", function()
 fails("w:put: bad argument 'src_off' (offset 17 is past the end of buffer b1", function() w:put(1, 0, b, 17, 0) end)
 fails("a plan records the operations of one window: this body already used window 0, not window 1", function() w:fence(); w2:fence() end)
 fails("the body enqueued no window operation", function() b:fill("const", 1) end)
-fails("bad argument 'mode' (\"graph\" is not available in this version; plans run as \"host\" here)", function() w:fence() end, { mode = "graph" })
+fails("bad argument 'mode' (\"graph\" needs the CUDA backend; this rank has host, where plans run as \"host\")", function() w:fence() end, { mode = "graph" })
 fails("bad argument 'mode' (\"stream\" needs the CUDA backend", function() w:fence() end, { mode = "stream" })
 fails("bad argument 'mode' (\"device\" needs the CUDA backend; this rank has host, where plans run as \"host\")", function() w:fence() end, { mode = "device" })
 if lc.rank == 0 then

@@ -65,13 +65,15 @@ step agp-mismatch timeout -s QUIT -k 20 120 bash -c "$bin run -n $n --device cud
 step agp-refused timeout -s QUIT -k 20 120 bash -c "$bin run -n $n --device cuda tests/agp_refused.lua ce && $bin run -n $n --device cuda tests/agp_refused.lua sm"
 leaks agp
 # plans (lc.plan) of lib/allgather.lua, every replay checked: mode "auto"
-# (device here: no copy above 256 KiB), "device" and "stream" forced; a
-# plan whose wait nobody satisfies fails with its line, in both modes
+# (device here: no copy above 256 KiB), "device", "stream" and "graph"
+# forced; a plan whose wait nobody satisfies fails with its line, in each
 step plan timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/plan.lua 1000
 step plan-device-sm timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/plan.lua 100 sm device
 step plan-stream timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/plan.lua 300 - stream
 step plan-stream-sm timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/plan.lua 100 sm stream
-step plan-fail timeout -s QUIT -k 20 120 bash -c "$bin run -n $n --device cuda tests/plan_fail.lua device && $bin run -n $n --device cuda tests/plan_fail.lua stream"
+step plan-graph timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/plan.lua 300 - graph
+step plan-graph-sm timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/plan.lua 100 sm graph
+step plan-fail timeout -s QUIT -k 20 120 bash -c "for m in device stream graph; do $bin run -n $n --device cuda tests/plan_fail.lua \$m || exit 1; done"
 leaks plan
 step tour timeout -s QUIT -k 20 120 $bin run -n "$n" --device cuda
 step fail timeout -s QUIT -k 20 120 bash -c "$bin run -n $n --device cuda --timeout 60s tests/fail_wait.lua; echo launcher exit \$?"
@@ -116,7 +118,8 @@ step bench-ag-8m timeout -s QUIT -k 20 200 bash -c "$ag --path sm --vs nccl -b 8
 step bench-ag-small timeout -s QUIT -k 20 200 bash -c "$ag --path sm --graph --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50 && $ag --path sm --vs nccl -b 1K -e 64K -f 4 --iters 1000 -w 50"
 step bench-ag-plan timeout -s QUIT -k 20 300 bash -c "for a in lua:ring lua:direct; do $ag --algo \$a --plan --vs direct -b 1K -e 64M -f 65536 --iters 50 -w 5 --rounds 5 && $ag --algo \$a --vs direct -b 1K -e 64M -f 65536 --iters 50 -w 5 --rounds 5; done"
 # plans in device and stream mode beside the built-in, small sizes
-step bench-ag-plan-modes timeout -s QUIT -k 20 300 bash -c "for a in lua:ring lua:direct; do for m in device stream; do $ag --algo \$a --plan-mode \$m --vs direct -b 1K -e 256K -f 16 --iters 200 -w 20 --rounds 3 || exit 1; done; done"
+step bench-ag-plan-large timeout -s QUIT -k 20 300 bash -c "for a in lua:ring lua:direct; do for m in graph stream; do $ag --algo \$a --plan-mode \$m --vs direct -b 64M -e 64M --iters 20 -w 3 --rounds 3 || exit 1; done; done"
+step bench-ag-plan-modes timeout -s QUIT -k 20 300 bash -c "for a in lua:ring lua:direct; do for m in device graph stream; do $ag --algo \$a --plan-mode \$m --vs direct -b 1K -e 256K -f 16 --iters 200 -w 20 --rounds 3 || exit 1; done; done"
 leaks benches
 if [ "${AGP_MODES:-0}" = 1 ]; then
 	for v in 1 2 3; do

@@ -54,6 +54,9 @@ type AGBenchConfig struct {
 	// Builtin, with a Schedule, also measures the built-in direct
 	// all-gather (eager) on the same window and buffers in the same run.
 	Builtin bool
+	// BuiltinGraph runs that built-in baseline in graph mode (beside a
+	// plan replayed as a graph).
+	BuiltinGraph bool
 	// InPlace runs every exec in place (nccl-tests' in-place column): each
 	// rank's chunk already sits in the window at rank*n, so the own copy
 	// is skipped; NCCL, when measured, gets the same in-place buffers.
@@ -298,7 +301,7 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 		if cfg.Builtin {
 			// The schedules use the window's first signal and barrier
 			// slots, the built-in all-gather its last ones.
-			if ag, err = engine.NewAllGather(ctx, c, w, "direct", false); err != nil {
+			if ag, err = engine.NewAllGather(ctx, c, w, "direct", cfg.BuiltinGraph); err != nil {
 				return nil, err
 			}
 			defer func() {

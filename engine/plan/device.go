@@ -24,6 +24,8 @@ type device struct {
 	moving []moving
 	k      uint64
 	gpu    bool
+	// graph, in graph mode, is one replay captured (CapturePlan).
+	graph *tcuda.CUDAGraph
 	// uses counts a replay's uses of each window barrier id and of each
 	// pairwise barrier (peer, id).
 	uses  map[int]uint64
@@ -47,7 +49,16 @@ var ErrNoDevice = errors.New("device mode is not available")
 // stream; later Runs launch it instead of enqueuing op by op. The error
 // (wrapping ErrNoDevice when the backend or the ops rule it out) says why
 // it cannot.
-func (p *Plan) UseDevice() error {
+func (p *Plan) UseDevice() error { return p.useDevice(false) }
+
+// UseGraph is UseDevice for graph mode: one replay is captured into a
+// CUDA graph whose nodes are the interpreter over runs of signals, waits
+// and small copies, copy-engine copies (put kernels on path "sm") for the
+// large ones, and an update of the replay count; each replay of a Run is
+// one graph launch.
+func (p *Plan) UseGraph() error { return p.useDevice(true) }
+
+func (p *Plan) useDevice(graph bool) error {
 	r := p.w.Rank()
 	s, ok := r.Stream.(*tcuda.CUDAStream)
 	be, ok2 := r.Backend.(*tcuda.CUDABackend)
@@ -68,25 +79,39 @@ func (p *Plan) UseDevice() error {
 			return err
 		}
 		d.dp = dp
+		if graph {
+			g, err := s.CapturePlan(dp, d.steps, p.w.Options().Timeout, d.gpu, p.w.Options().Path == "sm")
+			if err != nil {
+				_ = dp.Free()
+				return fmt.Errorf("graph mode: %w", err)
+			}
+			d.graph = g
+		}
 	}
 	p.dev = d
 	return nil
 }
 
-// Mode is "device" for a plan the interpreter runs, else "".
-func (p *Plan) Mode() string {
-	if p.dev != nil {
-		return "device"
+// GraphNodes says what the plan's graph holds ("kernel=3 memcpy=2"; ""
+// unless in graph mode).
+func (p *Plan) GraphNodes() string {
+	if p.dev == nil || p.dev.graph == nil {
+		return ""
 	}
-	return ""
+	return tcuda.NodesString(p.dev.graph.Nodes())
 }
 
-// Free releases what device mode holds on the device.
+// Free releases what device and graph mode hold on the device.
 func (p *Plan) Free() error {
 	if p.dev == nil || p.dev.dp == nil {
 		return nil
 	}
-	return p.dev.dp.Free()
+	var err error
+	if g := p.dev.graph; g != nil {
+		p.dev.graph = nil
+		err = p.dev.s.DestroyPlanGraph(g)
+	}
+	return errors.Join(err, p.dev.dp.Free())
 }
 
 // allOnMyDevice reports whether every rank runs on the GPU of rank me.
@@ -296,7 +321,11 @@ func (p *Plan) runDevice(times int) error {
 				break
 			}
 		}
-		d.s.RunPlan(d.dp, d.k, uint64(times), p.w.Options().Timeout, d.gpu)
+		if d.graph != nil {
+			d.s.LaunchPlan(d.dp, d.graph, times)
+		} else {
+			d.s.RunPlan(d.dp, d.k, uint64(times), p.w.Options().Timeout, d.gpu)
+		}
 		d.k += uint64(times)
 	}
 	for row, dl := range p.delta {
@@ -343,7 +372,11 @@ func (p *Plan) deviceFailure(d *device) func(step int, observed, target uint64, 
 		default:
 			name = o.Kind.String()
 		}
-		where := fmt.Sprintf(" (plan op %d%s, device mode, recorded at %s)", i+1, replay, o.Site)
+		mode := "device"
+		if d.graph != nil {
+			mode = "graph"
+		}
+		where := fmt.Sprintf(" (plan op %d%s, %s mode, recorded at %s)", i+1, replay, mode, o.Site)
 		return p.w.WaitFailed(name, cond, where, observed, p.w.Options().Timeout, cause)
 	}
 }

@@ -1,7 +1,7 @@
 -- Plans (lc.plan) of the library schedules, on any backend:
 --   luacoll run -n 4 tests/plan.lua                  (host)
 --   luacoll run -n 2 --device cuda tests/plan.lua [replays [path [mode]]]
--- mode ("auto" by default; on CUDA "stream" or "device") is lc.plan's.
+-- mode ("auto" by default; on CUDA "stream", "device" or "graph") is lc.plan's.
 -- ring and direct from lib/allgather.lua, recorded once per size (odd
 -- sizes, an odd source offset), verified as all-gathers, then replayed
 -- with new data every replay and every chunk checked, then 100 replays
@@ -49,7 +49,8 @@ for _, n in ipairs({ 1, 4097, most }) do
     lc.sync()
     check_all(w, n, replays + 100)
     if me == 0 then
-      lc.log("%s n=%d: mode %s, %d ops, %d steps; %d replays each checked, then 100 back to back", algo, n, info.mode, info.ops, rep.steps, replays)
+      lc.log("%s n=%d: mode %s%s, %d ops, %d steps; %d replays each checked, then 100 back to back", algo, n, info.mode,
+        info.graph_nodes and (" (" .. info.graph_nodes .. ")") or "", info.ops, rep.steps, replays)
     end
     p:free()
     passed = passed + 1

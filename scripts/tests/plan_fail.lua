@@ -21,8 +21,9 @@ err = tostring(err)
 assert(err:find("wait_signal_from(peer " .. (me + size - 1) % size .. ", sig 1) >= 1", 1, true), err)
 assert(err:find("plan_fail.lua:" .. line, 1, true), err)
 assert(err:find("timed out", 1, true), err)
-if p:info().mode == "device" then
-  assert(err:find("(plan op 3, device mode, recorded at", 1, true), err)
+local m = p:info().mode
+if m == "device" or m == "graph" then
+  assert(err:find("(plan op 3, " .. m .. " mode, recorded at", 1, true), err)
 end
 -- The data of the first op arrived all the same.
 local left = (me + size - 1) % size

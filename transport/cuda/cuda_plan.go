@@ -33,7 +33,8 @@ func (b *CUDABackend) NewDevicePlan(steps []kernels.PlanStep, fail func(step int
 	if len(steps) == 0 || len(steps) > kernels.PlanMaxSteps {
 		return nil, fmt.Errorf("device plan: %d steps (want 1..%d)", len(steps), kernels.PlanMaxSteps)
 	}
-	table, err := b.alloc(uint64(len(steps)) * kernels.PlanStepSize)
+	// One more slot: the replay count of the plan's graph (Epoch).
+	table, err := b.alloc(uint64(len(steps)+1) * kernels.PlanStepSize)
 	if err != nil {
 		return nil, fmt.Errorf("device plan: %w", err)
 	}
@@ -45,15 +46,10 @@ func (b *CUDABackend) NewDevicePlan(steps []kernels.PlanStep, fail func(step int
 	return p, nil
 }
 
-func (p *DevicePlan) write(steps []kernels.PlanStep) error {
-	defer onThread()()
-	if err := p.b.current(); err != nil {
-		return err
-	}
-	if err := p.b.drv.MemcpyHtoD(p.table, kernels.EncodePlan(steps)); err != nil {
-		return fmt.Errorf("device plan: %w", err)
-	}
-	return nil
+// Epoch is the device word a graph of the plan (CapturePlan) counts its
+// replays in, from 0.
+func (p *DevicePlan) Epoch() cuda.DevicePtr {
+	return p.table.Add(uint64(p.steps) * kernels.PlanStepSize)
 }
 
 // Rewrite replaces the steps (as many as before) once the work enqueued on
@@ -66,6 +62,20 @@ func (p *DevicePlan) Rewrite(s *CUDAStream, steps []kernels.PlanStep) error {
 		return err
 	}
 	return p.write(steps)
+}
+
+// write copies steps to the device and zeroes the epoch (no work that
+// reads them may be in flight).
+func (p *DevicePlan) write(steps []kernels.PlanStep) error {
+	defer onThread()()
+	if err := p.b.current(); err != nil {
+		return err
+	}
+	b := append(kernels.EncodePlan(steps), make([]byte, kernels.PlanStepSize)...)
+	if err := p.b.drv.MemcpyHtoD(p.table, b); err != nil {
+		return fmt.Errorf("device plan: %w", err)
+	}
+	return nil
 }
 
 // Free releases the device memory of the steps (the driver waits for
@@ -125,4 +135,68 @@ func (s *CUDAStream) blamePlan(rec kernels.Record, cause error) (waitFailure, bo
 		}
 	}
 	return waitFailure{plain: fmt.Errorf("device plan: step %d: %v (observed %d, target %d)", step, cause, rec.Observed, rec.Target)}, true
+}
+
+// CapturePlan captures one replay of p into a CUDA graph on s: each run of
+// thread-0 steps (signals, waits, small copies) and each fill is a node
+// of the plan interpreter reading its replay from p's epoch; each wide
+// copy is a copy-engine copy (sm: a put kernel over the whole GPU); the
+// last node advances the epoch. steps are p's, as written.
+func (s *CUDAStream) CapturePlan(p *DevicePlan, steps []kernels.PlanStep, timeout time.Duration, gpuScope, sm bool) (*CUDAGraph, error) {
+	if len(steps) != p.steps {
+		return nil, fmt.Errorf("device plan: capture of %d steps, %d written", len(steps), p.steps)
+	}
+	spec := kernels.PlanSpec{Times: 1, Timeout: timeout, Abort: s.b.flag.Dev, Record: s.rec.Dev, Tag: p.tag,
+		GPUScope: gpuScope, Epoch: p.Epoch()}
+	return s.Capture(func(cs *cuda.Stream) error {
+		run := func(from, to int) error {
+			if from == to {
+				return nil
+			}
+			sp := spec
+			sp.Steps, sp.Count, sp.First = p.table.Add(uint64(from)*kernels.PlanStepSize), uint32(to-from), uint32(from)
+			return s.b.k.Plan(cs, sp)
+		}
+		from := 0
+		for i, st := range steps {
+			if !st.Wide() || st.Kind != kernels.StepCopy {
+				continue
+			}
+			if err := run(from, i); err != nil {
+				return err
+			}
+			var err error
+			if sm {
+				err = s.b.k.Put(cs, st.Dst, st.Src, st.N)
+			} else {
+				err = s.b.drv.MemcpyAsync(st.Dst, st.Src, st.N, cs)
+			}
+			if err != nil {
+				return err
+			}
+			from = i + 1
+		}
+		if err := run(from, len(steps)); err != nil {
+			return err
+		}
+		return s.b.k.CounterAdd(cs, p.Epoch(), 1)
+	})
+}
+
+// LaunchPlan enqueues times replays of g, a graph CapturePlan made of p.
+func (s *CUDAStream) LaunchPlan(p *DevicePlan, g *CUDAGraph, times int) {
+	s.enqueue(func() error {
+		for range times {
+			if err := g.exec.Launch(s.s); err != nil {
+				return err
+			}
+		}
+		s.plans = append(s.plans, p)
+		return nil
+	})
+}
+
+// DestroyPlanGraph destroys g once the work enqueued on s so far has run.
+func (s *CUDAStream) DestroyPlanGraph(g *CUDAGraph) error {
+	return errors.Join(s.drain(), g.Destroy())
 }
