@@ -345,13 +345,13 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	if err != nil {
 		return err
 	}
-	if f.plan {
+	if f.plan && st != nil {
 		res.Info["path"] = map[string]string{
 			"host":   "a recorded plan replayed by a Go loop over the window operations",
 			"stream": "a recorded plan replayed by a Go loop enqueuing the window operations on the CUDA stream",
 			"device": "a recorded plan run by one kernel per call (the plan interpreter)",
 			"graph":  "a recorded plan captured into a CUDA graph, one launch per replay",
-		}[f.planMode]
+		}[st.Mode()]
 		if res.Info["path"] == "" {
 			res.Info["path"] = "a recorded plan, in the mode auto picks for each size (plan_modes)"
 		}
