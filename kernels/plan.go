@@ -23,6 +23,7 @@ const (
 	StepFillByte                 // every thread: N bytes at Dst = byte(Value)
 	StepFillIota                 // every thread: N bytes at Dst = little-endian u32 words Value, Value+1, ...
 	StepFillRand                 // every thread: N bytes at Dst = the random stream of seed Value (FillRand's)
+	StepPutSignal                // thread 0: N <= PlanSmall bytes from Src to Dst, then a release of Value into the slot at Aux (Cmp 1: add, 0: store)
 )
 
 // PlanStep is one step of a device plan, laid out as sync_plan.cu's
@@ -37,6 +38,7 @@ type PlanStep struct {
 	N     uint64
 	Value uint64
 	Step  uint64
+	Aux   cuda.DevicePtr
 }
 
 // PlanStepSize is the size of one encoded step.
@@ -79,6 +81,7 @@ func EncodePlan(steps []PlanStep) []byte {
 		binary.LittleEndian.PutUint64(p[32:], s.N)
 		binary.LittleEndian.PutUint64(p[40:], s.Value)
 		binary.LittleEndian.PutUint64(p[48:], s.Step)
+		binary.LittleEndian.PutUint64(p[56:], uint64(s.Aux))
 	}
 	return b
 }

@@ -26,6 +26,8 @@ func TestPlanInterpreter(t *testing.T) {
 		{Kind: StepAdd, Dst: slots.Add(8), Value: 5},
 		{Kind: StepFillIota, Dst: iota, N: 1001, Value: 100},
 		{Kind: StepFillByte, Dst: bytesBuf, N: 33, Value: 0xab},
+		// 5 bytes into dst at 2000, then slot 2 += 3.
+		{Kind: StepPutSignal, Dst: dst.Add(2000), Src: src.Add(10), N: 5, Aux: slots.Add(16), Value: 3, Cmp: 1},
 		{Kind: StepWait, Dst: slots, Count: 1, N: 8, Cmp: CmpGE, Value: 10, Step: 1},
 		// slot 0 = 10 + r, slot 1 = 5 (r + 1): the sum is 15 + 6r.
 		{Kind: StepWait, Dst: slots, Count: 2, N: 8, Cmp: CmpEQ, Value: 15, Step: 6},
@@ -58,6 +60,12 @@ func TestPlanInterpreter(t *testing.T) {
 	if got := read(t, d, bytesBuf, 34); !bytes.Equal(got[:33], bytes.Repeat([]byte{0xab}, 33)) || got[33] != 0 {
 		t.Fatal("byte fill differs")
 	}
+	if got := read(t, d, dst.Add(2000), 6); !bytes.Equal(got[:5], want[10:15]) || got[5] != 0 {
+		t.Fatal("put_signal step: the data differs")
+	}
+	if sl := read(t, d, slots, 24); u64at(sl, 16) != 9 {
+		t.Fatalf("put_signal step: slot 2 = %d after 3 replays (want 9)", u64at(sl, 16))
+	}
 	// The next launch goes on from replay 3.
 	spec.Rep0, spec.Times = 3, 2
 	must(t, k.Plan(s, spec))
@@ -81,8 +89,8 @@ func TestPlanInterpreter(t *testing.T) {
 	// A wait nobody satisfies: the record names the plan and the step,
 	// and the step after it never runs.
 	bad := []PlanStep{
-		{Kind: StepWait, Dst: slots.Add(16), Count: 1, N: 8, Cmp: CmpGE, Value: 1},
-		{Kind: StepStore, Dst: slots.Add(24), Value: 99},
+		{Kind: StepWait, Dst: slots.Add(32), Count: 1, N: 8, Cmp: CmpGE, Value: 1},
+		{Kind: StepStore, Dst: slots.Add(40), Value: 99},
 	}
 	badTable := alloc(t, d, 2*PlanStepSize)
 	must(t, d.MemcpyHtoD(badTable, EncodePlan(bad)))
@@ -98,7 +106,7 @@ func TestPlanInterpreter(t *testing.T) {
 	if dt := time.Since(t0); dt < 50*time.Millisecond || dt > 2*time.Second {
 		t.Fatalf("the timed-out plan returned after %v", dt)
 	}
-	if sl := read(t, d, slots, 32); u64at(sl, 24) != 0 {
+	if sl := read(t, d, slots, 48); u64at(sl, 40) != 0 {
 		t.Fatal("the step after the failed wait ran")
 	}
 	// A poisoned record keeps the next launch from running at all.
@@ -137,15 +145,21 @@ func TestPlanPingPong(t *testing.T) {
 		{Kind: StepCopy, Dst: data, Src: data.Add(128), N: 8},
 		{Kind: StepStore, Dst: f0, Value: 1, Step: 1},
 	}
+	// "copy": a copy step then a signal step; "fused": one put_signal
+	// step (the fused step adds 1 to the flag); "flag": the signal alone.
 	t0, t1 := alloc(t, d, 3*PlanStepSize), alloc(t, d, 3*PlanStepSize)
 	for _, v := range []struct {
-		copy    bool
+		how     string
 		threads uint32
 		gpu     bool
-	}{{true, 0, false}, {true, 0, true}, {false, 0, true}, {true, 32, true}, {false, 32, true}} {
+	}{{"copy", 0, false}, {"copy", 0, true}, {"fused", 0, false}, {"fused", 0, true}, {"flag", 0, true}, {"fused", 32, true}} {
 		p0, p1 := ping, pong
-		if !v.copy {
+		switch v.how {
+		case "flag":
 			p0, p1 = []PlanStep{ping[1], ping[2]}, []PlanStep{pong[0], pong[2]}
+		case "fused":
+			p0 = []PlanStep{{Kind: StepPutSignal, Dst: ping[0].Dst, Src: ping[0].Src, N: 8, Aux: f1, Value: 1, Cmp: 1}, ping[2]}
+			p1 = []PlanStep{pong[0], {Kind: StepPutSignal, Dst: pong[1].Dst, Src: pong[1].Src, N: 8, Aux: f0, Value: 1, Cmp: 1}}
 		}
 		must(t, d.MemcpyHtoD(t0, EncodePlan(p0)))
 		must(t, d.MemcpyHtoD(t1, EncodePlan(p1)))
@@ -160,7 +174,7 @@ func TestPlanPingPong(t *testing.T) {
 		if fl := read(t, d, flags, 136); u64at(fl, 0) != iters || u64at(fl, 128) != iters {
 			t.Fatalf("flags %d, %d after %d round trips", u64at(fl, 0), u64at(fl, 128), iters)
 		}
-		t.Logf("MEASURED plan ping-pong (copy %v, threads %d, gpu scope %v): %.0f ns per round trip", v.copy, v.threads, v.gpu, float64(dt.Nanoseconds())/iters)
+		t.Logf("MEASURED plan ping-pong (%s, threads %d, gpu scope %v): %.0f ns per round trip", v.how, v.threads, v.gpu, float64(dt.Nanoseconds())/iters)
 	}
 	must(t, d.MemcpyHtoD(flags, make([]byte, 256)))
 	must(t, k.PingPong(s1, f1, f0, iters, false, 10*time.Second, out.Add(8)))

@@ -18,6 +18,7 @@
 #define LC_STEP_FILL_BYTE 4
 #define LC_STEP_FILL_IOTA 5
 #define LC_STEP_FILL_RAND 6
+#define LC_STEP_PUT_SIGNAL 7  // thread 0: a small copy, then a release of value at aux (cmp 1: add)
 
 // A failure record's slot field for a plan: this bit, the plan's tag in
 // bits 20-30, the step in bits 0-19 (kernels.PlanFailBit).
@@ -41,14 +42,14 @@ __device__ __forceinline__ void lc_copy_small(lc_u8 *dst, const lc_u8 *src, lc_u
 struct lc_plan_step {
 	lc_u32 kind;   // LC_STEP_*
 	lc_u32 count;  // wait: slots summed
-	lc_u32 cmp;    // wait: LC_CMP_*
+	lc_u32 cmp;    // wait: LC_CMP_*; put_signal: 1 to add, 0 to store
 	lc_u32 op;     // the plan op the step belongs to (for the host)
 	lc_u64 dst;    // copy, fill: destination; store, add: the slot; wait: the first slot
 	lc_u64 src;    // copy: source
 	lc_u64 n;      // copy, fill: bytes; wait: bytes between slots
 	lc_u64 value;  // store, add: the value; wait: the target; fill: the byte, start or seed
 	lc_u64 step;   // added to value per replay (store, wait)
-	lc_u64 spare;
+	lc_u64 aux;    // put_signal: the slot
 };
 
 __device__ __forceinline__ void lc_plan_release(lc_u64 *p, lc_u64 v, int add, int gpu) {
@@ -158,12 +159,15 @@ extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 nsteps, lc_
 			if (!wide) {
 				// Thread 0's step; a failed wait skips them all until the
 				// next barrier, where every thread stops.
-				if (s.kind == LC_STEP_WAIT || s.kind == LC_STEP_COPY) dirty = true;
+				if (s.kind == LC_STEP_WAIT || s.kind == LC_STEP_COPY || s.kind == LC_STEP_PUT_SIGNAL) dirty = true;
 				if (tid != 0 || stop) continue;
 				// If chains, not switches: no indirect branches on the
 				// path from a wait to the next signal.
 				if (s.kind == LC_STEP_WAIT) {
 					if (!lc_plan_wait(s, s.value + r * s.step, timeout_ns, abort_flag, rec, tag, first + i, gpu)) stop = 1;
+				} else if (s.kind == LC_STEP_PUT_SIGNAL) {
+					lc_copy_small((lc_u8 *)s.dst, (const lc_u8 *)s.src, s.n);
+					lc_plan_release((lc_u64 *)s.aux, s.value, s.cmp, gpu);
 				} else if (s.kind == LC_STEP_COPY) {
 					lc_copy_small((lc_u8 *)s.dst, (const lc_u8 *)s.src, s.n);
 				} else {

@@ -177,6 +177,23 @@ func (p *Plan) compile(d *device) error {
 			if err != nil {
 				return err
 			}
+			if o.N > 0 && o.N <= kernels.PlanSmall && o.Kind.hasSignal() {
+				// Copy and signal in one step: thread 0's alone.
+				slot, err := peerAt(i, o.Peer, lay.Inbox(me, o.Sig))
+				if err != nil {
+					return err
+				}
+				add := kernels.Cmp(0)
+				if p.sigs[i].Op == window.SigAdd {
+					add = 1
+				}
+				d.steps = append(d.steps, kernels.PlanStep{Kind: kernels.StepPutSignal, Op: uint32(i), Dst: remote, Src: buf,
+					N: o.N, Value: o.SigValue, Cmp: add, Aux: slot})
+				if o.Kind.hasCounter() {
+					d.steps = append(d.steps, kernels.PlanStep{Kind: kernels.StepAdd, Op: uint32(i), Dst: local(lay.Ctr(o.Peer, o.Ctr)), Value: o.CtrValue})
+				}
+				continue
+			}
 			if o.N > 0 {
 				if o.Kind == Get {
 					add(kernels.PlanStep{Kind: kernels.StepCopy, Op: uint32(i), Dst: buf, Src: remote, N: o.N})
