@@ -41,7 +41,7 @@ local function rows(w, sig)
   return r
 end
 
--- begin is what both schedules start with: the guard barrier and the own
+-- begin is what hier starts with: the guard barrier and the own
 -- chunk into place (skipped in place). It returns the signal slot and the
 -- expected counts per sender on it.
 local function begin(w, src, src_off, n, opts)
@@ -57,6 +57,20 @@ local function begin(w, src, src_off, n, opts)
 end
 
 -- half[w] is the staging half a window's next staged call uses.
+-- start is begin without the flush: the chunk's copy into the window goes
+-- on while the puts below read it from src (ring and direct end with a
+-- flush, which completes it).
+local function start(w, src, src_off, n, opts)
+  opts = opts or {}
+  local sig, me = opts.signal or 0, lc.rank
+  local r = rows(w, sig)
+  w:barrier(opts.barrier or 0)
+  if src ~= w or src_off ~= me * n then
+    w:put(me, me * n, src, src_off, n)
+  end
+  return sig, r
+end
+
 local half = setmetatable({}, { __mode = "k" })
 
 -- staged begins a call with opts.staging: the signal slot, the expected
@@ -109,8 +123,9 @@ function M.ring(w, src, src_off, n, opts)
     settle(w, src, src_off, n, base)
     return
   end
-  local sig, r = begin(w, src, src_off, n, opts)
-  ring_steps(w, sig, r, n, 0)
+  local sig, r = start(w, src, src_off, n, opts)
+  ring_steps(w, sig, r, n, 0, src, src_off)
+  w:flush()
 end
 
 --- Direct: every rank writes its chunk straight into every peer's window,
@@ -133,16 +148,17 @@ function M.direct(w, src, src_off, n, opts)
     settle(w, src, src_off, n, base)
     return
   end
-  local sig, r = begin(w, src, src_off, n, opts)
+  local sig, r = start(w, src, src_off, n, opts)
   local me, size = lc.rank, lc.size
   local total = 0
   for i = 1, size - 1 do
     local peer = (me + i) % size
-    w:put_signal(peer, me * n, w, me * n, n, sig, 1, "add")
+    w:put_signal(peer, me * n, src, src_off, n, sig, 1, "add")
     r[peer] = r[peer] + 1
   end
   for i = 0, size - 1 do total = total + r[i] end
   w:wait_signal(sig, ">=", total)
+  w:flush()
 end
 
 -- nodes groups the ranks into nodes: opts.nodes = K splits them into K
