@@ -16,14 +16,14 @@ type StepKind uint32
 
 // Step kinds, as sync_plan.cu numbers them.
 const (
-	StepCopy     StepKind = iota // every thread: N bytes from Src to Dst
-	StepStore                    // thread 0: release store of Value + replay*Step into the slot at Dst
-	StepAdd                      // thread 0: release atomic add of Value to the slot at Dst
-	StepWait                     // thread 0: until the sum of Count slots from Dst, N bytes apart, Cmp Value + replay*Step
-	StepFillByte                 // every thread: N bytes at Dst = byte(Value)
-	StepFillIota                 // every thread: N bytes at Dst = little-endian u32 words Value, Value+1, ...
-	StepFillRand                 // every thread: N bytes at Dst = the random stream of seed Value (FillRand's)
-	StepPutSignal                // thread 0: N <= PlanSmall bytes from Src to Dst, then a release of Value into the slot at Aux (Cmp 1: add, 0: store)
+	StepCopy      StepKind = iota // N bytes from Src to Dst: every thread above PlanSmall bytes, else thread 0
+	StepStore                     // thread 0: release store of Value + replay*Step into the slot at Dst
+	StepAdd                       // thread 0: release atomic add of Value to the slot at Dst
+	StepWait                      // thread 0: until the sum of Count slots from Dst, N bytes apart, Cmp Value + replay*Step
+	StepFillByte                  // every thread: N bytes at Dst = byte(Value)
+	StepFillIota                  // every thread: N bytes at Dst = little-endian u32 words Value, Value+1, ...
+	StepFillRand                  // every thread: N bytes at Dst = the random stream of seed Value (FillRand's)
+	StepPutSignal                 // thread 0: N <= PlanSmall bytes from Src to Dst, then a release of Value into the slot at Aux (Cmp 1: add, 0: store)
 )
 
 // PlanStep is one step of a device plan, laid out as sync_plan.cu's
