@@ -21,6 +21,7 @@ import "C"
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -58,7 +59,27 @@ func Load() (*Lib, error) {
 	return loaded, loadErr
 }
 
+// tcpDefaults are luacoll's settings for UCX's TCP transport, used where
+// the environment does not set them. UCX's own segments (8 KiB sent, 64
+// KiB received at a time) cap a process's TCP traffic: with 64 and 256
+// KiB an all-gather of 32 MiB a rank between two logical nodes of the GPU
+// machine took 12.6-14.4 ms instead of 32.7-34.7, a put of 64 MiB moved
+// 2.5 GB/s instead of 1.2 (docs/results/net.md); larger segments or socket
+// buffers gained nothing more.
+var tcpDefaults = [][2]string{{"UCX_TCP_TX_SEG_SIZE", "64k"}, {"UCX_TCP_RX_SEG_SIZE", "256k"}}
+
+// setTCPDefaults puts tcpDefaults in the environment UCX reads its
+// configuration from, where unset, before UCX is loaded.
+func setTCPDefaults() {
+	for _, kv := range tcpDefaults {
+		if _, ok := os.LookupEnv(kv[0]); !ok {
+			_ = os.Setenv(kv[0], kv[1])
+		}
+	}
+}
+
 func loadFrom(ucsName, ucpName string) (*Lib, error) {
+	setTCPDefaults()
 	l := &Lib{u: (*C.lc_ucx)(C.calloc(1, C.sizeof_lc_ucx))}
 	cs, cp := C.CString(ucsName), C.CString(ucpName)
 	defer C.free(unsafe.Pointer(cs))

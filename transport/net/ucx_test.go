@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -336,5 +337,27 @@ func TestRendezvousPutsLandInOrder(t *testing.T) {
 	}
 	if err := ns[1].Quiet(nil, time.Second); err != nil {
 		t.Fatalf("target: %v", err)
+	}
+}
+
+// luacoll's TCP segment sizes apply where the environment is silent, and
+// a value the user set is kept.
+func TestTCPDefaultsKeepTheUsersValues(t *testing.T) {
+	t.Setenv("UCX_TCP_TX_SEG_SIZE", "32k")
+	old, had := os.LookupEnv("UCX_TCP_RX_SEG_SIZE")
+	_ = os.Unsetenv("UCX_TCP_RX_SEG_SIZE")
+	t.Cleanup(func() {
+		if had {
+			_ = os.Setenv("UCX_TCP_RX_SEG_SIZE", old)
+		} else {
+			_ = os.Unsetenv("UCX_TCP_RX_SEG_SIZE")
+		}
+	})
+	setTCPDefaults()
+	if v := os.Getenv("UCX_TCP_TX_SEG_SIZE"); v != "32k" {
+		t.Fatalf("the user's UCX_TCP_TX_SEG_SIZE became %q", v)
+	}
+	if v := os.Getenv("UCX_TCP_RX_SEG_SIZE"); v != "256k" {
+		t.Fatalf("UCX_TCP_RX_SEG_SIZE = %q, want luacoll's 256k", v)
 	}
 }
