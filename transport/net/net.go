@@ -36,9 +36,11 @@ type Transport struct {
 	addr    []byte
 	eps     []*endpoint
 	pending []pending
-	// unfenced: an operation was posted since the last fence, so the next
-	// store or add must be fenced behind it.
-	unfenced bool
+	// unfenced: an operation was posted since the last fence, so a get
+	// or a store by RMA must be fenced behind it. rmaUnfenced: an RMA
+	// operation (put, get) was, so a message must be too. Messages need
+	// no fence behind messages: the target applies them by number.
+	unfenced, rmaUnfenced bool
 	dirty    []bool // peers with operations posted since their last flush
 	// rma[p]: a put, get or atomic (not only put_signal messages) was
 	// posted to p since its last flush, so the flush needs UCX's.
@@ -466,15 +468,24 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 	call := ""
 	switch {
 	case (op.Kind == transport.RemotePut || op.Kind == transport.RemotePutSignal) && op.N >= rndvMin:
-		if err := t.fenceLocked(); err != nil {
+		if err := t.fenceRMALocked(); err != nil {
 			return fmt.Errorf("%s: %w", op.What, err)
 		}
 		operand, p = t.sendRndvLocked(k, op, raddr)
 		call, amPeer, rndv = "ucp_am_send_nbx (rendezvous)", k.ep.peer, true
-	case op.Kind == transport.RemotePut:
+	case op.Kind == transport.RemotePut && op.N <= amMax:
 		if op.N == 0 {
 			return nil
 		}
+		// A small put is a message with no signal: like a put_signal's,
+		// it needs a fence behind RMA only, and a store after it goes as
+		// a message too.
+		if err := t.fenceRMALocked(); err != nil {
+			return fmt.Errorf("%s: %w", op.What, err)
+		}
+		operand, p = t.sendMessageLocked(k, op, raddr, C.LC_SIG_NONE)
+		call, amPeer = "ucp_am_send_nbx", k.ep.peer
+	case op.Kind == transport.RemotePut:
 		p, call = C.lc_ucx_put(u, k.ep.h, op.Local.Pointer(), C.size_t(op.N), raddr, k.rkey), "ucp_put_nbx"
 	case op.Kind == transport.RemoteGet:
 		if op.N == 0 {
@@ -491,48 +502,41 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 		if op.N > amMax {
 			return t.putThenSignalLocked(op)
 		}
-		if err := t.fenceLocked(); err != nil {
+		if err := t.fenceRMALocked(); err != nil {
 			return fmt.Errorf("%s: %w", op.What, err)
 		}
-		operand = C.malloc(C.sizeof_lc_ps_hdr)
-		h := (*C.lc_ps_hdr)(operand)
-		h.dst, h.slot, h.value, h.rank = raddr, C.uint64_t(k.base+op.SigOff), C.uint64_t(op.Value), C.int32_t(t.rank)
-		h.ack = C.lc_am_applied(t.am, C.int(k.ep.peer))
-		h.seq = C.uint64_t(t.amSent[k.ep.peer] + 1)
-		h.op = C.LC_SIG_SET
+		sigop := C.int(C.LC_SIG_SET)
 		if op.SigAdd {
-			h.op = C.LC_SIG_ADD
+			sigop = C.LC_SIG_ADD
 		}
-		p, call = C.lc_ucx_am_send(u, k.ep.h, h, op.Local.Pointer(), C.size_t(op.N)), "ucp_am_send_nbx"
-		amPeer = k.ep.peer
+		operand, p = t.sendMessageLocked(k, op, raddr, sigop)
+		call, amPeer = "ucp_am_send_nbx", k.ep.peer
 	case (op.Kind == transport.RemoteStore64 || op.Kind == transport.RemoteAdd64) && raddr%8 != 0:
 		return fmt.Errorf("%s: a signal's slot must be 8-byte aligned (offset %d)", op.What, op.Ref.Off)
-	case op.Kind == transport.RemoteAdd64 || (op.Kind == transport.RemoteStore64 && t.messagesOutLocked(k.ep.peer)):
-		// An add goes as a message the target applies (UCX's atomics
-		// over TCP are the target's work anyway, and UCX 1.16 finds no
-		// protocol for them between two processes of one host); so does
-		// a store while a message to the peer may not be applied yet (a
-		// put by rendezvous still moving its data, an add): an RMA write
-		// could land before it, whatever the fence.
+	case op.Kind == transport.RemoteAdd64 || op.Kind == transport.RemoteStore64:
+		// Adds and stores go as messages the target applies in order
+		// with the others: UCX's atomics over TCP are the target's work
+		// anyway (and UCX 1.16 finds no protocol for them between two
+		// processes of one host); an RMA store could land before a
+		// message sent earlier whatever the fence, and behind an RMA
+		// write a message needs a fence, which UCX over TCP makes a
+		// round trip to every peer (a barrier's store followed by a
+		// put_signal paid two).
 		sig := op
 		sig.Kind, sig.N, sig.SigOff, sig.SigAdd = transport.RemotePutSignal, 0, op.Ref.Off, op.Kind == transport.RemoteAdd64
 		t.mu.Unlock()
 		defer t.mu.Lock()
 		return t.Post(sig)
-	case op.Kind == transport.RemoteStore64:
-		if err := t.fenceLocked(); err != nil {
-			return fmt.Errorf("%s: %w", op.What, err)
-		}
-		operand = C.malloc(8)
-		*(*uint64)(operand) = op.Value
-		p, call = C.lc_ucx_put(u, k.ep.h, operand, 8, raddr, k.rkey), "ucp_put_nbx"
 	default:
 		return fmt.Errorf("%s: %v is not posted", op.What, op.Kind)
 	}
 	t.unfenced = true
+	if amPeer < 0 {
+		t.rmaUnfenced = true
+	}
 	t.dirty[k.ep.peer] = true
-	if op.Kind != transport.RemotePutSignal {
-		t.rma[k.ep.peer] = true
+	if op.Kind != transport.RemotePutSignal && !(op.Kind == transport.RemotePut && op.N <= amMax) {
+		t.rma[k.ep.peer] = true // not a message only: the flush needs UCX's
 	}
 	switch s := C.lc_ptr_status(p); s {
 	case C.LC_OK:
@@ -675,8 +679,31 @@ func (t *Transport) fenceLocked() error {
 	if s := C.lc_ucx_fence(t.lib.u, t.worker); s != C.LC_OK {
 		return t.lib.fail("ucp_worker_fence", s)
 	}
-	t.unfenced = false
+	t.unfenced, t.rmaUnfenced = false, false
 	return nil
+}
+
+// fenceRMALocked orders a message after the RMA operations posted so far
+// (messages after messages need none: the target applies them by number).
+func (t *Transport) fenceRMALocked() error {
+	if !t.rmaUnfenced {
+		return nil
+	}
+	return t.fenceLocked()
+}
+
+// sendMessageLocked sends op's data (op.N bytes from op.Local, none for a
+// store or add) as one message that the target writes at raddr, then
+// changes op's signal slot by sigop (LC_SIG_NONE: no signal). It returns
+// the header (C memory, freed with the request) and the request.
+func (t *Transport) sendMessageLocked(k *key, op transport.RemoteOp, raddr C.uint64_t, sigop C.int) (unsafe.Pointer, unsafe.Pointer) {
+	operand := C.malloc(C.sizeof_lc_ps_hdr)
+	h := (*C.lc_ps_hdr)(operand)
+	h.dst, h.slot, h.value, h.rank = raddr, C.uint64_t(k.base+op.SigOff), C.uint64_t(op.Value), C.int32_t(t.rank)
+	h.ack = C.lc_am_applied(t.am, C.int(k.ep.peer))
+	h.seq = C.uint64_t(t.amSent[k.ep.peer] + 1)
+	h.op = C.uint32_t(sigop)
+	return operand, C.lc_ucx_am_send(t.lib.u, k.ep.h, h, op.Local.Pointer(), C.size_t(op.N))
 }
 
 // putThenSignalLocked posts a large put_signal as a put, then the signal
@@ -1047,7 +1074,7 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 	}
 	t.mu.Lock()
 	if err == nil {
-		t.unfenced = false
+		t.unfenced, t.rmaUnfenced = false, false
 	} else {
 		for _, peer := range cleared { // nothing proven: the next flush tries again
 			t.dirty[peer], t.rma[peer] = true, true
