@@ -41,25 +41,11 @@ local function rows(w, sig)
   return r
 end
 
--- begin is what hier starts with: the guard barrier and the own
--- chunk into place (skipped in place). It returns the signal slot and the
--- expected counts per sender on it.
-local function begin(w, src, src_off, n, opts)
-  opts = opts or {}
-  local sig, me = opts.signal or 0, lc.rank
-  local r = rows(w, sig)
-  w:barrier(opts.barrier or 0)
-  if src ~= w or src_off ~= me * n then
-    w:put(me, me * n, src, src_off, n)
-    w:flush()   -- the puts below read the chunk from the window
-  end
-  return sig, r
-end
-
--- half[w] is the staging half a window's next staged call uses.
--- start is begin without the flush: the chunk's copy into the window goes
--- on while the puts below read it from src (ring and direct end with a
--- flush, which completes it).
+-- start is how ring and direct begin without staging: the guard barrier
+-- and the own chunk's copy into the window (skipped in place), left to
+-- complete while what follows reads src, not the window (they end with a
+-- flush, which completes it). It returns the signal slot and the expected
+-- counts per sender on it.
 local function start(w, src, src_off, n, opts)
   opts = opts or {}
   local sig, me = opts.signal or 0, lc.rank
@@ -71,6 +57,17 @@ local function start(w, src, src_off, n, opts)
   return sig, r
 end
 
+-- begin is start with the own chunk in place before anything else (hier's
+-- puts read it from the window).
+local function begin(w, src, src_off, n, opts)
+  local sig, r = start(w, src, src_off, n, opts)
+  if src ~= w or src_off ~= lc.rank * n then
+    w:flush()
+  end
+  return sig, r
+end
+
+-- half[w] is the staging half a window's next staged call uses.
 local half = setmetatable({}, { __mode = "k" })
 
 -- staged begins a call with opts.staging: the signal slot, the expected

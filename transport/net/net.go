@@ -41,7 +41,7 @@ type Transport struct {
 	// operation (put, get) was, so a message must be too. Messages need
 	// no fence behind messages: the target applies them by number.
 	unfenced, rmaUnfenced bool
-	dirty    []bool // peers with operations posted since their last flush
+	dirty                 []bool // peers with operations posted since their last flush
 	// rma[p]: a put, get or atomic (not only put_signal messages) was
 	// posted to p since its last flush, so the flush needs UCX's.
 	rma    []bool
