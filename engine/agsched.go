@@ -288,3 +288,14 @@ func (e *agExec) hier() error {
 	}
 	return nil
 }
+
+// NodeGroups groups the job's ranks into nodes as the all-gather does (two
+// ranks share a node when neither reaches the other over the network),
+// from the topology every rank holds, with no communication: the ranks of
+// each node in order, nodes in the order of their lowest rank; node and
+// local are this rank's node and its index there. err says when nodes
+// hold different numbers of ranks (the groups are still returned).
+func NodeGroups(topo *transport.Topology, size, me int) (groups [][]int, node, local int, err error) {
+	l, err := nodeGroups(topo, size, me)
+	return l.groups, l.mine, l.li, err
+}

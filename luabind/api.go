@@ -10,6 +10,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/engine/launch/cpuset"
 	"github.com/luacoll/luacoll/transport"
@@ -125,6 +126,22 @@ func rankEntries() []*Entry {
 		{Name: "lc.version", Field: true, Group: g, Returns: "string", Doc: "luacoll's version."},
 		fn("lc.device", "()", "string", g, `"host" or "cuda:N": where this rank's memory and stream live.`, func(c *call) int {
 			c.L.Push(lua.LString(c.s.Comm.Backend.Name()))
+			return 1
+		}),
+		fn("lc.nodes", "()", "table", g, "How the ranks group into nodes (two ranks share one when neither reaches the other over the network), from the topology every rank holds: no collective, so plans may call it. {groups = {{ranks of node 1}, ...} (nodes in the order of their lowest rank, ranks in order), node (this rank's, from 1), local_index (this rank's index in its node, from 1)}.", func(c *call) int {
+			groups, node, local, _ := engine.NodeGroups(c.s.Comm.Rank.Topo, c.s.Comm.Env.Size, c.s.Comm.Env.Rank)
+			t, gs := c.L.NewTable(), c.L.NewTable()
+			for _, g := range groups {
+				rt := c.L.NewTable()
+				for _, r := range g {
+					rt.Append(lua.LNumber(r))
+				}
+				gs.Append(rt)
+			}
+			t.RawSetString("groups", gs)
+			t.RawSetString("node", lua.LNumber(node+1))
+			t.RawSetString("local_index", lua.LNumber(local+1))
+			c.L.Push(t)
 			return 1
 		}),
 		fn("lc.barrier", "()", "", g, "**collective**: a host-side barrier over the bootstrap; it does not wait for streams. It waits for the other ranks up to the job's --timeout (no window's timeout_ms applies); a rank that does not arrive in time fails the job.", func(c *call) int {

@@ -459,3 +459,25 @@ print("ok")
 		mustAllOK(t, runLua(t, n, code))
 	}
 }
+
+// lc.nodes: one host is one node of every rank, in order; it asks no
+// other rank, so a plan's body may call it.
+func TestNodes(t *testing.T) {
+	res := runLua(t, 3, `
+local lc = require("luacoll")
+local t = lc.nodes()
+assert(#t.groups == 1 and #t.groups[1] == lc.size, "one node of every rank")
+for i, r in ipairs(t.groups[1]) do assert(r == i - 1, "ranks in order") end
+assert(t.node == 1 and t.local_index == lc.rank + 1, "this rank's place")
+local w = lc.window{ bytes = 64 }
+local p = lc.plan(function() assert(#lc.nodes().groups == 1); w:fence() end)
+p:free()
+w:free()
+print("ok")
+`)
+	for r, x := range res {
+		if x.err != nil || !strings.Contains(x.out, "ok") {
+			t.Fatalf("rank %d: %v\n%s", r, x.err, x.out)
+		}
+	}
+}

@@ -160,48 +160,32 @@ end
 
 -- nodes groups the ranks into nodes: opts.nodes = K splits them into K
 -- blocks of consecutive ranks (for trying the schedule on one machine);
--- otherwise two ranks share a node when w:transport says they reach each
--- other by anything but the network. It returns, for this rank, its local
--- index and, per node (in the order of their lowest rank), the node's
--- ranks in order.
-local grouping = setmetatable({}, { __mode = "k" }) -- per window, when found through w:transport
-
-local function nodes(w, opts)
+-- otherwise lc.nodes() says (two ranks share a node when neither reaches
+-- the other over the network). It returns, for this rank, its local index
+-- and, per node (in the order of their lowest rank), the node's ranks in
+-- order, and this rank's node.
+local function nodes(opts)
   local size, me = lc.size, lc.rank
-  if not opts.nodes and grouping[w] then return unpack(grouping[w]) end
-  local of = {}
+  local groups, li, mine
   if opts.nodes then
     local k = opts.nodes
     assert(k >= 1 and size % k == 0, ("allgather.hier: nodes = %d does not divide %d ranks"):format(k, size))
-    for r = 0, size - 1 do of[r] = math.floor(r / (size / k)) end
+    local per = size / k
+    groups = {}
+    for g = 1, k do
+      groups[g] = {}
+      for r = (g - 1) * per, g * per - 1 do groups[g][#groups[g] + 1] = r end
+    end
+    mine = math.floor(me / per) + 1
+    li = me % per + 1
   else
-    -- This rank's view: which ranks are local. Every rank sees the same
-    -- grouping, since "local" is symmetric and transitive on one host.
-    local leader = me
-    for r = 0, size - 1 do
-      if r ~= me and w:transport(r) ~= "net" and r < leader then leader = r end
-    end
-    local leaders = lc.allgather(tostring(leader))
-    local ids, next_id = {}, 0
-    for r = 0, size - 1 do
-      local l = tonumber(leaders[r + 1])
-      if ids[l] == nil then ids[l] = next_id; next_id = next_id + 1 end
-      of[r] = ids[l]
-    end
+    local t = lc.nodes()
+    groups, li, mine = t.groups, t.local_index, t.node
   end
-  local groups = {}
-  for r = 0, size - 1 do
-    local g = groups[of[r] + 1]
-    if not g then g = {}; groups[of[r] + 1] = g end
-    g[#g + 1] = r
-  end
-  local li
-  for i, r in ipairs(groups[of[me] + 1]) do if r == me then li = i end end
   for _, g in ipairs(groups) do
     assert(#g == #groups[1], "allgather.hier: nodes with different numbers of ranks")
   end
-  if not opts.nodes then grouping[w] = { li, groups, of[me] + 1 } end
-  return li, groups, of[me] + 1
+  return li, groups, mine
 end
 
 --- Hier (two levels): the ranks with the same local index on every node
@@ -211,11 +195,9 @@ end
 --- the two levels overlap; its own chunk goes to its node's ranks first.
 --- opts.nodes = K forces K nodes of consecutive ranks; by default the nodes
 --- are the groups of ranks that reach each other without the network.
---- Finding the nodes asks every rank (a collective) the first time a window
---- is used without opts.nodes.
 function M.hier(w, src, src_off, n, opts)
   opts = opts or {}
-  local li, groups, mine = nodes(w, opts)
+  local li, groups, mine = nodes(opts)
   local sig, r = begin(w, src, src_off, n, opts)
   local me = lc.rank
   local pieces = opts.pieces or math.max(1, math.min(8, math.ceil(n / 1048576)))
