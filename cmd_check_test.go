@@ -68,7 +68,8 @@ print("not reached")
 // bench allgather --plan: the schedule recorded once per size, verified,
 // replayed; its data checked beside the built-in all-gather's.
 func TestBenchAllgatherPlan(t *testing.T) {
-	for _, algo := range []string{"lua:ring", "lua:direct"} {
+	// lua:hier finds its nodes with lc.nodes(), which a recording allows.
+	for _, algo := range []string{"lua:ring", "lua:direct", "lua:hier"} {
 		r := luacoll(t, nil, "bench", "allgather", "-n", "3", "-b", "1K", "-e", "64K", "-f", "8", "--iters", "10",
 			"--algo", algo, "--plan", "--vs", "direct")
 		if r.code != 0 || !strings.Contains(r.stdout, "(plan, mode host)") || !strings.Contains(r.stdout, "a recorded plan replayed") {
