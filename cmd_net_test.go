@@ -84,6 +84,21 @@ w:free()`)
 			t.Fatalf("agp --algo %s, -n 4 --nodes 2: exit %d\n%s\n%s", algo, r.code, r.stdout, r.stderr)
 		}
 	}
+	// A refused exec across the nodes: the peer's wait fails at once and
+	// the next exec gathers the right data, staged (4 KiB a rank: no
+	// guard barrier) or not (1 MiB).
+	for _, n := range []string{"4096", "1048576"} {
+		r = luacoll(t, nil, "run", "-n", "2", "--nodes", "2", "tests/agp_refused.lua", "", "", n)
+		if r.code != 0 || !strings.Contains(r.stdout, "[0] agp_refused: 1 passed, 0 failed") {
+			t.Fatalf("agp_refused, n %s, -n 2 --nodes 2: exit %d\n%s\n%s", n, r.code, r.stdout, r.stderr)
+		}
+	}
+	r = luacoll(t, nil, "run", "-n", "2", "--nodes", "2", writeScript(t,
+		`local lc = require("luacoll"); local w = lc.window{bytes = 1048576}; local ag = lc.allgather_persistent{window = w}; `+
+			`print("staged up to " .. tostring(ag:info().staged_up_to)); ag:destroy(); w:free()`))
+	if r.code != 0 || !strings.Contains(r.stdout, "[0] staged up to 16384") {
+		t.Fatalf("staged execs across nodes: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
 	r = luacoll(t, nil, "run", "-n", "4", "--nodes", "2", writeScript(t,
 		`local lc = require("luacoll"); local w = lc.window{bytes = 64}; local ag = lc.allgather_persistent{window = w}; local i = ag:info(); `+
 			`print(("%s %d x %d"):format(i.algo, i.nodes, i.ranks_per_node)); ag:destroy(); w:free()`))

@@ -89,6 +89,10 @@ type AllGather struct {
 	// graph mode there (agproxy.go).
 	proxy bool
 	pg    *agProxyGraph
+	// stage is the staged protocol's window (agstage.go), for execs of at
+	// most stageMax bytes per rank that run direct; nil: none.
+	stage    *window.Window
+	stageMax uint64
 }
 
 // agHierDirectUpTo is where auto switches from direct to hier on a job of
@@ -144,6 +148,14 @@ func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, g
 		// decides alike), and for ring and hier, the all-gather runs
 		// on the window's operations (execWindow).
 		if err := ag.openHost(ctx, call); err != nil {
+			return nil, err
+		}
+	} else if !ag.graph && (ag.run == "direct" || ag.directUpTo > 0) {
+		// Window operations (network peers, the proxy path): small
+		// direct execs are staged, with no guard barrier. Every rank
+		// decides alike (the topology's whole matrix, the collective
+		// arguments).
+		if err := ag.openStage(ctx, call); err != nil {
 			return nil, err
 		}
 	}
@@ -462,6 +474,9 @@ func (ag *AllGather) RefuseExec() error {
 		ag.pg.refuse()
 		return nil
 	}
+	if ag.stage != nil && (ag.k+1)&tagKMask != 0 {
+		return ag.refuseStaged()
+	}
 	w, me, size := ag.w, ag.c.Env.Rank, ag.c.Rank.N()
 	if err := ag.nextExec(); err != nil {
 		return err
@@ -575,6 +590,9 @@ func (ag *AllGather) Info() map[string]any {
 	if ag.directUpTo > 0 && ag.run != "direct" {
 		m["direct_up_to"] = int(ag.directUpTo)
 	}
+	if ag.stage != nil {
+		m["staged_up_to"] = int(ag.stageMax)
+	}
 	if ag.dev != nil {
 		m["sync"] = "device exec counter, one-thread ready/done kernels"
 		m["execs"] = int(ag.dev.Count())
@@ -644,6 +662,10 @@ func (ag *AllGather) Destroy(ctx context.Context) error {
 	if ag.syncw != nil && cerr == nil {
 		cerr = ag.c.FreeWindow(ctx, ag.syncw)
 		ag.syncw = nil
+	}
+	if ag.stage != nil && cerr == nil {
+		cerr = ag.c.FreeWindow(ctx, ag.stage)
+		ag.stage = nil
 	}
 	ag.c.agMu.Lock()
 	if ag.c.agActive[ag.w] == ag {

@@ -12,7 +12,8 @@ import (
 // peers, network peers included, which the host protocol (agphost.go)
 // cannot map.
 //
-// Every exec k starts with the guard barrier and ends, for every sender p
+// Every exec k starts with the guard barrier (where the all-gather has a
+// staging window, agstage.go, the exchange of tags there instead) and ends, for every sender p
 // whose messages a rank receives, with p's row of the reserved slot equal
 // to tag(k, n): direct sets it with its one put_signal; ring and hier,
 // whose senders send m messages per exec to one receiver, add 1 with each
@@ -154,10 +155,19 @@ func (e *agExec) wait(p int, last bool) {
 // execWindow enqueues one exec on the window's own operations: the guard
 // barrier, the own chunk into place, then the algorithm's puts and waits.
 func (ag *AllGather) execWindow(src *window.Buffer, srcOff, n uint64, inPlace bool) error {
+	if ag.staged(n) {
+		return ag.execStaged(src, srcOff, n, inPlace)
+	}
 	w := ag.w
 	me := ag.c.Env.Rank
 	own := uint64(me) * n
-	if err := ag.nextExec(); err != nil {
+	if ag.stage != nil && (ag.k+1)&tagKMask != 0 {
+		// The guard on the staging window's slots (agstage.go).
+		ag.k++
+		if err := ag.stageGuard(ag.k, n); err != nil {
+			return err
+		}
+	} else if err := ag.nextExec(); err != nil {
 		return err
 	}
 	e := &agExec{ag: ag, k: ag.k, n: n, tag: agTag(ag.k, n), src: src, srcOff: srcOff, got: map[int]uint64{}}

@@ -2,12 +2,14 @@
 -- other ranks' waits for it fail, at once on the host and on CUDA path ce
 -- (naming the refusing rank), at the window timeout on path sm's
 -- one-launch protocols; the next exec gathers the right data everywhere.
---   luacoll run -n 2 [--device cuda] tests/agp_refused.lua [path [graph]]
+--   luacoll run -n 2 [--device cuda] tests/agp_refused.lua [path [graph [n]]]
+-- (n bytes a rank, 1 MiB by default; across nodes 16 KiB and less run the
+-- staged protocol, with no guard barrier)
 local lc = require("luacoll")
 local path = arg[1]
 if path == "" then path = nil end
 local graph = arg[2] == "graph"
-local n = 1048576
+local n = tonumber(arg[3] or "1048576")
 local w = lc.window{ bytes = n * lc.size, timeout_ms = 20000, path = path }
 local ag = lc.allgather_persistent{ window = w, graph = graph }
 local src = lc.buffer(n)
