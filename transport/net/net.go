@@ -37,9 +37,9 @@ type Transport struct {
 	eps     []*endpoint
 	pending []pending
 	// unfenced: an operation was posted since the last fence, so a get
-	// or a store by RMA must be fenced behind it. rmaUnfenced: an RMA
-	// operation (put, get) was, so a message must be too. Messages need
-	// no fence behind messages: the target applies them by number.
+	// must be fenced behind it. rmaUnfenced: an RMA operation (put, get)
+	// was, so a message must be too. Messages need no fence behind
+	// messages: the target applies them by number.
 	unfenced, rmaUnfenced bool
 	dirty                 []bool // peers with operations posted since their last flush
 	// rma[p]: a put, get or atomic (not only put_signal messages) was
@@ -570,20 +570,15 @@ const (
 // rendezvous; it returns the header (C memory, freed with the request)
 // and the request.
 func (t *Transport) sendRndvLocked(k *key, op transport.RemoteOp, raddr C.uint64_t) (unsafe.Pointer, unsafe.Pointer) {
-	operand := C.malloc(C.sizeof_lc_ps_hdr)
-	h := (*C.lc_ps_hdr)(operand)
-	h.dst, h.rank = raddr, C.int32_t(t.rank)
-	h.ack = C.lc_am_applied(t.am, C.int(k.ep.peer))
-	h.seq = C.uint64_t(t.amSent[k.ep.peer] + 1)
-	h.op = C.LC_SIG_NONE
+	sigop := C.int(C.LC_SIG_NONE)
 	if op.Kind == transport.RemotePutSignal {
-		h.slot, h.value, h.op = C.uint64_t(k.base+op.SigOff), C.uint64_t(op.Value), C.LC_SIG_SET
+		sigop = C.LC_SIG_SET
 		if op.SigAdd {
-			h.op = C.LC_SIG_ADD
+			sigop = C.LC_SIG_ADD
 		}
 	}
-	p := C.lc_ucx_am_send_rndv(t.lib.u, k.ep.h, h, op.Local.Pointer(), C.size_t(op.N))
-	return operand, p
+	h := t.headerLocked(k, op, raddr, sigop)
+	return unsafe.Pointer(h), C.lc_ucx_am_send_rndv(t.lib.u, k.ep.h, h, op.Local.Pointer(), C.size_t(op.N))
 }
 
 // messagesOutLocked reports whether a message sent to peer may not be
@@ -697,13 +692,25 @@ func (t *Transport) fenceRMALocked() error {
 // changes op's signal slot by sigop (LC_SIG_NONE: no signal). It returns
 // the header (C memory, freed with the request) and the request.
 func (t *Transport) sendMessageLocked(k *key, op transport.RemoteOp, raddr C.uint64_t, sigop C.int) (unsafe.Pointer, unsafe.Pointer) {
-	operand := C.malloc(C.sizeof_lc_ps_hdr)
-	h := (*C.lc_ps_hdr)(operand)
-	h.dst, h.slot, h.value, h.rank = raddr, C.uint64_t(k.base+op.SigOff), C.uint64_t(op.Value), C.int32_t(t.rank)
+	h := t.headerLocked(k, op, raddr, sigop)
+	return unsafe.Pointer(h), C.lc_ucx_am_send(t.lib.u, k.ep.h, h, op.Local.Pointer(), C.size_t(op.N))
+}
+
+// headerLocked makes the header of a message to k's peer (C memory, freed
+// with the request): op's data lands at raddr, then sigop (LC_SIG_NONE:
+// no signal) changes op's signal slot by op.Value; it carries the next
+// number of this rank's messages to that peer and how many of the peer's
+// this rank applied.
+func (t *Transport) headerLocked(k *key, op transport.RemoteOp, raddr C.uint64_t, sigop C.int) *C.lc_ps_hdr {
+	h := (*C.lc_ps_hdr)(C.malloc(C.sizeof_lc_ps_hdr))
+	h.dst, h.rank, h.op = raddr, C.int32_t(t.rank), C.uint32_t(sigop)
+	h.slot, h.value = 0, 0
+	if sigop != C.LC_SIG_NONE {
+		h.slot, h.value = C.uint64_t(k.base+op.SigOff), C.uint64_t(op.Value)
+	}
 	h.ack = C.lc_am_applied(t.am, C.int(k.ep.peer))
 	h.seq = C.uint64_t(t.amSent[k.ep.peer] + 1)
-	h.op = C.uint32_t(sigop)
-	return operand, C.lc_ucx_am_send(t.lib.u, k.ep.h, h, op.Local.Pointer(), C.size_t(op.N))
+	return h
 }
 
 // putThenSignalLocked posts a large put_signal as a put, then the signal
