@@ -93,6 +93,12 @@ type AllGather struct {
 	// most stageMax bytes per rank that run direct; nil: none.
 	stage    *window.Window
 	stageMax uint64
+	// stageIn[par][p] lists p's slot par of this rank's staging window,
+	// stageBell is this rank's bell there, stageDescribe its waits' errors
+	// (made once: a wait allocates nothing).
+	stageIn       [2][][]transport.Addr
+	stageBell     transport.Addr
+	stageDescribe func(transport.WaitSpec, uint64, error) error
 }
 
 // agHierDirectUpTo is where auto switches from direct to hier on a job of

@@ -66,11 +66,7 @@ type agHost struct {
 func (ag *AllGather) openHost(ctx context.Context, call string) error {
 	c := ag.c
 	me, n := c.Env.Rank, c.Rank.N()
-	eager := uint64(agHostEagerMax)
-	if v, err := strconv.ParseUint(os.Getenv(AGHostEagerEnv), 10, 64); err == nil {
-		eager = v
-	}
-	eager = min(eager, ag.w.Options().Bytes/uint64(n)) &^ 63
+	eager := ag.eagerLimit(AGHostEagerEnv, agHostEagerMax)
 	sw, err := c.NewWindow(ctx, call+":host", window.Options{Bytes: max(64, 2*uint64(n)*eager), Signals: 3, Counters: 1,
 		Barriers: 1, Timeout: ag.w.Options().Timeout})
 	if err != nil {
@@ -122,6 +118,17 @@ func (ag *AllGather) hostWait(p, slot int, k, n, tag uint64) {
 // into the one awaited.
 func agMismatch(want, obs uint64) bool {
 	return obs>>tagNBits == want>>tagNBits && obs != want
+}
+
+// eagerLimit is the largest n per rank an exec stages: def, or the
+// environment's env, within a window's share per rank, in whole 64-byte
+// lines.
+func (ag *AllGather) eagerLimit(env string, def uint64) uint64 {
+	eager := def
+	if v, err := strconv.ParseUint(os.Getenv(env), 10, 64); err == nil {
+		eager = v
+	}
+	return min(eager, ag.w.Options().Bytes/uint64(ag.c.Rank.N())) &^ 63
 }
 
 // describeHostWait is the error of a host wait of the protocol (Note: peer,

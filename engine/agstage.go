@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
@@ -46,11 +44,7 @@ const agNetEagerMax = 16 << 10
 func (ag *AllGather) openStage(ctx context.Context, call string) error {
 	c := ag.c
 	n := uint64(c.Rank.N())
-	eager := uint64(agNetEagerMax)
-	if v, err := strconv.ParseUint(os.Getenv(AGNetEagerEnv), 10, 64); err == nil {
-		eager = v
-	}
-	eager = min(eager, ag.w.Options().Bytes/n) &^ 63
+	eager := ag.eagerLimit(AGNetEagerEnv, agNetEagerMax)
 	if eager == 0 || n < 2 {
 		return nil
 	}
@@ -60,6 +54,15 @@ func (ag *AllGather) openStage(ctx context.Context, call string) error {
 		return fmt.Errorf("rank %d: %s: %w", c.Env.Rank, call, err)
 	}
 	ag.stage, ag.stageMax = sw, eager
+	// Every wait's slot, listed once (queued waits share them).
+	me := c.Env.Rank
+	for par := range ag.stageIn {
+		ag.stageIn[par] = make([][]transport.Addr, n)
+		for p := range ag.stageIn[par] {
+			ag.stageIn[par][p] = []transport.Addr{sw.LocalAddr(sw.Layout().Inbox(p, par))}
+		}
+	}
+	ag.stageBell, ag.stageDescribe = sw.Bell(me), ag.describeHostWait
 	return nil
 }
 
@@ -113,11 +116,9 @@ func (ag *AllGather) execStaged(src *window.Buffer, srcOff, n uint64, inPlace bo
 
 // stageWait enqueues the wait for peer p's tag in this rank's slot par.
 func (ag *AllGather) stageWait(p, par int, k, n, tag uint64) {
-	sw := ag.stage
-	sw.Rank().Stream.Wait(transport.WaitSpec{Slots: []transport.Addr{sw.LocalAddr(sw.Layout().Inbox(p, par))},
-		Mode: transport.WaitSum, Cmp: transport.CmpEq, Value: tag, Timeout: ag.w.Options().Timeout,
-		Mismatch: agMismatch, Bell: sw.Bell(ag.c.Env.Rank),
-		Fail: func(obs uint64, cause error) error { return ag.waitError(p, k, n, obs, cause) }})
+	ag.stage.Rank().Stream.Wait(transport.WaitSpec{Slots: ag.stageIn[par][p], Mode: transport.WaitSum,
+		Cmp: transport.CmpEq, Value: tag, Timeout: ag.w.Options().Timeout, Mismatch: agMismatch, Bell: ag.stageBell,
+		Describe: ag.stageDescribe, Note: transport.WaitNote{A: uint64(p), B: k, C: n}})
 }
 
 // stageGuard is the guard of exec k (n bytes per rank) when it is not
