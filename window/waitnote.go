@@ -41,6 +41,27 @@ func noteOp(n transport.WaitNote) string {
 	return fmt.Sprintf("wait(%d)", n.Op)
 }
 
+// WaitOpName names a wait as the window's errors do, for waits that run
+// elsewhere (a plan's kernel): method is the Lua method (wait_signal,
+// wait_signal_from, wait_counter, barrier, barrier_peer), id its signal,
+// counter or barrier slot, epoch a barrier's.
+func WaitOpName(method string, peer, id int, epoch uint64) string {
+	p, i := uint64(peer), uint64(id)
+	switch method {
+	case "wait_signal":
+		return noteOp(transport.WaitNote{Op: noteWaitSignal, A: i})
+	case "wait_signal_from":
+		return noteOp(transport.WaitNote{Op: noteWaitSignalFrom, A: p, B: i})
+	case "wait_counter":
+		return noteOp(transport.WaitNote{Op: noteWaitCounter, A: p, B: i})
+	case "barrier":
+		return noteOp(transport.WaitNote{Op: noteBarrier, A: i, B: epoch})
+	case "barrier_peer":
+		return noteOp(transport.WaitNote{Op: noteBarrierPeer, A: p, B: i, C: epoch})
+	}
+	return method
+}
+
 // describeWait is the Describe of every wait of the window: the
 // WaitError naming the operation, the condition, where it was enqueued
 // and the last value seen. It is made once per window, so enqueuing a

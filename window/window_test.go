@@ -487,3 +487,24 @@ func TestHostSharedWindow(t *testing.T) {
 		return w.Free(ctx)
 	})
 }
+
+// WaitOpName gives a wait run elsewhere (a plan's kernel) the name the
+// window's own errors give it.
+func TestWaitOpName(t *testing.T) {
+	for _, c := range []struct {
+		method   string
+		peer, id int
+		epoch    uint64
+		want     string
+	}{
+		{"wait_signal", 0, 2, 0, "wait_signal(sig 2, sum over all peers)"},
+		{"wait_signal_from", 1, 0, 0, "wait_signal_from(peer 1, sig 0)"},
+		{"wait_counter", 3, 1, 0, "wait_counter(peer 3, ctr 1)"},
+		{"barrier", 0, 1, 7, "barrier(id 1, epoch 7, every peer)"},
+		{"barrier_peer", 2, 0, 5, "barrier_peer(peer 2, id 0, epoch 5)"},
+	} {
+		if got := WaitOpName(c.method, c.peer, c.id, c.epoch); got != c.want {
+			t.Errorf("WaitOpName(%s) = %q, want %q", c.method, got, c.want)
+		}
+	}
+}

@@ -373,22 +373,15 @@ func (p *Plan) deviceFailure(d *device) func(step int, observed, target uint64, 
 			// Approximate when the table was rewritten since.
 			replay = fmt.Sprintf(", replay %d", p.replays-int(d.k)+int((target-s.Value)/s.Step)+1)
 		}
-		var name string
-		cond := fmt.Sprintf("%s %d", transport.Cmp(s.Cmp), target)
+		id := o.Sig
 		switch o.Kind {
-		case WaitSignal:
-			name = fmt.Sprintf("wait_signal(sig %d, sum over all peers)", o.Sig)
-		case WaitSignalFrom:
-			name = fmt.Sprintf("wait_signal_from(peer %d, sig %d)", o.Peer, o.Sig)
 		case WaitCounter:
-			name = fmt.Sprintf("wait_counter(peer %d, ctr %d)", o.Peer, o.Ctr)
-		case Barrier:
-			name = fmt.Sprintf("barrier(id %d, epoch %d)", o.Bar, target)
-		case BarrierPeer:
-			name = fmt.Sprintf("barrier_peer(peer %d, id %d, epoch %d)", o.Peer, o.Bar, target)
-		default:
-			name = o.Kind.String()
+			id = o.Ctr
+		case Barrier, BarrierPeer:
+			id = o.Bar
 		}
+		name := window.WaitOpName(o.Kind.String(), o.Peer, id, target)
+		cond := fmt.Sprintf("%s %d", transport.Cmp(s.Cmp), target)
 		mode := "device"
 		if d.graph != nil {
 			mode = "graph"
