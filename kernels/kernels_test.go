@@ -561,8 +561,8 @@ func TestPingPong(t *testing.T) {
 	t.Logf("MEASURED raw flag ping-pong (one GPU, two 1-thread kernels, device memory): %.0f ns per round trip", float64(ns)/iters)
 }
 
-// Each correct ordering of the put_signal ping-pong (system scope 0 and 4,
-// GPU scope 7 and 9) completes with the payload in place, and the device
+// Each correct ordering of the put_signal ping-pong (system scope 0, 4 and
+// 11, GPU scope 7, 9 and 10) completes with the payload in place, and the device
 // barrier loop completes with its rows found by table (variants 6, 8) and
 // by arithmetic in a flat range (rows NULL, base + p*stride).
 func TestPutSignalPingPongAndBarrierVariants(t *testing.T) {
@@ -570,7 +570,7 @@ func TestPutSignalPingPongAndBarrierVariants(t *testing.T) {
 	d, k := e.d, e.k
 	s0, s1 := newStream(t, d), newStream(t, d)
 	const iters = 2000
-	for _, v := range []int{0, 4, 7, 9} {
+	for _, v := range []int{0, 4, 7, 9, 10, 11} {
 		mem := zeroed(t, d, 1024)
 		out := zeroed(t, d, 16)
 		src0, src1 := mem.Add(512), mem.Add(520)

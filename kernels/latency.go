@@ -175,8 +175,10 @@ func CancelPreCmd(cmd unsafe.Pointer, gen uint64) {
 // ping-pong of iters round trips (see lc_pp_put_signal). outNs receives the
 // elapsed device-clock nanoseconds, or ^0 on timeout.
 //
-// variant selects the memory-ordering scheme (see signal_put.cu); 0 is the
-// default and correct one, 3 has no ordering and only gives a floor.
+// variant selects the memory-ordering scheme (see signal_put.cu); 3 has no
+// ordering and only gives a floor, the others are correct (7, 9 and 10 only
+// when both sides run on one GPU). 10 and 11 read src before each wait, so
+// src must be memory that no peer writes.
 func (k *Kernels) PutSignalPingPong(s *cuda.Stream, peerData, src cuda.DevicePtr, n uint64, peerSlot, mySlot cuda.DevicePtr,
 	iters uint64, initiator bool, timeout time.Duration, outNs cuda.DevicePtr, variant int) error {
 	init := int32(0)

@@ -23,8 +23,13 @@ const (
 	StepFillByte                  // every thread: N bytes at Dst = byte(Value)
 	StepFillIota                  // every thread: N bytes at Dst = little-endian u32 words Value, Value+1, ...
 	StepFillRand                  // every thread: N bytes at Dst = the random stream of seed Value (FillRand's)
-	StepPutSignal                 // thread 0: N <= PlanSmall bytes from Src to Dst, then a release of Value into the slot at Aux (Cmp 1: add, 0: store)
+	StepPutSignal                 // thread 0: N <= PlanSmall bytes from Src to Dst, then a release of Value into the slot at Aux (Cmp bit 0: add, else store; PutPrivate)
 )
+
+// PutPrivate, or'd into a StepPutSignal's Cmp, says that no peer writes
+// its source: a wait just before the step may then read 8 or 16 aligned
+// bytes of it before spinning (sync_plan.cu's LC_PS_PRIVATE).
+const PutPrivate Cmp = 2
 
 // PlanStep is one step of a device plan, laid out as sync_plan.cu's
 // struct lc_plan_step (PlanStepSize bytes).
@@ -100,6 +105,13 @@ type PlanSpec struct {
 	// GPUScope orders signals at GPU scope: every peer the plan touches
 	// runs on this GPU.
 	GPUScope bool
+	// PollAcquire makes a wait on one slot at GPU scope poll with acquire
+	// loads, so the poll that sees the value is the acquire; otherwise it
+	// polls with relaxed loads and acquires once after.
+	PollAcquire bool
+	// NoPrefetch turns off the early read of a private put_signal source
+	// by the wait before it.
+	NoPrefetch bool
 	// Threads is the block size (0: PlanThreads).
 	Threads uint32
 	// Epoch, when set, is device memory whose value is added to Rep0 as
@@ -131,12 +143,18 @@ func (k *Kernels) Plan(s *cuda.Stream, p PlanSpec) error {
 	if p.Count == 0 || uint64(p.First)+uint64(p.Count) > PlanMaxSteps || p.Tag >= PlanMaxTag || p.Times == 0 || p.Steps == 0 {
 		return fmt.Errorf("plan (%d steps, tag %d, %d replays): %w", p.Count, p.Tag, p.Times, ErrBadSpec)
 	}
-	gpu := int32(0)
+	flags := int32(0) // sync_plan.cu's LC_PLAN_*
 	if p.GPUScope {
-		gpu = 1
+		flags |= 1
+	}
+	if p.PollAcquire {
+		flags |= 2
+	}
+	if p.NoPrefetch {
+		flags |= 4
 	}
 	var a cuda.KernelArgs
-	a.Ptr(p.Steps).U32(p.Count).U64(p.Rep0).U64(p.Times).U64(nanos(p.Timeout)).Ptr(p.Abort).Ptr(p.Record).U32(p.Tag).I32(gpu).Ptr(p.Epoch).U32(p.First)
+	a.Ptr(p.Steps).U32(p.Count).U64(p.Rep0).U64(p.Times).U64(nanos(p.Timeout)).Ptr(p.Abort).Ptr(p.Record).U32(p.Tag).I32(flags).Ptr(p.Epoch).U32(p.First)
 	threads := p.Threads
 	if threads == 0 {
 		threads = PlanThreads

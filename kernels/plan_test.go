@@ -146,13 +146,19 @@ func TestPlanPingPong(t *testing.T) {
 		{Kind: StepStore, Dst: f0, Value: 1, Step: 1},
 	}
 	// "copy": a copy step then a signal step; "fused": one put_signal
-	// step (the fused step adds 1 to the flag); "flag": the signal alone.
+	// step (the fused step adds 1 to the flag); "private": the fused step
+	// from a source no peer writes (16 bytes: the waits read it early);
+	// "flag": the signal alone. pacq: single-slot waits poll with acquire
+	// loads.
 	t0, t1 := alloc(t, d, 3*PlanStepSize), alloc(t, d, 3*PlanStepSize)
 	for _, v := range []struct {
 		how     string
 		threads uint32
 		gpu     bool
-	}{{"copy", 0, false}, {"copy", 0, true}, {"fused", 0, false}, {"fused", 0, true}, {"flag", 0, true}, {"fused", 32, true}} {
+		pacq    bool
+	}{{"copy", 0, false, false}, {"copy", 0, true, false}, {"fused", 0, false, false}, {"fused", 0, true, false},
+		{"flag", 0, true, false}, {"fused", 32, true, false}, {"private", 0, true, false}, {"private", 0, true, true},
+		{"private", 0, false, false}, {"flag", 0, true, true}} {
 		p0, p1 := ping, pong
 		switch v.how {
 		case "flag":
@@ -160,21 +166,37 @@ func TestPlanPingPong(t *testing.T) {
 		case "fused":
 			p0 = []PlanStep{{Kind: StepPutSignal, Dst: ping[0].Dst, Src: ping[0].Src, N: 8, Aux: f1, Value: 1, Cmp: 1}, ping[2]}
 			p1 = []PlanStep{pong[0], {Kind: StepPutSignal, Dst: pong[1].Dst, Src: pong[1].Src, N: 8, Aux: f0, Value: 1, Cmp: 1}}
+		case "private":
+			// Rank 0's 16 bytes at data+32 land at data+128, rank 1's at
+			// data+64 land at data.
+			p0 = []PlanStep{{Kind: StepPutSignal, Dst: data.Add(128), Src: data.Add(32), N: 16, Aux: f1, Value: 1, Cmp: 1 | PutPrivate}, ping[2]}
+			p1 = []PlanStep{pong[0], {Kind: StepPutSignal, Dst: data, Src: data.Add(64), N: 16, Aux: f0, Value: 1, Cmp: 1 | PutPrivate}}
 		}
 		must(t, d.MemcpyHtoD(t0, EncodePlan(p0)))
 		must(t, d.MemcpyHtoD(t1, EncodePlan(p1)))
 		must(t, d.MemcpyHtoD(flags, make([]byte, 256)))
+		init := make([]byte, 256)
+		for i := range 16 {
+			init[32+i], init[64+i] = byte(0xa0+i), byte(0xc0+i)
+		}
+		must(t, d.MemcpyHtoD(data, init))
 		n := uint32(len(p0))
-		must(t, k.Plan(s1, PlanSpec{Steps: t1, Count: n, Times: iters, Timeout: 10 * time.Second, Record: c.recordDev(), GPUScope: v.gpu, Threads: v.threads}))
+		must(t, k.Plan(s1, PlanSpec{Steps: t1, Count: n, Times: iters, Timeout: 10 * time.Second, Record: c.recordDev(), GPUScope: v.gpu, PollAcquire: v.pacq, Threads: v.threads}))
 		dt := timeIt(t, d, s0, func() {
-			must(t, k.Plan(s0, PlanSpec{Steps: t0, Count: n, Times: iters, Timeout: 10 * time.Second, Record: c.recordDev(), GPUScope: v.gpu, Threads: v.threads}))
+			must(t, k.Plan(s0, PlanSpec{Steps: t0, Count: n, Times: iters, Timeout: 10 * time.Second, Record: c.recordDev(), GPUScope: v.gpu, PollAcquire: v.pacq, Threads: v.threads}))
 		})
 		must(t, s1.Synchronize())
 		must(t, c.check(true))
 		if fl := read(t, d, flags, 136); u64at(fl, 0) != iters || u64at(fl, 128) != iters {
 			t.Fatalf("flags %d, %d after %d round trips", u64at(fl, 0), u64at(fl, 128), iters)
 		}
-		t.Logf("MEASURED plan ping-pong (%s, threads %d, gpu scope %v): %.0f ns per round trip", v.how, v.threads, v.gpu, float64(dt.Nanoseconds())/iters)
+		if v.how == "private" {
+			got := read(t, d, data, 256)
+			if !bytes.Equal(got[128:144], init[32:48]) || !bytes.Equal(got[0:16], init[64:80]) {
+				t.Fatalf("private put_signal: landed % x and % x", got[128:144], got[0:16])
+			}
+		}
+		t.Logf("MEASURED plan ping-pong (%s, threads %d, gpu scope %v, poll acquire %v): %.0f ns per round trip", v.how, v.threads, v.gpu, v.pacq, float64(dt.Nanoseconds())/iters)
 	}
 	must(t, d.MemcpyHtoD(flags, make([]byte, 256)))
 	must(t, k.PingPong(s1, f1, f0, iters, false, 10*time.Second, out.Add(8)))

@@ -52,7 +52,9 @@ extern "C" __global__ void lc_put_signal(lc_u8 *dst, const lc_u8 *src, lc_u64 n,
 // variant 4 and 8 (barrier only) variant 6 at GPU scope, for peers whose
 // memory and threads are on this GPU; 9 polls the flag with GPU-scope
 // acquire loads (no load after the poll) and stores it with a GPU-scope
-// release.
+// release. 10 and 11 are 9 and 4 with the source read into a register
+// before the wait (a private source, which no peer writes): the read then
+// leaves the path from the wait to the flag.
 __device__ __forceinline__ lc_u64 lc_load_acquire_sys(const lc_u64 *p) {
 	lc_u64 v;
 	asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
@@ -70,8 +72,10 @@ __device__ __forceinline__ void lc_flag_store(lc_u64 *p, lc_u64 v, int variant) 
 	case 0:
 	case 4:
 	case 5: lc_store_release_sys(p, v); break;
+	case 11: lc_store_release_sys(p, v); break;
 	case 7:
-	case 9: lc_store_release_gpu(p, v); break;
+	case 9:
+	case 10: lc_store_release_gpu(p, v); break;
 	case 1: __threadfence_system(); lc_store_volatile(p, v); break;
 	case 2: asm volatile("fence.acq_rel.sys;" ::: "memory"); lc_store_volatile(p, v); break;
 	default: lc_store_volatile(p, v);
@@ -81,8 +85,8 @@ __device__ __forceinline__ void lc_flag_store(lc_u64 *p, lc_u64 v, int variant) 
 // lc_after_wait orders what follows a wait that saw flag p reach its
 // value: a fence, or (variants 4, 5) an acquire load of the flag itself.
 __device__ __forceinline__ void lc_after_wait(int variant, const lc_u64 *p) {
-	if (variant == 3 || variant == 9) return;
-	if (variant == 4 || variant == 5) {
+	if (variant == 3 || variant == 9 || variant == 10) return;
+	if (variant == 4 || variant == 5 || variant == 11) {
 		(void)lc_load_acquire_sys(p);
 		return;
 	}
@@ -97,7 +101,7 @@ __device__ __forceinline__ void lc_after_wait(int variant, const lc_u64 *p) {
 // variant 9 a GPU-scope acquire load (the poll that sees the value is the
 // acquire, so nothing follows it).
 __device__ __forceinline__ lc_u64 lc_poll(const lc_u64 *p, int variant) {
-	return variant == 9 ? lc_load_acquire_gpu(p) : lc_load_volatile(p);
+	return variant == 9 || variant == 10 ? lc_load_acquire_gpu(p) : lc_load_volatile(p);
 }
 
 extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, lc_u64 n, lc_u64 *peer_slot,
@@ -105,7 +109,10 @@ extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, 
                                             lc_u64 *out_ns, int variant) {
 	if (threadIdx.x != 0 || blockIdx.x != 0) return;
 	const lc_u64 start = lc_globaltimer();
+	const bool word = n == 8 && ((lc_u64)peer_data & 7) == 0 && ((lc_u64)src & 7) == 0;
+	const bool early = word && variant >= 10;
 	for (lc_u64 i = 1; i <= iters; i++) {
+		const lc_u64 payload = early ? *(const lc_u64 *)src : 0;
 		if (!initiator) {
 			while (lc_poll(my_slot, variant) < i) {
 				if (timeout_ns != 0 && lc_globaltimer() - start >= timeout_ns) {
@@ -115,7 +122,9 @@ extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, 
 			}
 			lc_after_wait(variant, my_slot);
 		}
-		if (n == 8 && ((lc_u64)peer_data & 7) == 0 && ((lc_u64)src & 7) == 0) {
+		if (early) {
+			*(volatile lc_u64 *)peer_data = payload;
+		} else if (word) {
 			*(volatile lc_u64 *)peer_data = *(const lc_u64 *)src;
 		} else {
 			for (lc_u64 b = 0; b < n; b++) peer_data[b] = src[b];

@@ -18,7 +18,18 @@
 #define LC_STEP_FILL_BYTE 4
 #define LC_STEP_FILL_IOTA 5
 #define LC_STEP_FILL_RAND 6
-#define LC_STEP_PUT_SIGNAL 7  // thread 0: a small copy, then a release of value at aux (cmp 1: add)
+#define LC_STEP_PUT_SIGNAL 7  // thread 0: a small copy, then a release of value at aux (cmp bit 0: add)
+
+// A put_signal step's cmp bit: its source is private (no peer writes it),
+// so a wait just before may read it early (LC_PLAN_PREFETCH).
+#define LC_PS_PRIVATE 2u
+
+// lc_plan's flags: GPU-scope ordering (every peer on this GPU); poll a
+// single slot with acquire loads (GPU scope only), so the poll that sees
+// the value is the acquire; no early read of a put_signal's source.
+#define LC_PLAN_GPU 1
+#define LC_PLAN_POLL_ACQUIRE 2
+#define LC_PLAN_NO_PREFETCH 4
 
 // A failure record's slot field for a plan: this bit, the plan's tag in
 // bits 20-30, the step in bits 0-19 (kernels.PlanFailBit).
@@ -79,15 +90,19 @@ __device__ __forceinline__ bool lc_plan_holds(lc_u64 v, lc_u64 target, lc_u32 cm
 // lc_plan_wait spins (thread 0) until the sum of the step's slots compares
 // true with target; false after recording a timeout or an abort.
 __device__ bool lc_plan_wait(const lc_plan_step &s, lc_u64 target, lc_u64 timeout_ns, const lc_u32 *abort_flag,
-                             lc_record *rec, lc_u32 tag, lc_u32 index, int gpu) {
+                             lc_record *rec, lc_u32 tag, lc_u32 index, int flags) {
 	const lc_u8 *slots = (const lc_u8 *)s.dst;
 	const lc_u32 count = s.count, cmp = s.cmp;
 	const lc_u64 stride = s.n;
+	const int gpu = flags & LC_PLAN_GPU;
+	// One slot at GPU scope: the poll itself may be the acquire.
+	const bool pacq = count == 1 && gpu && (flags & LC_PLAN_POLL_ACQUIRE);
 	lc_u64 start = 0;
 	for (lc_u32 spins = 0;;) {
-		lc_u64 sum = lc_load_volatile((const lc_u64 *)slots);
+		lc_u64 sum = pacq ? lc_load_acquire_gpu((const lc_u64 *)slots) : lc_load_volatile((const lc_u64 *)slots);
 		for (lc_u32 i = 1; i < count; i++) sum += lc_load_volatile((const lc_u64 *)(slots + (lc_u64)i * stride));
 		if (lc_plan_holds(sum, target, cmp)) {
+			if (pacq) return true;
 			if (count == 1) {
 				if (gpu) {
 					(void)lc_load_acquire_gpu((const lc_u64 *)slots);
@@ -124,12 +139,21 @@ __device__ bool lc_plan_wait(const lc_plan_step &s, lc_u64 target, lc_u64 timeou
 // lc_plan runs replays rep0 .. rep0+times-1 of the nsteps steps at steps
 // (plus *epoch when epoch is not null: a graph's replay count). first is
 // the index of steps[0] in the whole plan, for failure records.
-// gpu selects GPU-scope ordering (every peer's threads and memory on this
-// GPU) over system scope. A failed wait ends the kernel; a record that
-// already holds a failure keeps it from starting.
+// flags are LC_PLAN_*: LC_PLAN_GPU selects GPU-scope ordering (every
+// peer's threads and memory on this GPU) over system scope. A failed wait
+// ends the kernel; a record that already holds a failure keeps it from
+// starting.
+//
+// A wait followed by a put_signal of 8 or 16 aligned bytes from a private
+// source reads the source before it spins: the read (an L2 round trip once
+// the wait's acquire has emptied L1) leaves the path from the peer's
+// signal to ours. Nothing else writes a private source meanwhile: earlier
+// steps are done (thread 0's in program order, every thread's before a
+// block barrier) and no peer writes it.
 extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 nsteps, lc_u64 rep0, lc_u64 times,
-                                   lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec, lc_u32 tag, int gpu,
+                                   lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec, lc_u32 tag, int flags,
                                    const lc_u64 *epoch, lc_u32 first) {
+	const int gpu = flags & LC_PLAN_GPU;
 	__shared__ int stop;
 	// Short plans are read from shared memory, loaded once.
 	__shared__ lc_plan_step cache[LC_PLAN_CACHE];
@@ -151,6 +175,9 @@ extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 nsteps, lc_
 	// so the next step of every thread needs one first. Every thread
 	// tracks it alike (it depends on the steps only).
 	bool dirty = false;
+	// Thread 0's early read: the source words of step pre_at (~0u: none).
+	lc_u32 pre_at = ~0u;
+	lc_u64 pre0 = 0, pre1 = 0;
 	for (lc_u64 r = rep0; r < rep0 + times; r++) {
 		for (lc_u32 i = 0; i < nsteps; i++) {
 			const lc_plan_step &s = table[i];
@@ -164,10 +191,26 @@ extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 nsteps, lc_
 				// If chains, not switches: no indirect branches on the
 				// path from a wait to the next signal.
 				if (s.kind == LC_STEP_WAIT) {
-					if (!lc_plan_wait(s, s.value + r * s.step, timeout_ns, abort_flag, rec, tag, first + i, gpu)) stop = 1;
+					if (!(flags & LC_PLAN_NO_PREFETCH)) {
+						const lc_u32 nx = i + 1 < nsteps ? i + 1 : 0;
+						const lc_plan_step &t = table[nx];
+						if (t.kind == LC_STEP_PUT_SIGNAL && (t.cmp & LC_PS_PRIVATE) && (t.n == 8 || t.n == 16) &&
+						    ((t.src | t.dst) & 7) == 0) {
+							pre0 = *(const lc_u64 *)t.src;
+							if (t.n == 16) pre1 = *(const lc_u64 *)(t.src + 8);
+							pre_at = nx;
+						}
+					}
+					if (!lc_plan_wait(s, s.value + r * s.step, timeout_ns, abort_flag, rec, tag, first + i, flags)) stop = 1;
 				} else if (s.kind == LC_STEP_PUT_SIGNAL) {
-					lc_copy_small((lc_u8 *)s.dst, (const lc_u8 *)s.src, s.n);
-					lc_plan_release((lc_u64 *)s.aux, s.value, s.cmp, gpu);
+					if (pre_at == i) {
+						*(lc_u64 *)s.dst = pre0;
+						if (s.n == 16) *(lc_u64 *)(s.dst + 8) = pre1;
+						pre_at = ~0u;
+					} else {
+						lc_copy_small((lc_u8 *)s.dst, (const lc_u8 *)s.src, s.n);
+					}
+					lc_plan_release((lc_u64 *)s.aux, s.value, s.cmp & 1, gpu);
 				} else if (s.kind == LC_STEP_COPY) {
 					lc_copy_small((lc_u8 *)s.dst, (const lc_u8 *)s.src, s.n);
 				} else {

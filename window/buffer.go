@@ -21,6 +21,10 @@ type Buffer struct {
 	dead  bool
 }
 
+// Private reports that no peer writes b: it is an allocation of its own
+// (NewBuffer), not a window's memory.
+func (b *Buffer) Private() bool { return b.reg != nil }
+
 // NewBuffer allocates n zeroed bytes on the rank's device.
 func (r *Rank) NewBuffer(n uint64) (*Buffer, error) {
 	if n > MaxBytes {

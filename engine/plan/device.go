@@ -187,6 +187,9 @@ func (p *Plan) compile(d *device) error {
 				if p.sigs[i].Op == window.SigAdd {
 					add = 1
 				}
+				if p.bufs[o.Buf].Private() {
+					add |= kernels.PutPrivate
+				}
 				d.steps = append(d.steps, kernels.PlanStep{Kind: kernels.StepPutSignal, Op: uint32(i), Dst: remote, Src: buf,
 					N: o.N, Value: o.SigValue, Cmp: add, Aux: slot})
 				if o.Kind.hasCounter() {

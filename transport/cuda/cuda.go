@@ -60,7 +60,20 @@ type CUDABackend struct {
 	// hostBuffers: buffers are device-mapped host memory too (a job
 	// with network peers; see UseHostBuffers).
 	hostBuffers atomic.Bool
+	// planPollAcquire and planNoPrefetch tune the plan interpreter
+	// (PlanPollEnv, PlanPrefetchEnv).
+	planPollAcquire, planNoPrefetch bool
 }
+
+// PlanPollEnv names how the plan interpreter polls a single slot at GPU
+// scope: "relaxed" (the default: relaxed polls, then one acquire load) or
+// "acquire" (the poll that sees the value is the acquire). One H100, two
+// ranks under MPS: 1.03-1.05 us a hop relaxed, 1.07-1.10 acquire.
+const PlanPollEnv = "LUACOLL_PLAN_POLL"
+
+// PlanPrefetchEnv set to "0" stops the plan interpreter's waits from
+// reading a private put_signal source before they spin.
+const PlanPrefetchEnv = "LUACOLL_PLAN_PREFETCH"
 
 // NewCUDABackend opens GPU gpus[localRank] (or localRank modulo the device
 // count when gpus is empty) for job.
@@ -91,6 +104,8 @@ func NewCUDABackend(job string, localRank int, gpus []int) (*CUDABackend, error)
 	if v := os.Getenv(PrelaunchEnv); v == "1" || v == "2" {
 		b.prelaunch = true // until SetPrelaunch says otherwise
 	}
+	b.planPollAcquire = os.Getenv(PlanPollEnv) == "acquire"
+	b.planNoPrefetch = os.Getenv(PlanPrefetchEnv) == "0"
 	for i := 0; i < n; i++ {
 		d, err := drv.DeviceGet(i)
 		if err != nil {
@@ -617,9 +632,10 @@ func (b *CUDABackend) RefCopy(dst, src transport.Addr, n uint64) (time.Duration,
 // local says the peer runs on this GPU: its signals then need only GPU
 // scope (release store and acquire load), not system scope.
 func (b *CUDABackend) DevicePingPong(raw bool, peerData, src transport.Addr, n uint64, peerSlot, mySlot transport.Addr, iters uint64, initiator bool, timeout time.Duration, local bool) (time.Duration, error) {
-	variant := orderingVariant(4)
+	// src is a private buffer: 10 and 11 may read it before each wait.
+	variant := orderingVariant(11)
 	if local {
-		variant = orderingVariant(9)
+		variant = orderingVariant(10)
 	}
 	ns, err := b.runAux(func(s *cuda.Stream, out cuda.DevicePtr) error {
 		if raw {
@@ -710,13 +726,15 @@ func (b *CUDABackend) DeviceBarrierLoop(rows []transport.Addr, rank int, iters u
 // acquire load of each peer's slot) are correct; 3 has no ordering and
 // only gives a floor; 7 and 8 are 4 and 6 at GPU scope, and 9 is 7 with
 // the poll itself the acquire, correct only when every rank runs on this
-// GPU. The defaults are the fastest correct ones measured: on 2 x H200, 4
-// for the put_signal ping-pong (1.73-1.83 us one-way) and 6 for the
-// barrier (1.65 us; 2.29 us with variant 1); with two ranks on one H100
-// under MPS, 9 (0.89 us against 1.27 for 4, raw flag 0.38) and 8.
+// GPU; 10 and 11 are 9 and 4 with the source read before the wait. The
+// defaults are the fastest correct ones measured: for the put_signal
+// ping-pong 11 across GPUs (4 measured 1.73-1.83 us one-way on 2 x H200)
+// and 10 on one GPU (one H100, two ranks under MPS: 0.85-0.87 us against
+// 0.92-0.95 for 9, raw flag 0.36-0.39); for the barrier 6 (1.65 us on
+// 2 x H200; 2.29 us with variant 1) and 8.
 func orderingVariant(def int) int {
 	v, err := strconv.Atoi(os.Getenv("LUACOLL_ORDERING"))
-	if err != nil || v < 0 || v > 9 {
+	if err != nil || v < 0 || v > 11 {
 		return def
 	}
 	return v

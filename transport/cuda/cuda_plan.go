@@ -112,7 +112,7 @@ func (s *CUDAStream) RunPlan(p *DevicePlan, rep0, times uint64, timeout time.Dur
 		return
 	}
 	spec := kernels.PlanSpec{Steps: p.table, Count: uint32(p.steps), Rep0: rep0, Times: times, Timeout: timeout,
-		Abort: s.b.flag.Dev, Record: s.rec.Dev, Tag: p.tag, GPUScope: gpuScope}
+		Abort: s.b.flag.Dev, Record: s.rec.Dev, Tag: p.tag, GPUScope: gpuScope, PollAcquire: s.b.planPollAcquire, NoPrefetch: s.b.planNoPrefetch}
 	s.enqueue(func() error {
 		if err := s.b.k.Plan(s.s, spec); err != nil {
 			return err
@@ -147,7 +147,7 @@ func (s *CUDAStream) CapturePlan(p *DevicePlan, steps []kernels.PlanStep, timeou
 		return nil, fmt.Errorf("device plan: capture of %d steps, %d written", len(steps), p.steps)
 	}
 	spec := kernels.PlanSpec{Times: 1, Timeout: timeout, Abort: s.b.flag.Dev, Record: s.rec.Dev, Tag: p.tag,
-		GPUScope: gpuScope, Epoch: p.Epoch()}
+		GPUScope: gpuScope, PollAcquire: s.b.planPollAcquire, NoPrefetch: s.b.planNoPrefetch, Epoch: p.Epoch()}
 	return s.Capture(func(cs *cuda.Stream) error {
 		run := func(from, to int) error {
 			if from == to {
