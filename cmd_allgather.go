@@ -348,7 +348,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	if f.plan && st != nil {
 		res.Info["path"] = map[string]string{
 			"host":   "a recorded plan replayed by a Go loop over the window operations",
-			"stream": "a recorded plan replayed by a Go loop enqueuing the window operations on the CUDA stream",
+			"stream": "a recorded plan replayed as launches on the CUDA stream (the plan interpreter over runs of ops, copies above 64 KiB alone; op by op where the interpreter cannot run them)",
 			"device": "a recorded plan run by one kernel per call (the plan interpreter)",
 			"graph":  "a recorded plan captured into a CUDA graph, one launch per replay",
 		}[st.Mode()]

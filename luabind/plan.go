@@ -119,7 +119,7 @@ func (r *planRef) String() string {
 // Plan modes.
 const (
 	modeHost   = "host"   // a Go loop over the ops, host backend
-	modeStream = "stream" // the same loop enqueuing on a CUDA stream
+	modeStream = "stream" // launches on a CUDA stream: the interpreter over runs of ops, large copies alone (else the loop, op by op)
 	modeGraph  = "graph"  // one replay captured into a CUDA graph
 	modeDevice = "device" // run by the plan interpreter, one kernel a p:run
 	modeCheck  = "check"  // luacoll check: verified, never replayed
@@ -495,12 +495,15 @@ func planEntries() []*Entry {
 				return 1
 			}),
 		fn("p:info", "()", "table", g,
-			"A table: ops (this rank's count), mode (\"host\", \"stream\", \"device\", \"graph\", or \"check\" under luacoll check), graph_nodes (graph mode: the graph's nodes by type), replays (enqueued so far), window (its id), buffers (other than the window), ranks, site (where lc.plan was called).",
+			"A table: ops (this rank's count), mode (\"host\", \"stream\", \"device\", \"graph\", or \"check\" under luacoll check), graph_nodes (graph mode: the graph's nodes by type), launches (stream mode, when runs of ops go to the plan interpreter: what one replay launches), replays (enqueued so far), window (its id), buffers (other than the window), ranks, site (where lc.plan was called).",
 			func(c *call) int {
 				r := c.planRef()
 				t := c.L.NewTable()
 				t.RawSetString("ops", lua.LNumber(len(r.p.Ops())))
 				t.RawSetString("mode", lua.LString(r.mode))
+				if l := r.p.StreamLaunches(); l != "" {
+					t.RawSetString("launches", lua.LString(l))
+				}
 				if nodes := r.p.GraphNodes(); nodes != "" {
 					t.RawSetString("graph_nodes", lua.LString(nodes))
 				}
@@ -623,8 +626,15 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 			return nil, err
 		}
 	}
+	if mode == modeStream {
+		// Runs of ops as interpreter launches where the ops allow, else
+		// op by op.
+		if err := p.UseStream(); err != nil && !errors.Is(err, plan.ErrNoDevice) {
+			return nil, fmt.Errorf("mode \"stream\": %w", err)
+		}
+	}
 	r := &planRef{p: p, num: num, site: where, mode: mode}
-	if mode == modeDevice || mode == modeGraph {
+	if mode == modeDevice || mode == modeGraph || mode == modeStream {
 		if s.plans.onDevice == nil {
 			s.plans.onDevice = map[*planRef]bool{}
 		}

@@ -26,6 +26,9 @@ type device struct {
 	gpu    bool
 	// graph, in graph mode, is one replay captured (CapturePlan).
 	graph *tcuda.CUDAGraph
+	// segs, in stream mode, are a replay's launches (SplitPlan).
+	segs []tcuda.PlanSegment
+	sm   bool // large copies by put kernel (path "sm"), not copy engine
 	// uses counts a replay's uses of each window barrier id and of each
 	// pairwise barrier (peer, id).
 	uses  map[int]uint64
@@ -49,23 +52,52 @@ var ErrNoDevice = errors.New("device mode is not available")
 // stream; later Runs launch it instead of enqueuing op by op. The error
 // (wrapping ErrNoDevice when the backend or the ops rule it out) says why
 // it cannot.
-func (p *Plan) UseDevice() error { return p.useDevice(false) }
+func (p *Plan) UseDevice() error { return p.useDevice(modeDevice) }
 
 // UseGraph is UseDevice for graph mode: one replay is captured into a
 // CUDA graph whose nodes are the interpreter over runs of signals, waits
 // and small copies, copy-engine copies (put kernels on path "sm") for the
 // large ones, and an update of the replay count; each replay of a Run is
 // one graph launch.
-func (p *Plan) UseGraph() error { return p.useDevice(true) }
+func (p *Plan) UseGraph() error { return p.useDevice(modeGraph) }
 
-func (p *Plan) useDevice(graph bool) error {
+// StreamInline is the largest copy that stream mode leaves to the plan
+// interpreter; a larger one is a launch of its own (a copy engine's, or a
+// put kernel's on path "sm").
+const StreamInline = 64 << 10
+
+// UseStream is UseDevice for stream mode: a replay is a few launches on
+// the rank's stream, each copy above StreamInline bytes one of its own and
+// each run of other ops one launch of the interpreter. It fails (wrapping
+// ErrNoDevice) where device mode would; the plan then enqueues op by op.
+func (p *Plan) UseStream() error { return p.useDevice(modeStream) }
+
+// StreamLaunches says what a replay launches in stream mode
+// ("interpreter=1 copy=2"; "" in other modes).
+func (p *Plan) StreamLaunches() string {
+	if p.dev == nil || p.dev.segs == nil {
+		return ""
+	}
+	return tcuda.SegmentsString(p.dev.segs)
+}
+
+// How device steps run: one kernel a Run, a graph a replay, or launches on
+// the stream.
+const (
+	modeDevice = iota
+	modeGraph
+	modeStream
+)
+
+func (p *Plan) useDevice(mode int) error {
 	r := p.w.Rank()
 	s, ok := r.Stream.(*tcuda.CUDAStream)
 	be, ok2 := r.Backend.(*tcuda.CUDABackend)
 	if !ok || !ok2 {
 		return fmt.Errorf("%w: it needs the CUDA backend", ErrNoDevice)
 	}
-	d := &device{s: s, uses: map[int]uint64{}, puses: map[[2]int]uint64{}, gpu: allOnMyDevice(r.Topo, r.ID())}
+	d := &device{s: s, uses: map[int]uint64{}, puses: map[[2]int]uint64{}, gpu: allOnMyDevice(r.Topo, r.ID()),
+		sm: p.w.Options().Path == "sm"}
 	if err := p.compile(d); err != nil {
 		return err
 	}
@@ -79,8 +111,11 @@ func (p *Plan) useDevice(graph bool) error {
 			return err
 		}
 		d.dp = dp
-		if graph {
-			g, err := s.CapturePlan(dp, d.steps, p.w.Options().Timeout, d.gpu, p.w.Options().Path == "sm")
+		if mode == modeStream {
+			d.segs = tcuda.SplitPlan(d.steps, StreamInline)
+		}
+		if mode == modeGraph {
+			g, err := s.CapturePlan(dp, d.steps, p.w.Options().Timeout, d.gpu, d.sm)
 			if err != nil {
 				_ = dp.Free()
 				return fmt.Errorf("graph mode: %w", err)
@@ -341,9 +376,12 @@ func (p *Plan) runDevice(times int) error {
 				break
 			}
 		}
-		if d.graph != nil {
+		switch {
+		case d.graph != nil:
 			d.s.LaunchPlan(d.dp, d.graph, times)
-		} else {
+		case d.segs != nil:
+			d.s.RunPlanSegments(d.dp, d.steps, d.segs, d.k, uint64(times), p.w.Options().Timeout, d.gpu, d.sm)
+		default:
 			d.s.RunPlan(d.dp, d.k, uint64(times), p.w.Options().Timeout, d.gpu)
 		}
 		d.k += uint64(times)
@@ -388,6 +426,8 @@ func (p *Plan) deviceFailure(d *device) func(step int, observed, target uint64, 
 		mode := "device"
 		if d.graph != nil {
 			mode = "graph"
+		} else if d.segs != nil {
+			mode = "stream"
 		}
 		where := fmt.Sprintf(" (plan op %d%s, %s mode, recorded at %s)", i+1, replay, mode, o.Site)
 		return p.w.WaitFailed(name, cond, where, observed, p.w.Options().Timeout, cause)

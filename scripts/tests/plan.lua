@@ -50,7 +50,7 @@ for _, n in ipairs({ 1, 4097, most }) do
     check_all(w, n, replays + 100)
     if me == 0 then
       lc.log("%s n=%d: mode %s%s, %d ops, %d steps; %d replays each checked, then 100 back to back", algo, n, info.mode,
-        info.graph_nodes and (" (" .. info.graph_nodes .. ")") or "", info.ops, rep.steps, replays)
+        (info.graph_nodes or info.launches) and (" (" .. (info.graph_nodes or info.launches) .. ")") or "", info.ops, rep.steps, replays)
     end
     p:free()
     passed = passed + 1

@@ -137,6 +137,66 @@ func (s *CUDAStream) blamePlan(rec kernels.Record, cause error) (waitFailure, bo
 	return waitFailure{plain: fmt.Errorf("device plan: step %d: %v (observed %d, target %d)", step, cause, rec.Observed, rec.Target)}, true
 }
 
+// PlanSegment is one launch of a plan's replay: the plan interpreter
+// over steps [From, To), or (Copy) the copy at step From alone.
+type PlanSegment struct {
+	From, To int
+	Copy     bool
+}
+
+// SplitPlan cuts a replay of steps into launches: each copy of more than
+// inline bytes alone (a copy engine's, or a put kernel's over the whole
+// GPU), each run of other steps one launch of the interpreter. inline
+// below kernels.PlanSmall counts as kernels.PlanSmall.
+func SplitPlan(steps []kernels.PlanStep, inline uint64) []PlanSegment {
+	inline = max(inline, kernels.PlanSmall)
+	var segs []PlanSegment
+	from := 0
+	for i, st := range steps {
+		if st.Kind != kernels.StepCopy || st.N <= inline {
+			continue
+		}
+		if from < i {
+			segs = append(segs, PlanSegment{From: from, To: i})
+		}
+		segs = append(segs, PlanSegment{From: i, To: i + 1, Copy: true})
+		from = i + 1
+	}
+	if from < len(steps) {
+		segs = append(segs, PlanSegment{From: from, To: len(steps)})
+	}
+	return segs
+}
+
+// SegmentsString says what a replay launches ("interpreter=2 copy=1").
+func SegmentsString(segs []PlanSegment) string {
+	k, c := 0, 0
+	for _, g := range segs {
+		if g.Copy {
+			c++
+		} else {
+			k++
+		}
+	}
+	return fmt.Sprintf("interpreter=%d copy=%d", k, c)
+}
+
+// planSpec is the interpreter launch of steps [g.From, g.To) of p.
+func (s *CUDAStream) planSpec(p *DevicePlan, g PlanSegment, timeout time.Duration, gpuScope bool) kernels.PlanSpec {
+	return kernels.PlanSpec{Steps: p.table.Add(uint64(g.From) * kernels.PlanStepSize), Count: uint32(g.To - g.From), First: uint32(g.From),
+		Times: 1, Timeout: timeout, Abort: s.b.flag.Dev, Record: s.rec.Dev, Tag: p.tag,
+		GPUScope: gpuScope, PollAcquire: s.b.planPollAcquire, NoPrefetch: s.b.planNoPrefetch}
+}
+
+// launchCopy enqueues the large copy st on cs: a copy engine's, or on
+// path sm a put kernel's.
+func (s *CUDAStream) launchCopy(cs *cuda.Stream, st kernels.PlanStep, sm bool) error {
+	if sm {
+		return s.b.k.Put(cs, st.Dst, st.Src, st.N)
+	}
+	return s.b.drv.MemcpyAsync(st.Dst, st.Src, st.N, cs)
+}
+
 // CapturePlan captures one replay of p into a CUDA graph on s: each run of
 // thread-0 steps (signals, waits, small copies) and each fill is a node
 // of the plan interpreter reading its replay from p's epoch; each wide
@@ -146,40 +206,57 @@ func (s *CUDAStream) CapturePlan(p *DevicePlan, steps []kernels.PlanStep, timeou
 	if len(steps) != p.steps {
 		return nil, fmt.Errorf("device plan: capture of %d steps, %d written", len(steps), p.steps)
 	}
-	spec := kernels.PlanSpec{Times: 1, Timeout: timeout, Abort: s.b.flag.Dev, Record: s.rec.Dev, Tag: p.tag,
-		GPUScope: gpuScope, PollAcquire: s.b.planPollAcquire, NoPrefetch: s.b.planNoPrefetch, Epoch: p.Epoch()}
+	segs := SplitPlan(steps, kernels.PlanSmall)
 	return s.Capture(func(cs *cuda.Stream) error {
-		run := func(from, to int) error {
-			if from == to {
-				return nil
-			}
-			sp := spec
-			sp.Steps, sp.Count, sp.First = p.table.Add(uint64(from)*kernels.PlanStepSize), uint32(to-from), uint32(from)
-			return s.b.k.Plan(cs, sp)
-		}
-		from := 0
-		for i, st := range steps {
-			if !st.Wide() || st.Kind != kernels.StepCopy {
-				continue
-			}
-			if err := run(from, i); err != nil {
-				return err
-			}
+		for _, g := range segs {
 			var err error
-			if sm {
-				err = s.b.k.Put(cs, st.Dst, st.Src, st.N)
+			if g.Copy {
+				err = s.launchCopy(cs, steps[g.From], sm)
 			} else {
-				err = s.b.drv.MemcpyAsync(st.Dst, st.Src, st.N, cs)
+				sp := s.planSpec(p, g, timeout, gpuScope)
+				sp.Epoch = p.Epoch()
+				err = s.b.k.Plan(cs, sp)
 			}
 			if err != nil {
 				return err
 			}
-			from = i + 1
-		}
-		if err := run(from, len(steps)); err != nil {
-			return err
 		}
 		return s.b.k.CounterAdd(cs, p.Epoch(), 1)
+	})
+}
+
+// RunPlanSegments enqueues replays rep0 .. rep0+times-1 of p on s launch by
+// launch, as segs (SplitPlan of steps, p's as written) cut them; a plan of
+// one interpreter segment runs every replay in one launch (RunPlan). A
+// failed wait ends its launch and poisons the ones after it (they return
+// at once); the next Sync reports it through p's fail.
+func (s *CUDAStream) RunPlanSegments(p *DevicePlan, steps []kernels.PlanStep, segs []PlanSegment, rep0, times uint64, timeout time.Duration, gpuScope, sm bool) {
+	if len(segs) == 1 && !segs[0].Copy {
+		s.RunPlan(p, rep0, times, timeout, gpuScope)
+		return
+	}
+	if p.table == 0 {
+		s.Fail(errors.New("device plan: run after free"))
+		return
+	}
+	s.enqueue(func() error {
+		for r := rep0; r < rep0+times; r++ {
+			for _, g := range segs {
+				var err error
+				if g.Copy {
+					err = s.launchCopy(s.s, steps[g.From], sm)
+				} else {
+					sp := s.planSpec(p, g, timeout, gpuScope)
+					sp.Rep0 = r
+					err = s.b.k.Plan(s.s, sp)
+				}
+				if err != nil {
+					return err
+				}
+			}
+		}
+		s.plans = append(s.plans, p)
+		return nil
 	})
 }
 
