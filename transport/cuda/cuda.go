@@ -63,7 +63,13 @@ type CUDABackend struct {
 	// planPollAcquire and planNoPrefetch tune the plan interpreter
 	// (PlanPollEnv, PlanPrefetchEnv).
 	planPollAcquire, planNoPrefetch bool
+	// noHostCopies turns copyOnHost off (HostCopyEnv).
+	noHostCopies bool
 }
+
+// HostCopyEnv set to "0" makes every copy of the proxy path a device copy
+// (see copyOnHost), for measurements.
+const HostCopyEnv = "LUACOLL_HOST_COPY"
 
 // PlanPollEnv names how the plan interpreter polls a single slot at GPU
 // scope: "relaxed" (the default: relaxed polls, then one acquire load) or
@@ -106,6 +112,7 @@ func NewCUDABackend(job string, localRank int, gpus []int) (*CUDABackend, error)
 	}
 	b.planPollAcquire = os.Getenv(PlanPollEnv) == "acquire"
 	b.planNoPrefetch = os.Getenv(PlanPrefetchEnv) == "0"
+	b.noHostCopies = os.Getenv(HostCopyEnv) == "0"
 	for i := 0; i < n; i++ {
 		d, err := drv.DeviceGet(i)
 		if err != nil {
@@ -835,6 +842,10 @@ type CUDAStream struct {
 	mu      sync.Mutex
 	err     error
 	pending []*transport.WaitSpec
+	// idle: the stream was seen drained and nothing was enqueued since;
+	// gen counts enqueues (both under mu).
+	idle bool
+	gen  uint64
 	// memops are the waits enqueued as stream memory operations (no SM, no
 	// device-side timeout): Sync watches them and releases one that times
 	// out or is aborted (see watch).
@@ -937,6 +948,8 @@ func (s *CUDAStream) flushLocked() {
 func (s *CUDAStream) runLocked(f func() error) bool {
 	s.cancelPreLocked()
 	s.doneTail = false
+	s.gen++
+	s.idle = false
 	if s.err != nil {
 		return false
 	}
@@ -954,6 +967,8 @@ func (s *CUDAStream) runLocked(f func() error) bool {
 // holdLocked keeps h back (s.mu is held) and arms the timer that launches
 // it if no call comes.
 func (s *CUDAStream) holdLocked(h heldOp) {
+	s.gen++
+	s.idle = false
 	h.gen = s.held.gen + 1
 	s.held = h
 	s.timerGen = h.gen
@@ -997,9 +1012,12 @@ var ceSplit = int(min(max(envUint("LUACOLL_CE_SPLIT", 1), 1), 8))
 
 const ceSplitMin = 16 << 20
 
+// hostCopyMax is the largest copy copyOnHost makes.
+const hostCopyMax = 1 << 20
+
 // Copy implements Stream.
 func (s *CUDAStream) Copy(dst, src transport.Addr, n uint64) {
-	if n == 0 {
+	if n == 0 || s.copyOnHost(dst, src, n) {
 		return
 	}
 	sm := s.path == "sm" || (s.path == "auto" && n <= AutoSMCopyMax)
@@ -1012,6 +1030,27 @@ func (s *CUDAStream) Copy(dst, src transport.Addr, n uint64) {
 		}
 		return s.b.drv.MemcpyAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), n, s.s)
 	})
+}
+
+// copyOnHost makes a copy of up to hostCopyMax bytes with the host's CPU
+// when both ranges lie in device-mapped host memory (the proxy path's
+// windows and buffers) and the stream is idle, so that nothing on it can
+// come before the copy: there is no launch to make, and the stream stays
+// idle for the network operation or host-polled wait that usually comes
+// next, which then need not drain it. Device work enqueued later sees the
+// bytes (a launch orders the host's earlier writes before it). It reports
+// whether it made the copy.
+func (s *CUDAStream) copyOnHost(dst, src transport.Addr, n uint64) bool {
+	if n > hostCopyMax || s.b.noHostCopies || !s.b.hostMapped(dst, n) || !s.b.hostMapped(src, n) {
+		return false
+	}
+	s.lock()
+	defer s.mu.Unlock()
+	if !s.idle || s.err != nil || s.held.put != nil || s.held.wait != nil || s.held.agp != nil || s.s.Capturing() {
+		return false
+	}
+	copy(transport.HostBytes(dst, n), transport.HostBytes(src, n))
+	return true
 }
 
 // splitCopy spreads one copy over ceSplit streams (this one and side
@@ -1098,6 +1137,8 @@ func (s *CUDAStream) PutSignal(dst, src transport.Addr, n uint64, slot transport
 // kernel (w first when waitFirst), or through a prelaunched kernel; ws is
 // the wait to account for.
 func (s *CUDAStream) launchFusedLocked(ws *transport.WaitSpec, waitFirst bool, p kernels.PutSignalSpec, w kernels.WaitSpec) {
+	s.gen++
+	s.idle = false
 	s.held = heldOp{gen: s.held.gen + 1}
 	if s.pre != nil {
 		s.pre.hold = false
@@ -1445,6 +1486,7 @@ func (s *CUDAStream) syncDevice(ctx context.Context) error {
 	s.lock()
 	s.flushLocked()
 	tail, seq := s.doneTail && s.err == nil, s.doneSeq
+	idle, gen := s.idle, s.gen
 	s.mu.Unlock()
 	cancelled := false
 	// When the last work is a fused launch, its own report that it ended
@@ -1452,7 +1494,7 @@ func (s *CUDAStream) syncDevice(ctx context.Context) error {
 	// (released before the report) and nothing follows it. Otherwise, or
 	// when the report is late, ask the driver.
 	spinning, spinUntil := syncSpin > 0, time.Now().Add(syncSpin)
-	fast := tail && spinning && s.doneSeen(seq, syncSpin)
+	fast := idle || (tail && spinning && s.doneSeen(seq, syncSpin))
 	if !fast && s.pre != nil {
 		// A prelaunched kernel would keep the stream busy.
 		s.mu.Lock()
@@ -1493,6 +1535,8 @@ func (s *CUDAStream) syncDevice(ctx context.Context) error {
 	}
 	s.lock()
 	s.undoRelease()
+	// Nothing enqueued since the stream was seen drained: it is idle.
+	s.idle = s.gen == gen
 	err := s.err
 	s.err = nil
 	if tail && !fast && atomic.LoadUint64((*uint64)(s.done.Host)) < seq && err == nil {

@@ -205,6 +205,8 @@ func (s *CUDAStream) prelauncher() {
 				} else {
 					pre.gen++
 					pre.live = true
+					s.gen++
+					s.idle = false
 				}
 			}
 		}
