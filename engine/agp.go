@@ -156,11 +156,11 @@ func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, g
 		if err := ag.openHost(ctx, call); err != nil {
 			return nil, err
 		}
-	} else if !ag.graph && (ag.run == "direct" || ag.directUpTo > 0) {
-		// Window operations (network peers, the proxy path): small
-		// direct execs are staged, with no guard barrier. Every rank
-		// decides alike (the topology's whole matrix, the collective
-		// arguments).
+	} else if (!ag.graph || ag.proxy) && (ag.run == "direct" || ag.directUpTo > 0) {
+		// Window operations (network peers, the proxy path, whose graph
+		// mode runs them in a host function too): small direct execs
+		// are staged, with no guard barrier. Every rank decides alike
+		// (the topology's whole matrix, the collective arguments).
 		if err := ag.openStage(ctx, call); err != nil {
 			return nil, err
 		}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/transport"
@@ -14,28 +16,32 @@ import (
 )
 
 // Graph mode on the proxy path (CUDA windows whose peers include network
-// ones, which the host drives): an exec is one host function on the rank's
-// CUDA stream, captured once into a CUDA graph (one host node) and
-// replayed by every later exec with the same arguments. The host function
-// runs the exec's window operations (execWindow) on a view of the window
-// bound to a host stream, which reaches the window's host memory directly
-// and the network through UCX, then syncs that stream; a failure becomes
-// the CUDA stream's, reported by the next sync. Replays run in stream
-// order, one at a time, so the exec state they advance (hx) is theirs
-// alone.
+// ones, which the host drives): an exec is one call into a host thread on
+// the rank's CUDA stream (tcuda.ProxyCall: a kernel rings a host-mapped
+// bell and waits for the answer), captured once into a CUDA graph and
+// replayed by every later exec with the same arguments. The thread (serve)
+// runs each call's exec, the window operations of execWindow, on a view
+// of the window bound to a host stream, which reaches the window's host
+// memory directly and the network through UCX, then syncs that stream and
+// answers; a failure becomes the CUDA stream's, reported by the next sync.
+// Calls are answered in order, one at a time, so the exec state they
+// advance (hx) is theirs alone. (A host node in the graph did the same at
+// 95-112 us an exec where the call takes about 15.)
 type agProxyGraph struct {
-	cs  *tcuda.CUDAStream
-	hx  *AllGather // the state the host function advances: ag's, on the view
-	hs  transport.Stream
-	fn  *cuda.HostFunc
-	g   *tcuda.CUDAGraph
-	arg agProxyArgs // the captured exec's arguments
+	cs   *tcuda.CUDAStream
+	hx   *AllGather // the state the calls advance: ag's, on the view
+	hs   transport.Stream
+	call *tcuda.ProxyCall
+	// stop ends serve, which closes served when it returns.
+	stop, served chan struct{}
+	g            *tcuda.CUDAGraph
+	arg          agProxyArgs // the captured exec's arguments
 	// failed: an exec failed, and the CUDA stream has not reported it
 	// yet; until it has, later host functions do nothing (as a stream
 	// skips what follows a failed operation until a sync reports it)
 	// instead of each waiting out the window's timeout.
 	failed atomic.Bool
-	// skipping: hs holds errAgSkipped (driver thread only).
+	// skipping: hs holds errAgSkipped (the thread running execs only).
 	skipping bool
 	// unhook removes the forwarding of the CUDA stream's interrupts to hs
 	// and its reports to failed.
@@ -65,18 +71,66 @@ func (ag *AllGather) openProxyGraph(cs *tcuda.CUDAStream) error {
 	}
 	hx := *ag
 	hx.w = ag.w.OnStream(hs, hb)
-	pg := &agProxyGraph{cs: cs, hx: &hx, hs: hs}
-	pg.fn = cuda.NewHostFunc(pg.run)
+	if ag.stage != nil {
+		hx.stage = ag.stage.OnStream(hs, hb)
+		hx.stageDescribe = (&hx).describeHostWait
+	}
+	// The call gives up well after the exec's own waits would have.
+	timeout := time.Duration(0)
+	if t := ag.w.Options().Timeout; t > 0 {
+		timeout = 2*t + 10*time.Second
+	}
+	call, err := cs.NewProxyCall(timeout)
+	if err != nil {
+		hs.Close()
+		return err
+	}
+	pg := &agProxyGraph{cs: cs, hx: &hx, hs: hs, call: call, stop: make(chan struct{}), served: make(chan struct{})}
 	// An interrupt of the rank's stream (Ctrl-C, a sync's deadline, the
 	// stream closing) ends the waits of the exec in progress too.
 	unInterrupt := cs.OnInterrupt(hs.Interrupt)
 	unReport := cs.OnReport(func(error) { pg.failed.Store(false) })
 	pg.unhook = func() { unInterrupt(); unReport() }
 	ag.pg = pg
+	go pg.serve()
 	return nil
 }
 
-// run is the host function: one exec of the captured arguments.
+// serve answers the calls: it polls the bell and runs the exec of every
+// call rung, in order. It spins while calls come (each one's answer is
+// what the stream waits for), yields for a millisecond after the last,
+// then polls every 50 us until stop.
+func (pg *agProxyGraph) serve() {
+	defer close(pg.served)
+	var answered uint64
+	idle := time.Now()
+	for i := 0; ; i++ {
+		if e := pg.call.Rung(); e > answered {
+			for answered < e {
+				answered++
+				pg.run()
+				pg.call.Answer(answered)
+			}
+			idle, i = time.Now(), 0
+			continue
+		}
+		if i&63 != 63 {
+			continue
+		}
+		select {
+		case <-pg.stop:
+			return
+		default:
+		}
+		if time.Since(idle) < time.Millisecond {
+			runtime.Gosched()
+		} else {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+}
+
+// run is one exec of the captured arguments.
 func (pg *agProxyGraph) run() {
 	pg.step(func() error {
 		a := pg.arg
@@ -105,7 +159,15 @@ func (pg *agProxyGraph) step(ops func() error, what string) {
 		pg.skipping = false
 	}
 	err := ops()
-	if serr := pg.hs.Sync(context.Background()); err == nil {
+	// The exec is over once its chunks arrived (its waits) and its puts
+	// completed locally; the peers' waits see them arrive, so no flush.
+	var serr error
+	if ls, ok := pg.hs.(interface{ SyncLocal(context.Context) error }); ok {
+		serr = ls.SyncLocal(context.Background())
+	} else {
+		serr = pg.hs.Sync(context.Background())
+	}
+	if err == nil {
 		err = serr
 	}
 	if err != nil {
@@ -143,7 +205,7 @@ func (ag *AllGather) execProxyGraph(src *window.Buffer, srcOff, n uint64, inPlac
 			pg.g = nil
 		}
 		pg.arg = a
-		g, err := pg.cs.Capture(func(raw *cuda.Stream) error { return raw.LaunchHostFunc(pg.fn) })
+		g, err := pg.cs.Capture(pg.call.Launch)
 		if err != nil {
 			return ag.errf("graph: %w", err)
 		}
@@ -160,15 +222,19 @@ func (ag *AllGather) execProxyGraph(src *window.Buffer, srcOff, n uint64, inPlac
 // do nothing, and the host stream and graph are left to the process).
 func (pg *agProxyGraph) close(drained bool) {
 	pg.unhook()
-	pg.fn.Free()
 	if !drained {
+		// serve goes on answering (the calls still queued end at once),
+		// until the process ends.
 		pg.failed.Store(true)
 		pg.hs.Interrupt(errors.New("the all-gather was destroyed"))
 		return
 	}
+	close(pg.stop)
+	<-pg.served
 	if pg.g != nil {
 		_ = pg.g.Destroy()
 		pg.g = nil
 	}
+	pg.call.Free()
 	pg.hs.Close()
 }

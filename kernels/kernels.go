@@ -24,6 +24,7 @@ const (
 	KernelChecksum   = "lc_checksum"
 	KernelEqual      = "lc_equal"
 	KernelPingPong   = "lc_pingpong"
+	KernelProxyCall  = "lc_proxy_call"
 )
 
 // Names lists every kernel of the program; Load looks each one up, so
@@ -32,7 +33,7 @@ func Names() []string {
 	return []string{KernelPut, KernelSignal, KernelWait, KernelBarrier, KernelCounterAdd, KernelFillByte,
 		KernelFillIota32, KernelFillRand, KernelChecksum, KernelEqual, KernelPingPong,
 		KernelPutSignal, KernelPPPutSignal, KernelBarrierLoop, KernelPutSignalWait, KernelWaitPutSignal, KernelPrelaunched,
-		KernelAGPReady, KernelAGPDone, KernelAGPDoneReady, KernelAGPOne, KernelAGPLL, KernelAGPCopy, KernelPlan}
+		KernelAGPReady, KernelAGPDone, KernelAGPDoneReady, KernelAGPOne, KernelAGPLL, KernelAGPCopy, KernelPlan, KernelProxyCall}
 }
 
 // Options configure Load.
@@ -404,6 +405,30 @@ func (k *Kernels) CounterAdd(s *cuda.Stream, counter cuda.DevicePtr, value uint6
 	var a cuda.KernelArgs
 	a.Ptr(counter).U64(value)
 	return k.single(KernelCounterAdd, s, &a)
+}
+
+// ProxyCallSlot is the slot field of a failure record that lc_proxy_call
+// wrote (sync.cu's LC_PROXY_SLOT).
+const ProxyCallSlot = 0x7ffffffe
+
+// ProxyCallSpec is one call of stream work into a host thread (see
+// lc_proxy_call): Calls is the kernel's call count (8 bytes of device
+// memory, zeroed once), Bell and Done host-mapped words.
+type ProxyCallSpec struct {
+	Calls, Bell, Done cuda.DevicePtr
+	Timeout           time.Duration // <= 0: none
+	Abort, Record     cuda.DevicePtr
+}
+
+// ProxyCall enqueues a call: the count rung into Bell, then a wait until
+// Done reaches it.
+func (k *Kernels) ProxyCall(s *cuda.Stream, p ProxyCallSpec) error {
+	if p.Calls == 0 || p.Bell == 0 || p.Done == 0 {
+		return fmt.Errorf("proxy call: %w", ErrBadSpec)
+	}
+	var a cuda.KernelArgs
+	a.Ptr(p.Calls).Ptr(p.Bell).Ptr(p.Done).U64(nanos(p.Timeout)).Ptr(p.Abort).Ptr(p.Record)
+	return k.single(KernelProxyCall, s, &a)
 }
 
 // FillByte sets n bytes at dst to b.

@@ -147,3 +147,40 @@ extern "C" __global__ void lc_pingpong(lc_u64 *mine, lc_u64 *peer, lc_u64 iters,
 	}
 	if (out_ns) *out_ns = lc_globaltimer() - start;
 }
+
+// lc_proxy_call hands one piece of stream work to a host thread (a CUDA
+// graph's call into the network proxy): it counts the call in *calls
+// (device memory, this kernel's alone), rings *bell (host-mapped) with the
+// count after a system fence, and waits until the host stores a value at
+// least as large into *done (host-mapped): what the host did is then
+// ordered before what follows on the stream. Unlike other waits it does
+// not end on a poisoned record (the host's work must be over before the
+// stream moves on); it ends on the abort flag, or after timeout_ns (0:
+// none), when it records a failure whose slot is LC_PROXY_SLOT.
+#define LC_PROXY_SLOT 0x7ffffffeu
+extern "C" __global__ void lc_proxy_call(lc_u64 *calls, lc_u64 *bell, const lc_u64 *done, lc_u64 timeout_ns,
+                                         const lc_u32 *abort_flag, lc_record *rec) {
+	LC_ONE_THREAD();
+	const lc_u64 e = lc_load_volatile(calls) + 1;
+	lc_store_volatile(calls, e);
+	__threadfence_system();
+	lc_store_volatile(bell, e);
+	const lc_u64 start = lc_globaltimer();
+	for (lc_u32 spins = 0;;) {
+		// A read of host memory crosses PCIe: each poll takes about 1 us.
+		const lc_u64 v = lc_load_volatile(done);
+		if (v >= e) {
+			__threadfence_system();
+			return;
+		}
+		if ((++spins & 15) != 0) continue;
+		if (lc_aborted(abort_flag)) {
+			lc_fail(rec, LC_STATUS_ABORTED, LC_PROXY_SLOT, v, e, lc_globaltimer() - start);
+			return;
+		}
+		if (timeout_ns != 0 && lc_globaltimer() - start >= timeout_ns) {
+			lc_fail(rec, LC_STATUS_TIMEOUT, LC_PROXY_SLOT, v, e, lc_globaltimer() - start);
+			return;
+		}
+	}
+}

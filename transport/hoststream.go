@@ -530,8 +530,19 @@ const hostSyncSpin = 20 * time.Microsecond
 
 // Sync implements Stream. It polls while the policy would spin (up to
 // hostSyncSpin), then sleeps until the stream drains.
-func (s *HostStream) Sync(ctx context.Context) error {
-	s.flushRemote()
+func (s *HostStream) Sync(ctx context.Context) error { return s.sync(ctx, true) }
+
+// SyncLocal is Sync without the network flush: it returns once the stream
+// drained and what it posted to networks completed locally (sources may
+// be reused, gets' data is in place), whether or not puts reached their
+// targets yet. A flush asks every peer for a reply; an exchange whose
+// peers' answers already say what they received needs none.
+func (s *HostStream) SyncLocal(ctx context.Context) error { return s.sync(ctx, false) }
+
+func (s *HostStream) sync(ctx context.Context, flush bool) error {
+	if flush {
+		s.flushRemote()
+	}
 	var start time.Time
 	for i := 0; ; i++ {
 		s.mu.Lock()
@@ -539,7 +550,11 @@ func (s *HostStream) Sync(ctx context.Context) error {
 			s.flushRings()
 			err := s.err
 			s.err = nil
+			gen := s.gen.Load()
 			s.mu.Unlock()
+			if err == nil && !flush {
+				err = s.settleRemote(gen)
+			}
 			if err != nil {
 				// The operations after the error were skipped, the flush
 				// too; but what was posted before it may still read memory

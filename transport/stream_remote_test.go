@@ -119,3 +119,30 @@ func TestRemoteStreamErrorStillQuiets(t *testing.T) {
 		t.Fatalf("calls %v; want post, then quiet although the flush was skipped", log)
 	}
 }
+
+// SyncLocal waits for posted operations to complete locally (a quiet) and
+// flushes nothing; a Sync after it still flushes what was posted.
+func TestRemoteStreamSyncLocal(t *testing.T) {
+	mem, _ := sharedPages(t, 4096)
+	n := &recNet{}
+	s := NewHostStream(NewAbort(), WaitPolicy{Spin: time.Microsecond, Yield: time.Microsecond, Inline: time.Minute})
+	defer s.Close()
+	put := RemoteOp{Kind: RemotePut, Ref: Ref{Peer: 1, Key: recKey{n}}, Local: mem, N: 8, Timeout: time.Minute, What: "put"}
+	s.Remote(put)
+	if err := s.SyncLocal(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if log, _ := n.calls(); len(log) != 2 || log[0] != "post" || log[1] != "quiet" {
+		t.Fatalf("calls %v; want post, quiet", log)
+	}
+	// Nothing posted since: no second quiet.
+	if err := s.SyncLocal(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if log, _ := n.calls(); len(log) != 3 || log[2] != "flush" {
+		t.Fatalf("calls %v; want post, quiet, flush", log)
+	}
+}

@@ -1632,6 +1632,9 @@ func (s *CUDAStream) blame(rec kernels.Record) waitFailure {
 			cause = errors.New("aborted")
 		}
 	}
+	if rec.Slot == kernels.ProxyCallSlot {
+		return waitFailure{plain: fmt.Errorf("a graph's call into the host got no answer: %w (call %d, %d answered)", cause, rec.Target, rec.Observed)}
+	}
 	if wf, ok := s.blamePlan(rec, cause); ok {
 		return wf
 	}

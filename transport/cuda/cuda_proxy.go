@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/kernels"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/transport/shm"
 )
@@ -556,4 +557,75 @@ func (s *CUDAStream) addHook(list *[]func(error), fn func(error)) func() {
 // has completed, and the work after it waits for it.
 func (s *CUDAStream) HostFunc(f *cuda.HostFunc) {
 	s.enqueue(func() error { return s.s.LaunchHostFunc(f) })
+}
+
+// ProxyCall lets a CUDA graph hand work to a host thread without a host
+// node: its kernel (kernels.ProxyCall) rings a host-mapped bell with the
+// call's number and spins until the host answers in a host-mapped done
+// word. A host node costs a wake-up of the driver's callback thread; a
+// host thread that polls the bell answers within microseconds.
+type ProxyCall struct {
+	s          *CUDAStream
+	bell, done *cuda.MappedMem
+	calls      cuda.DevicePtr
+	timeout    time.Duration
+}
+
+// NewProxyCall makes a call for s whose kernel gives up after timeout
+// (<= 0: never) with a failure the next Sync reports.
+func (s *CUDAStream) NewProxyCall(timeout time.Duration) (*ProxyCall, error) {
+	b := s.b
+	calls, err := b.alloc(8)
+	if err != nil {
+		return nil, fmt.Errorf("proxy call: %w", err)
+	}
+	pc := &ProxyCall{s: s, calls: calls, timeout: timeout}
+	fail := func(err error) (*ProxyCall, error) {
+		pc.Free()
+		return nil, fmt.Errorf("proxy call: %w", err)
+	}
+	if err := b.Write(transport.Addr(calls), make([]byte, 8)); err != nil {
+		return fail(err)
+	}
+	defer onThread()()
+	if err := b.current(); err != nil {
+		return fail(err)
+	}
+	if pc.bell, err = b.drv.AllocMapped(64); err != nil {
+		return fail(err)
+	}
+	if pc.done, err = b.drv.AllocMapped(64); err != nil {
+		return fail(err)
+	}
+	return pc, nil
+}
+
+// Launch enqueues one call on raw (s's stream, or a capture of it).
+func (pc *ProxyCall) Launch(raw *cuda.Stream) error {
+	return pc.s.b.k.ProxyCall(raw, kernels.ProxyCallSpec{Calls: pc.calls, Bell: pc.bell.Dev, Done: pc.done.Dev,
+		Timeout: pc.timeout, Abort: pc.s.b.flag.Dev, Record: pc.s.rec.Dev})
+}
+
+// Rung is the number of the last call rung (0: none yet).
+func (pc *ProxyCall) Rung() uint64 { return atomic.LoadUint64((*uint64)(pc.bell.Host)) }
+
+// Answer tells the calls up to number e that their work is done.
+func (pc *ProxyCall) Answer(e uint64) { atomic.StoreUint64((*uint64)(pc.done.Host), e) }
+
+// Free releases the call's memory; no launch of it may still run.
+func (pc *ProxyCall) Free() {
+	defer onThread()()
+	_ = pc.s.b.current()
+	if pc.bell != nil {
+		_ = pc.bell.Free()
+		pc.bell = nil
+	}
+	if pc.done != nil {
+		_ = pc.done.Free()
+		pc.done = nil
+	}
+	if pc.calls != 0 {
+		_ = pc.s.b.free(pc.calls)
+		pc.calls = 0
+	}
 }
