@@ -222,6 +222,15 @@ static inline lc_status lc_ptr_status(void *p) {
 	return LC_INPROGRESS;
 }
 
+// lc_ucx_worker_new makes a worker of ctx used from one thread at a time.
+static lc_status lc_ucx_worker_new(lc_ucx *u, lc_h ctx, lc_h *worker) {
+	lc_worker_params wp;
+	memset(&wp, 0, sizeof wp);
+	wp.field_mask = LC_WORKER_THREAD_MODE;
+	wp.thread_mode = LC_THREAD_SERIALIZED;
+	return u->worker_create(ctx, &wp, worker);
+}
+
 // lc_ucx_open makes the context (RMA, active messages, wake-up) and one
 // worker used from one thread at a time.
 static lc_status lc_ucx_open(lc_ucx *u, lc_h *ctx, lc_h *worker, const char **where) {
@@ -241,11 +250,7 @@ static lc_status lc_ucx_open(lc_ucx *u, lc_h *ctx, lc_h *worker, const char **wh
 		*where = "ucp_init";
 		return s;
 	}
-	lc_worker_params wp;
-	memset(&wp, 0, sizeof wp);
-	wp.field_mask = LC_WORKER_THREAD_MODE;
-	wp.thread_mode = LC_THREAD_SERIALIZED;
-	s = u->worker_create(*ctx, &wp, worker);
+	s = lc_ucx_worker_new(u, *ctx, worker);
 	if (s != LC_OK) {
 		u->cleanup(*ctx);
 		*where = "ucp_worker_create";

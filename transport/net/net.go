@@ -71,6 +71,9 @@ type Transport struct {
 	driven atomic.Int64
 
 	regs, keys atomic.Int64
+
+	// lanes are the extra workers large puts are striped over (lanes.go).
+	lanes []*lane
 }
 
 type endpoint struct {
@@ -161,6 +164,8 @@ func (t *Transport) openLocked() error {
 		t.stopFd = stop
 		t.done = make(chan struct{})
 		go t.progressLoop(int(efd))
+		// Lanes are a speed-up only: without them large puts go whole.
+		_ = t.openLanesLocked(laneCount())
 		return nil
 	}()
 	return t.openErr
@@ -230,7 +235,7 @@ func (t *Transport) Address() ([]byte, error) {
 	if err := t.openLocked(); err != nil {
 		return nil, err
 	}
-	return seal(t.addr), nil
+	return seal(encodeAddresses(t.addr, t.lanes)), nil
 }
 
 // sealMagic starts every address and key this network publishes.
@@ -290,7 +295,11 @@ func (t *Transport) Connect(peer int, addr []byte) error {
 	if err != nil {
 		return fmt.Errorf("rank %d's %w", peer, err)
 	}
-	ca := C.CBytes(body)
+	addrs, err := decodeAddresses(body)
+	if err != nil {
+		return fmt.Errorf("rank %d's %w", peer, err)
+	}
+	ca := C.CBytes(addrs[0])
 	defer C.free(ca)
 	e := &endpoint{peer: peer, failed: (*C.int32_t)(C.calloc(1, 4))}
 	if s := C.lc_ucx_ep_create(t.lib.u, t.worker, ca, e.failed, &e.h); s != C.LC_OK {
@@ -299,7 +308,7 @@ func (t *Transport) Connect(peer int, addr []byte) error {
 	}
 	t.eps[peer] = e
 	C.lc_am_set_ep(t.am, C.int(peer), e.h)
-	return nil
+	return t.connectLanesLocked(peer, addrs[1:])
 }
 
 // epErr reports a failed endpoint.
@@ -381,6 +390,8 @@ type key struct {
 	ep   *endpoint
 	rkey C.lc_h
 	base uint64
+	// lanes are the key unpacked on each lane's endpoint to the peer.
+	lanes []C.lc_h
 }
 
 // Unpack implements transport.Network.
@@ -402,6 +413,10 @@ func (t *Transport) Unpack(peer int, packed []byte) (transport.RemoteKey, error)
 	defer C.free(cb)
 	if s := C.lc_ucx_rkey_unpack(t.lib.u, k.ep.h, cb, &k.rkey); s != C.LC_OK {
 		return nil, t.lib.fail(fmt.Sprintf("ucp_ep_rkey_unpack(rank %d)", peer), s)
+	}
+	if err := t.unpackLanesLocked(k, peer, packed[8:]); err != nil {
+		C.lc_ucx_rkey_destroy(t.lib.u, k.rkey)
+		return nil, err
 	}
 	t.keys.Add(1)
 	return k, nil
@@ -430,6 +445,7 @@ func (k *key) Close() error {
 	k.t.mu.Lock()
 	defer k.t.mu.Unlock()
 	if k.rkey != nil {
+		k.closeLanes()
 		C.lc_ucx_rkey_destroy(k.t.lib.u, k.rkey)
 		k.rkey = nil
 		k.t.keys.Add(-1)
@@ -466,6 +482,9 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 	raddr := C.uint64_t(k.base + op.Ref.Off)
 	var p, operand unsafe.Pointer
 	call := ""
+	if ok, err := t.stripedLocked(k, op, raddr); ok {
+		return err
+	}
 	switch {
 	case (op.Kind == transport.RemotePut || op.Kind == transport.RemotePutSignal) && op.N >= rndvMin:
 		if err := t.fenceRMALocked(); err != nil {
@@ -1146,6 +1165,7 @@ func (t *Transport) destroyLocked() {
 	if t.am != nil {
 		C.lc_am_close(t.am) // apply nothing, acknowledge nothing from here on
 	}
+	t.closeLanesLocked()
 	// The headers of sends still pending are freed once the worker is gone
 	// (a cancelled send may still read its header while it winds down).
 	var operands []unsafe.Pointer

@@ -361,3 +361,66 @@ func TestTCPDefaultsKeepTheUsersValues(t *testing.T) {
 		t.Fatalf("UCX_TCP_RX_SEG_SIZE = %q, want luacoll's 256k", v)
 	}
 }
+
+// With lanes, a put of at least stripeMin bytes goes in stripes over the
+// lanes' workers; its data lands whole, and a put_signal's signal only
+// after all of it. A peer with fewer lanes gets what both have.
+func TestStripedPutsOverLanes(t *testing.T) {
+	t.Setenv(LanesEnv, "3")
+	const size = 8 << 20
+	ns, keys, mem := pairN(t, 2*size)
+	for i := range ns {
+		if got := len(keys[i].(*key).lanes); got != 3 {
+			t.Fatalf("rank %d's key has %d lanes, want 3", i, got)
+		}
+	}
+	const sig = 2*size - 64
+	slot := func() uint64 { return atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[1][sig]))) }
+	for round, n := range []uint64{stripeMin, size - 4096 - 5} {
+		for i := range size {
+			mem[0][size+i] = byte(i*5 + round*11 + i>>13)
+		}
+		op := transport.RemoteOp{Kind: transport.RemotePutSignal, Ref: transport.Ref{Peer: 1, Key: keys[0], Off: 4096}, Local: transport.AddrOf(mem[0][size:]),
+			N: n, SigOff: sig, SigAdd: true, Value: 1, What: "striped put_signal", Timeout: 10 * time.Second}
+		if err := ns[0].Post(op); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for slot() != uint64(round+1) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: signal %d", round, slot())
+			}
+			ns[0].Progress()
+		}
+		if string(mem[1][4096:4096+n]) != string(mem[0][size:size+int(n)]) {
+			t.Fatalf("round %d: %d bytes: the data differs once the signal came", round, n)
+		}
+	}
+	// A plain put in stripes, then a flush.
+	put := transport.RemoteOp{Kind: transport.RemotePut, Ref: transport.Ref{Peer: 0, Key: keys[1]}, Local: transport.AddrOf(mem[1][4096:]),
+		N: 3 << 20, What: "striped put", Timeout: 10 * time.Second}
+	if err := ns[1].Post(put); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns[1].Flush(nil, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if string(mem[0][:3<<20]) != string(mem[1][4096:4096+3<<20]) {
+		t.Fatal("the striped put's data differs after the flush")
+	}
+}
+
+// The workers' addresses go in one blob; damaged blobs are refused.
+func TestAddressesRoundTrip(t *testing.T) {
+	l := []*lane{{addr: []byte("lane-one")}, {addr: []byte("2")}}
+	got, err := decodeAddresses(encodeAddresses([]byte("main"), l))
+	if err != nil || len(got) != 3 || string(got[0]) != "main" || string(got[1]) != "lane-one" || string(got[2]) != "2" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	b := encodeAddresses([]byte("main"), l)
+	for _, bad := range [][]byte{nil, b[:3], b[:len(b)-1], append(b, 0), binary.LittleEndian.AppendUint32(nil, 0)} {
+		if _, err := decodeAddresses(bad); err == nil {
+			t.Errorf("% x was accepted", bad)
+		}
+	}
+}
