@@ -40,8 +40,20 @@ const LanesEnv = "LUACOLL_NET_LANES"
 // maxLanes bounds LanesEnv.
 const maxLanes = 8
 
-// stripeMin is the smallest put cut into stripes.
+// stripeMin is the smallest put cut into stripes by default
+// (StripeMinEnv overrides it).
 const stripeMin = 1 << 20
+
+// StripeMinEnv sets the smallest put cut into stripes, in bytes.
+const StripeMinEnv = "LUACOLL_NET_STRIPE_MIN"
+
+// stripeFrom is the smallest put a new Transport cuts into stripes.
+func stripeFrom() uint64 {
+	if v, err := strconv.ParseUint(os.Getenv(StripeMinEnv), 10, 64); err == nil {
+		return max(v, 4096)
+	}
+	return stripeMin
+}
 
 // laneCount is the number of lanes a new Transport opens.
 func laneCount() int {
@@ -164,9 +176,20 @@ func (l *lane) wake() {
 }
 
 // laneSpin is how long a lane's goroutine keeps driving its worker after
-// the last event before it sleeps on the worker's event descriptor: a
-// transfer's target side sees an event per socket read.
+// the last event before it sleeps on the worker's event descriptor
+// (LaneSpinEnv overrides it): a transfer's target side sees an event per
+// socket read, and a lane that sleeps costs the next stripe a wake-up.
 const laneSpin = 200 * time.Microsecond
+
+// LaneSpinEnv sets laneSpin in microseconds.
+const LaneSpinEnv = "LUACOLL_NET_LANE_SPIN_US"
+
+func laneSpinFor() time.Duration {
+	if v, err := strconv.ParseUint(os.Getenv(LaneSpinEnv), 10, 64); err == nil {
+		return time.Duration(min(v, 1e6)) * time.Microsecond
+	}
+	return laneSpin
+}
 
 // run drives the lane: it posts what is queued, progresses the worker,
 // finishes the stripes whose flush completed, and sleeps when nothing has
@@ -179,7 +202,7 @@ func (l *lane) run(efd int) {
 	if efd >= 0 {
 		fds = append(fds, unix.PollFd{Fd: int32(efd), Events: unix.POLLIN})
 	}
-	last := time.Now()
+	last, spin := time.Now(), laneSpinFor()
 	for {
 		l.mu.Lock()
 		if l.stop {
@@ -221,7 +244,7 @@ func (l *lane) run(efd int) {
 			last = time.Now()
 		}
 		armed := C.LC_OK
-		idle := len(active) == 0 && time.Since(last) > laneSpin
+		idle := len(active) == 0 && time.Since(last) > spin
 		if idle && efd >= 0 {
 			armed = int(C.lc_ucx_arm(u, l.worker))
 		}
@@ -400,7 +423,7 @@ func (k *key) closeLanes() {
 // false when the put is not for the lanes.
 func (t *Transport) stripedLocked(k *key, op transport.RemoteOp, raddr C.uint64_t) (ok bool, err error) {
 	peer := k.ep.peer
-	if op.N < stripeMin || len(k.lanes) < 2 || (op.Kind != transport.RemotePut && op.Kind != transport.RemotePutSignal) {
+	if op.N < t.stripeMin || len(k.lanes) < 2 || (op.Kind != transport.RemotePut && op.Kind != transport.RemotePutSignal) {
 		return false, nil
 	}
 	for i := range k.lanes {
@@ -408,21 +431,24 @@ func (t *Transport) stripedLocked(k *key, op transport.RemoteOp, raddr C.uint64_
 			return true, fmt.Errorf("%s: lane %d: %w", op.What, i, err)
 		}
 	}
-	// The messages and rendezvous puts posted before land first, as they
-	// would before one put by rendezvous (a message the target applied
-	// late could overwrite the stripes).
+	// The messages with data and the rendezvous puts posted before land
+	// first, as they would before one put by rendezvous (a message the
+	// target applied late could overwrite the stripes).
 	if err := t.awaitRndvLocked(peer, op); err != nil {
 		return true, err
 	}
 	limit := max(op.Timeout, time.Second)
 	start := time.Now()
-	if t.messagesOutLocked(peer) {
+	dataOut := func() bool {
+		return t.dataLast[peer] > max(uint64(C.lc_am_acked(t.am, C.int(peer))), t.amDone[peer])
+	}
+	if dataOut() {
 		// Asked, the target says at once what it applied.
 		if err := t.askAckLocked(k.ep); err != nil {
 			return true, fmt.Errorf("%s: %w", op.What, err)
 		}
 	}
-	for i := 0; t.messagesOutLocked(peer); i++ {
+	for i := 0; dataOut(); i++ {
 		t.progressLocked()
 		if i%256 == 255 && time.Since(start) > limit {
 			return true, fmt.Errorf("%s: rank %d did not acknowledge the messages sent before it within %v", op.What, peer, limit)

@@ -63,6 +63,10 @@ type Transport struct {
 	// rendezvous: until p acknowledged that many, an operation that must
 	// land after it cannot take a path that might overtake it.
 	rndvLast []uint64
+	// dataLast[p] is the count of the last message with data (a put or
+	// put_signal of up to amMax bytes) sent to p: striped puts wait for
+	// it to be applied (signals write no data a stripe could overlap).
+	dataLast []uint64
 
 	stopFd int           // eventfd that ends the progress goroutine
 	done   chan struct{} // closed when it ended
@@ -72,8 +76,10 @@ type Transport struct {
 
 	regs, keys atomic.Int64
 
-	// lanes are the extra workers large puts are striped over (lanes.go).
-	lanes []*lane
+	// lanes are the extra workers large puts are striped over (lanes.go),
+	// from stripeMin bytes.
+	lanes     []*lane
+	stripeMin uint64
 }
 
 type endpoint struct {
@@ -95,7 +101,7 @@ var _ transport.Network = (*Transport)(nil)
 // New returns rank's network in a job of size ranks.
 func New(rank, size int) *Transport {
 	return &Transport{rank: rank, size: size, eps: make([]*endpoint, size), dirty: make([]bool, size), rma: make([]bool, size),
-		amSent: make([]uint64, size), amDone: make([]uint64, size), ackSkip: make([]int, size), rndvLast: make([]uint64, size), stopFd: -1}
+		amSent: make([]uint64, size), amDone: make([]uint64, size), ackSkip: make([]int, size), rndvLast: make([]uint64, size), dataLast: make([]uint64, size), stopFd: -1}
 }
 
 // Name implements transport.Network.
@@ -166,6 +172,7 @@ func (t *Transport) openLocked() error {
 		go t.progressLoop(int(efd))
 		// Lanes are a speed-up only: without them large puts go whole.
 		_ = t.openLanesLocked(laneCount())
+		t.stripeMin = stripeFrom()
 		return nil
 	}()
 	return t.openErr
@@ -571,6 +578,8 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 		t.amSent[amPeer]++
 		if rndv {
 			t.rndvLast[amPeer] = t.amSent[amPeer]
+		} else if op.N > 0 {
+			t.dataLast[amPeer] = t.amSent[amPeer]
 		}
 	}
 	return nil

@@ -363,8 +363,8 @@ func TestTCPDefaultsKeepTheUsersValues(t *testing.T) {
 }
 
 // With lanes, a put of at least stripeMin bytes goes in stripes over the
-// lanes' workers; its data lands whole, and a put_signal's signal only
-// after all of it. A peer with fewer lanes gets what both have.
+// lanes' workers; its data lands whole, after a message with data sent
+// before it, and a put_signal's signal only after all of it.
 func TestStripedPutsOverLanes(t *testing.T) {
 	t.Setenv(LanesEnv, "3")
 	const size = 8 << 20
@@ -379,6 +379,16 @@ func TestStripedPutsOverLanes(t *testing.T) {
 	for round, n := range []uint64{stripeMin, size - 4096 - 5} {
 		for i := range size {
 			mem[0][size+i] = byte(i*5 + round*11 + i>>13)
+		}
+		// A message with data into the same bytes just before: the
+		// stripes land after it.
+		for i := range 4096 {
+			mem[0][i] = 0xee
+		}
+		small := transport.RemoteOp{Kind: transport.RemotePut, Ref: transport.Ref{Peer: 1, Key: keys[0], Off: 4096}, Local: transport.AddrOf(mem[0][:4096]),
+			N: 4096, What: "small put", Timeout: 10 * time.Second}
+		if err := ns[0].Post(small); err != nil {
+			t.Fatal(err)
 		}
 		op := transport.RemoteOp{Kind: transport.RemotePutSignal, Ref: transport.Ref{Peer: 1, Key: keys[0], Off: 4096}, Local: transport.AddrOf(mem[0][size:]),
 			N: n, SigOff: sig, SigAdd: true, Value: 1, What: "striped put_signal", Timeout: 10 * time.Second}
