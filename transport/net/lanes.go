@@ -461,7 +461,7 @@ func (t *Transport) stripedLocked(k *key, op transport.RemoteOp, raddr C.uint64_
 		}
 	}
 	nl := uint64(len(k.lanes))
-	part := (op.N/nl + 4095) &^ 4095
+	part := ((op.N+nl-1)/nl + 4095) &^ 4095 // nl stripes at most
 	var stripes []*stripe
 	for i, off := 0, uint64(0); off < op.N; i, off = i+1, off+part {
 		l := t.lanes[i]

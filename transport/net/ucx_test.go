@@ -376,7 +376,7 @@ func TestStripedPutsOverLanes(t *testing.T) {
 	}
 	const sig = 2*size - 64
 	slot := func() uint64 { return atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[1][sig]))) }
-	for round, n := range []uint64{stripeMin, size - 4096 - 5} {
+	for round, n := range []uint64{stripeMin, size - 4096 - 5, 3*4096*86 + 1} { // the last: one byte past 3 whole pages a lane
 		for i := range size {
 			mem[0][size+i] = byte(i*5 + round*11 + i>>13)
 		}
