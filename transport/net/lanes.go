@@ -42,7 +42,7 @@ const maxLanes = 8
 
 // stripeMin is the smallest put cut into stripes by default
 // (StripeMinEnv overrides it).
-const stripeMin = 1 << 20
+const stripeMin = 256 << 10
 
 // StripeMinEnv sets the smallest put cut into stripes, in bytes.
 const StripeMinEnv = "LUACOLL_NET_STRIPE_MIN"
@@ -73,8 +73,13 @@ type lane struct {
 	worker C.lc_h
 	addr   []byte
 	eps    []*endpoint
-	queue  []*stripe // waiting to be posted
 	stop   bool
+	// queue holds the stripes to post: a channel, so that queuing never
+	// waits for the lock a spinning goroutine takes again at once.
+	queue chan *stripe
+	// asleep: the goroutine is (about to be) in poll; a queued stripe
+	// then writes kick.
+	asleep atomic.Bool
 	kick   int           // eventfd: something queued, or stop
 	done   chan struct{} // closed when the goroutine ended
 }
@@ -96,7 +101,7 @@ type stripe struct {
 // the lanes made so far are closed.
 func (t *Transport) openLanesLocked(n int) error {
 	for range n {
-		l := &lane{t: t, eps: make([]*endpoint, t.size), kick: -1}
+		l := &lane{t: t, eps: make([]*endpoint, t.size), kick: -1, queue: make(chan *stripe, 4*maxLanes)}
 		if s := C.lc_ucx_worker_new(t.lib.u, t.ctx, &l.worker); s != C.LC_OK {
 			l.worker = nil
 			t.closeLanesLocked()
@@ -211,18 +216,28 @@ func (l *lane) run(efd int) {
 				s.err = errors.New("the network was closed")
 				s.over.Store(true)
 			}
+			for len(l.queue) > 0 {
+				s := <-l.queue
+				s.err = errors.New("the network was closed")
+				s.over.Store(true)
+			}
 			l.mu.Unlock()
 			return
 		}
-		for _, s := range l.queue {
-			l.post(s)
-			if s.put == nil && s.flush == nil {
-				s.over.Store(true)
-			} else {
-				active = append(active, s)
+	drain:
+		for {
+			select {
+			case s := <-l.queue:
+				l.post(s)
+				if s.put == nil && s.flush == nil {
+					s.over.Store(true)
+				} else {
+					active = append(active, s)
+				}
+			default:
+				break drain
 			}
 		}
-		l.queue = l.queue[:0]
 		events := C.uint(0)
 		for i := 0; i < 64; i++ {
 			n := C.lc_ucx_progress(u, l.worker)
@@ -245,11 +260,17 @@ func (l *lane) run(efd int) {
 		}
 		armed := C.LC_OK
 		idle := len(active) == 0 && time.Since(last) > spin
-		if idle && efd >= 0 {
-			armed = int(C.lc_ucx_arm(u, l.worker))
+		if idle {
+			l.asleep.Store(true)
+			if len(l.queue) > 0 {
+				idle = false // queued before asleep was set: no kick comes
+			} else if efd >= 0 {
+				armed = int(C.lc_ucx_arm(u, l.worker))
+			}
 		}
 		l.mu.Unlock()
 		if !idle || armed == C.LC_ERR_BUSY {
+			l.asleep.Store(false)
 			continue
 		}
 		timeout := 10
@@ -262,6 +283,7 @@ func (l *lane) run(efd int) {
 		if _, err := unix.Poll(fds, timeout); err != nil && !errors.Is(err, unix.EINTR) {
 			time.Sleep(time.Millisecond)
 		}
+		l.asleep.Store(false)
 		if fds[0].Revents != 0 {
 			var b [8]byte
 			_, _ = unix.Read(l.kick, b[:])
@@ -468,10 +490,10 @@ func (t *Transport) stripedLocked(k *key, op transport.RemoteOp, raddr C.uint64_
 		s := &stripe{ep: l.eps[peer].h, src: unsafe.Add(op.Local.Pointer(), off), n: C.size_t(min(part, op.N-off)),
 			raddr: raddr + C.uint64_t(off), rkey: k.lanes[i]}
 		stripes = append(stripes, s)
-		l.mu.Lock()
-		l.queue = append(l.queue, s)
-		l.mu.Unlock()
-		l.wake()
+		l.queue <- s // one stripe a put, and the post waits for it
+		if l.asleep.Load() {
+			l.wake()
+		}
 	}
 	start = time.Now()
 	for i := 0; ; i++ {
