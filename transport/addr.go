@@ -2,6 +2,8 @@ package transport
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 	"unsafe"
 )
 
@@ -43,4 +45,41 @@ func hostU64(a Addr) *uint64 { return (*uint64)(a.ptr()) }
 func AddrOf(b []byte) Addr {
 	p := unsafe.Pointer(unsafe.SliceData(b))
 	return *(*Addr)(unsafe.Pointer(&p))
+}
+
+// MemmoveSplit is the size from which Memmove spreads a copy over several
+// goroutines (ranges that do not overlap), MemmovePart the least each one
+// copies.
+const (
+	MemmoveSplit = 4 << 20
+	MemmovePart  = 2 << 20
+)
+
+// Memmove copies src to dst as copy does (ranges may overlap); a copy of
+// MemmoveSplit bytes or more between ranges that do not overlap is spread
+// over up to 8 goroutines, as many as GOMAXPROCS allows (one core copies
+// host memory at a fraction of what the memory system takes).
+func Memmove(dst, src []byte) {
+	n := uint64(min(len(src), len(dst)))
+	if n == 0 {
+		return
+	}
+	d, sp := uintptr(unsafe.Pointer(unsafe.SliceData(dst))), uintptr(unsafe.Pointer(unsafe.SliceData(src)))
+	overlap := d < sp+uintptr(n) && sp < d+uintptr(n)
+	parts := min(uint64(runtime.GOMAXPROCS(0)), 8, n/MemmovePart)
+	if n < MemmoveSplit || overlap || parts < 2 {
+		copy(dst, src)
+		return
+	}
+	per := (n/parts + 4095) &^ 4095
+	var wg sync.WaitGroup
+	for off := uint64(0); off < n; off += per {
+		end := min(off+per, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			copy(dst[off:end], src[off:end])
+		}()
+	}
+	wg.Wait()
 }

@@ -313,7 +313,7 @@ func (s *HostStream) exec(op *hostOp) error {
 	}
 	switch op.kind {
 	case opCopy:
-		copy(HostBytes(op.dst, op.n), HostBytes(op.src, op.n))
+		Memmove(HostBytes(op.dst, op.n), HostBytes(op.src, op.n))
 	case opStore:
 		if op.bell != 0 && atomic.LoadUint32(bellWaiters(op.bell)) != 0 {
 			// Somebody sleeps there: store with a full fence and ring.

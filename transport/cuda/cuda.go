@@ -1012,9 +1012,6 @@ var ceSplit = int(min(max(envUint("LUACOLL_CE_SPLIT", 1), 1), 8))
 
 const ceSplitMin = 16 << 20
 
-// hostCopyMax is the largest copy copyOnHost makes.
-const hostCopyMax = 1 << 20
-
 // Copy implements Stream.
 func (s *CUDAStream) Copy(dst, src transport.Addr, n uint64) {
 	if n == 0 || s.copyOnHost(dst, src, n) {
@@ -1032,16 +1029,18 @@ func (s *CUDAStream) Copy(dst, src transport.Addr, n uint64) {
 	})
 }
 
-// copyOnHost makes a copy of up to hostCopyMax bytes with the host's CPU
-// when both ranges lie in device-mapped host memory (the proxy path's
-// windows and buffers) and the stream is idle, so that nothing on it can
-// come before the copy: there is no launch to make, and the stream stays
-// idle for the network operation or host-polled wait that usually comes
-// next, which then need not drain it. Device work enqueued later sees the
-// bytes (a launch orders the host's earlier writes before it). It reports
-// whether it made the copy.
+// copyOnHost makes a copy with the host's CPUs when both ranges lie in
+// device-mapped host memory (the proxy path's windows and buffers) and
+// the stream is idle, so that nothing on it can come before the copy:
+// there is no launch to make, and the stream stays idle for the network
+// operation or host-polled wait that usually comes next, which then need
+// not drain it. Device work enqueued later sees the bytes (a launch orders
+// the host's earlier writes before it). A copy engine moves such memory
+// over PCIe twice (32 MiB took about 5 ms on the GPU machine); a large
+// copy is spread over goroutines (transport.Memmove). It reports whether
+// it made the copy.
 func (s *CUDAStream) copyOnHost(dst, src transport.Addr, n uint64) bool {
-	if n > hostCopyMax || s.b.noHostCopies || !s.b.hostMapped(dst, n) || !s.b.hostMapped(src, n) {
+	if s.b.noHostCopies || !s.b.hostMapped(dst, n) || !s.b.hostMapped(src, n) {
 		return false
 	}
 	s.lock()
@@ -1049,7 +1048,7 @@ func (s *CUDAStream) copyOnHost(dst, src transport.Addr, n uint64) bool {
 	if !s.idle || s.err != nil || s.held.put != nil || s.held.wait != nil || s.held.agp != nil || s.s.Capturing() {
 		return false
 	}
-	copy(transport.HostBytes(dst, n), transport.HostBytes(src, n))
+	transport.Memmove(transport.HostBytes(dst, n), transport.HostBytes(src, n))
 	return true
 }
 
