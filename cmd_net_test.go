@@ -49,7 +49,7 @@ for p = 0, lc.size - 1 do
   local kind, via = w:transport(p)
   t[#t+1] = p .. "=" .. kind .. (via and (" (" .. via .. ")") or "")
 end
-lc.log("%s %s", os.getenv("TMPDIR") or "-", table.concat(t, " "))
+lc.log("%s %s dev=%s", os.getenv("TMPDIR") or "-", table.concat(t, " "), os.getenv("LUACOLL_DEVICE_INDEX") or "-")
 w:free()`)
 	r := luacoll(t, nil, "run", "-n", "4", "--nodes", "2", s)
 	if r.code != 0 {
@@ -64,6 +64,11 @@ w:free()`)
 		}
 		if !strings.Contains(line, want) || !strings.Contains(line, "-node"+string(rune('0'+rank/2))) {
 			t.Errorf("rank %d: %q, want %q and its node's TMPDIR", rank, line, want)
+		}
+		// The logical nodes share the machine's GPUs: each rank picks
+		// its device by its rank, not by its index within its node.
+		if !strings.HasSuffix(line, " dev="+string(rune('0'+rank))) {
+			t.Errorf("rank %d: %q, want its device index (its rank)", rank, line)
 		}
 	}
 	for _, n := range []string{"2", "4"} {

@@ -51,7 +51,7 @@ func (f *rankFlags) register(fs *flag.FlagSet, defaultN int) {
 	fs.StringVar(&f.device, "device", "host", "where memory and streams live: host or cuda")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "default timeout of every wait and bootstrap call (e.g. 500ms, 30s)")
 	fs.BoolVar(&f.noPrefix, "no-prefix", false, "do not prefix output lines with [rank]")
-	fs.StringVar(&f.gpus, "gpus", "", "CUDA devices by local rank, e.g. 0,1 (default: local rank modulo the device count)")
+	fs.StringVar(&f.gpus, "gpus", "", "CUDA devices by local rank (by rank under --nodes, whose logical nodes share this machine's devices), e.g. 0,1 (default: that index modulo the device count)")
 	fs.StringVar(&f.cpuBind, "cpu-bind", launch.CPUBindAuto, "CPU affinity of each rank: auto (the ranks on a host share out the CPUs they may use, those near\n"+
 		"their GPU first, when each gets at least 2, 1 on the host backend), spread (the same down to 1 CPU each) or none")
 	fs.StringVar(&f.ipc, "ipc", "auto", "how CUDA windows share their memory, unless a window names its own ipc: legacy (CUDA IPC handles),\n"+
@@ -367,7 +367,7 @@ func signalExitCode(ctx context.Context) int {
 
 // cudaBackend opens the CUDA backend for a rank.
 func cudaBackend(env launch.RankEnv, job string, gpus []int) (transport.Backend, error) {
-	b, err := tcuda.NewCUDABackend(job, env.LocalRank, gpus)
+	b, err := tcuda.NewCUDABackend(job, launch.DeviceIndex(env, os.Getenv), gpus)
 	if err != nil {
 		return nil, err
 	}

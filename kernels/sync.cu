@@ -158,17 +158,21 @@ extern "C" __global__ void lc_pingpong(lc_u64 *mine, lc_u64 *peer, lc_u64 iters,
 // stream moves on); it ends on the abort flag, or after timeout_ns (0:
 // none), when it records a failure whose slot is LC_PROXY_SLOT.
 #define LC_PROXY_SLOT 0x7ffffffeu
+//
+// strong (1): the bell is fenced after its store too, and the polls are
+// system-scope acquire loads; 0: volatile store and polls (measurements).
 extern "C" __global__ void lc_proxy_call(lc_u64 *calls, lc_u64 *bell, const lc_u64 *done, lc_u64 timeout_ns,
-                                         const lc_u32 *abort_flag, lc_record *rec) {
+                                         const lc_u32 *abort_flag, lc_record *rec, int strong) {
 	LC_ONE_THREAD();
 	const lc_u64 e = lc_load_volatile(calls) + 1;
 	lc_store_volatile(calls, e);
 	__threadfence_system();
 	lc_store_volatile(bell, e);
+	if (strong) __threadfence_system();
 	const lc_u64 start = lc_globaltimer();
 	for (lc_u32 spins = 0;;) {
 		// A read of host memory crosses PCIe: each poll takes about 1 us.
-		const lc_u64 v = lc_load_volatile(done);
+		const lc_u64 v = strong ? lc_load_acquire_sys(done) : lc_load_volatile(done);
 		if (v >= e) {
 			__threadfence_system();
 			return;

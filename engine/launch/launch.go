@@ -266,6 +266,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 		)
 		if nodes != nil {
 			env = append(env, nodes.env(node)...)
+			env = append(env, EnvDeviceIndex+"="+strconv.Itoa(r))
 		}
 		if cfg.Prefix {
 			env = append(env, EnvPrefixed+"=1")

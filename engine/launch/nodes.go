@@ -20,7 +20,21 @@ const (
 	EnvLogicalNode = transport.LogicalNodeEnv
 	// EnvShmDir puts a node's shared-memory segments in its own directory.
 	EnvShmDir = transport.ShmDirEnv
+	// EnvDeviceIndex is the index a rank of a logical node picks its GPU
+	// by (in --gpus, or modulo the device count): its rank, since the
+	// logical nodes share this machine's devices. Elsewhere the local
+	// rank is.
+	EnvDeviceIndex = "LUACOLL_DEVICE_INDEX"
 )
+
+// DeviceIndex is the index rank env picks its GPU by: EnvDeviceIndex
+// when the launcher set it (logical nodes), else the local rank.
+func DeviceIndex(env RankEnv, getenv func(string) string) int {
+	if v, err := strconv.Atoi(getenv(EnvDeviceIndex)); err == nil && v >= 0 {
+		return v
+	}
+	return env.LocalRank
+}
 
 // NodeOf places rank r of n ranks split into k logical nodes, in blocks
 // (the first n%k nodes hold one rank more): its node, its rank within the

@@ -30,3 +30,23 @@ func TestNodeOf(t *testing.T) {
 		t.Error("CheckNodes accepts a bad count or refuses a good one")
 	}
 }
+
+// A rank picks its GPU by the index the launcher gave its logical node's
+// ranks (its rank), else by its local rank.
+func TestDeviceIndex(t *testing.T) {
+	env := RankEnv{Rank: 3, LocalRank: 1}
+	for _, c := range []struct {
+		set  string
+		want int
+	}{{"", 1}, {"3", 3}, {"0", 0}, {"-2", 1}, {"x", 1}} {
+		get := func(k string) string {
+			if k == EnvDeviceIndex {
+				return c.set
+			}
+			return ""
+		}
+		if got := DeviceIndex(env, get); got != c.want {
+			t.Errorf("%s=%q: %d, want %d", EnvDeviceIndex, c.set, got, c.want)
+		}
+	}
+}

@@ -82,7 +82,8 @@ const PlanPollEnv = "LUACOLL_PLAN_POLL"
 const PlanPrefetchEnv = "LUACOLL_PLAN_PREFETCH"
 
 // NewCUDABackend opens GPU gpus[localRank] (or localRank modulo the device
-// count when gpus is empty) for job.
+// count when gpus is empty) for job; localRank is the rank's index among
+// the ranks that share this machine's devices.
 func NewCUDABackend(job string, localRank int, gpus []int) (*CUDABackend, error) {
 	defer onThread()()
 	drv, err := cuda.Load()
@@ -99,7 +100,7 @@ func NewCUDABackend(job string, localRank int, gpus []int) (*CUDABackend, error)
 	ord := localRank % n
 	if len(gpus) > 0 {
 		if localRank >= len(gpus) {
-			return nil, fmt.Errorf("cuda backend: --gpus lists %d devices, local rank %d has none", len(gpus), localRank)
+			return nil, fmt.Errorf("cuda backend: --gpus lists %d devices, rank %d of this machine has none", len(gpus), localRank)
 		}
 		ord = gpus[localRank]
 		if ord >= n {
