@@ -73,7 +73,10 @@ type lane struct {
 	worker C.lc_h
 	addr   []byte
 	eps    []*endpoint
-	stop   bool
+	// closing are endpoint closes still in progress (cutLanesLocked),
+	// freed by the goroutine once done.
+	closing []unsafe.Pointer
+	stop    bool
 	// queue holds the stripes to post: a channel, so that queuing never
 	// waits for the lock a spinning goroutine takes again at once.
 	queue chan *stripe
@@ -86,7 +89,7 @@ type lane struct {
 
 // stripe is one lane's part of a put.
 type stripe struct {
-	ep    C.lc_h
+	e     *endpoint // the lane's endpoint to the target (h nil once cut)
 	src   unsafe.Pointer
 	n     C.size_t
 	raddr C.uint64_t
@@ -144,13 +147,16 @@ func (t *Transport) closeLanesLocked() {
 			<-l.done
 			_ = unix.Close(l.kick)
 		}
-		var reqs []unsafe.Pointer
+		reqs := l.closing
+		l.closing = nil
 		for i, e := range l.eps {
 			if e == nil {
 				continue
 			}
-			if p := C.lc_ucx_ep_close(u, e.h, 1); C.lc_ptr_status(p) == C.LC_INPROGRESS {
-				reqs = append(reqs, p)
+			if e.h != nil {
+				if p := C.lc_ucx_ep_close(u, e.h, 1); C.lc_ptr_status(p) == C.LC_INPROGRESS {
+					reqs = append(reqs, p)
+				}
 			}
 			l.eps[i] = nil
 			defer C.free(unsafe.Pointer(e.failed))
@@ -246,6 +252,17 @@ func (l *lane) run(efd int) {
 			}
 			events += n
 		}
+		if len(l.closing) > 0 {
+			open := l.closing[:0]
+			for _, r := range l.closing {
+				if C.lc_ucx_req_status(u, r) == C.LC_INPROGRESS {
+					open = append(open, r)
+				} else {
+					C.lc_ucx_req_free(u, r)
+				}
+			}
+			l.closing = open
+		}
 		keep := active[:0]
 		for _, s := range active {
 			if l.check(s) {
@@ -255,11 +272,11 @@ func (l *lane) run(efd int) {
 			}
 		}
 		active = keep
-		if events > 0 || len(active) > 0 {
+		if events > 0 || len(active) > 0 || len(l.closing) > 0 {
 			last = time.Now()
 		}
 		armed := C.LC_OK
-		idle := len(active) == 0 && time.Since(last) > spin
+		idle := len(active) == 0 && len(l.closing) == 0 && time.Since(last) > spin
 		if idle {
 			l.asleep.Store(true)
 			if len(l.queue) > 0 {
@@ -295,14 +312,18 @@ func (l *lane) run(efd int) {
 // post starts s's put and the flush behind it (l.mu held).
 func (l *lane) post(s *stripe) {
 	u := l.t.lib.u
-	p := C.lc_ucx_put(u, s.ep, s.src, s.n, s.raddr, s.rkey)
+	if s.e.h == nil {
+		s.err = errors.New("the lane's endpoint was closed")
+		return
+	}
+	p := C.lc_ucx_put(u, s.e.h, s.src, s.n, s.raddr, s.rkey)
 	if st := C.lc_ptr_status(p); st != C.LC_OK && st != C.LC_INPROGRESS {
 		s.err = l.t.lib.fail("ucp_put_nbx (lane)", st)
 		return
 	} else if st == C.LC_INPROGRESS {
 		s.put = p
 	}
-	f := C.lc_ucx_ep_flush(u, s.ep)
+	f := C.lc_ucx_ep_flush(u, s.e.h)
 	if st := C.lc_ptr_status(f); st != C.LC_OK && st != C.LC_INPROGRESS {
 		s.err = l.t.lib.fail("ucp_ep_flush_nbx (lane)", st)
 	} else if st == C.LC_INPROGRESS {
@@ -449,7 +470,14 @@ func (t *Transport) stripedLocked(k *key, op transport.RemoteOp, raddr C.uint64_
 		return false, nil
 	}
 	for i := range k.lanes {
-		if err := t.epErr(t.lanes[i].eps[peer]); err != nil {
+		l := t.lanes[i]
+		l.mu.Lock()
+		e := l.eps[peer]
+		l.mu.Unlock()
+		if e == nil {
+			return true, fmt.Errorf("%s: lane %d has no endpoint to rank %d", op.What, i, peer)
+		}
+		if err := t.epErr(e); err != nil {
 			return true, fmt.Errorf("%s: lane %d: %w", op.What, i, err)
 		}
 	}
@@ -487,7 +515,10 @@ func (t *Transport) stripedLocked(k *key, op transport.RemoteOp, raddr C.uint64_
 	var stripes []*stripe
 	for i, off := 0, uint64(0); off < op.N; i, off = i+1, off+part {
 		l := t.lanes[i]
-		s := &stripe{ep: l.eps[peer].h, src: unsafe.Add(op.Local.Pointer(), off), n: C.size_t(min(part, op.N-off)),
+		l.mu.Lock()
+		e := l.eps[peer]
+		l.mu.Unlock()
+		s := &stripe{e: e, src: unsafe.Add(op.Local.Pointer(), off), n: C.size_t(min(part, op.N-off)),
 			raddr: raddr + C.uint64_t(off), rkey: k.lanes[i]}
 		stripes = append(stripes, s)
 		l.queue <- s // one stripe a put, and the post waits for it
@@ -507,9 +538,21 @@ func (t *Transport) stripedLocked(k *key, op transport.RemoteOp, raddr C.uint64_
 		t.progressLocked()
 		if i%256 == 255 {
 			if time.Since(start) > 2*limit {
-				// The stripes still in flight read the source: they are
-				// left to end or fail on their own.
-				return true, fmt.Errorf("%s: the put's stripes did not reach rank %d within %v", op.What, peer, 2*limit)
+				// The stripes still in flight read the source, which the
+				// caller may free once this returns: the lanes' endpoints
+				// to peer are closed, which cancels them.
+				t.cutLanesLocked(peer)
+				for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+					over := true
+					for _, s := range stripes {
+						over = over && s.over.Load()
+					}
+					if over {
+						break
+					}
+					runtime.Gosched()
+				}
+				return true, fmt.Errorf("%s: the put's stripes did not reach rank %d within %v (its lanes are closed)", op.What, peer, 2*limit)
 			}
 			runtime.Gosched()
 		}
@@ -527,4 +570,25 @@ func (t *Transport) stripedLocked(k *key, op transport.RemoteOp, raddr C.uint64_
 		return true, t.Post(sig)
 	}
 	return true, nil
+}
+
+// cutLanesLocked closes every lane's endpoint to peer at once (forced:
+// what is in flight on them is cancelled) and marks them failed, so that
+// no later put uses them.
+func (t *Transport) cutLanesLocked(peer int) {
+	u := t.lib.u
+	for _, l := range t.lanes {
+		l.mu.Lock()
+		if e := l.eps[peer]; e != nil && e.h != nil {
+			if p := C.lc_ucx_ep_close(u, e.h, 1); C.lc_ptr_status(p) == C.LC_INPROGRESS {
+				l.closing = append(l.closing, p)
+			}
+			e.h = nil
+			if C.lc_load_status(e.failed) == 0 {
+				C.lc_store_status(e.failed, C.LC_ERR_CANCELED)
+			}
+		}
+		l.mu.Unlock()
+		l.wake()
+	}
 }

@@ -16,6 +16,7 @@ typedef int8_t lc_status; // ucs_status_t: 0 ok, 1 in progress, < 0 errors
 #define LC_OK 0
 #define LC_INPROGRESS 1
 #define LC_ERR_BUSY (-15)
+#define LC_ERR_CANCELED (-16)
 #define LC_ERR_LAST (-100)
 
 // Opaque handles.
@@ -276,6 +277,7 @@ static lc_status lc_ucx_ep_create(lc_ucx *u, lc_h worker, const void *addr, int3
 }
 
 static inline int32_t lc_load_status(int32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline void lc_store_status(int32_t *p, int32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 
 static void *lc_ucx_ep_close(lc_ucx *u, lc_h ep, int force) {
 	lc_req_param p;

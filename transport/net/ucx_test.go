@@ -434,3 +434,47 @@ func TestAddressesRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A striped put whose target stops driving its lanes fails after twice
+// the timeout (at least a second) with the lanes to that peer closed, its
+// stripes cancelled rather than left reading the source; later striped
+// puts to the peer fail at once, while the rank's own worker still works.
+func TestStripedPutTimesOutAndCutsTheLanes(t *testing.T) {
+	t.Setenv(LanesEnv, "2")
+	ns, keys, mem := pairN(t, 4<<20)
+	for _, l := range ns[1].lanes {
+		l.mu.Lock()
+		l.stop = true
+		l.mu.Unlock()
+		l.wake()
+		<-l.done
+	}
+	put := transport.RemoteOp{Kind: transport.RemotePut, Ref: transport.Ref{Peer: 1, Key: keys[0]}, Local: transport.AddrOf(mem[0][1<<20:]),
+		N: 2 << 20, What: "striped put", Timeout: 100 * time.Millisecond}
+	start := time.Now()
+	err := ns[0].Post(put)
+	if err == nil || !strings.Contains(err.Error(), "lanes are closed") {
+		t.Fatalf("got %v, want the stripes' timeout", err)
+	}
+	if d := time.Since(start); d < 2*time.Second || d > 10*time.Second {
+		t.Errorf("the timeout came after %v, want about 2 s", d)
+	}
+	start = time.Now()
+	if err := ns[0].Post(put); err == nil || time.Since(start) > time.Second {
+		t.Fatalf("a later striped put: %v after %v, want an error at once", err, time.Since(start))
+	}
+	small := put
+	small.N, small.What = 4096, "small put"
+	for i := range 4096 {
+		mem[0][1<<20+i] = byte(i + 1)
+	}
+	if err := ns[0].Post(small); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns[0].Flush(nil, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if string(mem[1][:4096]) != string(mem[0][1<<20:1<<20+4096]) {
+		t.Fatal("a small put after the cut lanes did not land")
+	}
+}
