@@ -188,9 +188,12 @@ func (l *lane) wake() {
 
 // laneSpin is how long a lane's goroutine keeps driving its worker after
 // the last event before it sleeps on the worker's event descriptor
-// (LaneSpinEnv overrides it): a transfer's target side sees an event per
-// socket read, and a lane that sleeps costs the next stripe a wake-up.
-const laneSpin = 200 * time.Microsecond
+// (LaneSpinEnv overrides it). None: on one of the GPU machines (an Intel
+// VM) lanes that spun 200 us took a 512 KiB all-gather between two nodes
+// from 142 to 437 us (1 ms: 915 us), each empty progress call a socket
+// poll beside the transfers; asleep, a lane wakes on its worker's event
+// descriptor, as the target side of a transfer does.
+const laneSpin = 0
 
 // LaneSpinEnv sets laneSpin in microseconds.
 const LaneSpinEnv = "LUACOLL_NET_LANE_SPIN_US"
