@@ -161,18 +161,7 @@ func (t *Transport) closeLanesLocked() {
 			l.eps[i] = nil
 			defer C.free(unsafe.Pointer(e.failed))
 		}
-		for deadline := time.Now().Add(time.Second); len(reqs) > 0 && time.Now().Before(deadline); {
-			C.lc_ucx_progress(u, l.worker)
-			keep := reqs[:0]
-			for _, r := range reqs {
-				if C.lc_ucx_req_status(u, r) == C.LC_INPROGRESS {
-					keep = append(keep, r)
-				} else {
-					C.lc_ucx_req_free(u, r)
-				}
-			}
-			reqs = keep
-		}
+		t.settle(l.worker, reqs, time.Second)
 		if l.worker != nil {
 			C.lc_ucx_worker_destroy(u, l.worker)
 		}
@@ -256,15 +245,7 @@ func (l *lane) run(efd int) {
 			events += n
 		}
 		if len(l.closing) > 0 {
-			open := l.closing[:0]
-			for _, r := range l.closing {
-				if C.lc_ucx_req_status(u, r) == C.LC_INPROGRESS {
-					open = append(open, r)
-				} else {
-					C.lc_ucx_req_free(u, r)
-				}
-			}
-			l.closing = open
+			l.closing = l.t.freeDone(l.closing)
 		}
 		keep := active[:0]
 		for _, s := range active {
@@ -293,18 +274,9 @@ func (l *lane) run(efd int) {
 			l.asleep.Store(false)
 			continue
 		}
-		timeout := 10
-		if efd < 0 || armed != C.LC_OK {
-			timeout = 1
-		}
-		for i := range fds {
-			fds[i].Revents = 0
-		}
-		if _, err := unix.Poll(fds, timeout); err != nil && !errors.Is(err, unix.EINTR) {
-			time.Sleep(time.Millisecond)
-		}
+		kicked := sleepOn(fds, efd >= 0 && armed == C.LC_OK)
 		l.asleep.Store(false)
-		if fds[0].Revents != 0 {
+		if kicked {
 			var b [8]byte
 			_, _ = unix.Read(l.kick, b[:])
 		}
@@ -529,15 +501,16 @@ func (t *Transport) stripedLocked(k *key, op transport.RemoteOp, raddr C.uint64_
 			l.wake()
 		}
 	}
-	start = time.Now()
-	for i := 0; ; i++ {
-		over := true
+	allOver := func() bool {
 		for _, s := range stripes {
-			over = over && s.over.Load()
+			if !s.over.Load() {
+				return false
+			}
 		}
-		if over {
-			break
-		}
+		return true
+	}
+	start = time.Now()
+	for i := 0; !allOver(); i++ {
 		t.progressLocked()
 		if i%256 == 255 {
 			if time.Since(start) > 2*limit {
@@ -545,14 +518,7 @@ func (t *Transport) stripedLocked(k *key, op transport.RemoteOp, raddr C.uint64_
 				// caller may free once this returns: the lanes' endpoints
 				// to peer are closed, which cancels them.
 				t.cutLanesLocked(peer)
-				for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
-					over := true
-					for _, s := range stripes {
-						over = over && s.over.Load()
-					}
-					if over {
-						break
-					}
+				for deadline := time.Now().Add(2 * time.Second); !allOver() && time.Now().Before(deadline); {
 					runtime.Gosched()
 				}
 				return true, fmt.Errorf("%s: the put's stripes did not reach rank %d within %v (its lanes are closed)", op.What, peer, 2*limit)

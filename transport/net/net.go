@@ -219,20 +219,51 @@ func (t *Transport) progressLoop(efd int) {
 			runtime.Gosched()
 			continue
 		}
-		timeout := 10
-		if efd < 0 || armed != C.LC_OK {
-			timeout = 1
-		}
-		for i := range fds {
-			fds[i].Revents = 0
-		}
-		if _, err := unix.Poll(fds, timeout); err != nil && !errors.Is(err, unix.EINTR) {
-			time.Sleep(time.Millisecond)
-		}
-		if fds[0].Revents != 0 {
+		if sleepOn(fds, efd >= 0 && armed == C.LC_OK) {
 			return
 		}
 	}
+}
+
+// freeDone frees the requests of reqs that are over and returns the others
+// (reusing reqs).
+func (t *Transport) freeDone(reqs []unsafe.Pointer) []unsafe.Pointer {
+	u := t.lib.u
+	open := reqs[:0]
+	for _, r := range reqs {
+		if C.lc_ucx_req_status(u, r) == C.LC_INPROGRESS {
+			open = append(open, r)
+		} else {
+			C.lc_ucx_req_free(u, r)
+		}
+	}
+	return open
+}
+
+// settle drives worker until every request of reqs is over (freed), or
+// for at most within.
+func (t *Transport) settle(worker C.lc_h, reqs []unsafe.Pointer, within time.Duration) {
+	for deadline := time.Now().Add(within); len(reqs) > 0 && time.Now().Before(deadline); {
+		C.lc_ucx_progress(t.lib.u, worker)
+		reqs = t.freeDone(reqs)
+	}
+}
+
+// sleepOn polls fds (the first a wake-up eventfd, the second, if any, a
+// worker's event descriptor): up to 10 ms when the worker is armed, else
+// 1 ms. It reports whether the first fired.
+func sleepOn(fds []unix.PollFd, armed bool) bool {
+	timeout := 1
+	if armed {
+		timeout = 10
+	}
+	for i := range fds {
+		fds[i].Revents = 0
+	}
+	if _, err := unix.Poll(fds, timeout); err != nil && !errors.Is(err, unix.EINTR) {
+		time.Sleep(time.Millisecond)
+	}
+	return fds[0].Revents != 0
 }
 
 // Address implements transport.Network.
@@ -1197,19 +1228,7 @@ func (t *Transport) destroyLocked() {
 		t.eps[i] = nil
 		defer C.free(unsafe.Pointer(e.failed))
 	}
-	deadline := time.Now().Add(time.Second)
-	for len(reqs) > 0 && time.Now().Before(deadline) {
-		C.lc_ucx_progress(u, t.worker)
-		keep := reqs[:0]
-		for _, r := range reqs {
-			if C.lc_ucx_req_status(u, r) == C.LC_INPROGRESS {
-				keep = append(keep, r)
-			} else {
-				C.lc_ucx_req_free(u, r)
-			}
-		}
-		reqs = keep
-	}
+	t.settle(t.worker, reqs, time.Second)
 	C.lc_ucx_worker_destroy(u, t.worker)
 	C.lc_ucx_cleanup(u, t.ctx)
 	t.worker, t.ctx = nil, nil
