@@ -147,6 +147,14 @@ func (t *Transport) closeLanesLocked() {
 			<-l.done
 			_ = unix.Close(l.kick)
 		}
+		// What the goroutine left (a connection's wire-up messages) is
+		// driven to its end first: UCX asserts when it closes an
+		// endpoint with a wire-up reply still queued.
+		for deadline := time.Now().Add(20 * time.Millisecond); time.Now().Before(deadline); {
+			if C.lc_ucx_progress(u, l.worker) == 0 {
+				break
+			}
+		}
 		reqs := l.closing
 		l.closing = nil
 		for i, e := range l.eps {

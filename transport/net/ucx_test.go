@@ -442,15 +442,27 @@ func TestAddressesRoundTrip(t *testing.T) {
 func TestStripedPutTimesOutAndCutsTheLanes(t *testing.T) {
 	t.Setenv(LanesEnv, "2")
 	ns, keys, mem := pairN(t, 4<<20)
-	for _, l := range ns[1].lanes {
-		l.mu.Lock()
-		l.stop = true
-		l.mu.Unlock()
-		l.wake()
-		<-l.done
-	}
 	put := transport.RemoteOp{Kind: transport.RemotePut, Ref: transport.Ref{Peer: 1, Key: keys[0]}, Local: transport.AddrOf(mem[0][1<<20:]),
 		N: 2 << 20, What: "striped put", Timeout: 100 * time.Millisecond}
+	// One striped put first: every lane's connection is wired up (UCX
+	// 1.13 asserts when a connection fails with its wire-up unfinished).
+	if err := ns[0].Post(put); err != nil {
+		t.Fatal(err)
+	}
+	// The target's lanes stall: their goroutines wait for the lock.
+	for _, l := range ns[1].lanes {
+		l.mu.Lock()
+	}
+	stalled := true
+	release := func() {
+		if stalled {
+			for _, l := range ns[1].lanes {
+				l.mu.Unlock()
+			}
+			stalled = false
+		}
+	}
+	defer release()
 	start := time.Now()
 	err := ns[0].Post(put)
 	if err == nil || !strings.Contains(err.Error(), "lanes are closed") {
@@ -477,4 +489,8 @@ func TestStripedPutTimesOutAndCutsTheLanes(t *testing.T) {
 	if string(mem[1][:4096]) != string(mem[0][1<<20:1<<20+4096]) {
 		t.Fatal("a small put after the cut lanes did not land")
 	}
+	// The target's lanes go on (and see their endpoints fail) before the
+	// transports close.
+	release()
+	time.Sleep(50 * time.Millisecond)
 }
