@@ -435,6 +435,9 @@ func (t *Transport) unpackLanesLocked(k *key, peer int, packed []byte) error {
 // closeLanes destroys the key's lane keys.
 func (k *key) closeLanes() {
 	for i, rk := range k.lanes {
+		if i >= len(k.t.lanes) {
+			break // the lanes are gone, and their keys with their endpoints
+		}
 		l := k.t.lanes[i]
 		l.mu.Lock()
 		C.lc_ucx_rkey_destroy(k.t.lib.u, rk)
