@@ -26,6 +26,11 @@ const (
 	StepPutSignal                 // thread 0: N <= PlanSmall bytes from Src to Dst, then a release of Value into the slot at Aux (Cmp bit 0: add, else store; PutPrivate)
 )
 
+// CopyLocal in a StepCopy's Aux marks a copy within the rank's own memory
+// (a put to itself): the launches of stream and graph mode may run it
+// beside the steps after it (the interpreter ignores Aux for copies).
+const CopyLocal cuda.DevicePtr = 1
+
 // PutPrivate, or'd into a StepPutSignal's Cmp, says that no peer writes
 // its source: a wait just before the step may then read 8 or 16 aligned
 // bytes of it before spinning (sync_plan.cu's LC_PS_PRIVATE).

@@ -236,7 +236,11 @@ func (p *Plan) compile(d *device) error {
 				if o.Kind == Get {
 					add(kernels.PlanStep{Kind: kernels.StepCopy, Op: uint32(i), Dst: buf, Src: remote, N: o.N})
 				} else {
-					add(kernels.PlanStep{Kind: kernels.StepCopy, Op: uint32(i), Dst: remote, Src: buf, N: o.N})
+					st := kernels.PlanStep{Kind: kernels.StepCopy, Op: uint32(i), Dst: remote, Src: buf, N: o.N}
+					if o.Peer == me {
+						st.Aux = kernels.CopyLocal
+					}
+					add(st)
 				}
 			}
 			if o.Kind.hasSignal() {

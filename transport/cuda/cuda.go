@@ -858,6 +858,7 @@ type CUDAStream struct {
 	interrupt error
 	events    []*cuda.Event
 	sides     []sideStream // splitCopy's streams
+	planSide  *sideStream  // plans' own-memory copies (cuda_plan.go)
 	// held is a put_signal or a wait not launched yet: the next call may
 	// share its launch (see hold); anything else launches it first.
 	held      heldOp
@@ -1692,7 +1693,11 @@ func (s *CUDAStream) Close() {
 		_ = ev.Destroy()
 	}
 	s.closeStamps()
-	for _, sd := range s.sides {
+	sides := s.sides
+	if s.planSide != nil {
+		sides = append(sides, *s.planSide)
+	}
+	for _, sd := range sides {
 		_ = sd.s.Synchronize()
 		_ = sd.s.Destroy()
 		_ = sd.fork.Destroy()

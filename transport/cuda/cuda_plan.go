@@ -142,7 +142,15 @@ func (s *CUDAStream) blamePlan(rec kernels.Record, cause error) (waitFailure, bo
 type PlanSegment struct {
 	From, To int
 	Copy     bool
+	// Aside: a copy of at least planAsideMin bytes within the rank's own
+	// memory (kernels.CopyLocal), run by a copy kernel on a side stream
+	// beside the launches after it, up to the next launch of the
+	// interpreter, a copy that touches its bytes, or the replay's end.
+	Aside bool
 }
+
+// planAsideMin is the smallest own-memory copy a plan runs on the side.
+const planAsideMin = 1 << 20
 
 // SplitPlan cuts a replay of steps into launches: each copy of more than
 // inline bytes alone (a copy engine's, or a put kernel's over the whole
@@ -159,7 +167,7 @@ func SplitPlan(steps []kernels.PlanStep, inline uint64) []PlanSegment {
 		if from < i {
 			segs = append(segs, PlanSegment{From: from, To: i})
 		}
-		segs = append(segs, PlanSegment{From: i, To: i + 1, Copy: true})
+		segs = append(segs, PlanSegment{From: i, To: i + 1, Copy: true, Aside: st.Aux == kernels.CopyLocal && st.N >= planAsideMin})
 		from = i + 1
 	}
 	if from < len(steps) {
@@ -188,6 +196,94 @@ func (s *CUDAStream) planSpec(p *DevicePlan, g PlanSegment, timeout time.Duratio
 		GPUScope: gpuScope, PollAcquire: s.b.planPollAcquire, NoPrefetch: s.b.planNoPrefetch}
 }
 
+// planLauncher enqueues a replay's segments on cs, an own-memory copy on
+// the plan's side stream, joined back before what may depend on it.
+type planLauncher struct {
+	s     *CUDAStream
+	cs    *cuda.Stream
+	sm    bool
+	aside *kernels.PlanStep // the copy running on the side, if any
+}
+
+// seg enqueues segment g of steps; interp launches an interpreter
+// segment.
+func (pl *planLauncher) seg(steps []kernels.PlanStep, g PlanSegment, interp func(g PlanSegment) error) error {
+	if !g.Copy {
+		if err := pl.join(); err != nil {
+			return err
+		}
+		return interp(g)
+	}
+	st := steps[g.From]
+	if pl.aside != nil && (overlaps(st.Dst, st.N, pl.aside.Dst, pl.aside.N) || overlaps(st.Src, st.N, pl.aside.Dst, pl.aside.N) ||
+		overlaps(st.Dst, st.N, pl.aside.Src, pl.aside.N)) {
+		if err := pl.join(); err != nil {
+			return err
+		}
+	}
+	if !g.Aside || pl.aside != nil {
+		return pl.s.launchCopy(pl.cs, st, pl.sm)
+	}
+	sd, err := pl.s.planSideStream()
+	if err != nil {
+		return err
+	}
+	if err := sd.fork.Record(pl.cs); err != nil {
+		return err
+	}
+	if err := sd.s.WaitEvent(sd.fork); err != nil {
+		return err
+	}
+	// A copy kernel: the copy engines are busy with the puts beside it.
+	if err := pl.s.b.k.Put(sd.s, st.Dst, st.Src, st.N); err != nil {
+		return err
+	}
+	if err := sd.join.Record(sd.s); err != nil {
+		return err
+	}
+	pl.aside = &st
+	return nil
+}
+
+// join makes cs wait for the copy on the side, if any.
+func (pl *planLauncher) join() error {
+	if pl.aside == nil {
+		return nil
+	}
+	pl.aside = nil
+	return pl.cs.WaitEvent(pl.s.planSide.join)
+}
+
+func overlaps(a cuda.DevicePtr, n uint64, b cuda.DevicePtr, m uint64) bool {
+	return uint64(a) < uint64(b)+m && uint64(b) < uint64(a)+n
+}
+
+// planSideStream returns the side stream of plans' own-memory copies,
+// made on first use.
+func (s *CUDAStream) planSideStream() (*sideStream, error) {
+	if s.planSide != nil {
+		return s.planSide, nil
+	}
+	drv := s.b.drv
+	st, err := drv.StreamCreate()
+	if err != nil {
+		return nil, err
+	}
+	fork, err := drv.NewSyncEvent()
+	if err != nil {
+		_ = st.Destroy()
+		return nil, err
+	}
+	join, err := drv.NewSyncEvent()
+	if err != nil {
+		_ = st.Destroy()
+		_ = fork.Destroy()
+		return nil, err
+	}
+	s.planSide = &sideStream{st, fork, join}
+	return s.planSide, nil
+}
+
 // launchCopy enqueues the large copy st on cs: a copy engine's, or on
 // path sm a put kernel's.
 func (s *CUDAStream) launchCopy(cs *cuda.Stream, st kernels.PlanStep, sm bool) error {
@@ -208,18 +304,19 @@ func (s *CUDAStream) CapturePlan(p *DevicePlan, steps []kernels.PlanStep, timeou
 	}
 	segs := SplitPlan(steps, kernels.PlanSmall)
 	return s.Capture(func(cs *cuda.Stream) error {
+		pl := &planLauncher{s: s, cs: cs, sm: sm}
+		interp := func(g PlanSegment) error {
+			sp := s.planSpec(p, g, timeout, gpuScope)
+			sp.Epoch = p.Epoch()
+			return s.b.k.Plan(cs, sp)
+		}
 		for _, g := range segs {
-			var err error
-			if g.Copy {
-				err = s.launchCopy(cs, steps[g.From], sm)
-			} else {
-				sp := s.planSpec(p, g, timeout, gpuScope)
-				sp.Epoch = p.Epoch()
-				err = s.b.k.Plan(cs, sp)
-			}
-			if err != nil {
+			if err := pl.seg(steps, g, interp); err != nil {
 				return err
 			}
+		}
+		if err := pl.join(); err != nil {
+			return err
 		}
 		return s.b.k.CounterAdd(cs, p.Epoch(), 1)
 	})
@@ -240,19 +337,20 @@ func (s *CUDAStream) RunPlanSegments(p *DevicePlan, steps []kernels.PlanStep, se
 		return
 	}
 	s.enqueue(func() error {
+		pl := &planLauncher{s: s, cs: s.s, sm: sm}
 		for r := rep0; r < rep0+times; r++ {
+			interp := func(g PlanSegment) error {
+				sp := s.planSpec(p, g, timeout, gpuScope)
+				sp.Rep0 = r
+				return s.b.k.Plan(s.s, sp)
+			}
 			for _, g := range segs {
-				var err error
-				if g.Copy {
-					err = s.launchCopy(s.s, steps[g.From], sm)
-				} else {
-					sp := s.planSpec(p, g, timeout, gpuScope)
-					sp.Rep0 = r
-					err = s.b.k.Plan(s.s, sp)
-				}
-				if err != nil {
+				if err := pl.seg(steps, g, interp); err != nil {
 					return err
 				}
+			}
+			if err := pl.join(); err != nil {
+				return err
 			}
 		}
 		s.plans = append(s.plans, p)

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/kernels"
 )
 
@@ -20,19 +21,41 @@ func TestSplitPlan(t *testing.T) {
 		inline uint64
 		want   []PlanSegment
 	}{
-		{64 << 10, []PlanSegment{{0, 3, false}, {3, 4, true}, {4, 5, true}, {5, 8, false}}},
-		{0, []PlanSegment{{0, 1, false}, {1, 2, true}, {2, 3, false}, {3, 4, true}, {4, 5, true}, {5, 8, false}}},
-		{2 << 20, []PlanSegment{{0, 8, false}}},
+		{64 << 10, []PlanSegment{{0, 3, false, false}, {3, 4, true, false}, {4, 5, true, false}, {5, 8, false, false}}},
+		{0, []PlanSegment{{0, 1, false, false}, {1, 2, true, false}, {2, 3, false, false}, {3, 4, true, false}, {4, 5, true, false}, {5, 8, false, false}}},
+		{2 << 20, []PlanSegment{{0, 8, false, false}}},
 	} {
 		got := SplitPlan(steps, c.inline)
 		if !reflect.DeepEqual(got, c.want) {
 			t.Errorf("inline %d: %v, want %v", c.inline, got, c.want)
 		}
 	}
-	if got := SplitPlan([]kernels.PlanStep{copyOf(1 << 20)}, 0); !reflect.DeepEqual(got, []PlanSegment{{0, 1, true}}) {
+	if got := SplitPlan([]kernels.PlanStep{copyOf(1 << 20)}, 0); !reflect.DeepEqual(got, []PlanSegment{{0, 1, true, false}}) {
 		t.Errorf("a lone large copy: %v", got)
 	}
 	if got := SegmentsString(SplitPlan(steps, 64<<10)); got != "interpreter=2 copy=2" {
 		t.Errorf("SegmentsString: %q", got)
+	}
+	// A copy within the rank's own memory of planAsideMin bytes or more
+	// goes on the side; a smaller one, or one to a peer, does not.
+	own := func(n uint64) kernels.PlanStep {
+		return kernels.PlanStep{Kind: kernels.StepCopy, N: n, Aux: kernels.CopyLocal}
+	}
+	got := SplitPlan([]kernels.PlanStep{own(planAsideMin), copyOf(planAsideMin), own(planAsideMin - 1), sig}, 64<<10)
+	want := []PlanSegment{{0, 1, true, true}, {1, 2, true, false}, {2, 3, true, false}, {3, 4, false, false}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("own copies: %v, want %v", got, want)
+	}
+}
+
+// overlaps is true for byte ranges that share a byte, and only then.
+func TestOverlaps(t *testing.T) {
+	for _, c := range []struct {
+		a, n, b, m uint64
+		want       bool
+	}{{0, 10, 10, 5, false}, {0, 11, 10, 5, true}, {10, 5, 0, 10, false}, {10, 5, 0, 11, true}, {5, 1, 0, 100, true}, {0, 0, 0, 10, false}} {
+		if got := overlaps(cuda.DevicePtr(c.a), c.n, cuda.DevicePtr(c.b), c.m); got != c.want {
+			t.Errorf("[%d,+%d) and [%d,+%d): %v", c.a, c.n, c.b, c.m, got)
+		}
 	}
 }
