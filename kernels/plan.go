@@ -27,8 +27,9 @@ const (
 )
 
 // CopyLocal in a StepCopy's Aux marks a copy within the rank's own memory
-// (a put to itself): the launches of stream and graph mode may run it
-// beside the steps after it (the interpreter ignores Aux for copies).
+// (a put to itself) in a plan whose peers are on other GPUs: the launches
+// of stream and graph mode may run it beside the steps after it (the
+// interpreter ignores Aux for copies).
 const CopyLocal cuda.DevicePtr = 1
 
 // PutPrivate, or'd into a StepPutSignal's Cmp, says that no peer writes
