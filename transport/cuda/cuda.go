@@ -1047,7 +1047,8 @@ func (s *CUDAStream) copyOnHost(dst, src transport.Addr, n uint64) bool {
 	}
 	s.lock()
 	defer s.mu.Unlock()
-	if !s.idle || s.err != nil || s.held.put != nil || s.held.wait != nil || s.held.agp != nil || s.s.Capturing() {
+	// Idle means nothing is held back either: holding an operation clears it.
+	if !s.idle || s.err != nil || s.s.Capturing() {
 		return false
 	}
 	transport.Memmove(transport.HostBytes(dst, n), transport.HostBytes(src, n))
