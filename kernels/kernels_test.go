@@ -597,6 +597,39 @@ func TestPutSignalPingPongAndBarrierVariants(t *testing.T) {
 		}
 		t.Logf("MEASURED put_signal ping-pong variant %d: %.0f ns per round trip", v, float64(u64at(o, 0))/iters)
 	}
+	// The line ping-pong: each payload arrives with its flag, lands in the
+	// receiver's data and the round in its slot.
+	{
+		mem := zeroed(t, d, 1024)
+		out := zeroed(t, d, 16)
+		src0, src1 := mem.Add(512), mem.Add(520)
+		data0, data1 := mem.Add(256), mem.Add(264)
+		slot0, slot1 := mem, mem.Add(128)
+		line0, line1 := mem.Add(640), mem.Add(656)
+		var b [16]byte
+		binary.LittleEndian.PutUint64(b[0:], 0x1111_0000_aaaa)
+		binary.LittleEndian.PutUint64(b[8:], 0x2222_0000_bbbb)
+		must(t, d.MemcpyHtoD(src0, b[:]))
+		must(t, k.PutSignalPingPongLL(s1, line0, line1, data1, src1, slot1, iters, false, 10*time.Second, out.Add(8)))
+		must(t, k.PutSignalPingPongLL(s0, line1, line0, data0, src0, slot0, iters, true, 10*time.Second, out))
+		must(t, s0.Synchronize())
+		must(t, s1.Synchronize())
+		o := read(t, d, out, 16)
+		if u64at(o, 0) == ^uint64(0) || u64at(o, 8) == ^uint64(0) {
+			t.Fatal("line ping-pong timed out")
+		}
+		got := read(t, d, mem, 1024)
+		if u64at(got, 256) != 0x2222_0000_bbbb || u64at(got, 264) != 0x1111_0000_aaaa {
+			t.Fatalf("line ping-pong: payloads %#x %#x", u64at(got, 256), u64at(got, 264))
+		}
+		if u64at(got, 0) != iters || u64at(got, 128) != iters {
+			t.Fatalf("line ping-pong: slots %d %d, want %d", u64at(got, 0), u64at(got, 128), iters)
+		}
+		if err := k.PutSignalPingPongLL(s0, line1.Add(8), line0, data0, src0, slot0, 1, true, time.Second, out); err == nil {
+			t.Fatal("a line off 16-byte alignment was accepted")
+		}
+		t.Logf("MEASURED line ping-pong: %.0f ns per round trip", float64(u64at(o, 0))/iters)
+	}
 	// Two ranks' rows of two slots, 4096 bytes apart.
 	const stride = 4096
 	for _, c := range []struct {

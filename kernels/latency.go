@@ -13,6 +13,7 @@ import (
 const (
 	KernelPutSignal     = "lc_put_signal"
 	KernelPPPutSignal   = "lc_pp_put_signal"
+	KernelPPPutSignalLL = "lc_pp_put_signal_ll"
 	KernelBarrierLoop   = "lc_barrier_loop"
 	PutSignalMaxThreads = 512
 )
@@ -188,6 +189,32 @@ func (k *Kernels) PutSignalPingPong(s *cuda.Stream, peerData, src cuda.DevicePtr
 	var a cuda.KernelArgs
 	a.Ptr(peerData).Ptr(src).U64(n).Ptr(peerSlot).Ptr(mySlot).U64(iters).I32(init).U64(nanos(timeout)).Ptr(outNs).I32(int32(variant))
 	return k.single(KernelPPPutSignal, s, &a)
+}
+
+// PutSignalPingPongLL enqueues one side of the put_signal ping-pong with
+// each 8-byte payload carried in its signal's 16-byte line (see
+// lc_pp_put_signal_ll): peerLine is the peer's line as mapped here, myLine
+// this rank's; on each arrival the payload goes to myData and the round to
+// mySlot. Lines must start at 0; src must be 8 private bytes (read before
+// each wait); every address 8-byte aligned, lines 16-byte aligned.
+func (k *Kernels) PutSignalPingPongLL(s *cuda.Stream, peerLine, myLine, myData, src, mySlot cuda.DevicePtr,
+	iters uint64, initiator bool, timeout time.Duration, outNs cuda.DevicePtr) error {
+	if iters >= 1<<32 {
+		return fmt.Errorf("line ping-pong: iters %d: at most %d (the flag word is 32 bits)", iters, uint64(1<<32-1))
+	}
+	if peerLine%16 != 0 || myLine%16 != 0 {
+		return fmt.Errorf("line ping-pong: lines %#x, %#x: not 16-byte aligned", uint64(peerLine), uint64(myLine))
+	}
+	if myData%8 != 0 || src%8 != 0 || mySlot%8 != 0 {
+		return fmt.Errorf("line ping-pong: data %#x, src %#x, slot %#x: not 8-byte aligned", uint64(myData), uint64(src), uint64(mySlot))
+	}
+	init := int32(0)
+	if initiator {
+		init = 1
+	}
+	var a cuda.KernelArgs
+	a.Ptr(peerLine).Ptr(myLine).Ptr(myData).Ptr(src).Ptr(mySlot).U64(iters).I32(init).U64(nanos(timeout)).Ptr(outNs)
+	return k.single(KernelPPPutSignalLL, s, &a)
 }
 
 // BarrierLoop enqueues iters window barriers run back to back on the

@@ -211,6 +211,7 @@ type refCopier interface {
 // deviceLooper is a backend that can time protocols in device loops.
 type deviceLooper interface {
 	DevicePingPong(raw bool, peerData, src transport.Addr, n uint64, peerSlot, mySlot transport.Addr, iters uint64, initiator bool, timeout time.Duration, local bool) (time.Duration, error)
+	DeviceLinePingPong(peerLine, myLine, myData, src, mySlot transport.Addr, iters uint64, initiator bool, timeout time.Duration) (time.Duration, error)
 	DeviceBarrierLoop(rows []transport.Addr, rank int, iters uint64, timeout time.Duration, local bool, flat *transport.FlatRange) (time.Duration, error)
 }
 
@@ -244,11 +245,13 @@ func BenchDevicePingPong(ctx context.Context, c *engine.Comm, iters int) ([]Benc
 		return nil, nil
 	}
 	var rows []BenchRow
-	for _, raw := range []bool{false, true} {
-		name := "device put_signal ping-pong"
-		if raw {
-			name = "raw flag ping-pong"
-		}
+	const (
+		ordered = iota // data, then the signal with a release
+		raw            // the bare flag: the ceiling
+		line           // data and signal in one 16-byte line
+	)
+	for _, how := range []int{ordered, raw, line} {
+		name := [...]string{"device put_signal ping-pong", "raw flag ping-pong", "device put_signal (16-byte line)"}[how]
 		w, err := c.NewWindow(ctx, "bench.devpingpong("+name+")", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1, Path: "auto"})
 		if err != nil {
 			return nil, err
@@ -268,11 +271,17 @@ func BenchDevicePingPong(ctx context.Context, c *engine.Comm, iters int) ([]Benc
 		if me <= 1 {
 			peer := 1 - me
 			srcAddr, _ := src.Addr()
-			d, err = dl.DevicePingPong(raw, w.PeerData(peer), srcAddr, 8, w.SignalSlot(peer, me, 0), w.SignalSlot(me, peer, 0),
-				uint64(iters), me == 0, w.Options().Timeout, onMyDevice(c, peer))
+			if how == line {
+				// The payload lands at offset 0; the line is at 16.
+				d, err = dl.DeviceLinePingPong(w.PeerData(peer)+16, w.PeerData(me)+16, w.PeerData(me), srcAddr,
+					w.SignalSlot(me, peer, 0), uint64(iters), me == 0, w.Options().Timeout)
+			} else {
+				d, err = dl.DevicePingPong(how == raw, w.PeerData(peer), srcAddr, 8, w.SignalSlot(peer, me, 0), w.SignalSlot(me, peer, 0),
+					uint64(iters), me == 0, w.Options().Timeout, onMyDevice(c, peer))
+			}
 		}
 		wrong := 0
-		if !raw {
+		if how != raw {
 			// Each side's last wait saw the peer's last put_signal: its
 			// payload is in this rank's window.
 			var cerr error

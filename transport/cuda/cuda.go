@@ -664,6 +664,29 @@ func (b *CUDABackend) DevicePingPong(raw bool, peerData, src transport.Addr, n u
 	return time.Duration(ns), nil
 }
 
+// DeviceLinePingPong runs one side of the put_signal ping-pong whose 8-byte
+// payloads travel in their signals' 16-byte lines (kernels'
+// PutSignalPingPongLL): peerLine is the peer's line as mapped here, myLine
+// this rank's; each arrival leaves the payload at myData and the round in
+// mySlot. Lines must start at 0; src is private. Both ranks must call it
+// at about the same time.
+func (b *CUDABackend) DeviceLinePingPong(peerLine, myLine, myData, src, mySlot transport.Addr, iters uint64, initiator bool, timeout time.Duration) (time.Duration, error) {
+	ns, err := b.runAux(func(s *cuda.Stream, out cuda.DevicePtr) error {
+		return b.k.PutSignalPingPongLL(s, cuda.DevicePtr(peerLine), cuda.DevicePtr(myLine), cuda.DevicePtr(myData),
+			cuda.DevicePtr(src), cuda.DevicePtr(mySlot), iters, initiator, timeout, out)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if ns == ^uint64(0) {
+		if b.timeoutHint != "" {
+			return 0, fmt.Errorf("device line ping-pong: no answer from the peer within %v (%s)", timeout, b.timeoutHint)
+		}
+		return 0, fmt.Errorf("device line ping-pong: no answer from the peer within %v", timeout)
+	}
+	return time.Duration(ns), nil
+}
+
 // DeviceBarrierLoop runs iters barriers back to back on the device over
 // rows (rows[p]: rank p's row of len(rows) slots, as mapped here, all 0)
 // and returns the device-measured time. local says every rank runs on this
