@@ -97,17 +97,22 @@ func EncodePlan(steps []PlanStep) []byte {
 	return b
 }
 
-// PlanSpec is one launch of the plan interpreter: replays Rep0 ..
-// Rep0+Times-1 of the Count steps at Steps (device memory, EncodePlan's
-// layout).
+// PlanSpec is one launch of the plan interpreter: Count steps of a plan
+// of Period steps at Steps (device memory, EncodePlan's layout), from step
+// First of replay Rep0 on; step Period-1 of a replay is followed by step 0
+// of the next. Every replay of a run is First 0, Count Period*replays; one
+// run of steps [a, b) of a replay is First a, Count b-a; the run [a,
+// Period) of replay r with [0, b) of replay r+1 is First a, Count
+// Period-a+b.
 type PlanSpec struct {
-	Steps       cuda.DevicePtr
-	Count       uint32
-	Rep0, Times uint64
-	Timeout     time.Duration // per wait; <= 0: none
-	Abort       cuda.DevicePtr
-	Record      cuda.DevicePtr
-	Tag         uint32
+	Steps         cuda.DevicePtr
+	Period, First uint32
+	Count         uint64
+	Rep0          uint64
+	Timeout       time.Duration // per wait; <= 0: none
+	Abort         cuda.DevicePtr
+	Record        cuda.DevicePtr
+	Tag           uint32
 	// GPUScope orders signals at GPU scope: every peer the plan touches
 	// runs on this GPU.
 	GPUScope bool
@@ -121,10 +126,8 @@ type PlanSpec struct {
 	// Threads is the block size (0: PlanThreads).
 	Threads uint32
 	// Epoch, when set, is device memory whose value is added to Rep0 as
-	// the kernel starts (a graph's replay count); First is the index of
-	// the first step in the whole plan (a graph node runs a part).
+	// the kernel starts (a graph's replay count).
 	Epoch cuda.DevicePtr
-	First uint32
 }
 
 // PlanSmall is the largest copy the interpreter leaves to thread 0 (as
@@ -146,8 +149,8 @@ func (s PlanStep) Wide() bool {
 
 // Plan enqueues one launch of the plan interpreter (one block).
 func (k *Kernels) Plan(s *cuda.Stream, p PlanSpec) error {
-	if p.Count == 0 || uint64(p.First)+uint64(p.Count) > PlanMaxSteps || p.Tag >= PlanMaxTag || p.Times == 0 || p.Steps == 0 {
-		return fmt.Errorf("plan (%d steps, tag %d, %d replays): %w", p.Count, p.Tag, p.Times, ErrBadSpec)
+	if p.Count == 0 || p.Period == 0 || p.Period > PlanMaxSteps || p.First >= p.Period || p.Tag >= PlanMaxTag || p.Steps == 0 {
+		return fmt.Errorf("plan (%d steps from step %d of %d, tag %d): %w", p.Count, p.First, p.Period, p.Tag, ErrBadSpec)
 	}
 	flags := int32(0) // sync_plan.cu's LC_PLAN_*
 	if p.GPUScope {
@@ -160,7 +163,7 @@ func (k *Kernels) Plan(s *cuda.Stream, p PlanSpec) error {
 		flags |= 4
 	}
 	var a cuda.KernelArgs
-	a.Ptr(p.Steps).U32(p.Count).U64(p.Rep0).U64(p.Times).U64(nanos(p.Timeout)).Ptr(p.Abort).Ptr(p.Record).U32(p.Tag).I32(flags).Ptr(p.Epoch).U32(p.First)
+	a.Ptr(p.Steps).U32(p.Period).U32(p.First).U64(p.Count).U64(p.Rep0).U64(nanos(p.Timeout)).Ptr(p.Abort).Ptr(p.Record).U32(p.Tag).I32(flags).Ptr(p.Epoch)
 	threads := p.Threads
 	if threads == 0 {
 		threads = PlanThreads

@@ -34,7 +34,8 @@ func TestPlanInterpreter(t *testing.T) {
 	}
 	table := alloc(t, d, uint64(len(steps))*PlanStepSize)
 	must(t, d.MemcpyHtoD(table, EncodePlan(steps)))
-	spec := PlanSpec{Steps: table, Count: uint32(len(steps)), Rep0: 0, Times: 3, Timeout: 5 * time.Second,
+	period := uint32(len(steps))
+	spec := PlanSpec{Steps: table, Period: period, Count: 3 * uint64(period), Rep0: 0, Timeout: 5 * time.Second,
 		Abort: c.abortDev(), Record: c.recordDev(), Tag: 5}
 	must(t, k.Plan(s, spec))
 	must(t, s.Synchronize())
@@ -67,7 +68,7 @@ func TestPlanInterpreter(t *testing.T) {
 		t.Fatalf("put_signal step: slot 2 = %d after 3 replays (want 9)", u64at(sl, 16))
 	}
 	// The next launch goes on from replay 3.
-	spec.Rep0, spec.Times = 3, 2
+	spec.Rep0, spec.Count = 3, 2*uint64(period)
 	must(t, k.Plan(s, spec))
 	must(t, s.Synchronize())
 	must(t, c.check(true))
@@ -79,28 +80,45 @@ func TestPlanInterpreter(t *testing.T) {
 	ep := make([]byte, 8)
 	binary.LittleEndian.PutUint64(ep, 5)
 	must(t, d.MemcpyHtoD(epoch, ep))
-	must(t, k.Plan(s, PlanSpec{Steps: table, Count: uint32(len(steps)), Times: 1, Timeout: 5 * time.Second,
+	must(t, k.Plan(s, PlanSpec{Steps: table, Period: period, Count: uint64(period), Timeout: 5 * time.Second,
 		Abort: c.abortDev(), Record: c.recordDev(), Tag: 5, Epoch: epoch}))
 	must(t, s.Synchronize())
 	must(t, c.check(true))
 	if sl := read(t, d, slots, 16); u64at(sl, 0) != 15 || u64at(sl, 8) != 30 {
 		t.Fatalf("replay 5 from the epoch: slots %d, %d (want 15, 30)", u64at(sl, 0), u64at(sl, 8))
 	}
+	// Replays 6 and 7 in three launches, the middle one running on from
+	// the end of replay 6 into the start of 7: steps 0-5 of 6, steps 6-8
+	// of 6 with 0-5 of 7, steps 6-8 of 7. The waits' targets (the second
+	// one exact) follow each step's replay.
+	for _, l := range []struct {
+		first uint32
+		count uint64
+		rep0  uint64
+	}{{0, 6, 6}, {6, 9, 6}, {6, 3, 7}} {
+		must(t, k.Plan(s, PlanSpec{Steps: table, Period: period, First: l.first, Count: l.count, Rep0: l.rep0,
+			Timeout: 5 * time.Second, Abort: c.abortDev(), Record: c.recordDev(), Tag: 5}))
+	}
+	must(t, s.Synchronize())
+	must(t, c.check(true))
+	if sl := read(t, d, slots, 24); u64at(sl, 0) != 17 || u64at(sl, 8) != 40 || u64at(sl, 16) != 24 {
+		t.Fatalf("replays 6-7 across launches: slots %d, %d, %d (want 17, 40, 24)", u64at(sl, 0), u64at(sl, 8), u64at(sl, 16))
+	}
 	// A wait nobody satisfies: the record names the plan and the step,
-	// and the step after it never runs.
+	// and the step after it (step 0 of the next replay) never runs.
 	bad := []PlanStep{
-		{Kind: StepWait, Dst: slots.Add(32), Count: 1, N: 8, Cmp: CmpGE, Value: 1},
 		{Kind: StepStore, Dst: slots.Add(40), Value: 99},
+		{Kind: StepWait, Dst: slots.Add(32), Count: 1, N: 8, Cmp: CmpGE, Value: 1},
 	}
 	badTable := alloc(t, d, 2*PlanStepSize)
 	must(t, d.MemcpyHtoD(badTable, EncodePlan(bad)))
 	t0 := time.Now()
-	must(t, k.Plan(s, PlanSpec{Steps: badTable, Count: 2, Times: 1, Timeout: 50 * time.Millisecond,
-		Abort: c.abortDev(), Record: c.recordDev(), Tag: 9, First: 7}))
+	must(t, k.Plan(s, PlanSpec{Steps: badTable, Period: 2, First: 1, Count: 2, Timeout: 50 * time.Millisecond,
+		Abort: c.abortDev(), Record: c.recordDev(), Tag: 9}))
 	must(t, s.Synchronize())
 	r := c.record()
 	tag, step, ok := DecodePlanFailure(r.Slot)
-	if r.Status != StatusTimeout || !ok || tag != 9 || step != 7 || r.Target != 1 || r.Observed != 0 {
+	if r.Status != StatusTimeout || !ok || tag != 9 || step != 1 || r.Target != 1 || r.Observed != 0 {
 		t.Fatalf("record %+v (tag %d, step %d, %v)", r, tag, step, ok)
 	}
 	if dt := time.Since(t0); dt < 50*time.Millisecond || dt > 2*time.Second {
@@ -112,12 +130,15 @@ func TestPlanInterpreter(t *testing.T) {
 	// A poisoned record keeps the next launch from running at all.
 	must(t, k.Plan(s, spec))
 	must(t, s.Synchronize())
-	if sl := read(t, d, slots, 16); u64at(sl, 0) != 15 {
+	if sl := read(t, d, slots, 16); u64at(sl, 0) != 17 {
 		t.Fatal("a launch ran with a failure on record")
 	}
 	c.clear()
-	if err := k.Plan(s, PlanSpec{Steps: table, Count: 0, Times: 1}); err == nil {
+	if err := k.Plan(s, PlanSpec{Steps: table, Period: period, Count: 0}); err == nil {
 		t.Fatal("a plan of no steps was launched")
+	}
+	if err := k.Plan(s, PlanSpec{Steps: table, Period: period, First: period, Count: 1}); err == nil {
+		t.Fatal("a launch from a step past the plan was accepted")
 	}
 	if _, _, ok := DecodePlanFailure(3); ok {
 		t.Fatal("a plain wait's record read as a plan's")
@@ -181,9 +202,9 @@ func TestPlanPingPong(t *testing.T) {
 		}
 		must(t, d.MemcpyHtoD(data, init))
 		n := uint32(len(p0))
-		must(t, k.Plan(s1, PlanSpec{Steps: t1, Count: n, Times: iters, Timeout: 10 * time.Second, Record: c.recordDev(), GPUScope: v.gpu, PollAcquire: v.pacq, Threads: v.threads}))
+		must(t, k.Plan(s1, PlanSpec{Steps: t1, Period: n, Count: uint64(n) * iters, Timeout: 10 * time.Second, Record: c.recordDev(), GPUScope: v.gpu, PollAcquire: v.pacq, Threads: v.threads}))
 		dt := timeIt(t, d, s0, func() {
-			must(t, k.Plan(s0, PlanSpec{Steps: t0, Count: n, Times: iters, Timeout: 10 * time.Second, Record: c.recordDev(), GPUScope: v.gpu, PollAcquire: v.pacq, Threads: v.threads}))
+			must(t, k.Plan(s0, PlanSpec{Steps: t0, Period: n, Count: uint64(n) * iters, Timeout: 10 * time.Second, Record: c.recordDev(), GPUScope: v.gpu, PollAcquire: v.pacq, Threads: v.threads}))
 		})
 		must(t, s1.Synchronize())
 		must(t, c.check(true))

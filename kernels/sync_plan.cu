@@ -136,9 +136,13 @@ __device__ bool lc_plan_wait(const lc_plan_step &s, lc_u64 target, lc_u64 timeou
 	}
 }
 
-// lc_plan runs replays rep0 .. rep0+times-1 of the nsteps steps at steps
-// (plus *epoch when epoch is not null: a graph's replay count). first is
-// the index of steps[0] in the whole plan, for failure records.
+// lc_plan runs count steps of a plan of period steps (steps: the whole
+// table), from step first of replay rep0 on: step period-1 of replay r is
+// followed by step 0 of replay r+1. Replays are counted from rep0, plus
+// *epoch when epoch is not null (a graph's replay count). So one launch
+// runs every replay of a p:run (first 0, count = period * replays), one
+// run of steps of a replay, or the last run of a replay with the first of
+// the next (stream mode's launches between replays).
 // flags are LC_PLAN_*: LC_PLAN_GPU selects GPU-scope ordering (every
 // peer's threads and memory on this GPU) over system scope. A failed wait
 // ends the kernel; a record that already holds a failure keeps it from
@@ -150,20 +154,25 @@ __device__ bool lc_plan_wait(const lc_plan_step &s, lc_u64 target, lc_u64 timeou
 // signal to ours. Nothing else writes a private source meanwhile: earlier
 // steps are done (thread 0's in program order, every thread's before a
 // block barrier) and no peer writes it.
-extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 nsteps, lc_u64 rep0, lc_u64 times,
+extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 period, lc_u32 first, lc_u64 count, lc_u64 rep0,
                                    lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec, lc_u32 tag, int flags,
-                                   const lc_u64 *epoch, lc_u32 first) {
+                                   const lc_u64 *epoch) {
 	const int gpu = flags & LC_PLAN_GPU;
 	__shared__ int stop;
 	// Short plans are read from shared memory, loaded once.
 	__shared__ lc_plan_step cache[LC_PLAN_CACHE];
 	const lc_u64 tid = threadIdx.x, nth = blockDim.x;
 	if (tid == 0) stop = lc_poisoned(rec) ? 1 : 0;
-	const bool cached = nsteps <= LC_PLAN_CACHE;
-	if (cached) {
-		const lc_u64 *from = (const lc_u64 *)steps;
+	// The whole plan when it fits, else the launch's own run of steps
+	// when that does (read by its position in the run).
+	const bool cached = period <= LC_PLAN_CACHE, run = !cached && count <= LC_PLAN_CACHE;
+	if (cached || run) {
+		const lc_u64 words = sizeof(lc_plan_step) / 8, n = cached ? period : count;
 		lc_u64 *to = (lc_u64 *)cache;
-		for (lc_u64 k = tid; k < (lc_u64)nsteps * (sizeof(lc_plan_step) / 8); k += nth) to[k] = from[k];
+		for (lc_u64 k = tid; k < n * words; k += nth) {
+			const lc_u64 st = cached ? k / words : (first + k / words) % period;
+			to[k] = ((const lc_u64 *)(steps + st))[k % words];
+		}
 	}
 	__syncthreads();
 	if (stop) return;
@@ -171,6 +180,7 @@ extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 nsteps, lc_
 	// last node advances.
 	if (epoch != 0) rep0 += lc_load_volatile(epoch);
 	const lc_plan_step *table = cached ? cache : steps;
+	const lc_plan_step *const runs = cache; // run: step v of the launch is runs[v]
 	// dirty: thread 0 ran a wait or copied since the last block barrier,
 	// so the next step of every thread needs one first. Every thread
 	// tracks it alike (it depends on the steps only).
@@ -178,9 +188,13 @@ extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 nsteps, lc_
 	// Thread 0's early read: the source words of step pre_at (~0u: none).
 	lc_u32 pre_at = ~0u;
 	lc_u64 pre0 = 0, pre1 = 0;
-	for (lc_u64 r = rep0; r < rep0 + times; r++) {
-		for (lc_u32 i = 0; i < nsteps; i++) {
-			const lc_plan_step &s = table[i];
+	const lc_u32 nsteps = period;
+	lc_u64 r = rep0 + first / period;
+	lc_u32 i = first % period;
+	// i and r advance together: no division per step.
+	for (lc_u64 v = 0; v < count; v++, i = i + 1 == period ? 0 : i + 1, r += i == 0 ? 1 : 0) {
+		{
+			const lc_plan_step &s = run ? runs[v] : table[i];
 			const bool wide = s.kind == LC_STEP_FILL_BYTE || s.kind == LC_STEP_FILL_IOTA || s.kind == LC_STEP_FILL_RAND ||
 			                  (s.kind == LC_STEP_COPY && s.n > LC_PLAN_SMALL);
 			if (!wide) {
@@ -193,7 +207,7 @@ extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 nsteps, lc_
 				if (s.kind == LC_STEP_WAIT) {
 					if (!(flags & LC_PLAN_NO_PREFETCH)) {
 						const lc_u32 nx = i + 1 < nsteps ? i + 1 : 0;
-						const lc_plan_step &t = table[nx];
+						const lc_plan_step &t = run ? runs[v + 1 < count ? v + 1 : v] : table[nx];
 						if (t.kind == LC_STEP_PUT_SIGNAL && (t.cmp & LC_PS_PRIVATE) && (t.n == 8 || t.n == 16) &&
 						    ((t.src | t.dst) & 7) == 0) {
 							pre0 = *(const lc_u64 *)t.src;
@@ -201,7 +215,7 @@ extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 nsteps, lc_
 							pre_at = nx;
 						}
 					}
-					if (!lc_plan_wait(s, s.value + r * s.step, timeout_ns, abort_flag, rec, tag, first + i, flags)) stop = 1;
+					if (!lc_plan_wait(s, s.value + r * s.step, timeout_ns, abort_flag, rec, tag, i, flags)) stop = 1;
 				} else if (s.kind == LC_STEP_PUT_SIGNAL) {
 					if (pre_at == i) {
 						*(lc_u64 *)s.dst = pre0;

@@ -146,7 +146,7 @@ func (p *Plan) Free() error {
 		p.dev.graph = nil
 		err = p.dev.s.DestroyPlanGraph(g)
 	}
-	return errors.Join(err, p.dev.dp.Free())
+	return errors.Join(err, p.dev.s.FreePlan(p.dev.dp))
 }
 
 // allOnMyDevice reports whether every rank runs on the GPU of rank me.

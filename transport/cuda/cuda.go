@@ -63,6 +63,13 @@ type CUDABackend struct {
 	// planPollAcquire and planNoPrefetch tune the plan interpreter
 	// (PlanPollEnv, PlanPrefetchEnv).
 	planPollAcquire, planNoPrefetch bool
+	// planAside is how plans copy within the rank's memory beside
+	// their puts (PlanAsideEnv): "kernel", "ce" or "off".
+	planAside string
+	// planFuse lets a plan's replays in stream mode share a launch where
+	// one replay's last run of steps meets the next one's first
+	// (PlanFuseEnv).
+	planFuse bool
 	// noHostCopies turns copyOnHost off (HostCopyEnv).
 	noHostCopies bool
 }
@@ -76,6 +83,20 @@ const HostCopyEnv = "LUACOLL_HOST_COPY"
 // "acquire" (the poll that sees the value is the acquire). One H100, two
 // ranks under MPS: 1.03-1.05 us a hop relaxed, 1.07-1.10 acquire.
 const PlanPollEnv = "LUACOLL_PLAN_POLL"
+
+// PlanFuseEnv set to "0" gives every run of steps of a plan's replay in
+// stream mode its own launch: by default the last run of a replay and the
+// first of the next share one, also across p:run calls (the last one is
+// held back until the next call, or launched alone by anything else on
+// the stream, a sync, or 20 us without a call).
+const PlanFuseEnv = "LUACOLL_PLAN_FUSE"
+
+// PlanAsideEnv says how a plan whose peers are on other GPUs copies
+// within the rank's own memory (1 MiB and more) beside its puts: "kernel"
+// (the default: a copy kernel on a side stream, the copy engines carrying
+// the puts), "ce" (a copy-engine copy on the side stream) or "off" (in
+// line, on the plan's stream).
+const PlanAsideEnv = "LUACOLL_PLAN_ASIDE"
 
 // PlanPrefetchEnv set to "0" stops the plan interpreter's waits from
 // reading a private put_signal source before they spin.
@@ -113,6 +134,12 @@ func NewCUDABackend(job string, localRank int, gpus []int) (*CUDABackend, error)
 	}
 	b.planPollAcquire = os.Getenv(PlanPollEnv) == "acquire"
 	b.planNoPrefetch = os.Getenv(PlanPrefetchEnv) == "0"
+	b.planFuse = os.Getenv(PlanFuseEnv) != "0"
+	switch b.planAside = os.Getenv(PlanAsideEnv); b.planAside {
+	case "ce", "off":
+	default:
+		b.planAside = "kernel"
+	}
 	b.noHostCopies = os.Getenv(HostCopyEnv) == "0"
 	for i := 0; i < n; i++ {
 		d, err := drv.DeviceGet(i)
@@ -917,7 +944,16 @@ type heldOp struct {
 	put  *kernels.PutSignalSpec
 	wait *heldWait
 	agp  *heldAGP
+	plan *heldPlan
 	gen  uint64
+}
+
+// heldPlan is the last launch of a plan's replay in stream mode (its last
+// run of steps): when the next call replays the same plan, one launch
+// ends that replay and starts the next (RunPlanSegments).
+type heldPlan struct {
+	p    *DevicePlan
+	spec kernels.PlanSpec
 }
 
 // heldAGP is the done kernel of an all-gather exec of n bytes per rank.
@@ -941,7 +977,7 @@ const holdFor = 20 * time.Microsecond
 // launched alone. s.mu is held.
 func (s *CUDAStream) flushLocked() {
 	h := s.held
-	if h.put == nil && h.wait == nil && h.agp == nil {
+	if h.put == nil && h.wait == nil && h.agp == nil && h.plan == nil {
 		return
 	}
 	s.held = heldOp{gen: h.gen + 1}
@@ -952,6 +988,8 @@ func (s *CUDAStream) flushLocked() {
 			return s.b.k.PutSignal(s.s, p.Dst, p.Src, p.N, p.Slot, p.Op, p.Value)
 		case h.agp != nil:
 			return h.agp.a.ak.Done(s.s, h.agp.a.done, h.agp.n)
+		case h.plan != nil:
+			return s.b.k.Plan(s.s, h.plan.spec)
 		}
 		w := h.wait
 		if w.memop {

@@ -111,7 +111,7 @@ func (s *CUDAStream) RunPlan(p *DevicePlan, rep0, times uint64, timeout time.Dur
 		s.Fail(errors.New("device plan: run after free"))
 		return
 	}
-	spec := kernels.PlanSpec{Steps: p.table, Count: uint32(p.steps), Rep0: rep0, Times: times, Timeout: timeout,
+	spec := kernels.PlanSpec{Steps: p.table, Period: uint32(p.steps), Count: uint64(p.steps) * times, Rep0: rep0, Timeout: timeout,
 		Abort: s.b.flag.Dev, Record: s.rec.Dev, Tag: p.tag, GPUScope: gpuScope, PollAcquire: s.b.planPollAcquire, NoPrefetch: s.b.planNoPrefetch}
 	s.enqueue(func() error {
 		if err := s.b.k.Plan(s.s, spec); err != nil {
@@ -191,8 +191,8 @@ func SegmentsString(segs []PlanSegment) string {
 
 // planSpec is the interpreter launch of steps [g.From, g.To) of p.
 func (s *CUDAStream) planSpec(p *DevicePlan, g PlanSegment, timeout time.Duration, gpuScope bool) kernels.PlanSpec {
-	return kernels.PlanSpec{Steps: p.table.Add(uint64(g.From) * kernels.PlanStepSize), Count: uint32(g.To - g.From), First: uint32(g.From),
-		Times: 1, Timeout: timeout, Abort: s.b.flag.Dev, Record: s.rec.Dev, Tag: p.tag,
+	return kernels.PlanSpec{Steps: p.table, Period: uint32(p.steps), First: uint32(g.From), Count: uint64(g.To - g.From),
+		Timeout: timeout, Abort: s.b.flag.Dev, Record: s.rec.Dev, Tag: p.tag,
 		GPUScope: gpuScope, PollAcquire: s.b.planPollAcquire, NoPrefetch: s.b.planNoPrefetch}
 }
 
@@ -221,7 +221,7 @@ func (pl *planLauncher) seg(steps []kernels.PlanStep, g PlanSegment, interp func
 			return err
 		}
 	}
-	if !g.Aside || pl.aside != nil {
+	if !g.Aside || pl.aside != nil || pl.s.b.planAside == "off" {
 		return pl.s.launchCopy(pl.cs, st, pl.sm)
 	}
 	sd, err := pl.s.planSideStream()
@@ -234,8 +234,14 @@ func (pl *planLauncher) seg(steps []kernels.PlanStep, g PlanSegment, interp func
 	if err := sd.s.WaitEvent(sd.fork); err != nil {
 		return err
 	}
-	// A copy kernel: the copy engines are busy with the puts beside it.
-	if err := pl.s.b.k.Put(sd.s, st.Dst, st.Src, st.N); err != nil {
+	// A copy kernel by default: the copy engines are busy with the puts
+	// beside it (PlanAsideEnv).
+	if pl.s.b.planAside == "ce" {
+		err = pl.s.b.drv.MemcpyAsync(st.Dst, st.Src, st.N, sd.s)
+	} else {
+		err = pl.s.b.k.Put(sd.s, st.Dst, st.Src, st.N)
+	}
+	if err != nil {
 		return err
 	}
 	if err := sd.join.Record(sd.s); err != nil {
@@ -336,7 +342,26 @@ func (s *CUDAStream) RunPlanSegments(p *DevicePlan, steps []kernels.PlanStep, se
 		s.Fail(errors.New("device plan: run after free"))
 		return
 	}
-	s.enqueue(func() error {
+	// fuse: the last run of steps of a replay and the first of the next
+	// are one launch; the call's last one is held for the next call.
+	last := len(segs) - 1
+	fuse := s.b.planFuse && len(segs) >= 2 && !segs[0].Copy && !segs[last].Copy && segs[0].From == 0 && segs[last].To == p.steps
+	head := uint64(0)
+	if fuse {
+		head = uint64(segs[0].To)
+	}
+	defer onThread()()
+	s.lock()
+	defer s.mu.Unlock()
+	var tail *heldPlan
+	if h := s.held.plan; fuse && h != nil && h.p == p && h.spec.Rep0+1 == rep0 {
+		tail = h
+		s.held = heldOp{gen: s.held.gen + 1}
+	} else {
+		s.flushLocked()
+	}
+	var hold *heldPlan
+	ok := s.runLocked(func() error {
 		pl := &planLauncher{s: s, cs: s.s, sm: sm}
 		for r := rep0; r < rep0+times; r++ {
 			interp := func(g PlanSegment) error {
@@ -344,9 +369,34 @@ func (s *CUDAStream) RunPlanSegments(p *DevicePlan, steps []kernels.PlanStep, se
 				sp.Rep0 = r
 				return s.b.k.Plan(s.s, sp)
 			}
-			for _, g := range segs {
-				if err := pl.seg(steps, g, interp); err != nil {
-					return err
+			for j, g := range segs {
+				switch {
+				case fuse && j == 0 && r > rep0:
+					// Launched with the previous replay's last run.
+				case fuse && j == 0 && tail != nil:
+					sp := tail.spec
+					sp.Count += head
+					if err := s.b.k.Plan(s.s, sp); err != nil {
+						return err
+					}
+				case fuse && j == last:
+					if err := pl.join(); err != nil {
+						return err
+					}
+					sp := s.planSpec(p, g, timeout, gpuScope)
+					sp.Rep0 = r
+					if r+1 == rep0+times {
+						hold = &heldPlan{p: p, spec: sp}
+						break
+					}
+					sp.Count += head
+					if err := s.b.k.Plan(s.s, sp); err != nil {
+						return err
+					}
+				default:
+					if err := pl.seg(steps, g, interp); err != nil {
+						return err
+					}
 				}
 			}
 			if err := pl.join(); err != nil {
@@ -356,6 +406,15 @@ func (s *CUDAStream) RunPlanSegments(p *DevicePlan, steps []kernels.PlanStep, se
 		s.plans = append(s.plans, p)
 		return nil
 	})
+	if ok && hold != nil {
+		s.holdLocked(heldOp{plan: hold})
+	}
+}
+
+// FreePlan frees p once the work enqueued on s so far has run (a launch
+// of p held back included).
+func (s *CUDAStream) FreePlan(p *DevicePlan) error {
+	return errors.Join(s.drain(), p.Free())
 }
 
 // LaunchPlan enqueues times replays of g, a graph CapturePlan made of p.
