@@ -24,6 +24,8 @@ const (
 	StepFillIota                  // every thread: N bytes at Dst = little-endian u32 words Value, Value+1, ...
 	StepFillRand                  // every thread: N bytes at Dst = the random stream of seed Value (FillRand's)
 	StepPutSignal                 // thread 0: N <= PlanSmall bytes from Src to Dst, then a release of Value into the slot at Aux (Cmp bit 0: add, else store; PutPrivate)
+	StepLinePut                   // thread 0: N <= 8 bytes of Src and the flag Value + replay*Step in one 16-byte line at Dst (no release; Cmp: PutPrivate)
+	StepLineWait                  // thread 0: until the line at Dst shows the flag Value + replay*Step; then its N bytes to Src and Cmp added to the slot at Aux (Count: LineSendFirst)
 )
 
 // CopyLocal in a StepCopy's Aux marks a copy within the rank's own memory
@@ -36,6 +38,12 @@ const CopyLocal cuda.DevicePtr = 1
 // its source: a wait just before the step may then read 8 or 16 aligned
 // bytes of it before spinning (sync_plan.cu's LC_PS_PRIVATE).
 const PutPrivate Cmp = 2
+
+// LineSendFirst in a StepLineWait's Count lets the drain send the next
+// step's line (a StepLinePut right after it, from a private source) as
+// soon as its own line is in, before it writes the payload: allowed when
+// no peer reads the rank's window with get.
+const LineSendFirst = 1
 
 // PlanStep is one step of a device plan, laid out as sync_plan.cu's
 // struct lc_plan_step (PlanStepSize bytes).

@@ -3,6 +3,7 @@ package kernels
 import (
 	"bytes"
 	"encoding/binary"
+	"strings"
 	"testing"
 	"time"
 )
@@ -179,7 +180,7 @@ func TestPlanPingPong(t *testing.T) {
 		pacq    bool
 	}{{"copy", 0, false, false}, {"copy", 0, true, false}, {"fused", 0, false, false}, {"fused", 0, true, false},
 		{"flag", 0, true, false}, {"fused", 32, true, false}, {"private", 0, true, false}, {"private", 0, true, true},
-		{"private", 0, false, false}, {"flag", 0, true, true}} {
+		{"private", 0, false, false}, {"flag", 0, true, true}, {"line", 0, true, false}, {"line-first", 0, true, false}} {
 		p0, p1 := ping, pong
 		switch v.how {
 		case "flag":
@@ -192,6 +193,19 @@ func TestPlanPingPong(t *testing.T) {
 			// data+64 land at data.
 			p0 = []PlanStep{{Kind: StepPutSignal, Dst: data.Add(128), Src: data.Add(32), N: 16, Aux: f1, Value: 1, Cmp: 1 | PutPrivate}, ping[2]}
 			p1 = []PlanStep{pong[0], {Kind: StepPutSignal, Dst: data, Src: data.Add(64), N: 16, Aux: f0, Value: 1, Cmp: 1 | PutPrivate}}
+		case "line", "line-first":
+			// Each put_signal of 8 bytes in one line (rank 1's at
+			// data+192, rank 0's at data+208); each drain lands the
+			// payload as "private" does and adds 1 to its own flag.
+			// line-first: the drain sends the next line before.
+			first := uint32(0)
+			if v.how == "line-first" {
+				first = LineSendFirst
+			}
+			p0 = []PlanStep{{Kind: StepLinePut, Dst: data.Add(192), Src: data.Add(32), N: 8, Value: 1, Step: 1, Cmp: PutPrivate},
+				{Kind: StepLineWait, Dst: data.Add(208), Src: data, N: 8, Value: 1, Step: 1, Cmp: 1, Aux: f0, Count: first}}
+			p1 = []PlanStep{{Kind: StepLineWait, Dst: data.Add(192), Src: data.Add(128), N: 8, Value: 1, Step: 1, Cmp: 1, Aux: f1, Count: first},
+				{Kind: StepLinePut, Dst: data.Add(208), Src: data.Add(64), N: 8, Value: 1, Step: 1, Cmp: PutPrivate}}
 		}
 		must(t, d.MemcpyHtoD(t0, EncodePlan(p0)))
 		must(t, d.MemcpyHtoD(t1, EncodePlan(p1)))
@@ -211,10 +225,14 @@ func TestPlanPingPong(t *testing.T) {
 		if fl := read(t, d, flags, 136); u64at(fl, 0) != iters || u64at(fl, 128) != iters {
 			t.Fatalf("flags %d, %d after %d round trips", u64at(fl, 0), u64at(fl, 128), iters)
 		}
-		if v.how == "private" {
+		if v.how == "private" || strings.HasPrefix(v.how, "line") {
+			m := 16
+			if v.how != "private" {
+				m = 8
+			}
 			got := read(t, d, data, 256)
-			if !bytes.Equal(got[128:144], init[32:48]) || !bytes.Equal(got[0:16], init[64:80]) {
-				t.Fatalf("private put_signal: landed % x and % x", got[128:144], got[0:16])
+			if !bytes.Equal(got[128:128+m], init[32:32+m]) || !bytes.Equal(got[0:m], init[64:64+m]) {
+				t.Fatalf("%s put_signal: landed % x and % x", v.how, got[128:128+m], got[0:m])
 			}
 		}
 		t.Logf("MEASURED plan ping-pong (%s, threads %d, gpu scope %v, poll acquire %v): %.0f ns per round trip", v.how, v.threads, v.gpu, v.pacq, float64(dt.Nanoseconds())/iters)

@@ -19,6 +19,13 @@
 #define LC_STEP_FILL_IOTA 5
 #define LC_STEP_FILL_RAND 6
 #define LC_STEP_PUT_SIGNAL 7  // thread 0: a small copy, then a release of value at aux (cmp bit 0: add)
+#define LC_STEP_LINE_PUT 8    // thread 0: n <= 8 bytes of src and flag value in one 16-byte line at dst
+#define LC_STEP_LINE_WAIT 9   // thread 0: until the line at dst shows flag value; its n bytes to src, cmp added to aux
+
+// A line drain's count bit: the next step's line, when it comes right
+// after, may go out before the drain writes its payload (no peer reads
+// this rank's window with get, so none can tell).
+#define LC_LINE_SEND_FIRST 1u
 
 // A put_signal step's cmp bit: its source is private (no peer writes it),
 // so a wait just before may read it early (LC_PLAN_PREFETCH).
@@ -136,6 +143,59 @@ __device__ bool lc_plan_wait(const lc_plan_step &s, lc_u64 target, lc_u64 timeou
 	}
 }
 
+// lc_plan_line_wait spins (thread 0) until the line of step s shows flag
+// (both flag words, the same; a later flag, the sender a replay ahead,
+// counts too), then writes the payload to s.src and adds s.cmp to the
+// slot at s.aux: the put_signal the line carried, done here in program
+// order. When next is not null it is the line the next step sends (its
+// words and flag read already): it goes first, as soon as the wait is
+// over (the step allows it: LC_LINE_SEND_FIRST). False after recording a
+// timeout or an abort.
+__device__ __forceinline__ bool lc_plan_line_wait(const lc_plan_step &s, lc_u32 flag, lc_u64 timeout_ns,
+                                                  const lc_u32 *abort_flag, lc_record *rec, lc_u32 tag, lc_u32 index,
+                                                  lc_u8 *next, lc_u64 next_w, lc_u32 next_flag) {
+	// Read before the spin: each poll's asm clobbers memory, so the
+	// compiler would read them after it, on the path to the next step.
+	const lc_u8 *line = (const lc_u8 *)s.dst;
+	lc_u8 *data = (lc_u8 *)s.src;
+	const lc_u64 n = s.n, add = s.cmp;
+	lc_u64 *slot_at = (lc_u64 *)s.aux;
+	lc_u32 d0, f0, d1, f1;
+	lc_u64 start = 0;
+	for (lc_u32 spins = 0;;) {
+		lc_ll_load(line, d0, f0, d1, f1);
+		if (f0 == f1 && (int)(f0 - flag) >= 0) break;
+		// As lc_plan_wait: the host-mapped record, the abort flag and
+		// the clock every 64 polls only.
+		if (spins == 0) start = lc_globaltimer();
+		if ((++spins & 63) != 0) continue;
+		const lc_u64 now = lc_globaltimer();
+		const lc_u32 slot = LC_PLAN_FAIL_BIT | (tag << 20) | index;
+		if (lc_poisoned(rec)) return false;
+		if (lc_aborted(abort_flag)) {
+			lc_fail(rec, LC_STATUS_ABORTED, slot, f0, flag, now - start);
+			return false;
+		}
+		if (timeout_ns != 0 && now - start >= timeout_ns) {
+			lc_fail(rec, LC_STATUS_TIMEOUT, slot, f0, flag, now - start);
+			return false;
+		}
+	}
+	if (next) lc_ll_store(next, (lc_u32)next_w, (lc_u32)(next_w >> 32), next_flag, 0);
+	lc_ll_put_word(data, (lc_u64)d1 << 32 | d0, n);
+	asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(slot_at), "l"(add) : "memory");
+	return true;
+}
+
+// lc_plan_prefetchable reports whether step t's source may be read before
+// the wait ahead of it: a put_signal of 8 or 16 aligned bytes, or a line
+// of 8, from a private source.
+__device__ __forceinline__ bool lc_plan_prefetchable(const lc_plan_step &t) {
+	if (t.kind == LC_STEP_PUT_SIGNAL)
+		return (t.cmp & LC_PS_PRIVATE) && (t.n == 8 || t.n == 16) && ((t.src | t.dst) & 7) == 0;
+	return t.kind == LC_STEP_LINE_PUT && (t.cmp & LC_PS_PRIVATE) && t.n == 8 && (t.src & 7) == 0;
+}
+
 // lc_plan runs count steps of a plan of period steps (steps: the whole
 // table), from step first of replay rep0 on: step period-1 of replay r is
 // followed by step 0 of replay r+1. Replays are counted from rep0, plus
@@ -176,6 +236,8 @@ extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 period, lc_
 	}
 	__syncthreads();
 	if (stop) return;
+	// Thread 0's own copy of stop (it alone sets it in the loop).
+	int stop0 = 0;
 	// In a graph, the replay comes from device memory that the graph's
 	// last node advances.
 	if (epoch != 0) rep0 += lc_load_volatile(epoch);
@@ -188,6 +250,8 @@ extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 period, lc_
 	// Thread 0's early read: the source words of step pre_at (~0u: none).
 	lc_u32 pre_at = ~0u;
 	lc_u64 pre0 = 0, pre1 = 0;
+	// A line step the drain before it sent already (~0u: none).
+	lc_u32 sent_at = ~0u;
 	const lc_u32 nsteps = period;
 	lc_u64 r = rep0 + first / period;
 	lc_u32 i = first % period;
@@ -200,22 +264,72 @@ extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 period, lc_
 			if (!wide) {
 				// Thread 0's step; a failed wait skips them all until the
 				// next barrier, where every thread stops.
-				if (s.kind == LC_STEP_WAIT || s.kind == LC_STEP_COPY || s.kind == LC_STEP_PUT_SIGNAL) dirty = true;
-				if (tid != 0 || stop) continue;
+				if (s.kind == LC_STEP_WAIT || s.kind == LC_STEP_COPY || s.kind == LC_STEP_PUT_SIGNAL ||
+				    s.kind == LC_STEP_LINE_WAIT || s.kind == LC_STEP_LINE_PUT)
+					dirty = true;
+				if (tid != 0 || stop0) continue;
 				// If chains, not switches: no indirect branches on the
 				// path from a wait to the next signal.
 				if (s.kind == LC_STEP_WAIT) {
 					if (!(flags & LC_PLAN_NO_PREFETCH)) {
 						const lc_u32 nx = i + 1 < nsteps ? i + 1 : 0;
 						const lc_plan_step &t = run ? runs[v + 1 < count ? v + 1 : v] : table[nx];
-						if (t.kind == LC_STEP_PUT_SIGNAL && (t.cmp & LC_PS_PRIVATE) && (t.n == 8 || t.n == 16) &&
-						    ((t.src | t.dst) & 7) == 0) {
+						if (lc_plan_prefetchable(t)) {
 							pre0 = *(const lc_u64 *)t.src;
 							if (t.n == 16) pre1 = *(const lc_u64 *)(t.src + 8);
 							pre_at = nx;
 						}
 					}
-					if (!lc_plan_wait(s, s.value + r * s.step, timeout_ns, abort_flag, rec, tag, i, flags)) stop = 1;
+					if (!lc_plan_wait(s, s.value + r * s.step, timeout_ns, abort_flag, rec, tag, i, flags)) stop = stop0 = 1;
+				} else if (s.kind == LC_STEP_LINE_WAIT) {
+					lc_u8 *next = 0;
+					lc_u64 next_w = 0;
+					lc_u32 next_flag = 0;
+					if (!(flags & LC_PLAN_NO_PREFETCH)) {
+						// The next step, or the one after when the next is
+						// the wait this drain comes before; rr is its replay.
+						lc_u32 nx = i + 1 < nsteps ? i + 1 : 0;
+						lc_u64 nv = v + 1, rr = r + (nx == 0 ? 1 : 0);
+						bool skipped = false;
+						if (nv < count && (run ? runs[nv] : table[nx]).kind == LC_STEP_WAIT) {
+							nx = nx + 1 < nsteps ? nx + 1 : 0;
+							rr += nx == 0 ? 1 : 0;
+							nv++;
+							skipped = true;
+						}
+						if (nv < count) {
+							const lc_plan_step &t = run ? runs[nv] : table[nx];
+							if (lc_plan_prefetchable(t)) {
+								pre0 = *(const lc_u64 *)t.src;
+								if (t.n == 16) pre1 = *(const lc_u64 *)(t.src + 8);
+								pre_at = nx;
+								if (t.kind == LC_STEP_LINE_PUT && !skipped && (s.count & LC_LINE_SEND_FIRST)) {
+									// Sent by the drain as soon as its line is in.
+									next = (lc_u8 *)t.dst;
+									next_w = pre0;
+									next_flag = (lc_u32)(t.value + rr * t.step);
+									pre_at = ~0u;
+									sent_at = nx;
+								}
+							}
+						}
+					}
+					if (!lc_plan_line_wait(s, (lc_u32)(s.value + r * s.step), timeout_ns, abort_flag, rec, tag, i, next, next_w,
+					                       next_flag))
+						stop = stop0 = 1;
+				} else if (s.kind == LC_STEP_LINE_PUT) {
+					lc_u64 w;
+					if (sent_at == i) {
+						sent_at = ~0u; // the drain before sent it
+						continue;
+					}
+					if (pre_at == i) {
+						w = pre0;
+						pre_at = ~0u;
+					} else {
+						w = lc_ll_word((const lc_u8 *)s.src, s.n);
+					}
+					lc_ll_store((lc_u8 *)s.dst, (lc_u32)w, (lc_u32)(w >> 32), (lc_u32)(s.value + r * s.step), 0);
 				} else if (s.kind == LC_STEP_PUT_SIGNAL) {
 					if (pre_at == i) {
 						*(lc_u64 *)s.dst = pre0;

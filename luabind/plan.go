@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"sort"
 	"strings"
 
@@ -107,6 +108,8 @@ type planRef struct {
 	freed bool
 	// report is the verification made when the plan was (check mode).
 	report *plan.Report
+	// lines holds the plan's line areas (plan.UseLines), freed with it.
+	lines *window.Window
 }
 
 func (r *planRef) String() string {
@@ -495,7 +498,7 @@ func planEntries() []*Entry {
 				return 1
 			}),
 		fn("p:info", "()", "table", g,
-			"A table: ops (this rank's count), mode (\"host\", \"stream\", \"device\", \"graph\", or \"check\" under luacoll check), graph_nodes (graph mode: the graph's nodes by type), launches (stream mode, when runs of ops go to the plan interpreter: what one replay launches), replays (enqueued so far), window (its id), buffers (other than the window), ranks, site (where lc.plan was called).",
+			"A table: ops (this rank's count), mode (\"host\", \"stream\", \"device\", \"graph\", or \"check\" under luacoll check), graph_nodes (graph mode: the graph's nodes by type), launches (stream mode, when runs of ops go to the plan interpreter: what one replay launches), replays (enqueued so far), window (its id), buffers (other than the window), ranks, site (where lc.plan was called), lines (CUDA: how many put_signals of every rank's list travel in 16-byte lines, payload and signal in one store, drained by the receiver's wait that needs them; up to 8 bytes each).",
 			func(c *call) int {
 				r := c.planRef()
 				t := c.L.NewTable()
@@ -512,6 +515,7 @@ func planEntries() []*Entry {
 				t.RawSetString("buffers", lua.LNumber(len(r.p.Buffers())-1))
 				t.RawSetString("ranks", lua.LNumber(len(r.p.Lists())))
 				t.RawSetString("site", lua.LString(r.site))
+				t.RawSetString("lines", lua.LNumber(r.p.LineCount()))
 				c.L.Push(t)
 				return 1
 			}),
@@ -522,6 +526,9 @@ func planEntries() []*Entry {
 			r.freed = true
 			delete(c.s.plans.onDevice, r)
 			c.check(r.p.Free())
+			if r.lines != nil {
+				c.check(c.s.Comm.FreeWindow(c.ctx(), r.lines))
+			}
 			return 0
 		}),
 	}
@@ -610,6 +617,22 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 	if err != nil {
 		return nil, err
 	}
+	// Small put_signals go in lines where every rank replays through the
+	// interpreter: CUDA with no network peer (the same answer on every
+	// rank, as the lists are).
+	var lines *window.Window
+	if topo := s.Comm.Rank.Topo; mode != modeHost && mode != modeCheck && topo != nil && !topo.AnyNet() && os.Getenv(plan.LinesEnv) != "0" {
+		if _, most := plan.Lines(lists); most > 0 {
+			lines, err = s.Comm.NewWindow(ctx, fmt.Sprintf("plan %d lines", num), window.Options{Bytes: uint64(most) * plan.LineSize,
+				Signals: 1, Counters: 1, Barriers: 1, Path: "auto", Timeout: rec.w.Options().Timeout})
+			if err != nil {
+				return nil, fmt.Errorf("the plan's line areas: %w", err)
+			}
+			if err := p.UseLines(lines); err != nil {
+				return nil, err
+			}
+		}
+	}
 	switch {
 	case mode == modeDevice:
 		if err := p.UseDevice(); err != nil {
@@ -629,11 +652,13 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 	if mode == modeStream {
 		// Runs of ops as interpreter launches where the ops allow, else
 		// op by op.
-		if err := p.UseStream(); err != nil && !errors.Is(err, plan.ErrNoDevice) {
+		if err := p.UseStream(); err != nil && (!errors.Is(err, plan.ErrNoDevice) || p.LineCount() > 0) {
+			// With lines, op by op is no way out: the peers' plans count
+			// on this rank's interpreter to send and drain them.
 			return nil, fmt.Errorf("mode \"stream\": %w", err)
 		}
 	}
-	r := &planRef{p: p, num: num, site: where, mode: mode}
+	r := &planRef{p: p, num: num, site: where, mode: mode, lines: lines}
 	if mode == modeDevice || mode == modeGraph || mode == modeStream {
 		if s.plans.onDevice == nil {
 			s.plans.onDevice = map[*planRef]bool{}

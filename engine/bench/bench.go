@@ -300,10 +300,12 @@ func BenchDevicePingPong(ctx context.Context, c *engine.Comm, iters int) ([]Benc
 		}
 		rows = append(rows, BenchRow{Name: name, Bytes: 8, Seconds: d.Seconds() / float64(iters) / 2, Wrong: wrong})
 	}
-	if pr, ok, err := benchPlanPingPong(ctx, c, iters); err != nil {
-		return nil, err
-	} else if ok {
-		rows = append(rows, pr)
+	for _, lines := range []bool{true, false} {
+		if pr, ok, err := benchPlanPingPong(ctx, c, iters, lines); err != nil {
+			return nil, err
+		} else if ok {
+			rows = append(rows, pr)
+		}
 	}
 	if len(rows) >= 2 && rows[1].Seconds > 0 {
 		for i := range rows {

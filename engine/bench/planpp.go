@@ -14,7 +14,11 @@ import (
 // ranks 0 and 1 as a plan in device mode (one kernel runs every replay):
 // the hop a researcher's schedule pays there. ok is false where device
 // mode cannot run (no CUDA, network peers).
-func benchPlanPingPong(ctx context.Context, c *engine.Comm, iters int) (row BenchRow, ok bool, err error) {
+//
+// With lines (the default where the plan's put_signals can go in them,
+// plan.Lines), each hop is one 16-byte store; without, a put and a
+// release.
+func benchPlanPingPong(ctx context.Context, c *engine.Comm, iters int, lines bool) (row BenchRow, ok bool, err error) {
 	w, err := c.NewWindow(ctx, "bench.planpingpong", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1, Path: "auto"})
 	if err != nil {
 		return row, false, err
@@ -54,6 +58,23 @@ func benchPlanPingPong(ctx context.Context, c *engine.Comm, iters int) (row Benc
 	if err != nil {
 		return row, false, err
 	}
+	name := "plan put_signal ping-pong (device mode)"
+	if !lines {
+		name = "plan put_signal ping-pong (device mode, no lines)"
+	} else if _, most := plan.Lines(lists); most > 0 && c.Backend.Name() != "host" && !noDeviceLoops(c) {
+		lw, err := c.NewWindow(ctx, "bench.planpingpong.lines", window.Options{Bytes: uint64(most) * plan.LineSize, Signals: 1, Counters: 1, Barriers: 1, Path: "auto"})
+		if err != nil {
+			return row, false, err
+		}
+		defer func() {
+			if ferr := c.FreeWindow(ctx, lw); err == nil {
+				err = ferr
+			}
+		}()
+		if err := p.UseLines(lw); err != nil {
+			return row, false, err
+		}
+	}
 	derr := p.UseDevice()
 	// Every rank must agree before anything runs.
 	bad := 0
@@ -92,5 +113,5 @@ func benchPlanPingPong(ctx context.Context, c *engine.Comm, iters int) (row Benc
 	if err != nil {
 		return row, true, err
 	}
-	return BenchRow{Name: "plan put_signal ping-pong (device mode)", Bytes: 8, Seconds: d.Seconds() / float64(iters) / 2, Wrong: wrong}, true, nil
+	return BenchRow{Name: name, Bytes: 8, Seconds: d.Seconds() / float64(iters) / 2, Wrong: wrong}, true, nil
 }

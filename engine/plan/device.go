@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/kernels"
@@ -43,6 +44,7 @@ type moving struct {
 	peer int    // pairwise barrier's peer, or -1
 	ord  uint64 // which use of the barrier in a replay (from 1)
 	per  uint64 // added per replay
+	line bool   // a line's flag: the replay's number, from 1
 }
 
 // ErrNoDevice says that a plan cannot run in device mode here.
@@ -200,8 +202,58 @@ func (p *Plan) compile(d *device) error {
 		d.moving = append(d.moving, moving{step: len(d.steps), op: i, bar: -1, peer: -1})
 		add(kernels.PlanStep{Kind: kernels.StepWait, Op: uint32(i), Dst: local(first), Count: uint32(count), N: stride, Cmp: kernels.Cmp(cmp)})
 	}
+	// Lines (lines.go): this rank's drains, by the op they come before.
+	drains := map[int][]LineRef{}
+	for ref, li := range p.lines {
+		if li.Receiver == me {
+			drains[li.Drain] = append(drains[li.Drain], ref)
+		}
+	}
+	for _, refs := range drains {
+		sort.Slice(refs, func(a, b int) bool {
+			return refs[a].Sender < refs[b].Sender || refs[a].Sender == refs[b].Sender && refs[a].Op < refs[b].Op
+		})
+	}
+	// A drain may send the next step's line before it writes its payload
+	// when no peer reads this rank's window with get (kernels.LineSendFirst).
+	sendFirst := uint32(kernels.LineSendFirst)
+	for q, l := range p.lists {
+		for _, o := range l.Ops {
+			if q != me && o.Kind == Get && o.Peer == me {
+				sendFirst = 0
+			}
+		}
+	}
+	lineFlag := func(i int) {
+		d.moving = append(d.moving, moving{step: len(d.steps), op: i, bar: -1, peer: -1, line: true})
+	}
 	for i := range p.ops {
 		o := &p.ops[i]
+		for _, ref := range drains[i] {
+			so := p.lists[ref.Sender].Ops[ref.Op]
+			li := p.lines[ref]
+			lineFlag(i)
+			add(kernels.PlanStep{Kind: kernels.StepLineWait, Op: uint32(i), Dst: cuda.DevicePtr(p.lineWin.LocalAddr(lay.DataOff + uint64(li.Index)*LineSize)),
+				Src: local(lay.DataOff + so.Off), N: so.N, Cmp: kernels.Cmp(so.SigValue), Aux: local(lay.Inbox(ref.Sender, so.Sig)), Step: 1,
+				Count: sendFirst})
+		}
+		if li, ok := p.lines[LineRef{me, i}]; ok {
+			buf, err := bufAt(o.Buf, o.BufOff)
+			if err != nil {
+				return err
+			}
+			lw := p.lineWin.Peers().Addr(li.Receiver, p.lineWin.Layout().DataOff+uint64(li.Index)*LineSize)
+			if lw == 0 {
+				return fmt.Errorf("%w: op %d (%s at %s): rank %d's lines are not mapped here", ErrNoDevice, i+1, o.Kind, o.Site, li.Receiver)
+			}
+			priv := kernels.Cmp(0)
+			if p.bufs[o.Buf].Private() {
+				priv = kernels.PutPrivate
+			}
+			lineFlag(i)
+			add(kernels.PlanStep{Kind: kernels.StepLinePut, Op: uint32(i), Dst: cuda.DevicePtr(lw), Src: buf, N: o.N, Cmp: priv, Step: 1})
+			continue
+		}
 		switch o.Kind {
 		case Put, PutSignal, PutCounter, PutSignalCounter, Get:
 			remote, err := peerAt(i, o.Peer, lay.DataOff+o.Off)
@@ -266,10 +318,16 @@ func (p *Plan) compile(d *device) error {
 					return err
 				}
 			}
-		case WaitSignal:
-			wait(i, lay.Inbox(0, o.Sig), n, lay.Inbox(1%n, o.Sig)-lay.Inbox(0, o.Sig), o.Cmp)
-		case WaitSignalFrom:
-			wait(i, lay.Inbox(o.Peer, o.Sig), 1, 8, o.Cmp)
+		case WaitSignal, WaitSignalFrom:
+			if p.covered[LineRef{me, i}] {
+				// Its drains, just before, brought what it waits for.
+				continue
+			}
+			if o.Kind == WaitSignal {
+				wait(i, lay.Inbox(0, o.Sig), n, lay.Inbox(1%n, o.Sig)-lay.Inbox(0, o.Sig), o.Cmp)
+			} else {
+				wait(i, lay.Inbox(o.Peer, o.Sig), 1, 8, o.Cmp)
+			}
 		case WaitCounter:
 			wait(i, lay.Ctr(o.Peer, o.Ctr), 1, 8, o.Cmp)
 		case ResetCounter:
@@ -329,6 +387,8 @@ func (p *Plan) compile(d *device) error {
 	for j := range d.moving {
 		m := &d.moving[j]
 		switch {
+		case m.line:
+			m.per = 1
 		case m.bar < 0:
 			for _, r := range p.rows[m.op] {
 				m.per += p.delta[r]
@@ -346,6 +406,8 @@ func (p *Plan) compile(d *device) error {
 // want is the value moving step m must have in the next replay.
 func (p *Plan) want(m moving) uint64 {
 	switch {
+	case m.line:
+		return uint64(p.replays) + 1
 	case m.bar < 0:
 		return p.value(m.op)
 	case m.peer < 0:
@@ -439,6 +501,12 @@ func (p *Plan) deviceFailure(d *device) func(step int, observed, target uint64, 
 			mode = "stream"
 		}
 		where := fmt.Sprintf(" (plan op %d%s, %s mode, recorded at %s)", i+1, replay, mode, o.Site)
+		if s.Kind == kernels.StepLineWait {
+			// The drain before the wait: target and observed are the
+			// line's flags (replay numbers), not signal values.
+			cond = fmt.Sprintf("a put_signal's 16-byte line showing replay %d", target)
+			where = fmt.Sprintf(" (drained before plan op %d%s, %s mode, recorded at %s)", i+1, replay, mode, o.Site)
+		}
 		return p.w.WaitFailed(name, cond, where, observed, p.w.Options().Timeout, cause)
 	}
 }

@@ -31,7 +31,36 @@ type Plan struct {
 	replays int
 	// dev, in device mode, runs the replays in the plan interpreter.
 	dev *device
+	// lines are the put_signals of every rank that travel in lines
+	// (lines.go), in the line areas of lineWin; nil unless UseLines.
+	lines   map[LineRef]LineInfo
+	lineWin *window.Window
+	// covered are the waits (of this rank: LineRef{me, op}) that the
+	// drains before them satisfy: they need no step.
+	covered map[LineRef]bool
 }
+
+// UseLines makes the interpreter (device, graph and stream modes) send the
+// put_signals that Lines picks in lines, whose areas are lw's data (at
+// least LineSize bytes per line of the rank with the most, zero, on every
+// rank). Every rank must call it, before compiling for the interpreter,
+// with the same lists, and every rank's plan must then run through the
+// interpreter: the caller checks (a CUDA backend and no network peer).
+func (p *Plan) UseLines(lw *window.Window) error {
+	ls := planLines(p.lists)
+	if ls.most == 0 {
+		return nil
+	}
+	if lw == nil || lw.Options().Bytes < uint64(ls.most)*LineSize {
+		return fmt.Errorf("plan: %d lines need %d bytes of line area", ls.most, ls.most*LineSize)
+	}
+	p.lines, p.lineWin, p.covered = ls.lines, lw, ls.covered
+	return nil
+}
+
+// LineCount is the number of this plan's put_signals, over every rank,
+// that travel in lines (0 unless UseLines found any).
+func (p *Plan) LineCount() int { return len(p.lines) }
 
 // New binds rank me's list of lists (every rank's, with their Base set by
 // led.Record) to its window w and buffers (bufs[0] is w's data buffer,

@@ -49,8 +49,9 @@ for _, n in ipairs({ 1, 4097, most }) do
     lc.sync()
     check_all(w, n, replays + 100)
     if me == 0 then
-      lc.log("%s n=%d: mode %s%s, %d ops, %d steps; %d replays each checked, then 100 back to back", algo, n, info.mode,
-        (info.graph_nodes or info.launches) and (" (" .. (info.graph_nodes or info.launches) .. ")") or "", info.ops, rep.steps, replays)
+      lc.log("%s n=%d: mode %s%s, %d ops, %d steps, %d lines; %d replays each checked, then 100 back to back", algo, n, info.mode,
+        (info.graph_nodes or info.launches) and (" (" .. (info.graph_nodes or info.launches) .. ")") or "", info.ops, rep.steps,
+        info.lines, replays)
     end
     p:free()
     passed = passed + 1

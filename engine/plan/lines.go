@@ -1,0 +1,271 @@
+package plan
+
+import (
+	"sort"
+
+	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/window"
+)
+
+// Lines: a put_signal of up to 8 bytes whose payload and signal travel in
+// one 16-byte store.
+//
+// A put_signal enqueued as a put and a signal is two stores and a release
+// between them, and on a GPU the release waits for the data store to be
+// acknowledged: about as long as the raw flag's whole hop. In a line
+// (lc_ll_store: {data low, flag, data high, flag}) no store of the data can
+// be seen without its flag, so the sender needs no release; the receiver
+// polls its line, writes the payload into its window and adds the signal
+// to its own slot, in program order, before the wait that needs it.
+//
+// That changes who writes the slot, so a put_signal goes in a line only
+// where nothing can tell: every rank replays the plan through the
+// interpreter (CUDA, no network peer: the caller checks), the receiver's
+// own list has a wait that cannot complete in the same replay without this
+// signal (so the line is always drained, by that wait), and the sender's
+// list writes nothing else a peer could read (the release of a signal
+// covers every earlier write of the sender, a line only its own payload).
+
+// LinesEnv set to "0" keeps every put_signal out of lines.
+const LinesEnv = "LUACOLL_PLAN_LINES"
+
+// LineRef names op Op of rank Sender's list.
+type LineRef struct{ Sender, Op int }
+
+// LineInfo places a put_signal that goes in a line: line Index of the
+// receiver's line area (16 bytes each), drained just before the
+// receiver's op Drain (a wait).
+type LineInfo struct {
+	Receiver, Index, Drain int
+}
+
+// LineSize is the bytes of one line.
+const LineSize = 16
+
+// Lines returns the put_signals of lists that go in lines, and how many
+// lines the rank with the most needs (the line area every rank allocates
+// is that many lines). The answer depends on the lists only: every rank
+// computes the same.
+//
+// A line is drained by the first wait of the receiver that cannot
+// complete without it: its target, less what its rows hold when the
+// replay starts, exceeds all that one replay adds to its other rows plus
+// what the sender adds to this row before the line. Every wait on a row
+// with lines drains the lines it needs before it polls, so no wait spins
+// on a slot that only a drain can raise. A line that no wait needs is sent
+// as a put and a release.
+func Lines(lists []List) (map[LineRef]LineInfo, int) {
+	ls := planLines(lists)
+	return ls.lines, ls.most
+}
+
+// lineSet is Lines' answer with, per rank, the waits its drains satisfy
+// on their own (covered: every unit their rows get comes in lines, and
+// the drains before them bring what they wait for), which need not poll.
+type lineSet struct {
+	lines   map[LineRef]LineInfo
+	most    int
+	covered map[LineRef]bool
+}
+
+// lineCand is a line-shaped put_signal into one row of a rank's inbox.
+type lineCand struct {
+	ref    LineRef
+	before uint64 // what the sender adds to the row before it, per replay
+	value  uint64
+	drain  int // the receiver's wait that drains it, or -1
+}
+
+// waitInfo is one ">=" wait on signal rows: its op, rows, and what one
+// replay must add to them for it to complete.
+type waitInfo struct {
+	op     int
+	rows   []int
+	target uint64
+	all    uint64 // what one replay adds to its rows, all senders
+}
+
+func planLines(lists []List) lineSet {
+	n := len(lists)
+	deltas := Deltas(lists)
+	cands := make([]map[int][]*lineCand, n)
+	for q := range cands {
+		cands[q] = map[int][]*lineCand{}
+	}
+	for s, l := range lists {
+		quiet := writesOnlyLines(lists, s)
+		added := map[[2]int]uint64{} // (receiver, row) -> what s added so far
+		for j, o := range l.Ops {
+			if !o.Kind.hasSignal() || o.SigOp != window.SigAdd {
+				continue
+			}
+			for q := 0; q < n; q++ {
+				if q == s || !(o.Peer == q || o.Kind == SignalAll) {
+					continue
+				}
+				sh := lists[q].Shape
+				if o.Sig < 0 || o.Sig >= sh.Signals || s >= sh.Ranks {
+					continue
+				}
+				key := [2]int{q, sh.SigRow(s, o.Sig)}
+				if quiet && lineShaped(o, s, n) {
+					cands[q][key[1]] = append(cands[q][key[1]], &lineCand{ref: LineRef{s, j}, before: added[key], value: o.SigValue})
+				}
+				added[key] += o.SigValue
+			}
+		}
+	}
+	out := lineSet{lines: map[LineRef]LineInfo{}, covered: map[LineRef]bool{}}
+	for q, l := range lists {
+		if len(cands[q]) == 0 {
+			continue
+		}
+		sh := l.Shape
+		var waits []waitInfo
+		for i, w := range l.Ops {
+			if !w.Kind.IsWait() || w.Kind == WaitCounter {
+				continue
+			}
+			rows := sh.WaitRows(w)
+			wi := waitInfo{op: i, rows: rows}
+			var start uint64
+			for _, r := range rows {
+				// A row that a wait reads other than with ">=", or that
+				// is written with "set", keeps its put_signals out of
+				// lines.
+				if w.Cmp != transport.CmpGe || deltas[q].Set[r] {
+					delete(cands[q], r)
+				}
+				if len(l.Base) == sh.Rows() {
+					start += l.Base[r]
+				}
+				wi.all += deltas[q].Delta[r]
+				// What the senders' code sent eagerly before recording
+				// (the slot holds it; the recorded target counts it).
+				if sender := r / sh.Signals; sender < n && len(lists[sender].Sent) == lists[sender].Shape.Rows() {
+					start += lists[sender].Sent[lists[sender].Shape.SigRow(q, r%sh.Signals)]
+				}
+			}
+			if w.Cmp == transport.CmpGe {
+				if w.Value > start {
+					wi.target = w.Value - start // as Plan.value moves both by the replays
+				}
+				waits = append(waits, wi)
+			}
+		}
+		// Assign each line to the first wait that needs it; then drop the
+		// lines of every row a wait reads that could need a line drained
+		// only after it (it would spin on a slot only that drain raises),
+		// and again until no wait can.
+		for {
+			for _, cs := range cands[q] {
+				for _, c := range cs {
+					c.drain = -1
+				}
+			}
+			for _, w := range waits {
+				for _, r := range w.rows {
+					others := w.all - deltas[q].Delta[r]
+					for _, c := range cands[q][r] {
+						if c.drain < 0 && w.target > others+c.before {
+							c.drain = w.op
+						}
+					}
+				}
+			}
+			dropped := false
+			for _, w := range waits {
+				var drained, lines uint64
+				for _, r := range w.rows {
+					for _, c := range cands[q][r] {
+						if c.drain >= 0 {
+							lines += c.value
+							if c.drain <= w.op {
+								drained += c.value
+							}
+						}
+					}
+				}
+				if lines > 0 && w.target > drained+(w.all-lines) {
+					for _, r := range w.rows {
+						delete(cands[q], r)
+					}
+					dropped = true
+				}
+			}
+			if !dropped {
+				break
+			}
+		}
+		// Lines in the order of their rows, then the senders' order.
+		rows := make([]int, 0, len(cands[q]))
+		for r := range cands[q] {
+			rows = append(rows, r)
+		}
+		sort.Ints(rows)
+		idx := 0
+		for _, r := range rows {
+			for _, c := range cands[q][r] {
+				if c.drain < 0 {
+					continue
+				}
+				out.lines[c.ref] = LineInfo{Receiver: q, Index: idx, Drain: c.drain}
+				idx++
+			}
+		}
+		out.most = max(out.most, idx)
+		for _, w := range waits {
+			var drained, lines uint64
+			for _, r := range w.rows {
+				for _, c := range cands[q][r] {
+					if c.drain >= 0 {
+						lines += c.value
+						if c.drain <= w.op {
+							drained += c.value
+						}
+					}
+				}
+			}
+			if lines > 0 && lines == w.all && w.target <= drained {
+				out.covered[LineRef{q, w.op}] = true
+			}
+		}
+	}
+	return out
+}
+
+// lineShaped reports whether op o of rank s has a line's shape: a
+// put_signal (no counter) of 1 to 8 bytes to another rank, adding a value
+// that fits 32 bits.
+func lineShaped(o Op, s, n int) bool {
+	return o.Kind == PutSignal && o.N >= 1 && o.N <= 8 && o.SigOp == window.SigAdd && o.Peer != s &&
+		o.Peer >= 0 && o.Peer < n && o.SigValue > 0 && o.SigValue < 1<<32
+}
+
+// writesOnlyLines reports whether the only writes of rank s's list that
+// another rank could read are put_signals of a line's shape: no other put
+// (to any rank, itself included when a peer gets from it), and no fill or
+// get into its window when a peer gets from it.
+func writesOnlyLines(lists []List, s int) bool {
+	n := len(lists)
+	gotFrom := false
+	for q, l := range lists {
+		for _, o := range l.Ops {
+			if q != s && o.Kind == Get && o.Peer == s {
+				gotFrom = true
+			}
+		}
+	}
+	for _, o := range lists[s].Ops {
+		switch {
+		case o.Kind == PutSignal && lineShaped(o, s, n):
+		case o.Kind.IsPut():
+			if o.Peer != s || gotFrom {
+				return false
+			}
+		case (o.Kind == Fill || o.Kind == Get) && o.Buf == WindowBuf && gotFrom:
+			return false
+		}
+	}
+	return true
+}
