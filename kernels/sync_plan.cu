@@ -94,6 +94,26 @@ __device__ __forceinline__ bool lc_plan_holds(lc_u64 v, lc_u64 target, lc_u32 cm
 	return v < target;
 }
 
+// lc_plan_gave_up reports whether a wait of the plan (tag) at step index,
+// polling since start, must end: the record already holds a failure, or
+// it records one now (the abort flag is up, or timeout_ns passed) with
+// what it observed and its target.
+__device__ __forceinline__ bool lc_plan_gave_up(lc_record *rec, const lc_u32 *abort_flag, lc_u64 timeout_ns, lc_u64 start,
+                                                lc_u32 tag, lc_u32 index, lc_u64 observed, lc_u64 target) {
+	const lc_u64 now = lc_globaltimer();
+	const lc_u32 slot = LC_PLAN_FAIL_BIT | (tag << 20) | index;
+	if (lc_poisoned(rec)) return true;
+	if (lc_aborted(abort_flag)) {
+		lc_fail(rec, LC_STATUS_ABORTED, slot, observed, target, now - start);
+		return true;
+	}
+	if (timeout_ns != 0 && now - start >= timeout_ns) {
+		lc_fail(rec, LC_STATUS_TIMEOUT, slot, observed, target, now - start);
+		return true;
+	}
+	return false;
+}
+
 // lc_plan_wait spins (thread 0) until the sum of the step's slots compares
 // true with target; false after recording a timeout or an abort.
 __device__ bool lc_plan_wait(const lc_plan_step &s, lc_u64 target, lc_u64 timeout_ns, const lc_u32 *abort_flag,
@@ -129,17 +149,7 @@ __device__ bool lc_plan_wait(const lc_plan_step &s, lc_u64 target, lc_u64 timeou
 		// satisfies, or soon will, pays none of it.
 		if (spins == 0) start = lc_globaltimer();
 		if ((++spins & 63) != 0) continue;
-		const lc_u64 now = lc_globaltimer();
-		const lc_u32 slot = LC_PLAN_FAIL_BIT | (tag << 20) | index;
-		if (lc_poisoned(rec)) return false;
-		if (lc_aborted(abort_flag)) {
-			lc_fail(rec, LC_STATUS_ABORTED, slot, sum, target, now - start);
-			return false;
-		}
-		if (timeout_ns != 0 && now - start >= timeout_ns) {
-			lc_fail(rec, LC_STATUS_TIMEOUT, slot, sum, target, now - start);
-			return false;
-		}
+		if (lc_plan_gave_up(rec, abort_flag, timeout_ns, start, tag, index, sum, target)) return false;
 	}
 }
 
@@ -169,17 +179,7 @@ __device__ __forceinline__ bool lc_plan_line_wait(const lc_plan_step &s, lc_u32 
 		// the clock every 64 polls only.
 		if (spins == 0) start = lc_globaltimer();
 		if ((++spins & 63) != 0) continue;
-		const lc_u64 now = lc_globaltimer();
-		const lc_u32 slot = LC_PLAN_FAIL_BIT | (tag << 20) | index;
-		if (lc_poisoned(rec)) return false;
-		if (lc_aborted(abort_flag)) {
-			lc_fail(rec, LC_STATUS_ABORTED, slot, f0, flag, now - start);
-			return false;
-		}
-		if (timeout_ns != 0 && now - start >= timeout_ns) {
-			lc_fail(rec, LC_STATUS_TIMEOUT, slot, f0, flag, now - start);
-			return false;
-		}
+		if (lc_plan_gave_up(rec, abort_flag, timeout_ns, start, tag, index, f0, flag)) return false;
 	}
 	if (next) lc_ll_store(next, (lc_u32)next_w, (lc_u32)(next_w >> 32), next_flag, 0);
 	lc_ll_put_word(data, (lc_u64)d1 << 32 | d0, n);

@@ -175,17 +175,7 @@ func planLines(lists []List) lineSet {
 			}
 			dropped := false
 			for _, w := range waits {
-				var drained, lines uint64
-				for _, r := range w.rows {
-					for _, c := range cands[q][r] {
-						if c.drain >= 0 {
-							lines += c.value
-							if c.drain <= w.op {
-								drained += c.value
-							}
-						}
-					}
-				}
+				drained, lines := lineSums(cands[q], w)
 				if lines > 0 && w.target > drained+(w.all-lines) {
 					for _, r := range w.rows {
 						delete(cands[q], r)
@@ -215,23 +205,29 @@ func planLines(lists []List) lineSet {
 		}
 		out.most = max(out.most, idx)
 		for _, w := range waits {
-			var drained, lines uint64
-			for _, r := range w.rows {
-				for _, c := range cands[q][r] {
-					if c.drain >= 0 {
-						lines += c.value
-						if c.drain <= w.op {
-							drained += c.value
-						}
-					}
-				}
-			}
+			drained, lines := lineSums(cands[q], w)
 			if lines > 0 && lines == w.all && w.target <= drained {
 				out.covered[LineRef{q, w.op}] = true
 			}
 		}
 	}
 	return out
+}
+
+// lineSums returns what the lines on wait w's rows add per replay: those
+// drained by w or a wait before it, and all of them.
+func lineSums(cands map[int][]*lineCand, w waitInfo) (drained, lines uint64) {
+	for _, r := range w.rows {
+		for _, c := range cands[r] {
+			if c.drain >= 0 {
+				lines += c.value
+				if c.drain <= w.op {
+					drained += c.value
+				}
+			}
+		}
+	}
+	return drained, lines
 }
 
 // lineShaped reports whether op o of rank s has a line's shape: a

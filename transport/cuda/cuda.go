@@ -679,14 +679,20 @@ func (b *CUDABackend) DevicePingPong(raw bool, peerData, src transport.Addr, n u
 		return b.k.PutSignalPingPong(s, cuda.DevicePtr(peerData), cuda.DevicePtr(src), n, cuda.DevicePtr(peerSlot),
 			cuda.DevicePtr(mySlot), iters, initiator, timeout, out, variant)
 	})
+	return b.pingPongTime("device ping-pong", ns, err, timeout)
+}
+
+// pingPongTime is a ping-pong loop's result: its device time, or why it
+// has none (what names the loop; ns is ^0 when the peer did not answer).
+func (b *CUDABackend) pingPongTime(what string, ns uint64, err error, timeout time.Duration) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
 	if ns == ^uint64(0) {
 		if b.timeoutHint != "" {
-			return 0, fmt.Errorf("device ping-pong: no answer from the peer within %v (%s)", timeout, b.timeoutHint)
+			return 0, fmt.Errorf("%s: no answer from the peer within %v (%s)", what, timeout, b.timeoutHint)
 		}
-		return 0, fmt.Errorf("device ping-pong: no answer from the peer within %v", timeout)
+		return 0, fmt.Errorf("%s: no answer from the peer within %v", what, timeout)
 	}
 	return time.Duration(ns), nil
 }
@@ -702,16 +708,7 @@ func (b *CUDABackend) DeviceLinePingPong(peerLine, myLine, myData, src, mySlot t
 		return b.k.PutSignalPingPongLL(s, cuda.DevicePtr(peerLine), cuda.DevicePtr(myLine), cuda.DevicePtr(myData),
 			cuda.DevicePtr(src), cuda.DevicePtr(mySlot), iters, initiator, timeout, out)
 	})
-	if err != nil {
-		return 0, err
-	}
-	if ns == ^uint64(0) {
-		if b.timeoutHint != "" {
-			return 0, fmt.Errorf("device line ping-pong: no answer from the peer within %v (%s)", timeout, b.timeoutHint)
-		}
-		return 0, fmt.Errorf("device line ping-pong: no answer from the peer within %v", timeout)
-	}
-	return time.Duration(ns), nil
+	return b.pingPongTime("device line ping-pong", ns, err, timeout)
 }
 
 // DeviceBarrierLoop runs iters barriers back to back on the device over
