@@ -111,8 +111,10 @@ func (s *CUDAStream) RunPlan(p *DevicePlan, rep0, times uint64, timeout time.Dur
 		s.Fail(errors.New("device plan: run after free"))
 		return
 	}
-	spec := kernels.PlanSpec{Steps: p.table, Period: uint32(p.steps), Count: uint64(p.steps) * times, Rep0: rep0, Timeout: timeout,
-		Abort: s.b.flag.Dev, Record: s.rec.Dev, Tag: p.tag, GPUScope: gpuScope, PollAcquire: s.b.planPollAcquire, NoPrefetch: s.b.planNoPrefetch}
+	// Every step of every replay: one run of the whole plan, times over.
+	spec := s.planSpec(p, PlanSegment{From: 0, To: p.steps}, timeout, gpuScope)
+	spec.Count *= times
+	spec.Rep0 = rep0
 	s.enqueue(func() error {
 		if err := s.b.k.Plan(s.s, spec); err != nil {
 			return err
