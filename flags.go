@@ -53,7 +53,8 @@ func (f *rankFlags) register(fs *flag.FlagSet, defaultN int) {
 	fs.BoolVar(&f.noPrefix, "no-prefix", false, "do not prefix output lines with [rank]")
 	fs.StringVar(&f.gpus, "gpus", "", "CUDA devices by local rank (by rank under --nodes, whose logical nodes share this machine's devices), e.g. 0,1 (default: that index modulo the device count)")
 	fs.StringVar(&f.cpuBind, "cpu-bind", launch.CPUBindAuto, "CPU affinity of each rank: auto (the ranks on a host share out the CPUs they may use, those near\n"+
-		"their GPU first, when each gets at least 2, 1 on the host backend), spread (the same down to 1 CPU each) or none")
+		"their GPU first, when each gets at least 2, 1 on the host backend, where ranks that outnumber the CPUs get\n"+
+		"one each in turn), spread (the same down to 1 CPU each, an error when too few) or none")
 	fs.StringVar(&f.ipc, "ipc", "auto", "how CUDA windows share their memory, unless a window names its own ipc: legacy (CUDA IPC handles),\n"+
 		"vmm (cuMemCreate memory passed to the peers as file descriptors over Unix sockets), or auto (vmm in a\n"+
 		"symmetric window where every rank can map one, else legacy)")

@@ -636,6 +636,25 @@ print("cpus " .. lc.info().cpus)`)
 			t.Errorf("--cpu-bind spread on CPUs %s: rank 0 on %q, rank 1 on %q", all, got[0], got[1])
 		}
 	}
+	// More ranks than CPUs: auto deals one CPU to each in turn (a job
+	// held to k of this machine's CPUs with taskset, k+1 ranks).
+	if ts, err := exec.LookPath("taskset"); err == nil {
+		k := min(2, len(allowed))
+		held := cpuset.Format(allowed[:k])
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, ts, "-c", held, bin, "run", "-n", strconv.Itoa(k+1), "--cpu-bind", "auto", s)
+		cmd.Env = cleanEnv()
+		out, err := cmd.CombinedOutput()
+		got := cpusOf(result{stdout: string(out)})
+		for r := 0; r <= k; r++ {
+			if want := strconv.Itoa(allowed[r%k]); err != nil || got[r] != want {
+				t.Errorf("%d ranks held to CPUs %s: rank %d on %q, want %s (%v)\n%s", k+1, held, r, got[r], want, err, out)
+			}
+		}
+	} else {
+		t.Log("no taskset: the dealt binding of crowded ranks is not checked here")
+	}
 	r = luacoll(t, nil, "run", "-n", "2", "--cpu-bind", "near", s)
 	if r.code != 2 || !strings.Contains(r.stderr, `--cpu-bind "near"`) {
 		t.Errorf("bad mode: exit %d\n%s", r.code, r.stderr)

@@ -430,7 +430,7 @@ func (s *HostStream) waitFor(op *hostOp, limit time.Duration) (bool, error) {
 		if v, ok = s.observe(w); ok {
 			return true, nil
 		}
-		if spinning && i&255 != 0 {
+		if spinning && s.pol.Spin > 0 && i&255 != 0 {
 			continue
 		}
 		if began.IsZero() {

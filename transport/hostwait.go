@@ -79,11 +79,11 @@ type WaitPolicy struct {
 }
 
 // Wait policies: ranks with a processor each spin; ranks that outnumber
-// their processors hand the processor over almost at once, since the
+// their processors hand the processor over after their first look, since the
 // signal they wait for comes from a rank that needs it.
 var (
 	PolicyDedicated      = WaitPolicy{Spin: time.Millisecond, Yield: 10 * time.Millisecond, Inline: 5 * time.Millisecond}
-	PolicyOversubscribed = WaitPolicy{Spin: time.Microsecond, Yield: 10 * time.Millisecond, Inline: 5 * time.Millisecond}
+	PolicyOversubscribed = WaitPolicy{Spin: 0, Yield: 10 * time.Millisecond, Inline: 5 * time.Millisecond}
 )
 
 // Environment variables that override a host wait policy's parts, in

@@ -345,8 +345,16 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 	// run times iters back-to-back ops after warmup ones, on every rank
 	// together, and returns the average seconds per op.
 	run := func(op func() error) (float64, error) {
-		for i := 0; i < cfg.Warmup; i++ {
-			if err := op(); err != nil {
+		warm := func() error {
+			for i := 0; i < cfg.Warmup; i++ {
+				if err := op(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if align == nil {
+			if err := warm(); err != nil {
 				return 0, err
 			}
 		}
@@ -357,12 +365,17 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 			return 0, err
 		}
 		if align != nil {
-			// The bootstrap's barrier lets the ranks go tens of
-			// microseconds apart (each wakes from a socket read); two
-			// barriers in shared memory line them up again, so the first
-			// timed exec does not carry that skew. One was not enough:
-			// 2 ranks at 1 KiB, the first timed exec took 0.7-20 us after
-			// one (the others 0.3 us each), 0.5-1.1 us after two.
+			// On the host the warm-up comes after the bootstrap's barrier,
+			// and after hostSettle: see there.
+			settleHost()
+			if err := warm(); err != nil {
+				return 0, err
+			}
+			// The warm-up leaves the ranks up to an exec apart; two
+			// barriers in shared memory line them up, so the first timed
+			// exec does not carry that skew. One was not enough: 2 ranks at
+			// 1 KiB, the first timed exec took 0.7-20 us after one (the
+			// others 0.3 us each), 0.5-1.1 us after two.
 			for range 2 {
 				if err := align.Barrier(0); err != nil {
 					return 0, err
@@ -381,7 +394,21 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 		if err := c.Sync(ctx); err != nil {
 			return 0, err
 		}
-		return time.Since(t0).Seconds() / float64(cfg.Iters), nil
+		sec := time.Since(t0).Seconds() / float64(cfg.Iters)
+		if align != nil {
+			// No rank goes on to what follows (sockets, output: other
+			// threads and processes woken on the CPUs) while another still
+			// runs its timed execs. Ranks that outnumber the CPUs took
+			// 100-550 us over their last exec when the ones done first
+			// did: the threads they woke ran ahead of a rank that yields.
+			if err := align.Barrier(0); err != nil {
+				return 0, err
+			}
+			if err := c.Sync(ctx); err != nil {
+				return 0, err
+			}
+		}
+		return sec, nil
 	}
 	var bar *progressBar
 	if me == 0 {
@@ -590,6 +617,27 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 		return nil, err
 	}
 	return res, nil
+}
+
+// hostSettle is how long a host rank keeps its processor busy before its
+// warm-up execs.
+//
+// While a Go process is idle (as in the bootstrap's barrier, a socket
+// read) the runtime's monitor thread sleeps; the first system call after
+// wakes it, and it then looks at the process every 20 us (60-100 us on a
+// 2-core VM) for 50 rounds before it backs off, doubling its sleep up to
+// 10 ms. Each look takes a processor for a moment, and when every rank
+// has one processor to itself that is a rank's: 2 ranks at 1 KiB, a
+// 20-exec run right after the barrier lost 15-40 us to one such look in
+// about one run of four, 1-2 us an exec on average. After 20 ms of work
+// the looks are milliseconds apart. The warm-up execs come after the
+// spin because the first exec after it took 4-12 us.
+const hostSettle = 20 * time.Millisecond
+
+// settleHost spins for hostSettle (see there).
+func settleHost() {
+	for end := time.Now().Add(hostSettle); time.Now().Before(end); {
+	}
 }
 
 // medianOf returns the median of xs (the upper one of an even count).

@@ -13,7 +13,7 @@ uptime
 for s in $(seq "$sets"); do
 	lc="" mpi=""
 	for i in 1 2 3 4 5; do
-		row=$(timeout 60 mpirun --oversubscribe -np "$n" -x LUACOLL_ADDR=127.0.0.1:$((port + s * 10 + i)) bin/luacoll bench allgather \
+		row=$(timeout 60 mpirun --oversubscribe ${MPIRUN_ARGS:-} -np "$n" -x LUACOLL_ADDR=127.0.0.1:$((port + s * 10 + i)) bin/luacoll bench allgather \
 			--vs mpi -b 1K -e 1K --iters 20 -w 5 2>&1 | grep -E '^ +1024 ')
 		lc="$lc $(echo "$row" | awk '{print $4}')"
 		mpi="$mpi $(echo "$row" | awk '{print $8}')"

@@ -132,17 +132,7 @@ func Split(members []Member, min int, coreOf func(cpu int) int) [][]int {
 		coreOf = func(cpu int) int { return cpu }
 	}
 	out := make([][]int, len(members))
-	groups := make(map[string][]int)
-	var order []string
-	for r, m := range members {
-		key := m.Host + "\x00" + Format(m.CPUs)
-		if _, ok := groups[key]; !ok {
-			order = append(order, key)
-		}
-		groups[key] = append(groups[key], r)
-	}
-	for _, key := range order {
-		ranks := groups[key]
+	for _, ranks := range groupOf(members) {
 		cpus := members[ranks[0]].CPUs
 		shares := shareOut(byCore(cpus, coreOf), len(ranks), min)
 		if shares == nil {
@@ -158,6 +148,55 @@ func Split(members []Member, min int, coreOf func(cpu int) int) [][]int {
 				out[r] = shares[i]
 			}
 		}
+	}
+	return out
+}
+
+// Deal gives one CPU to each rank of a group (ranks on one host with the
+// same candidate set, as in Split) that has more ranks than CPUs: the
+// group's CPUs in turn, one hardware thread of every core before a
+// second of any, so that ranks pile up evenly. Ranks of other groups get
+// nil.
+func Deal(members []Member, coreOf func(cpu int) int) [][]int {
+	if coreOf == nil {
+		coreOf = func(cpu int) int { return cpu }
+	}
+	out := make([][]int, len(members))
+	for _, ranks := range groupOf(members) {
+		cpus := members[ranks[0]].CPUs
+		if len(ranks) <= len(cpus) || len(cpus) == 0 {
+			continue
+		}
+		var turn []int
+		units := byCore(cpus, coreOf)
+		for t := 0; len(turn) < len(cpus); t++ {
+			for _, u := range units {
+				if t < len(u) {
+					turn = append(turn, u[t])
+				}
+			}
+		}
+		for i, r := range ranks {
+			out[r] = []int{turn[i%len(turn)]}
+		}
+	}
+	return out
+}
+
+// groupOf lists the ranks of each group (one host, the same candidate
+// CPUs), in the order of each group's first rank.
+func groupOf(members []Member) [][]int {
+	index := make(map[string]int)
+	var out [][]int
+	for r, m := range members {
+		key := m.Host + "\x00" + Format(m.CPUs)
+		i, ok := index[key]
+		if !ok {
+			i = len(out)
+			index[key] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], r)
 	}
 	return out
 }

@@ -117,6 +117,32 @@ func TestSplit(t *testing.T) {
 	}
 }
 
+func TestDeal(t *testing.T) {
+	two := seq(0, 1)
+	got := Deal([]Member{{"h", two}, {"h", two}, {"h", two}, {"h", two}}, nil)
+	if !reflect.DeepEqual(got, [][]int{{0}, {1}, {0}, {1}}) {
+		t.Errorf("4 ranks on 2 CPUs: %v", got)
+	}
+	// Groups with a CPU each for every rank are Split's: nil here. Other
+	// hosts are dealt apart.
+	got = Deal([]Member{{"h", two}, {"h", two}, {"h", two}, {"x", two}, {"x", two}}, nil)
+	if !reflect.DeepEqual(got, [][]int{{0}, {1}, {0}, nil, nil}) {
+		t.Errorf("3 ranks on h, 2 on x: %v", got)
+	}
+	// Hardware threads: CPUs n and n+2 share a core; every core's first
+	// thread goes before any second one.
+	sib := func(c int) int { return c % 2 }
+	four := seq(0, 3)
+	m := make([]Member, 6)
+	for i := range m {
+		m[i] = Member{"h", four}
+	}
+	got = Deal(m, sib)
+	if !reflect.DeepEqual(got, [][]int{{0}, {1}, {2}, {3}, {0}, {1}}) {
+		t.Errorf("6 ranks on 2 cores x 2 threads: %v", got)
+	}
+}
+
 func TestIntersect(t *testing.T) {
 	if got := Intersect(seq(0, 9), []int{3, 5, 11}); !reflect.DeepEqual(got, []int{3, 5}) {
 		t.Errorf("Intersect = %v", got)
