@@ -19,8 +19,19 @@ func chunkByte(r, i int) byte { return byte(31*r + 7*i + 1) }
 // area) and of direct puts, out of place and in place: every round's
 // chunks arrive, also after a burst of execs enqueued back to back.
 func TestAllGatherHostProtocols(t *testing.T) {
+	// Puts past the eager limit copy through the cache or around it,
+	// by the cache size: both ways.
+	for _, cache := range []string{"1G", "0"} {
+		t.Run("cache "+cache, func(t *testing.T) {
+			t.Setenv(engine.AGHostCacheEnv, cache)
+			testAllGatherHostProtocols(t)
+		})
+	}
+}
+
+func testAllGatherHostProtocols(t *testing.T) {
 	const ranks = 3
-	big := uint64(256 << 10)
+	big := uint64(1<<20 + 4160) // past CachedPiece, not a multiple of it
 	sizes := []uint64{0, 64, engine.AgHostEagerMax - 64, engine.AgHostEagerMax, engine.AgHostEagerMax + 64, big}
 	errs := enginetest.WithComms(t, ranks, engine.Options{Device: "host", Timeout: 20 * time.Second}, func(r int, c *engine.Comm) error {
 		ctx := context.Background()

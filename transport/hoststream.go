@@ -22,17 +22,19 @@ const (
 )
 
 type hostOp struct {
-	kind  opKind
-	dst   Addr
-	src   Addr
-	n     uint64
-	v     uint64
-	bell  Addr // store, add: the receiver's bell, rung after
-	wait  WaitSpec
-	start time.Time // wait: when it began to wait (zero until then)
-	fn    func() error
-	rop   *RemoteOp
-	gen   uint64 // interrupt generation at enqueue
+	kind opKind
+	dst  Addr
+	src  Addr
+	n    uint64
+	v    uint64
+	bell Addr // store, add: the receiver's bell, rung after
+	// cached: a copy through MemmoveCached
+	cached bool
+	wait   WaitSpec
+	start  time.Time // wait: when it began to wait (zero until then)
+	fn     func() error
+	rop    *RemoteOp
+	gen    uint64 // interrupt generation at enqueue
 }
 
 // opRing is a FIFO of operations in one growing circular buffer, so a
@@ -313,6 +315,10 @@ func (s *HostStream) exec(op *hostOp) error {
 	}
 	switch op.kind {
 	case opCopy:
+		if op.cached {
+			MemmoveCached(HostBytes(op.dst, op.n), HostBytes(op.src, op.n))
+			break
+		}
 		Memmove(HostBytes(op.dst, op.n), HostBytes(op.src, op.n))
 	case opStore:
 		if op.bell != 0 && atomic.LoadUint32(bellWaiters(op.bell)) != 0 {
@@ -493,6 +499,11 @@ func (s *HostStream) interruptCause() error {
 // Copy implements Stream.
 func (s *HostStream) Copy(dst, src Addr, n uint64) {
 	s.enqueue(hostOp{kind: opCopy, dst: dst, src: src, n: n})
+}
+
+// CopyCached implements CachedCopier.
+func (s *HostStream) CopyCached(dst, src Addr, n uint64) {
+	s.enqueue(hostOp{kind: opCopy, dst: dst, src: src, n: n, cached: true})
 }
 
 // Store64 implements Stream.

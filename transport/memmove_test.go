@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"strconv"
 	"testing"
 )
 
@@ -14,12 +15,19 @@ func TestMemmove(t *testing.T) {
 			b[i] = byte(i*7 + seed + i>>11)
 		}
 	}
-	for _, n := range []int{0, 1, 4096, MemmoveSplit - 1, MemmoveSplit, 3*MemmoveSplit + 12345} {
-		src, dst := make([]byte, n), make([]byte, n)
-		fill(src, n)
-		Memmove(dst, src)
-		if !bytes.Equal(dst, src) {
-			t.Fatalf("%d bytes: the copy differs", n)
+	sizes := []int{0, 1, 4096, CachedPiece - 1, CachedPiece, 2*CachedPiece + 77, MemmoveSplit - 1, MemmoveSplit, 3*MemmoveSplit + 12345}
+	for _, n := range sizes {
+		for _, cached := range []bool{false, true} {
+			src, dst := make([]byte, n), make([]byte, n)
+			fill(src, n)
+			if cached {
+				MemmoveCached(dst, src)
+			} else {
+				Memmove(dst, src)
+			}
+			if !bytes.Equal(dst, src) {
+				t.Fatalf("%d bytes (cached %v): the copy differs", n, cached)
+			}
 		}
 	}
 	const n = 2 * MemmoveSplit
@@ -29,9 +37,46 @@ func TestMemmove(t *testing.T) {
 		want := append([]byte(nil), buf...)
 		from, to := 4096, 4096+shift
 		copy(want[to:to+n], want[from:from+n])
+		got := append([]byte(nil), buf...)
 		Memmove(buf[to:to+n], buf[from:from+n])
-		if !bytes.Equal(buf, want) {
+		MemmoveCached(got[to:to+n], got[from:from+n])
+		if !bytes.Equal(buf, want) || !bytes.Equal(got, want) {
 			t.Fatalf("overlap by %d: the copy differs from memmove", shift)
 		}
 	}
+}
+
+// Cache sizes as sysfs writes them, and what is not one.
+func TestParseCacheSize(t *testing.T) {
+	for in, want := range map[string]uint64{"32768K\n": 32 << 20, "2048K": 2 << 20, "32M": 32 << 20, "1G": 1 << 30, "512": 512, "0": 0} {
+		if got, ok := ParseCacheSize(in); !ok || got != want {
+			t.Errorf("ParseCacheSize(%q) = %d, %v; want %d", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "K", "-1K", "12X", "1.5M", "99999999999999999999G", "17179869184G"} {
+		if got, ok := ParseCacheSize(in); ok {
+			t.Errorf("ParseCacheSize(%q) = %d, accepted", in, got)
+		}
+	}
+	if CacheBytes() == 0 {
+		t.Log("sysfs lists no CPU cache here")
+	}
+}
+
+// ParseCacheSize never panics, and what it accepts is the number times
+// its suffix.
+func FuzzParseCacheSize(f *testing.F) {
+	for _, s := range []string{"32768K", "2M", "1G", "7", "", "K"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, ok := ParseCacheSize(s)
+		if !ok {
+			return
+		}
+		again, ok2 := ParseCacheSize(strconv.FormatUint(n, 10))
+		if !ok2 || again != n {
+			t.Errorf("%q: %d does not read back", s, n)
+		}
+	})
 }

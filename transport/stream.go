@@ -124,6 +124,13 @@ type Ringer interface {
 	Add64Ring(dst Addr, v uint64, bell Addr)
 }
 
+// CachedCopier is a stream that can copy so that the data stays in the
+// caches (the host stream): CopyCached is Copy through MemmoveCached, for
+// ranges that do not overlap.
+type CachedCopier interface {
+	CopyCached(dst, src Addr, n uint64)
+}
+
 // Mark is a point in a stream's order; read it after a Sync.
 type Mark interface {
 	// Since returns the time from earlier to this mark.

@@ -1,0 +1,51 @@
+package transport
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// CacheBytes returns the size of the largest CPU cache sysfs describes for
+// cpu0 (the last-level cache, which its cores share), or 0 when it says
+// nothing readable.
+func CacheBytes() uint64 {
+	dirs, _ := filepath.Glob("/sys/devices/system/cpu/cpu0/cache/index*")
+	var most uint64
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "size"))
+		if err != nil {
+			continue
+		}
+		if n, ok := ParseCacheSize(string(b)); ok {
+			most = max(most, n)
+		}
+	}
+	return most
+}
+
+// ParseCacheSize reads a cache size as sysfs writes it: a number of bytes
+// with an optional K, M or G suffix (binary), e.g. "32768K".
+func ParseCacheSize(s string) (uint64, bool) {
+	s = strings.TrimSpace(s)
+	mult := uint64(1)
+	if s != "" {
+		switch s[len(s)-1] {
+		case 'K', 'k':
+			mult = 1 << 10
+		case 'M', 'm':
+			mult = 1 << 20
+		case 'G', 'g':
+			mult = 1 << 30
+		}
+		if mult != 1 {
+			s = s[:len(s)-1]
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n > (1<<63)/mult {
+		return 0, false
+	}
+	return n * mult, true
+}
