@@ -11,17 +11,21 @@ import (
 // Trace stamps on a CUDA stream are timing events. The device's clock is
 // tied to the host's by anchors: an event recorded on an idle stream and
 // watched until it completes, whose host time is then known to within a
-// query (about a microsecond). A stamp's time is its anchor's plus the
+// query (a few microseconds; a watch that took longer is done again). A stamp's time is its anchor's plus the
 // events' elapsed time. Anchors are renewed about every second while the
 // stream is idle at a stamp, so drift between the clocks stays small.
 // Stamps turn fused launches off: recording an event launches a held
 // put_signal or wait alone first (see flushLocked).
 
 // anchorEvery is how old an anchor may get before a stamp that finds the
-// stream idle takes a new one; anchorSpin bounds the watch of one.
+// stream idle takes a new one; anchorSpin bounds the watch of one;
+// anchorWindow is the widest span an anchor's completion may be known to
+// (else it is watched again, up to anchorTries times).
 const (
-	anchorEvery = time.Second
-	anchorSpin  = 10 * time.Millisecond
+	anchorEvery  = time.Second
+	anchorSpin   = 10 * time.Millisecond
+	anchorWindow = 20 * time.Microsecond
+	anchorTries  = 4
 )
 
 // cudaStamps is a CUDA stream's stamping state; mu guards it (taken inside
@@ -109,28 +113,54 @@ func (s *CUDAStream) maybeAnchorLocked() {
 	if idle, err := s.s.Query(); err != nil || !idle {
 		return
 	}
-	ev, seq := s.stampEvent()
-	if ev == nil {
-		return
-	}
-	if err := ev.Record(s.s); err != nil {
+	var (
+		ev  *cuda.Event
+		seq uint64
+		at  time.Time
+	)
+	for try := 0; ; try++ {
+		if ev, seq = s.stampEvent(); ev == nil {
+			return
+		}
+		// The event completes between the start of the last query that
+		// found it pending (or the record) and the end of the one that
+		// finds it done: its time is that window's middle, if the window
+		// is narrow. A thread preempted in it (50 us and more on a busy
+		// host) makes it wide: then the watch is tried again.
+		lo := time.Now()
+		if err := ev.Record(s.s); err != nil {
+			t.mu.Lock()
+			t.free = append(t.free, ev)
+			t.mu.Unlock()
+			return
+		}
+		for start := lo; ; {
+			q := time.Now()
+			done, err := ev.Query()
+			if err != nil || (!done && q.Sub(start) > anchorSpin) {
+				// Not an anchor after all: its time is unknown. The
+				// event goes back once it completed; until then it is
+				// left alone.
+				return
+			}
+			if !done {
+				lo = q
+				continue
+			}
+			break
+		}
+		hi := time.Now()
+		if hi.Sub(lo) <= anchorWindow {
+			at = lo.Add(hi.Sub(lo) / 2)
+			break
+		}
 		t.mu.Lock()
 		t.free = append(t.free, ev)
 		t.mu.Unlock()
-		return
-	}
-	for start := time.Now(); ; {
-		done, err := ev.Query()
-		if err != nil || (!done && time.Since(start) > anchorSpin) {
-			// Not an anchor after all: its time is unknown. The event
-			// goes back once it completed; until then it is left alone.
+		if try == anchorTries-1 {
 			return
 		}
-		if done {
-			break
-		}
 	}
-	at := time.Now()
 	t.mu.Lock()
 	t.anchors = append(t.anchors, cudaAnchor{seq: seq, ev: ev, at: at})
 	if len(t.anchors) > 2 {
