@@ -186,36 +186,36 @@ func Deal(members []Member, coreOf func(cpu int) int) [][]int {
 // groupOf lists the ranks of each group (one host, the same candidate
 // CPUs), in the order of each group's first rank.
 func groupOf(members []Member) [][]int {
-	index := make(map[string]int)
-	var out [][]int
-	for r, m := range members {
-		key := m.Host + "\x00" + Format(m.CPUs)
-		i, ok := index[key]
-		if !ok {
-			i = len(out)
-			index[key] = i
-			out = append(out, nil)
-		}
-		out[i] = append(out[i], r)
-	}
-	return out
+	return groupInOrder(len(members), func(r int) string { return members[r].Host + "\x00" + Format(members[r].CPUs) })
 }
 
 // byCore groups sorted cpus by core, in the order of each core's first CPU.
 func byCore(cpus []int, coreOf func(int) int) [][]int {
-	var units [][]int
-	index := map[int]int{}
-	for _, c := range cpus {
-		k := coreOf(c)
-		i, ok := index[k]
-		if !ok {
-			i = len(units)
-			index[k] = i
-			units = append(units, nil)
+	units := groupInOrder(len(cpus), func(i int) int { return coreOf(cpus[i]) })
+	for _, u := range units {
+		for j, i := range u {
+			u[j] = cpus[i]
 		}
-		units[i] = append(units[i], c)
 	}
 	return units
+}
+
+// groupInOrder groups the indices 0..n-1 by key, the groups in the order
+// of their first index.
+func groupInOrder[K comparable](n int, key func(int) K) [][]int {
+	index := make(map[K]int)
+	var out [][]int
+	for i := 0; i < n; i++ {
+		k := key(i)
+		g, ok := index[k]
+		if !ok {
+			g = len(out)
+			index[k] = g
+			out = append(out, nil)
+		}
+		out[g] = append(out[g], i)
+	}
+	return out
 }
 
 // shareOut deals units to k ranks in contiguous runs, the first ones one
