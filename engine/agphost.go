@@ -77,6 +77,14 @@ func (ag *AllGather) openHost(ctx context.Context, call string) error {
 	c := ag.c
 	me, n := c.Env.Rank, c.Rank.N()
 	eager := ag.eagerLimit(AGHostEagerEnv, agHostEagerMax)
+	cache := transport.CacheBytes()
+	if s := os.Getenv(AGHostCacheEnv); s != "" {
+		v, ok := transport.ParseCacheSize(s)
+		if !ok {
+			return fmt.Errorf("rank %d: %s: %s=%q: want a size in bytes with an optional K, M or G (e.g. 32M; 0: never through the cache)", me, call, AGHostCacheEnv, s)
+		}
+		cache = v
+	}
 	sw, err := c.NewWindow(ctx, call+":host", window.Options{Bytes: max(64, 2*uint64(n)*eager), Signals: 3, Counters: 1,
 		Barriers: 1, Timeout: ag.w.Options().Timeout})
 	if err != nil {
@@ -87,10 +95,7 @@ func (ag *AllGather) openHost(ctx context.Context, call string) error {
 	h.ringer, _ = h.st.(transport.Ringer)
 	h.describe = ag.describeHostWait
 	h.cached, _ = h.st.(transport.CachedCopier)
-	h.cacheBytes = transport.CacheBytes()
-	if v, ok := transport.ParseCacheSize(os.Getenv(AGHostCacheEnv)); ok {
-		h.cacheBytes = v
-	}
+	h.cacheBytes = cache
 	h.local = uint64(max(1, c.Env.LocalSize))
 	for par := 0; par < 2; par++ {
 		h.stageOut[par] = make([]transport.Addr, n)
@@ -198,13 +203,14 @@ func (ag *AllGather) execHost(from transport.Addr, n uint64, inPlace bool) {
 		p := (me + i) % size
 		h.signal(h.tagOut[par][p], tag, h.bellOut[p])
 	}
-	// Go copies 1 MiB or more with stores that bypass the caches. When
+	// Go copies 1 MiB or more with stores that bypass the caches (on
+	// amd64; elsewhere the pieces cost nothing). When
 	// every window this host's ranks write fits in half the last-level
 	// cache, copies through it are faster: 2 ranks on the 2-core machine,
 	// 2-8 MiB all-gathers took a third to two fifths of the time (44-270
 	// against 151-600 us); past it, they were slower (32 MiB: 2.3-3.1 ms
 	// against 1.3-2.4).
-	cached := h.cached != nil && h.local*uint64(size)*n <= h.cacheBytes/2
+	cached := h.cached != nil && n <= h.cacheBytes/2/(h.local*uint64(size))
 	if !inPlace {
 		h.put(cached, base.Add(own), from, n)
 	}

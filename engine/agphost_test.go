@@ -29,6 +29,28 @@ func TestAllGatherHostProtocols(t *testing.T) {
 	}
 }
 
+// A cache size the host protocol cannot read is an error naming the
+// variable, before the all-gather makes anything.
+func TestAllGatherHostCacheEnv(t *testing.T) {
+	t.Setenv(engine.AGHostCacheEnv, "32MiB")
+	errs := enginetest.WithComms(t, 2, engine.Options{Device: "host", Timeout: 10 * time.Second}, func(r int, c *engine.Comm) error {
+		w, err := c.NewWindow(context.Background(), "w", window.Options{Bytes: 4096, Signals: 2, Counters: 1, Barriers: 2})
+		if err != nil {
+			return err
+		}
+		_, err = engine.NewAllGather(context.Background(), c, w, "auto", false)
+		if err == nil || !strings.Contains(err.Error(), engine.AGHostCacheEnv+`="32MiB"`) {
+			return fmt.Errorf("NewAllGather: %v, want an error naming %s", err, engine.AGHostCacheEnv)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
 func testAllGatherHostProtocols(t *testing.T) {
 	const ranks = 3
 	big := uint64(1<<20 + 4160) // past CachedPiece, not a multiple of it

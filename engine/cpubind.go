@@ -97,15 +97,25 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 	core := cpuset.CoreOf()
 	shares := cpuset.Split(members, min, core)
 	mine := shares[c.Env.Rank]
-	dealt := false
+	crowd := -1 // ranks of this host dealt this rank's CPU; -1: not dealt
 	if mine == nil && mode == launch.CPUBindAuto && onHost {
 		// More host ranks than CPUs: one CPU each, dealt in turn, so
 		// that as many ranks share each CPU. Unbound, the kernel put 3
 		// of 4 ranks on one of 2 CPUs at times and 2 on each at others,
 		// and a small all-gather took 3.0-7.6 us an exec depending on
 		// which (2 each: 3.8-5.7).
-		mine = cpuset.Deal(members, core)[c.Env.Rank]
-		dealt = mine != nil
+		dealt := cpuset.Deal(members, core)
+		mine = dealt[c.Env.Rank]
+		if mine != nil {
+			// Crowded if another rank of this host got the same CPU
+			// (3 ranks on 2 CPUs: rank 1 has its CPU to itself).
+			crowd = 0
+			for r, d := range dealt {
+				if d != nil && members[r].Host == members[c.Env.Rank].Host && d[0] == mine[0] {
+					crowd++
+				}
+			}
+		}
 	}
 	if mine == nil {
 		if mode != launch.CPUBindSpread {
@@ -139,7 +149,7 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 		// periodic check.
 		runtime.GOMAXPROCS(len(mine))
 	}
-	if onHost && !dealt {
+	if onHost && crowd <= 1 {
 		// A share of its own: the rank runs its waits on the caller's
 		// thread (one CPU is enough).
 		hb.Oversubscribed = false

@@ -421,9 +421,10 @@ func (s *HostStream) waitFor(op *hostOp, limit time.Duration) (bool, error) {
 	)
 	// The clock is read, and the deferred bells rung (a fence, which
 	// waits for this rank's last stores to leave), only at the first
-	// check, 256 looks in: a wait that ends sooner pays for neither, and a
-	// peer that went to sleep meanwhile is woken a few microseconds late
-	// at worst (this wait never sleeps before it).
+	// check, 256 looks in (at the first look when the policy does not
+	// spin: such a wait yields at once): a wait that ends sooner pays for
+	// neither, and a peer that went to sleep meanwhile is woken a few
+	// microseconds late at worst (this wait never sleeps before it).
 	var began time.Time
 	ready := func() bool {
 		_, ok := s.observe(w)

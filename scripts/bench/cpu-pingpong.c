@@ -1,12 +1,13 @@
 // cpu-pingpong.c: the machine's own floor for host all-gathers: two
-// processes, pinned to CPUs 0 and 1, bounce a counter through one shared
-// cache line ITERS times after 1000 untimed ones (the second process may
+// processes, pinned to CPUs 0 and 1, bounce a counter through shared
+// memory (one cache line each way) ITERS times after 1000 untimed ones (the second process may
 // start on the first's CPU); prints the mean round trip and how many
 // round trips took longer than 10 us (another thread had the CPU).
 //   gcc -O2 -o /tmp/cpu-pingpong scripts/bench/cpu-pingpong.c
 //   /tmp/cpu-pingpong [ITERS]
 #define _GNU_SOURCE
 #include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,13 +29,34 @@ int main(int argc, char **argv) {
 		fprintf(stderr, "usage: cpu-pingpong [ITERS > 0]\n");
 		return 2;
 	}
-	volatile uint64_t *ping = line, *pong = line + 64 / sizeof(uint64_t) * 2;
+	volatile uint64_t *ping = line, *pong = line + 16, *ready = line + 32; // 128 bytes apart
 	pid_t pid = fork();
+	if (pid < 0) {
+		perror("cpu-pingpong: fork");
+		return 1;
+	}
 	int me = pid == 0;
 	cpu_set_t set;
 	CPU_ZERO(&set);
 	CPU_SET(me, &set);
-	sched_setaffinity(0, sizeof set, &set);
+	if (sched_setaffinity(0, sizeof set, &set) != 0) {
+		// Both on one CPU, the two would take turns by time slice.
+		perror("cpu-pingpong: CPUs 0 and 1");
+		if (me == 0)
+			kill(pid, SIGKILL);
+		else
+			*ready = 2;
+		return 1;
+	}
+	if (me == 1)
+		*ready = 1;
+	else
+		while (*ready == 0)
+			;
+	if (*ready != 1) {
+		wait(0);
+		return 1;
+	}
 	const long warm = 1000;
 	uint64_t start = 0, prev = 0, slow = 0;
 	for (long i = 1; i <= warm + iters; i++) {

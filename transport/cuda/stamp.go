@@ -11,16 +11,16 @@ import (
 // Trace stamps on a CUDA stream are timing events. The device's clock is
 // tied to the host's by anchors: an event recorded on an idle stream and
 // watched until it completes, whose host time is then known to within a
-// query (a few microseconds; a watch that took longer is done again). A stamp's time is its anchor's plus the
+// query or two (see anchorWindow). A stamp's time is its anchor's plus the
 // events' elapsed time. Anchors are renewed about every second while the
 // stream is idle at a stamp, so drift between the clocks stays small.
 // Stamps turn fused launches off: recording an event launches a held
 // put_signal or wait alone first (see flushLocked).
 
 // anchorEvery is how old an anchor may get before a stamp that finds the
-// stream idle takes a new one; anchorSpin bounds the watch of one;
-// anchorWindow is the widest span an anchor's completion may be known to
-// (else it is watched again, up to anchorTries times).
+// stream idle takes a new one; anchorSpin bounds the watch of one. A watch
+// that knows the completion only to a window wider than anchorWindow is
+// repeated, anchorTries watches in all, and the narrowest is kept.
 const (
 	anchorEvery  = time.Second
 	anchorSpin   = 10 * time.Millisecond
@@ -114,52 +114,64 @@ func (s *CUDAStream) maybeAnchorLocked() {
 		return
 	}
 	var (
-		ev  *cuda.Event
-		seq uint64
-		at  time.Time
+		ev    *cuda.Event
+		seq   uint64
+		at    time.Time
+		width time.Duration // of the window at comes from
 	)
-	for try := 0; ; try++ {
-		if ev, seq = s.stampEvent(); ev == nil {
-			return
+	for try := 0; try < anchorTries && (ev == nil || width > anchorWindow); try++ {
+		e, q := s.stampEvent()
+		if e == nil {
+			break
 		}
 		// The event completes between the start of the last query that
 		// found it pending (or the record) and the end of the one that
-		// finds it done: its time is that window's middle, if the window
-		// is narrow. A thread preempted in it (50 us and more on a busy
-		// host) makes it wide: then the watch is tried again.
+		// finds it done: its time is that window's middle. A thread
+		// preempted in it (50 us and more on a busy host) makes the
+		// window wide: then it is watched again, and the narrowest
+		// window of the watches is kept.
 		lo := time.Now()
-		if err := ev.Record(s.s); err != nil {
+		if err := e.Record(s.s); err != nil {
 			t.mu.Lock()
-			t.free = append(t.free, ev)
+			t.free = append(t.free, e)
 			t.mu.Unlock()
-			return
+			break
 		}
+		pending := false
 		for start := lo; ; {
-			q := time.Now()
-			done, err := ev.Query()
-			if err != nil || (!done && q.Sub(start) > anchorSpin) {
-				// Not an anchor after all: its time is unknown. The
-				// event goes back once it completed; until then it is
-				// left alone.
-				return
+			qt := time.Now()
+			done, err := e.Query()
+			if err != nil || (!done && qt.Sub(start) > anchorSpin) {
+				// Its time is unknown; the event stays off the free
+				// list (it may not have completed) until the stream
+				// closes.
+				pending = true
+				break
 			}
-			if !done {
-				lo = q
-				continue
+			if done {
+				break
 			}
+			lo = qt
+		}
+		if pending {
 			break
 		}
 		hi := time.Now()
-		if hi.Sub(lo) <= anchorWindow {
-			at = lo.Add(hi.Sub(lo) / 2)
-			break
+		if w := hi.Sub(lo); ev == nil || w < width {
+			if ev != nil {
+				t.mu.Lock()
+				t.free = append(t.free, ev)
+				t.mu.Unlock()
+			}
+			ev, seq, at, width = e, q, lo.Add(w/2), w
+		} else {
+			t.mu.Lock()
+			t.free = append(t.free, e)
+			t.mu.Unlock()
 		}
-		t.mu.Lock()
-		t.free = append(t.free, ev)
-		t.mu.Unlock()
-		if try == anchorTries-1 {
-			return
-		}
+	}
+	if ev == nil {
+		return
 	}
 	t.mu.Lock()
 	t.anchors = append(t.anchors, cudaAnchor{seq: seq, ev: ev, at: at})
