@@ -8,9 +8,14 @@
 //                               into the other's staging buffer (two, by
 //                               parity), raises its flag, waits for the
 //                               other's and copies the other's BYTES out:
-//                               the mean exchange.
-// Both print how many rounds took longer than 10 us (another thread had
-// the CPU). Build: gcc -O2 -o /tmp/cpu-pingpong scripts/bench/cpu-pingpong.c
+//                               the mean exchange;
+//   cpu-pingpong ITERS BYTES RUNS   RUNS such runs of ITERS exchanges, each
+//                               after both sides slept 20 ms (as ranks
+//                               wait in a socket between benchmark runs),
+//                               the first one untimed: each run's mean
+//                               exchange, and max / min.
+// The first two also print how many rounds took longer than 10 us
+// (another thread had the CPU). Build: gcc -O2 -o /tmp/cpu-pingpong scripts/bench/cpu-pingpong.c
 #define _GNU_SOURCE
 #include <sched.h>
 #include <signal.h>
@@ -34,8 +39,9 @@ enum { warm = 1000, maxBytes = 1 << 20 };
 int main(int argc, char **argv) {
 	long iters = argc > 1 ? atol(argv[1]) : 200000;
 	long bytes = argc > 2 ? atol(argv[2]) : -1; // -1: ping-pong
-	if (iters <= 0 || bytes < -1 || bytes > maxBytes) {
-		fprintf(stderr, "usage: cpu-pingpong [ITERS > 0 [BYTES 0..%d]]\n", maxBytes);
+	long runs = argc > 3 ? atol(argv[3]) : 0;
+	if (iters <= 0 || bytes < -1 || bytes > maxBytes || runs < 0 || (runs > 0 && bytes < 0)) {
+		fprintf(stderr, "usage: cpu-pingpong [ITERS > 0 [BYTES 0..%d [RUNS]]]\n", maxBytes);
 		return 2;
 	}
 	// Flags, 128 bytes apart, then per side two staging buffers (by
@@ -84,6 +90,38 @@ int main(int argc, char **argv) {
 	char *out = src + stage;
 	if (bytes > 0)
 		memset(src, me + 1, (size_t)bytes);
+	if (runs > 0) {
+		uint64_t i = 0;
+		double lo = 1e30, hi = 0;
+		for (long r = 0; r <= runs; r++) {
+			usleep(20000);
+			i++; // line up
+			__atomic_store_n(mine, i, __ATOMIC_RELEASE);
+			while (__atomic_load_n(theirs, __ATOMIC_ACQUIRE) < i)
+				;
+			uint64_t t0 = now_ns();
+			for (long k = 0; k < iters; k++) {
+				i++;
+				size_t par = (size_t)(i & 1) * stage;
+				memcpy(stageOut + par, src, (size_t)bytes);
+				__atomic_store_n(mine, i, __ATOMIC_RELEASE);
+				while (__atomic_load_n(theirs, __ATOMIC_ACQUIRE) < i)
+					;
+				memcpy(out, stageIn + par, (size_t)bytes);
+			}
+			double us = (now_ns() - t0) / 1e3 / iters;
+			if (me == 0 && r > 0) {
+				printf("%.3f ", us);
+				lo = us < lo ? us : lo;
+				hi = us > hi ? us : hi;
+			}
+		}
+		if (me == 0) {
+			printf("(%.2f)\n", hi / lo);
+			wait(0);
+		}
+		return 0;
+	}
 	uint64_t start = 0, prev = 0, slow = 0;
 	for (long i = 1; i <= warm + iters; i++) {
 		if (me == 0 && i == warm + 1)

@@ -4,7 +4,10 @@
 # MPI_Allgather in the same processes and runs (--vs mpi under mpirun);
 # each line gives both sets of five times (us) and their max / min, and
 # the machine's own CPU 0 <-> CPU 1 round trip (cpu-pingpong.c, when gcc
-# is here) before and after the set: when that moves, so does everything.
+# is here) before and after the set: when that moves, so does everything;
+# and "C": five runs of 20 exchanges of 512 bytes between two C processes
+# on CPUs 0 and 1, each after both slept 20 ms, and their max / min (what
+# the machine gives a plain program run the way these runs are).
 # With ALONE=1 the runs are luacoll's own (its launcher, no MPI loaded:
 # Open MPI's helper threads and mpirun's take the CPUs now and then).
 #   bash scripts/bench/host-spread.sh [RANKS] [SETS]
@@ -18,6 +21,7 @@ if gcc -O2 -o /tmp/cpu-pingpong "$(dirname "$0")/cpu-pingpong.c" 2>/dev/null; th
 	probe=/tmp/cpu-pingpong
 fi
 rtt() { [ -n "$probe" ] && "$probe" 20000 | awk '{print $4}'; }
+floor() { [ -n "$probe" ] && "$probe" 20 512 5; }
 uptime
 for s in $(seq "$sets"); do
 	before=$(rtt)
@@ -35,5 +39,5 @@ for s in $(seq "$sets"); do
 	spread() { echo "$1" | awk '{mn=1e9;mx=0;for(i=1;i<=NF;i++){if($i<mn)mn=$i;if($i>mx)mx=$i}; printf "%s (%.2f)", $0, mx/mn}'; }
 	what="luacoll$(spread "$lc") | MPI$(spread "$mpi")"
 	[ -n "${ALONE:-}" ] && what="luacoll alone$(spread "$lc")"
-	echo "set $s, $n ranks: $what${probe:+ | round trip $before -> $(rtt) us}"
+	echo "set $s, $n ranks: $what${probe:+ | round trip $before -> $(rtt) us | C $(floor)}"
 done
