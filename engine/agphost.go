@@ -65,11 +65,9 @@ type agHost struct {
 	bellIn   transport.Addr   // this rank's bell
 	describe func(transport.WaitSpec, uint64, error) error
 	// cached copies the puts of an exec through the caches (nil: the
-	// stream cannot), when what the host's ranks write fits in half of
-	// cacheBytes (see execHost).
-	cached     transport.CachedCopier
-	cacheBytes uint64
-	local      uint64 // ranks on this host
+	// stream cannot), for n up to cachedMax per rank (see execHost).
+	cached    transport.CachedCopier
+	cachedMax uint64
 }
 
 // openHost (collective) makes the private window of the host protocol.
@@ -95,8 +93,9 @@ func (ag *AllGather) openHost(ctx context.Context, call string) error {
 	h.ringer, _ = h.st.(transport.Ringer)
 	h.describe = ag.describeHostWait
 	h.cached, _ = h.st.(transport.CachedCopier)
-	h.cacheBytes = cache
-	h.local = uint64(max(1, c.Env.LocalSize))
+	// What the host's ranks write, ranks x n bytes per window, fits in
+	// half the cache.
+	h.cachedMax = cache / 2 / (uint64(max(1, c.Env.LocalSize)) * uint64(n))
 	for par := 0; par < 2; par++ {
 		h.stageOut[par] = make([]transport.Addr, n)
 		h.stageIn[par] = make([]transport.Addr, n)
@@ -204,13 +203,12 @@ func (ag *AllGather) execHost(from transport.Addr, n uint64, inPlace bool) {
 		h.signal(h.tagOut[par][p], tag, h.bellOut[p])
 	}
 	// Go copies 1 MiB or more with stores that bypass the caches (on
-	// amd64; elsewhere the pieces cost nothing). When
-	// every window this host's ranks write fits in half the last-level
-	// cache, copies through it are faster: 2 ranks on the 2-core machine,
-	// 2-8 MiB all-gathers took a third to two fifths of the time (44-270
-	// against 151-600 us); past it, they were slower (32 MiB: 2.3-3.1 ms
-	// against 1.3-2.4).
-	cached := h.cached != nil && n <= h.cacheBytes/2/(h.local*uint64(size))
+	// amd64; elsewhere the pieces cost nothing). When every window this
+	// host's ranks write fits in half the last-level cache, copies through
+	// it are faster: 2 ranks on the 2-core machine, 2-8 MiB all-gathers
+	// took a third to two fifths of the time (44-270 against 151-600 us);
+	// past it, they were slower (32 MiB: 2.3-3.1 ms against 1.3-2.4).
+	cached := h.cached != nil && n <= h.cachedMax
 	if !inPlace {
 		h.put(cached, base.Add(own), from, n)
 	}
