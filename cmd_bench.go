@@ -14,6 +14,7 @@ import (
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/bench"
 	"github.com/luacoll/luacoll/engine/launch"
+	"github.com/luacoll/luacoll/transport"
 )
 
 const benchUsage = `luacoll bench put|pingpong|barrier|allgather [-n N] [flags]
@@ -29,23 +30,13 @@ const benchUsage = `luacoll bench put|pingpong|barrier|allgather [-n N] [flags]
 Every rank is a process, as with 'luacoll run'. Rank 0 prints the table.
 --trace FILE writes every rank's timeline, as with 'luacoll run'.`
 
+// parseSize reads a positive size for -b and -e (transport.ParseSize).
 func parseSize(s string) (uint64, error) {
-	mult := uint64(1)
-	u := strings.ToUpper(strings.TrimSpace(s))
-	for _, suf := range []struct {
-		s string
-		m uint64
-	}{{"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
-		if strings.HasSuffix(u, suf.s) {
-			mult, u = suf.m, strings.TrimSuffix(u, suf.s)
-			break
-		}
-	}
-	v, err := strconv.ParseUint(u, 10, 64)
-	if err != nil || v == 0 {
+	v, ok := transport.ParseSize(s)
+	if !ok || v == 0 {
 		return 0, fmt.Errorf("size %q: want a positive integer with an optional K, M or G suffix", s)
 	}
-	return v * mult, nil
+	return v, nil
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) int {

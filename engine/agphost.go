@@ -77,7 +77,7 @@ func (ag *AllGather) openHost(ctx context.Context, call string) error {
 	eager := ag.eagerLimit(AGHostEagerEnv, agHostEagerMax)
 	cache := transport.CacheBytes()
 	if s := os.Getenv(AGHostCacheEnv); s != "" {
-		v, ok := transport.ParseCacheSize(s)
+		v, ok := transport.ParseSize(s)
 		if !ok {
 			return fmt.Errorf("rank %d: %s: %s=%q: want a size in bytes with an optional K, M or G (e.g. 32M; 0: never through the cache)", me, call, AGHostCacheEnv, s)
 		}

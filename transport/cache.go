@@ -18,16 +18,17 @@ func CacheBytes() uint64 {
 		if err != nil {
 			continue
 		}
-		if n, ok := ParseCacheSize(string(b)); ok {
+		if n, ok := ParseSize(string(b)); ok {
 			most = max(most, n)
 		}
 	}
 	return most
 }
 
-// ParseCacheSize reads a cache size as sysfs writes it: a number of bytes
-// with an optional K, M or G suffix (binary), e.g. "32768K".
-func ParseCacheSize(s string) (uint64, bool) {
+// ParseSize reads a size in bytes with an optional K, M or G suffix
+// (binary, either case), as sysfs writes cache sizes ("32768K") and as the
+// command line takes them ("64M"); false when it is none, or too large.
+func ParseSize(s string) (uint64, bool) {
 	s = strings.TrimSpace(s)
 	mult := uint64(1)
 	if s != "" {

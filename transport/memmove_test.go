@@ -47,15 +47,15 @@ func TestMemmove(t *testing.T) {
 }
 
 // Cache sizes as sysfs writes them, and what is not one.
-func TestParseCacheSize(t *testing.T) {
+func TestParseSize(t *testing.T) {
 	for in, want := range map[string]uint64{"32768K\n": 32 << 20, "2048K": 2 << 20, "32M": 32 << 20, "1G": 1 << 30, "512": 512, "0": 0} {
-		if got, ok := ParseCacheSize(in); !ok || got != want {
-			t.Errorf("ParseCacheSize(%q) = %d, %v; want %d", in, got, ok, want)
+		if got, ok := ParseSize(in); !ok || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, ok, want)
 		}
 	}
 	for _, in := range []string{"", "K", "-1K", "12X", "1.5M", "99999999999999999999G", "17179869184G"} {
-		if got, ok := ParseCacheSize(in); ok {
-			t.Errorf("ParseCacheSize(%q) = %d, accepted", in, got)
+		if got, ok := ParseSize(in); ok {
+			t.Errorf("ParseSize(%q) = %d, accepted", in, got)
 		}
 	}
 	if CacheBytes() == 0 {
@@ -63,18 +63,18 @@ func TestParseCacheSize(t *testing.T) {
 	}
 }
 
-// ParseCacheSize never panics, and what it accepts is the number times
+// ParseSize never panics, and what it accepts is the number times
 // its suffix.
-func FuzzParseCacheSize(f *testing.F) {
+func FuzzParseSize(f *testing.F) {
 	for _, s := range []string{"32768K", "2M", "1G", "7", "", "K"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		n, ok := ParseCacheSize(s)
+		n, ok := ParseSize(s)
 		if !ok {
 			return
 		}
-		again, ok2 := ParseCacheSize(strconv.FormatUint(n, 10))
+		again, ok2 := ParseSize(strconv.FormatUint(n, 10))
 		if !ok2 || again != n {
 			t.Errorf("%q: %d does not read back", s, n)
 		}
