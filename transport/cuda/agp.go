@@ -1,0 +1,644 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/kernels"
+	"github.com/luacoll/luacoll/transport"
+)
+
+// AGPConfig places a persistent all-gather's synchronization slots. Each
+// slice has one entry per rank (the entry of this rank is ignored): Local
+// entries are this rank's slots that rank p writes, Remote entries the
+// slots of rank p that this rank writes, as mapped here. Every slot must be
+// zero when the CUDAAGP is made and belong to it alone.
+type AGPConfig struct {
+	Rank, Size              int
+	ReadyLocal, ReadyRemote []transport.Addr
+	DoneLocal, DoneRemote   []transport.Addr
+	Timeout                 time.Duration
+	// SM runs each exec as one kernel launch that moves the data with the
+	// SMs instead of the copy engines: faster with both directions busy,
+	// but not SM-free.
+	SM bool
+	// Bases are every rank's window data as mapped here (rank order).
+	Bases []transport.Addr
+	// Stage, with SM, are every rank's staging area for low-latency execs
+	// (kernels.AGPLLStageBytes(Size) zeroed bytes each, as mapped here);
+	// execs of at most kernels.AGPLLMax bytes per rank then send flagged
+	// lines instead of a handshake, a copy and a signal. Nil: none.
+	Stage []transport.Addr
+}
+
+// AGPStageBytes is the staging area one rank of a job of size ranks needs
+// (AGPConfig.Stage).
+func AGPStageBytes(size int) uint64 { return kernels.AGPLLStageBytes(size) }
+
+// AGPPut is one copy of an exec.
+type AGPPut struct {
+	Dst, Src transport.Addr
+}
+
+// AGPExec is one exec of a persistent all-gather on CUDA: the own chunk's
+// copy (Own.Src == 0: in place), the puts to the peers in order, all of
+// N bytes, between the ready and done kernels.
+type AGPExec struct {
+	N    uint64
+	Own  AGPPut
+	Puts []AGPPut
+	// Graph captures the exec the first time these arguments are seen and
+	// replays the graph afterwards.
+	Graph bool
+	// Fail builds the error of a failed wait: phase is "ready" or "done",
+	// k the exec number, observed the value last seen in the failing slot.
+	Fail func(phase string, k, observed uint64, cause error) error
+}
+
+// agpSideMin is the smallest own-chunk copy that runs on the side stream,
+// overlapped with the puts; smaller ones run in line.
+const agpSideMin = 1 << 20
+
+// agpGraphCopyMax is the default largest memcpy node of a captured exec
+// (0: one node per copy).
+const agpGraphCopyMax = 0
+
+// copyPieces returns the lengths of the copies that move n bytes: one
+// copy, or under capture pieces of at most max bytes (max 0: one).
+func copyPieces(n, max uint64, capturing bool) []uint64 {
+	if !capturing || max == 0 || n <= max {
+		return []uint64{n}
+	}
+	out := make([]uint64, 0, (n+max-1)/max)
+	for n > 0 {
+		m := min(n, max)
+		out = append(out, m)
+		n -= m
+	}
+	return out
+}
+
+// CUDAAGP is the device side of a persistent all-gather on one stream:
+// an exec counter in device memory, the slot address arrays, a side
+// stream for the own chunk and the captured graphs. On path "ce" copies
+// use the copy engines and the only kernels are the two one-thread sync
+// kernels; on path "sm" an exec is one kernel launch.
+type CUDAAGP struct {
+	s          *CUDAStream
+	ak         *kernels.AGPKernels
+	mem        cuda.DevicePtr
+	ready      kernels.AGPSpec
+	done       kernels.AGPSpec
+	side       *cuda.Stream
+	fork, join *cuda.Event
+	graphs     map[agpGraphKey]*CUDAGraph
+	last       *CUDAGraph
+	// sm: path "sm", execs of one launch (see record).
+	sm bool
+	// bases is a device array of the ranks' window data, stage one of
+	// their staging areas (one-launch execs); out is this rank's window
+	// data; ctl is the one-launch kernels' control block (16 bytes).
+	bases, stage cuda.DevicePtr
+	out, ctl     cuda.DevicePtr
+	tune         agpTuning
+	k            uint64 // execs enqueued (mirrors the device counter)
+	rank         int
+	// trace is the ready and done kernels' timing record (LUACOLL_AGP_TRACE).
+	trace cuda.DevicePtr
+}
+
+// NewAGP prepares the device side of a persistent all-gather.
+func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
+	defer onThread()()
+	n := cfg.Size
+	for _, sl := range [][]transport.Addr{cfg.ReadyLocal, cfg.ReadyRemote, cfg.DoneLocal, cfg.DoneRemote} {
+		if len(sl) != n {
+			return nil, fmt.Errorf("persistent all-gather: %d slot addresses for %d ranks", len(sl), n)
+		}
+	}
+	if err := s.b.current(); err != nil {
+		return nil, err
+	}
+	ak, err := s.b.k.AGP()
+	if err != nil {
+		return nil, err
+	}
+	// One allocation: the counter (offset 0), the one-launch control block
+	// (offset 64), then six arrays of n pointers (the ready and done slots,
+	// the ranks' window data, their staging areas).
+	arr := uint64(n) * 8
+	tune := agpTune()
+	size := 256 + 6*arr
+	if tune.trace {
+		size += kernels.AGPTraceBytes
+	}
+	mem, err := s.b.alloc(size)
+	if err != nil {
+		return nil, fmt.Errorf("persistent all-gather: %w", err)
+	}
+	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[agpGraphKey]*CUDAGraph{}, sm: cfg.SM, tune: tune, rank: cfg.Rank}
+	buf := make([]byte, 6*arr)
+	bases, stage := cfg.Bases, cfg.Stage
+	if len(bases) != n {
+		bases = make([]transport.Addr, n)
+	}
+	if len(stage) != n {
+		stage = make([]transport.Addr, n)
+	}
+	for i, sl := range [][]transport.Addr{cfg.ReadyRemote, cfg.ReadyLocal, cfg.DoneRemote, cfg.DoneLocal, bases, stage} {
+		for p, v := range sl {
+			if p == cfg.Rank && i < 4 {
+				v = 0
+			}
+			off := uint64(i)*arr + uint64(p)*8
+			for j := 0; j < 8; j++ {
+				buf[off+uint64(j)] = byte(uint64(v) >> (8 * j))
+			}
+		}
+	}
+	fail := func(err error) (*CUDAAGP, error) {
+		_ = a.Close()
+		return nil, fmt.Errorf("persistent all-gather: %w", err)
+	}
+	if err := s.b.drv.MemcpyHtoD(mem.Add(256), buf); err != nil {
+		return fail(err)
+	}
+	// The copy's DMA may still be in flight and the rank's stream does not
+	// wait for the default stream: let it land before any exec.
+	if err := s.b.ctx.Synchronize(); err != nil {
+		return fail(err)
+	}
+	base := kernels.AGPSpec{Count: mem, Rank: uint32(cfg.Rank), Size: uint32(n), Timeout: cfg.Timeout,
+		Abort: s.b.flag.Dev, Record: s.rec.Dev, Fences: a.tune.fences}
+	if tune.trace {
+		a.trace = mem.Add(256 + 6*arr)
+		base.Trace = a.trace
+	}
+	a.ready, a.done = base, base
+	a.ready.Remote, a.ready.Local = mem.Add(256), mem.Add(256+arr)
+	a.done.Remote, a.done.Local = mem.Add(256+2*arr), mem.Add(256+3*arr)
+	a.ctl = mem.Add(64)
+	if len(cfg.Bases) == n {
+		a.bases = mem.Add(256 + 4*arr)
+		a.out = cuda.DevicePtr(cfg.Bases[cfg.Rank])
+		if len(cfg.Stage) == n {
+			a.stage = mem.Add(256 + 5*arr)
+		}
+	}
+	if a.side, err = s.b.drv.StreamCreate(); err != nil {
+		return fail(err)
+	}
+	if a.fork, err = s.b.drv.NewSyncEvent(); err != nil {
+		return fail(err)
+	}
+	if a.join, err = s.b.drv.NewSyncEvent(); err != nil {
+		return fail(err)
+	}
+	return a, nil
+}
+
+// agpTuning holds the measured choices of path "sm", each overridable
+// by an environment variable for measurements.
+type agpTuning struct {
+	llMax     uint64 // largest n sent as flagged lines (LUACOLL_AGP_LLMAX)
+	llVariant int    // line store/poll variant (LUACOLL_AGP_LL_VARIANT)
+	// ceMin: from this n up, the puts use the copy engines and the own
+	// chunk a copy kernel on the side stream, started after the ready
+	// kernel (LUACOLL_AGP_CE_MIN; 0: never). With that order and the done
+	// and ready kernels of back-to-back execs fused, 2 x H200, 256 MiB
+	// total, 200 execs, two rounds: 373.6 / 370.3 GB/s busbw (traced exec
+	// 357.3 us median) against 369.0 / 369.3 (362.3 us) for ceShare 100;
+	// 1 GiB: 386.0 against 385.8.
+	ceMin uint64
+	// ceShare percent of every put of an exec of at least ceShareMin bytes
+	// per rank goes through the copy engines, at the same time as the rest
+	// goes through the put kernel (LUACOLL_AGP_CE_SHARE, 0: none;
+	// LUACOLL_AGP_CE_SHARE_MIN). Measured on 2 x H200 with windows of
+	// whole 2 MiB pages (copy engines 390 GB/s per direction with both
+	// directions busy), busbw at 256 MiB / 1 GiB total: 352 / 352 GB/s
+	// with none, 360 / 373 at 50 %, 358 / 376 at 65 %, 360 / 380 at 80 %,
+	// 358-361 / 381-384 at 100 % (the own chunk then goes to the kernel
+	// alone); at 16 and 64 MiB total the one-kernel exec is faster (33.6 /
+	// 110.0 us against 43.6 / 111.4), hence the 128 MiB per rank floor.
+	// Off (0) by default since ceMin measured better.
+	ceShare    uint64
+	ceShareMin uint64
+	// graphCopyMax splits a copy captured into a graph into memcpy nodes
+	// of at most this many bytes (LUACOLL_AGP_GRAPH_COPY_MAX; 0, the
+	// default: one node per copy). A public report (pytorch/pytorch#191284)
+	// has memcpy nodes of 512 MiB and 1 GiB at half speed; here, once the
+	// own chunk's copy no longer held the ready kernel back, one node per
+	// copy measured best (2 x H200, graph mode, busbw at 256 MiB / 512 MiB
+	// / 1 GiB, two rounds: path sm 364.7-366.7 / 369.6-369.9 / 382.5-384.4
+	// GB/s with one node, 366.8-367.2 / 369.3-370.0 / 381.2-383.7 with 256
+	// MiB nodes, 363.2-364.7 / 372.8-373.5 / 373.4-377.5 with 64 MiB nodes;
+	// path ce 359.9-362.3 / 366.3-375.2 / 381.0-384.9, 361.7-362.6 /
+	// 367.5-373.4 / 375.9-377.8, 354.7-357.7 / 357.6-366.6 / 369.9-374.2).
+	graphCopyMax uint64
+	// fences: system-wide fences in the ready and done kernels
+	// (LUACOLL_AGP_FENCES, kernels.AGPSpec.Fences; measurements).
+	fences int
+	// trace: the ready and done kernels record when they start and end,
+	// and Close prints the phases' medians on stderr (LUACOLL_AGP_TRACE=1;
+	// execs with separate ready and done kernels only).
+	trace bool
+	// ownFirst starts the own chunk's side-stream copy before the ready
+	// kernel instead of after it (LUACOLL_AGP_OWN_FIRST=1; measurements).
+	ownFirst bool
+	// fuse lets an eager exec's done kernel wait for the next call: when
+	// that is the next exec of the same all-gather, one launch ends the
+	// first and starts the second (LUACOLL_AGP_FUSE=0 turns it off).
+	fuse bool
+	// perSM caps the one-kernel exec's grid (LUACOLL_AGP_BLOCKS_PER_SM).
+	// 2 measured best on 2 x H200 (8 MiB: 22.6 us at 2, 26.3 at 4, 34.4
+	// at 8; 1 GiB: 362 GB/s busbw at 2 and 4, 309 at 8).
+	perSM int
+}
+
+func envUint(name string, def uint64) uint64 {
+	v, err := strconv.ParseUint(os.Getenv(name), 10, 64)
+	if err != nil {
+		return def
+	}
+	return v
+}
+
+func agpTune() agpTuning {
+	t := agpTuning{llMax: kernels.AGPLLMax, llVariant: 0, ceMin: 0}
+	t.llMax = min(envUint("LUACOLL_AGP_LLMAX", t.llMax), kernels.AGPLLMax)
+	t.llVariant = int(envUint("LUACOLL_AGP_LL_VARIANT", uint64(t.llVariant)) & 127)
+	t.ceMin = envUint("LUACOLL_AGP_CE_MIN", 128<<20)
+	t.ceShare = min(envUint("LUACOLL_AGP_CE_SHARE", 0), 100)
+	t.ceShareMin = envUint("LUACOLL_AGP_CE_SHARE_MIN", 128<<20)
+	t.perSM = int(min(envUint("LUACOLL_AGP_BLOCKS_PER_SM", 2), 64))
+	t.fences = int(envUint("LUACOLL_AGP_FENCES", 0) & 15)
+	t.trace = envUint("LUACOLL_AGP_TRACE", 0) != 0
+	t.ownFirst = envUint("LUACOLL_AGP_OWN_FIRST", 0) != 0
+	t.fuse = envUint("LUACOLL_AGP_FUSE", 1) != 0
+	t.graphCopyMax = envUint("LUACOLL_AGP_GRAPH_COPY_MAX", agpGraphCopyMax)
+	return t
+}
+
+// agpBracket says how record starts and ends an exec that has separate
+// ready and done kernels: fuse replaces the ready kernel by one launch that
+// first ends the previous exec (prevN bytes per rank; its done kernel was
+// held back), hold leaves this exec's done kernel out (the caller holds
+// it). The zero value is a ready and a done kernel.
+type agpBracket struct {
+	fuse  bool
+	prevN uint64
+	hold  bool
+}
+
+// agpShape is how an exec runs (see record).
+type agpShape int
+
+const (
+	agpSplit  agpShape = iota // ready kernel, copies, done kernel
+	agpShared                 // ready kernel, copy-engine puts beside a copy kernel, done kernel
+	agpLL                     // one flagged-line launch
+	agpOne                    // one kernel
+)
+
+// shape returns how exec e runs, the address its puts read, whether its
+// own chunk moves on the side stream and whether by a copy kernel, and
+// whether anything of it is enqueued before its ready kernel.
+func (a *CUDAAGP) shape(e AGPExec) (sh agpShape, src transport.Addr, side, ownSM, early bool) {
+	src = e.Own.Src
+	if src == 0 && len(e.Puts) > 0 {
+		src = e.Puts[0].Src // in place: the puts read the own chunk in the window
+	}
+	if a.sm && a.tune.ceShare > 0 && e.N >= a.tune.ceShareMin && a.bases != 0 && src != 0 && len(e.Puts) > 0 {
+		return agpShared, src, false, false, false
+	}
+	// On path "sm", from tune.ceMin up the puts go to the copy engines and
+	// the own chunk to a copy kernel on the side stream.
+	ownSM = a.sm && a.tune.ceMin != 0 && e.N >= a.tune.ceMin
+	if a.sm && !ownSM && a.bases != 0 && src != 0 && e.N > 0 {
+		if a.stage != 0 && e.N <= a.tune.llMax {
+			return agpLL, src, false, false, false
+		}
+		return agpOne, src, false, false, false
+	}
+	side = e.Own.Src != 0 && (e.N >= agpSideMin || ownSM)
+	early = (side && a.tune.ownFirst) || (!side && e.Own.Src != 0 && e.N > 0)
+	return agpSplit, src, side, ownSM, early
+}
+
+// fusable reports whether exec e may end its predecessor in its first
+// launch and leave its own done kernel to its successor: it has separate
+// ready and done kernels and enqueues nothing before its ready kernel.
+func (a *CUDAAGP) fusable(e AGPExec) bool {
+	sh, _, _, _, early := a.shape(e)
+	return a.tune.fuse && (sh == agpShared || (sh == agpSplit && !early))
+}
+
+// readyKernel enqueues the start of an exec (see agpBracket).
+func (a *CUDAAGP) readyKernel(cs *cuda.Stream, br agpBracket) error {
+	if br.fuse {
+		return a.ak.DoneReady(cs, a.done, a.ready, br.prevN)
+	}
+	return a.ak.Ready(cs, a.ready)
+}
+
+// doneKernel enqueues the end of an exec of n bytes per rank (see
+// agpBracket).
+func (a *CUDAAGP) doneKernel(cs *cuda.Stream, n uint64, br agpBracket) error {
+	if br.hold {
+		return nil
+	}
+	return a.ak.Done(cs, a.done, n)
+}
+
+// record enqueues one exec on cs (the stream, or the stream under capture),
+// started and ended as br says (execs of one launch take the zero value).
+func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec, br agpBracket) error {
+	capturing := cs.Capturing()
+	sh, src, side, ownSM, _ := a.shape(e)
+	switch sh {
+	case agpShared:
+		return a.recordShared(cs, e, src, br)
+	case agpLL:
+		return a.ak.LL(cs, a.ready, a.ctl, a.stage, a.out, cuda.DevicePtr(src), e.N, a.tune.llVariant)
+	case agpOne:
+		return a.ak.One(cs, a.ready, a.done, a.ctl, a.bases, cuda.DevicePtr(src), e.N, a.tune.perSM)
+	}
+	// The own chunk's copy on the side stream starts after the ready
+	// kernel: started before it (tune.ownFirst), the copy held the ready
+	// kernel back by about its own length in most execs (2 x H200, path
+	// ce, 128 MiB per rank: 67 us at the 90th percentile of the ready
+	// kernel, 3 us without).
+	forkSide := func() error {
+		if err := a.fork.Record(cs); err != nil {
+			return err
+		}
+		if err := a.side.WaitEvent(a.fork); err != nil {
+			return err
+		}
+		var err error
+		if ownSM && a.bases != 0 {
+			// One block in 8 of a bulk grid: the put kernel on every SM
+			// measured slower, its local copy competing with the puts.
+			err = a.ak.Copy(a.side, a.ready.Rank, a.ready.Size, a.bases, cuda.DevicePtr(e.Own.Src), e.N, 0, a.tune.perSM)
+		} else if ownSM {
+			err = a.s.b.k.Put(a.side, cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N)
+		} else {
+			err = a.copy(cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N, a.side, capturing)
+		}
+		if err != nil {
+			return err
+		}
+		return a.join.Record(a.side)
+	}
+	if side && a.tune.ownFirst {
+		if err := forkSide(); err != nil {
+			return err
+		}
+	} else if !side && e.Own.Src != 0 && e.N > 0 {
+		if err := a.copy(cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N, cs, capturing); err != nil {
+			return err
+		}
+	}
+	if err := a.readyKernel(cs, br); err != nil {
+		return err
+	}
+	if side && !a.tune.ownFirst {
+		if err := forkSide(); err != nil {
+			return err
+		}
+	}
+	if e.N > 0 {
+		for _, p := range e.Puts {
+			if err := a.copy(cuda.DevicePtr(p.Dst), cuda.DevicePtr(p.Src), e.N, cs, capturing); err != nil {
+				return err
+			}
+		}
+	}
+	if side {
+		if err := cs.WaitEvent(a.join); err != nil {
+			return err
+		}
+	}
+	return a.doneKernel(cs, e.N, br)
+}
+
+// copy enqueues a copy-engine copy of n bytes on st; while the exec is
+// being captured (capturing) it is split into pieces (tune.graphCopyMax).
+func (a *CUDAAGP) copy(dst, src cuda.DevicePtr, n uint64, st *cuda.Stream, capturing bool) error {
+	var off uint64
+	for _, m := range copyPieces(n, a.tune.graphCopyMax, capturing) {
+		if err := a.s.b.drv.MemcpyAsync(dst.Add(off), src.Add(off), m, st); err != nil {
+			return err
+		}
+		off += m
+	}
+	return nil
+}
+
+// recordShared enqueues an exec whose puts are split: the last
+// tune.ceShare percent of each (from a 4 KiB boundary) go through the copy
+// engines on the side stream while the put kernel moves the rest and the
+// own chunk; separate ready and done kernels bracket both.
+func (a *CUDAAGP) recordShared(cs *cuda.Stream, e AGPExec, src transport.Addr, br agpBracket) error {
+	m := e.N * (100 - a.tune.ceShare) / 100 &^ 4095
+	if err := a.readyKernel(cs, br); err != nil {
+		return err
+	}
+	if err := a.fork.Record(cs); err != nil {
+		return err
+	}
+	if err := a.side.WaitEvent(a.fork); err != nil {
+		return err
+	}
+	for _, p := range e.Puts {
+		if err := a.copy(cuda.DevicePtr(p.Dst).Add(m), cuda.DevicePtr(p.Src).Add(m), e.N-m, a.side, cs.Capturing()); err != nil {
+			return err
+		}
+	}
+	if err := a.join.Record(a.side); err != nil {
+		return err
+	}
+	if err := a.ak.Copy(cs, a.ready.Rank, a.ready.Size, a.bases, cuda.DevicePtr(src), e.N, m, a.tune.perSM); err != nil {
+		return err
+	}
+	if err := cs.WaitEvent(a.join); err != nil {
+		return err
+	}
+	return a.doneKernel(cs, e.N, br)
+}
+
+// enqueueAGP enqueues an eager exec of a on s. When the operation held on
+// s is a's previous exec's done kernel and e can take it (fusable), one
+// launch ends that exec and starts e; e's own done kernel is then held in
+// turn. Anything else launches a held operation first, as enqueue does.
+func (s *CUDAStream) enqueueAGP(a *CUDAAGP, e AGPExec) {
+	defer onThread()()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fusable := a.fusable(e)
+	br := agpBracket{hold: fusable}
+	if h := s.held.agp; h != nil && h.a == a && fusable {
+		br.fuse, br.prevN = true, h.n
+		s.held = heldOp{gen: s.held.gen + 1}
+	} else {
+		s.flushLocked()
+	}
+	if s.runLocked(func() error { return a.record(s.s, e, br) }) && br.hold {
+		s.holdLocked(heldOp{agp: &heldAGP{a: a, n: e.N}})
+	}
+}
+
+// agpGraphKey names the graph of an exec: its size and addresses. The
+// puts' addresses follow from the own chunk's place and source (the peers'
+// windows are mapped once), so the first put stands for all of them.
+type agpGraphKey struct {
+	n              uint64
+	ownDst, ownSrc transport.Addr
+	putDst, putSrc transport.Addr
+	puts           int
+}
+
+func agpKey(e AGPExec) agpGraphKey {
+	k := agpGraphKey{n: e.N, ownDst: e.Own.Dst, ownSrc: e.Own.Src, puts: len(e.Puts)}
+	if len(e.Puts) > 0 {
+		k.putDst, k.putSrc = e.Puts[0].Dst, e.Puts[0].Src
+	}
+	return k
+}
+
+// Exec enqueues one exec, eagerly or (Graph) as a replay of the graph
+// captured for these arguments, capturing it first if needed.
+func (a *CUDAAGP) Exec(e AGPExec) error {
+	if e.Graph {
+		key := agpKey(e)
+		g := a.graphs[key]
+		if g == nil {
+			var err error
+			if g, err = a.s.Capture(func(cs *cuda.Stream) error { return a.record(cs, e, agpBracket{}) }); err != nil {
+				return err
+			}
+			a.graphs[key] = g
+		}
+		a.last = g
+		g.Launch()
+	} else {
+		a.s.enqueueAGP(a, e)
+	}
+	a.k++
+	k, fail := a.k, e.Fail
+	ready := transport.WaitSpec{Value: k, Cmp: transport.CmpGe, Fail: func(obs uint64, cause error) error {
+		if fail == nil {
+			return fmt.Errorf("persistent all-gather exec #%d: ready: %v (observed %d)", k, cause, obs)
+		}
+		return fail("ready", k, obs, cause)
+	}}
+	done := transport.WaitSpec{Value: kernels.AGPTag(k, e.N), Cmp: transport.CmpEq, Fail: func(obs uint64, cause error) error {
+		if fail == nil {
+			return fmt.Errorf("persistent all-gather exec #%d: done: %v (observed %#x)", k, cause, obs)
+		}
+		return fail("done", k, obs, cause)
+	}}
+	a.s.mu.Lock()
+	a.s.pending = append(a.s.pending, &ready, &done)
+	a.s.mu.Unlock()
+	return nil
+}
+
+// Plan says how execs move data, for ag:info() and bench headers.
+func (a *CUDAAGP) Plan() string {
+	if !a.sm {
+		return "ce (copy engines; sync kernels of one thread)"
+	}
+	var parts []string
+	if a.stage != 0 && a.tune.llMax > 0 {
+		parts = append(parts, fmt.Sprintf("flagged lines up to %d bytes per rank", a.tune.llMax))
+	}
+	parts = append(parts, "one kernel per exec")
+	switch {
+	case a.tune.ceShare >= 100:
+		parts = append(parts, fmt.Sprintf("from %d bytes per rank puts by the copy engines, own chunk by a copy kernel", a.tune.ceShareMin))
+	case a.tune.ceShare > 0:
+		parts = append(parts, fmt.Sprintf("from %d bytes per rank %d%% of each put by the copy engines", a.tune.ceShareMin, a.tune.ceShare))
+	}
+	if a.tune.ceMin > 0 {
+		parts = append(parts, fmt.Sprintf("from %d bytes per rank puts by the copy engines, own chunk by a copy kernel", a.tune.ceMin))
+	}
+	return "sm (" + strings.Join(parts, "; ") + ")"
+}
+
+// Count is the number of execs enqueued so far.
+func (a *CUDAAGP) Count() uint64 { return a.k }
+
+// GraphNodes returns the node counts of the graph replayed last (nil
+// before any graph exec).
+func (a *CUDAAGP) GraphNodes() map[string]int {
+	if a.last == nil {
+		return nil
+	}
+	return a.last.Nodes()
+}
+
+// Close releases the graphs, the side stream, the events and the device
+// memory; the stream must be idle.
+func (a *CUDAAGP) Close() error {
+	defer onThread()()
+	if err := a.s.b.current(); err != nil {
+		return err
+	}
+	// A held done kernel of ours launches now and ends before our memory
+	// goes (Destroy syncs first, so normally nothing is held here).
+	var errs []error
+	a.s.mu.Lock()
+	a.s.cancelPreLocked()
+	if h := a.s.held.agp; h != nil && h.a == a {
+		a.s.flushLocked()
+		errs = append(errs, a.s.s.Synchronize())
+	}
+	a.s.mu.Unlock()
+	for k, g := range a.graphs {
+		errs = append(errs, g.Destroy())
+		delete(a.graphs, k)
+	}
+	if a.side != nil {
+		errs = append(errs, a.side.Synchronize(), a.side.Destroy())
+		a.side = nil
+	}
+	for _, ev := range []*cuda.Event{a.fork, a.join} {
+		if ev != nil {
+			errs = append(errs, ev.Destroy())
+		}
+	}
+	a.fork, a.join = nil, nil
+	if a.trace != 0 {
+		errs = append(errs, a.printTrace())
+		a.trace = 0
+	}
+	if a.mem != 0 {
+		errs = append(errs, a.s.b.free(a.mem))
+		a.mem = 0
+	}
+	return errors.Join(errs...)
+}
+
+// printTrace writes the medians of the traced execs' phases to stderr.
+func (a *CUDAAGP) printTrace() error {
+	if err := a.s.s.Synchronize(); err != nil {
+		return err
+	}
+	raw := make([]byte, kernels.AGPTraceBytes)
+	if err := a.s.b.drv.MemcpyDtoH(raw, a.trace); err != nil {
+		return err
+	}
+	p, err := kernels.AGPTraceSummary(raw, a.k)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "[%d] persistent all-gather trace: %v\n", a.rank, err)
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "[%d] persistent all-gather trace: %v\n", a.rank, p)
+	return nil
+}
