@@ -300,9 +300,10 @@ const (
 func (ag *AllGather) openDevice(ctx context.Context, cs *tcuda.CUDAStream, call string) error {
 	c := ag.c
 	me, n := c.Env.Rank, c.Rank.N()
-	sm := ag.w.Options().Path == "sm"
-	// On path "sm" the sync window's data is the staging area of the
-	// low-latency execs (zeroed at creation, used by nothing else).
+	path := ag.w.Options().Path
+	sm := path != "ce"
+	// On paths "sm" and "auto" the sync window's data is the staging area
+	// of the low-latency execs (zeroed at creation, used by nothing else).
 	bytes := uint64(128)
 	if sm {
 		bytes = tcuda.AGPStageBytes(n)
@@ -313,7 +314,7 @@ func (ag *AllGather) openDevice(ctx context.Context, cs *tcuda.CUDAStream, call 
 		return fmt.Errorf("rank %d: %s: %w", me, call, err)
 	}
 	ag.syncw = sw
-	cfg := tcuda.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout, SM: sm,
+	cfg := tcuda.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout, Path: path,
 		ReadyLocal: make([]transport.Addr, n), ReadyRemote: make([]transport.Addr, n),
 		DoneLocal: make([]transport.Addr, n), DoneRemote: make([]transport.Addr, n), Bases: make([]transport.Addr, n)}
 	for p := 0; p < n; p++ {

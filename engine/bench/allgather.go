@@ -34,7 +34,7 @@ type AGBenchConfig struct {
 	Algo   string // "auto", "direct", "ring" or "hier"
 	Graph  bool   // luacoll in graph mode; NCCL is then also captured
 	NCCL   bool   // measure ncclAllGather on the same buffers (CUDA only)
-	Path   string // window path: "ce" (default), "sm" or "auto" (as ce)
+	Path   string // window path: "auto" (default: per exec by size), "ce" or "sm"
 	// MPI measures MPI_Allgather (Open MPI's libmpi, loaded at run time)
 	// on the same buffers in the same processes; the ranks must have been
 	// started by Open MPI's mpirun (host backend only).

@@ -23,10 +23,13 @@ type AGPConfig struct {
 	ReadyLocal, ReadyRemote []transport.Addr
 	DoneLocal, DoneRemote   []transport.Addr
 	Timeout                 time.Duration
-	// SM runs each exec as one kernel launch that moves the data with the
-	// SMs instead of the copy engines: faster with both directions busy,
-	// but not SM-free.
-	SM bool
+	// Path is the window's path. "ce" moves every exec's data by the copy
+	// engines between one-thread sync kernels (SM-free, also in graphs);
+	// "sm" runs each exec as one kernel launch that moves the data with
+	// the SMs (flagged lines for small execs, copy engines beside a copy
+	// kernel for the largest); "auto" ("" too) picks per exec by size and
+	// rank count from the measured crossovers (agpAuto).
+	Path string
 	// Bases are every rank's window data as mapped here (rank order).
 	Bases []transport.Addr
 	// Stage, with SM, are every rank's staging area for low-latency execs
@@ -141,7 +144,7 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistent all-gather: %w", err)
 	}
-	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[agpGraphKey]*CUDAGraph{}, sm: cfg.SM, tune: tune, rank: cfg.Rank}
+	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[agpGraphKey]*CUDAGraph{}, sm: cfg.Path != "ce", tune: tune, rank: cfg.Rank}
 	buf := make([]byte, 6*arr)
 	bases, stage := cfg.Bases, cfg.Stage
 	if len(bases) != n {
