@@ -65,7 +65,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.warmup, "w", 5, "warmup execs per size")
 	fs.IntVar(&f.warmup, "warmup", 5, "warmup execs per size")
 	fs.StringVar(&f.algo, "algo", "auto", "auto, direct, ring, hier (pipeline is hier), or a schedule of scripts/lib/allgather.lua run through Lua: lua:ring, lua:direct, lua:hier (ring and direct stage chunks of up to 16 KiB per rank in the window instead of starting with a barrier, as the built-in does)")
-	fs.StringVar(&f.path, "path", "ce", "data path on CUDA: ce (copy engines, SM-free replay), sm (one kernel per exec: flagged lines up to 64 KiB per rank, then SM puts; from 128 MiB per rank copy-engine puts beside a copy kernel) or auto (a window's default path, with which the all-gather runs as on ce)")
+	fs.StringVar(&f.path, "path", "auto", "data path on CUDA: auto (the fastest protocol for each size: flagged lines, one kernel, or copy-engine puts for the largest; ag:info() and each row name it), sm (the same protocols, the window's put and copy operations by kernels too) or ce (copy engines only: SM-free replay)")
 	fs.BoolVar(&f.stress, "stress", false, "after each size's timed execs, --iters more with new data each time, every one checked, rank 1 delayed at random")
 	fs.BoolVar(&f.inPlace, "inplace", false, "in-place execs (nccl-tests' in-place column): each rank's chunk starts in the window at rank*n, no own copy; NCCL in place too")
 	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")

@@ -344,8 +344,33 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 	}
 	// run times iters back-to-back ops after warmup ones, on every rank
 	// together, and returns the average seconds per op.
+	warmed := false
 	run := func(op func() error) (float64, error) {
 		warm := func() error {
+			for i := 0; i < cfg.Warmup; i++ {
+				if err := op(); err != nil {
+					return err
+				}
+			}
+			if !onCUDA || warmed {
+				return nil
+			}
+			// The first size of a sweep meets a GPU that was idle (clocks
+			// low): each rank keeps it busy with copies into its own part
+			// of the window for firstWarmup (local work, so the ranks need
+			// not agree on a count), then warms up the op once more.
+			warmed = true
+			t := window.Transfer{Peer: me, PeerOff: uint64(me) * maxChunk, Local: src, N: maxChunk}
+			for t0 := time.Now(); time.Since(t0) < firstWarmup; {
+				for range 16 {
+					if err := w.Put(t); err != nil {
+						return err
+					}
+				}
+				if err := c.Sync(ctx); err != nil {
+					return err
+				}
+			}
 			for i := 0; i < cfg.Warmup; i++ {
 				if err := op(); err != nil {
 					return err
@@ -618,6 +643,10 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 	}
 	return res, nil
 }
+
+// firstWarmup is how long each rank keeps its GPU busy before the first
+// size of a sweep (see run).
+const firstWarmup = 50 * time.Millisecond
 
 // hostSettle is how long a host rank keeps its processor busy before its
 // warm-up execs.
