@@ -233,3 +233,73 @@ func (a *AGPKernels) LL(s *cuda.Stream, sp AGPSpec, ctl, stage, out, src cuda.De
 		U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(variant))
 	return a.k.launch(KernelAGPLL, uint32(grid), uint32(threads), s, &args)
 }
+
+// KernelAGPStaged is the staged exec's kernel (sync_agp_staged.cu).
+const KernelAGPStaged = "lc_agp_staged"
+
+// AGPStagedParts is the most parts (blocks) of a staged exec the flags
+// have room for; it matches LC_ST_PARTS of sync_agp_staged.cu.
+const AGPStagedParts = 256
+
+// agpStagedThreads is the block of a staged exec, AGPStagedBlocks its
+// default largest grid: small, since every block of every rank's launch
+// must be able to run at once (a block waits for the peers' blocks), also
+// with ranks that share a GPU.
+const (
+	agpStagedThreads = 512
+	AGPStagedBlocks  = 32
+)
+
+// AGPStagedSlot is the bytes of one writer's staging slot for staged execs
+// of at most max bytes per rank.
+func AGPStagedSlot(max uint64) uint64 { return (max + 255) &^ 255 }
+
+// AGPStagedBytes is the staged area a rank of a job of size ranks needs
+// for staged execs of at most max bytes per rank: the parts' flags, then
+// two slots per writer.
+func AGPStagedBytes(size int, max uint64) uint64 {
+	if max == 0 {
+		return 0
+	}
+	return 2*uint64(size)*AGPStagedParts*16 + 2*uint64(size)*AGPStagedSlot(max)
+}
+
+// AGPStagedGrid returns the parts (one block each) of a staged exec of n
+// bytes per rank and the bytes of each part but the last: parts of at
+// least partMin bytes, at most most of them (and AGPStagedParts), each a
+// multiple of 16 bytes. It depends on its arguments only, so every rank
+// cuts the chunk alike.
+func AGPStagedGrid(n, partMin, most uint64) (parts, part uint64) {
+	partMin = max(partMin, 16)
+	most = min(max(most, 1), AGPStagedParts)
+	parts = min(max((n+partMin-1)/partMin, 1), most)
+	part = ((n+parts-1)/parts + 15) &^ 15
+	if part == 0 {
+		part = 16
+	}
+	return max((n+part-1)/part, 1), part
+}
+
+// Staged enqueues a staged exec of n bytes per rank (lc_agp_staged): each
+// part of the chunk goes with plain stores into every peer's staging slot,
+// followed by its flag; each part of every peer is copied out of this
+// rank's staging once its flag shows this exec. stage is as for LL (each
+// area holds the flagged lines' AGPLLStageBytes, then AGPStagedBytes(Size,
+// slot) for the staged execs, at off); slot is AGPStagedSlot of the
+// largest staged n; partMin as for AGPStagedGrid.
+func (a *AGPKernels) Staged(s *cuda.Stream, sp AGPSpec, ctl, stage cuda.DevicePtr, off, slot uint64, out, src cuda.DevicePtr, n, partMin, blocks uint64) error {
+	if err := sp.check("agp staged exec"); err != nil {
+		return err
+	}
+	if n == 0 || n > slot || ctl == 0 || ctl%8 != 0 || stage == 0 || out == 0 || src == 0 || off%16 != 0 || slot%16 != 0 {
+		return fmt.Errorf("agp staged exec (n %d, slot %d): %w", n, slot, ErrBadSpec)
+	}
+	if blocks == 0 {
+		blocks = AGPStagedBlocks
+	}
+	parts, part := AGPStagedGrid(n, partMin, blocks)
+	var args cuda.KernelArgs
+	args.Ptr(sp.Count).Ptr(ctl).Ptr(stage).U64(off).U64(slot).U32(sp.Rank).U32(sp.Size).Ptr(out).Ptr(src).U64(n).
+		U64(part).U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record)
+	return a.k.launch(KernelAGPStaged, uint32(parts), agpStagedThreads, s, &args)
+}

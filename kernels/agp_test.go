@@ -43,7 +43,7 @@ func newAGPPair(t *testing.T, d *cuda.Driver, maxN uint64) [2]*agpRank {
 	slot := func(kind, r, p int) cuda.DevicePtr { return slots.Add(uint64(((kind*2+r)*2 + p) * 8)) }
 	var rk [2]*agpRank
 	for r := range rk {
-		rk[r] = &agpRank{data: zeroed(t, d, 2*maxN), stage: zeroed(t, d, AGPLLStageBytes(2)), mem: zeroed(t, d, 128),
+		rk[r] = &agpRank{data: zeroed(t, d, 2*maxN), stage: zeroed(t, d, AGPLLStageBytes(2)+AGPStagedBytes(2, maxN)), mem: zeroed(t, d, 128),
 			src: alloc(t, d, maxN+8), s: newStream(t, d), c: newCtl(t, d)}
 	}
 	for r, x := range rk {
@@ -147,7 +147,7 @@ func TestAGPOneLaunch(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	sizes := []uint64{1, 7, 8, 4096, 65535, AGPLLMax, AGPLLMax + 1, 100003, maxN, 3, 65536}
 	for it, n := range sizes {
-		for _, mode := range []string{"ll", "one", "split"} {
+		for _, mode := range []string{"ll", "one", "split", "staged"} {
 			if mode == "ll" && n > AGPLLMax {
 				continue
 			}
@@ -173,6 +173,11 @@ func TestAGPOneLaunch(t *testing.T) {
 					must(t, ak.LL(x.s, x.ready, x.mem.Add(64), x.stages, x.data, src, n, it%4)) // every variant in turn
 				} else if mode == "one" {
 					must(t, ak.One(x.s, x.ready, x.done, x.mem.Add(64), x.bases, src, n, 1+it%4))
+				} else if mode == "staged" {
+					// Parts of 16 bytes, 4 KiB and 64 KiB in turn: grids of
+					// one block up to AGPStagedParts.
+					partMin := []uint64{16, 4096, 65536}[it%3]
+					must(t, ak.Staged(x.s, x.ready, x.mem.Add(64), x.stages, AGPLLStageBytes(2), AGPStagedSlot(maxN), x.data, src, n, partMin, uint64(1+it%40)))
 				} else {
 					// Ready kernels of both ranks first: streams of one
 					// process can share a hardware queue, where a copy
@@ -216,12 +221,14 @@ func TestAGPOneLaunch(t *testing.T) {
 	t.Logf("%d execs checked on both ranks", execs)
 
 	// Rank 0 alone: both kernels time out and say who is missing.
-	for _, mode := range []string{"ll", "one"} {
+	for _, mode := range []string{"ll", "one", "staged"} {
 		x := rk[0]
 		sp, dn := x.ready, x.done
 		sp.Timeout, dn.Timeout = 50*time.Millisecond, 50*time.Millisecond
 		if mode == "ll" {
 			must(t, ak.LL(x.s, sp, x.mem.Add(64), x.stages, x.data, x.src, 64, 0))
+		} else if mode == "staged" {
+			must(t, ak.Staged(x.s, sp, x.mem.Add(64), x.stages, AGPLLStageBytes(2), AGPStagedSlot(maxN), x.data, x.src, 64, 16, 0))
 		} else {
 			must(t, ak.One(x.s, sp, dn, x.mem.Add(64), x.bases, x.src, 64, 0))
 		}
@@ -239,7 +246,8 @@ func TestAGPOneLaunch(t *testing.T) {
 }
 
 // TestAGPSizeMismatch: two ranks run one exec with different n on every
-// protocol (flagged lines, one kernel, handshake kernels around copies);
+// protocol (flagged lines, one kernel, handshake kernels around copies,
+// staged parts);
 // each rank's wait sees the other's tag for the same exec with the other n
 // and fails at once (StatusMismatch, long before the 10 s timeout), its
 // record naming both tags.
@@ -248,7 +256,7 @@ func TestAGPSizeMismatch(t *testing.T) {
 	d, k := e.d, e.k
 	ak, err := k.AGP()
 	must(t, err)
-	for _, mode := range []string{"ll", "one", "split"} {
+	for _, mode := range []string{"ll", "one", "split", "staged"} {
 		rk := newAGPPair(t, d, 8192)
 		ns := [2]uint64{64, 65}
 		if mode != "ll" {
@@ -262,6 +270,10 @@ func TestAGPSizeMismatch(t *testing.T) {
 				must(t, ak.One(x.s, x.ready, x.done, x.mem.Add(64), x.bases, x.src, ns[r], 1))
 			case "split":
 				must(t, ak.Ready(x.s, x.ready))
+			case "staged":
+				// One part against two: the first part's flag names the
+				// other n; the second part's wait ends on the record.
+				must(t, ak.Staged(x.s, x.ready, x.mem.Add(64), x.stages, AGPLLStageBytes(2), AGPStagedSlot(8192), x.data, x.src, ns[r], 4096, 0))
 			}
 		}
 		if mode == "split" {
@@ -341,4 +353,19 @@ func TestFusedPutSignalWait(t *testing.T) {
 		t.Fatalf("B's slot %d after the add, want 55", v)
 	}
 	ca.clear()
+}
+
+// TestAGPStagedGrid: every rank cuts a chunk into parts that cover it
+// exactly once, each a multiple of 16 bytes, never more than asked.
+func TestAGPStagedGrid(t *testing.T) {
+	for _, n := range []uint64{1, 15, 16, 17, 4095, 4096, 4097, 65536, 100003, 1 << 20, 4<<20 + 5} {
+		for _, partMin := range []uint64{0, 16, 4096, 1 << 20} {
+			for _, most := range []uint64{0, 1, 7, 32, 1000} {
+				parts, part := AGPStagedGrid(n, partMin, most)
+				if part%16 != 0 || parts < 1 || parts > max(most, 1) || parts > AGPStagedParts || parts*part < n || (parts-1)*part >= n {
+					t.Fatalf("n %d, partMin %d, most %d: %d parts of %d bytes", n, partMin, most, parts, part)
+				}
+			}
+		}
+	}
 }

@@ -33,7 +33,7 @@ func Names() []string {
 	return []string{KernelPut, KernelSignal, KernelWait, KernelBarrier, KernelCounterAdd, KernelFillByte,
 		KernelFillIota32, KernelFillRand, KernelChecksum, KernelEqual, KernelPingPong,
 		KernelPutSignal, KernelPPPutSignal, KernelPPPutSignalLL, KernelBarrierLoop, KernelPutSignalWait, KernelWaitPutSignal, KernelPrelaunched,
-		KernelAGPReady, KernelAGPDone, KernelAGPDoneReady, KernelAGPOne, KernelAGPLL, KernelAGPCopy, KernelPlan, KernelProxyCall}
+		KernelAGPReady, KernelAGPDone, KernelAGPDoneReady, KernelAGPOne, KernelAGPLL, KernelAGPCopy, KernelAGPStaged, KernelPlan, KernelProxyCall}
 }
 
 // Options configure Load.

@@ -40,8 +40,41 @@ type AGPConfig struct {
 }
 
 // AGPStageBytes is the staging area one rank of a job of size ranks needs
-// (AGPConfig.Stage).
-func AGPStageBytes(size int) uint64 { return kernels.AGPLLStageBytes(size) }
+// (AGPConfig.Stage): the flagged lines' area, then the staged execs' one
+// (sized for the largest staged exec that size ranks take).
+func AGPStageBytes(size int) uint64 {
+	return kernels.AGPLLStageBytes(size) + kernels.AGPStagedBytes(size, agpTune(size).stMax)
+}
+
+// agpCrossover is where the protocols of paths "auto" and "sm" take over
+// from one another, for jobs of at least ranks ranks: flagged lines up to
+// llMax bytes per rank, staged parts up to stMax, one kernel (handshakes
+// and SM puts) up to ceMin, copy-engine puts beside a copy kernel from
+// there. The figures come from scripts/bench/ag-crossover.sh on the GPU
+// machine; docs/results/allgather-auto.md has the runs.
+type agpCrossover struct {
+	ranks               int
+	llMax, stMax, ceMin uint64
+}
+
+// agpCrossovers, by rank count (ascending): measured on 2 x H200 by
+// scripts/bench/ag-crossover.sh (the runs and the table they give are in
+// docs/results/allgather-auto.md); jobs of more ranks use the 2-rank
+// figures until they are measured.
+var agpCrossovers = []agpCrossover{
+	{ranks: 2, llMax: 64 << 10, stMax: 2 << 20, ceMin: 128 << 20},
+}
+
+// agpCrossoverFor returns the crossovers of a job of size ranks.
+func agpCrossoverFor(size int) agpCrossover {
+	c := agpCrossovers[0]
+	for _, x := range agpCrossovers {
+		if size >= x.ranks {
+			c = x
+		}
+	}
+	return c
+}
 
 // AGPPut is one copy of an exec.
 type AGPPut struct {
@@ -135,7 +168,7 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	// (offset 64), then six arrays of n pointers (the ready and done slots,
 	// the ranks' window data, their staging areas).
 	arr := uint64(n) * 8
-	tune := agpTune()
+	tune := agpTune(n)
 	size := 256 + 6*arr
 	if tune.trace {
 		size += kernels.AGPTraceBytes
@@ -209,6 +242,10 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 // by an environment variable for measurements.
 type agpTuning struct {
 	llMax     uint64 // largest n sent as flagged lines (LUACOLL_AGP_LLMAX)
+	// stMax: largest n sent as staged parts (LUACOLL_AGP_ST_MAX; 0: none);
+	// stPart: their smallest part (LUACOLL_AGP_ST_PART), stBlocks their
+	// most parts (LUACOLL_AGP_ST_BLOCKS).
+	stMax, stPart, stBlocks uint64
 	llVariant int    // line store/poll variant (LUACOLL_AGP_LL_VARIANT)
 	// ceMin: from this n up, the puts use the copy engines and the own
 	// chunk a copy kernel on the side stream, started after the ready
@@ -271,11 +308,17 @@ func envUint(name string, def uint64) uint64 {
 	return v
 }
 
-func agpTune() agpTuning {
-	t := agpTuning{llMax: kernels.AGPLLMax, llVariant: 0, ceMin: 0}
+// agpTune returns the tuning of a job of size ranks: its crossovers, as
+// the environment overrides them.
+func agpTune(size int) agpTuning {
+	x := agpCrossoverFor(size)
+	t := agpTuning{llMax: x.llMax, llVariant: 0, ceMin: x.ceMin}
 	t.llMax = min(envUint("LUACOLL_AGP_LLMAX", t.llMax), kernels.AGPLLMax)
+	t.stMax = min(envUint("LUACOLL_AGP_ST_MAX", x.stMax), 1<<30)
+	t.stPart = envUint("LUACOLL_AGP_ST_PART", 4096)
+	t.stBlocks = envUint("LUACOLL_AGP_ST_BLOCKS", kernels.AGPStagedBlocks)
 	t.llVariant = int(envUint("LUACOLL_AGP_LL_VARIANT", uint64(t.llVariant)) & 127)
-	t.ceMin = envUint("LUACOLL_AGP_CE_MIN", 128<<20)
+	t.ceMin = envUint("LUACOLL_AGP_CE_MIN", t.ceMin)
 	t.ceShare = min(envUint("LUACOLL_AGP_CE_SHARE", 0), 100)
 	t.ceShareMin = envUint("LUACOLL_AGP_CE_SHARE_MIN", 128<<20)
 	t.perSM = int(min(envUint("LUACOLL_AGP_BLOCKS_PER_SM", 2), 64))
@@ -306,6 +349,7 @@ const (
 	agpShared                 // ready kernel, copy-engine puts beside a copy kernel, done kernel
 	agpLL                     // one flagged-line launch
 	agpOne                    // one kernel
+	agpStaged                 // one launch of staged parts
 )
 
 // shape returns how exec e runs, the address its puts read, whether its
@@ -325,6 +369,9 @@ func (a *CUDAAGP) shape(e AGPExec) (sh agpShape, src transport.Addr, side, ownSM
 	if a.sm && !ownSM && a.bases != 0 && src != 0 && e.N > 0 {
 		if a.stage != 0 && e.N <= a.tune.llMax {
 			return agpLL, src, false, false, false
+		}
+		if a.stage != 0 && e.N <= a.tune.stMax {
+			return agpStaged, src, false, false, false
 		}
 		return agpOne, src, false, false, false
 	}
@@ -370,6 +417,9 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec, br agpBracket) error {
 		return a.ak.LL(cs, a.ready, a.ctl, a.stage, a.out, cuda.DevicePtr(src), e.N, a.tune.llVariant)
 	case agpOne:
 		return a.ak.One(cs, a.ready, a.done, a.ctl, a.bases, cuda.DevicePtr(src), e.N, a.tune.perSM)
+	case agpStaged:
+		return a.ak.Staged(cs, a.ready, a.ctl, a.stage, kernels.AGPLLStageBytes(int(a.ready.Size)), kernels.AGPStagedSlot(a.tune.stMax),
+			a.out, cuda.DevicePtr(src), e.N, a.tune.stPart, a.tune.stBlocks)
 	}
 	// The own chunk's copy on the side stream starts after the ready
 	// kernel: started before it (tune.ownFirst), the copy held the ready
@@ -561,6 +611,9 @@ func (a *CUDAAGP) Plan() string {
 	if a.stage != 0 && a.tune.llMax > 0 {
 		parts = append(parts, fmt.Sprintf("flagged lines up to %d bytes per rank", a.tune.llMax))
 	}
+	if a.stage != 0 && a.tune.stMax > a.tune.llMax {
+		parts = append(parts, fmt.Sprintf("staged parts up to %d", a.tune.stMax))
+	}
 	parts = append(parts, "one kernel per exec")
 	switch {
 	case a.tune.ceShare >= 100:
@@ -572,6 +625,29 @@ func (a *CUDAAGP) Plan() string {
 		parts = append(parts, fmt.Sprintf("from %d bytes per rank puts by the copy engines, own chunk by a copy kernel", a.tune.ceMin))
 	}
 	return "sm (" + strings.Join(parts, "; ") + ")"
+}
+
+// Protocol names how an exec of n bytes per rank moves its data: "lines"
+// (flagged lines), "staged" (staged parts), "kernel" (one kernel with
+// handshakes), "ce+kernel" (copy-engine puts beside a copy kernel),
+// "shared" (puts split between the two) or "ce" (copy engines between
+// sync kernels).
+func (a *CUDAAGP) Protocol(n uint64) string {
+	sh, _, _, ownSM, _ := a.shape(AGPExec{N: n, Own: AGPPut{Dst: 1, Src: 1}, Puts: []AGPPut{{Dst: 1, Src: 1}}})
+	switch sh {
+	case agpLL:
+		return "lines"
+	case agpStaged:
+		return "staged"
+	case agpOne:
+		return "kernel"
+	case agpShared:
+		return "shared"
+	}
+	if ownSM {
+		return "ce+kernel"
+	}
+	return "ce"
 }
 
 // Count is the number of execs enqueued so far.

@@ -1,0 +1,129 @@
+// (Named to sort after sync_agp_one.cu, whose helpers it uses.)
+//
+// Staged execs of the persistent all-gather (lc_agp_staged): the mid sizes,
+// too large for flagged lines (half of each line is flags) and too small to
+// pay for a ready handshake (a round trip before any byte moves) and a done
+// handshake. Each block of the grid owns one part of the chunk (parts of
+// equal length, a multiple of 16 bytes, the last one shorter) and moves it
+// with plain stores into every peer's staging slot; then one thread fences
+// and stores the part's flag {e, n} with one 16-byte store. On the
+// receiving side the same block waits for its part's flag from every peer
+// and copies the part out of the staging slot into place as soon as it
+// shows. No block waits for another block of its own launch.
+//
+// Staging of rank r (after the flagged lines' area; offsets from stage[r]):
+//   flags: for b in {0, 1}, writer q, part j: 16 bytes at
+//          ((b * nranks + q) * LC_ST_PARTS + j) * 16;
+//   slots: for b in {0, 1}, writer q: slot bytes at
+//          flag_bytes + (b * nranks + q) * slot.
+// Exec e uses b = e & 1. As with the flagged lines, a writer reaches exec
+// e + 2 (the next use of b) only after its exec e + 1 completed, which
+// needed this rank's parts of exec e + 1, sent after this rank finished
+// exec e, the last reader of b. A flag of b therefore shows exec e or an
+// older one, never a newer one: the wait is for equality, and a flag of
+// exec e with another n fails at once (LC_STATUS_MISMATCH).
+#define LC_ST_PARTS 256u
+
+__device__ __forceinline__ void lc_st_flag_store(lc_u64 *p, lc_u64 e, lc_u64 n) {
+	asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(e), "l"(n) : "memory");
+}
+
+__device__ __forceinline__ void lc_st_flag_load(const lc_u64 *p, lc_u64 &e, lc_u64 &n) {
+	asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(e), "=l"(n) : "l"(p) : "memory");
+}
+
+// lc_st_wait spins (thread 0) until flag shows exec e of n bytes. It
+// returns false once a failure is recorded (here or by another wait).
+// Host-mapped memory (the record, the abort flag) is read at most every
+// LC_ST_HOST_NS: many blocks reading it at once queue behind one another
+// across PCIe (about 1.2 us a read), which stalled whole execs.
+#define LC_ST_HOST_NS 20000ull
+
+__device__ bool lc_st_wait(const lc_u64 *flag, lc_u64 e, lc_u64 n, lc_u32 who, lc_u64 start, lc_u64 timeout_ns,
+                           const lc_u32 *abort_flag, lc_record *rec) {
+	const lc_u64 target = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
+	lc_u64 host_at = LC_ST_HOST_NS;
+	for (lc_u32 spins = 1;; spins++) {
+		lc_u64 fe, fn;
+		lc_st_flag_load(flag, fe, fn);
+		if (fe == e) {
+			if (fn != n) {
+				lc_fail(rec, LC_STATUS_MISMATCH, who, (e & LC_AGP_KMASK) << LC_AGP_NBITS | (fn & LC_AGP_NMASK),
+				        target, lc_globaltimer() - start);
+				return false;
+			}
+			(void)lc_load_acquire_sys(flag);
+			return true;
+		}
+		if ((spins & 63) != 0) continue;
+		const lc_u64 el = lc_globaltimer() - start;
+		if (el < host_at && (timeout_ns == 0 || el < timeout_ns)) continue;
+		host_at = el + LC_ST_HOST_NS;
+		if (lc_poisoned(rec)) return false;
+		const bool ab = lc_aborted(abort_flag);
+		if (ab || (timeout_ns != 0 && el >= timeout_ns)) {
+			lc_fail(rec, ab ? LC_STATUS_ABORTED : LC_STATUS_TIMEOUT, who, (fe & LC_AGP_KMASK) << LC_AGP_NBITS, target,
+			        el);
+			return false;
+		}
+	}
+}
+
+// lc_agp_staged runs exec e = count+1 of n bytes per rank, cut into one
+// part of part bytes per block (the last one shorter; the grid is the
+// number of parts). The grid is kept small (AGPStagedGrid): a block waits
+// for the peers' blocks, so every block of every rank's launch must be able
+// to run at once, also where ranks share a GPU. stage[p] is rank p's
+// staging area as mapped here, whose staged part starts at off; slot is the
+// bytes of one writer's slot (>= n). out is this rank's window data; src
+// the chunk (possibly in place, at out + rank * n). The flag follows the
+// part's data after a release fence (fence.acq_rel.sys, lighter than the
+// sequentially consistent one that __threadfence_system is): thread 0 has
+// seen the block's stores at the barrier, and the fence is cumulative.
+extern "C" __global__ void lc_agp_staged(lc_u64 *count, lc_u32 *arrive, lc_u8 *const *stage, lc_u64 off, lc_u64 slot,
+                                         lc_u32 rank, lc_u32 nranks, lc_u8 *out, const lc_u8 *src, lc_u64 n,
+                                         lc_u64 part, lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec) {
+	__shared__ int failed;
+	const lc_u64 e = lc_load_volatile(count) + 1;
+	const lc_u64 b = e & 1, j = blockIdx.x;
+	const lc_u64 lo = j * part < n ? j * part : n;
+	const lc_u64 len = n - lo < part ? n - lo : part;
+	const lc_u64 flag_bytes = 2ull * nranks * LC_ST_PARTS * 16;
+	if (threadIdx.x == 0) failed = 0;
+	// Send: this block's part to every peer, peers in the order rank+1, ...
+	for (lc_u32 i = 1; i < nranks; i++) {
+		const lc_u32 p = (rank + i) % nranks;
+		lc_put_range(stage[p] + off + flag_bytes + (b * nranks + rank) * slot + lo, src + lo, len, threadIdx.x,
+		             blockDim.x);
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		asm volatile("fence.acq_rel.sys;" ::: "memory");
+		for (lc_u32 i = 1; i < nranks; i++) {
+			const lc_u32 p = (rank + i) % nranks;
+			lc_st_flag_store((lc_u64 *)(stage[p] + off + ((b * nranks + rank) * LC_ST_PARTS + j) * 16), e, n);
+		}
+	}
+	// The own part, while the peers' parts travel.
+	lc_u8 *own = out + (lc_u64)rank * n;
+	if (own != src) lc_put_range(own + lo, src + lo, len, threadIdx.x, blockDim.x);
+	// Receive: the part of every peer, in the order rank-1, rank-2, ...
+	const lc_u64 start = lc_globaltimer();
+	const lc_u8 *area = stage[rank] + off;
+	for (lc_u32 i = 1; i < nranks; i++) {
+		const lc_u32 q = (rank + nranks - i) % nranks;
+		if (threadIdx.x == 0 && !failed &&
+		    !lc_st_wait((const lc_u64 *)(area + ((b * nranks + q) * LC_ST_PARTS + j) * 16), e, n, q, start, timeout_ns,
+		                abort_flag, rec))
+			failed = 1;
+		__syncthreads();
+		// failed only ever goes from 0 to 1, so a thread that reads it
+		// late merely copies garbage of a failed exec; every thread meets
+		// every barrier.
+		if (failed) continue;
+		lc_put_range(out + (lc_u64)q * n + lo, area + flag_bytes + (b * nranks + q) * slot + lo, len, threadIdx.x,
+		             blockDim.x);
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) (void)lc_agp_arrive(arrive, 0, count, e, false, false);
+}
