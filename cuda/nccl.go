@@ -22,6 +22,23 @@ static inline int lc_ncclAllGather(void *f, lc_dptr send, lc_dptr recv, size_t c
 		(const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count, dtype, comm, stream);
 }
 static inline int lc_ncclCommCall(void *f, void *comm) { return ((int (*)(lc_nccl_comm))f)(comm); }
+typedef struct { int r; void *p; } lc_nccl_pres;
+static inline lc_nccl_pres lc_ncclMemAlloc(void *f, size_t size) {
+	lc_nccl_pres o;
+	o.p = 0;
+	o.r = ((int (*)(void **, size_t))f)(&o.p, size);
+	return o;
+}
+static inline int lc_ncclMemFree(void *f, lc_dptr p) { return ((int (*)(void *))f)((void *)(uintptr_t)p); }
+static inline lc_nccl_pres lc_ncclCommWindowRegister(void *f, void *comm, lc_dptr buf, size_t size, int flags) {
+	lc_nccl_pres o;
+	o.p = 0;
+	o.r = ((int (*)(lc_nccl_comm, void *, size_t, void **, int))f)(comm, (void *)(uintptr_t)buf, size, &o.p, flags);
+	return o;
+}
+static inline int lc_ncclCommWindowDeregister(void *f, void *comm, void *win) {
+	return ((int (*)(lc_nccl_comm, void *))f)(comm, win);
+}
 static inline const char *lc_ncclGetErrorString(void *f, int r) { return ((const char *(*)(int))f)(r); }
 static inline const char *lc_ncclGetLastError(void *f, void *comm) { return ((const char *(*)(lc_nccl_comm))f)(comm); }
 */
@@ -53,7 +70,10 @@ type NCCL struct {
 	lib                                            unsafe.Pointer
 	getVersion, getUniqueID, initRank, allGather   unsafe.Pointer
 	finalize, destroy, errString, lastError, abort unsafe.Pointer
-	version                                        int
+	// Symmetric windows (NCCL 2.27 and later; nil where the library
+	// lacks them).
+	memAlloc, memFree, winRegister, winDeregister unsafe.Pointer
+	version                                       int
 }
 
 // NCCLComm is an ncclComm_t.
@@ -86,6 +106,10 @@ func LoadNCCL() (*NCCL, error) {
 		{"ncclCommFinalize", &n.finalize, true},
 		{"ncclGetLastError", &n.lastError, true},
 		{"ncclCommAbort", &n.abort, true},
+		{"ncclMemAlloc", &n.memAlloc, true},
+		{"ncclMemFree", &n.memFree, true},
+		{"ncclCommWindowRegister", &n.winRegister, true},
+		{"ncclCommWindowDeregister", &n.winDeregister, true},
 	} {
 		cname := C.CString(s.name)
 		*s.dst = C.lc_dlsym(lib, cname)
@@ -154,6 +178,68 @@ func (n *NCCL) InitRank(id NCCLUniqueID, nranks, rank int) (*NCCLComm, error) {
 func (c *NCCLComm) AllGather(send, recv DevicePtr, count uint64, dtype int, s *Stream) error {
 	if r := C.lc_ncclAllGather(c.n.allGather, C.lc_dptr(send), C.lc_dptr(recv), C.size_t(count), C.int(dtype), c.h, s.handle()); r != 0 {
 		return c.n.fail(r, fmt.Sprintf("ncclAllGather(count %d)", count), c.h)
+	}
+	return nil
+}
+
+// NCCLWinCollSymmetric is NCCL_WIN_COLL_SYMMETRIC: a window every rank
+// registers with the same size, on which NCCL runs its symmetric kernels.
+const NCCLWinCollSymmetric = 1
+
+// HasWindows reports whether the library registers windows
+// (ncclMemAlloc, ncclCommWindowRegister: NCCL 2.27 and later).
+func (n *NCCL) HasWindows() bool {
+	return n.memAlloc != nil && n.memFree != nil && n.winRegister != nil && n.winDeregister != nil
+}
+
+// MemAlloc allocates size bytes of device memory that NCCL can register
+// as a window (ncclMemAlloc); the CUDA context must be current.
+func (n *NCCL) MemAlloc(size uint64) (DevicePtr, error) {
+	if !n.HasWindows() {
+		return 0, fmt.Errorf("NCCL %s has no ncclMemAlloc", n.Version())
+	}
+	o := C.lc_ncclMemAlloc(n.memAlloc, C.size_t(size))
+	if o.r != 0 {
+		return 0, n.fail(o.r, fmt.Sprintf("ncclMemAlloc(%d)", size), nil)
+	}
+	return DevicePtr(uintptr(o.p)), nil
+}
+
+// MemFree releases memory of MemAlloc (ncclMemFree).
+func (n *NCCL) MemFree(p DevicePtr) error {
+	if p == 0 || n.memFree == nil {
+		return nil
+	}
+	if r := C.lc_ncclMemFree(n.memFree, C.lc_dptr(p)); r != 0 {
+		return n.fail(r, "ncclMemFree", nil)
+	}
+	return nil
+}
+
+// NCCLWindow is a registered window (ncclWindow_t).
+type NCCLWindow struct{ h unsafe.Pointer }
+
+// WindowRegister registers size bytes at buf as a window of the
+// communicator with flags (e.g. NCCLWinCollSymmetric); collective: every
+// rank calls it, with the same size for a symmetric window.
+func (c *NCCLComm) WindowRegister(buf DevicePtr, size uint64, flags int) (NCCLWindow, error) {
+	if !c.n.HasWindows() {
+		return NCCLWindow{}, fmt.Errorf("NCCL %s has no ncclCommWindowRegister", c.n.Version())
+	}
+	o := C.lc_ncclCommWindowRegister(c.n.winRegister, c.h, C.lc_dptr(buf), C.size_t(size), C.int(flags))
+	if o.r != 0 {
+		return NCCLWindow{}, c.n.fail(o.r, fmt.Sprintf("ncclCommWindowRegister(%d bytes)", size), c.h)
+	}
+	return NCCLWindow{h: o.p}, nil
+}
+
+// WindowDeregister releases a window of WindowRegister (collective).
+func (c *NCCLComm) WindowDeregister(w NCCLWindow) error {
+	if w.h == nil {
+		return nil
+	}
+	if r := C.lc_ncclCommWindowDeregister(c.n.winDeregister, c.h, w.h); r != 0 {
+		return c.n.fail(r, "ncclCommWindowDeregister", c.h)
 	}
 	return nil
 }
