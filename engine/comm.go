@@ -20,7 +20,6 @@ import (
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/engine/trace"
 	"github.com/luacoll/luacoll/transport"
-	tcuda "github.com/luacoll/luacoll/transport/cuda"
 	tnet "github.com/luacoll/luacoll/transport/net"
 	"github.com/luacoll/luacoll/transport/shm"
 	"github.com/luacoll/luacoll/window"
@@ -78,9 +77,9 @@ type Comm struct {
 	// start-up are not the script's, and the mismatch error counts the
 	// script's.
 	collBase int
-	// agActive is each window's live persistent all-gather (one at most).
-	agMu     sync.Mutex
-	agActive map[*window.Window]*AllGather
+	// reserved holds each window's reserved slots (ReserveSlots).
+	resMu    sync.Mutex
+	reserved map[*window.Window]*Reservation
 	windows  []*window.Window
 	buffers  []*window.Buffer
 	closed   bool
@@ -180,8 +179,8 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 		c.Close(err)
 		return nil, fmt.Errorf("rank %d: %w", env.Rank, err)
 	}
-	if p, ok := be.(tcuda.Prelauncher); ok {
-		p.SetPrelaunch(tcuda.PrelaunchDefault(gpuShared(topo)))
+	if g, ok := be.(transport.GPUSharer); ok {
+		g.SetGPUShared(gpuShared(topo))
 	}
 	if h, ok := be.(interface{ SetTimeoutHint(string) }); ok && gpuShared(topo) && be.Describe().MPS == "off" && os.Getenv(launch.EnvMPS) == "" {
 		h.SetTimeoutHint(fmt.Sprintf("rank %d shares its GPU with another rank and MPS is off: their contexts take turns on the GPU, "+

@@ -11,7 +11,6 @@ import (
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/engine/launch/cpuset"
 	"github.com/luacoll/luacoll/transport"
-	"github.com/luacoll/luacoll/transport/shm"
 )
 
 type cpuOffer struct {
@@ -47,11 +46,13 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 		return err
 	}
 	c.CPUs = allowed
-	hb, onHost := c.Backend.(*shm.HostBackend)
+	hb, onHost := c.Backend.(transport.Crowdable)
 	if onHost && aerr == nil {
 		// Waits adapt to ranks that outnumber the CPUs they may run on
 		// (decided again below if this rank gets a share of its own).
-		hb.Oversubscribed, hb.SharedProcess = crowded(c.Env.Rank, cand, all)
+		over, shared := crowded(c.Env.Rank, cand, all)
+		hb.SetOversubscribed(over)
+		hb.SetSharedProcess(shared)
 	}
 	var min int
 	switch mode {
@@ -152,7 +153,7 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 	if onHost && crowd <= 1 {
 		// A share of its own: the rank runs its waits on the caller's
 		// thread (one CPU is enough).
-		hb.Oversubscribed = false
+		hb.SetOversubscribed(false)
 	}
 	return nil
 }

@@ -57,9 +57,16 @@ func (c *Comm) endTrace(cause error) error {
 	return trace.Gather(ctx, m, c.Env.Rank, c.Env.Size, c.Opts.TraceFile)
 }
 
-// traceOp records an operation the engine enqueued on the rank's stream
-// itself (tracing is on).
-func (c *Comm) traceOp(op window.Op) {
+// Tracing reports whether the rank records a timeline (TraceOp records).
+func (c *Comm) Tracing() bool { return c.trace != nil }
+
+// TraceOp records an operation enqueued on the rank's stream by code of
+// its own rather than through a window (a persistent all-gather's exec):
+// op.Done is stamped here. It does nothing unless Tracing.
+func (c *Comm) TraceOp(op window.Op) {
+	if c.trace == nil {
+		return
+	}
 	if s, ok := c.Rank.Stream.(transport.Stamper); ok {
 		op.Done = s.Stamp()
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/allgather"
 	"github.com/luacoll/luacoll/engine/bench/mpi"
 	"github.com/luacoll/luacoll/transport"
 	tcuda "github.com/luacoll/luacoll/transport/cuda"
@@ -281,7 +282,7 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 	defer src.Free()
 	var exec, builtin func(n uint64) error
 	perCall := 1 // all-gathers per call of exec
-	var ag *engine.AllGather
+	var ag *allgather.Persistent
 	if cfg.Builtin && cfg.Schedule == nil {
 		return nil, errors.New("bench allgather: the built-in baseline goes beside a schedule only")
 	}
@@ -301,7 +302,7 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 		if cfg.Builtin {
 			// The schedules use the window's first signal and barrier
 			// slots, the built-in all-gather its last ones.
-			if ag, err = engine.NewAllGather(ctx, c, w, "direct", cfg.BuiltinGraph); err != nil {
+			if ag, err = allgather.New(ctx, c, w, "direct", cfg.BuiltinGraph); err != nil {
 				return nil, err
 			}
 			defer func() {
@@ -313,7 +314,7 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 			res.HaveBuiltin = true
 		}
 	} else {
-		if ag, err = engine.NewAllGather(ctx, c, w, cfg.Algo, cfg.Graph); err != nil {
+		if ag, err = allgather.New(ctx, c, w, cfg.Algo, cfg.Graph); err != nil {
 			return nil, err
 		}
 		defer func() {
