@@ -662,7 +662,7 @@ func (c *Comm) Close(cause error) error {
 		bctx, cancel := context.WithCancel(bootstrap.WithoutCallTimeout(context.Background()))
 		if berr := c.Boot.Barrier(bctx); berr == nil {
 			for _, w := range c.windows {
-				w.UnmapPeers()
+				w.Raw().UnmapPeers()
 			}
 			_ = c.Boot.Barrier(bctx)
 		}

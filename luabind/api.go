@@ -658,7 +658,7 @@ func windowEntries() []*Entry {
 			set("ipc", lua.LString(o.IPC))
 			set("why", lua.LString(o.SymmetricWhy))
 			set("memory", lua.LString(w.Memory()))
-			if f := w.Flat(); f != nil {
+			if f := w.Raw().Flat(); f != nil {
 				set("mode", lua.LString("symmetric"))
 				set("ipc", lua.LString(transport.IPCVMM))
 				set("base", lua.LNumber(float64(f.Base)))

@@ -32,7 +32,7 @@ type Rank struct {
 	Trace Recorder
 
 	nextWindow int
-	// of is the rank a view stands for (Window.OnStream); nil for a rank.
+	// of is the rank a view stands for (Raw.OnStream); nil for a rank.
 	of *Rank
 }
 

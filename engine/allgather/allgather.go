@@ -248,16 +248,11 @@ func (ag *Persistent) prepare() error {
 	if c.Reserved(w) {
 		return fmt.Errorf("window %d already has a persistent all-gather; destroy it first", w.ID())
 	}
-	base, err := w.Buffer().Addr()
-	if err != nil {
-		return err
-	}
-	base -= transport.Addr(w.Layout().DataOff)
 	me, n := ag.me, ag.size
 	kinds := map[string]bool{}
 	ag.inbox = make([]transport.Addr, n)
 	for p := 0; p < n; p++ {
-		ag.inbox[p] = base.Add(w.Layout().Inbox(p, ag.sig))
+		ag.inbox[p] = w.Raw().LocalSignal(p, ag.sig)
 		if p == me {
 			continue
 		}

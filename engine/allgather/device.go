@@ -44,14 +44,15 @@ func (ag *Persistent) openDevice(ctx context.Context, cs tcuda.AGPStream, call s
 	cfg := tcuda.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout, Path: path,
 		ReadyLocal: make([]transport.Addr, n), ReadyRemote: make([]transport.Addr, n),
 		DoneLocal: make([]transport.Addr, n), DoneRemote: make([]transport.Addr, n), Bases: make([]transport.Addr, n)}
+	raw := sw.Raw()
 	for p := 0; p < n; p++ {
-		cfg.ReadyLocal[p] = sw.SignalSlot(me, p, agSigReady)
-		cfg.ReadyRemote[p] = sw.SignalSlot(p, me, agSigReady)
-		cfg.DoneLocal[p] = sw.SignalSlot(me, p, agSigDone)
-		cfg.DoneRemote[p] = sw.SignalSlot(p, me, agSigDone)
-		cfg.Bases[p] = ag.w.PeerData(p)
+		cfg.ReadyLocal[p] = raw.Signal(me, p, agSigReady)
+		cfg.ReadyRemote[p] = raw.Signal(p, me, agSigReady)
+		cfg.DoneLocal[p] = raw.Signal(me, p, agSigDone)
+		cfg.DoneRemote[p] = raw.Signal(p, me, agSigDone)
+		cfg.Bases[p] = ag.w.Raw().Data(p, 0)
 		if sm {
-			cfg.Stage = append(cfg.Stage, sw.PeerData(p))
+			cfg.Stage = append(cfg.Stage, raw.Data(p, 0))
 		}
 	}
 	dev, derr := cs.NewAGP(cfg)
@@ -106,7 +107,7 @@ func (ag *Persistent) execDevice(src *window.Buffer, srcOff, n uint64, inPlace b
 	}
 	for i := 1; i < size; i++ {
 		p := (me + i) % size
-		e.Puts = append(e.Puts, tcuda.AGPPut{Dst: w.PeerData(p).Add(own), Src: from})
+		e.Puts = append(e.Puts, tcuda.AGPPut{Dst: w.Raw().Data(p, own), Src: from})
 	}
 	e.Fail = func(phase string, k, obs uint64, cause error) error {
 		what := ag.failWhat(cause)

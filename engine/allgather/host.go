@@ -89,7 +89,8 @@ func (ag *Persistent) openHost(ctx context.Context, call string) error {
 		return fmt.Errorf("rank %d: %s: %w", me, call, err)
 	}
 	ag.syncw = sw
-	h := &agHost{st: c.Rank.Stream, eagerMax: eager, bellOut: make([]transport.Addr, n), bellIn: sw.Bell(me)}
+	raw := sw.Raw()
+	h := &agHost{st: c.Rank.Stream, eagerMax: eager, bellOut: make([]transport.Addr, n), bellIn: raw.Bell(me)}
 	h.ringer, _ = h.st.(transport.Ringer)
 	h.describe = ag.describeHostWait
 	h.cached, _ = h.st.(transport.CachedCopier)
@@ -106,14 +107,14 @@ func (ag *Persistent) openHost(ctx context.Context, call string) error {
 	}
 	for p := 0; p < n; p++ {
 		for par := 0; par < 2; par++ {
-			h.stageOut[par][p] = sw.PeerData(p).Add((uint64(par*n) + uint64(me)) * eager)
-			h.stageIn[par][p] = sw.PeerData(me).Add((uint64(par*n) + uint64(p)) * eager)
+			h.stageOut[par][p] = raw.Data(p, (uint64(par*n)+uint64(me))*eager)
+			h.stageIn[par][p] = raw.Data(me, (uint64(par*n)+uint64(p))*eager)
 		}
 		for s := 0; s < 3; s++ {
-			h.tagOut[s][p] = sw.SignalSlot(p, me, s)
-			h.tagIn[s][p] = []transport.Addr{sw.SignalSlot(me, p, s)}
+			h.tagOut[s][p] = raw.Signal(p, me, s)
+			h.tagIn[s][p] = []transport.Addr{raw.Signal(me, p, s)}
 		}
-		h.bellOut[p] = sw.Bell(p)
+		h.bellOut[p] = raw.Bell(p)
 	}
 	ag.host = h
 	return nil
@@ -176,7 +177,7 @@ func (ag *Persistent) execHost(from transport.Addr, n uint64, inPlace bool) {
 	k := ag.k
 	tag := agTag(k, n)
 	par := int(k & 1)
-	base := ag.w.PeerData(me)
+	base := ag.w.Raw().Data(me, 0)
 	own := uint64(me) * n
 	if n <= h.eagerMax {
 		if !inPlace && n > 0 {
@@ -215,7 +216,7 @@ func (ag *Persistent) execHost(from transport.Addr, n uint64, inPlace bool) {
 	for i := 1; i < size; i++ {
 		p := (me + i) % size
 		ag.hostWait(p, par, k, n, tag)
-		h.put(cached, ag.w.PeerData(p).Add(own), from, n)
+		h.put(cached, ag.w.Raw().Data(p, own), from, n)
 		h.signal(h.tagOut[agHostSlotDone][p], tag, h.bellOut[p])
 	}
 	for i := 1; i < size; i++ {

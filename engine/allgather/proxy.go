@@ -70,9 +70,9 @@ func (ag *Persistent) openProxyGraph(cs tcuda.ProxyStream) error {
 		u.UseNetwork(ag.c.Rank.Net)
 	}
 	hx := *ag
-	hx.w = ag.w.OnStream(hs, hb)
+	hx.w = ag.w.Raw().OnStream(hs, hb)
 	if ag.stage != nil {
-		hx.stage = ag.stage.OnStream(hs, hb)
+		hx.stage = ag.stage.Raw().OnStream(hs, hb)
 		hx.stageDescribe = (&hx).describeHostWait
 	}
 	// The call gives up well after the exec's own waits would have.

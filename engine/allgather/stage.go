@@ -59,10 +59,10 @@ func (ag *Persistent) openStage(ctx context.Context, call string) error {
 	for par := range ag.stageIn {
 		ag.stageIn[par] = make([][]transport.Addr, n)
 		for p := range ag.stageIn[par] {
-			ag.stageIn[par][p] = []transport.Addr{sw.LocalAddr(sw.Layout().Inbox(p, par))}
+			ag.stageIn[par][p] = []transport.Addr{sw.Raw().LocalSignal(p, par)}
 		}
 	}
-	ag.stageBell, ag.stageDescribe = sw.Bell(me), ag.describeHostWait
+	ag.stageBell, ag.stageDescribe = sw.Raw().Bell(me), ag.describeHostWait
 	return nil
 }
 

@@ -121,7 +121,7 @@ type AGBenchResult struct {
 type ncclRun struct {
 	lib  *cuda.NCCL
 	comm *cuda.NCCLComm
-	cs   *tcuda.CUDAStream
+	cs   tcuda.GraphStream
 	gs   map[uint64]*tcuda.CUDAGraph
 }
 
@@ -142,7 +142,7 @@ func (r *ncclRun) close() {
 // openNCCL (collective) builds an NCCL communicator over all ranks from a
 // unique id that rank 0 makes and the bootstrap carries. It returns nil and
 // the reason when some rank cannot.
-func openNCCL(ctx context.Context, c *engine.Comm, cs *tcuda.CUDAStream) (*ncclRun, string, error) {
+func openNCCL(ctx context.Context, c *engine.Comm, cs tcuda.GraphStream) (*ncclRun, string, error) {
 	// NVLink SHARP (multicast) must stay off on these machines.
 	if err := os.Setenv("NCCL_NVLS_ENABLE", "0"); err != nil {
 		return nil, "", err
@@ -230,7 +230,7 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 		maxChunk = max(maxChunk, chunk(s))
 	}
 	res := &AGBenchResult{}
-	cs, onCUDA := c.Rank.Stream.(*tcuda.CUDAStream)
+	cs, onCUDA := c.Rank.Stream.(tcuda.GraphStream)
 	var nr *ncclRun
 	var mr *mpiRun
 	switch {

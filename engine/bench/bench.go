@@ -151,7 +151,7 @@ func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, pa
 			}
 			if onDevice {
 				// On a GPU the ceiling is a raw peer copy of the same bytes.
-				dst := w.PeerData(peer)
+				dst := w.Raw().Data(peer, 0)
 				srcAddr, _ := src.Addr()
 				ref = func() (float64, error) {
 					if err := start(); err != nil {
@@ -271,12 +271,13 @@ func BenchDevicePingPong(ctx context.Context, c *engine.Comm, iters int) ([]Benc
 		if me <= 1 {
 			peer := 1 - me
 			srcAddr, _ := src.Addr()
+			wr := w.Raw()
 			if how == line {
 				// The payload lands at offset 0; the line is at 16.
-				d, err = dl.DeviceLinePingPong(w.PeerData(peer)+16, w.PeerData(me)+16, w.PeerData(me), srcAddr,
-					w.SignalSlot(me, peer, 0), uint64(iters), me == 0, w.Options().Timeout)
+				d, err = dl.DeviceLinePingPong(wr.Data(peer, 16), wr.Data(me, 16), wr.Data(me, 0), srcAddr,
+					wr.Signal(me, peer, 0), uint64(iters), me == 0, w.Options().Timeout)
 			} else {
-				d, err = dl.DevicePingPong(how == raw, w.PeerData(peer), srcAddr, 8, w.SignalSlot(peer, me, 0), w.SignalSlot(me, peer, 0),
+				d, err = dl.DevicePingPong(how == raw, wr.Data(peer, 0), srcAddr, 8, wr.Signal(peer, me, 0), wr.Signal(me, peer, 0),
 					uint64(iters), me == 0, w.Options().Timeout, onMyDevice(c, peer))
 			}
 		}
@@ -335,13 +336,13 @@ func BenchDeviceBarrier(ctx context.Context, c *engine.Comm, iters int) (BenchRo
 	}
 	rows := make([]transport.Addr, n)
 	for p := range rows {
-		rows[p] = w.PeerData(p)
+		rows[p] = w.Raw().Data(p, 0)
 	}
 	all := make([]int, n)
 	for p := range all {
 		all[p] = p
 	}
-	d, err := dl.DeviceBarrierLoop(rows, c.Env.Rank, uint64(iters), w.Options().Timeout, onMyDevice(c, all...), w.Flat())
+	d, err := dl.DeviceBarrierLoop(rows, c.Env.Rank, uint64(iters), w.Options().Timeout, onMyDevice(c, all...), w.Raw().Flat())
 	ferr := c.FreeWindow(ctx, w)
 	if err != nil {
 		return BenchRow{}, true, err
@@ -413,7 +414,7 @@ func BenchPingPong(ctx context.Context, c *engine.Comm, iters int, path string) 
 	// the sync that sees it done.
 	st := c.Rank.Stream
 	floor := median(max(iters/10, 10), func() error {
-		st.Store64(w.SignalSlot(me, me, 0), 0)
+		st.Store64(w.Raw().Signal(me, me, 0), 0)
 		return st.Sync(ctx)
 	})
 	if floor.err != nil {

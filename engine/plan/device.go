@@ -16,7 +16,7 @@ import (
 // the plan interpreter (kernels.Plan), which runs every replay of a p:run
 // in one kernel on the rank's stream.
 type device struct {
-	s     *tcuda.CUDAStream
+	s     tcuda.PlanStream
 	dp    *tcuda.DevicePlan
 	steps []kernels.PlanStep
 	// moving are the steps whose value depends on what ran before (wait
@@ -93,8 +93,8 @@ const (
 
 func (p *Plan) useDevice(mode int) error {
 	r := p.w.Rank()
-	s, ok := r.Stream.(*tcuda.CUDAStream)
-	be, ok2 := r.Backend.(*tcuda.CUDABackend)
+	s, ok := r.Stream.(tcuda.PlanStream)
+	be, ok2 := r.Backend.(tcuda.PlanBackend)
 	if !ok || !ok2 {
 		return fmt.Errorf("%w: it needs the CUDA backend", ErrNoDevice)
 	}
@@ -167,17 +167,17 @@ func allOnMyDevice(t *transport.Topology, me int) bool {
 
 // compile turns the ops into steps.
 func (p *Plan) compile(d *device) error {
-	w, lay := p.w, p.w.Layout()
+	w, raw, lines := p.w, p.w.Raw(), p.lineWin.Raw()
 	me, n := w.Rank().ID(), w.Rank().N()
-	peerAt := func(i, peer int, off uint64) (cuda.DevicePtr, error) {
-		a := w.Peers().Addr(peer, off)
+	// peerAt is a, an address in peer's part as mapped here (raw), for op i.
+	peerAt := func(i, peer int, a transport.Addr) (cuda.DevicePtr, error) {
 		if a == 0 {
 			o := &p.ops[i]
 			return 0, fmt.Errorf("%w: op %d (%s at %s) reaches rank %d over the network", ErrNoDevice, i+1, o.Kind, o.Site, peer)
 		}
 		return cuda.DevicePtr(a), nil
 	}
-	local := func(off uint64) cuda.DevicePtr { return cuda.DevicePtr(w.LocalAddr(off)) }
+	local := func(a transport.Addr) cuda.DevicePtr { return cuda.DevicePtr(a) }
 	bufAt := func(b int, off uint64) (cuda.DevicePtr, error) {
 		a, err := p.bufs[b].Addr()
 		if err != nil {
@@ -187,7 +187,7 @@ func (p *Plan) compile(d *device) error {
 	}
 	add := func(s kernels.PlanStep) { d.steps = append(d.steps, s) }
 	signal := func(i, peer int, sig window.Sig) error {
-		slot, err := peerAt(i, peer, lay.Inbox(me, sig.ID))
+		slot, err := peerAt(i, peer, raw.Signal(peer, me, sig.ID))
 		if err != nil {
 			return err
 		}
@@ -198,7 +198,7 @@ func (p *Plan) compile(d *device) error {
 		add(kernels.PlanStep{Kind: kind, Op: uint32(i), Dst: slot, Value: sig.Value})
 		return nil
 	}
-	wait := func(i int, first uint64, count int, stride uint64, cmp transport.Cmp) {
+	wait := func(i int, first transport.Addr, count int, stride uint64, cmp transport.Cmp) {
 		d.moving = append(d.moving, moving{step: len(d.steps), op: i, bar: -1, peer: -1})
 		add(kernels.PlanStep{Kind: kernels.StepWait, Op: uint32(i), Dst: local(first), Count: uint32(count), N: stride, Cmp: kernels.Cmp(cmp)})
 	}
@@ -233,8 +233,8 @@ func (p *Plan) compile(d *device) error {
 			so := p.lists[ref.Sender].Ops[ref.Op]
 			li := p.lines[ref]
 			lineFlag(i)
-			add(kernels.PlanStep{Kind: kernels.StepLineWait, Op: uint32(i), Dst: cuda.DevicePtr(p.lineWin.LocalAddr(lay.DataOff + uint64(li.Index)*LineSize)),
-				Src: local(lay.DataOff + so.Off), N: so.N, Cmp: kernels.Cmp(so.SigValue), Aux: local(lay.Inbox(ref.Sender, so.Sig)), Step: 1,
+			add(kernels.PlanStep{Kind: kernels.StepLineWait, Op: uint32(i), Dst: local(lines.LocalData(uint64(li.Index) * LineSize)),
+				Src: local(raw.LocalData(so.Off)), N: so.N, Cmp: kernels.Cmp(so.SigValue), Aux: local(raw.LocalSignal(ref.Sender, so.Sig)), Step: 1,
 				Count: sendFirst})
 		}
 		if li, ok := p.lines[LineRef{me, i}]; ok {
@@ -242,7 +242,7 @@ func (p *Plan) compile(d *device) error {
 			if err != nil {
 				return err
 			}
-			lw := p.lineWin.Peers().Addr(li.Receiver, p.lineWin.Layout().DataOff+uint64(li.Index)*LineSize)
+			lw := lines.Data(li.Receiver, uint64(li.Index)*LineSize)
 			if lw == 0 {
 				return fmt.Errorf("%w: op %d (%s at %s): rank %d's lines are not mapped here", ErrNoDevice, i+1, o.Kind, o.Site, li.Receiver)
 			}
@@ -256,7 +256,7 @@ func (p *Plan) compile(d *device) error {
 		}
 		switch o.Kind {
 		case Put, PutSignal, PutCounter, PutSignalCounter, Get:
-			remote, err := peerAt(i, o.Peer, lay.DataOff+o.Off)
+			remote, err := peerAt(i, o.Peer, raw.Data(o.Peer, o.Off))
 			if err != nil {
 				return err
 			}
@@ -266,7 +266,7 @@ func (p *Plan) compile(d *device) error {
 			}
 			if o.N > 0 && o.N <= kernels.PlanSmall && o.Kind.hasSignal() {
 				// Copy and signal in one step: thread 0's alone.
-				slot, err := peerAt(i, o.Peer, lay.Inbox(me, o.Sig))
+				slot, err := peerAt(i, o.Peer, raw.Signal(o.Peer, me, o.Sig))
 				if err != nil {
 					return err
 				}
@@ -280,7 +280,7 @@ func (p *Plan) compile(d *device) error {
 				d.steps = append(d.steps, kernels.PlanStep{Kind: kernels.StepPutSignal, Op: uint32(i), Dst: remote, Src: buf,
 					N: o.N, Value: o.SigValue, Cmp: add, Aux: slot})
 				if o.Kind.hasCounter() {
-					d.steps = append(d.steps, kernels.PlanStep{Kind: kernels.StepAdd, Op: uint32(i), Dst: local(lay.Ctr(o.Peer, o.Ctr)), Value: o.CtrValue})
+					d.steps = append(d.steps, kernels.PlanStep{Kind: kernels.StepAdd, Op: uint32(i), Dst: local(raw.LocalCounter(o.Peer, o.Ctr)), Value: o.CtrValue})
 				}
 				continue
 			}
@@ -306,7 +306,7 @@ func (p *Plan) compile(d *device) error {
 				}
 			}
 			if o.Kind.hasCounter() {
-				add(kernels.PlanStep{Kind: kernels.StepAdd, Op: uint32(i), Dst: local(lay.Ctr(o.Peer, o.Ctr)), Value: o.CtrValue})
+				add(kernels.PlanStep{Kind: kernels.StepAdd, Op: uint32(i), Dst: local(raw.LocalCounter(o.Peer, o.Ctr)), Value: o.CtrValue})
 			}
 		case Signal:
 			if err := signal(i, o.Peer, p.sigs[i]); err != nil {
@@ -324,14 +324,14 @@ func (p *Plan) compile(d *device) error {
 				continue
 			}
 			if o.Kind == WaitSignal {
-				wait(i, lay.Inbox(0, o.Sig), n, lay.Inbox(1%n, o.Sig)-lay.Inbox(0, o.Sig), o.Cmp)
+				wait(i, raw.LocalSignal(0, o.Sig), n, uint64(raw.LocalSignal(1%n, o.Sig)-raw.LocalSignal(0, o.Sig)), o.Cmp)
 			} else {
-				wait(i, lay.Inbox(o.Peer, o.Sig), 1, 8, o.Cmp)
+				wait(i, raw.LocalSignal(o.Peer, o.Sig), 1, 8, o.Cmp)
 			}
 		case WaitCounter:
-			wait(i, lay.Ctr(o.Peer, o.Ctr), 1, 8, o.Cmp)
+			wait(i, raw.LocalCounter(o.Peer, o.Ctr), 1, 8, o.Cmp)
 		case ResetCounter:
-			add(kernels.PlanStep{Kind: kernels.StepStore, Op: uint32(i), Dst: local(lay.Ctr(o.Peer, o.Ctr))})
+			add(kernels.PlanStep{Kind: kernels.StepStore, Op: uint32(i), Dst: local(raw.LocalCounter(o.Peer, o.Ctr))})
 		case Fence, Flush:
 			// Every step is complete, and visible to the peers its
 			// signals release to, before the next starts.
@@ -340,7 +340,7 @@ func (p *Plan) compile(d *device) error {
 			ord := d.uses[o.Bar]
 			for k := 1; k < n; k++ {
 				q := (me + k) % n
-				slot, err := peerAt(i, q, lay.Bar(me, o.Bar))
+				slot, err := peerAt(i, q, raw.Barrier(q, me, o.Bar))
 				if err != nil {
 					return err
 				}
@@ -349,7 +349,7 @@ func (p *Plan) compile(d *device) error {
 			}
 			for k := 1; k < n; k++ {
 				d.moving = append(d.moving, moving{step: len(d.steps), op: i, bar: o.Bar, peer: -1, ord: ord})
-				add(kernels.PlanStep{Kind: kernels.StepWait, Op: uint32(i), Dst: local(lay.Bar((me+k)%n, o.Bar)), Count: 1, N: 8, Cmp: kernels.CmpGE})
+				add(kernels.PlanStep{Kind: kernels.StepWait, Op: uint32(i), Dst: local(raw.LocalBarrier((me+k)%n, o.Bar)), Count: 1, N: 8, Cmp: kernels.CmpGE})
 			}
 		case BarrierPeer:
 			key := [2]int{o.Peer, o.Bar}
@@ -358,14 +358,14 @@ func (p *Plan) compile(d *device) error {
 				continue
 			}
 			ord := d.puses[key]
-			slot, err := peerAt(i, o.Peer, lay.PBar(me, o.Bar))
+			slot, err := peerAt(i, o.Peer, raw.PairBarrier(o.Peer, me, o.Bar))
 			if err != nil {
 				return err
 			}
 			d.moving = append(d.moving, moving{step: len(d.steps), op: i, bar: o.Bar, peer: o.Peer, ord: ord})
 			add(kernels.PlanStep{Kind: kernels.StepStore, Op: uint32(i), Dst: slot})
 			d.moving = append(d.moving, moving{step: len(d.steps), op: i, bar: o.Bar, peer: o.Peer, ord: ord})
-			add(kernels.PlanStep{Kind: kernels.StepWait, Op: uint32(i), Dst: local(lay.PBar(o.Peer, o.Bar)), Count: 1, N: 8, Cmp: kernels.CmpGE})
+			add(kernels.PlanStep{Kind: kernels.StepWait, Op: uint32(i), Dst: local(raw.LocalPairBarrier(o.Peer, o.Bar)), Count: 1, N: 8, Cmp: kernels.CmpGE})
 		case Fill:
 			b := p.bufs[o.Buf]
 			dst, err := bufAt(o.Buf, 0)
@@ -411,9 +411,9 @@ func (p *Plan) want(m moving) uint64 {
 	case m.bar < 0:
 		return p.value(m.op)
 	case m.peer < 0:
-		return p.w.AdvanceBarrier(m.bar, 0) + m.ord
+		return p.w.Raw().BarrierEpoch(m.bar).Use(m.ord)
 	}
-	return p.w.AdvancePairBarrier(m.peer, m.bar, 0) + m.ord
+	return p.w.Raw().PairBarrierEpoch(m.peer, m.bar).Use(m.ord)
 }
 
 // fillMoving sets the moving steps' values for the next replay and
@@ -441,7 +441,7 @@ func (p *Plan) runDevice(times int) error {
 		for _, m := range d.moving {
 			if d.steps[m.step].Value+d.k*m.per != p.want(m) {
 				p.fillMoving(d)
-				if err := d.dp.Rewrite(d.s, d.steps); err != nil {
+				if err := d.s.RewritePlan(d.dp, d.steps); err != nil {
 					return fmt.Errorf("replay %d: %w", p.replays+1, err)
 				}
 				break
@@ -461,10 +461,10 @@ func (p *Plan) runDevice(times int) error {
 		p.led.Replayed[row] += dl * uint64(times)
 	}
 	for id, u := range d.uses {
-		p.w.AdvanceBarrier(id, u*uint64(times))
+		p.w.Raw().AdvanceBarrier(id, u*uint64(times))
 	}
 	for key, u := range d.puses {
-		p.w.AdvancePairBarrier(key[0], key[1], u*uint64(times))
+		p.w.Raw().AdvancePairBarrier(key[0], key[1], u*uint64(times))
 	}
 	p.replays += times
 	return nil
@@ -507,6 +507,6 @@ func (p *Plan) deviceFailure(d *device) func(step int, observed, target uint64, 
 			cond = fmt.Sprintf("a put_signal's 16-byte line showing replay %d", target)
 			where = fmt.Sprintf(" (drained before plan op %d%s, %s mode, recorded at %s)", i+1, replay, mode, o.Site)
 		}
-		return p.w.WaitFailed(name, cond, where, observed, p.w.Options().Timeout, cause)
+		return p.w.Raw().WaitFailed(name, cond, where, observed, p.w.Options().Timeout, cause)
 	}
 }

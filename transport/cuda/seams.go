@@ -51,8 +51,14 @@ type PlanStream interface {
 	RunPlanSegments(p *DevicePlan, steps []kernels.PlanStep, segs []PlanSegment, rep0, times uint64, timeout time.Duration, gpuScope, sm bool)
 	CapturePlan(p *DevicePlan, steps []kernels.PlanStep, timeout time.Duration, gpuScope, sm bool) (*CUDAGraph, error)
 	LaunchPlan(p *DevicePlan, g *CUDAGraph, times int)
+	RewritePlan(p *DevicePlan, steps []kernels.PlanStep) error
 	DestroyPlanGraph(g *CUDAGraph) error
 	FreePlan(p *DevicePlan) error
+}
+
+// RewritePlan implements PlanStream: p.Rewrite on this stream.
+func (s *CUDAStream) RewritePlan(p *DevicePlan, steps []kernels.PlanStep) error {
+	return p.Rewrite(s, steps)
 }
 
 // PlanBackend is a backend that builds device plans.
