@@ -87,6 +87,13 @@ type Comm struct {
 	leaving  string          // why the rank leaves early (Leave)
 }
 
+// RankID is this rank's number in the job, 0 to Size()-1 (the same as
+// Env.Rank and Rank.ID()).
+func (c *Comm) RankID() int { return c.Env.Rank }
+
+// Size is the number of ranks in the job.
+func (c *Comm) Size() int { return c.Env.Size }
+
 // Conn is what a Comm needs of the bootstrap: the exchange, and the way to
 // report a failure and say goodbye. *Bootstrap implements it; tests use an
 // in-process one.
@@ -419,7 +426,7 @@ func (c *Comm) JoinRefused(ctx context.Context, call, reason string) error {
 	_, err := c.traced(ctx, call, []byte(reason), false, true)
 	var re *RefusedError
 	if errors.As(err, &re) && len(re.Reasons) == 1 {
-		if _, mine := re.Reasons[c.Env.Rank]; mine {
+		if _, mine := re.Reasons[c.RankID()]; mine {
 			return nil
 		}
 	}
@@ -431,7 +438,7 @@ func (c *Comm) JoinRefused(ctx context.Context, call, reason string) error {
 func (c *Comm) checked(ctx context.Context, call string, data []byte, statusOnly bool) ([][]byte, error) {
 	if c.Refuse != nil {
 		if err := c.Refuse(call); err != nil {
-			return nil, fmt.Errorf("rank %d: %w", c.Env.Rank, err)
+			return nil, fmt.Errorf("rank %d: %w", c.RankID(), err)
 		}
 	}
 	return c.traced(ctx, call, data, statusOnly, false)
@@ -468,7 +475,7 @@ func (c *Comm) exchange(ctx context.Context, call string, data []byte, statusOnl
 	msg.Write(data)
 	all, err := c.Boot.AllGather(ctx, msg.Bytes())
 	if err != nil {
-		return nil, fmt.Errorf("rank %d: %s: %w", c.Env.Rank, call, err)
+		return nil, fmt.Errorf("rank %d: %s: %w", c.RankID(), call, err)
 	}
 	const head = 13
 	out := make([][]byte, len(all))
@@ -477,11 +484,11 @@ func (c *Comm) exchange(ctx context.Context, call string, data []byte, statusOnl
 	var reasons map[int]string
 	for r, m := range all {
 		if len(m) < head {
-			return nil, fmt.Errorf("rank %d: %s: short message from rank %d", c.Env.Rank, call, r)
+			return nil, fmt.Errorf("rank %d: %s: short message from rank %d", c.RankID(), call, r)
 		}
 		n := binary.LittleEndian.Uint32(m[9:head])
 		if uint64(len(m)) < head+uint64(n) {
-			return nil, fmt.Errorf("rank %d: %s: short message from rank %d", c.Env.Rank, call, r)
+			return nil, fmt.Errorf("rank %d: %s: short message from rank %d", c.RankID(), call, r)
 		}
 		calls[r] = string(m[head : head+n])
 		out[r] = m[head+n:]
@@ -571,7 +578,7 @@ func (c *Comm) NewWindow(ctx context.Context, call string, o window.Options) (*w
 		return nil, err
 	}
 	if err := resolveSharing(&o, all); err != nil {
-		return nil, fmt.Errorf("rank %d: %s: %w", c.Env.Rank, call, err)
+		return nil, fmt.Errorf("rank %d: %s: %w", c.RankID(), call, err)
 	}
 	w, err := c.Rank.NewWindow(ctx, o)
 	if err != nil {

@@ -50,7 +50,7 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 	if onHost && aerr == nil {
 		// Waits adapt to ranks that outnumber the CPUs they may run on
 		// (decided again below if this rank gets a share of its own).
-		over, shared := crowded(c.Env.Rank, cand, all)
+		over, shared := crowded(c.RankID(), cand, all)
 		hb.SetOversubscribed(over)
 		hb.SetSharedProcess(shared)
 	}
@@ -97,7 +97,7 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 	}
 	core := cpuset.CoreOf()
 	shares := cpuset.Split(members, min, core)
-	mine := shares[c.Env.Rank]
+	mine := shares[c.RankID()]
 	crowd := -1 // ranks of this host dealt this rank's CPU; -1: not dealt
 	if mine == nil && mode == launch.CPUBindAuto && onHost {
 		// More host ranks than CPUs: one CPU each, dealt in turn, so
@@ -106,13 +106,13 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 		// and a small all-gather took 3.0-7.6 us an exec depending on
 		// which (2 each: 3.8-5.7).
 		dealt := cpuset.Deal(members, core)
-		mine = dealt[c.Env.Rank]
+		mine = dealt[c.RankID()]
 		if mine != nil {
 			// Crowded if another rank of this host got the same CPU
 			// (3 ranks on 2 CPUs: rank 1 has its CPU to itself).
 			crowd = 0
 			for r, d := range dealt {
-				if d != nil && members[r].Host == members[c.Env.Rank].Host && d[0] == mine[0] {
+				if d != nil && members[r].Host == members[c.RankID()].Host && d[0] == mine[0] {
 					crowd++
 				}
 			}

@@ -66,10 +66,3 @@ func (r *Reservation) Release() {
 		delete(r.c.reserved, r.w)
 	}
 }
-
-// RankID is this rank's number in the job, 0 to Size()-1 (the same as
-// Env.Rank and Rank.ID()).
-func (c *Comm) RankID() int { return c.Env.Rank }
-
-// Size is the number of ranks in the job.
-func (c *Comm) Size() int { return c.Env.Size }

@@ -16,9 +16,9 @@ func (c *Comm) startTrace(ctx context.Context) error {
 	part := ""
 	switch {
 	case c.Opts.TraceDir != "":
-		part = trace.PartPath(c.Opts.TraceDir, c.Env.Rank)
+		part = trace.PartPath(c.Opts.TraceDir, c.RankID())
 	case c.Opts.TraceFile != "":
-		part = trace.SidePart(c.Opts.TraceFile, c.Env.Rank)
+		part = trace.SidePart(c.Opts.TraceFile, c.RankID())
 	default:
 		return nil
 	}
@@ -29,7 +29,7 @@ func (c *Comm) startTrace(ctx context.Context) error {
 			return fmt.Errorf("trace: %w", err)
 		}
 	}
-	rec, err := trace.Start(trace.Options{Rank: c.Env.Rank, Clock: clock, Part: part})
+	rec, err := trace.Start(trace.Options{Rank: c.RankID(), Clock: clock, Part: part})
 	if err != nil {
 		return err
 	}
@@ -54,7 +54,7 @@ func (c *Comm) endTrace(cause error) error {
 	}
 	// The ranks end their scripts at different times.
 	ctx := bootstrap.WithoutCallTimeout(context.Background())
-	return trace.Gather(ctx, m, c.Env.Rank, c.Env.Size, c.Opts.TraceFile)
+	return trace.Gather(ctx, m, c.RankID(), c.Size(), c.Opts.TraceFile)
 }
 
 // Tracing reports whether the rank records a timeline (TraceOp records).

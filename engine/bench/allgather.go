@@ -152,7 +152,7 @@ func openNCCL(ctx context.Context, c *engine.Comm, cs tcuda.GraphStream) (*ncclR
 	status := ""
 	if lerr != nil {
 		status = lerr.Error()
-	} else if c.Env.Rank == 0 {
+	} else if c.RankID() == 0 {
 		var err error
 		if id, err = lib.UniqueID(); err != nil {
 			status = err.Error()
@@ -182,7 +182,7 @@ func openNCCL(ctx context.Context, c *engine.Comm, cs tcuda.GraphStream) (*ncclR
 		lib.Close()
 		return nil, "", err
 	}
-	comm, ierr := lib.InitRank(id, c.Env.Size, c.Env.Rank)
+	comm, ierr := lib.InitRank(id, c.Size(), c.RankID())
 	status = ""
 	if ierr != nil {
 		status = ierr.Error()
@@ -211,8 +211,8 @@ func AGChunk(total, n uint64) uint64 { return total / n &^ (AGChunkAlign - 1) }
 // against the checksum of the rank that sent it; wrong chunks are summed
 // over ranks. Rank 0's result holds the rows.
 func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *AGBenchResult, rerr error) {
-	N := uint64(c.Env.Size)
-	me := c.Env.Rank
+	N := uint64(c.Size())
+	me := c.RankID()
 	if len(cfg.Sizes) == 0 || cfg.Iters < 1 || cfg.Warmup < 0 {
 		return nil, errors.New("bench allgather: need sizes, iters >= 1 and warmup >= 0")
 	}
