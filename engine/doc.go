@@ -12,4 +12,6 @@
 // bench (the benchmarks) and enginetest (in-process jobs for tests).
 // engine is imported by allgather, plan, bench, luabind, repl and the CLI,
 // never by bootstrap, launch or trace.
+//
+// Imports: engine/bootstrap, engine/launch, engine/launch/cpuset, engine/trace, transport, transport/net, transport/shm, window
 package engine

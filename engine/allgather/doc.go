@@ -11,4 +11,6 @@
 // ReserveSlots for the slots it owns, TraceOp), window memory through
 // window.Window.Raw, and the CUDA stream through the small interfaces of
 // transport/cuda.
+//
+// Imports: cuda, engine, engine/bootstrap, transport, transport/cuda, transport/shm, window
 package allgather
