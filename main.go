@@ -1,5 +1,3 @@
-// Command luacoll runs Lua scripts of one-sided communication (windows,
-// puts, signals, barriers, all-gathers) on N ranks, on the host or on GPUs.
 package main
 
 import (

@@ -20,7 +20,6 @@ import (
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/engine/trace"
 	"github.com/luacoll/luacoll/transport"
-	tcuda "github.com/luacoll/luacoll/transport/cuda"
 	tnet "github.com/luacoll/luacoll/transport/net"
 	"github.com/luacoll/luacoll/transport/shm"
 	"github.com/luacoll/luacoll/window"
@@ -78,15 +77,22 @@ type Comm struct {
 	// start-up are not the script's, and the mismatch error counts the
 	// script's.
 	collBase int
-	// agActive is each window's live persistent all-gather (one at most).
-	agMu     sync.Mutex
-	agActive map[*window.Window]*AllGather
+	// reserved holds each window's reserved slots (ReserveSlots).
+	resMu    sync.Mutex
+	reserved map[*window.Window]*Reservation
 	windows  []*window.Window
 	buffers  []*window.Buffer
 	closed   bool
 	trace    *trace.Recorder // nil unless tracing
 	leaving  string          // why the rank leaves early (Leave)
 }
+
+// RankID is this rank's number in the job, 0 to Size()-1 (the same as
+// Env.Rank and Rank.ID()).
+func (c *Comm) RankID() int { return c.Env.Rank }
+
+// Size is the number of ranks in the job.
+func (c *Comm) Size() int { return c.Env.Size }
 
 // Conn is what a Comm needs of the bootstrap: the exchange, and the way to
 // report a failure and say goodbye. *Bootstrap implements it; tests use an
@@ -180,8 +186,8 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 		c.Close(err)
 		return nil, fmt.Errorf("rank %d: %w", env.Rank, err)
 	}
-	if p, ok := be.(tcuda.Prelauncher); ok {
-		p.SetPrelaunch(tcuda.PrelaunchDefault(gpuShared(topo)))
+	if g, ok := be.(transport.GPUSharer); ok {
+		g.SetGPUShared(gpuShared(topo))
 	}
 	if h, ok := be.(interface{ SetTimeoutHint(string) }); ok && gpuShared(topo) && be.Describe().MPS == "off" && os.Getenv(launch.EnvMPS) == "" {
 		h.SetTimeoutHint(fmt.Sprintf("rank %d shares its GPU with another rank and MPS is off: their contexts take turns on the GPU, "+
@@ -420,7 +426,7 @@ func (c *Comm) JoinRefused(ctx context.Context, call, reason string) error {
 	_, err := c.traced(ctx, call, []byte(reason), false, true)
 	var re *RefusedError
 	if errors.As(err, &re) && len(re.Reasons) == 1 {
-		if _, mine := re.Reasons[c.Env.Rank]; mine {
+		if _, mine := re.Reasons[c.RankID()]; mine {
 			return nil
 		}
 	}
@@ -432,7 +438,7 @@ func (c *Comm) JoinRefused(ctx context.Context, call, reason string) error {
 func (c *Comm) checked(ctx context.Context, call string, data []byte, statusOnly bool) ([][]byte, error) {
 	if c.Refuse != nil {
 		if err := c.Refuse(call); err != nil {
-			return nil, fmt.Errorf("rank %d: %w", c.Env.Rank, err)
+			return nil, fmt.Errorf("rank %d: %w", c.RankID(), err)
 		}
 	}
 	return c.traced(ctx, call, data, statusOnly, false)
@@ -469,7 +475,7 @@ func (c *Comm) exchange(ctx context.Context, call string, data []byte, statusOnl
 	msg.Write(data)
 	all, err := c.Boot.AllGather(ctx, msg.Bytes())
 	if err != nil {
-		return nil, fmt.Errorf("rank %d: %s: %w", c.Env.Rank, call, err)
+		return nil, fmt.Errorf("rank %d: %s: %w", c.RankID(), call, err)
 	}
 	const head = 13
 	out := make([][]byte, len(all))
@@ -478,11 +484,11 @@ func (c *Comm) exchange(ctx context.Context, call string, data []byte, statusOnl
 	var reasons map[int]string
 	for r, m := range all {
 		if len(m) < head {
-			return nil, fmt.Errorf("rank %d: %s: short message from rank %d", c.Env.Rank, call, r)
+			return nil, fmt.Errorf("rank %d: %s: short message from rank %d", c.RankID(), call, r)
 		}
 		n := binary.LittleEndian.Uint32(m[9:head])
 		if uint64(len(m)) < head+uint64(n) {
-			return nil, fmt.Errorf("rank %d: %s: short message from rank %d", c.Env.Rank, call, r)
+			return nil, fmt.Errorf("rank %d: %s: short message from rank %d", c.RankID(), call, r)
 		}
 		calls[r] = string(m[head : head+n])
 		out[r] = m[head+n:]
@@ -572,7 +578,7 @@ func (c *Comm) NewWindow(ctx context.Context, call string, o window.Options) (*w
 		return nil, err
 	}
 	if err := resolveSharing(&o, all); err != nil {
-		return nil, fmt.Errorf("rank %d: %s: %w", c.Env.Rank, call, err)
+		return nil, fmt.Errorf("rank %d: %s: %w", c.RankID(), call, err)
 	}
 	w, err := c.Rank.NewWindow(ctx, o)
 	if err != nil {
@@ -663,7 +669,7 @@ func (c *Comm) Close(cause error) error {
 		bctx, cancel := context.WithCancel(bootstrap.WithoutCallTimeout(context.Background()))
 		if berr := c.Boot.Barrier(bctx); berr == nil {
 			for _, w := range c.windows {
-				w.UnmapPeers()
+				w.Raw().UnmapPeers()
 			}
 			_ = c.Boot.Barrier(bctx)
 		}

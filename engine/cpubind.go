@@ -11,7 +11,6 @@ import (
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/engine/launch/cpuset"
 	"github.com/luacoll/luacoll/transport"
-	"github.com/luacoll/luacoll/transport/shm"
 )
 
 type cpuOffer struct {
@@ -47,11 +46,13 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 		return err
 	}
 	c.CPUs = allowed
-	hb, onHost := c.Backend.(*shm.HostBackend)
+	hb, onHost := c.Backend.(transport.Crowdable)
 	if onHost && aerr == nil {
 		// Waits adapt to ranks that outnumber the CPUs they may run on
 		// (decided again below if this rank gets a share of its own).
-		hb.Oversubscribed, hb.SharedProcess = crowded(c.Env.Rank, cand, all)
+		over, shared := crowded(c.RankID(), cand, all)
+		hb.SetOversubscribed(over)
+		hb.SetSharedProcess(shared)
 	}
 	var min int
 	switch mode {
@@ -96,7 +97,7 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 	}
 	core := cpuset.CoreOf()
 	shares := cpuset.Split(members, min, core)
-	mine := shares[c.Env.Rank]
+	mine := shares[c.RankID()]
 	crowd := -1 // ranks of this host dealt this rank's CPU; -1: not dealt
 	if mine == nil && mode == launch.CPUBindAuto && onHost {
 		// More host ranks than CPUs: one CPU each, dealt in turn, so
@@ -105,13 +106,13 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 		// and a small all-gather took 3.0-7.6 us an exec depending on
 		// which (2 each: 3.8-5.7).
 		dealt := cpuset.Deal(members, core)
-		mine = dealt[c.Env.Rank]
+		mine = dealt[c.RankID()]
 		if mine != nil {
 			// Crowded if another rank of this host got the same CPU
 			// (3 ranks on 2 CPUs: rank 1 has its CPU to itself).
 			crowd = 0
 			for r, d := range dealt {
-				if d != nil && members[r].Host == members[c.Env.Rank].Host && d[0] == mine[0] {
+				if d != nil && members[r].Host == members[c.RankID()].Host && d[0] == mine[0] {
 					crowd++
 				}
 			}
@@ -152,7 +153,7 @@ func (c *Comm) bindCPUs(ctx context.Context) error {
 	if onHost && crowd <= 1 {
 		// A share of its own: the rank runs its waits on the caller's
 		// thread (one CPU is enough).
-		hb.Oversubscribed = false
+		hb.SetOversubscribed(false)
 	}
 	return nil
 }

@@ -16,9 +16,9 @@ func (c *Comm) startTrace(ctx context.Context) error {
 	part := ""
 	switch {
 	case c.Opts.TraceDir != "":
-		part = trace.PartPath(c.Opts.TraceDir, c.Env.Rank)
+		part = trace.PartPath(c.Opts.TraceDir, c.RankID())
 	case c.Opts.TraceFile != "":
-		part = trace.SidePart(c.Opts.TraceFile, c.Env.Rank)
+		part = trace.SidePart(c.Opts.TraceFile, c.RankID())
 	default:
 		return nil
 	}
@@ -29,7 +29,7 @@ func (c *Comm) startTrace(ctx context.Context) error {
 			return fmt.Errorf("trace: %w", err)
 		}
 	}
-	rec, err := trace.Start(trace.Options{Rank: c.Env.Rank, Clock: clock, Part: part})
+	rec, err := trace.Start(trace.Options{Rank: c.RankID(), Clock: clock, Part: part})
 	if err != nil {
 		return err
 	}
@@ -54,12 +54,19 @@ func (c *Comm) endTrace(cause error) error {
 	}
 	// The ranks end their scripts at different times.
 	ctx := bootstrap.WithoutCallTimeout(context.Background())
-	return trace.Gather(ctx, m, c.Env.Rank, c.Env.Size, c.Opts.TraceFile)
+	return trace.Gather(ctx, m, c.RankID(), c.Size(), c.Opts.TraceFile)
 }
 
-// traceOp records an operation the engine enqueued on the rank's stream
-// itself (tracing is on).
-func (c *Comm) traceOp(op window.Op) {
+// Tracing reports whether the rank records a timeline (TraceOp records).
+func (c *Comm) Tracing() bool { return c.trace != nil }
+
+// TraceOp records an operation enqueued on the rank's stream by code of
+// its own rather than through a window (a persistent all-gather's exec):
+// op.Done is stamped here. It does nothing unless Tracing.
+func (c *Comm) TraceOp(op window.Op) {
+	if c.trace == nil {
+		return
+	}
 	if s, ok := c.Rank.Stream.(transport.Stamper); ok {
 		op.Done = s.Stamp()
 	}

@@ -5,12 +5,12 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
-	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/allgather"
 )
 
 // agRef is the userdata value of a persistent all-gather.
 type agRef struct {
-	ag   *engine.AllGather
+	ag   *allgather.Persistent
 	call string
 }
 
@@ -124,7 +124,7 @@ func newAllGather(c *call) int {
 		}
 		graph = bool(b)
 	}
-	ag, err := engine.NewAllGather(c.ctx(), c.s.Comm, w, algo, graph)
+	ag, err := allgather.New(c.ctx(), c.s.Comm, w, algo, graph)
 	c.check(err)
 	desc := fmt.Sprintf("lc.allgather_persistent{window=%d, algo=%q, graph=%v}", w.ID(), algo, graph)
 	c.s.push(&agRef{ag: ag, call: desc}, "ag")

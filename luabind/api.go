@@ -10,7 +10,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
-	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/allgather"
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/engine/launch/cpuset"
 	"github.com/luacoll/luacoll/transport"
@@ -129,7 +129,7 @@ func rankEntries() []*Entry {
 			return 1
 		}),
 		fn("lc.nodes", "()", "table", g, "How the ranks group into nodes (two ranks share one when neither reaches the other over the network), from the topology every rank holds: no collective, so plans may call it. {groups = {{ranks of node 1}, ...} (nodes in the order of their lowest rank, ranks in order), node (this rank's, from 1), local_index (this rank's index in its node, from 1)}.", func(c *call) int {
-			groups, node, local, _ := engine.NodeGroups(c.s.Comm.Rank.Topo, c.s.Comm.Env.Size, c.s.Comm.Env.Rank)
+			groups, node, local, _ := allgather.NodeGroups(c.s.Comm.Rank.Topo, c.s.Comm.Env.Size, c.s.Comm.Env.Rank)
 			t, gs := c.L.NewTable(), c.L.NewTable()
 			for _, g := range groups {
 				rt := c.L.NewTable()
@@ -658,7 +658,7 @@ func windowEntries() []*Entry {
 			set("ipc", lua.LString(o.IPC))
 			set("why", lua.LString(o.SymmetricWhy))
 			set("memory", lua.LString(w.Memory()))
-			if f := w.Flat(); f != nil {
+			if f := w.Raw().Flat(); f != nil {
 				set("mode", lua.LString("symmetric"))
 				set("ipc", lua.LString(transport.IPCVMM))
 				set("base", lua.LNumber(float64(f.Base)))

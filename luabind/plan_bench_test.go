@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/allgather"
 	"github.com/luacoll/luacoll/engine/bench"
 	"github.com/luacoll/luacoll/engine/enginetest"
 	"github.com/luacoll/luacoll/transport/inproc"
@@ -75,7 +76,7 @@ func benchPlanVsBuiltin(b *testing.B, algo string, size uint64) {
 				if err != nil {
 					return err
 				}
-				ag, err := engine.NewAllGather(ctx, c, w, "direct", false)
+				ag, err := allgather.New(ctx, c, w, "direct", false)
 				if err != nil {
 					return err
 				}

@@ -1,6 +1,3 @@
-// Package transport moves bytes between ranks: it classifies every peer
-// (self, same-host shared memory, GPU peer over NVLink, another host) and
-// registers, exchanges and maps memory regions per class.
 package transport
 
 import (

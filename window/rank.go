@@ -1,7 +1,3 @@
-// Package window implements one-sided windows: a data buffer every peer can
-// write, per-sender signal rows, monotonic barrier slots and local-completion
-// counters, each operation turned into ordered operations on the rank's
-// stream. It also holds local buffers, the sources and destinations of puts.
 package window
 
 import (
@@ -32,7 +28,7 @@ type Rank struct {
 	Trace Recorder
 
 	nextWindow int
-	// of is the rank a view stands for (Window.OnStream); nil for a rank.
+	// of is the rank a view stands for (Raw.OnStream); nil for a rank.
 	of *Rank
 }
 

@@ -101,7 +101,7 @@ func TestGoldenTraces(t *testing.T) {
 		}
 		src, _ := r.NewBuffer(64)
 		defer src.Free()
-		l := w.Layout()
+		l := w.lay
 		for p := 0; p < n; p++ {
 			ts.names = append(ts.names, named{w.reg.Peers[p], l.Total, fmt.Sprintf("w0@r%d", p)})
 		}

@@ -72,7 +72,7 @@ func (w *Window) describeWait(ws transport.WaitSpec, observed uint64, cause erro
 	if site := (Site{File: ws.Note.File, Line: ws.Note.Line}).String(); site != "" {
 		where = " (enqueued at " + site + ")"
 	}
-	e := w.WaitFailed(op, cond, where, observed, ws.Timeout, cause)
+	e := w.waitFailed(op, cond, where, observed, ws.Timeout, cause)
 	if errors.Is(cause, transport.ErrTimeout) {
 		if ranks := w.noteRanks(ws.Note); ranks != nil && len(ws.Slots) > 1 {
 			e.Rows = w.suspects(ws.Slots, ranks, ws.Mode, ws.Cmp, ws.Value)
@@ -81,12 +81,12 @@ func (w *Window) describeWait(ws transport.WaitSpec, observed uint64, cause erro
 	return e
 }
 
-// WaitFailed is the error of a wait of this window that did not succeed,
-// also for waits that run elsewhere (a plan's kernel): op names it
+// waitFailed is the error of a wait of this window that did not succeed,
+// also for waits that run elsewhere (Raw.WaitFailed): op names it
 // ("wait_signal_from(peer 1, sig 0)"), cond is its condition (">= 5"),
 // where says where it came from (" (enqueued at x.lua:3)"), cause is
 // transport.ErrTimeout or why it was aborted.
-func (w *Window) WaitFailed(op, cond, where string, observed uint64, timeout time.Duration, cause error) *WaitError {
+func (w *Window) waitFailed(op, cond, where string, observed uint64, timeout time.Duration, cause error) *WaitError {
 	if errors.Is(cause, transport.ErrTimeout) {
 		msg := fmt.Sprintf("timed out after %v", timeout)
 		if h := transport.HintOf(cause); h != "" {

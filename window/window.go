@@ -110,27 +110,6 @@ func (r *Rank) NewWindow(ctx context.Context, opts Options) (*Window, error) {
 	return w, nil
 }
 
-// OnStream returns a view of w whose operations go to s instead of the
-// rank's stream, and whose reads of slot values (in wait errors) go
-// through be: the same memory, peers, buffers and barrier epochs, so a
-// barrier on the view counts with the window's own. It serves a helper
-// that runs window operations on another thread (a host function of a
-// CUDA graph on the proxy path, with s a host stream over the window's
-// host memory): the caller must not use w and the view on one barrier id
-// at the same time. The view records no trace and is never freed itself.
-func (w *Window) OnStream(s transport.Stream, be transport.Backend) *Window {
-	r := *w.r
-	r.of = w.r.root()
-	r.Stream, r.Backend, r.Trace, r.Site, r.Context = s, be, nil, nil, nil
-	v := *w
-	v.r = &r
-	v.peers = w.peers.Clone()
-	v.barSlots = append([][]transport.Addr(nil), w.barSlots...)
-	v.inSlots, v.oneSlots = nil, nil
-	v.describe = v.describeWait
-	return &v
-}
-
 // ID is the window's number on this rank (the same on every rank).
 func (w *Window) ID() int { return w.id }
 
@@ -142,24 +121,6 @@ func (w *Window) Buffer() *Buffer { return w.buf }
 
 // Rank returns the rank the window belongs to.
 func (w *Window) Rank() *Rank { return w.r }
-
-// Layout returns the window's memory layout.
-func (w *Window) Layout() Layout { return w.lay }
-
-// PeerData returns the address, as mapped here, of peer's data buffer (0
-// when the peer cannot be mapped). Benchmarks use it for reference copies.
-func (w *Window) PeerData(peer int) transport.Addr {
-	return w.peers.Addr(peer, w.lay.DataOff)
-}
-
-// SignalSlot returns the address, as mapped here, of the slot sig that
-// sender writes in receiver's inbox (0 when receiver cannot be mapped).
-func (w *Window) SignalSlot(receiver, sender, sig int) transport.Addr {
-	return w.peers.Addr(receiver, w.lay.Inbox(sender, sig))
-}
-
-// Flat returns the window's flat range when it is symmetric, else nil.
-func (w *Window) Flat() *transport.FlatRange { return w.reg.Flat }
 
 // Memory says where the window's memory lives: "host" (the host backend),
 // "device", or "host, mapped by the device" (a CUDA window with network
@@ -173,9 +134,6 @@ func (w *Window) Memory() string {
 	}
 	return "device"
 }
-
-// Peers returns the window's dispatcher: the route to every peer's part.
-func (w *Window) Peers() *transport.Peers { return w.peers }
 
 // Freed reports whether the window was freed.
 func (w *Window) Freed() bool { return w.freed }
@@ -341,7 +299,7 @@ func (w *Window) enqueueSignal(peer int, s Sig) {
 	if s.Op == SigSet {
 		w.store(peer, slot, s.Value)
 	} else if rs, ok := w.r.Stream.(transport.Ringer); ok && w.peers.Addr(peer, slot) != 0 {
-		rs.Add64Ring(w.peers.Addr(peer, slot), s.Value, w.Bell(peer))
+		rs.Add64Ring(w.peers.Addr(peer, slot), s.Value, w.bell(peer))
 	} else {
 		w.peers.Add64(w.r.Stream, peer, slot, s.Value)
 	}
@@ -351,15 +309,15 @@ func (w *Window) enqueueSignal(peer int, s Sig) {
 // peer's bell where the stream can.
 func (w *Window) store(peer int, off, v uint64) {
 	if rs, ok := w.r.Stream.(transport.Ringer); ok && w.peers.Addr(peer, off) != 0 {
-		rs.Store64Ring(w.peers.Addr(peer, off), v, w.Bell(peer))
+		rs.Store64Ring(w.peers.Addr(peer, off), v, w.bell(peer))
 		return
 	}
 	w.peers.Store64(w.r.Stream, peer, off, v)
 }
 
-// Bell is the address of rank's bell (transport.RingBell) in this window,
+// bell is the address of rank's bell (transport.RingBell) in this window,
 // as mapped here: waits on rank's slots of this window sleep on it.
-func (w *Window) Bell(rank int) transport.Addr {
+func (w *Window) bell(rank int) transport.Addr {
 	return w.peers.Addr(rank, w.lay.BellOff) // 0: not mapped here
 }
 
@@ -859,13 +817,6 @@ func (w *Window) Free(ctx context.Context) error {
 	return nil
 }
 
-// UnmapPeers drops this rank's mappings of the peers' parts (teardown).
-func (w *Window) UnmapPeers() {
-	if !w.freed {
-		_ = w.reg.UnmapPeers()
-	}
-}
-
 // Release unmaps the window without meeting the other ranks (teardown
 // after a failure).
 func (w *Window) Release() {
@@ -873,26 +824,4 @@ func (w *Window) Release() {
 		w.freed = true
 		_ = w.reg.Close()
 	}
-}
-
-// LocalAddr is the address of byte off of this rank's region (offsets as
-// the window's Layout gives them).
-func (w *Window) LocalAddr(off uint64) transport.Addr { return w.local(off) }
-
-// AdvanceBarrier counts uses uses of window barrier id as Barrier would,
-// enqueueing nothing, and returns the epoch before them: the k-th use
-// (from 1) has epoch before+k. It serves work that runs the barriers
-// itself (a plan's kernel on the device). uses 0 reads the epoch.
-func (w *Window) AdvanceBarrier(id int, uses uint64) uint64 {
-	e := w.epoch[id]
-	w.epoch[id] += uses
-	return e
-}
-
-// AdvancePairBarrier is AdvanceBarrier for the pairwise barrier id with
-// peer.
-func (w *Window) AdvancePairBarrier(peer, id int, uses uint64) uint64 {
-	e := w.pepoch[id][peer]
-	w.pepoch[id][peer] += uses
-	return e
 }

@@ -368,7 +368,7 @@ func TestWindowOnStream(t *testing.T) {
 		defer src.Free()
 		other, _ := r.Backend.NewStream(r.Abort)
 		defer other.Close()
-		view := w.OnStream(other, r.Backend)
+		view := w.Raw().OnStream(other, r.Backend)
 		me := r.ID()
 		for round := 1; round <= 4; round++ {
 			on := w

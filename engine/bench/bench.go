@@ -43,7 +43,7 @@ type BenchRow struct {
 // mode is "push" (puts, the default) or "pull" (gets: each rank's copy
 // reads the peer's window).
 func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, path string, bidir bool, mode string, progress io.Writer) ([]BenchRow, error) {
-	if c.Env.Size < 2 {
+	if c.Size() < 2 {
 		return nil, fmt.Errorf("bench put needs at least 2 ranks")
 	}
 	max := sizes[len(sizes)-1]
@@ -76,7 +76,7 @@ func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, pa
 		}
 	}
 	var rows []BenchRow
-	me := c.Env.Rank
+	me := c.RankID()
 	bar := newProgressBar(progress, len(sizes))
 	for i, n := range sizes {
 		bar.show(i, fmt.Sprintf("measuring %d bytes", n))
@@ -151,7 +151,7 @@ func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, pa
 			}
 			if onDevice {
 				// On a GPU the ceiling is a raw peer copy of the same bytes.
-				dst := w.PeerData(peer)
+				dst := w.Raw().Data(peer, 0)
 				srcAddr, _ := src.Addr()
 				ref = func() (float64, error) {
 					if err := start(); err != nil {
@@ -220,7 +220,7 @@ type deviceLooper interface {
 // scope.
 func onMyDevice(c *engine.Comm, peers ...int) bool {
 	ids := c.Rank.Topo.Idents
-	me := ids[c.Env.Rank]
+	me := ids[c.RankID()]
 	for _, p := range peers {
 		if ids[p].Host != me.Host || ids[p].Device != me.Device {
 			return false
@@ -241,7 +241,7 @@ func noDeviceLoops(c *engine.Comm) bool {
 // rows (one-way latency = round trip / 2).
 func BenchDevicePingPong(ctx context.Context, c *engine.Comm, iters int) ([]BenchRow, error) {
 	dl, ok := c.Backend.(deviceLooper)
-	if !ok || c.Env.Size < 2 || noDeviceLoops(c) {
+	if !ok || c.Size() < 2 || noDeviceLoops(c) {
 		return nil, nil
 	}
 	var rows []BenchRow
@@ -258,7 +258,7 @@ func BenchDevicePingPong(ctx context.Context, c *engine.Comm, iters int) ([]Benc
 		}
 		src, err := c.NewBuffer(8)
 		if err == nil {
-			err = src.Fill(transport.FillRandU32, payloadSeed(c.Env.Rank))
+			err = src.Fill(transport.FillRandU32, payloadSeed(c.RankID()))
 		}
 		if err != nil {
 			return nil, err
@@ -266,17 +266,18 @@ func BenchDevicePingPong(ctx context.Context, c *engine.Comm, iters int) ([]Benc
 		if err := barrierSync(ctx, w); err != nil {
 			return nil, err
 		}
-		me := c.Env.Rank
+		me := c.RankID()
 		var d time.Duration
 		if me <= 1 {
 			peer := 1 - me
 			srcAddr, _ := src.Addr()
+			wr := w.Raw()
 			if how == line {
 				// The payload lands at offset 0; the line is at 16.
-				d, err = dl.DeviceLinePingPong(w.PeerData(peer)+16, w.PeerData(me)+16, w.PeerData(me), srcAddr,
-					w.SignalSlot(me, peer, 0), uint64(iters), me == 0, w.Options().Timeout)
+				d, err = dl.DeviceLinePingPong(wr.Data(peer, 16), wr.Data(me, 16), wr.Data(me, 0), srcAddr,
+					wr.Signal(me, peer, 0), uint64(iters), me == 0, w.Options().Timeout)
 			} else {
-				d, err = dl.DevicePingPong(how == raw, w.PeerData(peer), srcAddr, 8, w.SignalSlot(peer, me, 0), w.SignalSlot(me, peer, 0),
+				d, err = dl.DevicePingPong(how == raw, wr.Data(peer, 0), srcAddr, 8, wr.Signal(peer, me, 0), wr.Signal(me, peer, 0),
 					uint64(iters), me == 0, w.Options().Timeout, onMyDevice(c, peer))
 			}
 		}
@@ -325,7 +326,7 @@ func BenchDeviceBarrier(ctx context.Context, c *engine.Comm, iters int) (BenchRo
 	if !ok || noDeviceLoops(c) {
 		return BenchRow{}, false, nil
 	}
-	n := c.Env.Size
+	n := c.Size()
 	w, err := c.NewWindow(ctx, "bench.devbarrier", window.Options{Bytes: uint64(8 * n), Signals: 1, Counters: 1, Barriers: 1, Path: "auto"})
 	if err != nil {
 		return BenchRow{}, true, err
@@ -335,13 +336,13 @@ func BenchDeviceBarrier(ctx context.Context, c *engine.Comm, iters int) (BenchRo
 	}
 	rows := make([]transport.Addr, n)
 	for p := range rows {
-		rows[p] = w.PeerData(p)
+		rows[p] = w.Raw().Data(p, 0)
 	}
 	all := make([]int, n)
 	for p := range all {
 		all[p] = p
 	}
-	d, err := dl.DeviceBarrierLoop(rows, c.Env.Rank, uint64(iters), w.Options().Timeout, onMyDevice(c, all...), w.Flat())
+	d, err := dl.DeviceBarrierLoop(rows, c.RankID(), uint64(iters), w.Options().Timeout, onMyDevice(c, all...), w.Raw().Flat())
 	ferr := c.FreeWindow(ctx, w)
 	if err != nil {
 		return BenchRow{}, true, err
@@ -352,7 +353,7 @@ func BenchDeviceBarrier(ctx context.Context, c *engine.Comm, iters int) (BenchRo
 // BenchPingPong measures put_signal -> wait round trips between ranks 0 and
 // 1 with 8-byte puts; the row holds the median one-way latency.
 func BenchPingPong(ctx context.Context, c *engine.Comm, iters int, path string) (BenchRow, error) {
-	if c.Env.Size < 2 {
+	if c.Size() < 2 {
 		return BenchRow{}, fmt.Errorf("bench pingpong needs at least 2 ranks")
 	}
 	w, err := c.NewWindow(ctx, "bench.pingpong(path "+path+")", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1, Path: path})
@@ -365,13 +366,13 @@ func BenchPingPong(ctx context.Context, c *engine.Comm, iters int, path string) 
 		return BenchRow{}, err
 	}
 	defer src.Free()
-	if err := src.Fill(transport.FillRandU32, payloadSeed(c.Env.Rank)); err != nil {
+	if err := src.Fill(transport.FillRandU32, payloadSeed(c.RankID())); err != nil {
 		return BenchRow{}, err
 	}
 	if err := barrierSync(ctx, w); err != nil {
 		return BenchRow{}, err
 	}
-	me := c.Env.Rank
+	me := c.RankID()
 	samples := make([]float64, 0, iters)
 	enq := make([]float64, 0, iters)
 	syn := make([]float64, 0, iters)
@@ -413,7 +414,7 @@ func BenchPingPong(ctx context.Context, c *engine.Comm, iters int, path string) 
 	// the sync that sees it done.
 	st := c.Rank.Stream
 	floor := median(max(iters/10, 10), func() error {
-		st.Store64(w.SignalSlot(me, me, 0), 0)
+		st.Store64(w.Raw().Signal(me, me, 0), 0)
 		return st.Sync(ctx)
 	})
 	if floor.err != nil {
@@ -438,7 +439,7 @@ func checkPayload(ctx context.Context, c *engine.Comm, w *window.Window, call st
 	const failed = 1 << 20 // a rank's look failed
 	wrong := 0
 	var lerr error
-	if me := c.Env.Rank; check && me <= 1 {
+	if me := c.RankID(); check && me <= 1 {
 		var ref *window.Buffer
 		if ref, lerr = c.NewBuffer(8); lerr == nil {
 			lerr = ref.Fill(transport.FillRandU32, payloadSeed(1-me))

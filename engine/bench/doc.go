@@ -4,5 +4,7 @@
 // Lua schedule, with a progress bar on the launcher's terminal. The plot
 // sub-package draws the charts (SVG, PNG).
 //
-// It imports engine, window and transport; only the CLI and tests import it.
+// Only the CLI and tests import it.
+//
+// Imports: cuda, engine, engine/allgather, engine/bench/mpi, engine/launch, engine/plan, transport, transport/cuda, window
 package bench

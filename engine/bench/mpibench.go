@@ -42,8 +42,8 @@ func openMPI(ctx context.Context, c *engine.Comm) (*mpiRun, string, error) {
 		if r, err = lib.Rank(); err == nil {
 			s, err = lib.Size()
 		}
-		if err == nil && (r != c.Env.Rank || s != c.Env.Size) {
-			err = fmt.Errorf("MPI numbers this process rank %d of %d, luacoll rank %d of %d", r, s, c.Env.Rank, c.Env.Size)
+		if err == nil && (r != c.RankID() || s != c.Size()) {
+			err = fmt.Errorf("MPI numbers this process rank %d of %d, luacoll rank %d of %d", r, s, c.RankID(), c.Size())
 		}
 	}
 	status := ""

@@ -33,10 +33,10 @@ func benchPlanPingPong(ctx context.Context, c *engine.Comm, iters int, lines boo
 		return row, false, err
 	}
 	defer func() { _ = src.Free() }()
-	if err := src.Fill(transport.FillRandU32, payloadSeed(c.Env.Rank)); err != nil {
+	if err := src.Fill(transport.FillRandU32, payloadSeed(c.RankID())); err != nil {
 		return row, false, err
 	}
-	me, n := c.Env.Rank, c.Env.Size
+	me, n := c.RankID(), c.Size()
 	shape := plan.ShapeOf(n, w.Options(), []uint64{8})
 	lists := make([]plan.List, n)
 	for q := range lists {

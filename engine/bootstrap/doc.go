@@ -13,4 +13,6 @@
 //
 // It imports only transport (for the abort flag and the Exchanger
 // interface it implements); engine and the launcher build on it.
+//
+// Imports: transport
 package bootstrap

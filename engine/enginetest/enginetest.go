@@ -1,6 +1,3 @@
-// Package enginetest opens jobs of ranks that are goroutines of one test
-// process, for the tests of engine, its sub-packages and the layers above.
-// It is imported only by tests.
 package enginetest
 
 import (

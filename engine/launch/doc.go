@@ -13,4 +13,6 @@
 //
 // It imports bootstrap (job ids, the rank limit) and nothing else of the
 // engine.
+//
+// Imports: engine/bootstrap, engine/launch/cpuset, transport
 package launch

@@ -11,4 +11,6 @@
 //
 // It imports window; engine wires it in, and the CLI's
 // launchers merge with it.
+//
+// Imports: window
 package trace

@@ -1,5 +1,3 @@
-// Package inproc provides an in-process Exchanger: a job whose ranks are
-// goroutines of one process (tests, and single-process tools).
 package inproc
 
 import (

@@ -1,9 +1,10 @@
-package engine_test
+package allgather_test
 
 import (
 	"context"
 	"fmt"
 	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/allgather"
 	"github.com/luacoll/luacoll/engine/enginetest"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ func TestAllGatherHostProtocols(t *testing.T) {
 	// by the cache size: both ways.
 	for _, cache := range []string{"1G", "0"} {
 		t.Run("cache "+cache, func(t *testing.T) {
-			t.Setenv(engine.AGHostCacheEnv, cache)
+			t.Setenv(allgather.HostCacheEnv, cache)
 			testAllGatherHostProtocols(t)
 		})
 	}
@@ -32,15 +33,15 @@ func TestAllGatherHostProtocols(t *testing.T) {
 // A cache size the host protocol cannot read is an error naming the
 // variable, before the all-gather makes anything.
 func TestAllGatherHostCacheEnv(t *testing.T) {
-	t.Setenv(engine.AGHostCacheEnv, "32MiB")
+	t.Setenv(allgather.HostCacheEnv, "32MiB")
 	errs := enginetest.WithComms(t, 2, engine.Options{Device: "host", Timeout: 10 * time.Second}, func(r int, c *engine.Comm) error {
 		w, err := c.NewWindow(context.Background(), "w", window.Options{Bytes: 4096, Signals: 2, Counters: 1, Barriers: 2})
 		if err != nil {
 			return err
 		}
-		_, err = engine.NewAllGather(context.Background(), c, w, "auto", false)
-		if err == nil || !strings.Contains(err.Error(), engine.AGHostCacheEnv+`="32MiB"`) {
-			return fmt.Errorf("NewAllGather: %v, want an error naming %s", err, engine.AGHostCacheEnv)
+		_, err = allgather.New(context.Background(), c, w, "auto", false)
+		if err == nil || !strings.Contains(err.Error(), allgather.HostCacheEnv+`="32MiB"`) {
+			return fmt.Errorf("New: %v, want an error naming %s", err, allgather.HostCacheEnv)
 		}
 		return nil
 	})
@@ -54,7 +55,7 @@ func TestAllGatherHostCacheEnv(t *testing.T) {
 func testAllGatherHostProtocols(t *testing.T) {
 	const ranks = 3
 	big := uint64(1<<20 + 4160) // past CachedPiece, not a multiple of it
-	sizes := []uint64{0, 64, engine.AgHostEagerMax - 64, engine.AgHostEagerMax, engine.AgHostEagerMax + 64, big}
+	sizes := []uint64{0, 64, allgather.AgHostEagerMax - 64, allgather.AgHostEagerMax, allgather.AgHostEagerMax + 64, big}
 	errs := enginetest.WithComms(t, ranks, engine.Options{Device: "host", Timeout: 20 * time.Second}, func(r int, c *engine.Comm) error {
 		ctx := context.Background()
 		w, err := c.NewWindow(ctx, "w", window.Options{Bytes: big * ranks, Signals: 2, Counters: 1, Barriers: 2, Timeout: 20 * time.Second})
@@ -65,7 +66,7 @@ func testAllGatherHostProtocols(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		ag, err := engine.NewAllGather(ctx, c, w, "auto", false)
+		ag, err := allgather.New(ctx, c, w, "auto", false)
 		if err != nil {
 			return err
 		}
@@ -141,18 +142,18 @@ func testAllGatherHostProtocols(t *testing.T) {
 // protocols, and still see each other's tag for the exec and fail at once
 // naming both sizes, not at the timeout.
 func TestAllGatherHostMismatchAcrossProtocols(t *testing.T) {
-	n := []uint64{engine.AgHostEagerMax, engine.AgHostEagerMax + 64}
+	n := []uint64{allgather.AgHostEagerMax, allgather.AgHostEagerMax + 64}
 	errs := enginetest.WithComms(t, 2, engine.Options{Device: "host", Timeout: 20 * time.Second}, func(r int, c *engine.Comm) error {
 		ctx := context.Background()
-		w, err := c.NewWindow(ctx, "w", window.Options{Bytes: 4 * engine.AgHostEagerMax, Signals: 2, Counters: 1, Barriers: 2, Timeout: 10 * time.Minute})
+		w, err := c.NewWindow(ctx, "w", window.Options{Bytes: 4 * allgather.AgHostEagerMax, Signals: 2, Counters: 1, Barriers: 2, Timeout: 10 * time.Minute})
 		if err != nil {
 			return err
 		}
-		src, err := c.NewBuffer(2 * engine.AgHostEagerMax)
+		src, err := c.NewBuffer(2 * allgather.AgHostEagerMax)
 		if err != nil {
 			return err
 		}
-		ag, err := engine.NewAllGather(ctx, c, w, "auto", false)
+		ag, err := allgather.New(ctx, c, w, "auto", false)
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package engine
+package allgather
 
 import (
 	"fmt"
@@ -9,11 +9,11 @@ import (
 
 // The all-gather's algorithms on the window's own operations: "direct",
 // "ring" and "hier" (two levels). They run wherever a window reaches its
-// peers, network peers included, which the host protocol (agphost.go)
+// peers, network peers included, which the host protocol (host.go)
 // cannot map.
 //
 // Every exec k starts with the guard barrier (where the all-gather has a
-// staging window, agstage.go, the exchange of tags there instead) and ends, for every sender p
+// staging window, stage.go, the exchange of tags there instead) and ends, for every sender p
 // whose messages a rank receives, with p's row of the reserved slot equal
 // to tag(k, n): direct sets it with its one put_signal; ring and hier,
 // whose senders send m messages per exec to one receiver, add 1 with each
@@ -109,7 +109,7 @@ func agPiece(n, pieces, i uint64) (uint64, uint64) {
 
 // agExec is one exec of an algorithm on window operations.
 type agExec struct {
-	ag     *AllGather
+	ag     *Persistent
 	k, n   uint64
 	tag    uint64
 	src    *window.Buffer // this rank's chunk (the window itself in place)
@@ -133,7 +133,7 @@ func (e *agExec) send(peer int, off uint64, local *window.Buffer, localOff, n ui
 
 // sendOwn sends this rank's chunk bytes [off, off+n) to peer.
 func (e *agExec) sendOwn(peer int, off, n uint64, last bool) error {
-	me := uint64(e.ag.c.Env.Rank)
+	me := uint64(e.ag.me)
 	return e.send(peer, me*e.n+off, e.src, e.srcOff+off, n, last)
 }
 
@@ -154,15 +154,15 @@ func (e *agExec) wait(p int, last bool) {
 
 // execWindow enqueues one exec on the window's own operations: the guard
 // barrier, the own chunk into place, then the algorithm's puts and waits.
-func (ag *AllGather) execWindow(src *window.Buffer, srcOff, n uint64, inPlace bool) error {
+func (ag *Persistent) execWindow(src *window.Buffer, srcOff, n uint64, inPlace bool) error {
 	if ag.staged(n) {
 		return ag.execStaged(src, srcOff, n, inPlace)
 	}
 	w := ag.w
-	me := ag.c.Env.Rank
+	me := ag.me
 	own := uint64(me) * n
 	if ag.stage != nil && (ag.k+1)&tagKMask != 0 {
-		// The guard on the staging window's slots (agstage.go).
+		// The guard on the staging window's slots (stage.go).
 		ag.k++
 		if err := ag.stageGuard(ag.k, n); err != nil {
 			return err
@@ -194,7 +194,7 @@ func (ag *AllGather) execWindow(src *window.Buffer, srcOff, n uint64, inPlace bo
 
 // nextExec counts the next exec and enqueues its guard barrier, with the
 // wrap's reset where the tag's exec field wraps.
-func (ag *AllGather) nextExec() error {
+func (ag *Persistent) nextExec() error {
 	ag.k++
 	if err := ag.w.Barrier(ag.bar); err != nil {
 		return ag.errf("exec #%d: guard barrier: %w", ag.k, err)
@@ -202,7 +202,7 @@ func (ag *AllGather) nextExec() error {
 	if ag.k&tagKMask != 0 {
 		return nil
 	}
-	st, me := ag.w.Rank().Stream, ag.c.Env.Rank
+	st, me := ag.w.Rank().Stream, ag.me
 	for p := range ag.base {
 		if p != me {
 			st.Store64(ag.inbox[p], 0)
@@ -219,7 +219,7 @@ func (ag *AllGather) nextExec() error {
 // direct: one put_signal (set tag) to every peer, peers in the order
 // rank+1, rank+2, ..., then a wait for every peer's tag.
 func (e *agExec) direct() error {
-	me, size := e.ag.c.Env.Rank, e.ag.c.Rank.N()
+	me, size := e.ag.me, e.ag.size
 	for i := 1; i < size; i++ {
 		if err := e.sendOwn((me+i)%size, 0, e.n, true); err != nil {
 			return err
@@ -235,7 +235,7 @@ func (e *agExec) direct() error {
 // neighbour (its own chunk from the source in step 0, then what arrived
 // in the step before) and waits for chunk rank-s-1 from its left.
 func (e *agExec) ring() error {
-	me, size := e.ag.c.Env.Rank, e.ag.c.Rank.N()
+	me, size := e.ag.me, e.ag.size
 	right, left := (me+1)%size, (me-1+size)%size
 	buf := e.ag.w.Buffer()
 	for s := 0; s < size-1; s++ {

@@ -1,9 +1,10 @@
-package engine_test
+package allgather_test
 
 import (
 	"context"
 	"fmt"
 	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/allgather"
 	"github.com/luacoll/luacoll/engine/enginetest"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func BenchmarkAllGatherHost(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				ag, err := engine.NewAllGather(ctx, c, w, "auto", false)
+				ag, err := allgather.New(ctx, c, w, "auto", false)
 				if err != nil {
 					return err
 				}

@@ -1,4 +1,4 @@
-package engine
+package allgather
 
 import (
 	"context"
@@ -28,8 +28,8 @@ import (
 // advance (hx) is theirs alone. (A host node in the graph did the same:
 // 95-112 us a 1 KiB exec across two nodes, 37-54 us with the call.)
 type agProxyGraph struct {
-	cs   *tcuda.CUDAStream
-	hx   *AllGather // the state the calls advance: ag's, on the view
+	cs   tcuda.ProxyStream
+	hx   *Persistent // the state the calls advance: ag's, on the view
 	hs   transport.Stream
 	call *tcuda.ProxyCall
 	// stop ends serve, which closes served when it returns.
@@ -60,7 +60,7 @@ type agProxyArgs struct {
 
 // openProxyGraph prepares graph mode on the proxy path (not collective:
 // nothing is shared before the first exec).
-func (ag *AllGather) openProxyGraph(cs *tcuda.CUDAStream) error {
+func (ag *Persistent) openProxyGraph(cs tcuda.ProxyStream) error {
 	hb := shm.NewHostBackend(ag.c.Env.JobID)
 	hs, err := hb.NewStream(ag.c.Abort)
 	if err != nil {
@@ -70,9 +70,9 @@ func (ag *AllGather) openProxyGraph(cs *tcuda.CUDAStream) error {
 		u.UseNetwork(ag.c.Rank.Net)
 	}
 	hx := *ag
-	hx.w = ag.w.OnStream(hs, hb)
+	hx.w = ag.w.Raw().OnStream(hs, hb)
 	if ag.stage != nil {
-		hx.stage = ag.stage.OnStream(hs, hb)
+		hx.stage = ag.stage.Raw().OnStream(hs, hb)
 		hx.stageDescribe = (&hx).describeHostWait
 	}
 	// The call gives up well after the exec's own waits would have.
@@ -197,7 +197,7 @@ func (pg *agProxyGraph) refuse() {
 
 // execProxyGraph enqueues one exec: a replay of the graph, captured first
 // (again when the arguments changed, once the stream has drained).
-func (ag *AllGather) execProxyGraph(src *window.Buffer, srcOff, n uint64, inPlace bool) error {
+func (ag *Persistent) execProxyGraph(src *window.Buffer, srcOff, n uint64, inPlace bool) error {
 	pg := ag.pg
 	a := agProxyArgs{src: src, srcOff: srcOff, n: n, inPlace: inPlace, set: true}
 	if pg.g == nil || pg.arg != a {

@@ -1,4 +1,4 @@
-package engine
+package allgather
 
 import (
 	"context"
@@ -8,19 +8,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/bootstrap"
 	"github.com/luacoll/luacoll/transport"
 	tcuda "github.com/luacoll/luacoll/transport/cuda"
 	"github.com/luacoll/luacoll/window"
 )
 
-// Persistent all-gather (AGP).
-//
-// An AllGather owns two slots of its window for as long as it lives: the
-// window's last signal slot and its last barrier slot (Comm.ReservedSlots
-// names them; the Lua API refuses a script's own signals, waits, barriers
-// and inbox resets there while the AllGather lives), and a window holds at
-// most one AllGather at a time.
+// A Persistent owns two slots of its window for as long as it lives: the
+// window's last signal slot and its last barrier slot, reserved on the
+// Comm (engine.Comm.ReserveSlots; the Lua API refuses a script's own
+// signals, waits, barriers and inbox resets there while it lives), and a
+// window holds at most one at a time.
 //
 // Protocol of exec k (k counts the execs of the window's all-gathers):
 //
@@ -54,12 +53,14 @@ func agTag(k, n uint64) uint64 { return (k&tagKMask)<<tagNBits | n&tagNMask }
 // window (window.MaxBytes is 2^40), so no peer's n ever matches it.
 const agRefusedN = tagNMask
 
-// AllGather is a prepared persistent all-gather over one window.
-type AllGather struct {
-	c         *Comm
+// Persistent is a prepared persistent all-gather over one window.
+type Persistent struct {
+	c         *engine.Comm
 	w         *window.Window
-	algo      string // requested
-	run       string // algorithm that runs
+	me, size  int                 // this rank's number, the job's ranks
+	res       *engine.Reservation // the window's slots sig and bar
+	algo      string              // requested
+	run       string              // algorithm that runs
 	graph     bool
 	note      string
 	path      string
@@ -73,10 +74,10 @@ type AllGather struct {
 	// private window holding its slots.
 	dev   *tcuda.CUDAAGP
 	syncw *window.Window
-	// On the host: the protocol's addresses (agphost.go); syncw is its
+	// On the host: the protocol's addresses (host.go); syncw is its
 	// private window.
 	host *agHost
-	// On the window's operations (agsched.go): the nodes, and per sender
+	// On the window's operations (sched.go): the nodes, and per sender
 	// the value of its row of the reserved slot at the end of the last
 	// exec that this rank received from it.
 	layout agLayout
@@ -86,10 +87,10 @@ type AllGather struct {
 	// docs/results/allgather-nodes.md); 0: none.
 	directUpTo uint64
 	// proxy: CUDA windows whose network operations the host runs; pg is
-	// graph mode there (agproxy.go).
+	// graph mode there (proxy.go).
 	proxy bool
 	pg    *agProxyGraph
-	// stage is the staged protocol's window (agstage.go), for execs of at
+	// stage is the staged protocol's window (stage.go), for execs of at
 	// most stageMax bytes per rank that run direct; nil: none.
 	stage    *window.Window
 	stageMax uint64
@@ -106,18 +107,21 @@ type AllGather struct {
 // 2 x 4 ranks, hier from 1 MiB.
 const agHierDirectUpTo = 256 << 10
 
-// NewAllGather is collective: every rank must pass the same window, algo
+// New is collective: every rank must pass the same window, algo
 // and graph. algo is "auto", "direct", "ring" or "hier" ("pipeline" is
 // hier); graph mode needs the CUDA device.
-func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, graph bool) (*AllGather, error) {
+func New(ctx context.Context, c *engine.Comm, w *window.Window, algo string, graph bool) (*Persistent, error) {
 	if w == nil {
 		return nil, &window.ArgError{Arg: "window", Msg: "a window is required"}
 	}
 	call := fmt.Sprintf("allgather_persistent{window=%d, algo=%q, graph=%v}", w.ID(), algo, graph)
-	ag := &AllGather{c: c, w: w, algo: algo, graph: graph}
+	ag := &Persistent{c: c, w: w, algo: algo, graph: graph, me: c.RankID()}
+	if c.Rank != nil {
+		ag.size = c.Rank.N()
+	}
 	status := ag.prepare()
 	// Quiesce this rank's stream: after the collective no all-gather writes
-	// of an earlier AllGather on this window are in flight anywhere.
+	// of an earlier all-gather on this window are in flight anywhere.
 	if status == nil {
 		if err := c.Sync(ctx); err != nil {
 			status = fmt.Errorf("pending operations failed: %w", err)
@@ -129,7 +133,7 @@ func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, g
 	}
 	all, err := c.Collective(ctx, call, []byte(msg))
 	if err != nil {
-		return nil, fmt.Errorf("rank %d: %w", c.Env.Rank, err)
+		return nil, fmt.Errorf("rank %d: %w", ag.me, err)
 	}
 	if status != nil {
 		return nil, status
@@ -141,10 +145,10 @@ func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, g
 		}
 	}
 	if len(others) > 0 {
-		return nil, fmt.Errorf("rank %d: %s failed on other ranks: %s", c.Env.Rank, call, strings.Join(others, "; "))
+		return nil, fmt.Errorf("rank %d: %s failed on other ranks: %s", ag.me, call, strings.Join(others, "; "))
 	}
-	me, n := c.Env.Rank, c.Rank.N()
-	if cs, ok := c.Rank.Stream.(*tcuda.CUDAStream); ok && !ag.proxy {
+	me, n := ag.me, ag.size
+	if cs, ok := c.Rank.Stream.(tcuda.AGPStream); ok && !ag.proxy {
 		if err := ag.openDevice(ctx, cs, call); err != nil {
 			return nil, err
 		}
@@ -165,7 +169,7 @@ func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, g
 			return nil, err
 		}
 	}
-	// Continue the window's exec count where an earlier AllGather left it:
+	// Continue the window's exec count where an earlier all-gather left it:
 	// every algorithm leaves tag(k, n) in the rows this rank received from
 	// at the last exec, so every rank finds the same k.
 	ag.base = make([]uint64, n)
@@ -180,29 +184,25 @@ func NewAllGather(ctx context.Context, c *Comm, w *window.Window, algo string, g
 			ag.k = k
 		}
 	}
-	if cs, ok := c.Rank.Stream.(*tcuda.CUDAStream); ok && ag.proxy && ag.graph {
+	if cs, ok := c.Rank.Stream.(tcuda.ProxyStream); ok && ag.proxy && ag.graph {
 		// After the exec count: the host function's state starts there.
 		if err := ag.openProxyGraph(cs); err != nil {
 			return nil, fmt.Errorf("rank %d: %s: graph mode: %w", me, call, err)
 		}
 	}
-	c.agMu.Lock()
-	defer c.agMu.Unlock()
-	if c.agActive[w] != nil {
+	res, err := c.ReserveSlots(w, ag.sig, ag.bar)
+	if err != nil {
 		if ag.pg != nil {
 			ag.pg.close(true)
 		}
 		return nil, fmt.Errorf("rank %d: %s: window %d already has a persistent all-gather; destroy it first", me, call, w.ID())
 	}
-	if c.agActive == nil {
-		c.agActive = map[*window.Window]*AllGather{}
-	}
-	c.agActive[w] = ag
+	ag.res = res
 	return ag, nil
 }
 
 // prepare validates the arguments and the window on this rank.
-func (ag *AllGather) prepare() error {
+func (ag *Persistent) prepare() error {
 	w, c := ag.w, ag.c
 	switch ag.algo {
 	case "auto", "direct", "ring", "hier":
@@ -219,7 +219,7 @@ func (ag *AllGather) prepare() error {
 	// and the host runs their network operations (the proxy path): the
 	// all-gather runs on window operations there, as on the host.
 	ag.proxy = c.Opts.Device == "cuda" && c.Rank.Topo != nil && c.Rank.Topo.AnyNet()
-	layout, lerr := nodeGroups(c.Rank.Topo, c.Rank.N(), c.Env.Rank)
+	layout, lerr := nodeGroups(c.Rank.Topo, ag.size, ag.me)
 	ag.layout = layout
 	if ag.run == "auto" {
 		// hier where there are nodes to bridge and ranks to forward to,
@@ -245,22 +245,14 @@ func (ag *AllGather) prepare() error {
 	}
 	o := w.Options()
 	ag.sig, ag.bar = o.Signals-1, o.Barriers-1
-	c.agMu.Lock()
-	busy := c.agActive[w] != nil
-	c.agMu.Unlock()
-	if busy {
+	if c.Reserved(w) {
 		return fmt.Errorf("window %d already has a persistent all-gather; destroy it first", w.ID())
 	}
-	base, err := w.Buffer().Addr()
-	if err != nil {
-		return err
-	}
-	base -= transport.Addr(w.Layout().DataOff)
-	me, n := c.Env.Rank, c.Rank.N()
+	me, n := ag.me, ag.size
 	kinds := map[string]bool{}
 	ag.inbox = make([]transport.Addr, n)
 	for p := 0; p < n; p++ {
-		ag.inbox[p] = base.Add(w.Layout().Inbox(p, ag.sig))
+		ag.inbox[p] = w.Raw().LocalSignal(p, ag.sig)
 		if p == me {
 			continue
 		}
@@ -288,78 +280,11 @@ func (ag *AllGather) prepare() error {
 	return nil
 }
 
-// Slots of the private synchronization window on CUDA.
-const (
-	agSigDone  = 0
-	agSigReady = 1
-)
-
-// openDevice (collective) makes the private window of the CUDA protocol
-// and its device state: fresh zeroed slots, so any number of all-gathers,
-// eager or graph, may follow one another on the same user window.
-func (ag *AllGather) openDevice(ctx context.Context, cs *tcuda.CUDAStream, call string) error {
-	c := ag.c
-	me, n := c.Env.Rank, c.Rank.N()
-	path := ag.w.Options().Path
-	sm := path != "ce"
-	// On paths "sm" and "auto" the sync window's data is the staging area
-	// of the low-latency execs (zeroed at creation, used by nothing else).
-	bytes := uint64(128)
-	if sm {
-		bytes = tcuda.AGPStageBytes(n)
-	}
-	sw, err := c.NewWindow(ctx, call+":sync", window.Options{Bytes: bytes, Signals: 2, Counters: 1, Barriers: 1,
-		Timeout: ag.w.Options().Timeout, Path: "ce"})
-	if err != nil {
-		return fmt.Errorf("rank %d: %s: %w", me, call, err)
-	}
-	ag.syncw = sw
-	cfg := tcuda.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout, Path: path,
-		ReadyLocal: make([]transport.Addr, n), ReadyRemote: make([]transport.Addr, n),
-		DoneLocal: make([]transport.Addr, n), DoneRemote: make([]transport.Addr, n), Bases: make([]transport.Addr, n)}
-	for p := 0; p < n; p++ {
-		cfg.ReadyLocal[p] = sw.SignalSlot(me, p, agSigReady)
-		cfg.ReadyRemote[p] = sw.SignalSlot(p, me, agSigReady)
-		cfg.DoneLocal[p] = sw.SignalSlot(me, p, agSigDone)
-		cfg.DoneRemote[p] = sw.SignalSlot(p, me, agSigDone)
-		cfg.Bases[p] = ag.w.PeerData(p)
-		if sm {
-			cfg.Stage = append(cfg.Stage, sw.PeerData(p))
-		}
-	}
-	dev, derr := cs.NewAGP(cfg)
-	msg := ""
-	if derr != nil {
-		msg = derr.Error()
-	}
-	all, err := c.Collective(ctx, call+":device", []byte(msg))
-	if err == nil && derr == nil {
-		for r, d := range all {
-			if len(d) > 0 {
-				err = fmt.Errorf("rank %d: %s", r, d)
-				break
-			}
-		}
-	}
-	if err == nil {
-		err = derr
-	}
-	if err != nil {
-		if dev != nil {
-			_ = dev.Close()
-		}
-		return fmt.Errorf("rank %d: %s: device setup: %w", me, call, err)
-	}
-	ag.dev = dev
-	ag.path = dev.Plan() + " over " + strings.TrimPrefix(ag.path, "host copy over ")
-	return nil
+func (ag *Persistent) errf(format string, a ...any) error {
+	return fmt.Errorf("rank %d: allgather_persistent on window %d: "+format, append([]any{ag.me, ag.w.ID()}, a...)...)
 }
 
-func (ag *AllGather) errf(format string, a ...any) error {
-	return fmt.Errorf("rank %d: allgather_persistent on window %d: "+format, append([]any{ag.c.Env.Rank, ag.w.ID()}, a...)...)
-}
-
-func (ag *AllGather) live() error {
+func (ag *Persistent) live() error {
 	if ag.destroyed {
 		return ag.errf("used after destroy")
 	}
@@ -374,25 +299,25 @@ func (ag *AllGather) live() error {
 // (in place). Every argument is checked before anything is enqueued; a
 // rank passing a different n than its peers fails their waits as soon as
 // its tag arrives, with an error naming both sizes.
-func (ag *AllGather) Exec(ctx context.Context, src *window.Buffer, srcOff, n uint64) error {
-	if ag.c.trace == nil {
+func (ag *Persistent) Exec(ctx context.Context, src *window.Buffer, srcOff, n uint64) error {
+	if !ag.c.Tracing() {
 		return ag.exec(src, srcOff, n)
 	}
 	start := time.Now()
 	err := ag.exec(src, srcOff, n)
 	if err == nil {
-		ag.c.traceOp(window.Op{Name: "allgather", Window: ag.w.ID(), Peer: -1, Ctr: -1, Bytes: n, Enqueued: start})
+		ag.c.TraceOp(window.Op{Name: "allgather", Window: ag.w.ID(), Peer: -1, Ctr: -1, Bytes: n, Enqueued: start})
 	}
 	return err
 }
 
 // exec is Exec without the trace.
-func (ag *AllGather) exec(src *window.Buffer, srcOff, n uint64) error {
+func (ag *Persistent) exec(src *window.Buffer, srcOff, n uint64) error {
 	if err := ag.live(); err != nil {
 		return err
 	}
 	w := ag.w
-	me, size := ag.c.Env.Rank, uint64(ag.c.Rank.N())
+	me, size := ag.me, uint64(ag.size)
 	bytes := w.Options().Bytes
 	if n > bytes/size {
 		return &window.ArgError{Arg: "n", Msg: fmt.Sprintf("%d bytes from each of %d ranks do not fit window %d (%d bytes)", n, size, w.ID(), bytes)}
@@ -440,7 +365,7 @@ func (ag *AllGather) exec(src *window.Buffer, srcOff, n uint64) error {
 
 // Execs is the number of execs this rank has enqueued, refused ones
 // included.
-func (ag *AllGather) Execs() uint64 {
+func (ag *Persistent) Execs() uint64 {
 	if ag.dev != nil {
 		return ag.dev.Count()
 	}
@@ -458,7 +383,7 @@ func (ag *AllGather) Execs() uint64 {
 // its handshakes with the refused mark and no copies (peers on path sm's
 // one-launch protocols see no tag and fail at the window timeout). A
 // destroyed all-gather or a freed window has nothing to take part in.
-func (ag *AllGather) RefuseExec() error {
+func (ag *Persistent) RefuseExec() error {
 	if ag.live() != nil {
 		return nil
 	}
@@ -484,7 +409,7 @@ func (ag *AllGather) RefuseExec() error {
 	if ag.stage != nil && (ag.k+1)&tagKMask != 0 {
 		return ag.refuseStaged()
 	}
-	w, me, size := ag.w, ag.c.Env.Rank, ag.c.Rank.N()
+	w, me, size := ag.w, ag.me, ag.size
 	if err := ag.nextExec(); err != nil {
 		return err
 	}
@@ -498,61 +423,7 @@ func (ag *AllGather) RefuseExec() error {
 	return nil
 }
 
-// execDevice enqueues one exec of the CUDA protocol: ready kernel, own
-// chunk (copy engine, on a side stream when large), puts to the peers in
-// the order rank+1, rank+2, ... (copy engines), done kernel. With graph,
-// the first exec of given arguments is captured and later ones replay it.
-func (ag *AllGather) execDevice(src *window.Buffer, srcOff, n uint64, inPlace bool) error {
-	w := ag.w
-	me, size := ag.c.Env.Rank, ag.c.Rank.N()
-	own := uint64(me) * n
-	base, err := w.Buffer().Addr()
-	if err != nil {
-		return ag.errf("%w", err)
-	}
-	e := tcuda.AGPExec{N: n, Graph: ag.graph}
-	from := base.Add(own)
-	if !inPlace {
-		s, err := src.Addr()
-		if err != nil {
-			return ag.errf("src: %w", err)
-		}
-		from = s.Add(srcOff)
-		e.Own = tcuda.AGPPut{Dst: base.Add(own), Src: from}
-	}
-	for i := 1; i < size; i++ {
-		p := (me + i) % size
-		e.Puts = append(e.Puts, tcuda.AGPPut{Dst: w.PeerData(p).Add(own), Src: from})
-	}
-	e.Fail = func(phase string, k, obs uint64, cause error) error {
-		what := ag.failWhat(cause)
-		if phase == "done" && obs>>tagNBits == k&tagKMask && obs&tagNMask == agRefusedN {
-			return ag.errf("exec #%d: a peer refused it (that rank's error says why)", k)
-		}
-		if phase == "done" && obs>>tagNBits == k&tagKMask && obs&tagNMask != n {
-			return ag.errf("exec #%d: n differs across ranks: a peer passed n=%d, this rank n=%d (%s)", k, obs&tagNMask, n, what)
-		}
-		if phase == "ready" {
-			return ag.errf("exec #%d: waiting for every rank to start the exec (observed exec %d; a rank that has not reached it, or one whose n=%d differs enough to run another protocol): %s", k, obs, n, what)
-		}
-		return ag.errf("exec #%d: waiting for the peers' chunks (n=%d, observed tag %#x): %s", k, n, obs, what)
-	}
-	if err := ag.dev.Exec(e); err != nil {
-		return ag.errf("exec #%d: %w", ag.dev.Count()+1, err)
-	}
-	return nil
-}
-
-// GraphNodes returns the node counts of the CUDA graph replayed last (nil
-// when none).
-func (ag *AllGather) GraphNodes() map[string]int {
-	if ag.dev == nil {
-		return nil
-	}
-	return ag.dev.GraphNodes()
-}
-
-func (ag *AllGather) waitError(p int, k, n, obs uint64, cause error) error {
+func (ag *Persistent) waitError(p int, k, n, obs uint64, cause error) error {
 	what := ag.failWhat(cause)
 	if obs>>tagNBits == k&tagKMask && obs&tagNMask == agRefusedN {
 		return ag.errf("exec #%d: rank %d refused it (that rank's error says why)", k, p)
@@ -565,7 +436,7 @@ func (ag *AllGather) waitError(p int, k, n, obs uint64, cause error) error {
 
 // failWhat says how a wait of the protocol ended: seen at once (a peer's
 // tag for the same exec with another n), timed out, or aborted.
-func (ag *AllGather) failWhat(cause error) string {
+func (ag *Persistent) failWhat(cause error) string {
 	switch {
 	case errors.Is(cause, transport.ErrMismatch):
 		return "seen as soon as that rank's tag arrived"
@@ -579,11 +450,11 @@ func (ag *AllGather) failWhat(cause error) string {
 }
 
 // Destroyed reports whether Destroy was called.
-func (ag *AllGather) Destroyed() bool { return ag.destroyed }
+func (ag *Persistent) Destroyed() bool { return ag.destroyed }
 
 // Info says what was requested and what actually runs: strings, except
 // signal_slot and barrier_slot and execs (ints), graph (a bool).
-func (ag *AllGather) Info() map[string]any {
+func (ag *Persistent) Info() map[string]any {
 	m := map[string]any{
 		"algo_requested": ag.algo,
 		"algo":           ag.run,
@@ -632,22 +503,9 @@ func (ag *AllGather) Info() map[string]any {
 	return m
 }
 
-// ReservedSlots says which of w's slots a live persistent all-gather owns
-// (its signal slot and its barrier slot), if any: the script's own
-// signals, waits and barriers there would corrupt its tags.
-func (c *Comm) ReservedSlots(w *window.Window) (sig, bar int, ok bool) {
-	c.agMu.Lock()
-	defer c.agMu.Unlock()
-	ag := c.agActive[w]
-	if ag == nil {
-		return 0, 0, false
-	}
-	return ag.sig, ag.bar, true
-}
-
 // Destroy is collective: it waits for this rank's stream, meets every rank
 // and releases the window's slots; any later use is an error.
-func (ag *AllGather) Destroy(ctx context.Context) error {
+func (ag *Persistent) Destroy(ctx context.Context) error {
 	if ag.destroyed {
 		return ag.errf("destroyed twice")
 	}
@@ -674,11 +532,9 @@ func (ag *AllGather) Destroy(ctx context.Context) error {
 		cerr = ag.c.FreeWindow(ctx, ag.stage)
 		ag.stage = nil
 	}
-	ag.c.agMu.Lock()
-	if ag.c.agActive[ag.w] == ag {
-		delete(ag.c.agActive, ag.w)
+	if ag.res != nil {
+		ag.res.Release()
 	}
-	ag.c.agMu.Unlock()
 	if cerr != nil {
 		return ag.errf("destroy: %w", cerr)
 	}

@@ -1,4 +1,4 @@
-package engine
+package allgather
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 // The staged protocol of the all-gather on window operations: small
 // direct execs with no guard, as the host protocol's eager execs
-// (agphost.go) but through the window API, so that network peers take
+// (host.go) but through the window API, so that network peers take
 // part.
 //
 // A private window holds a staging area of two parities x N senders x
@@ -33,41 +33,41 @@ import (
 // at once; no slot of the window is written out of turn and the barrier
 // is used alike by every rank (at the tag's wrap only).
 
-// AGNetEagerEnv overrides agNetEagerMax (bytes per rank; 0: never staged).
-const AGNetEagerEnv = "LUACOLL_AGP_NET_EAGER_MAX"
+// NetEagerEnv overrides agNetEagerMax (bytes per rank; 0: never staged).
+const NetEagerEnv = "LUACOLL_AGP_NET_EAGER_MAX"
 
 // agNetEagerMax is the largest n per rank that is staged.
 const agNetEagerMax = 16 << 10
 
 // openStage (collective) makes the staging window, where direct execs
 // can run on window operations.
-func (ag *AllGather) openStage(ctx context.Context, call string) error {
+func (ag *Persistent) openStage(ctx context.Context, call string) error {
 	c := ag.c
-	n := uint64(c.Rank.N())
-	eager := ag.eagerLimit(AGNetEagerEnv, agNetEagerMax)
+	n := uint64(ag.size)
+	eager := ag.eagerLimit(NetEagerEnv, agNetEagerMax)
 	if eager == 0 || n < 2 {
 		return nil
 	}
 	sw, err := c.NewWindow(ctx, call+":stage", window.Options{Bytes: 2 * n * eager, Signals: 2, Counters: 1,
 		Barriers: 1, Timeout: ag.w.Options().Timeout})
 	if err != nil {
-		return fmt.Errorf("rank %d: %s: %w", c.Env.Rank, call, err)
+		return fmt.Errorf("rank %d: %s: %w", ag.me, call, err)
 	}
 	ag.stage, ag.stageMax = sw, eager
 	// Every wait's slot, listed once (queued waits share them).
-	me := c.Env.Rank
+	me := ag.me
 	for par := range ag.stageIn {
 		ag.stageIn[par] = make([][]transport.Addr, n)
 		for p := range ag.stageIn[par] {
-			ag.stageIn[par][p] = []transport.Addr{sw.LocalAddr(sw.Layout().Inbox(p, par))}
+			ag.stageIn[par][p] = []transport.Addr{sw.Raw().LocalSignal(p, par)}
 		}
 	}
-	ag.stageBell, ag.stageDescribe = sw.Bell(me), ag.describeHostWait
+	ag.stageBell, ag.stageDescribe = sw.Raw().Bell(me), ag.describeHostWait
 	return nil
 }
 
 // staged reports whether an exec of n bytes per rank runs staged.
-func (ag *AllGather) staged(n uint64) bool {
+func (ag *Persistent) staged(n uint64) bool {
 	if ag.stage == nil || n > ag.stageMax || (ag.k+1)&tagKMask == 0 {
 		return false // the tag's wrap goes through nextExec's barriers
 	}
@@ -75,14 +75,14 @@ func (ag *AllGather) staged(n uint64) bool {
 }
 
 // stageRow is the offset of sender's chunk in a staging area of parity par.
-func (ag *AllGather) stageRow(par, sender int) uint64 {
-	return (uint64(par*ag.c.Rank.N()) + uint64(sender)) * ag.stageMax
+func (ag *Persistent) stageRow(par, sender int) uint64 {
+	return (uint64(par*ag.size) + uint64(sender)) * ag.stageMax
 }
 
 // execStaged enqueues one staged exec.
-func (ag *AllGather) execStaged(src *window.Buffer, srcOff, n uint64, inPlace bool) error {
+func (ag *Persistent) execStaged(src *window.Buffer, srcOff, n uint64, inPlace bool) error {
 	w, sw := ag.w, ag.stage
-	me, size := ag.c.Env.Rank, ag.c.Rank.N()
+	me, size := ag.me, ag.size
 	ag.k++
 	k, tag, par := ag.k, agTag(ag.k, n), int(ag.k&1)
 	own := uint64(me) * n
@@ -115,7 +115,7 @@ func (ag *AllGather) execStaged(src *window.Buffer, srcOff, n uint64, inPlace bo
 }
 
 // stageWait enqueues the wait for peer p's tag in this rank's slot par.
-func (ag *AllGather) stageWait(p, par int, k, n, tag uint64) {
+func (ag *Persistent) stageWait(p, par int, k, n, tag uint64) {
 	ag.stage.Rank().Stream.Wait(transport.WaitSpec{Slots: ag.stageIn[par][p], Mode: transport.WaitSum,
 		Cmp: transport.CmpEq, Value: tag, Timeout: ag.w.Options().Timeout, Mismatch: agMismatch, Bell: ag.stageBell,
 		Describe: ag.stageDescribe, Note: transport.WaitNote{A: uint64(p), B: k, C: n}})
@@ -124,8 +124,8 @@ func (ag *AllGather) stageWait(p, par int, k, n, tag uint64) {
 // stageGuard is the guard of exec k (n bytes per rank) when it is not
 // staged but a staging window exists: this rank's tag(k, n) to every
 // peer's slot k mod 2, then a wait for every peer's in its own.
-func (ag *AllGather) stageGuard(k, n uint64) error {
-	me, size := ag.c.Env.Rank, ag.c.Rank.N()
+func (ag *Persistent) stageGuard(k, n uint64) error {
+	me, size := ag.me, ag.size
 	tag, par := agTag(k, n), int(k&1)
 	for i := 1; i < size; i++ {
 		p := (me + i) % size
@@ -141,8 +141,8 @@ func (ag *AllGather) stageGuard(k, n uint64) error {
 
 // refuseStaged is RefuseExec with a staging window: the refused tag in
 // every peer's slot k mod 2, where every protocol waits first.
-func (ag *AllGather) refuseStaged() error {
-	me, size := ag.c.Env.Rank, ag.c.Rank.N()
+func (ag *Persistent) refuseStaged() error {
+	me, size := ag.me, ag.size
 	ag.k++
 	tag, par := agTag(ag.k, agRefusedN), int(ag.k&1)
 	for i := 1; i < size; i++ {

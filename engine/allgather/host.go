@@ -1,4 +1,4 @@
-package engine
+package allgather
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 // The persistent all-gather on the host backend.
 //
-// Its slots live in a private window, made with the AllGather: signal
+// Its slots live in a private window, made with the all-gather: signal
 // slots 0 and 1 (by exec parity) and 2 of every sender's row, and, as its
 // data, a staging area of two parities x N senders x eagerMax bytes.
 //
@@ -39,12 +39,12 @@ import (
 // each size picks.
 const (
 	agHostSlotDone = 2
-	// AGHostEagerEnv overrides agHostEagerMax (bytes per rank).
-	AGHostEagerEnv = "LUACOLL_AGP_HOST_EAGER_MAX"
-	// AGHostCacheEnv overrides the last-level cache size the host
+	// HostEagerEnv overrides agHostEagerMax (bytes per rank).
+	HostEagerEnv = "LUACOLL_AGP_HOST_EAGER_MAX"
+	// HostCacheEnv overrides the last-level cache size the host
 	// protocol plans its copies with (transport.CacheBytes; as sysfs
 	// writes sizes, e.g. 32M; 0: never through the cache).
-	AGHostCacheEnv = "LUACOLL_AGP_HOST_CACHE"
+	HostCacheEnv = "LUACOLL_AGP_HOST_CACHE"
 )
 
 // agHostEagerMax is the largest n per rank that goes through the staging
@@ -71,15 +71,15 @@ type agHost struct {
 }
 
 // openHost (collective) makes the private window of the host protocol.
-func (ag *AllGather) openHost(ctx context.Context, call string) error {
+func (ag *Persistent) openHost(ctx context.Context, call string) error {
 	c := ag.c
-	me, n := c.Env.Rank, c.Rank.N()
-	eager := ag.eagerLimit(AGHostEagerEnv, agHostEagerMax)
+	me, n := ag.me, ag.size
+	eager := ag.eagerLimit(HostEagerEnv, agHostEagerMax)
 	cache := transport.CacheBytes()
-	if s := os.Getenv(AGHostCacheEnv); s != "" {
+	if s := os.Getenv(HostCacheEnv); s != "" {
 		v, ok := transport.ParseSize(s)
 		if !ok {
-			return fmt.Errorf("rank %d: %s: %s=%q: want a size in bytes with an optional K, M or G (e.g. 32M; 0: never through the cache)", me, call, AGHostCacheEnv, s)
+			return fmt.Errorf("rank %d: %s: %s=%q: want a size in bytes with an optional K, M or G (e.g. 32M; 0: never through the cache)", me, call, HostCacheEnv, s)
 		}
 		cache = v
 	}
@@ -89,7 +89,8 @@ func (ag *AllGather) openHost(ctx context.Context, call string) error {
 		return fmt.Errorf("rank %d: %s: %w", me, call, err)
 	}
 	ag.syncw = sw
-	h := &agHost{st: c.Rank.Stream, eagerMax: eager, bellOut: make([]transport.Addr, n), bellIn: sw.Bell(me)}
+	raw := sw.Raw()
+	h := &agHost{st: c.Rank.Stream, eagerMax: eager, bellOut: make([]transport.Addr, n), bellIn: raw.Bell(me)}
 	h.ringer, _ = h.st.(transport.Ringer)
 	h.describe = ag.describeHostWait
 	h.cached, _ = h.st.(transport.CachedCopier)
@@ -106,14 +107,14 @@ func (ag *AllGather) openHost(ctx context.Context, call string) error {
 	}
 	for p := 0; p < n; p++ {
 		for par := 0; par < 2; par++ {
-			h.stageOut[par][p] = sw.PeerData(p).Add((uint64(par*n) + uint64(me)) * eager)
-			h.stageIn[par][p] = sw.PeerData(me).Add((uint64(par*n) + uint64(p)) * eager)
+			h.stageOut[par][p] = raw.Data(p, (uint64(par*n)+uint64(me))*eager)
+			h.stageIn[par][p] = raw.Data(me, (uint64(par*n)+uint64(p))*eager)
 		}
 		for s := 0; s < 3; s++ {
-			h.tagOut[s][p] = sw.SignalSlot(p, me, s)
-			h.tagIn[s][p] = []transport.Addr{sw.SignalSlot(me, p, s)}
+			h.tagOut[s][p] = raw.Signal(p, me, s)
+			h.tagIn[s][p] = []transport.Addr{raw.Signal(me, p, s)}
 		}
-		h.bellOut[p] = sw.Bell(p)
+		h.bellOut[p] = raw.Bell(p)
 	}
 	ag.host = h
 	return nil
@@ -137,7 +138,7 @@ func (h *agHost) put(cached bool, dst, src transport.Addr, n uint64) {
 	h.st.Copy(dst, src, n)
 }
 
-func (ag *AllGather) hostWait(p, slot int, k, n, tag uint64) {
+func (ag *Persistent) hostWait(p, slot int, k, n, tag uint64) {
 	h := ag.host
 	h.st.Wait(transport.WaitSpec{Slots: h.tagIn[slot][p], Mode: transport.WaitSum, Cmp: transport.CmpEq, Value: tag,
 		Timeout: ag.w.Options().Timeout, Bell: h.bellIn, Describe: h.describe,
@@ -153,30 +154,30 @@ func agMismatch(want, obs uint64) bool {
 // eagerLimit is the largest n per rank an exec stages: def, or the
 // environment's env, within a window's share per rank, in whole 64-byte
 // lines.
-func (ag *AllGather) eagerLimit(env string, def uint64) uint64 {
+func (ag *Persistent) eagerLimit(env string, def uint64) uint64 {
 	eager := def
 	if v, err := strconv.ParseUint(os.Getenv(env), 10, 64); err == nil {
 		eager = v
 	}
-	return min(eager, ag.w.Options().Bytes/uint64(ag.c.Rank.N())) &^ 63
+	return min(eager, ag.w.Options().Bytes/uint64(ag.size)) &^ 63
 }
 
 // describeHostWait is the error of a host wait of the protocol (Note: peer,
 // exec, n).
-func (ag *AllGather) describeHostWait(w transport.WaitSpec, obs uint64, cause error) error {
+func (ag *Persistent) describeHostWait(w transport.WaitSpec, obs uint64, cause error) error {
 	return ag.waitError(int(w.Note.A), w.Note.B, w.Note.C, obs, cause)
 }
 
 // execHost enqueues exec k of the host protocol: from is this rank's chunk
 // (already in place when inPlace).
-func (ag *AllGather) execHost(from transport.Addr, n uint64, inPlace bool) {
+func (ag *Persistent) execHost(from transport.Addr, n uint64, inPlace bool) {
 	h := ag.host
-	me, size := ag.c.Env.Rank, ag.c.Rank.N()
+	me, size := ag.me, ag.size
 	ag.k++
 	k := ag.k
 	tag := agTag(k, n)
 	par := int(k & 1)
-	base := ag.w.PeerData(me)
+	base := ag.w.Raw().Data(me, 0)
 	own := uint64(me) * n
 	if n <= h.eagerMax {
 		if !inPlace && n > 0 {
@@ -215,7 +216,7 @@ func (ag *AllGather) execHost(from transport.Addr, n uint64, inPlace bool) {
 	for i := 1; i < size; i++ {
 		p := (me + i) % size
 		ag.hostWait(p, par, k, n, tag)
-		h.put(cached, ag.w.PeerData(p).Add(own), from, n)
+		h.put(cached, ag.w.Raw().Data(p, own), from, n)
 		h.signal(h.tagOut[agHostSlotDone][p], tag, h.bellOut[p])
 	}
 	for i := 1; i < size; i++ {
@@ -228,9 +229,9 @@ func (ag *AllGather) execHost(from transport.Addr, n uint64, inPlace bool) {
 // refused it: it sets every peer's slot (k mod 2), the first each peer
 // waits on in either protocol, to the refused mark, so that their waits
 // fail at once (agMismatch) naming this rank; it moves no data.
-func (ag *AllGather) refuseHost() {
+func (ag *Persistent) refuseHost() {
 	h := ag.host
-	me, size := ag.c.Env.Rank, ag.c.Rank.N()
+	me, size := ag.me, ag.size
 	ag.k++
 	tag := agTag(ag.k, agRefusedN)
 	par := int(ag.k & 1)

@@ -1,11 +1,11 @@
-package engine
+package allgather
 
 // AgHostEagerMax is agHostEagerMax, for the external tests.
 const AgHostEagerMax = agHostEagerMax
 
 // SetExecCount sets the execs an all-gather counts so far, so that a test
 // reaches the tag's wrap without 2^23 execs.
-func SetExecCount(ag *AllGather, k uint64) { ag.k = k }
+func SetExecCount(ag *Persistent, k uint64) { ag.k = k }
 
 // TagExecMask is the largest exec field of a tag before it wraps.
 const TagExecMask = tagKMask

@@ -1,4 +1,4 @@
-package engine_test
+package allgather_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/allgather"
 	"github.com/luacoll/luacoll/engine/enginetest"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
@@ -34,7 +35,7 @@ func TestAllGatherSchedulesAcrossTheWrap(t *testing.T) {
 		}
 		round := 0
 		for _, algo := range []string{"ring", "hier", "ring"} {
-			ag, err := engine.NewAllGather(ctx, c, w, algo, false)
+			ag, err := allgather.New(ctx, c, w, algo, false)
 			if err != nil {
 				return err
 			}
@@ -42,7 +43,7 @@ func TestAllGatherSchedulesAcrossTheWrap(t *testing.T) {
 				return fmt.Errorf("algo %s requested, %v runs", algo, got)
 			}
 			if round == 0 {
-				engine.SetExecCount(ag, engine.TagExecMask-2)
+				allgather.SetExecCount(ag, allgather.TagExecMask-2)
 			}
 			for i := 0; i < 4; i++ {
 				round++
@@ -94,7 +95,7 @@ func TestAllGatherRingMismatch(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		ag, err := engine.NewAllGather(ctx, c, w, "ring", false)
+		ag, err := allgather.New(ctx, c, w, "ring", false)
 		if err != nil {
 			return err
 		}
@@ -126,18 +127,18 @@ func TestNodeGroups(t *testing.T) {
 		{true, false, true, false},
 	}
 	topo := &transport.Topology{Net: net}
-	groups, mine, li, err := engine.NodeGroups(topo, 4, 3)
+	groups, mine, li, err := allgather.NodeGroups(topo, 4, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := [][]int{{0, 2}, {1, 3}}; !reflect.DeepEqual(groups, want) || mine != 1 || li != 1 {
 		t.Errorf("groups %v, node %d, index %d; want %v, 1, 1", groups, mine, li, want)
 	}
-	if groups, _, _, err := engine.NodeGroups(nil, 3, 0); err != nil || len(groups) != 1 || len(groups[0]) != 3 {
+	if groups, _, _, err := allgather.NodeGroups(nil, 3, 0); err != nil || len(groups) != 1 || len(groups[0]) != 3 {
 		t.Errorf("no topology: %v %v, want one node of 3", groups, err)
 	}
 	uneven := [][]bool{{false, false, true}, {false, false, true}, {true, true, false}}
-	if _, _, _, err := engine.NodeGroups(&transport.Topology{Net: uneven}, 3, 0); err == nil || !strings.Contains(err.Error(), "same number of ranks") {
+	if _, _, _, err := allgather.NodeGroups(&transport.Topology{Net: uneven}, 3, 0); err == nil || !strings.Contains(err.Error(), "same number of ranks") {
 		t.Errorf("2 + 1 ranks: %v, want an error", err)
 	}
 }
@@ -145,13 +146,13 @@ func TestNodeGroups(t *testing.T) {
 // Pieces cover the chunk exactly, 1 to 8 of them.
 func TestHierPieces(t *testing.T) {
 	for _, n := range []uint64{0, 1, 3, 1 << 20, 1<<20 + 1, 5 << 20, 64 << 20, 1000003} {
-		p := engine.HierPieces(n)
+		p := allgather.HierPieces(n)
 		if p < 1 || p > 8 || (n > 0 && p > n) {
 			t.Errorf("n=%d: %d pieces", n, p)
 		}
 		next := uint64(0)
 		for i := uint64(0); i < p; i++ {
-			off, l := engine.HierPiece(n, p, i)
+			off, l := allgather.HierPiece(n, p, i)
 			if off != next {
 				t.Errorf("n=%d piece %d at %d, want %d", n, i, off, next)
 			}

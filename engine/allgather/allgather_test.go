@@ -1,10 +1,11 @@
-package engine
+package allgather
 
 import (
 	"context"
 	"errors"
 	"testing"
 
+	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/window"
 )
 
@@ -27,9 +28,9 @@ func TestAGTag(t *testing.T) {
 	}
 }
 
-// TestNewAllGatherNilWindow: a missing window is an argument error, not a panic.
-func TestNewAllGatherNilWindow(t *testing.T) {
-	_, err := NewAllGather(context.Background(), &Comm{}, nil, "auto", false)
+// TestNewNilWindow: a missing window is an argument error, not a panic.
+func TestNewNilWindow(t *testing.T) {
+	_, err := New(context.Background(), &engine.Comm{}, nil, "auto", false)
 	var ae *window.ArgError
 	if !errors.As(err, &ae) || ae.Arg != "window" {
 		t.Fatalf("got %v", err)
