@@ -202,49 +202,11 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		if iters == 0 {
 			iters = 5
 		}
-		var sizes []uint64
-		for s := lo; s <= hi; s *= uint64(factor) {
-			sizes = append(sizes, s)
+		r, err := benchPutTable(ctx, c, header, lo, hi, factor, iters, path, bidir, mode, symModes, stdout, stderr)
+		if err != nil {
+			return err
 		}
-		progress := progressWriter(me, stderr)
-		for _, sm := range symModes {
-			r, err := withSymmetric(c, sm, func() ([]bench.BenchRow, error) {
-				return bench.BenchPut(ctx, c, sizes, iters, path, bidir, mode, progress)
-			})
-			if err != nil {
-				return err
-			}
-			rows = append(rows, r...)
-		}
-		if me == 0 {
-			fmt.Fprintln(stdout, header)
-			ref := "ref = plain in-process copy of the same size"
-			switch {
-			case c.Opts.Device == "cuda" && c.Rank.Topo.AnyNet():
-				ref = "peers over the network: the host runs the puts (proxy path), timed by the wall clock; ref = plain in-process copy of the same size"
-			case c.Opts.Device == "cuda":
-				ref = "ref = cuMemcpyAsync of the same bytes to the peer's memory (peer copy); both timed by events on the device"
-			}
-			dir := "rank 0 -> rank 1"
-			if bidir {
-				dir = "ranks 0 <-> 1 at once (per direction)"
-			}
-			dir += ", mode " + mode
-			fmt.Fprintf(stdout, "# %s, window path %s, median of %d iterations, alternating; %s, same run\n", dir, path, iters, ref)
-			if len(symModes) > 1 {
-				fmt.Fprintf(stdout, "# symmetric: on = every rank's part in one flat range, off = separate mappings; ratio to the ref of the same pass\n")
-				fmt.Fprintf(stdout, "# %-9s %12s %10s %10s %10s %7s %7s\n", "symmetric", "size(B)", "time(us)", "put GB/s", "ref GB/s", "ratio", "#wrong")
-			} else {
-				fmt.Fprintf(stdout, "# %12s %10s %10s %10s %7s %7s\n", "size(B)", "time(us)", "put GB/s", "ref GB/s", "ratio", "#wrong")
-			}
-			for _, r := range rows {
-				if len(symModes) > 1 {
-					fmt.Fprintf(stdout, "  %-9s %12d %10.1f %10.2f %10.2f %7.3f %7d\n", r.Symmetric, r.Bytes, r.Seconds*1e6, r.GBps, r.Ref, r.Ratio, r.Wrong)
-					continue
-				}
-				fmt.Fprintf(stdout, "  %12d %10.1f %10.2f %10.2f %7.3f %7d\n", r.Bytes, r.Seconds*1e6, r.GBps, r.Ref, r.Ratio, r.Wrong)
-			}
-		}
+		rows = r
 	case "pingpong":
 		if iters == 0 {
 			iters = 20000
@@ -361,6 +323,61 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		}
 	}
 	return nil
+}
+
+// benchPutTable runs bench put and prints its table on rank 0: the header
+// first, then each row as soon as it is measured, so a sweep that fails
+// at a later size keeps the rows it finished.
+func benchPutTable(ctx context.Context, c *engine.Comm, header string, lo, hi uint64, factor, iters int, path string, bidir bool, mode string, symModes []string, stdout, stderr io.Writer) ([]bench.BenchRow, error) {
+	me := c.Env.Rank
+	var sizes []uint64
+	for s := lo; s <= hi; s *= uint64(factor) {
+		sizes = append(sizes, s)
+	}
+	if me == 0 {
+		fmt.Fprintln(stdout, header)
+		ref := "ref = plain in-process copy of the same size"
+		switch {
+		case c.Opts.Device == "cuda" && c.Rank.Topo.AnyNet():
+			ref = "peers over the network: the host runs the puts (proxy path), timed by the wall clock; ref = plain in-process copy of the same size"
+		case c.Opts.Device == "cuda":
+			ref = "ref = cuMemcpyAsync of the same bytes to the peer's memory (peer copy); both timed by events on the device"
+		}
+		dir := "rank 0 -> rank 1"
+		if bidir {
+			dir = "ranks 0 <-> 1 at once (per direction)"
+		}
+		dir += ", mode " + mode
+		fmt.Fprintf(stdout, "# %s, window path %s, median of %d iterations, alternating; %s, same run\n", dir, path, iters, ref)
+		if len(symModes) > 1 {
+			fmt.Fprintf(stdout, "# symmetric: on = every rank's part in one flat range, off = separate mappings; ratio to the ref of the same pass\n")
+			fmt.Fprintf(stdout, "# %-9s %12s %10s %10s %10s %7s %7s\n", "symmetric", "size(B)", "time(us)", "put GB/s", "ref GB/s", "ratio", "#wrong")
+		} else {
+			fmt.Fprintf(stdout, "# %12s %10s %10s %10s %7s %7s\n", "size(B)", "time(us)", "put GB/s", "ref GB/s", "ratio", "#wrong")
+		}
+	}
+	progress := progressWriter(me, stderr)
+	var rows []bench.BenchRow
+	for _, sm := range symModes {
+		putRow := func(r bench.BenchRow) error {
+			switch {
+			case me != 0:
+			case len(symModes) > 1:
+				fmt.Fprintf(stdout, "  %-9s %12d %10.1f %10.2f %10.2f %7.3f %7d\n", sm, r.Bytes, r.Seconds*1e6, r.GBps, r.Ref, r.Ratio, r.Wrong)
+			default:
+				fmt.Fprintf(stdout, "  %12d %10.1f %10.2f %10.2f %7.3f %7d\n", r.Bytes, r.Seconds*1e6, r.GBps, r.Ref, r.Ratio, r.Wrong)
+			}
+			return nil
+		}
+		r, err := withSymmetric(c, sm, func() ([]bench.BenchRow, error) {
+			return bench.BenchPut(ctx, c, sizes, iters, path, bidir, mode, progress, putRow)
+		})
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
+	}
+	return rows, nil
 }
 
 // pingRow prints one ping-pong row (r.Seconds is the one-way latency;

@@ -67,6 +67,10 @@ type AGBenchConfig struct {
 	Rounds int
 	// Progress, when set, receives a progress line per size (rank 0).
 	Progress io.Writer
+	// OnRow, when set, is called on rank 0 with each size's row as soon
+	// as it is measured (the progress line off meanwhile); res holds the
+	// rows so far and Info as it stands. An error from it ends the run.
+	OnRow func(res *AGBenchResult, row AGBenchRow) error
 }
 
 // AGBenchRow is one size of the all-gather benchmark. Seconds are the
@@ -414,6 +418,7 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 	if me == 0 {
 		bar = newProgressBar(cfg.Progress, len(cfg.Sizes))
 	}
+	defer bar.clear()
 	for si, size := range cfg.Sizes {
 		n := chunk(size)
 		row := AGBenchRow{Bytes: n * N, Count: n * N, Type: "uint8"}
@@ -599,24 +604,42 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 			row.Ratio = row.NCCLSec / row.Seconds
 		}
 		res.Rows = append(res.Rows, row)
+		if cfg.OnRow != nil && me == 0 {
+			res.Info = agInfo(cfg, c, ag)
+			if err := bar.between(func() error { return cfg.OnRow(res, row) }); err != nil {
+				return nil, err
+			}
+		}
 	}
 	bar.clear()
+	res.Info = agInfo(cfg, c, ag)
 	if cfg.Schedule != nil {
-		res.Info = map[string]any{"algo": cfg.ScheduleName, "algo_requested": cfg.ScheduleName,
-			"path": "window operations from Lua (" + c.Backend.Name() + ")", "graph": false}
 		if ag != nil {
-			res.Info["builtin_path"] = ag.Info()["path"]
 			if err := ag.Destroy(ctx); err != nil {
 				return nil, err
 			}
 		}
 		return res, nil
 	}
-	res.Info = ag.Info()
 	if err := ag.Destroy(ctx); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// agInfo is what the result's Info says of the all-gather measured: the
+// built-in's ag:info(), or the schedule's name and the built-in baseline's
+// path beside it.
+func agInfo(cfg AGBenchConfig, c *engine.Comm, ag *engine.AllGather) map[string]any {
+	if cfg.Schedule == nil {
+		return ag.Info()
+	}
+	info := map[string]any{"algo": cfg.ScheduleName, "algo_requested": cfg.ScheduleName,
+		"path": "window operations from Lua (" + c.Backend.Name() + ")", "graph": false}
+	if ag != nil {
+		info["builtin_path"] = ag.Info()["path"]
+	}
+	return info
 }
 
 // hostSettle is how long a host rank keeps its processor busy before its

@@ -42,7 +42,11 @@ type BenchRow struct {
 //
 // mode is "push" (puts, the default) or "pull" (gets: each rank's copy
 // reads the peer's window).
-func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, path string, bidir bool, mode string, progress io.Writer) ([]BenchRow, error) {
+//
+// onRow, when set, is called with each size's row as soon as it is
+// measured (with the progress line off), so a table can be printed row
+// by row and keeps its finished rows when a later size fails.
+func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, path string, bidir bool, mode string, progress io.Writer, onRow func(BenchRow) error) ([]BenchRow, error) {
 	if c.Env.Size < 2 {
 		return nil, fmt.Errorf("bench put needs at least 2 ranks")
 	}
@@ -78,6 +82,7 @@ func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, pa
 	var rows []BenchRow
 	me := c.Env.Rank
 	bar := newProgressBar(progress, len(sizes))
+	defer bar.clear()
 	for i, n := range sizes {
 		bar.show(i, fmt.Sprintf("measuring %d bytes", n))
 		if err := src.Fill(transport.FillRandU32, uint64(i+1)); err != nil {
@@ -197,8 +202,12 @@ func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, pa
 		}
 		row.Wrong = wrong
 		rows = append(rows, row)
+		if onRow != nil {
+			if err := bar.between(func() error { return onRow(row) }); err != nil {
+				return rows, err
+			}
+		}
 	}
-	bar.clear()
 	return rows, nil
 }
 
