@@ -71,3 +71,19 @@ func TestBenchRowsAsMeasured(t *testing.T) {
 		t.Errorf("header missing:\n%s", all)
 	}
 }
+
+// TestTyposNamed: in a script, a misspelled method or lc. function is
+// named with the object it was looked up on and the closest name.
+func TestTyposNamed(t *testing.T) {
+	for _, c := range []struct{ line, want string }{
+		{"w:put_sgnal(1, 0)", ":3: window has no method put_sgnal; did you mean put_signal?"},
+		{"lc.windw{bytes = 8}", ":3: luacoll (lc) has no field windw; did you mean window?"},
+		{"w:nosuch()", ":3: window has no method nosuch\n"},
+	} {
+		s := writeScript(t, "local lc = require(\"luacoll\")\nlocal w = lc.window{ bytes = 64 }\n"+c.line+"\n")
+		r := luacoll(t, nil, "run", "-n", "1", s)
+		if r.code == 0 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%s: exit %d, stderr lacks %q:\n%s", c.line, r.code, c.want, r.stderr)
+		}
+	}
+}

@@ -174,9 +174,11 @@ func (s *State) install() {
 		for _, e := range s.Reg.Methods(recv) {
 			L.SetField(methods, e.Short(), s.wrapMethod(e, mt))
 		}
+		guardMissing(L, methods, r.what, "method")
 		L.SetField(mt, "__index", methods)
 		L.SetField(mt, "__tostring", L.NewFunction(tostring))
 	}
+	guardMissing(L, mod, "luacoll (lc)", "field")
 	L.SetGlobal("luacoll", mod)
 	L.SetGlobal("print", L.NewFunction(func(L *lua.LState) int {
 		n := L.GetTop()
