@@ -24,7 +24,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		"collectives, errors) for ui.perfetto.dev or chrome://tracing. The script is read once\n"+
 		"(a file, a FIFO, or - for standard input, as with lua -) and every rank runs the same\n"+
 		"bytes. A job that hangs: Ctrl-\\ (SIGQUIT to the launcher) makes every rank print its\n"+
-		"goroutines' stacks, prefixed with its rank, and exit.", stderr)
+		"Lua traceback and the wait it was in (what for, the value seen), write its Go stacks to a\n"+
+		"file it names, and exit.", stderr)
 	var f rankFlags
 	f.register(fs, 1)
 	if code, ok := parse(fs, args, stdout); !ok {

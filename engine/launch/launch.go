@@ -336,9 +336,10 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 		}
 	}
 	// SIGQUIT (Ctrl-\ at a terminal, kill -QUIT) goes on to every rank:
-	// each prints where all its goroutines are and exits (the Go runtime's
-	// dump, through the ranks' prefixed output), which is how to see where
-	// a hung job waits. The ranks have process groups of their own, so a
+	// each prints where it is and exits (a script's rank: its Lua
+	// traceback and the wait it was in, with the Go runtime's stacks in a
+	// file; others: the Go runtime's dump), which is how to see where a
+	// hung job waits. The ranks have process groups of their own, so a
 	// terminal's Ctrl-\ reaches only the launcher.
 	quit := make(chan os.Signal, 1)
 	signal.Notify(quit, syscall.SIGQUIT)
@@ -346,7 +347,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 	for running > 0 {
 		select {
 		case <-quit:
-			sink.note("luacoll: SIGQUIT: every rank prints its goroutines' stacks and exits")
+			sink.note("luacoll: SIGQUIT: every rank shows where it is and exits")
 			for _, lr := range ranks {
 				if !lr.exited && lr.cmd.Process != nil {
 					_ = lr.cmd.Process.Signal(syscall.SIGQUIT)
