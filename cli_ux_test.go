@@ -4,11 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/bootstrap"
+	"github.com/luacoll/luacoll/engine/launch"
+	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/window"
 )
 
 // TestBenchRowsAsMeasured: bench put prints each size's row as soon as it
@@ -84,6 +91,73 @@ func TestTyposNamed(t *testing.T) {
 		r := luacoll(t, nil, "run", "-n", "1", s)
 		if r.code == 0 || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("%s: exit %d, stderr lacks %q:\n%s", c.line, r.code, c.want, r.stderr)
+		}
+	}
+}
+
+// TestTimeoutReportedOnce: a wait that times out is reported once, by the
+// rank that waited, naming that rank once, with a hint at --timeout; the
+// rank it stopped says nothing of its own.
+func TestTimeoutReportedOnce(t *testing.T) {
+	s := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 64 }
+local long = lc.window{ bytes = 64, timeout_ms = 60000 }
+if lc.rank == 0 then w:wait_signal(0, ">=", 1); w:sync() end
+long:wait_signal(0, ">=", 1)
+long:sync()`)
+	r := luacoll(t, nil, "run", "-n", "2", "--timeout", "300ms", s)
+	if r.code != 1 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	var own []string
+	for _, l := range strings.Split(r.stderr, "\n") {
+		if strings.HasPrefix(l, "[0] ") {
+			own = append(own, l)
+		}
+	}
+	if len(own) != 2 || !strings.Contains(own[0], "timed out after 300ms") || strings.Count(own[0], "rank 0: ") != 1 {
+		t.Errorf("rank 0 does not say its timeout once, naming itself once:\n%s", r.stderr)
+	}
+	if l := rowAfter(r.stderr, "[1]"); l != nil && !strings.Contains(strings.Join(l, " "), "rank 0 failed") {
+		t.Errorf("rank 1 gave a cause of its own:\n%s", r.stderr)
+	}
+	if !strings.Contains(r.stderr, "--timeout (300ms in this run)") {
+		t.Errorf("no hint at --timeout:\n%s", r.stderr)
+	}
+	// A window's own timeout_ms is not --timeout's: no hint then.
+	s = writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 64, timeout_ms = 200 }
+if lc.rank == 0 then w:wait_signal(0, ">=", 1) end
+w:sync()`)
+	r = luacoll(t, nil, "run", "-n", "2", "--timeout", "5s", s)
+	if r.code != 1 || !strings.Contains(r.stderr, "timed out after 200ms") || strings.Contains(r.stderr, "hint") {
+		t.Errorf("timeout_ms: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestBenchFailureReportedOnce: a bench rank's failure names the rank
+// once and hints at --timeout after a timeout; a rank stopped by another
+// rank's failure gives way to it (says nothing under luacoll's launcher,
+// one line under another).
+func TestBenchFailureReportedOnce(t *testing.T) {
+	comm := &engine.Comm{Abort: transport.NewAbort()}
+	var b strings.Builder
+	we := &window.WaitError{Rank: 1, Window: 0, Op: "barrier(id 0, epoch 2, every peer)", Cond: ">= 2", Msg: "timed out after 10s", Observed: 1}
+	code := reportRankFailure(&b, "luacoll bench put", launch.RankEnv{Rank: 1, Source: launch.SourceLuacoll}, comm, we, 10*time.Second)
+	want := "luacoll bench put: rank 1: window 0: barrier(id 0, epoch 2, every peer) >= 2: timed out after 10s; last value seen 1\n" +
+		"luacoll bench put: hint: waits and bootstrap calls give up after --timeout (10s in this run); a busy machine or a large size may need more, e.g. --timeout 30s\n"
+	if code != 1 || b.String() != want {
+		t.Errorf("timeout: exit %d\n%s\nwant\n%s", code, b.String(), want)
+	}
+	peer := fmt.Errorf("bench.put.check: bootstrap allgather: %w", &bootstrap.RankError{Rank: 1, Reason: "window 0: timed out"})
+	for _, c := range []struct {
+		source string
+		want   string
+	}{{launch.SourceLuacoll, ""}, {launch.SourceOpenMPI, "luacoll bench put: rank 0: stopped: rank 1 failed\n"}} {
+		b.Reset()
+		code = reportRankFailure(&b, "luacoll bench put", launch.RankEnv{Rank: 0, Source: c.source}, comm, peer, 10*time.Second)
+		if code != launch.ExitPeerFailed || b.String() != c.want {
+			t.Errorf("%v: stopped by rank 1: exit %d, said %q, want %q", c.source, code, b.String(), c.want)
 		}
 	}
 }

@@ -146,9 +146,9 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 		return engine.ReportOpenError(stderr, "luacoll bench allgather: ", env, err)
 	}
 	if err := runBenchAllgather(ctx, comm, f, sizes, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "luacoll bench allgather: rank %d: %v\n", env.Rank, err)
+		code := reportRankFailure(stderr, "luacoll bench allgather", env, comm, err, f.rank.timeout)
 		_ = comm.Close(err)
-		return 1
+		return code
 	}
 	if err := comm.Close(nil); err != nil {
 		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)

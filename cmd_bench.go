@@ -177,9 +177,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	err = runBench(ctx, comm, what, lo, hi, *factor, *iters, *path, *bidir, *mode, symModes, *vs == "mpi", *jsonOut, stdout, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "luacoll bench %s: rank %d: %v\n", what, env.Rank, err)
+		code := reportRankFailure(stderr, "luacoll bench "+what, env, comm, err, f.timeout)
 		_ = comm.Close(err)
-		return 1
+		return code
 	}
 	if err := comm.Close(nil); err != nil {
 		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
@@ -378,6 +378,29 @@ func benchPutTable(ctx context.Context, c *engine.Comm, header string, lo, hi ui
 		rows = append(rows, r...)
 	}
 	return rows, nil
+}
+
+// reportRankFailure prints why a bench rank failed, once, and returns its
+// exit status. The rank is named once; a timeout says which flag sets it;
+// a rank stopped by another rank's failure says nothing under luacoll's
+// launcher (which shows that rank's own report) and one line under
+// another, and gives way to it (launch.ExitPeerFailed).
+func reportRankFailure(stderr io.Writer, prog string, env launch.RankEnv, comm *engine.Comm, err error, timeout time.Duration) int {
+	other := engine.OtherRanksFailure(err, env.Rank)
+	if other < 0 {
+		other = engine.OtherRanksFailure(comm.Abort.Err(), env.Rank)
+	}
+	if other >= 0 {
+		if env.Source != launch.SourceLuacoll {
+			fmt.Fprintf(stderr, "%s: rank %d: stopped: rank %d failed\n", prog, env.Rank, other)
+		}
+		return launch.ExitPeerFailed
+	}
+	fmt.Fprintf(stderr, "%s: %s\n", prog, engine.RankMessage(err, env.Rank))
+	if hint := engine.TimeoutHint(err, timeout); hint != "" {
+		fmt.Fprintf(stderr, "%s: %s\n", prog, hint)
+	}
+	return 1
 }
 
 // pingRow prints one ping-pong row (r.Seconds is the one-way latency;

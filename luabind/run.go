@@ -147,6 +147,8 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 		var re *bootstrap.RankError
 		if errors.As(comm.Abort.Err(), &re) && re.Rank != env.Rank {
 			code = launch.ExitPeerFailed // the origin is another rank
+		} else if hint := engine.TimeoutHint(err, o.Comm.Timeout); hint != "" {
+			fmt.Fprintf(o.Stderr, "%s\n", hint)
 		}
 		_ = comm.Close(err)
 		return code

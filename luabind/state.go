@@ -3,6 +3,7 @@ package luabind
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -61,6 +62,9 @@ type State struct {
 	// (a script position): it tells the others and does not return.
 	// Unset, os.exit is Lua's own.
 	Exit func(code int, where string)
+	// raised is the last Go error a call raised into Lua (ScriptError's
+	// Cause).
+	raised error
 }
 
 // NewRegistry returns the registry of every Lua function and method.
@@ -323,7 +327,7 @@ func (s *State) Run(src []byte, name string, args []string) error {
 				return &ScriptError{Msg: msg, Trace: ae.StackTrace}
 			}
 		}
-		return scriptError(err)
+		return s.withCause(scriptError(err))
 	}
 	return nil
 }
@@ -343,9 +347,28 @@ func (s *State) DoString(chunk, name string) error {
 type ScriptError struct {
 	Msg   string
 	Trace string
+	// Cause is the Go error a luacoll call raised that the message
+	// carries (a wait's timeout, say), when there is one.
+	Cause error
 }
 
 func (e *ScriptError) Error() string { return e.Msg }
+
+// Unwrap returns the Go error behind the message, or nil.
+func (e *ScriptError) Unwrap() error { return e.Cause }
+
+// withCause sets err's Cause to the last Go error a luacoll call raised,
+// when err's message still carries it (not one a pcall caught before).
+func (s *State) withCause(err error) error {
+	var se *ScriptError
+	if s.raised == nil || !errors.As(err, &se) || se.Cause != nil {
+		return err
+	}
+	if strings.Contains(se.Msg, strings.TrimPrefix(s.raised.Error(), fmt.Sprintf("rank %d: ", s.rank()))) {
+		se.Cause = s.raised
+	}
+	return err
+}
 
 func scriptError(err error) error {
 	if err == nil {

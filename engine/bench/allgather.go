@@ -277,7 +277,7 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 	if err != nil {
 		return nil, err
 	}
-	defer c.FreeWindow(ctx, w)
+	defer freeAfter(ctx, c, w, &rerr)
 	src, err := c.NewBuffer(maxChunk)
 	if err != nil {
 		return nil, err
@@ -344,7 +344,7 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 		if align, err = c.NewWindow(ctx, "bench.allgather(align)", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1}); err != nil {
 			return nil, err
 		}
-		defer c.FreeWindow(ctx, align)
+		defer freeAfter(ctx, c, align, &rerr)
 	}
 	// run times iters back-to-back ops after warmup ones, on every rank
 	// together, and returns the average seconds per op.
