@@ -161,3 +161,32 @@ func TestBenchFailureReportedOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestNeighbourHabits: -np as mpirun writes it, -e CODE as lua -e (alone
+// or before a script), lc as a global in scripts as in the REPL, and size
+// flags that bench pingpong and barrier would ignore are refused.
+func TestNeighbourHabits(t *testing.T) {
+	r := luacoll(t, nil, "run", "-np", "2", "-e", "print('rank', lc.rank, lc.size)")
+	if r.code != 0 || !strings.Contains(r.stdout, "[0] rank\t0\t2") || !strings.Contains(r.stdout, "[1] rank\t1\t2") {
+		t.Errorf("run -np 2 -e: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	s := writeScript(t, "print(x, arg[1], lc.rank)\n") // no require: lc is a global
+	r = luacoll(t, nil, "run", "-e", "x = 41", "-e", "x = x + 1", s, "a")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "[0] 42\ta\t0" {
+		t.Errorf("run -e -e script: exit %d\n%q\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = luacoll(t, nil, "run", "-e", "x = = 1")
+	if r.code != 1 || !strings.Contains(r.stderr, "-e: (command line):1: syntax error") {
+		t.Errorf("run -e with a syntax error: exit %d\n%s", r.code, r.stderr)
+	}
+	r = luacoll(t, nil, "run", "-e", "error('boom')")
+	if r.code != 1 || !strings.Contains(r.stderr, "(command line):1: boom") {
+		t.Errorf("run -e error: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, args := range [][]string{{"pingpong", "-b", "8", "-e", "1M"}, {"barrier", "-f", "2"}} {
+		r = luacoll(t, nil, append([]string{"bench"}, args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "sweeps no sizes") || r.stdout != "" {
+			t.Errorf("bench %v: exit %d, want a refusal\n%s\n%s", args, r.code, r.stdout, r.stderr)
+		}
+	}
+}

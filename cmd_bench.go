@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -86,7 +87,18 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 		return 2
 	}
+	// Only put sweeps sizes: pingpong times 8-byte messages and barrier
+	// none, so a size flag there is refused rather than ignored.
+	var sizeFlags []string
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "b" || fl.Name == "e" || fl.Name == "f" || fl.Name == "bidir" || fl.Name == "mode" {
+			sizeFlags = append(sizeFlags, "-"+fl.Name)
+		}
+	})
 	lo, err := parseSize(*minS)
+	if what != "put" && len(sizeFlags) > 0 {
+		err = fmt.Errorf("%s: bench %s sweeps no sizes (pingpong times 8-byte messages, barrier none); -b, -e, -f, --bidir and --mode are bench put's", strings.Join(sizeFlags, ", "), what)
+	}
 	if err == nil {
 		var hi uint64
 		hi, err = parseSize(*maxS)

@@ -48,6 +48,7 @@ type rankFlags struct {
 func (f *rankFlags) register(fs *flag.FlagSet, defaultN int) {
 	f.fs = fs
 	fs.IntVar(&f.n, "n", 0, fmt.Sprintf("number of ranks to start (default %d; under an external launcher, its world size)", defaultN))
+	fs.IntVar(&f.n, "np", 0, "the same as -n (as mpirun writes it)")
 	fs.StringVar(&f.device, "device", "host", "where memory and streams live: host or cuda")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "default timeout of every wait and bootstrap call (e.g. 500ms, 30s)")
 	fs.BoolVar(&f.noPrefix, "no-prefix", false, "do not prefix output lines with [rank]")
@@ -83,7 +84,7 @@ func (f *rankFlags) options() engine.Options {
 func (f *rankFlags) check() error {
 	if f.fs != nil {
 		f.fs.Visit(func(fl *flag.Flag) {
-			if fl.Name == "n" {
+			if fl.Name == "n" || fl.Name == "np" {
 				f.nSet = true
 			}
 		})

@@ -28,6 +28,8 @@ type RunOptions struct {
 	// and Name what its messages call it; otherwise Script is read here.
 	Source []byte
 	Name   string
+	// Exec are chunks run before the script (run -e CODE).
+	Exec   []string
 	Args   []string
 	Stdout io.Writer
 	Stderr io.Writer
@@ -72,6 +74,7 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 	}
 	s := New(comm, o.Stdout)
 	defer s.Close()
+	s.Exec = o.Exec
 	// Not derived from ctx: the watcher below cancels it with a reason.
 	runCtx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
