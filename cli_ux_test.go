@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -188,5 +191,57 @@ func TestNeighbourHabits(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, "sweeps no sizes") || r.stdout != "" {
 			t.Errorf("bench %v: exit %d, want a refusal\n%s\n%s", args, r.code, r.stdout, r.stderr)
 		}
+	}
+}
+
+// TestOutputDetails: every command's help goes to stdout (so | less
+// works) and a bad flag's to stderr; info --json has snake_case keys
+// only; a host all-gather bench says "baseline: none" when none was asked
+// for, and its plot's title does not say "graph false".
+func TestOutputDetails(t *testing.T) {
+	for _, args := range [][]string{{"help", "run"}, {"help", "repl"}, {"help", "check"}, {"help", "info"}, {"help", "docs"},
+		{"help", "clean"}, {"help", "bench"}, {"bench", "allgather", "--help"}, {"bench", "put", "-h"}, {"run", "--help"}} {
+		r := luacoll(t, nil, args...)
+		if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "Usage: ") {
+			t.Errorf("%v: exit %d, stdout %.80q, stderr %.200q", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	r := luacoll(t, nil, "run", "--no-such-flag")
+	if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "flag provided but not defined: -no-such-flag") || !strings.Contains(r.stderr, "Usage: ") {
+		t.Errorf("bad flag: exit %d, stdout %q, stderr %.200q", r.code, r.stdout, r.stderr)
+	}
+
+	r = luacoll(t, nil, "info", "--json")
+	var v any
+	if err := json.Unmarshal([]byte(r.stdout), &v); r.code != 0 || err != nil {
+		t.Fatalf("info --json: exit %d, %v\n%s", r.code, err, r.stdout)
+	}
+	snake := regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if !snake.MatchString(k) {
+					t.Errorf("info --json: key %s.%s is not snake_case", path, k)
+				}
+				walk(path+"."+k, e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(path+"[]", e)
+			}
+		}
+	}
+	walk("", v)
+
+	svg := filepath.Join(t.TempDir(), "ag.svg")
+	r = luacoll(t, nil, "bench", "allgather", "-n", "2", "-b", "1K", "-e", "4K", "--iters", "5", "--plot", svg)
+	if r.code != 0 || !strings.Contains(r.stdout, "# baseline: none (--vs nccl, mpi or direct adds one)\n") || strings.Contains(r.stdout, "not requested") {
+		t.Errorf("bench allgather: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil || !strings.Contains(string(b), "all-gather busbw, 2 ranks, host") || strings.Contains(string(b), "graph false") {
+		t.Errorf("plot title: %v\n%.600s", err, b)
 	}
 }

@@ -455,7 +455,12 @@ func agHeader(stdout io.Writer, c *engine.Comm, f agFlags, res *bench.AGBenchRes
 		}
 		fmt.Fprintf(stdout, "# baseline: built-in direct all-gather (path %s), %s, same window and buffers\n", res.Info["builtin_path"], how)
 	}
-	fmt.Fprintf(stdout, "# baseline: %s\n", res.NCCL)
+	switch {
+	case f.vsNCCL:
+		fmt.Fprintf(stdout, "# baseline: %s\n", res.NCCL)
+	case !res.HaveBuiltin && !res.HaveMPI:
+		fmt.Fprintf(stdout, "# baseline: none (--vs nccl, mpi or direct adds one)\n")
+	}
 	if res.HaveMPI {
 		fmt.Fprintf(stdout, "# baseline: MPI_Allgather, %s, same buffers and processes\n", res.MPI)
 	}
