@@ -21,9 +21,12 @@ run: build
 	./$(BIN) run -n 4
 
 # Every test: formatting and lint (go vet, staticcheck), the race detector
-# over all packages, and a short run of each fuzz target.
+# over all packages, and a short run of each fuzz target. The results print
+# as go test prints them, then one line of the tests that skipped, grouped
+# by why (scripts/testsummary; README, Tests).
 test: build lint
-	$(GO) test -race -timeout 15m ./...
+	$(GO) build -o bin/testsummary ./scripts/testsummary
+	$(GO) test -race -timeout 15m -json ./... | bin/testsummary
 	$(MAKE) --no-print-directory fuzz FUZZTIME=20000x
 
 lint:

@@ -146,9 +146,9 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 		return engine.ReportOpenError(stderr, "luacoll bench allgather: ", env, err)
 	}
 	if err := runBenchAllgather(ctx, comm, f, sizes, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "luacoll bench allgather: rank %d: %v\n", env.Rank, err)
+		code := reportRankFailure(stderr, "luacoll bench allgather", env, comm, err, f.rank.timeout)
 		_ = comm.Close(err)
-		return 1
+		return code
 	}
 	if err := comm.Close(nil); err != nil {
 		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
@@ -341,28 +341,67 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	if err != nil {
 		return err
 	}
+	// Rank 0 prints the header with the first row and every row as soon
+	// as it is measured: a sweep that fails later keeps its finished rows.
+	var meta agMeta
+	cfg.OnRow = func(res *bench.AGBenchResult, r bench.AGBenchRow) error {
+		if len(res.Rows) == 1 {
+			planInfo(res, f, st, c)
+			meta = agHeader(stdout, c, f, res, cpuPlace, cpus)
+		}
+		agRow(stdout, res, r)
+		return nil
+	}
 	res, err := bench.BenchAllGather(ctx, c, cfg)
 	if err != nil {
 		return err
 	}
-	if f.plan && st != nil {
-		res.Info["path"] = map[string]string{
-			"host":   "a recorded plan replayed by a Go loop over the window operations",
-			"stream": "a recorded plan replayed as launches on the CUDA stream (the plan interpreter over runs of ops, copies above 64 KiB alone; op by op where the interpreter cannot run them)",
-			"device": "a recorded plan run by one kernel per call (the plan interpreter)",
-			"graph":  "a recorded plan captured into a CUDA graph, one launch per replay",
-		}[st.Mode()]
-		if res.Info["path"] == "" {
-			res.Info["path"] = "a recorded plan, in the mode auto picks for each size (plan_modes)"
-		}
-		res.Info["path"] = res.Info["path"].(string) + " (" + c.Backend.Name() + ")"
-		if st != nil && len(st.PlanModes) > 0 {
-			res.Info["plan_modes"] = st.PlanModes
-		}
-	}
+	planInfo(res, f, st, c)
 	if me != 0 {
 		return nil
 	}
+	meta.Info = res.Info
+	if f.jsonOut != "" {
+		if err := writeAGJSON(f.jsonOut, meta, res.Rows); err != nil {
+			return err
+		}
+	}
+	if f.plot != "" {
+		title := fmt.Sprintf("all-gather busbw, %d ranks, %s", c.Env.Size, c.Backend.Name())
+		if f.graph {
+			title += ", CUDA graphs"
+		}
+		if err := agChart(title, f.algo, res.Rows, res.HaveBuiltin, res.HaveNCCL, res.HaveMPI).Write(f.plot); err != nil {
+			return fmt.Errorf("--plot: %w", err)
+		}
+	}
+	return nil
+}
+
+// planInfo says in res.Info how a plan schedule ran (bench allgather
+// --plan): the mode's path and the modes auto picked.
+func planInfo(res *bench.AGBenchResult, f agFlags, st *luabind.State, c *engine.Comm) {
+	if !f.plan || st == nil {
+		return
+	}
+	res.Info["path"] = map[string]string{
+		"host":   "a recorded plan replayed by a Go loop over the window operations",
+		"stream": "a recorded plan replayed as launches on the CUDA stream (the plan interpreter over runs of ops, copies above 64 KiB alone; op by op where the interpreter cannot run them)",
+		"device": "a recorded plan run by one kernel per call (the plan interpreter)",
+		"graph":  "a recorded plan captured into a CUDA graph, one launch per replay",
+	}[st.Mode()]
+	if res.Info["path"] == "" {
+		res.Info["path"] = "a recorded plan, in the mode auto picks for each size (plan_modes)"
+	}
+	res.Info["path"] = res.Info["path"].(string) + " (" + c.Backend.Name() + ")"
+	if len(st.PlanModes) > 0 {
+		res.Info["plan_modes"] = st.PlanModes
+	}
+}
+
+// agHeader prints the table's comment lines and column names (rank 0,
+// with the first row) and returns the run's metadata for --json.
+func agHeader(stdout io.Writer, c *engine.Comm, f agFlags, res *bench.AGBenchResult, cpuPlace string, cpus []string) agMeta {
 	meta := agMeta{Kind: "meta", Command: f.cmdline,
 		Version: versionString(), Revision: buildRevision(), Backend: c.Backend.Name(), Ranks: c.Env.Size,
 		Iters: f.iters, Warmup: f.warmup, Rounds: f.rounds, Algo: f.algo, Graph: f.graph, InPlace: f.inPlace, Stress: f.stress, Skipped: f.skipped, NCCL: res.NCCL, MPI: res.MPI, Info: res.Info,
@@ -416,7 +455,12 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		}
 		fmt.Fprintf(stdout, "# baseline: built-in direct all-gather (path %s), %s, same window and buffers\n", res.Info["builtin_path"], how)
 	}
-	fmt.Fprintf(stdout, "# baseline: %s\n", res.NCCL)
+	switch {
+	case f.vsNCCL:
+		fmt.Fprintf(stdout, "# baseline: %s\n", res.NCCL)
+	case !res.HaveBuiltin && !res.HaveMPI:
+		fmt.Fprintf(stdout, "# baseline: none (--vs nccl, mpi or direct adds one)\n")
+	}
 	if res.HaveMPI {
 		fmt.Fprintf(stdout, "# baseline: MPI_Allgather, %s, same buffers and processes\n", res.MPI)
 	}
@@ -434,31 +478,22 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		fmt.Fprintf(stdout, " %10s %8s %7s %7s", "mpi(us)", "m.busbw", "#wrong", "ratio")
 	}
 	fmt.Fprintln(stdout)
-	for _, r := range res.Rows {
-		fmt.Fprintf(stdout, "  %12d %12d %6s %10.2f %8.2f %8.2f %7d", r.Bytes, r.Count, r.Type, r.Seconds*1e6, r.AlgBW, r.BusBW, r.Wrong)
-		if res.HaveBuiltin {
-			fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.BuiltinSec*1e6, r.BuiltinBusBW, r.BuiltinWrong, r.BuiltinRatio)
-		}
-		if res.HaveNCCL {
-			fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.NCCLSec*1e6, r.NCCLBusBW, r.NCCLWrong, r.Ratio)
-		}
-		if res.HaveMPI {
-			fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.MPISec*1e6, r.MPIBusBW, r.MPIWrong, r.MPIRatio)
-		}
-		fmt.Fprintln(stdout)
+	return meta
+}
+
+// agRow prints one row of the table.
+func agRow(stdout io.Writer, res *bench.AGBenchResult, r bench.AGBenchRow) {
+	fmt.Fprintf(stdout, "  %12d %12d %6s %10.2f %8.2f %8.2f %7d", r.Bytes, r.Count, r.Type, r.Seconds*1e6, r.AlgBW, r.BusBW, r.Wrong)
+	if res.HaveBuiltin {
+		fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.BuiltinSec*1e6, r.BuiltinBusBW, r.BuiltinWrong, r.BuiltinRatio)
 	}
-	if f.jsonOut != "" {
-		if err := writeAGJSON(f.jsonOut, meta, res.Rows); err != nil {
-			return err
-		}
+	if res.HaveNCCL {
+		fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.NCCLSec*1e6, r.NCCLBusBW, r.NCCLWrong, r.Ratio)
 	}
-	if f.plot != "" {
-		title := fmt.Sprintf("all-gather busbw, %d ranks, %s, graph %v", c.Env.Size, c.Backend.Name(), f.graph)
-		if err := agChart(title, f.algo, res.Rows, res.HaveBuiltin, res.HaveNCCL, res.HaveMPI).Write(f.plot); err != nil {
-			return fmt.Errorf("--plot: %w", err)
-		}
+	if res.HaveMPI {
+		fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.MPISec*1e6, r.MPIBusBW, r.MPIWrong, r.MPIRatio)
 	}
-	return nil
+	fmt.Fprintln(stdout)
 }
 
 func writeAGJSON(path string, meta agMeta, rows []bench.AGBenchRow) error {

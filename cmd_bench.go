@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -86,7 +87,18 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 		return 2
 	}
+	// Only put sweeps sizes: pingpong times 8-byte messages and barrier
+	// none, so a size flag there is refused rather than ignored.
+	var sizeFlags []string
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "b" || fl.Name == "e" || fl.Name == "f" || fl.Name == "bidir" || fl.Name == "mode" {
+			sizeFlags = append(sizeFlags, "-"+fl.Name)
+		}
+	})
 	lo, err := parseSize(*minS)
+	if what != "put" && len(sizeFlags) > 0 {
+		err = fmt.Errorf("%s: bench %s sweeps no sizes (pingpong times 8-byte messages, barrier none); -b, -e, -f, --bidir and --mode are bench put's", strings.Join(sizeFlags, ", "), what)
+	}
 	if err == nil {
 		var hi uint64
 		hi, err = parseSize(*maxS)
@@ -177,9 +189,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	err = runBench(ctx, comm, what, lo, hi, *factor, *iters, *path, *bidir, *mode, symModes, *vs == "mpi", *jsonOut, stdout, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "luacoll bench %s: rank %d: %v\n", what, env.Rank, err)
+		code := reportRankFailure(stderr, "luacoll bench "+what, env, comm, err, f.timeout)
 		_ = comm.Close(err)
-		return 1
+		return code
 	}
 	if err := comm.Close(nil); err != nil {
 		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
@@ -202,49 +214,11 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		if iters == 0 {
 			iters = 5
 		}
-		var sizes []uint64
-		for s := lo; s <= hi; s *= uint64(factor) {
-			sizes = append(sizes, s)
+		r, err := benchPutTable(ctx, c, header, lo, hi, factor, iters, path, bidir, mode, symModes, stdout, stderr)
+		if err != nil {
+			return err
 		}
-		progress := progressWriter(me, stderr)
-		for _, sm := range symModes {
-			r, err := withSymmetric(c, sm, func() ([]bench.BenchRow, error) {
-				return bench.BenchPut(ctx, c, sizes, iters, path, bidir, mode, progress)
-			})
-			if err != nil {
-				return err
-			}
-			rows = append(rows, r...)
-		}
-		if me == 0 {
-			fmt.Fprintln(stdout, header)
-			ref := "ref = plain in-process copy of the same size"
-			switch {
-			case c.Opts.Device == "cuda" && c.Rank.Topo.AnyNet():
-				ref = "peers over the network: the host runs the puts (proxy path), timed by the wall clock; ref = plain in-process copy of the same size"
-			case c.Opts.Device == "cuda":
-				ref = "ref = cuMemcpyAsync of the same bytes to the peer's memory (peer copy); both timed by events on the device"
-			}
-			dir := "rank 0 -> rank 1"
-			if bidir {
-				dir = "ranks 0 <-> 1 at once (per direction)"
-			}
-			dir += ", mode " + mode
-			fmt.Fprintf(stdout, "# %s, window path %s, median of %d iterations, alternating; %s, same run\n", dir, path, iters, ref)
-			if len(symModes) > 1 {
-				fmt.Fprintf(stdout, "# symmetric: on = every rank's part in one flat range, off = separate mappings; ratio to the ref of the same pass\n")
-				fmt.Fprintf(stdout, "# %-9s %12s %10s %10s %10s %7s %7s\n", "symmetric", "size(B)", "time(us)", "put GB/s", "ref GB/s", "ratio", "#wrong")
-			} else {
-				fmt.Fprintf(stdout, "# %12s %10s %10s %10s %7s %7s\n", "size(B)", "time(us)", "put GB/s", "ref GB/s", "ratio", "#wrong")
-			}
-			for _, r := range rows {
-				if len(symModes) > 1 {
-					fmt.Fprintf(stdout, "  %-9s %12d %10.1f %10.2f %10.2f %7.3f %7d\n", r.Symmetric, r.Bytes, r.Seconds*1e6, r.GBps, r.Ref, r.Ratio, r.Wrong)
-					continue
-				}
-				fmt.Fprintf(stdout, "  %12d %10.1f %10.2f %10.2f %7.3f %7d\n", r.Bytes, r.Seconds*1e6, r.GBps, r.Ref, r.Ratio, r.Wrong)
-			}
-		}
+		rows = r
 	case "pingpong":
 		if iters == 0 {
 			iters = 20000
@@ -361,6 +335,84 @@ func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, f
 		}
 	}
 	return nil
+}
+
+// benchPutTable runs bench put and prints its table on rank 0: the header
+// first, then each row as soon as it is measured, so a sweep that fails
+// at a later size keeps the rows it finished.
+func benchPutTable(ctx context.Context, c *engine.Comm, header string, lo, hi uint64, factor, iters int, path string, bidir bool, mode string, symModes []string, stdout, stderr io.Writer) ([]bench.BenchRow, error) {
+	me := c.Env.Rank
+	var sizes []uint64
+	for s := lo; s <= hi; s *= uint64(factor) {
+		sizes = append(sizes, s)
+	}
+	if me == 0 {
+		fmt.Fprintln(stdout, header)
+		ref := "ref = plain in-process copy of the same size"
+		switch {
+		case c.Opts.Device == "cuda" && c.Rank.Topo.AnyNet():
+			ref = "peers over the network: the host runs the puts (proxy path), timed by the wall clock; ref = plain in-process copy of the same size"
+		case c.Opts.Device == "cuda":
+			ref = "ref = cuMemcpyAsync of the same bytes to the peer's memory (peer copy); both timed by events on the device"
+		}
+		dir := "rank 0 -> rank 1"
+		if bidir {
+			dir = "ranks 0 <-> 1 at once (per direction)"
+		}
+		dir += ", mode " + mode
+		fmt.Fprintf(stdout, "# %s, window path %s, median of %d iterations, alternating; %s, same run\n", dir, path, iters, ref)
+		if len(symModes) > 1 {
+			fmt.Fprintf(stdout, "# symmetric: on = every rank's part in one flat range, off = separate mappings; ratio to the ref of the same pass\n")
+			fmt.Fprintf(stdout, "# %-9s %12s %10s %10s %10s %7s %7s\n", "symmetric", "size(B)", "time(us)", "put GB/s", "ref GB/s", "ratio", "#wrong")
+		} else {
+			fmt.Fprintf(stdout, "# %12s %10s %10s %10s %7s %7s\n", "size(B)", "time(us)", "put GB/s", "ref GB/s", "ratio", "#wrong")
+		}
+	}
+	progress := progressWriter(me, stderr)
+	var rows []bench.BenchRow
+	for _, sm := range symModes {
+		putRow := func(r bench.BenchRow) error {
+			switch {
+			case me != 0:
+			case len(symModes) > 1:
+				fmt.Fprintf(stdout, "  %-9s %12d %10.1f %10.2f %10.2f %7.3f %7d\n", sm, r.Bytes, r.Seconds*1e6, r.GBps, r.Ref, r.Ratio, r.Wrong)
+			default:
+				fmt.Fprintf(stdout, "  %12d %10.1f %10.2f %10.2f %7.3f %7d\n", r.Bytes, r.Seconds*1e6, r.GBps, r.Ref, r.Ratio, r.Wrong)
+			}
+			return nil
+		}
+		r, err := withSymmetric(c, sm, func() ([]bench.BenchRow, error) {
+			return bench.BenchPut(ctx, c, sizes, iters, path, bidir, mode, progress, putRow)
+		})
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
+	}
+	return rows, nil
+}
+
+// reportRankFailure prints why a bench rank failed, once, and returns its
+// exit status. The rank is named once; a timeout says which flag sets it;
+// a rank stopped by another rank's failure says nothing under luacoll's
+// launcher (which shows that rank's own report) and one line under
+// another, and gives way to it (launch.ExitPeerFailed).
+func reportRankFailure(stderr io.Writer, prog string, env launch.RankEnv, comm *engine.Comm, err error, timeout time.Duration) int {
+	other := engine.OtherRanksFailure(err, env.Rank)
+	if other < 0 {
+		other = engine.OtherRanksFailure(comm.Abort.Err(), env.Rank)
+	}
+	if other >= 0 {
+		if env.Source != launch.SourceLuacoll {
+			fmt.Fprintf(stderr, "%s: rank %d: stopped: rank %d failed\n", prog, env.Rank, other)
+		}
+		return launch.ExitPeerFailed
+	}
+	fmt.Fprintf(stderr, "%s: %s\n", prog, engine.RankMessage(err, env.Rank))
+	if hint := engine.TimeoutHint(err, timeout); hint != "" {
+		fmt.Fprintf(stderr, "%s: %s\n", prog, hint)
+	}
+	return 1
 }
 
 // pingRow prints one ping-pong row (r.Seconds is the one-way latency;

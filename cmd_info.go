@@ -51,8 +51,9 @@ func cmdInfo(args []string, stdout, stderr io.Writer) int {
 		"peer-access matrices (the driver's and NVML's P2P write status), the NVLink topology,\n"+
 		"and whether NVRTC and NCCL were found; the UCX version and the transports and devices\n"+
 		"it sees for network peers.\n"+
-		"Without a GPU it says so and exits 0.", stderr)
-	asJSON := fs.Bool("json", false, "print the facts as JSON")
+		"Without a GPU it says so and exits 0. --json prints the same facts as one JSON object\n"+
+		"whose keys are all lower case, words joined by _ (driver_version, pci_bus_id).", stderr)
+	asJSON := fs.Bool("json", false, "print the facts as JSON (snake_case keys)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", "luacoll run [-n N] [--nodes K] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc auto|legacy|vmm] [--symmetric auto|on|off] [--mps auto|on|off] [--trace FILE] [script.lua [args...]]\n\n"+
+	fs := newFlagSet("run", "luacoll run [-n N] [--nodes K] [--device host|cuda] [--timeout D] [--no-prefix] [--gpus LIST] [--cpu-bind auto|spread|none] [--ipc auto|legacy|vmm] [--symmetric auto|on|off] [--mps auto|on|off] [--trace FILE] [-e CODE]... [script.lua [args...]]\n\n"+
 		"Runs the script on N ranks (the embedded examples/tour.lua when none is named); its\n"+
 		"arguments are in Lua's arg table. Exit status: 0 when every rank succeeds, else the\n"+
 		"status of the first rank that failed (a rank stopped only by another's failure exits\n"+
@@ -24,9 +24,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		"collectives, errors) for ui.perfetto.dev or chrome://tracing. The script is read once\n"+
 		"(a file, a FIFO, or - for standard input, as with lua -) and every rank runs the same\n"+
 		"bytes. A job that hangs: Ctrl-\\ (SIGQUIT to the launcher) makes every rank print its\n"+
-		"goroutines' stacks, prefixed with its rank, and exit.", stderr)
+		"Lua traceback and the wait it was in (what for, the value seen), write its Go stacks to a\n"+
+		"file it names, and exit. -e CODE runs CODE on every rank before the script (as lua -e);\n"+
+		"with -e and no script, only CODE runs. -np N is -n N.", stderr)
 	var f rankFlags
 	f.register(fs, 1)
+	var execs codeList
+	fs.Var(&execs, "e", "run `CODE` on every rank before the script (may be given more than once; as lua -e)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -38,6 +42,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		script, scriptArgs = fs.Arg(0), fs.Args()[1:]
 	}
+	onlyExec := len(execs) > 0 && fs.NArg() == 0 // -e CODE alone: no script
 	ctx, stop := signalContext()
 	defer stop()
 	env, isRank, err := launch.RankEnvFromEnv(os.Getenv)
@@ -50,11 +55,17 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	var src []byte
 	var name string
 	fromLauncher := false
-	if fd, ferr := strconv.Atoi(os.Getenv(launch.EnvScriptFD)); ferr == nil && isRank && env.Source == launch.SourceLuacoll {
+	switch fd, ferr := strconv.Atoi(os.Getenv(launch.EnvScriptFD)); {
+	case ferr == nil && isRank && env.Source == launch.SourceLuacoll:
 		src, err = launch.ReadInherited(fd)
 		name, fromLauncher = os.Getenv(launch.EnvScriptName), true
-	} else {
+	case onlyExec:
+		name = luabind.ExecName
+	default:
 		src, name, err = luabind.ReadScript(script, os.Stdin)
+	}
+	if onlyExec && src == nil {
+		src = []byte{} // (nil would have the rank read the default script)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
@@ -63,6 +74,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// A script that does not compile is said once, before any rank starts
 	// (each rank would say it again).
 	if !fromLauncher {
+		for _, code := range execs {
+			if err := luabind.ScriptSyntax(code, luabind.ExecName); err != nil {
+				fmt.Fprintf(stderr, "luacoll run: -e: %v\n", err)
+				return 1
+			}
+		}
 		if err := luabind.ScriptSyntax(string(src), name); err != nil {
 			fmt.Fprintf(stderr, "luacoll run: %v\n", err)
 			return 1
@@ -77,7 +94,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll run: warning: %s after the script name %s (arg[1], ...); luacoll's flags go before the script name\n",
 			strings.Join(odd, ", "), what)
 	}
-	opts := luabind.RunOptions{Comm: f.options(), Script: script, Source: src, Name: name, Args: scriptArgs,
+	opts := luabind.RunOptions{Comm: f.options(), Script: script, Source: src, Name: name, Args: scriptArgs, Exec: execs,
 		Stdout: stdout, Stderr: stderr, CUDA: cudaBackend}
 	if isRank {
 		if f.noPrefix {
@@ -139,4 +156,14 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return res.ExitCode
+}
+
+// codeList collects run's -e chunks in order.
+type codeList []string
+
+func (c *codeList) String() string { return "" }
+
+func (c *codeList) Set(code string) error {
+	*c = append(*c, code)
+	return nil
 }

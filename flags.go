@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -48,6 +49,7 @@ type rankFlags struct {
 func (f *rankFlags) register(fs *flag.FlagSet, defaultN int) {
 	f.fs = fs
 	fs.IntVar(&f.n, "n", 0, fmt.Sprintf("number of ranks to start (default %d; under an external launcher, its world size)", defaultN))
+	fs.IntVar(&f.n, "np", 0, "the same as -n (as mpirun writes it)")
 	fs.StringVar(&f.device, "device", "host", "where memory and streams live: host or cuda")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "default timeout of every wait and bootstrap call (e.g. 500ms, 30s)")
 	fs.BoolVar(&f.noPrefix, "no-prefix", false, "do not prefix output lines with [rank]")
@@ -83,7 +85,7 @@ func (f *rankFlags) options() engine.Options {
 func (f *rankFlags) check() error {
 	if f.fs != nil {
 		f.fs.Visit(func(fl *flag.Flag) {
-			if fl.Name == "n" {
+			if fl.Name == "n" || fl.Name == "np" {
 				f.nSet = true
 			}
 		})
@@ -314,13 +316,21 @@ func printDefaults(fs *flag.FlagSet) {
 	}
 }
 
-// parse handles --help (exit 0) and bad flags (exit 2). The attached form
+// parse handles --help (the usage on stdout, exit 0) and bad flags (the
+// error and the usage on fs's output, stderr, exit 2). The attached form
 // of one-letter flags ("-n2") is accepted too (see expandAttached).
 func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, ok bool) {
-	if err := fs.Parse(expandAttached(fs, args)); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, false
-		}
+	out := fs.Output()
+	var said bytes.Buffer
+	fs.SetOutput(&said)
+	err := fs.Parse(expandAttached(fs, args))
+	fs.SetOutput(out)
+	if errors.Is(err, flag.ErrHelp) {
+		_, _ = stdout.Write(said.Bytes())
+		return 0, false
+	}
+	_, _ = out.Write(said.Bytes())
+	if err != nil {
 		return 2, false
 	}
 	return 0, true
@@ -386,7 +396,8 @@ func isBool(fl *flag.Flag) bool {
 // the flag package knows only "-n 2" and "-n=2". It looks at the flags
 // before the first other argument (the script), skipping the values of
 // flags given as "-timeout 1s", and leaves a word alone when it is a flag
-// of its own.
+// of its own or the letters after the first are not a number ("-np",
+// "--no-such": the flag package names the flag it does not know).
 func expandAttached(fs *flag.FlagSet, args []string) []string {
 	out := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
@@ -407,7 +418,7 @@ func expandAttached(fs *flag.FlagSet, args []string) []string {
 			}
 			continue
 		}
-		if fl := fs.Lookup(name[:1]); fl != nil && !isBool(fl) && len(name) > 1 {
+		if fl := fs.Lookup(name[:1]); fl != nil && !isBool(fl) && len(name) > 1 && name[1] >= '0' && name[1] <= '9' {
 			dashes := a[:len(a)-len(name)]
 			out = append(out, dashes+name[:1], name[1:])
 			continue

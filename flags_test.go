@@ -32,6 +32,8 @@ func TestExpandAttached(t *testing.T) {
 		{"-- -n2", "-- -n2"},
 		{"-no-prefix -n8", "-no-prefix -n 8"},
 		{"-q2", "-q2"},
+		{"-nope 2", "-nope 2"}, // not -n ope: the flag package names -nope
+		{"--no-such-flag", "--no-such-flag"},
 		{"", ""},
 	} {
 		got := expandAttached(fs, strings.Fields(c.in))

@@ -805,14 +805,19 @@ func TestSyntaxErrorReportedOnce(t *testing.T) {
 	}
 }
 
-// SIGQUIT to the launcher reaches every rank, whose stacks come out on
-// stderr with their rank prefix: where a hung job waits.
+// SIGQUIT to the launcher reaches every rank, which shows where its
+// script is: its Lua traceback and the wait it was in, with what it waits
+// for and the value seen; the Go stacks go to a file it names.
 func TestQuitDumpsEveryRank(t *testing.T) {
 	before := shmLeftovers(t)
 	s := writeScript(t, `local lc = require("luacoll")
 local w = lc.window{ bytes = 64, timeout_ms = 600000 }
 print("started")
-w:wait_signal(0, ">=", 1)`)
+local function step()
+  if lc.rank == 0 then w:wait_signal(0, ">=", 1); w:sync() end
+  while true do end
+end
+step()`)
 	cmd, e := startTwoRanks(t, s)
 	time.Sleep(100 * time.Millisecond) // into the wait
 	_ = cmd.Process.Signal(syscall.SIGQUIT)
@@ -820,10 +825,30 @@ w:wait_signal(0, ">=", 1)`)
 	if ee, _ := err.(*exec.ExitError); ee == nil || ee.ExitCode() == 0 {
 		t.Fatalf("exit %v, want a failure\n%s", err, e.String())
 	}
-	for _, want := range []string{"luacoll: SIGQUIT", "[0] goroutine 1 ", "[1] goroutine 1 ", "luacoll/luabind.RunRank"} {
-		if !strings.Contains(e.String(), want) {
-			t.Errorf("stderr lacks %q:\n%.3000s", want, e.String())
+	out := e.String()
+	base := filepath.Base(s)
+	for _, want := range []string{"luacoll: SIGQUIT",
+		"[0] " + s + ":5: rank 0: w:sync: window 0: wait_signal(sig 0, sum over all peers) >= 1 (enqueued at " + s + ":5): aborted: SIGQUIT (where each rank is); last value seen 0",
+		"[0] \t" + s + ":5: in function 'step'",
+		"[1] rank 1: " + s + ":6: stopped: SIGQUIT (where each rank is)",
+		"[1] \t" + s + ":8: in main chunk"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%.3000s", want, out)
 		}
+	}
+	if strings.Contains(out, "goroutine 1 ") {
+		t.Errorf("the Go runtime's dump is on stderr:\n%.3000s", out)
+	}
+	files := regexp.MustCompile(`\[(\d)\] rank \d: Go stacks: (\S+)`).FindAllStringSubmatch(out, -1)
+	if len(files) != 2 {
+		t.Fatalf("%d ranks named their Go stacks' file (%s):\n%s", len(files), base, out)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f[2])
+		if err != nil || !strings.Contains(string(b), "goroutine ") || !strings.Contains(string(b), "luabind.RunRank") {
+			t.Errorf("rank %s: Go stacks %s: %v\n%.500s", f[1], f[2], err, b)
+		}
+		os.Remove(f[2])
 	}
 	checkClean(t, before)
 }

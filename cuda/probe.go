@@ -18,28 +18,28 @@ import (
 
 // DeviceInfo describes one CUDA device for `luacoll info`.
 type DeviceInfo struct {
-	Index        int
-	Name         string
-	UUID         string
-	PCIBusID     string
-	LocalCPUs    string // CPUs nearest the device ("0-15,32-47"; "" when sysfs does not say)
-	TotalMem     uint64
-	CCMajor      int
-	CCMinor      int
-	SMs          int
-	CopyEngines  int
-	VMM          bool // virtual memory management (cuMemCreate/cuMemMap)
-	FDHandles    bool // POSIX file descriptor export of VMM allocations
-	StreamMemOps bool // 64-bit cuStreamWriteValue64/cuStreamWaitValue64
-	UnifiedAddr  bool // unified virtual addressing
+	Index        int    `json:"index"`
+	Name         string `json:"name"`
+	UUID         string `json:"uuid"`
+	PCIBusID     string `json:"pci_bus_id"`
+	LocalCPUs    string `json:"local_cpus"` // CPUs nearest the device ("0-15,32-47"; "" when sysfs does not say)
+	TotalMem     uint64 `json:"total_mem"`
+	CCMajor      int    `json:"cc_major"`
+	CCMinor      int    `json:"cc_minor"`
+	SMs          int    `json:"sms"`
+	CopyEngines  int    `json:"copy_engines"`
+	VMM          bool   `json:"vmm"`            // virtual memory management (cuMemCreate/cuMemMap)
+	FDHandles    bool   `json:"fd_handles"`     // POSIX file descriptor export of VMM allocations
+	StreamMemOps bool   `json:"stream_mem_ops"` // 64-bit cuStreamWriteValue64/cuStreamWaitValue64
+	UnifiedAddr  bool   `json:"unified_addr"`   // unified virtual addressing
 	// Multicast is MulticastSupported or MulticastNotSupported (a driver
 	// that predates the attribute has no multicast).
-	Multicast string
+	Multicast string `json:"multicast"`
 	// MPS is whether this process's contexts on the device go through an
 	// MPS server: "on", "off", or "unknown" when the driver predates the
 	// attribute.
-	MPS string
-	Err string
+	MPS string `json:"mps"`
+	Err string `json:"error"`
 }
 
 // How DeviceInfo.Multicast reads.
@@ -50,34 +50,34 @@ const (
 
 // LibInfo says whether an optional library was found, and its version.
 type LibInfo struct {
-	Found   bool
-	Version string
-	Path    string
-	Err     string
+	Found   bool   `json:"found"`
+	Version string `json:"version"`
+	Path    string `json:"path"`
+	Err     string `json:"error"`
 }
 
 // Info is what Probe gathers about the machine's CUDA setup.
 type Info struct {
-	Available     bool   // a driver loaded and at least one device exists
-	Reason        string // why not, when !Available
-	DriverVersion int    // cuDriverGetVersion, e.g. 13000
-	DriverPath    string
-	Missing       []string // optional driver entry points not provided
-	Devices       []DeviceInfo
+	Available     bool         `json:"available"`      // a driver loaded and at least one device exists
+	Reason        string       `json:"reason"`         // why not, when !Available
+	DriverVersion int          `json:"driver_version"` // cuDriverGetVersion, e.g. 13000
+	DriverPath    string       `json:"driver_path"`
+	Missing       []string     `json:"missing"` // optional driver entry points not provided
+	Devices       []DeviceInfo `json:"devices"`
 	// P2P[i][j] is cuDeviceCanAccessPeer(i, j) (false on the diagonal).
-	P2P [][]bool
+	P2P [][]bool `json:"p2p"`
 	// Topology is an `nvidia-smi topo -m`-like matrix from NVML: "X" on
 	// the diagonal, "NV<n>" for n NVLinks (direct or through NVSwitch),
 	// else "PIX", "PXB", "PHB", "NODE" or "SYS". Nil without NVML.
-	Topology [][]string
+	Topology [][]string `json:"topology"`
 	// NVMLP2P is NVML's peer-to-peer status of each pair for writes: "OK"
 	// (with "+NVL" when NVML also reports P2P over NVLink), else why not
 	// ("chipset", "gpu", "topology", "regkey", "no", "unknown"); "X" on the
 	// diagonal. Nil without NVML.
-	NVMLP2P [][]string `json:"NVMLP2P,omitempty"`
-	NVML    LibInfo
-	NVRTC   LibInfo
-	NCCL    LibInfo
+	NVMLP2P [][]string `json:"nvml_p2p,omitempty"`
+	NVML    LibInfo    `json:"nvml"`
+	NVRTC   LibInfo    `json:"nvrtc"`
+	NCCL    LibInfo    `json:"nccl"`
 }
 
 // Probe gathers driver, device, peer-access, topology, NVRTC and NCCL facts.

@@ -70,6 +70,7 @@ func (c *call) check(err error) {
 	if errors.As(err, &ae) {
 		c.fail("bad argument '%s' (%s)", ae.Arg, ae.Msg)
 	}
+	c.s.raised = err
 	c.fail("%s", strings.TrimPrefix(err.Error(), fmt.Sprintf("rank %d: ", c.s.rank())))
 }
 

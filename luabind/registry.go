@@ -187,7 +187,7 @@ func (r *Registry) Markdown() string {
 	var b strings.Builder
 	b.WriteString("# luacoll Lua API reference\n\n")
 	b.WriteString("Generated from the function registry (`luacoll docs`); `help()` prints the same text.\n")
-	b.WriteString("The module is preloaded: `local lc = require(\"luacoll\")`, also the global `luacoll`.\n")
+	b.WriteString("The module is preloaded: `local lc = require(\"luacoll\")`, also the globals `lc` and `luacoll`.\n")
 	b.WriteString("Sizes, offsets, ids and values are integers; values above 2^53 are refused.\n")
 	b.WriteString("Calls marked **collective** must be made by every rank in the same order with the same arguments.\n")
 	last := ""

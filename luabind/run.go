@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/bootstrap"
@@ -27,6 +28,8 @@ type RunOptions struct {
 	// and Name what its messages call it; otherwise Script is read here.
 	Source []byte
 	Name   string
+	// Exec are chunks run before the script (run -e CODE).
+	Exec   []string
 	Args   []string
 	Stdout io.Writer
 	Stderr io.Writer
@@ -71,14 +74,21 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 	}
 	s := New(comm, o.Stdout)
 	defer s.Close()
+	s.Exec = o.Exec
 	// Not derived from ctx: the watcher below cancels it with a reason.
 	runCtx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
+	// SIGQUIT (Ctrl-\ at the launcher, which passes it on): show where
+	// the script is and what it waits for (dump.go).
+	qw := watchQuit(env.Rank, env.JobID, comm.Abort, cancel, o.Stderr)
+	defer qw.stop()
 	// A peer's failure ends blocking calls at once, with its reason.
 	go func() {
 		select {
 		case <-comm.Abort.Done():
-			cancel(comm.Abort.Err())
+			if _, quit := comm.Abort.Err().(*StackDump); !quit {
+				cancel(comm.Abort.Err()) // (SIGQUIT's watch cancels in its time)
+			}
 		case <-ctx.Done():
 			// Interrupted (SIGINT/SIGTERM): end the waits too.
 			why := fmt.Errorf("rank %d interrupted", env.Rank)
@@ -104,6 +114,7 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 		os.Exit(code)
 	}
 	err = s.Run(src, name, o.Args)
+	qw.scriptDone()
 	var se *ScriptError
 	if errors.As(err, &se) && strings.HasSuffix(se.Msg, context.Canceled.Error()) {
 		// The interpreter was stopped through its context: say why.
@@ -116,6 +127,18 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 			err = fmt.Errorf("%s: at exit: %w", name, serr)
 		}
 	}
+	if d := qw.dump(); d != nil {
+		if !d.reported {
+			trace := ""
+			if errors.As(err, &se) {
+				trace = se.Trace
+			}
+			reportDump(o.Stderr, d, err, trace)
+		}
+		time.Sleep(dumpAbortFirst) // the others show their own state first
+		_ = comm.Close(d)
+		return 1
+	}
 	if err != nil {
 		// A failure caused by another rank's failure names that rank; say
 		// so without claiming this rank as the origin.
@@ -127,11 +150,16 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 		var re *bootstrap.RankError
 		if errors.As(comm.Abort.Err(), &re) && re.Rank != env.Rank {
 			code = launch.ExitPeerFailed // the origin is another rank
+		} else if hint := engine.TimeoutHint(err, o.Comm.Timeout); hint != "" {
+			fmt.Fprintf(o.Stderr, "%s\n", hint)
 		}
 		_ = comm.Close(err)
 		return code
 	}
 	if err := comm.Close(nil); err != nil {
+		if qw.dump() != nil {
+			return 1 // stopped at the exit barrier, and said so
+		}
 		fmt.Fprintf(o.Stderr, "luacoll: rank %d: closing: %v\n", env.Rank, err)
 		return 1
 	}

@@ -3,6 +3,7 @@ package luabind
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -61,6 +62,12 @@ type State struct {
 	// (a script position): it tells the others and does not return.
 	// Unset, os.exit is Lua's own.
 	Exit func(code int, where string)
+	// Exec holds chunks Run runs before the script, in order, each named
+	// "(command line)" (run -e CODE, as lua -e).
+	Exec []string
+	// raised is the last Go error a call raised into Lua (ScriptError's
+	// Cause).
+	raised error
 }
 
 // NewRegistry returns the registry of every Lua function and method.
@@ -174,10 +181,13 @@ func (s *State) install() {
 		for _, e := range s.Reg.Methods(recv) {
 			L.SetField(methods, e.Short(), s.wrapMethod(e, mt))
 		}
+		guardMissing(L, methods, r.what, "method")
 		L.SetField(mt, "__index", methods)
 		L.SetField(mt, "__tostring", L.NewFunction(tostring))
 	}
+	guardMissing(L, mod, "luacoll (lc)", "field")
 	L.SetGlobal("luacoll", mod)
+	L.SetGlobal("lc", mod) // as the docs and the REPL write it
 	L.SetGlobal("print", L.NewFunction(func(L *lua.LState) int {
 		n := L.GetTop()
 		parts := make([]string, n)
@@ -311,19 +321,37 @@ func (s *State) Run(src []byte, name string, args []string) error {
 	// Lua code, not only one blocked in a wait.
 	L.SetContext(s.Ctx)
 	defer L.RemoveContext()
+	for _, code := range s.Exec {
+		f, err := L.Load(strings.NewReader(code), ExecName)
+		if err != nil {
+			return fmt.Errorf("rank %d: %w", s.rank(), syntaxError(err, code, ExecName))
+		}
+		L.Push(f)
+		if err := s.runError(L.PCall(0, 0, nil)); err != nil {
+			return err
+		}
+	}
 	L.Push(fn)
 	for _, a := range args {
 		L.Push(lua.LString(a))
 	}
-	if err := L.PCall(len(args), lua.MultRet, nil); err != nil {
-		if ae, ok := err.(*lua.ApiError); ok && ae.Type == lua.ApiErrorRun {
-			if msg := s.valueError(ae); msg != "" {
-				return &ScriptError{Msg: msg, Trace: ae.StackTrace}
-			}
-		}
-		return scriptError(err)
+	return s.runError(L.PCall(len(args), lua.MultRet, nil))
+}
+
+// ExecName is what messages call a chunk given with -e.
+const ExecName = "(command line)"
+
+// runError is the error of a chunk that Run called (nil for none).
+func (s *State) runError(err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	if ae, ok := err.(*lua.ApiError); ok && ae.Type == lua.ApiErrorRun {
+		if msg := s.valueError(ae); msg != "" {
+			return &ScriptError{Msg: msg, Trace: ae.StackTrace}
+		}
+	}
+	return s.withCause(scriptError(err))
 }
 
 // DoString runs a chunk (the REPL uses it).
@@ -341,9 +369,28 @@ func (s *State) DoString(chunk, name string) error {
 type ScriptError struct {
 	Msg   string
 	Trace string
+	// Cause is the Go error a luacoll call raised that the message
+	// carries (a wait's timeout, say), when there is one.
+	Cause error
 }
 
 func (e *ScriptError) Error() string { return e.Msg }
+
+// Unwrap returns the Go error behind the message, or nil.
+func (e *ScriptError) Unwrap() error { return e.Cause }
+
+// withCause sets err's Cause to the last Go error a luacoll call raised,
+// when err's message still carries it (not one a pcall caught before).
+func (s *State) withCause(err error) error {
+	var se *ScriptError
+	if s.raised == nil || !errors.As(err, &se) || se.Cause != nil {
+		return err
+	}
+	if strings.Contains(se.Msg, strings.TrimPrefix(s.raised.Error(), fmt.Sprintf("rank %d: ", s.rank()))) {
+		se.Cause = s.raised
+	}
+	return err
+}
 
 func scriptError(err error) error {
 	if err == nil {

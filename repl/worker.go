@@ -95,13 +95,11 @@ func Serve(ctx context.Context, env launch.RankEnv, o WorkerOptions) int {
 	return w.serve(ctx)
 }
 
-// install adapts the Lua state to the session: lc names the luacoll
-// module as in the docs, arg is a table (empty until a script sets it),
+// install adapts the Lua state to the session: arg is a table (empty until a script sets it),
 // io.write goes where print goes, and os.exit ends this rank through the
 // front end rather than behind its back.
 func (w *worker) install() {
 	L := w.st.L
-	L.SetGlobal("lc", L.GetGlobal("luacoll"))
 	L.SetGlobal("arg", L.NewTable()) // a script run with -i or :load sets it
 
 	if iolib, ok := L.GetGlobal("io").(*lua.LTable); ok {

@@ -79,7 +79,7 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 	if err := b.openWindow(); err != nil {
 		return nil, err
 	}
-	defer c.FreeWindow(ctx, b.w)
+	defer freeAfter(ctx, c, b.w, &rerr)
 	if b.src, err = c.NewBuffer(b.maxChunk); err != nil {
 		return nil, err
 	}
@@ -92,12 +92,13 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 		return nil, err
 	}
 	if b.align != nil {
-		defer c.FreeWindow(ctx, b.align)
+		defer freeAfter(ctx, c, b.align, &rerr)
 	}
 	var bar *progressBar
 	if b.me == 0 {
 		bar = newProgressBar(cfg.Progress, len(cfg.Sizes))
 	}
+	defer bar.clear()
 	for si, size := range cfg.Sizes {
 		bar.show(si, fmt.Sprintf("measuring %d bytes", AGChunk(size, b.N)*b.N))
 		row, err := b.measureSize(si, size)
@@ -105,6 +106,12 @@ func BenchAllGather(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (_ *
 			return nil, err
 		}
 		b.res.Rows = append(b.res.Rows, row)
+		if cfg.OnRow != nil && b.me == 0 {
+			b.res.Info = b.info()
+			if err := bar.between(func() error { return cfg.OnRow(b.res, row) }); err != nil {
+				return nil, err
+			}
+		}
 	}
 	bar.clear()
 	return b.finish()
@@ -250,22 +257,28 @@ func (b *agBench) openAlign() error {
 // finish destroys the all-gather and completes rank 0's result.
 func (b *agBench) finish() (*AGBenchResult, error) {
 	res, ag := b.res, b.ag
-	if b.cfg.Schedule != nil {
-		res.Info = map[string]any{"algo": b.cfg.ScheduleName, "algo_requested": b.cfg.ScheduleName,
-			"path": "window operations from Lua (" + b.c.Backend.Name() + ")", "graph": false}
-		if ag != nil {
-			res.Info["builtin_path"] = ag.Info()["path"]
-			if err := ag.Destroy(b.ctx); err != nil {
-				return nil, err
-			}
+	res.Info = b.info()
+	if ag != nil {
+		if err := ag.Destroy(b.ctx); err != nil {
+			return nil, err
 		}
-		return res, nil
-	}
-	res.Info = ag.Info()
-	if err := ag.Destroy(b.ctx); err != nil {
-		return nil, err
 	}
 	return res, nil
+}
+
+// info is what the result's Info says of the all-gather measured: the
+// built-in's ag:info(), or the schedule's name and the built-in baseline's
+// path beside it.
+func (b *agBench) info() map[string]any {
+	if b.cfg.Schedule == nil {
+		return b.ag.Info()
+	}
+	info := map[string]any{"algo": b.cfg.ScheduleName, "algo_requested": b.cfg.ScheduleName,
+		"path": "window operations from Lua (" + b.c.Backend.Name() + ")", "graph": false}
+	if b.ag != nil {
+		info["builtin_path"] = b.ag.Info()["path"]
+	}
+	return info
 }
 
 // firstWarmup is how long each rank keeps its GPU busy before the first

@@ -62,6 +62,10 @@ type AGBenchConfig struct {
 	Rounds int
 	// Progress, when set, receives a progress line per size (rank 0).
 	Progress io.Writer
+	// OnRow, when set, is called on rank 0 with each size's row as soon
+	// as it is measured (the progress line off meanwhile); res holds the
+	// rows so far and Info as it stands. An error from it ends the run.
+	OnRow func(res *AGBenchResult, row AGBenchRow) error
 }
 
 // AGBenchRow is one size of the all-gather benchmark. Seconds are the

@@ -42,7 +42,11 @@ type BenchRow struct {
 //
 // mode is "push" (puts, the default) or "pull" (gets: each rank's copy
 // reads the peer's window).
-func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, path string, bidir bool, mode string, progress io.Writer) ([]BenchRow, error) {
+//
+// onRow, when set, is called with each size's row as soon as it is
+// measured (with the progress line off), so a table can be printed row
+// by row and keeps its finished rows when a later size fails.
+func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, path string, bidir bool, mode string, progress io.Writer, onRow func(BenchRow) error) (_ []BenchRow, rerr error) {
 	if c.Size() < 2 {
 		return nil, fmt.Errorf("bench put needs at least 2 ranks")
 	}
@@ -51,7 +55,7 @@ func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, pa
 	if err != nil {
 		return nil, err
 	}
-	defer c.FreeWindow(ctx, w)
+	defer freeAfter(ctx, c, w, &rerr)
 	src, err := c.NewBuffer(max)
 	if err != nil {
 		return nil, err
@@ -78,6 +82,7 @@ func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, pa
 	var rows []BenchRow
 	me := c.RankID()
 	bar := newProgressBar(progress, len(sizes))
+	defer bar.clear()
 	for i, n := range sizes {
 		bar.show(i, fmt.Sprintf("measuring %d bytes", n))
 		if err := src.Fill(transport.FillRandU32, uint64(i+1)); err != nil {
@@ -197,9 +202,23 @@ func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, pa
 		}
 		row.Wrong = wrong
 		rows = append(rows, row)
+		if onRow != nil {
+			if err := bar.between(func() error { return onRow(row) }); err != nil {
+				return rows, err
+			}
+		}
 	}
-	bar.clear()
 	return rows, nil
+}
+
+// freeAfter frees w when the measurement succeeded (a collective: every
+// rank meets). After a failure it leaves w to the comm's Close, which
+// releases it without meeting: a free would meet whatever collective the
+// other ranks are in, and their mismatch would read as a second cause.
+func freeAfter(ctx context.Context, c *engine.Comm, w *window.Window, err *error) {
+	if *err == nil {
+		*err = c.FreeWindow(ctx, w)
+	}
 }
 
 // refCopier is a backend with its own reference copy (CUDA: cuMemcpyAsync
@@ -352,7 +371,7 @@ func BenchDeviceBarrier(ctx context.Context, c *engine.Comm, iters int) (BenchRo
 
 // BenchPingPong measures put_signal -> wait round trips between ranks 0 and
 // 1 with 8-byte puts; the row holds the median one-way latency.
-func BenchPingPong(ctx context.Context, c *engine.Comm, iters int, path string) (BenchRow, error) {
+func BenchPingPong(ctx context.Context, c *engine.Comm, iters int, path string) (_ BenchRow, rerr error) {
 	if c.Size() < 2 {
 		return BenchRow{}, fmt.Errorf("bench pingpong needs at least 2 ranks")
 	}
@@ -360,7 +379,7 @@ func BenchPingPong(ctx context.Context, c *engine.Comm, iters int, path string) 
 	if err != nil {
 		return BenchRow{}, err
 	}
-	defer c.FreeWindow(ctx, w)
+	defer freeAfter(ctx, c, w, &rerr)
 	src, err := c.NewBuffer(8)
 	if err != nil {
 		return BenchRow{}, err
@@ -470,12 +489,12 @@ func checkPayload(ctx context.Context, c *engine.Comm, w *window.Window, call st
 
 // BenchBarrier measures the window barrier; the row holds the median time
 // per barrier over batches of 100.
-func BenchBarrier(ctx context.Context, c *engine.Comm, iters int, path string) (BenchRow, error) {
+func BenchBarrier(ctx context.Context, c *engine.Comm, iters int, path string) (_ BenchRow, rerr error) {
 	w, err := c.NewWindow(ctx, "bench.barrier(path "+path+")", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1, Path: path})
 	if err != nil {
 		return BenchRow{}, err
 	}
-	defer c.FreeWindow(ctx, w)
+	defer freeAfter(ctx, c, w, &rerr)
 	const batch = 100
 	var samples []float64
 	for i := 0; i < iters; i += batch {

@@ -187,6 +187,13 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 		cfg.Env = os.Environ()
 	}
 	sink := &lineSink{stdout: cfg.Stdout, stderr: cfg.Stderr, prefix: cfg.Prefix, terminate: cfg.Prefix || cfg.N > 1}
+	if cfg.Progress != nil {
+		// Rank 0 draws a progress line on this terminal: a line of output
+		// erases it first rather than run on after it.
+		sink.eraseErr = true
+		f, ok := cfg.Stdout.(*os.File)
+		sink.eraseOut = ok && IsTerminal(f)
+	}
 	if sink.stdout == nil {
 		sink.stdout = io.Discard
 	}
@@ -329,9 +336,10 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 		}
 	}
 	// SIGQUIT (Ctrl-\ at a terminal, kill -QUIT) goes on to every rank:
-	// each prints where all its goroutines are and exits (the Go runtime's
-	// dump, through the ranks' prefixed output), which is how to see where
-	// a hung job waits. The ranks have process groups of their own, so a
+	// each prints where it is and exits (a script's rank: its Lua
+	// traceback and the wait it was in, with the Go runtime's stacks in a
+	// file; others: the Go runtime's dump), which is how to see where a
+	// hung job waits. The ranks have process groups of their own, so a
 	// terminal's Ctrl-\ reaches only the launcher.
 	quit := make(chan os.Signal, 1)
 	signal.Notify(quit, syscall.SIGQUIT)
@@ -339,7 +347,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 	for running > 0 {
 		select {
 		case <-quit:
-			sink.note("luacoll: SIGQUIT: every rank prints its goroutines' stacks and exits")
+			sink.note("luacoll: SIGQUIT: every rank shows where it is and exits")
 			for _, lr := range ranks {
 				if !lr.exited && lr.cmd.Process != nil {
 					_ = lr.cmd.Process.Signal(syscall.SIGQUIT)
@@ -595,7 +603,13 @@ type lineSink struct {
 	prefix         bool // write "[rank] " before each line
 	terminate      bool // end a partial last line with a newline
 	maxLine        int  // longest line kept whole (0: maxOutputLine)
+	// eraseOut, eraseErr: that stream is the terminal a progress line is
+	// drawn on; each line starts by erasing it.
+	eraseOut, eraseErr bool
 }
+
+// eraseLine is the terminal's "to the line's start, erase it".
+const eraseLine = "\r\033[K"
 
 // pump copies r to the sink line by line until r ends.
 func (s *lineSink) pump(r io.Reader, rank int, toErr bool) {
@@ -650,15 +664,22 @@ func (s *lineSink) line(rank int, toErr bool, line []byte) { s.piece(rank, toErr
 func (s *lineSink) piece(rank int, toErr bool, line []byte, cont bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w := s.stdout
+	w, erase := s.stdout, s.eraseOut
 	if toErr {
-		w = s.stderr
+		w, erase = s.stderr, s.eraseErr
 	}
-	if !s.prefix {
+	if !s.prefix && !erase {
 		_, _ = w.Write(line)
 		return
 	}
-	buf := make([]byte, 0, len(line)+12)
+	buf := make([]byte, 0, len(line)+16)
+	if erase {
+		buf = append(buf, eraseLine...)
+	}
+	if !s.prefix {
+		_, _ = w.Write(append(buf, line...))
+		return
+	}
 	buf = append(buf, '[')
 	buf = strconv.AppendInt(buf, int64(rank), 10)
 	if cont {

@@ -99,3 +99,25 @@ func TestStatStopped(t *testing.T) {
 		}
 	}
 }
+
+// TestLinesEraseTheProgressLine: where rank 0 draws a progress line on
+// the terminal, every line of output erases it first, in the same write,
+// instead of running on after the bar's text.
+func TestLinesEraseTheProgressLine(t *testing.T) {
+	out, errs := &lockedBuffer{}, &lockedBuffer{}
+	sink := &lineSink{stdout: out, stderr: errs, eraseErr: true}
+	sink.pump(strings.NewReader("row 1\nrow 2\n"), 0, false)
+	sink.pump(strings.NewReader("warning\n"), 1, true)
+	if got := out.b.String(); got != "row 1\nrow 2\n" {
+		t.Errorf("stdout (not the terminal) = %q", got)
+	}
+	if got := errs.b.String(); got != "\r\033[Kwarning\n" || errs.writes != 1 {
+		t.Errorf("stderr (the terminal) = %q in %d writes", got, errs.writes)
+	}
+	out.b.Reset()
+	sink = &lineSink{stdout: out, stderr: errs, prefix: true, eraseOut: true}
+	sink.pump(strings.NewReader("row\n"), 0, false)
+	if got := out.b.String(); got != "\r\033[K[0] row\n" {
+		t.Errorf("prefixed stdout on the terminal = %q", got)
+	}
+}
