@@ -241,12 +241,12 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 // agpTuning holds the measured choices of path "sm", each overridable
 // by an environment variable for measurements.
 type agpTuning struct {
-	llMax     uint64 // largest n sent as flagged lines (LUACOLL_AGP_LLMAX)
+	llMax uint64 // largest n sent as flagged lines (LUACOLL_AGP_LLMAX)
 	// stMax: largest n sent as staged parts (LUACOLL_AGP_ST_MAX; 0: none);
 	// stPart: their smallest part (LUACOLL_AGP_ST_PART), stBlocks their
 	// most parts (LUACOLL_AGP_ST_BLOCKS).
 	stMax, stPart, stBlocks uint64
-	llVariant int    // line store/poll variant (LUACOLL_AGP_LL_VARIANT)
+	llVariant               int // line store/poll variant (LUACOLL_AGP_LL_VARIANT)
 	// ceMin: from this n up, the puts use the copy engines and the own
 	// chunk a copy kernel on the side stream, started after the ready
 	// kernel (LUACOLL_AGP_CE_MIN; 0: never). With that order and the done
