@@ -45,10 +45,10 @@ type agFlags struct {
 	graph, stress  bool
 	inPlace, plan  bool
 	planMode       string
-	// vsNCCL, vsDirect, vsMPI: the baselines named by --vs.
-	vsNCCL, vsDirect, vsMPI bool
-	jsonOut, plot           string
-	cmdline                 string
+	// vsNCCL, vsNCCLSym, vsDirect, vsMPI: the baselines named by --vs.
+	vsNCCL, vsNCCLSym, vsDirect, vsMPI bool
+	jsonOut, plot                      string
+	cmdline                            string
 	// skipped are the sizes below one chunk a rank (bench.AGChunkAlign).
 	skipped []uint64
 }
@@ -71,7 +71,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")
 	fs.StringVar(&f.planMode, "plan-mode", "", "with --plan (implied): how the plan replays: auto (host on the host backend; on CUDA device where no copy exceeds 256 KiB, else stream), host, stream, device (one kernel runs the whole op list) or graph (one CUDA graph launch per replay)")
 	fs.BoolVar(&f.plan, "plan", false, "with --algo lua:*: record the schedule once per size into a plan (lc.plan), verify it as an all-gather, and replay it with no Lua per exec (a staged schedule's plan holds two execs, one per staging half)")
-	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), direct (the built-in all-gather beside a Lua schedule), mpi (MPI_Allgather; host, under Open MPI's mpirun)")
+	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), nccl-sym (NCCL's symmetric kernels: ncclAllGather on buffers from ncclMemAlloc registered as a symmetric window, NCCL 2.27 and later), direct (the built-in all-gather beside a Lua schedule), mpi (MPI_Allgather; host, under Open MPI's mpirun)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the rows and the run's metadata as JSON Lines to FILE")
 	fs.StringVar(&f.plot, "plot", "", "write a plot of busbw against size to FILE.svg or FILE.png")
 	if code, ok := parse(fs, args, stdout); !ok {
@@ -125,7 +125,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg := launch.LaunchConfig{N: n, Nodes: f.rank.nodes, Path: exe, Args: append([]string{"bench", "allgather"}, args...),
 			Stdout: stdout, Stderr: stderr, Grace: f.rank.timeout + 5*time.Second, Progress: terminalOf(stderr), MPS: mps}
-		if f.vsNCCL {
+		if f.vsNCCL || f.vsNCCLSym {
 			cfg.ExtraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
 		}
 		res, err := f.rank.launch(ctx, cfg, "bench allgather", stderr)
@@ -205,17 +205,19 @@ func (f *agFlags) check() ([]uint64, error) {
 			switch strings.TrimSpace(b) {
 			case "nccl":
 				f.vsNCCL = true
+			case "nccl-sym":
+				f.vsNCCLSym = true
 			case "direct":
 				f.vsDirect = true
 			case "mpi":
 				f.vsMPI = true
 			default:
-				return nil, fmt.Errorf("--vs %q: unknown baseline %q (want nccl, direct, mpi, comma-separated)", f.vs, b)
+				return nil, fmt.Errorf("--vs %q: unknown baseline %q (want nccl, nccl-sym, direct, mpi, comma-separated)", f.vs, b)
 			}
 		}
 	}
-	if f.vsNCCL && f.rank.device != "cuda" {
-		return nil, fmt.Errorf("--vs nccl: NCCL runs on GPUs: it needs --device cuda (this run is on --device %s)", f.rank.device)
+	if (f.vsNCCL || f.vsNCCLSym) && f.rank.device != "cuda" {
+		return nil, fmt.Errorf("--vs %s: NCCL runs on GPUs: it needs --device cuda (this run is on --device %s)", f.vs, f.rank.device)
 	}
 	if f.vsMPI && f.rank.device != "host" {
 		return nil, fmt.Errorf("--vs mpi: MPI_Allgather is measured on the host backend only (--device host)")
@@ -310,6 +312,7 @@ type agMeta struct {
 	CPUBind  string         `json:"cpu_bind"`
 	Topology [][]string     `json:"topology,omitempty"`
 	NCCL     string         `json:"nccl"`
+	NCCLSym  string         `json:"nccl_sym"`
 	MPI      string         `json:"mpi"`
 	Info     map[string]any `json:"allgather_info"`
 	Time     string         `json:"time"`
@@ -319,7 +322,7 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	me := c.Env.Rank
 	progress := progressWriter(me, stderr)
 	cfg := bench.AGBenchConfig{Sizes: sizes, Iters: f.iters, Warmup: f.warmup, Rounds: f.rounds,
-		Algo: f.algo, Graph: f.graph, NCCL: f.vsNCCL, MPI: f.vsMPI, Builtin: f.vsDirect, Path: f.path, Stress: f.stress, InPlace: f.inPlace, Progress: progress}
+		Algo: f.algo, Graph: f.graph, NCCL: f.vsNCCL, NCCLSym: f.vsNCCLSym, MPI: f.vsMPI, Builtin: f.vsDirect, Path: f.path, Stress: f.stress, InPlace: f.inPlace, Progress: progress}
 	var st *luabind.State
 	if name, ok := strings.CutPrefix(f.algo, "lua:"); ok {
 		// The schedule of scripts/lib/allgather.lua, run through Lua.
@@ -404,7 +407,7 @@ func planInfo(res *bench.AGBenchResult, f agFlags, st *luabind.State, c *engine.
 func agHeader(stdout io.Writer, c *engine.Comm, f agFlags, res *bench.AGBenchResult, cpuPlace string, cpus []string) agMeta {
 	meta := agMeta{Kind: "meta", Command: f.cmdline,
 		Version: versionString(), Revision: buildRevision(), Backend: c.Backend.Name(), Ranks: c.Env.Size,
-		Iters: f.iters, Warmup: f.warmup, Rounds: f.rounds, Algo: f.algo, Graph: f.graph, InPlace: f.inPlace, Stress: f.stress, Skipped: f.skipped, NCCL: res.NCCL, MPI: res.MPI, Info: res.Info,
+		Iters: f.iters, Warmup: f.warmup, Rounds: f.rounds, Algo: f.algo, Graph: f.graph, InPlace: f.inPlace, Stress: f.stress, Skipped: f.skipped, NCCL: res.NCCL, NCCLSym: res.NCCLSym, MPI: res.MPI, Info: res.Info,
 		CPUs: cpus, CPUBind: c.Opts.CPUBind, Time: time.Now().UTC().Format(time.RFC3339)}
 	if c.Opts.Device == "cuda" {
 		pi := cuda.Probe()
@@ -455,9 +458,14 @@ func agHeader(stdout io.Writer, c *engine.Comm, f agFlags, res *bench.AGBenchRes
 		}
 		fmt.Fprintf(stdout, "# baseline: built-in direct all-gather (path %s), %s, same window and buffers\n", res.Info["builtin_path"], how)
 	}
-	switch {
-	case f.vsNCCL:
+	if f.vsNCCL {
 		fmt.Fprintf(stdout, "# baseline: %s\n", res.NCCL)
+	}
+	if f.vsNCCLSym {
+		fmt.Fprintf(stdout, "# baseline (sym): %s; its result is copied into the window to be checked\n", res.NCCLSym)
+	}
+	switch {
+	case f.vsNCCL || f.vsNCCLSym:
 	case !res.HaveBuiltin && !res.HaveMPI:
 		fmt.Fprintf(stdout, "# baseline: none (--vs nccl, mpi or direct adds one)\n")
 	}
@@ -474,8 +482,14 @@ func agHeader(stdout io.Writer, c *engine.Comm, f agFlags, res *bench.AGBenchRes
 	if res.HaveNCCL {
 		fmt.Fprintf(stdout, " %10s %8s %7s %7s", "nccl(us)", "n.busbw", "#wrong", "ratio")
 	}
+	if res.HaveNCCLSym {
+		fmt.Fprintf(stdout, " %10s %8s %7s %7s", "sym(us)", "s.busbw", "#wrong", "ratio")
+	}
 	if res.HaveMPI {
 		fmt.Fprintf(stdout, " %10s %8s %7s %7s", "mpi(us)", "m.busbw", "#wrong", "ratio")
+	}
+	if f.algo == "" || !strings.HasPrefix(f.algo, "lua:") {
+		fmt.Fprintf(stdout, "  %s", "protocol")
 	}
 	fmt.Fprintln(stdout)
 	return meta
@@ -490,8 +504,14 @@ func agRow(stdout io.Writer, res *bench.AGBenchResult, r bench.AGBenchRow) {
 	if res.HaveNCCL {
 		fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.NCCLSec*1e6, r.NCCLBusBW, r.NCCLWrong, r.Ratio)
 	}
+	if res.HaveNCCLSym {
+		fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.NCCLSymSec*1e6, r.NCCLSymBusBW, r.NCCLSymWrong, r.RatioSym)
+	}
 	if res.HaveMPI {
 		fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.MPISec*1e6, r.MPIBusBW, r.MPIWrong, r.MPIRatio)
+	}
+	if r.Protocol != "" {
+		fmt.Fprintf(stdout, "  %s", r.Protocol)
 	}
 	fmt.Fprintln(stdout)
 }

@@ -245,3 +245,6 @@ func (e *Event) Destroy() error {
 	}
 	return nil
 }
+
+// Copy enqueues a copy of n bytes from src to dst on s (cuMemcpyAsync).
+func (s *Stream) Copy(dst, src DevicePtr, n uint64) error { return s.d.MemcpyAsync(dst, src, n, s) }

@@ -28,6 +28,7 @@ local info = ag:info()
 assert(info.algo == "direct" and info.graph == false and info.algo_requested == "auto", "info")
 assert(info.signal_slot == 7 and info.barrier_slot == 3, "slots " .. tostring(info.signal_slot) .. ", " .. tostring(info.barrier_slot))
 assert(info.path:find("shm"), "path " .. info.path)
+assert(ag:protocol(n) == "host", "protocol " .. ag:protocol(n))
 local src = lc.buffer(n + 3)
 local refs = {}
 for r = 0, lc.size - 1 do refs[r] = lc.buffer(n) end

@@ -452,6 +452,28 @@ func (ag *Persistent) failWhat(cause error) string {
 // Destroyed reports whether Destroy was called.
 func (ag *Persistent) Destroyed() bool { return ag.destroyed }
 
+// Protocol names how an exec of n bytes per rank moves its data: on CUDA
+// the device protocol ("lines", "staged", "kernel", "ce+kernel", "shared"
+// or "ce"; transport/cuda's Protocol), "proxy" where the host drives the
+// network in graph mode, "host" on the host backend's direct copies,
+// else the algorithm the window operations run ("direct", "ring", "hier",
+// "staged" for staged direct execs).
+func (ag *Persistent) Protocol(n uint64) string {
+	switch {
+	case ag.dev != nil:
+		return ag.dev.Protocol(n)
+	case ag.pg != nil:
+		return "proxy"
+	case ag.host != nil:
+		return "host"
+	case ag.staged(n):
+		return "staged"
+	case n <= ag.directUpTo:
+		return "direct"
+	}
+	return ag.run
+}
+
 // Info says what was requested and what actually runs: strings, except
 // signal_slot and barrier_slot and execs (ints), graph (a bool).
 func (ag *Persistent) Info() map[string]any {

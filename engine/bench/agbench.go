@@ -142,20 +142,37 @@ func newAGBench(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (*agBenc
 // openNCCL opens the NCCL baseline when asked for and possible (collective).
 func (b *agBench) openNCCL() error {
 	res := b.res
+	res.NCCLSym = "not requested (--vs nccl-sym)"
 	switch {
-	case !b.cfg.NCCL:
+	case !b.cfg.NCCL && !b.cfg.NCCLSym:
 		res.NCCL = "not requested (--vs nccl)"
+		return nil
 	case !b.onCUDA:
 		res.NCCL = "NCCL baseline needs --device cuda"
-	default:
-		nr, why, err := openNCCL(b.ctx, b.c, b.cs)
+		return nil
+	}
+	nr, why, err := openNCCL(b.ctx, b.c, b.cs)
+	if err != nil {
+		return fmt.Errorf("NCCL baseline: %w", err)
+	}
+	b.nr = nr
+	res.NCCL, res.HaveNCCL = why, nr != nil && b.cfg.NCCL
+	if nr == nil {
+		res.NCCL = "no NCCL baseline: " + why
+		res.NCCLSym = res.NCCL
+		return nil
+	}
+	if !b.cfg.NCCL {
+		res.NCCL = "not requested (--vs nccl)"
+	}
+	if b.cfg.NCCLSym {
+		why, err := nr.openSym(b.ctx, b.c, b.maxChunk)
 		if err != nil {
-			return fmt.Errorf("NCCL baseline: %w", err)
+			return fmt.Errorf("NCCL symmetric baseline: %w", err)
 		}
-		b.nr = nr
-		res.NCCL, res.HaveNCCL = why, nr != nil
-		if nr == nil {
-			res.NCCL = "no NCCL baseline: " + why
+		res.NCCLSym, res.HaveNCCLSym = why, nr.sym != 0
+		if nr.sym == 0 {
+			res.NCCLSym = "no symmetric NCCL baseline: " + why
 		}
 	}
 	return nil
@@ -499,10 +516,18 @@ func (b *agBench) measureSize(si int, size uint64) (AGBenchRow, error) {
 		row.MPIBusBW = row.busbw(row.MPISec, b.N)
 		row.MPIRatio = row.MPISec / row.Seconds
 	}
-	if b.nr != nil {
+	if b.res.HaveNCCL {
 		if err := b.measureNCCL(s, &row); err != nil {
 			return row, err
 		}
+	}
+	if b.res.HaveNCCLSym {
+		if err := b.measureNCCLSym(s, &row); err != nil {
+			return row, err
+		}
+	}
+	if b.ag != nil && b.cfg.Schedule == nil {
+		row.Protocol = b.ag.Protocol(n)
 	}
 	return row, nil
 }
@@ -623,10 +648,86 @@ func (b *agBench) measureNCCL(s agSize, row *AGBenchRow) error {
 		op = func() error { g.Launch(); return nil }
 	}
 	var err error
-	if row.NCCLSec, row.NCCLWrong, err = b.measure(s, s.seed|2, "NCCL: ", op); err != nil {
+	if row.NCCLSec, row.NCCLWrong, err = b.measureBaseline(s, s.seed|2, "NCCL: ", op, nil, nil); err != nil {
 		return err
 	}
 	row.NCCLBusBW = row.busbw(row.NCCLSec, b.N)
 	row.Ratio = row.NCCLSec / row.Seconds
+	return nil
+}
+
+// measureBaseline measures a baseline's op Rounds times (the median), as
+// measure does once: before, when set, runs after each run's buffers are
+// filled and before its clock; after, when set, after its clock and before
+// its check.
+func (b *agBench) measureBaseline(s agSize, runSeed uint64, what string, op, before, after func() error) (float64, int, error) {
+	var secs []float64
+	wrong := 0
+	for r := 0; r < max(1, b.cfg.Rounds); r++ {
+		sums, err := b.prepare(s, runSeed)
+		if err != nil {
+			return 0, 0, err
+		}
+		if before != nil {
+			if err := before(); err != nil {
+				return 0, 0, fmt.Errorf("size %d: %s%w", s.total, what, err)
+			}
+		}
+		sec, err := b.timed(op, what)
+		if err == nil && after != nil {
+			err = after()
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("size %d: %s%w", s.total, what, err)
+		}
+		w, err := b.verify(s, sums)
+		if err != nil {
+			return 0, 0, err
+		}
+		secs, wrong = append(secs, sec), wrong+w
+	}
+	return medianOf(secs), wrong, nil
+}
+
+// measureNCCLSym measures ncclAllGather on the symmetric window's buffers:
+// each run's chunk is copied there first (into the rank's place of the
+// receive area when in place), and the result into the window after, where
+// it is checked as the others are.
+func (b *agBench) measureNCCLSym(s agSize, row *AGBenchRow) error {
+	nr, cs, n := b.nr, b.cs, s.n
+	send := nr.symSend
+	if b.cfg.InPlace {
+		send = nr.sym.Add(uint64(b.me) * n)
+	}
+	copyIn := func() error {
+		cs.Enqueue(func(st *cuda.Stream) error { return st.Copy(send, cuda.DevicePtr(b.srcAddr), n) })
+		return b.c.Sync(b.ctx)
+	}
+	copyOut := func() error {
+		cs.Enqueue(func(st *cuda.Stream) error { return st.Copy(cuda.DevicePtr(b.base), nr.sym, n*b.N) })
+		return b.c.Sync(b.ctx)
+	}
+	gather := func(st *cuda.Stream) error { return nr.comm.AllGather(send, nr.sym, n, cuda.NCCLUint8, st) }
+	op := func() error { cs.Enqueue(gather); return nil }
+	if b.cfg.Graph {
+		g := nr.symGraphs[n]
+		if g == nil {
+			if err := b.c.Sync(b.ctx); err != nil {
+				return err
+			}
+			var err error
+			if g, err = cs.Capture(gather); err != nil {
+				return fmt.Errorf("NCCL graph (symmetric): %w", err)
+			}
+			nr.symGraphs[n] = g
+		}
+		op = func() error { g.Launch(); return nil }
+	}
+	var err error
+	if row.NCCLSymSec, row.NCCLSymWrong, err = b.measureBaseline(s, s.seed|5, "NCCL (symmetric): ", op, copyIn, copyOut); err != nil {
+		return err
+	}
+	row.NCCLSymBusBW = row.busbw(row.NCCLSymSec, b.N)
+	row.RatioSym = row.NCCLSymSec / row.Seconds
 	return nil
 }

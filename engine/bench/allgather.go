@@ -29,6 +29,12 @@ type AGBenchConfig struct {
 	Algo   string // "auto", "direct", "ring" or "hier"
 	Graph  bool   // luacoll in graph mode; NCCL is then also captured
 	NCCL   bool   // measure ncclAllGather on the same buffers (CUDA only)
+	// NCCLSym measures ncclAllGather on buffers NCCL allocates and
+	// registers as a symmetric window (ncclMemAlloc,
+	// ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC), where NCCL
+	// runs its symmetric kernels; the result is copied into the window to
+	// be checked. CUDA only, NCCL 2.27 and later.
+	NCCLSym bool
 	Path   string // window path: "auto" (default: per exec by size), "ce" or "sm"
 	// MPI measures MPI_Allgather (Open MPI's libmpi, loaded at run time)
 	// on the same buffers in the same processes; the ranks must have been
@@ -84,6 +90,14 @@ type AGBenchRow struct {
 	NCCLWrong int     `json:"nccl_wrong,omitempty"`
 	// Ratio is time_nccl / time_ours (above 1: luacoll is faster).
 	Ratio float64 `json:"ratio_vs_nccl,omitempty"`
+	// NCCL on registered symmetric buffers (AGBenchConfig.NCCLSym).
+	NCCLSymSec   float64 `json:"nccl_sym_time_s,omitempty"`
+	NCCLSymBusBW float64 `json:"nccl_sym_busbw_gbps,omitempty"`
+	NCCLSymWrong int     `json:"nccl_sym_wrong,omitempty"`
+	RatioSym     float64 `json:"ratio_vs_nccl_sym,omitempty"`
+	// Protocol is how the built-in all-gather moved this size's data
+	// (Persistent.Protocol).
+	Protocol string `json:"protocol,omitempty"`
 	// The built-in direct all-gather beside a schedule (AGBenchConfig.
 	// Builtin); BuiltinRatio is time_builtin / time_schedule.
 	BuiltinSec   float64 `json:"builtin_time_s,omitempty"`
@@ -108,6 +122,10 @@ type AGBenchResult struct {
 	HaveNCCL bool
 	// NCCLNodes are the node counts of NCCL's captured graph (graph mode).
 	NCCLNodes string
+	// NCCLSym says how the symmetric NCCL baseline ran, or why there is
+	// none; HaveNCCLSym: the rows hold its figures.
+	NCCLSym     string
+	HaveNCCLSym bool
 	// HaveBuiltin: the rows hold the built-in all-gather's figures too.
 	HaveBuiltin bool
 	// MPI is the library's version, or why there is no MPI baseline.
@@ -121,6 +139,12 @@ type ncclRun struct {
 	comm *cuda.NCCLComm
 	cs   tcuda.GraphStream
 	gs   map[uint64]*tcuda.CUDAGraph
+	// The symmetric baseline: sym holds bytes of ncclMemAlloc memory
+	// registered as the window win (receive area first, then the send
+	// area at symSend); symGraphs its captured graphs.
+	sym, symSend cuda.DevicePtr
+	win          cuda.NCCLWindow
+	symGraphs    map[uint64]*tcuda.CUDAGraph
 }
 
 func (r *ncclRun) close() {
@@ -130,11 +154,50 @@ func (r *ncclRun) close() {
 	for _, g := range r.gs {
 		_ = g.Destroy()
 	}
+	for _, g := range r.symGraphs {
+		_ = g.Destroy()
+	}
 	if r.comm != nil {
 		_ = r.cs.Current()
+		_ = r.comm.WindowDeregister(r.win)
+		_ = r.lib.MemFree(r.sym)
 		_ = r.comm.Destroy()
 	}
 	r.lib.Close()
+}
+
+// openSym (collective) allocates and registers the symmetric baseline's
+// buffers: room for n bytes from each of size ranks, then n to send. It
+// returns why there is none when some rank cannot.
+func (r *ncclRun) openSym(ctx context.Context, c *engine.Comm, n uint64) (string, error) {
+	status := ""
+	if !r.lib.HasWindows() {
+		status = "NCCL " + r.lib.Version() + " has no symmetric windows (ncclCommWindowRegister: NCCL 2.27 and later)"
+	} else if err := r.cs.Current(); err != nil {
+		return "", err
+	} else if r.sym, err = r.lib.MemAlloc(uint64(c.Size()+1) * n); err != nil {
+		status = err.Error()
+	}
+	// Registering is collective: every rank must have its memory first.
+	if err := c.CollectiveStatus(ctx, "bench.allgather.nccl_sym_alloc", status); err != nil {
+		_ = r.lib.MemFree(r.sym)
+		r.sym = 0
+		return err.Error(), nil
+	}
+	win, err := r.comm.WindowRegister(r.sym, uint64(c.Size()+1)*n, cuda.NCCLWinCollSymmetric)
+	status = ""
+	if err != nil {
+		status = err.Error()
+	}
+	if err := c.CollectiveStatus(ctx, "bench.allgather.nccl_sym_register", status); err != nil {
+		_ = r.comm.WindowDeregister(win)
+		_ = r.lib.MemFree(r.sym)
+		r.sym = 0
+		return err.Error(), nil
+	}
+	r.win, r.symSend = win, r.sym.Add(uint64(c.Size())*n)
+	r.symGraphs = map[uint64]*tcuda.CUDAGraph{}
+	return "NCCL " + r.lib.Version() + " symmetric kernels: ncclMemAlloc buffers registered by ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC)", nil
 }
 
 // openNCCL (collective) builds an NCCL communicator over all ranks from a
