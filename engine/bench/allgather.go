@@ -35,7 +35,7 @@ type AGBenchConfig struct {
 	// runs its symmetric kernels; the result is copied into the window to
 	// be checked. CUDA only, NCCL 2.27 and later.
 	NCCLSym bool
-	Path   string // window path: "auto" (default: per exec by size), "ce" or "sm"
+	Path    string // window path: "auto" (default: per exec by size), "ce" or "sm"
 	// MPI measures MPI_Allgather (Open MPI's libmpi, loaded at run time)
 	// on the same buffers in the same processes; the ranks must have been
 	// started by Open MPI's mpirun (host backend only).
