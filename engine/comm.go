@@ -187,7 +187,7 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 	if g, ok := be.(transport.GPUSharer); ok {
 		g.SetGPUShared(gpuShared(topo))
 	}
-	if h, ok := be.(interface{ SetTimeoutHint(string) }); ok && gpuShared(topo) && be.Describe().MPS == "off" && os.Getenv(launch.EnvMPS) == "" {
+	if h, ok := be.(transport.TimeoutHinter); ok && gpuShared(topo) && be.Describe().MPS == "off" && os.Getenv(launch.EnvMPS) == "" {
 		h.SetTimeoutHint(fmt.Sprintf("rank %d shares its GPU with another rank and MPS is off: their contexts take turns on the GPU, "+
 			"so waits between them take milliseconds or time out; run with --mps on (luacoll's launcher) or start MPS", env.Rank))
 	}
@@ -210,7 +210,7 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 		c.Rank.Net = c.Net
 		// A GPU's buffers then live where the network reads them in
 		// place (the proxy path: transport/cuda).
-		if hb, ok := be.(interface{ UseHostBuffers() }); ok {
+		if hb, ok := be.(transport.HostBufferUser); ok {
 			hb.UseHostBuffers()
 		}
 	}

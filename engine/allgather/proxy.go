@@ -166,7 +166,7 @@ func (pg *agProxyGraph) step(ops func() error, what string) {
 	// The exec is over once its chunks arrived (its waits) and its puts
 	// completed locally; the peers' waits see them arrive, so no flush.
 	var serr error
-	if ls, ok := pg.hs.(interface{ SyncLocal(context.Context) error }); ok {
+	if ls, ok := pg.hs.(transport.LocalSyncer); ok {
 		serr = ls.SyncLocal(context.Background())
 	} else {
 		serr = pg.hs.Sync(context.Background())

@@ -79,3 +79,8 @@ var (
 	_ PlanBackend         = (*CUDABackend)(nil)
 	_ transport.GPUSharer = (*CUDABackend)(nil)
 )
+
+var (
+	_ transport.TimeoutHinter  = (*CUDABackend)(nil)
+	_ transport.HostBufferUser = (*CUDABackend)(nil)
+)
