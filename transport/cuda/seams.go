@@ -26,7 +26,7 @@ type AGPStream interface {
 type ProxyStream interface {
 	transport.Stream
 	NewProxyCall(timeout time.Duration) (*ProxyCall, error)
-	HostFunc(f *cuda.HostFunc)
+	HostOnce(fn func())
 	Capture(fn func(cs *cuda.Stream) error) (*CUDAGraph, error)
 	Fail(err error)
 	OnInterrupt(fn func(error)) (remove func())
@@ -59,6 +59,17 @@ type PlanStream interface {
 // RewritePlan implements PlanStream: p.Rewrite on this stream.
 func (s *CUDAStream) RewritePlan(p *DevicePlan, steps []kernels.PlanStep) error {
 	return p.Rewrite(s, steps)
+}
+
+// HostOnce enqueues fn as a one-off host function on the stream, freed
+// once it ran.
+func (s *CUDAStream) HostOnce(fn func()) {
+	var f *cuda.HostFunc
+	f = cuda.NewHostFunc(func() {
+		fn()
+		f.Free()
+	})
+	s.HostFunc(f)
 }
 
 // PlanBackend is a backend that builds device plans.
