@@ -7,11 +7,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -189,7 +187,7 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 	if g, ok := be.(transport.GPUSharer); ok {
 		g.SetGPUShared(gpuShared(topo))
 	}
-	if h, ok := be.(interface{ SetTimeoutHint(string) }); ok && gpuShared(topo) && be.Describe().MPS == "off" && os.Getenv(launch.EnvMPS) == "" {
+	if h, ok := be.(transport.TimeoutHinter); ok && gpuShared(topo) && be.Describe().MPS == "off" && os.Getenv(launch.EnvMPS) == "" {
 		h.SetTimeoutHint(fmt.Sprintf("rank %d shares its GPU with another rank and MPS is off: their contexts take turns on the GPU, "+
 			"so waits between them take milliseconds or time out; run with --mps on (luacoll's launcher) or start MPS", env.Rank))
 	}
@@ -212,7 +210,7 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 		c.Rank.Net = c.Net
 		// A GPU's buffers then live where the network reads them in
 		// place (the proxy path: transport/cuda).
-		if hb, ok := be.(interface{ UseHostBuffers() }); ok {
+		if hb, ok := be.(transport.HostBufferUser); ok {
 			hb.UseHostBuffers()
 		}
 	}
@@ -238,119 +236,6 @@ func (c *Comm) openBackend(cudaOpen CUDABackend) (transport.Backend, error) {
 		return cudaOpen(c.Env, c.Env.JobID, c.Opts.GPUs)
 	}
 	return nil, fmt.Errorf("unknown device %q (want host or cuda)", c.Opts.Device)
-}
-
-// MismatchError is a collective called differently on different ranks.
-type MismatchError struct {
-	// Seq counts the collectives since Open returned (the script's: 1 is
-	// its first); 0 is a collective of the start-up.
-	Seq   int
-	Calls []string // per rank
-}
-
-func (e *MismatchError) Error() string {
-	var b strings.Builder
-	if e.Seq > 0 {
-		fmt.Fprintf(&b, "collective call #%d differs across ranks:", e.Seq)
-	} else {
-		b.WriteString("a start-up collective differs across ranks:")
-	}
-	order, groups := groupByText(e.Calls)
-	for _, c := range order {
-		fmt.Fprintf(&b, " %s called %s;", rankList(groups[c]), c)
-	}
-	return strings.TrimSuffix(b.String(), ";")
-}
-
-// rankList words ranks in order as "rank 3", "ranks 0,2" or "ranks 0-3,5"
-// (runs of three or more as ranges).
-func rankList(rs []int) string {
-	var parts []string
-	for i := 0; i < len(rs); {
-		j := i
-		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
-			j++
-		}
-		switch {
-		case j-i >= 2:
-			parts = append(parts, fmt.Sprintf("%d-%d", rs[i], rs[j]))
-		case j == i+1:
-			parts = append(parts, fmt.Sprint(rs[i]), fmt.Sprint(rs[j]))
-		default:
-			parts = append(parts, fmt.Sprint(rs[i]))
-		}
-		i = j + 1
-	}
-	if len(rs) == 1 {
-		return "rank " + parts[0]
-	}
-	return "ranks " + strings.Join(parts, ",")
-}
-
-// groupByText groups the ranks' texts: each distinct text once, in the
-// order of the first rank that has it, with its ranks ("" texts skipped).
-func groupByText(texts []string) (order []string, ranks map[string][]int) {
-	ranks = map[string][]int{}
-	for r, t := range texts {
-		if t == "" {
-			continue
-		}
-		if _, ok := ranks[t]; !ok {
-			order = append(order, t)
-		}
-		ranks[t] = append(ranks[t], r)
-	}
-	return order, ranks
-}
-
-// StatusError is a collective status call (CollectiveStatus, the backend
-// check of Open) that failed on some ranks: Msgs holds each rank's
-// message, "" where it succeeded. Every rank gets the same error.
-type StatusError struct {
-	Call string
-	Msgs []string
-}
-
-func (e *StatusError) Error() string {
-	order, ranks := groupByText(e.Msgs)
-	if len(order) == 1 {
-		return fmt.Sprintf("%s failed on %s: %s", e.Call, rankList(ranks[order[0]]), order[0])
-	}
-	parts := make([]string, len(order))
-	for i, m := range order {
-		parts[i] = fmt.Sprintf("%s: %s", rankList(ranks[m]), m)
-	}
-	return fmt.Sprintf("%s failed: %s", e.Call, strings.Join(parts, "; "))
-}
-
-// Reporter is the rank that prints the error for the whole job: the lowest
-// rank that failed.
-func (e *StatusError) Reporter() int {
-	for r, m := range e.Msgs {
-		if m != "" {
-			return r
-		}
-	}
-	return 0
-}
-
-// ReportOpenError prints an error of Open on w, after prefix ("luacoll: "),
-// and returns the rank's exit status. A StatusError is the same on every
-// rank: its Reporter prints it and exits 1; the others exit
-// launch.ExitPeerFailed and say nothing under luacoll's launcher (which
-// shows every rank's output together), one line under another (whose
-// ranks may write separate logs). Any other error is printed by the rank
-// that has it.
-func ReportOpenError(w io.Writer, prefix string, env launch.RankEnv, err error) int {
-	var se *StatusError
-	if errors.As(err, &se) && se.Reporter() != env.Rank {
-		if env.Source != launch.SourceLuacoll {
-			fmt.Fprintf(w, "%srank %d: the job did not start; rank %d says why\n", prefix, env.Rank, se.Reporter())
-		}
-		return launch.ExitPeerFailed
-	}
-	fmt.Fprintf(w, "%s%v\n", prefix, err)
-	return 1
 }
 
 // Collective is the entry of every collective call: it exchanges a hash of
@@ -382,28 +267,6 @@ func (c *Comm) SumInt(ctx context.Context, call string, v int) (int, error) {
 		total += x
 	}
 	return total, nil
-}
-
-// RefusedError is a collective that one or more ranks refused before
-// taking part (a bad argument, a freed object): every rank returns it, so
-// that all of them raise and stay in step.
-type RefusedError struct {
-	Seq     int
-	Call    string         // this rank's call
-	Reasons map[int]string // the refusing ranks' errors, by rank
-}
-
-func (e *RefusedError) Error() string {
-	ranks := make([]int, 0, len(e.Reasons))
-	for r := range e.Reasons {
-		ranks = append(ranks, r)
-	}
-	sort.Ints(ranks)
-	parts := make([]string, len(ranks))
-	for i, r := range ranks {
-		parts[i] = fmt.Sprintf("rank %d refused it: %s", r, e.Reasons[r])
-	}
-	return fmt.Sprintf("collective call #%d (%s) failed on every rank: %s", e.Seq, e.Call, strings.Join(parts, "; "))
 }
 
 // Collectives is the number of collective calls this rank has taken part
@@ -732,67 +595,4 @@ func gpuShared(topo *transport.Topology) bool {
 		}
 	}
 	return false
-}
-
-// symmetricSupport says whether this rank could map a symmetric window,
-// and if not, why; applies is false on a backend without symmetric windows
-// (the host's), which ignores the option as it ignores ipc.
-func (c *Comm) symmetricSupport() (ok bool, why string, applies bool) {
-	sc, isSC := c.Backend.(transport.SymmetricCapable)
-	if !isSC {
-		return false, c.Backend.Name() + " windows are shared memory, mapped by each process where it likes (symmetric applies to CUDA windows)", false
-	}
-	ok, why = sc.SymmetricSupport(c.Rank.Topo)
-	return ok, why, true
-}
-
-// resolveSharing turns the window's ipc and symmetric requests into the
-// way its memory is shared, the same on every rank: all holds each rank's
-// symmetric support (a byte, 1 when it can, then why not). ipc "auto" is
-// symmetric VMM where every rank can map it, else legacy IPC; symmetric
-// "on" makes a rank that cannot an error. A status byte 2 is a backend
-// without symmetric windows: the request is ignored there.
-func resolveSharing(o *window.Options, all [][]byte) error {
-	can, why := true, ""
-	for r, d := range all {
-		if len(d) > 0 && d[0] == 2 {
-			o.SymmetricWhy = string(d[1:])
-			if o.IPC == "auto" {
-				o.IPC = transport.IPCLegacy
-			}
-			return nil
-		}
-		if len(d) == 0 || d[0] != 1 {
-			can = false
-			if why == "" {
-				msg := "no reason given"
-				if len(d) > 1 {
-					msg = string(d[1:])
-				}
-				why = fmt.Sprintf("rank %d: %s", r, msg)
-			}
-		}
-	}
-	legacy := o.IPC == transport.IPCLegacy
-	switch {
-	case o.Symmetric == "off":
-		o.SymmetricWhy = "symmetric = false"
-	case legacy:
-		if o.Symmetric == "on" {
-			return fmt.Errorf("bad argument 'symmetric' (a symmetric window needs VMM memory; ipc is legacy)")
-		}
-		o.SymmetricWhy = "ipc legacy (CUDA IPC handles map each part where the driver likes)"
-	case !can:
-		if o.Symmetric == "on" {
-			return fmt.Errorf("bad argument 'symmetric' (true, but %s)", why)
-		}
-		o.SymmetricWhy = why
-	default:
-		o.IPC = transport.IPCSymmetric
-		o.SymmetricWhy = "every rank maps every part in one range (VMM memory over CUDA IPC)"
-	}
-	if o.IPC == "auto" {
-		o.IPC = transport.IPCLegacy
-	}
-	return nil
 }

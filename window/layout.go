@@ -1,9 +1,9 @@
 package window
 
-// Layout places the parts of a window in one rank's region. Every row that
+// layout places the parts of a window in one rank's region. Every row that
 // one sender writes starts on its own 128-byte line, so two senders never
 // share a cache line (nor the adjacent line a prefetcher pairs with it).
-type Layout struct {
+type layout struct {
 	Size     int // ranks
 	Bytes    uint64
 	Signals  int
@@ -26,9 +26,9 @@ const line = 128
 
 func roundUp(n, to uint64) uint64 { return (n + to - 1) / to * to }
 
-// NewLayout computes the layout of a window.
-func NewLayout(size int, bytes uint64, signals, counters, barriers int) Layout {
-	l := Layout{Size: size, Bytes: bytes, Signals: signals, Counters: counters, Barriers: barriers}
+// newLayout computes the layout of a window.
+func newLayout(size int, bytes uint64, signals, counters, barriers int) layout {
+	l := layout{Size: size, Bytes: bytes, Signals: signals, Counters: counters, Barriers: barriers}
 	n := uint64(size)
 	l.InboxOff = roundUp(bytes, line)
 	l.InboxStride = roundUp(uint64(signals)*8, line)
@@ -43,21 +43,21 @@ func NewLayout(size int, bytes uint64, signals, counters, barriers int) Layout {
 }
 
 // Inbox is the offset of the slot sig that sender writes.
-func (l Layout) Inbox(sender, sig int) uint64 {
+func (l layout) Inbox(sender, sig int) uint64 {
 	return l.InboxOff + uint64(sender)*l.InboxStride + uint64(sig)*8
 }
 
 // Bar is the offset of window-barrier slot id that sender writes.
-func (l Layout) Bar(sender, id int) uint64 {
+func (l layout) Bar(sender, id int) uint64 {
 	return l.BarOff + uint64(sender)*l.BarStride + uint64(id)*8
 }
 
 // PBar is the offset of pairwise-barrier slot id that sender writes.
-func (l Layout) PBar(sender, id int) uint64 {
+func (l layout) PBar(sender, id int) uint64 {
 	return l.PBarOff + uint64(sender)*l.BarStride + uint64(id)*8
 }
 
 // Ctr is the offset of local counter ctr kept for peer.
-func (l Layout) Ctr(peer, ctr int) uint64 {
+func (l layout) Ctr(peer, ctr int) uint64 {
 	return l.CtrOff + uint64(peer)*l.CtrStride + uint64(ctr)*8
 }

@@ -14,7 +14,7 @@ type Window struct {
 	r    *Rank
 	id   int
 	opts Options
-	lay  Layout
+	lay  layout
 	reg  *transport.Region
 	// topo is how this window reaches its peers: the rank's topology,
 	// with shm for the peers of this host where the window is host memory
@@ -77,7 +77,7 @@ func (r *Rank) NewWindow(ctx context.Context, opts Options) (*Window, error) {
 	}
 	id := r.nextWindow
 	r.nextWindow++
-	lay := NewLayout(r.N(), opts.Bytes, opts.Signals, opts.Counters, opts.Barriers)
+	lay := newLayout(r.N(), opts.Bytes, opts.Signals, opts.Counters, opts.Barriers)
 	reg, err := r.Backend.Share(ctx, r.Ex, r.Topo, lay.Total, opts.IPC)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: window %d: %w", r.ID(), id, err)

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/transport"
 	tcuda "github.com/luacoll/luacoll/transport/cuda"
 	"github.com/luacoll/luacoll/transport/shm"
@@ -166,7 +165,7 @@ func (pg *agProxyGraph) step(ops func() error, what string) {
 	// The exec is over once its chunks arrived (its waits) and its puts
 	// completed locally; the peers' waits see them arrive, so no flush.
 	var serr error
-	if ls, ok := pg.hs.(interface{ SyncLocal(context.Context) error }); ok {
+	if ls, ok := pg.hs.(transport.LocalSyncer); ok {
 		serr = ls.SyncLocal(context.Background())
 	} else {
 		serr = pg.hs.Sync(context.Background())
@@ -184,15 +183,10 @@ func (pg *agProxyGraph) step(ops func() error, what string) {
 var errAgSkipped = errors.New("skipped after a failed exec")
 
 // refuse takes part in a refused exec in stream order: a one-off host
-// function (freed by itself once it ran).
+// function.
 func (pg *agProxyGraph) refuse() {
-	var f *cuda.HostFunc
-	f = cuda.NewHostFunc(func() {
-		pg.step(pg.hx.RefuseExec, "refused exec")
-		f.Free()
-	})
 	pg.launched++
-	pg.cs.HostFunc(f)
+	pg.cs.HostOnce(func() { pg.step(pg.hx.RefuseExec, "refused exec") })
 }
 
 // execProxyGraph enqueues one exec: a replay of the graph, captured first

@@ -79,128 +79,17 @@ func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, pa
 			ra[i] = byte(i * 7)
 		}
 	}
+	b := &putBench{ctx: ctx, c: c, w: w, src: src, scratch: scratch, iters: iters, bidir: bidir, mode: mode,
+		netJob: netJob, ra: ra, rb: rb, me: c.RankID()}
 	var rows []BenchRow
-	me := c.RankID()
 	bar := newProgressBar(progress, len(sizes))
 	defer bar.clear()
 	for i, n := range sizes {
 		bar.show(i, fmt.Sprintf("measuring %d bytes", n))
-		if err := src.Fill(transport.FillRandU32, uint64(i+1)); err != nil {
-			return nil, err
-		}
-		if mode != "push" {
-			// Gets read the peer's window: give it this size's data first.
-			if err := w.Put(window.Transfer{Peer: me, Local: src, N: n}); err != nil {
-				return nil, err
-			}
-		}
-		if err := barrierSync(ctx, w); err != nil {
-			return nil, err
-		}
-		var row BenchRow
-		row.Bytes = n
-		if me == 0 || (bidir && me == 1) {
-			peer := 1 - me
-			// start lines both ranks up before each timed op in bidir mode.
-			start := func() error {
-				if !bidir {
-					return nil
-				}
-				return c.Boot.Barrier(ctx)
-			}
-			// Alternate the put and the reference copy so that both see the
-			// same machine load; report each one's median.
-			rc, onDevice := c.Backend.(refCopier)
-			onDevice = onDevice && !netJob
-			// put returns the seconds of one put: wall clock on the host;
-			// on a GPU the device clock (events on the stream around it),
-			// like the reference, so neither counts launch or sync.
-			put := func() (float64, error) {
-				if err := start(); err != nil {
-					return 0, err
-				}
-				var m0 transport.Mark
-				if onDevice {
-					m0 = c.Rank.Stream.Mark()
-				}
-				t0 := time.Now()
-				var err error
-				switch {
-				case mode == "pull":
-					// Read the peer's window into our own (a different range).
-					err = w.Get(window.Transfer{Peer: peer, PeerOff: 0, Local: scratch, N: n})
-				default:
-					err = w.Put(window.Transfer{Peer: peer, Local: src, N: n})
-				}
-				if err != nil {
-					return 0, err
-				}
-				if !onDevice {
-					err := w.Sync(ctx)
-					return time.Since(t0).Seconds(), err
-				}
-				m1 := c.Rank.Stream.Mark()
-				if err := w.Sync(ctx); err != nil {
-					return 0, err
-				}
-				d, err := m1.Since(m0)
-				return d.Seconds(), err
-			}
-			ref := func() (float64, error) {
-				if err := start(); err != nil {
-					return 0, err
-				}
-				t0 := time.Now()
-				copy(rb[:n], ra[:n])
-				return time.Since(t0).Seconds(), nil
-			}
-			if onDevice {
-				// On a GPU the ceiling is a raw peer copy of the same bytes.
-				dst := w.Raw().Data(peer, 0)
-				srcAddr, _ := src.Addr()
-				ref = func() (float64, error) {
-					if err := start(); err != nil {
-						return 0, err
-					}
-					d, err := rc.RefCopy(dst, srcAddr, n)
-					return d.Seconds(), err
-				}
-			}
-			pt, rt, err := alternate(iters, put, ref)
-			if err != nil {
-				return nil, err
-			}
-			row.Seconds = pt
-			row.GBps = float64(n) / pt / 1e9
-			row.Ref = float64(n) / rt / 1e9
-			row.Ratio = row.GBps / row.Ref
-		}
-		if err := barrierSync(ctx, w); err != nil {
-			return nil, err
-		}
-		// Who received what: pushes land in the receiver's window, gets in
-		// the getter's scratch buffer.
-		check, checks := w.Buffer(), false
-		switch mode {
-		case "push":
-			checks = me == 1 || (bidir && me == 0)
-		case "pull":
-			check, checks = scratch, me == 0 || (bidir && me == 1)
-		}
-		if checks {
-			eq, err := check.Equal(src, 0, 0, n)
-			if err != nil {
-				return nil, err
-			}
-			if !eq {
-				row.Wrong = 1
-			}
-		}
-		wrong, err := c.SumInt(ctx, "bench.put.check", row.Wrong)
+		row, err := b.size(i, n)
 		if err != nil {
 			return nil, err
 		}
-		row.Wrong = wrong
 		rows = append(rows, row)
 		if onRow != nil {
 			if err := bar.between(func() error { return onRow(row) }); err != nil {
@@ -219,6 +108,158 @@ func freeAfter(ctx context.Context, c *engine.Comm, w *window.Window, err *error
 	if *err == nil {
 		*err = c.FreeWindow(ctx, w)
 	}
+}
+
+// putBench is one run of BenchPut on this rank.
+type putBench struct {
+	ctx          context.Context
+	c            *engine.Comm
+	w            *window.Window
+	src, scratch *window.Buffer // scratch: where gets land (pull)
+	iters        int
+	bidir        bool
+	mode         string
+	netJob       bool   // some peer is reached over the network
+	ra, rb       []byte // the host reference's buffers
+	me           int
+}
+
+// size measures and checks size n (the i-th).
+func (b *putBench) size(i int, n uint64) (BenchRow, error) {
+	ctx, w, src, me := b.ctx, b.w, b.src, b.me
+	row := BenchRow{Bytes: n}
+	if err := src.Fill(transport.FillRandU32, uint64(i+1)); err != nil {
+		return row, err
+	}
+	if b.mode != "push" {
+		// Gets read the peer's window: give it this size's data first.
+		if err := w.Put(window.Transfer{Peer: me, Local: src, N: n}); err != nil {
+			return row, err
+		}
+	}
+	if err := barrierSync(ctx, w); err != nil {
+		return row, err
+	}
+	if me == 0 || (b.bidir && me == 1) {
+		if err := b.time(n, &row); err != nil {
+			return row, err
+		}
+	}
+	if err := barrierSync(ctx, w); err != nil {
+		return row, err
+	}
+	return row, b.check(n, &row)
+}
+
+// start lines both ranks up before each timed op in bidir mode.
+func (b *putBench) start() error {
+	if !b.bidir {
+		return nil
+	}
+	return b.c.Boot.Barrier(b.ctx)
+}
+
+// time alternates the put and the reference copy so that both see the
+// same machine load, and puts each one's median into row.
+func (b *putBench) time(n uint64, row *BenchRow) error {
+	peer := 1 - b.me
+	rc, onDevice := b.c.Backend.(refCopier)
+	onDevice = onDevice && !b.netJob
+	put := func() (float64, error) { return b.put(peer, n, onDevice) }
+	ref := func() (float64, error) {
+		if err := b.start(); err != nil {
+			return 0, err
+		}
+		t0 := time.Now()
+		copy(b.rb[:n], b.ra[:n])
+		return time.Since(t0).Seconds(), nil
+	}
+	if onDevice {
+		// On a GPU the ceiling is a raw peer copy of the same bytes.
+		dst := b.w.Raw().Data(peer, 0)
+		srcAddr, _ := b.src.Addr()
+		ref = func() (float64, error) {
+			if err := b.start(); err != nil {
+				return 0, err
+			}
+			d, err := rc.RefCopy(dst, srcAddr, n)
+			return d.Seconds(), err
+		}
+	}
+	pt, rt, err := alternate(b.iters, put, ref)
+	if err != nil {
+		return err
+	}
+	row.Seconds = pt
+	row.GBps = float64(n) / pt / 1e9
+	row.Ref = float64(n) / rt / 1e9
+	row.Ratio = row.GBps / row.Ref
+	return nil
+}
+
+// put returns the seconds of one put (or get) of n bytes: wall clock on
+// the host; on a GPU the device clock (events on the stream around it),
+// like the reference, so neither counts launch or sync.
+func (b *putBench) put(peer int, n uint64, onDevice bool) (float64, error) {
+	ctx, c, w := b.ctx, b.c, b.w
+	if err := b.start(); err != nil {
+		return 0, err
+	}
+	var m0 transport.Mark
+	if onDevice {
+		m0 = c.Rank.Stream.Mark()
+	}
+	t0 := time.Now()
+	var err error
+	switch {
+	case b.mode == "pull":
+		// Read the peer's window into our own (a different range).
+		err = w.Get(window.Transfer{Peer: peer, PeerOff: 0, Local: b.scratch, N: n})
+	default:
+		err = w.Put(window.Transfer{Peer: peer, Local: b.src, N: n})
+	}
+	if err != nil {
+		return 0, err
+	}
+	if !onDevice {
+		err := w.Sync(ctx)
+		return time.Since(t0).Seconds(), err
+	}
+	m1 := c.Rank.Stream.Mark()
+	if err := w.Sync(ctx); err != nil {
+		return 0, err
+	}
+	d, err := m1.Since(m0)
+	return d.Seconds(), err
+}
+
+// check compares what arrived with the source and sums the wrong sizes
+// over the ranks into row (collective). Pushes land in the receiver's
+// window, gets in the getter's scratch buffer.
+func (b *putBench) check(n uint64, row *BenchRow) error {
+	me, bidir := b.me, b.bidir
+	check, checks := b.w.Buffer(), false
+	switch b.mode {
+	case "push":
+		checks = me == 1 || (bidir && me == 0)
+	case "pull":
+		check, checks = b.scratch, me == 0 || (bidir && me == 1)
+	}
+	if checks {
+		eq, err := check.Equal(b.src, 0, 0, n)
+		if err != nil {
+			return err
+		}
+		if !eq {
+			row.Wrong = 1
+		}
+	}
+	wrong, err := b.c.SumInt(b.ctx, "bench.put.check", row.Wrong)
+	if err != nil {
+		return err
+	}
+	row.Wrong = wrong
+	return nil
 }
 
 // refCopier is a backend with its own reference copy (CUDA: cuMemcpyAsync

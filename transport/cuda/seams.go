@@ -26,7 +26,7 @@ type AGPStream interface {
 type ProxyStream interface {
 	transport.Stream
 	NewProxyCall(timeout time.Duration) (*ProxyCall, error)
-	HostFunc(f *cuda.HostFunc)
+	HostOnce(fn func())
 	Capture(fn func(cs *cuda.Stream) error) (*CUDAGraph, error)
 	Fail(err error)
 	OnInterrupt(fn func(error)) (remove func())
@@ -61,6 +61,17 @@ func (s *CUDAStream) RewritePlan(p *DevicePlan, steps []kernels.PlanStep) error 
 	return p.Rewrite(s, steps)
 }
 
+// HostOnce enqueues fn as a one-off host function on the stream, freed
+// once it ran.
+func (s *CUDAStream) HostOnce(fn func()) {
+	var f *cuda.HostFunc
+	f = cuda.NewHostFunc(func() {
+		fn()
+		f.Free()
+	})
+	s.HostFunc(f)
+}
+
 // PlanBackend is a backend that builds device plans.
 type PlanBackend interface {
 	transport.Backend
@@ -78,4 +89,9 @@ var (
 	_ PlanStream          = (*CUDAStream)(nil)
 	_ PlanBackend         = (*CUDABackend)(nil)
 	_ transport.GPUSharer = (*CUDABackend)(nil)
+)
+
+var (
+	_ transport.TimeoutHinter  = (*CUDABackend)(nil)
+	_ transport.HostBufferUser = (*CUDABackend)(nil)
 )
