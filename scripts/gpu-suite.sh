@@ -60,7 +60,9 @@ step agp timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/agp.lua 
 step agp-sm timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/agp.lua 1000 sm
 # path sm with the copy-engine puts from 1 MiB per rank, so that the
 # back-to-back execs of tests/agp.lua share their done+ready launches there too
-step agp-sm-ce timeout -s QUIT -k 20 300 env LUACOLL_AGP_CE_MIN=1048576 $bin run -n "$n" --device cuda tests/agp.lua 100 sm
+step agp-sm-ce timeout -s QUIT -k 20 300 env LUACOLL_AGP_PROTOCOL=ce+kernel $bin run -n "$n" --device cuda tests/agp.lua 100 sm
+# every protocol forced in turn over the suite's sizes
+step agp-protocols timeout -s QUIT -k 20 300 bash -c "for p in lines staged kernel; do LUACOLL_AGP_PROTOCOL=\$p $bin run -n $n --device cuda tests/agp.lua 100 || exit 1; done"
 step agp-mismatch timeout -s QUIT -k 20 120 bash -c "$bin run -n $n --device cuda tests/agp_mismatch.lua ce && $bin run -n $n --device cuda tests/agp_mismatch.lua sm"
 step agp-refused timeout -s QUIT -k 20 120 bash -c "$bin run -n $n --device cuda tests/agp_refused.lua ce && $bin run -n $n --device cuda tests/agp_refused.lua sm"
 leaks agp
@@ -125,9 +127,6 @@ if [ "${AGP_MODES:-0}" = 1 ]; then
 	for v in 1 2 3; do
 		step bench-pingpong-ordering$v env LUACOLL_ORDERING=$v timeout 100 $bin bench pingpong -n 2 --device cuda --iters 2000
 		step bench-barrier-ordering$v env LUACOLL_ORDERING=$v timeout 100 $bin bench barrier -n 2 --device cuda --iters 2000
-	done
-	for m in "" sm; do
-		step "agp-mode${m:+-$m}" env LUACOLL_AGP_MODE=$m timeout 200 $bin bench allgather -n 2 --device cuda --vs nccl -b 64M -e 1G -f 4 --iters 10 -w 3
 	done
 fi
 # Several ranks on one GPU under the job's own MPS daemon (--mps); after

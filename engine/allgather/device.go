@@ -3,6 +3,7 @@ package allgather
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/luacoll/luacoll/transport"
@@ -21,6 +22,15 @@ const (
 	agSigReady = 1
 )
 
+// Variables of the device protocol, for measurements: ProtocolEnv forces
+// one protocol of paths auto and sm on every exec (tcuda.AGPProtocols);
+// TraceEnv=1 makes the ready and done kernels keep a trace whose phase
+// medians each rank prints when the all-gather is destroyed.
+const (
+	ProtocolEnv = "LUACOLL_AGP_PROTOCOL"
+	TraceEnv    = "LUACOLL_AGP_TRACE"
+)
+
 // openDevice (collective) makes the private window of the CUDA protocol
 // and its device state: fresh zeroed slots, so any number of all-gathers,
 // eager or graph, may follow one another on the same user window.
@@ -31,9 +41,14 @@ func (ag *Persistent) openDevice(ctx context.Context, cs tcuda.AGPStream, call s
 	sm := path != "ce"
 	// On paths "sm" and "auto" the sync window's data is the staging area
 	// of the low-latency execs (zeroed at creation, used by nothing else).
+	force, trace := os.Getenv(ProtocolEnv), os.Getenv(TraceEnv) == "1"
+	maxN := ag.w.Options().Bytes / uint64(n)
 	bytes := uint64(128)
 	if sm {
-		bytes = tcuda.AGPStageBytes(n)
+		var err error
+		if bytes, err = tcuda.AGPStageBytes(n, maxN, force); err != nil {
+			return fmt.Errorf("rank %d: %s: %s: %w", me, call, ProtocolEnv, err)
+		}
 	}
 	sw, err := c.NewWindow(ctx, call+":sync", window.Options{Bytes: bytes, Signals: 2, Counters: 1, Barriers: 1,
 		Timeout: ag.w.Options().Timeout, Path: "ce"})
@@ -41,7 +56,7 @@ func (ag *Persistent) openDevice(ctx context.Context, cs tcuda.AGPStream, call s
 		return fmt.Errorf("rank %d: %s: %w", me, call, err)
 	}
 	ag.syncw = sw
-	cfg := tcuda.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout, Path: path,
+	cfg := tcuda.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout, Path: path, MaxN: maxN, Force: force, Trace: trace,
 		ReadyLocal: make([]transport.Addr, n), ReadyRemote: make([]transport.Addr, n),
 		DoneLocal: make([]transport.Addr, n), DoneRemote: make([]transport.Addr, n), Bases: make([]transport.Addr, n)}
 	raw := sw.Raw()

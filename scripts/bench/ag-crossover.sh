@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ag-crossover.sh: where the all-gather's protocols take over from one
-# another. Each protocol is forced in turn through its tuning variables and
-# swept from 1 KiB to 512 MiB (x2), eager, medians of 3 rounds; NCCL runs
-# beside the default. Prints one table: time per exec (us) per size.
+# another. Each protocol is forced in turn (LUACOLL_AGP_PROTOCOL) and swept
+# from 1 KiB to 512 MiB (x2; lines to 1 MiB, staged to 64 MiB), eager,
+# medians of 3 rounds; NCCL runs beside the default. Prints one table: time
+# per exec (us) per size.
 # On the GPU machine, after `make build` here and with bin/ carried:
 #   bash scripts/bench/ag-crossover.sh N [GPUS] [MAXSIZE]
 set -uo pipefail
@@ -22,16 +23,16 @@ run() { # name env... -- extra flags
 		{ echo "== $name failed"; tail -5 "$out/x-$n-$name.log"; }
 }
 run auto X=1 -- --vs nccl
-run lines LUACOLL_AGP_ST_MAX=0 LUACOLL_AGP_CE_MIN=0 -- --path sm -e 1M
-run staged LUACOLL_AGP_LLMAX=0 LUACOLL_AGP_ST_MAX=33554432 LUACOLL_AGP_CE_MIN=0 -- --path sm -e 64M
-run staged64 LUACOLL_AGP_ST_BLOCKS=64 LUACOLL_AGP_LLMAX=0 LUACOLL_AGP_ST_MAX=33554432 LUACOLL_AGP_CE_MIN=0 -- --path sm -e 64M
-run kernel LUACOLL_AGP_LLMAX=0 LUACOLL_AGP_ST_MAX=0 LUACOLL_AGP_CE_MIN=0 -- --path sm
+run lines LUACOLL_AGP_PROTOCOL=lines -- -e 1M
+run staged LUACOLL_AGP_PROTOCOL=staged -- -e 64M
+run kernel LUACOLL_AGP_PROTOCOL=kernel --
+run ce+kernel LUACOLL_AGP_PROTOCOL=ce+kernel --
 run ce X=1 -- --path ce
 [ -n "${AGAIN:-}" ] && run auto2 X=1 -- --vs nccl
 python3 - "$out" "$n" <<'PY'
 import json, sys, glob, os
 out, n = sys.argv[1], sys.argv[2]
-names = ["auto", "lines", "staged", "staged64", "kernel", "ce", "auto2"]
+names = ["auto", "lines", "staged", "kernel", "ce+kernel", "ce", "auto2"]
 t = {}
 for nm in names:
     f = os.path.join(out, f"x-{n}-{nm}.jsonl")

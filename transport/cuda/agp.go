@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +29,14 @@ type AGPConfig struct {
 	// kernel for the largest); "auto" ("" too) picks per exec by size and
 	// rank count from the measured crossovers (agpAuto).
 	Path string
+	// MaxN is the most bytes per rank an exec can move (the window's
+	// bytes over the ranks): the staged area is sized for it. 0: no bound.
+	MaxN uint64
+	// Force makes every exec take one protocol of AGPProtocols (for
+	// measurements; "" or "auto": the crossovers); Trace keeps a trace of
+	// the ready and done kernels, printed at Close.
+	Force string
+	Trace bool
 	// Bases are every rank's window data as mapped here (rank order).
 	Bases []transport.Addr
 	// Stage, with SM, are every rank's staging area for low-latency execs
@@ -40,10 +47,15 @@ type AGPConfig struct {
 }
 
 // AGPStageBytes is the staging area one rank of a job of size ranks needs
-// (AGPConfig.Stage): the flagged lines' area, then the staged execs' one
-// (sized for the largest staged exec that size ranks take).
-func AGPStageBytes(size int) uint64 {
-	return kernels.AGPLLStageBytes(size) + kernels.AGPStagedBytes(size, agpTune(size).stMax)
+// (AGPConfig.Stage) for windows of at most maxN bytes per rank (0: no
+// bound) and the protocol force (AGPConfig.Force): the flagged lines'
+// area, then the staged execs' one (sized for the largest staged exec).
+func AGPStageBytes(size int, maxN uint64, force string) (uint64, error) {
+	t, err := agpTune(size, maxN, force, false)
+	if err != nil {
+		return 0, err
+	}
+	return kernels.AGPLLStageBytes(size) + kernels.AGPStagedBytes(size, t.stMax), nil
 }
 
 // agpCrossover is where the protocols of paths "auto" and "sm" take over
@@ -100,25 +112,6 @@ type AGPExec struct {
 // overlapped with the puts; smaller ones run in line.
 const agpSideMin = 1 << 20
 
-// agpGraphCopyMax is the default largest memcpy node of a captured exec
-// (0: one node per copy).
-const agpGraphCopyMax = 0
-
-// copyPieces returns the lengths of the copies that move n bytes: one
-// copy, or under capture pieces of at most max bytes (max 0: one).
-func copyPieces(n, max uint64, capturing bool) []uint64 {
-	if !capturing || max == 0 || n <= max {
-		return []uint64{n}
-	}
-	out := make([]uint64, 0, (n+max-1)/max)
-	for n > 0 {
-		m := min(n, max)
-		out = append(out, m)
-		n -= m
-	}
-	return out
-}
-
 // CUDAAGP is the device side of a persistent all-gather on one stream:
 // an exec counter in device memory, the slot address arrays, a side
 // stream for the own chunk and the captured graphs. On path "ce" copies
@@ -168,7 +161,10 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	// (offset 64), then six arrays of n pointers (the ready and done slots,
 	// the ranks' window data, their staging areas).
 	arr := uint64(n) * 8
-	tune := agpTune(n)
+	tune, err := agpTune(n, cfg.MaxN, cfg.Force, cfg.Trace)
+	if err != nil {
+		return nil, err
+	}
 	size := 256 + 6*arr
 	if tune.trace {
 		size += kernels.AGPTraceBytes
@@ -210,7 +206,7 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 		return fail(err)
 	}
 	base := kernels.AGPSpec{Count: mem, Rank: uint32(cfg.Rank), Size: uint32(n), Timeout: cfg.Timeout,
-		Abort: s.b.flag.Dev, Record: s.rec.Dev, Fences: a.tune.fences}
+		Abort: s.b.flag.Dev, Record: s.rec.Dev}
 	if tune.trace {
 		a.trace = mem.Add(256 + 6*arr)
 		base.Trace = a.trace
@@ -238,96 +234,58 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	return a, nil
 }
 
-// agpTuning holds the measured choices of path "sm", each overridable
-// by an environment variable for measurements.
+// agpTuning is what an all-gather's execs run by: the crossovers of its
+// rank count, as a forced protocol (AGPConfig.Force) changes them, and
+// whether its ready and done kernels keep a trace (AGPConfig.Trace).
 type agpTuning struct {
-	llMax uint64 // largest n sent as flagged lines (LUACOLL_AGP_LLMAX)
-	// stMax: largest n sent as staged parts (LUACOLL_AGP_ST_MAX; 0: none);
-	// stPart: their smallest part (LUACOLL_AGP_ST_PART), stBlocks their
-	// most parts (LUACOLL_AGP_ST_BLOCKS).
-	stMax, stPart, stBlocks uint64
-	llVariant               int // line store/poll variant (LUACOLL_AGP_LL_VARIANT)
-	// ceMin: from this n up, the puts use the copy engines and the own
-	// chunk a copy kernel on the side stream, started after the ready
-	// kernel (LUACOLL_AGP_CE_MIN; 0: never). With that order and the done
-	// and ready kernels of back-to-back execs fused, 2 x H200, 256 MiB
-	// total, 200 execs, two rounds: 373.6 / 370.3 GB/s busbw (traced exec
-	// 357.3 us median) against 369.0 / 369.3 (362.3 us) for ceShare 100;
-	// 1 GiB: 386.0 against 385.8.
-	ceMin uint64
-	// ceShare percent of every put of an exec of at least ceShareMin bytes
-	// per rank goes through the copy engines, at the same time as the rest
-	// goes through the put kernel (LUACOLL_AGP_CE_SHARE, 0: none;
-	// LUACOLL_AGP_CE_SHARE_MIN). Measured on 2 x H200 with windows of
-	// whole 2 MiB pages (copy engines 390 GB/s per direction with both
-	// directions busy), busbw at 256 MiB / 1 GiB total: 352 / 352 GB/s
-	// with none, 360 / 373 at 50 %, 358 / 376 at 65 %, 360 / 380 at 80 %,
-	// 358-361 / 381-384 at 100 % (the own chunk then goes to the kernel
-	// alone); at 16 and 64 MiB total the one-kernel exec is faster (33.6 /
-	// 110.0 us against 43.6 / 111.4), hence the 128 MiB per rank floor.
-	// Off (0) by default since ceMin measured better.
-	ceShare    uint64
-	ceShareMin uint64
-	// graphCopyMax splits a copy captured into a graph into memcpy nodes
-	// of at most this many bytes (LUACOLL_AGP_GRAPH_COPY_MAX; 0, the
-	// default: one node per copy). A public report (pytorch/pytorch#191284)
-	// has memcpy nodes of 512 MiB and 1 GiB at half speed; here, once the
-	// own chunk's copy no longer held the ready kernel back, one node per
-	// copy measured best (2 x H200, graph mode, busbw at 256 MiB / 512 MiB
-	// / 1 GiB, two rounds: path sm 364.7-366.7 / 369.6-369.9 / 382.5-384.4
-	// GB/s with one node, 366.8-367.2 / 369.3-370.0 / 381.2-383.7 with 256
-	// MiB nodes, 363.2-364.7 / 372.8-373.5 / 373.4-377.5 with 64 MiB nodes;
-	// path ce 359.9-362.3 / 366.3-375.2 / 381.0-384.9, 361.7-362.6 /
-	// 367.5-373.4 / 375.9-377.8, 354.7-357.7 / 357.6-366.6 / 369.9-374.2).
-	graphCopyMax uint64
-	// fences: system-wide fences in the ready and done kernels
-	// (LUACOLL_AGP_FENCES, kernels.AGPSpec.Fences; measurements).
-	fences int
+	// llMax: largest n sent as flagged lines; stMax: largest n sent as
+	// staged parts (0: none); ceMin: from this n up, the puts use the
+	// copy engines and the own chunk a copy kernel on the side stream (0:
+	// never).
+	llMax, stMax, ceMin uint64
 	// trace: the ready and done kernels record when they start and end,
-	// and Close prints the phases' medians on stderr (LUACOLL_AGP_TRACE=1;
-	// execs with separate ready and done kernels only).
+	// and Close prints the phases' medians on stderr (execs with separate
+	// ready and done kernels only).
 	trace bool
-	// ownFirst starts the own chunk's side-stream copy before the ready
-	// kernel instead of after it (LUACOLL_AGP_OWN_FIRST=1; measurements).
-	ownFirst bool
-	// fuse lets an eager exec's done kernel wait for the next call: when
-	// that is the next exec of the same all-gather, one launch ends the
-	// first and starts the second (LUACOLL_AGP_FUSE=0 turns it off).
-	fuse bool
-	// perSM caps the one-kernel exec's grid (LUACOLL_AGP_BLOCKS_PER_SM).
-	// 2 measured best on 2 x H200 (8 MiB: 22.6 us at 2, 26.3 at 4, 34.4
-	// at 8; 1 GiB: 362 GB/s busbw at 2 and 4, 309 at 8).
-	perSM int
 }
 
-func envUint(name string, def uint64) uint64 {
-	v, err := strconv.ParseUint(os.Getenv(name), 10, 64)
-	if err != nil {
-		return def
-	}
-	return v
-}
+// Fixed choices of the kernels' shapes (measured on 2 x H200; the runs are
+// in docs/results/allgather-h200x2.md and allgather-auto.md).
+const (
+	// agpPerSM caps the one-kernel exec's grid, in blocks per SM.
+	agpPerSM = 2
+	// agpStagedPart is the smallest part of a staged exec.
+	agpStagedPart = 4096
+)
 
-// agpTune returns the tuning of a job of size ranks: its crossovers, as
-// the environment overrides them.
-func agpTune(size int) agpTuning {
+// AGPProtocols are the protocols AGPConfig.Force can name.
+var AGPProtocols = []string{"lines", "staged", "kernel", "ce+kernel"}
+
+// agpTune returns the tuning of a job of size ranks whose windows hold at
+// most maxN bytes per rank (0: no bound): its crossovers, or with force
+// one protocol for every exec it can run (flagged lines up to
+// kernels.AGPLLMax, the rest by one kernel).
+func agpTune(size int, maxN uint64, force string, trace bool) (agpTuning, error) {
 	x := agpCrossoverFor(size)
-	t := agpTuning{llMax: x.llMax, llVariant: 0, ceMin: x.ceMin}
-	t.llMax = min(envUint("LUACOLL_AGP_LLMAX", t.llMax), kernels.AGPLLMax)
-	t.stMax = min(envUint("LUACOLL_AGP_ST_MAX", x.stMax), 1<<30)
-	t.stPart = envUint("LUACOLL_AGP_ST_PART", 4096)
-	t.stBlocks = envUint("LUACOLL_AGP_ST_BLOCKS", kernels.AGPStagedBlocks)
-	t.llVariant = int(envUint("LUACOLL_AGP_LL_VARIANT", uint64(t.llVariant)) & 127)
-	t.ceMin = envUint("LUACOLL_AGP_CE_MIN", t.ceMin)
-	t.ceShare = min(envUint("LUACOLL_AGP_CE_SHARE", 0), 100)
-	t.ceShareMin = envUint("LUACOLL_AGP_CE_SHARE_MIN", 128<<20)
-	t.perSM = int(min(envUint("LUACOLL_AGP_BLOCKS_PER_SM", 2), 64))
-	t.fences = int(envUint("LUACOLL_AGP_FENCES", 0) & 15)
-	t.trace = envUint("LUACOLL_AGP_TRACE", 0) != 0
-	t.ownFirst = envUint("LUACOLL_AGP_OWN_FIRST", 0) != 0
-	t.fuse = envUint("LUACOLL_AGP_FUSE", 1) != 0
-	t.graphCopyMax = envUint("LUACOLL_AGP_GRAPH_COPY_MAX", agpGraphCopyMax)
-	return t
+	t := agpTuning{llMax: x.llMax, stMax: x.stMax, ceMin: x.ceMin, trace: trace}
+	switch force {
+	case "", "auto":
+	case "lines":
+		t = agpTuning{llMax: kernels.AGPLLMax, trace: trace}
+	case "staged":
+		t = agpTuning{stMax: 1 << 30, trace: trace}
+	case "kernel":
+		t = agpTuning{trace: trace}
+	case "ce+kernel":
+		t = agpTuning{ceMin: 1, trace: trace}
+	default:
+		return t, fmt.Errorf("persistent all-gather: protocol %q: want auto or one of %s", force, strings.Join(AGPProtocols, ", "))
+	}
+	t.llMax = min(t.llMax, kernels.AGPLLMax)
+	if maxN > 0 {
+		t.stMax = min(t.stMax, maxN)
+	}
+	return t, nil
 }
 
 // agpBracket says how record starts and ends an exec that has separate
@@ -346,7 +304,6 @@ type agpShape int
 
 const (
 	agpSplit  agpShape = iota // ready kernel, copies, done kernel
-	agpShared                 // ready kernel, copy-engine puts beside a copy kernel, done kernel
 	agpLL                     // one flagged-line launch
 	agpOne                    // one kernel
 	agpStaged                 // one launch of staged parts
@@ -359,9 +316,6 @@ func (a *CUDAAGP) shape(e AGPExec) (sh agpShape, src transport.Addr, side, ownSM
 	src = e.Own.Src
 	if src == 0 && len(e.Puts) > 0 {
 		src = e.Puts[0].Src // in place: the puts read the own chunk in the window
-	}
-	if a.sm && a.tune.ceShare > 0 && e.N >= a.tune.ceShareMin && a.bases != 0 && src != 0 && len(e.Puts) > 0 {
-		return agpShared, src, false, false, false
 	}
 	// On path "sm", from tune.ceMin up the puts go to the copy engines and
 	// the own chunk to a copy kernel on the side stream.
@@ -376,7 +330,7 @@ func (a *CUDAAGP) shape(e AGPExec) (sh agpShape, src transport.Addr, side, ownSM
 		return agpOne, src, false, false, false
 	}
 	side = e.Own.Src != 0 && (e.N >= agpSideMin || ownSM)
-	early = (side && a.tune.ownFirst) || (!side && e.Own.Src != 0 && e.N > 0)
+	early = !side && e.Own.Src != 0 && e.N > 0
 	return agpSplit, src, side, ownSM, early
 }
 
@@ -385,7 +339,7 @@ func (a *CUDAAGP) shape(e AGPExec) (sh agpShape, src transport.Addr, side, ownSM
 // ready and done kernels and enqueues nothing before its ready kernel.
 func (a *CUDAAGP) fusable(e AGPExec) bool {
 	sh, _, _, _, early := a.shape(e)
-	return a.tune.fuse && (sh == agpShared || (sh == agpSplit && !early))
+	return sh == agpSplit && !early
 }
 
 // readyKernel enqueues the start of an exec (see agpBracket).
@@ -408,24 +362,19 @@ func (a *CUDAAGP) doneKernel(cs *cuda.Stream, n uint64, br agpBracket) error {
 // record enqueues one exec on cs (the stream, or the stream under capture),
 // started and ended as br says (execs of one launch take the zero value).
 func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec, br agpBracket) error {
-	capturing := cs.Capturing()
 	sh, src, side, ownSM, _ := a.shape(e)
 	switch sh {
-	case agpShared:
-		return a.recordShared(cs, e, src, br)
 	case agpLL:
-		return a.ak.LL(cs, a.ready, a.ctl, a.stage, a.out, cuda.DevicePtr(src), e.N, a.tune.llVariant)
+		return a.ak.LL(cs, a.ready, a.ctl, a.stage, a.out, cuda.DevicePtr(src), e.N, 0)
 	case agpOne:
-		return a.ak.One(cs, a.ready, a.done, a.ctl, a.bases, cuda.DevicePtr(src), e.N, a.tune.perSM)
+		return a.ak.One(cs, a.ready, a.done, a.ctl, a.bases, cuda.DevicePtr(src), e.N, agpPerSM)
 	case agpStaged:
 		return a.ak.Staged(cs, a.ready, a.ctl, a.stage, kernels.AGPLLStageBytes(int(a.ready.Size)), kernels.AGPStagedSlot(a.tune.stMax),
-			a.out, cuda.DevicePtr(src), e.N, a.tune.stPart, a.tune.stBlocks)
+			a.out, cuda.DevicePtr(src), e.N, agpStagedPart, kernels.AGPStagedBlocks)
 	}
 	// The own chunk's copy on the side stream starts after the ready
-	// kernel: started before it (tune.ownFirst), the copy held the ready
-	// kernel back by about its own length in most execs (2 x H200, path
-	// ce, 128 MiB per rank: 67 us at the 90th percentile of the ready
-	// kernel, 3 us without).
+	// kernel: started before it, the copy held the ready kernel back by
+	// about its own length (docs/results/allgather-h200x2.md).
 	forkSide := func() error {
 		if err := a.fork.Record(cs); err != nil {
 			return err
@@ -437,37 +386,33 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec, br agpBracket) error {
 		if ownSM && a.bases != 0 {
 			// One block in 8 of a bulk grid: the put kernel on every SM
 			// measured slower, its local copy competing with the puts.
-			err = a.ak.Copy(a.side, a.ready.Rank, a.ready.Size, a.bases, cuda.DevicePtr(e.Own.Src), e.N, 0, a.tune.perSM)
+			err = a.ak.Copy(a.side, a.ready.Rank, a.ready.Size, a.bases, cuda.DevicePtr(e.Own.Src), e.N, 0, agpPerSM)
 		} else if ownSM {
 			err = a.s.b.k.Put(a.side, cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N)
 		} else {
-			err = a.copy(cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N, a.side, capturing)
+			err = a.copy(cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N, a.side)
 		}
 		if err != nil {
 			return err
 		}
 		return a.join.Record(a.side)
 	}
-	if side && a.tune.ownFirst {
-		if err := forkSide(); err != nil {
-			return err
-		}
-	} else if !side && e.Own.Src != 0 && e.N > 0 {
-		if err := a.copy(cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N, cs, capturing); err != nil {
+	if !side && e.Own.Src != 0 && e.N > 0 {
+		if err := a.copy(cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N, cs); err != nil {
 			return err
 		}
 	}
 	if err := a.readyKernel(cs, br); err != nil {
 		return err
 	}
-	if side && !a.tune.ownFirst {
+	if side {
 		if err := forkSide(); err != nil {
 			return err
 		}
 	}
 	if e.N > 0 {
 		for _, p := range e.Puts {
-			if err := a.copy(cuda.DevicePtr(p.Dst), cuda.DevicePtr(p.Src), e.N, cs, capturing); err != nil {
+			if err := a.copy(cuda.DevicePtr(p.Dst), cuda.DevicePtr(p.Src), e.N, cs); err != nil {
 				return err
 			}
 		}
@@ -480,49 +425,10 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec, br agpBracket) error {
 	return a.doneKernel(cs, e.N, br)
 }
 
-// copy enqueues a copy-engine copy of n bytes on st; while the exec is
-// being captured (capturing) it is split into pieces (tune.graphCopyMax).
-func (a *CUDAAGP) copy(dst, src cuda.DevicePtr, n uint64, st *cuda.Stream, capturing bool) error {
-	var off uint64
-	for _, m := range copyPieces(n, a.tune.graphCopyMax, capturing) {
-		if err := a.s.b.drv.MemcpyAsync(dst.Add(off), src.Add(off), m, st); err != nil {
-			return err
-		}
-		off += m
-	}
-	return nil
-}
-
-// recordShared enqueues an exec whose puts are split: the last
-// tune.ceShare percent of each (from a 4 KiB boundary) go through the copy
-// engines on the side stream while the put kernel moves the rest and the
-// own chunk; separate ready and done kernels bracket both.
-func (a *CUDAAGP) recordShared(cs *cuda.Stream, e AGPExec, src transport.Addr, br agpBracket) error {
-	m := e.N * (100 - a.tune.ceShare) / 100 &^ 4095
-	if err := a.readyKernel(cs, br); err != nil {
-		return err
-	}
-	if err := a.fork.Record(cs); err != nil {
-		return err
-	}
-	if err := a.side.WaitEvent(a.fork); err != nil {
-		return err
-	}
-	for _, p := range e.Puts {
-		if err := a.copy(cuda.DevicePtr(p.Dst).Add(m), cuda.DevicePtr(p.Src).Add(m), e.N-m, a.side, cs.Capturing()); err != nil {
-			return err
-		}
-	}
-	if err := a.join.Record(a.side); err != nil {
-		return err
-	}
-	if err := a.ak.Copy(cs, a.ready.Rank, a.ready.Size, a.bases, cuda.DevicePtr(src), e.N, m, a.tune.perSM); err != nil {
-		return err
-	}
-	if err := cs.WaitEvent(a.join); err != nil {
-		return err
-	}
-	return a.doneKernel(cs, e.N, br)
+// copy enqueues a copy-engine copy of n bytes on st (one memcpy node
+// under capture).
+func (a *CUDAAGP) copy(dst, src cuda.DevicePtr, n uint64, st *cuda.Stream) error {
+	return a.s.b.drv.MemcpyAsync(dst, src, n, st)
 }
 
 // enqueueAGP enqueues an eager exec of a on s. When the operation held on
@@ -615,12 +521,6 @@ func (a *CUDAAGP) Plan() string {
 		parts = append(parts, fmt.Sprintf("staged parts up to %d", a.tune.stMax))
 	}
 	parts = append(parts, "one kernel per exec")
-	switch {
-	case a.tune.ceShare >= 100:
-		parts = append(parts, fmt.Sprintf("from %d bytes per rank puts by the copy engines, own chunk by a copy kernel", a.tune.ceShareMin))
-	case a.tune.ceShare > 0:
-		parts = append(parts, fmt.Sprintf("from %d bytes per rank %d%% of each put by the copy engines", a.tune.ceShareMin, a.tune.ceShare))
-	}
 	if a.tune.ceMin > 0 {
 		parts = append(parts, fmt.Sprintf("from %d bytes per rank puts by the copy engines, own chunk by a copy kernel", a.tune.ceMin))
 	}
@@ -629,9 +529,8 @@ func (a *CUDAAGP) Plan() string {
 
 // Protocol names how an exec of n bytes per rank moves its data: "lines"
 // (flagged lines), "staged" (staged parts), "kernel" (one kernel with
-// handshakes), "ce+kernel" (copy-engine puts beside a copy kernel),
-// "shared" (puts split between the two) or "ce" (copy engines between
-// sync kernels).
+// handshakes), "ce+kernel" (copy-engine puts beside a copy kernel) or
+// "ce" (copy engines between sync kernels).
 func (a *CUDAAGP) Protocol(n uint64) string {
 	sh, _, _, ownSM, _ := a.shape(AGPExec{N: n, Own: AGPPut{Dst: 1, Src: 1}, Puts: []AGPPut{{Dst: 1, Src: 1}}})
 	switch sh {
@@ -641,8 +540,6 @@ func (a *CUDAAGP) Protocol(n uint64) string {
 		return "staged"
 	case agpOne:
 		return "kernel"
-	case agpShared:
-		return "shared"
 	}
 	if ownSM {
 		return "ce+kernel"

@@ -1783,3 +1783,13 @@ func (s *CUDAStream) Close() {
 }
 
 var _ transport.Backend = (*CUDABackend)(nil)
+
+// envUint reads an unsigned environment variable, def where it is unset or
+// not a number.
+func envUint(name string, def uint64) uint64 {
+	v, err := strconv.ParseUint(os.Getenv(name), 10, 64)
+	if err != nil {
+		return def
+	}
+	return v
+}
