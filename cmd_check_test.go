@@ -60,8 +60,8 @@ print("not reached")
 			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
 		}
 	}
-	if r := luacoll(t, nil, "check", "--help"); r.code != 0 || !strings.Contains(r.stderr, "No plan is replayed") {
-		t.Errorf("help: %d %q", r.code, r.stderr)
+	if r := luacoll(t, nil, "check", "--help"); r.code != 0 || !strings.Contains(r.stdout, "No plan is replayed") {
+		t.Errorf("help: %d %q", r.code, r.stdout)
 	}
 }
 
