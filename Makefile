@@ -20,14 +20,14 @@ build:
 run: build
 	./$(BIN) run -n 4
 
-# Every test: formatting and lint (go vet, staticcheck), the race detector
-# over all packages, and a short run of each fuzz target. The results print
-# as go test prints them, then one line of the tests that skipped, grouped
-# by why (scripts/testsummary; README, Tests).
+# Every test: formatting and lint (go vet, staticcheck), a short run of
+# each fuzz target, and the race detector over all packages, whose results
+# print as go test prints them, then, last, one line of the tests that
+# skipped, grouped by why (scripts/testsummary; README, Tests).
 test: build lint
+	$(MAKE) --no-print-directory fuzz FUZZTIME=20000x
 	$(GO) build -o bin/testsummary ./scripts/testsummary
 	$(GO) test -race -timeout 15m -json ./... | bin/testsummary
-	$(MAKE) --no-print-directory fuzz FUZZTIME=20000x
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

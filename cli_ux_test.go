@@ -245,3 +245,22 @@ func TestOutputDetails(t *testing.T) {
 		t.Errorf("plot title: %v\n%.600s", err, b)
 	}
 }
+
+// TestReadmeCommandParsing: the README's command lines are found with
+// their comments cut and continuation lines joined, and alternatives
+// expand to each command.
+func TestReadmeCommandParsing(t *testing.T) {
+	text := "Text\n\n    bin/luacoll run -n 4 a.lua   # four ranks\n    bin/luacoll repl -e 'x = 1 # not a comment' # one\n" +
+		"    make test\n    mpirun -np 8 -H a:4,b:4 \\\n        bin/luacoll run s.lua   # two hosts\nbin/luacoll not indented\n"
+	got := readmeCommands(text)
+	want := []readmeLine{{3, "bin/luacoll run -n 4 a.lua"}, {4, "bin/luacoll repl -e 'x = 1 # not a comment'"}, {6, "mpirun -np 8 -H a:4,b:4 bin/luacoll run s.lua"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %v\nwant %v", got, want)
+	}
+	if got := expandReadme("bin/luacoll bench put|pingpong -n 2"); fmt.Sprint(got) != "[bin/luacoll bench put -n 2 bin/luacoll bench pingpong -n 2]" {
+		t.Errorf("alternatives: %q", got)
+	}
+	if got := expandReadme("bin/luacoll help [command]"); fmt.Sprint(got) != "[bin/luacoll help bin/luacoll help run]" {
+		t.Errorf("[command]: %q", got)
+	}
+}

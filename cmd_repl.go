@@ -90,12 +90,12 @@ func cmdRepl(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll repl: finding my own executable: %v\n", err)
 		return 1
 	}
-	terminal := repl.IsTerminal(os.Stdin)
+	terminal := launch.IsTerminal(os.Stdin)
 	history := ""
 	if home, herr := os.UserHomeDir(); herr == nil && terminal {
 		history = filepath.Join(home, historyName)
 	}
-	color := terminal && repl.IsTerminal(os.Stdout) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
+	color := terminal && launch.IsTerminal(os.Stdout) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
 	return repl.Run(context.Background(), repl.Config{N: n, Nodes: f.nodes, Timeout: f.timeout,
 		Exe: exe, Args: append([]string{"repl"}, args...), Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
 		Terminal: terminal, Color: color, HistoryFile: history, MPS: mps, Before: before,

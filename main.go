@@ -30,7 +30,8 @@ barrier). In Lua, help() lists the API.
 
 --trace FILE (run, repl, bench) writes a timeline of every rank: a slice per window
 operation from enqueue to completion, syncs, collectives and errors, clocks aligned
-with rank 0's; open it in ui.perfetto.dev or chrome://tracing.
+with rank 0's, and an arrow from each signal's post to the wait_signal_from it let
+through; open it in ui.perfetto.dev or chrome://tracing.
 
 Under torchrun, Slurm or Open MPI (RANK/WORLD_SIZE, SLURM_PROCID/SLURM_NTASKS,
 OMPI_COMM_WORLD_RANK/SIZE), 'luacoll run script.lua' runs as that one rank and

@@ -29,7 +29,7 @@ func (c *Comm) startTrace(ctx context.Context) error {
 			return fmt.Errorf("trace: %w", err)
 		}
 	}
-	rec, err := trace.Start(trace.Options{Rank: c.RankID(), Clock: clock, Part: part})
+	rec, err := trace.Start(trace.Options{Rank: c.RankID(), Size: c.Size(), Clock: clock, Part: part})
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/ergochat/readline"
-	"golang.org/x/sys/unix"
 
 	"github.com/luacoll/luacoll/luabind"
 )
@@ -254,13 +253,4 @@ func completeFile(prefix string) ([][]rune, int) {
 		out = append(out, []rune(n[len(base):]))
 	}
 	return out, utf8.RuneCountInString(base)
-}
-
-// IsTerminal reports whether f is a terminal.
-func IsTerminal(f *os.File) bool {
-	if f == nil {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }

@@ -103,3 +103,29 @@ func TestWindowIPCMustAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestFailureMeetsNoCollective: a measurement that fails on one rank does
+// not free its window on the way out (a collective), so the rank still
+// measuring learns of the failure itself rather than of a collective
+// mismatch that would read as a second cause.
+func TestFailureMeetsNoCollective(t *testing.T) {
+	errs := enginetest.WithComms(t, 2, engine.Options{Device: "host", Timeout: 10 * time.Second}, func(r int, c *engine.Comm) (rerr error) {
+		ctx := context.Background()
+		w, err := c.NewWindow(ctx, "test.fail", window.Options{Bytes: 64, Signals: 1, Counters: 1, Barriers: 1})
+		if err != nil {
+			return err
+		}
+		defer freeAfter(ctx, c, w, &rerr)
+		if r == 1 {
+			return fmt.Errorf("size 2: measurement broke")
+		}
+		_, err = c.SumInt(ctx, "test.fail.check", 0)
+		return err
+	})
+	if errs[1] == nil || errs[0] == nil {
+		t.Fatalf("errors %v", errs)
+	}
+	if msg := errs[0].Error(); strings.Contains(msg, "differs across ranks") || !strings.Contains(msg, "rank 1 failed") || !strings.Contains(msg, "measurement broke") {
+		t.Errorf("rank 0: %v, want rank 1's failure", errs[0])
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"github.com/luacoll/luacoll/engine/bootstrap"
 )
@@ -444,13 +445,10 @@ func ProgressFile(getenv func(string) string, fallback *os.File) *os.File {
 	return nil
 }
 
-// IsTerminal reports whether f is a character device (a terminal).
+// IsTerminal reports whether f is a terminal (not merely a character
+// device: /dev/null is one too).
 func IsTerminal(f *os.File) bool {
-	if f == nil {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return f != nil && term.IsTerminal(int(f.Fd()))
 }
 
 // startRank starts one child with its output pumped into sink.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 )
 
 // Checked is what Check found in a trace.
@@ -14,6 +15,8 @@ type Checked struct {
 	Ranks    []int // pids with a process_name, in order of appearance
 	Slices   map[[2]int]int
 	Instants map[[2]int]int
+	// Flows counts the flows whose both ends are in the trace.
+	Flows int
 }
 
 // Check validates a merged trace: the Trace Event Format's object form,
@@ -21,7 +24,9 @@ type Checked struct {
 // slices and instants; dur for slices; an instant's scope; a metadata
 // event's args), a process name for every process, and the order of each
 // track: every event starts no earlier than the one before it on the same
-// track ended (slices do not overlap).
+// track ended (slices do not overlap). A flow's ends ("s", "f") need an
+// integer id and a category, lie inside their track's slices rather than
+// after them, and every end has its start.
 func Check(data []byte) (Checked, error) {
 	c := Checked{ByPhase: map[string]int{}, ByName: map[string]int{}, Slices: map[[2]int]int{}, Instants: map[[2]int]int{}}
 	var top struct {
@@ -37,6 +42,7 @@ func Check(data []byte) (Checked, error) {
 	if err := json.Unmarshal(data, &top); err != nil {
 		return c, fmt.Errorf("traceEvents: %w", err)
 	}
+	flowStarts, flowEnds := map[string]bool{}, map[string]bool{}
 	named := map[int]bool{}
 	used := map[int]bool{}
 	lastEnd := map[[2]int]float64{}
@@ -115,14 +121,33 @@ func Check(data []byte) (Checked, error) {
 				return c, where("s: want t, p or g")
 			}
 			c.Instants[track]++
+		case PhaseFlowStart, PhaseFlowEnd:
+			id, ok := ev["id"].(float64)
+			cat, _ := ev["cat"].(string)
+			if !ok || id != math.Trunc(id) || id < 0 || cat == "" {
+				return c, where("a flow needs an integer id and a cat")
+			}
+			key := cat + "/" + name + "/" + strconv.FormatFloat(id, 'f', 0, 64)
+			if ph == PhaseFlowStart {
+				flowStarts[key] = true
+			} else {
+				flowEnds[key] = true
+			}
+			continue // inside a slice of its track, not after it
 		default:
-			return c, where("ph %q: want X, i or M", ph)
+			return c, where("ph %q: want X, i, M, s or f", ph)
 		}
 		// Half a nanosecond of slack for the decimal microseconds.
 		if prev, ok := lastEnd[track]; ok && ts < prev-0.0005 {
 			return c, where("starts at %.3f us, before the previous event of rank %d track %d ended (%.3f us)", ts, pid, tid, prev)
 		}
 		lastEnd[track] = max(end, lastEnd[track])
+	}
+	for k := range flowEnds {
+		if !flowStarts[k] {
+			return c, fmt.Errorf("flow %s ends but never starts", k)
+		}
+		c.Flows++
 	}
 	for pid := range used {
 		if !named[pid] {

@@ -40,6 +40,9 @@ func TestCheck(t *testing.T) {
 		{`{"name":"a","ph":"X","ts":1,"dur":5,"pid":0,"tid":1},{"name":"b","ph":"X","ts":3,"dur":1,"pid":0,"tid":1}`, "before the previous event"},
 		{`{"name":"a","ph":"i","ts":4,"pid":0,"tid":0},{"name":"b","ph":"i","ts":3,"pid":0,"tid":0}`, "before the previous event"},
 		{`{"name":"a","ph":"i","ts":4,"pid":1,"tid":0}`, "no process_name"},
+		{`{"name":"f","cat":"flow","ph":"s","ts":1,"pid":0,"tid":1}`, "integer id"},
+		{`{"name":"f","ph":"s","ts":1,"pid":0,"tid":1,"id":3}`, "integer id"},
+		{`{"name":"f","cat":"flow","ph":"f","bp":"e","ts":1,"pid":0,"tid":1,"id":3}`, "ends but never starts"},
 	} {
 		_, err := Check([]byte(`{"traceEvents":[` + meta + bad.events + `]}`))
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
@@ -50,6 +53,15 @@ func TestCheck(t *testing.T) {
 		if _, err := Check([]byte(top)); err == nil {
 			t.Errorf("%s: accepted", top)
 		}
+	}
+	// A flow's ends lie inside slices (not after them on their track), on
+	// any rank; one that starts and has no end yet is fine.
+	flows := `{"traceEvents":[` + meta + `{"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":"rank 1"}},
+{"name":"put_signal","ph":"X","ts":1,"dur":4,"pid":0,"tid":1},{"name":"f","cat":"flow","ph":"s","ts":3,"pid":0,"tid":1,"id":7},
+{"name":"f","cat":"flow","ph":"s","ts":4,"pid":0,"tid":1,"id":8},
+{"name":"wait","ph":"X","ts":2,"dur":6,"pid":1,"tid":1},{"name":"f","cat":"flow","ph":"f","bp":"e","ts":5,"pid":1,"tid":1,"id":7}]}`
+	if c, err := Check([]byte(flows)); err != nil || c.Flows != 1 {
+		t.Fatalf("flows: %+v, %v", c, err)
 	}
 	// Other tracks and other ranks do not order each other.
 	other := `{"traceEvents":[` + meta + `{"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":"rank 1"}},

@@ -12,5 +12,5 @@
 // It imports window; engine wires it in, and the CLI's
 // launchers merge with it.
 //
-// Imports: window
+// Imports: transport, window
 package trace

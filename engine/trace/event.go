@@ -8,7 +8,8 @@ import (
 
 // Events are written in the Trace Event Format (the JSON that
 // chrome://tracing and ui.perfetto.dev read): "X" complete slices with a
-// duration, "i" instants, "M" metadata naming processes and threads. The
+// duration, "i" instants, "M" metadata naming processes and threads, "s"
+// and "f" the two ends of a flow (flow.go). The
 // process id is the rank, the thread id a track of it (TIDHost, TIDStream);
 // times are microseconds of job time (ns precision). Each event is one
 // line, its keys always in the same order.
@@ -45,6 +46,10 @@ type event struct {
 	tid   int
 	scope string // PhaseInstant: "t", "p" or "g"
 	args  []arg
+	// id is a flow event's; bindEnclosing binds its end to the slice
+	// that encloses it ("bp":"e") rather than the next one.
+	id            uint64
+	bindEnclosing bool
 }
 
 // appendEvent encodes e for rank pid as one JSON object.
@@ -70,6 +75,13 @@ func appendEvent(b []byte, pid int, e *event) []byte {
 	if e.ph == PhaseInstant && e.scope != "" {
 		b = append(b, `,"s":`...)
 		b = appendString(b, e.scope)
+	}
+	if e.ph == PhaseFlowStart || e.ph == PhaseFlowEnd {
+		b = append(b, `,"id":`...)
+		b = strconv.AppendUint(b, e.id, 10)
+		if e.bindEnclosing {
+			b = append(b, `,"bp":"e"`...)
+		}
 	}
 	if len(e.args) > 0 {
 		b = append(b, `,"args":{`...)

@@ -20,7 +20,9 @@ const (
 
 // Options configure a Recorder.
 type Options struct {
-	Rank  int
+	Rank int
+	// Size is the number of ranks (a signal_all's flows go to each other).
+	Size  int
 	Label string // the process name; "rank N" when empty
 	Clock Clock
 	// Part is the file the events go to (made or truncated).
@@ -49,6 +51,9 @@ type Recorder struct {
 	events  int
 	dropped int
 	closed  bool
+	size    int
+	posted  map[flowKey]uint64 // per signal slot at a peer: the value this rank's posts brought it to
+	reset   map[int]bool       // windows whose signals this rank reset
 
 	stop    chan struct{}
 	stopped chan struct{}
@@ -72,7 +77,7 @@ func Start(o Options) (*Recorder, error) {
 	if o.Label == "" {
 		o.Label = fmt.Sprintf("rank %d", o.Rank)
 	}
-	r := &Recorder{rank: o.Rank, clock: o.Clock, max: o.MaxEvents, f: f, w: bufio.NewWriterSize(f, writeBuffer),
+	r := &Recorder{rank: o.Rank, size: o.Size, clock: o.Clock, max: o.MaxEvents, f: f, w: bufio.NewWriterSize(f, writeBuffer),
 		stop: make(chan struct{}), stopped: make(chan struct{})}
 	_, _ = r.w.WriteString("[\n")
 	for _, m := range []event{
@@ -164,6 +169,7 @@ func (r *Recorder) sliceLocked(op *window.Op, end time.Duration, extra []arg) {
 	}
 	args = append(args, extra...)
 	r.appendLocked(&event{name: op.Name, cat: "window", ph: PhaseComplete, ts: start, dur: end - start, tid: TIDStream, args: args})
+	r.flowsLocked(op, start, end, extra == nil)
 }
 
 // opArgs describes op: window, peer, bytes, the slot and, for a wait, the

@@ -32,6 +32,8 @@ type ev struct {
 	PID  int            `json:"pid"`
 	TID  int            `json:"tid"`
 	Args map[string]any `json:"args"`
+	ID   *uint64        `json:"id"`
+	BP   string         `json:"bp"`
 }
 
 func decode(t *testing.T, data []byte) []ev {
@@ -123,6 +125,7 @@ func TestTimelineGolden(t *testing.T) {
 	}
 	events := decode(t, data)
 	golden(t, events, filepath.Join("..", "..", "testdata", "traces", "timeline.jsonl"))
+	checkFlows(t, events, n)
 
 	// Clocks: every rank's alignment was measured.
 	for _, e := range events {
@@ -161,6 +164,45 @@ func TestTimelineGolden(t *testing.T) {
 	}
 }
 
+// checkFlows: each rank's wait_signal_from its left neighbour ends one
+// flow, which starts at that neighbour's put_signal of sig 1; each end
+// lies inside its slice. The set-then-add posts of sig 0 start flows that
+// no wait ends (the ranks wait on the sum).
+func checkFlows(t *testing.T, events []ev, n int) {
+	t.Helper()
+	inside := func(f ev, name string) bool {
+		for _, e := range events {
+			if e.PID == f.PID && e.TID == f.TID && e.Name == name && e.Ph == trace.PhaseComplete && e.TS <= f.TS && f.TS <= e.TS+e.Dur {
+				return true
+			}
+		}
+		return false
+	}
+	starts := map[uint64]ev{}
+	for _, e := range events {
+		if e.Ph == trace.PhaseFlowStart {
+			starts[*e.ID] = e
+			if !inside(e, "put_signal") && !inside(e, "signal_all") {
+				t.Errorf("rank %d: flow start at %.3f us is in no post's slice", e.PID, e.TS)
+			}
+		}
+	}
+	ends := 0
+	for _, e := range events {
+		if e.Ph != trace.PhaseFlowEnd {
+			continue
+		}
+		ends++
+		s, ok := starts[*e.ID]
+		if !ok || s.PID != (e.PID+n-1)%n || e.BP != "e" || !inside(e, "wait_signal_from") || !inside(s, "put_signal") {
+			t.Errorf("rank %d: flow end %+v, start %+v (found %v)", e.PID, e, s, ok)
+		}
+	}
+	if ends != n || len(starts) != 4*n { // put_signal sig 1, put_signal sig 0, signal_all to 2 peers
+		t.Errorf("%d flow ends, %d starts; want %d and %d", ends, len(starts), n, 4*n)
+	}
+}
+
 // golden compares the events, times left out, track by track, with path.
 func golden(t *testing.T, events []ev, path string) {
 	t.Helper()
@@ -180,7 +222,14 @@ func golden(t *testing.T, events []ev, path string) {
 		var b bytes.Buffer
 		enc := json.NewEncoder(&b)
 		enc.SetEscapeHTML(false)
-		_ = enc.Encode(map[string]any{"name": e.Name, "ph": e.Ph, "pid": e.PID, "tid": e.TID, "args": args})
+		line := map[string]any{"name": e.Name, "ph": e.Ph, "pid": e.PID, "tid": e.TID, "args": args}
+		if e.ID != nil {
+			line["id"] = *e.ID
+		}
+		if e.BP != "" {
+			line["bp"] = e.BP
+		}
+		_ = enc.Encode(line)
 		ks = append(ks, keyed{e.PID, e.TID, i, strings.TrimSuffix(b.String(), "\n")})
 	}
 	sort.SliceStable(ks, func(a, b int) bool {
