@@ -153,6 +153,7 @@ extern "C" __global__ void lc_agp_one(lc_u64 *count, lc_u32 *ctl, lc_u64 *const 
 // of exec e + 1, which the peer sends after it finished exec e, the last
 // reader of slot b.
 #define LC_LL_MAX (64ull << 10)
+#define LC_LL_HOST_NS 20000ull
 #define LC_LL_SLOT (16ull * (1 + LC_LL_MAX / 8))
 
 // lc_ll_store writes one line: variant bit 0 clear, a volatile 16-byte
@@ -233,6 +234,7 @@ extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const
 			const lc_u8 *slot = stage[rank] + (b * nranks + q) * LC_LL_SLOT;
 			for (lc_u64 j = tid; j < lines && !failed; j += nth) {
 				lc_u32 d0, f0, d1, f1;
+				lc_u64 host_at = LC_LL_HOST_NS;
 				for (lc_u32 spins = 1;; spins++) {
 					lc_ll_load(slot + 16 * j, d0, f0, d1, f1);
 					const lc_u64 w = (lc_u64)d1 << 32 | d0;
@@ -249,14 +251,18 @@ extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const
 					if (variant & 2) __nanosleep(100);
 					if ((spins & 63) != 0) continue;
 					if (*(volatile int *)&failed) break;
+					const lc_u64 el = lc_globaltimer() - start;
+					if (el < host_at && (timeout_ns == 0 || el < timeout_ns)) continue;
+					host_at = el + LC_LL_HOST_NS;
 					// Host-mapped memory (record, abort flag) is read by
-					// thread 0 of each block only: thousands of threads
-					// reading across PCIe would stall every one of them.
+					// thread 0 of each block only, and at most every
+					// LC_LL_HOST_NS: reads across PCIe from many blocks
+					// queue behind one another, and a read every 64 polls
+					// held whole execs back (docs/results/allgather-auto.md).
 					if (threadIdx.x == 0 && lc_poisoned(rec)) {
 						failed = 1;
 						break;
 					}
-					const lc_u64 el = lc_globaltimer() - start;
 					const bool ab = threadIdx.x == 0 && lc_aborted(abort_flag);
 					if (ab || (timeout_ns != 0 && el >= timeout_ns)) {
 						lc_u32 h0, hf0, h1, hf1;
