@@ -1,16 +1,10 @@
 package bench
 
 import (
-	"context"
-	"fmt"
 	"io"
-	"os"
 	"sort"
 	"time"
 
-	"github.com/luacoll/luacoll/cuda"
-	"github.com/luacoll/luacoll/engine"
-	tcuda "github.com/luacoll/luacoll/transport/cuda"
 	"github.com/luacoll/luacoll/window"
 )
 
@@ -131,131 +125,6 @@ type AGBenchResult struct {
 	// MPI is the library's version, or why there is no MPI baseline.
 	MPI     string
 	HaveMPI bool
-}
-
-// ncclRun is the NCCL baseline's state on one rank.
-type ncclRun struct {
-	lib  *cuda.NCCL
-	comm *cuda.NCCLComm
-	cs   tcuda.GraphStream
-	gs   map[uint64]*tcuda.CUDAGraph
-	// The symmetric baseline: sym holds bytes of ncclMemAlloc memory
-	// registered as the window win (receive area first, then the send
-	// area at symSend); symGraphs its captured graphs.
-	sym, symSend cuda.DevicePtr
-	win          cuda.NCCLWindow
-	symGraphs    map[uint64]*tcuda.CUDAGraph
-}
-
-func (r *ncclRun) close() {
-	if r == nil {
-		return
-	}
-	for _, g := range r.gs {
-		_ = g.Destroy()
-	}
-	for _, g := range r.symGraphs {
-		_ = g.Destroy()
-	}
-	if r.comm != nil {
-		_ = r.cs.Current()
-		_ = r.comm.WindowDeregister(r.win)
-		_ = r.lib.MemFree(r.sym)
-		_ = r.comm.Destroy()
-	}
-	r.lib.Close()
-}
-
-// openSym (collective) allocates and registers the symmetric baseline's
-// buffers: room for n bytes from each of size ranks, then n to send. It
-// returns why there is none when some rank cannot.
-func (r *ncclRun) openSym(ctx context.Context, c *engine.Comm, n uint64) (string, error) {
-	status := ""
-	if !r.lib.HasWindows() {
-		status = "NCCL " + r.lib.Version() + " has no symmetric windows (ncclCommWindowRegister: NCCL 2.27 and later)"
-	} else if err := r.cs.Current(); err != nil {
-		return "", err
-	} else if r.sym, err = r.lib.MemAlloc(uint64(c.Size()+1) * n); err != nil {
-		status = err.Error()
-	}
-	// Registering is collective: every rank must have its memory first.
-	if err := c.CollectiveStatus(ctx, "bench.allgather.nccl_sym_alloc", status); err != nil {
-		_ = r.lib.MemFree(r.sym)
-		r.sym = 0
-		return err.Error(), nil
-	}
-	win, err := r.comm.WindowRegister(r.sym, uint64(c.Size()+1)*n, cuda.NCCLWinCollSymmetric)
-	status = ""
-	if err != nil {
-		status = err.Error()
-	}
-	if err := c.CollectiveStatus(ctx, "bench.allgather.nccl_sym_register", status); err != nil {
-		_ = r.comm.WindowDeregister(win)
-		_ = r.lib.MemFree(r.sym)
-		r.sym = 0
-		return err.Error(), nil
-	}
-	r.win, r.symSend = win, r.sym.Add(uint64(c.Size())*n)
-	r.symGraphs = map[uint64]*tcuda.CUDAGraph{}
-	return "NCCL " + r.lib.Version() + " symmetric kernels: ncclMemAlloc buffers registered by ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC)", nil
-}
-
-// openNCCL (collective) builds an NCCL communicator over all ranks from a
-// unique id that rank 0 makes and the bootstrap carries. It returns nil and
-// the reason when some rank cannot.
-func openNCCL(ctx context.Context, c *engine.Comm, cs tcuda.GraphStream) (*ncclRun, string, error) {
-	// NVLink SHARP (multicast) must stay off on these machines.
-	if err := os.Setenv("NCCL_NVLS_ENABLE", "0"); err != nil {
-		return nil, "", err
-	}
-	lib, lerr := cuda.LoadNCCL()
-	var id cuda.NCCLUniqueID
-	status := ""
-	if lerr != nil {
-		status = lerr.Error()
-	} else if c.RankID() == 0 {
-		var err error
-		if id, err = lib.UniqueID(); err != nil {
-			status = err.Error()
-		}
-	}
-	payload := []byte(status)
-	if status == "" {
-		payload = append([]byte{0}, id[:]...)
-	}
-	all, err := c.Collective(ctx, "bench.allgather.nccl_id", payload)
-	if err != nil {
-		if lib != nil {
-			lib.Close()
-		}
-		return nil, "", err
-	}
-	for r, d := range all {
-		if len(d) == 0 || d[0] != 0 {
-			if lib != nil {
-				lib.Close()
-			}
-			return nil, fmt.Sprintf("rank %d: %s", r, d), nil
-		}
-	}
-	copy(id[:], all[0][1:])
-	if err := cs.Current(); err != nil {
-		lib.Close()
-		return nil, "", err
-	}
-	comm, ierr := lib.InitRank(id, c.Size(), c.RankID())
-	status = ""
-	if ierr != nil {
-		status = ierr.Error()
-	}
-	if err := c.CollectiveStatus(ctx, "bench.allgather.nccl_init", status); err != nil {
-		if comm != nil {
-			_ = comm.Destroy()
-		}
-		lib.Close()
-		return nil, err.Error(), nil
-	}
-	return &ncclRun{lib: lib, comm: comm, cs: cs, gs: map[uint64]*tcuda.CUDAGraph{}}, "NCCL " + lib.Version(), nil
 }
 
 // AGChunkAlign is the granularity of an all-gather bench's chunk: each
