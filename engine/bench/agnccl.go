@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"os"
 
-	tcuda "github.com/luacoll/luacoll/transport/cuda"
-
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
+	tcuda "github.com/luacoll/luacoll/transport/cuda"
 )
 
 // ncclRun is the NCCL baseline's state on one rank.
