@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
 
@@ -34,5 +35,26 @@ func TestNewNilWindow(t *testing.T) {
 	var ae *window.ArgError
 	if !errors.As(err, &ae) || ae.Arg != "window" {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestSharedGPUs: two ranks on one host and device share it; the same
+// device name on two hosts does not.
+func TestSharedGPUs(t *testing.T) {
+	id := func(host, dev string) transport.Identity { return transport.Identity{Host: host, Device: dev} }
+	for _, c := range []struct {
+		ids  []transport.Identity
+		want bool
+	}{
+		{[]transport.Identity{id("a", "g0"), id("a", "g1")}, false},
+		{[]transport.Identity{id("a", "g0"), id("b", "g0")}, false},
+		{[]transport.Identity{id("a", "g0"), id("a", "g1"), id("a", "g0")}, true},
+	} {
+		if got := sharedGPUs(&transport.Topology{Idents: c.ids}); got != c.want {
+			t.Errorf("%v: %v, want %v", c.ids, got, c.want)
+		}
+	}
+	if sharedGPUs(nil) {
+		t.Error("nil topology shares a GPU")
 	}
 }

@@ -56,7 +56,7 @@ func (ag *Persistent) openDevice(ctx context.Context, cs tcuda.AGPStream, call s
 		return fmt.Errorf("rank %d: %s: %w", me, call, err)
 	}
 	ag.syncw = sw
-	cfg := tcuda.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout, Path: path, MaxN: maxN, Force: force, Trace: trace,
+	cfg := tcuda.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout, Path: path, MaxN: maxN, Force: force, Trace: trace, SharedGPUs: sharedGPUs(c.Rank.Topo),
 		ReadyLocal: make([]transport.Addr, n), ReadyRemote: make([]transport.Addr, n),
 		DoneLocal: make([]transport.Addr, n), DoneRemote: make([]transport.Addr, n), Bases: make([]transport.Addr, n)}
 	raw := sw.Raw()
@@ -150,4 +150,22 @@ func (ag *Persistent) GraphNodes() map[string]int {
 		return nil
 	}
 	return ag.dev.GraphNodes()
+}
+
+// sharedGPUs reports whether two ranks of the job use one GPU (the same
+// answer on every rank: the topology is the job's).
+func sharedGPUs(topo *transport.Topology) bool {
+	if topo == nil {
+		return false
+	}
+	type gpu struct{ host, device string }
+	seen := map[gpu]bool{}
+	for _, id := range topo.Idents {
+		g := gpu{id.Host, id.Device}
+		if seen[g] {
+			return true
+		}
+		seen[g] = true
+	}
+	return false
 }

@@ -37,6 +37,9 @@ type AGPConfig struct {
 	// the ready and done kernels, printed at Close.
 	Force string
 	Trace bool
+	// SharedGPUs says that some ranks of the job share a GPU (the same on
+	// every rank): staged execs then keep a smaller grid.
+	SharedGPUs bool
 	// Bases are every rank's window data as mapped here (rank order).
 	Bases []transport.Addr
 	// Stage, with SM, are every rank's staging area for low-latency execs
@@ -165,6 +168,10 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	if err != nil {
 		return nil, err
 	}
+	tune.stBlocks = kernels.AGPStagedBlocks
+	if !cfg.SharedGPUs {
+		tune.stBlocks = agpStagedBlocksAlone
+	}
 	size := 256 + 6*arr
 	if tune.trace {
 		size += kernels.AGPTraceBytes
@@ -247,6 +254,8 @@ type agpTuning struct {
 	// and Close prints the phases' medians on stderr (execs with separate
 	// ready and done kernels only).
 	trace bool
+	// stBlocks: the staged execs' largest grid (agpStagedBlocks).
+	stBlocks uint64
 }
 
 // Fixed choices of the kernels' shapes (measured on 2 x H200; the runs are
@@ -256,6 +265,12 @@ const (
 	agpPerSM = 2
 	// agpStagedPart is the smallest part of a staged exec.
 	agpStagedPart = 4096
+	// agpStagedBlocksAlone is the staged execs' largest grid in a job
+	// whose every rank is alone on its GPU; where ranks share one, every
+	// rank keeps kernels.AGPStagedBlocks, so that every block of every
+	// rank's launch can be resident at once (the grid must be the same on
+	// every rank: it cuts the chunk into its parts).
+	agpStagedBlocksAlone = 64
 )
 
 // AGPProtocols are the protocols AGPConfig.Force can name.
@@ -370,7 +385,7 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec, br agpBracket) error {
 		return a.ak.One(cs, a.ready, a.done, a.ctl, a.bases, cuda.DevicePtr(src), e.N, agpPerSM)
 	case agpStaged:
 		return a.ak.Staged(cs, a.ready, a.ctl, a.stage, kernels.AGPLLStageBytes(int(a.ready.Size)), kernels.AGPStagedSlot(a.tune.stMax),
-			a.out, cuda.DevicePtr(src), e.N, agpStagedPart, kernels.AGPStagedBlocks)
+			a.out, cuda.DevicePtr(src), e.N, agpStagedPart, a.tune.stBlocks)
 	}
 	// The own chunk's copy on the side stream starts after the ready
 	// kernel: started before it, the copy held the ready kernel back by
