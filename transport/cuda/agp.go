@@ -77,7 +77,7 @@ type agpCrossover struct {
 // docs/results/allgather-auto.md); jobs of more ranks use the 2-rank
 // figures until they are measured.
 var agpCrossovers = []agpCrossover{
-	{ranks: 2, llMax: 64 << 10, stMax: 2 << 20, ceMin: 128 << 20},
+	{ranks: 2, llMax: 64 << 10, stMax: 4 << 20, ceMin: 128 << 20},
 }
 
 // agpCrossoverFor returns the crossovers of a job of size ranks.
