@@ -453,8 +453,8 @@ func (ag *Persistent) failWhat(cause error) string {
 func (ag *Persistent) Destroyed() bool { return ag.destroyed }
 
 // Protocol names how an exec of n bytes per rank moves its data: on CUDA
-// the device protocol ("lines", "staged", "kernel", "ce+kernel", "shared"
-// or "ce"; transport/cuda's Protocol), "proxy" where the host drives the
+// the device protocol ("lines", "staged", "kernel", "ce+kernel" or "ce";
+// transport/cuda's Protocol), "proxy" where the host drives the
 // network in graph mode, "host" on the host backend's direct copies,
 // else the algorithm the window operations run ("direct", "ring", "hier",
 // "staged" for staged direct execs).

@@ -1,7 +1,9 @@
 package allgather
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
@@ -294,9 +296,69 @@ func (e *agExec) hier() error {
 		}
 	}
 	for i := 1; i < ln; i++ {
-		e.wait(locals[(l.li+i)%ln], true)
+		p := locals[(l.li+i)%ln]
+		if nodes == 1 {
+			e.wait(p, true)
+			continue
+		}
+		// p's last message is a piece it forwards from its partners on
+		// the other nodes: when p's own chunk came and that did not, the
+		// error names the partners (or their link to p), not p.
+		var partners []int
+		for g := 1; g < nodes; g++ {
+			partners = append(partners, l.groups[(l.mine+g)%nodes][(l.li+i)%ln])
+		}
+		e.waitForwarded(p, partners)
 	}
 	return nil
+}
+
+// waitForwarded enqueues the wait for the last message of the exec from
+// local rank p, which forwards its partners' chunks (hier); a wait that
+// fails after p's own chunk arrived names the partners.
+func (e *agExec) waitForwarded(p int, partners []int) {
+	ag, k, n := e.ag, e.k, e.n
+	start := ag.base[p]
+	e.got[p]++
+	spec := transport.WaitSpec{Slots: []transport.Addr{ag.inbox[p]}, Mode: transport.WaitSum,
+		Cmp: transport.CmpEq, Value: e.tag, Mismatch: agMismatch, Timeout: ag.w.Options().Timeout,
+		Fail: func(obs uint64, cause error) error {
+			if obs > start && obs-start < 1<<tagNBits && obs>>tagNBits == start>>tagNBits {
+				return ag.forwardError(p, partners, k, n, obs-start, cause)
+			}
+			err := ag.waitError(p, k, n, obs, cause)
+			if errors.Is(cause, transport.ErrTimeout) {
+				// Nothing of p's came: p may itself be held up by a
+				// partner, before it sent anything here.
+				err = fmt.Errorf("%w; rank %d also forwards here the chunks of %s on another node, and a rank it waits for holds it up too (rank %d's own error names it)",
+					err, p, rankList(partners), p)
+			}
+			return err
+		}}
+	ag.base[p] = e.tag
+	ag.w.Rank().Stream.Wait(spec)
+}
+
+// forwardError is the error of a wait for the chunks local rank p forwards
+// from partners (other nodes), after got of p's messages arrived (its own
+// chunk among them): the partners, or their link to p, did not deliver,
+// or p stopped before it forwarded them.
+func (ag *Persistent) forwardError(p int, partners []int, k, n, got uint64, cause error) error {
+	who := rankList(partners)
+	return ag.errf("exec #%d: rank %d sent its own chunk (%d of its messages came) but not the chunks it forwards from %s on another node: "+
+		"%s did not deliver them to rank %d (or the network between them failed), or rank %d stopped (n=%d): %s", k, p, got, who, who, p, p, n, ag.failWhat(cause))
+}
+
+// rankList names ranks: "rank 3", "ranks 3, 5".
+func rankList(ranks []int) string {
+	if len(ranks) == 1 {
+		return fmt.Sprintf("rank %d", ranks[0])
+	}
+	names := make([]string, len(ranks))
+	for i, q := range ranks {
+		names[i] = fmt.Sprint(q)
+	}
+	return "ranks " + strings.Join(names, ", ")
 }
 
 // NodeGroups groups the job's ranks into nodes as the all-gather does (two
