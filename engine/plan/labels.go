@@ -19,6 +19,10 @@ type label struct {
 	off  uint64 // origin offset of the segment's first byte
 	fill *opRef // the fill that wrote them (buf == -1)
 	by   *opRef // the op that last wrote them here (nil: never written)
+	// ver is the replay (1-based) whose contents of a declared source the
+	// bytes are: the script may rewrite its sources between replays. 0:
+	// not a declared source.
+	ver int
 }
 
 func (a label) String() string {
@@ -26,10 +30,20 @@ func (a label) String() string {
 		f := a.fill
 		return fmt.Sprintf("bytes of rank %d's fill (op %d, %s) in replay %d from offset %d", f.rank, f.op, f.site, f.rep, a.off)
 	}
+	if a.ver > 0 {
+		return fmt.Sprintf("rank %d's %s bytes from offset %d of replay %d", a.org, srcName(a.buf), a.off, a.ver)
+	}
 	if a.buf == WindowBuf {
 		return fmt.Sprintf("rank %d's window bytes from offset %d (as they were before the plan)", a.org, a.off)
 	}
 	return fmt.Sprintf("rank %d's buffer %s bytes from offset %d", a.org, BufName(a.buf), a.off)
+}
+
+func srcName(buf int) string {
+	if buf == WindowBuf {
+		return "window (source)"
+	}
+	return "source " + BufName(buf)
 }
 
 type seg struct {
@@ -110,6 +124,14 @@ func (m *memory) put(dst uint64, src []seg, by *opRef) {
 		repl[k] = s
 	}
 	m.segs = append(m.segs[:i], append(repl, m.segs[j:]...)...)
+}
+
+// relabel gives [lo, hi) the label lab (its first byte's), as the script
+// writes it between replays.
+func (m *memory) relabel(lo, hi uint64, lab label) {
+	if lo < hi && hi <= m.size {
+		m.put(lo, []seg{{lo: 0, hi: hi - lo, lab: lab}}, nil)
+	}
 }
 
 // fill labels [0, size) as written by the fill f.

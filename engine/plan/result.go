@@ -7,10 +7,7 @@ import "fmt"
 // what the declared collective must leave there.
 func (s *sim) checkResult() {
 	c := s.coll
-	if c.Kind == "" {
-		return
-	}
-	if !s.checkCollective() {
+	if !s.collOK {
 		return
 	}
 	s.checkArrived()
@@ -112,9 +109,15 @@ func (s *sim) expectAt(r int, off uint64, ref, slot int) ([]seg, bool) {
 	if c.Src != nil && c.Src[r].Buf >= 0 {
 		src := c.Src[r]
 		if src.Buf == WindowBuf {
-			return []seg{{lo: 0, hi: N, lab: label{org: r, buf: WindowBuf, off: src.Off + off}}}, true
+			return []seg{{lo: 0, hi: N, lab: label{org: r, buf: WindowBuf, off: src.Off + off, ver: s.want}}}, true
 		}
-		return rebase(s.mem[r][src.Buf].get(src.Off+off, src.Off+off+N)), true
+		segs := rebase(s.mem[r][src.Buf].get(src.Off+off, src.Off+off+N))
+		for i := range segs {
+			if segs[i].lab.ver > 0 {
+				segs[i].lab.ver = s.want
+			}
+		}
+		return segs, true
 	}
 	at := uint64(slot) * N
 	if c.Kind == "broadcast" {
@@ -189,10 +192,14 @@ func (s *sim) compare(q int, off uint64, want []seg, what string) {
 // sameData reports whether the segments g (at glo) and w (at wlo) name
 // the same origin bytes position by position.
 func sameData(g, w label, glo, wlo uint64) bool {
-	return g.org == w.org && g.buf == w.buf && g.fill == w.fill && g.off-glo == w.off-wlo
+	return g.org == w.org && g.buf == w.buf && g.fill == w.fill && g.ver == w.ver && g.off-glo == w.off-wlo
 }
 
 func (s *sim) mismatch(q int, lo, hi uint64, found label, want string) {
+	if s.at != nil {
+		s.staleResult(q, lo, hi, found, want)
+		return
+	}
 	p := Problem{Kind: "postcondition", Rank: q,
 		Msg: fmt.Sprintf("%s: rank %d's window bytes [%d, %d) hold %s, expected %s", s.coll.Kind, q, lo, hi, found, want)}
 	if found.by != nil {

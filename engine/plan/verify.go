@@ -60,7 +60,14 @@ type Options struct {
 	Replays int
 	// MaxProblems caps the problems reported (default 50).
 	MaxProblems int
+	// Budget bounds the steps simulated in all (DefaultBudget when 0):
+	// past it Verify stops and says so.
+	Budget int
 }
+
+// DefaultBudget is the steps Verify simulates before it stops: about a
+// minute on one core.
+const DefaultBudget = 400_000_000
 
 // Problem is one thing wrong with a plan. Rank and Op (1-based, as p:ops()
 // numbers them; 0 when no op is to blame) say where, Site the script line
@@ -179,10 +186,18 @@ func Verify(lists []List, opt Options) *Report {
 	}
 	s := newSim(lists, opt, add)
 	s.checkReplay()
+	s.collOK = s.coll.Kind != "" && s.checkCollective()
+	s.versionSources(0)
+	if hasSumWait(lists) {
+		s.ctl = newCtl(s)
+	}
 	s.run()
 	rep.Steps = s.steps
-	if !s.deadlocked {
+	if !s.deadlocked && !s.stopped {
 		s.checkResult()
+	}
+	if s.stopped {
+		add(Problem{Kind: "stopped", Msg: fmt.Sprintf("verification stopped after %d simulated steps (the bound is %d): the plan is too large to explore; nothing is claimed about it", s.work, s.budget)})
 	}
 	rep.OK = len(rep.Problems) == 0 && rep.Dropped == 0
 	return rep
@@ -227,11 +242,17 @@ type opRef struct {
 	rank, op, rep int // op and rep 1-based
 	kind          Kind
 	site          Site
+	// what, when set, names an access the script makes between replays
+	// (reading its result, rewriting its source) instead of an op.
+	what string
 }
 
 func (r *opRef) ref() *Ref { return &Ref{Rank: r.rank, Op: r.op, Kind: r.kind, Site: r.site} }
 
 func (r *opRef) String() string {
+	if r.what != "" {
+		return r.what
+	}
 	s := fmt.Sprintf("rank %d's %s (op %d, %s", r.rank, r.kind, r.op, r.site)
 	if r.rep > 1 {
 		s += fmt.Sprintf(", replay %d", r.rep)
@@ -250,6 +271,7 @@ type access struct {
 	source bool // a put's source read, complete at local completion
 	lo, hi uint64
 	done   uint32
+	end    *replayEnd // a read of a rank's result at the end of a replay
 }
 
 // snap is what a signal or barrier store carries: its writer's vector
@@ -262,12 +284,14 @@ type snap struct {
 type hist struct {
 	val uint64
 	at  *snap
+	by  *opRef // the signal that wrote it (nil for barrier stores)
 }
 
-// slot is a signal row or a barrier slot: its value and every write.
+// slot is a signal row or a barrier slot: its value, what it held when
+// the plan began, and every write.
 type slot struct {
-	val  uint64
-	hist []hist
+	val, init uint64
+	hist      []hist
 }
 
 // xfer is a put or get in flight: its two accesses and whether its
@@ -293,6 +317,9 @@ type rankState struct {
 	ctr       []slotCtr
 	joins     []*snap
 	done      bool
+	// waits are the signal waits (op indexes) this rank has passed in its
+	// current replay, newest last.
+	waits []int
 }
 
 type slotCtr struct {
@@ -316,6 +343,18 @@ type sim struct {
 	seen       map[[4]int]bool
 	steps      int
 	deadlocked bool
+	// collOK: a collective is declared and fits the shapes, so replay
+	// ends are checked.
+	collOK bool
+	// want is the replay whose source contents a result check expects;
+	// at, while a replay's end is checked, says whose.
+	want int
+	at   *replayEnd
+	// ctl answers how far the others get while one rank holds back (sum
+	// waits); work counts its steps against budget.
+	ctl          *ctl
+	work, budget int
+	stopped      bool
 }
 
 func newSim(lists []List, opt Options, add func(Problem)) *sim {
@@ -324,7 +363,11 @@ func newSim(lists []List, opt Options, add func(Problem)) *sim {
 	s := &sim{lists: lists, n: n, sh: sh, replays: opt.Replays, coll: opt.Collective, add: add,
 		rk:  make([]rankState, n),
 		sig: make([]slot, n*n*sh.Signals), bar: make([]slot, n*n*sh.Barriers), pbar: make([]slot, n*n*sh.Barriers),
-		mem: make([][]*memory, n), adv: make([][]uint64, n), seen: map[[4]int]bool{}, rows: Deltas(lists)}
+		mem: make([][]*memory, n), adv: make([][]uint64, n), seen: map[[4]int]bool{}, rows: Deltas(lists),
+		want: opt.Replays, budget: opt.Budget}
+	if s.budget <= 0 {
+		s.budget = DefaultBudget
+	}
 	for r, l := range lists {
 		st := &s.rk[r]
 		st.vc = make([]uint32, n)
@@ -355,6 +398,12 @@ func newSim(lists []List, opt Options, add func(Problem)) *sim {
 				for g := 0; g < sh.Signals; g++ {
 					s.sig[s.sigIdx(r, sender, g)].val += sl.Sent[sh.SigRow(r, g)]
 				}
+			}
+		}
+		for sender := 0; sender < n; sender++ {
+			for g := 0; g < sh.Signals; g++ {
+				sl := &s.sig[s.sigIdx(r, sender, g)]
+				sl.init = sl.val
 			}
 		}
 		s.adv[r] = make([]uint64, len(l.Ops))
@@ -468,6 +517,10 @@ func (s *sim) step(r int) bool {
 		st.depth++
 		s.joinAll(st)
 		s.tick(st, r)
+		if o.Kind != WaitCounter {
+			s.passed(r, st, i, rep, o, value)
+			st.waits = append(st.waits, i)
+		}
 	case Barrier, BarrierPeer:
 		stored := false
 		if st.phase == 0 {
@@ -488,8 +541,13 @@ func (s *sim) step(r int) bool {
 		s.exec(r, st, o, ref, c)
 	}
 	st.pc++
+	s.work++
 	if st.pc == len(ops) {
 		s.steps = max(s.steps, st.depth)
+	}
+	if st.pc%len(ops) == 0 {
+		s.replayEnd(r, st, rep)
+		st.waits = st.waits[:0]
 	}
 	if st.pc >= s.replays*len(ops) {
 		st.done = true
@@ -534,17 +592,17 @@ func (s *sim) exec(r int, st *rankState, o *Op, ref *opRef, c uint32) {
 			k.hist = append(k.hist, ctrEntry{val: k.val, x: x})
 		}
 		if o.Kind.hasSignal() {
-			s.signal(r, o.Peer, o, s.snapshot(st))
+			s.signal(r, o.Peer, o, s.snapshot(st), ref)
 		}
 	case Get:
 		s.transfer(r, st, ref, o.Peer, WindowBuf, o.Off, r, o.Buf, o.BufOff, o.N, true)
 	case Signal:
-		s.signal(r, o.Peer, o, s.snapshot(st))
+		s.signal(r, o.Peer, o, s.snapshot(st), ref)
 	case SignalAll:
 		at := s.snapshot(st)
 		for p := 0; p < s.n; p++ {
 			if p != r {
-				s.signal(r, p, o, at)
+				s.signal(r, p, o, at, ref)
 			}
 		}
 	case ResetCounter:
@@ -610,6 +668,14 @@ func (s *sim) touch(owner int, vc []uint32, m *memory, a *access) {
 }
 
 func (s *sim) race(owner int, m *memory, a, y *access) {
+	switch {
+	case y.end != nil:
+		s.endRace(y, a)
+		return
+	case a.end != nil:
+		s.endRace(a, y)
+		return
+	}
 	key := [4]int{a.by.rank, a.by.op, y.by.rank, y.by.op}
 	if s.seen[key] {
 		return
@@ -650,14 +716,14 @@ func (s *sim) race(owner int, m *memory, a, y *access) {
 		Other: y.by.ref()})
 }
 
-func (s *sim) signal(from, to int, o *Op, at *snap) {
+func (s *sim) signal(from, to int, o *Op, at *snap, by *opRef) {
 	sl := &s.sig[s.sigIdx(to, from, o.Sig)]
 	if o.SigOp == window.SigSet {
 		sl.val = o.SigValue
 	} else {
 		sl.val += o.SigValue
 	}
-	sl.hist = append(sl.hist, hist{val: sl.val, at: at})
+	sl.hist = append(sl.hist, hist{val: sl.val, at: at, by: by})
 }
 
 // firstHolding returns the earliest write after which the slot met the
@@ -665,16 +731,28 @@ func (s *sim) signal(from, to int, o *Op, at *snap) {
 // or the last write for other comparisons; nil when the slot held it
 // before any write.
 func firstHolding(sl *slot, cmp transport.Cmp, v uint64) *snap {
+	if h := holding(sl, cmp, v); h != nil {
+		return h.at
+	}
+	return nil
+}
+
+// holding is firstHolding's write itself; nil when the slot held the
+// condition before any write (">=" and ">") or was never written.
+func holding(sl *slot, cmp transport.Cmp, v uint64) *hist {
 	if len(sl.hist) == 0 {
 		return nil
 	}
 	if cmp == transport.CmpGe || cmp == transport.CmpGt {
+		if cmp.Holds(sl.init, v) {
+			return nil
+		}
 		i := sort.Search(len(sl.hist), func(i int) bool { return cmp.Holds(sl.hist[i].val, v) })
 		if i < len(sl.hist) {
-			return sl.hist[i].at
+			return &sl.hist[i]
 		}
 	}
-	return sl.hist[len(sl.hist)-1].at
+	return &sl.hist[len(sl.hist)-1]
 }
 
 // wait reports whether rank r's wait o holds now (joining what it
@@ -695,10 +773,12 @@ func (s *sim) wait(r int, st *rankState, o *Op, v uint64) bool {
 		if !o.Cmp.Holds(sum, v) {
 			return false
 		}
-		for p := 0; p < s.n; p++ {
-			sl := &s.sig[s.sigIdx(r, p, o.Sig)]
-			if len(sl.hist) > 0 {
-				s.join(st, sl.hist[len(sl.hist)-1].at)
+		if !s.sumJoin(r, st, o, v) {
+			for p := 0; p < s.n; p++ {
+				sl := &s.sig[s.sigIdx(r, p, o.Sig)]
+				if len(sl.hist) > 0 {
+					s.join(st, sl.hist[len(sl.hist)-1].at)
+				}
 			}
 		}
 	case WaitCounter:

@@ -167,9 +167,11 @@ func TestVerifyPlantedBugs(t *testing.T) {
 		rep := Verify(l, allgather(n, N, true))
 		// Op 5 of rank 2 is its put to rank 0: rank 0's chunk 2 is one byte
 		// late, and its last byte lands on chunk 3, which rank 3 writes.
-		has(t, rep, "postcondition", 0, 0, "rank 0's window bytes [200, 201) hold rank 0's window bytes from offset 200 (as they were before the plan), expected rank 2's chunk: rank 2's buffer b1 bytes from offset 0 (never written")
-		has(t, rep, "postcondition", 2, 97, "rank 0's window bytes [201, 300) hold rank 2's buffer b1 bytes from offset 0, expected rank 2's chunk: rank 2's buffer b1 bytes from offset 1")
-		has(t, rep, "postcondition", 2, 97, "rank 0's window bytes [300, 301) hold rank 2's buffer b1 bytes from offset 99, expected rank 3's chunk")
+		has(t, rep, "postcondition", 0, 0, "rank 0's window bytes [200, 201) hold rank 0's window bytes from offset 200 (as they were before the plan), expected rank 2's chunk: rank 2's source b1 bytes from offset 0 of replay 2 (never written")
+		has(t, rep, "postcondition", 2, 97, "rank 0's window bytes [201, 300) hold rank 2's source b1 bytes from offset 0 of replay 2, expected rank 2's chunk: rank 2's source b1 bytes from offset 1 of replay 2")
+		has(t, rep, "postcondition", 2, 97, "rank 0's window bytes [300, 301) hold rank 2's source b1 bytes from offset 99 of replay 2, expected rank 3's chunk")
+		// and at the end of replay 1, blamed on the wait that let it through
+		has(t, rep, "result", 0, lineWait, "at the end of replay 1, rank 0's window bytes [200, 201) (chunk 2) hold rank 0's window bytes from offset 200")
 		has(t, rep, "race", 2, 97, "in rank 0's window")
 	})
 	t.Run("two unordered puts", func(t *testing.T) {
