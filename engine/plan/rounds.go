@@ -249,7 +249,7 @@ func (s *sim) sumJoin(r int, st *rankState, o *Op, v uint64) bool {
 		}
 	}
 	if len(short) > 0 && len(stood) > 0 {
-		s.standIn(r, st, o, rep, fmt.Sprintf("the sum of signal %d can reach %d before every sender's signals of replay %d are in: the signals of rank(s) %s from a later replay can stand in for those of rank(s) %s (wait for each sender's row with wait_signal_from, or end every replay with a barrier)",
+		s.standIn(r, st, o, rep, fmt.Sprintf("the sum of signal %d can reach %d before every sender's signals of replay %d are in: the signals of rank(s) %s from a later replay can stand in for those of rank(s) %s (wait for each sender's row with wait_signal_from, or open every replay with a barrier)",
 			o.Sig, target, rep+1, strings.Join(stood, ","), strings.Join(short, ",")))
 	}
 	return true
@@ -285,12 +285,13 @@ func (s *sim) standIn(r int, st *rankState, o *Op, rep int, why string) {
 }
 
 // replayEnd is the point after rank r's replay rep (0-based) where a
-// script may read its result and rewrite its sources: the stream is
-// synced (its puts complete locally), the result must be in r's window,
-// and the source gets the next replay's contents.
+// script may sync, read its result and rewrite its sources: the result
+// must be in r's window, and the source gets the next replay's contents.
+// The stream itself goes on without a sync (p:run{times = N}), so the
+// script's accesses see r's own operations complete and change nothing
+// the stream knows.
 func (s *sim) replayEnd(r int, st *rankState, rep int) {
 	c := s.tick(st, r)
-	s.complete(st, c, false)
 	if !s.collOK || s.coll.N == 0 {
 		return
 	}

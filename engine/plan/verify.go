@@ -649,17 +649,21 @@ func (s *sim) touch(owner int, vc []uint32, m *memory, a *access) {
 	if a.lo >= a.hi {
 		return
 	}
+	// The script's accesses between replays follow a sync, which
+	// completes all its rank's own operations; they forget nothing, as
+	// a replay run back to back has no sync.
+	script := a.by.what != ""
 	keep := m.acc[:0]
 	for _, y := range m.acc {
 		if y.hi <= a.lo || y.lo >= a.hi || (y.by.rank == a.by.rank && y.pc == a.pc) {
 			keep = append(keep, y)
 			continue
 		}
-		ordered := y.done != 0 && vc[y.by.rank] >= y.done
+		ordered := (y.done != 0 && vc[y.by.rank] >= y.done) || (script && y.by.rank == a.by.rank)
 		if !ordered && (a.write || y.write) {
 			s.race(owner, m, a, y)
 		}
-		if ordered && y.lo >= a.lo && y.hi <= a.hi {
+		if ordered && !script && y.lo >= a.lo && y.hi <= a.hi {
 			continue
 		}
 		keep = append(keep, y)
