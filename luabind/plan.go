@@ -591,7 +591,7 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 	lists := make([]plan.List, len(all))
 	var failed []string
 	for q, d := range all {
-		l, st, err := plan.DecodeList(d)
+		l, st, err := s.decodeList(q, d)
 		switch {
 		case err != nil:
 			failed = append(failed, fmt.Sprintf("rank %d: %v", q, err))

@@ -207,6 +207,21 @@ func (d *decoder) string() string {
 	return s
 }
 
+// DecodeHead reads only the window and status of a message Encode wrote:
+// enough for a rank that keeps no one else's ops (luacoll check's ranks
+// other than 0, which replay nothing).
+func DecodeHead(p []byte) (window int, status string, err error) {
+	if len(p) == 0 || p[0] != listMagic {
+		return 0, "", errors.New("not a plan message")
+	}
+	d := &decoder{b: p[1:]}
+	status = d.string()
+	if d.err == nil && status == "" {
+		window = d.int()
+	}
+	return window, status, d.err
+}
+
 // DecodeList is the inverse of Encode: it returns the list and the
 // rank's status (with an empty list when the status is not ""). Every count and index is checked; nothing in a message
 // makes it panic.

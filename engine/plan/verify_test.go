@@ -412,3 +412,27 @@ func FuzzVerify(f *testing.F) {
 		_ = a.Summary()
 	})
 }
+
+// BenchmarkVerifyRing256 is BenchmarkVerifyRing64 at 256 ranks: the
+// issue's budget is 10 s.
+func BenchmarkVerifyRing256(b *testing.B) {
+	lists := ringLists(256, 1<<20)
+	opt := allgather(256, 1<<20, true)
+	for b.Loop() {
+		if rep := Verify(lists, opt); !rep.OK {
+			b.Fatal(rep.Summary())
+		}
+	}
+}
+
+// BenchmarkVerifyDirect64 is a 64-rank direct all-gather (a sum wait per
+// rank: a held-back run for each) with two replays.
+func BenchmarkVerifyDirect64(b *testing.B) {
+	lists := directLists(64, 1<<20)
+	opt := allgather(64, 1<<20, true)
+	for b.Loop() {
+		if rep := Verify(lists, opt); !rep.OK {
+			b.Fatal(rep.Summary())
+		}
+	}
+}

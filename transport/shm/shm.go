@@ -72,7 +72,7 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 		var errs []error
 		for i, b := range mapped {
 			if b != nil {
-				if e := unix.Munmap(b); e != nil {
+				if e := procMaps.unmap(b); e != nil {
 					errs = append(errs, fmt.Errorf("munmap rank %d: %w", i, e))
 				}
 				mapped[i] = nil
@@ -117,6 +117,8 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 		fd, mapped[rank], localErr = CreateSegment(name, psize)
 		if localErr != nil {
 			localErr = m.mapError(localErr)
+		} else {
+			procMaps.own(fd, mapped[rank])
 		}
 	}
 	if fd >= 0 {
@@ -135,7 +137,7 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 	if err == nil && n > 1 {
 		if len(peers) > 0 {
 			localErr = m.box.Pass(ctx, peers, tag, fd, sharePassTimeout, func(p, pfd int) error {
-				b, e := MapSegment(pfd, psize)
+				b, e := procMaps.peer(pfd, psize)
 				if e != nil {
 					return fmt.Errorf("mapping rank %d's segment: %w", p, m.mapError(e))
 				}
