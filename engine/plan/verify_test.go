@@ -436,3 +436,18 @@ func BenchmarkVerifyDirect64(b *testing.B) {
 		}
 	}
 }
+
+// A plan past the work bound is not claimed ok: Verify stops and says so.
+func TestVerifyStops(t *testing.T) {
+	opt := allgather(16, 64, true)
+	opt.Budget = 1000
+	rep := Verify(ringLists(16, 64), opt)
+	if rep.OK || len(find(rep, "stopped")) != 1 || !strings.Contains(rep.Summary(), "verification stopped after") {
+		t.Fatalf("%s", rep.Summary())
+	}
+	opt = allgather(8, 64, true)
+	opt.Budget = 1000
+	if rep := Verify(directLists(8, 64), opt); rep.OK || len(find(rep, "stopped")) != 1 {
+		t.Fatalf("direct: %s", rep.Summary())
+	}
+}
