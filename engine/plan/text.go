@@ -66,7 +66,7 @@ func parseBuf(s string) (int, error) {
 			return b, nil
 		}
 	}
-	return 0, fmt.Errorf("buffer %q: want w, b1, b2, ...", s)
+	return 0, fmt.Errorf("buffer %q: want w, b1, b2 and so on", s)
 }
 
 func (o *Op) setField(name, val string) error {
