@@ -12,6 +12,7 @@ import (
 	"github.com/luacoll/luacoll/engine/bootstrap"
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/engine/plan/verify"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/transport/inproc"
 )
@@ -23,7 +24,7 @@ type checkMode struct {
 }
 
 // note prints (on rank 0) what a verification found and counts it.
-func (m *checkMode) note(s *State, r *planRef, coll string, rep *plan.Report) {
+func (m *checkMode) note(s *State, r *planRef, coll string, rep *verify.Report) {
 	what := "made"
 	if coll != "" {
 		what = "verified as " + coll

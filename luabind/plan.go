@@ -13,6 +13,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/engine/plan/verify"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -107,7 +108,7 @@ type planRef struct {
 	mode  string
 	freed bool
 	// report is the verification made when the plan was (check mode).
-	report *plan.Report
+	report *verify.Report
 	// lines holds the plan's line areas (plan.UseLines), freed with it.
 	lines *window.Window
 }
@@ -666,7 +667,7 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 		s.plans.onDevice[r] = true
 	}
 	if s.plans.check != nil {
-		rep, err := s.verifyLists(ctx, fmt.Sprintf("plan %d", num), lists, plan.Options{})
+		rep, err := s.verifyLists(ctx, fmt.Sprintf("plan %d", num), lists, verify.Options{})
 		if err != nil {
 			return nil, err
 		}
@@ -704,10 +705,10 @@ func (s *State) recordBody(L *lua.LState, body *lua.LFunction, args []lua.LValue
 
 // verifyLists (collective) verifies on rank 0 and gives every rank its
 // report.
-func (s *State) verifyLists(ctx context.Context, what string, lists []plan.List, opt plan.Options) (*plan.Report, error) {
+func (s *State) verifyLists(ctx context.Context, what string, lists []plan.List, opt verify.Options) (*verify.Report, error) {
 	var data []byte
 	if s.rank() == 0 {
-		rep := plan.Verify(lists, opt)
+		rep := verify.Verify(lists, opt)
 		var err error
 		if data, err = json.Marshal(rep); err != nil {
 			return nil, err
@@ -717,7 +718,7 @@ func (s *State) verifyLists(ctx context.Context, what string, lists []plan.List,
 	if err != nil {
 		return nil, err
 	}
-	rep := &plan.Report{}
+	rep := &verify.Report{}
 	if err := json.Unmarshal(all[0], rep); err != nil {
 		return nil, fmt.Errorf("%s: the report from rank 0: %w", what, err)
 	}
@@ -730,7 +731,7 @@ func verifyPlan(c *call) int {
 	r := c.planRef()
 	t := c.tableArg(0, verifyKeys, "p:verify{collective = \"allgather\", window = w, n = n}", true)
 	c.windowField(t, r.p)
-	coll := plan.Collective{Kind: c.strField(t, "collective", ""), N: c.field(t, "n", 0), Root: int(c.field(t, "root", 0))}
+	coll := verify.Collective{Kind: c.strField(t, "collective", ""), N: c.field(t, "n", 0), Root: int(c.field(t, "root", 0))}
 	switch coll.Kind {
 	case "", "allgather", "alltoall", "broadcast":
 	default:
@@ -779,7 +780,7 @@ func verifyPlan(c *call) int {
 			without = append(without, fmt.Sprint(q))
 			b = -1
 		}
-		coll.Src = append(coll.Src, plan.Source{Buf: b, Off: srcOff})
+		coll.Src = append(coll.Src, verify.Source{Buf: b, Off: srcOff})
 	}
 	switch {
 	case len(without) == len(all):
@@ -787,7 +788,7 @@ func verifyPlan(c *call) int {
 	case len(without) > 0:
 		c.fail("bad argument 'src' (ranks %s name none; every rank must, or none)", strings.Join(without, ","))
 	}
-	rep, err := c.s.verifyLists(c.ctx(), fmt.Sprintf("plan %d", r.num), r.p.Lists(), plan.Options{Collective: coll, Replays: replays})
+	rep, err := c.s.verifyLists(c.ctx(), fmt.Sprintf("plan %d", r.num), r.p.Lists(), verify.Options{Collective: coll, Replays: replays})
 	c.check(err)
 	if c.s.plans.check != nil {
 		c.s.plans.check.note(c.s, r, coll.Kind, rep)
@@ -798,7 +799,7 @@ func verifyPlan(c *call) int {
 
 // reportTable is a report as p:verify returns it (ranks 0-based, ops and
 // lists 1-based).
-func reportTable(L *lua.LState, rep *plan.Report) *lua.LTable {
+func reportTable(L *lua.LState, rep *verify.Report) *lua.LTable {
 	t := L.NewTable()
 	t.RawSetString("ok", lua.LBool(rep.OK))
 	ops := L.NewTable()

@@ -264,7 +264,7 @@ func (p *Plan) compile(d *device) error {
 			if err != nil {
 				return err
 			}
-			if o.N > 0 && o.N <= kernels.PlanSmall && o.Kind.hasSignal() {
+			if o.N > 0 && o.N <= kernels.PlanSmall && o.Kind.HasSignal() {
 				// Copy and signal in one step: thread 0's alone.
 				slot, err := peerAt(i, o.Peer, lay.Inbox(me, o.Sig))
 				if err != nil {
@@ -279,7 +279,7 @@ func (p *Plan) compile(d *device) error {
 				}
 				d.steps = append(d.steps, kernels.PlanStep{Kind: kernels.StepPutSignal, Op: uint32(i), Dst: remote, Src: buf,
 					N: o.N, Value: o.SigValue, Cmp: add, Aux: slot})
-				if o.Kind.hasCounter() {
+				if o.Kind.HasCounter() {
 					d.steps = append(d.steps, kernels.PlanStep{Kind: kernels.StepAdd, Op: uint32(i), Dst: local(lay.Ctr(o.Peer, o.Ctr)), Value: o.CtrValue})
 				}
 				continue
@@ -300,12 +300,12 @@ func (p *Plan) compile(d *device) error {
 					add(st)
 				}
 			}
-			if o.Kind.hasSignal() {
+			if o.Kind.HasSignal() {
 				if err := signal(i, o.Peer, p.sigs[i]); err != nil {
 					return err
 				}
 			}
-			if o.Kind.hasCounter() {
+			if o.Kind.HasCounter() {
 				add(kernels.PlanStep{Kind: kernels.StepAdd, Op: uint32(i), Dst: local(lay.Ctr(o.Peer, o.Ctr)), Value: o.CtrValue})
 			}
 		case Signal:

@@ -20,13 +20,13 @@ type List struct {
 	// already counted on this rank's inbox row (or counter) when recording
 	// began: the sum of what earlier plans of the window added to it in
 	// their recordings. Rows are numbered by Shape.SigRow and
-	// Shape.CtrRow. Verify starts the rows there.
+	// Shape.CtrRow. The verifier starts the rows there.
 	Base []uint64
 	// Sent[Shape.SigRow(r, g)] is what this rank's code added to slot g of
 	// its row in rank r's inbox outside plans (eagerly) before recording
 	// began, and Sent[Shape.CtrRow(p, c)] what it added to its own counter
 	// c for p since that counter's last reset: counts the recording code
-	// also saw. Verify starts every row there, on top of Base (replays
+	// also saw. The verifier starts every row there, on top of Base (replays
 	// need no such start: the slots hold what was sent).
 	Sent []uint64
 	Ops  []Op

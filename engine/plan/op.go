@@ -1,11 +1,8 @@
 // Package plan holds recorded schedules: the list of window operations one
-// rank's schedule enqueues (its plan), the check of every rank's list
-// against the others before anything runs (Verify: deadlocks, races, the
-// collective's result, bounds), and the replay of a list over the window
-// API without the interpreter that recorded it (Plan.Run).
-//
-// Verify does no I/O and needs no window: it is a simulation of the lists,
-// deterministic for given input, so synthetic lists test it in pure Go.
+// rank's schedule enqueues (its plan), its wire and text forms, and the
+// replay of a list over the window API without the interpreter that
+// recorded it (Plan.Run). Package plan/verify checks every rank's list
+// against the others before anything runs.
 package plan
 
 import (
@@ -72,11 +69,13 @@ func (k Kind) IsWait() bool {
 	return k == WaitSignal || k == WaitSignalFrom || k == WaitCounter
 }
 
-func (k Kind) hasSignal() bool {
+// HasSignal reports whether the op writes a signal.
+func (k Kind) HasSignal() bool {
 	return k == PutSignal || k == PutSignalCounter || k == Signal || k == SignalAll
 }
 
-func (k Kind) hasCounter() bool { return k == PutCounter || k == PutSignalCounter }
+// HasCounter reports whether the op adds to a counter.
+func (k Kind) HasCounter() bool { return k == PutCounter || k == PutSignalCounter }
 
 // WindowBuf is the buffer index of the window's own data buffer; buffer k
 // > 0 is the k-th other buffer the plan uses, numbered in order of first
@@ -173,14 +172,14 @@ func (o Op) Fields() [][2]any {
 		add("kind", FillName(o.FillKind))
 		add("arg", o.FillArg)
 	}
-	if o.Kind.hasSignal() {
+	if o.Kind.HasSignal() {
 		add("sig", o.Sig)
 		add("value", o.SigValue)
 		add("sigop", o.SigOp.String())
 	}
-	if o.Kind.hasCounter() || o.Kind == WaitCounter || o.Kind == ResetCounter {
+	if o.Kind.HasCounter() || o.Kind == WaitCounter || o.Kind == ResetCounter {
 		add("ctr", o.Ctr)
-		if o.Kind.hasCounter() {
+		if o.Kind.HasCounter() {
 			add("cvalue", o.CtrValue)
 		}
 	}
@@ -266,10 +265,10 @@ func (s Shape) Check(me int, o Op) error {
 	switch o.Kind {
 	case Put, PutSignal, PutCounter, PutSignalCounter:
 		err = first(peer, func() error { return remote("dst_off") }, func() error { return local("src_off", "n", o.BufOff, o.N) })
-		if err == nil && o.Kind.hasSignal() {
+		if err == nil && o.Kind.HasSignal() {
 			err = sig()
 		}
-		if err == nil && o.Kind.hasCounter() {
+		if err == nil && o.Kind.HasCounter() {
 			err = ctr()
 		}
 	case Get:

@@ -57,7 +57,8 @@ func parseSite(s string) (Site, error) {
 	return Site{File: s[:i], Line: line}, nil
 }
 
-func parseBuf(s string) (int, error) {
+// ParseBuf is the inverse of BufName.
+func ParseBuf(s string) (int, error) {
 	if s == "w" {
 		return WindowBuf, nil
 	}
@@ -83,7 +84,7 @@ func (o *Op) setField(name, val string) error {
 	case "off":
 		o.Off, err = num()
 	case "src", "dst", "buf":
-		o.Buf, err = parseBuf(val)
+		o.Buf, err = ParseBuf(val)
 	case "src_off", "dst_off":
 		o.BufOff, err = num()
 	case "n":
@@ -91,7 +92,7 @@ func (o *Op) setField(name, val string) error {
 	case "sig":
 		err = small(&o.Sig)
 	case "value":
-		if o.Kind.hasSignal() {
+		if o.Kind.HasSignal() {
 			o.SigValue, err = num()
 		} else {
 			o.Value, err = num()

@@ -1,4 +1,4 @@
-package plan
+package verify
 
 import (
 	"fmt"
@@ -7,9 +7,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/luacoll/luacoll/engine/plan"
 )
 
-// A verifier case (testdata/verify/*.plan) is every rank's op list in the
+// A verifier case (testdata/*.plan) is every rank's op list in the
 // plans' text format, the options, and the problems expected:
 //
 //	ranks 3
@@ -28,7 +30,7 @@ import (
 // optional); "expect ok" needs none at all. A case with no ok expects some
 // problem.
 type verifyCase struct {
-	lists  []List
+	lists  []plan.List
 	opt    Options
 	expect []expectation
 	forbid []string
@@ -43,7 +45,7 @@ type expectation struct {
 
 func parseCase(text string) (*verifyCase, error) {
 	c := &verifyCase{}
-	var sh Shape
+	var sh plan.Shape
 	rank := -1
 	for num, line := range strings.Split(text, "\n") {
 		if i := strings.Index(line, "#"); i >= 0 && !strings.Contains(line[:i], "\"") {
@@ -67,7 +69,7 @@ func parseCase(text string) (*verifyCase, error) {
 		switch f[0] {
 		case "ranks":
 			sh.Ranks = atoi(f[1])
-			c.lists = make([]List, sh.Ranks)
+			c.lists = make([]plan.List, sh.Ranks)
 		case "window":
 			m := kv(f[1:])
 			b, _ := strconv.ParseUint(m["bytes"], 10, 64)
@@ -88,7 +90,7 @@ func parseCase(text string) (*verifyCase, error) {
 			n, _ := strconv.ParseUint(m["n"], 10, 64)
 			c.opt.Collective = Collective{Kind: f[1], N: n, Root: atoi(m["root"])}
 			if s, ok := m["src"]; ok {
-				b, err := parseBuf(s)
+				b, err := plan.ParseBuf(s)
 				if err != nil {
 					return nil, bad(err)
 				}
@@ -126,7 +128,7 @@ func parseCase(text string) (*verifyCase, error) {
 			if rank < 0 {
 				return nil, bad(fmt.Errorf("an op before any rank line"))
 			}
-			o, err := ParseOp(line)
+			o, err := plan.ParseOp(line)
 			if err != nil {
 				return nil, bad(err)
 			}
@@ -143,9 +145,9 @@ func (e expectation) match(p Problem) bool {
 	return p.Kind == e.kind && (e.rank < 0 || p.Rank == e.rank) && (e.line < 0 || p.Site.Line == e.line) && strings.Contains(p.Msg, e.text)
 }
 
-// TestVerifyCases runs every case of testdata/verify.
+// TestVerifyCases runs every case of testdata.
 func TestVerifyCases(t *testing.T) {
-	files, err := filepath.Glob("testdata/verify/*.plan")
+	files, err := filepath.Glob("testdata/*.plan")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no cases: %v", err)
 	}
@@ -188,54 +190,4 @@ func TestVerifyCases(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestParseOpRoundTrip: every op of the sample list reads back from its
-// text.
-func TestParseOpRoundTrip(t *testing.T) {
-	for i, o := range sampleList().Ops {
-		got, err := ParseOp(o.String())
-		if o.Site.File == "" {
-			o.Site = Site{} // "@?" keeps no line
-		}
-		if err != nil || got != o {
-			t.Errorf("op %d %q: %+v, %v", i, o, got, err)
-		}
-	}
-	for _, bad := range []string{"", "jump", "put peer", "put peer=x", "put src=q", "put bogus=1", "signal sigop=mul", "fill kind=zero", "put @f.lua:x"} {
-		if _, err := ParseOp(bad); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
-// FuzzParseOp: no text makes ParseOp panic, and an op it accepts reads
-// back the same from its own String.
-func FuzzParseOp(f *testing.F) {
-	for _, o := range sampleList().Ops {
-		f.Add(o.String())
-	}
-	f.Add("wait_signal sig=0 cmp=>= value=2 @ag.lua:5")
-	f.Fuzz(func(t *testing.T, s string) {
-		o, err := ParseOp(s)
-		if err != nil {
-			return
-		}
-		if o.Site.File == "" || strings.ContainsAny(o.Site.File, " \t\n\v\f\r\u0085\u00a0") {
-			return // "@?" and sites with spaces do not round-trip
-		}
-		if o.Site.Line <= 0 {
-			o.Site.Line = 0
-		}
-		again, err := ParseOp(o.String())
-		if err != nil {
-			t.Fatalf("%q -> %q: %v", s, o.String(), err)
-		}
-		if again.Site.Line <= 0 {
-			again.Site.Line = 0
-		}
-		if again.String() != o.String() {
-			t.Fatalf("%q -> %q -> %q", s, o.String(), again.String())
-		}
-	})
 }

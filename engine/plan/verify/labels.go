@@ -1,8 +1,10 @@
-package plan
+package verify
 
 import (
 	"fmt"
 	"sort"
+
+	"github.com/luacoll/luacoll/engine/plan"
 )
 
 // Symbolic contents. Verify does not move bytes: every byte of every
@@ -15,7 +17,7 @@ import (
 // label says where the bytes of a segment came from.
 type label struct {
 	org  int    // the rank whose memory (or fill) the bytes come from
-	buf  int    // that rank's buffer (WindowBuf: its window); -1 for a fill
+	buf  int    // that rank's buffer (plan.WindowBuf: its window); -1 for a fill
 	off  uint64 // origin offset of the segment's first byte
 	fill *opRef // the fill that wrote them (buf == -1)
 	by   *opRef // the op that last wrote them here (nil: never written)
@@ -33,17 +35,17 @@ func (a label) String() string {
 	if a.ver > 0 {
 		return fmt.Sprintf("rank %d's %s bytes from offset %d of replay %d", a.org, srcName(a.buf), a.off, a.ver)
 	}
-	if a.buf == WindowBuf {
+	if a.buf == plan.WindowBuf {
 		return fmt.Sprintf("rank %d's window bytes from offset %d (as they were before the plan)", a.org, a.off)
 	}
-	return fmt.Sprintf("rank %d's buffer %s bytes from offset %d", a.org, BufName(a.buf), a.off)
+	return fmt.Sprintf("rank %d's buffer %s bytes from offset %d", a.org, plan.BufName(a.buf), a.off)
 }
 
 func srcName(buf int) string {
-	if buf == WindowBuf {
+	if buf == plan.WindowBuf {
 		return "window (source)"
 	}
-	return "source " + BufName(buf)
+	return "source " + plan.BufName(buf)
 }
 
 type seg struct {

@@ -1,9 +1,10 @@
-package plan
+package verify
 
 import (
 	"fmt"
 	"strings"
 
+	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -59,10 +60,10 @@ func newCtl(s *sim) *ctl {
 }
 
 // hasSumWait reports whether any list waits on a sum of rows.
-func hasSumWait(lists []List) bool {
+func hasSumWait(lists []plan.List) bool {
 	for _, l := range lists {
 		for _, o := range l.Ops {
-			if o.Kind == WaitSignal {
+			if o.Kind == plan.WaitSignal {
 				return true
 			}
 		}
@@ -124,11 +125,11 @@ func (c *ctl) step(q int) bool {
 	v := o.Value + uint64(rep)*s.adv[q][i]
 	nc, nb := s.sh.Counters, s.sh.Barriers
 	switch o.Kind {
-	case WaitSignalFrom:
+	case plan.WaitSignalFrom:
 		if !o.Cmp.Holds(c.sig[s.sigIdx(q, o.Peer, o.Sig)], v) {
 			return false
 		}
-	case WaitSignal:
+	case plan.WaitSignal:
 		var sum uint64
 		for p := 0; p < s.n; p++ {
 			sum += c.sig[s.sigIdx(q, p, o.Sig)]
@@ -136,13 +137,13 @@ func (c *ctl) step(q int) bool {
 		if !o.Cmp.Holds(sum, v) {
 			return false
 		}
-	case WaitCounter:
+	case plan.WaitCounter:
 		if !o.Cmp.Holds(c.ctr[q*s.n*nc+o.Peer*nc+o.Ctr], v) {
 			return false
 		}
-	case ResetCounter:
+	case plan.ResetCounter:
 		c.ctr[q*s.n*nc+o.Peer*nc+o.Ctr] = 0
-	case Barrier:
+	case plan.Barrier:
 		e := &c.epoch[q*nb+o.Bar]
 		if c.phase[q] == 0 {
 			*e++
@@ -160,7 +161,7 @@ func (c *ctl) step(q int) bool {
 			}
 		}
 		c.phase[q] = 0
-	case BarrierPeer:
+	case plan.BarrierPeer:
 		e := &c.pepoch[(q*nb+o.Bar)*s.n+o.Peer]
 		if c.phase[q] == 0 {
 			*e++
@@ -174,17 +175,17 @@ func (c *ctl) step(q int) bool {
 			return false
 		}
 		c.phase[q] = 0
-	case SignalAll:
+	case plan.SignalAll:
 		for p := 0; p < s.n; p++ {
 			if p != q {
 				c.signal(q, p, o, rep)
 			}
 		}
 	default:
-		if o.Kind.hasCounter() {
+		if o.Kind.HasCounter() {
 			c.ctr[q*s.n*nc+o.Peer*nc+o.Ctr] += o.CtrValue
 		}
-		if o.Kind.hasSignal() {
+		if o.Kind.HasSignal() {
 			c.signal(q, o.Peer, o, rep)
 		}
 	}
@@ -192,7 +193,7 @@ func (c *ctl) step(q int) bool {
 	return true
 }
 
-func (c *ctl) signal(from, to int, o *Op, rep int) {
+func (c *ctl) signal(from, to int, o *plan.Op, rep int) {
 	v := &c.sig[c.s.sigIdx(to, from, o.Sig)]
 	if o.SigOp == window.SigSet {
 		*v = o.SigValue
@@ -209,7 +210,7 @@ func (c *ctl) signal(from, to int, o *Op, rep int) {
 // for. It reports a wait that another replay's signals can satisfy, and
 // returns false when it could not tell (the budget ran out, or a
 // condition other than ">=" and ">").
-func (s *sim) sumJoin(r int, st *rankState, o *Op, v uint64) bool {
+func (s *sim) sumJoin(r int, st *rankState, o *plan.Op, v uint64) bool {
 	if (o.Cmp != transport.CmpGe && o.Cmp != transport.CmpGt) || s.stopped {
 		return false
 	}
@@ -258,8 +259,8 @@ func (s *sim) sumJoin(r int, st *rankState, o *Op, v uint64) bool {
 // passed checks, after rank r's wait o (op i, replay rep, 0-based) held on
 // one sender's row, that the write that met it was that sender's of the
 // same replay.
-func (s *sim) passed(r int, st *rankState, i, rep int, o *Op, v uint64) {
-	if o.Kind != WaitSignalFrom || (o.Cmp != transport.CmpGe && o.Cmp != transport.CmpGt) || s.rows[r].Delta[s.sh.SigRow(o.Peer, o.Sig)] == 0 {
+func (s *sim) passed(r int, st *rankState, i, rep int, o *plan.Op, v uint64) {
+	if o.Kind != plan.WaitSignalFrom || (o.Cmp != transport.CmpGe && o.Cmp != transport.CmpGt) || s.rows[r].Delta[s.sh.SigRow(o.Peer, o.Sig)] == 0 {
 		return
 	}
 	h := holding(&s.sig[s.sigIdx(r, o.Peer, o.Sig)], o.Cmp, v)
@@ -273,7 +274,7 @@ func (s *sim) passed(r int, st *rankState, i, rep int, o *Op, v uint64) {
 	}
 }
 
-func (s *sim) standIn(r int, st *rankState, o *Op, rep int, why string) {
+func (s *sim) standIn(r int, st *rankState, o *plan.Op, rep int, why string) {
 	i := st.pc % len(s.lists[r].Ops)
 	key := [4]int{-1, r, i, 0}
 	if s.seen[key] {
@@ -299,7 +300,7 @@ func (s *sim) replayEnd(r int, st *rankState, rep int) {
 	lo, hi := s.resultRange(r)
 	if lo < hi {
 		ref := &opRef{rank: r, rep: rep + 1, what: fmt.Sprintf("rank %d's result at the end of replay %d", r, rep+1)}
-		s.touch(r, st.vc, s.mem[r][WindowBuf], &access{by: ref, pc: -1 - rep, lo: lo, hi: hi, done: c, end: end})
+		s.touch(r, st.vc, s.mem[r][plan.WindowBuf], &access{by: ref, pc: -1 - rep, lo: lo, hi: hi, done: c, end: end})
 	}
 	if s.coll.Src != nil && rep+1 < s.replays {
 		s.at, s.want = end, rep+1
@@ -324,7 +325,7 @@ func (s *sim) resultRange(r int) (uint64, uint64) {
 	case "allgather", "alltoall":
 		return 0, c.N * uint64(s.n)
 	case "broadcast":
-		if r != c.Root || (c.Src != nil && c.Src[c.Root].Buf == WindowBuf) {
+		if r != c.Root || (c.Src != nil && c.Src[c.Root].Buf == plan.WindowBuf) {
 			return 0, c.N
 		}
 	}
@@ -348,7 +349,7 @@ func (s *sim) checkRank(q int) {
 			}
 		}
 	case "broadcast":
-		if want, ok := s.expect(c.Root, 0, (c.Root+1)%n); ok && (q != c.Root || c.Src[c.Root].Buf == WindowBuf) {
+		if want, ok := s.expect(c.Root, 0, (c.Root+1)%n); ok && (q != c.Root || c.Src[c.Root].Buf == plan.WindowBuf) {
 			s.compare(q, 0, want, fmt.Sprintf("rank %d's message", c.Root))
 		}
 	}
@@ -397,7 +398,7 @@ func (s *sim) letThrough(end *replayEnd, q int) int {
 	ops := s.lists[end.rank].Ops
 	for j := len(end.waits) - 1; j >= 0; j-- {
 		o := ops[end.waits[j]]
-		if o.Kind == WaitSignal || o.Peer == q {
+		if o.Kind == plan.WaitSignal || o.Peer == q {
 			return end.waits[j]
 		}
 	}

@@ -1,10 +1,20 @@
-package plan
+// Package verify checks a plan before anything runs: every rank's recorded
+// list (package plan) against the others, for bounds, deadlocks, races,
+// waits that another replay's signal can satisfy, and the declared
+// collective's result at the end of every replay.
+//
+// It is a pure core: no I/O, no window, no replay or device code. Verify
+// simulates the lists, deterministic for given input, so synthetic lists
+// and the cases of testdata/ (op lists in the plans' text format) test it
+// in plain Go.
+package verify
 
 import (
 	"fmt"
 	"sort"
 	"strings"
 
+	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -79,7 +89,7 @@ type Problem struct {
 	Op     int
 	OpName string
 	Replay int // the replay (1-based) in which it was seen; 0: any
-	Site   Site
+	Site   plan.Site
 	Msg    string
 	// Other is the other op of a race, or the op that wrote bytes found
 	// wrong, when there is one.
@@ -90,8 +100,8 @@ type Problem struct {
 type Ref struct {
 	Rank int
 	Op   int
-	Kind Kind
-	Site Site
+	Kind plan.Kind
+	Site plan.Site
 }
 
 func (r Ref) String() string {
@@ -151,7 +161,7 @@ func rangeOf(v []int) string {
 // Verify checks every rank's list (lists[r] is rank r's) against the
 // others: shapes and bounds, then a simulation of the ranks running their
 // lists (deadlocks, races), then the collective's result. It does no I/O.
-func Verify(lists []List, opt Options) *Report {
+func Verify(lists []plan.List, opt Options) *Report {
 	if opt.Replays < 1 {
 		opt.Replays = 2
 	}
@@ -204,7 +214,7 @@ func Verify(lists []List, opt Options) *Report {
 	return rep
 }
 
-func checkShapes(lists []List, add func(Problem)) bool {
+func checkShapes(lists []plan.List, add func(Problem)) bool {
 	if len(lists) == 0 {
 		add(Problem{Kind: "shape", Msg: "no ranks"})
 		return false
@@ -241,8 +251,8 @@ func checkShapes(lists []List, add func(Problem)) bool {
 // opRef is an op as the simulation meets it.
 type opRef struct {
 	rank, op, rep int // op and rep 1-based
-	kind          Kind
-	site          Site
+	kind          plan.Kind
+	site          plan.Site
 	// what, when set, names an access the script makes between replays
 	// (reading its result, rewriting its source) instead of an op.
 	what string
@@ -329,9 +339,9 @@ type slotCtr struct {
 }
 
 type sim struct {
-	lists      []List
+	lists      []plan.List
 	n          int
-	sh         Shape
+	sh         plan.Shape
 	replays    int
 	coll       Collective
 	add        func(Problem)
@@ -340,7 +350,7 @@ type sim struct {
 	bar, pbar  []slot // [receiver][sender][id]
 	mem        [][]*memory
 	adv        [][]uint64 // per rank, per op: a wait's per-replay advance
-	rows       []RowInfo
+	rows       []plan.RowInfo
 	seen       map[[4]int]bool
 	steps      int
 	deadlocked bool
@@ -358,13 +368,13 @@ type sim struct {
 	stopped      bool
 }
 
-func newSim(lists []List, opt Options, add func(Problem)) *sim {
+func newSim(lists []plan.List, opt Options, add func(Problem)) *sim {
 	n := len(lists)
 	sh := lists[0].Shape
 	s := &sim{lists: lists, n: n, sh: sh, replays: opt.Replays, coll: opt.Collective, add: add,
 		rk:  make([]rankState, n),
 		sig: make([]slot, n*n*sh.Signals), bar: make([]slot, n*n*sh.Barriers), pbar: make([]slot, n*n*sh.Barriers),
-		mem: make([][]*memory, n), adv: make([][]uint64, n), seen: map[[4]int]bool{}, rows: Deltas(lists),
+		mem: make([][]*memory, n), adv: make([][]uint64, n), seen: map[[4]int]bool{}, rows: plan.Deltas(lists),
 		want: opt.Replays, budget: opt.Budget}
 	if s.budget <= 0 {
 		s.budget = DefaultBudget
@@ -388,7 +398,7 @@ func newSim(lists []List, opt Options, add func(Problem)) *sim {
 				}
 			}
 		}
-		// What the ranks sent outside plans before recording (List.Sent).
+		// What the ranks sent outside plans before recording (plan.List.Sent).
 		if len(l.Sent) == sh.Rows() {
 			for c := 0; c < n*sh.Counters; c++ {
 				st.ctr[c].val += l.Sent[sh.Ranks*sh.Signals+c]
@@ -517,18 +527,18 @@ func (s *sim) step(r int) bool {
 	ref := &opRef{rank: r, op: i + 1, rep: rep + 1, kind: o.Kind, site: o.Site}
 	value := o.Value + uint64(rep)*s.adv[r][i]
 	switch o.Kind {
-	case WaitSignal, WaitSignalFrom, WaitCounter:
+	case plan.WaitSignal, plan.WaitSignalFrom, plan.WaitCounter:
 		if !s.wait(r, st, o, value) {
 			return false
 		}
 		st.depth++
 		s.joinAll(st)
 		s.tick(st, r)
-		if o.Kind != WaitCounter {
+		if o.Kind != plan.WaitCounter {
 			s.passed(r, st, i, rep, o, value)
 			st.waits = append(st.waits, i)
 		}
-	case Barrier, BarrierPeer:
+	case plan.Barrier, plan.BarrierPeer:
 		stored := false
 		if st.phase == 0 {
 			st.depth++
@@ -583,48 +593,48 @@ func (s *sim) complete(st *rankState, c uint32, fence bool) {
 	}
 }
 
-func (s *sim) exec(r int, st *rankState, o *Op, ref *opRef, c uint32) {
+func (s *sim) exec(r int, st *rankState, o *plan.Op, ref *opRef, c uint32) {
 	switch o.Kind {
-	case Put, PutSignal, PutCounter, PutSignalCounter:
-		x := s.transfer(r, st, ref, r, o.Buf, o.BufOff, o.Peer, WindowBuf, o.Off, o.N, o.Peer == r)
+	case plan.Put, plan.PutSignal, plan.PutCounter, plan.PutSignalCounter:
+		x := s.transfer(r, st, ref, r, o.Buf, o.BufOff, o.Peer, plan.WindowBuf, o.Off, o.N, o.Peer == r)
 		if !x.local {
 			st.remote = append(st.remote, x)
-			if o.Kind.hasSignal() {
+			if o.Kind.HasSignal() {
 				x.dst.done = c // the signal below orders the data before it
 			}
 		}
-		if o.Kind.hasCounter() {
+		if o.Kind.HasCounter() {
 			k := &st.ctr[o.Peer*s.sh.Counters+o.Ctr]
 			k.val += o.CtrValue
 			k.hist = append(k.hist, ctrEntry{val: k.val, x: x})
 		}
-		if o.Kind.hasSignal() {
+		if o.Kind.HasSignal() {
 			s.signal(r, o.Peer, o, s.snapshot(st), ref)
 		}
-	case Get:
-		s.transfer(r, st, ref, o.Peer, WindowBuf, o.Off, r, o.Buf, o.BufOff, o.N, true)
-	case Signal:
+	case plan.Get:
+		s.transfer(r, st, ref, o.Peer, plan.WindowBuf, o.Off, r, o.Buf, o.BufOff, o.N, true)
+	case plan.Signal:
 		s.signal(r, o.Peer, o, s.snapshot(st), ref)
-	case SignalAll:
+	case plan.SignalAll:
 		at := s.snapshot(st)
 		for p := 0; p < s.n; p++ {
 			if p != r {
 				s.signal(r, p, o, at, ref)
 			}
 		}
-	case ResetCounter:
+	case plan.ResetCounter:
 		k := &st.ctr[o.Peer*s.sh.Counters+o.Ctr]
 		k.val, k.hist = 0, nil
-	case Fence:
+	case plan.Fence:
 		for _, x := range st.remote {
 			if x.dst.done == 0 {
 				x.dst.done = c
 			}
 		}
 		st.remote = st.remote[:0]
-	case Flush:
+	case plan.Flush:
 		s.complete(st, c, false)
-	case Fill:
+	case plan.Fill:
 		m := s.mem[r][o.Buf]
 		a := &access{by: ref, pc: st.pc, write: true, lo: 0, hi: m.size, done: c}
 		s.touch(r, st.vc, m, a)
@@ -694,16 +704,16 @@ func (s *sim) race(owner int, m *memory, a, y *access) {
 	s.seen[key] = true
 	lo, hi := max(a.lo, y.lo), min(a.hi, y.hi)
 	where := fmt.Sprintf("rank %d's window", owner)
-	if m != s.mem[owner][WindowBuf] {
+	if m != s.mem[owner][plan.WindowBuf] {
 		for b, mm := range s.mem[owner] {
 			if mm == m {
-				where = fmt.Sprintf("rank %d's buffer %s", owner, BufName(b))
+				where = fmt.Sprintf("rank %d's buffer %s", owner, plan.BufName(b))
 			}
 		}
 	}
 	verb := func(x *access) string {
 		switch {
-		case x.write && x.by.kind == Fill:
+		case x.write && x.by.kind == plan.Fill:
 			return "fills"
 		case x.write:
 			return "writes"
@@ -727,7 +737,7 @@ func (s *sim) race(owner int, m *memory, a, y *access) {
 		Other: y.by.ref()})
 }
 
-func (s *sim) signal(from, to int, o *Op, at *snap, by *opRef) {
+func (s *sim) signal(from, to int, o *plan.Op, at *snap, by *opRef) {
 	sl := &s.sig[s.sigIdx(to, from, o.Sig)]
 	if o.SigOp == window.SigSet {
 		sl.val = o.SigValue
@@ -768,15 +778,15 @@ func holding(sl *slot, cmp transport.Cmp, v uint64) *hist {
 
 // wait reports whether rank r's wait o holds now (joining what it
 // synchronizes with).
-func (s *sim) wait(r int, st *rankState, o *Op, v uint64) bool {
+func (s *sim) wait(r int, st *rankState, o *plan.Op, v uint64) bool {
 	switch o.Kind {
-	case WaitSignalFrom:
+	case plan.WaitSignalFrom:
 		sl := &s.sig[s.sigIdx(r, o.Peer, o.Sig)]
 		if !o.Cmp.Holds(sl.val, v) {
 			return false
 		}
 		s.join(st, firstHolding(sl, o.Cmp, v))
-	case WaitSignal:
+	case plan.WaitSignal:
 		var sum uint64
 		for p := 0; p < s.n; p++ {
 			sum += s.sig[s.sigIdx(r, p, o.Sig)].val
@@ -792,7 +802,7 @@ func (s *sim) wait(r int, st *rankState, o *Op, v uint64) bool {
 				}
 			}
 		}
-	case WaitCounter:
+	case plan.WaitCounter:
 		k := &st.ctr[o.Peer*s.sh.Counters+o.Ctr]
 		if !o.Cmp.Holds(k.val, v) {
 			return false
@@ -816,9 +826,9 @@ func (s *sim) wait(r int, st *rankState, o *Op, v uint64) bool {
 	return true
 }
 
-func (s *sim) barrierStores(r int, st *rankState, o *Op) {
+func (s *sim) barrierStores(r int, st *rankState, o *plan.Op) {
 	at := s.snapshot(st)
-	if o.Kind == Barrier {
+	if o.Kind == plan.Barrier {
 		st.epoch[o.Bar]++
 		e := st.epoch[o.Bar]
 		for p := 0; p < s.n; p++ {
@@ -839,8 +849,8 @@ func (s *sim) barrierStores(r int, st *rankState, o *Op) {
 	}
 }
 
-func (s *sim) barrierWait(r int, st *rankState, o *Op) bool {
-	if o.Kind == BarrierPeer {
+func (s *sim) barrierWait(r int, st *rankState, o *plan.Op) bool {
+	if o.Kind == plan.BarrierPeer {
 		if o.Peer == r {
 			return true
 		}
@@ -881,10 +891,10 @@ func (s *sim) deadlock() {
 		v := o.Value + uint64(rep)*s.adv[r][i]
 		var msg string
 		switch o.Kind {
-		case WaitSignalFrom:
+		case plan.WaitSignalFrom:
 			sl := s.sig[s.sigIdx(r, o.Peer, o.Sig)]
 			msg = fmt.Sprintf("blocked: waits for signal %d from rank %d %s %d, which is %d; %s", o.Sig, o.Peer, o.Cmp, v, sl.val, s.writers(r, rep, o.Sig, []int{o.Peer}))
-		case WaitSignal:
+		case plan.WaitSignal:
 			var sum uint64
 			all := make([]int, s.n)
 			for p := range all {
@@ -892,10 +902,10 @@ func (s *sim) deadlock() {
 				sum += s.sig[s.sigIdx(r, p, o.Sig)].val
 			}
 			msg = fmt.Sprintf("blocked: waits for signal %d summed over all ranks %s %d, which is %d; %s", o.Sig, o.Cmp, v, sum, s.writers(r, rep, o.Sig, all))
-		case WaitCounter:
+		case plan.WaitCounter:
 			k := st.ctr[o.Peer*s.sh.Counters+o.Ctr]
 			msg = fmt.Sprintf("blocked: waits for counter %d of rank %d %s %d, which is %d; no op left on this rank adds to it", o.Ctr, o.Peer, o.Cmp, v, k.val)
-		case Barrier:
+		case plan.Barrier:
 			e := st.epoch[o.Bar]
 			var missing []string
 			for p := 0; p < s.n; p++ {
@@ -904,7 +914,7 @@ func (s *sim) deadlock() {
 				}
 			}
 			msg = fmt.Sprintf("blocked in barrier %d (use %d): waiting for %s", o.Bar, e, strings.Join(missing, ", "))
-		case BarrierPeer:
+		case plan.BarrierPeer:
 			msg = fmt.Sprintf("blocked in barrier_peer %d with rank %d (use %d): rank %d is %s", o.Bar, o.Peer, st.pepoch[o.Bar*s.n+o.Peer], o.Peer, s.where(o.Peer))
 		}
 		s.add(Problem{Kind: "deadlock", Rank: r, Op: i + 1, OpName: o.Kind.String(), Replay: rep + 1, Site: o.Site, Msg: msg})
@@ -931,7 +941,7 @@ func (s *sim) writers(r, rep, sig int, senders []int) string {
 		ops := s.lists[p].Ops
 		for pc := st.pc; pc < (rep+1)*len(ops); pc++ {
 			o := ops[pc%len(ops)]
-			if o.Kind.hasSignal() && o.Sig == sig && ((o.Kind == SignalAll && p != r) || (o.Kind != SignalAll && o.Peer == r)) {
+			if o.Kind.HasSignal() && o.Sig == sig && ((o.Kind == plan.SignalAll && p != r) || (o.Kind != plan.SignalAll && o.Peer == r)) {
 				could = append(could, fmt.Sprintf("rank %d would at op %d (%s) but is %s", p, pc%len(ops)+1, o.Site, s.where(p)))
 				break
 			}
@@ -955,7 +965,7 @@ func (s *sim) writers(r, rep, sig int, senders []int) string {
 func (s *sim) stray(r, sig int, senders []int) string {
 	waits := func(q, from int) bool {
 		for _, o := range s.lists[q].Ops {
-			if o.Sig == sig && (o.Kind == WaitSignal || (o.Kind == WaitSignalFrom && o.Peer == from)) {
+			if o.Sig == sig && (o.Kind == plan.WaitSignal || (o.Kind == plan.WaitSignalFrom && o.Peer == from)) {
 				return true
 			}
 		}
@@ -964,7 +974,7 @@ func (s *sim) stray(r, sig int, senders []int) string {
 	var out []string
 	for _, p := range senders {
 		for i, o := range s.lists[p].Ops {
-			if (o.Kind == Signal || o.Kind == PutSignal || o.Kind == PutSignalCounter) && o.Sig == sig && o.Peer != r && !waits(o.Peer, p) {
+			if (o.Kind == plan.Signal || o.Kind == plan.PutSignal || o.Kind == plan.PutSignalCounter) && o.Sig == sig && o.Peer != r && !waits(o.Peer, p) {
 				out = append(out, fmt.Sprintf("rank %d signals rank %d instead at op %d (%s), which rank %d never waits for", p, o.Peer, i+1, o.Site, o.Peer))
 			}
 		}
