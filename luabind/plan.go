@@ -31,6 +31,8 @@ type planState struct {
 	// sent is, per window, what this rank's Lua code signalled and
 	// counted outside plans (plan.List.Sent's rows).
 	sent map[*window.Window][]uint64
+	// reset are the windows whose inbox this rank reset (plan_reset.go).
+	reset map[*window.Window]bool
 	// onDevice are the plans in device mode not freed yet (Close frees
 	// their device memory).
 	onDevice map[*planRef]bool
@@ -581,6 +583,9 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 				status = err.Error()
 			}
 			list.Sent = s.plans.sentRows(rec.w)
+			if status == "" {
+				status = s.addInbox(ctx, &list, rec.w)
+			}
 		}
 	}
 	s.plans.made++

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // staleCode records an all-gather schedule (SCHEDULE), verifies it as the
@@ -114,5 +115,51 @@ func TestVerifyRefusesStaleSchedule(t *testing.T) {
 	verify, problems, stale = runStale(t, staleFixed, 500)
 	if !strings.HasPrefix(verify, "ok") || stale != 0 {
 		t.Fatalf("the fixed schedule: %s %q, %d stale", verify, problems, stale)
+	}
+}
+
+// w:reset_signals() between eager signals and a plan: the verifier starts
+// the reset rows from what the inbox holds (the senders still count what
+// the reset wiped), so a plan whose waits count from the reset verifies
+// and runs; after replays of an earlier plan on those rows it reports that
+// the new plan's waits will hang, and they do.
+func TestVerifyAfterResetSignals(t *testing.T) {
+	res := runLuaWith(t, 3, `
+local lc = require("luacoll")
+local me, size = lc.rank, lc.size
+local right, left = (me + 1) % size, (me - 1) % size
+local w = lc.window{ bytes = 64, timeout_ms = 300 }
+local function hop(v) w:signal(right, 3, "add", 1); w:wait_signal_from(left, 3, ">=", v) end
+-- eager use of slot 3, then a reset
+w:signal(right, 3, "add", 5)
+w:wait_signal_from(left, 3, ">=", 5)
+w:sync(); lc.barrier()
+w:reset_signals()
+w:sync(); lc.barrier()
+local p = lc.plan(hop, 1)
+local rep = p:verify{ replays = 3 }
+assert(rep.ok, "after a reset: " .. rep.summary)
+p:run{ times = 3 }
+w:sync()
+assert(w:read_signal_from(left, 3) == 3, "replayed")
+-- replays of p counted 3 on the rows; reset them and record a plan that
+-- counts from zero again: its replays wait for 3 - 1 more than will come
+-- (the ledger counts the 3 replayed, less the 1 that p's recording counted).
+lc.barrier()
+w:reset_signals()
+w:sync(); lc.barrier()
+local q = lc.plan(hop, 1)
+rep = q:verify{}
+assert(not rep.ok and rep.problems[1].kind == "reset" and rep.problems[1].message:find("wait for 2 signals more", 1, true), rep.summary)
+q:run()
+local ok, err = pcall(w.sync, w)
+assert(not ok and tostring(err):find("timed out", 1, true), "the hang the verifier named: " .. tostring(err))
+print("ok")
+`, "reset.lua", 2*time.Second)
+	mustAllOK(t, res)
+	for r, x := range res {
+		if !strings.Contains(x.out, "ok") {
+			t.Fatalf("rank %d: %q", r, x.out)
+		}
 	}
 }

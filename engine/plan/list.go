@@ -29,7 +29,14 @@ type List struct {
 	// also saw. The verifier starts every row there, on top of Base (replays
 	// need no such start: the slots hold what was sent).
 	Sent []uint64
-	Ops  []Op
+	// Inbox, when set, is what this rank's inbox rows (Shape.SigRow) held
+	// when the plan was made, read after a sync, and Replayed the window
+	// ledger's Replayed rows of this rank then. A rank that reset its
+	// inbox (w:reset_signals) sends them: the senders' Sent still counts
+	// what the reset wiped. The verifier starts the rows into this rank
+	// at Inbox + Base - Replayed, the distance the replays' waits will see.
+	Inbox, Replayed []uint64
+	Ops             []Op
 }
 
 // Rows is the number of ledger rows of a shape: one per (sender, signal)
@@ -68,6 +75,13 @@ func (l List) Encode(status string) []byte {
 	}
 	b = appendSparse(b, l.Base)
 	b = appendSparse(b, l.Sent)
+	if l.Inbox != nil {
+		b = append(b, 1)
+		b = appendSparse(b, l.Inbox)
+		b = appendSparse(b, l.Replayed)
+	} else {
+		b = append(b, 0)
+	}
 	files := map[string]int{}
 	var names []string
 	for _, o := range l.Ops {
@@ -255,6 +269,16 @@ func DecodeList(p []byte) (List, string, error) {
 	}
 	l.Base = d.sparse("base", s.Rows())
 	l.Sent = d.sparse("sent", s.Rows())
+	switch d.byte() {
+	case 0:
+	case 1:
+		l.Inbox = d.sparse("inbox", s.Rows())
+		l.Replayed = d.sparse("replayed", s.Rows())
+	default:
+		if d.err == nil {
+			d.err = errors.New("plan message: bad inbox flag")
+		}
+	}
 	nf := d.count("files")
 	var files []string
 	for i := 0; i < nf && d.err == nil; i++ {

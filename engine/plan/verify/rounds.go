@@ -466,3 +466,27 @@ func (s *sim) endRace(y, x *access) {
 	s.resultProblem(end, x.by.rank, fmt.Sprintf("%s: at the end of replay %d, rank %d's window bytes [%d, %d) (chunk %d): %s's data %s (nothing orders it with the end of the replay)",
 		s.coll.Kind, end.rep+1, end.rank, lo, hi, lo/max(s.coll.N, 1), x.by, when))
 }
+
+// startFromInbox starts the rows into rank r, which reset its inbox, from
+// what they held when the plan was made (List.Inbox): a replay's wait
+// waits for its recorded value less Base plus Replayed, so the rows start
+// at Inbox + Base - Replayed. A row whose replays' count is ahead of what
+// it holds is a wait that will hang.
+func (s *sim) startFromInbox(r int, l plan.List) {
+	for sender := 0; sender < s.n; sender++ {
+		for g := 0; g < s.sh.Signals; g++ {
+			row := s.sh.SigRow(sender, g)
+			have := l.Inbox[row]
+			if len(l.Base) == len(l.Inbox) {
+				have += l.Base[row]
+			}
+			sl := &s.sig[s.sigIdx(r, sender, g)]
+			if have < l.Replayed[row] {
+				s.add(Problem{Kind: "reset", Rank: r, Msg: fmt.Sprintf("rank %d reset its inbox (w:reset_signals) after replays of plans on this window added %d to signal %d from rank %d: the waits of this plan's replays count them and will wait for %d signals more than the slot can get", r, l.Replayed[row], g, sender, l.Replayed[row]-have)})
+				sl.val = 0
+				continue
+			}
+			sl.val = have - l.Replayed[row]
+		}
+	}
+}

@@ -243,6 +243,9 @@ func checkShapes(lists []plan.List, add func(Problem)) bool {
 		case len(l.Sent) != 0 && len(l.Sent) != s.Rows():
 			add(Problem{Kind: "shape", Rank: r, Msg: fmt.Sprintf("%d sent rows, want %d", len(l.Sent), s.Rows())})
 			ok = false
+		case l.Inbox != nil && (len(l.Inbox) != s.Rows() || len(l.Replayed) != s.Rows()):
+			add(Problem{Kind: "shape", Rank: r, Msg: fmt.Sprintf("%d inbox and %d replayed rows, want %d", len(l.Inbox), len(l.Replayed), s.Rows())})
+			ok = false
 		}
 	}
 	return ok
@@ -410,6 +413,9 @@ func newSim(lists []plan.List, opt Options, add func(Problem)) *sim {
 					s.sig[s.sigIdx(r, sender, g)].val += sl.Sent[sh.SigRow(r, g)]
 				}
 			}
+		}
+		if l.Inbox != nil {
+			s.startFromInbox(r, l)
 		}
 		for sender := 0; sender < n; sender++ {
 			for g := 0; g < sh.Signals; g++ {
