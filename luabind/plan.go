@@ -465,6 +465,7 @@ func planEntries() []*Entry {
 					c.fail("bad argument 'times' (%d: want 1..2^31)", times)
 				}
 				if r.mode == modeCheck {
+					c.s.plans.check.skipped++
 					return 0
 				}
 				c.check(r.p.Run(int(times)))
