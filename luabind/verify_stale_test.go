@@ -33,6 +33,8 @@ for it = 1, iters do
   src:set_u32(0, it * 100 + me)
   p:run{ times = 1 }
   lc.sync()
+  -- now and then rank 0 reads late, as a slow reader would
+  if me == 0 and it % 8 == 0 then local t = lc.now(); while lc.now() - t < 0.001 do end end
   for r = 0, size - 1 do
     if buf:get_u32(r * n) ~= it * 100 + r then stale = stale + 1 end
   end
@@ -57,6 +59,20 @@ const (
   w:barrier(0)` + staleSends + `
   for i = 1, size - 1 do w:wait_signal_from((me - i) % size, 0, ">=", 1) end
   w:flush()`
+)
+
+// Variants: a wait per peer but no barrier (a peer a replay ahead writes
+// its next chunk while this rank reads), and a closing barrier that shares
+// the data's slot (its waits are met by the data signals already in, so it
+// holds no one back).
+const (
+	stalePerPeer = staleSends + `
+  for i = 1, size - 1 do w:wait_signal_from((me - i) % size, 0, ">=", 1) end -- WAIT
+  w:flush()`
+	staleSharedSlot = staleSends + `
+  for i = 1, size - 1 do w:wait_signal_from((me - i) % size, 0, ">=", 1) end -- WAIT
+  w:flush()
+  require("barrier").dissemination(w, 0)`
 )
 
 func runStale(t *testing.T, schedule string, iters int) (verify string, problems []string, stale int) {
@@ -161,5 +177,33 @@ print("ok")
 		if !strings.Contains(x.out, "ok") {
 			t.Fatalf("rank %d: %q", r, x.out)
 		}
+	}
+}
+
+// TestVerifyRefusesStaleVariants: the variants of issue 33's schedule
+// where a missing barrier, or a barrier on the data's slot, lets a later
+// replay's chunk in while a rank reads its result: refused at the wait
+// that let it through, and the wrong chunks are real.
+func TestVerifyRefusesStaleVariants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays the schedules 3000 times")
+	}
+	for name, sched := range map[string]string{"per peer": stalePerPeer, "shared slot": staleSharedSlot} {
+		t.Run(name, func(t *testing.T) {
+			waitLine := lineOf(t, strings.Replace(staleCode, "SCHEDULE", sched, 1), "-- WAIT")
+			verify, problems, stale := runStale(t, sched, 3000)
+			// the wait named is the data's, or the barrier's that shares its slot
+			found := false
+			for _, p := range problems {
+				found = found || p == fmt.Sprintf("result 0 %d", waitLine) || (name == "shared slot" && strings.HasPrefix(p, "result 0 "))
+			}
+			if !strings.Contains(verify, "problems") || !found {
+				t.Fatalf("not refused at line %d: %s %q", waitLine, verify, problems)
+			}
+			if stale == 0 {
+				t.Errorf("no wrong chunk in 3 x 3000 checked: the refused schedule did not show its fault this time")
+			}
+			t.Logf("%s: %d wrong chunks of 27000", verify, stale)
+		})
 	}
 }
