@@ -473,6 +473,12 @@ func (s *sim) endRace(y, x *access) {
 // at Inbox + Base - Replayed. A row whose replays' count is ahead of what
 // it holds is a wait that will hang.
 func (s *sim) startFromInbox(r int, l plan.List) {
+	waited := map[int]bool{} // rows r's waits read
+	for _, o := range l.Ops {
+		for _, row := range s.sh.WaitRows(o) {
+			waited[row] = o.Kind != plan.WaitCounter
+		}
+	}
 	for sender := 0; sender < s.n; sender++ {
 		for g := 0; g < s.sh.Signals; g++ {
 			row := s.sh.SigRow(sender, g)
@@ -481,12 +487,42 @@ func (s *sim) startFromInbox(r int, l plan.List) {
 				have += l.Base[row]
 			}
 			sl := &s.sig[s.sigIdx(r, sender, g)]
-			if have < l.Replayed[row] {
+			if have < l.Replayed[row] && waited[row] {
 				s.add(Problem{Kind: "reset", Rank: r, Msg: fmt.Sprintf("rank %d reset its inbox (w:reset_signals) after replays of plans on this window added %d to signal %d from rank %d: the waits of this plan's replays count them and will wait for %d signals more than the slot can get", r, l.Replayed[row], g, sender, l.Replayed[row]-have)})
 				sl.val = 0
 				continue
 			}
-			sl.val = have - l.Replayed[row]
+			sl.val = have - min(have, l.Replayed[row])
+		}
+	}
+}
+
+// findMonotone fills sim.monotone from every rank's waits over all the
+// replays.
+func (s *sim) findMonotone() {
+	s.monotone = make([]bool, len(s.sig))
+	for i := range s.monotone {
+		s.monotone[i] = true
+	}
+	last := map[int]uint64{}
+	for r, l := range s.lists {
+		for rep := 0; rep < s.replays; rep++ {
+			for i, o := range l.Ops {
+				switch {
+				case o.Sig < 0 || o.Sig >= s.sh.Signals:
+				case o.Kind == plan.WaitSignal:
+					for p := 0; p < s.n; p++ {
+						s.monotone[s.sigIdx(r, p, o.Sig)] = false
+					}
+				case o.Kind == plan.WaitSignalFrom && o.Peer >= 0 && o.Peer < s.n:
+					idx := s.sigIdx(r, o.Peer, o.Sig)
+					v := o.Value + uint64(rep)*s.adv[r][i]
+					if (o.Cmp != transport.CmpGe && o.Cmp != transport.CmpGt) || v < last[idx] {
+						s.monotone[idx] = false
+					}
+					last[idx] = v
+				}
+			}
 		}
 	}
 }

@@ -342,19 +342,22 @@ type slotCtr struct {
 }
 
 type sim struct {
-	lists      []plan.List
-	n          int
-	sh         plan.Shape
-	replays    int
-	coll       Collective
-	add        func(Problem)
-	rk         []rankState
-	sig        []slot // [receiver][sender][sig]
-	bar, pbar  []slot // [receiver][sender][id]
-	mem        [][]*memory
-	adv        [][]uint64 // per rank, per op: a wait's per-replay advance
-	rows       []plan.RowInfo
-	seen       map[[4]int]bool
+	lists     []plan.List
+	n         int
+	sh        plan.Shape
+	replays   int
+	coll      Collective
+	add       func(Problem)
+	rk        []rankState
+	sig       []slot // [receiver][sender][sig]
+	bar, pbar []slot // [receiver][sender][id]
+	mem       [][]*memory
+	adv       [][]uint64 // per rank, per op: a wait's per-replay advance
+	rows      []plan.RowInfo
+	seen      map[[4]int]bool
+	// monotone[sigIdx] says every wait on the row is a ">=" or ">" on
+	// it alone with targets that never go down: its old writes can go.
+	monotone   []bool
 	steps      int
 	deadlocked bool
 	// collOK: a collective is declared and fits the shapes, so replay
@@ -430,6 +433,7 @@ func newSim(lists []plan.List, opt Options, add func(Problem)) *sim {
 			}
 		}
 	}
+	s.findMonotone()
 	return s
 }
 
@@ -767,19 +771,41 @@ func firstHolding(sl *slot, cmp transport.Cmp, v uint64) *snap {
 // holding is firstHolding's write itself; nil when the slot held the
 // condition before any write (">=" and ">") or was never written.
 func holding(sl *slot, cmp transport.Cmp, v uint64) *hist {
+	if i := holdingIdx(sl, cmp, v); i >= 0 {
+		return &sl.hist[i]
+	}
+	return nil
+}
+
+func holdingIdx(sl *slot, cmp transport.Cmp, v uint64) int {
 	if len(sl.hist) == 0 {
-		return nil
+		return -1
 	}
 	if cmp == transport.CmpGe || cmp == transport.CmpGt {
 		if cmp.Holds(sl.init, v) {
-			return nil
+			return -1
 		}
 		i := sort.Search(len(sl.hist), func(i int) bool { return cmp.Holds(sl.hist[i].val, v) })
 		if i < len(sl.hist) {
-			return &sl.hist[i]
+			return i
 		}
 	}
-	return &sl.hist[len(sl.hist)-1]
+	return len(sl.hist) - 1
+}
+
+// forget drops the writes of a slot before write i, which no later wait
+// needs: its waits are all ">=" or ">" with targets that never go down
+// (sim.monotone), so each is met at i or after. Their clocks are what
+// the verifier's memory is mostly made of.
+func forget(sl *slot, i int) {
+	if i <= 0 {
+		return
+	}
+	clear(sl.hist[:i])
+	sl.hist = sl.hist[i:]
+	if cap(sl.hist) > 64 && len(sl.hist) < cap(sl.hist)/4 {
+		sl.hist = append([]hist(nil), sl.hist...)
+	}
 }
 
 // wait reports whether rank r's wait o holds now (joining what it
@@ -791,7 +817,13 @@ func (s *sim) wait(r int, st *rankState, o *plan.Op, v uint64) bool {
 		if !o.Cmp.Holds(sl.val, v) {
 			return false
 		}
-		s.join(st, firstHolding(sl, o.Cmp, v))
+		i := holdingIdx(sl, o.Cmp, v)
+		if i >= 0 {
+			s.join(st, sl.hist[i].at)
+			if s.monotone[s.sigIdx(r, o.Peer, o.Sig)] {
+				forget(sl, i)
+			}
+		}
 	case plan.WaitSignal:
 		var sum uint64
 		for p := 0; p < s.n; p++ {
@@ -865,7 +897,11 @@ func (s *sim) barrierWait(r int, st *rankState, o *plan.Op) bool {
 		if sl.val < e {
 			return false
 		}
-		s.join(st, firstHolding(sl, transport.CmpGe, e))
+		i := holdingIdx(sl, transport.CmpGe, e)
+		if i >= 0 {
+			s.join(st, sl.hist[i].at)
+			forget(sl, i)
+		}
 		return true
 	}
 	e := st.epoch[o.Bar]
@@ -876,7 +912,11 @@ func (s *sim) barrierWait(r int, st *rankState, o *plan.Op) bool {
 	}
 	for p := 0; p < s.n; p++ {
 		if p != r {
-			s.join(st, firstHolding(&s.bar[s.barIdx(r, p, o.Bar)], transport.CmpGe, e))
+			sl := &s.bar[s.barIdx(r, p, o.Bar)]
+			if i := holdingIdx(sl, transport.CmpGe, e); i >= 0 {
+				s.join(st, sl.hist[i].at)
+				forget(sl, i)
+			}
 		}
 	}
 	return true
