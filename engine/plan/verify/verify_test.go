@@ -452,3 +452,15 @@ func TestVerifyStops(t *testing.T) {
 		t.Fatalf("direct: %s", rep.Summary())
 	}
 }
+
+// BenchmarkVerifyDirect256 is the 256-rank direct all-gather: 256 sum
+// waits a replay, each with its held-back run.
+func BenchmarkVerifyDirect256(b *testing.B) {
+	lists := directLists(256, 1<<20)
+	opt := allgather(256, 1<<20, true)
+	for b.Loop() {
+		if rep := Verify(lists, opt); !rep.OK {
+			b.Fatal(rep.Summary())
+		}
+	}
+}
