@@ -376,8 +376,9 @@ func BenchmarkVerifyRing64(b *testing.B) {
 }
 
 // FuzzVerify: any op lists (small ranks, offsets and slots drawn from the
-// input, out-of-range ones included) are verified without a panic, and the
-// same input gives the same report.
+// input, out-of-range ones included, with or without an inbox read after a
+// reset) are verified without a panic, and the same input gives the same
+// report.
 func FuzzVerify(f *testing.F) {
 	f.Add([]byte{3, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 	f.Add([]byte{2, 2, 1, 0, 0, 8, 9, 1, 1, 0, 0, 9, 0, 0, 0, 5})
@@ -399,6 +400,14 @@ func FuzzVerify(f *testing.F) {
 				Site: plan.Site{File: "f.lua", Line: i/4 + 1}}
 			r := int(x>>5) % n
 			lists[r].Ops = append(lists[r].Ops, o)
+		}
+		if b[0]&0x40 != 0 {
+			// a rank that reset its inbox: rows from what it held
+			rows := lists[0].Shape.Rows()
+			lists[0].Inbox, lists[0].Replayed = make([]uint64, rows), make([]uint64, rows)
+			for i := range rows {
+				lists[0].Inbox[i], lists[0].Replayed[i] = uint64(b[i%len(b)]%3), uint64(b[(i+1)%len(b)]%2)
+			}
 		}
 		opt := Options{Collective: Collective{Kind: []string{"", "allgather", "alltoall", "broadcast"}[b[0]%4], N: uint64(b[0] % 20), Root: int(b[0]>>4) % n}}
 		a, c := Verify(lists, opt), Verify(lists, opt)
