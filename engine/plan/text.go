@@ -51,8 +51,8 @@ func parseSite(s string) (Site, error) {
 		return Site{File: s}, nil
 	}
 	line, err := strconv.Atoi(s[i+1:])
-	if err != nil {
-		return Site{}, fmt.Errorf("site %q: bad line", s)
+	if err != nil || line <= 0 {
+		return Site{File: s}, nil // a file name with a colon, no line
 	}
 	return Site{File: s[:i], Line: line}, nil
 }
