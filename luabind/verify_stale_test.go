@@ -144,7 +144,7 @@ func TestVerifyAfterResetSignals(t *testing.T) {
 local lc = require("luacoll")
 local me, size = lc.rank, lc.size
 local right, left = (me + 1) % size, (me - 1) % size
-local w = lc.window{ bytes = 64, timeout_ms = 300 }
+local w = lc.window{ bytes = 64, timeout_ms = 1500 }
 local function hop(v) w:signal(right, 3, "add", 1); w:wait_signal_from(left, 3, ">=", v) end
 -- eager use of slot 3, then a reset
 w:signal(right, 3, "add", 5)
@@ -171,7 +171,7 @@ q:run()
 local ok, err = pcall(w.sync, w)
 assert(not ok and tostring(err):find("timed out", 1, true), "the hang the verifier named: " .. tostring(err))
 print("ok")
-`, "reset.lua", 2*time.Second)
+`, "reset.lua", 5*time.Second)
 	mustAllOK(t, res)
 	for r, x := range res {
 		if !strings.Contains(x.out, "ok") {
