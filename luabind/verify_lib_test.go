@@ -37,8 +37,10 @@ local opts = { staging = n * size, signal = 1 }
 for _, algo in ipairs{ "ring", "direct" } do
   local f = ag[algo]
   ok(algo .. " staged", lc.plan(function(...) f(...); f(...) end, w, src, 0, n, opts), { collective = "allgather", n = n, src = src })
+  ok(algo .. " staged in place", lc.plan(function(...) f(...); f(...) end, w, w, me * n, n, opts), { collective = "allgather", n = n })
 end
 ok("alltoall", lc.plan(a2a.pairwise, w, src, 0, n, { signal = 2 }), { collective = "alltoall", n = n, src = src })
+ok("alltoall unnamed source", lc.plan(a2a.pairwise, w, src, 0, n, { signal = 2 }), { collective = "alltoall", n = n })
 ok("barrier", lc.plan(bar.dissemination, w, 3), {})
 w:free()
 print("ok")
