@@ -15,8 +15,10 @@ const checkUsage = `luacoll check [-n N] [--timeout D] script.lua [flags] [-- ar
   every rank's op list is simulated against the others for deadlocks,
   races and bounds, and p:verify{collective = ...} checks results as the
   script asks. No plan is replayed (p:run does nothing; p:info().mode is
-  "check"). Prints each plan's report; exit status 0 when the script ran
-  and every verification was clean, 1 otherwise, 2 for bad usage.`
+  "check"), so an assert that fails after a skipped p:run is passed over
+  and listed at the end. Prints each plan's report; exit status 0 when the
+  script ran and every verification was clean, 1 otherwise, 2 for bad
+  usage.`
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", checkUsage, stderr)

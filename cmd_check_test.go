@@ -143,3 +143,35 @@ func checkCleanSettled(t *testing.T, before []string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// Under check no replay runs, so assertions on what one would have left
+// fail: check passes over them and says which, by line, with how often and
+// the first message.
+func TestCheckSkipsReplayAssertions(t *testing.T) {
+	script := writeScript(t, `
+local lc = require("luacoll")
+local ag = require("allgather")
+local n = 8
+local w = lc.window{ bytes = n * lc.size }
+local src = lc.buffer(n)
+assert(lc.size > 0, "not skipped: no replay was skipped yet")
+local p = lc.plan(ag.ring, w, src, 0, n)
+for it = 1, 3 do
+  src:set_u32(0, it)
+  p:run()
+  lc.sync()
+  assert(w:buffer():get_u32(((lc.rank + 1) % lc.size) * n) == it, "chunk of iteration " .. it)
+end
+print("went on")
+`)
+	r := luacoll(t, nil, "check", "-n", "2", script)
+	if r.code != 0 || !strings.Contains(r.stdout, "went on") ||
+		!strings.Contains(r.stdout, "skipped 3 failed assertions, which test what replays would have left (check runs none), on rank 0:\n  "+script+":13 (3 times; first: chunk of iteration 1)") {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	// Before any skipped replay an assertion still fails the script.
+	early := writeScript(t, `assert(false, "early")`)
+	if r := luacoll(t, nil, "check", "-n", "2", early); r.code != 1 || !strings.Contains(r.stderr, "early") {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}

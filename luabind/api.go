@@ -607,6 +607,7 @@ func windowEntries() []*Entry {
 				c.fail("the persistent all-gather on window %d owns signal slot %d until ag:destroy(): resetting the inbox would corrupt it", w.ID(), sig)
 			}
 			c.check(w.ResetSignals())
+			c.s.plans.noteReset(w)
 			return 0
 		}),
 		fn("w:barrier", "(id=0)", "", g, "Enqueues a barrier of all ranks of the window on slot id; slots are monotonic, so a slot can be reused any number of times.", func(c *call) int {

@@ -13,6 +13,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/engine/plan/verify"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -30,6 +31,8 @@ type planState struct {
 	// sent is, per window, what this rank's Lua code signalled and
 	// counted outside plans (plan.List.Sent's rows).
 	sent map[*window.Window][]uint64
+	// reset are the windows whose inbox this rank reset (plan_reset.go).
+	reset map[*window.Window]bool
 	// onDevice are the plans in device mode not freed yet (Close frees
 	// their device memory).
 	onDevice map[*planRef]bool
@@ -107,7 +110,7 @@ type planRef struct {
 	mode  string
 	freed bool
 	// report is the verification made when the plan was (check mode).
-	report *plan.Report
+	report *verify.Report
 	// lines holds the plan's line areas (plan.UseLines), freed with it.
 	lines *window.Window
 }
@@ -462,13 +465,14 @@ func planEntries() []*Entry {
 					c.fail("bad argument 'times' (%d: want 1..2^31)", times)
 				}
 				if r.mode == modeCheck {
+					c.s.plans.check.skipped++
 					return 0
 				}
 				c.check(r.p.Run(int(times)))
 				return 0
 			}),
 		fn("p:verify", "{collective?, window?, n?, root=0, src?, src_off=0, replays=2}", "table", g,
-			"**collective**: checks every rank's op list against the others before anything runs, by simulating the ranks (replays back to back): bounds and slots, deadlocks (each blocked wait: rank, op, line, slot, condition, the value it would see), races (two writes into overlapping bytes that no signal, wait or barrier orders; a put source overwritten before a flush, barrier or counter wait; a source read while a put into it may still be arriving) and, for collective \"allgather\" (every window holds rank r's n bytes at r*n), \"alltoall\" (rank r's chunk q at r*n of rank q) or \"broadcast\" (root's n bytes at 0), the result, tracked symbolically; src (a buffer or window the plan uses, at src_off) names each rank's source, else the ranks' results are compared with each other. Returns {ok, ops (per rank), steps (critical path in ops), problems = {{kind, rank, op, op_name, replay, file, line, message, other}, ...}, summary}.",
+			"**collective**: checks every rank's op list against the others before anything runs, in every order the window allows with ranks up to `replays` replays apart (replays back to back, no sync between them): bounds and slots, deadlocks (each blocked wait: rank, op, line, slot, condition, the value it would see), races (two writes into overlapping bytes that no signal, wait or barrier orders; a put source overwritten before a flush, barrier or counter wait; a source read while a put into it may still be arriving), stand-ins (a wait that another replay's signal can satisfy, with the peers whose signals stand in) and, for collective \"allgather\" (every window holds rank r's n bytes at r*n), \"alltoall\" (rank r's chunk q at r*n of rank q) or \"broadcast\" (root's n bytes at 0), the result at the end of every replay of every rank, tracked symbolically with the source taken to change every replay (kind \"result\": the replay, the chunk, and the wait that let a wrong one through) and after the last one (\"postcondition\"); src (a buffer or window the plan uses, at src_off) names each rank's source, else the ranks' results are compared with each other. A plan past the verifier's bound of work gives a \"stopped\" problem, never ok. Returns {ok, ops (per rank), steps (critical path in ops), problems = {{kind, rank, op, op_name, replay, file, line, message, other}, ...}, summary}.",
 			verifyPlan),
 		fn("p:ops", "()", "table", g,
 			"This rank's recorded ops, in order: tables {op=, peer=, off=, src= or dst= (\"w\" the window, \"b1\", ... the other buffers in order of first use), src_off= or dst_off=, n=, sig=, value=, sigop=, ctr=, cvalue=, cmp=, id=, buf=, kind=, arg=, file=, line=} with the fields the op has.",
@@ -580,6 +584,9 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 				status = err.Error()
 			}
 			list.Sent = s.plans.sentRows(rec.w)
+			if status == "" {
+				status = s.addInbox(ctx, &list, rec.w)
+			}
 		}
 	}
 	s.plans.made++
@@ -591,7 +598,7 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 	lists := make([]plan.List, len(all))
 	var failed []string
 	for q, d := range all {
-		l, st, err := plan.DecodeList(d)
+		l, st, err := s.decodeList(q, d)
 		switch {
 		case err != nil:
 			failed = append(failed, fmt.Sprintf("rank %d: %v", q, err))
@@ -666,7 +673,7 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 		s.plans.onDevice[r] = true
 	}
 	if s.plans.check != nil {
-		rep, err := s.verifyLists(ctx, fmt.Sprintf("plan %d", num), lists, plan.Options{})
+		rep, err := s.verifyLists(ctx, fmt.Sprintf("plan %d", num), lists, verify.Options{})
 		if err != nil {
 			return nil, err
 		}
@@ -704,10 +711,10 @@ func (s *State) recordBody(L *lua.LState, body *lua.LFunction, args []lua.LValue
 
 // verifyLists (collective) verifies on rank 0 and gives every rank its
 // report.
-func (s *State) verifyLists(ctx context.Context, what string, lists []plan.List, opt plan.Options) (*plan.Report, error) {
+func (s *State) verifyLists(ctx context.Context, what string, lists []plan.List, opt verify.Options) (*verify.Report, error) {
 	var data []byte
 	if s.rank() == 0 {
-		rep := plan.Verify(lists, opt)
+		rep := verify.Verify(lists, opt)
 		var err error
 		if data, err = json.Marshal(rep); err != nil {
 			return nil, err
@@ -717,7 +724,7 @@ func (s *State) verifyLists(ctx context.Context, what string, lists []plan.List,
 	if err != nil {
 		return nil, err
 	}
-	rep := &plan.Report{}
+	rep := &verify.Report{}
 	if err := json.Unmarshal(all[0], rep); err != nil {
 		return nil, fmt.Errorf("%s: the report from rank 0: %w", what, err)
 	}
@@ -730,7 +737,7 @@ func verifyPlan(c *call) int {
 	r := c.planRef()
 	t := c.tableArg(0, verifyKeys, "p:verify{collective = \"allgather\", window = w, n = n}", true)
 	c.windowField(t, r.p)
-	coll := plan.Collective{Kind: c.strField(t, "collective", ""), N: c.field(t, "n", 0), Root: int(c.field(t, "root", 0))}
+	coll := verify.Collective{Kind: c.strField(t, "collective", ""), N: c.field(t, "n", 0), Root: int(c.field(t, "root", 0))}
 	switch coll.Kind {
 	case "", "allgather", "alltoall", "broadcast":
 	default:
@@ -779,7 +786,7 @@ func verifyPlan(c *call) int {
 			without = append(without, fmt.Sprint(q))
 			b = -1
 		}
-		coll.Src = append(coll.Src, plan.Source{Buf: b, Off: srcOff})
+		coll.Src = append(coll.Src, verify.Source{Buf: b, Off: srcOff})
 	}
 	switch {
 	case len(without) == len(all):
@@ -787,7 +794,7 @@ func verifyPlan(c *call) int {
 	case len(without) > 0:
 		c.fail("bad argument 'src' (ranks %s name none; every rank must, or none)", strings.Join(without, ","))
 	}
-	rep, err := c.s.verifyLists(c.ctx(), fmt.Sprintf("plan %d", r.num), r.p.Lists(), plan.Options{Collective: coll, Replays: replays})
+	rep, err := c.s.verifyLists(c.ctx(), fmt.Sprintf("plan %d", r.num), r.p.Lists(), verify.Options{Collective: coll, Replays: replays})
 	c.check(err)
 	if c.s.plans.check != nil {
 		c.s.plans.check.note(c.s, r, coll.Kind, rep)
@@ -798,7 +805,7 @@ func verifyPlan(c *call) int {
 
 // reportTable is a report as p:verify returns it (ranks 0-based, ops and
 // lists 1-based).
-func reportTable(L *lua.LState, rep *plan.Report) *lua.LTable {
+func reportTable(L *lua.LState, rep *verify.Report) *lua.LTable {
 	t := L.NewTable()
 	t.RawSetString("ok", lua.LBool(rep.OK))
 	ops := L.NewTable()

@@ -5,7 +5,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
-	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/engine/plan/verify"
 	"github.com/luacoll/luacoll/window"
 )
 
@@ -67,15 +67,15 @@ func (s *State) SchedulePlan(mod, fn string) (func(w *window.Window, src *window
 			if err != nil {
 				return 0, fmt.Errorf("%s.%s: recording a plan: %w", mod, fn, err)
 			}
-			c := plan.Collective{Kind: "allgather", N: n}
+			c := verify.Collective{Kind: "allgather", N: n}
 			for i, b := range r.p.Buffers() {
 				if b == src {
 					for range r.p.Lists() {
-						c.Src = append(c.Src, plan.Source{Buf: i})
+						c.Src = append(c.Src, verify.Source{Buf: i})
 					}
 				}
 			}
-			rep, err := s.verifyLists(s.Ctx, fmt.Sprintf("plan %d", r.num), r.p.Lists(), plan.Options{Collective: c})
+			rep, err := s.verifyLists(s.Ctx, fmt.Sprintf("plan %d", r.num), r.p.Lists(), verify.Options{Collective: c})
 			if err != nil {
 				return 0, err
 			}

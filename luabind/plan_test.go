@@ -305,7 +305,7 @@ end
 			{"race", 3, line("NORMAL"), 2, line("MISSING"), "a put source read while a write into it may still be arriving"},
 			{"deadlock", 3, line("WAIT"), -1, -1, "waits for signal 0 from rank 2 >= 3, which is 2"}}},
 		{"peer", []want{{"deadlock", 2, line("WAIT"), -1, -1, fmt.Sprintf("rank 1 signals rank 3 instead at op 6 (test.lua:%d)", line("PEER"))}}},
-		{"offbyone", []want{{"postcondition", 2, line("OFFBYONE"), -1, -1, "rank 3's window bytes [101, 200) hold rank 1's buffer b1 bytes from offset 0, expected rank 1's chunk: rank 1's buffer b1 bytes from offset 1"}}},
+		{"offbyone", []want{{"postcondition", 2, line("OFFBYONE"), -1, -1, "rank 3's window bytes [101, 200) hold rank 1's source b1 bytes from offset 0 of replay 2, expected rank 1's chunk: rank 1's source b1 bytes from offset 1 of replay 2"}}},
 		{"nobody", []want{{"deadlock", 0, line("NOBODY"), -1, -1, "waits for signal 5 from rank 3 >= 1, which is 0"}}},
 		{"twoputs", []want{{"race", 2, line("TWOPUTS"), 1, line("TWOPUTS"), "two writes into one range that nothing orders"}}},
 		{"reuse", []want{{"race", 1, line("REUSE"), 1, line("REUSE") - 1, "a source overwritten before its put completed locally"}}},

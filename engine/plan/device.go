@@ -390,7 +390,7 @@ func (c *compiler) transfer(i int) error {
 	if err != nil {
 		return err
 	}
-	if o.N > 0 && o.N <= kernels.PlanSmall && o.Kind.hasSignal() {
+	if o.N > 0 && o.N <= kernels.PlanSmall && o.Kind.HasSignal() {
 		// Copy and signal in one step: thread 0's alone.
 		slot, err := c.peerAt(i, o.Peer, raw.Signal(o.Peer, me, o.Sig))
 		if err != nil {
@@ -405,7 +405,7 @@ func (c *compiler) transfer(i int) error {
 		}
 		c.add(kernels.PlanStep{Kind: kernels.StepPutSignal, Op: uint32(i), Dst: remote, Src: buf,
 			N: o.N, Value: o.SigValue, Cmp: flags, Aux: slot})
-		if o.Kind.hasCounter() {
+		if o.Kind.HasCounter() {
 			c.add(kernels.PlanStep{Kind: kernels.StepAdd, Op: uint32(i), Dst: devLocal(raw.LocalCounter(o.Peer, o.Ctr)), Value: o.CtrValue})
 		}
 		return nil
@@ -426,12 +426,12 @@ func (c *compiler) transfer(i int) error {
 			c.add(st)
 		}
 	}
-	if o.Kind.hasSignal() {
+	if o.Kind.HasSignal() {
 		if err := c.signal(i, o.Peer, p.sigs[i]); err != nil {
 			return err
 		}
 	}
-	if o.Kind.hasCounter() {
+	if o.Kind.HasCounter() {
 		c.add(kernels.PlanStep{Kind: kernels.StepAdd, Op: uint32(i), Dst: devLocal(raw.LocalCounter(o.Peer, o.Ctr)), Value: o.CtrValue})
 	}
 	return nil

@@ -36,7 +36,7 @@ func Deltas(lists []List) []RowInfo {
 	}
 	for sender, l := range lists {
 		for _, o := range l.Ops {
-			if o.Kind.hasSignal() {
+			if o.Kind.HasSignal() {
 				hit := func(q int) {
 					s := lists[q].Shape
 					if o.Sig < 0 || o.Sig >= s.Signals || sender >= s.Ranks {
@@ -68,7 +68,7 @@ func Deltas(lists []List) []RowInfo {
 			switch {
 			case o.Kind == ResetCounter:
 				out[sender].Reset[row] = true
-			case o.Kind.hasCounter():
+			case o.Kind.HasCounter():
 				out[sender].Delta[row] += o.CtrValue
 			}
 		}

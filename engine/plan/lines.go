@@ -96,7 +96,7 @@ func planLines(lists []List) lineSet {
 		quiet := writesOnlyLines(lists, s)
 		added := map[[2]int]uint64{} // (receiver, row) -> what s added so far
 		for j, o := range l.Ops {
-			if !o.Kind.hasSignal() || o.SigOp != window.SigAdd {
+			if !o.Kind.HasSignal() || o.SigOp != window.SigAdd {
 				continue
 			}
 			for q := 0; q < n; q++ {

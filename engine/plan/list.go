@@ -20,16 +20,23 @@ type List struct {
 	// already counted on this rank's inbox row (or counter) when recording
 	// began: the sum of what earlier plans of the window added to it in
 	// their recordings. Rows are numbered by Shape.SigRow and
-	// Shape.CtrRow. Verify starts the rows there.
+	// Shape.CtrRow. The verifier starts the rows there.
 	Base []uint64
 	// Sent[Shape.SigRow(r, g)] is what this rank's code added to slot g of
 	// its row in rank r's inbox outside plans (eagerly) before recording
 	// began, and Sent[Shape.CtrRow(p, c)] what it added to its own counter
 	// c for p since that counter's last reset: counts the recording code
-	// also saw. Verify starts every row there, on top of Base (replays
+	// also saw. The verifier starts every row there, on top of Base (replays
 	// need no such start: the slots hold what was sent).
 	Sent []uint64
-	Ops  []Op
+	// Inbox, when set, is what this rank's inbox rows (Shape.SigRow) held
+	// when the plan was made, read after a sync, and Replayed the window
+	// ledger's Replayed rows of this rank then. A rank that reset its
+	// inbox (w:reset_signals) sends them: the senders' Sent still counts
+	// what the reset wiped. The verifier starts the rows into this rank
+	// at Inbox + Base - Replayed, the distance the replays' waits will see.
+	Inbox, Replayed []uint64
+	Ops             []Op
 }
 
 // Rows is the number of ledger rows of a shape: one per (sender, signal)
@@ -68,6 +75,13 @@ func (l List) Encode(status string) []byte {
 	}
 	b = appendSparse(b, l.Base)
 	b = appendSparse(b, l.Sent)
+	if l.Inbox != nil {
+		b = append(b, 1)
+		b = appendSparse(b, l.Inbox)
+		b = appendSparse(b, l.Replayed)
+	} else {
+		b = append(b, 0)
+	}
 	files := map[string]int{}
 	var names []string
 	for _, o := range l.Ops {
@@ -207,6 +221,21 @@ func (d *decoder) string() string {
 	return s
 }
 
+// DecodeHead reads only the window and status of a message Encode wrote:
+// enough for a rank that keeps no one else's ops (luacoll check's ranks
+// other than 0, which replay nothing).
+func DecodeHead(p []byte) (window int, status string, err error) {
+	if len(p) == 0 || p[0] != listMagic {
+		return 0, "", errors.New("not a plan message")
+	}
+	d := &decoder{b: p[1:]}
+	status = d.string()
+	if d.err == nil && status == "" {
+		window = d.int()
+	}
+	return window, status, d.err
+}
+
 // DecodeList is the inverse of Encode: it returns the list and the
 // rank's status (with an empty list when the status is not ""). Every count and index is checked; nothing in a message
 // makes it panic.
@@ -240,6 +269,16 @@ func DecodeList(p []byte) (List, string, error) {
 	}
 	l.Base = d.sparse("base", s.Rows())
 	l.Sent = d.sparse("sent", s.Rows())
+	switch d.byte() {
+	case 0:
+	case 1:
+		l.Inbox = d.sparse("inbox", s.Rows())
+		l.Replayed = d.sparse("replayed", s.Rows())
+	default:
+		if d.err == nil {
+			d.err = errors.New("plan message: bad inbox flag")
+		}
+	}
 	nf := d.count("files")
 	var files []string
 	for i := 0; i < nf && d.err == nil; i++ {

@@ -17,6 +17,10 @@ func sampleList() List {
 	l.Sent = make([]uint64, l.Shape.Rows())
 	l.Sent[l.Shape.SigRow(2, 1)] = 5
 	l.Sent[l.Shape.CtrRow(0, 0)] = 3
+	l.Inbox = make([]uint64, l.Shape.Rows())
+	l.Inbox[l.Shape.SigRow(3, 7)] = 11
+	l.Replayed = make([]uint64, l.Shape.Rows())
+	l.Replayed[l.Shape.SigRow(0, 1)] = 4
 	l.Ops = append(l.Ops,
 		Op{Kind: Fill, Buf: 1, FillKind: transport.FillRandU32, FillArg: 99, Site: Site{File: "other.lua", Line: 3}},
 		Op{Kind: PutSignalCounter, Peer: 3, Off: 5, Buf: 1, BufOff: 6, N: 7, Sig: 1, SigValue: 2, SigOp: window.SigSet, Ctr: 2, CtrValue: 4, Site: Site{File: "other.lua", Line: 4}},

@@ -64,11 +64,13 @@ func (k Kind) IsWait() bool {
 	return k == WaitSignal || k == WaitSignalFrom || k == WaitCounter
 }
 
-func (k Kind) hasSignal() bool {
+// HasSignal reports whether the op writes a signal.
+func (k Kind) HasSignal() bool {
 	return k == PutSignal || k == PutSignalCounter || k == Signal || k == SignalAll
 }
 
-func (k Kind) hasCounter() bool { return k == PutCounter || k == PutSignalCounter }
+// HasCounter reports whether the op adds to a counter.
+func (k Kind) HasCounter() bool { return k == PutCounter || k == PutSignalCounter }
 
 // WindowBuf is the buffer index of the window's own data buffer; buffer k
 // > 0 is the k-th other buffer the plan uses, numbered in order of first
@@ -165,14 +167,14 @@ func (o Op) Fields() [][2]any {
 		add("kind", FillName(o.FillKind))
 		add("arg", o.FillArg)
 	}
-	if o.Kind.hasSignal() {
+	if o.Kind.HasSignal() {
 		add("sig", o.Sig)
 		add("value", o.SigValue)
 		add("sigop", o.SigOp.String())
 	}
-	if o.Kind.hasCounter() || o.Kind == WaitCounter || o.Kind == ResetCounter {
+	if o.Kind.HasCounter() || o.Kind == WaitCounter || o.Kind == ResetCounter {
 		add("ctr", o.Ctr)
-		if o.Kind.hasCounter() {
+		if o.Kind.HasCounter() {
 			add("cvalue", o.CtrValue)
 		}
 	}
@@ -258,10 +260,10 @@ func (s Shape) Check(me int, o Op) error {
 	switch o.Kind {
 	case Put, PutSignal, PutCounter, PutSignalCounter:
 		err = first(peer, func() error { return remote("dst_off") }, func() error { return local("src_off", "n", o.BufOff, o.N) })
-		if err == nil && o.Kind.hasSignal() {
+		if err == nil && o.Kind.HasSignal() {
 			err = sig()
 		}
-		if err == nil && o.Kind.hasCounter() {
+		if err == nil && o.Kind.HasCounter() {
 			err = ctr()
 		}
 	case Get:

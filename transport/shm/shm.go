@@ -46,6 +46,11 @@ const sharePassTimeout = 60 * time.Second
 // shareStatus is what each rank publishes during Share.
 type shareStatus struct {
 	Err string `json:"err,omitempty"`
+	// Proc and Seg, in the first exchange, name the rank's process and
+	// segment: ranks of one process take each other's mapping from
+	// procMaps instead of passing descriptors.
+	Proc string `json:"proc,omitempty"`
+	Seg  string `json:"seg,omitempty"`
 }
 
 // PageRound rounds n up to whole pages (one page for 0).
@@ -70,7 +75,7 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 		var errs []error
 		for i, b := range mapped {
 			if b != nil {
-				if e := unix.Munmap(b); e != nil {
+				if e := procMaps.unmap(b); e != nil {
 					errs = append(errs, fmt.Errorf("munmap rank %d: %w", i, e))
 				}
 				mapped[i] = nil
@@ -110,17 +115,19 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 		m.box, localErr = transport.OpenFDBox(m.Job, rank)
 	}
 	fd := -1
+	name := fmt.Sprintf("%sr%d-s%d", transport.SegmentPrefix(m.Job), rank, m.seq)
 	if localErr == nil {
-		name := fmt.Sprintf("%sr%d-s%d", transport.SegmentPrefix(m.Job), rank, m.seq)
 		fd, mapped[rank], localErr = CreateSegment(name, psize)
 		if localErr != nil {
 			localErr = m.mapError(localErr)
+		} else {
+			procMaps.own(name, fd, mapped[rank])
 		}
 	}
 	if fd >= 0 {
 		defer unix.Close(fd)
 	}
-	st := shareStatus{}
+	st := shareStatus{Proc: procMaps.id, Seg: name}
 	if localErr != nil {
 		st.Err = localErr.Error()
 	}
@@ -128,18 +135,24 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 	if err == nil {
 		err = firstRemoteError(all, "creating shared memory")
 	}
+	if err == nil {
+		peers, localErr = m.sameProcess(all, peers, psize, mapped)
+	}
 	// The second exchange is every rank's (n > 1), whether or not it has
 	// peers to pass descriptors to: the exchanges must stay in step.
 	if err == nil && n > 1 {
 		if len(peers) > 0 {
-			localErr = m.box.Pass(ctx, peers, tag, fd, sharePassTimeout, func(p, pfd int) error {
-				b, e := MapSegment(pfd, psize)
+			perr := m.box.Pass(ctx, peers, tag, fd, sharePassTimeout, func(p, pfd int) error {
+				b, e := procMaps.peer(pfd, psize)
 				if e != nil {
 					return fmt.Errorf("mapping rank %d's segment: %w", p, m.mapError(e))
 				}
 				mapped[p] = b
 				return nil
 			})
+			if localErr == nil {
+				localErr = perr
+			}
 		}
 		st = shareStatus{}
 		if localErr != nil {

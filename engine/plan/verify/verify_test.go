@@ -1,10 +1,11 @@
-package plan
+package verify
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -20,45 +21,45 @@ const (
 	lineWait
 )
 
-func site(line int) Site { return Site{File: "ag.lua", Line: line} }
+func site(line int) plan.Site { return plan.Site{File: "ag.lua", Line: line} }
 
-func shape(n int, N uint64) Shape {
-	return Shape{Ranks: n, Bytes: N * uint64(n), Signals: 8, Counters: 8, Barriers: 4, Buffers: []uint64{N * uint64(n), N}}
+func shape(n int, N uint64) plan.Shape {
+	return plan.Shape{Ranks: n, Bytes: N * uint64(n), Signals: 8, Counters: 8, Barriers: 4, Buffers: []uint64{N * uint64(n), N}}
 }
 
-func begin(me int, N uint64) []Op {
-	return []Op{
-		{Kind: Barrier, Bar: 0, Site: site(lineBarrier)},
-		{Kind: Put, Peer: me, Off: uint64(me) * N, Buf: 1, N: N, Site: site(lineOwn)},
-		{Kind: Flush, Site: site(lineFlush)},
+func begin(me int, N uint64) []plan.Op {
+	return []plan.Op{
+		{Kind: plan.Barrier, Bar: 0, Site: site(lineBarrier)},
+		{Kind: plan.Put, Peer: me, Off: uint64(me) * N, Buf: 1, N: N, Site: site(lineOwn)},
+		{Kind: plan.Flush, Site: site(lineFlush)},
 	}
 }
 
-func ringLists(n int, N uint64) []List {
-	lists := make([]List, n)
+func ringLists(n int, N uint64) []plan.List {
+	lists := make([]plan.List, n)
 	for me := range lists {
 		ops := begin(me, N)
 		right, left := (me+1)%n, (me-1+n)%n
 		for s := 0; s < n-1; s++ {
 			chunk := uint64((me - s + n) % n)
 			ops = append(ops,
-				Op{Kind: PutSignal, Peer: right, Off: chunk * N, Buf: WindowBuf, BufOff: chunk * N, N: N, Sig: 0, SigValue: 1, Site: site(linePut)},
-				Op{Kind: WaitSignalFrom, Peer: left, Sig: 0, Cmp: transport.CmpGe, Value: uint64(s + 1), Site: site(lineWait)})
+				plan.Op{Kind: plan.PutSignal, Peer: right, Off: chunk * N, Buf: plan.WindowBuf, BufOff: chunk * N, N: N, Sig: 0, SigValue: 1, Site: site(linePut)},
+				plan.Op{Kind: plan.WaitSignalFrom, Peer: left, Sig: 0, Cmp: transport.CmpGe, Value: uint64(s + 1), Site: site(lineWait)})
 		}
-		lists[me] = List{Shape: shape(n, N), Ops: ops}
+		lists[me] = plan.List{Shape: shape(n, N), Ops: ops}
 	}
 	return lists
 }
 
-func directLists(n int, N uint64) []List {
-	lists := make([]List, n)
+func directLists(n int, N uint64) []plan.List {
+	lists := make([]plan.List, n)
 	for me := range lists {
 		ops := begin(me, N)
 		for i := 1; i < n; i++ {
-			ops = append(ops, Op{Kind: PutSignal, Peer: (me + i) % n, Off: uint64(me) * N, Buf: WindowBuf, BufOff: uint64(me) * N, N: N, Sig: 0, SigValue: 1, Site: site(linePut)})
+			ops = append(ops, plan.Op{Kind: plan.PutSignal, Peer: (me + i) % n, Off: uint64(me) * N, Buf: plan.WindowBuf, BufOff: uint64(me) * N, N: N, Sig: 0, SigValue: 1, Site: site(linePut)})
 		}
-		ops = append(ops, Op{Kind: WaitSignal, Sig: 0, Cmp: transport.CmpGe, Value: uint64(n - 1), Site: site(lineWait)})
-		lists[me] = List{Shape: shape(n, N), Ops: ops}
+		ops = append(ops, plan.Op{Kind: plan.WaitSignal, Sig: 0, Cmp: transport.CmpGe, Value: uint64(n - 1), Site: site(lineWait)})
+		lists[me] = plan.List{Shape: shape(n, N), Ops: ops}
 	}
 	return lists
 }
@@ -88,7 +89,7 @@ func TestVerifyCorrectSchedules(t *testing.T) {
 	const odd = 1000003%4096 + 13
 	for _, n := range []int{1, 2, 3, 4, 8} {
 		for _, N := range []uint64{odd, 1, 4096} {
-			for name, mk := range map[string]func(int, uint64) []List{"ring": ringLists, "direct": directLists} {
+			for name, mk := range map[string]func(int, uint64) []plan.List{"ring": ringLists, "direct": directLists} {
 				for _, withSrc := range []bool{false, true} {
 					rep := Verify(mk(n, N), allgather(n, N, withSrc))
 					t.Run(fmt.Sprintf("%s/n%d/N%d/src%v", name, n, N, withSrc), func(t *testing.T) { mustOK(t, rep) })
@@ -137,7 +138,7 @@ func TestVerifyPlantedBugs(t *testing.T) {
 	const n, N = 4, 100
 	t.Run("missing signal", func(t *testing.T) {
 		l := ringLists(n, N)
-		l[2].Ops[3].Kind = Put // step 0 of rank 2: no signal to rank 3
+		l[2].Ops[3].Kind = plan.Put // step 0 of rank 2: no signal to rank 3
 		l[2].Ops[3].Site = site(99)
 		rep := Verify(l, allgather(n, N, true))
 		// Rank 3 takes rank 2's next signal for the missing one and forwards
@@ -167,15 +168,17 @@ func TestVerifyPlantedBugs(t *testing.T) {
 		rep := Verify(l, allgather(n, N, true))
 		// Op 5 of rank 2 is its put to rank 0: rank 0's chunk 2 is one byte
 		// late, and its last byte lands on chunk 3, which rank 3 writes.
-		has(t, rep, "postcondition", 0, 0, "rank 0's window bytes [200, 201) hold rank 0's window bytes from offset 200 (as they were before the plan), expected rank 2's chunk: rank 2's buffer b1 bytes from offset 0 (never written")
-		has(t, rep, "postcondition", 2, 97, "rank 0's window bytes [201, 300) hold rank 2's buffer b1 bytes from offset 0, expected rank 2's chunk: rank 2's buffer b1 bytes from offset 1")
-		has(t, rep, "postcondition", 2, 97, "rank 0's window bytes [300, 301) hold rank 2's buffer b1 bytes from offset 99, expected rank 3's chunk")
+		has(t, rep, "postcondition", 0, 0, "rank 0's window bytes [200, 201) hold rank 0's window bytes from offset 200 (as they were before the plan), expected rank 2's chunk: rank 2's source b1 bytes from offset 0 of replay 2 (never written")
+		has(t, rep, "postcondition", 2, 97, "rank 0's window bytes [201, 300) hold rank 2's source b1 bytes from offset 0 of replay 2, expected rank 2's chunk: rank 2's source b1 bytes from offset 1 of replay 2")
+		has(t, rep, "postcondition", 2, 97, "rank 0's window bytes [300, 301) hold rank 2's source b1 bytes from offset 99 of replay 2, expected rank 3's chunk")
+		// and at the end of replay 1, blamed on the wait that let it through
+		has(t, rep, "result", 0, lineWait, "at the end of replay 1, rank 0's window bytes [200, 201) (chunk 2) hold rank 0's window bytes from offset 200")
 		has(t, rep, "race", 2, 97, "in rank 0's window")
 	})
 	t.Run("two unordered puts", func(t *testing.T) {
 		l := directLists(n, N)
 		// rank 1 also writes its chunk over rank 2's in rank 0.
-		l[1].Ops = append(l[1].Ops[:len(l[1].Ops)-1], Op{Kind: Put, Peer: 0, Off: 2 * N, Buf: WindowBuf, BufOff: N, N: N, Site: site(96)}, l[1].Ops[len(l[1].Ops)-1])
+		l[1].Ops = append(l[1].Ops[:len(l[1].Ops)-1], plan.Op{Kind: plan.Put, Peer: 0, Off: 2 * N, Buf: plan.WindowBuf, BufOff: N, N: N, Site: site(96)}, l[1].Ops[len(l[1].Ops)-1])
 		rep := Verify(l, Options{Replays: 1})
 		p := find(rep, "race")
 		if len(p) == 0 {
@@ -196,11 +199,11 @@ func TestVerifyPlantedBugs(t *testing.T) {
 		l := directLists(n, N)
 		for me := range l {
 			// put straight from the buffer, then refill it at once
-			ops := []Op{l[me].Ops[0]}
+			ops := []plan.Op{l[me].Ops[0]}
 			for i := 1; i < n; i++ {
-				ops = append(ops, Op{Kind: PutSignal, Peer: (me + i) % n, Off: uint64(me) * N, Buf: 1, N: N, Sig: 0, SigValue: 1, Site: site(linePut)})
+				ops = append(ops, plan.Op{Kind: plan.PutSignal, Peer: (me + i) % n, Off: uint64(me) * N, Buf: 1, N: N, Sig: 0, SigValue: 1, Site: site(linePut)})
 			}
-			ops = append(ops, Op{Kind: Fill, Buf: 1, FillKind: transport.FillRandU32, FillArg: 5, Site: site(95)})
+			ops = append(ops, plan.Op{Kind: plan.Fill, Buf: 1, FillKind: transport.FillRandU32, FillArg: 5, Site: site(95)})
 			ops = append(ops, l[me].Ops[len(l[me].Ops)-1])
 			l[me].Ops = ops
 		}
@@ -212,13 +215,13 @@ func TestVerifyPlantedBugs(t *testing.T) {
 		for me := range l {
 			ops := l[me].Ops
 			k := len(ops) - 2
-			l[me].Ops = append(ops[:k:k], append([]Op{{Kind: Flush, Site: site(94)}}, ops[k:]...)...)
+			l[me].Ops = append(ops[:k:k], append([]plan.Op{{Kind: plan.Flush, Site: site(94)}}, ops[k:]...)...)
 		}
 		mustOK(t, Verify(l, Options{Replays: 1}))
 	})
 	t.Run("wait on a slot nobody signals", func(t *testing.T) {
 		l := ringLists(n, N)
-		l[0].Ops = append(l[0].Ops, Op{Kind: WaitSignalFrom, Peer: 3, Sig: 5, Cmp: transport.CmpGe, Value: 1, Site: site(93)})
+		l[0].Ops = append(l[0].Ops, plan.Op{Kind: plan.WaitSignalFrom, Peer: 3, Sig: 5, Cmp: transport.CmpGe, Value: 1, Site: site(93)})
 		rep := Verify(l, Options{})
 		p := has(t, rep, "deadlock", 0, 93, "signal 5 from rank 3 >= 1, which is 0")
 		if !strings.Contains(p.Msg, "rank 3 signals it no more in this replay") || p.Op != len(l[0].Ops) {
@@ -248,7 +251,7 @@ func TestVerifyPlantedBugs(t *testing.T) {
 		l := directLists(n, N)
 		for me := range l {
 			for i := range l[me].Ops {
-				if l[me].Ops[i].Kind == PutSignal {
+				if l[me].Ops[i].Kind == plan.PutSignal {
 					l[me].Ops[i].SigOp = window.SigSet
 				}
 			}
@@ -258,7 +261,7 @@ func TestVerifyPlantedBugs(t *testing.T) {
 	t.Run("bounds", func(t *testing.T) {
 		l := ringLists(n, N)
 		l[3].Ops[3].Off = 4*N - 1
-		l[1].Ops = append(l[1].Ops, Op{Kind: WaitSignal, Sig: 8, Site: site(92)})
+		l[1].Ops = append(l[1].Ops, plan.Op{Kind: plan.WaitSignal, Sig: 8, Site: site(92)})
 		rep := Verify(l, Options{})
 		has(t, rep, "bounds", 3, linePut, "bad argument 'n'")
 		has(t, rep, "bounds", 1, 92, "bad argument 'sig': signal 8 is outside 0..7")
@@ -270,10 +273,10 @@ func TestVerifyPlantedBugs(t *testing.T) {
 		for me := range l {
 			ops := l[me].Ops[:3:3]
 			for i := 1; i < n; i++ {
-				ops = append(ops, Op{Kind: Signal, Peer: (me + i) % n, Sig: 0, SigValue: 1, Site: site(91)})
+				ops = append(ops, plan.Op{Kind: plan.Signal, Peer: (me + i) % n, Sig: 0, SigValue: 1, Site: site(91)})
 			}
 			for i := 1; i < n; i++ {
-				ops = append(ops, Op{Kind: Put, Peer: (me + i) % n, Off: uint64(me) * N, BufOff: uint64(me) * N, N: N, Site: site(90)})
+				ops = append(ops, plan.Op{Kind: plan.Put, Peer: (me + i) % n, Off: uint64(me) * N, BufOff: uint64(me) * N, N: N, Site: site(90)})
 			}
 			l[me].Ops = append(ops, l[me].Ops[len(l[me].Ops)-1])
 		}
@@ -286,17 +289,17 @@ func TestVerifyOtherCollectives(t *testing.T) {
 	const N = 33
 	for _, n := range []int{2, 3, 5} {
 		// pairwise all-to-all from buffer b1 (n chunks)
-		lists := make([]List, n)
+		lists := make([]plan.List, n)
 		for me := range lists {
 			sh := shape(n, N)
 			sh.Buffers[1] = N * uint64(n)
-			ops := []Op{{Kind: Barrier, Site: site(1)}, {Kind: Put, Peer: me, Off: uint64(me) * N, Buf: 1, BufOff: uint64(me) * N, N: N, Site: site(2)}}
+			ops := []plan.Op{{Kind: plan.Barrier, Site: site(1)}, {Kind: plan.Put, Peer: me, Off: uint64(me) * N, Buf: 1, BufOff: uint64(me) * N, N: N, Site: site(2)}}
 			for i := 1; i < n; i++ {
 				p := (me + i) % n
-				ops = append(ops, Op{Kind: PutSignal, Peer: p, Off: uint64(me) * N, Buf: 1, BufOff: uint64(p) * N, N: N, Sig: 1, SigValue: 1, Site: site(3)})
+				ops = append(ops, plan.Op{Kind: plan.PutSignal, Peer: p, Off: uint64(me) * N, Buf: 1, BufOff: uint64(p) * N, N: N, Sig: 1, SigValue: 1, Site: site(3)})
 			}
-			ops = append(ops, Op{Kind: WaitSignal, Sig: 1, Cmp: transport.CmpGe, Value: uint64(n - 1), Site: site(4)})
-			lists[me] = List{Shape: sh, Ops: ops}
+			ops = append(ops, plan.Op{Kind: plan.WaitSignal, Sig: 1, Cmp: transport.CmpGe, Value: uint64(n - 1), Site: site(4)})
+			lists[me] = plan.List{Shape: sh, Ops: ops}
 		}
 		c := Collective{Kind: "alltoall", N: N}
 		mustOK(t, Verify(lists, Options{Collective: c}))
@@ -314,17 +317,17 @@ func TestVerifyOtherCollectives(t *testing.T) {
 		// broadcast from root 1 (root puts its buffer into everyone's window
 		// at 0, then signals)
 		root := 1 % n
-		lists = make([]List, n)
+		lists = make([]plan.List, n)
 		for me := range lists {
-			ops := []Op{{Kind: Barrier, Site: site(1)}}
+			ops := []plan.Op{{Kind: plan.Barrier, Site: site(1)}}
 			if me == root {
 				for i := 1; i < n; i++ {
-					ops = append(ops, Op{Kind: PutSignal, Peer: (me + i) % n, Buf: 1, N: N, Sig: 2, SigValue: 1, Site: site(2)})
+					ops = append(ops, plan.Op{Kind: plan.PutSignal, Peer: (me + i) % n, Buf: 1, N: N, Sig: 2, SigValue: 1, Site: site(2)})
 				}
 			} else {
-				ops = append(ops, Op{Kind: WaitSignalFrom, Peer: root, Sig: 2, Cmp: transport.CmpGe, Value: 1, Site: site(3)})
+				ops = append(ops, plan.Op{Kind: plan.WaitSignalFrom, Peer: root, Sig: 2, Cmp: transport.CmpGe, Value: 1, Site: site(3)})
 			}
-			lists[me] = List{Shape: shape(n, N), Ops: ops}
+			lists[me] = plan.List{Shape: shape(n, N), Ops: ops}
 		}
 		bc := Collective{Kind: "broadcast", N: N, Root: root}
 		mustOK(t, Verify(lists, Options{Collective: bc}))
@@ -373,8 +376,9 @@ func BenchmarkVerifyRing64(b *testing.B) {
 }
 
 // FuzzVerify: any op lists (small ranks, offsets and slots drawn from the
-// input, out-of-range ones included) are verified without a panic, and the
-// same input gives the same report.
+// input, out-of-range ones included, with or without an inbox read after a
+// reset) are verified without a panic, and the same input gives the same
+// report.
 func FuzzVerify(f *testing.F) {
 	f.Add([]byte{3, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 	f.Add([]byte{2, 2, 1, 0, 0, 8, 9, 1, 1, 0, 0, 9, 0, 0, 0, 5})
@@ -384,18 +388,26 @@ func FuzzVerify(f *testing.F) {
 		}
 		n := int(b[0]%4) + 1
 		b = b[1:]
-		lists := make([]List, n)
+		lists := make([]plan.List, n)
 		for r := range lists {
-			lists[r].Shape = Shape{Ranks: n, Bytes: 64, Signals: 2, Counters: 2, Barriers: 2, Buffers: []uint64{64, 32}}
+			lists[r].Shape = plan.Shape{Ranks: n, Bytes: 64, Signals: 2, Counters: 2, Barriers: 2, Buffers: []uint64{64, 32}}
 		}
 		for i := 0; i+4 <= len(b) && i < 4*64; i += 4 {
 			x, y, z, w := b[i], b[i+1], b[i+2], b[i+3]
-			o := Op{Kind: Kind(x % byte(numKinds)), Peer: int(y%5) - 0, Off: uint64(z % 80), Buf: int(w % 3), BufOff: uint64(z % 40),
+			o := plan.Op{Kind: plan.Kind(x % byte(plan.Fill+1)), Peer: int(y%5) - 0, Off: uint64(z % 80), Buf: int(w % 3), BufOff: uint64(z % 40),
 				N: uint64(w % 48), Sig: int(y % 3), SigValue: uint64(z%3 + 1), SigOp: window.SignalOp(x >> 7),
 				Ctr: int(w % 3), CtrValue: 1, Cmp: transport.Cmp(y % 6), Value: uint64(w % 4), Bar: int(z % 3),
-				Site: Site{File: "f.lua", Line: i/4 + 1}}
+				Site: plan.Site{File: "f.lua", Line: i/4 + 1}}
 			r := int(x>>5) % n
 			lists[r].Ops = append(lists[r].Ops, o)
+		}
+		if b[0]&0x40 != 0 {
+			// a rank that reset its inbox: rows from what it held
+			rows := lists[0].Shape.Rows()
+			lists[0].Inbox, lists[0].Replayed = make([]uint64, rows), make([]uint64, rows)
+			for i := range rows {
+				lists[0].Inbox[i], lists[0].Replayed[i] = uint64(b[i%len(b)]%3), uint64(b[(i+1)%len(b)]%2)
+			}
 		}
 		opt := Options{Collective: Collective{Kind: []string{"", "allgather", "alltoall", "broadcast"}[b[0]%4], N: uint64(b[0] % 20), Root: int(b[0]>>4) % n}}
 		a, c := Verify(lists, opt), Verify(lists, opt)
@@ -409,4 +421,55 @@ func FuzzVerify(f *testing.F) {
 		}
 		_ = a.Summary()
 	})
+}
+
+// BenchmarkVerifyRing256 is BenchmarkVerifyRing64 at 256 ranks: the
+// issue's budget is 10 s.
+func BenchmarkVerifyRing256(b *testing.B) {
+	lists := ringLists(256, 1<<20)
+	opt := allgather(256, 1<<20, true)
+	for b.Loop() {
+		if rep := Verify(lists, opt); !rep.OK {
+			b.Fatal(rep.Summary())
+		}
+	}
+}
+
+// BenchmarkVerifyDirect64 is a 64-rank direct all-gather (a sum wait per
+// rank: a held-back run for each) with two replays.
+func BenchmarkVerifyDirect64(b *testing.B) {
+	lists := directLists(64, 1<<20)
+	opt := allgather(64, 1<<20, true)
+	for b.Loop() {
+		if rep := Verify(lists, opt); !rep.OK {
+			b.Fatal(rep.Summary())
+		}
+	}
+}
+
+// A plan past the work bound is not claimed ok: Verify stops and says so.
+func TestVerifyStops(t *testing.T) {
+	opt := allgather(16, 64, true)
+	opt.Budget = 1000
+	rep := Verify(ringLists(16, 64), opt)
+	if rep.OK || len(find(rep, "stopped")) != 1 || !strings.Contains(rep.Summary(), "verification stopped after") {
+		t.Fatalf("%s", rep.Summary())
+	}
+	opt = allgather(8, 64, true)
+	opt.Budget = 1000
+	if rep := Verify(directLists(8, 64), opt); rep.OK || len(find(rep, "stopped")) != 1 {
+		t.Fatalf("direct: %s", rep.Summary())
+	}
+}
+
+// BenchmarkVerifyDirect256 is the 256-rank direct all-gather: 256 sum
+// waits a replay, each with its held-back run.
+func BenchmarkVerifyDirect256(b *testing.B) {
+	lists := directLists(256, 1<<20)
+	opt := allgather(256, 1<<20, true)
+	for b.Loop() {
+		if rep := Verify(lists, opt); !rep.OK {
+			b.Fatal(rep.Summary())
+		}
+	}
 }

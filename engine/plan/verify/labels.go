@@ -1,8 +1,10 @@
-package plan
+package verify
 
 import (
 	"fmt"
 	"sort"
+
+	"github.com/luacoll/luacoll/engine/plan"
 )
 
 // Symbolic contents. Verify does not move bytes: every byte of every
@@ -15,10 +17,14 @@ import (
 // label says where the bytes of a segment came from.
 type label struct {
 	org  int    // the rank whose memory (or fill) the bytes come from
-	buf  int    // that rank's buffer (WindowBuf: its window); -1 for a fill
+	buf  int    // that rank's buffer (plan.WindowBuf: its window); -1 for a fill
 	off  uint64 // origin offset of the segment's first byte
 	fill *opRef // the fill that wrote them (buf == -1)
 	by   *opRef // the op that last wrote them here (nil: never written)
+	// ver is the replay (1-based) whose contents of a declared source the
+	// bytes are: the script may rewrite its sources between replays. 0:
+	// not a declared source.
+	ver int
 }
 
 func (a label) String() string {
@@ -26,10 +32,20 @@ func (a label) String() string {
 		f := a.fill
 		return fmt.Sprintf("bytes of rank %d's fill (op %d, %s) in replay %d from offset %d", f.rank, f.op, f.site, f.rep, a.off)
 	}
-	if a.buf == WindowBuf {
+	if a.ver > 0 {
+		return fmt.Sprintf("rank %d's %s bytes from offset %d of replay %d", a.org, srcName(a.buf), a.off, a.ver)
+	}
+	if a.buf == plan.WindowBuf {
 		return fmt.Sprintf("rank %d's window bytes from offset %d (as they were before the plan)", a.org, a.off)
 	}
-	return fmt.Sprintf("rank %d's buffer %s bytes from offset %d", a.org, BufName(a.buf), a.off)
+	return fmt.Sprintf("rank %d's buffer %s bytes from offset %d", a.org, plan.BufName(a.buf), a.off)
+}
+
+func srcName(buf int) string {
+	if buf == plan.WindowBuf {
+		return "window (source)"
+	}
+	return "source " + plan.BufName(buf)
 }
 
 type seg struct {
@@ -110,6 +126,14 @@ func (m *memory) put(dst uint64, src []seg, by *opRef) {
 		repl[k] = s
 	}
 	m.segs = append(m.segs[:i], append(repl, m.segs[j:]...)...)
+}
+
+// relabel gives [lo, hi) the label lab (its first byte's), as the script
+// writes it between replays.
+func (m *memory) relabel(lo, hi uint64, lab label) {
+	if lo < hi && hi <= m.size {
+		m.put(lo, []seg{{lo: 0, hi: hi - lo, lab: lab}}, nil)
+	}
 }
 
 // fill labels [0, size) as written by the fill f.

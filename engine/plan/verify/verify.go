@@ -1,10 +1,10 @@
-package plan
+package verify
 
 import (
 	"fmt"
 	"sort"
-	"strings"
 
+	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -32,118 +32,10 @@ import (
 // write, that nothing orders are a race. Replays run back to back (two by
 // default), each wait's value advanced by what one replay adds to its rows.
 
-// Collective names the result a plan must produce.
-type Collective struct {
-	// Kind is "allgather", "alltoall", "broadcast" or "" (no result check).
-	Kind string
-	// N is the bytes each rank contributes (allgather, alltoall: per
-	// peer; broadcast: the whole message).
-	N uint64
-	// Root is the broadcast's root.
-	Root int
-	// Src[r] is rank r's source, when known: Buf < 0 means not given, and
-	// the result is compared with what the ranks agree on instead.
-	Src []Source
-}
-
-// Source is a rank's source range: a buffer of its plan and an offset.
-type Source struct {
-	Buf int
-	Off uint64
-}
-
-// Options configure Verify.
-type Options struct {
-	Collective Collective
-	// Replays is how many replays to simulate back to back (default 2:
-	// enough to see one replay's ops race with the next one's).
-	Replays int
-	// MaxProblems caps the problems reported (default 50).
-	MaxProblems int
-}
-
-// Problem is one thing wrong with a plan. Rank and Op (1-based, as p:ops()
-// numbers them; 0 when no op is to blame) say where, Site the script line
-// that issued the op.
-type Problem struct {
-	Kind   string // "shape", "bounds", "replay", "deadlock", "race", "postcondition"
-	Rank   int
-	Op     int
-	OpName string
-	Replay int // the replay (1-based) in which it was seen; 0: any
-	Site   Site
-	Msg    string
-	// Other is the other op of a race, or the op that wrote bytes found
-	// wrong, when there is one.
-	Other *Ref
-}
-
-// Ref names an op of some rank.
-type Ref struct {
-	Rank int
-	Op   int
-	Kind Kind
-	Site Site
-}
-
-func (r Ref) String() string {
-	return fmt.Sprintf("rank %d's %s (op %d, %s)", r.Rank, r.Kind, r.Op, r.Site)
-}
-
-func (p Problem) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: rank %d", p.Kind, p.Rank)
-	if p.Op > 0 {
-		fmt.Fprintf(&b, ", op %d (%s at %s)", p.Op, p.OpName, p.Site)
-	}
-	if p.Replay > 1 {
-		fmt.Fprintf(&b, ", replay %d", p.Replay)
-	}
-	b.WriteString(": ")
-	b.WriteString(p.Msg)
-	return b.String()
-}
-
-// Report is what Verify found.
-type Report struct {
-	OK bool
-	// Ops is the length of every rank's list.
-	Ops []int
-	// Steps is the critical path of one replay in ops: the longest chain
-	// of ops each of which waits for the one before (stream order, or a
-	// signal or barrier it waits for).
-	Steps    int
-	Problems []Problem
-	// Dropped counts problems left out past Options.MaxProblems.
-	Dropped int
-}
-
-// Summary is one line: ok, or how many problems and the first.
-func (r *Report) Summary() string {
-	if r.OK {
-		return fmt.Sprintf("ok: %d ranks, ops %s, %d steps", len(r.Ops), rangeOf(r.Ops), r.Steps)
-	}
-	return fmt.Sprintf("%d problems; first: %s", len(r.Problems)+r.Dropped, r.Problems[0])
-}
-
-func rangeOf(v []int) string {
-	if len(v) == 0 {
-		return "none"
-	}
-	lo, hi := v[0], v[0]
-	for _, x := range v {
-		lo, hi = min(lo, x), max(hi, x)
-	}
-	if lo == hi {
-		return fmt.Sprint(lo)
-	}
-	return fmt.Sprintf("%d..%d", lo, hi)
-}
-
 // Verify checks every rank's list (lists[r] is rank r's) against the
 // others: shapes and bounds, then a simulation of the ranks running their
 // lists (deadlocks, races), then the collective's result. It does no I/O.
-func Verify(lists []List, opt Options) *Report {
+func Verify(lists []plan.List, opt Options) *Report {
 	if opt.Replays < 1 {
 		opt.Replays = 2
 	}
@@ -179,16 +71,24 @@ func Verify(lists []List, opt Options) *Report {
 	}
 	s := newSim(lists, opt, add)
 	s.checkReplay()
+	s.collOK = s.coll.Kind != "" && s.checkCollective()
+	s.versionSources(0)
+	if hasSumWait(lists) {
+		s.ctl = newCtl(s)
+	}
 	s.run()
 	rep.Steps = s.steps
-	if !s.deadlocked {
+	if !s.deadlocked && !s.stopped {
 		s.checkResult()
+	}
+	if s.stopped {
+		add(Problem{Kind: "stopped", Msg: fmt.Sprintf("verification stopped after %d units of work (the bound is %d): the plan is too large to explore; nothing is claimed about it", s.work, s.budget)})
 	}
 	rep.OK = len(rep.Problems) == 0 && rep.Dropped == 0
 	return rep
 }
 
-func checkShapes(lists []List, add func(Problem)) bool {
+func checkShapes(lists []plan.List, add func(Problem)) bool {
 	if len(lists) == 0 {
 		add(Problem{Kind: "shape", Msg: "no ranks"})
 		return false
@@ -217,6 +117,9 @@ func checkShapes(lists []List, add func(Problem)) bool {
 		case len(l.Sent) != 0 && len(l.Sent) != s.Rows():
 			add(Problem{Kind: "shape", Rank: r, Msg: fmt.Sprintf("%d sent rows, want %d", len(l.Sent), s.Rows())})
 			ok = false
+		case l.Inbox != nil && (len(l.Inbox) != s.Rows() || len(l.Replayed) != s.Rows()):
+			add(Problem{Kind: "shape", Rank: r, Msg: fmt.Sprintf("%d inbox and %d replayed rows, want %d", len(l.Inbox), len(l.Replayed), s.Rows())})
+			ok = false
 		}
 	}
 	return ok
@@ -225,13 +128,19 @@ func checkShapes(lists []List, add func(Problem)) bool {
 // opRef is an op as the simulation meets it.
 type opRef struct {
 	rank, op, rep int // op and rep 1-based
-	kind          Kind
-	site          Site
+	kind          plan.Kind
+	site          plan.Site
+	// what, when set, names an access the script makes between replays
+	// (reading its result, rewriting its source) instead of an op.
+	what string
 }
 
 func (r *opRef) ref() *Ref { return &Ref{Rank: r.rank, Op: r.op, Kind: r.kind, Site: r.site} }
 
 func (r *opRef) String() string {
+	if r.what != "" {
+		return r.what
+	}
 	s := fmt.Sprintf("rank %d's %s (op %d, %s", r.rank, r.kind, r.op, r.site)
 	if r.rep > 1 {
 		s += fmt.Sprintf(", replay %d", r.rep)
@@ -250,6 +159,7 @@ type access struct {
 	source bool // a put's source read, complete at local completion
 	lo, hi uint64
 	done   uint32
+	end    *replayEnd // a read of a rank's result at the end of a replay
 }
 
 // snap is what a signal or barrier store carries: its writer's vector
@@ -262,12 +172,14 @@ type snap struct {
 type hist struct {
 	val uint64
 	at  *snap
+	by  *opRef // the signal that wrote it (nil for barrier stores)
 }
 
-// slot is a signal row or a barrier slot: its value and every write.
+// slot is a signal row or a barrier slot: its value, what it held when
+// the plan began, and every write.
 type slot struct {
-	val  uint64
-	hist []hist
+	val, init uint64
+	hist      []hist
 }
 
 // xfer is a put or get in flight: its two accesses and whether its
@@ -293,6 +205,9 @@ type rankState struct {
 	ctr       []slotCtr
 	joins     []*snap
 	done      bool
+	// waits are the signal waits (op indexes) this rank has passed in its
+	// current replay, newest last.
+	waits []int
 }
 
 type slotCtr struct {
@@ -301,30 +216,49 @@ type slotCtr struct {
 }
 
 type sim struct {
-	lists      []List
-	n          int
-	sh         Shape
-	replays    int
-	coll       Collective
-	add        func(Problem)
-	rk         []rankState
-	sig        []slot // [receiver][sender][sig]
-	bar, pbar  []slot // [receiver][sender][id]
-	mem        [][]*memory
-	adv        [][]uint64 // per rank, per op: a wait's per-replay advance
-	rows       []RowInfo
-	seen       map[[4]int]bool
+	lists     []plan.List
+	n         int
+	sh        plan.Shape
+	replays   int
+	coll      Collective
+	add       func(Problem)
+	rk        []rankState
+	sig       []slot // [receiver][sender][sig]
+	bar, pbar []slot // [receiver][sender][id]
+	mem       [][]*memory
+	adv       [][]uint64 // per rank, per op: a wait's per-replay advance
+	rows      []plan.RowInfo
+	seen      map[[4]int]bool
+	// monotone[sigIdx] says every wait on the row is a ">=" or ">" on
+	// it alone with targets that never go down: its old writes can go.
+	monotone   []bool
 	steps      int
 	deadlocked bool
+	// collOK: a collective is declared and fits the shapes, so replay
+	// ends are checked.
+	collOK bool
+	// want is the replay whose source contents a result check expects;
+	// at, while a replay's end is checked, says whose.
+	want int
+	at   *replayEnd
+	// ctl answers how far the others get while one rank holds back (sum
+	// waits); work counts its steps against budget.
+	ctl          *ctl
+	work, budget int
+	stopped      bool
 }
 
-func newSim(lists []List, opt Options, add func(Problem)) *sim {
+func newSim(lists []plan.List, opt Options, add func(Problem)) *sim {
 	n := len(lists)
 	sh := lists[0].Shape
 	s := &sim{lists: lists, n: n, sh: sh, replays: opt.Replays, coll: opt.Collective, add: add,
 		rk:  make([]rankState, n),
 		sig: make([]slot, n*n*sh.Signals), bar: make([]slot, n*n*sh.Barriers), pbar: make([]slot, n*n*sh.Barriers),
-		mem: make([][]*memory, n), adv: make([][]uint64, n), seen: map[[4]int]bool{}, rows: Deltas(lists)}
+		mem: make([][]*memory, n), adv: make([][]uint64, n), seen: map[[4]int]bool{}, rows: plan.Deltas(lists),
+		want: opt.Replays, budget: opt.Budget}
+	if s.budget <= 0 {
+		s.budget = DefaultBudget
+	}
 	for r, l := range lists {
 		st := &s.rk[r]
 		st.vc = make([]uint32, n)
@@ -344,7 +278,7 @@ func newSim(lists []List, opt Options, add func(Problem)) *sim {
 				}
 			}
 		}
-		// What the ranks sent outside plans before recording (List.Sent).
+		// What the ranks sent outside plans before recording (plan.List.Sent).
 		if len(l.Sent) == sh.Rows() {
 			for c := 0; c < n*sh.Counters; c++ {
 				st.ctr[c].val += l.Sent[sh.Ranks*sh.Signals+c]
@@ -357,6 +291,15 @@ func newSim(lists []List, opt Options, add func(Problem)) *sim {
 				}
 			}
 		}
+		if l.Inbox != nil {
+			s.startFromInbox(r, l)
+		}
+		for sender := 0; sender < n; sender++ {
+			for g := 0; g < sh.Signals; g++ {
+				sl := &s.sig[s.sigIdx(r, sender, g)]
+				sl.init = sl.val
+			}
+		}
 		s.adv[r] = make([]uint64, len(l.Ops))
 		for i, o := range l.Ops {
 			for _, row := range sh.WaitRows(o) {
@@ -364,6 +307,7 @@ func newSim(lists []List, opt Options, add func(Problem)) *sim {
 			}
 		}
 	}
+	s.findMonotone()
 	return s
 }
 
@@ -415,6 +359,10 @@ func (s *sim) run() {
 			s.deadlock()
 			return
 		}
+		if s.work > s.budget {
+			s.stopped = true
+			return
+		}
 	}
 }
 
@@ -424,6 +372,7 @@ func (s *sim) tick(st *rankState, r int) uint32 {
 }
 
 func (s *sim) snapshot(st *rankState) *snap {
+	s.work += len(st.vc)
 	return &snap{vc: append([]uint32(nil), st.vc...), depth: st.depth}
 }
 
@@ -437,6 +386,7 @@ func (s *sim) join(st *rankState, at *snap) {
 }
 
 func (s *sim) joinAll(st *rankState) {
+	s.work += len(st.joins) * len(st.vc)
 	for _, at := range st.joins {
 		for i, v := range at.vc {
 			if v > st.vc[i] {
@@ -461,14 +411,18 @@ func (s *sim) step(r int) bool {
 	ref := &opRef{rank: r, op: i + 1, rep: rep + 1, kind: o.Kind, site: o.Site}
 	value := o.Value + uint64(rep)*s.adv[r][i]
 	switch o.Kind {
-	case WaitSignal, WaitSignalFrom, WaitCounter:
+	case plan.WaitSignal, plan.WaitSignalFrom, plan.WaitCounter:
 		if !s.wait(r, st, o, value) {
 			return false
 		}
 		st.depth++
 		s.joinAll(st)
 		s.tick(st, r)
-	case Barrier, BarrierPeer:
+		if o.Kind != plan.WaitCounter {
+			s.passed(r, st, i, rep, o, value)
+			st.waits = append(st.waits, i)
+		}
+	case plan.Barrier, plan.BarrierPeer:
 		stored := false
 		if st.phase == 0 {
 			st.depth++
@@ -488,8 +442,13 @@ func (s *sim) step(r int) bool {
 		s.exec(r, st, o, ref, c)
 	}
 	st.pc++
+	s.work++
 	if st.pc == len(ops) {
 		s.steps = max(s.steps, st.depth)
+	}
+	if st.pc%len(ops) == 0 {
+		s.replayEnd(r, st, rep)
+		st.waits = st.waits[:0]
 	}
 	if st.pc >= s.replays*len(ops) {
 		st.done = true
@@ -518,48 +477,48 @@ func (s *sim) complete(st *rankState, c uint32, fence bool) {
 	}
 }
 
-func (s *sim) exec(r int, st *rankState, o *Op, ref *opRef, c uint32) {
+func (s *sim) exec(r int, st *rankState, o *plan.Op, ref *opRef, c uint32) {
 	switch o.Kind {
-	case Put, PutSignal, PutCounter, PutSignalCounter:
-		x := s.transfer(r, st, ref, r, o.Buf, o.BufOff, o.Peer, WindowBuf, o.Off, o.N, o.Peer == r)
+	case plan.Put, plan.PutSignal, plan.PutCounter, plan.PutSignalCounter:
+		x := s.transfer(r, st, ref, r, o.Buf, o.BufOff, o.Peer, plan.WindowBuf, o.Off, o.N, o.Peer == r)
 		if !x.local {
 			st.remote = append(st.remote, x)
-			if o.Kind.hasSignal() {
+			if o.Kind.HasSignal() {
 				x.dst.done = c // the signal below orders the data before it
 			}
 		}
-		if o.Kind.hasCounter() {
+		if o.Kind.HasCounter() {
 			k := &st.ctr[o.Peer*s.sh.Counters+o.Ctr]
 			k.val += o.CtrValue
 			k.hist = append(k.hist, ctrEntry{val: k.val, x: x})
 		}
-		if o.Kind.hasSignal() {
-			s.signal(r, o.Peer, o, s.snapshot(st))
+		if o.Kind.HasSignal() {
+			s.signal(r, o.Peer, o, s.snapshot(st), ref)
 		}
-	case Get:
-		s.transfer(r, st, ref, o.Peer, WindowBuf, o.Off, r, o.Buf, o.BufOff, o.N, true)
-	case Signal:
-		s.signal(r, o.Peer, o, s.snapshot(st))
-	case SignalAll:
+	case plan.Get:
+		s.transfer(r, st, ref, o.Peer, plan.WindowBuf, o.Off, r, o.Buf, o.BufOff, o.N, true)
+	case plan.Signal:
+		s.signal(r, o.Peer, o, s.snapshot(st), ref)
+	case plan.SignalAll:
 		at := s.snapshot(st)
 		for p := 0; p < s.n; p++ {
 			if p != r {
-				s.signal(r, p, o, at)
+				s.signal(r, p, o, at, ref)
 			}
 		}
-	case ResetCounter:
+	case plan.ResetCounter:
 		k := &st.ctr[o.Peer*s.sh.Counters+o.Ctr]
 		k.val, k.hist = 0, nil
-	case Fence:
+	case plan.Fence:
 		for _, x := range st.remote {
 			if x.dst.done == 0 {
 				x.dst.done = c
 			}
 		}
 		st.remote = st.remote[:0]
-	case Flush:
+	case plan.Flush:
 		s.complete(st, c, false)
-	case Fill:
+	case plan.Fill:
 		m := s.mem[r][o.Buf]
 		a := &access{by: ref, pc: st.pc, write: true, lo: 0, hi: m.size, done: c}
 		s.touch(r, st.vc, m, a)
@@ -583,111 +542,33 @@ func (s *sim) transfer(r int, st *rankState, ref *opRef, from, fbuf int, foff ui
 	return x
 }
 
-// touch checks a new access a to memory m of rank owner, made by a rank
-// whose vector clock is vc, against the accesses m remembers, and adds it.
-// Accesses that a covers and that are ordered before it are forgotten: any
-// later access ordered after a is ordered after them too.
-func (s *sim) touch(owner int, vc []uint32, m *memory, a *access) {
-	if a.lo >= a.hi {
-		return
-	}
-	keep := m.acc[:0]
-	for _, y := range m.acc {
-		if y.hi <= a.lo || y.lo >= a.hi || (y.by.rank == a.by.rank && y.pc == a.pc) {
-			keep = append(keep, y)
-			continue
-		}
-		ordered := y.done != 0 && vc[y.by.rank] >= y.done
-		if !ordered && (a.write || y.write) {
-			s.race(owner, m, a, y)
-		}
-		if ordered && y.lo >= a.lo && y.hi <= a.hi {
-			continue
-		}
-		keep = append(keep, y)
-	}
-	m.acc = append(keep, a)
-}
-
-func (s *sim) race(owner int, m *memory, a, y *access) {
-	key := [4]int{a.by.rank, a.by.op, y.by.rank, y.by.op}
-	if s.seen[key] {
-		return
-	}
-	s.seen[key] = true
-	lo, hi := max(a.lo, y.lo), min(a.hi, y.hi)
-	where := fmt.Sprintf("rank %d's window", owner)
-	if m != s.mem[owner][WindowBuf] {
-		for b, mm := range s.mem[owner] {
-			if mm == m {
-				where = fmt.Sprintf("rank %d's buffer %s", owner, BufName(b))
-			}
-		}
-	}
-	verb := func(x *access) string {
-		switch {
-		case x.write && x.by.kind == Fill:
-			return "fills"
-		case x.write:
-			return "writes"
-		}
-		return "reads"
-	}
-	var why string
-	switch {
-	case a.write && y.write:
-		why = "two writes into one range that nothing orders (no signal, wait or barrier between them)"
-	case a.write && y.source && y.by.rank == a.by.rank && a.by.rank == owner:
-		why = "a source overwritten before its put completed locally (no flush, barrier or counter wait between)"
-	case a.write:
-		why = "a write into bytes that are read as a put source in a step it is not ordered with"
-	default:
-		why = "a put source read while a write into it may still be arriving (wait for the signal that orders it)"
-	}
-	s.add(Problem{Kind: "race", Rank: a.by.rank, Op: a.by.op, OpName: a.by.kind.String(), Replay: a.by.rep, Site: a.by.site,
-		Msg: fmt.Sprintf("%s %s bytes [%d, %d) while %s %s them: %s",
-			a.by, verb(a), lo, hi, y.by, verb(y), why) + "; in " + where,
-		Other: y.by.ref()})
-}
-
-func (s *sim) signal(from, to int, o *Op, at *snap) {
+func (s *sim) signal(from, to int, o *plan.Op, at *snap, by *opRef) {
 	sl := &s.sig[s.sigIdx(to, from, o.Sig)]
 	if o.SigOp == window.SigSet {
 		sl.val = o.SigValue
 	} else {
 		sl.val += o.SigValue
 	}
-	sl.hist = append(sl.hist, hist{val: sl.val, at: at})
-}
-
-// firstHolding returns the earliest write after which the slot met the
-// condition for good (">=" and ">": the first write that made it hold),
-// or the last write for other comparisons; nil when the slot held it
-// before any write.
-func firstHolding(sl *slot, cmp transport.Cmp, v uint64) *snap {
-	if len(sl.hist) == 0 {
-		return nil
-	}
-	if cmp == transport.CmpGe || cmp == transport.CmpGt {
-		i := sort.Search(len(sl.hist), func(i int) bool { return cmp.Holds(sl.hist[i].val, v) })
-		if i < len(sl.hist) {
-			return sl.hist[i].at
-		}
-	}
-	return sl.hist[len(sl.hist)-1].at
+	sl.hist = append(sl.hist, hist{val: sl.val, at: at, by: by})
 }
 
 // wait reports whether rank r's wait o holds now (joining what it
 // synchronizes with).
-func (s *sim) wait(r int, st *rankState, o *Op, v uint64) bool {
+func (s *sim) wait(r int, st *rankState, o *plan.Op, v uint64) bool {
 	switch o.Kind {
-	case WaitSignalFrom:
+	case plan.WaitSignalFrom:
 		sl := &s.sig[s.sigIdx(r, o.Peer, o.Sig)]
 		if !o.Cmp.Holds(sl.val, v) {
 			return false
 		}
-		s.join(st, firstHolding(sl, o.Cmp, v))
-	case WaitSignal:
+		i := holdingIdx(sl, o.Cmp, v)
+		if i >= 0 {
+			s.join(st, sl.hist[i].at)
+			if s.monotone[s.sigIdx(r, o.Peer, o.Sig)] {
+				forget(sl, i)
+			}
+		}
+	case plan.WaitSignal:
 		var sum uint64
 		for p := 0; p < s.n; p++ {
 			sum += s.sig[s.sigIdx(r, p, o.Sig)].val
@@ -695,13 +576,15 @@ func (s *sim) wait(r int, st *rankState, o *Op, v uint64) bool {
 		if !o.Cmp.Holds(sum, v) {
 			return false
 		}
-		for p := 0; p < s.n; p++ {
-			sl := &s.sig[s.sigIdx(r, p, o.Sig)]
-			if len(sl.hist) > 0 {
-				s.join(st, sl.hist[len(sl.hist)-1].at)
+		if !s.sumJoin(r, st, o, v) {
+			for p := 0; p < s.n; p++ {
+				sl := &s.sig[s.sigIdx(r, p, o.Sig)]
+				if len(sl.hist) > 0 {
+					s.join(st, sl.hist[len(sl.hist)-1].at)
+				}
 			}
 		}
-	case WaitCounter:
+	case plan.WaitCounter:
 		k := &st.ctr[o.Peer*s.sh.Counters+o.Ctr]
 		if !o.Cmp.Holds(k.val, v) {
 			return false
@@ -723,160 +606,4 @@ func (s *sim) wait(r int, st *rankState, o *Op, v uint64) bool {
 		}
 	}
 	return true
-}
-
-func (s *sim) barrierStores(r int, st *rankState, o *Op) {
-	at := s.snapshot(st)
-	if o.Kind == Barrier {
-		st.epoch[o.Bar]++
-		e := st.epoch[o.Bar]
-		for p := 0; p < s.n; p++ {
-			if p != r {
-				sl := &s.bar[s.barIdx(p, r, o.Bar)]
-				sl.val = e
-				sl.hist = append(sl.hist, hist{val: e, at: at})
-			}
-		}
-		return
-	}
-	st.pepoch[o.Bar*s.n+o.Peer]++
-	if o.Peer != r {
-		e := st.pepoch[o.Bar*s.n+o.Peer]
-		sl := &s.pbar[s.barIdx(o.Peer, r, o.Bar)]
-		sl.val = e
-		sl.hist = append(sl.hist, hist{val: e, at: at})
-	}
-}
-
-func (s *sim) barrierWait(r int, st *rankState, o *Op) bool {
-	if o.Kind == BarrierPeer {
-		if o.Peer == r {
-			return true
-		}
-		e := st.pepoch[o.Bar*s.n+o.Peer]
-		sl := &s.pbar[s.barIdx(r, o.Peer, o.Bar)]
-		if sl.val < e {
-			return false
-		}
-		s.join(st, firstHolding(sl, transport.CmpGe, e))
-		return true
-	}
-	e := st.epoch[o.Bar]
-	for p := 0; p < s.n; p++ {
-		if p != r && s.bar[s.barIdx(r, p, o.Bar)].val < e {
-			return false
-		}
-	}
-	for p := 0; p < s.n; p++ {
-		if p != r {
-			s.join(st, firstHolding(&s.bar[s.barIdx(r, p, o.Bar)], transport.CmpGe, e))
-		}
-	}
-	return true
-}
-
-// deadlock reports every blocked rank: the wait, what it would see, and
-// who could still change that.
-func (s *sim) deadlock() {
-	s.deadlocked = true
-	for r := range s.rk {
-		st := &s.rk[r]
-		if st.done {
-			continue
-		}
-		ops := s.lists[r].Ops
-		i, rep := st.pc%len(ops), st.pc/len(ops)
-		o := ops[i]
-		v := o.Value + uint64(rep)*s.adv[r][i]
-		var msg string
-		switch o.Kind {
-		case WaitSignalFrom:
-			sl := s.sig[s.sigIdx(r, o.Peer, o.Sig)]
-			msg = fmt.Sprintf("blocked: waits for signal %d from rank %d %s %d, which is %d; %s", o.Sig, o.Peer, o.Cmp, v, sl.val, s.writers(r, rep, o.Sig, []int{o.Peer}))
-		case WaitSignal:
-			var sum uint64
-			all := make([]int, s.n)
-			for p := range all {
-				all[p] = p
-				sum += s.sig[s.sigIdx(r, p, o.Sig)].val
-			}
-			msg = fmt.Sprintf("blocked: waits for signal %d summed over all ranks %s %d, which is %d; %s", o.Sig, o.Cmp, v, sum, s.writers(r, rep, o.Sig, all))
-		case WaitCounter:
-			k := st.ctr[o.Peer*s.sh.Counters+o.Ctr]
-			msg = fmt.Sprintf("blocked: waits for counter %d of rank %d %s %d, which is %d; no op left on this rank adds to it", o.Ctr, o.Peer, o.Cmp, v, k.val)
-		case Barrier:
-			e := st.epoch[o.Bar]
-			var missing []string
-			for p := 0; p < s.n; p++ {
-				if p != r && s.bar[s.barIdx(r, p, o.Bar)].val < e {
-					missing = append(missing, fmt.Sprintf("rank %d (%s)", p, s.where(p)))
-				}
-			}
-			msg = fmt.Sprintf("blocked in barrier %d (use %d): waiting for %s", o.Bar, e, strings.Join(missing, ", "))
-		case BarrierPeer:
-			msg = fmt.Sprintf("blocked in barrier_peer %d with rank %d (use %d): rank %d is %s", o.Bar, o.Peer, st.pepoch[o.Bar*s.n+o.Peer], o.Peer, s.where(o.Peer))
-		}
-		s.add(Problem{Kind: "deadlock", Rank: r, Op: i + 1, OpName: o.Kind.String(), Replay: rep + 1, Site: o.Site, Msg: msg})
-	}
-}
-
-// where says where rank p stopped.
-func (s *sim) where(p int) string {
-	st := &s.rk[p]
-	ops := s.lists[p].Ops
-	if st.done || len(ops) == 0 {
-		return "done"
-	}
-	i := st.pc % len(ops)
-	return fmt.Sprintf("blocked at op %d, %s at %s", i+1, ops[i].Kind, ops[i].Site)
-}
-
-// writers says which of the senders could still signal rank r's slot sig
-// in replay rep (0-based).
-func (s *sim) writers(r, rep, sig int, senders []int) string {
-	var could []string
-	for _, p := range senders {
-		st := &s.rk[p]
-		ops := s.lists[p].Ops
-		for pc := st.pc; pc < (rep+1)*len(ops); pc++ {
-			o := ops[pc%len(ops)]
-			if o.Kind.hasSignal() && o.Sig == sig && ((o.Kind == SignalAll && p != r) || (o.Kind != SignalAll && o.Peer == r)) {
-				could = append(could, fmt.Sprintf("rank %d would at op %d (%s) but is %s", p, pc%len(ops)+1, o.Site, s.where(p)))
-				break
-			}
-		}
-	}
-	if stray := s.stray(r, sig, senders); stray != "" {
-		could = append(could, stray)
-	}
-	if len(could) == 0 {
-		if len(senders) == 1 {
-			return fmt.Sprintf("rank %d signals it no more in this replay (%s)", senders[0], s.where(senders[0]))
-		}
-		return "no rank signals it in what is left of this replay"
-	}
-	return strings.Join(could, "; ")
-}
-
-// stray names signals that senders sent on slot sig to ranks other than r
-// that those ranks never wait for from them: often the signal r misses,
-// sent to the wrong peer.
-func (s *sim) stray(r, sig int, senders []int) string {
-	waits := func(q, from int) bool {
-		for _, o := range s.lists[q].Ops {
-			if o.Sig == sig && (o.Kind == WaitSignal || (o.Kind == WaitSignalFrom && o.Peer == from)) {
-				return true
-			}
-		}
-		return false
-	}
-	var out []string
-	for _, p := range senders {
-		for i, o := range s.lists[p].Ops {
-			if (o.Kind == Signal || o.Kind == PutSignal || o.Kind == PutSignalCounter) && o.Sig == sig && o.Peer != r && !waits(o.Peer, p) {
-				out = append(out, fmt.Sprintf("rank %d signals rank %d instead at op %d (%s), which rank %d never waits for", p, o.Peer, i+1, o.Site, o.Peer))
-			}
-		}
-	}
-	return strings.Join(out, "; ")
 }

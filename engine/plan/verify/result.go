@@ -1,16 +1,18 @@
-package plan
+package verify
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/window"
+)
 
 // checkResult checks, after the last replay, that every put into a rank's
 // window is known to that rank to have arrived, and that the windows hold
 // what the declared collective must leave there.
 func (s *sim) checkResult() {
 	c := s.coll
-	if c.Kind == "" {
-		return
-	}
-	if !s.checkCollective() {
+	if !s.collOK {
 		return
 	}
 	s.checkArrived()
@@ -39,7 +41,7 @@ func (s *sim) checkResult() {
 		ref := (c.Root + 1) % n
 		want, ok := s.expect(c.Root, 0, ref)
 		for q := 0; q < n && ok; q++ {
-			if q != c.Root || (c.Src != nil && c.Src[c.Root].Buf == WindowBuf) {
+			if q != c.Root || (c.Src != nil && c.Src[c.Root].Buf == plan.WindowBuf) {
 				s.compare(q, 0, want, fmt.Sprintf("rank %d's message", c.Root))
 			}
 		}
@@ -111,10 +113,16 @@ func (s *sim) expectAt(r int, off uint64, ref, slot int) ([]seg, bool) {
 	N := c.N
 	if c.Src != nil && c.Src[r].Buf >= 0 {
 		src := c.Src[r]
-		if src.Buf == WindowBuf {
-			return []seg{{lo: 0, hi: N, lab: label{org: r, buf: WindowBuf, off: src.Off + off}}}, true
+		if src.Buf == plan.WindowBuf {
+			return []seg{{lo: 0, hi: N, lab: label{org: r, buf: plan.WindowBuf, off: src.Off + off, ver: s.want}}}, true
 		}
-		return rebase(s.mem[r][src.Buf].get(src.Off+off, src.Off+off+N)), true
+		segs := rebase(s.mem[r][src.Buf].get(src.Off+off, src.Off+off+N))
+		for i := range segs {
+			if segs[i].lab.ver > 0 {
+				segs[i].lab.ver = s.want
+			}
+		}
+		return segs, true
 	}
 	at := uint64(slot) * N
 	if c.Kind == "broadcast" {
@@ -123,7 +131,7 @@ func (s *sim) expectAt(r int, off uint64, ref, slot int) ([]seg, bool) {
 	if c.Kind == "alltoall" {
 		// What rank 0 got from r, moved to chunk ref: r's chunks are
 		// consecutive in one source.
-		got := rebase(s.mem[0][WindowBuf].get(uint64(r)*N, uint64(r)*N+N))
+		got := rebase(s.mem[0][plan.WindowBuf].get(uint64(r)*N, uint64(r)*N+N))
 		for i := range got {
 			if got[i].lab.buf >= 0 || got[i].lab.fill != nil {
 				got[i].lab.off += off
@@ -131,7 +139,7 @@ func (s *sim) expectAt(r int, off uint64, ref, slot int) ([]seg, bool) {
 		}
 		return got, s.fromRank(0, uint64(r)*N, r, got)
 	}
-	got := rebase(s.mem[ref][WindowBuf].get(at, at+N))
+	got := rebase(s.mem[ref][plan.WindowBuf].get(at, at+N))
 	return got, s.fromRank(ref, at, r, got)
 }
 
@@ -166,7 +174,7 @@ func (s *sim) compare(q int, off uint64, want []seg, what string) {
 	if len(want) == 0 {
 		return
 	}
-	got := rebase(s.mem[q][WindowBuf].get(off, off+want[len(want)-1].hi))
+	got := rebase(s.mem[q][plan.WindowBuf].get(off, off+want[len(want)-1].hi))
 	i, j := 0, 0
 	for i < len(got) && j < len(want) {
 		g, w := got[i], want[j]
@@ -189,10 +197,14 @@ func (s *sim) compare(q int, off uint64, want []seg, what string) {
 // sameData reports whether the segments g (at glo) and w (at wlo) name
 // the same origin bytes position by position.
 func sameData(g, w label, glo, wlo uint64) bool {
-	return g.org == w.org && g.buf == w.buf && g.fill == w.fill && g.off-glo == w.off-wlo
+	return g.org == w.org && g.buf == w.buf && g.fill == w.fill && g.ver == w.ver && g.off-glo == w.off-wlo
 }
 
 func (s *sim) mismatch(q int, lo, hi uint64, found label, want string) {
+	if s.at != nil {
+		s.staleResult(q, lo, hi, found, want)
+		return
+	}
 	p := Problem{Kind: "postcondition", Rank: q,
 		Msg: fmt.Sprintf("%s: rank %d's window bytes [%d, %d) hold %s, expected %s", s.coll.Kind, q, lo, hi, found, want)}
 	if found.by != nil {
@@ -211,7 +223,7 @@ func (s *sim) checkArrived() {
 	for b := range s.rk {
 		vc := s.rk[b].vc
 		seen := map[[2]int]bool{}
-		for _, y := range s.mem[b][WindowBuf].acc {
+		for _, y := range s.mem[b][plan.WindowBuf].acc {
 			a := y.by.rank
 			if !y.write || a == b || (y.done != 0 && vc[a] >= y.done) || seen[[2]int{a, y.by.op}] {
 				continue
@@ -221,4 +233,21 @@ func (s *sim) checkArrived() {
 				Msg: fmt.Sprintf("its data for rank %d's window bytes [%d, %d) is not known to have arrived when rank %d's plan ends: rank %d waits for no signal that orders it (a put_signal, or a fence then a signal)", b, y.lo, y.hi, b, b)})
 		}
 	}
+}
+
+func bufWhat(buf, rank int) string {
+	if buf == plan.WindowBuf {
+		return fmt.Sprintf("the window on rank %d", rank)
+	}
+	return fmt.Sprintf("buffer %s of rank %d", plan.BufName(buf), rank)
+}
+
+func rangeErr(offArg, nArg string, off, n, size uint64, what string) error {
+	if off > size {
+		return &window.ArgError{Arg: offArg, Msg: fmt.Sprintf("offset %d is past the end of %s (%d bytes)", off, what, size)}
+	}
+	if n > size-off {
+		return &window.ArgError{Arg: nArg, Msg: fmt.Sprintf("%d bytes at offset %d run past the end of %s (%d bytes)", n, off, what, size)}
+	}
+	return nil
 }

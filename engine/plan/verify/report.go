@@ -1,0 +1,124 @@
+package verify
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/luacoll/luacoll/engine/plan"
+)
+
+// Collective names the result a plan must produce.
+type Collective struct {
+	// Kind is "allgather", "alltoall", "broadcast" or "" (no result check).
+	Kind string
+	// N is the bytes each rank contributes (allgather, alltoall: per
+	// peer; broadcast: the whole message).
+	N uint64
+	// Root is the broadcast's root.
+	Root int
+	// Src[r] is rank r's source, when known: Buf < 0 means not given, and
+	// the result is compared with what the ranks agree on instead.
+	Src []Source
+}
+
+// Source is a rank's source range: a buffer of its plan and an offset.
+type Source struct {
+	Buf int
+	Off uint64
+}
+
+// Options configure Verify.
+type Options struct {
+	Collective Collective
+	// Replays is how many replays to simulate back to back (default 2:
+	// enough to see one replay's ops race with the next one's).
+	Replays int
+	// MaxProblems caps the problems reported (default 50).
+	MaxProblems int
+	// Budget bounds the steps simulated in all (DefaultBudget when 0):
+	// past it Verify stops and says so.
+	Budget int
+}
+
+// DefaultBudget is the work Verify does before it stops (ops simulated,
+// plus a rank count for every vector clock taken or merged): about 10 s
+// here; a 256-rank ring all-gather plan of two replays takes a third.
+const DefaultBudget = 300_000_000
+
+// Problem is one thing wrong with a plan. Rank and Op (1-based, as p:ops()
+// numbers them; 0 when no op is to blame) say where, Site the script line
+// that issued the op.
+type Problem struct {
+	Kind   string // "shape", "bounds", "replay", "deadlock", "race", "postcondition"
+	Rank   int
+	Op     int
+	OpName string
+	Replay int // the replay (1-based) in which it was seen; 0: any
+	Site   plan.Site
+	Msg    string
+	// Other is the other op of a race, or the op that wrote bytes found
+	// wrong, when there is one.
+	Other *Ref
+}
+
+// Ref names an op of some rank.
+type Ref struct {
+	Rank int
+	Op   int
+	Kind plan.Kind
+	Site plan.Site
+}
+
+func (r Ref) String() string {
+	return fmt.Sprintf("rank %d's %s (op %d, %s)", r.Rank, r.Kind, r.Op, r.Site)
+}
+
+func (p Problem) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: rank %d", p.Kind, p.Rank)
+	if p.Op > 0 {
+		fmt.Fprintf(&b, ", op %d (%s at %s)", p.Op, p.OpName, p.Site)
+	}
+	if p.Replay > 1 {
+		fmt.Fprintf(&b, ", replay %d", p.Replay)
+	}
+	b.WriteString(": ")
+	b.WriteString(p.Msg)
+	return b.String()
+}
+
+// Report is what Verify found.
+type Report struct {
+	OK bool
+	// Ops is the length of every rank's list.
+	Ops []int
+	// Steps is the critical path of one replay in ops: the longest chain
+	// of ops each of which waits for the one before (stream order, or a
+	// signal or barrier it waits for).
+	Steps    int
+	Problems []Problem
+	// Dropped counts problems left out past Options.MaxProblems.
+	Dropped int
+}
+
+// Summary is one line: ok, or how many problems and the first.
+func (r *Report) Summary() string {
+	if r.OK {
+		return fmt.Sprintf("ok: %d ranks, ops %s, %d steps", len(r.Ops), rangeOf(r.Ops), r.Steps)
+	}
+	return fmt.Sprintf("%d problems; first: %s", len(r.Problems)+r.Dropped, r.Problems[0])
+}
+
+func rangeOf(v []int) string {
+	if len(v) == 0 {
+		return "none"
+	}
+	lo, hi := v[0], v[0]
+	for _, x := range v {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	if lo == hi {
+		return fmt.Sprint(lo)
+	}
+	return fmt.Sprintf("%d..%d", lo, hi)
+}

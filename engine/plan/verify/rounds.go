@@ -1,0 +1,528 @@
+package verify
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/window"
+)
+
+// Replays against each other.
+//
+// The simulation runs one order of events, but a wait's knowledge must
+// hold in every order the window allows. A wait on one sender's row with
+// ">=" or ">" is met by a fixed write (the sender's signals reach the row
+// in its stream order), so what it learns is the same in every order. A
+// sum over senders is not: a fast sender's signals of a later replay may
+// make up for a slow sender's of this one. For such a wait the verifier
+// runs the lists once more without data (ctl), every rank as far as it can
+// get while the waiting rank is held just before the wait (ranks are
+// monotone: signals only grow and ">=" waits stay met, so that run reaches
+// every write that can come before the wait, in any order). What each
+// other sender may have added by then bounds from below what this sender
+// must have added: the wait learns that much of each sender's writes, and
+// no more. When the bound leaves a sender's signal of this replay out and
+// another sender's later replay can fill the gap, the wait is reported.
+
+// ctl is a run of the lists that tracks signals, counters and barriers
+// only.
+type ctl struct {
+	s          *sim
+	pc, phase  []int
+	sig, sig0  []uint64
+	ctr, ctr0  []uint64 // [rank][peer*Counters+ctr]
+	bar, pbar  []uint64
+	epoch      []uint64 // [rank*Barriers+id]
+	pepoch     []uint64 // [(rank*Barriers+id)*ranks+peer]
+	late       []uint64 // per sender: units on the watched slot from later replays
+	recv, slot int
+	rep        int // the watched wait's replay (0-based)
+}
+
+func newCtl(s *sim) *ctl {
+	n, sh := s.n, s.sh
+	c := &ctl{s: s, pc: make([]int, n), phase: make([]int, n),
+		sig: make([]uint64, len(s.sig)), sig0: make([]uint64, len(s.sig)),
+		ctr: make([]uint64, n*n*sh.Counters), ctr0: make([]uint64, n*n*sh.Counters),
+		bar: make([]uint64, len(s.bar)), pbar: make([]uint64, len(s.pbar)),
+		epoch: make([]uint64, n*sh.Barriers), pepoch: make([]uint64, n*sh.Barriers*n), late: make([]uint64, n)}
+	for i := range s.sig {
+		c.sig0[i] = s.sig[i].init
+	}
+	for q := range s.rk {
+		for i, k := range s.rk[q].ctr {
+			c.ctr0[q*n*sh.Counters+i] = k.val
+		}
+	}
+	return c
+}
+
+// hasSumWait reports whether any list waits on a sum of rows.
+func hasSumWait(lists []plan.List) bool {
+	for _, l := range lists {
+		for _, o := range l.Ops {
+			if o.Kind == plan.WaitSignal {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (c *ctl) reset() {
+	copy(c.sig, c.sig0)
+	copy(c.ctr, c.ctr0)
+	clear(c.pc)
+	clear(c.phase)
+	clear(c.bar)
+	clear(c.pbar)
+	clear(c.epoch)
+	clear(c.pepoch)
+	clear(c.late)
+}
+
+// hold runs every rank as far as it gets with rank r held at position pc
+// of its run, watching slot sig of r's inbox for writes of replays after
+// rep. It reports false when the work budget ran out.
+func (c *ctl) hold(r, pc, sig, rep int) bool {
+	s := c.s
+	c.reset()
+	c.recv, c.slot, c.rep = r, sig, rep
+	for {
+		progress, open := false, false
+		for q := 0; q < s.n; q++ {
+			limit := s.replays * len(s.lists[q].Ops)
+			if q == r {
+				limit = pc
+			}
+			for c.pc[q] < limit && c.step(q) {
+				progress = true
+				s.work++
+			}
+			if c.pc[q] < limit {
+				open = true
+			}
+		}
+		if s.work > s.budget {
+			s.stopped = true
+			return false
+		}
+		if !open || !progress {
+			return true
+		}
+	}
+}
+
+// step runs rank q's next op if it can (a barrier's stores count as a
+// step even when its wait then blocks).
+func (c *ctl) step(q int) bool {
+	s := c.s
+	ops := s.lists[q].Ops
+	i, rep := c.pc[q]%len(ops), c.pc[q]/len(ops)
+	o := &ops[i]
+	v := o.Value + uint64(rep)*s.adv[q][i]
+	nc, nb := s.sh.Counters, s.sh.Barriers
+	switch o.Kind {
+	case plan.WaitSignalFrom:
+		if !o.Cmp.Holds(c.sig[s.sigIdx(q, o.Peer, o.Sig)], v) {
+			return false
+		}
+	case plan.WaitSignal:
+		var sum uint64
+		for p := 0; p < s.n; p++ {
+			sum += c.sig[s.sigIdx(q, p, o.Sig)]
+		}
+		if !o.Cmp.Holds(sum, v) {
+			return false
+		}
+	case plan.WaitCounter:
+		if !o.Cmp.Holds(c.ctr[q*s.n*nc+o.Peer*nc+o.Ctr], v) {
+			return false
+		}
+	case plan.ResetCounter:
+		c.ctr[q*s.n*nc+o.Peer*nc+o.Ctr] = 0
+	case plan.Barrier:
+		e := &c.epoch[q*nb+o.Bar]
+		if c.phase[q] == 0 {
+			*e++
+			for p := 0; p < s.n; p++ {
+				if p != q {
+					c.bar[s.barIdx(p, q, o.Bar)] = *e
+				}
+			}
+			c.phase[q] = 1
+			return true
+		}
+		for p := 0; p < s.n; p++ {
+			if p != q && c.bar[s.barIdx(q, p, o.Bar)] < *e {
+				return false
+			}
+		}
+		c.phase[q] = 0
+	case plan.BarrierPeer:
+		e := &c.pepoch[(q*nb+o.Bar)*s.n+o.Peer]
+		if c.phase[q] == 0 {
+			*e++
+			if o.Peer != q {
+				c.pbar[s.barIdx(o.Peer, q, o.Bar)] = *e
+			}
+			c.phase[q] = 1
+			return true
+		}
+		if o.Peer != q && c.pbar[s.barIdx(q, o.Peer, o.Bar)] < *e {
+			return false
+		}
+		c.phase[q] = 0
+	case plan.SignalAll:
+		for p := 0; p < s.n; p++ {
+			if p != q {
+				c.signal(q, p, o, rep)
+			}
+		}
+	default:
+		if o.Kind.HasCounter() {
+			c.ctr[q*s.n*nc+o.Peer*nc+o.Ctr] += o.CtrValue
+		}
+		if o.Kind.HasSignal() {
+			c.signal(q, o.Peer, o, rep)
+		}
+	}
+	c.pc[q]++
+	return true
+}
+
+func (c *ctl) signal(from, to int, o *plan.Op, rep int) {
+	v := &c.sig[c.s.sigIdx(to, from, o.Sig)]
+	if o.SigOp == window.SigSet {
+		*v = o.SigValue
+		return
+	}
+	*v += o.SigValue
+	if to == c.recv && o.Sig == c.slot && rep > c.rep {
+		c.late[from] += o.SigValue
+	}
+}
+
+// sumJoin joins what rank r's sum wait o (condition value v) learns in
+// every order: of each sender's writes, those the others cannot make up
+// for. It reports a wait that another replay's signals can satisfy, and
+// returns false when it could not tell (the budget ran out, or a
+// condition other than ">=" and ">").
+func (s *sim) sumJoin(r int, st *rankState, o *plan.Op, v uint64) bool {
+	if (o.Cmp != transport.CmpGe && o.Cmp != transport.CmpGt) || s.stopped {
+		return false
+	}
+	if s.ctl == nil {
+		return false
+	}
+	target := v
+	if o.Cmp == transport.CmpGt {
+		target++
+	}
+	rep := st.pc / len(s.lists[r].Ops)
+	c := s.ctl
+	if !c.hold(r, st.pc, o.Sig, rep) {
+		return false
+	}
+	var most uint64
+	for p := 0; p < s.n; p++ {
+		most += c.sig[s.sigIdx(r, p, o.Sig)]
+	}
+	var short, stood []string
+	for p := 0; p < s.n; p++ {
+		idx := s.sigIdx(r, p, o.Sig)
+		sl := &s.sig[idx]
+		others := most - c.sig[idx]
+		var need uint64
+		if others < target {
+			need = target - others
+		}
+		if need > sl.init {
+			s.join(st, firstHolding(sl, transport.CmpGe, need))
+		}
+		if d := s.rows[r].Delta[s.sh.SigRow(p, o.Sig)]; d > 0 && need < sl.init+uint64(rep+1)*d {
+			short = append(short, fmt.Sprint(p))
+		}
+		if c.late[p] > 0 {
+			stood = append(stood, fmt.Sprint(p))
+		}
+	}
+	if len(short) > 0 && len(stood) > 0 {
+		s.standIn(r, st, o, rep, fmt.Sprintf("the sum of signal %d can reach %d before every sender's signals of replay %d are in: the signals of rank(s) %s from a later replay can stand in for those of rank(s) %s (wait for each sender's row with wait_signal_from, or open every replay with a barrier)",
+			o.Sig, target, rep+1, strings.Join(stood, ","), strings.Join(short, ",")))
+	}
+	return true
+}
+
+// passed checks, after rank r's wait o (op i, replay rep, 0-based) held on
+// one sender's row, that the write that met it was that sender's of the
+// same replay.
+func (s *sim) passed(r int, st *rankState, i, rep int, o *plan.Op, v uint64) {
+	if o.Kind != plan.WaitSignalFrom || (o.Cmp != transport.CmpGe && o.Cmp != transport.CmpGt) || s.rows[r].Delta[s.sh.SigRow(o.Peer, o.Sig)] == 0 {
+		return
+	}
+	h := holding(&s.sig[s.sigIdx(r, o.Peer, o.Sig)], o.Cmp, v)
+	switch {
+	case h == nil:
+		if rep > 0 {
+			s.standIn(r, st, o, rep, fmt.Sprintf("it holds before rank %d signals it in this replay: signals of earlier replays (or sent before the plan) stand in for this one's", o.Peer))
+		}
+	case h.by != nil && h.by.rep != rep+1:
+		s.standIn(r, st, o, rep, fmt.Sprintf("it is met by %s: rank %d's signal of replay %d stands in for one of replay %d", h.by, o.Peer, h.by.rep, rep+1))
+	}
+}
+
+func (s *sim) standIn(r int, st *rankState, o *plan.Op, rep int, why string) {
+	i := st.pc % len(s.lists[r].Ops)
+	key := [4]int{-1, r, i, 0}
+	if s.seen[key] {
+		return
+	}
+	s.seen[key] = true
+	s.add(Problem{Kind: "stand-in", Rank: r, Op: i + 1, OpName: o.Kind.String(), Replay: rep + 1, Site: o.Site,
+		Msg: "a wait another replay's signal can satisfy: " + why})
+}
+
+// replayEnd is the point after rank r's replay rep (0-based) where a
+// script may sync, read its result and rewrite its sources: the result
+// must be in r's window, and the source gets the next replay's contents.
+// The stream itself goes on without a sync (p:run{times = N}), so the
+// script's accesses see r's own operations complete and change nothing
+// the stream knows.
+func (s *sim) replayEnd(r int, st *rankState, rep int) {
+	c := s.tick(st, r)
+	if !s.collOK || s.coll.N == 0 {
+		return
+	}
+	end := &replayEnd{rank: r, rep: rep, waits: append([]int(nil), st.waits...)}
+	lo, hi := s.resultRange(r)
+	if lo < hi {
+		ref := &opRef{rank: r, rep: rep + 1, what: fmt.Sprintf("rank %d's result at the end of replay %d", r, rep+1)}
+		s.touch(r, st.vc, s.mem[r][plan.WindowBuf], &access{by: ref, pc: -1 - rep, lo: lo, hi: hi, done: c, end: end})
+	}
+	if s.coll.Src != nil && rep+1 < s.replays {
+		s.at, s.want = end, rep+1
+		s.checkRank(r)
+		s.at, s.want = nil, s.replays
+	}
+	if rep+1 < s.replays {
+		s.versionSource(r, st, rep+1, c)
+	}
+}
+
+// replayEnd says which rank's replay end is being checked.
+type replayEnd struct {
+	rank, rep int
+	waits     []int
+}
+
+// resultRange is the part of rank r's window the collective defines.
+func (s *sim) resultRange(r int) (uint64, uint64) {
+	c := s.coll
+	switch c.Kind {
+	case "allgather", "alltoall":
+		return 0, c.N * uint64(s.n)
+	case "broadcast":
+		if r != c.Root || (c.Src != nil && c.Src[c.Root].Buf == plan.WindowBuf) {
+			return 0, c.N
+		}
+	}
+	return 0, 0
+}
+
+// checkRank compares rank q's window with the collective's result.
+func (s *sim) checkRank(q int) {
+	c, n, N := s.coll, s.n, s.coll.N
+	switch c.Kind {
+	case "allgather":
+		for r := 0; r < n; r++ {
+			if want, ok := s.expect(r, 0, r); ok {
+				s.compare(q, uint64(r)*N, want, fmt.Sprintf("rank %d's chunk", r))
+			}
+		}
+	case "alltoall":
+		for r := 0; r < n; r++ {
+			if want, ok := s.expectAt(r, uint64(q)*N, q, r); ok {
+				s.compare(q, uint64(r)*N, want, fmt.Sprintf("rank %d's chunk %d", r, q))
+			}
+		}
+	case "broadcast":
+		if want, ok := s.expect(c.Root, 0, (c.Root+1)%n); ok && (q != c.Root || c.Src[c.Root].Buf == plan.WindowBuf) {
+			s.compare(q, 0, want, fmt.Sprintf("rank %d's message", c.Root))
+		}
+	}
+}
+
+// versionSources labels every declared source with replay rep+1's
+// contents (before the first replay).
+func (s *sim) versionSources(rep int) {
+	if !s.collOK || s.coll.Src == nil {
+		return
+	}
+	for r, src := range s.coll.Src {
+		if src.Buf >= 0 {
+			lo, hi := s.sourceRange(r)
+			s.mem[r][src.Buf].relabel(lo, hi, label{org: r, buf: src.Buf, off: lo, ver: rep + 1})
+		}
+	}
+}
+
+func (s *sim) sourceRange(r int) (uint64, uint64) {
+	src, span := s.coll.Src[r], s.coll.N
+	if s.coll.Kind == "alltoall" {
+		span *= uint64(s.n)
+	}
+	return src.Off, src.Off + span
+}
+
+// versionSource is rank r's script rewriting its source for replay rep
+// (0-based): a write, then the new contents.
+func (s *sim) versionSource(r int, st *rankState, rep int, c uint32) {
+	if s.coll.Src == nil || s.coll.Src[r].Buf < 0 {
+		return
+	}
+	src := s.coll.Src[r]
+	lo, hi := s.sourceRange(r)
+	ref := &opRef{rank: r, rep: rep + 1, what: fmt.Sprintf("rank %d's script rewriting its source for replay %d", r, rep+1)}
+	m := s.mem[r][src.Buf]
+	s.touch(r, st.vc, m, &access{by: ref, pc: -1000 - rep, write: true, lo: lo, hi: hi, done: c})
+	m.relabel(lo, hi, label{org: r, buf: src.Buf, off: lo, ver: rep + 1})
+}
+
+// letThrough is the wait of rank r's replay (end.waits) that should have
+// kept out what arrived from rank q: its last wait on a row of q's, else
+// its last wait; -1 if it passed none.
+func (s *sim) letThrough(end *replayEnd, q int) int {
+	ops := s.lists[end.rank].Ops
+	for j := len(end.waits) - 1; j >= 0; j-- {
+		o := ops[end.waits[j]]
+		if o.Kind == plan.WaitSignal || o.Peer == q {
+			return end.waits[j]
+		}
+	}
+	if len(end.waits) > 0 {
+		return end.waits[len(end.waits)-1]
+	}
+	return -1
+}
+
+// resultProblem is a wrong result at the end of a replay, blamed on the
+// wait that let it through.
+func (s *sim) resultProblem(end *replayEnd, q int, msg string) {
+	p := Problem{Kind: "result", Rank: end.rank, Replay: end.rep + 1}
+	if i := s.letThrough(end, q); i >= 0 {
+		o := s.lists[end.rank].Ops[i]
+		p.Op, p.OpName, p.Site = i+1, o.Kind.String(), o.Site
+		msg += fmt.Sprintf("; the wait that let it through: op %d (%s at %s)", i+1, o.Kind, o.Site)
+	} else {
+		msg += "; no wait of this replay orders it"
+	}
+	p.Msg = msg
+	s.add(p)
+}
+
+// staleResult reports bytes of rank q's window that hold other than the
+// result at the end of one of its replays.
+func (s *sim) staleResult(q int, lo, hi uint64, found label, want string) {
+	key := [4]int{-2, q, s.at.rep, int(lo / max(s.coll.N, 1))}
+	if s.seen[key] {
+		return
+	}
+	s.seen[key] = true
+	from := -1
+	if found.by != nil {
+		from = found.by.rank
+	}
+	if w := strings.Index(want, "rank "); w >= 0 {
+		var p int
+		if _, err := fmt.Sscanf(want[w:], "rank %d", &p); err == nil && from < 0 {
+			from = p
+		}
+	}
+	msg := fmt.Sprintf("%s: at the end of replay %d, rank %d's window bytes [%d, %d) (chunk %d) hold %s, expected %s",
+		s.coll.Kind, s.at.rep+1, q, lo, hi, lo/max(s.coll.N, 1), found, want)
+	if found.by != nil {
+		msg += fmt.Sprintf(" (written by %s)", found.by)
+	}
+	s.resultProblem(s.at, from, msg)
+}
+
+// endRace reports a write into rank a's result that is not ordered with
+// the end of a replay (y is the end's read, x the write).
+func (s *sim) endRace(y, x *access) {
+	end := y.end
+	key := [4]int{-3, end.rank, x.by.rank, x.by.op*64 + end.rep}
+	if s.seen[key] {
+		return
+	}
+	s.seen[key] = true
+	lo, hi := max(x.lo, y.lo), min(x.hi, y.hi)
+	when := "may still be arriving"
+	if x.by.rep > end.rep+1 {
+		when = "of a later replay may already have landed"
+	}
+	s.resultProblem(end, x.by.rank, fmt.Sprintf("%s: at the end of replay %d, rank %d's window bytes [%d, %d) (chunk %d): %s's data %s (nothing orders it with the end of the replay)",
+		s.coll.Kind, end.rep+1, end.rank, lo, hi, lo/max(s.coll.N, 1), x.by, when))
+}
+
+// startFromInbox starts the rows into rank r, which reset its inbox, from
+// what they held when the plan was made (List.Inbox): a replay's wait
+// waits for its recorded value less Base plus Replayed, so the rows start
+// at Inbox + Base - Replayed. A row whose replays' count is ahead of what
+// it holds is a wait that will hang.
+func (s *sim) startFromInbox(r int, l plan.List) {
+	waited := map[int]bool{} // rows r's waits read
+	for _, o := range l.Ops {
+		for _, row := range s.sh.WaitRows(o) {
+			waited[row] = o.Kind != plan.WaitCounter
+		}
+	}
+	for sender := 0; sender < s.n; sender++ {
+		for g := 0; g < s.sh.Signals; g++ {
+			row := s.sh.SigRow(sender, g)
+			have := l.Inbox[row]
+			if len(l.Base) == len(l.Inbox) {
+				have += l.Base[row]
+			}
+			sl := &s.sig[s.sigIdx(r, sender, g)]
+			if have < l.Replayed[row] && waited[row] {
+				s.add(Problem{Kind: "reset", Rank: r, Msg: fmt.Sprintf("rank %d reset its inbox (w:reset_signals) after replays of plans on this window added %d to signal %d from rank %d: the waits of this plan's replays count them and will wait for %d signals more than the slot can get", r, l.Replayed[row], g, sender, l.Replayed[row]-have)})
+				sl.val = 0
+				continue
+			}
+			sl.val = have - min(have, l.Replayed[row])
+		}
+	}
+}
+
+// findMonotone fills sim.monotone from every rank's waits over all the
+// replays.
+func (s *sim) findMonotone() {
+	s.monotone = make([]bool, len(s.sig))
+	for i := range s.monotone {
+		s.monotone[i] = true
+	}
+	last := map[int]uint64{}
+	for r, l := range s.lists {
+		for rep := 0; rep < s.replays; rep++ {
+			for i, o := range l.Ops {
+				switch {
+				case o.Sig < 0 || o.Sig >= s.sh.Signals:
+				case o.Kind == plan.WaitSignal:
+					for p := 0; p < s.n; p++ {
+						s.monotone[s.sigIdx(r, p, o.Sig)] = false
+					}
+				case o.Kind == plan.WaitSignalFrom && o.Peer >= 0 && o.Peer < s.n:
+					idx := s.sigIdx(r, o.Peer, o.Sig)
+					v := o.Value + uint64(rep)*s.adv[r][i]
+					if (o.Cmp != transport.CmpGe && o.Cmp != transport.CmpGt) || v < last[idx] {
+						s.monotone[idx] = false
+					}
+					last[idx] = v
+				}
+			}
+		}
+	}
+}
