@@ -55,6 +55,7 @@ fuzz:
 
 docs: build
 	./$(BIN) docs -o docs/lua-api.md
+	./$(BIN) docs --knobs -o docs/tuning.md
 
 # Test binaries for the GPU machine (run there with scripts/gpu-check.sh).
 gpu-bins: build

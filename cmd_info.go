@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/knobs"
 	tnet "github.com/luacoll/luacoll/transport/net"
 )
 
@@ -44,7 +45,7 @@ func (n netInfo) String() string {
 }
 
 func cmdInfo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("info", "luacoll info [--json]\n\nPrints the host, the CUDA driver, every GPU (memory, compute capability, SMs,\n"+
+	fs := newFlagSet("info", "luacoll info [--json] [--tuning]\n\nPrints the host, the CUDA driver, every GPU (memory, compute capability, SMs,\n"+
 		"copy engines, VMM, POSIX-FD handles, 64-bit stream memory operations, NVLink\n"+
 		"multicast: \"supported, not used\" or \"not supported\", MPS: whether this process's\n"+
 		"contexts would go through an MPS server), the\n"+
@@ -52,10 +53,17 @@ func cmdInfo(args []string, stdout, stderr io.Writer) int {
 		"and whether NVRTC and NCCL were found; the UCX version and the transports and devices\n"+
 		"it sees for network peers.\n"+
 		"Without a GPU it says so and exits 0. --json prints the same facts as one JSON object\n"+
-		"whose keys are all lower case, words joined by _ (driver_version, pci_bus_id).", stderr)
+		"whose keys are all lower case, words joined by _ (driver_version, pci_bus_id).\n"+
+		"--tuning lists the knobs (docs/tuning.md) instead: each with the value in effect and\n"+
+		"whether it came from the environment or is the default; a value a knob cannot take\n"+
+		"is named, and the exit status is then 2.", stderr)
 	asJSON := fs.Bool("json", false, "print the facts as JSON (snake_case keys)")
+	tuning := fs.Bool("tuning", false, "list the knobs with the values in effect and where they came from")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
+	}
+	if *tuning {
+		return printTuning(knobs.Current(), *asJSON, stdout, stderr)
 	}
 	info := cuda.Probe()
 	network := describeNet()
@@ -79,5 +87,39 @@ func cmdInfo(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "host backend: available (shared memory from memfd_create, passed between ranks over Unix sockets)\n")
 	fmt.Fprint(stdout, network.String())
 	fmt.Fprint(stdout, info.String())
+	return 0
+}
+
+// knobJSON is one knob as `luacoll info --tuning --json` prints it.
+type knobJSON struct {
+	Name    string `json:"name"`
+	Class   string `json:"class"`
+	Value   string `json:"value"`
+	Source  string `json:"source"`
+	Unit    string `json:"unit,omitempty"`
+	Default string `json:"default"`
+}
+
+// printTuning prints the knobs in effect in set; 2 when the environment
+// gave one a value it cannot take.
+func printTuning(set *knobs.Set, asJSON bool, stdout, stderr io.Writer) int {
+	if asJSON {
+		var out []knobJSON
+		for _, e := range set.Effective() {
+			out = append(out, knobJSON{e.Knob.Name, string(e.Knob.Class), e.Value, e.Source, e.Knob.Unit, e.Knob.Default})
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			fmt.Fprintf(stderr, "luacoll info: %v\n", err)
+			return 1
+		}
+	} else {
+		fmt.Fprint(stdout, set.Text())
+	}
+	if err := set.Err(); err != nil {
+		fmt.Fprintf(stderr, "luacoll info: %v\n", err)
+		return 2
+	}
 	return 0
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/luacoll/luacoll/engine/launch"
+	"github.com/luacoll/luacoll/launchenv"
 	"github.com/luacoll/luacoll/luabind"
 )
 
@@ -55,10 +56,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	var src []byte
 	var name string
 	fromLauncher := false
-	switch fd, ferr := strconv.Atoi(os.Getenv(launch.EnvScriptFD)); {
+	switch fd, ferr := strconv.Atoi(launchenv.Get(launch.EnvScriptFD)); {
 	case ferr == nil && isRank && env.Source == launch.SourceLuacoll:
 		src, err = launch.ReadInherited(fd)
-		name, fromLauncher = os.Getenv(launch.EnvScriptName), true
+		name, fromLauncher = launchenv.Get(launch.EnvScriptName), true
 	case onlyExec:
 		name = luabind.ExecName
 	default:

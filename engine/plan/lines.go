@@ -26,8 +26,8 @@ import (
 // list writes nothing else a peer could read (the release of a signal
 // covers every earlier write of the sender, a line only its own payload).
 
-// LinesEnv set to "0" keeps every put_signal out of lines.
-const LinesEnv = "LUACOLL_PLAN_LINES"
+// knobs.PlanLines set to "0" keeps every put_signal out of lines (the
+// caller asks it).
 
 // LineRef names op Op of rank Sender's list.
 type LineRef struct{ Sender, Op int }

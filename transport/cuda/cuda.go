@@ -17,6 +17,7 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/kernels"
+	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
 )
 
@@ -68,7 +69,7 @@ type CUDABackend struct {
 	planAside string
 	// planFuse lets a plan's replays in stream mode share a launch where
 	// one replay's last run of steps meets the next one's first
-	// (PlanFuseEnv).
+	// (knobs.PlanFuse).
 	planFuse bool
 	// noHostCopies turns copyOnHost off (HostCopyEnv).
 	noHostCopies bool
@@ -84,12 +85,11 @@ const HostCopyEnv = "LUACOLL_HOST_COPY"
 // ranks under MPS: 1.03-1.05 us a hop relaxed, 1.07-1.10 acquire.
 const PlanPollEnv = "LUACOLL_PLAN_POLL"
 
-// PlanFuseEnv set to "0" gives every run of steps of a plan's replay in
-// stream mode its own launch: by default the last run of a replay and the
-// first of the next share one, also across p:run calls (the last one is
-// held back until the next call, or launched alone by anything else on
-// the stream, a sync, or 20 us without a call).
-const PlanFuseEnv = "LUACOLL_PLAN_FUSE"
+// By default the last run of steps of a plan's replay in stream mode and
+// the first of the next share one launch, also across p:run calls (the
+// last one is held back until the next call, or launched alone by
+// anything else on the stream, a sync, or 20 us without a call);
+// knobs.PlanFuse set to "0" gives every run its own launch.
 
 // PlanAsideEnv says how a plan whose peers are on other GPUs copies
 // within the rank's own memory (1 MiB and more) beside its puts: "kernel"
@@ -129,12 +129,12 @@ func NewCUDABackend(job string, localRank int, gpus []int) (*CUDABackend, error)
 		}
 	}
 	b := &CUDABackend{drv: drv, ordinal: ord, job: job, byUUID: map[string]cuda.Device{}}
-	if v := os.Getenv(PrelaunchEnv); v == "1" || v == "2" {
+	if v := knobs.Prelaunch.Get(); v == "1" || v == "2" {
 		b.prelaunch = true // until SetPrelaunch says otherwise
 	}
 	b.planPollAcquire = os.Getenv(PlanPollEnv) == "acquire"
 	b.planNoPrefetch = os.Getenv(PlanPrefetchEnv) == "0"
-	b.planFuse = os.Getenv(PlanFuseEnv) != "0"
+	b.planFuse = knobs.PlanFuse.Get() != "0"
 	switch b.planAside = os.Getenv(PlanAsideEnv); b.planAside {
 	case "ce", "off":
 	default:
@@ -165,7 +165,7 @@ func NewCUDABackend(job string, localRank int, gpus []int) (*CUDABackend, error)
 	if err := b.ctx.SetCurrent(); err != nil {
 		return fail(err)
 	}
-	if b.k, err = kernels.Load(drv, b.ctx, kernels.Options{}); err != nil {
+	if b.k, err = kernels.Load(drv, b.ctx, kernels.Options{PutBlocksPerSM: int(knobs.PutBlocksPerSM.Or(0))}); err != nil {
 		return fail(err)
 	}
 	if b.flag, err = drv.AllocMapped(64); err != nil {
@@ -1515,7 +1515,7 @@ func (s *CUDAStream) Mark() transport.Mark {
 // goroutine that yields may come back on another OS thread, where the
 // context is not current: polling in place keeps a short sync at the cost
 // of one launch and one query.
-var syncSpin = time.Duration(min(envUint("LUACOLL_SYNC_SPIN_US", 100), 1e6)) * time.Microsecond
+var syncSpin = knobs.SyncSpin.Or(100 * time.Microsecond)
 
 // Sync implements Stream.
 func (s *CUDAStream) Sync(ctx context.Context) error {

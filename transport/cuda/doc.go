@@ -10,5 +10,5 @@
 // layers above reach its streams through the small interfaces of
 // seams.go, never the concrete types.
 //
-// Imports: cuda, kernels, transport, transport/shm
+// Imports: cuda, kernels, knobs, transport, transport/shm
 package cuda
