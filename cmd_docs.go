@@ -56,5 +56,8 @@ func tuningMarkdown() string {
 		"| variable | what | default |\n| --- | --- | --- |\n" +
 		"| `UCX_TLS`, `UCX_NET_DEVICES`, ... | UCX's own settings, for network peers (`luacoll info` shows what UCX sees) | UCX's; `tcp` under `--nodes` |\n" +
 		"| `UCX_TCP_TX_SEG_SIZE`, `UCX_TCP_RX_SEG_SIZE` | UCX's TCP segment sizes | 64k and 256k (UCX's 8k and 64k cap a process's TCP traffic at about a third: docs/results/net.md) |\n" +
-		"| `CUDA_MODULE_LOADING` | luacoll sets EAGER when unset: a lazily loaded kernel waits for running ones | EAGER |\n"
+		"| `CUDA_MODULE_LOADING` | luacoll sets EAGER when unset: a lazily loaded kernel waits for running ones | EAGER |\n" +
+		"\nTests have their own switches (`LUACOLL_PROBE` runs the machine probes of `cuda.test`,\n" +
+		"`LUACOLL_CHECK_TRACES` names trace files to check, `LUACOLL_TEST_*` drive the launcher's tests);\n" +
+		"the switches retired after their measurements, and their figures, are in results/knobs-retired.md.\n"
 }

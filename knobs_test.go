@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/luacoll/luacoll/launchenv"
 	"github.com/luacoll/luacoll/repl"
 	"github.com/luacoll/luacoll/transport"
+	tcuda "github.com/luacoll/luacoll/transport/cuda"
 )
 
 // docs/tuning.md is what `luacoll docs --knobs` writes from the registry
@@ -54,6 +56,9 @@ func TestEnvironmentNamesAreRegistered(t *testing.T) {
 	}
 	if _, ok := knobs.Lookup(transport.OverrideEnv); !ok {
 		t.Errorf("%s is not a knob", transport.OverrideEnv)
+	}
+	if got, want := knobs.AGPProtocol.Words(), append([]string{"auto"}, tcuda.AGPProtocols...); !slices.Equal(got, want) {
+		t.Errorf("%s takes %q, the all-gather %q", knobs.AGPProtocol.Name, got, want)
 	}
 }
 

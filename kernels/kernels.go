@@ -419,10 +419,6 @@ type ProxyCallSpec struct {
 	Calls, Bell, Done cuda.DevicePtr
 	Timeout           time.Duration // <= 0: none
 	Abort, Record     cuda.DevicePtr
-	// Volatile rings and polls with volatile accesses only, where the
-	// default fences the bell and polls with system-scope acquire loads
-	// (measurements).
-	Volatile bool
 }
 
 // ProxyCall enqueues a call: the count rung into Bell, then a wait until
@@ -431,10 +427,7 @@ func (k *Kernels) ProxyCall(s *cuda.Stream, p ProxyCallSpec) error {
 	if p.Calls == 0 || p.Bell == 0 || p.Done == 0 {
 		return fmt.Errorf("proxy call: %w", ErrBadSpec)
 	}
-	strong := int32(1)
-	if p.Volatile {
-		strong = 0
-	}
+	strong := int32(1) // fence the bell, poll with system-scope acquire loads
 	var a cuda.KernelArgs
 	a.Ptr(p.Calls).Ptr(p.Bell).Ptr(p.Done).U64(nanos(p.Timeout)).Ptr(p.Abort).Ptr(p.Record).I32(strong)
 	return k.single(KernelProxyCall, s, &a)

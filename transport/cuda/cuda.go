@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,46 +59,17 @@ type CUDABackend struct {
 	// hostBuffers: buffers are device-mapped host memory too (a job
 	// with network peers; see UseHostBuffers).
 	hostBuffers atomic.Bool
-	// planPollAcquire and planNoPrefetch tune the plan interpreter
-	// (PlanPollEnv, PlanPrefetchEnv).
-	planPollAcquire, planNoPrefetch bool
-	// planAside is how plans copy within the rank's memory beside
-	// their puts (PlanAsideEnv): "kernel", "ce" or "off".
-	planAside string
 	// planFuse lets a plan's replays in stream mode share a launch where
 	// one replay's last run of steps meets the next one's first
 	// (knobs.PlanFuse).
 	planFuse bool
-	// noHostCopies turns copyOnHost off (HostCopyEnv).
-	noHostCopies bool
 }
-
-// HostCopyEnv set to "0" makes every copy of the proxy path a device copy
-// (see copyOnHost), for measurements.
-const HostCopyEnv = "LUACOLL_HOST_COPY"
-
-// PlanPollEnv names how the plan interpreter polls a single slot at GPU
-// scope: "relaxed" (the default: relaxed polls, then one acquire load) or
-// "acquire" (the poll that sees the value is the acquire). One H100, two
-// ranks under MPS: 1.03-1.05 us a hop relaxed, 1.07-1.10 acquire.
-const PlanPollEnv = "LUACOLL_PLAN_POLL"
 
 // By default the last run of steps of a plan's replay in stream mode and
 // the first of the next share one launch, also across p:run calls (the
 // last one is held back until the next call, or launched alone by
 // anything else on the stream, a sync, or 20 us without a call);
 // knobs.PlanFuse set to "0" gives every run its own launch.
-
-// PlanAsideEnv says how a plan whose peers are on other GPUs copies
-// within the rank's own memory (1 MiB and more) beside its puts: "kernel"
-// (the default: a copy kernel on a side stream, the copy engines carrying
-// the puts), "ce" (a copy-engine copy on the side stream) or "off" (in
-// line, on the plan's stream).
-const PlanAsideEnv = "LUACOLL_PLAN_ASIDE"
-
-// PlanPrefetchEnv set to "0" stops the plan interpreter's waits from
-// reading a private put_signal source before they spin.
-const PlanPrefetchEnv = "LUACOLL_PLAN_PREFETCH"
 
 // NewCUDABackend opens GPU gpus[localRank] (or localRank modulo the device
 // count when gpus is empty) for job; localRank is the rank's index among
@@ -132,15 +101,7 @@ func NewCUDABackend(job string, localRank int, gpus []int) (*CUDABackend, error)
 	if v := knobs.Prelaunch.Get(); v == "1" || v == "2" {
 		b.prelaunch = true // until SetPrelaunch says otherwise
 	}
-	b.planPollAcquire = os.Getenv(PlanPollEnv) == "acquire"
-	b.planNoPrefetch = os.Getenv(PlanPrefetchEnv) == "0"
 	b.planFuse = knobs.PlanFuse.Get() != "0"
-	switch b.planAside = os.Getenv(PlanAsideEnv); b.planAside {
-	case "ce", "off":
-	default:
-		b.planAside = "kernel"
-	}
-	b.noHostCopies = os.Getenv(HostCopyEnv) == "0"
 	for i := 0; i < n; i++ {
 		d, err := drv.DeviceGet(i)
 		if err != nil {
@@ -668,9 +629,9 @@ func (b *CUDABackend) RefCopy(dst, src transport.Addr, n uint64) (time.Duration,
 // scope (release store and acquire load), not system scope.
 func (b *CUDABackend) DevicePingPong(raw bool, peerData, src transport.Addr, n uint64, peerSlot, mySlot transport.Addr, iters uint64, initiator bool, timeout time.Duration, local bool) (time.Duration, error) {
 	// src is a private buffer: 10 and 11 may read it before each wait.
-	variant := orderingVariant(11)
+	variant := orderingPutSignal
 	if local {
-		variant = orderingVariant(10)
+		variant = orderingPutSignalLocal
 	}
 	ns, err := b.runAux(func(s *cuda.Stream, out cuda.DevicePtr) error {
 		if raw {
@@ -718,9 +679,9 @@ func (b *CUDABackend) DeviceLinePingPong(peerLine, myLine, myData, src, mySlot t
 // window the rows lie in (rows[p] = flat.Base + p*flat.Stride + the same
 // offset): the kernel then finds every row by arithmetic, with no table.
 func (b *CUDABackend) DeviceBarrierLoop(rows []transport.Addr, rank int, iters uint64, timeout time.Duration, local bool, flat *transport.FlatRange) (time.Duration, error) {
-	variant := orderingVariant(6)
+	variant := orderingBarrier
 	if local {
-		variant = orderingVariant(8)
+		variant = orderingBarrierLocal
 	}
 	if flat != nil {
 		for p, r := range rows {
@@ -773,27 +734,16 @@ func (b *CUDABackend) DeviceBarrierLoop(rows []transport.Addr, rank int, iters u
 	return time.Duration(ns), nil
 }
 
-// orderingVariant is the memory-ordering scheme of a device-loop
-// benchmark: def unless LUACOLL_ORDERING names another (see signal_put.cu).
-// 0 (release store, acquire fence), 1 (system fence, relaxed store,
-// acquire fence), 2 (acq_rel fences), 4 (release store, acquire load of
-// the flag) and, for the barrier, 6 (release stores to the peers only,
-// acquire load of each peer's slot) are correct; 3 has no ordering and
-// only gives a floor; 7 and 8 are 4 and 6 at GPU scope, and 9 is 7 with
-// the poll itself the acquire, correct only when every rank runs on this
-// GPU; 10 and 11 are 9 and 4 with the source read before the wait. The
-// defaults are the fastest correct ones measured: for the put_signal
-// ping-pong 11 across GPUs (4 measured 1.73-1.83 us one-way on 2 x H200)
-// and 10 on one GPU (one H100, two ranks under MPS: 0.85-0.87 us against
-// 0.92-0.95 for 9, raw flag 0.36-0.39); for the barrier 6 (1.65 us on
-// 2 x H200; 2.29 us with variant 1) and 8.
-func orderingVariant(def int) int {
-	v, err := strconv.Atoi(os.Getenv("LUACOLL_ORDERING"))
-	if err != nil || v < 0 || v > 11 {
-		return def
-	}
-	return v
-}
+// The memory-ordering variants of the device-loop benchmarks (see
+// signal_put.cu): the fastest correct ones measured, across GPUs and with
+// every rank on this GPU (docs/results/knobs-retired.md has the figures
+// of the others).
+const (
+	orderingPutSignal      = 11 // release store, acquire load of the flag, source read before the wait
+	orderingPutSignalLocal = 10 // GPU scope, the poll itself the acquire, source read before the wait
+	orderingBarrier        = 6  // release stores to the peers only, acquire load of each peer's slot
+	orderingBarrierLocal   = 8  // 6 at GPU scope
+)
 
 // Close implements Backend.
 func (b *CUDABackend) Close() error {
@@ -904,8 +854,7 @@ type CUDAStream struct {
 	memFail   *waitFailure
 	interrupt error
 	events    []*cuda.Event
-	sides     []sideStream // splitCopy's streams
-	planSide  *sideStream  // plans' own-memory copies (cuda_plan.go)
+	planSide  *sideStream // plans' own-memory copies (cuda_plan.go)
 	// held is a put_signal or a wait not launched yet: the next call may
 	// share its launch (see hold); anything else launches it first.
 	held      heldOp
@@ -1065,13 +1014,6 @@ const AutoSMCopyMax = 64 << 10
 // SetPath implements PathSetter.
 func (s *CUDAStream) SetPath(path string) { s.path = path }
 
-// ceSplit is the number of streams a copy-engine copy of at least
-// ceSplitMin bytes is spread over (LUACOLL_CE_SPLIT, default 1: none), for
-// measurements of how many copy engines a copy can keep busy.
-var ceSplit = int(min(max(envUint("LUACOLL_CE_SPLIT", 1), 1), 8))
-
-const ceSplitMin = 16 << 20
-
 // Copy implements Stream.
 func (s *CUDAStream) Copy(dst, src transport.Addr, n uint64) {
 	if n == 0 || s.copyOnHost(dst, src, n) {
@@ -1081,9 +1023,6 @@ func (s *CUDAStream) Copy(dst, src transport.Addr, n uint64) {
 	s.enqueue(func() error {
 		if sm {
 			return s.b.k.Put(s.s, cuda.DevicePtr(dst), cuda.DevicePtr(src), n)
-		}
-		if ceSplit > 1 && n >= ceSplitMin {
-			return s.splitCopy(dst, src, n)
 		}
 		return s.b.drv.MemcpyAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), n, s.s)
 	})
@@ -1100,7 +1039,7 @@ func (s *CUDAStream) Copy(dst, src transport.Addr, n uint64) {
 // copy is spread over goroutines (transport.Memmove). It reports whether
 // it made the copy.
 func (s *CUDAStream) copyOnHost(dst, src transport.Addr, n uint64) bool {
-	if s.b.noHostCopies || !s.b.hostMapped(dst, n) || !s.b.hostMapped(src, n) {
+	if !s.b.hostMapped(dst, n) || !s.b.hostMapped(src, n) {
 		return false
 	}
 	s.lock()
@@ -1111,56 +1050,6 @@ func (s *CUDAStream) copyOnHost(dst, src transport.Addr, n uint64) bool {
 	}
 	transport.Memmove(transport.HostBytes(dst, n), transport.HostBytes(src, n))
 	return true
-}
-
-// splitCopy spreads one copy over ceSplit streams (this one and side
-// streams made on first use), joined back into this stream.
-func (s *CUDAStream) splitCopy(dst, src transport.Addr, n uint64) error {
-	drv := s.b.drv
-	for len(s.sides) < ceSplit-1 {
-		st, err := drv.StreamCreate()
-		if err != nil {
-			return err
-		}
-		fork, err := drv.NewSyncEvent()
-		if err != nil {
-			return err
-		}
-		join, err := drv.NewSyncEvent()
-		if err != nil {
-			return err
-		}
-		s.sides = append(s.sides, sideStream{st, fork, join})
-	}
-	part := (n / uint64(ceSplit)) &^ 4095
-	for j, sd := range s.sides {
-		if err := sd.fork.Record(s.s); err != nil {
-			return err
-		}
-		if err := sd.s.WaitEvent(sd.fork); err != nil {
-			return err
-		}
-		off := uint64(j+1) * part
-		m := part
-		if j == len(s.sides)-1 {
-			m = n - off
-		}
-		if err := drv.MemcpyAsync(cuda.DevicePtr(dst).Add(off), cuda.DevicePtr(src).Add(off), m, sd.s); err != nil {
-			return err
-		}
-		if err := sd.join.Record(sd.s); err != nil {
-			return err
-		}
-	}
-	if err := drv.MemcpyAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), part, s.s); err != nil {
-		return err
-	}
-	for _, sd := range s.sides {
-		if err := s.s.WaitEvent(sd.join); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 type sideStream struct {
@@ -1752,11 +1641,7 @@ func (s *CUDAStream) Close() {
 		_ = ev.Destroy()
 	}
 	s.closeStamps()
-	sides := s.sides
-	if s.planSide != nil {
-		sides = append(sides, *s.planSide)
-	}
-	for _, sd := range sides {
+	if sd := s.planSide; sd != nil {
 		_ = sd.s.Synchronize()
 		_ = sd.s.Destroy()
 		_ = sd.fork.Destroy()
@@ -1783,13 +1668,3 @@ func (s *CUDAStream) Close() {
 }
 
 var _ transport.Backend = (*CUDABackend)(nil)
-
-// envUint reads an unsigned environment variable, def where it is unset or
-// not a number.
-func envUint(name string, def uint64) uint64 {
-	v, err := strconv.ParseUint(os.Getenv(name), 10, 64)
-	if err != nil {
-		return def
-	}
-	return v
-}

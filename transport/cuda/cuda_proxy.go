@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -560,11 +559,6 @@ func (s *CUDAStream) HostFunc(f *cuda.HostFunc) {
 	s.enqueue(func() error { return s.s.LaunchHostFunc(f) })
 }
 
-// ProxyPollEnv set to "volatile" makes a ProxyCall ring and poll with
-// volatile accesses only (measurements; the default fences the bell and
-// polls with system-scope acquire loads).
-const ProxyPollEnv = "LUACOLL_PROXY_POLL"
-
 // ProxyCall lets a CUDA graph hand work to a host thread without a host
 // node: its kernel (kernels.ProxyCall) rings a host-mapped bell with the
 // call's number and spins until the host answers in a host-mapped done
@@ -609,7 +603,7 @@ func (s *CUDAStream) NewProxyCall(timeout time.Duration) (*ProxyCall, error) {
 // Launch enqueues one call on raw (s's stream, or a capture of it).
 func (pc *ProxyCall) Launch(raw *cuda.Stream) error {
 	return pc.s.b.k.ProxyCall(raw, kernels.ProxyCallSpec{Calls: pc.calls, Bell: pc.bell.Dev, Done: pc.done.Dev,
-		Timeout: pc.timeout, Abort: pc.s.b.flag.Dev, Record: pc.s.rec.Dev, Volatile: os.Getenv(ProxyPollEnv) == "volatile"})
+		Timeout: pc.timeout, Abort: pc.s.b.flag.Dev, Record: pc.s.rec.Dev})
 }
 
 // Rung is the number of the last call rung (0: none yet).
