@@ -50,7 +50,8 @@ func tuningMarkdown() string {
 		knobs.Markdown() +
 		"## The launcher's variables\n" +
 		"luacoll's launcher sets these for the ranks it starts (package launchenv): they are its protocol, not knobs.\n" +
-		"Only `LUACOLL_JOB_SECRET` is ever set by hand: alike on every rank of a job that another launcher starts.\n\n" +
+		"Under another launcher (torchrun, Slurm, Open MPI) a user sets `LUACOLL_ADDR` (the rendezvous, or\n" +
+		"MASTER_ADDR:MASTER_PORT) and, across hosts, `LUACOLL_JOB_SECRET`, alike on every rank; the others are luacoll's own.\n\n" +
 		launchenv.Markdown() +
 		"\n## Other programs' variables\n" +
 		"| variable | what | default |\n| --- | --- | --- |\n" +
