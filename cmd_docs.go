@@ -46,7 +46,7 @@ func tuningMarkdown() string {
 		"Environment variables a user sets to tune a run or to look into one. Each rank reads them once, when it starts;\n" +
 		"a value a knob cannot take stops the command with an error naming the variable. `luacoll info --tuning` lists\n" +
 		"the values in effect and where each came from (the environment or the default). The defaults come from the\n" +
-		"measurements in docs/results/; `scripts/gpu-tune.sh` sweeps the all-gather's.\n\n" +
+		"measurements in docs/results/, and scripts/bench/ has the sweeps behind them.\n\n" +
 		knobs.Markdown() +
 		"## The launcher's variables\n" +
 		"luacoll's launcher sets these for the ranks it starts (package launchenv): they are its protocol, not knobs.\n" +

@@ -6,10 +6,12 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"sort"
 	"strings"
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/knobs"
+	"github.com/luacoll/luacoll/launchenv"
 	tnet "github.com/luacoll/luacoll/transport/net"
 )
 
@@ -63,7 +65,11 @@ func cmdInfo(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *tuning {
-		return printTuning(knobs.Current(), *asJSON, stdout, stderr)
+		code := printTuning(knobs.Current(), *asJSON, stdout, stderr)
+		if stray := strayVariables(os.Environ()); len(stray) > 0 {
+			fmt.Fprintf(stderr, "luacoll info: set but neither knobs nor the launcher's (ignored): %s\n", strings.Join(stray, ", "))
+		}
+		return code
 	}
 	info := cuda.Probe()
 	network := describeNet()
@@ -122,4 +128,19 @@ func printTuning(set *knobs.Set, asJSON bool, stdout, stderr io.Writer) int {
 		return 2
 	}
 	return 0
+}
+
+// strayVariables returns the LUACOLL_ variables of environ that are
+// neither knobs nor the launcher's: a misspelt knob, or a switch retired
+// after its measurement (docs/results/knobs-retired.md).
+func strayVariables(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, knob := knobs.Lookup(name); strings.HasPrefix(name, "LUACOLL_") && !knob && !launchenv.Known(name) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

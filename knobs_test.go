@@ -80,6 +80,9 @@ func TestInfoTuning(t *testing.T) {
 	if !strings.Contains(out.String(), "2 workers (environment)") {
 		t.Errorf("info --tuning does not say where NET_LANES came from:\n%s", out.String())
 	}
+	if got := strayVariables([]string{"LUACOLL_ORDERING=3", "LUACOLL_RANK=0", "LUACOLL_NET_LANES=2", "HOME=/"}); !slices.Equal(got, []string{"LUACOLL_ORDERING"}) {
+		t.Errorf("strayVariables = %q, want the retired LUACOLL_ORDERING only", got)
+	}
 	t.Setenv(knobs.NetLanes.Name, "-1")
 	knobs.Reload()
 	out.Reset()

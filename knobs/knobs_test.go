@@ -104,3 +104,34 @@ func TestRegistry(t *testing.T) {
 		t.Errorf("%d tuning and %d debug knobs, want at most 12 and 6", count[Tuning], count[Debug])
 	}
 }
+
+// FuzzLoad sets every knob to the same arbitrary value: Load never
+// panics, a value it keeps reads back through the typed readers, and a
+// value it refuses is named with its variable.
+func FuzzLoad(f *testing.F) {
+	for _, v := range []string{"0", "1", "2", "8", "32M", "1.5", "-1", "abc", "1e400", "18446744073709551615G", "ce+kernel", " 4 ", ""} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		s := Load(func(string) (string, bool) { return v, true })
+		for _, k := range All() {
+			kept, ok := s.Value(k)
+			refused := s.Err() != nil && strings.Contains(s.Err().Error(), k.Name+"=")
+			if ok == refused && strings.TrimSpace(v) != "" {
+				t.Fatalf("%s=%q: kept %v, refused %v", k.Name, v, ok, refused)
+			}
+			if ok && kept != strings.TrimSpace(v) {
+				t.Fatalf("%s=%q: kept %q", k.Name, v, kept)
+			}
+		}
+		if u, ok := NetStripeMin.From(s); ok && (u < 4096 || u > 1<<40) {
+			t.Fatalf("NET_STRIPE_MIN=%q read as %d, out of its range", v, u)
+		}
+		if d, ok := SyncSpin.From(s); ok && (d < 0 || d > time.Second) {
+			t.Fatalf("SYNC_SPIN_US=%q read as %v, out of its range", v, d)
+		}
+		if w := Prelaunch.From(s); w != "" && w != "0" && w != "1" && w != "2" {
+			t.Fatalf("PRELAUNCH=%q read as %q", v, w)
+		}
+	})
+}
