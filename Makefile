@@ -46,6 +46,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReadPart$$' -fuzztime $(FUZZTIME) ./engine/trace
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./engine/trace
 	$(GO) test -run '^$$' -fuzz '^FuzzParseOverride$$' -fuzztime $(FUZZTIME) ./transport
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./knobs
 	$(GO) test -run '^$$' -fuzz '^FuzzUnseal$$' -fuzztime $(FUZZTIME) ./transport/net
 	$(GO) test -run '^$$' -fuzz '^FuzzLuaArgs$$' -fuzztime $(FUZZTIME) ./luabind
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeList$$' -fuzztime $(FUZZTIME) ./engine/plan
@@ -56,6 +57,7 @@ fuzz:
 
 docs: build
 	./$(BIN) docs -o docs/lua-api.md
+	./$(BIN) docs --knobs -o docs/tuning.md
 
 # Test binaries for the GPU machine (run there with scripts/gpu-check.sh).
 gpu-bins: build

@@ -6,9 +6,12 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"sort"
 	"strings"
 
 	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/knobs"
+	"github.com/luacoll/luacoll/launchenv"
 	tnet "github.com/luacoll/luacoll/transport/net"
 )
 
@@ -44,7 +47,7 @@ func (n netInfo) String() string {
 }
 
 func cmdInfo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("info", "luacoll info [--json]\n\nPrints the host, the CUDA driver, every GPU (memory, compute capability, SMs,\n"+
+	fs := newFlagSet("info", "luacoll info [--json] [--tuning]\n\nPrints the host, the CUDA driver, every GPU (memory, compute capability, SMs,\n"+
 		"copy engines, VMM, POSIX-FD handles, 64-bit stream memory operations, NVLink\n"+
 		"multicast: \"supported, not used\" or \"not supported\", MPS: whether this process's\n"+
 		"contexts would go through an MPS server), the\n"+
@@ -52,9 +55,20 @@ func cmdInfo(args []string, stdout, stderr io.Writer) int {
 		"and whether NVRTC and NCCL were found; the UCX version and the transports and devices\n"+
 		"it sees for network peers.\n"+
 		"Without a GPU it says so and exits 0. --json prints the same facts as one JSON object\n"+
-		"whose keys are all lower case, words joined by _ (driver_version, pci_bus_id).", stderr)
+		"whose keys are all lower case, words joined by _ (driver_version, pci_bus_id).\n"+
+		"--tuning lists the knobs (docs/tuning.md) instead: each with the value in effect and\n"+
+		"whether it came from the environment or is the default; a value a knob cannot take\n"+
+		"is named, and the exit status is then 2.", stderr)
 	asJSON := fs.Bool("json", false, "print the facts as JSON (snake_case keys)")
+	tuning := fs.Bool("tuning", false, "list the knobs with the values in effect and where they came from")
 	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	if *tuning {
+		code := printTuning(knobs.Current(), *asJSON, stdout, stderr)
+		if stray := strayVariables(os.Environ()); len(stray) > 0 {
+			fmt.Fprintf(stderr, "luacoll info: set but neither knobs nor the launcher's (ignored): %s\n", strings.Join(stray, ", "))
+		}
 		return code
 	}
 	info := cuda.Probe()
@@ -80,4 +94,53 @@ func cmdInfo(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprint(stdout, network.String())
 	fmt.Fprint(stdout, info.String())
 	return 0
+}
+
+// knobJSON is one knob as `luacoll info --tuning --json` prints it.
+type knobJSON struct {
+	Name    string `json:"name"`
+	Class   string `json:"class"`
+	Value   string `json:"value"`
+	Source  string `json:"source"`
+	Unit    string `json:"unit,omitempty"`
+	Default string `json:"default"`
+}
+
+// printTuning prints the knobs in effect in set; 2 when the environment
+// gave one a value it cannot take.
+func printTuning(set *knobs.Set, asJSON bool, stdout, stderr io.Writer) int {
+	if asJSON {
+		var out []knobJSON
+		for _, e := range set.Effective() {
+			out = append(out, knobJSON{e.Knob.Name, string(e.Knob.Class), e.Value, e.Source, e.Knob.Unit, e.Knob.Default})
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			fmt.Fprintf(stderr, "luacoll info: %v\n", err)
+			return 1
+		}
+	} else {
+		fmt.Fprint(stdout, set.Text())
+	}
+	if err := set.Err(); err != nil {
+		fmt.Fprintf(stderr, "luacoll info: %v\n", err)
+		return 2
+	}
+	return 0
+}
+
+// strayVariables returns the LUACOLL_ variables of environ that are
+// neither knobs nor the launcher's: a misspelt knob, or a switch retired
+// after its measurement (docs/results/knobs-retired.md).
+func strayVariables(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, knob := knobs.Lookup(name); strings.HasPrefix(name, "LUACOLL_") && !knob && !launchenv.Known(name) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/luacoll/luacoll/engine/launch"
+	"github.com/luacoll/luacoll/launchenv"
 	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/repl"
 )
@@ -58,7 +59,7 @@ func cmdRepl(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if isRank {
-		addr := os.Getenv(repl.EnvControl)
+		addr := launchenv.Get(repl.EnvControl)
 		if addr == "" {
 			fmt.Fprintf(stderr, "luacoll repl: the repl starts its own ranks (-n N); it does not run under %s\n", env.Source)
 			return 2

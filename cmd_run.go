@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/luacoll/luacoll/engine/launch"
+	"github.com/luacoll/luacoll/launchenv"
 	"github.com/luacoll/luacoll/luabind"
 )
 
@@ -50,23 +51,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
 		return 2
 	}
-	// The script is read once: by our launcher, which hands every rank the
-	// same bytes, or here when another launcher started this rank.
-	var src []byte
-	var name string
-	fromLauncher := false
-	switch fd, ferr := strconv.Atoi(os.Getenv(launch.EnvScriptFD)); {
-	case ferr == nil && isRank && env.Source == launch.SourceLuacoll:
-		src, err = launch.ReadInherited(fd)
-		name, fromLauncher = os.Getenv(launch.EnvScriptName), true
-	case onlyExec:
-		name = luabind.ExecName
-	default:
-		src, name, err = luabind.ReadScript(script, os.Stdin)
-	}
-	if onlyExec && src == nil {
-		src = []byte{} // (nil would have the rank read the default script)
-	}
+	src, name, fromLauncher, err := runSource(script, onlyExec, isRank, env)
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
 		return 2
@@ -74,13 +59,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// A script that does not compile is said once, before any rank starts
 	// (each rank would say it again).
 	if !fromLauncher {
-		for _, code := range execs {
-			if err := luabind.ScriptSyntax(code, luabind.ExecName); err != nil {
-				fmt.Fprintf(stderr, "luacoll run: -e: %v\n", err)
-				return 1
-			}
-		}
-		if err := luabind.ScriptSyntax(string(src), name); err != nil {
+		if err := runSyntax(execs, src, name); err != nil {
 			fmt.Fprintf(stderr, "luacoll run: %v\n", err)
 			return 1
 		}
@@ -110,6 +89,41 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 		return luabind.RunRank(ctx, env, opts)
 	}
+	return launchRun(ctx, &f, args, src, name, stdout, stderr)
+}
+
+// runSource reads the script a job of run executes, once: by our
+// launcher, which hands every rank the same bytes (fromLauncher), or here
+// when another launcher started this rank or none did.
+func runSource(script string, onlyExec, isRank bool, env launch.RankEnv) (src []byte, name string, fromLauncher bool, err error) {
+	switch fd, ferr := strconv.Atoi(launchenv.Get(launch.EnvScriptFD)); {
+	case ferr == nil && isRank && env.Source == launch.SourceLuacoll:
+		src, err = launch.ReadInherited(fd)
+		name, fromLauncher = launchenv.Get(launch.EnvScriptName), true
+	case onlyExec:
+		name = luabind.ExecName
+	default:
+		src, name, err = luabind.ReadScript(script, os.Stdin)
+	}
+	if onlyExec && src == nil {
+		src = []byte{} // (nil would have the rank read the default script)
+	}
+	return src, name, fromLauncher, err
+}
+
+// runSyntax compiles the -e chunks and the script, and says what does not.
+func runSyntax(execs []string, src []byte, name string) error {
+	for _, code := range execs {
+		if err := luabind.ScriptSyntax(code, luabind.ExecName); err != nil {
+			return fmt.Errorf("-e: %w", err)
+		}
+	}
+	return luabind.ScriptSyntax(string(src), name)
+}
+
+// launchRun starts the job's ranks (run's own arguments again, the script
+// in a shared memfd) and returns the job's exit status.
+func launchRun(ctx context.Context, f *rankFlags, args []string, src []byte, name string, stdout, stderr io.Writer) int {
 	n := f.n
 	if n == 0 {
 		n = 1

@@ -20,6 +20,7 @@ import (
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/engine/trace"
+	"github.com/luacoll/luacoll/launchenv"
 	"github.com/luacoll/luacoll/transport"
 	tcuda "github.com/luacoll/luacoll/transport/cuda"
 )
@@ -77,7 +78,7 @@ func (f *rankFlags) options() engine.Options {
 	if f.trace != "" {
 		// Under luacoll's launcher the parts go where it merges them;
 		// under another, rank 0 merges them into the file itself.
-		o.TraceDir, o.TraceFile = os.Getenv(trace.EnvDir), f.trace
+		o.TraceDir, o.TraceFile = launchenv.Get(trace.EnvDir), f.trace
 	}
 	return o
 }

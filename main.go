@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/scripts"
 )
@@ -17,9 +18,9 @@ Usage:
   luacoll repl [-n N] [flags]                           interactive Lua on N ranks
   luacoll check [-n N] script.lua                       verify every plan a script makes, run none
   luacoll bench put|pingpong|barrier|allgather [flags]  measure the window stack and the all-gather
-  luacoll info                                          GPUs, links, capabilities, libraries
+  luacoll info [--tuning]                               GPUs, links, capabilities, libraries; the knobs in effect
   luacoll clean [--dry-run]                             remove what killed jobs left (never a running job's)
-  luacoll docs [-o FILE]                                write the Lua API reference (Markdown)
+  luacoll docs [--knobs] [-o FILE]                      write the Lua API reference, or the knobs' table (Markdown)
   luacoll version                                       version and build
   luacoll help [command]                                this text, or a command's flags
 
@@ -64,6 +65,14 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "run", "repl", "check", "bench":
+		// A knob's bad value stops the command before any rank starts.
+		if err := knobs.Current().Err(); err != nil {
+			fmt.Fprintf(stderr, "luacoll %s: %v\n", cmd, err)
+			return 2
+		}
+	}
 	switch cmd {
 	case "run":
 		return cmdRun(rest, stdout, stderr)

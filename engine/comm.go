@@ -17,6 +17,8 @@ import (
 	"github.com/luacoll/luacoll/engine/bootstrap"
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/engine/trace"
+	"github.com/luacoll/luacoll/knobs"
+	"github.com/luacoll/luacoll/launchenv"
 	"github.com/luacoll/luacoll/transport"
 	tnet "github.com/luacoll/luacoll/transport/net"
 	"github.com/luacoll/luacoll/transport/shm"
@@ -150,6 +152,9 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 	var be transport.Backend
 	err := launch.CheckCPUBind(opts.CPUBind)
 	if err == nil {
+		err = knobs.Current().Err() // a knob's bad value, named
+	}
+	if err == nil {
 		err = c.startTrace(ctx)
 	}
 	if err == nil {
@@ -179,7 +184,7 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 		c.Close(err)
 		return nil, fmt.Errorf("rank %d: %w", env.Rank, err)
 	}
-	topo, err := transport.Discover(ctx, boot, be.Identity(), be.GPUPeer, os.Getenv(transport.OverrideEnv))
+	topo, err := transport.Discover(ctx, boot, be.Identity(), be.GPUPeer, knobs.Transport.Get())
 	if err != nil {
 		c.Close(err)
 		return nil, fmt.Errorf("rank %d: %w", env.Rank, err)
@@ -187,7 +192,7 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 	if g, ok := be.(transport.GPUSharer); ok {
 		g.SetGPUShared(gpuShared(topo))
 	}
-	if h, ok := be.(transport.TimeoutHinter); ok && gpuShared(topo) && be.Describe().MPS == "off" && os.Getenv(launch.EnvMPS) == "" {
+	if h, ok := be.(transport.TimeoutHinter); ok && gpuShared(topo) && be.Describe().MPS == "off" && launchenv.Get(launch.EnvMPS) == "" {
 		h.SetTimeoutHint(fmt.Sprintf("rank %d shares its GPU with another rank and MPS is off: their contexts take turns on the GPU, "+
 			"so waits between them take milliseconds or time out; run with --mps on (luacoll's launcher) or start MPS", env.Rank))
 	}

@@ -3,8 +3,6 @@ package kernels
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -44,6 +42,9 @@ type Options struct {
 	NoCache bool
 	// NVRTC is the compiler to use; nil loads one when a compile is needed.
 	NVRTC *cuda.NVRTC
+	// PutBlocksPerSM is the put kernel's grid per SM, 1 to 32 (0: 8; the
+	// caller reads it from knobs.PutBlocksPerSM).
+	PutBlocksPerSM int
 }
 
 // Kernels is the kernel program loaded into one context. Its launch methods
@@ -55,13 +56,13 @@ type Kernels struct {
 	drv   *cuda.Driver
 	ctx   *cuda.Context
 	mod   *cuda.Module
-	perSM int // blocks per SM of the bandwidth kernels (LUACOLL_PUT_BLOCKS_PER_SM, default 8)
+	perSM int // blocks per SM of the bandwidth kernels (Options.PutBlocksPerSM, default 8)
 	fnMu  sync.Mutex
 	fn    map[string]*cuda.Function
 	// graphs holds a one-kernel graph per kernel and stream, for streams
 	// that launch through graphs (cuda.Stream.GraphLaunch); gMu guards it,
-	// noGraphs and their launches. noGraphs: LUACOLL_LAUNCH=kernel, a
-	// driver without the entry points, or a graph that could not be made.
+	// noGraphs and their launches. noGraphs: a driver without the
+	// entry points, or a graph that could not be made.
 	gMu      sync.Mutex
 	graphs   map[graphKey]*cuda.KernelGraph
 	noGraphs bool
@@ -113,8 +114,8 @@ func Load(drv *cuda.Driver, ctx *cuda.Context, opts Options) (*Kernels, error) {
 		return nil, fmt.Errorf("load kernels on device %d: %w", dev, err)
 	}
 	k := &Kernels{drv: drv, ctx: ctx, mod: mod, fn: make(map[string]*cuda.Function), sms: sms, compiled: c, perSM: 8,
-		noGraphs: !drv.KernelGraphs() || os.Getenv("LUACOLL_LAUNCH") == "kernel"}
-	if v, err := strconv.Atoi(os.Getenv("LUACOLL_PUT_BLOCKS_PER_SM")); err == nil && v >= 1 && v <= 32 {
+		noGraphs: !drv.KernelGraphs()}
+	if v := opts.PutBlocksPerSM; v >= 1 && v <= 32 {
 		k.perSM = v
 	}
 	for _, name := range Names() {
@@ -418,10 +419,6 @@ type ProxyCallSpec struct {
 	Calls, Bell, Done cuda.DevicePtr
 	Timeout           time.Duration // <= 0: none
 	Abort, Record     cuda.DevicePtr
-	// Volatile rings and polls with volatile accesses only, where the
-	// default fences the bell and polls with system-scope acquire loads
-	// (measurements).
-	Volatile bool
 }
 
 // ProxyCall enqueues a call: the count rung into Bell, then a wait until
@@ -430,10 +427,7 @@ func (k *Kernels) ProxyCall(s *cuda.Stream, p ProxyCallSpec) error {
 	if p.Calls == 0 || p.Bell == 0 || p.Done == 0 {
 		return fmt.Errorf("proxy call: %w", ErrBadSpec)
 	}
-	strong := int32(1)
-	if p.Volatile {
-		strong = 0
-	}
+	strong := int32(1) // fence the bell, poll with system-scope acquire loads
 	var a cuda.KernelArgs
 	a.Ptr(p.Calls).Ptr(p.Bell).Ptr(p.Done).U64(nanos(p.Timeout)).Ptr(p.Abort).Ptr(p.Record).I32(strong)
 	return k.single(KernelProxyCall, s, &a)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"strings"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/engine/plan/verify"
+	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -628,7 +628,7 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 	// interpreter: CUDA with no network peer (the same answer on every
 	// rank, as the lists are).
 	var lines *window.Window
-	if topo := s.Comm.Rank.Topo; mode != modeHost && mode != modeCheck && topo != nil && !topo.AnyNet() && os.Getenv(plan.LinesEnv) != "0" {
+	if topo := s.Comm.Rank.Topo; mode != modeHost && mode != modeCheck && topo != nil && !topo.AnyNet() && knobs.PlanLines.Get() != "0" {
 		if _, most := plan.Lines(lists); most > 0 {
 			lines, err = s.Comm.NewWindow(ctx, fmt.Sprintf("plan %d lines", num), window.Options{Bytes: uint64(most) * plan.LineSize,
 				Signals: 1, Counters: 1, Barriers: 1, Path: "auto", Timeout: rec.w.Options().Timeout})

@@ -82,21 +82,7 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 	// the script is and what it waits for (dump.go).
 	qw := watchQuit(env.Rank, env.JobID, comm.Abort, cancel, o.Stderr)
 	defer qw.stop()
-	// A peer's failure ends blocking calls at once, with its reason.
-	go func() {
-		select {
-		case <-comm.Abort.Done():
-			if _, quit := comm.Abort.Err().(*StackDump); !quit {
-				cancel(comm.Abort.Err()) // (SIGQUIT's watch cancels in its time)
-			}
-		case <-ctx.Done():
-			// Interrupted (SIGINT/SIGTERM): end the waits too.
-			why := fmt.Errorf("rank %d interrupted", env.Rank)
-			comm.Abort.Set(why)
-			cancel(why)
-		case <-runCtx.Done():
-		}
-	}()
+	go endOnAbort(ctx, runCtx, comm, env.Rank, cancel)
 	s.Ctx = runCtx
 	// os.exit ends the rank at once, telling the others why: a failure
 	// for a non-zero status, a goodbye for 0 (the others may not need
@@ -164,4 +150,23 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 		return 1
 	}
 	return 0
+}
+
+// endOnAbort cancels the script's context (runCtx, through cancel) with
+// the reason once a peer fails, or aborts the rank's Comm once ctx ends
+// (SIGINT, SIGTERM): a peer's failure ends blocking calls at once. It
+// returns when runCtx ends.
+func endOnAbort(ctx, runCtx context.Context, comm *engine.Comm, rank int, cancel context.CancelCauseFunc) {
+	select {
+	case <-comm.Abort.Done():
+		if _, quit := comm.Abort.Err().(*StackDump); !quit {
+			cancel(comm.Abort.Err()) // (SIGQUIT's watch cancels in its time)
+		}
+	case <-ctx.Done():
+		// Interrupted (SIGINT/SIGTERM): end the waits too.
+		why := fmt.Errorf("rank %d interrupted", rank)
+		comm.Abort.Set(why)
+		cancel(why)
+	case <-runCtx.Done():
+	}
 }

@@ -123,12 +123,6 @@ step bench-ag-plan timeout -s QUIT -k 20 300 bash -c "for a in lua:ring lua:dire
 step bench-ag-plan-large timeout -s QUIT -k 20 300 bash -c "for a in lua:ring lua:direct; do for m in graph stream; do $ag --algo \$a --plan-mode \$m --vs direct -b 64M -e 64M --iters 20 -w 3 --rounds 3 || exit 1; done; done"
 step bench-ag-plan-modes timeout -s QUIT -k 20 300 bash -c "for a in lua:ring lua:direct; do for m in device graph stream; do $ag --algo \$a --plan-mode \$m --vs direct -b 1K -e 256K -f 16 --iters 200 -w 20 --rounds 3 || exit 1; done; done"
 leaks benches
-if [ "${AGP_MODES:-0}" = 1 ]; then
-	for v in 1 2 3; do
-		step bench-pingpong-ordering$v env LUACOLL_ORDERING=$v timeout 100 $bin bench pingpong -n 2 --device cuda --iters 2000
-		step bench-barrier-ordering$v env LUACOLL_ORDERING=$v timeout 100 $bin bench barrier -n 2 --device cuda --iters 2000
-	done
-fi
 # Several ranks on one GPU under the job's own MPS daemon (--mps); after
 # each step no nvidia-cuda-mps process may be left, a killed rank included.
 mps_gone() { step "mps-gone-after-$1" bash -c '! pgrep -r D,R,S,T -l nvidia-cuda-mps'; }

@@ -2,5 +2,5 @@
 // (self, same-host shared memory, GPU peer over NVLink, another host) and
 // registers, exchanges and maps memory regions per class.
 //
-// Imports: kernels
+// Imports: kernels, knobs, launchenv
 package transport

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/luacoll/luacoll/knobs"
 	"golang.org/x/sys/unix"
 )
 
@@ -196,16 +197,16 @@ func TestOpRing(t *testing.T) {
 
 // The environment overrides the policy's spin and yield times.
 func TestHostWaitPolicy(t *testing.T) {
-	env := map[string]string{SpinEnv: "3", YieldEnv: "2.5"}
-	p := HostWaitPolicy(true, true, func(k string) string { return env[k] })
+	env := map[string]string{knobs.HostSpin.Name: "3", knobs.HostYield.Name: "2.5"}
+	p := HostWaitPolicy(true, true, knobs.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
 	if p.Spin != 3*time.Microsecond || p.Yield != 3*time.Microsecond || !p.Goroutines {
 		t.Errorf("got %+v", p)
 	}
-	p = HostWaitPolicy(false, false, func(string) string { return "" })
+	p = HostWaitPolicy(false, false, knobs.Load(func(string) (string, bool) { return "", false }))
 	if p != PolicyDedicated {
 		t.Errorf("got %+v, want %+v", p, PolicyDedicated)
 	}
-	if o := HostWaitPolicy(true, false, func(string) string { return "x" }); o != PolicyOversubscribed {
+	if o := HostWaitPolicy(true, false, knobs.Load(func(string) (string, bool) { return "x", true })); o != PolicyOversubscribed {
 		t.Errorf("got %+v, want %+v", o, PolicyOversubscribed)
 	}
 }

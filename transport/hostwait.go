@@ -1,13 +1,12 @@
 package transport
 
 import (
-	"os"
 	"runtime"
-	"strconv"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
+	"github.com/luacoll/luacoll/knobs"
 	"golang.org/x/sys/unix"
 )
 
@@ -86,30 +85,24 @@ var (
 	PolicyOversubscribed = WaitPolicy{Spin: 0, Yield: 10 * time.Millisecond, Inline: 5 * time.Millisecond}
 )
 
-// Environment variables that override a host wait policy's parts, in
-// microseconds (measurements).
-const (
-	SpinEnv  = "LUACOLL_HOST_SPIN_US"
-	YieldEnv = "LUACOLL_HOST_YIELD_US"
-)
-
 // HostWaitPolicy returns the policy for a rank that shares its processors
 // with others (oversubscribed) or not, and whose process holds other ranks
-// (sharedProcess) or not, with the environment's overrides.
-func HostWaitPolicy(oversubscribed, sharedProcess bool, getenv func(string) string) WaitPolicy {
+// (sharedProcess) or not, with the knobs' overrides (knobs.HostSpin and
+// knobs.HostYield) in set (nil: the process's knobs).
+func HostWaitPolicy(oversubscribed, sharedProcess bool, set *knobs.Set) WaitPolicy {
 	p := PolicyDedicated
 	if oversubscribed {
 		p = PolicyOversubscribed
 	}
 	p.Goroutines = sharedProcess
-	if getenv == nil {
-		getenv = os.Getenv
+	if set == nil {
+		set = knobs.Current()
 	}
-	if us, err := strconv.ParseFloat(getenv(SpinEnv), 64); err == nil && us >= 0 {
-		p.Spin = time.Duration(us * float64(time.Microsecond))
+	if d, ok := knobs.HostSpin.From(set); ok {
+		p.Spin = d
 	}
-	if us, err := strconv.ParseFloat(getenv(YieldEnv), 64); err == nil && us >= 0 {
-		p.Yield = time.Duration(us * float64(time.Microsecond))
+	if d, ok := knobs.HostYield.From(set); ok {
+		p.Yield = d
 	}
 	if p.Yield < p.Spin {
 		p.Yield = p.Spin

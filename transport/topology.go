@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/luacoll/luacoll/launchenv"
 )
 
 // PeerKind says how this rank reaches a peer.
@@ -60,7 +62,7 @@ func LocalIdentity(device string) Identity {
 	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
 		h += "/" + strings.TrimSpace(string(b))
 	}
-	if node := strings.TrimSpace(os.Getenv(LogicalNodeEnv)); node != "" {
+	if node := strings.TrimSpace(launchenv.Get(LogicalNodeEnv)); node != "" {
 		h += "/node" + node
 	}
 	return Identity{Host: h, Device: device, PID: os.Getpid()}

@@ -3,9 +3,9 @@ package allgather
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
+	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
 	tcuda "github.com/luacoll/luacoll/transport/cuda"
 	"github.com/luacoll/luacoll/window"
@@ -22,14 +22,10 @@ const (
 	agSigReady = 1
 )
 
-// Variables of the device protocol, for measurements: ProtocolEnv forces
-// one protocol of paths auto and sm on every exec (tcuda.AGPProtocols);
-// TraceEnv=1 makes the ready and done kernels keep a trace whose phase
-// medians each rank prints when the all-gather is destroyed.
-const (
-	ProtocolEnv = "LUACOLL_AGP_PROTOCOL"
-	TraceEnv    = "LUACOLL_AGP_TRACE"
-)
+// Debug knobs of the device protocol: knobs.AGPProtocol forces one
+// protocol of paths auto and sm on every exec (tcuda.AGPProtocols);
+// knobs.AGPTrace=1 makes the ready and done kernels keep a trace whose
+// phase medians each rank prints when the all-gather is destroyed.
 
 // openDevice (collective) makes the private window of the CUDA protocol
 // and its device state: fresh zeroed slots, so any number of all-gathers,
@@ -41,13 +37,13 @@ func (ag *Persistent) openDevice(ctx context.Context, cs tcuda.AGPStream, call s
 	sm := path != "ce"
 	// On paths "sm" and "auto" the sync window's data is the staging area
 	// of the low-latency execs (zeroed at creation, used by nothing else).
-	force, trace := os.Getenv(ProtocolEnv), os.Getenv(TraceEnv) == "1"
+	force, trace := knobs.AGPProtocol.Get(), knobs.AGPTrace.Get() == "1"
 	maxN := ag.w.Options().Bytes / uint64(n)
 	bytes := uint64(128)
 	if sm {
 		var err error
 		if bytes, err = tcuda.AGPStageBytes(n, maxN, force); err != nil {
-			return fmt.Errorf("rank %d: %s: %s: %w", me, call, ProtocolEnv, err)
+			return fmt.Errorf("rank %d: %s: %s: %w", me, call, knobs.AGPProtocol.Name, err)
 		}
 	}
 	sw, err := c.NewWindow(ctx, call+":sync", window.Options{Bytes: bytes, Signals: 2, Counters: 1, Barriers: 1,

@@ -3,9 +3,8 @@ package allgather
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 
+	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -37,15 +36,11 @@ import (
 // protocols put tag(k, n) in the same slot, so ranks passing different n
 // see each other's tag for exec k and fail at once, whichever protocol
 // each size picks.
-const (
-	agHostSlotDone = 2
-	// HostEagerEnv overrides agHostEagerMax (bytes per rank).
-	HostEagerEnv = "LUACOLL_AGP_HOST_EAGER_MAX"
-	// HostCacheEnv overrides the last-level cache size the host
-	// protocol plans its copies with (transport.CacheBytes; as sysfs
-	// writes sizes, e.g. 32M; 0: never through the cache).
-	HostCacheEnv = "LUACOLL_AGP_HOST_CACHE"
-)
+//
+// knobs.AGPHostEagerMax overrides agHostEagerMax, and knobs.AGPHostCache
+// the last-level cache size the protocol plans its copies with
+// (transport.CacheBytes).
+const agHostSlotDone = 2
 
 // agHostEagerMax is the largest n per rank that goes through the staging
 // area (docs/results/host.md has the measurements behind it).
@@ -74,14 +69,10 @@ type agHost struct {
 func (ag *Persistent) openHost(ctx context.Context, call string) error {
 	c := ag.c
 	me, n := ag.me, ag.size
-	eager := ag.eagerLimit(HostEagerEnv, agHostEagerMax)
-	cache := transport.CacheBytes()
-	if s := os.Getenv(HostCacheEnv); s != "" {
-		v, ok := transport.ParseSize(s)
-		if !ok {
-			return fmt.Errorf("rank %d: %s: %s=%q: want a size in bytes with an optional K, M or G (e.g. 32M; 0: never through the cache)", me, call, HostCacheEnv, s)
-		}
-		cache = v
+	eager := ag.eagerLimit(knobs.AGPHostEagerMax, agHostEagerMax)
+	cache, ok := knobs.AGPHostCache.Get()
+	if !ok {
+		cache = transport.CacheBytes()
 	}
 	sw, err := c.NewWindow(ctx, call+":host", window.Options{Bytes: max(64, 2*uint64(n)*eager), Signals: 3, Counters: 1,
 		Barriers: 1, Timeout: ag.w.Options().Timeout})
@@ -151,15 +142,10 @@ func agMismatch(want, obs uint64) bool {
 	return obs>>tagNBits == want>>tagNBits && obs != want
 }
 
-// eagerLimit is the largest n per rank an exec stages: def, or the
-// environment's env, within a window's share per rank, in whole 64-byte
-// lines.
-func (ag *Persistent) eagerLimit(env string, def uint64) uint64 {
-	eager := def
-	if v, err := strconv.ParseUint(os.Getenv(env), 10, 64); err == nil {
-		eager = v
-	}
-	return min(eager, ag.w.Options().Bytes/uint64(ag.size)) &^ 63
+// eagerLimit is the largest n per rank an exec stages: def, or knob's
+// value, within a window's share per rank, in whole 64-byte lines.
+func (ag *Persistent) eagerLimit(knob *knobs.UintKnob, def uint64) uint64 {
+	return min(knob.Or(def), ag.w.Options().Bytes/uint64(ag.size)) &^ 63
 }
 
 // describeHostWait is the error of a host wait of the protocol (Note: peer,

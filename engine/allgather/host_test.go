@@ -2,13 +2,16 @@ package allgather_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"github.com/luacoll/luacoll/engine"
-	"github.com/luacoll/luacoll/engine/allgather"
-	"github.com/luacoll/luacoll/engine/enginetest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/allgather"
+	"github.com/luacoll/luacoll/engine/enginetest"
+	"github.com/luacoll/luacoll/knobs"
 
 	"github.com/luacoll/luacoll/window"
 )
@@ -24,27 +27,30 @@ func TestAllGatherHostProtocols(t *testing.T) {
 	// by the cache size: both ways.
 	for _, cache := range []string{"1G", "0"} {
 		t.Run("cache "+cache, func(t *testing.T) {
-			t.Setenv(allgather.HostCacheEnv, cache)
+			t.Cleanup(func() { knobs.Reload() }) // after t.Setenv's own
+			t.Setenv(knobs.AGPHostCache.Name, cache)
+			knobs.Reload()
 			testAllGatherHostProtocols(t)
 		})
 	}
 }
 
-// A cache size the host protocol cannot read is an error naming the
-// variable, before the all-gather makes anything.
+// A cache size the knob cannot take is refused when the ranks open, with
+// an error naming the variable, before anything is made.
 func TestAllGatherHostCacheEnv(t *testing.T) {
-	t.Setenv(allgather.HostCacheEnv, "32MiB")
-	errs := enginetest.WithComms(t, 2, engine.Options{Device: "host", Timeout: 10 * time.Second}, func(r int, c *engine.Comm) error {
-		w, err := c.NewWindow(context.Background(), "w", window.Options{Bytes: 4096, Signals: 2, Counters: 1, Barriers: 2})
-		if err != nil {
-			return err
-		}
-		_, err = allgather.New(context.Background(), c, w, "auto", false)
-		if err == nil || !strings.Contains(err.Error(), allgather.HostCacheEnv+`="32MiB"`) {
-			return fmt.Errorf("New: %v, want an error naming %s", err, allgather.HostCacheEnv)
-		}
-		return nil
+	t.Cleanup(func() { knobs.Reload() })
+	t.Setenv(knobs.AGPHostCache.Name, "32MiB")
+	knobs.Reload()
+	errs := enginetest.WithComms(t, 2, engine.Options{Device: "host", Timeout: 10 * time.Second}, func(int, *engine.Comm) error {
+		return errors.New("opened")
 	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), knobs.AGPHostCache.Name+`="32MiB"`) {
+			errs[r] = fmt.Errorf("open: %v, want an error naming %s", err, knobs.AGPHostCache.Name)
+		} else {
+			errs[r] = nil
+		}
+	}
 	for r, err := range errs {
 		if err != nil {
 			t.Errorf("rank %d: %v", r, err)

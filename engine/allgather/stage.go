@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -33,10 +34,8 @@ import (
 // at once; no slot of the window is written out of turn and the barrier
 // is used alike by every rank (at the tag's wrap only).
 
-// NetEagerEnv overrides agNetEagerMax (bytes per rank; 0: never staged).
-const NetEagerEnv = "LUACOLL_AGP_NET_EAGER_MAX"
-
-// agNetEagerMax is the largest n per rank that is staged.
+// agNetEagerMax is the largest n per rank that is staged
+// (knobs.AGPNetEagerMax overrides it; 0: never staged).
 const agNetEagerMax = 16 << 10
 
 // openStage (collective) makes the staging window, where direct execs
@@ -44,7 +43,7 @@ const agNetEagerMax = 16 << 10
 func (ag *Persistent) openStage(ctx context.Context, call string) error {
 	c := ag.c
 	n := uint64(ag.size)
-	eager := ag.eagerLimit(NetEagerEnv, agNetEagerMax)
+	eager := ag.eagerLimit(knobs.AGPNetEagerMax, agNetEagerMax)
 	if eager == 0 || n < 2 {
 		return nil
 	}

@@ -26,8 +26,8 @@ import (
 // list writes nothing else a peer could read (the release of a signal
 // covers every earlier write of the sender, a line only its own payload).
 
-// LinesEnv set to "0" keeps every put_signal out of lines.
-const LinesEnv = "LUACOLL_PLAN_LINES"
+// knobs.PlanLines set to "0" keeps every put_signal out of lines (the
+// caller asks it).
 
 // LineRef names op Op of rank Sender's list.
 type LineRef struct{ Sender, Op int }
@@ -86,8 +86,47 @@ type waitInfo struct {
 }
 
 func planLines(lists []List) lineSet {
-	n := len(lists)
 	deltas := Deltas(lists)
+	cands := lineCandidates(lists)
+	out := lineSet{lines: map[LineRef]LineInfo{}, covered: map[LineRef]bool{}}
+	for q := range lists {
+		if len(cands[q]) == 0 {
+			continue
+		}
+		waits := receiverWaits(lists, q, deltas[q], cands[q])
+		assignDrains(cands[q], waits, deltas[q])
+		// Lines in the order of their rows, then the senders' order.
+		rows := make([]int, 0, len(cands[q]))
+		for r := range cands[q] {
+			rows = append(rows, r)
+		}
+		sort.Ints(rows)
+		idx := 0
+		for _, r := range rows {
+			for _, c := range cands[q][r] {
+				if c.drain < 0 {
+					continue
+				}
+				out.lines[c.ref] = LineInfo{Receiver: q, Index: idx, Drain: c.drain}
+				idx++
+			}
+		}
+		out.most = max(out.most, idx)
+		for _, w := range waits {
+			drained, lines := lineSums(cands[q], w)
+			if lines > 0 && lines == w.all && w.target <= drained {
+				out.covered[LineRef{q, w.op}] = true
+			}
+		}
+	}
+	return out
+}
+
+// lineCandidates returns, per receiver and signal row, the put_signals
+// that could travel in lines: adds whose sender writes nothing else a peer
+// could read, with what the sender added to the row before each.
+func lineCandidates(lists []List) []map[int][]*lineCand {
+	n := len(lists)
 	cands := make([]map[int][]*lineCand, n)
 	for q := range cands {
 		cands[q] = map[int][]*lineCand{}
@@ -115,103 +154,85 @@ func planLines(lists []List) lineSet {
 			}
 		}
 	}
-	out := lineSet{lines: map[LineRef]LineInfo{}, covered: map[LineRef]bool{}}
-	for q, l := range lists {
-		if len(cands[q]) == 0 {
+	return cands
+}
+
+// receiverWaits returns receiver q's ">=" waits on signal rows, with the
+// targets one replay must reach, and drops from cands the rows a wait
+// reads other than with ">=" or that are written with "set".
+func receiverWaits(lists []List, q int, delta RowInfo, cands map[int][]*lineCand) []waitInfo {
+	n := len(lists)
+	l := lists[q]
+	sh := l.Shape
+	var waits []waitInfo
+	for i, w := range l.Ops {
+		if !w.Kind.IsWait() || w.Kind == WaitCounter {
 			continue
 		}
-		sh := l.Shape
-		var waits []waitInfo
-		for i, w := range l.Ops {
-			if !w.Kind.IsWait() || w.Kind == WaitCounter {
-				continue
-			}
-			rows := sh.WaitRows(w)
-			wi := waitInfo{op: i, rows: rows}
-			var start uint64
-			for _, r := range rows {
-				// A row that a wait reads other than with ">=", or that
-				// is written with "set", keeps its put_signals out of
-				// lines.
-				if w.Cmp != transport.CmpGe || deltas[q].Set[r] {
-					delete(cands[q], r)
-				}
-				if len(l.Base) == sh.Rows() {
-					start += l.Base[r]
-				}
-				wi.all += deltas[q].Delta[r]
-				// What the senders' code sent eagerly before recording
-				// (the slot holds it; the recorded target counts it).
-				if sender := r / sh.Signals; sender < n && len(lists[sender].Sent) == lists[sender].Shape.Rows() {
-					start += lists[sender].Sent[lists[sender].Shape.SigRow(q, r%sh.Signals)]
-				}
-			}
-			if w.Cmp == transport.CmpGe {
-				if w.Value > start {
-					wi.target = w.Value - start // as Plan.value moves both by the replays
-				}
-				waits = append(waits, wi)
-			}
-		}
-		// Assign each line to the first wait that needs it; then drop the
-		// lines of every row a wait reads that could need a line drained
-		// only after it (it would spin on a slot only that drain raises),
-		// and again until no wait can.
-		for {
-			for _, cs := range cands[q] {
-				for _, c := range cs {
-					c.drain = -1
-				}
-			}
-			for _, w := range waits {
-				for _, r := range w.rows {
-					others := w.all - deltas[q].Delta[r]
-					for _, c := range cands[q][r] {
-						if c.drain < 0 && w.target > others+c.before {
-							c.drain = w.op
-						}
-					}
-				}
-			}
-			dropped := false
-			for _, w := range waits {
-				drained, lines := lineSums(cands[q], w)
-				if lines > 0 && w.target > drained+(w.all-lines) {
-					for _, r := range w.rows {
-						delete(cands[q], r)
-					}
-					dropped = true
-				}
-			}
-			if !dropped {
-				break
-			}
-		}
-		// Lines in the order of their rows, then the senders' order.
-		rows := make([]int, 0, len(cands[q]))
-		for r := range cands[q] {
-			rows = append(rows, r)
-		}
-		sort.Ints(rows)
-		idx := 0
+		rows := sh.WaitRows(w)
+		wi := waitInfo{op: i, rows: rows}
+		var start uint64
 		for _, r := range rows {
-			for _, c := range cands[q][r] {
-				if c.drain < 0 {
-					continue
-				}
-				out.lines[c.ref] = LineInfo{Receiver: q, Index: idx, Drain: c.drain}
-				idx++
+			// A row that a wait reads other than with ">=", or that is
+			// written with "set", keeps its put_signals out of lines.
+			if w.Cmp != transport.CmpGe || delta.Set[r] {
+				delete(cands, r)
+			}
+			if len(l.Base) == sh.Rows() {
+				start += l.Base[r]
+			}
+			wi.all += delta.Delta[r]
+			// What the senders' code sent eagerly before recording (the
+			// slot holds it; the recorded target counts it).
+			if sender := r / sh.Signals; sender < n && len(lists[sender].Sent) == lists[sender].Shape.Rows() {
+				start += lists[sender].Sent[lists[sender].Shape.SigRow(q, r%sh.Signals)]
 			}
 		}
-		out.most = max(out.most, idx)
-		for _, w := range waits {
-			drained, lines := lineSums(cands[q], w)
-			if lines > 0 && lines == w.all && w.target <= drained {
-				out.covered[LineRef{q, w.op}] = true
+		if w.Cmp == transport.CmpGe {
+			if w.Value > start {
+				wi.target = w.Value - start // as Plan.value moves both by the replays
 			}
+			waits = append(waits, wi)
 		}
 	}
-	return out
+	return waits
+}
+
+// assignDrains gives each line to the first wait that needs it; then
+// drops the lines of every row a wait reads that could need a line drained
+// only after it (it would spin on a slot only that drain raises), and
+// again until no wait can.
+func assignDrains(cands map[int][]*lineCand, waits []waitInfo, delta RowInfo) {
+	for {
+		for _, cs := range cands {
+			for _, c := range cs {
+				c.drain = -1
+			}
+		}
+		for _, w := range waits {
+			for _, r := range w.rows {
+				others := w.all - delta.Delta[r]
+				for _, c := range cands[r] {
+					if c.drain < 0 && w.target > others+c.before {
+						c.drain = w.op
+					}
+				}
+			}
+		}
+		dropped := false
+		for _, w := range waits {
+			drained, lines := lineSums(cands, w)
+			if lines > 0 && w.target > drained+(w.all-lines) {
+				for _, r := range w.rows {
+					delete(cands, r)
+				}
+				dropped = true
+			}
+		}
+		if !dropped {
+			return
+		}
+	}
 }
 
 // lineSums returns what the lines on wait w's rows add per replay: those

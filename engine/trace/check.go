@@ -54,50 +54,17 @@ func Check(data []byte) (Checked, error) {
 		where := func(format string, a ...any) error {
 			return fmt.Errorf("event %d (%s): %s", i, rawEv, fmt.Sprintf(format, a...))
 		}
-		name, ok := ev["name"].(string)
-		if !ok || name == "" {
-			return c, where("name: want a non-empty string")
+		h, problem := readHeader(ev)
+		if problem != "" {
+			return c, where("%s", problem)
 		}
-		ph, ok := ev["ph"].(string)
-		if !ok {
-			return c, where("ph: want a string")
-		}
-		pid, ok := integer(ev["pid"])
-		if !ok {
-			return c, where("pid: want an integer")
-		}
-		tid, ok := integer(ev["tid"])
-		if !ok {
-			return c, where("tid: want an integer")
-		}
-		if v, ok := ev["cat"]; ok {
-			if _, ok := v.(string); !ok {
-				return c, where("cat: want a string")
-			}
-		}
-		args, hasArgs := ev["args"].(map[string]any)
-		if v, ok := ev["args"]; ok && !hasArgs {
-			return c, where("args: want an object, got %T", v)
-		}
+		name, ph, pid, tid := h.name, h.ph, h.pid, h.tid
 		c.Events++
 		c.ByPhase[ph]++
 		c.ByName[name]++
 		if ph == PhaseMeta {
-			switch name {
-			case "process_name", "thread_name":
-				if s, ok := args["name"].(string); !ok || s == "" {
-					return c, where("args.name: want a non-empty string")
-				}
-				if name == "process_name" && !named[pid] {
-					named[pid] = true
-					c.Ranks = append(c.Ranks, pid)
-				}
-			case "process_sort_index", "thread_sort_index":
-				if _, ok := integer(args["sort_index"]); !ok {
-					return c, where("args.sort_index: want an integer")
-				}
-			default:
-				return c, where("unknown metadata event")
+			if problem := c.meta(h, named); problem != "" {
+				return c, where("%s", problem)
 			}
 			continue
 		}
@@ -155,6 +122,65 @@ func Check(data []byte) (Checked, error) {
 		}
 	}
 	return c, nil
+}
+
+// header is what every event has: name, phase, process and thread, and
+// its args where it has them.
+type header struct {
+	name, ph string
+	pid, tid int
+	args     map[string]any
+}
+
+// readHeader reads an event's header and checks its types (cat, where
+// present, too); problem says what is wrong.
+func readHeader(ev map[string]any) (h header, problem string) {
+	var ok bool
+	if h.name, ok = ev["name"].(string); !ok || h.name == "" {
+		return h, "name: want a non-empty string"
+	}
+	if h.ph, ok = ev["ph"].(string); !ok {
+		return h, "ph: want a string"
+	}
+	if h.pid, ok = integer(ev["pid"]); !ok {
+		return h, "pid: want an integer"
+	}
+	if h.tid, ok = integer(ev["tid"]); !ok {
+		return h, "tid: want an integer"
+	}
+	if v, ok := ev["cat"]; ok {
+		if _, ok := v.(string); !ok {
+			return h, "cat: want a string"
+		}
+	}
+	var hasArgs bool
+	h.args, hasArgs = ev["args"].(map[string]any)
+	if v, ok := ev["args"]; ok && !hasArgs {
+		return h, fmt.Sprintf("args: want an object, got %T", v)
+	}
+	return h, ""
+}
+
+// meta checks a metadata event and notes a process's name (named: the
+// processes named so far); problem says what is wrong.
+func (c *Checked) meta(h header, named map[int]bool) (problem string) {
+	switch h.name {
+	case "process_name", "thread_name":
+		if s, ok := h.args["name"].(string); !ok || s == "" {
+			return "args.name: want a non-empty string"
+		}
+		if h.name == "process_name" && !named[h.pid] {
+			named[h.pid] = true
+			c.Ranks = append(c.Ranks, h.pid)
+		}
+	case "process_sort_index", "thread_sort_index":
+		if _, ok := integer(h.args["sort_index"]); !ok {
+			return "args.sort_index: want an integer"
+		}
+	default:
+		return "unknown metadata event"
+	}
+	return ""
 }
 
 // integer reports whether v is a JSON number without a fraction.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/kernels"
+	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
 )
 
@@ -24,10 +25,9 @@ import (
 // waiting kernel first, so it never holds up other work; so does a
 // millisecond without a step, so an idle rank leaves its GPU idle.
 
-// PrelaunchEnv names the environment variable that turns prelaunched steps
-// on (1; 2 also prints how many steps used them) or off (0). Unset, they
-// are on for a rank that has its GPU to itself (see PrelaunchDefault).
-const PrelaunchEnv = "LUACOLL_PRELAUNCH"
+// knobs.Prelaunch turns prelaunched steps on (1; 2 also prints how many
+// steps used them) or off (0). Unset, they are on for a rank that has its
+// GPU to itself (see PrelaunchDefault).
 
 // Prelauncher is implemented by backends that can prelaunch fused steps;
 // SetPrelaunch applies to the streams made after it.
@@ -35,11 +35,11 @@ type Prelauncher interface {
 	SetPrelaunch(on bool)
 }
 
-// PrelaunchDefault says whether a rank prelaunches: as PrelaunchEnv says,
+// PrelaunchDefault says whether a rank prelaunches: as knobs.Prelaunch says,
 // else when no other rank of the job uses its GPU (ranks sharing a GPU are
 // time-sliced, and a kernel waiting for its command would hold the slice).
 func PrelaunchDefault(gpuShared bool) bool {
-	switch os.Getenv(PrelaunchEnv) {
+	switch knobs.Prelaunch.Get() {
 	case "0":
 		return false
 	case "1", "2":
@@ -48,7 +48,7 @@ func PrelaunchDefault(gpuShared bool) bool {
 	return !gpuShared
 }
 
-var prelaunchStats = os.Getenv(PrelaunchEnv) == "2"
+var prelaunchStats = knobs.Prelaunch.Get() == "2"
 
 // SetPrelaunch implements Prelauncher.
 func (b *CUDABackend) SetPrelaunch(on bool) { b.prelaunch = on }

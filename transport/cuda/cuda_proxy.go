@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -90,34 +89,7 @@ func (b *CUDABackend) shareProxy(ctx context.Context, ex transport.Exchanger, to
 			local = append(local, p)
 		}
 	}
-	mapped := make([][]byte, n)
-	registered := make([]bool, n)
-	release := func(r int) error {
-		var errs []error
-		if registered[r] {
-			errs = append(errs, b.drv.MemHostUnregister(unsafe.Pointer(&mapped[r][0])))
-			registered[r] = false
-		}
-		if mapped[r] != nil {
-			errs = append(errs, unix.Munmap(mapped[r]))
-			mapped[r] = nil
-		}
-		return errors.Join(errs...)
-	}
-	// register pins rank r's mapping for the device, which must see it at
-	// the host's address (unified addressing).
-	register := func(r int) error {
-		p := unsafe.Pointer(&mapped[r][0])
-		if err := b.drv.MemHostRegister(p, psize, cuda.HostRegisterPortable|cuda.HostRegisterDeviceMap); err != nil {
-			return err
-		}
-		registered[r] = true
-		d, err := b.drv.MemHostGetDevicePointer(p)
-		if err == nil && uintptr(d) != uintptr(p) {
-			err = errors.New("the device sees registered host memory at another address (no unified addressing)")
-		}
-		return err
-	}
+	pm := &proxyMaps{b: b, psize: psize, mapped: make([][]byte, n), registered: make([]bool, n)}
 	if st.Err == "" {
 		if err := b.current(); err != nil {
 			st.Err = err.Error()
@@ -134,8 +106,8 @@ func (b *CUDABackend) shareProxy(ctx context.Context, ex transport.Exchanger, to
 	if st.Err == "" {
 		name := fmt.Sprintf("%sr%d-h%d", transport.SegmentPrefix(b.job), rank, b.shares+1)
 		var err error
-		if fd, mapped[rank], err = shm.CreateSegment(name, psize); err == nil {
-			err = register(rank)
+		if fd, pm.mapped[rank], err = shm.CreateSegment(name, psize); err == nil {
+			err = pm.register(rank)
 		}
 		if err != nil {
 			st.Err = fmt.Sprintf("host memory for a window with network peers: %v", err)
@@ -154,8 +126,8 @@ func (b *CUDABackend) shareProxy(ctx context.Context, ex transport.Exchanger, to
 				if e != nil {
 					return fmt.Errorf("mapping rank %d's window: %w", p, e)
 				}
-				mapped[p] = m
-				if e := register(p); e != nil {
+				pm.mapped[p] = m
+				if e := pm.register(p); e != nil {
 					return fmt.Errorf("registering rank %d's window with the device: %w", p, e)
 				}
 				return nil
@@ -164,13 +136,59 @@ func (b *CUDABackend) shareProxy(ctx context.Context, ex transport.Exchanger, to
 	}
 	err = b.endPass(ctx, ex, st, err, fd, tag)
 	if err != nil {
-		for r := range mapped {
-			_ = release(r)
+		for r := range pm.mapped {
+			_ = pm.release(r)
 		}
 		return nil, err
 	}
-	addrs := make([]transport.Addr, n)
-	for r, m := range mapped {
+	return pm.region(rank, size), nil
+}
+
+// proxyMaps are the mappings of one window of the proxy path: every
+// rank's part as mapped here (nil where it is not) and whether the device
+// has it registered.
+type proxyMaps struct {
+	b          *CUDABackend
+	psize      uint64
+	mapped     [][]byte
+	registered []bool
+}
+
+// release unregisters and unmaps rank r's part.
+func (pm *proxyMaps) release(r int) error {
+	var errs []error
+	if pm.registered[r] {
+		errs = append(errs, pm.b.drv.MemHostUnregister(unsafe.Pointer(&pm.mapped[r][0])))
+		pm.registered[r] = false
+	}
+	if pm.mapped[r] != nil {
+		errs = append(errs, unix.Munmap(pm.mapped[r]))
+		pm.mapped[r] = nil
+	}
+	return errors.Join(errs...)
+}
+
+// register pins rank r's mapping for the device, which must see it at the
+// host's address (unified addressing).
+func (pm *proxyMaps) register(r int) error {
+	p := unsafe.Pointer(&pm.mapped[r][0])
+	if err := pm.b.drv.MemHostRegister(p, pm.psize, cuda.HostRegisterPortable|cuda.HostRegisterDeviceMap); err != nil {
+		return err
+	}
+	pm.registered[r] = true
+	d, err := pm.b.drv.MemHostGetDevicePointer(p)
+	if err == nil && uintptr(d) != uintptr(p) {
+		err = errors.New("the device sees registered host memory at another address (no unified addressing)")
+	}
+	return err
+}
+
+// region is the window's Region of size bytes a rank, rank's own part
+// among the host ranges of the proxy path until it is closed.
+func (pm *proxyMaps) region(rank int, size uint64) *transport.Region {
+	b := pm.b
+	addrs := make([]transport.Addr, len(pm.mapped))
+	for r, m := range pm.mapped {
 		if m != nil {
 			addrs[r] = transport.AddrOf(m)
 		}
@@ -181,9 +199,9 @@ func (b *CUDABackend) shareProxy(ctx context.Context, ex transport.Exchanger, to
 		b.quiesce()
 		defer onThread()()
 		errs := []error{b.current()}
-		for r := range mapped {
+		for r := range pm.mapped {
 			if r != rank {
-				errs = append(errs, release(r))
+				errs = append(errs, pm.release(r))
 			}
 		}
 		return errors.Join(errs...)
@@ -191,15 +209,15 @@ func (b *CUDABackend) shareProxy(ctx context.Context, ex transport.Exchanger, to
 	closeAll := func() error {
 		b.quiesce()
 		defer onThread()()
-		if mapped[rank] == nil {
+		if pm.mapped[rank] == nil {
 			return nil
 		}
 		b.dropHostRange(me)
-		return errors.Join(b.current(), release(rank))
+		return errors.Join(b.current(), pm.release(rank))
 	}
 	reg := transport.NewRegion(size, me, addrs, unmapPeers, closeAll)
 	reg.HostShared = true
-	return reg, nil
+	return reg
 }
 
 // proxyState is what a CUDAStream keeps for network operations.
@@ -560,11 +578,6 @@ func (s *CUDAStream) HostFunc(f *cuda.HostFunc) {
 	s.enqueue(func() error { return s.s.LaunchHostFunc(f) })
 }
 
-// ProxyPollEnv set to "volatile" makes a ProxyCall ring and poll with
-// volatile accesses only (measurements; the default fences the bell and
-// polls with system-scope acquire loads).
-const ProxyPollEnv = "LUACOLL_PROXY_POLL"
-
 // ProxyCall lets a CUDA graph hand work to a host thread without a host
 // node: its kernel (kernels.ProxyCall) rings a host-mapped bell with the
 // call's number and spins until the host answers in a host-mapped done
@@ -609,7 +622,7 @@ func (s *CUDAStream) NewProxyCall(timeout time.Duration) (*ProxyCall, error) {
 // Launch enqueues one call on raw (s's stream, or a capture of it).
 func (pc *ProxyCall) Launch(raw *cuda.Stream) error {
 	return pc.s.b.k.ProxyCall(raw, kernels.ProxyCallSpec{Calls: pc.calls, Bell: pc.bell.Dev, Done: pc.done.Dev,
-		Timeout: pc.timeout, Abort: pc.s.b.flag.Dev, Record: pc.s.rec.Dev, Volatile: os.Getenv(ProxyPollEnv) == "volatile"})
+		Timeout: pc.timeout, Abort: pc.s.b.flag.Dev, Record: pc.s.rec.Dev})
 }
 
 // Rung is the number of the last call rung (0: none yet).

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
 )
 
@@ -41,11 +42,15 @@ func TestPrelaunchDefault(t *testing.T) {
 		shared bool
 		want   bool
 	}{
-		{"", false, true}, {"", true, false}, {"0", false, false}, {"1", true, true}, {"2", true, true}, {"x", false, true},
+		{"", false, true}, {"", true, false}, {"0", false, false}, {"1", true, true}, {"2", true, true},
 	} {
-		t.Setenv(PrelaunchEnv, c.env)
+		t.Cleanup(func() { knobs.Reload() }) // after t.Setenv's own
+		t.Setenv(knobs.Prelaunch.Name, c.env)
+		if err := knobs.Reload().Err(); err != nil {
+			t.Fatal(err)
+		}
 		if got := PrelaunchDefault(c.shared); got != c.want {
-			t.Errorf("%s=%q, shared %v: %v, want %v", PrelaunchEnv, c.env, c.shared, got, c.want)
+			t.Errorf("%s=%q, shared %v: %v, want %v", knobs.Prelaunch.Name, c.env, c.shared, got, c.want)
 		}
 	}
 }

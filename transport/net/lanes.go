@@ -9,9 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
 )
 
@@ -33,32 +32,25 @@ import (
 // every stripe has reached the target, the put's signal (a put_signal's)
 // goes as a message on the rank's own worker, in order with its others.
 
-// LanesEnv sets the number of lanes (0: none). The default is one for
-// every two CPUs the rank may run on, at most 4, and none below 2.
-const LanesEnv = "LUACOLL_NET_LANES"
+// knobs.NetLanes sets the number of lanes (0: none). The default is one
+// for every two CPUs the rank may run on, at most 4, and none below 2.
 
-// maxLanes bounds LanesEnv.
+// maxLanes bounds the number of lanes.
 const maxLanes = 8
 
 // stripeMin is the smallest put cut into stripes by default
-// (StripeMinEnv overrides it).
+// (knobs.NetStripeMin overrides it).
 const stripeMin = 256 << 10
-
-// StripeMinEnv sets the smallest put cut into stripes, in bytes.
-const StripeMinEnv = "LUACOLL_NET_STRIPE_MIN"
 
 // stripeFrom is the smallest put a new Transport cuts into stripes.
 func stripeFrom() uint64 {
-	if v, err := strconv.ParseUint(os.Getenv(StripeMinEnv), 10, 64); err == nil {
-		return max(v, 4096)
-	}
-	return stripeMin
+	return knobs.NetStripeMin.Or(stripeMin)
 }
 
 // laneCount is the number of lanes a new Transport opens.
 func laneCount() int {
-	if v, err := strconv.Atoi(os.Getenv(LanesEnv)); err == nil {
-		return min(max(v, 0), maxLanes)
+	if v, ok := knobs.NetLanes.Get(); ok {
+		return min(int(v), maxLanes)
 	}
 	if n := runtime.GOMAXPROCS(0) / 2; n >= 2 {
 		return min(n, 4)
@@ -185,21 +177,15 @@ func (l *lane) wake() {
 
 // laneSpin is how long a lane's goroutine keeps driving its worker after
 // the last event before it sleeps on the worker's event descriptor
-// (LaneSpinEnv overrides it). None: on one of the GPU machines (an Intel
+// (knobs.NetLaneSpin overrides it). None: on one of the GPU machines (an Intel
 // VM) lanes that spun 200 us took a 512 KiB all-gather between two nodes
 // from 142 to 437 us (1 ms: 915 us), each empty progress call a socket
 // poll beside the transfers; asleep, a lane wakes on its worker's event
 // descriptor, as the target side of a transfer does.
 const laneSpin = 0
 
-// LaneSpinEnv sets laneSpin in microseconds.
-const LaneSpinEnv = "LUACOLL_NET_LANE_SPIN_US"
-
 func laneSpinFor() time.Duration {
-	if v, err := strconv.ParseUint(os.Getenv(LaneSpinEnv), 10, 64); err == nil {
-		return time.Duration(min(v, 1e6)) * time.Microsecond
-	}
-	return laneSpin
+	return knobs.NetLaneSpin.Or(laneSpin)
 }
 
 // run drives the lane: it posts what is queued, progresses the worker,

@@ -9,9 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
 )
 
@@ -902,10 +901,7 @@ func (t *Transport) Quiet(cancel func() error, timeout time.Duration) error {
 // when the answer to asking would come, and asking would hold this rank
 // up for that round trip instead.
 var ackWait = func() time.Duration {
-	if v, err := strconv.Atoi(os.Getenv("LUACOLL_NET_ACK_WAIT_US")); err == nil && v >= 0 {
-		return time.Duration(min(v, 100000)) * time.Microsecond
-	}
-	return 30 * time.Microsecond
+	return knobs.NetAckWait.Or(30 * time.Microsecond)
 }()
 
 // askAckLocked sends e's peer an empty message that asks it to acknowledge

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
 )
 
@@ -366,7 +367,7 @@ func TestTCPDefaultsKeepTheUsersValues(t *testing.T) {
 // lanes' workers; its data lands whole, after a message with data sent
 // before it, and a put_signal's signal only after all of it.
 func TestStripedPutsOverLanes(t *testing.T) {
-	t.Setenv(LanesEnv, "3")
+	setLanes(t, "3")
 	const size = 8 << 20
 	ns, keys, mem := pairN(t, 2*size)
 	for i := range ns {
@@ -440,7 +441,7 @@ func TestAddressesRoundTrip(t *testing.T) {
 // stripes cancelled rather than left reading the source; later striped
 // puts to the peer fail at once, while the rank's own worker still works.
 func TestStripedPutTimesOutAndCutsTheLanes(t *testing.T) {
-	t.Setenv(LanesEnv, "2")
+	setLanes(t, "2")
 	ns, keys, mem := pairN(t, 4<<20)
 	put := transport.RemoteOp{Kind: transport.RemotePut, Ref: transport.Ref{Peer: 1, Key: keys[0]}, Local: transport.AddrOf(mem[0][1<<20:]),
 		N: 2 << 20, What: "striped put", Timeout: 100 * time.Millisecond}
@@ -493,4 +494,13 @@ func TestStripedPutTimesOutAndCutsTheLanes(t *testing.T) {
 	// transports close.
 	release()
 	time.Sleep(50 * time.Millisecond)
+}
+
+// setLanes sets knobs.NetLanes for the test's transports.
+func setLanes(t *testing.T, n string) {
+	t.Cleanup(func() { knobs.Reload() }) // after t.Setenv's own
+	t.Setenv(knobs.NetLanes.Name, n)
+	if err := knobs.Reload().Err(); err != nil {
+		t.Fatal(err)
+	}
 }
