@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/luacoll/luacoll/cuda"
-	"github.com/luacoll/luacoll/knobs"
-	"github.com/luacoll/luacoll/launchenv"
+	"github.com/luacoll/luacoll/transport/knobs"
+	"github.com/luacoll/luacoll/transport/launchenv"
 	tnet "github.com/luacoll/luacoll/transport/net"
 )
 

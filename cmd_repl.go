@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 
 	"github.com/luacoll/luacoll/engine/launch"
-	"github.com/luacoll/luacoll/launchenv"
 	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/repl"
+	"github.com/luacoll/luacoll/transport/launchenv"
 )
 
 // historyName is the line history kept in the home directory.

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/luacoll/luacoll/engine/launch"
-	"github.com/luacoll/luacoll/launchenv"
 	"github.com/luacoll/luacoll/luabind"
+	"github.com/luacoll/luacoll/transport/launchenv"
 )
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {

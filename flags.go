@@ -20,9 +20,9 @@ import (
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/engine/trace"
-	"github.com/luacoll/luacoll/launchenv"
 	"github.com/luacoll/luacoll/transport"
 	tcuda "github.com/luacoll/luacoll/transport/cuda"
+	"github.com/luacoll/luacoll/transport/launchenv"
 )
 
 // The command-line plumbing every command shares: the rank flags of run,

@@ -18,11 +18,11 @@ import (
 	"github.com/luacoll/luacoll/engine/bootstrap"
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/engine/trace"
-	"github.com/luacoll/luacoll/knobs"
-	"github.com/luacoll/luacoll/launchenv"
 	"github.com/luacoll/luacoll/repl"
 	"github.com/luacoll/luacoll/transport"
 	tcuda "github.com/luacoll/luacoll/transport/cuda"
+	"github.com/luacoll/luacoll/transport/knobs"
+	"github.com/luacoll/luacoll/transport/launchenv"
 )
 
 // docs/tuning.md is what `luacoll docs --knobs` writes from the registry
@@ -92,7 +92,7 @@ func TestInfoTuning(t *testing.T) {
 	}
 }
 
-// No file outside knobs/ and launchenv/ reads a LUACOLL_ variable with
+// No file outside transport/knobs/ and transport/launchenv/ reads a LUACOLL_ variable with
 // os.Getenv or os.LookupEnv: knobs go through the registry, the
 // launcher's variables through launchenv. Test files are not checked
 // (their LUACOLL_TEST_* and LUACOLL_PROBE variables gate tests).
@@ -107,28 +107,28 @@ func TestKnobReadsOnlyInTheRegistry(t *testing.T) {
 }
 
 // The checker finds a read by literal and by a constant of another
-// package, and allows knobs/ and launchenv/.
+// package, and allows transport/knobs/ and transport/launchenv/.
 func TestStrayEnvReadsChecker(t *testing.T) {
 	fsys := fstest.MapFS{
-		"a/a.go":         {Data: []byte("package a\nimport \"os\"\nconst E = \"LUACOLL_X\"\nfunc f() { _ = os.Getenv(\"LUACOLL_Y\"); _ = os.Getenv(\"HOME\") }\n")},
-		"b/b.go":         {Data: []byte("package b\nimport (\"os\"; x \"m/a\")\nfunc g() { os.LookupEnv(x.E) }\n")},
-		"knobs/k.go":     {Data: []byte("package knobs\nimport \"os\"\nfunc h() { os.Getenv(\"LUACOLL_Z\") }\n")},
-		"launchenv/l.go": {Data: []byte("package launchenv\nimport \"os\"\nfunc h() { os.Getenv(\"LUACOLL_RANK\") }\n")},
-		"c/c_test.go":    {Data: []byte("package c\nimport \"os\"\nfunc h() { os.Getenv(\"LUACOLL_TEST\") }\n")},
+		"a/a.go":                   {Data: []byte("package a\nimport \"os\"\nconst E = \"LUACOLL_X\"\nfunc f() { _ = os.Getenv(\"LUACOLL_Y\"); _ = os.Getenv(\"HOME\") }\n")},
+		"b/b.go":                   {Data: []byte("package b\nimport (\"os\"; x \"m/a\")\nfunc g() { os.LookupEnv(x.E) }\n")},
+		"transport/knobs/k.go":     {Data: []byte("package knobs\nimport \"os\"\nfunc h() { os.Getenv(\"LUACOLL_Z\") }\n")},
+		"transport/launchenv/l.go": {Data: []byte("package launchenv\nimport \"os\"\nfunc h() { os.Getenv(\"LUACOLL_RANK\") }\n")},
+		"c/c_test.go":              {Data: []byte("package c\nimport \"os\"\nfunc h() { os.Getenv(\"LUACOLL_TEST\") }\n")},
 	}
 	bad, err := strayEnvReads(fsys, "m")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{`a/a.go:4: os.Getenv("LUACOLL_Y") outside knobs/ and launchenv/`, `b/b.go:3: os.LookupEnv("LUACOLL_X") outside knobs/ and launchenv/`}
+	want := []string{`a/a.go:4: os.Getenv("LUACOLL_Y") outside transport/knobs/ and transport/launchenv/`, `b/b.go:3: os.LookupEnv("LUACOLL_X") outside transport/knobs/ and transport/launchenv/`}
 	if fmt.Sprint(bad) != fmt.Sprint(want) {
 		t.Errorf("got %q\nwant %q", bad, want)
 	}
 }
 
 // strayEnvReads parses the non-test Go files of the module at fsys and
-// returns every os.Getenv or os.LookupEnv call outside knobs/ and
-// launchenv/ whose argument is a LUACOLL_ name: a string literal, or a
+// returns every os.Getenv or os.LookupEnv call outside transport/knobs/ and
+// transport/launchenv/ whose argument is a LUACOLL_ name: a string literal, or a
 // string constant of the module (of the same package or, by selector, of
 // an imported one).
 func strayEnvReads(fsys fs.FS, module string) ([]string, error) {
@@ -179,7 +179,7 @@ func strayEnvReads(fsys fs.FS, module string) ([]string, error) {
 	}
 	var bad []string
 	for _, fl := range files {
-		if fl.dir == "knobs" || fl.dir == "launchenv" {
+		if fl.dir == "transport/knobs" || fl.dir == "transport/launchenv" {
 			continue
 		}
 		imports := map[string]string{} // local name -> package dir
@@ -222,7 +222,7 @@ func strayEnvReads(fsys fs.FS, module string) ([]string, error) {
 				return true
 			}
 			if v := value(call.Args[0]); strings.HasPrefix(v, "LUACOLL_") {
-				bad = append(bad, fmt.Sprintf("%s:%d: os.%s(%q) outside knobs/ and launchenv/", fl.path, fset.Position(call.Pos()).Line, sel.Sel.Name, v))
+				bad = append(bad, fmt.Sprintf("%s:%d: os.%s(%q) outside transport/knobs/ and transport/launchenv/", fl.path, fset.Position(call.Pos()).Line, sel.Sel.Name, v))
 			}
 			return true
 		})

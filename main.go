@@ -6,9 +6,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/scripts"
+	"github.com/luacoll/luacoll/transport/knobs"
 )
 
 const usageText = `luacoll: one-sided communication scripted in Lua, on N ranks, host or GPU.

@@ -13,5 +13,5 @@
 // engine is imported by allgather, plan, bench, luabind, repl and the CLI,
 // never by bootstrap, launch or trace.
 //
-// Imports: engine/bootstrap, engine/launch, engine/launch/cpuset, engine/trace, knobs, launchenv, transport, transport/net, transport/shm, window
+// Imports: engine/bootstrap, engine/launch, engine/launch/cpuset, engine/trace, transport, transport/knobs, transport/launchenv, transport/net, transport/shm, window
 package engine

@@ -13,8 +13,8 @@ import (
 
 	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/engine/plan/verify"
-	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/transport/knobs"
 	"github.com/luacoll/luacoll/window"
 )
 

@@ -2,5 +2,5 @@
 // (self, same-host shared memory, GPU peer over NVLink, another host) and
 // registers, exchanges and maps memory regions per class.
 //
-// Imports: kernels, knobs, launchenv
+// Imports: kernels, transport/knobs, transport/launchenv
 package transport

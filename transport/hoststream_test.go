@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/luacoll/luacoll/knobs"
+	"github.com/luacoll/luacoll/transport/knobs"
 	"golang.org/x/sys/unix"
 )
 

@@ -6,7 +6,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/luacoll/luacoll/knobs"
+	"github.com/luacoll/luacoll/transport/knobs"
 	"golang.org/x/sys/unix"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/luacoll/luacoll/launchenv"
+	"github.com/luacoll/luacoll/transport/launchenv"
 )
 
 // PeerKind says how this rank reaches a peer.

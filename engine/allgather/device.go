@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
 	tcuda "github.com/luacoll/luacoll/transport/cuda"
+	"github.com/luacoll/luacoll/transport/knobs"
 	"github.com/luacoll/luacoll/window"
 )
 

@@ -12,5 +12,5 @@
 // window.Window.Raw, and the CUDA stream through the small interfaces of
 // transport/cuda.
 //
-// Imports: engine, engine/bootstrap, knobs, transport, transport/cuda, transport/shm, window
+// Imports: engine, engine/bootstrap, transport, transport/cuda, transport/knobs, transport/shm, window
 package allgather

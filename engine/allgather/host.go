@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/transport/knobs"
 	"github.com/luacoll/luacoll/window"
 )
 

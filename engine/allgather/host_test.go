@@ -11,7 +11,7 @@ import (
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/allgather"
 	"github.com/luacoll/luacoll/engine/enginetest"
-	"github.com/luacoll/luacoll/knobs"
+	"github.com/luacoll/luacoll/transport/knobs"
 
 	"github.com/luacoll/luacoll/window"
 )

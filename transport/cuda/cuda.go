@@ -11,8 +11,8 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/kernels"
-	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/transport/knobs"
 )
 
 // CUDABackend keeps a rank's memory on one GPU: windows in device memory

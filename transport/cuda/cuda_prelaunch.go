@@ -10,8 +10,8 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/kernels"
-	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/transport/knobs"
 )
 
 // Prelaunched fused steps. A host-issued step of a

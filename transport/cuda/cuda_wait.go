@@ -11,8 +11,8 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/kernels"
-	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/transport/knobs"
 )
 
 // memopWait is a wait enqueued as cuStreamWaitValue64 on one slot.

@@ -12,5 +12,5 @@
 // layers above reach its streams through the small interfaces of
 // seams.go, never the concrete types.
 //
-// Imports: cuda, kernels, knobs, transport, transport/shm
+// Imports: cuda, kernels, transport, transport/knobs, transport/shm
 package cuda

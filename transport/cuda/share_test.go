@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/transport/knobs"
 )
 
 func openBoxes(t *testing.T, n int) []*transport.FDBox {

@@ -12,5 +12,5 @@
 // a small C shim with its own declarations, so nothing from UCX is needed
 // to build, and a job without network peers never loads it.
 //
-// Imports: knobs, transport
+// Imports: transport, transport/knobs
 package net

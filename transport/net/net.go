@@ -18,8 +18,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/luacoll/luacoll/knobs"
 	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/transport/knobs"
 )
 
 // Transport is one rank's UCX network (transport.Network). Nothing is
