@@ -609,6 +609,13 @@ func (s *HostStream) Interrupt(cause error) {
 	RingBell(Addr(s.asleep.Load()))
 }
 
+// Failed implements Failer: the error Sync will report, or nil.
+func (s *HostStream) Failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
 // Close implements Stream.
 func (s *HostStream) Close() {
 	s.mu.Lock()
