@@ -54,10 +54,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		src, err = launch.ReadInherited(fd)
 		name, fromLauncher = os.Getenv(launch.EnvScriptName), true
 	} else {
-		src, name, err = luabind.ReadScript(script, os.Stdin)
+		src, name, err = luabind.ReadScriptContext(ctx, script, os.Stdin)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+		if ctx.Err() != nil {
+			return signalExitCode(ctx)
+		}
 		return 2
 	}
 	// A script that does not compile is said once, before any rank starts

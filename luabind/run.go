@@ -61,7 +61,7 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 	}
 	src, name, err := o.Source, o.Name, error(nil)
 	if src == nil {
-		src, name, err = ReadScript(o.Script, os.Stdin)
+		src, name, err = ReadScriptContext(ctx, o.Script, os.Stdin)
 	}
 	if err != nil {
 		err = fmt.Errorf("rank %d: %w", env.Rank, err)
