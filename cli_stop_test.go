@@ -78,3 +78,86 @@ w:sync()`)
 	}
 	checkClean(t, before)
 }
+
+// TestNodesJobLeavesNothing: a --nodes job whose output pipe closes after
+// its first line (| head -1) still removes its nodes' directories; one
+// whose launcher is killed with SIGKILL leaves them, and `luacoll clean`
+// finds and removes them.
+func TestNodesJobLeavesNothing(t *testing.T) {
+	before := append(tmpLeftovers(), shmNodeDirs()...)
+	loud := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 64 }
+for i = 1, 20000 do print("line", i) end
+w:free()`)
+	cmd := exec.Command(bin, "run", "-n", "2", "--nodes", "2", loud)
+	cmd.Env = cleanEnv()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	if _, err := out.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	_ = cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		t.Errorf("the launcher was killed by %v", ws.Signal())
+	}
+	if left := newNames(before, append(tmpLeftovers(), shmNodeDirs()...)); len(left) > 0 {
+		t.Fatalf("left behind after the pipe closed: %v", left)
+	}
+
+	slow := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 64 }
+print("started")
+local t = lc.now(); while lc.now() - t < 60 do end`)
+	cmd = exec.Command(bin, "run", "-n", "2", "--nodes", "2", slow)
+	cmd.Env = cleanEnv()
+	var o syncBuffer
+	cmd.Stdout = &o
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(o.String(), "started") < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	left := newNames(before, append(tmpLeftovers(), shmNodeDirs()...))
+	if len(left) != 4 {
+		t.Fatalf("after SIGKILL: %v, want the 4 directories of 2 nodes", left)
+	}
+	// The ranks die with the launcher (at once, but not in this instant).
+	time.Sleep(200 * time.Millisecond)
+	r := luacoll(t, nil, "clean")
+	for _, name := range left {
+		if !strings.Contains(r.stdout, "removed ") || !strings.Contains(r.stdout, name+" (node directory, unused)") {
+			t.Errorf("clean did not remove %s:\n%s%s", name, r.stdout, r.stderr)
+		}
+	}
+	if left := newNames(before, append(tmpLeftovers(), shmNodeDirs()...)); len(left) > 0 {
+		t.Fatalf("left behind after clean: %v", left)
+	}
+}
+
+// shmNodeDirs lists the logical nodes' directories in /dev/shm.
+func shmNodeDirs() []string {
+	return namesIn("/dev/shm", func(n string) bool { return strings.HasPrefix(n, "luacoll-") && strings.Contains(n, "-node") })
+}
+
+// newNames is what now holds beyond before.
+func newNames(before, now []string) []string {
+	seen := setOf(before)
+	var out []string
+	for _, n := range now {
+		if !seen[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
