@@ -213,6 +213,7 @@ func (s *State) install() {
 	s.installRequire()
 	installPcall(L)
 	installToNumber(L)
+	installRandom(L)
 }
 
 func tostring(L *lua.LState) int {
