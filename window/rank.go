@@ -30,6 +30,9 @@ type Rank struct {
 	Context func() context.Context
 	// Trace, when set, records every window operation and sync.
 	Trace Recorder
+	// MemInfo is where host buffers read MemAvailable before allocating
+	// (/proc/meminfo when empty; tests point it elsewhere).
+	MemInfo string
 
 	nextWindow int
 	// of is the rank a view stands for (Window.OnStream); nil for a rank.
