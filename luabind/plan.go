@@ -33,6 +33,21 @@ type planState struct {
 	// onDevice are the plans in device mode not freed yet (Close frees
 	// their device memory).
 	onDevice map[*planRef]bool
+	// maxOps and maxTotal, when set, stand for plan.MaxOps and
+	// plan.MaxTotalOps (tests).
+	maxOps, maxTotal int
+}
+
+// limits are the most ops a plan may hold per rank and over all ranks.
+func (ps *planState) limits() (perRank, total int) {
+	perRank, total = plan.MaxOps, plan.MaxTotalOps
+	if ps.maxOps > 0 {
+		perRank = ps.maxOps
+	}
+	if ps.maxTotal > 0 {
+		total = ps.maxTotal
+	}
+	return perRank, total
 }
 
 // sentRow returns w's sent rows, made on first use.
@@ -222,6 +237,9 @@ func (r *planRecorder) record(c *call, w *window.Window, b *window.Buffer, o pla
 				c.fail("bad argument 'peer' (rank %d is not reachable (transport %s))", p, kind)
 			}
 		}
+	}
+	if most, total := c.s.plans.limits(); len(r.ops) >= most {
+		c.fail("a plan holds at most %d ops per rank (and %d over all ranks); this body recorded more: split the schedule into smaller plans", most, total)
 	}
 	r.ops = append(r.ops, o)
 	r.opBuf = append(r.opBuf, b)
@@ -449,7 +467,7 @@ func planEntries() []*Entry {
 	const g = "Plans"
 	return []*Entry{
 		fn("lc.plan", "(body, ..., {mode=\"auto\"}?)", "plan", g,
-			"**collective**: records a schedule once: calls body(...) with the window and buffer operations that enqueue (put, get, put_signal, put_counter, put_signal_counter, signal, signal_all, wait_signal, wait_signal_from, wait_counter, reset_counter, barrier, barrier_peer, fence, flush, b:fill) appended to this rank's op list, each with the script line that issued it, instead of run; Lua control flow runs once, now. Arguments are checked as the window would (bounds, slots, peers) and anything that reads or writes data now, syncs, or makes or frees objects (read_signal, b:read, b:get_u32, checksum, sync, lc.allgather, lc.barrier, ...) raises \"cannot <op> while recording a plan\". The body must use one window, the plan's; every rank's list is then gathered. A trailing table {mode=...} picks how replays run: \"host\" (a Go loop over the ops on the host backend), \"stream\" (CUDA: a few launches on the stream per replay: the interpreter over each run of ops, each copy above 64 KiB alone; op by op where a peer is over the network), \"device\" (CUDA: one kernel runs every op of every replay of a p:run, one block, no launch between ops) or \"graph\" (CUDA: one replay captured into a CUDA graph, launched once per replay: the interpreter over each run of signals, waits and small copies, copy-engine copies for the large ones); device and graph need every peer mapped, none over the network; \"auto\" takes \"host\" on the host backend and on CUDA \"device\" where the ops allow it and no copy or fill exceeds 256 KiB, else \"stream\". Waits on signal slots and counters that only \"add\" advance by what one replay adds, and barriers by one use, so replays repeat without a reset; the plan's slots must not also be signalled outside plans once a plan was recorded.",
+			"**collective**: records a schedule once: calls body(...) with the window and buffer operations that enqueue (put, get, put_signal, put_counter, put_signal_counter, signal, signal_all, wait_signal, wait_signal_from, wait_counter, reset_counter, barrier, barrier_peer, fence, flush, b:fill) appended to this rank's op list, each with the script line that issued it, instead of run; Lua control flow runs once, now. Arguments are checked as the window would (bounds, slots, peers) and anything that reads or writes data now, syncs, or makes or frees objects (read_signal, b:read, b:get_u32, checksum, sync, lc.allgather, lc.barrier, ...) raises \"cannot <op> while recording a plan\". The body must use one window, the plan's; every rank's list is then gathered. A plan holds at most 1,048,576 ops per rank and 2,097,152 over all ranks. A trailing table {mode=...} picks how replays run: \"host\" (a Go loop over the ops on the host backend), \"stream\" (CUDA: a few launches on the stream per replay: the interpreter over each run of ops, each copy above 64 KiB alone; op by op where a peer is over the network), \"device\" (CUDA: one kernel runs every op of every replay of a p:run, one block, no launch between ops) or \"graph\" (CUDA: one replay captured into a CUDA graph, launched once per replay: the interpreter over each run of signals, waits and small copies, copy-engine copies for the large ones); device and graph need every peer mapped, none over the network; \"auto\" takes \"host\" on the host backend and on CUDA \"device\" where the ops allow it and no copy or fill exceeds 256 KiB, else \"stream\". Waits on signal slots and counters that only \"add\" advance by what one replay adds, and barriers by one use, so replays repeat without a reset; the plan's slots must not also be signalled outside plans once a plan was recorded.",
 			newPlan),
 		fn("p:run", "{times=1, window?}", "", g,
 			"Enqueues the recorded ops on the rank's stream times times, back to back, with no Lua per op; a wait's error names the line that recorded it. window, when given, must be the plan's. Under `luacoll check` nothing runs.",
@@ -605,6 +623,10 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 	}
 	if len(failed) > 0 {
 		return nil, fmt.Errorf("failed on other ranks: %s", strings.Join(failed, "; "))
+	}
+	_, total := s.plans.limits()
+	if err := plan.CheckTotal(lists, total); err != nil {
+		return nil, err
 	}
 	for q := range lists {
 		if lists[q].Window != list.Window {
