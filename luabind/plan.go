@@ -402,8 +402,15 @@ func (c *call) field(t *lua.LTable, name string, def uint64) uint64 {
 		return def
 	}
 	n, ok := v.(lua.LNumber)
+	if !ok {
+		got := v.Type().String()
+		if s, isStr := v.(lua.LString); isStr {
+			got = fmt.Sprintf("string %q", string(s))
+		}
+		c.fail("bad argument '%s' (a non-negative integer up to 2^53 expected, got %s)", name, got)
+	}
 	f := float64(n)
-	if !ok || f != float64(int64(f)) || f < 0 || f > MaxExact {
+	if f != float64(int64(f)) || f < 0 || f > MaxExact {
 		c.fail("bad argument '%s' (a non-negative integer up to 2^53 expected, got %s)", name, lua.LVAsString(v))
 	}
 	return uint64(f)
@@ -708,7 +715,12 @@ func (s *State) recordBody(L *lua.LState, body *lua.LFunction, args []lua.LValue
 	defer func() { s.plans.rec = nil }()
 	th, cancel := L.NewThread()
 	if cancel != nil {
-		defer cancel()
+		// Coroutines made in the body inherit the thread's context: give
+		// it L's own, which outlives the body, rather than one cancelled
+		// when the body returns (resuming them later would fail with
+		// "context canceled").
+		th.SetContext(L.Context())
+		cancel()
 	}
 	defer th.Close()
 	th.Push(body)

@@ -165,6 +165,9 @@ type session struct {
 	// rankOut and rankErr carry the launcher's and the ranks' output.
 	rankOut, rankErr *switchWriter
 	ranks            []*rankState
+	// killedRanks marks the ranks the session killed with a signal, read
+	// by the launcher's goroutine (launch.LaunchConfig.KilledByCaller).
+	killedRanks []atomic.Bool
 	dir              string
 	ln               net.Listener
 	src              lineSource
@@ -277,6 +280,8 @@ func (s *session) start() error {
 	lc := launch.LaunchConfig{N: s.cfg.N, Nodes: s.cfg.Nodes, Path: s.cfg.Exe, Args: s.cfg.Args, Prefix: true,
 		Stdout: s.rankOut, Stderr: s.rankErr, Grace: keepRanks,
 		ExtraEnv: func(int) []string { return []string{EnvControl + "=" + sock} }, MPS: s.cfg.MPS}
+	s.killedRanks = make([]atomic.Bool, s.cfg.N)
+	lc.KilledByCaller = func(r int) bool { return r < len(s.killedRanks) && s.killedRanks[r].Load() }
 	start := launch.Launch
 	if s.cfg.Launch != nil {
 		start = s.cfg.Launch
@@ -637,9 +642,17 @@ func (s *session) kill(ranks map[int]bool) {
 			continue
 		}
 		rs.killed = true
+		s.markKilled(r)
 		if err := unix.Kill(-rs.pid, unix.SIGKILL); err != nil {
 			_ = unix.Kill(rs.pid, unix.SIGKILL)
 		}
+	}
+}
+
+// markKilled notes that the session kills rank r with a signal.
+func (s *session) markKilled(r int) {
+	if r >= 0 && r < len(s.killedRanks) {
+		s.killedRanks[r].Store(true)
 	}
 }
 
@@ -725,6 +738,7 @@ func (s *session) stop(graceful bool) {
 			if !s.waitLaunch(stopWait) {
 				for _, rs := range s.ranks {
 					if rs != nil && rs.alive.Load() && rs.pid > 0 {
+						s.markKilled(rs.rank)
 						_ = unix.Kill(-rs.pid, unix.SIGKILL)
 					}
 				}

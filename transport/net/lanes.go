@@ -47,23 +47,33 @@ const stripeMin = 256 << 10
 // StripeMinEnv sets the smallest put cut into stripes, in bytes.
 const StripeMinEnv = "LUACOLL_NET_STRIPE_MIN"
 
-// stripeFrom is the smallest put a new Transport cuts into stripes.
-func stripeFrom() uint64 {
-	if v, err := strconv.ParseUint(os.Getenv(StripeMinEnv), 10, 64); err == nil {
-		return max(v, 4096)
+// stripeFrom is the smallest put a new Transport cuts into stripes:
+// StripeMinEnv's value (at least 4096) when set, else stripeMin.
+func stripeFrom(env string) (uint64, error) {
+	if env == "" {
+		return stripeMin, nil
 	}
-	return stripeMin
+	v, err := strconv.ParseUint(env, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%s: want a size in bytes (4096 or more)", StripeMinEnv, env)
+	}
+	return max(v, 4096), nil
 }
 
-// laneCount is the number of lanes a new Transport opens.
-func laneCount() int {
-	if v, err := strconv.Atoi(os.Getenv(LanesEnv)); err == nil {
-		return min(max(v, 0), maxLanes)
+// laneCount is the number of lanes a new Transport opens: LanesEnv's
+// value (env, 0..maxLanes) when set, else the default.
+func laneCount(env string) (int, error) {
+	if env != "" {
+		v, err := strconv.Atoi(env)
+		if err != nil || v < 0 || v > maxLanes {
+			return 0, fmt.Errorf("%s=%s: want a number of lanes from 0 to %d", LanesEnv, env, maxLanes)
+		}
+		return v, nil
 	}
 	if n := runtime.GOMAXPROCS(0) / 2; n >= 2 {
-		return min(n, 4)
+		return min(n, 4), nil
 	}
-	return 0
+	return 0, nil
 }
 
 // lane is one extra worker and the goroutine that drives it.

@@ -131,6 +131,14 @@ func (t *Transport) openLocked() error {
 		return errors.New("network closed")
 	}
 	t.openErr = func() error {
+		lanes, err := laneCount(os.Getenv(LanesEnv))
+		if err != nil {
+			return err
+		}
+		stripes, err := stripeFrom(os.Getenv(StripeMinEnv))
+		if err != nil {
+			return err
+		}
 		lib, err := Load()
 		if err != nil {
 			return err
@@ -171,8 +179,8 @@ func (t *Transport) openLocked() error {
 		t.done = make(chan struct{})
 		go t.progressLoop(int(efd))
 		// Lanes are a speed-up only: without them large puts go whole.
-		_ = t.openLanesLocked(laneCount())
-		t.stripeMin = stripeFrom()
+		_ = t.openLanesLocked(lanes)
+		t.stripeMin = stripes
 		return nil
 	}()
 	return t.openErr
