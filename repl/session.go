@@ -168,13 +168,13 @@ type session struct {
 	// killedRanks marks the ranks the session killed with a signal, read
 	// by the launcher's goroutine (launch.LaunchConfig.KilledByCaller).
 	killedRanks []atomic.Bool
-	dir              string
-	ln               net.Listener
-	src              lineSource
-	local            *lua.LState
-	reg              *luabind.Registry
-	done             chan struct{}
-	events           chan event
+	dir         string
+	ln          net.Listener
+	src         lineSource
+	local       *lua.LState
+	reg         *luabind.Registry
+	done        chan struct{}
+	events      chan event
 	// completions receives the ranks' completion answers.
 	completions chan *message
 	complID     atomic.Uint64
