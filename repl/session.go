@@ -165,16 +165,13 @@ type session struct {
 	// rankOut and rankErr carry the launcher's and the ranks' output.
 	rankOut, rankErr *switchWriter
 	ranks            []*rankState
-	// killedRanks marks the ranks the session killed with a signal, read
-	// by the launcher's goroutine (launch.LaunchConfig.KilledByCaller).
-	killedRanks []atomic.Bool
-	dir         string
-	ln          net.Listener
-	src         lineSource
-	local       *lua.LState
-	reg         *luabind.Registry
-	done        chan struct{}
-	events      chan event
+	dir              string
+	ln               net.Listener
+	src              lineSource
+	local            *lua.LState
+	reg              *luabind.Registry
+	done             chan struct{}
+	events           chan event
 	// completions receives the ranks' completion answers.
 	completions chan *message
 	complID     atomic.Uint64
@@ -188,6 +185,10 @@ type session struct {
 	nextID  uint64
 	deaths  []int // ranks that died and are not reported yet
 	failed  bool  // a chunk failed or a rank died
+
+	// killedRanks marks the ranks the session killed with a signal, read
+	// by the launcher's goroutine (launch.LaunchConfig.KilledByCaller).
+	killedRanks []atomic.Bool
 }
 
 // Run runs a session and returns the exit status: 1 when the ranks could
