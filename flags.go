@@ -91,8 +91,8 @@ func (f *rankFlags) check() error {
 	if f.device != "host" && f.device != "cuda" {
 		return fmt.Errorf("--device %q: want host or cuda", f.device)
 	}
-	if f.timeout <= 0 {
-		return fmt.Errorf("--timeout %v: must be positive", f.timeout)
+	if f.timeout < time.Millisecond {
+		return fmt.Errorf("--timeout %v: must be at least 1ms", f.timeout)
 	}
 	if f.n < 0 || f.n > 1024 || (f.n == 0 && f.nSet) {
 		return fmt.Errorf("-n %d: want 1..1024", f.n)
