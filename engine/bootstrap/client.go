@@ -290,7 +290,7 @@ func dialHub(ctx context.Context, cfg Config, addr string, limit time.Duration, 
 		if cerr != nil || errors.Is(err, os.ErrDeadlineExceeded) {
 			te := &TimeoutError{Op: fmt.Sprintf("connect (%s, hub %s)", who, addr), After: limit}
 			if h != nil {
-				te.Missing = h.missingJoins()
+				te.Missing, te.Note = h.missingJoins(), h.refusedNote()
 			}
 			return fail(te)
 		}
