@@ -240,9 +240,11 @@ func (h *hub) welcomeLocked() {
 	f := newFrame(frWelcome, 64)
 	f.bytes([]byte(h.jobID))
 	f.u32(uint32(h.size))
-	for _, p := range h.peers {
-		f.bytes([]byte(p.host))
+	hosts := make([][]byte, len(h.peers))
+	for r, p := range h.peers {
+		hosts[r] = []byte(p.host)
 	}
+	f.runs(hosts)
 	frame, err := f.finish()
 	if err != nil {
 		h.abortLocked(0, false, fmt.Sprintf("bootstrap welcome: %v", err), -1)
@@ -265,6 +267,19 @@ func (h *hub) missingJoins() []int {
 		}
 	}
 	return missing
+}
+
+// written is how many bytes the hub has written to the ranks.
+func (h *hub) written() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var n int64
+	for _, p := range h.peers {
+		if p != nil {
+			n += p.out.written.Load()
+		}
+	}
+	return n
 }
 
 // refusedNote says which ranks the hub still waits for were refused for a
@@ -495,9 +510,7 @@ func (h *hub) completeLocked(seq uint64, c *hubColl) {
 		switch kind {
 		case collAllGather:
 			f.u32(uint32(h.size))
-			for _, d := range c.data {
-				f.bytes(d)
-			}
+			f.runs(c.data)
 		case collBroadcast:
 			f.raw(c.data[root])
 		}
