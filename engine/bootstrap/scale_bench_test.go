@@ -82,7 +82,9 @@ func simulateJob(tb testing.TB, n int) (res simResult) {
 	ctx := context.Background()
 	boots := make([]*Bootstrap, n)
 	errs := make([]error, n)
-	host := func(r int) string { return fmt.Sprintf("node%05d.cluster.example:8c0f4e1a-5b7d-4c39-9a61-%012d", r/8, r/8) }
+	host := func(r int) string {
+		return fmt.Sprintf("node%05d.cluster.example:8c0f4e1a-5b7d-4c39-9a61-%012d", r/8, r/8)
+	}
 	run := func(phase func(r int) error) time.Duration {
 		t0 := time.Now()
 		var wg sync.WaitGroup
