@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -47,12 +48,16 @@ func BenchmarkBootstrapScale(b *testing.B) {
 				r := simulateJob(b, n)
 				sum.start += r.start
 				sum.window += r.window
+				sum.startCPU += r.startCPU
+				sum.windowCPU += r.windowCPU
 				sum.startBytes += r.startBytes
 				sum.windowBytes += r.windowBytes
 			}
 			per := float64(b.N) * float64(n)
 			b.ReportMetric(float64(sum.start.Nanoseconds())/per, "start-ns/rank")
 			b.ReportMetric(float64(sum.window.Nanoseconds())/per, "window-ns/rank")
+			b.ReportMetric(float64(sum.startCPU.Nanoseconds())/per, "start-cpu-ns/rank")
+			b.ReportMetric(float64(sum.windowCPU.Nanoseconds())/per, "window-cpu-ns/rank")
 			b.ReportMetric(float64(sum.startBytes)/per, "start-B/rank")
 			b.ReportMetric(float64(sum.windowBytes)/per, "window-B/rank")
 		})
@@ -61,9 +66,11 @@ func BenchmarkBootstrapScale(b *testing.B) {
 
 // simResult is what one simulated job cost: how long the start-up and
 // the window took (from the first rank's start to the last rank's end of
-// each), and the bytes the hub wrote in each.
+// each), the process's CPU time in each (what a loaded machine disturbs
+// less), and the bytes the hub wrote in each.
 type simResult struct {
 	start, window           time.Duration
+	startCPU, windowCPU     time.Duration // CPU time of the process (user and system)
 	startBytes, windowBytes int64
 }
 
@@ -85,8 +92,13 @@ func simulateJob(tb testing.TB, n int) (res simResult) {
 	host := func(r int) string {
 		return fmt.Sprintf("node%05d.cluster.example:8c0f4e1a-5b7d-4c39-9a61-%012d", r/8, r/8)
 	}
-	run := func(phase func(r int) error) time.Duration {
-		t0 := time.Now()
+	run := func(phase func(r int) error, cpu *time.Duration) time.Duration {
+		t0, c0 := time.Now(), cpuTime()
+		defer func() {
+			if cpu != nil {
+				*cpu = cpuTime() - c0
+			}
+		}()
 		var wg sync.WaitGroup
 		for r := range n {
 			wg.Add(1)
@@ -131,7 +143,7 @@ func simulateJob(tb testing.TB, n int) (res simResult) {
 			return err
 		}
 		return b.Barrier(ctx)
-	})
+	}, &res.startCPU)
 	res.startBytes = boots[0].hub.written()
 	res.window = run(func(r int) error {
 		b := boots[r]
@@ -142,18 +154,27 @@ func simulateJob(tb testing.TB, n int) (res simResult) {
 			return err
 		}
 		return check(b, "window 0:free()", nil)
-	})
+	}, &res.windowCPU)
 	res.windowBytes = boots[0].hub.written() - res.startBytes
 	run(func(r int) error {
 		if r == 0 {
 			return nil
 		}
 		return boots[r].Close()
-	})
+	}, nil)
 	if err := boots[0].Close(); err != nil {
 		tb.Fatal(err)
 	}
 	return res
+}
+
+// cpuTime is the process's CPU time so far, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // What the hub writes for a window (collectives every rank makes alike)
