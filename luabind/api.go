@@ -61,6 +61,7 @@ func fn(name, args, returns, group, doc string, body func(c *call) int) *Entry {
 				return rec(c)
 			}
 		}
+		s.checkStream(c)
 		return body(c)
 	}
 	return e

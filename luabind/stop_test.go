@@ -131,3 +131,22 @@ func TestPlanRunInterrupted(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestEagerLoopStopsAtStreamError: a loop of a billion waits, the first
+// of which times out, ends with that wait's error soon after instead of
+// enqueueing the rest.
+func TestEagerLoopStopsAtStreamError(t *testing.T) {
+	code := `
+local lc = require("luacoll")
+local w = lc.window{ bytes = 64, timeout_ms = 200 }
+local ok, err = pcall(function()
+  for i = 1, 1e9 do w:wait_signal(0, ">=", i) end -- WAIT
+  w:sync()
+end)
+print("RESULT", ok, err)
+`
+	res := runBounded(t, 1, code, 3*time.Second)
+	if out := res[0].out; !strings.Contains(out, "RESULT\tfalse") || !strings.Contains(out, "(enqueued at test.lua:5): timed out") {
+		t.Fatalf("%v\n%s", res[0].err, out)
+	}
+}
