@@ -161,3 +161,12 @@ func newNames(before, now []string) []string {
 	}
 	return out
 }
+
+// TestPlanStopScript runs tests/plan_stop.lua (also a GPU suite step, in
+// every plan mode) on the host.
+func TestPlanStopScript(t *testing.T) {
+	r := luacoll(t, nil, "run", "-n", "2", "tests/plan_stop.lua")
+	if r.code != 0 || !strings.Contains(r.stdout, "[0] plan_stop: 1 passed, 0 failed") {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
