@@ -14,7 +14,8 @@ func cmdClean(args []string, stdout, stderr io.Writer) int {
 		"Removes what luacoll jobs killed with SIGKILL left on this host: shared-memory segments\n"+
 		"in /dev/shm named luacoll-JOB-* (made by older builds; windows now leave none) that no\n"+
 		"process maps or holds open, and luacoll's temporary directories in $TMPDIR (the REPL's\n"+
-		"control socket, a job's MPS pipe and log directories) whose process is gone; a job's\n"+
+		"control socket, a job's MPS pipe and log directories) whose process is gone, and the\n"+
+		"directories of a --nodes job's logical nodes (in both places) whose launcher is gone; a job's\n"+
 		"private MPS control daemon (--mps) is stopped before its directory goes. What a running\n"+
 		"job uses is listed and kept.", stderr)
 	dry := fs.Bool("dry-run", false, "list what would be removed, remove nothing")

@@ -51,9 +51,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
 		return 2
 	}
-	src, name, fromLauncher, err := runSource(script, onlyExec, isRank, env)
+	src, name, fromLauncher, err := runSource(ctx, script, onlyExec, isRank, env)
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
+		if ctx.Err() != nil {
+			return signalExitCode(ctx)
+		}
 		return 2
 	}
 	// A script that does not compile is said once, before any rank starts
@@ -95,7 +98,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 // runSource reads the script a job of run executes, once: by our
 // launcher, which hands every rank the same bytes (fromLauncher), or here
 // when another launcher started this rank or none did.
-func runSource(script string, onlyExec, isRank bool, env launch.RankEnv) (src []byte, name string, fromLauncher bool, err error) {
+func runSource(ctx context.Context, script string, onlyExec, isRank bool, env launch.RankEnv) (src []byte, name string, fromLauncher bool, err error) {
 	switch fd, ferr := strconv.Atoi(launchenv.Get(launch.EnvScriptFD)); {
 	case ferr == nil && isRank && env.Source == launch.SourceLuacoll:
 		src, err = launch.ReadInherited(fd)
@@ -103,7 +106,7 @@ func runSource(script string, onlyExec, isRank bool, env launch.RankEnv) (src []
 	case onlyExec:
 		name = luabind.ExecName
 	default:
-		src, name, err = luabind.ReadScript(script, os.Stdin)
+		src, name, err = luabind.ReadScriptContext(ctx, script, os.Stdin)
 	}
 	if onlyExec && src == nil {
 		src = []byte{} // (nil would have the rank read the default script)

@@ -94,8 +94,8 @@ func (f *rankFlags) check() error {
 	if f.device != "host" && f.device != "cuda" {
 		return fmt.Errorf("--device %q: want host or cuda", f.device)
 	}
-	if f.timeout <= 0 {
-		return fmt.Errorf("--timeout %v: must be positive", f.timeout)
+	if f.timeout < time.Millisecond {
+		return fmt.Errorf("--timeout %v: must be at least 1ms", f.timeout)
 	}
 	if f.n < 0 || f.n > 1024 || (f.n == 0 && f.nSet) {
 		return fmt.Errorf("-n %d: want 1..1024", f.n)
@@ -202,6 +202,7 @@ func cudaDeviceCount() int {
 // environment, then merges the parts into the file (prog names the
 // command in what it prints).
 func (f *rankFlags) launch(ctx context.Context, cfg launch.LaunchConfig, prog string, stderr io.Writer) (launch.LaunchResult, error) {
+	keepOnBrokenPipe()
 	if f.trace == "" {
 		return launch.Launch(ctx, cfg)
 	}
@@ -354,6 +355,15 @@ func signalContext() (context.Context, context.CancelFunc) {
 		signal.Stop(ch)
 		cancel(nil)
 	}
+}
+
+// keepOnBrokenPipe keeps the launcher alive when its output pipe closes
+// (`luacoll run ... | head -1`): a SIGPIPE would kill it before it
+// stopped its ranks and removed the job's directories. Its writes fail
+// instead and the ranks' output is dropped. (Caught, not ignored, so the
+// ranks it starts get the default action back.)
+func keepOnBrokenPipe() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }
 
 // caughtSignal is the cause of a signalContext ended by a signal.

@@ -257,6 +257,14 @@ extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 period, lc_
 	lc_u32 i = first % period;
 	// i and r advance together: no division per step.
 	for (lc_u64 v = 0; v < count; v++, i = i + 1 == period ? 0 : i + 1, r += i == 0 ? 1 : 0) {
+		// Every 64 replays thread 0 looks at the abort flag (host-mapped:
+		// one read across PCIe), so that a long run whose waits are met
+		// at once still ends on an abort or interrupt. The failure names
+		// step period, one past the last: between replays.
+		if (i == 0 && tid == 0 && !stop0 && v != 0 && (r & 63) == 0 && lc_aborted(abort_flag)) {
+			lc_fail(rec, LC_STATUS_ABORTED, LC_PLAN_FAIL_BIT | (tag << 20) | period, 0, 0, 0);
+			stop = stop0 = 1;
+		}
 		{
 			const lc_plan_step &s = run ? runs[v] : table[i];
 			const bool wide = s.kind == LC_STEP_FILL_BYTE || s.kind == LC_STEP_FILL_IOTA || s.kind == LC_STEP_FILL_RAND ||

@@ -61,6 +61,7 @@ func fn(name, args, returns, group, doc string, body func(c *call) int) *Entry {
 				return rec(c)
 			}
 		}
+		s.checkStream(c)
 		return body(c)
 	}
 	return e
@@ -242,7 +243,7 @@ func rankEntries() []*Entry {
 			L.Push(t)
 			return 1
 		}),
-		fn("lc.buffer", "(nbytes)", "buffer", "Local buffers", "Allocates nbytes of zeroed memory on this rank's device (host memory on the host backend, GPU memory on CUDA). A source or destination of window operations; not remotely accessible.", func(c *call) int {
+		fn("lc.buffer", "(nbytes)", "buffer", "Local buffers", "Allocates nbytes of zeroed memory on this rank's device (host memory on the host backend, GPU memory on CUDA). A source or destination of window operations; not remotely accessible. On the host a buffer that would not fit the available memory were every rank of the host to make one is refused, as windows are.", func(c *call) int {
 			b, err := c.s.Comm.NewBuffer(c.u64(0))
 			c.check(err)
 			c.s.push(&bufferRef{b: b}, "b")

@@ -36,6 +36,21 @@ type planState struct {
 	// onDevice are the plans in device mode not freed yet (Close frees
 	// their device memory).
 	onDevice map[*planRef]bool
+	// maxOps and maxTotal, when set, stand for plan.MaxOps and
+	// plan.MaxTotalOps (tests).
+	maxOps, maxTotal int
+}
+
+// limits are the most ops a plan may hold per rank and over all ranks.
+func (ps *planState) limits() (perRank, total int) {
+	perRank, total = plan.MaxOps, plan.MaxTotalOps
+	if ps.maxOps > 0 {
+		perRank = ps.maxOps
+	}
+	if ps.maxTotal > 0 {
+		total = ps.maxTotal
+	}
+	return perRank, total
 }
 
 // sentRow returns w's sent rows, made on first use.
@@ -226,6 +241,9 @@ func (r *planRecorder) record(c *call, w *window.Window, b *window.Buffer, o pla
 			}
 		}
 	}
+	if most, total := c.s.plans.limits(); len(r.ops) >= most {
+		c.fail("a plan holds at most %d ops per rank (and %d over all ranks); this body recorded more: split the schedule into smaller plans", most, total)
+	}
 	r.ops = append(r.ops, o)
 	r.opBuf = append(r.opBuf, b)
 	return 0
@@ -387,8 +405,15 @@ func (c *call) field(t *lua.LTable, name string, def uint64) uint64 {
 		return def
 	}
 	n, ok := v.(lua.LNumber)
+	if !ok {
+		got := v.Type().String()
+		if s, isStr := v.(lua.LString); isStr {
+			got = fmt.Sprintf("string %q", string(s))
+		}
+		c.fail("bad argument '%s' (a non-negative integer up to 2^53 expected, got %s)", name, got)
+	}
 	f := float64(n)
-	if !ok || f != float64(int64(f)) || f < 0 || f > MaxExact {
+	if f != float64(int64(f)) || f < 0 || f > MaxExact {
 		c.fail("bad argument '%s' (a non-negative integer up to 2^53 expected, got %s)", name, lua.LVAsString(v))
 	}
 	return uint64(f)
@@ -452,7 +477,7 @@ func planEntries() []*Entry {
 	const g = "Plans"
 	return []*Entry{
 		fn("lc.plan", "(body, ..., {mode=\"auto\"}?)", "plan", g,
-			"**collective**: records a schedule once: calls body(...) with the window and buffer operations that enqueue (put, get, put_signal, put_counter, put_signal_counter, signal, signal_all, wait_signal, wait_signal_from, wait_counter, reset_counter, barrier, barrier_peer, fence, flush, b:fill) appended to this rank's op list, each with the script line that issued it, instead of run; Lua control flow runs once, now. Arguments are checked as the window would (bounds, slots, peers) and anything that reads or writes data now, syncs, or makes or frees objects (read_signal, b:read, b:get_u32, checksum, sync, lc.allgather, lc.barrier, ...) raises \"cannot <op> while recording a plan\". The body must use one window, the plan's; every rank's list is then gathered. A trailing table {mode=...} picks how replays run: \"host\" (a Go loop over the ops on the host backend), \"stream\" (CUDA: a few launches on the stream per replay: the interpreter over each run of ops, each copy above 64 KiB alone; op by op where a peer is over the network), \"device\" (CUDA: one kernel runs every op of every replay of a p:run, one block, no launch between ops) or \"graph\" (CUDA: one replay captured into a CUDA graph, launched once per replay: the interpreter over each run of signals, waits and small copies, copy-engine copies for the large ones); device and graph need every peer mapped, none over the network; \"auto\" takes \"host\" on the host backend and on CUDA \"device\" where the ops allow it and no copy or fill exceeds 256 KiB, else \"stream\". Waits on signal slots and counters that only \"add\" advance by what one replay adds, and barriers by one use, so replays repeat without a reset; the plan's slots must not also be signalled outside plans once a plan was recorded.",
+			"**collective**: records a schedule once: calls body(...) with the window and buffer operations that enqueue (put, get, put_signal, put_counter, put_signal_counter, signal, signal_all, wait_signal, wait_signal_from, wait_counter, reset_counter, barrier, barrier_peer, fence, flush, b:fill) appended to this rank's op list, each with the script line that issued it, instead of run; Lua control flow runs once, now. Arguments are checked as the window would (bounds, slots, peers) and anything that reads or writes data now, syncs, or makes or frees objects (read_signal, b:read, b:get_u32, checksum, sync, lc.allgather, lc.barrier, ...) raises \"cannot <op> while recording a plan\". The body must use one window, the plan's; every rank's list is then gathered. A plan holds at most 1,048,576 ops per rank and 2,097,152 over all ranks. A trailing table {mode=...} picks how replays run: \"host\" (a Go loop over the ops on the host backend), \"stream\" (CUDA: a few launches on the stream per replay: the interpreter over each run of ops, each copy above 64 KiB alone; op by op where a peer is over the network), \"device\" (CUDA: one kernel runs every op of every replay of a p:run, one block, no launch between ops) or \"graph\" (CUDA: one replay captured into a CUDA graph, launched once per replay: the interpreter over each run of signals, waits and small copies, copy-engine copies for the large ones); device and graph need every peer mapped, none over the network; \"auto\" takes \"host\" on the host backend and on CUDA \"device\" where the ops allow it and no copy or fill exceeds 256 KiB, else \"stream\". Waits on signal slots and counters that only \"add\" advance by what one replay adds, and barriers by one use, so replays repeat without a reset; the plan's slots must not also be signalled outside plans once a plan was recorded.",
 			newPlan),
 		fn("p:run", "{times=1, window?}", "", g,
 			"Enqueues the recorded ops on the rank's stream times times, back to back, with no Lua per op; a wait's error names the line that recorded it. window, when given, must be the plan's. Under `luacoll check` nothing runs.",
@@ -613,6 +638,10 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 	if len(failed) > 0 {
 		return nil, fmt.Errorf("failed on other ranks: %s", strings.Join(failed, "; "))
 	}
+	_, total := s.plans.limits()
+	if err := plan.CheckTotal(lists, total); err != nil {
+		return nil, err
+	}
 	for q := range lists {
 		if lists[q].Window != list.Window {
 			return nil, fmt.Errorf("rank %d recorded on window %d, this rank on window %d: every rank's body must use the same window", q, lists[q].Window, list.Window)
@@ -693,7 +722,12 @@ func (s *State) recordBody(L *lua.LState, body *lua.LFunction, args []lua.LValue
 	defer func() { s.plans.rec = nil }()
 	th, cancel := L.NewThread()
 	if cancel != nil {
-		defer cancel()
+		// Coroutines made in the body inherit the thread's context: give
+		// it L's own, which outlives the body, rather than one cancelled
+		// when the body returns (resuming them later would fail with
+		// "context canceled").
+		th.SetContext(L.Context())
+		cancel()
 	}
 	defer th.Close()
 	th.Push(body)

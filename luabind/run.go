@@ -18,6 +18,10 @@ import (
 // DefaultScript is what `luacoll run` runs when no script is named.
 const DefaultScript = "examples/tour.lua"
 
+// leftEarly begins the reason a rank that ends with os.exit(0) gives the
+// others.
+const leftEarly = "exited early with os.exit(0)"
+
 // RunOptions configure one rank running a script.
 type RunOptions struct {
 	// Comm says how the rank opens its world (device, timeout, GPUs,
@@ -64,7 +68,7 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 	}
 	src, name, err := o.Source, o.Name, error(nil)
 	if src == nil {
-		src, name, err = ReadScript(o.Script, os.Stdin)
+		src, name, err = ReadScriptContext(ctx, o.Script, os.Stdin)
 	}
 	if err != nil {
 		err = fmt.Errorf("rank %d: %w", env.Rank, err)
@@ -92,6 +96,9 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 			where = name
 		}
 		why := fmt.Sprintf("exited early with os.exit(%d) at %s", code, where)
+		if code == 0 {
+			why = fmt.Sprintf("%s at %s", leftEarly, where)
+		}
 		if code == 0 {
 			_ = comm.Leave(why)
 		} else {
@@ -134,8 +141,11 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 		}
 		code = 1
 		var re *bootstrap.RankError
-		if errors.As(comm.Abort.Err(), &re) && re.Rank != env.Rank {
-			code = launch.ExitPeerFailed // the origin is another rank
+		if errors.As(comm.Abort.Err(), &re) && re.Rank != env.Rank && !strings.HasPrefix(re.Reason, leftEarly) {
+			// The origin is another rank. (One that left with os.exit(0)
+			// failed nothing: a collective started without it is this
+			// rank's own failure.)
+			code = launch.ExitPeerFailed
 		} else if hint := engine.TimeoutHint(err, o.Comm.Timeout); hint != "" {
 			fmt.Fprintf(o.Stderr, "%s\n", hint)
 		}

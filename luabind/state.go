@@ -57,6 +57,8 @@ type State struct {
 	cur    *lua.LState // the thread running the current call (pcall runs on its own)
 	// spare holds call records of finished calls, for reuse.
 	spare []*call
+	// calls counts calls of registered functions (see checkStream).
+	calls uint64
 	plans planState
 	// Exit, when set, ends the rank for os.exit(code) called at where
 	// (a script position): it tells the others and does not return.
@@ -223,6 +225,7 @@ func (s *State) install() {
 	s.installRequire()
 	installPcall(L)
 	installToNumber(L)
+	installRandom(L)
 }
 
 func tostring(L *lua.LState) int {

@@ -18,9 +18,17 @@ func (s *session) kill(ranks map[int]bool) {
 			continue
 		}
 		rs.killed = true
+		s.markKilled(r)
 		if err := unix.Kill(-rs.pid, unix.SIGKILL); err != nil {
 			_ = unix.Kill(rs.pid, unix.SIGKILL)
 		}
+	}
+}
+
+// markKilled notes that the session kills rank r with a signal.
+func (s *session) markKilled(r int) {
+	if r >= 0 && r < len(s.killedRanks) {
+		s.killedRanks[r].Store(true)
 	}
 }
 
@@ -106,6 +114,7 @@ func (s *session) stop(graceful bool) {
 			if !s.waitLaunch(stopWait) {
 				for _, rs := range s.ranks {
 					if rs != nil && rs.alive.Load() && rs.pid > 0 {
+						s.markKilled(rs.rank)
 						_ = unix.Kill(-rs.pid, unix.SIGKILL)
 					}
 				}

@@ -171,6 +171,10 @@ type session struct {
 	nextID  uint64
 	deaths  []int // ranks that died and are not reported yet
 	failed  bool  // a chunk failed or a rank died
+
+	// killedRanks marks the ranks the session killed with a signal, read
+	// by the launcher's goroutine (launch.LaunchConfig.KilledByCaller).
+	killedRanks []atomic.Bool
 }
 
 // Run runs a session and returns the exit status: 1 when the ranks could
@@ -263,6 +267,8 @@ func (s *session) start() error {
 	lc := launch.LaunchConfig{N: s.cfg.N, Nodes: s.cfg.Nodes, Path: s.cfg.Exe, Args: s.cfg.Args, Prefix: true,
 		Stdout: s.rankOut, Stderr: s.rankErr, Grace: keepRanks,
 		ExtraEnv: func(int) []string { return []string{EnvControl + "=" + sock} }, MPS: s.cfg.MPS}
+	s.killedRanks = make([]atomic.Bool, s.cfg.N)
+	lc.KilledByCaller = func(r int) bool { return r < len(s.killedRanks) && s.killedRanks[r].Load() }
 	start := launch.Launch
 	if s.cfg.Launch != nil {
 		start = s.cfg.Launch

@@ -76,6 +76,10 @@ step plan-stream-sm timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tes
 step plan-graph timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/plan.lua 300 - graph
 step plan-graph-sm timeout -s QUIT -k 20 300 $bin run -n "$n" --device cuda tests/plan.lua 100 sm graph
 step plan-fail timeout -s QUIT -k 20 120 bash -c "for m in device stream graph; do $bin run -n $n --device cuda tests/plan_fail.lua \$m || exit 1; done"
+# a billion replays stop at their first failed wait, and at Ctrl-C (exit
+# 130 within 5 s of the signal), in each mode
+step plan-stop timeout -s QUIT -k 20 120 bash -c "for m in device stream graph; do $bin run -n $n --device cuda tests/plan_stop.lua \$m || exit 1; done"
+step plan-interrupt timeout -s QUIT -k 20 120 bash -c "for m in device stream graph; do $bin run -n $n --device cuda tests/plan_stop.lua \$m forever & p=\$!; sleep 5; s=\$SECONDS; kill -INT \$p; wait \$p; c=\$?; echo mode \$m: exit \$c after \$((SECONDS - s)) s; [ \$c = 130 ] && [ \$((SECONDS - s)) -le 5 ] || exit 1; done"
 leaks plan
 step tour timeout -s QUIT -k 20 120 $bin run -n "$n" --device cuda
 step fail timeout -s QUIT -k 20 120 bash -c "$bin run -n $n --device cuda --timeout 60s tests/fail_wait.lua; echo launcher exit \$?"

@@ -571,7 +571,9 @@ func (s *HostStream) sync(ctx context.Context, flush bool) error {
 				// The operations after the error were skipped, the flush
 				// too; but what was posted before it may still read memory
 				// the caller frees next.
-				s.quietRemote()
+				if stalled := s.quietRemote(); stalled != nil && !errors.Is(err, stalled) && err.Error() != stalled.Error() {
+					err = fmt.Errorf("%w; meanwhile %v", err, stalled)
+				}
 			}
 			return err
 		}
@@ -607,6 +609,13 @@ func (s *HostStream) Interrupt(cause error) {
 	}
 	s.mu.Unlock()
 	RingBell(Addr(s.asleep.Load()))
+}
+
+// Failed implements Failer: the error Sync will report, or nil.
+func (s *HostStream) Failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
 }
 
 // Close implements Stream.

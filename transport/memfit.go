@@ -16,6 +16,12 @@ import (
 // reclaimed, so a window past that wakes the out-of-memory killer halfway
 // through its allocation instead of failing with a clear error.
 func CheckMemoryFit(size uint64, sharers int, meminfo string) error {
+	return CheckMemoryFitOf("window", size, sharers, meminfo)
+}
+
+// CheckMemoryFitOf is CheckMemoryFit for memory of kind ("window",
+// "buffer"), which its errors name.
+func CheckMemoryFitOf(kind string, size uint64, sharers int, meminfo string) error {
 	sharers = max(sharers, 1)
 	hi, need := bits.Mul64(size, uint64(sharers))
 	what := FormatBytes(size)
@@ -23,7 +29,7 @@ func CheckMemoryFit(size uint64, sharers int, meminfo string) error {
 		what = fmt.Sprintf("%d ranks on this host x %s", sharers, FormatBytes(size))
 	}
 	if hi != 0 {
-		return fmt.Errorf("window memory: %s is beyond 2^64 bytes", what)
+		return fmt.Errorf("%s memory: %s is beyond 2^64 bytes", kind, what)
 	}
 	if meminfo == "" {
 		meminfo = "/proc/meminfo"
@@ -34,8 +40,8 @@ func CheckMemoryFit(size uint64, sharers int, meminfo string) error {
 	}
 	defer f.Close()
 	if avail, ok := MemAvailable(f); ok && need > avail {
-		return fmt.Errorf("window memory: %s = %s, but this host has %s of memory available (MemAvailable in %s): use smaller windows or fewer ranks per host",
-			what, FormatBytes(need), FormatBytes(avail), meminfo)
+		return fmt.Errorf("%s memory: %s = %s, but this host has %s of memory available (MemAvailable in %s): use smaller %ss or fewer ranks per host",
+			kind, what, FormatBytes(need), FormatBytes(avail), meminfo, kind)
 	}
 	return nil
 }

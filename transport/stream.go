@@ -184,6 +184,20 @@ type Stream interface {
 	Close()
 }
 
+// StalledError is a network operation given up on after its timeout,
+// counted from when it was posted: the connection to its peer was closed,
+// which cancelled what was in flight on it.
+type StalledError struct{ Msg string }
+
+func (e *StalledError) Error() string { return e.Msg }
+
+// Failer is a stream that can tell, without waiting, that one of its
+// operations failed since the last Sync (which then reports it). Loops
+// that enqueue many operations look at it to stop early.
+type Failer interface {
+	Failed() error
+}
+
 // TimeoutHint is a timeout with an explanation of why waits may time out
 // here (ranks that share a GPU without MPS, say); errors.Is matches it
 // with ErrTimeout.

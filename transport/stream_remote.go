@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 )
@@ -147,16 +148,23 @@ func (s *HostStream) settleRemote(gen uint64) error {
 
 // quietRemote waits, whatever happened, until the networks' posted
 // operations completed locally or failed (bounded: the longest op
-// timeout, at most 5 s), so that none still reads a buffer the caller
-// frees next. Errors were reported already.
-func (s *HostStream) quietRemote() {
+// timeout, at most 5 s; one past its own timeout is cancelled), so that
+// none still reads a buffer the caller frees next. Their errors were
+// reported already, but for an operation given up on (a StalledError),
+// which it returns: it is often why the error being reported happened.
+func (s *HostStream) quietRemote() error {
 	if !s.rem.outstanding.Load() {
-		return
+		return nil
 	}
+	var stalled error
 	for _, n := range s.rem.list() {
-		_ = n.Quiet(nil, min(s.timeout(), 5*time.Second))
+		var se *StalledError
+		if err := n.Quiet(nil, min(s.timeout(), 5*time.Second)); errors.As(err, &se) && stalled == nil {
+			stalled = err
+		}
 	}
 	s.rem.outstanding.Store(false)
+	return stalled
 }
 
 // flushRemote flushes when remote operations were enqueued since the last

@@ -173,6 +173,10 @@ func Discover(ctx context.Context, ex Exchanger, self Identity, gpuPeer func(Ide
 	if err != nil {
 		return nil, err
 	}
+	// The pid classifies nothing: left out, every rank of a host on the
+	// host backend sends the same message, which the bootstrap carries
+	// as one run per host instead of one value per rank.
+	self.PID = 0
 	mine, err := json.Marshal(discoverMsg{Identity: self, Override: override})
 	if err != nil {
 		return nil, fmt.Errorf("topology: %w", err)

@@ -30,6 +30,9 @@ func (r *Rank) NewBuffer(n uint64) (*Buffer, error) {
 	if n > MaxBytes {
 		return nil, argErr("nbytes", "%d is larger than the limit %d", n, uint64(MaxBytes))
 	}
+	if err := r.checkHostFit(n); err != nil {
+		return nil, fmt.Errorf("rank %d: buffer of %d bytes: %w", r.ID(), n, err)
+	}
 	reg, err := r.Backend.Alloc(n)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: buffer of %d bytes: %w", r.ID(), n, err)
@@ -199,4 +202,24 @@ func (b *Buffer) Free() error {
 	}
 	b.dead = true
 	return b.reg.Close()
+}
+
+// checkHostFit refuses a host buffer of n bytes that would not fit the
+// host's available memory were every rank of this host to make one, as
+// windows are checked (scripts run the same code on every rank): the
+// memory is only promised at allocation, and filling it past what the
+// host has wakes the out-of-memory killer instead of failing clearly.
+func (r *Rank) checkHostFit(n uint64) error {
+	if r.Backend == nil || r.Backend.Name() != "host" {
+		return nil
+	}
+	here := 1
+	if r.Topo != nil {
+		for p := range r.N() {
+			if p != r.ID() && r.Topo.Mappable(p) {
+				here++
+			}
+		}
+	}
+	return transport.CheckMemoryFitOf("buffer", n, here, r.MemInfo)
 }

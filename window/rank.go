@@ -26,6 +26,9 @@ type Rank struct {
 	Context func() context.Context
 	// Trace, when set, records every window operation and sync.
 	Trace Recorder
+	// MemInfo is where host buffers read MemAvailable before allocating
+	// (/proc/meminfo when empty; tests point it elsewhere).
+	MemInfo string
 
 	nextWindow int
 	// of is the rank a view stands for (Raw.OnStream); nil for a rank.
@@ -77,6 +80,42 @@ func (r *Rank) ctx() context.Context {
 	}
 	return r.Context()
 }
+
+// Stopped reports why a long run of enqueues should end now (nil while
+// it may go on): the job's abort, the end of the running call's context
+// (an interrupt), or an operation of the stream that failed. The stream
+// is synced first, so the error is the one its Sync reports (a failed
+// wait's, naming the wait) when there is one, else the reason. It costs
+// a few atomic loads when nothing stopped.
+func (r *Rank) Stopped() error {
+	root := r.root()
+	var why error
+	if root.Abort != nil {
+		why = root.Abort.Err()
+	}
+	ctx := r.ctx()
+	if why == nil && ctx.Err() != nil {
+		why = context.Cause(ctx)
+	}
+	if f, ok := r.Stream.(transport.Failer); ok && why == nil {
+		why = f.Failed()
+	}
+	if why == nil {
+		return nil
+	}
+	// What was enqueued before ends at once now (it is skipped after an
+	// error, its waits end on the abort or interrupt).
+	sctx, cancel := context.WithTimeout(context.Background(), stopSyncLimit)
+	defer cancel()
+	if err := r.Sync(sctx); err != nil {
+		return err
+	}
+	return why
+}
+
+// stopSyncLimit bounds Stopped's sync: a stream that does not drain by
+// then is reported with the reason alone.
+const stopSyncLimit = time.Second
 
 // Sync waits for everything enqueued on the rank's stream.
 func (r *Rank) Sync(ctx context.Context) error {

@@ -290,7 +290,7 @@ func dialHub(ctx context.Context, cfg Config, addr string, limit time.Duration, 
 		if cerr != nil || errors.Is(err, os.ErrDeadlineExceeded) {
 			te := &TimeoutError{Op: fmt.Sprintf("connect (%s, hub %s)", who, addr), After: limit}
 			if h != nil {
-				te.Missing = h.missingJoins()
+				te.Missing, te.Note = h.missingJoins(), h.refusedNote()
 			}
 			return fail(te)
 		}
@@ -314,8 +314,13 @@ func dialHub(ctx context.Context, cfg Config, addr string, limit time.Duration, 
 		return fail(fmt.Errorf("bootstrap connect (%s): malformed welcome from hub at %s", who, addr))
 	}
 	hosts := make([]string, n)
-	for i := range hosts {
-		hosts[i] = string(r.bytes())
+	var prev []byte
+	for i, v := range r.runs(n) {
+		if i > 0 && len(v) == len(prev) && (len(v) == 0 || &v[0] == &prev[0]) {
+			hosts[i] = hosts[i-1] // the same run: the same string
+			continue
+		}
+		hosts[i], prev = string(v), v
 	}
 	if r.err != nil {
 		return fail(fmt.Errorf("bootstrap connect (%s): malformed welcome from hub at %s", who, addr))

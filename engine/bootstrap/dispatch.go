@@ -45,10 +45,7 @@ func (b *Bootstrap) dispatch(t frameType, body []byte) error {
 			if r.err == nil && n != b.size {
 				return fmt.Errorf("allgather result with %d entries, want %d", n, b.size)
 			}
-			data = make([][]byte, n)
-			for i := range data {
-				data[i] = r.bytes()
-			}
+			data = r.runs(n)
 		case collBroadcast:
 			data = [][]byte{r.rest()}
 		case collBarrier:

@@ -42,6 +42,7 @@ type TimeoutError struct {
 	Op      string        // e.g. "allgather #4"
 	After   time.Duration // the time the call waited
 	Missing []int         // ranks the hub still waited for, when known
+	Note    string        // why they are missing, when the hub knows
 }
 
 // Error reads "bootstrap allgather #4: no answer within 10s (waiting for rank 3)".
@@ -49,6 +50,9 @@ func (e *TimeoutError) Error() string {
 	msg := fmt.Sprintf("bootstrap %s: no answer within %v", e.Op, e.After.Round(time.Millisecond))
 	if len(e.Missing) > 0 {
 		msg += " (waiting for " + describeRanks(e.Missing) + ")"
+	}
+	if e.Note != "" {
+		msg += ": " + e.Note
 	}
 	return msg
 }

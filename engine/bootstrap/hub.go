@@ -33,6 +33,9 @@ type hub struct {
 	conns      map[net.Conn]struct{}
 	changed    chan struct{} // closed and replaced when a peer says goodbye or ends
 	start      time.Time     // the job clock's zero (see clock.go)
+	// refused are the ranks whose hello was refused for a wrong secret
+	// while they had not joined (someone with the right one may still).
+	refused map[int]bool
 
 	wg sync.WaitGroup
 }
@@ -170,6 +173,14 @@ func (h *hub) serve(c net.Conn) {
 	case !hmac.Equal(mac, helloMAC(h.key, hubNonce, rankNonce, rank, size, host)):
 		h.log(fmt.Sprintf("luacoll: the rendezvous hub refused a connection from %s (says rank %d): it does not know this job's secret (%s); the job goes on",
 			c.RemoteAddr(), rank, EnvJobSecret))
+		if uint64(rank) < uint64(h.size) {
+			h.mu.Lock()
+			if h.refused == nil {
+				h.refused = map[int]bool{}
+			}
+			h.refused[int(rank)] = true
+			h.mu.Unlock()
+		}
 		h.reject(c, "authentication failed: this connection does not know the job's secret ("+EnvJobSecret+")")
 		return
 	case uint64(size) != uint64(h.size):
@@ -229,9 +240,11 @@ func (h *hub) welcomeLocked() {
 	f := newFrame(frWelcome, 64)
 	f.bytes([]byte(h.jobID))
 	f.u32(uint32(h.size))
-	for _, p := range h.peers {
-		f.bytes([]byte(p.host))
+	hosts := make([][]byte, len(h.peers))
+	for r, p := range h.peers {
+		hosts[r] = []byte(p.host)
 	}
+	f.runs(hosts)
 	frame, err := f.finish()
 	if err != nil {
 		h.abortLocked(0, false, fmt.Sprintf("bootstrap welcome: %v", err), -1)
@@ -254,6 +267,44 @@ func (h *hub) missingJoins() []int {
 		}
 	}
 	return missing
+}
+
+// written is how many bytes the hub has written to the ranks.
+func (h *hub) written() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var n int64
+	for _, p := range h.peers {
+		if p != nil {
+			n += p.out.written.Load()
+		}
+	}
+	return n
+}
+
+// refusedNote says which ranks the hub still waits for were refused for a
+// wrong secret ("" when none): mostly why they never join.
+func (h *hub) refusedNote() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.refusedNoteLocked()
+}
+
+func (h *hub) refusedNoteLocked() string {
+	var ranks []int
+	for r, p := range h.peers {
+		if p == nil && h.refused[r] {
+			ranks = append(ranks, r)
+		}
+	}
+	if len(ranks) == 0 {
+		return ""
+	}
+	verb := "was"
+	if len(ranks) > 1 {
+		verb = "were"
+	}
+	return fmt.Sprintf("%s %s refused: they do not know this job's secret (%s; a host started with another job's?)", describeRanks(ranks), verb, EnvJobSecret)
 }
 
 // handle processes one frame from an admitted rank.
@@ -459,9 +510,7 @@ func (h *hub) completeLocked(seq uint64, c *hubColl) {
 		switch kind {
 		case collAllGather:
 			f.u32(uint32(h.size))
-			for _, d := range c.data {
-				f.bytes(d)
-			}
+			f.runs(c.data)
 		case collBroadcast:
 			f.raw(c.data[root])
 		}
@@ -527,7 +576,12 @@ func (h *hub) lost(p *hubPeer) {
 	p.ended = true
 	p.out.close()
 	if !p.bye && !p.failed {
-		h.abortLocked(p.rank, true, "bootstrap connection lost", p.rank)
+		why := "bootstrap connection lost"
+		if note := h.refusedNoteLocked(); h.joined < h.size && note != "" {
+			// It gave up waiting for ranks that could not join: say why.
+			why += " while the job waited for ranks that cannot join: " + note
+		}
+		h.abortLocked(p.rank, true, why, p.rank)
 	}
 	h.signalLocked()
 }

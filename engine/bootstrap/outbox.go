@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,6 +20,8 @@ type outbox struct {
 	dead    bool // stopped; sends are dropped
 	wake    chan struct{}
 	done    chan struct{} // closed when run returns
+	// written counts the bytes written so far.
+	written atomic.Int64
 }
 
 type outItem struct {
@@ -92,7 +95,9 @@ func (o *outbox) run() {
 			continue
 		}
 		_ = o.conn.SetWriteDeadline(time.Now().Add(o.timeout))
-		if _, err := o.conn.Write(it.frame); err != nil {
+		n, err := o.conn.Write(it.frame)
+		o.written.Add(int64(n))
+		if err != nil {
 			o.mu.Lock()
 			o.dead = true
 			rest := o.queue

@@ -15,7 +15,7 @@ import (
 // answers accept (proving the same back) and welcome once every rank said
 // hello, or reject.
 const (
-	bootVersion      = 2
+	bootVersion      = 3
 	maxBootFrame     = 256 << 20 // largest frame (type byte and body)
 	maxHelloFrame    = 64 << 10  // largest frame before a client is known
 	defaultBootLimit = 30 * time.Second
@@ -92,6 +92,64 @@ func (f *frameBuilder) raw(p []byte) { f.b = append(f.b, p...) }
 func (f *frameBuilder) bytes(p []byte) {
 	f.u32(uint32(min(len(p), maxBootFrame+1)))
 	f.b = append(f.b, p...)
+}
+
+// runs appends vals as runs of equal neighbours: the number of runs,
+// then per run its length and its value (length-prefixed). What every
+// rank sends alike (a call's check, an empty status) then costs one run
+// however many ranks there are, and the hosts of a welcome one run per
+// host; the hub sends the frame to every rank, so this keeps what one
+// collective writes from growing with the square of the ranks.
+func (f *frameBuilder) runs(vals [][]byte) {
+	var count []int
+	for i := 0; i < len(vals); {
+		j := i + 1
+		for j < len(vals) && string(vals[j]) == string(vals[i]) {
+			j++
+		}
+		count = append(count, j-i)
+		i = j
+	}
+	f.u32(uint32(len(count)))
+	i := 0
+	for _, c := range count {
+		f.u32(uint32(c))
+		f.bytes(vals[i])
+		i += c
+	}
+}
+
+// runs reads n values written by frameBuilder.runs; the values of one
+// run share their bytes (callers only read them).
+func (r *frameReader) runs(n int) [][]byte {
+	k := r.u32()
+	if r.err != nil {
+		return nil
+	}
+	if uint64(k) > uint64(n) || (n > 0 && k == 0) {
+		r.err = fmt.Errorf("%d runs for %d values", k, n)
+		return nil
+	}
+	out := make([][]byte, 0, n)
+	for range k {
+		c := r.u32()
+		v := r.bytes()
+		if r.err != nil {
+			return nil
+		}
+		if c == 0 || uint64(c) > uint64(n-len(out)) {
+			r.err = fmt.Errorf("a run of %d values where %d are left", c, n-len(out))
+			return nil
+		}
+		for range c {
+			out = append(out, v)
+		}
+	}
+	if len(out) != n {
+		r.err = fmt.Errorf("runs of %d values, want %d", len(out), n)
+		return nil
+	}
+	return out
 }
 
 // finish fills in the length; frames over the limit are an error.

@@ -39,6 +39,10 @@ type Leftover struct {
 // tempDirRE matches the names TempDir makes: luacoll-KIND-PID-RANDOM.
 var tempDirRE = regexp.MustCompile(`^luacoll-([a-z]+)-([0-9]+)-[^/]+$`)
 
+// legacyNodeRE matches the node directories of older builds,
+// luacoll-JOB-nodeK (no launcher in the name).
+var legacyNodeRE = regexp.MustCompile(`^` + regexp.QuoteMeta(segmentPrefix) + `[0-9a-f]{16}-node[0-9]+$`)
+
 // segmentRE matches a segment name and captures the job id.
 var segmentRE = regexp.MustCompile(`^` + regexp.QuoteMeta(segmentPrefix) + `(.+)-r[0-9]+-s[0-9]+$`)
 
@@ -74,13 +78,34 @@ func FindLeftovers(shmDir string, tmpDirs ...string) ([]Leftover, error) {
 	for i := range out {
 		out[i].InUse = held[out[i].Path]
 	}
+	// Logical nodes' directories (--nodes) are in both places.
+	dirs, err := findTempDirs(append([]string{shmDir}, tmpDirs...), func(kind string) bool { return true })
+	out = append(out, dirs...)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, errors.Join(errs...)
+}
+
+// findNodeDirs lists the logical nodes' directories in dirs.
+func findNodeDirs(dirs ...string) ([]Leftover, error) {
+	return findTempDirs(dirs, func(kind string) bool { return kind == "node" })
+}
+
+// findTempDirs lists the directories in dirs named as TempDir names them,
+// of the kinds keep accepts (and older builds' node directories when it
+// accepts "node"), each with what still uses it.
+func findTempDirs(dirs []string, keep func(kind string) bool) ([]Leftover, error) {
+	var out, legacy []Leftover
+	var errs []error
 	seen := map[string]bool{}
-	for _, tmpDir := range tmpDirs {
-		if seen[tmpDir] {
+	for _, dir := range dirs {
+		if seen[dir] {
 			continue
 		}
-		seen[tmpDir] = true
-		entries, err := os.ReadDir(tmpDir)
+		seen[dir] = true
+		entries, err := os.ReadDir(dir)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, err)
@@ -88,18 +113,28 @@ func FindLeftovers(shmDir string, tmpDirs ...string) ([]Leftover, error) {
 			continue
 		}
 		for _, e := range entries {
+			if !e.IsDir() {
+				continue
+			}
+			p := filepath.Join(dir, e.Name())
+			if legacyNodeRE.MatchString(e.Name()) && keep("node") {
+				legacy = append(legacy, Leftover{Path: p, Kind: "node directory"})
+				continue
+			}
 			m := tempDirRE.FindStringSubmatch(e.Name())
-			if m == nil || !e.IsDir() {
+			if m == nil || !keep(m[1]) {
 				continue
 			}
 			pid, err := strconv.Atoi(m[2])
 			if err != nil {
 				continue
 			}
-			p := filepath.Join(tmpDir, e.Name())
 			l := Leftover{Path: p, Kind: "directory", PID: pid}
-			if m[1] == "mps" {
+			switch m[1] {
+			case "mps":
 				l.Kind = "MPS directory"
+			case "node":
+				l.Kind = "node directory"
 			}
 			if fi, err := e.Info(); err == nil && processSince(pid, fi.ModTime()) {
 				l.InUse = fmt.Sprintf("process %d, which made it, is running", pid)
@@ -107,8 +142,40 @@ func FindLeftovers(shmDir string, tmpDirs ...string) ([]Leftover, error) {
 			out = append(out, l)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	if len(legacy) > 0 {
+		users := environUsers(legacy)
+		for i := range legacy {
+			legacy[i].InUse = users[legacy[i].Path]
+		}
+		out = append(out, legacy...)
+	}
 	return out, errors.Join(errs...)
+}
+
+// environUsers says, for each of ls, which process has its path in its
+// environment (a rank of a logical node has its directories there).
+func environUsers(ls []Leftover) map[string]string {
+	out := map[string]string{}
+	procs, _ := os.ReadDir("/proc")
+	for _, pe := range procs {
+		pid, err := strconv.Atoi(pe.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", pe.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(env), "\x00") {
+			_, v, _ := strings.Cut(kv, "=")
+			for _, l := range ls {
+				if v == l.Path && out[v] == "" {
+					out[v] = fmt.Sprintf("in the environment of process %d", pid)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // RemoveLeftover removes l, which nothing may use.
@@ -119,7 +186,7 @@ func RemoveLeftover(l Leftover) error {
 	switch l.Kind {
 	case "MPS directory":
 		return stopLeftoverMPS(l.Path)
-	case "directory":
+	case "directory", "node directory":
 		return os.RemoveAll(l.Path)
 	}
 	return os.Remove(l.Path)

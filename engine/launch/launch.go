@@ -53,6 +53,10 @@ type LaunchConfig struct {
 	// Prefix prefixes every output line with "[rank] ".
 	Prefix         bool
 	Stdout, Stderr io.Writer // nil: discarded
+	// KilledByCaller, when set, reports whether the caller itself ended
+	// rank with a signal (the REPL kills ranks that do not stop): its
+	// death is then not reported as one nobody in the job caused.
+	KilledByCaller func(rank int) bool
 	// Grace is how long the other ranks get to exit on their own after the
 	// first rank fails, or after an interrupt, before SIGKILL (default 15s).
 	Grace time.Duration
@@ -361,7 +365,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 			x := RankExit{Rank: ev.rank, Duration: ev.at.Sub(lr.start)}
 			x.Code, x.Signal = exitStatus(ev.state, ev.err)
 			res.Ranks[ev.rank] = x
-			if x.Signal != 0 && !lr.killed {
+			if x.Signal != 0 && !lr.killed && (cfg.KilledByCaller == nil || !cfg.KilledByCaller(ev.rank)) {
 				// The others only see a lost connection: say what happened.
 				sink.note(fmt.Sprintf("luacoll: %s", KilledBy(ev.rank, x.Signal)))
 			}

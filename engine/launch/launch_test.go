@@ -70,6 +70,10 @@ func testWorker(mode string) int {
 			time.Sleep(200 * time.Millisecond)
 		}
 		return perRank("LUACOLL_TEST_CODES")
+	case "selfkill":
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		time.Sleep(10 * time.Second)
+		return 0
 	case "sleep":
 		if fail, err := strconv.Atoi(os.Getenv("LUACOLL_TEST_FAIL")); err == nil && fail == rank {
 			fmt.Println("failing")

@@ -73,9 +73,19 @@ type logicalNodes struct {
 	setNCCL  bool    // NCCL_HOSTID was unset: NCCL is told of the nodes too
 }
 
+// nodeDirName is the name of the directories of node of job, made by the
+// launcher pid: luacoll-node-PID-JOB-nodeK, a TempDir name (kind node), so
+// that `luacoll clean` keeps them while the launcher runs and removes
+// them once it is gone (killed with SIGKILL, say).
+func nodeDirName(pid int, job string, node int) string {
+	return fmt.Sprintf("luacoll-node-%d-%s-node%d", pid, job, node)
+}
+
 // newLogicalNodes makes the directories of k nodes of job (k > 1), in
-// shmRoot (/dev/shm) and the temporary directory.
+// shmRoot (/dev/shm) and the temporary directory. Node directories that
+// earlier launchers left when they were killed go first.
 func newLogicalNodes(job string, k int, shmRoot string, baseEnv []string) (*logicalNodes, error) {
+	removeStaleNodes(shmRoot, os.TempDir())
 	l := &logicalNodes{k: k, setUCX: true, setNCCL: true}
 	for _, kv := range baseEnv {
 		if strings.HasPrefix(kv, "UCX_TLS=") {
@@ -86,7 +96,7 @@ func newLogicalNodes(job string, k int, shmRoot string, baseEnv []string) (*logi
 		}
 	}
 	for node := range k {
-		name := fmt.Sprintf("%snode%d", SegmentPrefix(job), node)
+		name := nodeDirName(os.Getpid(), job, node)
 		shm, tmp := filepath.Join(shmRoot, name), filepath.Join(os.TempDir(), name)
 		for _, d := range []string{shm, tmp} {
 			if err := os.Mkdir(d, 0o700); err != nil {
@@ -168,4 +178,16 @@ func (l *logicalNodes) remove() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeStaleNodes removes the node directories in dirs that no running
+// launcher owns (best effort: what cannot be removed stays for `luacoll
+// clean` to report).
+func removeStaleNodes(dirs ...string) {
+	found, _ := findNodeDirs(dirs...)
+	for _, l := range found {
+		if l.InUse == "" {
+			_ = RemoveLeftover(l)
+		}
+	}
 }

@@ -103,8 +103,8 @@ func (p *Plan) useDevice(mode int) error {
 	if err := p.compile(d); err != nil {
 		return err
 	}
-	if len(d.steps) > kernels.PlanMaxSteps {
-		return fmt.Errorf("%w: %d steps, more than the %d the interpreter takes", ErrNoDevice, len(d.steps), kernels.PlanMaxSteps)
+	if len(d.steps) >= kernels.PlanMaxSteps {
+		return fmt.Errorf("%w: %d steps, more than the %d the interpreter takes", ErrNoDevice, len(d.steps), kernels.PlanMaxSteps-1)
 	}
 	if len(d.steps) > 0 {
 		p.fillMoving(d)
@@ -564,7 +564,11 @@ func (p *Plan) runDevice(times int) error {
 // the window's wait error, naming the op, the replay and the script line.
 func (p *Plan) deviceFailure(d *device) func(step int, observed, target uint64, cause error) error {
 	return func(step int, observed, target uint64, cause error) error {
-		if step < 0 || step >= len(d.steps) {
+		if step == len(d.steps) {
+			// The interpreter saw the abort flag between two replays.
+			return fmt.Errorf("plan stopped between replays: %w", cause)
+		}
+		if step < 0 || step > len(d.steps) {
 			return fmt.Errorf("device plan: step %d: %v (observed %d, target %d)", step, cause, observed, target)
 		}
 		s := d.steps[step]

@@ -51,6 +51,29 @@ func (s Shape) CtrRow(peer, ctr int) int { return s.Ranks*s.Signals + peer*s.Cou
 
 const listMagic = 0x50 // 'P', version 0
 
+// Limits on a plan's size: every rank holds every rank's list (a few
+// hundred bytes an op, with what a replay derives from it), so a plan of
+// millions of ops would take gigabytes on each rank and seconds to make.
+// Recording refuses the op past MaxOps on a rank; a plan whose ranks
+// recorded more than MaxTotalOps together is refused on every rank.
+const (
+	MaxOps      = 1 << 20
+	MaxTotalOps = 1 << 21
+)
+
+// CheckTotal refuses lists of more than limit ops together (MaxTotalOps
+// but in tests).
+func CheckTotal(lists []List, limit int) error {
+	total := 0
+	for _, l := range lists {
+		total += len(l.Ops)
+	}
+	if total > limit {
+		return fmt.Errorf("the ranks recorded %d ops together, more than a plan may hold (%d over all ranks): split the schedule into smaller plans", total, limit)
+	}
+	return nil
+}
+
 // maxDecode bounds what a decoded list may claim, so that a corrupt
 // message cannot make the decoder allocate without limit.
 const maxDecode = 1 << 24

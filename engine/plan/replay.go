@@ -143,14 +143,22 @@ func (p *Plan) Run(times int) error {
 		}
 	}
 	if p.dev != nil {
-		return p.runDevice(times)
+		return p.runDeviceBatches(times)
 	}
 	r := p.w.Rank()
 	saved := r.Site
 	r.Site = p.siteFn
 	defer func() { r.Site = saved }()
 	for t := 0; t < times; t++ {
+		if err := p.stopped(t, times); err != nil {
+			return err
+		}
 		for i := range p.ops {
+			if i%stopCheckOps == stopCheckOps-1 {
+				if err := p.stopped(t, times); err != nil {
+					return err
+				}
+			}
 			if err := p.enqueue(i); err != nil {
 				o := &p.ops[i]
 				return fmt.Errorf("replay %d, op %d (%s at %s): %w", p.replays+1, i+1, o.Kind, o.Site, err)
@@ -160,6 +168,51 @@ func (p *Plan) Run(times int) error {
 			p.led.Replayed[row] += d
 		}
 		p.replays++
+	}
+	return nil
+}
+
+// stopCheckOps is how many ops a replay enqueues between two looks at
+// whether the rank stopped (besides one before every replay).
+const stopCheckOps = 1024
+
+// deviceBatch is how many replays one call of the interpreter's modes
+// enqueues between two such looks (device mode's kernel looks at the
+// abort flag itself).
+const deviceBatch = 256
+
+// stopped is the error that ends a run before replay t of times: the
+// stream's failure (a wait's error, naming its line), the job's abort or
+// an interrupt (window.Rank.Stopped); nil to go on.
+func (p *Plan) stopped(t, times int) error {
+	err := p.w.Rank().Stopped()
+	if err == nil {
+		return nil
+	}
+	if t == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (the run stopped with %d of %d replays enqueued)", err, t, times)
+}
+
+// runDeviceBatches runs times replays in the plan interpreter, in batches
+// (graph and stream mode enqueue launches per replay), looking between
+// two at whether the rank stopped.
+func (p *Plan) runDeviceBatches(times int) error {
+	if p.dev.graph == nil && p.dev.segs == nil {
+		// Device mode: one launch; its kernel ends on the abort flag.
+		if err := p.stopped(0, times); err != nil {
+			return err
+		}
+		return p.runDevice(times)
+	}
+	for t := 0; t < times; t += deviceBatch {
+		if err := p.stopped(t, times); err != nil {
+			return err
+		}
+		if err := p.runDevice(min(deviceBatch, times-t)); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -431,3 +431,23 @@ func (s *CUDAStream) LaunchPlan(p *DevicePlan, g *CUDAGraph, times int) {
 func (s *CUDAStream) DestroyPlanGraph(g *CUDAGraph) error {
 	return errors.Join(s.drain(), g.Destroy())
 }
+
+// Failed implements transport.Failer: an error the stream recorded since
+// the last Sync (its own, a released wait's, an interrupt) or a failure a
+// device wait wrote in the record, without asking the driver. Sync then
+// reports it in full.
+func (s *CUDAStream) Failed() error {
+	s.mu.Lock()
+	err := s.err
+	if err == nil {
+		err = s.memErr
+	}
+	if err == nil {
+		err = s.interrupt
+	}
+	s.mu.Unlock()
+	if err == nil && atomic.LoadUint32((*uint32)(s.rec.Host)) != uint32(kernels.StatusOK) {
+		err = errors.New("a device wait failed")
+	}
+	return err
+}

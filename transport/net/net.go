@@ -62,6 +62,12 @@ type Transport struct {
 	// rendezvous: until p acknowledged that many, an operation that must
 	// land after it cannot take a path that might overtake it.
 	rndvLast []uint64
+	// rndvWhat[p] names the last put sent to p by rendezvous (a flush
+	// that times out waiting for it names it).
+	rndvWhat []string
+	// cutReqs are the forced closes of endpoints cut after a timeout
+	// (cutPeerLocked), settled when the network closes.
+	cutReqs []unsafe.Pointer
 	// dataLast[p] is the count of the last message with data (a put or
 	// put_signal of up to amMax bytes) sent to p: striped puts wait for
 	// it to be applied (signals write no data a stripe could overlap).
@@ -93,6 +99,10 @@ type pending struct {
 	peer    int
 	what    string
 	operand unsafe.Pointer // C memory holding a store's or add's value
+	// due, when set, is when a put or get that has not completed is
+	// given up on (posted + limit, its op's Timeout; see Quiet).
+	due   time.Time
+	limit time.Duration
 }
 
 var _ transport.Network = (*Transport)(nil)
@@ -100,7 +110,7 @@ var _ transport.Network = (*Transport)(nil)
 // New returns rank's network in a job of size ranks.
 func New(rank, size int) *Transport {
 	return &Transport{rank: rank, size: size, eps: make([]*endpoint, size), dirty: make([]bool, size), rma: make([]bool, size),
-		amSent: make([]uint64, size), amDone: make([]uint64, size), ackSkip: make([]int, size), rndvLast: make([]uint64, size), dataLast: make([]uint64, size), stopFd: -1}
+		amSent: make([]uint64, size), amDone: make([]uint64, size), ackSkip: make([]int, size), rndvLast: make([]uint64, size), rndvWhat: make([]string, size), dataLast: make([]uint64, size), stopFd: -1}
 }
 
 // Name implements transport.Network.
@@ -438,6 +448,9 @@ func (t *Transport) Unpack(peer int, packed []byte) (transport.RemoteKey, error)
 	if peer < 0 || peer >= t.size || t.eps[peer] == nil {
 		return nil, fmt.Errorf("no endpoint to rank %d", peer)
 	}
+	if err := t.epErr(t.eps[peer]); err != nil {
+		return nil, err
+	}
 	packed, err := unseal(packed, "key")
 	if err != nil {
 		return nil, fmt.Errorf("rank %d's %w", peer, err)
@@ -598,7 +611,12 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 	case C.LC_OK:
 		C.free(operand)
 	case C.LC_INPROGRESS:
-		t.pending = append(t.pending, pending{req: p, peer: k.ep.peer, what: op.What, operand: operand})
+		pd := pending{req: p, peer: k.ep.peer, what: op.What, operand: operand}
+		if op.Timeout > 0 {
+			pd.what = fmt.Sprintf("%s (%s)", op.What, transport.FormatBytes(op.N))
+			pd.due, pd.limit = time.Now().Add(op.Timeout), op.Timeout
+		}
+		t.pending = append(t.pending, pd)
 	default:
 		C.free(operand)
 		return fmt.Errorf("%s: %w", op.What, t.lib.fail(call, s))
@@ -608,6 +626,7 @@ func (t *Transport) Post(op transport.RemoteOp) error {
 		t.amSent[amPeer]++
 		if rndv {
 			t.rndvLast[amPeer] = t.amSent[amPeer]
+			t.rndvWhat[amPeer] = fmt.Sprintf("%s (%s)", op.What, transport.FormatBytes(op.N))
 		} else if op.N > 0 {
 			t.dataLast[amPeer] = t.amSent[amPeer]
 		}
@@ -637,6 +656,28 @@ func (t *Transport) sendRndvLocked(k *key, op transport.RemoteOp, raddr C.uint64
 	}
 	h := t.headerLocked(k, op, raddr, sigop)
 	return unsafe.Pointer(h), C.lc_ucx_am_send_rndv(t.lib.u, k.ep.h, h, op.Local.Pointer(), C.size_t(op.N))
+}
+
+// cutPeerLocked closes the endpoint to peer and its lanes at once
+// (forced: what is in flight on them is cancelled, so the sources of its
+// puts are free again) after an operation to peer ran out of time, and
+// marks it failed: later operations to peer fail instead of waiting.
+func (t *Transport) cutPeerLocked(peer int) {
+	t.cutLanesLocked(peer)
+	e := t.eps[peer]
+	if e == nil || e.h == nil {
+		return
+	}
+	if C.lc_load_status(e.failed) == 0 {
+		C.lc_store_status(e.failed, C.LC_ERR_CANCELED)
+	}
+	if t.am != nil {
+		C.lc_am_set_ep(t.am, C.int(peer), nil)
+	}
+	if p := C.lc_ucx_ep_close(t.lib.u, e.h, 1); C.lc_ptr_status(p) == C.LC_INPROGRESS {
+		t.cutReqs = append(t.cutReqs, p)
+	}
+	e.h = nil
 }
 
 // messagesOutLocked reports whether a message sent to peer may not be
@@ -874,16 +915,25 @@ func (t *Transport) waitLoop(cancel func() error, timeout time.Duration, done fu
 }
 
 // Quiet implements transport.Network.
+//
+// An operation still in flight past its own timeout (counted from when
+// it was posted) is given up on: the connection to its peer is cut, which
+// cancels what is in flight on it, and Quiet returns once those ended,
+// naming the operation; the cut is not a failure of the peer's.
 func (t *Transport) Quiet(cancel func() error, timeout time.Duration) error {
-	return t.waitLoop(cancel, timeout, func() (bool, error) {
-		if err := t.reapLocked(); err != nil {
+	var overdue error
+	err := t.waitLoop(cancel, timeout, func() (bool, error) {
+		t.cutOverdueLocked(&overdue)
+		// Once one was cut, the cancelled requests are waited for and
+		// their errors are that one's.
+		if err := t.reapLocked(); err != nil && overdue == nil {
 			return false, err
 		}
 		if err := t.badErr(); err != nil {
 			return false, err
 		}
 		for _, p := range t.pending {
-			if err := t.epErr(t.eps[p.peer]); err != nil {
+			if err := t.epErr(t.eps[p.peer]); err != nil && overdue == nil {
 				return false, fmt.Errorf("%s: %w", p.what, err)
 			}
 		}
@@ -892,6 +942,30 @@ func (t *Transport) Quiet(cancel func() error, timeout time.Duration) error {
 		p := t.pending[0]
 		return fmt.Errorf("%s: not completed locally within %v (rank %d; %d operations outstanding)", p.what, timeout, p.peer, len(t.pending))
 	})
+	if overdue != nil {
+		return overdue
+	}
+	return err
+}
+
+// cutOverdueLocked cuts the connection to the peer of every pending
+// operation past its due time (cutPeerLocked: what is in flight to it is
+// cancelled) and sets *overdue to the first one's error.
+func (t *Transport) cutOverdueLocked(overdue *error) {
+	now := time.Now()
+	for _, p := range t.pending {
+		if p.due.IsZero() || now.Before(p.due) {
+			continue
+		}
+		if e := t.eps[p.peer]; e == nil || e.h == nil {
+			continue // cut already: its requests end cancelled
+		}
+		t.cutPeerLocked(p.peer)
+		if *overdue == nil {
+			*overdue = &transport.StalledError{Msg: fmt.Sprintf("%s: not completed within %v of being posted; the connection to rank %d is closed",
+				p.what, p.limit, p.peer)}
+		}
+	}
 }
 
 // ackWait is how long a flush waits for a peer's own messages to say that
@@ -1018,7 +1092,12 @@ func (t *Transport) Flush(cancel func() error, timeout time.Duration) error {
 	}, func() error {
 		for peer, d := range t.dirty {
 			if d && t.rndvPendingLocked(peer) {
-				return fmt.Errorf("flush: rank %d did not acknowledge its puts within %v", peer, timeout)
+				// The put may never complete (the link is down, the peer
+				// stopped): cancel it, so that its source is free again
+				// and the caller's wait for that ends now too.
+				t.cutPeerLocked(peer)
+				return fmt.Errorf("%s: rank %d did not acknowledge it within %v; the connection to rank %d is closed",
+					t.rndvWhat[peer], peer, timeout, peer)
 			}
 		}
 		return nil
@@ -1218,13 +1297,20 @@ func (t *Transport) destroyLocked() {
 		if t.am != nil {
 			C.lc_am_set_ep(t.am, C.int(i), nil)
 		}
+		if e.h == nil {
+			// Cut after a timeout: its close is in cutReqs.
+			t.eps[i] = nil
+			defer C.free(unsafe.Pointer(e.failed))
+			continue
+		}
 		if p := C.lc_ucx_ep_close(u, e.h, 1); C.lc_ptr_status(p) == C.LC_INPROGRESS {
 			reqs = append(reqs, p)
 		}
 		t.eps[i] = nil
 		defer C.free(unsafe.Pointer(e.failed))
 	}
-	t.settle(t.worker, reqs, time.Second)
+	t.settle(t.worker, append(reqs, t.cutReqs...), time.Second)
+	t.cutReqs = nil
 	C.lc_ucx_worker_destroy(u, t.worker)
 	C.lc_ucx_cleanup(u, t.ctx)
 	t.worker, t.ctx = nil, nil
