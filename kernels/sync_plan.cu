@@ -265,6 +265,14 @@ extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 period, lc_
 			lc_fail(rec, LC_STATUS_ABORTED, LC_PLAN_FAIL_BIT | (tag << 20) | period, 0, 0, 0);
 			stop = stop0 = 1;
 		}
+		// And every 64 replays the block meets, so that a failed wait or
+		// an abort ends the launch instead of running out its replays
+		// (every thread takes the same steps, so all meet here).
+		if (i == 0 && v != 0 && (r & 63) == 0) {
+			__syncthreads();
+			dirty = false;
+			if (stop) return;
+		}
 		{
 			const lc_plan_step &s = run ? runs[v] : table[i];
 			const bool wide = s.kind == LC_STEP_FILL_BYTE || s.kind == LC_STEP_FILL_IOTA || s.kind == LC_STEP_FILL_RAND ||

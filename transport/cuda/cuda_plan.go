@@ -438,6 +438,10 @@ func (s *CUDAStream) DestroyPlanGraph(g *CUDAGraph) error {
 // reports it in full.
 func (s *CUDAStream) Failed() error {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errStreamClosed
+	}
 	err := s.err
 	if err == nil {
 		err = s.memErr
@@ -445,9 +449,11 @@ func (s *CUDAStream) Failed() error {
 	if err == nil {
 		err = s.interrupt
 	}
-	s.mu.Unlock()
+	// Under mu: Close frees the record only after it marked the stream
+	// closed under mu.
 	if err == nil && atomic.LoadUint32((*uint32)(s.rec.Host)) != uint32(kernels.StatusOK) {
 		err = errors.New("a device wait failed")
 	}
+	s.mu.Unlock()
 	return err
 }

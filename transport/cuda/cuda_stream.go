@@ -17,11 +17,14 @@ import (
 // write, an "add" a one-thread atomic kernel; waits are one-thread kernels
 // with a device-side timeout that record failures in host-mapped memory.
 type CUDAStream struct {
-	b     *CUDABackend
-	s     *cuda.Stream
-	rec   *cuda.MappedMem
-	abort *transport.Abort
-	stop  chan struct{}
+	b   *CUDABackend
+	s   *cuda.Stream
+	rec *cuda.MappedMem
+	// closed: Close released the stream and its host memory (rec, done);
+	// Sync and Failed then report errStreamClosed.
+	closed bool
+	abort  *transport.Abort
+	stop   chan struct{}
 	// path is the current operations' path: "ce", "sm" or "auto".
 	path string
 
@@ -455,6 +458,11 @@ func (s *CUDAStream) Close() {
 		_ = sd.fork.Destroy()
 		_ = sd.join.Destroy()
 	}
+	// From here on a Sync or Failed of another goroutine (a rank's loop
+	// that meets the close of its comm) reads nothing that goes away.
+	s.lock()
+	s.closed = true
+	s.mu.Unlock()
 	s.b.k.ForgetStream(s.s)
 	_ = s.s.Destroy()
 	if !keepHost {
@@ -474,3 +482,6 @@ func (s *CUDAStream) Close() {
 	}
 	s.b.smu.Unlock()
 }
+
+// errStreamClosed is what a stream says once Close released it.
+var errStreamClosed = errors.New("stream closed")

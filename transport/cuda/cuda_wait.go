@@ -230,6 +230,10 @@ func (s *CUDAStream) syncDevice(ctx context.Context) error {
 		return err
 	}
 	s.lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errStreamClosed
+	}
 	s.flushLocked()
 	tail, seq := s.doneTail && s.err == nil, s.doneSeq
 	idle, gen := s.idle, s.gen
@@ -280,6 +284,12 @@ func (s *CUDAStream) syncDevice(ctx context.Context) error {
 		}
 	}
 	s.lock()
+	if s.closed {
+		// Closed while this sync waited: its record and report memory
+		// are gone.
+		s.mu.Unlock()
+		return errStreamClosed
+	}
 	s.undoRelease()
 	// Nothing enqueued since the stream was seen drained: it is idle.
 	s.idle = s.gen == gen
