@@ -3,8 +3,8 @@ package transport
 import (
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
+
+	"github.com/luacoll/luacoll/transport/knobs"
 )
 
 // CacheBytes returns the size of the largest CPU cache sysfs describes for
@@ -28,25 +28,5 @@ func CacheBytes() uint64 {
 // ParseSize reads a size in bytes with an optional K, M or G suffix
 // (binary, either case), as sysfs writes cache sizes ("32768K") and as the
 // command line takes them ("64M"); false when it is none, or too large.
-func ParseSize(s string) (uint64, bool) {
-	s = strings.TrimSpace(s)
-	mult := uint64(1)
-	if s != "" {
-		switch s[len(s)-1] {
-		case 'K', 'k':
-			mult = 1 << 10
-		case 'M', 'm':
-			mult = 1 << 20
-		case 'G', 'g':
-			mult = 1 << 30
-		}
-		if mult != 1 {
-			s = s[:len(s)-1]
-		}
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || n > (1<<63)/mult {
-		return 0, false
-	}
-	return n * mult, true
-}
+// It is the knobs' reading of sized values.
+func ParseSize(s string) (uint64, bool) { return knobs.ParseSize(s) }

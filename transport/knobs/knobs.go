@@ -204,8 +204,20 @@ func (u *UintKnob) Or(def uint64) uint64 {
 
 // parseUint reads a whole number, with a K, M or G suffix when sized.
 func parseUint(s string, sized bool) (uint64, bool) {
+	if sized {
+		return ParseSize(s)
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n, err == nil
+}
+
+// ParseSize reads a size in bytes with an optional K, M or G suffix
+// (binary, either case), as sysfs writes cache sizes ("32768K") and as the
+// command line takes them ("64M"); false when it is none, or too large.
+func ParseSize(s string) (uint64, bool) {
+	s = strings.TrimSpace(s)
 	mult := uint64(1)
-	if sized && s != "" {
+	if s != "" {
 		switch s[len(s)-1] {
 		case 'K', 'k':
 			mult = 1 << 10
@@ -219,7 +231,7 @@ func parseUint(s string, sized bool) (uint64, bool) {
 		}
 	}
 	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || n > math.MaxUint64/mult {
+	if err != nil || n > (1<<63)/mult {
 		return 0, false
 	}
 	return n * mult, true
