@@ -251,10 +251,10 @@ func (s Shape) Check(me int, o Op) error {
 		if o.Buf < 0 || o.Buf >= len(s.Buffers) {
 			return bad(strings.TrimSuffix(offArg, "_off"), "buffer %d of the plan does not exist", o.Buf)
 		}
-		return rangeErr(offArg, nArg, off, n, s.Buffers[o.Buf], bufWhat(o.Buf, me))
+		return RangeErr(offArg, nArg, off, n, s.Buffers[o.Buf], bufWhat(o.Buf, me))
 	}
 	remote := func(offArg string) error {
-		return rangeErr(offArg, "n", o.Off, o.N, s.Bytes, fmt.Sprintf("the window on rank %d", o.Peer))
+		return RangeErr(offArg, "n", o.Off, o.N, s.Bytes, fmt.Sprintf("the window on rank %d", o.Peer))
 	}
 	var err error
 	switch o.Kind {
@@ -312,7 +312,9 @@ func bufWhat(buf, rank int) string {
 	return fmt.Sprintf("buffer %s of rank %d", BufName(buf), rank)
 }
 
-func rangeErr(offArg, nArg string, off, n, size uint64, what string) error {
+// RangeErr says, naming the arguments, when n bytes at off do not fit
+// size bytes of what; nil when they do.
+func RangeErr(offArg, nArg string, off, n, size uint64, what string) error {
 	if off > size {
 		return &window.ArgError{Arg: offArg, Msg: fmt.Sprintf("offset %d is past the end of %s (%d bytes)", off, what, size)}
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/luacoll/luacoll/engine/plan"
-	"github.com/luacoll/luacoll/window"
 )
 
 // checkResult checks, after the last replay, that every put into a rank's
@@ -89,7 +88,7 @@ func (s *sim) checkCollective() bool {
 			if src.Buf >= len(bufs) {
 				return bad(r, "source buffer %d is not one of the plan's", src.Buf)
 			}
-			if err := rangeErr("src_off", "n", src.Off, span, bufs[src.Buf], bufWhat(src.Buf, r)); err != nil {
+			if err := plan.RangeErr("src_off", "n", src.Off, span, bufs[src.Buf], bufWhat(src.Buf, r)); err != nil {
 				return bad(r, "source: %v", err)
 			}
 		}
@@ -240,14 +239,4 @@ func bufWhat(buf, rank int) string {
 		return fmt.Sprintf("the window on rank %d", rank)
 	}
 	return fmt.Sprintf("buffer %s of rank %d", plan.BufName(buf), rank)
-}
-
-func rangeErr(offArg, nArg string, off, n, size uint64, what string) error {
-	if off > size {
-		return &window.ArgError{Arg: offArg, Msg: fmt.Sprintf("offset %d is past the end of %s (%d bytes)", off, what, size)}
-	}
-	if n > size-off {
-		return &window.ArgError{Arg: nArg, Msg: fmt.Sprintf("%d bytes at offset %d run past the end of %s (%d bytes)", n, off, what, size)}
-	}
-	return nil
 }
