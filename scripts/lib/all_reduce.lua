@@ -1,0 +1,106 @@
+-- All-reduce schedules written in plain window calls.
+--
+--   local ar = require("all_reduce")
+--   ar.ring(w, n, opts)      -- reduce-scatter ring, then all-gather ring
+--   ar.one_shot(w, n, opts)  -- every rank reduces the whole input from every window (small sizes)
+--   ar.two_shot(w, n, opts)  -- each rank reduces its chunk from every window, then puts it to all (small sizes)
+--
+-- Every rank's input is n bytes of its window at opts.input (default 0); the
+-- result, the reduction over all ranks, replaces it on every rank (in
+-- place). opts.type (default "f32") and opts.op (default "sum") are
+-- w:reduce's; n must be a whole number of elements. The input is cut into
+-- lc.size chunks of whole elements (reduce_scatter.even).
+--
+-- Every rank gets the same bits, and two runs of a job give the same bits:
+-- each chunk is reduced once, in a fixed order (ring: as reduce_scatter.ring;
+-- one_shot and two_shot: ranks 0, 1, ..., size-1), and copied to the others.
+--
+-- Scratch, in the window at opts.scratch (default input + n): ring 2 chunks,
+-- one_shot n bytes, two_shot one chunk. The ring's, as reduce_scatter.ring's,
+-- must be used by nothing else (a peer may write there for its next call
+-- while this rank still reads its result): calls of different sizes pass one
+-- opts.scratch past the largest input. Signal slots opts.signal (default
+-- 0) to opts.signal + 3, shared with reduce_scatter's schedules, cumulative
+-- as there.
+local lc = require("luacoll")
+local rs = require("reduce_scatter")
+
+local M = {}
+
+-- setup returns the options, the chunks and the largest chunk.
+local function setup(w, n, opts)
+  local t = (opts and opts.type) or "f32"
+  local offs, lens, most = rs.even(n, rs.esize(t))
+  return rs.options(opts, most, n), offs, lens, most
+end
+
+--- Ring: reduce_scatter's ring over the chunks, after which rank r holds
+--- chunk r reduced, then size - 1 all-gather steps: in step s each rank
+--- puts chunk (rank - s) into its right neighbour's window, in place, and
+--- waits for chunk (rank - s - 1) from its left.
+function M.ring(w, n, opts)
+  local o, offs, lens = setup(w, n, opts)
+  local me, size = lc.rank, lc.size
+  if size == 1 then return end
+  rs.ring_steps(w, offs, lens, o)
+  local right, left = (me + 1) % size, (me - 1) % size
+  -- The right neighbour has reduced everything this rank sent it: its
+  -- reduce-scatter is over, so its chunks can be overwritten.
+  w:wait_signal_from(right, o.ack, ">=", rs.rows(w, "rs_out")[right])
+  local data = rs.rows(w, o.sig)
+  for s = 0, size - 2 do
+    local c = (me - s) % size
+    w:put_signal(right, o.input + offs[c], w, o.input + offs[c], lens[c], o.sig, 1, "add")
+    data[left] = data[left] + 1
+    w:wait_signal_from(left, o.sig, ">=", data[left])
+  end
+  w:flush()
+end
+
+--- One-shot: once every input is in place, each rank reduces the whole
+--- input of ranks 0..size-1 into its scratch; once every rank is done
+--- reading, it copies the result over its input.
+function M.one_shot(w, n, opts)
+  local o = setup(w, n, opts)
+  if lc.size == 1 then return end
+  rs.meet(w, o.ready)
+  w:get(0, o.input, w, o.scratch, n)
+  for p = 1, lc.size - 1 do
+    w:reduce_from(p, o.input, w, o.scratch, n, o.type, o.op)
+  end
+  rs.meet(w, o.done)
+  w:put(lc.rank, o.input, w, o.scratch, n)
+end
+
+--- Two-shot: once every input is in place, each rank reduces its chunk of
+--- ranks 0..size-1 into its scratch; once every rank is done reading, it
+--- puts the chunk into every window (its own included), peers in the
+--- order rank+1, rank+2, ..., and waits for everyone's.
+function M.two_shot(w, n, opts)
+  local o, offs, lens = setup(w, n, opts)
+  local me, size = lc.rank, lc.size
+  if size == 1 then return end
+  local at, len = o.input + offs[me], lens[me]
+  rs.meet(w, o.ready)
+  w:get(0, at, w, o.scratch, len)
+  for p = 1, size - 1 do
+    w:reduce_from(p, at, w, o.scratch, len, o.type, o.op)
+  end
+  rs.meet(w, o.done)
+  for i = 1, size - 1 do
+    w:put_signal((me + i) % size, at, w, o.scratch, len, o.sig, 1, "add")
+  end
+  w:put(me, at, w, o.scratch, len)
+  -- One wait per sender: a peer that has all its chunks may start a ring
+  -- call, whose signals on the slot must not stand in for a slower
+  -- peer's chunk in a sum.
+  local data = rs.rows(w, o.sig)
+  for i = 1, size - 1 do
+    local p = (me - i) % size
+    data[p] = data[p] + 1
+    w:wait_signal_from(p, o.sig, ">=", data[p])
+  end
+  w:flush()
+end
+
+return M

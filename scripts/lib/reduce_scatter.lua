@@ -1,0 +1,157 @@
+-- Reduce-scatter schedules written in plain window calls.
+--
+--   local rs = require("reduce_scatter")
+--   rs.ring(w, n, opts)     -- chunk r of every rank's input, reduced over all ranks, lands on rank r
+--   rs.direct(w, n, opts)   -- the same, each rank pulling its chunk from every peer's window
+--
+-- Every rank's input is lc.size * n bytes of its window at opts.input
+-- (default 0), chunk r at input + r * n; the result is in place: rank r's
+-- chunk r becomes the reduction of every rank's chunk r. opts.type (default
+-- "f32") and opts.op (default "sum") are w:reduce's; n must be a whole number
+-- of elements.
+--
+-- Both are deterministic: every chunk is reduced in a fixed order (ring: the
+-- ranks after the chunk's owner in ring order, ending with the owner;
+-- direct: the owner, then the ranks after it), so two runs of one job give
+-- the same bits.
+--
+-- ring uses 2 * n bytes of scratch at opts.scratch (default right after the
+-- input), which nothing else may use: a peer may write there for its next
+-- call while this rank is still in the last one or reading its result, so
+-- calls of different sizes pass one opts.scratch past the largest input and signal slots opts.signal (default 0, data) and opts.signal + 1
+-- (acknowledgements); direct uses slots opts.signal + 2 and + 3 (meetings
+-- before and after the reads) and no scratch.
+-- Signals are cumulative: the module remembers what it expects from each
+-- sender on each slot, so no reset is needed between calls, but the slots
+-- must be used by these schedules (and all_reduce's) alone.
+local lc = require("luacoll")
+
+local M = {}
+
+-- counts[w][key][peer]: signals received from peer on a slot, or the
+-- module's own tallies (key a string).
+local counts = setmetatable({}, { __mode = "k" })
+
+--- rows returns the tally of window w under key, one entry per rank.
+function M.rows(w, key)
+  local byw = counts[w]
+  if not byw then byw = {}; counts[w] = byw end
+  local r = byw[key]
+  if not r then
+    r = {}
+    for i = 0, lc.size - 1 do r[i] = 0 end
+    byw[key] = r
+  end
+  return r
+end
+
+--- options fills in the defaults of a call whose largest chunk is chunk
+--- bytes and whose input is inbytes bytes.
+function M.options(opts, chunk, inbytes)
+  opts = opts or {}
+  local o = {
+    type = opts.type or "f32",
+    op = opts.op or "sum",
+    input = opts.input or 0,
+    sig = opts.signal or 0,
+  }
+  o.ack, o.ready, o.done = o.sig + 1, o.sig + 2, o.sig + 3
+  o.slot = chunk
+  o.scratch = opts.scratch or (o.input + inbytes)
+  return o
+end
+
+local sizes = { f32 = 4, f64 = 8, f16 = 2, bf16 = 2, i32 = 4, i64 = 8, u32 = 4, u64 = 8,
+  float = 4, double = 8, half = 2, int = 4, long = 8 }
+
+--- esize is the size in bytes of an element of type t.
+function M.esize(t)
+  local s = sizes[t]
+  assert(s, ("reduce: unknown element type %q"):format(tostring(t)))
+  return s
+end
+
+--- even returns the offsets and lengths (0-based tables) of size chunks
+--- covering n bytes of esz-byte elements: the first n/esz % size chunks
+--- hold one element more than the others.
+function M.even(n, esz)
+  local size = lc.size
+  assert(n % esz == 0, ("reduce: %d bytes is not a whole number of %d-byte elements"):format(n, esz))
+  local elems = n / esz
+  local base, rem = math.floor(elems / size), elems % size
+  local offs, lens, most = {}, {}, 0
+  for c = 0, size - 1 do
+    offs[c] = (c * base + math.min(c, rem)) * esz
+    lens[c] = (base + (c < rem and 1 or 0)) * esz
+    most = math.max(most, lens[c])
+  end
+  return offs, lens, most
+end
+
+--- ring_steps is the ring's size-1 steps over the chunks offs/lens of the
+--- input: in step s a rank sends its partial of chunk (rank - s - 1) to
+--- its right neighbour's scratch (two slots, used in turn), waits for its
+--- left neighbour's partial of chunk (rank - s - 2) and reduces it into its
+--- own. Each reduction is acknowledged to the sender, which waits for the
+--- acknowledgement two puts back before it reuses a slot. At the end the
+--- rank's own chunk holds the full reduction.
+function M.ring_steps(w, offs, lens, o)
+  local me, size = lc.rank, lc.size
+  local right, left = (me + 1) % size, (me - 1) % size
+  local data = M.rows(w, o.sig)
+  local out, inn = M.rows(w, "rs_out"), M.rows(w, "rs_in")
+  for s = 0, size - 2 do
+    local c = (me - s - 1) % size
+    local t = out[right]
+    if t >= 2 then
+      w:wait_signal_from(right, o.ack, ">=", t - 1)
+    end
+    w:put_signal(right, o.scratch + (t % 2) * o.slot, w, o.input + offs[c], lens[c], o.sig, 1, "add")
+    out[right] = t + 1
+    local rc = (me - s - 2) % size
+    data[left] = data[left] + 1
+    w:wait_signal_from(left, o.sig, ">=", data[left])
+    w:reduce(w, o.input + offs[rc], w, o.scratch + (inn[left] % 2) * o.slot, lens[rc], o.type, o.op)
+    inn[left] = inn[left] + 1
+    w:signal(left, o.ack, "add", 1)
+  end
+  w:flush()
+end
+
+--- meet signals every peer on slot and waits until every peer has
+--- signalled it as often (this call's turn). A peer cannot be a meeting
+--- ahead on the slot: it would need this rank's signal of the next one.
+function M.meet(w, slot)
+  local r, total = M.rows(w, slot), 0
+  for p = 0, lc.size - 1 do
+    if p ~= lc.rank then r[p] = r[p] + 1 end
+    total = total + r[p]
+  end
+  w:signal_all(slot, "add", 1)
+  w:wait_signal(slot, ">=", total)
+end
+
+--- Ring: size - 1 steps, each rank sending to its right neighbour.
+function M.ring(w, n, opts)
+  local o = M.options(opts, n, lc.size * n)
+  local offs, lens = {}, {}
+  for c = 0, lc.size - 1 do offs[c], lens[c] = c * n, n end
+  if lc.size > 1 then M.ring_steps(w, offs, lens, o) end
+end
+
+--- Direct (pull): once every rank's input is in place, each rank reduces
+--- its chunk from every peer's window, peers in the order rank+1, rank+2,
+--- ..., then waits until every rank is done reading.
+function M.direct(w, n, opts)
+  local o = M.options(opts, n, lc.size * n)
+  local me, size = lc.rank, lc.size
+  if size == 1 then return end
+  M.meet(w, o.ready)
+  local at = o.input + me * n
+  for i = 1, size - 1 do
+    w:reduce_from((me + i) % size, at, w, at, n, o.type, o.op)
+  end
+  M.meet(w, o.done)
+end
+
+return M
