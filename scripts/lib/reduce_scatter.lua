@@ -68,16 +68,24 @@ local sizes = { f32 = 4, f64 = 8, f16 = 2, bf16 = 2, i32 = 4, i64 = 8, u32 = 4, 
 --- esize is the size in bytes of an element of type t.
 function M.esize(t)
   local s = sizes[t]
-  assert(s, ("reduce: unknown element type %q"):format(tostring(t)))
+  if not s then error(("reduce: unknown element type %q"):format(tostring(t)), 2) end
   return s
 end
 
 --- even returns the offsets and lengths (0-based tables) of size chunks
 --- covering n bytes of esz-byte elements: the first n/esz % size chunks
---- hold one element more than the others.
+--- hold one element more than the others. The tables are shared between
+--- calls: callers must not change them.
+local evens = {}
+
 function M.even(n, esz)
   local size = lc.size
-  assert(n % esz == 0, ("reduce: %d bytes is not a whole number of %d-byte elements"):format(n, esz))
+  local key = n * 16 + esz
+  local e = evens[key]
+  if e then return e[1], e[2], e[3] end
+  if n % esz ~= 0 then
+    error(("reduce: %d bytes is not a whole number of %d-byte elements"):format(n, esz), 2)
+  end
   local elems = n / esz
   local base, rem = math.floor(elems / size), elems % size
   local offs, lens, most = {}, {}, 0
@@ -86,6 +94,7 @@ function M.even(n, esz)
     lens[c] = (base + (c < rem and 1 or 0)) * esz
     most = math.max(most, lens[c])
   end
+  evens[key] = { offs, lens, most }
   return offs, lens, most
 end
 
