@@ -35,6 +35,9 @@ func (t DType) String() string {
 	return fmt.Sprintf("dtype(%d)", uint8(t))
 }
 
+// Valid reports whether t is one of the element types.
+func (t DType) Valid() bool { return t < numDTypes }
+
 // Size is the element's size in bytes.
 func (t DType) Size() uint64 { return dtypeSizes[t] }
 
@@ -95,6 +98,9 @@ func (o RedOp) String() string {
 	}
 	return fmt.Sprintf("redop(%d)", uint8(o))
 }
+
+// Valid reports whether o is one of the operators.
+func (o RedOp) Valid() bool { return o < numRedOps }
 
 // RedOps lists every operator in code order.
 func RedOps() []RedOp { return []RedOp{Sum, Prod, Min, Max} }

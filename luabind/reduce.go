@@ -1,6 +1,7 @@
 package luabind
 
 import (
+	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -53,5 +54,19 @@ func reduceEntries() []*Entry {
 				c.check(c.win().ReduceFrom(c.peerReduction()))
 				return 0
 			}),
+	}
+}
+
+// Reductions record into plans as reduce and reduce_from ops.
+func init() {
+	planRecording["w:reduce"] = func(c *call) int {
+		w, r := c.win(), c.reduction()
+		return c.s.plans.rec.recordWith(c, w, r.Dst, r.Src, plan.Op{Kind: plan.Reduce, BufOff: r.DstOff, SrcOff: r.SrcOff, N: r.N,
+			DType: r.Type, RedOp: r.Op})
+	}
+	planRecording["w:reduce_from"] = func(c *call) int {
+		w, r := c.win(), c.peerReduction()
+		return c.s.plans.rec.record(c, w, r.Dst, plan.Op{Kind: plan.ReduceFrom, Peer: r.Peer, Off: r.PeerOff, BufOff: r.DstOff, N: r.N,
+			DType: r.Type, RedOp: r.Op})
 	}
 }

@@ -259,3 +259,62 @@ end
 		}
 	}
 }
+
+// planCheck records every schedule into a plan on one window, replays the
+// plans in turn with the input restored before each, and checks every
+// element exactly; a plan's ops name the reductions.
+const planCheck = `
+local lc = require("luacoll")
+local rs, ar = require("reduce_scatter"), require("all_reduce")
+local n, size = 4000, lc.size
+local w = lc.window{bytes = 4 * size * n + 65536}
+local b = lc.buffer(size * n)
+b:fill("iota", lc.rank * 1000)
+local scratch = 2 * size * n
+local tot = 1000 * size * (size - 1) / 2
+local function check(what, off, count, f)
+  for i = 0, count - 1 do
+    local got, want = w:buffer():get_u32(off + 4 * i), f(i) % 2^32
+    if got ~= want then error(("%s: element %d: got %d, want %d"):format(what, i, got, want)) end
+  end
+end
+local plans = {}
+for _, alg in ipairs({"ring", "direct"}) do
+  plans[#plans + 1] = {"rs." .. alg, lc.plan(rs[alg], w, n, {type = "u32", scratch = scratch}), "rs"}
+end
+for _, alg in ipairs({"ring", "one_shot", "two_shot"}) do
+  plans[#plans + 1] = {"ar." .. alg, lc.plan(ar[alg], w, n * size, {type = "i32", scratch = scratch}), "ar"}
+end
+local kinds = {}
+for _, o in ipairs(plans[1][2]:ops()) do kinds[o.op] = (kinds[o.op] or 0) + 1 end
+assert(kinds.reduce == size - 1, "rs.ring's plan has " .. tostring(kinds.reduce) .. " reduce ops")
+for _, o in ipairs(plans[2][2]:ops()) do kinds[o.op] = (kinds[o.op] or 0) + 1 end
+assert(kinds.reduce_from == size - 1, "rs.direct's plan has " .. tostring(kinds.reduce_from) .. " reduce_from ops")
+for rep = 1, 5 do
+  for _, e in ipairs(plans) do
+    local name, p, kind = e[1], e[2], e[3]
+    w:put(lc.rank, 0, b, 0, size * n)
+    p:run()
+    lc.sync()
+    if kind == "rs" then
+      local base = lc.rank * n / 4
+      check(name, lc.rank * n, n / 4, function(i) return size * (base + i) + tot end)
+    else
+      check(name, 0, n * size / 4, function(i) return size * i + tot end)
+    end
+  end
+end
+print("plans ok")
+`
+
+func TestReducePlans(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		res := runLuaWith(t, n, planCheck, "plans.lua", 10*time.Second)
+		mustAllOK(t, res)
+		for r := range res {
+			if !strings.Contains(res[r].out, "plans ok") {
+				t.Fatalf("n=%d rank %d: %s", n, r, res[r].out)
+			}
+		}
+	}
+}

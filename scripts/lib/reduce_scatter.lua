@@ -100,32 +100,37 @@ end
 
 --- ring_steps is the ring's size-1 steps over the chunks offs/lens of the
 --- input: in step s a rank sends its partial of chunk (rank - s - 1) to
---- its right neighbour's scratch (two slots, used in turn), waits for its
---- left neighbour's partial of chunk (rank - s - 2) and reduces it into its
---- own. Each reduction is acknowledged to the sender, which waits for the
---- acknowledgement two puts back before it reuses a slot. At the end the
---- rank's own chunk holds the full reduction.
+--- its right neighbour's scratch slot s % 2, waits for its left
+--- neighbour's partial of chunk (rank - s - 2) and reduces it into its
+--- own. Each reduction is acknowledged to the sender. Before a put the
+--- sender waits until the right neighbour has reduced every earlier put
+--- but the one just before (which went to the other slot); at step 0,
+--- every earlier put, since the last step of the previous call may have
+--- used the same slot. The slots and the waits are the same in every
+--- call, so a plan of one call replays safely.
 function M.ring_steps(w, offs, lens, o)
   local me, size = lc.rank, lc.size
   local right, left = (me + 1) % size, (me - 1) % size
-  local data = M.rows(w, o.sig)
-  local out, inn = M.rows(w, "rs_out"), M.rows(w, "rs_in")
+  local data, out = M.rows(w, o.sig), M.rows(w, "rs_out")
   for s = 0, size - 2 do
     local c = (me - s - 1) % size
     local t = out[right]
-    if t >= 2 then
-      w:wait_signal_from(right, o.ack, ">=", t - 1)
-    end
-    w:put_signal(right, o.scratch + (t % 2) * o.slot, w, o.input + offs[c], lens[c], o.sig, 1, "add")
+    w:wait_signal_from(right, o.ack, ">=", s == 0 and t or t - 1)
+    local slot = o.scratch + (s % 2) * o.slot
+    w:put_signal(right, slot, w, o.input + offs[c], lens[c], o.sig, 1, "add")
     out[right] = t + 1
     local rc = (me - s - 2) % size
     data[left] = data[left] + 1
     w:wait_signal_from(left, o.sig, ">=", data[left])
-    w:reduce(w, o.input + offs[rc], w, o.scratch + (inn[left] % 2) * o.slot, lens[rc], o.type, o.op)
-    inn[left] = inn[left] + 1
+    w:reduce(w, o.input + offs[rc], w, slot, lens[rc], o.type, o.op)
+    if s == size - 2 then
+      -- Every put of the call has read its source before the last
+      -- acknowledgement, after which the left neighbour may write
+      -- this rank's chunks (all_reduce's all-gather).
+      w:flush()
+    end
     w:signal(left, o.ack, "add", 1)
   end
-  w:flush()
 end
 
 --- meet signals every peer on slot and waits until every peer has
