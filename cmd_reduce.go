@@ -83,6 +83,8 @@ func cmdBenchReduce(coll string, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.algo, "algo", "lua:ring", "the schedule: lua:ring or lua:direct (reduce_scatter); lua:ring, lua:one_shot or lua:two_shot (allreduce)")
 	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), mpi (host, under Open MPI's mpirun)")
 	fs.BoolVar(&f.graph, "graph", false, "capture the NCCL baseline in a CUDA graph, replayed per call")
+	fs.BoolVar(&f.plan, "plan", false, "record the schedule once per size into a plan (lc.plan), verified, and replay it with no Lua per call")
+	fs.StringVar(&f.planMode, "plan-mode", "", "with --plan (implied): how the plan replays: auto (host on the host backend, stream on CUDA), host or stream")
 	fs.StringVar(&f.jsonOut, "json", "", "write the rows and the run's metadata as JSON Lines to FILE")
 	fs.StringVar(&f.plot, "plot", "", "write a plot of busbw against size to FILE.svg or FILE.png")
 	if code, ok := parse(fs, args, stdout); !ok {
@@ -205,6 +207,13 @@ func (f *redFlags) check() error {
 	case f.graph && f.rank.device != "cuda":
 		return fmt.Errorf("--graph needs --device cuda")
 	}
+	switch f.planMode {
+	case "":
+	case "auto", "host", "stream":
+		f.plan = true
+	default:
+		return fmt.Errorf("--plan-mode %q: want auto, host or stream (the device interpreter has no reductions yet)", f.planMode)
+	}
 	for _, b := range strings.Split(f.vs, ",") {
 		switch strings.TrimSpace(b) {
 		case "":
@@ -277,6 +286,7 @@ type redMeta struct {
 	Warmup     int      `json:"warmup"`
 	Rounds     int      `json:"rounds"`
 	Algo       string   `json:"algo"`
+	Plan       bool     `json:"plan"`
 	Type       string   `json:"type"`
 	RedOp      string   `json:"redop"`
 	Graph      bool     `json:"graph"`
@@ -291,13 +301,25 @@ type redMeta struct {
 func runBenchReduce(ctx context.Context, c *engine.Comm, f redFlags, stdout, stderr io.Writer) error {
 	st := luabind.New(c, stdout)
 	defer st.Close()
-	sched, err := st.ReduceSchedule(f.module, f.schedFn)
+	schedule, algo := st.ReduceSchedule, f.algo
+	if f.plan {
+		st.PlanMode = f.planMode
+		if st.PlanMode == "" || st.PlanMode == "auto" {
+			// The device interpreter has no reductions: stream on CUDA.
+			st.PlanMode = ""
+			if f.rank.device == "cuda" {
+				st.PlanMode = "stream"
+			}
+		}
+		schedule, algo = st.ReduceSchedulePlan, f.algo+" (plan, mode "+st.Mode()+")"
+	}
+	sched, err := schedule(f.module, f.schedFn)
 	if err != nil {
 		return err
 	}
 	cfg := bench.RedBenchConfig{Coll: f.coll, Sizes: f.sizes, Iters: f.iters, Warmup: f.warmup, Rounds: f.rounds,
 		Type: f.parsedT, Op: f.parsedOp, MPI: f.vsMPI, NCCL: f.vsNCCL, Graph: f.graph, Progress: progressWriter(c.Env.Rank, stderr),
-		ScheduleName: f.algo,
+		ScheduleName: algo,
 		Schedule: func(w *window.Window, n, scratch uint64) error {
 			return sched(w, luabind.ReduceCall{N: n, Type: f.parsedT, Op: f.parsedOp, Scratch: scratch})
 		}}
@@ -313,7 +335,7 @@ func runBenchReduce(ctx context.Context, c *engine.Comm, f redFlags, stdout, std
 		return nil
 	}
 	meta := redMeta{Kind: "meta", Collective: f.coll, Command: f.cmdline, Version: versionString(), Revision: buildRevision(),
-		Backend: c.Backend.Name(), Ranks: c.Env.Size, Iters: f.iters, Warmup: f.warmup, Rounds: f.rounds, Algo: f.algo,
+		Backend: c.Backend.Name(), Ranks: c.Env.Size, Iters: f.iters, Warmup: f.warmup, Rounds: f.rounds, Algo: f.algo, Plan: f.plan,
 		Type: f.parsedT.String(), RedOp: f.parsedOp.String(), Graph: f.graph, Skipped: res.Skipped, CPUs: cpus,
 		CPUBind: c.Opts.CPUBind, NCCL: res.NCCL, MPI: res.MPI, Time: time.Now().UTC().Format(time.RFC3339)}
 	printReduceTable(stdout, f, c, res, cpuPlace)
@@ -333,8 +355,12 @@ func runBenchReduce(ctx context.Context, c *engine.Comm, f redFlags, stdout, std
 
 func printReduceTable(out io.Writer, f redFlags, c *engine.Comm, res *bench.RedBenchResult, cpuPlace string) {
 	fmt.Fprintf(out, "# luacoll bench %s: %s backend, %d ranks, luacoll %s\n", f.coll, c.Backend.Name(), c.Env.Size, versionString())
-	fmt.Fprintf(out, "# algo %s (scripts/lib/%s.lua), in place, %d warmup + %d timed calls back to back per size and round\n",
-		f.algo, f.module, f.warmup, f.iters)
+	how := "run through Lua every call"
+	if f.plan {
+		how = "recorded once per size into a plan, replayed"
+	}
+	fmt.Fprintf(out, "# algo %s (scripts/lib/%s.lua, %s), in place, %d warmup + %d timed calls back to back per size and round\n",
+		f.algo, f.module, how, f.warmup, f.iters)
 	if f.rounds > 1 {
 		fmt.Fprintf(out, "# %d rounds per size (luacoll and the baselines in turn): median times, #wrong over all rounds\n", f.rounds)
 	}

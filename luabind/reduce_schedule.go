@@ -6,6 +6,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -49,5 +50,57 @@ func (s *State) ReduceSchedule(mod, fn string) (func(w *window.Window, call Redu
 			return fmt.Errorf("%s.%s: %s", mod, fn, strings.TrimSpace(scriptError(err).Error()))
 		}
 		return nil
+	}, nil
+}
+
+// ReduceSchedulePlan is ReduceSchedule with each call size recorded once
+// into a plan (lc.plan, in s.PlanMode) and replayed after; the plan is
+// verified for deadlocks and races (the verifier does not yet check what
+// a reduction computes: the benchmark's host reference does).
+func (s *State) ReduceSchedulePlan(mod, fn string) (func(w *window.Window, call ReduceCall) error, error) {
+	f, err := s.scheduleFunc(mod, fn)
+	if err != nil {
+		return nil, err
+	}
+	type key struct {
+		w    *window.Window
+		call ReduceCall
+	}
+	plans := map[key]*planRef{}
+	wuds := map[*window.Window]*lua.LUserData{}
+	return func(w *window.Window, call ReduceCall) error {
+		k := key{w, call}
+		r := plans[k]
+		if r == nil {
+			s.cur = s.L
+			wud := wuds[w]
+			if wud == nil {
+				wud = s.userdata(&windowRef{w: w}, "w")
+				wuds[w] = wud
+			}
+			opts := s.L.NewTable()
+			opts.RawSetString("type", lua.LString(call.Type.String()))
+			opts.RawSetString("op", lua.LString(call.Op.String()))
+			opts.RawSetString("scratch", lua.LNumber(call.Scratch))
+			args := []lua.LValue{wud, lua.LNumber(call.N), opts}
+			var err error
+			r, err = s.makePlan(s.Ctx, s.L, f, args, s.PlanMode, fmt.Sprintf("%s.%s(n=%d)", mod, fn, call.N))
+			if err != nil {
+				return fmt.Errorf("%s.%s: recording a plan: %w", mod, fn, err)
+			}
+			rep, err := s.verifyLists(s.Ctx, fmt.Sprintf("plan %d", r.num), r.p.Lists(), plan.Options{})
+			if err != nil {
+				return err
+			}
+			if !rep.OK {
+				return fmt.Errorf("%s.%s: the plan of n=%d fails verification: %s", mod, fn, call.N, rep.Summary())
+			}
+			plans[k] = r
+			if s.PlanModes == nil {
+				s.PlanModes = map[uint64]string{}
+			}
+			s.PlanModes[call.N] = r.mode
+		}
+		return r.p.Run(1)
 	}, nil
 }
