@@ -63,7 +63,7 @@ var redAlgos = map[string]struct {
 	fns    []string
 }{
 	bench.CollReduceScatter: {"reduce_scatter", []string{"ring", "direct"}},
-	bench.CollAllReduce:     {"all_reduce", []string{"ring", "one_shot", "two_shot"}},
+	bench.CollAllReduce:     {"all_reduce", []string{"ring", "one_shot", "two_shot", "one_shot_pull", "two_shot_pull"}},
 }
 
 func cmdBenchReduce(coll string, args []string, stdout, stderr io.Writer) int {
@@ -80,7 +80,7 @@ func cmdBenchReduce(coll string, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.rounds, "rounds", 1, "timed runs per size, in turn with the baselines; the table has the medians")
 	fs.StringVar(&f.dtype, "type", "f32", "element type: f32, f64, f16, bf16, i32, i64, u32 or u64")
 	fs.StringVar(&f.op, "op", "sum", "reduction: sum, prod, min or max")
-	fs.StringVar(&f.algo, "algo", "lua:ring", "the schedule: lua:ring or lua:direct (reduce_scatter); lua:ring, lua:one_shot or lua:two_shot (allreduce)")
+	fs.StringVar(&f.algo, "algo", "lua:ring", "the schedule: lua:ring or lua:direct (reduce_scatter); lua:ring, lua:one_shot, lua:two_shot, lua:one_shot_pull or lua:two_shot_pull (allreduce)")
 	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), mpi (host, under Open MPI's mpirun)")
 	fs.BoolVar(&f.graph, "graph", false, "capture the NCCL baseline in a CUDA graph, replayed per call")
 	fs.BoolVar(&f.plan, "plan", false, "record the schedule once per size into a plan (lc.plan), verified, and replay it with no Lua per call")
@@ -273,6 +273,23 @@ func checkOutFiles(plotPath, jsonPath string) error {
 	return nil
 }
 
+// scratchNeed is how many scratch bytes schedule fn of N ranks needs for
+// inputs of up to maxIn bytes a rank (see scripts/lib/all_reduce.lua).
+func scratchNeed(fn string, N, esz uint64) func(maxIn uint64) uint64 {
+	return func(maxIn uint64) uint64 {
+		chunk := (maxIn/esz + N - 1) / N * esz // all_reduce's largest chunk
+		switch fn {
+		case "one_shot":
+			return (2*N + 1) * maxIn
+		case "two_shot":
+			return (2*N + 1) * chunk
+		case "ring":
+			return 2 * max(chunk, maxIn/N)
+		}
+		return maxIn
+	}
+}
+
 // redMeta is the first JSON line: the run's metadata.
 type redMeta struct {
 	Kind       string   `json:"kind"`
@@ -319,7 +336,7 @@ func runBenchReduce(ctx context.Context, c *engine.Comm, f redFlags, stdout, std
 	}
 	cfg := bench.RedBenchConfig{Coll: f.coll, Sizes: f.sizes, Iters: f.iters, Warmup: f.warmup, Rounds: f.rounds,
 		Type: f.parsedT, Op: f.parsedOp, MPI: f.vsMPI, NCCL: f.vsNCCL, Graph: f.graph, Progress: progressWriter(c.Env.Rank, stderr),
-		ScheduleName: algo,
+		ScheduleName: algo, ScratchBytes: scratchNeed(f.schedFn, uint64(c.Env.Size), f.parsedT.Size()),
 		Schedule: func(w *window.Window, n, scratch uint64) error {
 			return sched(w, luabind.ReduceCall{N: n, Type: f.parsedT, Op: f.parsedOp, Scratch: scratch})
 		}}

@@ -95,10 +95,10 @@ const scheduleCheck = `
 local lc = require("luacoll")
 local rs, ar = require("reduce_scatter"), require("all_reduce")
 local n, size = 4000, lc.size
-local w = lc.window{bytes = 4 * size * n + 65536}
+local scratch = 2 * size * n
+local w = lc.window{bytes = scratch + (2 * size + 1) * size * n + 4096}
 local b = lc.buffer(size * n)
 b:fill("iota", lc.rank * 1000)
-local scratch = 2 * size * n
 local tot = 1000 * size * (size - 1) / 2
 local function check(what, off, count, f)
   for i = 0, count - 1 do
@@ -115,8 +115,9 @@ for _, alg in ipairs({"ring", "direct"}) do
     check("rs." .. alg, lc.rank * n, n / 4, function(i) return size * (base + i) + tot end)
   end
 end
-for _, alg in ipairs({"ring", "one_shot", "two_shot"}) do
+for _, alg in ipairs({"ring", "one_shot", "two_shot", "one_shot_pull", "two_shot_pull"}) do
   for _, m in ipairs({n * size, 4 * 37, 4}) do
+    lc.barrier() -- a new size: the staged schedules' halves move
     for rep = 1, 2 do
       w:put(lc.rank, 0, b, 0, m)
       ar[alg](w, m, {type = "i32", scratch = scratch})
@@ -201,9 +202,10 @@ func ringReference(in [][]byte, t kernels.DType) []byte {
 	return out
 }
 
-// TestReduceDeterministic: the all-reduce ring and two-shot give every
-// rank the same bits, the same in a second run, for f32 and bf16 sums;
-// the ring's equal the reference in its documented order.
+// TestReduceDeterministic: the all-reduce schedules give every rank the
+// same bits, the same in a second run, for f32 and bf16 sums; the ring's
+// equal the reference in its documented order, and one_shot's (ranks 0..N-1
+// in order) those of one_shot_pull.
 func TestReduceDeterministic(t *testing.T) {
 	const count = 3001 // elements: uneven chunks
 	for _, dt := range []kernels.DType{kernels.F32, kernels.BF16} {
@@ -217,9 +219,9 @@ func TestReduceDeterministic(t *testing.T) {
 			}
 			fmt.Fprintf(&code, `}
 local n = %d
-local w = lc.window{bytes = 4 * n + 4096}
+local w = lc.window{bytes = 2 * n + (2 * lc.size + 1) * n + 4096}
 RESULTS = {}
-for _, alg in ipairs({"ring", "two_shot", "ring", "two_shot", "one_shot"}) do
+for _, alg in ipairs({"ring", "two_shot", "ring", "two_shot", "one_shot", "one_shot", "two_shot_pull", "one_shot_pull"}) do
   w:buffer():write(0, inputs[lc.rank + 1])
   ar[alg](w, n, {type = %q, scratch = 2 * n})
   lc.sync()
@@ -241,7 +243,7 @@ end
 			})
 			want := ringReference(in, dt)
 			for r := 0; r < ranks; r++ {
-				if len(got[r]) != 5 {
+				if len(got[r]) != 8 {
 					t.Fatalf("%s, %d ranks: rank %d has %d results", dt, ranks, r, len(got[r]))
 				}
 				if !bytes.Equal([]byte(got[r][0]), want) {
@@ -252,7 +254,7 @@ end
 						t.Errorf("%s, %d ranks: run %d: rank %d's bits differ from rank 0's", dt, ranks, i, r)
 					}
 				}
-				if got[r][2] != got[r][0] || got[r][3] != got[r][1] {
+				if got[r][2] != got[r][0] || got[r][3] != got[r][1] || got[r][5] != got[r][4] || got[r][7] != got[r][4] {
 					t.Errorf("%s, %d ranks: rank %d: a second run gave other bits", dt, ranks, r)
 				}
 			}
@@ -267,10 +269,19 @@ const planCheck = `
 local lc = require("luacoll")
 local rs, ar = require("reduce_scatter"), require("all_reduce")
 local n, size = 4000, lc.size
-local w = lc.window{bytes = 4 * size * n + 65536}
+-- Each schedule gets a scratch area of its own: the plans run back to
+-- back, and a peer's next call may write its scratch while this rank
+-- still reads the last one's.
+local half = size * size * n
+local region = 2 * half + size * n
+local w = lc.window{bytes = 2 * size * n + 7 * region}
+local next_scratch = 2 * size * n
+local function area()
+  next_scratch = next_scratch + region
+  return next_scratch - region
+end
 local b = lc.buffer(size * n)
 b:fill("iota", lc.rank * 1000)
-local scratch = 2 * size * n
 local tot = 1000 * size * (size - 1) / 2
 local function check(what, off, count, f)
   for i = 0, count - 1 do
@@ -278,21 +289,25 @@ local function check(what, off, count, f)
     if got ~= want then error(("%s: element %d: got %d, want %d"):format(what, i, got, want)) end
   end
 end
+-- Two plans of each (two calls: the staged schedules alternate between
+-- two staging halves), run in turn.
 local plans = {}
 for _, alg in ipairs({"ring", "direct"}) do
-  plans[#plans + 1] = {"rs." .. alg, lc.plan(rs[alg], w, n, {type = "u32", scratch = scratch}), "rs"}
+  local o = {type = "u32", scratch = area(), half = half}
+  plans[#plans + 1] = {"rs." .. alg, {lc.plan(rs[alg], w, n, o), lc.plan(rs[alg], w, n, o)}, "rs"}
 end
-for _, alg in ipairs({"ring", "one_shot", "two_shot"}) do
-  plans[#plans + 1] = {"ar." .. alg, lc.plan(ar[alg], w, n * size, {type = "i32", scratch = scratch}), "ar"}
+for _, alg in ipairs({"ring", "one_shot", "two_shot", "one_shot_pull", "two_shot_pull"}) do
+  local o = {type = "i32", scratch = area(), half = half}
+  plans[#plans + 1] = {"ar." .. alg, {lc.plan(ar[alg], w, n * size, o), lc.plan(ar[alg], w, n * size, o)}, "ar"}
 end
 local kinds = {}
-for _, o in ipairs(plans[1][2]:ops()) do kinds[o.op] = (kinds[o.op] or 0) + 1 end
+for _, o in ipairs(plans[1][2][1]:ops()) do kinds[o.op] = (kinds[o.op] or 0) + 1 end
 assert(kinds.reduce == size - 1, "rs.ring's plan has " .. tostring(kinds.reduce) .. " reduce ops")
-for _, o in ipairs(plans[2][2]:ops()) do kinds[o.op] = (kinds[o.op] or 0) + 1 end
+for _, o in ipairs(plans[2][2][1]:ops()) do kinds[o.op] = (kinds[o.op] or 0) + 1 end
 assert(kinds.reduce_from == size - 1, "rs.direct's plan has " .. tostring(kinds.reduce_from) .. " reduce_from ops")
-for rep = 1, 5 do
+for rep = 1, 6 do
   for _, e in ipairs(plans) do
-    local name, p, kind = e[1], e[2], e[3]
+    local name, p, kind = e[1], e[2][rep % 2 + 1], e[3]
     w:put(lc.rank, 0, b, 0, size * n)
     p:run()
     lc.sync()

@@ -37,6 +37,9 @@ type RedBenchConfig struct {
 	// area the schedule may use (the same for every size).
 	Schedule     func(w *window.Window, n, scratch uint64) error
 	ScheduleName string
+	// ScratchBytes is how much scratch the schedule needs for inputs of up
+	// to maxIn bytes a rank (nil: maxIn).
+	ScratchBytes func(maxIn uint64) uint64
 	// MPI measures MPI_Allreduce / MPI_Reduce_scatter_block, in place on
 	// the same window, in the same processes (host, under Open MPI's mpirun).
 	MPI bool
@@ -122,8 +125,13 @@ func BenchReduce(ctx context.Context, c *engine.Comm, cfg RedBenchConfig) (_ *Re
 		return nil, fmt.Errorf("bench reduce: every size is below %d bytes (one %s a rank)", unit, cfg.Type)
 	}
 	scratch := (maxIn + 4095) &^ 4095
-	w, err := c.NewWindow(ctx, fmt.Sprintf("bench.reduce(window %d)", scratch+maxIn+4096),
-		window.Options{Bytes: scratch + maxIn + 4096, Signals: 8, Counters: 1, Barriers: 2})
+	need := maxIn
+	if cfg.ScratchBytes != nil {
+		need = cfg.ScratchBytes(maxIn)
+	}
+	wbytes := scratch + need + 4096
+	w, err := c.NewWindow(ctx, fmt.Sprintf("bench.reduce(window %d)", wbytes),
+		window.Options{Bytes: wbytes, Signals: 8, Counters: 1, Barriers: 2})
 	if err != nil {
 		return nil, err
 	}

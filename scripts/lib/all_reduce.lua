@@ -2,8 +2,9 @@
 --
 --   local ar = require("all_reduce")
 --   ar.ring(w, n, opts)      -- reduce-scatter ring, then all-gather ring
---   ar.one_shot(w, n, opts)  -- every rank reduces the whole input from every window (small sizes)
---   ar.two_shot(w, n, opts)  -- each rank reduces its chunk from every window, then puts it to all (small sizes)
+--   ar.one_shot(w, n, opts)  -- every rank pushes its input to all and reduces them all (small sizes)
+--   ar.two_shot(w, n, opts)  -- chunk c goes to rank c, which reduces it and puts it to all (small sizes)
+--   ar.one_shot_pull, ar.two_shot_pull  -- the same reading the peers' windows (reduce_from)
 --
 -- Every rank's input is n bytes of its window at opts.input (default 0); the
 -- result, the reduction over all ranks, replaces it on every rank (in
@@ -16,7 +17,10 @@
 -- one_shot and two_shot: ranks 0, 1, ..., size-1), and copied to the others.
 --
 -- Scratch, in the window at opts.scratch (default input + n): ring 2 chunks,
--- one_shot n bytes, two_shot one chunk. The ring's, as reduce_scatter.ring's,
+-- one_shot 2 * size * n + n bytes, two_shot 2 * size + 1 chunks, one_shot_pull
+-- n bytes, two_shot_pull one chunk. one_shot and two_shot stage in two
+-- halves opts.half bytes apart (default size * n, size chunks): calls of
+-- different sizes pass one opts.half or meet in between (see stage). The ring's, as reduce_scatter.ring's,
 -- must be used by nothing else (a peer may write there for its next call
 -- while this rank still reads its result): calls of different sizes pass one
 -- opts.scratch past the largest input. Signal slots opts.signal (default
@@ -57,14 +61,107 @@ function M.ring(w, n, opts)
   w:flush()
 end
 
---- One-shot: once every input is in place, each rank reduces the whole
+-- half[w] is the staging half the next staged call of a window uses.
+local half = setmetatable({}, { __mode = "k" })
+
+-- stage returns this call's staging half (base offset) for slots of
+-- slot bytes, one per rank, and flips the window's half. The halves are
+-- opts.half bytes apart (default size * slot): calls of different sizes
+-- either pass one opts.half for all (at least size times the largest slot)
+-- or meet (lc.barrier) in between, else a peer's next call may write where
+-- this rank still reads.
+local function stage(w, o, slot)
+  local h = half[w] or 0
+  half[w] = 1 - h
+  return o.scratch + h * (o.half or lc.size * slot)
+end
+
+-- waits waits for one signal from every peer on the data slot, one wait
+-- per sender (a peer that is a call ahead must not stand in for a slow
+-- one in a sum).
+local function waits(w, o)
+  local me, size, data = lc.rank, lc.size, rs.rows(w, o.sig)
+  for i = 1, size - 1 do
+    local q = (me - i) % size
+    data[q] = data[q] + 1
+    w:wait_signal_from(q, o.sig, ">=", data[q])
+  end
+end
+
+-- fold reduces the len bytes at off of every rank, in rank order 0..size-1,
+-- into this rank's window at off: rank q's bytes are at at + q * slot of
+-- the staging half, this rank's own at off. Rank 0 folds in place; the
+-- others fold into tmp first (the order must not start with their own).
+local function fold(w, o, off, len, at, slot, tmp)
+  local me, size = lc.rank, lc.size
+  local dst = off
+  if me ~= 0 then
+    dst = tmp
+    w:put(me, tmp, w, at, len)
+    w:flush() -- (free where no peer is over the network)
+  end
+  for q = 1, size - 1 do
+    local src = (q == me) and off or (at + q * slot)
+    w:reduce(w, dst, w, src, len, o.type, o.op)
+  end
+  if me ~= 0 then
+    w:put(me, off, w, tmp, len)
+  end
+end
+
+--- One-shot (small sizes): each rank puts its whole input into every
+--- peer's staging area, waits for theirs and reduces all of them, ranks
+--- 0..size-1 in order, into its input: one one-way latency. The staging
+--- areas alternate between two halves (scratch: 2 * size * n + n bytes): a
+--- peer can be at most one call ahead, since finishing a call needs every
+--- rank's input of it, which a rank sends only once its previous call is
+--- over.
+function M.one_shot(w, n, opts)
+  local o = setup(w, n, opts)
+  local me, size = lc.rank, lc.size
+  if size == 1 then return end
+  local at = stage(w, o, n)
+  for i = 1, size - 1 do
+    w:put_signal((me + i) % size, at + me * n, w, o.input, n, o.sig, 1, "add")
+  end
+  waits(w, o)
+  fold(w, o, o.input, n, at, n, o.scratch + 2 * (o.half or size * n))
+end
+
+--- Two-shot (small sizes): each rank puts chunk c of its input into rank
+--- c's staging area, waits for its chunk from every peer, reduces it
+--- (ranks 0..size-1 in order) and puts the result into every peer's
+--- window, then waits for every peer's chunk: two one-way latencies. The
+--- staging halves alternate as one_shot's (scratch: 2 * size * chunk +
+--- chunk bytes).
+function M.two_shot(w, n, opts)
+  local o, offs, lens, most = setup(w, n, opts)
+  local me, size = lc.rank, lc.size
+  if size == 1 then return end
+  local at = stage(w, o, most)
+  for i = 1, size - 1 do
+    local c = (me + i) % size
+    w:put_signal(c, at + me * most, w, o.input + offs[c], lens[c], o.sig, 1, "add")
+  end
+  waits(w, o)
+  local off, len = o.input + offs[me], lens[me]
+  fold(w, o, off, len, at, most, o.scratch + 2 * (o.half or size * most))
+  for i = 1, size - 1 do
+    w:put_signal((me + i) % size, off, w, off, len, o.sig, 1, "add")
+  end
+  waits(w, o)
+  w:flush()
+end
+
+--- One-shot, pulling: once every input is in place, each rank reduces the whole
 --- input of ranks 0..size-1 into its scratch; once every rank is done
 --- reading, it copies the result over its input.
-function M.one_shot(w, n, opts)
+function M.one_shot_pull(w, n, opts)
   local o = setup(w, n, opts)
   if lc.size == 1 then return end
   rs.meet(w, o.ready)
   w:get(0, o.input, w, o.scratch, n)
+  w:flush()
   for p = 1, lc.size - 1 do
     w:reduce_from(p, o.input, w, o.scratch, n, o.type, o.op)
   end
@@ -72,17 +169,18 @@ function M.one_shot(w, n, opts)
   w:put(lc.rank, o.input, w, o.scratch, n)
 end
 
---- Two-shot: once every input is in place, each rank reduces its chunk of
+--- Two-shot, pulling: once every input is in place, each rank reduces its chunk of
 --- ranks 0..size-1 into its scratch; once every rank is done reading, it
 --- puts the chunk into every window (its own included), peers in the
 --- order rank+1, rank+2, ..., and waits for everyone's.
-function M.two_shot(w, n, opts)
+function M.two_shot_pull(w, n, opts)
   local o, offs, lens = setup(w, n, opts)
   local me, size = lc.rank, lc.size
   if size == 1 then return end
   local at, len = o.input + offs[me], lens[me]
   rs.meet(w, o.ready)
   w:get(0, at, w, o.scratch, len)
+  w:flush()
   for p = 1, size - 1 do
     w:reduce_from(p, at, w, o.scratch, len, o.type, o.op)
   end

@@ -55,6 +55,7 @@ function M.options(opts, chunk, inbytes)
     op = opts.op or "sum",
     input = opts.input or 0,
     sig = opts.signal or 0,
+    half = opts.half,
   }
   o.ack, o.ready, o.done = o.sig + 1, o.sig + 2, o.sig + 3
   o.slot = chunk
