@@ -45,6 +45,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseOverride$$' -fuzztime $(FUZZTIME) ./transport
 	$(GO) test -run '^$$' -fuzz '^FuzzUnseal$$' -fuzztime $(FUZZTIME) ./transport/net
 	$(GO) test -run '^$$' -fuzz '^FuzzLuaArgs$$' -fuzztime $(FUZZTIME) ./luabind
+	$(GO) test -run '^$$' -fuzz '^FuzzReduceArgs$$' -fuzztime $(FUZZTIME) ./luabind
+	$(GO) test -run '^$$' -fuzz '^FuzzParseDTypeRedOp$$' -fuzztime $(FUZZTIME) ./kernels
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeList$$' -fuzztime $(FUZZTIME) ./engine/plan
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./engine/plan
 	$(GO) test -run '^$$' -fuzz '^FuzzExpandAttached$$' -fuzztime $(FUZZTIME) .

@@ -2,6 +2,7 @@ package luabind
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -13,7 +14,10 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/enginetest"
 	"github.com/luacoll/luacoll/kernels"
+	"github.com/luacoll/luacoll/transport/inproc"
 )
 
 // TestReduceLocalAndPeer: w:reduce and w:reduce_from write dst op= src,
@@ -332,4 +336,40 @@ func TestReducePlans(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzReduceArgs feeds arbitrary offsets, lengths, types and ops to the
+// reductions: each call either runs or raises a Lua error (never a panic),
+// and a reduction that was refused changed nothing.
+func FuzzReduceArgs(f *testing.F) {
+	f.Add(false, 0.0, 0.0, 64.0, "f32", "sum")
+	f.Add(true, 4.0, 8.0, 8.0, "bf16", "max")
+	f.Add(false, 2.0, 1.0, 6.0, "i64", "prod")
+	f.Add(true, -1.0, 1e300, 0.5, "u8", "avg")
+	g := inproc.NewGroup(1)
+	comm, err := enginetest.OpenInProc(context.Background(), g, 0, enginetest.JobID("fr"), engine.Options{Timeout: time.Second})
+	if err != nil {
+		f.Fatal(err)
+	}
+	var out bytes.Buffer
+	s := New(comm, &out)
+	if err := s.DoString(`lc = require("luacoll"); w = lc.window{ bytes = 256 }; b = lc.buffer(64); b:fill("iota", 1)
+		w:buffer():fill("iota", 100); ref = lc.buffer(256)`, "setup"); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, fromPeer bool, a, b, c float64, typ, op string) {
+		call := fmt.Sprintf("w:reduce(w, %v, b, %v, %v, %q, %q)", a, b, c, typ, op)
+		if fromPeer {
+			call = fmt.Sprintf("w:reduce_from(0, %v, b, %v, %v, %q, %q)", a, b, c, typ, op)
+		}
+		code := `ref:fill("const", 0) w:get(0, 0, ref, 0, 256) b2 = b:read(0, 64)
+			local ok = pcall(function() ` + call + ` end)
+			w:sync()
+			if not ok then
+				assert(w:buffer():equal(ref, 0, 0, 256) and b:read(0, 64) == b2, "a refused reduction changed data")
+			end`
+		if err := s.DoString(code, "fuzz"); err != nil {
+			t.Fatalf("%s: %v", call, err)
+		}
+	})
 }
