@@ -92,60 +92,18 @@ func TestReduceBadInput(t *testing.T) {
 	}
 }
 
-// scheduleCheck runs every reduce-scatter and all-reduce schedule several
-// times on i32/u32 data with exact expected values, sizes that leave
-// uneven and empty chunks included.
-const scheduleCheck = `
-local lc = require("luacoll")
-local rs, ar = require("reduce_scatter"), require("all_reduce")
-local n, size = 4000, lc.size
-local scratch = 2 * size * n
-local w = lc.window{bytes = scratch + (2 * size + 1) * size * n + 4096}
-local b = lc.buffer(size * n)
-b:fill("iota", lc.rank * 1000)
-local tot = 1000 * size * (size - 1) / 2
-local function check(what, off, count, f)
-  for i = 0, count - 1 do
-    local got, want = w:buffer():get_u32(off + 4 * i), f(i) % 2^32
-    if got ~= want then error(("%s: element %d: got %d, want %d"):format(what, i, got, want)) end
-  end
-end
-for _, alg in ipairs({"ring", "direct"}) do
-  for rep = 1, 3 do
-    w:put(lc.rank, 0, b, 0, size * n)
-    rs[alg](w, n, {type = "u32", scratch = scratch})
-    lc.sync()
-    local base = lc.rank * n / 4
-    check("rs." .. alg, lc.rank * n, n / 4, function(i) return size * (base + i) + tot end)
-  end
-end
-for _, alg in ipairs({"ring", "one_shot", "two_shot", "one_shot_pull", "two_shot_pull"}) do
-  for _, m in ipairs({n * size, 4 * 37, 4}) do
-    lc.barrier() -- a new size: the staged schedules' halves move
-    for rep = 1, 2 do
-      w:put(lc.rank, 0, b, 0, m)
-      ar[alg](w, m, {type = "i32", scratch = scratch})
-      lc.sync()
-      check("ar." .. alg, 0, m / 4, function(i) return size * i + tot end)
-    end
-  end
-end
--- max over ranks: the highest rank's values
-w:put(lc.rank, 0, b, 0, n)
-ar.ring(w, n, {type = "u32", op = "max", scratch = scratch})
-lc.sync()
-check("ar.ring max", 0, n / 4, function(i) return 1000 * (size - 1) + i end)
-print("schedules ok")
-`
-
-func TestReduceSchedules(t *testing.T) {
+// TestReduceScript runs tests/reduce.lua: every schedule, from Lua and as
+// plans run in turn, with exact results on integer data.
+func TestReduceScript(t *testing.T) {
+	src, name, err := LoadScript("tests/reduce.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range []int{2, 3, 4} {
-		res := runLuaWith(t, n, scheduleCheck, "sched.lua", 10*time.Second)
+		res := runLuaWith(t, n, string(src), name, 10*time.Second)
 		mustAllOK(t, res)
-		for r := range res {
-			if !strings.Contains(res[r].out, "schedules ok") {
-				t.Fatalf("n=%d rank %d: %s", n, r, res[r].out)
-			}
+		if want := "reduce: 15 passed, 0 failed"; !strings.Contains(res[0].out, want) {
+			t.Fatalf("n=%d: rank 0 output lacks %q:\n%s", n, want, res[0].out)
 		}
 	}
 }
@@ -261,78 +219,6 @@ end
 				if got[r][2] != got[r][0] || got[r][3] != got[r][1] || got[r][5] != got[r][4] || got[r][7] != got[r][4] {
 					t.Errorf("%s, %d ranks: rank %d: a second run gave other bits", dt, ranks, r)
 				}
-			}
-		}
-	}
-}
-
-// planCheck records every schedule into a plan on one window, replays the
-// plans in turn with the input restored before each, and checks every
-// element exactly; a plan's ops name the reductions.
-const planCheck = `
-local lc = require("luacoll")
-local rs, ar = require("reduce_scatter"), require("all_reduce")
-local n, size = 4000, lc.size
--- Each schedule gets a scratch area of its own: the plans run back to
--- back, and a peer's next call may write its scratch while this rank
--- still reads the last one's.
-local half = size * size * n
-local region = 2 * half + size * n
-local w = lc.window{bytes = 2 * size * n + 7 * region}
-local next_scratch = 2 * size * n
-local function area()
-  next_scratch = next_scratch + region
-  return next_scratch - region
-end
-local b = lc.buffer(size * n)
-b:fill("iota", lc.rank * 1000)
-local tot = 1000 * size * (size - 1) / 2
-local function check(what, off, count, f)
-  for i = 0, count - 1 do
-    local got, want = w:buffer():get_u32(off + 4 * i), f(i) % 2^32
-    if got ~= want then error(("%s: element %d: got %d, want %d"):format(what, i, got, want)) end
-  end
-end
--- Two plans of each (two calls: the staged schedules alternate between
--- two staging halves), run in turn.
-local plans = {}
-for _, alg in ipairs({"ring", "direct"}) do
-  local o = {type = "u32", scratch = area(), half = half}
-  plans[#plans + 1] = {"rs." .. alg, {lc.plan(rs[alg], w, n, o), lc.plan(rs[alg], w, n, o)}, "rs"}
-end
-for _, alg in ipairs({"ring", "one_shot", "two_shot", "one_shot_pull", "two_shot_pull"}) do
-  local o = {type = "i32", scratch = area(), half = half}
-  plans[#plans + 1] = {"ar." .. alg, {lc.plan(ar[alg], w, n * size, o), lc.plan(ar[alg], w, n * size, o)}, "ar"}
-end
-local kinds = {}
-for _, o in ipairs(plans[1][2][1]:ops()) do kinds[o.op] = (kinds[o.op] or 0) + 1 end
-assert(kinds.reduce == size - 1, "rs.ring's plan has " .. tostring(kinds.reduce) .. " reduce ops")
-for _, o in ipairs(plans[2][2][1]:ops()) do kinds[o.op] = (kinds[o.op] or 0) + 1 end
-assert(kinds.reduce_from == size - 1, "rs.direct's plan has " .. tostring(kinds.reduce_from) .. " reduce_from ops")
-for rep = 1, 6 do
-  for _, e in ipairs(plans) do
-    local name, p, kind = e[1], e[2][rep % 2 + 1], e[3]
-    w:put(lc.rank, 0, b, 0, size * n)
-    p:run()
-    lc.sync()
-    if kind == "rs" then
-      local base = lc.rank * n / 4
-      check(name, lc.rank * n, n / 4, function(i) return size * (base + i) + tot end)
-    else
-      check(name, 0, n * size / 4, function(i) return size * i + tot end)
-    end
-  end
-end
-print("plans ok")
-`
-
-func TestReducePlans(t *testing.T) {
-	for _, n := range []int{2, 3} {
-		res := runLuaWith(t, n, planCheck, "plans.lua", 10*time.Second)
-		mustAllOK(t, res)
-		for r := range res {
-			if !strings.Contains(res[r].out, "plans ok") {
-				t.Fatalf("n=%d rank %d: %s", n, r, res[r].out)
 			}
 		}
 	}
