@@ -62,8 +62,8 @@ var redAlgos = map[string]struct {
 	module string
 	fns    []string
 }{
-	bench.CollReduceScatter: {"reduce_scatter", []string{"ring", "direct"}},
-	bench.CollAllReduce:     {"all_reduce", []string{"ring", "one_shot", "two_shot", "one_shot_pull", "two_shot_pull"}},
+	bench.CollReduceScatter: {"reduce_scatter", []string{"auto", "ring", "direct", "push"}},
+	bench.CollAllReduce:     {"all_reduce", []string{"auto", "ring", "one_shot", "two_shot", "one_shot_pull", "two_shot_pull"}},
 }
 
 func cmdBenchReduce(coll string, args []string, stdout, stderr io.Writer) int {
@@ -80,7 +80,7 @@ func cmdBenchReduce(coll string, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.rounds, "rounds", 1, "timed runs per size, in turn with the baselines; the table has the medians")
 	fs.StringVar(&f.dtype, "type", "f32", "element type: f32, f64, f16, bf16, i32, i64, u32 or u64")
 	fs.StringVar(&f.op, "op", "sum", "reduction: sum, prod, min or max")
-	fs.StringVar(&f.algo, "algo", "lua:ring", "the schedule: lua:ring or lua:direct (reduce_scatter); lua:ring, lua:one_shot, lua:two_shot, lua:one_shot_pull or lua:two_shot_pull (allreduce)")
+	fs.StringVar(&f.algo, "algo", "lua:auto", "the schedule: lua:auto (by size), lua:ring, lua:direct or lua:push (reduce_scatter); lua:auto (by size), lua:ring, lua:one_shot, lua:two_shot, lua:one_shot_pull or lua:two_shot_pull (allreduce)")
 	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), mpi (host, under Open MPI's mpirun)")
 	fs.BoolVar(&f.graph, "graph", false, "capture the NCCL baseline in a CUDA graph, replayed per call")
 	fs.BoolVar(&f.plan, "plan", false, "record the schedule once per size into a plan (lc.plan), verified, and replay it with no Lua per call")
@@ -283,8 +283,13 @@ func scratchNeed(fn string, N, esz uint64) func(maxIn uint64) uint64 {
 			return (2*N + 1) * maxIn
 		case "two_shot":
 			return (2*N + 1) * chunk
+		case "push":
+			return (2*N + 1) * (maxIn / N)
 		case "ring":
 			return 2 * max(chunk, maxIn/N)
+		case "auto": // the small schedules up to their limits (scripts/lib), the ring above
+			small := min(maxIn, 256<<10)
+			return max((2*N+1)*min(maxIn, 4<<10), (2*N+1)*small/N+(2*N+1)*esz, 2*max(chunk, maxIn/N))
 		}
 		return maxIn
 	}

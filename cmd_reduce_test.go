@@ -15,6 +15,8 @@ func TestBenchReduce(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct{ coll, algo, typ, op string }{
 		{"allreduce", "lua:ring", "f32", "sum"},
+		{"allreduce", "lua:auto", "f64", "sum"},
+		{"reduce_scatter", "lua:auto", "i32", "max"},
 		{"allreduce", "lua:two_shot", "bf16", "max"},
 		{"allreduce", "lua:one_shot", "i64", "prod"},
 		{"reduce_scatter", "lua:ring", "u32", "sum"},
@@ -71,7 +73,7 @@ func TestBenchReduceErrors(t *testing.T) {
 	}{
 		{[]string{"--type", "u8"}, "--type: unknown element type"},
 		{[]string{"--op", "avg"}, "--op: unknown reduction op"},
-		{[]string{"--algo", "lua:hier"}, "--algo \"lua:hier\": want lua:ring"},
+		{[]string{"--algo", "lua:hier"}, "--algo \"lua:hier\": want lua:auto, lua:ring"},
 		{[]string{"--vs", "nccl"}, "--vs nccl: NCCL runs on GPUs"},
 		{[]string{"--vs", "gloo"}, "unknown baseline"},
 		{[]string{"--graph"}, "--graph needs --device cuda"},
@@ -85,7 +87,7 @@ func TestBenchReduceErrors(t *testing.T) {
 		}
 	}
 	r := luacoll(t, nil, "bench", "reduce_scatter", "-n", "2", "--algo", "lua:one_shot")
-	if r.code != 2 || !strings.Contains(r.stderr, "want lua:ring, lua:direct") {
+	if r.code != 2 || !strings.Contains(r.stderr, "want lua:auto, lua:ring, lua:direct, lua:push") {
 		t.Errorf("reduce_scatter one_shot: %d %s", r.code, r.stderr)
 	}
 }
@@ -95,7 +97,7 @@ func TestBenchReduceErrors(t *testing.T) {
 func TestReduceAcrossNodes(t *testing.T) {
 	needUCX(t)
 	r := luacoll(t, nil, "run", "-n", "4", "--nodes", "2", "tests/reduce.lua")
-	if r.code != 0 || !strings.Contains(r.stdout, "reduce: 15 passed, 0 failed") {
+	if r.code != 0 || !strings.Contains(r.stdout, "reduce: 17 passed, 0 failed") {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -5,6 +5,7 @@
 --   ar.one_shot(w, n, opts)  -- every rank pushes its input to all and reduces them all (small sizes)
 --   ar.two_shot(w, n, opts)  -- chunk c goes to rank c, which reduces it and puts it to all (small sizes)
 --   ar.one_shot_pull, ar.two_shot_pull  -- the same reading the peers' windows (reduce_from)
+--   ar.auto(w, n, opts)      -- one of them by size
 --
 -- Every rank's input is n bytes of its window at opts.input (default 0); the
 -- result, the reduction over all ranks, replaces it on every rank (in
@@ -20,7 +21,8 @@
 -- one_shot 2 * size * n + n bytes, two_shot 2 * size + 1 chunks, one_shot_pull
 -- n bytes, two_shot_pull one chunk. one_shot and two_shot stage in two
 -- halves opts.half bytes apart (default size * n, size chunks): calls of
--- different sizes pass one opts.half or meet in between (see stage). The ring's, as reduce_scatter.ring's,
+-- different sizes pass one opts.half or meet in between (see
+-- reduce_scatter.stage). The ring's, as reduce_scatter.ring's,
 -- must be used by nothing else (a peer may write there for its next call
 -- while this rank still reads its result): calls of different sizes pass one
 -- opts.scratch past the largest input. Signal slots opts.signal (default
@@ -61,54 +63,6 @@ function M.ring(w, n, opts)
   w:flush()
 end
 
--- half[w] is the staging half the next staged call of a window uses.
-local half = setmetatable({}, { __mode = "k" })
-
--- stage returns this call's staging half (base offset) for slots of
--- slot bytes, one per rank, and flips the window's half. The halves are
--- opts.half bytes apart (default size * slot): calls of different sizes
--- either pass one opts.half for all (at least size times the largest slot)
--- or meet (lc.barrier) in between, else a peer's next call may write where
--- this rank still reads.
-local function stage(w, o, slot)
-  local h = half[w] or 0
-  half[w] = 1 - h
-  return o.scratch + h * (o.half or lc.size * slot)
-end
-
--- waits waits for one signal from every peer on the data slot, one wait
--- per sender (a peer that is a call ahead must not stand in for a slow
--- one in a sum).
-local function waits(w, o)
-  local me, size, data = lc.rank, lc.size, rs.rows(w, o.sig)
-  for i = 1, size - 1 do
-    local q = (me - i) % size
-    data[q] = data[q] + 1
-    w:wait_signal_from(q, o.sig, ">=", data[q])
-  end
-end
-
--- fold reduces the len bytes at off of every rank, in rank order 0..size-1,
--- into this rank's window at off: rank q's bytes are at at + q * slot of
--- the staging half, this rank's own at off. Rank 0 folds in place; the
--- others fold into tmp first (the order must not start with their own).
-local function fold(w, o, off, len, at, slot, tmp)
-  local me, size = lc.rank, lc.size
-  local dst = off
-  if me ~= 0 then
-    dst = tmp
-    w:put(me, tmp, w, at, len)
-    w:flush() -- (free where no peer is over the network)
-  end
-  for q = 1, size - 1 do
-    local src = (q == me) and off or (at + q * slot)
-    w:reduce(w, dst, w, src, len, o.type, o.op)
-  end
-  if me ~= 0 then
-    w:put(me, off, w, tmp, len)
-  end
-end
-
 --- One-shot (small sizes): each rank puts its whole input into every
 --- peer's staging area, waits for theirs and reduces all of them, ranks
 --- 0..size-1 in order, into its input: one one-way latency. The staging
@@ -120,12 +74,12 @@ function M.one_shot(w, n, opts)
   local o = setup(w, n, opts)
   local me, size = lc.rank, lc.size
   if size == 1 then return end
-  local at = stage(w, o, n)
+  local at = rs.stage(w, o, n)
   for i = 1, size - 1 do
     w:put_signal((me + i) % size, at + me * n, w, o.input, n, o.sig, 1, "add")
   end
-  waits(w, o)
-  fold(w, o, o.input, n, at, n, o.scratch + 2 * (o.half or size * n))
+  rs.waits(w, o)
+  rs.fold(w, o, o.input, n, at, n, o.scratch + 2 * (o.half or size * n))
 end
 
 --- Two-shot (small sizes): each rank puts chunk c of its input into rank
@@ -138,18 +92,18 @@ function M.two_shot(w, n, opts)
   local o, offs, lens, most = setup(w, n, opts)
   local me, size = lc.rank, lc.size
   if size == 1 then return end
-  local at = stage(w, o, most)
+  local at = rs.stage(w, o, most)
   for i = 1, size - 1 do
     local c = (me + i) % size
     w:put_signal(c, at + me * most, w, o.input + offs[c], lens[c], o.sig, 1, "add")
   end
-  waits(w, o)
+  rs.waits(w, o)
   local off, len = o.input + offs[me], lens[me]
-  fold(w, o, off, len, at, most, o.scratch + 2 * (o.half or size * most))
+  rs.fold(w, o, off, len, at, most, o.scratch + 2 * (o.half or size * most))
   for i = 1, size - 1 do
     w:put_signal((me + i) % size, off, w, off, len, o.sig, 1, "add")
   end
-  waits(w, o)
+  rs.waits(w, o)
   w:flush()
 end
 
@@ -199,6 +153,20 @@ function M.two_shot_pull(w, n, opts)
     w:wait_signal_from(p, o.sig, ">=", data[p])
   end
   w:flush()
+end
+
+--- Auto: one_shot up to opts.one_shot_max bytes (default 4 KiB; on more than
+--- 2 ranks), two_shot up to opts.two_shot_max (default 256 KiB), ring above
+--- (measured on the host backend, docs/results/reductions.md). Scratch: what
+--- the schedule of the size needs.
+function M.auto(w, n, opts)
+  local o = opts or {}
+  if lc.size > 2 and n <= (o.one_shot_max or 4096) then
+    return M.one_shot(w, n, opts)
+  elseif n <= (o.two_shot_max or 262144) then
+    return M.two_shot(w, n, opts)
+  end
+  return M.ring(w, n, opts)
 end
 
 return M

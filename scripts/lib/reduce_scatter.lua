@@ -3,6 +3,8 @@
 --   local rs = require("reduce_scatter")
 --   rs.ring(w, n, opts)     -- chunk r of every rank's input, reduced over all ranks, lands on rank r
 --   rs.direct(w, n, opts)   -- the same, each rank pulling its chunk from every peer's window
+--   rs.push(w, n, opts)     -- the same, each rank pushing chunk c into rank c's staging area (small sizes)
+--   rs.auto(w, n, opts)     -- push or ring by size
 --
 -- Every rank's input is lc.size * n bytes of its window at opts.input
 -- (default 0), chunk r at input + r * n; the result is in place: rank r's
@@ -10,10 +12,10 @@
 -- "f32") and opts.op (default "sum") are w:reduce's; n must be a whole number
 -- of elements.
 --
--- Both are deterministic: every chunk is reduced in a fixed order (ring: the
+-- All are deterministic: every chunk is reduced in a fixed order (ring: the
 -- ranks after the chunk's owner in ring order, ending with the owner;
--- direct: the owner, then the ranks after it), so two runs of one job give
--- the same bits.
+-- direct: the owner, then the ranks after it; push: ranks 0..size-1), so
+-- two runs of one job give the same bits.
 --
 -- ring uses 2 * n bytes of scratch at opts.scratch (default right after the
 -- input) and signal slots opts.signal (default 0, data) and opts.signal + 1
@@ -168,6 +170,85 @@ function M.direct(w, n, opts)
     w:reduce_from((me + i) % size, at, w, at, n, o.type, o.op)
   end
   M.meet(w, o.done)
+end
+
+-- half[w] is the staging half the next staged call of a window uses (one
+-- for every staged schedule of the window, reduce_scatter's and all_reduce's).
+local half = setmetatable({}, { __mode = "k" })
+
+--- stage returns this call's staging half (base offset) for slots of
+-- slot bytes, one per rank, and flips the window's half. The halves are
+-- opts.half bytes apart (default size * slot): calls of different sizes
+-- either pass one opts.half for all (at least size times the largest slot)
+-- or meet (lc.barrier) in between, else a peer's next call may write where
+-- this rank still reads.
+function M.stage(w, o, slot)
+  local h = half[w] or 0
+  half[w] = 1 - h
+  return o.scratch + h * (o.half or lc.size * slot)
+end
+
+--- waits waits for one signal from every peer on the data slot, one wait
+-- per sender (a peer that is a call ahead must not stand in for a slow
+-- one in a sum).
+function M.waits(w, o)
+  local me, size, data = lc.rank, lc.size, M.rows(w, o.sig)
+  for i = 1, size - 1 do
+    local q = (me - i) % size
+    data[q] = data[q] + 1
+    w:wait_signal_from(q, o.sig, ">=", data[q])
+  end
+end
+
+--- fold reduces the len bytes at off of every rank, in rank order 0..size-1,
+-- into this rank's window at off: rank q's bytes are at at + q * slot of
+-- the staging half, this rank's own at off. Rank 0 folds in place; the
+-- others fold into tmp first (the order must not start with their own).
+function M.fold(w, o, off, len, at, slot, tmp)
+  local me, size = lc.rank, lc.size
+  local dst = off
+  if me ~= 0 then
+    dst = tmp
+    w:put(me, tmp, w, at, len)
+    w:flush() -- (free where no peer is over the network)
+  end
+  for q = 1, size - 1 do
+    local src = (q == me) and off or (at + q * slot)
+    w:reduce(w, dst, w, src, len, o.type, o.op)
+  end
+  if me ~= 0 then
+    w:put(me, off, w, tmp, len)
+  end
+end
+
+--- Push (small sizes): each rank puts chunk c of its input into rank c's
+--- staging area and waits for its chunk from every peer, which it reduces
+--- (ranks 0..size-1 in order) into its own: one one-way latency. The
+--- staging areas alternate between two halves (scratch: 2 * size * n + n
+--- bytes, halves opts.half apart, see stage): a peer can be at most one
+--- call ahead, since finishing a call needs every rank's chunk of it,
+--- which a rank sends only once its previous call is over.
+function M.push(w, n, opts)
+  local o = M.options(opts, n, lc.size * n)
+  local me, size = lc.rank, lc.size
+  if size == 1 then return end
+  local at = M.stage(w, o, n)
+  for i = 1, size - 1 do
+    local c = (me + i) % size
+    w:put_signal(c, at + me * n, w, o.input + c * n, n, o.sig, 1, "add")
+  end
+  M.waits(w, o)
+  M.fold(w, o, o.input + me * n, n, at, n, o.scratch + 2 * (o.half or size * n))
+  w:flush()
+end
+
+--- Auto: push up to opts.push_max bytes of input (default 256 KiB, all
+--- chunks), ring above.
+function M.auto(w, n, opts)
+  if lc.size * n <= ((opts and opts.push_max) or 262144) then
+    return M.push(w, n, opts)
+  end
+  return M.ring(w, n, opts)
 end
 
 return M

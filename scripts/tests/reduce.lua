@@ -14,7 +14,7 @@ local n, size, me = 4000, lc.size, lc.rank
 -- reads the last one's.
 local half = size * size * n
 local region = 2 * half + size * n
-local areas = 16
+local areas = 18
 local w = lc.window{ bytes = size * n + areas * region }
 local used = 0
 local function area()
@@ -50,8 +50,8 @@ end
 
 local passed = 0
 -- Eager calls.
-for _, alg in ipairs({ "ring", "direct" }) do
-  local o = { type = "u32", scratch = area() }
+for _, alg in ipairs({ "ring", "direct", "push" }) do
+  local o = { type = "u32", scratch = area(), half = half }
   for _ = 1, 3 do
     load(size * n)
     rs[alg](w, n, o)
@@ -81,8 +81,8 @@ end
 -- Plans: two of each (two calls: the staged schedules alternate between
 -- two staging halves), run in turn.
 local plans = {}
-for _, alg in ipairs({ "ring", "direct" }) do
-  local o = { type = "u32", scratch = area() }
+for _, alg in ipairs({ "ring", "direct", "push" }) do
+  local o = { type = "u32", scratch = area(), half = half }
   plans[#plans + 1] = { "reduce_scatter." .. alg, { lc.plan(rs[alg], w, n, o, { mode = mode }), lc.plan(rs[alg], w, n, o, { mode = mode }) }, true }
 end
 for _, alg in ipairs({ "ring", "one_shot", "two_shot", "one_shot_pull", "two_shot_pull" }) do
@@ -90,10 +90,10 @@ for _, alg in ipairs({ "ring", "one_shot", "two_shot", "one_shot_pull", "two_sho
   plans[#plans + 1] = { "all_reduce." .. alg, { lc.plan(ar[alg], w, n * size, o, { mode = mode }), lc.plan(ar[alg], w, n * size, o, { mode = mode }) }, false }
 end
 local kinds = {}
-for _, e in ipairs({ plans[1], plans[2] }) do
+for _, e in ipairs({ plans[1], plans[2], plans[3] }) do
   for _, op in ipairs(e[2][1]:ops()) do kinds[op.op] = (kinds[op.op] or 0) + 1 end
 end
-assert(kinds.reduce == size - 1 and kinds.reduce_from == size - 1,
+assert(kinds.reduce == 2 * (size - 1) and kinds.reduce_from == size - 1,
   ("the reduce-scatter plans hold %s reduce and %s reduce_from ops"):format(tostring(kinds.reduce), tostring(kinds.reduce_from)))
 for rep = 1, 6 do
   for _, e in ipairs(plans) do
