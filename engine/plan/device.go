@@ -103,6 +103,9 @@ func (p *Plan) useDevice(mode int) error {
 	if err := p.compile(d); err != nil {
 		return err
 	}
+	if mode == modeDevice && hasReduce(d.steps) {
+		return fmt.Errorf("%w: the interpreter has no reductions (they run in stream and graph mode)", ErrNoDevice)
+	}
 	if len(d.steps) > kernels.PlanMaxSteps {
 		return fmt.Errorf("%w: %d steps, more than the %d the interpreter takes", ErrNoDevice, len(d.steps), kernels.PlanMaxSteps)
 	}
@@ -379,6 +382,10 @@ func (p *Plan) compile(d *device) error {
 				value &= 0xff
 			}
 			add(kernels.PlanStep{Kind: kind, Op: uint32(i), Dst: dst, N: b.Size(), Value: value})
+		case Reduce, ReduceFrom:
+			if err := p.compileReduce(d, i, bufAt, peerAt); err != nil {
+				return err
+			}
 		default:
 			return fmt.Errorf("%w: op %d (%s) has no device step", ErrNoDevice, i+1, o.Kind)
 		}

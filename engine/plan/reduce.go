@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/kernels"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -102,4 +104,40 @@ func (d *decoder) reduce(o *Op) {
 	if d.err == nil && (!o.DType.Valid() || !o.RedOp.Valid()) {
 		d.err = fmt.Errorf("plan message: a reduction has an unknown type %d or op %d", o.DType, o.RedOp)
 	}
+}
+
+// compileReduce is a reduction's device step (StepReduce): its
+// destination, its source (a buffer of the plan, or a peer's window where
+// it is mapped here) and the bytes.
+func (p *Plan) compileReduce(d *device, i int, bufAt func(int, uint64) (cuda.DevicePtr, error),
+	peerAt func(int, int, uint64) (cuda.DevicePtr, error)) error {
+	o := &p.ops[i]
+	dst, err := bufAt(o.Buf, o.BufOff)
+	if err != nil {
+		return err
+	}
+	var src cuda.DevicePtr
+	if o.Kind == ReduceFrom {
+		src, err = peerAt(i, o.Peer, p.w.Layout().DataOff+o.Off)
+	} else {
+		src, err = bufAt(o.Src, o.SrcOff)
+	}
+	if err != nil {
+		return err
+	}
+	if o.N > 0 {
+		d.steps = append(d.steps, kernels.PlanStep{Kind: kernels.StepReduce, Op: uint32(i), Dst: dst, Src: src, N: o.N,
+			Value: kernels.ReduceStepValue(o.DType, o.RedOp)})
+	}
+	return nil
+}
+
+// hasReduce reports whether steps hold a reduction.
+func hasReduce(steps []kernels.PlanStep) bool {
+	for _, s := range steps {
+		if s.Kind == kernels.StepReduce {
+			return true
+		}
+	}
+	return false
 }
