@@ -35,6 +35,9 @@ func (s *State) ReduceSchedule(mod, fn string) (func(w *window.Window, call Redu
 	// Schedules keep per-window tallies keyed by the window's Lua value:
 	// one userdata per window for as long as the state lives.
 	wuds := map[*window.Window]*lua.LUserData{}
+	// One options table a kind of call: the schedules keep what they
+	// work out from it (a table costs microseconds in the interpreter).
+	optss := map[ReduceCall]*lua.LTable{}
 	return func(w *window.Window, call ReduceCall) error {
 		s.cur = L
 		wud := wuds[w]
@@ -42,10 +45,13 @@ func (s *State) ReduceSchedule(mod, fn string) (func(w *window.Window, call Redu
 			wud = s.userdata(&windowRef{w: w}, "w")
 			wuds[w] = wud
 		}
-		opts := L.NewTable()
-		opts.RawSetString("type", lua.LString(call.Type.String()))
-		opts.RawSetString("op", lua.LString(call.Op.String()))
-		opts.RawSetString("scratch", lua.LNumber(call.Scratch))
+		key := call
+		key.N = 0
+		opts := optss[key]
+		if opts == nil {
+			opts = reduceOpts(L, call)
+			optss[key] = opts
+		}
 		if err := L.CallByParam(lua.P{Fn: f, NRet: 0, Protect: true}, wud, lua.LNumber(call.N), opts); err != nil {
 			return fmt.Errorf("%s.%s: %s", mod, fn, strings.TrimSpace(scriptError(err).Error()))
 		}
@@ -79,11 +85,7 @@ func (s *State) ReduceSchedulePlan(mod, fn string) (func(w *window.Window, call 
 			wud = s.userdata(&windowRef{w: w}, "w")
 			wuds[w] = wud
 		}
-		opts := s.L.NewTable()
-		opts.RawSetString("type", lua.LString(call.Type.String()))
-		opts.RawSetString("op", lua.LString(call.Op.String()))
-		opts.RawSetString("scratch", lua.LNumber(call.Scratch))
-		args := []lua.LValue{wud, lua.LNumber(call.N), opts}
+		args := []lua.LValue{wud, lua.LNumber(call.N), reduceOpts(s.L, call)}
 		r, err := s.makePlan(s.Ctx, s.L, f, args, s.PlanMode, fmt.Sprintf("%s.%s(n=%d)", mod, fn, call.N))
 		if err != nil {
 			return nil, fmt.Errorf("%s.%s: recording a plan: %w", mod, fn, err)
@@ -135,4 +137,13 @@ func notRaces(rep *plan.Report) *plan.Problem {
 		}
 	}
 	return nil
+}
+
+// reduceOpts is the options table of a call: {type, op, scratch}.
+func reduceOpts(L *lua.LState, call ReduceCall) *lua.LTable {
+	opts := L.NewTable()
+	opts.RawSetString("type", lua.LString(call.Type.String()))
+	opts.RawSetString("op", lua.LString(call.Op.String()))
+	opts.RawSetString("scratch", lua.LNumber(call.Scratch))
+	return opts
 }

@@ -160,10 +160,9 @@ end
 --- (measured on the host backend, docs/results/reductions.md). Scratch: what
 --- the schedule of the size needs.
 function M.auto(w, n, opts)
-  local o = opts or {}
-  if lc.size > 2 and n <= (o.one_shot_max or 4096) then
+  if lc.size > 2 and n <= (opts and opts.one_shot_max or 4096) then
     return M.one_shot(w, n, opts)
-  elseif n <= (o.two_shot_max or 262144) then
+  elseif n <= (opts and opts.two_shot_max or 262144) then
     return M.two_shot(w, n, opts)
   end
   return M.ring(w, n, opts)

@@ -48,20 +48,46 @@ function M.rows(w, key)
   return r
 end
 
+-- made[opts][chunk] is the options table last made from opts for a
+-- largest chunk of chunk bytes: tables cost microseconds each in the
+-- interpreter, and a call whose opts table is the last one's makes none.
+-- The cache holds at most madeMax opts tables (the interpreter keeps weak
+-- tables strong: a caller that makes a new opts table every call would
+-- fill it).
+local made, nmade, madeMax = {}, 0, 64
+local noopts = {}
+
+local function same(o, opts, chunk, inbytes)
+  return o.slot == chunk and o.inbytes == inbytes and o.type == (opts.type or "f32") and o.op == (opts.op or "sum") and
+    o.input == (opts.input or 0) and o.sig == (opts.signal or 0) and o.half == opts.half and
+    o.scratch == (opts.scratch or (o.input + inbytes))
+end
+
 --- options fills in the defaults of a call whose largest chunk is chunk
---- bytes and whose input is inbytes bytes.
+--- bytes and whose input is inbytes bytes. The result is shared between
+--- calls with the same opts and sizes: callers must not change it.
 function M.options(opts, chunk, inbytes)
-  opts = opts or {}
-  local o = {
+  opts = opts or noopts
+  local byopts = made[opts]
+  local o = byopts and byopts[chunk]
+  if o and same(o, opts, chunk, inbytes) then return o end
+  o = {
     type = opts.type or "f32",
     op = opts.op or "sum",
     input = opts.input or 0,
     sig = opts.signal or 0,
     half = opts.half,
+    slot = chunk,
+    inbytes = inbytes,
   }
   o.ack, o.ready, o.done = o.sig + 1, o.sig + 2, o.sig + 3
-  o.slot = chunk
   o.scratch = opts.scratch or (o.input + inbytes)
+  if not byopts then
+    if nmade >= madeMax then made, nmade = {}, 0 end
+    byopts = {}
+    made[opts], nmade = byopts, nmade + 1
+  end
+  byopts[chunk] = o
   return o
 end
 
@@ -245,7 +271,7 @@ end
 --- Auto: push up to opts.push_max bytes of input (default 256 KiB, all
 --- chunks), ring above.
 function M.auto(w, n, opts)
-  if lc.size * n <= ((opts and opts.push_max) or 262144) then
+  if lc.size * n <= (opts and opts.push_max or 262144) then
     return M.push(w, n, opts)
   end
   return M.ring(w, n, opts)
