@@ -290,6 +290,8 @@ func scratchNeed(fn string, N, esz uint64) func(maxIn uint64) uint64 {
 		case "auto": // the small schedules up to their limits (scripts/lib), the ring above
 			small := min(maxIn, 256<<10)
 			return max((2*N+1)*min(maxIn, 4<<10), (2*N+1)*small/N+(2*N+1)*esz, 2*max(chunk, maxIn/N))
+		case "two_shot_pull", "direct":
+			return 0
 		}
 		return maxIn
 	}

@@ -5,7 +5,7 @@
 --   ar.one_shot(w, n, opts)  -- every rank pushes its input to all and reduces them all (small sizes)
 --   ar.two_shot(w, n, opts)  -- chunk c goes to rank c, which reduces it and puts it to all (small sizes)
 --   ar.one_shot_pull, ar.two_shot_pull  -- the same reading the peers' windows (reduce_from)
---   ar.auto(w, n, opts)      -- one of them by size
+--   ar.auto(w, n, opts)      -- one of them by size and peers
 --
 -- Every rank's input is n bytes of its window at opts.input (default 0); the
 -- result, the reduction over all ranks, replaces it on every rank (in
@@ -15,11 +15,12 @@
 --
 -- Every rank gets the same bits, and two runs of a job give the same bits:
 -- each chunk is reduced once, in a fixed order (ring: as reduce_scatter.ring;
--- one_shot and two_shot: ranks 0, 1, ..., size-1), and copied to the others.
+-- one_shot, two_shot and one_shot_pull: ranks 0, 1, ..., size-1; two_shot_pull:
+-- the chunk's owner, then the ranks after it), and copied to the others.
 --
 -- Scratch, in the window at opts.scratch (default input + n): ring 2 chunks,
 -- one_shot 2 * size * n + n bytes, two_shot 2 * size + 1 chunks, one_shot_pull
--- n bytes, two_shot_pull one chunk. one_shot and two_shot stage in two
+-- n bytes, two_shot_pull none. one_shot and two_shot stage in two
 -- halves opts.half bytes apart (default size * n, size chunks): calls of
 -- different sizes pass one opts.half or meet in between (see
 -- reduce_scatter.stage). The ring's, as reduce_scatter.ring's,
@@ -123,26 +124,26 @@ function M.one_shot_pull(w, n, opts)
   w:put(lc.rank, o.input, w, o.scratch, n)
 end
 
---- Two-shot, pulling: once every input is in place, each rank reduces its chunk of
---- ranks 0..size-1 into its scratch; once every rank is done reading, it
---- puts the chunk into every window (its own included), peers in the
---- order rank+1, rank+2, ..., and waits for everyone's.
+--- Two-shot, pulling: once every input is in place, each rank reduces its
+--- chunk in place from every peer's window (reduce_from), peers in the
+--- order rank+1, rank+2, ... (as reduce_scatter.direct); once every rank
+--- is done reading, it puts the chunk into every peer's window and waits
+--- for everyone's. No scratch, and each byte is read once from a peer:
+--- the least memory traffic of the schedules for large sizes where the
+--- peers are mapped.
 function M.two_shot_pull(w, n, opts)
   local o, offs, lens = setup(w, n, opts)
   local me, size = lc.rank, lc.size
   if size == 1 then return end
   local at, len = o.input + offs[me], lens[me]
   rs.meet(w, o.ready)
-  w:get(0, at, w, o.scratch, len)
-  w:flush()
-  for p = 1, size - 1 do
-    w:reduce_from(p, at, w, o.scratch, len, o.type, o.op)
+  for i = 1, size - 1 do
+    w:reduce_from((me + i) % size, at, w, at, len, o.type, o.op)
   end
   rs.meet(w, o.done)
   for i = 1, size - 1 do
-    w:put_signal((me + i) % size, at, w, o.scratch, len, o.sig, 1, "add")
+    w:put_signal((me + i) % size, at, w, at, len, o.sig, 1, "add")
   end
-  w:put(me, at, w, o.scratch, len)
   -- One wait per sender: a peer that has all its chunks may start a ring
   -- call, whose signals on the slot must not stand in for a slower
   -- peer's chunk in a sum.
@@ -155,15 +156,18 @@ function M.two_shot_pull(w, n, opts)
   w:flush()
 end
 
---- Auto: one_shot up to opts.one_shot_max bytes (default 4 KiB; on more than
---- 2 ranks), two_shot up to opts.two_shot_max (default 256 KiB), ring above
---- (measured on the host backend, docs/results/reductions.md). Scratch: what
---- the schedule of the size needs.
+--- Auto: one_shot up to opts.one_shot_max bytes (default 4 KiB), two_shot up
+--- to opts.two_shot_max (default 256 KiB); above, two_shot_pull where every
+--- peer is mapped, else the ring (measured on the host backend,
+--- docs/results/reductions.md). Scratch: what the schedule of the size
+--- needs.
 function M.auto(w, n, opts)
-  if lc.size > 2 and n <= (opts and opts.one_shot_max or 4096) then
+  if n <= (opts and opts.one_shot_max or 4096) then
     return M.one_shot(w, n, opts)
   elseif n <= (opts and opts.two_shot_max or 262144) then
     return M.two_shot(w, n, opts)
+  elseif rs.mapped_all(w) then
+    return M.two_shot_pull(w, n, opts)
   end
   return M.ring(w, n, opts)
 end

@@ -4,7 +4,7 @@
 --   rs.ring(w, n, opts)     -- chunk r of every rank's input, reduced over all ranks, lands on rank r
 --   rs.direct(w, n, opts)   -- the same, each rank pulling its chunk from every peer's window
 --   rs.push(w, n, opts)     -- the same, each rank pushing chunk c into rank c's staging area (small sizes)
---   rs.auto(w, n, opts)     -- push or ring by size
+--   rs.auto(w, n, opts)     -- push, direct or ring by size and peers
 --
 -- Every rank's input is lc.size * n bytes of its window at opts.input
 -- (default 0), chunk r at input + r * n; the result is in place: rank r's
@@ -227,22 +227,29 @@ function M.waits(w, o)
 end
 
 --- fold reduces the len bytes at off of every rank, in rank order 0..size-1,
--- into this rank's window at off: rank q's bytes are at at + q * slot of
--- the staging half, this rank's own at off. Rank 0 folds in place; the
--- others fold into tmp first (the order must not start with their own).
+--- into this rank's window at off: rank q's bytes are at at + q * slot of
+--- the staging half, this rank's own at off. Rank 0 folds in place, and so
+--- does rank 1 for sums and products (x1 + x0 has the bits of x0 + x1); the
+--- others fold into tmp first (the order must not start with their own).
+local commutes = { sum = true, add = true, prod = true, mul = true }
+M.commutes = commutes
+
 function M.fold(w, o, off, len, at, slot, tmp)
   local me, size = lc.rank, lc.size
+  local inplace = me == 0 or (me == 1 and commutes[o.op])
   local dst = off
-  if me ~= 0 then
+  if not inplace then
     dst = tmp
     w:put(me, tmp, w, at, len)
     w:flush() -- (free where no peer is over the network)
   end
-  for q = 1, size - 1 do
-    local src = (q == me) and off or (at + q * slot)
-    w:reduce(w, dst, w, src, len, o.type, o.op)
+  for q = inplace and me == 1 and 0 or 1, size - 1 do
+    if not (inplace and q == me) then
+      local src = (q == me) and off or (at + q * slot)
+      w:reduce(w, dst, w, src, len, o.type, o.op)
+    end
   end
-  if me ~= 0 then
+  if not inplace then
     w:put(me, off, w, tmp, len)
   end
 end
@@ -268,11 +275,33 @@ function M.push(w, n, opts)
   w:flush()
 end
 
+-- mapped[w]: every peer's part of w is mapped here (no network peer).
+local mapped = setmetatable({}, { __mode = "k" })
+
+--- mapped_all reports whether this rank maps every peer's part of w, so
+--- that reduce_from reads it directly.
+function M.mapped_all(w)
+  local m = mapped[w]
+  if m == nil then
+    m = true
+    for p = 0, lc.size - 1 do
+      if w:transport(p) == "net" then m = false end
+    end
+    mapped[w] = m
+  end
+  return m
+end
+
 --- Auto: push up to opts.push_max bytes of input (default 256 KiB, all
---- chunks), ring above.
+--- chunks); above, direct where every peer is mapped (each byte read once
+--- from its owner, in place: measured faster than the ring on the host,
+--- docs/results/reductions.md), else the ring (neighbours only over the
+--- network).
 function M.auto(w, n, opts)
   if lc.size * n <= (opts and opts.push_max or 262144) then
     return M.push(w, n, opts)
+  elseif M.mapped_all(w) then
+    return M.direct(w, n, opts)
   end
   return M.ring(w, n, opts)
 end
