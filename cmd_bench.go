@@ -18,7 +18,7 @@ import (
 	"github.com/luacoll/luacoll/transport"
 )
 
-const benchUsage = `luacoll bench put|pingpong|barrier|allgather [-n N] [flags]
+const benchUsage = `luacoll bench put|pingpong|barrier|allgather|reduce_scatter|allreduce [-n N] [flags]
 
   put       put bandwidth rank 0 -> rank 1 for sizes -b..-e (x -f), with a plain
             in-process copy of each size measured in the same run as the ceiling
@@ -27,6 +27,9 @@ const benchUsage = `luacoll bench put|pingpong|barrier|allgather [-n N] [flags]
             --vs mpi, under Open MPI's mpirun: MPI_Barrier beside it
   allgather the persistent all-gather, nccl-tests columns, --vs nccl on CUDA,
             --vs direct beside a Lua schedule ('luacoll bench allgather --help')
+  reduce_scatter, allreduce
+            a reduction schedule of scripts/lib, nccl-tests columns plus type and
+            redop, checked; --vs mpi on the host, --vs nccl on CUDA ('--help')
 
 Every rank is a process, as with 'luacoll run'. Rank 0 prints the table.
 --trace FILE writes every rank's timeline, as with 'luacoll run'.`
@@ -52,6 +55,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	switch what {
 	case "allgather":
 		return cmdBenchAllgather(args[1:], stdout, stderr)
+	case "reduce_scatter", "allreduce":
+		return cmdBenchReduce(what, args[1:], stdout, stderr)
 	case "put", "pingpong", "barrier":
 	default:
 		fmt.Fprintf(stderr, "luacoll bench: unknown benchmark %q\n\nUsage: %s\n", what, benchUsage)

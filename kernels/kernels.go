@@ -28,10 +28,10 @@ const (
 // Names lists every kernel of the program; Load looks each one up, so
 // that none is loaded later while other kernels run.
 func Names() []string {
-	return []string{KernelPut, KernelSignal, KernelWait, KernelBarrier, KernelCounterAdd, KernelFillByte,
+	return append([]string{KernelPut, KernelSignal, KernelWait, KernelBarrier, KernelCounterAdd, KernelFillByte,
 		KernelFillIota32, KernelFillRand, KernelChecksum, KernelEqual, KernelPingPong,
 		KernelPutSignal, KernelPPPutSignal, KernelPPPutSignalLL, KernelBarrierLoop, KernelPutSignalWait, KernelWaitPutSignal, KernelPrelaunched,
-		KernelAGPReady, KernelAGPDone, KernelAGPDoneReady, KernelAGPOne, KernelAGPLL, KernelAGPCopy, KernelAGPStaged, KernelPlan, KernelProxyCall}
+		KernelAGPReady, KernelAGPDone, KernelAGPDoneReady, KernelAGPOne, KernelAGPLL, KernelAGPCopy, KernelAGPStaged, KernelPlan, KernelProxyCall}, reduceKernels()...)
 }
 
 // Options configure Load.

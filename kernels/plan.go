@@ -26,7 +26,18 @@ const (
 	StepPutSignal                 // thread 0: N <= PlanSmall bytes from Src to Dst, then a release of Value into the slot at Aux (Cmp bit 0: add, else store; PutPrivate)
 	StepLinePut                   // thread 0: N <= 8 bytes of Src and the flag Value + replay*Step in one 16-byte line at Dst (no release; Cmp: PutPrivate)
 	StepLineWait                  // thread 0: until the line at Dst shows the flag Value + replay*Step; then its N bytes to Src and Cmp added to the slot at Aux (Count: LineSendFirst)
+	// StepReduce is never run by the interpreter: stream and graph mode cut
+	// it out as a launch of its own, the reduce kernel over N bytes, Dst op=
+	// Src (ReduceStepValue's type and op in Value); device mode refuses plans
+	// that have one.
+	StepReduce
 )
+
+// ReduceStepValue is a StepReduce's Value: the element type and the operator.
+func ReduceStepValue(t DType, op RedOp) uint64 { return uint64(t) | uint64(op)<<8 }
+
+// ReduceStepOf reads ReduceStepValue back.
+func ReduceStepOf(v uint64) (DType, RedOp) { return DType(v & 0xff), RedOp(v >> 8 & 0xff) }
 
 // CopyLocal in a StepCopy's Aux marks a copy within the rank's own memory
 // (a put to itself) in a plan whose peers are on other GPUs: the launches

@@ -115,6 +115,7 @@ type planRecorder struct {
 	w     *window.Window
 	ops   []plan.Op
 	opBuf []*window.Buffer // per op: its local buffer (nil: none)
+	opSrc []*window.Buffer // per op: a local reduce's source (nil: none)
 }
 
 // planRef is the userdata value of a plan.
@@ -209,6 +210,12 @@ func (c *call) site() plan.Site {
 // record appends op, issued on window w (nil for a buffer op) with local
 // buffer b (nil for none), after the checks the window would make.
 func (r *planRecorder) record(c *call, w *window.Window, b *window.Buffer, o plan.Op) int {
+	return r.recordWith(c, w, b, nil, o)
+}
+
+// recordWith is record for an op with a second local buffer src (a local
+// reduce's source; nil for none).
+func (r *planRecorder) recordWith(c *call, w *window.Window, b, src *window.Buffer, o plan.Op) int {
 	if w != nil {
 		if r.w == nil {
 			r.w = w
@@ -224,10 +231,18 @@ func (r *planRecorder) record(c *call, w *window.Window, b *window.Buffer, o pla
 			sh.Buffers = append(sh.Buffers, b.Size())
 			o.Buf = 1
 		}
+		switch {
+		case src == nil || src == w.Buffer():
+		case src == b:
+			o.Src = o.Buf
+		default:
+			sh.Buffers = append(sh.Buffers, src.Size())
+			o.Src = len(sh.Buffers) - 1
+		}
 		c.check(sh.Check(me, o))
 		var peers []int
 		switch o.Kind {
-		case plan.Put, plan.Get, plan.PutSignal, plan.PutCounter, plan.PutSignalCounter, plan.Signal, plan.BarrierPeer:
+		case plan.Put, plan.Get, plan.PutSignal, plan.PutCounter, plan.PutSignalCounter, plan.Signal, plan.BarrierPeer, plan.ReduceFrom:
 			peers = []int{o.Peer}
 		case plan.SignalAll, plan.Barrier:
 			for p := 0; p < sh.Ranks; p++ {
@@ -246,6 +261,7 @@ func (r *planRecorder) record(c *call, w *window.Window, b *window.Buffer, o pla
 	}
 	r.ops = append(r.ops, o)
 	r.opBuf = append(r.opBuf, b)
+	r.opSrc = append(r.opSrc, src)
 	return 0
 }
 
@@ -257,10 +273,7 @@ func (r *planRecorder) list() (plan.List, []*window.Buffer, error) {
 	bufs := []*window.Buffer{r.w.Buffer()}
 	idx := map[*window.Buffer]int{r.w.Buffer(): plan.WindowBuf}
 	var sizes []uint64
-	for i, b := range r.opBuf {
-		if b == nil {
-			continue
-		}
+	index := func(b *window.Buffer) int {
 		k, ok := idx[b]
 		if !ok {
 			k = len(bufs)
@@ -268,7 +281,15 @@ func (r *planRecorder) list() (plan.List, []*window.Buffer, error) {
 			bufs = append(bufs, b)
 			sizes = append(sizes, b.Size())
 		}
-		r.ops[i].Buf = k
+		return k
+	}
+	for i, b := range r.opBuf {
+		if b != nil {
+			r.ops[i].Buf = index(b)
+		}
+		if src := r.opSrc[i]; src != nil {
+			r.ops[i].Src = index(src)
+		}
 	}
 	return plan.List{Window: r.w.ID(), Shape: plan.ShapeOf(r.w.Rank().N(), r.w.Options(), sizes), Ops: r.ops}, bufs, nil
 }
@@ -477,7 +498,7 @@ func planEntries() []*Entry {
 	const g = "Plans"
 	return []*Entry{
 		fn("lc.plan", "(body, ..., {mode=\"auto\"}?)", "plan", g,
-			"**collective**: records a schedule once: calls body(...) with the window and buffer operations that enqueue (put, get, put_signal, put_counter, put_signal_counter, signal, signal_all, wait_signal, wait_signal_from, wait_counter, reset_counter, barrier, barrier_peer, fence, flush, b:fill) appended to this rank's op list, each with the script line that issued it, instead of run; Lua control flow runs once, now. Arguments are checked as the window would (bounds, slots, peers) and anything that reads or writes data now, syncs, or makes or frees objects (read_signal, b:read, b:get_u32, checksum, sync, lc.allgather, lc.barrier, ...) raises \"cannot <op> while recording a plan\". The body must use one window, the plan's; every rank's list is then gathered. A plan holds at most 1,048,576 ops per rank and 2,097,152 over all ranks. A trailing table {mode=...} picks how replays run: \"host\" (a Go loop over the ops on the host backend), \"stream\" (CUDA: a few launches on the stream per replay: the interpreter over each run of ops, each copy above 64 KiB alone; op by op where a peer is over the network), \"device\" (CUDA: one kernel runs every op of every replay of a p:run, one block, no launch between ops) or \"graph\" (CUDA: one replay captured into a CUDA graph, launched once per replay: the interpreter over each run of signals, waits and small copies, copy-engine copies for the large ones); device and graph need every peer mapped, none over the network; \"auto\" takes \"host\" on the host backend and on CUDA \"device\" where the ops allow it and no copy or fill exceeds 256 KiB, else \"stream\". Waits on signal slots and counters that only \"add\" advance by what one replay adds, and barriers by one use, so replays repeat without a reset; the plan's slots must not also be signalled outside plans once a plan was recorded.",
+			"**collective**: records a schedule once: calls body(...) with the window and buffer operations that enqueue (put, get, put_signal, put_counter, put_signal_counter, signal, signal_all, wait_signal, wait_signal_from, wait_counter, reset_counter, barrier, barrier_peer, fence, flush, reduce, reduce_from, b:fill) appended to this rank's op list, each with the script line that issued it, instead of run; Lua control flow runs once, now. Arguments are checked as the window would (bounds, slots, peers) and anything that reads or writes data now, syncs, or makes or frees objects (read_signal, b:read, b:get_u32, checksum, sync, lc.allgather, lc.barrier, ...) raises \"cannot <op> while recording a plan\". The body must use one window, the plan's; every rank's list is then gathered. A plan holds at most 1,048,576 ops per rank and 2,097,152 over all ranks. A trailing table {mode=...} picks how replays run: \"host\" (a Go loop over the ops on the host backend), \"stream\" (CUDA: a few launches on the stream per replay: the interpreter over each run of ops, each copy above 64 KiB alone; op by op where a peer is over the network), \"device\" (CUDA: one kernel runs every op of every replay of a p:run, one block, no launch between ops) or \"graph\" (CUDA: one replay captured into a CUDA graph, launched once per replay: the interpreter over each run of signals, waits and small copies, copy-engine copies for the large ones); device and graph need every peer mapped, none over the network, and device mode has no reductions (reduce, reduce_from: a launch of the reduce kernel each in stream and graph mode); \"auto\" takes \"host\" on the host backend and on CUDA \"device\" where the ops allow it and no copy or fill exceeds 256 KiB, else \"stream\". Waits on signal slots and counters that only \"add\" advance by what one replay adds, and barriers by one use, so replays repeat without a reset; the plan's slots must not also be signalled outside plans once a plan was recorded.",
 			newPlan),
 		fn("p:run", "{times=1, window?}", "", g,
 			"Enqueues the recorded ops on the rank's stream times times, back to back, with no Lua per op; a wait's error names the line that recorded it. window, when given, must be the plan's. Under `luacoll check` nothing runs.",

@@ -62,7 +62,7 @@ var receivers = map[string]struct{ typ, what string }{
 }
 
 // groups orders the reference's sections.
-var groups = []string{"Ranks", "Local buffers", "Windows", "Timing", "Persistent all-gather", "Plans", "Help"}
+var groups = []string{"Ranks", "Local buffers", "Windows", "Reductions", "Timing", "Persistent all-gather", "Plans", "Help"}
 
 // Registry is the ordered list of every entry.
 type Registry struct {

@@ -33,6 +33,8 @@ type Window struct {
 	oneSlots map[uint64][]transport.Addr
 	// describe is describeWait, made once: the errors of the waits.
 	describe func(transport.WaitSpec, uint64, error) error
+	// scratch stages reductions from network peers (reduce.go); nil until used.
+	scratch *transport.Region
 }
 
 // SignalOp is how a signal changes its slot.
@@ -793,6 +795,9 @@ func (w *Window) Free(ctx context.Context) error {
 		return err
 	}
 	serr := w.r.Stream.Sync(ctx)
+	if err := w.freeScratch(); err != nil && serr == nil {
+		serr = err
+	}
 	berr := w.r.Ex.Barrier(ctx)
 	w.freed = true
 	if berr == nil {
@@ -822,6 +827,7 @@ func (w *Window) Free(ctx context.Context) error {
 func (w *Window) Release() {
 	if !w.freed {
 		w.freed = true
+		_ = w.freeScratch()
 		_ = w.reg.Close()
 	}
 }

@@ -103,6 +103,9 @@ func (p *Plan) useDevice(mode int) error {
 	if err := p.compile(d); err != nil {
 		return err
 	}
+	if mode == modeDevice && hasReduce(d.steps) {
+		return fmt.Errorf("%w: the interpreter has no reductions (they run in stream and graph mode)", ErrNoDevice)
+	}
 	if len(d.steps) >= kernels.PlanMaxSteps {
 		return fmt.Errorf("%w: %d steps, more than the %d the interpreter takes", ErrNoDevice, len(d.steps), kernels.PlanMaxSteps-1)
 	}
@@ -372,6 +375,8 @@ func (c *compiler) op(i int) error {
 		return c.barrierPeer(i)
 	case Fill:
 		return c.fill(i)
+	case Reduce, ReduceFrom:
+		return c.reduce(i)
 	default:
 		return fmt.Errorf("%w: op %d (%s) has no device step", ErrNoDevice, i+1, o.Kind)
 	}

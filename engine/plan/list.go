@@ -126,6 +126,7 @@ func (l List) Encode(status string) []byte {
 		for _, v := range []uint64{o.Off, o.BufOff, o.N, o.SigValue, o.CtrValue, o.Value, o.FillArg} {
 			b = binary.AppendUvarint(b, v)
 		}
+		b = o.appendReduce(b)
 	}
 	return b
 }
@@ -317,6 +318,7 @@ func DecodeList(p []byte) (List, string, error) {
 		var file int
 		o.Peer, o.Buf, o.Sig, o.Ctr, o.Bar, file, o.Site.Line = d.int(), d.int(), d.int(), d.int(), d.int(), d.int(), d.int()
 		o.Off, o.BufOff, o.N, o.SigValue, o.CtrValue, o.Value, o.FillArg = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
+		d.reduce(&o)
 		if d.err != nil {
 			break
 		}

@@ -30,12 +30,14 @@ const (
 	Barrier
 	BarrierPeer
 	Fill
+	Reduce
+	ReduceFrom
 	numKinds
 )
 
 var kindNames = [numKinds]string{"put", "get", "put_signal", "put_counter", "put_signal_counter",
 	"signal", "signal_all", "wait_signal", "wait_signal_from", "wait_counter", "reset_counter",
-	"fence", "flush", "barrier", "barrier_peer", "fill"}
+	"fence", "flush", "barrier", "barrier_peer", "fill", "reduce", "reduce_from"}
 
 func (k Kind) String() string {
 	if k < numKinds {
@@ -118,7 +120,14 @@ type Op struct {
 	Bar      int
 	FillKind transport.FillKind
 	FillArg  uint64
-	Site     Site
+	// A reduction (reduce.go): Buf and BufOff are its destination; Src and
+	// SrcOff the source buffer of a local reduce (Peer and Off that of
+	// reduce_from); DType and RedOp what it computes.
+	Src    int
+	SrcOff uint64
+	DType  transport.DType
+	RedOp  transport.RedOp
+	Site   Site
 }
 
 // BufName names a plan's buffer index as p:ops() and the golden lists do:
@@ -166,6 +175,8 @@ func (o Op) Fields() [][2]any {
 		add("buf", BufName(o.Buf))
 		add("kind", FillName(o.FillKind))
 		add("arg", o.FillArg)
+	case Reduce, ReduceFrom:
+		f = o.reduceFields()
 	}
 	if o.Kind.HasSignal() {
 		add("sig", o.Sig)
@@ -289,6 +300,8 @@ func (s Shape) Check(me int, o Op) error {
 		if o.Buf < 0 || o.Buf >= len(s.Buffers) {
 			err = bad("buf", "buffer %d of the plan does not exist", o.Buf)
 		}
+	case Reduce, ReduceFrom:
+		err = s.checkReduce(me, o, peer, remote, local)
 	case Fence, Flush:
 	default:
 		err = bad("op", "unknown operation %d", o.Kind)

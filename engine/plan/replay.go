@@ -255,6 +255,8 @@ func (p *Plan) enqueue(i int) error {
 		return w.BarrierPeer(o.Peer, o.Bar)
 	case Fill:
 		return p.bufs[o.Buf].Fill(o.FillKind, o.FillArg)
+	case Reduce, ReduceFrom:
+		return p.enqueueReduce(o)
 	}
 	return fmt.Errorf("unknown operation %d", o.Kind)
 }

@@ -181,7 +181,7 @@ func opArgs(op *window.Op) []arg {
 		a = append(a, arg{"peer", op.Peer})
 	}
 	switch op.Name {
-	case "put", "get", "put_signal", "allgather":
+	case "put", "get", "put_signal", "allgather", "reduce", "reduce_from":
 		a = append(a, arg{"bytes", op.Bytes})
 	}
 	if op.Kind != window.SlotNone {

@@ -156,20 +156,22 @@ const planAsideMin = 1 << 20
 
 // SplitPlan cuts a replay of steps into launches: each copy of more than
 // inline bytes alone (a copy engine's, or a put kernel's over the whole
-// GPU), each run of other steps one launch of the interpreter. inline
+// GPU), each reduction alone (the reduce kernel), each run of other steps
+// one launch of the interpreter. inline
 // below kernels.PlanSmall counts as kernels.PlanSmall.
 func SplitPlan(steps []kernels.PlanStep, inline uint64) []PlanSegment {
 	inline = max(inline, kernels.PlanSmall)
 	var segs []PlanSegment
 	from := 0
 	for i, st := range steps {
-		if st.Kind != kernels.StepCopy || st.N <= inline {
+		wide := st.Kind == kernels.StepCopy && st.N > inline
+		if !wide && st.Kind != kernels.StepReduce {
 			continue
 		}
 		if from < i {
 			segs = append(segs, PlanSegment{From: from, To: i})
 		}
-		segs = append(segs, PlanSegment{From: i, To: i + 1, Copy: true, Aside: st.Aux == kernels.CopyLocal && st.N >= planAsideMin})
+		segs = append(segs, PlanSegment{From: i, To: i + 1, Copy: true, Aside: wide && st.Aux == kernels.CopyLocal && st.N >= planAsideMin})
 		from = i + 1
 	}
 	if from < len(steps) {
@@ -290,6 +292,10 @@ func (s *CUDAStream) planSideStream() (*sideStream, error) {
 // launchCopy enqueues the large copy st on cs: a copy engine's, or on
 // path sm a put kernel's.
 func (s *CUDAStream) launchCopy(cs *cuda.Stream, st kernels.PlanStep, sm bool) error {
+	if st.Kind == kernels.StepReduce {
+		t, op := kernels.ReduceStepOf(st.Value)
+		return s.b.k.Reduce(cs, st.Dst, st.Src, st.N/t.Size(), t, op)
+	}
 	if sm {
 		return s.b.k.Put(cs, st.Dst, st.Src, st.N)
 	}

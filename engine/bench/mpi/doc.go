@@ -13,5 +13,5 @@
 // runtime.LockOSThread, which would make every hand-over of the
 // goroutine's processor a switch between threads).
 //
-// Imports: none
+// Imports: kernels
 package mpi

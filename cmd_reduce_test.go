@@ -1,0 +1,135 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// bench allreduce and reduce_scatter: the table's columns, every checked
+// element right, for integers and floats, from Lua and as plans; the JSON
+// rows carry type and redop, and the plot is written.
+func TestBenchReduce(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ coll, algo, typ, op string }{
+		{"allreduce", "lua:ring", "f32", "sum"},
+		{"allreduce", "lua:auto", "f64", "sum"},
+		{"reduce_scatter", "lua:auto", "i32", "max"},
+		{"allreduce", "lua:two_shot", "bf16", "max"},
+		{"allreduce", "lua:one_shot", "i64", "prod"},
+		{"reduce_scatter", "lua:ring", "u32", "sum"},
+		{"reduce_scatter", "lua:direct", "f16", "min"},
+	} {
+		for _, plan := range []bool{false, true} {
+			js, svg := filepath.Join(dir, "r.jsonl"), filepath.Join(dir, "r.svg")
+			args := []string{"bench", c.coll, "-n", "3", "-b", "1K", "-e", "256K", "-f", "16", "--iters", "5",
+				"--algo", c.algo, "--type", c.typ, "--op", c.op, "--json", js, "--plot", svg}
+			if plan {
+				args = append(args, "--plan")
+			}
+			r := luacoll(t, nil, args...)
+			if r.code != 0 {
+				t.Fatalf("%v: exit %d\n%s\n%s", args, r.code, r.stdout, r.stderr)
+			}
+			// size count type redop time algbw busbw #wrong
+			rows := numericRows(tableRows(r.stdout, 8))
+			if len(rows) != 3 {
+				t.Fatalf("%v: %d rows:\n%s", args, len(rows), r.stdout)
+			}
+			for _, f := range rows {
+				if f[2] != c.typ || f[3] != c.op || f[7] != "0" {
+					t.Errorf("%v: row %v", args, f)
+				}
+			}
+			data, err := os.ReadFile(js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			var meta struct {
+				Kind, Collective, Type, RedOp string
+				Plan                          bool
+			}
+			if err := json.Unmarshal([]byte(lines[0]), &meta); err != nil || meta.Collective != c.coll || meta.Plan != plan {
+				t.Errorf("meta %s: %+v %v", lines[0], meta, err)
+			}
+			if len(lines) != 4 || !strings.Contains(lines[1], `"redop":"`+c.op+`"`) {
+				t.Errorf("JSON rows:\n%s", data)
+			}
+			if fi, err := os.Stat(svg); err != nil || fi.Size() == 0 {
+				t.Errorf("no plot: %v", err)
+			}
+		}
+	}
+}
+
+// Bad flags are refused before any rank starts, naming the flag.
+func TestBenchReduceErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--type", "u8"}, "--type: unknown element type"},
+		{[]string{"--op", "avg"}, "--op: unknown reduction op"},
+		{[]string{"--algo", "lua:hier"}, "--algo \"lua:hier\": want lua:auto, lua:ring"},
+		{[]string{"--vs", "nccl"}, "--vs nccl: NCCL runs on GPUs"},
+		{[]string{"--vs", "gloo"}, "unknown baseline"},
+		{[]string{"--graph"}, "--graph needs --device cuda"},
+		{[]string{"--plan-mode", "device"}, "--plan-mode \"device\": want auto, host, stream or graph"},
+		{[]string{"--vs", "mpi"}, "Open MPI's mpirun"},
+	} {
+		args := append([]string{"bench", "allreduce", "-n", "2"}, c.args...)
+		r := luacoll(t, nil, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+	r := luacoll(t, nil, "bench", "reduce_scatter", "-n", "2", "--algo", "lua:one_shot")
+	if r.code != 2 || !strings.Contains(r.stderr, "want lua:auto, lua:ring, lua:direct, lua:push") {
+		t.Errorf("reduce_scatter one_shot: %d %s", r.code, r.stderr)
+	}
+}
+
+// The schedules across logical nodes: reduce_from of a network peer goes
+// through a get into the window's scratch, and every result is exact.
+func TestReduceAcrossNodes(t *testing.T) {
+	needUCX(t)
+	r := luacoll(t, nil, "run", "-n", "4", "--nodes", "2", "tests/reduce.lua")
+	if r.code != 0 || !strings.Contains(r.stdout, "reduce: 17 passed, 0 failed") {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// Under Open MPI's mpirun the MPI baselines run beside the schedule, on the
+// same window, and their results are checked too.
+func TestBenchReduceVsMPI(t *testing.T) {
+	for _, coll := range []string{"allreduce", "reduce_scatter"} {
+		r := mpirun(t, t.TempDir(), 2, "bench", coll, "-b", "1K", "-e", "64K", "-f", "8", "--iters", "5", "--vs", "mpi", "--type", "i32")
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d\n%s\n%s", coll, r.code, r.stdout, r.stderr)
+		}
+		// size count type redop time algbw busbw #wrong mpi busbw #wrong ratio
+		rows := numericRows(tableRows(r.stdout, 12))
+		if len(rows) != 3 {
+			t.Fatalf("%s: %d rows:\n%s", coll, len(rows), r.stdout)
+		}
+		for _, f := range rows {
+			if f[7] != "0" || f[10] != "0" {
+				t.Errorf("%s: wrong elements: %v", coll, f)
+			}
+		}
+	}
+}
+
+// numericRows drops the heading of a table (rows whose size is no number).
+func numericRows(rows [][]string) [][]string {
+	var out [][]string
+	for _, f := range rows {
+		if f[0] != "" && f[0][0] >= '0' && f[0][0] <= '9' {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,150 @@
+// Reductions: dst[i] = dst[i] op src[i] over count elements (kernels.ReduceBytes
+// is the host reference, bit-exact for every type but the payload of NaNs).
+// src may be a peer's memory (NVLink): the kernel then pulls it.
+
+// Operator codes (kernels.RedOp).
+#define LC_RED_SUM 0
+#define LC_RED_PROD 1
+#define LC_RED_MIN 2
+#define LC_RED_MAX 3
+
+typedef unsigned short lc_u16;
+struct lc_f16 { lc_u16 x; };
+struct lc_bf16 { lc_u16 x; };
+
+template <int OP, typename A> __device__ __forceinline__ A lc_red(A a, A b) {
+	if (OP == LC_RED_SUM) return a + b;
+	if (OP == LC_RED_PROD) return a * b;
+	if (OP == LC_RED_MIN) return b < a ? b : a;
+	return b > a ? b : a;
+}
+
+__device__ __forceinline__ float lc_h2f(lc_u16 h) {
+	float f;
+	asm("{ cvt.f32.f16 %0, %1; }" : "=f"(f) : "h"(h));
+	return f;
+}
+
+__device__ __forceinline__ lc_u16 lc_f2h(float f) {
+	lc_u16 h;
+	asm("{ cvt.rn.f16.f32 %0, %1; }" : "=h"(h) : "f"(f));
+	return h;
+}
+
+__device__ __forceinline__ float lc_bf2f(lc_u16 h) {
+	float f;
+	asm("{ mov.b32 %0, %1; }" : "=f"(f) : "r"((lc_u32)h << 16));
+	return f;
+}
+
+// Round to nearest even, in integer arithmetic like kernels.F32ToBF16 (no
+// architecture requirement).
+__device__ __forceinline__ lc_u16 lc_f2bf(float f) {
+	lc_u32 b;
+	asm("{ mov.b32 %0, %1; }" : "=r"(b) : "f"(f));
+	if ((b & 0x7fffffffu) > 0x7f800000u) return (lc_u16)((b >> 16) | 0x40);
+	b += 0x7fffu + ((b >> 16) & 1u);
+	return (lc_u16)(b >> 16);
+}
+
+// Half types are combined in f32 and rounded once.
+template <typename T, int OP> struct lc_redop {
+	static __device__ __forceinline__ T apply(T a, T b) { return lc_red<OP, T>(a, b); }
+};
+template <int OP> struct lc_redop<lc_f16, OP> {
+	static __device__ __forceinline__ lc_f16 apply(lc_f16 a, lc_f16 b) {
+		lc_f16 r;
+		r.x = lc_f2h(lc_red<OP, float>(lc_h2f(a.x), lc_h2f(b.x)));
+		return r;
+	}
+};
+template <int OP> struct lc_redop<lc_bf16, OP> {
+	static __device__ __forceinline__ lc_bf16 apply(lc_bf16 a, lc_bf16 b) {
+		lc_bf16 r;
+		r.x = lc_f2bf(lc_red<OP, float>(lc_bf2f(a.x), lc_bf2f(b.x)));
+		return r;
+	}
+};
+
+template <typename T, int OP> __device__ __forceinline__ void lc_red_vec(uint4 &d, const uint4 &s) {
+	T *dp = (T *)&d;
+	const T *sp = (const T *)&s;
+#pragma unroll
+	for (int k = 0; k < (int)(16 / sizeof(T)); k++) dp[k] = lc_redop<T, OP>::apply(dp[k], sp[k]);
+}
+
+// The body: where dst and src share their alignment mod 16, a head of
+// single elements, then 16-byte vectors four per thread and turn (loads
+// first, so that eight are in flight), then the tail; otherwise single
+// elements throughout.
+template <typename T, int OP> __device__ void lc_reduce_body(lc_u8 *dst, const lc_u8 *src, lc_u64 count) {
+	const lc_u64 tid = lc_tid(), nth = lc_nthreads();
+	T *d = (T *)dst;
+	const T *s = (const T *)src;
+	const lc_u64 per = 16 / sizeof(T);
+	if ((((lc_u64)dst ^ (lc_u64)src) & 15) != 0) {
+		for (lc_u64 i = tid; i < count; i += nth) d[i] = lc_redop<T, OP>::apply(d[i], s[i]);
+		return;
+	}
+	lc_u64 head = ((16 - ((lc_u64)dst & 15)) & 15) / sizeof(T);
+	if (head > count) head = count;
+	for (lc_u64 i = tid; i < head; i += nth) d[i] = lc_redop<T, OP>::apply(d[i], s[i]);
+	const lc_u64 nv = (count - head) / per;
+	uint4 *dv = (uint4 *)(d + head);
+	const uint4 *sv = (const uint4 *)(s + head);
+	lc_u64 i = tid;
+	for (; i + 3 * nth < nv; i += 4 * nth) {
+		uint4 a0 = dv[i], a1 = dv[i + nth], a2 = dv[i + 2 * nth], a3 = dv[i + 3 * nth];
+		const uint4 b0 = sv[i], b1 = sv[i + nth], b2 = sv[i + 2 * nth], b3 = sv[i + 3 * nth];
+		lc_red_vec<T, OP>(a0, b0);
+		lc_red_vec<T, OP>(a1, b1);
+		lc_red_vec<T, OP>(a2, b2);
+		lc_red_vec<T, OP>(a3, b3);
+		dv[i] = a0;
+		dv[i + nth] = a1;
+		dv[i + 2 * nth] = a2;
+		dv[i + 3 * nth] = a3;
+	}
+	for (; i < nv; i += nth) {
+		uint4 a = dv[i];
+		lc_red_vec<T, OP>(a, sv[i]);
+		dv[i] = a;
+	}
+	for (lc_u64 j = head + nv * per + tid; j < count; j += nth) d[j] = lc_redop<T, OP>::apply(d[j], s[j]);
+}
+
+// One kernel per type and operator, lc_reduce_<type>_<op> (kernels.ReduceKernel);
+// signed sums and products run on the unsigned type of the same width (the
+// same bits, wrapping without undefined behaviour).
+extern "C" __global__ void lc_reduce_f32_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<float, LC_RED_SUM>(dst, src, count); }
+extern "C" __global__ void lc_reduce_f32_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<float, LC_RED_PROD>(dst, src, count); }
+extern "C" __global__ void lc_reduce_f32_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<float, LC_RED_MIN>(dst, src, count); }
+extern "C" __global__ void lc_reduce_f32_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<float, LC_RED_MAX>(dst, src, count); }
+extern "C" __global__ void lc_reduce_f64_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<double, LC_RED_SUM>(dst, src, count); }
+extern "C" __global__ void lc_reduce_f64_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<double, LC_RED_PROD>(dst, src, count); }
+extern "C" __global__ void lc_reduce_f64_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<double, LC_RED_MIN>(dst, src, count); }
+extern "C" __global__ void lc_reduce_f64_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<double, LC_RED_MAX>(dst, src, count); }
+extern "C" __global__ void lc_reduce_f16_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_f16, LC_RED_SUM>(dst, src, count); }
+extern "C" __global__ void lc_reduce_f16_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_f16, LC_RED_PROD>(dst, src, count); }
+extern "C" __global__ void lc_reduce_f16_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_f16, LC_RED_MIN>(dst, src, count); }
+extern "C" __global__ void lc_reduce_f16_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_f16, LC_RED_MAX>(dst, src, count); }
+extern "C" __global__ void lc_reduce_bf16_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_bf16, LC_RED_SUM>(dst, src, count); }
+extern "C" __global__ void lc_reduce_bf16_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_bf16, LC_RED_PROD>(dst, src, count); }
+extern "C" __global__ void lc_reduce_bf16_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_bf16, LC_RED_MIN>(dst, src, count); }
+extern "C" __global__ void lc_reduce_bf16_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_bf16, LC_RED_MAX>(dst, src, count); }
+extern "C" __global__ void lc_reduce_i32_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_SUM>(dst, src, count); }
+extern "C" __global__ void lc_reduce_i32_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_PROD>(dst, src, count); }
+extern "C" __global__ void lc_reduce_i32_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<int, LC_RED_MIN>(dst, src, count); }
+extern "C" __global__ void lc_reduce_i32_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<int, LC_RED_MAX>(dst, src, count); }
+extern "C" __global__ void lc_reduce_i64_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_SUM>(dst, src, count); }
+extern "C" __global__ void lc_reduce_i64_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_PROD>(dst, src, count); }
+extern "C" __global__ void lc_reduce_i64_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<long long, LC_RED_MIN>(dst, src, count); }
+extern "C" __global__ void lc_reduce_i64_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<long long, LC_RED_MAX>(dst, src, count); }
+extern "C" __global__ void lc_reduce_u32_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_SUM>(dst, src, count); }
+extern "C" __global__ void lc_reduce_u32_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_PROD>(dst, src, count); }
+extern "C" __global__ void lc_reduce_u32_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_MIN>(dst, src, count); }
+extern "C" __global__ void lc_reduce_u32_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_MAX>(dst, src, count); }
+extern "C" __global__ void lc_reduce_u64_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_SUM>(dst, src, count); }
+extern "C" __global__ void lc_reduce_u64_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_PROD>(dst, src, count); }
+extern "C" __global__ void lc_reduce_u64_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_MIN>(dst, src, count); }
+extern "C" __global__ void lc_reduce_u64_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_MAX>(dst, src, count); }

@@ -1,0 +1,111 @@
+-- The reduction schedules of lib/reduce_scatter.lua and lib/all_reduce.lua,
+-- on any backend:
+--   luacoll run -n 4 tests/reduce.lua                    (host)
+--   luacoll run -n 2 --device cuda tests/reduce.lua [mode] (mode: lc.plan's, "auto" by default)
+-- Every schedule, called from Lua and as two plans run in turn, on integer
+-- data with exact results (uneven and empty chunks included); each result
+-- is compared with a reference built by w:reduce from every rank's input.
+local lc = require("luacoll")
+local rs, ar = require("reduce_scatter"), require("all_reduce")
+local mode = arg and arg[1] or "auto"
+local n, size, me = 4000, lc.size, lc.rank
+-- Each schedule gets a scratch area of its own: calls run back to back,
+-- and a peer's next call may write its scratch while this rank still
+-- reads the last one's.
+local half = size * size * n
+local region = 2 * half + size * n
+local areas = 18
+local w = lc.window{ bytes = size * n + areas * region }
+local used = 0
+local function area()
+  used = used + 1
+  assert(used <= areas)
+  return size * n + (used - 1) * region
+end
+
+-- inputs[r] is rank r's input (iota from r * 1000, as 32-bit words).
+local inputs = {}
+for r = 0, size - 1 do
+  inputs[r] = lc.buffer(size * n)
+  inputs[r]:fill("iota", r * 1000)
+end
+local function reference(t, op)
+  local ref = lc.buffer(size * n)
+  ref:write(0, inputs[0]:read(0, size * n))
+  for r = 1, size - 1 do
+    w:reduce(ref, 0, inputs[r], 0, size * n, t, op)
+  end
+  lc.sync()
+  return ref
+end
+local refs = { sum = reference("i32", "sum"), max = reference("u32", "max") }
+
+local function load(m) w:put(me, 0, inputs[me], 0, m) end
+local function check(what, off, m, ref)
+  lc.sync()
+  if not w:buffer():equal(ref or refs.sum, off, off, m) then
+    error(("rank %d: %s: %d bytes at %d differ from the reference"):format(me, what, m, off))
+  end
+end
+
+local passed = 0
+-- Eager calls.
+for _, alg in ipairs({ "ring", "direct", "push" }) do
+  local o = { type = "u32", scratch = area(), half = half }
+  for _ = 1, 3 do
+    load(size * n)
+    rs[alg](w, n, o)
+    check("reduce_scatter." .. alg, me * n, n)
+  end
+  passed = passed + 1
+end
+for _, alg in ipairs({ "ring", "one_shot", "two_shot", "one_shot_pull", "two_shot_pull" }) do
+  local o = { type = "i32", scratch = area(), half = half }
+  for _, m in ipairs({ n * size, 4 * 37, 4 }) do
+    for _ = 1, 2 do
+      load(m)
+      ar[alg](w, m, o)
+      check("all_reduce." .. alg .. " of " .. m .. " bytes", 0, m)
+    end
+  end
+  passed = passed + 1
+end
+do
+  local o = { type = "u32", op = "max", scratch = area() }
+  load(n)
+  ar.ring(w, n, o)
+  check("all_reduce.ring max", 0, n, refs.max)
+  passed = passed + 1
+end
+
+-- Plans: two of each (two calls: the staged schedules alternate between
+-- two staging halves), run in turn.
+local plans = {}
+for _, alg in ipairs({ "ring", "direct", "push" }) do
+  local o = { type = "u32", scratch = area(), half = half }
+  plans[#plans + 1] = { "reduce_scatter." .. alg, { lc.plan(rs[alg], w, n, o, { mode = mode }), lc.plan(rs[alg], w, n, o, { mode = mode }) }, true }
+end
+for _, alg in ipairs({ "ring", "one_shot", "two_shot", "one_shot_pull", "two_shot_pull" }) do
+  local o = { type = "i32", scratch = area(), half = half }
+  plans[#plans + 1] = { "all_reduce." .. alg, { lc.plan(ar[alg], w, n * size, o, { mode = mode }), lc.plan(ar[alg], w, n * size, o, { mode = mode }) }, false }
+end
+local kinds = {}
+for _, e in ipairs({ plans[1], plans[2], plans[3] }) do
+  for _, op in ipairs(e[2][1]:ops()) do kinds[op.op] = (kinds[op.op] or 0) + 1 end
+end
+assert(kinds.reduce == 2 * (size - 1) and kinds.reduce_from == size - 1,
+  ("the reduce-scatter plans hold %s reduce and %s reduce_from ops"):format(tostring(kinds.reduce), tostring(kinds.reduce_from)))
+for rep = 1, 6 do
+  for _, e in ipairs(plans) do
+    local name, p, scatter = e[1], e[2][rep % 2 + 1], e[3]
+    load(size * n)
+    p:run()
+    if scatter then
+      check(name .. " (plan, mode " .. p:info().mode .. ")", me * n, n)
+    else
+      check(name .. " (plan, mode " .. p:info().mode .. ")", 0, size * n)
+    end
+  end
+end
+passed = passed + #plans
+if me == 0 then print(("reduce: %d passed, 0 failed"):format(passed)) end
