@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -47,7 +49,7 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 	defer func() {
 		// An internal error must not reach the user as a Go panic.
 		if p := recover(); p != nil {
-			fmt.Fprintf(o.Stderr, "luacoll: rank %d: internal error: %v\n", env.Rank, p)
+			fmt.Fprintf(o.Stderr, "luacoll: rank %d: internal error: %v%s\n", env.Rank, p, internalWhere(env.Rank))
 			code = 70
 		}
 	}()
@@ -179,4 +181,37 @@ func endOnAbort(ctx, runCtx context.Context, comm *engine.Comm, rank int, cancel
 		cancel(why)
 	case <-runCtx.Done():
 	}
+}
+
+// internalWhere, called while recovering from a panic, says where it
+// happened: the innermost frame of luacoll's own code, and a file in the
+// temporary directory that holds the whole stack (for a bug report).
+func internalWhere(rank int) string {
+	stack := debug.Stack()
+	where := ""
+	lines := strings.Split(string(stack), "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		fn := lines[i]
+		if strings.Contains(fn, "github.com/luacoll/luacoll/") && !strings.Contains(fn, "luabind.RunRank") &&
+			!strings.Contains(fn, "luabind.internalWhere") {
+			where = strings.TrimSpace(lines[i+1])
+			if k := strings.LastIndex(where, " +0x"); k > 0 {
+				where = where[:k]
+			}
+			break
+		}
+	}
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("luacoll-internal-rank%d-%d.txt", rank, os.Getpid()))
+	if os.WriteFile(path, stack, 0o600) != nil {
+		path = ""
+	}
+	switch {
+	case where != "" && path != "":
+		return fmt.Sprintf(" (at %s; the stack is in %s)", where, path)
+	case where != "":
+		return fmt.Sprintf(" (at %s)", where)
+	case path != "":
+		return fmt.Sprintf(" (the stack is in %s)", path)
+	}
+	return ""
 }

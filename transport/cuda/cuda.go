@@ -137,7 +137,18 @@ func NewCUDABackend(job string, localRank int, gpus []int) (*CUDABackend, error)
 	return b, nil
 }
 
-func (b *CUDABackend) current() error { return b.ctx.SetCurrent() }
+// current makes the backend's context current on the calling thread; once
+// the backend is closed (a plan or window freed after its rank's comm
+// closed) it says so instead.
+func (b *CUDABackend) current() error {
+	if b.ctx == nil {
+		return errBackendClosed
+	}
+	return b.ctx.SetCurrent()
+}
+
+// errBackendClosed is what the backend's calls say after Close.
+var errBackendClosed = errors.New("the CUDA backend is closed")
 
 // onThread keeps the calling goroutine on its OS thread until the function
 // it returns runs (defer onThread()()): a context is current per thread,
