@@ -191,6 +191,44 @@ func NewJobID() (string, error) {
 // welcome.
 func dialHub(ctx context.Context, cfg Config, addr string, limit time.Duration, h *hub) (*Bootstrap, error) {
 	who := fmt.Sprintf("rank %d of %d", cfg.Rank, cfg.Size)
+	conn, err := connectHub(ctx, who, addr, limit)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Bootstrap, error) {
+		_ = conn.Close()
+		return nil, err
+	}
+	br := bufio.NewReader(conn)
+	t, body, err := helloHub(ctx, cfg, who, conn, br, addr, limit, h)
+	if err != nil {
+		return fail(err)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	job, hosts, err := readWelcome(cfg, who, addr, t, body)
+	if err != nil {
+		return fail(err)
+	}
+	b := &Bootstrap{
+		rank: cfg.Rank, size: cfg.Size, jobID: job, hosts: hosts, timeout: cfg.Timeout,
+		conn: conn, abort: cfg.Abort,
+		pending:    make(map[uint64]chan collReply),
+		status:     make(map[uint64]chan []int),
+		mail:       make(map[mailKey]*mailbox),
+		closed:     make(chan struct{}),
+		readerDone: make(chan struct{}),
+		failAck:    make(chan struct{}, 1),
+		byeAck:     make(chan struct{}, 1),
+	}
+	b.out = newOutbox(conn, cfg.Timeout, func(error) { _ = conn.Close() })
+	go b.out.run()
+	go b.readLoop(br)
+	return b, nil
+}
+
+// connectHub connects to the hub at addr, retrying with a growing pause
+// until ctx ends.
+func connectHub(ctx context.Context, who, addr string, limit time.Duration) (net.Conn, error) {
 	var conn net.Conn
 	var lastErr error
 	backoff := 10 * time.Millisecond
@@ -226,15 +264,18 @@ func dialHub(ctx context.Context, cfg Config, addr string, limit time.Duration, 
 		return nil, fmt.Errorf("bootstrap connect (%s): cannot reach rank 0 at %s within %v: %w",
 			who, addr, limit.Round(time.Millisecond), lastErr)
 	}
+	return conn, nil
+}
 
-	fail := func(err error) (*Bootstrap, error) {
-		_ = conn.Close()
-		return nil, err
-	}
+// helloHub answers the hub's challenge with this rank's hello, checks
+// that the hub knows the job's secret, and returns the hub's answer (a
+// welcome, a rejection or an abort), all before ctx's deadline. The
+// caller closes conn on an error.
+func helloHub(ctx context.Context, cfg Config, who string, conn net.Conn, br *bufio.Reader, addr string,
+	limit time.Duration, h *hub) (frameType, []byte, error) {
 	deadline, _ := ctx.Deadline()
 	_ = conn.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
-	br := bufio.NewReader(conn)
 	key := jobKey(cfg.Secret)
 	rankNonce, err := newNonce()
 	var hubNonce []byte
@@ -266,18 +307,18 @@ func dialHub(ctx context.Context, cfg Config, addr string, limit time.Duration, 
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return fail(fmt.Errorf("bootstrap connect (%s): hello to %s: %w", who, addr, err))
+		return 0, nil, fmt.Errorf("bootstrap connect (%s): hello to %s: %w", who, addr, err)
 	}
 	t, body, err := readFrame(br, maxBootFrame)
 	if err == nil && t == frAccept {
 		if !hmac.Equal(body, acceptMAC(key, hubNonce, rankNonce)) {
 			stop()
-			return fail(fmt.Errorf("bootstrap connect (%s): the hub at %s does not know this job's secret (%s): another job's?", who, addr, EnvJobSecret))
+			return 0, nil, fmt.Errorf("bootstrap connect (%s): the hub at %s does not know this job's secret (%s): another job's?", who, addr, EnvJobSecret)
 		}
 		t, body, err = readFrame(br, maxBootFrame)
 	} else if err == nil && t == frWelcome {
 		stop()
-		return fail(fmt.Errorf("bootstrap connect (%s): the hub at %s did not prove it knows this job's secret", who, addr))
+		return 0, nil, fmt.Errorf("bootstrap connect (%s): the hub at %s did not prove it knows this job's secret", who, addr)
 	}
 	if !stop() && ctx.Err() != nil {
 		err = ctx.Err()
@@ -285,35 +326,40 @@ func dialHub(ctx context.Context, cfg Config, addr string, limit time.Duration, 
 	if err != nil {
 		cerr := ctx.Err()
 		if cerr != nil && !errors.Is(cerr, context.DeadlineExceeded) {
-			return fail(fmt.Errorf("bootstrap connect (%s): %w", who, cerr))
+			return 0, nil, fmt.Errorf("bootstrap connect (%s): %w", who, cerr)
 		}
 		if cerr != nil || errors.Is(err, os.ErrDeadlineExceeded) {
 			te := &TimeoutError{Op: fmt.Sprintf("connect (%s, hub %s)", who, addr), After: limit}
 			if h != nil {
 				te.Missing, te.Note = h.missingJoins(), h.refusedNote()
 			}
-			return fail(te)
+			return 0, nil, te
 		}
-		return fail(fmt.Errorf("bootstrap connect (%s): hub at %s closed the connection before every rank joined: %w",
-			who, addr, err))
+		return 0, nil, fmt.Errorf("bootstrap connect (%s): hub at %s closed the connection before every rank joined: %w",
+			who, addr, err)
 	}
-	_ = conn.SetDeadline(time.Time{})
+	return t, body, nil
+}
+
+// readWelcome reads the hub's answer of type t: the job id and every
+// rank's host from a welcome, the reason from a rejection or an abort.
+func readWelcome(cfg Config, who, addr string, t frameType, body []byte) (job string, hosts []string, err error) {
 	r := frameReader{b: body}
 	switch t {
 	case frWelcome:
 	case frReject:
-		return fail(fmt.Errorf("bootstrap connect (%s): hub at %s rejected this rank: %s", who, addr, r.rest()))
+		return "", nil, fmt.Errorf("bootstrap connect (%s): hub at %s rejected this rank: %s", who, addr, r.rest())
 	case frAbort:
-		return fail(fmt.Errorf("bootstrap connect (%s): %w", who, decodeAbort(&r)))
+		return "", nil, fmt.Errorf("bootstrap connect (%s): %w", who, decodeAbort(&r))
 	default:
-		return fail(fmt.Errorf("bootstrap connect (%s): unexpected frame %d from hub at %s", who, t, addr))
+		return "", nil, fmt.Errorf("bootstrap connect (%s): unexpected frame %d from hub at %s", who, t, addr)
 	}
-	job := string(r.bytes())
+	job = string(r.bytes())
 	n := int(r.u32())
 	if r.err != nil || n != cfg.Size {
-		return fail(fmt.Errorf("bootstrap connect (%s): malformed welcome from hub at %s", who, addr))
+		return "", nil, fmt.Errorf("bootstrap connect (%s): malformed welcome from hub at %s", who, addr)
 	}
-	hosts := make([]string, n)
+	hosts = make([]string, n)
 	var prev []byte
 	for i, v := range r.runs(n) {
 		if i > 0 && len(v) == len(prev) && (len(v) == 0 || &v[0] == &prev[0]) {
@@ -323,23 +369,9 @@ func dialHub(ctx context.Context, cfg Config, addr string, limit time.Duration, 
 		hosts[i], prev = string(v), v
 	}
 	if r.err != nil {
-		return fail(fmt.Errorf("bootstrap connect (%s): malformed welcome from hub at %s", who, addr))
+		return "", nil, fmt.Errorf("bootstrap connect (%s): malformed welcome from hub at %s", who, addr)
 	}
-	b := &Bootstrap{
-		rank: cfg.Rank, size: cfg.Size, jobID: job, hosts: hosts, timeout: cfg.Timeout,
-		conn: conn, abort: cfg.Abort,
-		pending:    make(map[uint64]chan collReply),
-		status:     make(map[uint64]chan []int),
-		mail:       make(map[mailKey]*mailbox),
-		closed:     make(chan struct{}),
-		readerDone: make(chan struct{}),
-		failAck:    make(chan struct{}, 1),
-		byeAck:     make(chan struct{}, 1),
-	}
-	b.out = newOutbox(conn, cfg.Timeout, func(error) { _ = conn.Close() })
-	go b.out.run()
-	go b.readLoop(br)
-	return b, nil
+	return job, hosts, nil
 }
 
 // Rank returns this rank.

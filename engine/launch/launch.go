@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,18 +8,13 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
-	"golang.org/x/term"
 
 	"github.com/luacoll/luacoll/engine/bootstrap"
 )
@@ -152,24 +146,6 @@ func removeSegmentsIn(dir, job string) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
-// launchedRank is one running child.
-type launchedRank struct {
-	rank    int
-	cmd     *exec.Cmd
-	start   time.Time
-	outputs []*os.File    // read ends of the rank's stdout and stderr
-	pumped  chan struct{} // closed when both outputs are drained
-	exited  bool
-	killed  bool // the launcher sent it a signal
-}
-
-type rankExitEvent struct {
-	rank  int
-	state *os.ProcessState
-	err   error
-	at    time.Time
-}
-
 // Launch starts cfg.N ranks of cfg.Path and waits for all of them. Rank 0
 // inherits a listening socket on 127.0.0.1 for the bootstrap; every rank
 // learns its place from LUACOLL_* variables. When a rank fails the others
@@ -179,32 +155,11 @@ type rankExitEvent struct {
 // result filled in) when ctx ended.
 func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 	res := LaunchResult{FirstFailed: -1}
-	if cfg.N < 1 || cfg.N > maxRanks {
-		return res, fmt.Errorf("%s: %d ranks, want 1..%d", launchName, cfg.N, maxRanks)
+	cfg, err := withLaunchDefaults(cfg)
+	if err != nil {
+		return res, err
 	}
-	if cfg.Path == "" {
-		return res, fmt.Errorf("%s: no executable", launchName)
-	}
-	if cfg.Grace <= 0 {
-		cfg.Grace = defaultGrace
-	}
-	if cfg.Env == nil {
-		cfg.Env = os.Environ()
-	}
-	sink := &lineSink{stdout: cfg.Stdout, stderr: cfg.Stderr, prefix: cfg.Prefix, terminate: cfg.Prefix || cfg.N > 1}
-	if cfg.Progress != nil {
-		// Rank 0 draws a progress line on this terminal: a line of output
-		// erases it first rather than run on after it.
-		sink.eraseErr = true
-		f, ok := cfg.Stdout.(*os.File)
-		sink.eraseOut = ok && IsTerminal(f)
-	}
-	if sink.stdout == nil {
-		sink.stdout = io.Discard
-	}
-	if sink.stderr == nil {
-		sink.stderr = io.Discard
-	}
+	sink := newLineSink(cfg)
 	job, err := bootstrap.NewJobID()
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", launchName, err)
@@ -235,15 +190,9 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 		mpsEnv = d.clientEnv()
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	lnFile, addr, err := rendezvousListener()
 	if err != nil {
-		return res, fmt.Errorf("%s: rendezvous listener: %w", launchName, err)
-	}
-	addr := ln.Addr().String()
-	lnFile, err := ln.(*net.TCPListener).File()
-	_ = ln.Close() // the duplicate in lnFile keeps listening
-	if err != nil {
-		return res, fmt.Errorf("%s: rendezvous listener: %w", launchName, err)
+		return res, err
 	}
 	defer lnFile.Close()
 
@@ -251,61 +200,166 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", launchName, err)
 	}
-	if len(cfg.Files) > 0 {
-		// The launcher's own variables for them replace any inherited ones.
-		kept := base[:0]
-		for _, kv := range base {
-			key, _, _ := strings.Cut(kv, "=")
-			if !slices.ContainsFunc(cfg.Files, func(f InheritedFile) bool { return f.Env == key }) {
-				kept = append(kept, kv)
-			}
-		}
-		base = kept
-	}
+	je := jobEnv{cfg: cfg, base: withoutFileVars(base, cfg.Files), addr: addr, job: job, nodes: nodes, mps: mpsEnv, listener: lnFile}
 	exits := make(chan rankExitEvent, cfg.N)
+	ranks, err := startRanks(cfg, je, sink, exits)
+	if err != nil {
+		return res, err
+	}
+	_ = lnFile.Close()
+
+	interrupted := waitRanks(ctx, cfg, ranks, exits, sink, &res)
+	drainOutputs(ranks)
+
+	if err := nodes.remove(); err != nil {
+		sink.note(fmt.Sprintf("luacoll: removing the logical nodes' directories of job %s: %v", job, err))
+	}
+	if _, err := RemoveJobSegments(job); err != nil {
+		sink.note(fmt.Sprintf("luacoll: removing leftover shared memory of job %s: %v", job, err))
+	}
+	if interrupted {
+		if res.ExitCode == 0 {
+			res.ExitCode = interruptCode
+		}
+		return res, fmt.Errorf("%s: interrupted: %w", launchName, context.Cause(ctx))
+	}
+	return res, nil
+}
+
+// withLaunchDefaults checks cfg's rank count and executable and fills in
+// the default grace and environment.
+func withLaunchDefaults(cfg LaunchConfig) (LaunchConfig, error) {
+	if cfg.N < 1 || cfg.N > maxRanks {
+		return cfg, fmt.Errorf("%s: %d ranks, want 1..%d", launchName, cfg.N, maxRanks)
+	}
+	if cfg.Path == "" {
+		return cfg, fmt.Errorf("%s: no executable", launchName)
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = defaultGrace
+	}
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
+	}
+	return cfg, nil
+}
+
+// newLineSink makes the sink of the ranks' output that cfg asks for.
+func newLineSink(cfg LaunchConfig) *lineSink {
+	sink := &lineSink{stdout: cfg.Stdout, stderr: cfg.Stderr, prefix: cfg.Prefix, terminate: cfg.Prefix || cfg.N > 1}
+	if cfg.Progress != nil {
+		// Rank 0 draws a progress line on this terminal: a line of output
+		// erases it first rather than run on after it.
+		sink.eraseErr = true
+		f, ok := cfg.Stdout.(*os.File)
+		sink.eraseOut = ok && IsTerminal(f)
+	}
+	if sink.stdout == nil {
+		sink.stdout = io.Discard
+	}
+	if sink.stderr == nil {
+		sink.stderr = io.Discard
+	}
+	return sink
+}
+
+// rendezvousListener listens on 127.0.0.1 for the bootstrap and returns
+// the listener as a file (for rank 0 to inherit) and its address.
+func rendezvousListener() (*os.File, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: rendezvous listener: %w", launchName, err)
+	}
+	addr := ln.Addr().String()
+	lnFile, err := ln.(*net.TCPListener).File()
+	_ = ln.Close() // the duplicate in lnFile keeps listening
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: rendezvous listener: %w", launchName, err)
+	}
+	return lnFile, addr, nil
+}
+
+// withoutFileVars drops from base the variables that name the files in
+// files: the launcher's own variables for them replace any inherited ones.
+func withoutFileVars(base []string, files []InheritedFile) []string {
+	if len(files) == 0 {
+		return base
+	}
+	kept := base[:0]
+	for _, kv := range base {
+		key, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(files, func(f InheritedFile) bool { return f.Env == key }) {
+			kept = append(kept, kv)
+		}
+	}
+	return kept
+}
+
+// jobEnv is what every rank's environment is made from.
+type jobEnv struct {
+	cfg      LaunchConfig
+	base     []string // the launcher's environment, less what the launcher sets
+	addr     string   // the rendezvous address
+	job      string
+	nodes    *logicalNodes // nil: one node
+	mps      []string      // the MPS clients' variables
+	listener *os.File      // the rendezvous listener, inherited by rank 0
+}
+
+// rank returns rank r's environment and the files it inherits (as
+// descriptors listenFDChild and up).
+func (je jobEnv) rank(r int) (env []string, extra []*os.File) {
+	cfg := je.cfg
+	node, local, localSize := NodeOf(r, cfg.N, cfg.Nodes)
+	env = append([]string(nil), je.base...)
+	env = append(env,
+		EnvRank+"="+strconv.Itoa(r),
+		EnvSize+"="+strconv.Itoa(cfg.N),
+		EnvLocalRank+"="+strconv.Itoa(local),
+		EnvLocalSize+"="+strconv.Itoa(localSize),
+		EnvNode+"="+strconv.Itoa(node),
+		EnvAddr+"="+je.addr,
+		EnvJob+"="+je.job,
+	)
+	if je.nodes != nil {
+		env = append(env, je.nodes.env(node)...)
+		env = append(env, EnvDeviceIndex+"="+strconv.Itoa(r))
+	}
+	if cfg.Prefix {
+		env = append(env, EnvPrefixed+"=1")
+	}
+	if r == 0 {
+		extra = []*os.File{je.listener}
+		env = append(env, EnvListenFD+"="+strconv.Itoa(listenFDChild))
+		if cfg.Progress != nil {
+			extra = append(extra, cfg.Progress)
+			env = append(env, EnvProgressFD+"="+strconv.Itoa(listenFDChild+1))
+		}
+	}
+	env = append(env, je.mps...)
+	for _, f := range cfg.Files {
+		extra = append(extra, f.File)
+		env = append(env, f.Env+"="+strconv.Itoa(listenFDChild+len(extra)-1))
+	}
+	if cfg.ExtraEnv != nil {
+		env = append(env, cfg.ExtraEnv(r)...)
+	}
+	return env, extra
+}
+
+// startRanks starts every rank (on its logical node); when one cannot be
+// started it kills and reaps those started before it.
+func startRanks(cfg LaunchConfig, je jobEnv, sink *lineSink, exits chan rankExitEvent) ([]*launchedRank, error) {
 	ranks := make([]*launchedRank, 0, cfg.N)
 	for r := range cfg.N {
-		node, local, localSize := NodeOf(r, cfg.N, cfg.Nodes)
-		env := append([]string(nil), base...)
-		env = append(env,
-			EnvRank+"="+strconv.Itoa(r),
-			EnvSize+"="+strconv.Itoa(cfg.N),
-			EnvLocalRank+"="+strconv.Itoa(local),
-			EnvLocalSize+"="+strconv.Itoa(localSize),
-			EnvNode+"="+strconv.Itoa(node),
-			EnvAddr+"="+addr,
-			EnvJob+"="+job,
-		)
-		if nodes != nil {
-			env = append(env, nodes.env(node)...)
-			env = append(env, EnvDeviceIndex+"="+strconv.Itoa(r))
-		}
-		if cfg.Prefix {
-			env = append(env, EnvPrefixed+"=1")
-		}
-		var extra []*os.File
-		if r == 0 {
-			extra = []*os.File{lnFile}
-			env = append(env, EnvListenFD+"="+strconv.Itoa(listenFDChild))
-			if cfg.Progress != nil {
-				extra = append(extra, cfg.Progress)
-				env = append(env, EnvProgressFD+"="+strconv.Itoa(listenFDChild+1))
-			}
-		}
-		env = append(env, mpsEnv...)
-		for _, f := range cfg.Files {
-			extra = append(extra, f.File)
-			env = append(env, f.Env+"="+strconv.Itoa(listenFDChild+len(extra)-1))
-		}
-		if cfg.ExtraEnv != nil {
-			env = append(env, cfg.ExtraEnv(r)...)
-		}
+		node, _, _ := NodeOf(r, cfg.N, cfg.Nodes)
+		env, extra := je.rank(r)
 		var stdin io.Reader
 		if cfg.Stdin != nil {
 			stdin = cfg.Stdin(r)
 		}
 		var lr *launchedRank
-		err := nodes.start(node, func() (err error) {
+		err := je.nodes.start(node, func() (err error) {
 			lr, err = startRank(r, cfg, env, extra, stdin, sink, exits)
 			return err
 		})
@@ -317,14 +371,20 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 			for _, lr := range ranks {
 				lr.closeOutputs()
 			}
-			return res, fmt.Errorf("%s: starting rank %d of %d: %w", launchName, r, cfg.N, err)
+			return nil, fmt.Errorf("%s: starting rank %d of %d: %w", launchName, r, cfg.N, err)
 		}
 		ranks = append(ranks, lr)
 	}
-	_ = lnFile.Close()
+	return ranks, nil
+}
 
+// waitRanks waits until every rank exited, filling in res.Ranks and the
+// first failure; it passes SIGQUIT on to the ranks, interrupts them when
+// ctx ends, kills them after cfg.Grace once one failed, and kills a
+// stopped rank at once then. It reports whether ctx ended.
+func waitRanks(ctx context.Context, cfg LaunchConfig, ranks []*launchedRank, exits <-chan rankExitEvent,
+	sink *lineSink, res *LaunchResult) (interrupted bool) {
 	res.Ranks = make([]RankExit, cfg.N)
-	interrupted := false
 	running := cfg.N
 	done := ctx.Done()
 	var grace *time.Timer
@@ -360,21 +420,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 			}
 		case ev := <-exits:
 			running--
-			lr := ranks[ev.rank]
-			lr.exited = true
-			x := RankExit{Rank: ev.rank, Duration: ev.at.Sub(lr.start)}
-			x.Code, x.Signal = exitStatus(ev.state, ev.err)
-			res.Ranks[ev.rank] = x
-			if x.Signal != 0 && !lr.killed && (cfg.KilledByCaller == nil || !cfg.KilledByCaller(ev.rank)) {
-				// The others only see a lost connection: say what happened.
-				sink.note(fmt.Sprintf("luacoll: %s", KilledBy(ev.rank, x.Signal)))
-			}
-			// The first failure in time decides the status, except that a
-			// rank which only stopped because another failed gives way to
-			// the rank that failed first of its own (their exits can be
-			// reaped in either order).
-			if x.Code != 0 && (res.FirstFailed < 0 || (res.ExitCode == ExitPeerFailed && x.Code != ExitPeerFailed)) {
-				res.FirstFailed, res.ExitCode = ev.rank, x.Code
+			if recordExit(cfg, ranks[ev.rank], ev, sink, res) {
 				startGrace()
 			}
 		case <-done:
@@ -386,20 +432,54 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 			graceC = nil
 			killRanks(ranks, syscall.SIGKILL)
 		case <-pollC:
-			for _, lr := range ranks {
-				if lr.exited || lr.killed || lr.cmd.Process == nil || !processStopped(lr.cmd.Process.Pid) {
-					continue
-				}
-				sink.note(fmt.Sprintf("luacoll: rank %d is stopped (SIGSTOP or a debugger?) and cannot exit on its own: killing it now rather than after the grace of %v", lr.rank, cfg.Grace))
-				killRanks([]*launchedRank{lr}, syscall.SIGKILL)
-			}
+			killStoppedRanks(ranks, cfg.Grace, sink)
 		}
 	}
 	if grace != nil {
 		grace.Stop()
 		poll.Stop()
 	}
+	return interrupted
+}
 
+// recordExit notes how rank lr ended in res, says so when a signal nobody
+// in the job sent ended it, and reports whether its failure is now the
+// job's.
+func recordExit(cfg LaunchConfig, lr *launchedRank, ev rankExitEvent, sink *lineSink, res *LaunchResult) (failed bool) {
+	lr.exited = true
+	x := RankExit{Rank: ev.rank, Duration: ev.at.Sub(lr.start)}
+	x.Code, x.Signal = exitStatus(ev.state, ev.err)
+	res.Ranks[ev.rank] = x
+	if x.Signal != 0 && !lr.killed && (cfg.KilledByCaller == nil || !cfg.KilledByCaller(ev.rank)) {
+		// The others only see a lost connection: say what happened.
+		sink.note(fmt.Sprintf("luacoll: %s", KilledBy(ev.rank, x.Signal)))
+	}
+	// The first failure in time decides the status, except that a
+	// rank which only stopped because another failed gives way to
+	// the rank that failed first of its own (their exits can be
+	// reaped in either order).
+	if x.Code != 0 && (res.FirstFailed < 0 || (res.ExitCode == ExitPeerFailed && x.Code != ExitPeerFailed)) {
+		res.FirstFailed, res.ExitCode = ev.rank, x.Code
+		return true
+	}
+	return false
+}
+
+// killStoppedRanks kills every rank that is stopped (it cannot exit on
+// its own) and says so.
+func killStoppedRanks(ranks []*launchedRank, grace time.Duration, sink *lineSink) {
+	for _, lr := range ranks {
+		if lr.exited || lr.killed || lr.cmd.Process == nil || !processStopped(lr.cmd.Process.Pid) {
+			continue
+		}
+		sink.note(fmt.Sprintf("luacoll: rank %d is stopped (SIGSTOP or a debugger?) and cannot exit on its own: killing it now rather than after the grace of %v", lr.rank, grace))
+		killRanks([]*launchedRank{lr}, syscall.SIGKILL)
+	}
+}
+
+// drainOutputs waits for the ranks' output to be read to its end, for up
+// to outputDrain (a descendant may hold it open), and closes it.
+func drainOutputs(ranks []*launchedRank) {
 	drain := time.NewTimer(outputDrain)
 	for _, lr := range ranks {
 		select {
@@ -416,163 +496,6 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 		<-lr.pumped
 		lr.closeOutputs()
 	}
-
-	if err := nodes.remove(); err != nil {
-		sink.note(fmt.Sprintf("luacoll: removing the logical nodes' directories of job %s: %v", job, err))
-	}
-	if _, err := RemoveJobSegments(job); err != nil {
-		sink.note(fmt.Sprintf("luacoll: removing leftover shared memory of job %s: %v", job, err))
-	}
-	if interrupted {
-		if res.ExitCode == 0 {
-			res.ExitCode = interruptCode
-		}
-		return res, fmt.Errorf("%s: interrupted: %w", launchName, context.Cause(ctx))
-	}
-	return res, nil
-}
-
-// ProgressFile returns where this process should draw progress lines: the
-// descriptor luacoll's launcher handed over (LaunchConfig.Progress; only a
-// process that launcher started, with EnvRank set, takes it), else
-// fallback when that is a terminal, else nil (no progress).
-func ProgressFile(getenv func(string) string, fallback *os.File) *os.File {
-	if fd, err := strconv.Atoi(getenv(EnvProgressFD)); err == nil && fd > 2 && getenv(EnvRank) != "" {
-		syscall.CloseOnExec(fd) // not for whatever the rank starts
-		if f := os.NewFile(uintptr(fd), "progress"); f != nil {
-			return f
-		}
-	}
-	if IsTerminal(fallback) {
-		return fallback
-	}
-	return nil
-}
-
-// IsTerminal reports whether f is a terminal (not merely a character
-// device: /dev/null is one too).
-func IsTerminal(f *os.File) bool {
-	return f != nil && term.IsTerminal(int(f.Fd()))
-}
-
-// startRank starts one child with its output pumped into sink.
-func startRank(rank int, cfg LaunchConfig, env []string, extra []*os.File, stdin io.Reader,
-	sink *lineSink, exits chan<- rankExitEvent) (*launchedRank, error) {
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("stdout pipe: %w", err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, fmt.Errorf("stderr pipe: %w", err)
-	}
-	cmd := &exec.Cmd{
-		Path:       cfg.Path,
-		Args:       append([]string{cfg.Path}, cfg.Args...),
-		Env:        env,
-		Stdin:      stdin,
-		Stdout:     outW,
-		Stderr:     errW,
-		ExtraFiles: extra,
-		WaitDelay:  stdinDelay,
-		SysProcAttr: &syscall.SysProcAttr{
-			Setpgid:   true,            // a terminal's Ctrl-C reaches only the launcher
-			Pdeathsig: syscall.SIGKILL, // die with the launcher
-		},
-	}
-	lr := &launchedRank{rank: rank, cmd: cmd, outputs: []*os.File{outR, errR}, pumped: make(chan struct{})}
-	err = cmd.Start()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		return nil, err
-	}
-	lr.start = time.Now()
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); sink.pump(outR, rank, false) }()
-	go func() { defer wg.Done(); sink.pump(errR, rank, true) }()
-	go func() { wg.Wait(); close(lr.pumped) }()
-	go func() {
-		err := cmd.Wait()
-		exits <- rankExitEvent{rank: rank, state: cmd.ProcessState, err: err, at: time.Now()}
-	}()
-	return lr, nil
-}
-
-// closeOutputs closes the read ends of the rank's output pipes.
-func (lr *launchedRank) closeOutputs() {
-	for _, f := range lr.outputs {
-		_ = f.Close()
-	}
-}
-
-// killRanks sends sig to the process group of every rank still running.
-func killRanks(ranks []*launchedRank, sig syscall.Signal) {
-	for _, lr := range ranks {
-		if lr.exited || lr.cmd.Process == nil {
-			continue
-		}
-		lr.killed = true
-		pid := lr.cmd.Process.Pid
-		if err := syscall.Kill(-pid, sig); err != nil {
-			_ = lr.cmd.Process.Signal(sig)
-		}
-	}
-}
-
-// processStopped reports whether pid is stopped (state T: SIGSTOP, or t:
-// stopped by a tracer), from /proc/pid/stat.
-func processStopped(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	return statStopped(string(b))
-}
-
-// statStopped reads the state field of a /proc/pid/stat line ("pid (comm)
-// state ..."; comm may hold spaces and parentheses).
-func statStopped(stat string) bool {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return false
-	}
-	f := strings.Fields(stat[i+1:])
-	return len(f) > 0 && (f[0] == "T" || f[0] == "t")
-}
-
-// KilledBy says that rank was ended by sig, which nobody in the job sent:
-// "rank 1 was killed by signal 9 (SIGKILL: out of memory? ...)".
-func KilledBy(rank int, sig syscall.Signal) string {
-	name := unix.SignalName(sig)
-	if name == "" {
-		name = sig.String()
-	}
-	msg := fmt.Sprintf("rank %d was killed by signal %d (%s", rank, int(sig), name)
-	if sig == syscall.SIGKILL {
-		msg += ": out of memory? the kernel's out-of-memory killer sends SIGKILL; see dmesg or journalctl -k"
-	}
-	return msg + ")"
-}
-
-// exitStatus turns a wait result into an exit code (128+signal when killed)
-// and the signal.
-func exitStatus(state *os.ProcessState, err error) (int, syscall.Signal) {
-	if state == nil {
-		if err != nil {
-			return 1, 0
-		}
-		return 0, 0
-	}
-	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return signalExitMin + int(ws.Signal()), ws.Signal()
-	}
-	return state.ExitCode(), 0
 }
 
 // childBaseEnv drops the variables by which RankEnvFromEnv would recognise
@@ -596,106 +519,4 @@ func childBaseEnv(env []string) []string {
 		out = append(out, kv)
 	}
 	return out
-}
-
-// lineSink writes the ranks' output whole line by whole line.
-type lineSink struct {
-	mu             sync.Mutex
-	stdout, stderr io.Writer
-	prefix         bool // write "[rank] " before each line
-	terminate      bool // end a partial last line with a newline
-	maxLine        int  // longest line kept whole (0: maxOutputLine)
-	// eraseOut, eraseErr: that stream is the terminal a progress line is
-	// drawn on; each line starts by erasing it.
-	eraseOut, eraseErr bool
-}
-
-// eraseLine is the terminal's "to the line's start, erase it".
-const eraseLine = "\r\033[K"
-
-// pump copies r to the sink line by line until r ends.
-func (s *lineSink) pump(r io.Reader, rank int, toErr bool) {
-	br := bufio.NewReaderSize(r, lineReadBuf)
-	var pending []byte
-	cont := false // pending continues a line split before
-	for {
-		chunk, err := br.ReadSlice('\n')
-		switch {
-		case err == nil:
-			if len(pending) > 0 || cont {
-				pending = append(pending, chunk...)
-				s.piece(rank, toErr, pending, cont)
-				pending, cont = pending[:0], false
-			} else {
-				s.line(rank, toErr, chunk)
-			}
-		case errors.Is(err, bufio.ErrBufferFull):
-			// A line is written whole, with one Write, so no other rank's
-			// line lands inside it; only one beyond maxOutputLine is split,
-			// and its later pieces are marked "[rank]+ ".
-			pending = append(pending, chunk...)
-			if len(pending) >= s.maxLineOr() {
-				s.piece(rank, toErr, append(pending, '\n'), cont)
-				pending, cont = pending[:0], true
-			}
-		default:
-			pending = append(pending, chunk...)
-			if len(pending) > 0 {
-				if s.terminate {
-					pending = append(pending, '\n')
-				}
-				s.piece(rank, toErr, pending, cont)
-			}
-			return
-		}
-	}
-}
-
-func (s *lineSink) maxLineOr() int {
-	if s.maxLine > 0 {
-		return s.maxLine
-	}
-	return maxOutputLine
-}
-
-// line writes one line (newline included) with a single Write.
-func (s *lineSink) line(rank int, toErr bool, line []byte) { s.piece(rank, toErr, line, false) }
-
-// piece is line for a piece of a split line: cont marks one that continues
-// the previous piece ("[rank]+ ").
-func (s *lineSink) piece(rank int, toErr bool, line []byte, cont bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w, erase := s.stdout, s.eraseOut
-	if toErr {
-		w, erase = s.stderr, s.eraseErr
-	}
-	if !s.prefix && !erase {
-		_, _ = w.Write(line)
-		return
-	}
-	buf := make([]byte, 0, len(line)+16)
-	if erase {
-		buf = append(buf, eraseLine...)
-	}
-	if !s.prefix {
-		_, _ = w.Write(append(buf, line...))
-		return
-	}
-	buf = append(buf, '[')
-	buf = strconv.AppendInt(buf, int64(rank), 10)
-	if cont {
-		buf = append(buf, ']', '+', ' ')
-	} else {
-		buf = append(buf, "] "...)
-	}
-	buf = append(buf, line...)
-	_, _ = w.Write(buf)
-}
-
-// note writes a launcher message to the error stream.
-func (s *lineSink) note(msg string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, _ = io.WriteString(s.stderr, msg+"\n")
 }

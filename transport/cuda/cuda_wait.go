@@ -238,13 +238,49 @@ func (s *CUDAStream) syncDevice(ctx context.Context) error {
 	tail, seq := s.doneTail && s.err == nil, s.doneSeq
 	idle, gen := s.idle, s.gen
 	s.mu.Unlock()
-	cancelled := false
+	fast, cancelled, err := s.awaitDrained(ctx, idle, tail, seq)
+	if err != nil {
+		return err
+	}
+	s.lock()
+	if s.closed {
+		// Closed while this sync waited: its record and report memory
+		// are gone.
+		s.mu.Unlock()
+		return errStreamClosed
+	}
+	s.undoRelease()
+	// Nothing enqueued since the stream was seen drained: it is idle.
+	s.idle = s.gen == gen
+	err = s.takeErrLocked(tail && !fast, seq)
+	fail := s.takeWaitFailureLocked(err)
+	err = s.endInterruptLocked(err, fail)
+	s.pending = s.pending[:0]
+	clear(s.plans)
+	s.plans = s.plans[:0]
+	s.mu.Unlock()
+	if fail != nil {
+		err = fail.err()
+	}
+	if cancelled && err == nil {
+		err = fmt.Errorf("sync: %w", context.Cause(ctx))
+	}
+	return err
+}
+
+// awaitDrained waits until the stream drained: at once when it was idle,
+// by the last fused launch's own report when tail (the report of step
+// seq), else by asking the driver, spinning for syncSpin and then
+// yielding. When ctx ends it interrupts the waits and keeps draining. It
+// reports whether the drain was seen without the driver (fast), and
+// whether ctx ended (cancelled).
+func (s *CUDAStream) awaitDrained(ctx context.Context, idle, tail bool, seq uint64) (fast, cancelled bool, err error) {
 	// When the last work is a fused launch, its own report that it ended
 	// is the stream draining: that launch wrote everything it writes
 	// (released before the report) and nothing follows it. Otherwise, or
 	// when the report is late, ask the driver.
 	spinning, spinUntil := syncSpin > 0, time.Now().Add(syncSpin)
-	fast := idle || (tail && spinning && s.doneSeen(seq, syncSpin))
+	fast = idle || (tail && spinning && s.doneSeen(seq, syncSpin))
 	if !fast && s.pre != nil {
 		// A prelaunched kernel would keep the stream busy.
 		s.mu.Lock()
@@ -254,7 +290,7 @@ func (s *CUDAStream) syncDevice(ctx context.Context) error {
 	for i := 0; !fast; i++ {
 		done, err := s.s.Query()
 		if err != nil {
-			return fmt.Errorf("sync: %w", transport.ExplainDeviceFault(err, s.abort))
+			return fast, cancelled, fmt.Errorf("sync: %w", transport.ExplainDeviceFault(err, s.abort))
 		}
 		if done {
 			break
@@ -283,19 +319,15 @@ func (s *CUDAStream) syncDevice(ctx context.Context) error {
 			runtime.Gosched()
 		}
 	}
-	s.lock()
-	if s.closed {
-		// Closed while this sync waited: its record and report memory
-		// are gone.
-		s.mu.Unlock()
-		return errStreamClosed
-	}
-	s.undoRelease()
-	// Nothing enqueued since the stream was seen drained: it is idle.
-	s.idle = s.gen == gen
+	return fast, cancelled, nil
+}
+
+// takeErrLocked takes the stream's error; with none, and checkTail, it is
+// an error when the last step (seq) never reported its end.
+func (s *CUDAStream) takeErrLocked(checkTail bool, seq uint64) error {
 	err := s.err
 	s.err = nil
-	if tail && !fast && atomic.LoadUint64((*uint64)(s.done.Host)) < seq && err == nil {
+	if checkTail && atomic.LoadUint64((*uint64)(s.done.Host)) < seq && err == nil {
 		// The stream is idle and the last step never reported its end: a
 		// prelaunched kernel left (on an abort) before it read the step.
 		cause := s.abort.Err()
@@ -307,6 +339,13 @@ func (s *CUDAStream) syncDevice(ctx context.Context) error {
 		}
 		err = fmt.Errorf("sync: a put_signal + wait step was not run: %w", cause)
 	}
+	return err
+}
+
+// takeWaitFailureLocked takes the failed wait the device recorded, or a
+// memory wait's failure, clearing both; it returns it unless err (an
+// earlier error, which wins) is set.
+func (s *CUDAStream) takeWaitFailureLocked(err error) *waitFailure {
 	// A failed wait's error is built after mu is released: describing it
 	// may read device memory (which peers did not signal), and a read
 	// takes every stream's lock while a kernel is prelaunched.
@@ -332,6 +371,13 @@ func (s *CUDAStream) syncDevice(ctx context.Context) error {
 			fail = memFail
 		}
 	}
+	return fail
+}
+
+// endInterruptLocked ends an interrupt of the stream's waits (clearing the
+// device's flag unless the job aborts); the interrupt is the sync's error
+// when it has none (err, fail).
+func (s *CUDAStream) endInterruptLocked(err error, fail *waitFailure) error {
 	if s.interrupt != nil && s.abort.Err() == nil {
 		atomic.StoreUint32((*uint32)(s.b.flag.Host), 0)
 	}
@@ -339,16 +385,6 @@ func (s *CUDAStream) syncDevice(ctx context.Context) error {
 		err = s.interrupt
 	}
 	s.interrupt = nil
-	s.pending = s.pending[:0]
-	clear(s.plans)
-	s.plans = s.plans[:0]
-	s.mu.Unlock()
-	if fail != nil {
-		err = fail.err()
-	}
-	if cancelled && err == nil {
-		err = fmt.Errorf("sync: %w", context.Cause(ctx))
-	}
 	return err
 }
 

@@ -71,58 +71,15 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 	tag := uint64(m.seq)
 	psize := PageRound(size)
 	mapped := make([][]byte, n)
-	unmapAll := func() error {
-		var errs []error
-		for i, b := range mapped {
-			if b != nil {
-				if e := procMaps.unmap(b); e != nil {
-					errs = append(errs, fmt.Errorf("munmap rank %d: %w", i, e))
-				}
-				mapped[i] = nil
-			}
-		}
-		return errors.Join(errs...)
-	}
 	// Peers on another host (transport net) map nothing: the network
 	// reaches them (transport.ShareNetwork); descriptors go to the peers
 	// that can map this memory.
-	var localErr error
-	peers := make([]int, 0, n-1)
-	for i := 1; i < n; i++ {
-		if p := (rank + i) % n; topo.Mappable(p) {
-			peers = append(peers, p)
-		}
-	}
-	if localErr == nil {
-		// The segments of every rank of this host must fit its memory:
-		// refused here, in the first exchange, on every rank at once.
-		here := 0
-		for r := range n {
-			if r == rank || topo.Mappable(r) {
-				here++
-			}
-		}
-		localErr = transport.CheckMemoryFit(psize, here, m.MemInfo)
-	}
-	// Every mapping the window takes (its own segment and each peer's) is
-	// counted up front: one near the kernel's limit is refused here.
-	reserved := false
-	if localErr == nil {
-		localErr = m.reserveMaps(n, fmt.Sprintf("a window of %d bytes", size))
-		reserved = localErr == nil
-	}
-	if localErr == nil && m.box == nil && len(peers) > 0 {
-		m.box, localErr = transport.OpenFDBox(m.Job, rank)
-	}
+	peers := mappablePeers(rank, n, topo)
+	reserved, localErr := m.reserveShare(rank, n, topo, size, psize)
 	fd := -1
 	name := fmt.Sprintf("%sr%d-s%d", transport.SegmentPrefix(m.Job), rank, m.seq)
 	if localErr == nil {
-		fd, mapped[rank], localErr = CreateSegment(name, psize)
-		if localErr != nil {
-			localErr = m.mapError(localErr)
-		} else {
-			procMaps.own(name, fd, mapped[rank])
-		}
+		fd, localErr = m.createOwnSegment(rank, name, psize, len(peers) > 0, mapped)
 	}
 	if fd >= 0 {
 		defer unix.Close(fd)
@@ -141,27 +98,7 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 	// The second exchange is every rank's (n > 1), whether or not it has
 	// peers to pass descriptors to: the exchanges must stay in step.
 	if err == nil && n > 1 {
-		if len(peers) > 0 {
-			perr := m.box.Pass(ctx, peers, tag, fd, sharePassTimeout, func(p, pfd int) error {
-				b, e := procMaps.peer(pfd, psize)
-				if e != nil {
-					return fmt.Errorf("mapping rank %d's segment: %w", p, m.mapError(e))
-				}
-				mapped[p] = b
-				return nil
-			})
-			if localErr == nil {
-				localErr = perr
-			}
-		}
-		st = shareStatus{}
-		if localErr != nil {
-			st.Err = localErr.Error()
-		}
-		all, err = exchangeStatus(ctx, ex, st)
-		if err == nil {
-			err = firstRemoteError(all, "mapping shared memory")
-		}
+		err = m.passDescriptors(ctx, ex, peers, tag, fd, psize, mapped, localErr)
 	}
 	if m.box != nil {
 		// Every send of this share ended before the second exchange: a
@@ -170,7 +107,7 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 		m.box.Discard(tag)
 	}
 	if err != nil {
-		_ = unmapAll()
+		_ = unmapSegments(mapped)
 		if reserved {
 			m.releaseMaps(n)
 		}
@@ -184,8 +121,106 @@ func (m *HostMemory) Share(ctx context.Context, ex transport.Exchanger, topo *tr
 	}
 	return transport.NewRegion(size, addrs[rank], addrs, nil, func() error {
 		m.releaseMaps(n)
-		return unmapAll()
+		return unmapSegments(mapped)
 	}), nil
+}
+
+// unmapSegments unmaps every segment mapped (indexed by rank) and clears
+// its entry.
+func unmapSegments(mapped [][]byte) error {
+	var errs []error
+	for i, b := range mapped {
+		if b != nil {
+			if e := procMaps.unmap(b); e != nil {
+				errs = append(errs, fmt.Errorf("munmap rank %d: %w", i, e))
+			}
+			mapped[i] = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// mappablePeers returns the other ranks that can map this rank's memory,
+// starting after rank.
+func mappablePeers(rank, n int, topo *transport.Topology) []int {
+	peers := make([]int, 0, n-1)
+	for i := 1; i < n; i++ {
+		if p := (rank + i) % n; topo.Mappable(p) {
+			peers = append(peers, p)
+		}
+	}
+	return peers
+}
+
+// reserveShare checks that the segments of every rank of this host fit
+// its memory, then reserves the window's mappings; it reports whether
+// they were reserved.
+func (m *HostMemory) reserveShare(rank, n int, topo *transport.Topology, size, psize uint64) (reserved bool, err error) {
+	// The segments of every rank of this host must fit its memory:
+	// refused here, in the first exchange, on every rank at once.
+	here := 0
+	for r := range n {
+		if r == rank || topo.Mappable(r) {
+			here++
+		}
+	}
+	if err := transport.CheckMemoryFit(psize, here, m.MemInfo); err != nil {
+		return false, err
+	}
+	// Every mapping the window takes (its own segment and each peer's) is
+	// counted up front: one near the kernel's limit is refused here.
+	if err := m.reserveMaps(n, fmt.Sprintf("a window of %d bytes", size)); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// createOwnSegment opens the descriptor box when needBox and it is not
+// open yet, then creates and maps this rank's segment (mapped[rank]); it
+// returns the segment's descriptor, or -1.
+func (m *HostMemory) createOwnSegment(rank int, name string, psize uint64, needBox bool, mapped [][]byte) (int, error) {
+	if m.box == nil && needBox {
+		var err error
+		if m.box, err = transport.OpenFDBox(m.Job, rank); err != nil {
+			return -1, err
+		}
+	}
+	fd, b, err := CreateSegment(name, psize)
+	mapped[rank] = b
+	if err != nil {
+		return fd, m.mapError(err)
+	}
+	procMaps.own(name, fd, b)
+	return fd, nil
+}
+
+// passDescriptors passes this rank's segment (fd) to peers and maps
+// theirs (unless localErr, the failure so far, is set), then exchanges
+// every rank's outcome: it returns the first failure of any rank.
+func (m *HostMemory) passDescriptors(ctx context.Context, ex transport.Exchanger, peers []int, tag uint64, fd int,
+	psize uint64, mapped [][]byte, localErr error) error {
+	if len(peers) > 0 {
+		perr := m.box.Pass(ctx, peers, tag, fd, sharePassTimeout, func(p, pfd int) error {
+			b, e := procMaps.peer(pfd, psize)
+			if e != nil {
+				return fmt.Errorf("mapping rank %d's segment: %w", p, m.mapError(e))
+			}
+			mapped[p] = b
+			return nil
+		})
+		if localErr == nil {
+			localErr = perr
+		}
+	}
+	st := shareStatus{}
+	if localErr != nil {
+		st.Err = localErr.Error()
+	}
+	all, err := exchangeStatus(ctx, ex, st)
+	if err == nil {
+		err = firstRemoteError(all, "mapping shared memory")
+	}
+	return err
 }
 
 // close closes the descriptor box (the backend's Close).
