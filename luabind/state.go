@@ -72,7 +72,7 @@ type State struct {
 
 // NewRegistry returns the registry of every Lua function and method.
 func NewRegistry() *Registry {
-	return newRegistry(rankEntries(), bufferEntries(), windowEntries(), timerEntries(), agpEntries(), planEntries(), helpEntries())
+	return newRegistry(rankEntries(), bufferEntries(), windowEntries(), timerEntries(), agpEntries(), planEntries(), planEstimateEntries(), helpEntries())
 }
 
 // New makes a Lua state for comm. out receives print and lc.log output.

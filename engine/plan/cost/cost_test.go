@@ -67,8 +67,8 @@ func TestRing1024ClosedForm(t *testing.T) {
 		near(t, "ring, exact", res.Time, own+closed+extra, 1e-9)
 		near(t, "ring, closed form", res.Time, closed, 0.05)
 		checkPath(t, res)
-		if len(res.Path) < 2*(ranks-1) {
-			t.Errorf("the path has %d ops, want the %d put_signals and waits of the ring at least", len(res.Path), 2*(ranks-1))
+		if len(res.Path) < 2*(ranks-1) || res.Path[len(res.Path)-2].Rank == res.Path[2].Rank {
+			t.Errorf("the path has %d ops, want the %d put_signals and waits of the ring at least, crossing ranks", len(res.Path), 2*(ranks-1))
 		}
 		near(t, "link time on the path", res.Link, (ranks-1)*n*shm.BetaNs+n*0.01, 1e-9)
 		for r, v := range res.PerRank {
@@ -181,7 +181,7 @@ func TestEstimateErrors(t *testing.T) {
 }
 
 func TestParseModel(t *testing.T) {
-	m, err := Default()
+	m, err := Default("host")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +190,9 @@ func TestParseModel(t *testing.T) {
 	}
 	if _, err := Estimate(m, Input{Lists: ringLists(4, 1024), Mode: "host"}); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := Default("tpu"); err == nil || !strings.Contains(err.Error(), "no model is shipped for the tpu backend") {
+		t.Errorf("Default(tpu): %v", err)
 	}
 	for _, c := range []struct{ text, want string }{
 		{`{"modes": {}}`, "no modes"},

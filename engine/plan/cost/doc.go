@@ -6,7 +6,7 @@
 // per rank, and the critical path split into link time and start cost.
 //
 // It is a pure core: no I/O beyond decoding a model's JSON, no window, no
-// replay. The model the host backend ships (models/host.json) is embedded.
+// replay. The models shipped per backend (models/*.json) are embedded.
 //
 // Imports: engine/plan, transport, window
 package cost

@@ -1,7 +1,7 @@
 package cost
 
 import (
-	_ "embed" // the shipped host model
+	"embed"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -49,14 +49,22 @@ type Model struct {
 	Modes map[string]map[string]Params `json:"modes"`
 }
 
-//go:embed models/host.json
-var hostModel []byte
+// shipped are the models made on the machines luacoll is measured on,
+// models/BACKEND.json ("host"; "cuda" once calibrated there).
+//
+//go:embed models/*.json
+var shipped embed.FS
 
-// Default returns the model shipped for the host backend.
-func Default() (*Model, error) {
-	m, err := Parse(hostModel)
+// Default returns the model shipped for backend ("host" or "cuda"), or an
+// error saying none is.
+func Default(backend string) (*Model, error) {
+	data, err := shipped.ReadFile("models/" + backend + ".json")
 	if err != nil {
-		return nil, fmt.Errorf("cost: the shipped host model: %w", err)
+		return nil, fmt.Errorf("cost: no model is shipped for the %s backend (luacoll calibrate writes one)", backend)
+	}
+	m, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("cost: the shipped %s model: %w", backend, err)
 	}
 	return m, nil
 }

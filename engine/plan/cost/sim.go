@@ -18,15 +18,18 @@ var none = ref{-1, -1}
 // ops: start (when the op could go on), alpha (its start cost), end, and
 // cause (what it waited for last).
 type rankState struct {
-	ops                []plan.Op
-	shape              plan.Shape
-	start, alpha, end  []float64
-	cause              []ref
-	pc                 int
-	t                  float64
-	blocked            bool
-	rows               map[int]uint64
-	sums               []uint64
+	ops               []plan.Op
+	shape             plan.Shape
+	start, alpha, end []float64
+	cause             []ref
+	pc                int
+	t                 float64
+	blocked           bool
+	rows              map[int]uint64
+	sums              []uint64
+	// last is, per row and per signal's sum (key -1-sig), when something
+	// last landed in it and which op sent it.
+	last               map[int]landed
 	sigRows, ranks, sg int
 }
 
@@ -93,6 +96,11 @@ func (q *queue) pop() event {
 	return top
 }
 
+type landed struct {
+	at   float64
+	from ref
+}
+
 type barWait struct {
 	n    int
 	last ref
@@ -123,7 +131,7 @@ func newSim(lists []plan.List, tab [4]Params, class func(from, to int) transport
 		n := len(l.Ops)
 		rk := &s.ranks[r]
 		*rk = rankState{ops: l.Ops, shape: l.Shape, start: make([]float64, n), alpha: make([]float64, n), end: make([]float64, n),
-			cause: make([]ref, n), rows: map[int]uint64{}, sums: make([]uint64, l.Shape.Signals),
+			cause: make([]ref, n), rows: map[int]uint64{}, last: map[int]landed{}, sums: make([]uint64, l.Shape.Signals),
 			sigRows: l.Shape.Ranks * l.Shape.Signals, ranks: l.Shape.Ranks, sg: l.Shape.Signals}
 		for row, b := range l.Base {
 			if b != 0 {
@@ -170,6 +178,10 @@ func (s *sim) run() error {
 		rk := &s.ranks[e.to]
 		if e.deliver {
 			rk.add(int(e.row), e.value, e.set)
+			rk.last[int(e.row)] = landed{e.t, e.from}
+			if int(e.row) < rk.sigRows {
+				rk.last[-1-int(e.row)%rk.sg] = landed{e.t, e.from}
+			}
 			if rk.blocked && rk.ops[rk.pc].Kind.IsWait() && rk.holds(rk.ops[rk.pc]) {
 				a := s.tab[s.class(int(e.to), int(e.from.rank))].Wait.AlphaNs
 				s.finish(int(e.to), e.t, a, 0, e.from)
@@ -220,6 +232,17 @@ func (rk *rankState) holds(o plan.Op) bool {
 		return v > o.Value
 	}
 	return v >= o.Value
+}
+
+// waitKey is the key in last of what wait o reads.
+func (rk *rankState) waitKey(o plan.Op) int {
+	switch o.Kind {
+	case plan.WaitSignal:
+		return -1 - o.Sig
+	case plan.WaitCounter:
+		return rk.shape.CtrRow(o.Peer, o.Ctr)
+	}
+	return rk.shape.SigRow(o.Peer, o.Sig)
 }
 
 func (s *sim) prev(r int) ref {
@@ -289,7 +312,13 @@ func (s *sim) step(r int, t float64) {
 		s.finish(r, t, a, 0, s.prev(r))
 	case o.Kind.IsWait():
 		if rk.holds(o) {
-			s.finish(r, t, self.Wait.AlphaNs, 0, s.prev(r))
+			// What landed just now, as the stream got here, is as much the
+			// wait's cause as the stream: the path takes the sender.
+			if l, ok := rk.last[rk.waitKey(o)]; ok && l.at == t && int(l.from.rank) != r {
+				s.finish(r, t, s.tab[s.class(r, int(l.from.rank))].Wait.AlphaNs, 0, l.from)
+			} else {
+				s.finish(r, t, self.Wait.AlphaNs, 0, s.prev(r))
+			}
 		} else {
 			rk.blocked = true
 		}
