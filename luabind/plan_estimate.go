@@ -114,3 +114,28 @@ func estimateTable(L *lua.LState, res *cost.Result, m *cost.Model) *lua.LTable {
 	t.RawSetString("path", path)
 	return t
 }
+
+// predict notes in PlanPredicted the time per exec the cost model gives
+// plan r of chunk n holding execs execs; without a model for the backend,
+// or when the estimate fails, it notes nothing (the bench prints "-").
+func (s *State) predict(r *planRef, n uint64, execs int) {
+	m := s.CostModel
+	if m == nil {
+		var err error
+		if m, err = cost.Default(s.Comm.Backend.Name()); err != nil {
+			return
+		}
+	}
+	mode := r.mode
+	if _, ok := m.Modes[mode]; !ok {
+		return
+	}
+	res, err := cost.Estimate(m, cost.Input{Lists: r.p.Lists(), Mode: mode, Class: classesOf(s.Comm.Rank.Topo)})
+	if err != nil {
+		return
+	}
+	if s.PlanPredicted == nil {
+		s.PlanPredicted = map[uint64]float64{}
+	}
+	s.PlanPredicted[n] = res.Time * 1e-9 / float64(execs)
+}
