@@ -17,6 +17,7 @@ Usage:
   luacoll repl [-n N] [flags]                           interactive Lua on N ranks
   luacoll check [-n N] script.lua                       verify every plan a script makes, run none
   luacoll bench put|pingpong|barrier|allgather [flags]  measure the window stack and the all-gather
+  luacoll calibrate [-n 2] [--nodes 2] [-o FILE]        measure the cost model plans are estimated with
   luacoll info                                          GPUs, links, capabilities, libraries
   luacoll clean [--dry-run]                             remove what killed jobs left (never a running job's)
   luacoll docs [-o FILE]                                write the Lua API reference (Markdown)
@@ -73,6 +74,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return cmdCheck(rest, stdout, stderr)
 	case "bench":
 		return cmdBench(rest, stdout, stderr)
+	case "calibrate":
+		return cmdCalibrate(rest, stdout, stderr)
 	case "info":
 		return cmdInfo(rest, stdout, stderr)
 	case "docs":

@@ -14,7 +14,7 @@ import (
 // signals and waits.
 func testModel(extra float64) *Model {
 	p := func(alpha, beta float64) Params {
-		return Params{Put: Cost{alpha, beta}, Signal: Cost{AlphaNs: extra}, Wait: Cost{AlphaNs: extra}, Copy: Cost{alpha, beta}}
+		return Params{Put: Cost{AlphaNs: alpha, BetaNs: beta}, Signal: Cost{AlphaNs: extra}, Wait: Cost{AlphaNs: extra}, Copy: Cost{AlphaNs: alpha, BetaNs: beta}}
 	}
 	return &Model{Machine: "test", Backend: "host", Modes: map[string]map[string]Params{"host": {
 		"self": p(100, 0.01), "shm": p(1000, 0.1), "net": p(5000, 0.5)}}}
@@ -201,6 +201,8 @@ func TestParseModel(t *testing.T) {
 		{`{"modes": {"host": {"shm": {"put": {"alpha_us": 1}}}}}`, `unknown field "alpha_us"`},
 		{`{"modes": {"host": {}}}`, `mode "host" has no classes`},
 		{`[`, "model:"},
+		{`{"modes": {"host": {"shm": {"put": {"sizes": [2, 1], "times_ns": [1, 2]}}}}}`, "sizes must be positive and increasing"},
+		{`{"modes": {"host": {"shm": {"put": {"sizes": [2], "times_ns": [1, 2]}}}}}`, "1 sizes but 2 times"},
 	} {
 		_, err := Parse([]byte(c.text))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -12,14 +12,55 @@ import (
 )
 
 // Cost is the time of one op of a class: a start cost and a per-byte cost.
-// A put of n bytes takes AlphaNs + n*BetaNs nanoseconds.
+// A put of n bytes takes AlphaNs + n*BetaNs nanoseconds, unless measured
+// times are given: TimesNs[i] at Sizes[i] bytes (sizes increasing), which
+// the time of n bytes is interpolated between (caches make the per-byte
+// cost of a copy depend on its size), AlphaNs + n*(TimesNs[0]-AlphaNs)/
+// Sizes[0] below the first, and BetaNs a byte more past the last.
 type Cost struct {
-	AlphaNs float64 `json:"alpha_ns"`
-	BetaNs  float64 `json:"beta_ns_per_byte"`
+	AlphaNs float64   `json:"alpha_ns"`
+	BetaNs  float64   `json:"beta_ns_per_byte"`
+	Sizes   []uint64  `json:"sizes,omitempty"`
+	TimesNs []float64 `json:"times_ns,omitempty"`
 }
 
 // Of returns the time of an op of n bytes: its start cost and its link time.
-func (c Cost) Of(n uint64) (start, link float64) { return c.AlphaNs, float64(n) * c.BetaNs }
+func (c Cost) Of(n uint64) (start, link float64) {
+	k := len(c.Sizes)
+	if k == 0 {
+		return c.AlphaNs, float64(n) * c.BetaNs
+	}
+	x := float64(n)
+	var t float64
+	switch i := sort.Search(k, func(i int) bool { return c.Sizes[i] >= n }); {
+	case i == 0:
+		t = c.AlphaNs + x*(c.TimesNs[0]-c.AlphaNs)/float64(c.Sizes[0])
+	case i == k:
+		t = c.TimesNs[k-1] + (x-float64(c.Sizes[k-1]))*c.BetaNs
+	default:
+		x0, x1 := float64(c.Sizes[i-1]), float64(c.Sizes[i])
+		t = c.TimesNs[i-1] + (x-x0)*(c.TimesNs[i]-c.TimesNs[i-1])/(x1-x0)
+	}
+	start = min(c.AlphaNs, t)
+	return start, t - start
+}
+
+func (c Cost) check() error {
+	for _, v := range append([]float64{c.AlphaNs, c.BetaNs}, c.TimesNs...) {
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("cost %v must be a finite number >= 0", v)
+		}
+	}
+	if len(c.Sizes) != len(c.TimesNs) {
+		return fmt.Errorf("%d sizes but %d times", len(c.Sizes), len(c.TimesNs))
+	}
+	for i, n := range c.Sizes {
+		if n == 0 || (i > 0 && n <= c.Sizes[i-1]) {
+			return fmt.Errorf("sizes must be positive and increasing (%v)", c.Sizes)
+		}
+	}
+	return nil
+}
 
 // Params are the costs of the ops to a peer of one transport class in one
 // replay mode. Put covers put, get and the data of put_signal and
@@ -99,10 +140,8 @@ func (m *Model) Check() error {
 				return fmt.Errorf("model: mode %q: %w", mode, err)
 			}
 			for op, c := range map[string]Cost{"put": p.Put, "signal": p.Signal, "wait": p.Wait, "copy": p.Copy, "barrier": p.Barrier} {
-				for _, v := range []float64{c.AlphaNs, c.BetaNs} {
-					if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-						return fmt.Errorf("model: mode %q, class %q, %s: cost %v must be a finite number >= 0", mode, name, op, v)
-					}
+				if err := c.check(); err != nil {
+					return fmt.Errorf("model: mode %q, class %q, %s: %w", mode, name, op, err)
 				}
 			}
 		}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/luacoll/luacoll/engine/plan/cost"
+)
+
+// TestCalibrate measures a model on 2 host ranks, reads it back (the shm
+// and self classes, positive costs, the machine and command), runs it
+// again into the same file (merged, still parsing), and estimates a plan
+// with it through bench allgather --plan --model.
+func TestCalibrate(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "model.json")
+	for range 2 {
+		r := luacoll(t, nil, "calibrate", "-n", "2", "-b", "4K", "-e", "256K", "--iters", "3", "-o", out)
+		if r.code != 0 || !strings.Contains(r.stdout, "wrote "+out) {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cost.Parse(data)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	shm, ok := m.Modes["host"]["shm"]
+	if _, self := m.Modes["host"]["self"]; !ok || !self || m.Backend != "host" || m.Machine == "" || !strings.Contains(m.Command, "calibrate") {
+		t.Fatalf("model %+v: want host mode with shm and self, the machine and the command", m)
+	}
+	if a, l := shm.Put.Of(64 << 10); a+l <= 0 || len(shm.Put.Sizes) != 4 || shm.Barrier.AlphaNs <= 0 {
+		t.Fatalf("shm costs %+v: want measured puts at 4 sizes and a barrier", shm)
+	}
+	r := luacoll(t, nil, "bench", "allgather", "-n", "2", "--algo", "lua:ring", "--plan", "--model", out, "-b", "64K", "-e", "64K", "--iters", "3")
+	if r.code != 0 || !strings.Contains(r.stdout, "pred(us)") {
+		t.Fatalf("bench allgather --model: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "65536" && f[len(f)-1] == "-" {
+			t.Fatalf("no prediction in %q", line)
+		}
+	}
+}
+
+func TestCalibrateBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	notModel := filepath.Join(dir, "x.json")
+	if err := os.WriteFile(notModel, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"calibrate", "-b", "1M", "-e", "2M"}, 2, "-b 1M -e 2M: want 0 < b and e at least 4 times b"},
+		{[]string{"calibrate", "--iters", "0"}, 2, "--iters 0"},
+		{[]string{"calibrate", "-n", "2", "-b", "4K", "-e", "16K", "--iters", "1", "-o", notModel}, 1, "holds no model to merge into"},
+		{[]string{"bench", "allgather", "--algo", "lua:ring", "--plan", "--model", filepath.Join(dir, "none.json")}, 1, "--model"},
+	} {
+		r := luacoll(t, nil, c.args...)
+		if r.code != c.code || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr:\n%s\nwant exit %d and %q", c.args, r.code, r.stderr, c.code, c.want)
+		}
+	}
+}
