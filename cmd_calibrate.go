@@ -9,29 +9,33 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
-	"github.com/luacoll/luacoll/engine/bench"
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/engine/plan/cost"
+	"github.com/luacoll/luacoll/luabind"
+	"github.com/luacoll/luacoll/scripts"
+	"github.com/luacoll/luacoll/transport"
 )
 
 const calibrateUsage = `luacoll calibrate [-n 2] [--device host|cuda] [--nodes 2] [-o FILE] [flags]
 
-  Measures the cost model p:estimate and bench allgather --plan predict with:
-  between ranks 0 and 1 (the class between them: shm on one host, nvl
-  between GPUs, net with --nodes 2), bench put --bidir over sizes -b..-e
-  (every rank of a collective puts at once): the times per size, a start
-  cost and a per-byte cost past the largest (put; the plain copy beside it:
-  self and copy), bench pingpong (what an 8-byte hop costs beyond the put: half to
-  the signal, half to the wait) and bench barrier. Writes the model (JSON)
-  for the backend's replay modes (host; on CUDA stream, graph and device,
-  alike) to FILE with the machine it came from; when FILE exists and is of
-  the same backend, the measured classes are merged into it, so a second
-  run with --nodes 2 adds net.`
+  Measures the cost model p:estimate and bench allgather --plan predict with,
+  in each replay mode of the backend (host; CUDA: stream, graph, device;
+  stream only over the network), as plans (scripts/bench/calibrate.lua),
+  between ranks 0 and 1 and the class between them (shm on one host, nvl
+  between GPUs, net with --nodes 2): puts of sizes -b..-e (x4) from both
+  ranks at once, as in a collective (put: the times per size, a start cost,
+  a per-byte cost past the largest) and to the rank itself (self and copy),
+  an 8-byte put_signal -> wait ping-pong (what a hop costs beyond the put:
+  half to the signal, half to the wait) and the window barrier. Writes the
+  model (JSON) with the machine it came from to FILE; when FILE holds a
+  model of the same backend the measured classes are merged into it, so a
+  second run with --nodes 2 adds net.`
 
 type calFlags struct {
 	rank       rankFlags
@@ -47,7 +51,7 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 	fl.StringVar(&f.out, "o", "luacoll-model.json", "the model file to write (merged into when it exists)")
 	fl.StringVar(&f.minS, "b", "4K", "smallest put size")
 	fl.StringVar(&f.maxS, "e", "16M", "largest put size")
-	fl.IntVar(&f.iters, "iters", 20, "iterations per put size (pingpong and barrier: 100 times as many)")
+	fl.IntVar(&f.iters, "iters", 20, "timed replays of each measuring plan")
 	if code, ok := parse(fl, args, stdout); !ok {
 		return code
 	}
@@ -134,71 +138,132 @@ func calSizes(lo, hi string) ([]uint64, error) {
 	return out, nil
 }
 
-// calibrate measures the class between ranks 0 and 1 with the put,
-// pingpong and barrier benches; rank 0 returns the model.
+// calibrate measures the class between ranks 0 and 1 in each replay mode
+// of the backend with the plans of bench/calibrate.lua; rank 0 returns
+// the model.
 func calibrate(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, cmdline string, stderr io.Writer) (*cost.Model, error) {
 	if c.Size() < 2 {
 		return nil, errors.New("calibrate needs 2 ranks or more")
 	}
-	// Both ranks put at once (--bidir), as every rank of a collective does.
-	rows, err := bench.BenchPut(ctx, c, sizes, iters, "auto", true, "push", progressWriter(c.Env.Rank, stderr), nil)
-	if err != nil {
-		return nil, fmt.Errorf("bench put: %w", err)
+	class := c.Rank.Topo.Kinds[(c.Env.Rank+1)%2]
+	modes := []string{"host"}
+	switch {
+	case c.Backend.Name() != "host" && class == transport.KindNet:
+		modes = []string{"stream"}
+	case c.Backend.Name() != "host":
+		modes = []string{"stream", "graph", "device"}
 	}
-	pp, err := bench.BenchPingPong(ctx, c, 100*iters, "auto")
+	src, err := scripts.FS.ReadFile("bench/calibrate.lua")
 	if err != nil {
-		return nil, fmt.Errorf("bench pingpong: %w", err)
+		return nil, err
 	}
-	bar, err := bench.BenchBarrier(ctx, c, 100*iters, "auto")
+	st := luabind.New(c, io.Discard)
+	defer st.Close()
+	sz := make([]string, len(sizes))
+	for i, n := range sizes {
+		sz[i] = strconv.FormatUint(n, 10)
+	}
+	vals, err := st.EvalScript(ctx, string(src), "bench/calibrate.lua", []string{strings.Join(modes, ","), strings.Join(sz, ","), strconv.Itoa(iters)})
 	if err != nil {
-		return nil, fmt.Errorf("bench barrier: %w", err)
+		return nil, err
 	}
 	if c.Env.Rank != 0 {
 		return nil, nil
 	}
-	var put, copied []float64
-	var at []uint64
-	for _, r := range rows {
-		if r.Ref <= 0 || r.Seconds <= 0 {
-			continue
+	if len(vals) != 1 {
+		return nil, fmt.Errorf("bench/calibrate.lua returned %d values, want 1", len(vals))
+	}
+	got, err := parseCalibration(vals[0])
+	if err != nil {
+		return nil, err
+	}
+	m := &cost.Model{Machine: machineName(c), Backend: c.Backend.Name(), Made: time.Now().UTC().Format(time.RFC3339),
+		Command: cmdline, Modes: map[string]map[string]cost.Params{}}
+	var notes []string
+	for _, mode := range modes {
+		params, note, err := calParams(got[mode], class, sizes)
+		if err != nil {
+			return nil, fmt.Errorf("mode %s: %w", mode, err)
 		}
-		at = append(at, r.Bytes)
-		put = append(put, r.Seconds)
-		copied = append(copied, float64(r.Bytes)/(r.Ref*1e9))
+		m.Modes[mode] = params
+		notes = append(notes, mode+": "+note)
 	}
-	p, err := cost.Fit(at, put)
+	m.Note = fmt.Sprintf("%s, %d ranks: %s.", class, c.Size(), strings.Join(notes, "; "))
+	return m, m.Check()
+}
+
+// calTimes are one mode's measurements: nanoseconds by what and bytes.
+type calTimes map[string]map[uint64]float64
+
+// parseCalibration reads bench/calibrate.lua's lines "mode what bytes ns".
+func parseCalibration(s string) (map[string]calTimes, error) {
+	out := map[string]calTimes{}
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			return nil, fmt.Errorf("bench/calibrate.lua: line %q: want mode, what, bytes, ns", line)
+		}
+		n, err1 := strconv.ParseUint(f[2], 10, 64)
+		ns, err2 := strconv.ParseFloat(f[3], 64)
+		if err1 != nil || err2 != nil || ns <= 0 {
+			return nil, fmt.Errorf("bench/calibrate.lua: line %q: bad bytes or time", line)
+		}
+		if out[f[0]] == nil {
+			out[f[0]] = calTimes{}
+		}
+		if out[f[0]][f[1]] == nil {
+			out[f[0]][f[1]] = map[uint64]float64{}
+		}
+		out[f[0]][f[1]][n] = ns
+	}
+	return out, nil
+}
+
+// calParams turns one mode's times into the costs of class and self:
+// puts and copies fitted per size, the hop's time beyond an 8-byte put
+// split between the signal and the wait, the barrier as measured.
+func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string]cost.Params, string, error) {
+	series := func(what string) (cost.Cost, error) {
+		ts := make([]float64, len(sizes))
+		for i, n := range sizes {
+			v, ok := t[what][n]
+			if !ok {
+				return cost.Cost{}, fmt.Errorf("no %s time at %d bytes", what, n)
+			}
+			ts[i] = v * 1e-9
+		}
+		return cost.Fit(sizes, ts)
+	}
+	put, err := series("put")
 	if err != nil {
-		return nil, fmt.Errorf("the puts: %w", err)
+		return nil, "", err
 	}
-	self, err := cost.Fit(at, copied)
+	self, err := series("self")
 	if err != nil {
-		return nil, fmt.Errorf("the plain copies: %w", err)
+		return nil, "", err
 	}
-	hop := pp.Seconds*1e9 - p.AlphaNs - 8*p.BetaNs
-	hop = max(hop, 0)
-	barrier := cost.Cost{AlphaNs: bar.Seconds * 1e9}
-	class := c.Rank.Topo.Kinds[1].String()
+	hop, bar := t["hop"][8], 0.0
+	for _, v := range t["barrier"] {
+		bar = v
+	}
+	if hop == 0 || bar == 0 {
+		return nil, "", errors.New("no hop or barrier time")
+	}
+	a, l := put.Of(8)
+	rest := max(hop-a-l, 0)
+	sig, wait := cost.Cost{AlphaNs: rest / 2}, cost.Cost{AlphaNs: rest / 2}
+	barrier := cost.Cost{AlphaNs: bar}
 	params := map[string]cost.Params{
-		class:  {Put: p, Signal: cost.Cost{AlphaNs: hop / 2}, Wait: cost.Cost{AlphaNs: hop / 2}, Copy: self, Barrier: barrier},
-		"self": {Put: self, Signal: cost.Cost{AlphaNs: hop / 2}, Wait: cost.Cost{AlphaNs: hop / 2}, Copy: self, Barrier: barrier},
+		class.String(): {Put: put, Signal: sig, Wait: wait, Copy: self, Barrier: barrier},
+		"self":         {Put: self, Signal: sig, Wait: wait, Copy: self, Barrier: barrier},
 	}
-	if class == "net" {
+	if class == transport.KindNet {
 		// Logical nodes split the CPUs: a copy measured in one is no
 		// rank's copy on the whole machine.
 		delete(params, "self")
 	}
-	modes := []string{"host"}
-	note := fmt.Sprintf("%s: puts %d B-%d B fitted, one-way 8-byte hop %.2f us, barrier of %d ranks %.2f us.", class, at[0], at[len(at)-1], pp.Seconds*1e6, c.Size(), bar.Seconds*1e6)
-	if c.Backend.Name() != "host" {
-		modes = []string{"stream", "graph", "device"}
-		note += " CUDA: measured eagerly; every mode has the same costs."
-	}
-	m := &cost.Model{Machine: machineName(c), Backend: c.Backend.Name(), Made: time.Now().UTC().Format(time.RFC3339),
-		Command: cmdline, Note: note, Modes: map[string]map[string]cost.Params{}}
-	for _, mode := range modes {
-		m.Modes[mode] = params
-	}
-	return m, m.Check()
+	note := fmt.Sprintf("8-byte hop %.2f us, put of %d B %.1f us, barrier %.2f us", hop/1e3, sizes[len(sizes)-1], t["put"][sizes[len(sizes)-1]]/1e3, bar/1e3)
+	return params, note, nil
 }
 
 // machineName says where a model was measured: host, CPUs, and GPUs.
