@@ -16,6 +16,8 @@ local most = 8
 for _, n in ipairs(sizes) do most = math.max(most, n) end
 local w = lc.window{ bytes = 2 * most, signals = 2 }
 local src = lc.buffer(most)
+-- Real data: pages never written read as the zero page, from the cache.
+src:fill("rand", lc.rank)
 local me, peer = lc.rank, 1 - lc.rank
 local out = {}
 
