@@ -101,3 +101,32 @@ func TestEstimateScript(t *testing.T) {
 		t.Fatalf("%d rows, want ring, direct and hier:\n%s", rows, r.stdout)
 	}
 }
+
+// Under luacoll check rank 0 estimates (it holds every rank's list); the
+// others get an error that says so.
+func TestEstimateUnderCheck(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "e.lua")
+	code := `
+local lc = require("luacoll")
+local ag = require("allgather")
+local n = 65536
+local w = lc.window{ bytes = n * lc.size }
+local src = lc.buffer(n)
+local p = lc.plan(ag.ring, w, src, 0, n)
+if lc.rank ~= 0 then
+  local ok, err = pcall(p.estimate, p)
+  assert(not ok and err:find("only rank 0 holds every rank's op list", 1, true), tostring(err))
+  return
+end
+local e = p:estimate()
+assert(#e.per_rank == lc.size and #e.path >= 2 * (lc.size - 1), "estimate")
+print(("estimated %d ranks: %.1f us"):format(#e.per_rank, e.time * 1e6))
+`
+	if err := os.WriteFile(script, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := luacoll(t, nil, "check", "-n", "8", script)
+	if r.code != 0 || !strings.Contains(r.stdout, "estimated 8 ranks") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}

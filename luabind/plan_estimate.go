@@ -12,7 +12,7 @@ import (
 func planEstimateEntries() []*Entry {
 	return []*Entry{
 		fn("p:estimate", "{model?, mode?}", "table", "Plans",
-			"Predicts one replay of the plan from every rank's op list and a cost model (no collective, nothing runs): each rank runs its ops in order, a put costs its class's start cost plus its bytes times the per-byte cost, a wait ends when the signal it needs lands, a barrier when the last rank arrives. model is a JSON file `luacoll calibrate` wrote (default: the model shipped for this rank's backend); mode picks the model's replay mode (default: the plan's, \"host\" under luacoll check). Classes come from the topology: self, the class of this rank's local peers within a node, net between nodes. Returns {time (seconds, the slowest rank), per_rank = {seconds of rank 0, ...}, path = {{rank, op, op_name, peer, class, start, finish, start_cost, link, file, line}, ...} (the critical path, first op first, times in seconds), link and start_cost (the path's time moving bytes and starting ops: they add up to time), mode, machine (where the model was measured), borrowed (classes the model lacks, estimated with the nearest it has)}. It leaves out contention on shared links, the copy engines' count and network congestion (docs/design.md).",
+			"Predicts one replay of the plan from every rank's op list and a cost model (no collective, nothing runs): each rank runs its ops in order, a put costs its class's start cost plus its bytes times the per-byte cost, a wait ends when the signal it needs lands, a barrier when the last rank arrives. model is a JSON file `luacoll calibrate` wrote (default: the model shipped for this rank's backend); mode picks the model's replay mode (default: the plan's, \"host\" under luacoll check). Classes come from the topology: self, the class of this rank's local peers within a node, net between nodes. Returns {time (seconds, the slowest rank), per_rank = {seconds of rank 0, ...}, path = {{rank, op, op_name, peer, class, start, finish, start_cost, link, file, line}, ...} (the critical path, first op first, times in seconds), link and start_cost (the path's time moving bytes and starting ops: they add up to time), mode, machine (where the model was measured), borrowed (classes the model lacks, estimated with the nearest it has)}. Under `luacoll check` only rank 0 holds every rank's list and may call it. It leaves out contention on shared links, the copy engines' count and network congestion (docs/design.md).",
 			estimatePlan),
 	}
 }
@@ -36,6 +36,9 @@ func estimatePlan(c *call) int {
 		if m, err = cost.Parse(data); err != nil {
 			c.fail("bad argument 'model' (%s: %v)", path, err)
 		}
+	}
+	if r.mode == modeCheck && c.s.rank() != 0 {
+		c.fail("under luacoll check only rank 0 holds every rank's op list: estimate there (if lc.rank == 0 then ... end)")
 	}
 	if mode == "" {
 		mode = r.mode
