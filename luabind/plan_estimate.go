@@ -1,6 +1,7 @@
 package luabind
 
 import (
+	"fmt"
 	"os"
 
 	lua "github.com/yuin/gopher-lua"
@@ -11,16 +12,24 @@ import (
 
 func planEstimateEntries() []*Entry {
 	return []*Entry{
-		fn("p:estimate", "{model?, mode?}", "table", "Plans",
-			"Predicts one replay of the plan from every rank's op list and a cost model (no collective, nothing runs): each rank runs its ops in order, a put costs its class's start cost plus its bytes times the per-byte cost, a wait ends when the signal it needs lands, a barrier when the last rank arrives. model is a JSON file `luacoll calibrate` wrote (default: the model shipped for this rank's backend); mode picks the model's replay mode (default: the plan's, \"host\" under luacoll check). Classes come from the topology: self, the class of this rank's local peers within a node, net between nodes. Returns {time (seconds, the slowest rank), per_rank = {seconds of rank 0, ...}, path = {{rank, op, op_name, peer, class, start, finish, start_cost, link, file, line}, ...} (the critical path, first op first, times in seconds), link and start_cost (the path's time moving bytes and starting ops: they add up to time), mode, machine (where the model was measured), borrowed (classes the model lacks, estimated with the nearest it has)}. Under `luacoll check` only rank 0 holds every rank's list and may call it. It leaves out contention on shared links, the copy engines' count and network congestion (docs/design.md).",
+		fn("p:estimate", "{model?, mode?, layout?}", "table", "Plans",
+			"Predicts one replay of the plan from every rank's op list and a cost model (no collective, nothing runs): each rank runs its ops in order, a put costs its class's start cost plus its bytes times the per-byte cost, a wait ends when the signal it needs lands, a barrier when the last rank arrives. model is a JSON file `luacoll calibrate` wrote (default: the model shipped for this rank's backend); mode picks the model's replay mode (default: the plan's, \"host\" under luacoll check). Classes come from the topology: self, the class of this rank's local peers within a node, net between nodes; layout = \"NxM\" (N nodes of M consecutive ranks, N x M the plan's ranks) places the ranks so instead, to ask what the same op lists would take across nodes. Returns {time (seconds, the slowest rank), per_rank = {seconds of rank 0, ...}, path = {{rank, op, op_name, peer, class, start, finish, start_cost, link, file, line}, ...} (the critical path, first op first, times in seconds), link and start_cost (the path's time moving bytes and starting ops: they add up to time), mode, machine (where the model was measured), borrowed (classes the model lacks, estimated with the nearest it has)}. Under `luacoll check` only rank 0 holds every rank's list and may call it. It leaves out contention on shared links, the copy engines' count and network congestion (docs/design.md).",
 			estimatePlan),
 	}
 }
 
 func estimatePlan(c *call) int {
 	r := c.planRef()
-	t := c.tableArg(0, []string{"model", "mode"}, "p:estimate{model = \"host.json\"}", true)
+	t := c.tableArg(0, []string{"model", "mode", "layout"}, "p:estimate{model = \"host.json\"}", true)
 	path, mode := c.strField(t, "model", ""), c.strField(t, "mode", "")
+	classes := classesOf(c.s.Comm.Rank.Topo)
+	if lay := c.strField(t, "layout", ""); lay != "" {
+		per, err := parseLayout(lay, len(r.p.Lists()))
+		if err != nil {
+			c.fail("bad argument 'layout' (%v)", err)
+		}
+		classes = layoutClasses(per, localKind(c.s.Comm.Rank.Topo) == transport.KindNVL)
+	}
 	var m *cost.Model
 	var err error
 	if path == "" {
@@ -49,7 +58,7 @@ func estimatePlan(c *call) int {
 	if _, ok := m.Modes[mode]; !ok {
 		c.fail("bad argument 'mode' (the model has no mode %q; it has %v)", mode, m.ModeNames())
 	}
-	res, err := cost.Estimate(m, cost.Input{Lists: r.p.Lists(), Mode: mode, Class: classesOf(c.s.Comm.Rank.Topo)})
+	res, err := cost.Estimate(m, cost.Input{Lists: r.p.Lists(), Mode: mode, Class: classes})
 	c.check(err)
 	c.L.Push(estimateTable(c.L, res, m))
 	return 1
@@ -59,14 +68,7 @@ func estimatePlan(c *call) int {
 // topology tells: over the network where it says so, else as this rank
 // reaches its own local peers.
 func classesOf(topo *transport.Topology) func(a, b int) transport.PeerKind {
-	local := transport.KindSHM
-	if topo != nil {
-		for _, k := range topo.Kinds {
-			if k == transport.KindNVL {
-				local = k
-			}
-		}
-	}
+	local := localKind(topo)
 	return func(a, b int) transport.PeerKind {
 		switch {
 		case a == b:
@@ -75,6 +77,50 @@ func classesOf(topo *transport.Topology) func(a, b int) transport.PeerKind {
 			return transport.KindNet
 		}
 		return local
+	}
+}
+
+// localKind is how this rank reaches the peers of its node: nvl where it
+// maps a GPU peer, else shm.
+func localKind(topo *transport.Topology) transport.PeerKind {
+	if topo != nil {
+		for _, k := range topo.Kinds {
+			if k == transport.KindNVL {
+				return k
+			}
+		}
+	}
+	return transport.KindSHM
+}
+
+// parseLayout reads "NxM" (N nodes of M ranks) for a plan of ranks ranks
+// and returns M.
+func parseLayout(s string, ranks int) (int, error) {
+	var nodes, per int
+	if _, err := fmt.Sscanf(s, "%dx%d", &nodes, &per); err != nil || nodes < 1 || per < 1 || fmt.Sprintf("%dx%d", nodes, per) != s {
+		return 0, fmt.Errorf("%q: want NODESxRANKS, e.g. \"2x4\"", s)
+	}
+	if nodes*per != ranks {
+		return 0, fmt.Errorf("%q places %d ranks; the plan has %d", s, nodes*per, ranks)
+	}
+	return per, nil
+}
+
+// layoutClasses places ranks in nodes of per consecutive ranks: self,
+// nvl (gpu) or shm within a node, net between nodes.
+func layoutClasses(per int, gpu bool) func(a, b int) transport.PeerKind {
+	local := transport.KindSHM
+	if gpu {
+		local = transport.KindNVL
+	}
+	return func(a, b int) transport.PeerKind {
+		switch {
+		case a == b:
+			return transport.KindSelf
+		case a/per == b/per:
+			return local
+		}
+		return transport.KindNet
 	}
 }
 

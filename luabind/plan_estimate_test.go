@@ -47,6 +47,11 @@ assert(puts == lc.size - 1, "put_signals on the path: " .. puts)
 local crossed = 0
 for _ in pairs(ranks) do crossed = crossed + 1 end
 assert(crossed == lc.size, "the path crosses " .. crossed .. " ranks")
+local nets = 0
+for _, s in ipairs(p:estimate{ model = model, layout = "2x2" }.path) do
+  if s.class == "net" then nets = nets + 1 end
+end
+assert(nets >= 1, "no net step on the path of a 2x2 layout")
 local shipped = p:estimate()
 assert(shipped.time > 0 and shipped.machine ~= "", "shipped model")
 for _, c in ipairs{
@@ -54,6 +59,8 @@ for _, c in ipairs{
   { { model = model, mode = "graph" }, "bad argument 'mode' (the model has no mode \"graph\"" },
   { { modle = model }, "bad argument 'modle' (unknown option" },
   { { model = 7 }, "bad argument 'model' (string expected" },
+  { { layout = "3x2" }, "bad argument 'layout' (\"3x2\" places 6 ranks; the plan has 4)" },
+  { { layout = "2by2" }, "bad argument 'layout' (\"2by2\": want NODESxRANKS" },
 } do
   local ok, err = pcall(p.estimate, p, c[1])
   assert(not ok and err:find(c[2], 1, true), tostring(err))
