@@ -39,7 +39,7 @@ end
 local hops = 50
 for _, mode in ipairs(modes) do
   local hop = per(mode, function(w, src)
-    if me > 1 then return end
+    if me > 1 then w:flush() return end -- the other ranks look on
     for k = 1, hops do
       if me == 0 then
         w:put_signal(peer, 0, src, 0, 8, 0, 1, "add")
@@ -57,7 +57,7 @@ for _, mode in ipairs(modes) do
       w:flush()
     end, replays)
     local self = per(mode, function(w, src)
-      w:put(me, me * most, src, 0, n)
+      w:put(me, (me % 2) * most, src, 0, n)
       w:flush()
     end, replays)
     out[#out + 1] = ("%s put %d %.3f"):format(mode, n, put)
