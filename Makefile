@@ -54,6 +54,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeList$$' -fuzztime $(FUZZTIME) ./engine/plan
 	$(GO) test -run '^$$' -fuzz '^FuzzParseOp$$' -fuzztime $(FUZZTIME) ./engine/plan
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./engine/plan/verify
+	$(GO) test -run '^$$' -fuzz '^FuzzEstimate$$' -fuzztime $(FUZZTIME) ./engine/plan/cost
+	$(GO) test -run '^$$' -fuzz '^FuzzParseModel$$' -fuzztime $(FUZZTIME) ./engine/plan/cost
 	$(GO) test -run '^$$' -fuzz '^FuzzExpandAttached$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzSplitArgs$$' -fuzztime $(FUZZTIME) ./repl
 	$(GO) test -run '^$$' -fuzz '^FuzzRuns$$' -fuzztime $(FUZZTIME) ./engine/bootstrap

@@ -45,6 +45,7 @@ type agFlags struct {
 	graph, stress  bool
 	inPlace, plan  bool
 	planMode       string
+	model          string
 	// vsNCCL, vsNCCLSym, vsDirect, vsMPI: the baselines named by --vs.
 	vsNCCL, vsNCCLSym, vsDirect, vsMPI bool
 	jsonOut, plot                      string
@@ -70,6 +71,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.inPlace, "inplace", false, "in-place execs (nccl-tests' in-place column): each rank's chunk starts in the window at rank*n, no own copy; NCCL in place too")
 	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")
 	fs.StringVar(&f.planMode, "plan-mode", "", "with --plan (implied): how the plan replays: auto (host on the host backend; on CUDA device where no copy exceeds 256 KiB, else stream), host, stream, device (one kernel runs the whole op list) or graph (one CUDA graph launch per replay)")
+	fs.StringVar(&f.model, "model", "", "with --plan: the cost model (a JSON file luacoll calibrate wrote) the pred(us) column comes from (default: the one shipped for the backend; none shipped: \"-\")")
 	fs.BoolVar(&f.plan, "plan", false, "with --algo lua:*: record the schedule once per size into a plan (lc.plan), verify it as an all-gather, and replay it with no Lua per exec (a staged schedule's plan holds two execs, one per staging half)")
 	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), nccl-sym (NCCL's symmetric kernels: ncclAllGather on buffers from ncclMemAlloc registered as a symmetric window, NCCL 2.27 and later), direct (the built-in all-gather beside a Lua schedule), mpi (MPI_Allgather; host, under Open MPI's mpirun)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the rows and the run's metadata as JSON Lines to FILE")
@@ -331,6 +333,11 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		schedule, what := st.Schedule, f.algo
 		if f.plan {
 			st.PlanMode = f.planMode
+			m, err := loadModel(f.model)
+			if err != nil {
+				return err
+			}
+			st.CostModel = m
 			cfg.BuiltinGraph = f.planMode == "graph"
 			schedule, what = st.SchedulePlan, f.algo+" (plan, mode "+st.Mode()+")"
 		}
@@ -348,11 +355,15 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	// as it is measured: a sweep that fails later keeps its finished rows.
 	var meta agMeta
 	cfg.OnRow = func(res *bench.AGBenchResult, r bench.AGBenchRow) error {
+		if st != nil && f.plan {
+			r.PredictedSec = st.PlanPredicted[r.Bytes/uint64(c.Env.Size)]
+			res.Rows[len(res.Rows)-1].PredictedSec = r.PredictedSec
+		}
 		if len(res.Rows) == 1 {
 			planInfo(res, f, st, c)
 			meta = agHeader(stdout, c, f, res, cpuPlace, cpus)
 		}
-		agRow(stdout, res, r)
+		agRow(stdout, res, r, f.plan)
 		return nil
 	}
 	res, err := bench.BenchAllGather(ctx, c, cfg)
@@ -488,6 +499,9 @@ func agHeader(stdout io.Writer, c *engine.Comm, f agFlags, res *bench.AGBenchRes
 	if res.HaveMPI {
 		fmt.Fprintf(stdout, " %10s %8s %7s %7s", "mpi(us)", "m.busbw", "#wrong", "ratio")
 	}
+	if f.plan {
+		fmt.Fprintf(stdout, " %10s %6s", "pred(us)", "p/m")
+	}
 	if f.algo == "" || !strings.HasPrefix(f.algo, "lua:") {
 		fmt.Fprintf(stdout, "  %s", "protocol")
 	}
@@ -496,7 +510,9 @@ func agHeader(stdout io.Writer, c *engine.Comm, f agFlags, res *bench.AGBenchRes
 }
 
 // agRow prints one row of the table.
-func agRow(stdout io.Writer, res *bench.AGBenchResult, r bench.AGBenchRow) {
+// With plan, the cost model's prediction and its ratio to the measured
+// time follow ("-" without one).
+func agRow(stdout io.Writer, res *bench.AGBenchResult, r bench.AGBenchRow, plan bool) {
 	fmt.Fprintf(stdout, "  %12d %12d %6s %10.2f %8.2f %8.2f %7d", r.Bytes, r.Count, r.Type, r.Seconds*1e6, r.AlgBW, r.BusBW, r.Wrong)
 	if res.HaveBuiltin {
 		fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.BuiltinSec*1e6, r.BuiltinBusBW, r.BuiltinWrong, r.BuiltinRatio)
@@ -509,6 +525,12 @@ func agRow(stdout io.Writer, res *bench.AGBenchResult, r bench.AGBenchRow) {
 	}
 	if res.HaveMPI {
 		fmt.Fprintf(stdout, " %10.2f %8.2f %7d %7.2f", r.MPISec*1e6, r.MPIBusBW, r.MPIWrong, r.MPIRatio)
+	}
+	switch {
+	case plan && r.PredictedSec > 0 && r.Seconds > 0:
+		fmt.Fprintf(stdout, " %10.2f %6.2f", r.PredictedSec*1e6, r.PredictedSec/r.Seconds)
+	case plan:
+		fmt.Fprintf(stdout, " %10s %6s", "-", "-")
 	}
 	if r.Protocol != "" {
 		fmt.Fprintf(stdout, "  %s", r.Protocol)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,13 +76,16 @@ func TestBenchAllgatherPlan(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, "(plan, mode host)") || !strings.Contains(r.stdout, "a recorded plan replayed") {
 			t.Fatalf("%s: exit %d\n%s\n%s", algo, r.code, r.stdout, r.stderr)
 		}
-		rows := tableRows(r.stdout, 11)
+		rows := tableRows(r.stdout, 13) // the last two: predicted (the shipped host model) and its ratio
 		if len(rows) != 3 {
 			t.Fatalf("%d rows:\n%s", len(rows), r.stdout)
 		}
 		for _, f := range rows {
 			if f[6] != "0" || f[9] != "0" {
 				t.Errorf("wrong chunks: %v", f)
+			}
+			if p, err := strconv.ParseFloat(f[11], 64); err != nil || p <= 0 {
+				t.Errorf("no prediction: %v", f)
 			}
 		}
 	}

@@ -18,6 +18,7 @@ Usage:
   luacoll repl [-n N] [flags]                           interactive Lua on N ranks
   luacoll check [-n N] script.lua                       verify every plan a script makes, run none
   luacoll bench put|pingpong|barrier|allgather [flags]  measure the window stack and the all-gather
+  luacoll calibrate [-n 2] [--nodes 2] [-o FILE]        measure the cost model plans are estimated with
   luacoll info [--tuning]                               GPUs, links, capabilities, libraries; the knobs in effect
   luacoll clean [--dry-run]                             remove what killed jobs left (never a running job's)
   luacoll docs [--knobs] [-o FILE]                      write the Lua API reference, or the knobs' table (Markdown)
@@ -66,7 +67,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
-	case "run", "repl", "check", "bench":
+	case "run", "repl", "check", "bench", "calibrate":
 		// A knob's bad value stops the command before any rank starts.
 		if err := knobs.Current().Err(); err != nil {
 			fmt.Fprintf(stderr, "luacoll %s: %v\n", cmd, err)
@@ -82,6 +83,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return cmdCheck(rest, stdout, stderr)
 	case "bench":
 		return cmdBench(rest, stdout, stderr)
+	case "calibrate":
+		return cmdCalibrate(rest, stdout, stderr)
 	case "info":
 		return cmdInfo(rest, stdout, stderr)
 	case "docs":

@@ -4,5 +4,5 @@
 // Arguments are checked here (types, integers up to 2^53, freed objects)
 // and by the window layer (ranges) before anything is enqueued.
 //
-// Imports: engine, engine/allgather, engine/bootstrap, engine/launch, engine/launch/cpuset, engine/plan, engine/plan/verify, scripts, transport, transport/inproc, transport/knobs, window
+// Imports: engine, engine/allgather, engine/bootstrap, engine/launch, engine/launch/cpuset, engine/plan, engine/plan/cost, engine/plan/verify, scripts, transport, transport/inproc, transport/knobs, window
 package luabind

@@ -87,6 +87,7 @@ func (s *State) SchedulePlan(mod, fn string) (func(w *window.Window, src *window
 				s.PlanModes = map[uint64]string{}
 			}
 			s.PlanModes[n] = r.mode
+			s.predict(r, n, execs)
 		}
 		return execs, r.p.Run(1)
 	}, nil

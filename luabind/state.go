@@ -17,6 +17,7 @@ import (
 	"github.com/yuin/gopher-lua/parse"
 
 	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/plan/cost"
 	"github.com/luacoll/luacoll/scripts"
 	"github.com/luacoll/luacoll/window"
 )
@@ -48,7 +49,13 @@ type State struct {
 	// backend's choice); PlanModes records the mode each size's plan got.
 	PlanMode  string
 	PlanModes map[uint64]string
-	Out       io.Writer
+	// CostModel, when set, is the model SchedulePlan predicts each plan's
+	// time with (nil: the one shipped for the backend, if any);
+	// PlanPredicted holds the predicted seconds per exec by chunk size.
+	CostModel     *cost.Model
+	PlanPredicted map[uint64]float64
+
+	Out io.Writer
 	// Prefix is prepended to lc.log lines when the launcher does not
 	// prefix output itself.
 	Prefix string
@@ -74,7 +81,7 @@ type State struct {
 
 // NewRegistry returns the registry of every Lua function and method.
 func NewRegistry() *Registry {
-	return newRegistry(rankEntries(), bufferEntries(), windowEntries(), timerEntries(), agpEntries(), planEntries(), reduceEntries(), helpEntries())
+	return newRegistry(rankEntries(), bufferEntries(), windowEntries(), timerEntries(), agpEntries(), planEntries(), planEstimateEntries(), reduceEntries(), helpEntries())
 }
 
 // New makes a Lua state for comm. out receives print and lc.log output.

@@ -92,6 +92,9 @@ type AGBenchRow struct {
 	// Protocol is how the built-in all-gather moved this size's data
 	// (Persistent.Protocol).
 	Protocol string `json:"protocol,omitempty"`
+	// PredictedSec is the cost model's time per exec of a plan schedule
+	// (bench allgather --plan; 0: no prediction).
+	PredictedSec float64 `json:"predicted_time_s,omitempty"`
 	// The built-in direct all-gather beside a schedule (AGBenchConfig.
 	// Builtin); BuiltinRatio is time_builtin / time_schedule.
 	BuiltinSec   float64 `json:"builtin_time_s,omitempty"`

@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/launch"
+	"github.com/luacoll/luacoll/engine/plan/cost"
+	"github.com/luacoll/luacoll/luabind"
+	"github.com/luacoll/luacoll/scripts"
+	"github.com/luacoll/luacoll/transport"
+)
+
+const calibrateUsage = `luacoll calibrate [-n 2] [--device host|cuda] [--nodes 2] [-o FILE] [flags]
+
+  Measures the cost model p:estimate and bench allgather --plan predict with,
+  in each replay mode of the backend (host; CUDA: stream, graph, device;
+  stream only over the network), as plans (scripts/bench/calibrate.lua),
+  between ranks 0 and 1 and the class between them (shm on one host, nvl
+  between GPUs, net with --nodes 2): puts of sizes -b..-e (x4) from both
+  ranks at once, as in a collective (put: the times per size, a start cost,
+  a per-byte cost past the largest) and to the rank itself (self and copy),
+  an 8-byte put_signal -> wait ping-pong (what a hop costs beyond the put:
+  half to the signal, half to the wait) and the window barrier. Writes the
+  model (JSON) with the machine it came from to FILE; when FILE holds a
+  model of the same backend the measured classes are merged into it, so a
+  second run with --nodes 2 adds net.`
+
+type calFlags struct {
+	rank       rankFlags
+	out        string
+	minS, maxS string
+	iters      int
+}
+
+func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
+	fl := newFlagSet("calibrate", calibrateUsage, stderr)
+	var f calFlags
+	f.rank.register(fl, 2)
+	fl.StringVar(&f.out, "o", "luacoll-model.json", "the model file to write (merged into when it exists)")
+	fl.StringVar(&f.minS, "b", "4K", "smallest put size")
+	fl.StringVar(&f.maxS, "e", "16M", "largest put size")
+	fl.IntVar(&f.iters, "iters", 20, "timed replays of each measuring plan")
+	if code, ok := parse(fl, args, stdout); !ok {
+		return code
+	}
+	fail := func(code int, err error) int {
+		fmt.Fprintf(stderr, "luacoll calibrate: %v\n", err)
+		return code
+	}
+	sizes, err := calSizes(f.minS, f.maxS)
+	if err == nil && f.iters < 1 {
+		err = fmt.Errorf("--iters %d: want 1 or more", f.iters)
+	}
+	if err == nil {
+		err = f.rank.check()
+	}
+	if err != nil {
+		return fail(2, err)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	env, isRank, err := launch.RankEnvFromEnv(os.Getenv)
+	if err == nil && (!isRank || env.Rank == 0) {
+		err = checkWritable(f.out)
+	}
+	if err != nil {
+		return fail(2, err)
+	}
+	if !isRank {
+		n := f.rank.n
+		if n == 0 {
+			n = 2
+		}
+		if err := f.rank.checkNodes(n); err != nil {
+			return fail(2, err)
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			return fail(1, err)
+		}
+		res, err := f.rank.launch(ctx, launch.LaunchConfig{N: n, Nodes: f.rank.nodes, Path: exe, Args: append([]string{"calibrate"}, args...),
+			Stdout: stdout, Stderr: stderr, Grace: f.rank.timeout + 5*time.Second, Progress: terminalOf(stderr)}, "calibrate", stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "luacoll calibrate: %v\n", err)
+			if res.ExitCode == 0 {
+				return 1
+			}
+		}
+		return res.ExitCode
+	}
+	comm, err := engine.Open(ctx, env, f.rank.options(), cudaBackend)
+	if err != nil {
+		return engine.ReportOpenError(stderr, "luacoll calibrate: ", env, err)
+	}
+	m, err := calibrate(ctx, comm, sizes, f.iters, "luacoll calibrate "+strings.Join(args, " "), stderr)
+	if err == nil && env.Rank == 0 {
+		err = writeModel(f.out, m, stdout)
+	}
+	if err != nil {
+		code := reportRankFailure(stderr, "luacoll calibrate", env, comm, err, f.rank.timeout)
+		_ = comm.Close(err)
+		return code
+	}
+	if err := comm.Close(nil); err != nil {
+		return fail(1, err)
+	}
+	return 0
+}
+
+func calSizes(lo, hi string) ([]uint64, error) {
+	a, err := parseSize(lo)
+	if err != nil {
+		return nil, fmt.Errorf("-b: %w", err)
+	}
+	b, err := parseSize(hi)
+	if err != nil {
+		return nil, fmt.Errorf("-e: %w", err)
+	}
+	if a == 0 || b < 4*a {
+		return nil, fmt.Errorf("-b %s -e %s: want 0 < b and e at least 4 times b, for a line through two sizes or more", lo, hi)
+	}
+	var out []uint64
+	for s := a; s <= b; s *= 4 {
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// calibrate measures the class between ranks 0 and 1 in each replay mode
+// of the backend with the plans of bench/calibrate.lua; rank 0 returns
+// the model.
+func calibrate(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, cmdline string, stderr io.Writer) (*cost.Model, error) {
+	if c.Size() < 2 {
+		return nil, errors.New("calibrate needs 2 ranks or more")
+	}
+	class := c.Rank.Topo.Kinds[(c.Env.Rank+1)%2]
+	modes := []string{"host"}
+	switch {
+	case c.Backend.Name() != "host" && class == transport.KindNet:
+		modes = []string{"stream"}
+	case c.Backend.Name() != "host":
+		modes = []string{"stream", "graph", "device"}
+	}
+	src, err := scripts.FS.ReadFile("bench/calibrate.lua")
+	if err != nil {
+		return nil, err
+	}
+	st := luabind.New(c, io.Discard)
+	defer st.Close()
+	sz := make([]string, len(sizes))
+	for i, n := range sizes {
+		sz[i] = strconv.FormatUint(n, 10)
+	}
+	vals, err := st.EvalScript(ctx, string(src), "bench/calibrate.lua", []string{strings.Join(modes, ","), strings.Join(sz, ","), strconv.Itoa(iters)})
+	if err != nil {
+		return nil, err
+	}
+	if c.Env.Rank != 0 {
+		return nil, nil
+	}
+	if len(vals) != 1 {
+		return nil, fmt.Errorf("bench/calibrate.lua returned %d values, want 1", len(vals))
+	}
+	got, err := parseCalibration(vals[0])
+	if err != nil {
+		return nil, err
+	}
+	m := &cost.Model{Machine: machineName(c), Backend: c.Backend.Name(), Made: time.Now().UTC().Format(time.RFC3339),
+		Command: cmdline, Modes: map[string]map[string]cost.Params{}}
+	var notes []string
+	for _, mode := range modes {
+		params, note, err := calParams(got[mode], class, sizes)
+		if err != nil {
+			return nil, fmt.Errorf("mode %s: %w", mode, err)
+		}
+		m.Modes[mode] = params
+		notes = append(notes, mode+": "+note)
+	}
+	m.Note = fmt.Sprintf("%s, %d ranks: %s.", class, c.Size(), strings.Join(notes, "; "))
+	return m, m.Check()
+}
+
+// calTimes are one mode's measurements: nanoseconds by what and bytes.
+type calTimes map[string]map[uint64]float64
+
+// parseCalibration reads bench/calibrate.lua's lines "mode what bytes ns".
+func parseCalibration(s string) (map[string]calTimes, error) {
+	out := map[string]calTimes{}
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			return nil, fmt.Errorf("bench/calibrate.lua: line %q: want mode, what, bytes, ns", line)
+		}
+		n, err1 := strconv.ParseUint(f[2], 10, 64)
+		ns, err2 := strconv.ParseFloat(f[3], 64)
+		if err1 != nil || err2 != nil || ns <= 0 {
+			return nil, fmt.Errorf("bench/calibrate.lua: line %q: bad bytes or time", line)
+		}
+		if out[f[0]] == nil {
+			out[f[0]] = calTimes{}
+		}
+		if out[f[0]][f[1]] == nil {
+			out[f[0]][f[1]] = map[uint64]float64{}
+		}
+		out[f[0]][f[1]][n] = ns
+	}
+	return out, nil
+}
+
+// calParams turns one mode's times into the costs of class and self:
+// puts and copies fitted per size, the hop's time beyond an 8-byte put
+// split between the signal and the wait, the barrier as measured.
+func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string]cost.Params, string, error) {
+	series := func(what string) (cost.Cost, error) {
+		ts := make([]float64, len(sizes))
+		for i, n := range sizes {
+			v, ok := t[what][n]
+			if !ok {
+				return cost.Cost{}, fmt.Errorf("no %s time at %d bytes", what, n)
+			}
+			ts[i] = v * 1e-9
+		}
+		return cost.Fit(sizes, ts)
+	}
+	put, err := series("put")
+	if err != nil {
+		return nil, "", err
+	}
+	self, err := series("self")
+	if err != nil {
+		return nil, "", err
+	}
+	hop, bar := t["hop"][8], 0.0
+	for _, v := range t["barrier"] {
+		bar = v
+	}
+	if hop == 0 || bar == 0 {
+		return nil, "", errors.New("no hop or barrier time")
+	}
+	a, l := put.Of(8)
+	rest := max(hop-a-l, 0)
+	sig, wait := cost.Cost{AlphaNs: rest / 2}, cost.Cost{AlphaNs: rest / 2}
+	barrier := cost.Cost{AlphaNs: bar}
+	params := map[string]cost.Params{
+		class.String(): {Put: put, Signal: sig, Wait: wait, Copy: self, Barrier: barrier},
+		"self":         {Put: self, Signal: sig, Wait: wait, Copy: self, Barrier: barrier},
+	}
+	if class == transport.KindNet {
+		// Logical nodes split the CPUs: a copy measured in one is no
+		// rank's copy on the whole machine.
+		delete(params, "self")
+	}
+	note := fmt.Sprintf("8-byte hop %.2f us, put of %d B %.1f us, barrier %.2f us", hop/1e3, sizes[len(sizes)-1], t["put"][sizes[len(sizes)-1]]/1e3, bar/1e3)
+	return params, note, nil
+}
+
+// machineName says where a model was measured: host, CPUs, and GPUs.
+func machineName(c *engine.Comm) string {
+	h, _ := os.Hostname()
+	s := fmt.Sprintf("%s, %d CPUs, %s/%s", h, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
+	if c.Opts.Device == "cuda" {
+		var gpus []string
+		for _, d := range cuda.Probe().Devices {
+			gpus = append(gpus, d.Name)
+		}
+		s += ", GPUs: " + strings.Join(gpus, ", ")
+	}
+	return s
+}
+
+// writeModel writes m to path, merged into the model there when there is
+// one of the same backend.
+func writeModel(path string, m *cost.Model, stdout io.Writer) error {
+	old, err := os.ReadFile(path)
+	switch {
+	case err == nil && len(old) > 0:
+		prev, perr := cost.Parse(old)
+		if perr != nil {
+			return fmt.Errorf("-o %s holds no model to merge into: %w", path, perr)
+		}
+		if m, err = cost.Merge(prev, m); err != nil {
+			return fmt.Errorf("-o %s: %w", path, err)
+		}
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("-o: %w", err)
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("-o: %w", err)
+	}
+	fmt.Fprintf(stdout, "luacoll calibrate: wrote %s (%s backend; %s)\n", path, m.Backend, m.Note)
+	return nil
+}
+
+// loadModel reads a cost model (--model FILE); "" is none (nil).
+func loadModel(path string) (*cost.Model, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--model: %w", err)
+	}
+	m, err := cost.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("--model %s: %w", path, err)
+	}
+	return m, nil
+}

@@ -1,0 +1,236 @@
+package cost
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/transport"
+)
+
+// testModel has start and per-byte costs on puts only, so that the
+// alpha-beta closed forms hold exactly; extra adds start costs to
+// signals and waits.
+func testModel(extra float64) *Model {
+	p := func(alpha, beta float64) Params {
+		return Params{Put: Cost{AlphaNs: alpha, BetaNs: beta}, Signal: Cost{AlphaNs: extra}, Wait: Cost{AlphaNs: extra}, Copy: Cost{AlphaNs: alpha, BetaNs: beta}}
+	}
+	return &Model{Machine: "test", Backend: "host", Modes: map[string]map[string]Params{"host": {
+		"self": p(100, 0.01), "shm": p(1000, 0.1), "net": p(5000, 0.5)}}}
+}
+
+func near(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	if math.Abs(got-want) > tol*want {
+		t.Errorf("%s: %.0f ns, want %.0f ns (within %.1f %%)", what, got, want, tol*100)
+	}
+}
+
+// checkPath asserts that the critical path is contiguous (each op goes on
+// when the one before it ends), starts at 0 and ends at the replay's end,
+// and that its link time and start costs add up to it.
+func checkPath(t *testing.T, res *Result) {
+	t.Helper()
+	if len(res.Path) == 0 {
+		t.Fatal("no critical path")
+	}
+	if res.Path[0].Start != 0 {
+		t.Errorf("the path starts at %v, want 0", res.Path[0].Start)
+	}
+	for i := 1; i < len(res.Path); i++ {
+		if a, b := res.Path[i-1].End, res.Path[i].Start; math.Abs(a-b) > 1e-6*res.Time {
+			t.Fatalf("path step %d (rank %d op %d) starts at %v, the step before ends at %v", i, res.Path[i].Rank, res.Path[i].Op, b, a)
+		}
+	}
+	if end := res.Path[len(res.Path)-1].End; end != res.Time {
+		t.Errorf("the path ends at %v, the replay at %v", end, res.Time)
+	}
+	near(t, "link + start cost", res.Link+res.StartCost, res.Time, 1e-9)
+}
+
+// A 1,024-rank ring all-gather (256 under -race) takes (N-1)(alpha + n beta) after the
+// rank's own copy: each step waits for the chunk the step before it sent.
+func TestRing1024ClosedForm(t *testing.T) {
+	const ranks, n = ringRanks, 1 << 20
+	lists := ringLists(ranks, n)
+	for _, extra := range []float64{0, 300} {
+		m := testModel(extra)
+		res, err := Estimate(m, Input{Lists: lists, Mode: "host"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		shm := m.Modes["host"]["shm"].Put
+		step := shm.AlphaNs + n*shm.BetaNs + 2*extra
+		own := 100 + n*0.01 // the rank's own copy; a flush (extra) ends the replay
+		closed := (ranks - 1) * step
+		near(t, "ring, exact", res.Time, own+closed+extra, 1e-9)
+		near(t, "ring, closed form", res.Time, closed, 0.05)
+		checkPath(t, res)
+		if len(res.Path) < 2*(ranks-1) || res.Path[len(res.Path)-2].Rank == res.Path[2].Rank {
+			t.Errorf("the path has %d ops, want the %d put_signals and waits of the ring at least, crossing ranks", len(res.Path), 2*(ranks-1))
+		}
+		near(t, "link time on the path", res.Link, (ranks-1)*n*shm.BetaNs+n*0.01, 1e-9)
+		for r, v := range res.PerRank {
+			if v > res.Time || v < res.Time-step {
+				t.Fatalf("rank %d ends at %v, the replay at %v", r, v, res.Time)
+			}
+		}
+	}
+}
+
+// Direct puts every chunk from the rank's stream, one after the other: the
+// last chunk of a rank's inbox lands as its own last put ends.
+func TestDirectClosedForm(t *testing.T) {
+	const ranks, n = 256, 64 << 10
+	res, err := Estimate(testModel(0), Input{Lists: directLists(ranks, n), Mode: "host"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := (ranks - 1) * (1000 + n*0.1)
+	near(t, "direct, exact", res.Time, 100+n*0.01+closed, 1e-9)
+	near(t, "direct, closed form", res.Time, closed, 0.05)
+	checkPath(t, res)
+}
+
+// Hier over 32 nodes of 8: the pieces to the other nodes, the chunk to the
+// local ranks, then every piece from another node forwarded to them.
+func TestHierClosedForm(t *testing.T) {
+	const nodes, per, n, pieces = 32, 8, 4 << 20, 4
+	m := testModel(0)
+	res, err := Estimate(m, Input{Lists: hierLists(nodes, per, n, pieces), Mode: "host", Class: layout(per, transport.KindSHM)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	net, loc := m.Modes["host"]["net"].Put, m.Modes["host"]["shm"].Put
+	l := float64(n / pieces)
+	closed := (nodes-1)*pieces*(net.AlphaNs+l*net.BetaNs) + (per-1)*(loc.AlphaNs+n*loc.BetaNs) +
+		(nodes-1)*pieces*(per-1)*(loc.AlphaNs+l*loc.BetaNs)
+	near(t, "hier, closed form", res.Time, closed, 0.05)
+	checkPath(t, res)
+	if len(res.Borrowed) != 1 || res.Borrowed[0] != "nvl" {
+		t.Errorf("borrowed classes %v, want [nvl]", res.Borrowed)
+	}
+}
+
+// A wait that blocks ends when the signal it needs lands, and the path
+// crosses to the rank that sent it.
+func TestWaitEndsWhenSignalLands(t *testing.T) {
+	const n = 1000
+	lists := []plan.List{
+		agList(2, n, []plan.Op{putSig(1, 0, 1, 0, n)}),
+		agList(2, n, []plan.Op{waitFrom(0, 1), {Kind: plan.Flush}}),
+	}
+	m := testModel(10)
+	res, err := Estimate(m, Input{Lists: lists, Mode: "host"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	land := 1000 + n*0.1 + 10
+	want := land + 10 + 10 // the wait's start cost, then the flush's
+	near(t, "rank 1", res.PerRank[1], want, 1e-9)
+	near(t, "rank 0", res.PerRank[0], land, 1e-9)
+	if len(res.Path) != 3 || res.Path[0].Rank != 0 || res.Path[1].Rank != 1 || res.Path[1].Kind != plan.WaitSignalFrom ||
+		res.Path[0].Class != transport.KindSHM || res.Path[0].Peer != 1 {
+		t.Fatalf("path %+v, want rank 0's put_signal, then rank 1's wait and flush", res.Path)
+	}
+	near(t, "link", res.Link, n*0.1, 1e-9)
+	checkPath(t, res)
+}
+
+// A barrier ends after the last rank arrives: its cost adds to that rank's
+// time, and the others' path goes through it.
+func TestBarrierWaitsForLast(t *testing.T) {
+	lists := []plan.List{
+		agList(2, 100, []plan.Op{{Kind: plan.Barrier}}),
+		agList(2, 100, []plan.Op{{Kind: plan.Fill, Buf: 1}, {Kind: plan.Barrier}}),
+	}
+	m := testModel(0)
+	p := m.Modes["host"]["shm"]
+	p.Barrier = Cost{AlphaNs: 50, BetaNs: 5}
+	m.Modes["host"]["shm"] = p
+	res, err := Estimate(m, Input{Lists: lists, Mode: "host"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 100 + 100*0.01 + 50 + 2*5
+	near(t, "rank 0", res.PerRank[0], want, 1e-9)
+	near(t, "rank 1", res.PerRank[1], want, 1e-9)
+	checkPath(t, res)
+}
+
+func TestEstimateErrors(t *testing.T) {
+	m := testModel(0)
+	stuck := []plan.List{agList(2, 8, []plan.Op{waitFrom(1, 1)}), agList(2, 8, nil)}
+	for _, c := range []struct {
+		name string
+		in   Input
+		want string
+	}{
+		{"deadlock", Input{Lists: stuck, Mode: "host"}, "rank 0 at op 1 (wait_signal_from"},
+		{"mode", Input{Lists: stuck, Mode: "graph"}, `no mode "graph" (it has host)`},
+		{"ranks", Input{Lists: stuck[:1], Mode: "host"}, "recorded for 2 ranks, but 1 lists"},
+		{"bounds", Input{Lists: []plan.List{agList(1, 8, []plan.Op{waitFrom(3, 1)})}, Mode: "host"}, "rank 3 is outside"},
+		{"none", Input{Mode: "host"}, "no ranks"},
+	} {
+		_, err := Estimate(m, c.in)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one with %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestParseModel(t *testing.T) {
+	m, err := Default("host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Modes["host"]["shm"]; !ok || m.Backend != "host" {
+		t.Fatalf("the shipped model has no host mode with shm: %+v", m)
+	}
+	if _, err := Estimate(m, Input{Lists: ringLists(4, 1024), Mode: "host"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Default("tpu"); err == nil || !strings.Contains(err.Error(), "no model is shipped for the tpu backend") {
+		t.Errorf("Default(tpu): %v", err)
+	}
+	for _, c := range []struct{ text, want string }{
+		{`{"modes": {}}`, "no modes"},
+		{`{"modes": {"host": {"pcie": {}}}}`, `unknown transport "pcie"`},
+		{`{"modes": {"host": {"shm": {"put": {"alpha_ns": -1}}}}}`, `class "shm", put: cost -1`},
+		{`{"modes": {"host": {"shm": {"put": {"alpha_us": 1}}}}}`, `unknown field "alpha_us"`},
+		{`{"modes": {"host": {}}}`, `mode "host" has no classes`},
+		{`[`, "model:"},
+		{`{"modes": {"host": {"shm": {"put": {"sizes": [2, 1], "times_ns": [1, 2]}}}}}`, "sizes must be positive and increasing"},
+		{`{"modes": {"host": {"shm": {"put": {"sizes": [2], "times_ns": [1, 2]}}}}}`, "1 sizes but 2 times"},
+	} {
+		_, err := Parse([]byte(c.text))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one with %q", c.text, err, c.want)
+		}
+	}
+}
+
+func BenchmarkEstimateRing1024(b *testing.B) {
+	lists := ringLists(1024, 1<<20)
+	m := testModel(0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := Estimate(m, Input{Lists: lists, Mode: "host"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEstimateDirect1024(b *testing.B) {
+	lists := directLists(1024, 1<<10)
+	m := testModel(0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := Estimate(m, Input{Lists: lists, Mode: "host"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,12 @@
+// Package cost predicts how long one replay of a plan takes: every rank's
+// op list (package plan, the input the verifier takes) is simulated against
+// a model of the machine (per transport class and replay mode, a start cost
+// alpha and a per-byte cost beta for puts, signals, waits, copies and
+// barriers), giving each op's start and end time on every rank, the time
+// per rank, and the critical path split into link time and start cost.
+//
+// It is a pure core: no I/O beyond decoding a model's JSON, no window, no
+// replay. The models shipped per backend (models/*.json) are embedded.
+//
+// Imports: engine/plan, transport, window
+package cost

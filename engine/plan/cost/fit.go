@@ -1,0 +1,68 @@
+package cost
+
+import "fmt"
+
+// Fit returns the cost measured as times (seconds per op) at sizes
+// (bytes, increasing): the times themselves, to interpolate between, the
+// start cost where the line through the two smallest sizes meets zero bytes
+// (kept within 0 and the smallest time), and the per-byte cost of the line
+// through the two largest (where caches no longer hold the data), for
+// sizes past them.
+func Fit(sizes []uint64, times []float64) (Cost, error) {
+	k := len(sizes)
+	if k != len(times) || k < 2 {
+		return Cost{}, fmt.Errorf("fit: want two or more (size, time) points, got %d sizes and %d times", len(sizes), len(times))
+	}
+	c := Cost{Sizes: append([]uint64(nil), sizes...), TimesNs: make([]float64, k)}
+	for i, n := range sizes {
+		if times[i] <= 0 {
+			return Cost{}, fmt.Errorf("fit: time %v at %d bytes", times[i], n)
+		}
+		if i > 0 && n <= sizes[i-1] {
+			return Cost{}, fmt.Errorf("fit: sizes must increase (%v)", sizes)
+		}
+		c.TimesNs[i] = times[i] * 1e9
+	}
+	t, x := c.TimesNs, func(i int) float64 { return float64(sizes[i]) }
+	c.BetaNs = (t[k-1] - t[k-2]) / (x(k-1) - x(k-2))
+	if c.BetaNs < 0 {
+		c.BetaNs = t[k-1] / x(k-1)
+	}
+	c.AlphaNs = t[0] - x(0)*(t[1]-t[0])/(x(1)-x(0))
+	c.AlphaNs = max(0, min(c.AlphaNs, t[0]))
+	return c, nil
+}
+
+// Merge returns m with the classes of each of add's modes put in (add's
+// replace m's of the same name), and add's machine, time and command
+// appended to the note, so a model can be measured class by class (shm in
+// one run, net in another, with --nodes).
+func Merge(m, add *Model) (*Model, error) {
+	if m.Backend != add.Backend {
+		return nil, fmt.Errorf("model: measured on the %s backend, the existing one on %s", add.Backend, m.Backend)
+	}
+	out := *m
+	out.Modes = map[string]map[string]Params{}
+	for mode, classes := range m.Modes {
+		out.Modes[mode] = map[string]Params{}
+		for k, p := range classes {
+			out.Modes[mode][k] = p
+		}
+	}
+	for mode, classes := range add.Modes {
+		if out.Modes[mode] == nil {
+			out.Modes[mode] = map[string]Params{}
+		}
+		for k, p := range classes {
+			out.Modes[mode][k] = p
+		}
+	}
+	out.Made, out.Command = add.Made, add.Command
+	if add.Machine != m.Machine {
+		out.Machine = m.Machine + "; " + add.Machine
+	}
+	if add.Note != "" && add.Note != m.Note {
+		out.Note = m.Note + " " + add.Note
+	}
+	return &out, out.Check()
+}

@@ -1,0 +1,77 @@
+package cost
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestFitRecoversLine(t *testing.T) {
+	sizes := []uint64{1 << 10, 1 << 14, 1 << 18, 1 << 22}
+	times := make([]float64, len(sizes))
+	for i, n := range sizes {
+		times[i] = (2000 + 0.25*float64(n)) * 1e-9
+	}
+	c, err := Fit(sizes, times)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(c.AlphaNs-2000) > 1e-6*2000 || math.Abs(c.BetaNs-0.25) > 1e-9 {
+		t.Fatalf("fit %+v, want alpha 2000 ns, beta 0.25 ns/B", c)
+	}
+	for _, n := range []uint64{100, 1 << 10, 5000, 1 << 20, 1 << 24} {
+		a, l := c.Of(n)
+		if want := 2000 + 0.25*float64(n); math.Abs(a+l-want) > 1e-6*want || a != 2000 {
+			t.Errorf("%d bytes: %v + %v ns, want %v (start 2000)", n, a, l, want)
+		}
+	}
+	for _, bad := range []struct {
+		sizes []uint64
+		times []float64
+		want  string
+	}{
+		{[]uint64{1}, []float64{1}, "two or more"},
+		{[]uint64{1, 2}, []float64{1, 0}, "time 0 at 2 bytes"},
+		{[]uint64{4, 4}, []float64{1, 2}, "sizes must increase"},
+	} {
+		if _, err := Fit(bad.sizes, bad.times); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("Fit(%v, %v): %v, want %q", bad.sizes, bad.times, err, bad.want)
+		}
+	}
+}
+
+// Measured times that are not a line (a copy that leaves the cache) are
+// interpolated between, and the start cost stays within the first time.
+func TestCostInterpolates(t *testing.T) {
+	c, err := Fit([]uint64{1000, 2000, 4000}, []float64{0.5e-6, 0.6e-6, 2.6e-6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AlphaNs != 400 || c.BetaNs != 1 {
+		t.Fatalf("fit %+v: want alpha 400, beta 1", c)
+	}
+	for n, want := range map[uint64]float64{500: 450, 1500: 550, 3000: 1600, 5000: 3600} {
+		a, l := c.Of(n)
+		if math.Abs(a+l-want) > 1e-9 || a != 400 {
+			t.Errorf("%d bytes: %v + %v, want %v", n, a, l, want)
+		}
+	}
+}
+
+func TestMergeAddsClasses(t *testing.T) {
+	a := &Model{Machine: "m", Backend: "host", Modes: map[string]map[string]Params{"host": {"shm": {Put: Cost{AlphaNs: 1, BetaNs: 1}}}}}
+	b := &Model{Machine: "m", Backend: "host", Made: "later", Modes: map[string]map[string]Params{"host": {"net": {Put: Cost{AlphaNs: 9, BetaNs: 9}}}}}
+	m, err := Merge(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Modes["host"]["shm"].Put.AlphaNs != 1 || m.Modes["host"]["net"].Put.AlphaNs != 9 || m.Made != "later" {
+		t.Fatalf("merged %+v", m)
+	}
+	if len(a.Modes["host"]) != 1 {
+		t.Fatal("Merge changed its input")
+	}
+	if _, err := Merge(a, &Model{Backend: "cuda", Modes: b.Modes}); err == nil || !strings.Contains(err.Error(), "cuda backend") {
+		t.Fatalf("merging backends: %v", err)
+	}
+}

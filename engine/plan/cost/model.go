@@ -1,0 +1,190 @@
+package cost
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/luacoll/luacoll/transport"
+)
+
+// Cost is the time of one op of a class: a start cost and a per-byte cost.
+// A put of n bytes takes AlphaNs + n*BetaNs nanoseconds, unless measured
+// times are given: TimesNs[i] at Sizes[i] bytes (sizes increasing), which
+// the time of n bytes is interpolated between (caches make the per-byte
+// cost of a copy depend on its size), AlphaNs + n*(TimesNs[0]-AlphaNs)/
+// Sizes[0] below the first, and BetaNs a byte more past the last.
+type Cost struct {
+	AlphaNs float64   `json:"alpha_ns"`
+	BetaNs  float64   `json:"beta_ns_per_byte"`
+	Sizes   []uint64  `json:"sizes,omitempty"`
+	TimesNs []float64 `json:"times_ns,omitempty"`
+}
+
+// Of returns the time of an op of n bytes: its start cost and its link time.
+func (c Cost) Of(n uint64) (start, link float64) {
+	k := len(c.Sizes)
+	if k == 0 {
+		return c.AlphaNs, float64(n) * c.BetaNs
+	}
+	x := float64(n)
+	var t float64
+	switch i := sort.Search(k, func(i int) bool { return c.Sizes[i] >= n }); {
+	case i == 0:
+		t = c.AlphaNs + x*(c.TimesNs[0]-c.AlphaNs)/float64(c.Sizes[0])
+	case i == k:
+		t = c.TimesNs[k-1] + (x-float64(c.Sizes[k-1]))*c.BetaNs
+	default:
+		x0, x1 := float64(c.Sizes[i-1]), float64(c.Sizes[i])
+		t = c.TimesNs[i-1] + (x-x0)*(c.TimesNs[i]-c.TimesNs[i-1])/(x1-x0)
+	}
+	start = min(c.AlphaNs, t)
+	return start, t - start
+}
+
+func (c Cost) check() error {
+	for _, v := range append([]float64{c.AlphaNs, c.BetaNs}, c.TimesNs...) {
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("cost %v must be a finite number >= 0", v)
+		}
+	}
+	if len(c.Sizes) != len(c.TimesNs) {
+		return fmt.Errorf("%d sizes but %d times", len(c.Sizes), len(c.TimesNs))
+	}
+	for i, n := range c.Sizes {
+		if n == 0 || (i > 0 && n <= c.Sizes[i-1]) {
+			return fmt.Errorf("sizes must be positive and increasing (%v)", c.Sizes)
+		}
+	}
+	return nil
+}
+
+// Params are the costs of the ops to a peer of one transport class in one
+// replay mode. Put covers put, get and the data of put_signal and
+// put_counter; Signal a signal's store (signal, signal_all per peer, the
+// signal of a put_signal); Wait the time from a wait's condition holding to
+// the stream going on (also what fence and flush cost); Copy a fill of n
+// bytes; Barrier a barrier over all ranks or a pair (Beta is per rank, not
+// per byte).
+type Params struct {
+	Put     Cost `json:"put"`
+	Signal  Cost `json:"signal"`
+	Wait    Cost `json:"wait"`
+	Copy    Cost `json:"copy"`
+	Barrier Cost `json:"barrier"`
+}
+
+// Model is a calibrated machine: where it was measured and, per replay
+// mode ("host", "stream", "graph", "device"), the Params of each transport
+// class ("self", "shm", "nvl", "net").
+type Model struct {
+	Machine string `json:"machine"`
+	Backend string `json:"backend"`
+	Made    string `json:"made,omitempty"`
+	Command string `json:"command,omitempty"`
+	Note    string `json:"note,omitempty"`
+	// Modes[mode][class] are the costs of ops to a peer of that class.
+	Modes map[string]map[string]Params `json:"modes"`
+}
+
+// shipped are the models made on the machines luacoll is measured on,
+// models/BACKEND.json ("host"; "cuda" once calibrated there).
+//
+//go:embed models/*.json
+var shipped embed.FS
+
+// Default returns the model shipped for backend ("host" or "cuda"), or an
+// error saying none is.
+func Default(backend string) (*Model, error) {
+	data, err := shipped.ReadFile("models/" + backend + ".json")
+	if err != nil {
+		return nil, fmt.Errorf("cost: no model is shipped for the %s backend (luacoll calibrate writes one)", backend)
+	}
+	m, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("cost: the shipped %s model: %w", backend, err)
+	}
+	return m, nil
+}
+
+// Parse decodes and checks a model's JSON.
+func Parse(data []byte) (*Model, error) {
+	var m Model
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if err := m.Check(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Check reports the first thing wrong with m: no modes, an unknown class,
+// or a cost that is negative or not a number.
+func (m *Model) Check() error {
+	if len(m.Modes) == 0 {
+		return fmt.Errorf("model: no modes")
+	}
+	for _, mode := range m.ModeNames() {
+		classes := m.Modes[mode]
+		if len(classes) == 0 {
+			return fmt.Errorf("model: mode %q has no classes", mode)
+		}
+		for name, p := range classes {
+			if _, err := transport.ParseKind(name); err != nil {
+				return fmt.Errorf("model: mode %q: %w", mode, err)
+			}
+			for op, c := range map[string]Cost{"put": p.Put, "signal": p.Signal, "wait": p.Wait, "copy": p.Copy, "barrier": p.Barrier} {
+				if err := c.check(); err != nil {
+					return fmt.Errorf("model: mode %q, class %q, %s: %w", mode, name, op, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// ModeNames returns the model's modes, sorted.
+func (m *Model) ModeNames() []string {
+	var out []string
+	for k := range m.Modes {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// table returns the Params of mode per class (indexed by PeerKind), or an
+// error naming what the model lacks. A class the model does not have
+// borrows the nearest one it has (nvl from shm and back; net from nvl or
+// shm), so a host model estimates plans whatever the classes; missing
+// lists the classes so borrowed.
+func (m *Model) table(mode string) (t [4]Params, missing []string, err error) {
+	classes, ok := m.Modes[mode]
+	if !ok {
+		return t, nil, fmt.Errorf("the model has no mode %q (it has %s)", mode, strings.Join(m.ModeNames(), ", "))
+	}
+	order := map[transport.PeerKind][]transport.PeerKind{
+		transport.KindSelf: {transport.KindSelf, transport.KindSHM, transport.KindNVL, transport.KindNet},
+		transport.KindSHM:  {transport.KindSHM, transport.KindNVL, transport.KindSelf, transport.KindNet},
+		transport.KindNVL:  {transport.KindNVL, transport.KindSHM, transport.KindSelf, transport.KindNet},
+		transport.KindNet:  {transport.KindNet, transport.KindNVL, transport.KindSHM, transport.KindSelf},
+	}
+	for k := transport.KindSelf; k <= transport.KindNet; k++ {
+		for i, try := range order[k] {
+			if p, ok := classes[try.String()]; ok {
+				t[k] = p
+				if i > 0 {
+					missing = append(missing, k.String())
+				}
+				break
+			}
+		}
+	}
+	return t, missing, nil
+}

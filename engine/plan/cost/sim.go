@@ -1,0 +1,380 @@
+package cost
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/window"
+)
+
+// ref names op of rank (both from 0); rank -1 is none.
+type ref struct{ rank, op int32 }
+
+var none = ref{-1, -1}
+
+// rankState is one rank's stream in the simulation and the times of its
+// ops: start (when the op could go on), alpha (its start cost), end, and
+// cause (what it waited for last).
+type rankState struct {
+	ops               []plan.Op
+	shape             plan.Shape
+	start, alpha, end []float64
+	cause             []ref
+	pc                int
+	t                 float64
+	blocked           bool
+	rows              map[int]uint64
+	sums              []uint64
+	// last is, per row and per signal's sum (key -1-sig), when something
+	// last landed in it and which op sent it.
+	last               map[int]landed
+	sigRows, ranks, sg int
+}
+
+// event is a rank's stream going on at t, or (deliver) a signal or
+// counter landing at t in row of rank to, sent by op from.
+type event struct {
+	t       float64
+	deliver bool
+	set     bool
+	seq     uint64
+	to      int32
+	row     int32
+	value   uint64
+	from    ref
+}
+
+func (a *event) before(b *event) bool {
+	if a.t != b.t {
+		return a.t < b.t
+	}
+	if a.deliver != b.deliver {
+		return a.deliver // what lands at t is seen by a wait at t
+	}
+	return a.seq < b.seq
+}
+
+// queue is a binary min-heap of events.
+type queue []event
+
+func (q *queue) push(e event) {
+	*q = append(*q, e)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h[i].before(&h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (q *queue) pop() event {
+	h := *q
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && h[l].before(&h[m]) {
+			m = l
+		}
+		if l+1 < n && h[l+1].before(&h[m]) {
+			m = l + 1
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*q = h
+	return top
+}
+
+type landed struct {
+	at   float64
+	from ref
+}
+
+type barWait struct {
+	n    int
+	last ref
+}
+
+type pairKey struct{ lo, hi, id int }
+
+type pairWait struct {
+	rank int
+	prev ref
+}
+
+// sim runs every rank's list in time order.
+type sim struct {
+	ranks []rankState
+	tab   [4]Params
+	class func(from, to int) transport.PeerKind
+	q     queue
+	seq   uint64
+	bars  map[int]*barWait
+	pairs map[pairKey]pairWait
+	far   transport.PeerKind
+}
+
+func newSim(lists []plan.List, tab [4]Params, class func(from, to int) transport.PeerKind) *sim {
+	s := &sim{ranks: make([]rankState, len(lists)), tab: tab, class: class, bars: map[int]*barWait{}, pairs: map[pairKey]pairWait{}}
+	for r, l := range lists {
+		n := len(l.Ops)
+		rk := &s.ranks[r]
+		*rk = rankState{ops: l.Ops, shape: l.Shape, start: make([]float64, n), alpha: make([]float64, n), end: make([]float64, n),
+			cause: make([]ref, n), rows: map[int]uint64{}, last: map[int]landed{}, sums: make([]uint64, l.Shape.Signals),
+			sigRows: l.Shape.Ranks * l.Shape.Signals, ranks: l.Shape.Ranks, sg: l.Shape.Signals}
+		for row, b := range l.Base {
+			if b != 0 {
+				rk.add(row, b, false)
+			}
+		}
+		if q := class(r, (r+len(lists)/2)%len(lists)); q > s.far {
+			s.far = q
+		}
+	}
+	if k := class(0, len(lists)-1); k > s.far {
+		s.far = k
+	}
+	return s
+}
+
+// add lands value in row (sets it with set) and keeps the per-signal sums.
+func (rk *rankState) add(row int, value uint64, set bool) {
+	old := rk.rows[row]
+	v := old + value
+	if set {
+		v = value
+	}
+	rk.rows[row] = v
+	if row < rk.sigRows {
+		rk.sums[row%rk.sg] += v - old
+	}
+}
+
+func (s *sim) push(e event) {
+	s.seq++
+	e.seq = s.seq
+	s.q.push(e)
+}
+
+func (s *sim) run() error {
+	for r := range s.ranks {
+		if len(s.ranks[r].ops) > 0 {
+			s.push(event{to: int32(r)})
+		}
+	}
+	for len(s.q) > 0 {
+		e := s.q.pop()
+		rk := &s.ranks[e.to]
+		if e.deliver {
+			rk.add(int(e.row), e.value, e.set)
+			rk.last[int(e.row)] = landed{e.t, e.from}
+			if int(e.row) < rk.sigRows {
+				rk.last[-1-int(e.row)%rk.sg] = landed{e.t, e.from}
+			}
+			if rk.blocked && rk.ops[rk.pc].Kind.IsWait() && rk.holds(rk.ops[rk.pc]) {
+				a := s.tab[s.class(int(e.to), int(e.from.rank))].Wait.AlphaNs
+				s.finish(int(e.to), e.t, a, 0, e.from)
+			}
+			continue
+		}
+		s.step(int(e.to), e.t)
+	}
+	var stuck []string
+	for r := range s.ranks {
+		rk := &s.ranks[r]
+		if rk.pc < len(rk.ops) {
+			if len(stuck) < 5 {
+				o := rk.ops[rk.pc]
+				stuck = append(stuck, fmt.Sprintf("rank %d at op %d (%s at %s)", r, rk.pc+1, o.Kind, o.Site))
+			} else {
+				stuck = append(stuck, "...")
+				break
+			}
+		}
+	}
+	if len(stuck) > 0 {
+		return fmt.Errorf("the plan does not finish in the model (is it verified?): blocked: %s", strings.Join(stuck, ", "))
+	}
+	return nil
+}
+
+func (rk *rankState) holds(o plan.Op) bool {
+	var v uint64
+	switch o.Kind {
+	case plan.WaitSignalFrom:
+		v = rk.rows[rk.shape.SigRow(o.Peer, o.Sig)]
+	case plan.WaitSignal:
+		v = rk.sums[o.Sig]
+	case plan.WaitCounter:
+		v = rk.rows[rk.shape.CtrRow(o.Peer, o.Ctr)]
+	}
+	switch o.Cmp {
+	case transport.CmpEq:
+		return v == o.Value
+	case transport.CmpNe:
+		return v != o.Value
+	case transport.CmpLt:
+		return v < o.Value
+	case transport.CmpLe:
+		return v <= o.Value
+	case transport.CmpGt:
+		return v > o.Value
+	}
+	return v >= o.Value
+}
+
+// waitKey is the key in last of what wait o reads.
+func (rk *rankState) waitKey(o plan.Op) int {
+	switch o.Kind {
+	case plan.WaitSignal:
+		return -1 - o.Sig
+	case plan.WaitCounter:
+		return rk.shape.CtrRow(o.Peer, o.Ctr)
+	}
+	return rk.shape.SigRow(o.Peer, o.Sig)
+}
+
+func (s *sim) prev(r int) ref {
+	if pc := s.ranks[r].pc; pc > 0 {
+		return ref{int32(r), int32(pc - 1)}
+	}
+	return none
+}
+
+// finish ends rank r's current op: it could go on at t, costs alpha plus
+// link, and waited for cause.
+func (s *sim) finish(r int, t, alpha, link float64, cause ref) {
+	rk := &s.ranks[r]
+	i := rk.pc
+	rk.start[i], rk.alpha[i], rk.end[i], rk.cause[i] = t, alpha, t+alpha+link, cause
+	rk.t, rk.blocked = rk.end[i], false
+	rk.pc++
+	if rk.pc < len(rk.ops) {
+		s.push(event{t: rk.t, to: int32(r)})
+	}
+}
+
+func (s *sim) send(from ref, to, row int, at float64, value uint64, set bool) {
+	s.push(event{t: at, deliver: true, to: int32(to), row: int32(row), value: value, set: set, from: from})
+}
+
+// step runs rank r's current op at t.
+func (s *sim) step(r int, t float64) {
+	rk := &s.ranks[r]
+	o := rk.ops[rk.pc]
+	me := ref{int32(r), int32(rk.pc)}
+	self := s.tab[transport.KindSelf]
+	switch {
+	case o.Kind.IsPut():
+		p := s.tab[s.class(r, o.Peer)]
+		a, l := p.Put.Of(o.N)
+		if o.Kind.HasSignal() {
+			a += p.Signal.AlphaNs
+		}
+		end := t + a + l
+		if o.Kind.HasSignal() {
+			s.send(me, o.Peer, rk.shape.SigRow(r, o.Sig), end, o.SigValue, o.SigOp == window.SigSet)
+		}
+		if o.Kind.HasCounter() {
+			s.send(me, r, rk.shape.CtrRow(o.Peer, o.Ctr), end, o.CtrValue, false)
+		}
+		s.finish(r, t, a, l, s.prev(r))
+	case o.Kind == plan.Get:
+		a, l := s.tab[s.class(r, o.Peer)].Put.Of(o.N)
+		s.finish(r, t, a, l, s.prev(r))
+	case o.Kind == plan.Signal:
+		a := s.tab[s.class(r, o.Peer)].Signal.AlphaNs
+		s.send(me, o.Peer, rk.shape.SigRow(r, o.Sig), t+a, o.SigValue, o.SigOp == window.SigSet)
+		s.finish(r, t, a, 0, s.prev(r))
+	case o.Kind == plan.SignalAll:
+		a := 0.0
+		for q := range s.ranks {
+			if q != r {
+				a += s.tab[s.class(r, q)].Signal.AlphaNs
+			}
+		}
+		for q := range s.ranks {
+			if q != r {
+				s.send(me, q, rk.shape.SigRow(r, o.Sig), t+a, o.SigValue, o.SigOp == window.SigSet)
+			}
+		}
+		s.finish(r, t, a, 0, s.prev(r))
+	case o.Kind.IsWait():
+		if rk.holds(o) {
+			// What landed just now, as the stream got here, is as much the
+			// wait's cause as the stream: the path takes the sender.
+			if l, ok := rk.last[rk.waitKey(o)]; ok && l.at == t && int(l.from.rank) != r {
+				s.finish(r, t, s.tab[s.class(r, int(l.from.rank))].Wait.AlphaNs, 0, l.from)
+			} else {
+				s.finish(r, t, self.Wait.AlphaNs, 0, s.prev(r))
+			}
+		} else {
+			rk.blocked = true
+		}
+	case o.Kind == plan.ResetCounter:
+		rk.add(rk.shape.CtrRow(o.Peer, o.Ctr), 0, true)
+		s.finish(r, t, self.Wait.AlphaNs, 0, s.prev(r))
+	case o.Kind == plan.Fill:
+		a, l := self.Copy.Of(rk.shape.Buffers[o.Buf])
+		s.finish(r, t, a, l, s.prev(r))
+	case o.Kind == plan.Barrier:
+		s.barrier(r, t, o.Bar)
+	case o.Kind == plan.BarrierPeer:
+		s.barrierPeer(r, t, o)
+	default: // fence, flush
+		s.finish(r, t, self.Wait.AlphaNs, 0, s.prev(r))
+	}
+}
+
+// barrier holds rank r until every rank has arrived at barrier id; all
+// then go on together, after the last one in.
+func (s *sim) barrier(r int, t float64, id int) {
+	b := s.bars[id]
+	if b == nil {
+		b = &barWait{}
+		s.bars[id] = b
+	}
+	s.ranks[r].blocked = true
+	b.n++
+	b.last = s.prev(r)
+	if b.n < len(s.ranks) {
+		return
+	}
+	c := s.tab[s.far].Barrier
+	a := c.AlphaNs + c.BetaNs*float64(len(s.ranks))
+	delete(s.bars, id)
+	for q := range s.ranks {
+		rk := &s.ranks[q]
+		if rk.blocked && rk.pc < len(rk.ops) && rk.ops[rk.pc].Kind == plan.Barrier && rk.ops[rk.pc].Bar == id {
+			s.finish(q, t, a, 0, b.last)
+		}
+	}
+}
+
+// barrierPeer holds rank r until its peer arrives at theirs.
+func (s *sim) barrierPeer(r int, t float64, o plan.Op) {
+	k := pairKey{min(r, o.Peer), max(r, o.Peer), o.Bar}
+	other, ok := s.pairs[k]
+	if !ok || other.rank == r {
+		s.pairs[k] = pairWait{rank: r, prev: s.prev(r)}
+		s.ranks[r].blocked = true
+		return
+	}
+	delete(s.pairs, k)
+	c := s.tab[s.class(r, o.Peer)].Barrier
+	a := c.AlphaNs + 2*c.BetaNs
+	last := s.prev(r)
+	s.finish(other.rank, t, a, 0, last)
+	s.finish(r, t, a, 0, last)
+}

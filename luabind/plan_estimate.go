@@ -1,0 +1,190 @@
+package luabind
+
+import (
+	"fmt"
+	"os"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/luacoll/luacoll/engine/plan/cost"
+	"github.com/luacoll/luacoll/transport"
+)
+
+func planEstimateEntries() []*Entry {
+	return []*Entry{
+		fn("p:estimate", "{model?, mode?, layout?}", "table", "Plans",
+			"Predicts one replay of the plan from every rank's op list and a cost model (no collective, nothing runs): each rank runs its ops in order, a put costs its class's start cost plus its bytes times the per-byte cost, a wait ends when the signal it needs lands, a barrier when the last rank arrives. model is a JSON file `luacoll calibrate` wrote (default: the model shipped for this rank's backend); mode picks the model's replay mode (default: the plan's, \"host\" under luacoll check). Classes come from the topology: self, the class of this rank's local peers within a node, net between nodes; layout = \"NxM\" (N nodes of M consecutive ranks, N x M the plan's ranks) places the ranks so instead, to ask what the same op lists would take across nodes. Returns {time (seconds, the slowest rank), per_rank = {seconds of rank 0, ...}, path = {{rank, op, op_name, peer, class, start, finish, start_cost, link, file, line}, ...} (the critical path, first op first, times in seconds), link and start_cost (the path's time moving bytes and starting ops: they add up to time), mode, machine (where the model was measured), borrowed (classes the model lacks, estimated with the nearest it has)}. Under `luacoll check` only rank 0 holds every rank's list and may call it. It leaves out contention on shared links, the copy engines' count and network congestion (docs/design.md).",
+			estimatePlan),
+	}
+}
+
+func estimatePlan(c *call) int {
+	r := c.planRef()
+	t := c.tableArg(0, []string{"model", "mode", "layout"}, "p:estimate{model = \"host.json\"}", true)
+	path, mode := c.strField(t, "model", ""), c.strField(t, "mode", "")
+	classes := classesOf(c.s.Comm.Rank.Topo)
+	if lay := c.strField(t, "layout", ""); lay != "" {
+		per, err := parseLayout(lay, len(r.p.Lists()))
+		if err != nil {
+			c.fail("bad argument 'layout' (%v)", err)
+		}
+		classes = layoutClasses(per, localKind(c.s.Comm.Rank.Topo) == transport.KindNVL)
+	}
+	var m *cost.Model
+	var err error
+	if path == "" {
+		m, err = cost.Default(c.s.Comm.Backend.Name())
+		if err != nil {
+			c.fail("bad argument 'model' (%v)", err)
+		}
+	} else {
+		data, rerr := os.ReadFile(path)
+		if rerr != nil {
+			c.fail("bad argument 'model' (%v)", rerr)
+		}
+		if m, err = cost.Parse(data); err != nil {
+			c.fail("bad argument 'model' (%s: %v)", path, err)
+		}
+	}
+	if r.mode == modeCheck && c.s.rank() != 0 {
+		c.fail("under luacoll check only rank 0 holds every rank's op list: estimate there (if lc.rank == 0 then ... end)")
+	}
+	if mode == "" {
+		mode = r.mode
+		if mode == modeCheck {
+			mode = modeHost
+		}
+	}
+	if _, ok := m.Modes[mode]; !ok {
+		c.fail("bad argument 'mode' (the model has no mode %q; it has %v)", mode, m.ModeNames())
+	}
+	res, err := cost.Estimate(m, cost.Input{Lists: r.p.Lists(), Mode: mode, Class: classes})
+	c.check(err)
+	c.L.Push(estimateTable(c.L, res, m))
+	return 1
+}
+
+// classesOf returns how every rank reaches every other as this rank's
+// topology tells: over the network where it says so, else as this rank
+// reaches its own local peers.
+func classesOf(topo *transport.Topology) func(a, b int) transport.PeerKind {
+	local := localKind(topo)
+	return func(a, b int) transport.PeerKind {
+		switch {
+		case a == b:
+			return transport.KindSelf
+		case topo != nil && a < len(topo.Net) && b < len(topo.Net[a]) && topo.Net[a][b]:
+			return transport.KindNet
+		}
+		return local
+	}
+}
+
+// localKind is how this rank reaches the peers of its node: nvl where it
+// maps a GPU peer, else shm.
+func localKind(topo *transport.Topology) transport.PeerKind {
+	if topo != nil {
+		for _, k := range topo.Kinds {
+			if k == transport.KindNVL {
+				return k
+			}
+		}
+	}
+	return transport.KindSHM
+}
+
+// parseLayout reads "NxM" (N nodes of M ranks) for a plan of ranks ranks
+// and returns M.
+func parseLayout(s string, ranks int) (int, error) {
+	var nodes, per int
+	if _, err := fmt.Sscanf(s, "%dx%d", &nodes, &per); err != nil || nodes < 1 || per < 1 || fmt.Sprintf("%dx%d", nodes, per) != s {
+		return 0, fmt.Errorf("%q: want NODESxRANKS, e.g. \"2x4\"", s)
+	}
+	if nodes*per != ranks {
+		return 0, fmt.Errorf("%q places %d ranks; the plan has %d", s, nodes*per, ranks)
+	}
+	return per, nil
+}
+
+// layoutClasses places ranks in nodes of per consecutive ranks: self,
+// nvl (gpu) or shm within a node, net between nodes.
+func layoutClasses(per int, gpu bool) func(a, b int) transport.PeerKind {
+	local := transport.KindSHM
+	if gpu {
+		local = transport.KindNVL
+	}
+	return func(a, b int) transport.PeerKind {
+		switch {
+		case a == b:
+			return transport.KindSelf
+		case a/per == b/per:
+			return local
+		}
+		return transport.KindNet
+	}
+}
+
+func estimateTable(L *lua.LState, res *cost.Result, m *cost.Model) *lua.LTable {
+	const s = 1e-9
+	t := L.NewTable()
+	t.RawSetString("time", lua.LNumber(res.Time*s))
+	t.RawSetString("link", lua.LNumber(res.Link*s))
+	t.RawSetString("start_cost", lua.LNumber(res.StartCost*s))
+	t.RawSetString("mode", lua.LString(res.Mode))
+	t.RawSetString("machine", lua.LString(m.Machine))
+	per := L.NewTable()
+	for _, v := range res.PerRank {
+		per.Append(lua.LNumber(v * s))
+	}
+	t.RawSetString("per_rank", per)
+	bor := L.NewTable()
+	for _, b := range res.Borrowed {
+		bor.Append(lua.LString(b))
+	}
+	t.RawSetString("borrowed", bor)
+	path := L.NewTable()
+	for _, st := range res.Path {
+		e := L.NewTable()
+		e.RawSetString("rank", lua.LNumber(st.Rank))
+		e.RawSetString("op", lua.LNumber(st.Op))
+		e.RawSetString("op_name", lua.LString(st.Kind.String()))
+		if st.Peer >= 0 {
+			e.RawSetString("peer", lua.LNumber(st.Peer))
+			e.RawSetString("class", lua.LString(st.Class.String()))
+		}
+		e.RawSetString("start", lua.LNumber(st.Start*s))
+		e.RawSetString("finish", lua.LNumber(st.End*s))
+		e.RawSetString("start_cost", lua.LNumber(st.StartCost*s))
+		e.RawSetString("link", lua.LNumber(st.Link*s))
+		e.RawSetString("file", lua.LString(st.Site.File))
+		e.RawSetString("line", lua.LNumber(st.Site.Line))
+		path.Append(e)
+	}
+	t.RawSetString("path", path)
+	return t
+}
+
+// predict notes in PlanPredicted the time per exec the cost model gives
+// plan r of chunk n holding execs execs; without a model for the backend,
+// or when the estimate fails, it notes nothing (the bench prints "-").
+func (s *State) predict(r *planRef, n uint64, execs int) {
+	m := s.CostModel
+	if m == nil {
+		var err error
+		if m, err = cost.Default(s.Comm.Backend.Name()); err != nil {
+			return
+		}
+	}
+	mode := r.mode
+	if _, ok := m.Modes[mode]; !ok {
+		return
+	}
+	res, err := cost.Estimate(m, cost.Input{Lists: r.p.Lists(), Mode: mode, Class: classesOf(s.Comm.Rank.Topo)})
+	if err != nil {
+		return
+	}
+	if s.PlanPredicted == nil {
+		s.PlanPredicted = map[uint64]float64{}
+	}
+	s.PlanPredicted[n] = res.Time * 1e-9 / float64(execs)
+}
