@@ -234,3 +234,16 @@ func BenchmarkEstimateDirect1024(b *testing.B) {
 		}
 	}
 }
+
+// TestShippedModels: the host and CUDA models ship, found by the backend's
+// name with or without its device.
+func TestShippedModels(t *testing.T) {
+	for _, b := range []string{"host", "cuda", "cuda:0", "cuda:3"} {
+		if _, err := Default(b); err != nil {
+			t.Errorf("%s: %v", b, err)
+		}
+	}
+	if _, err := Default("tpu"); err == nil {
+		t.Error("a model for a backend that has none")
+	}
+}

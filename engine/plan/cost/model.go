@@ -96,10 +96,12 @@ type Model struct {
 //go:embed models/*.json
 var shipped embed.FS
 
-// Default returns the model shipped for backend ("host" or "cuda"), or an
-// error saying none is.
+// Default returns the model shipped for backend ("host" or "cuda"; a
+// backend's name with its device, "cuda:0", names its kind), or an error
+// saying none is.
 func Default(backend string) (*Model, error) {
-	data, err := shipped.ReadFile("models/" + backend + ".json")
+	kind, _, _ := strings.Cut(backend, ":")
+	data, err := shipped.ReadFile("models/" + kind + ".json")
 	if err != nil {
 		return nil, fmt.Errorf("cost: no model is shipped for the %s backend (luacoll calibrate writes one)", backend)
 	}
