@@ -43,6 +43,19 @@ func parseSize(s string) (uint64, error) {
 	return v, nil
 }
 
+// benchOpts holds the checked flags of bench put, pingpong and barrier.
+type benchOpts struct {
+	what          string
+	lo, hi        uint64
+	factor, iters int
+	path          string
+	bidir         bool
+	mode          string
+	symModes      []string
+	vsMPI         bool
+	jsonOut       string
+}
+
 func cmdBench(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(stdout, "Usage: "+benchUsage)
@@ -62,8 +75,39 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll bench: unknown benchmark %q\n\nUsage: %s\n", what, benchUsage)
 		return 2
 	}
+	f, o, code, ok := parseBenchFlags(what, args[1:], stdout, stderr)
+	if !ok {
+		return code
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	env, isRank, err := launch.RankEnvFromEnv(os.Getenv)
+	if err == nil && o.jsonOut != "" && (!isRank || env.Rank == 0) {
+		// Rank 0 writes it after the run: refuse a name it cannot write now.
+		if err = checkWritable(o.jsonOut); err != nil {
+			err = fmt.Errorf("--json %w", err)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
+		return 2
+	}
+	if o.vsMPI && (!isRank || env.Source != launch.SourceOpenMPI) {
+		fmt.Fprintf(stderr, "luacoll bench barrier: --vs mpi: %v; run:\n  %s\n", bench.ErrNotUnderMPIRun,
+			mpirunCommand(f.n, "barrier", args[1:]))
+		return 2
+	}
+	if !isRank {
+		return launchBenchRanks(ctx, f, args, stdout, stderr)
+	}
+	return runBenchRank(ctx, f, env, o, stdout, stderr)
+}
+
+// parseBenchFlags reads and checks the flags of bench put, pingpong or
+// barrier (args after the benchmark's name). When ok is false, the
+// caller returns code: the error or help has been printed.
+func parseBenchFlags(what string, args []string, stdout, stderr io.Writer) (f rankFlags, o benchOpts, code int, ok bool) {
 	fs := newFlagSet("bench "+what, benchUsage, stderr)
-	var f rankFlags
 	f.register(fs, 2)
 	minS := fs.String("b", "1M", "smallest size (put)")
 	maxS := fs.String("e", "256M", "largest size (put)")
@@ -74,8 +118,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	bidir := fs.Bool("bidir", false, "put: ranks 0 and 1 put to each other at once (figures per direction)")
 	mode := fs.String("mode", "push", "put: push (puts) or pull (gets from the peer's window)")
 	vs := fs.String("vs", "", "barrier: mpi measures MPI_Barrier in the same processes (host, under Open MPI's mpirun)")
-	if code, ok := parse(fs, args[1:], stdout); !ok {
-		return code
+	if code, ok := parse(fs, args, stdout); !ok {
+		return f, o, code, false
 	}
 	// --symmetric both (put, pingpong): the same measurements with
 	// symmetric and with asymmetric windows, in one table.
@@ -83,14 +127,14 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	if f.symmetric == "both" {
 		if what == "barrier" {
 			fmt.Fprintf(stderr, "luacoll bench: --symmetric both: only put and pingpong compare the window modes\n")
-			return 2
+			return f, o, 2, false
 		}
 		symModes = []string{"on", "off"}
 		f.symmetric = "auto"
 	}
 	if err := f.check(); err != nil {
 		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-		return 2
+		return f, o, 2, false
 	}
 	// Only put sweeps sizes: pingpong times 8-byte messages and barrier
 	// none, so a size flag there is refused rather than ignored.
@@ -134,56 +178,49 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-		return 2
+		return f, o, 2, false
 	}
 	hi, _ := strconv.ParseUint(*maxS, 10, 64)
-	ctx, stop := signalContext()
-	defer stop()
-	env, isRank, err := launch.RankEnvFromEnv(os.Getenv)
-	if err == nil && *jsonOut != "" && (!isRank || env.Rank == 0) {
-		// Rank 0 writes it after the run: refuse a name it cannot write now.
-		if err = checkWritable(*jsonOut); err != nil {
-			err = fmt.Errorf("--json %w", err)
-		}
+	o = benchOpts{what: what, lo: lo, hi: hi, factor: *factor, iters: *iters, path: *path, bidir: *bidir,
+		mode: *mode, symModes: symModes, vsMPI: *vs == "mpi", jsonOut: *jsonOut}
+	return f, o, 0, true
+}
+
+// launchBenchRanks starts the bench's ranks as processes running args
+// again and returns the job's exit status.
+func launchBenchRanks(ctx context.Context, f rankFlags, args []string, stdout, stderr io.Writer) int {
+	n := f.n
+	if n == 0 {
+		n = 2
 	}
+	if err := f.checkNodes(n); err != nil {
+		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
+		return 2
+	}
+	mps, err := f.mpsLaunch(n, "bench", stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 		return 2
 	}
-	if *vs == "mpi" && (!isRank || env.Source != launch.SourceOpenMPI) {
-		fmt.Fprintf(stderr, "luacoll bench barrier: --vs mpi: %v; run:\n  %s\n", bench.ErrNotUnderMPIRun,
-			mpirunCommand(f.n, "barrier", args[1:]))
-		return 2
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
+		return 1
 	}
-	if !isRank {
-		n := f.n
-		if n == 0 {
-			n = 2
-		}
-		if err := f.checkNodes(n); err != nil {
-			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-			return 2
-		}
-		mps, err := f.mpsLaunch(n, "bench", stderr)
-		if err != nil {
-			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-			return 2
-		}
-		exe, err := os.Executable()
-		if err != nil {
-			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
+	res, err := f.launch(ctx, launch.LaunchConfig{N: n, Nodes: f.nodes, Path: exe, Args: append([]string{"bench"}, args...),
+		Prefix: false, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second, Progress: terminalOf(stderr), MPS: mps}, "bench", stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
+		if res.ExitCode == 0 {
 			return 1
 		}
-		res, err := f.launch(ctx, launch.LaunchConfig{N: n, Nodes: f.nodes, Path: exe, Args: append([]string{"bench"}, args...),
-			Prefix: false, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second, Progress: terminalOf(stderr), MPS: mps}, "bench", stderr)
-		if err != nil {
-			fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-			if res.ExitCode == 0 {
-				return 1
-			}
-		}
-		return res.ExitCode
 	}
+	return res.ExitCode
+}
+
+// runBenchRank is one rank of the bench: it opens the comm, runs the
+// benchmark and closes the comm, and returns the rank's exit status.
+func runBenchRank(ctx context.Context, f rankFlags, env launch.RankEnv, o benchOpts, stdout, stderr io.Writer) int {
 	if err := f.checkMPSUnder(env, "bench"); err != nil {
 		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 		return 2
@@ -192,9 +229,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return engine.ReportOpenError(stderr, "luacoll bench: ", env, err)
 	}
-	err = runBench(ctx, comm, what, lo, hi, *factor, *iters, *path, *bidir, *mode, symModes, *vs == "mpi", *jsonOut, stdout, stderr)
+	err = runBench(ctx, comm, o, stdout, stderr)
 	if err != nil {
-		code := reportRankFailure(stderr, "luacoll bench "+what, env, comm, err, f.timeout)
+		code := reportRankFailure(stderr, "luacoll bench "+o.what, env, comm, err, f.timeout)
 		_ = comm.Close(err)
 		return code
 	}
@@ -205,138 +242,164 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runBench(ctx context.Context, c *engine.Comm, what string, lo, hi uint64, factor, iters int, path string, bidir bool, mode string, symModes []string, vsMPI bool, jsonOut string, stdout, stderr io.Writer) error {
-	me := c.Env.Rank
+// runBench measures bench o.what on this rank; rank 0 prints its table
+// and writes the rows to o.jsonOut when that is set.
+func runBench(ctx context.Context, c *engine.Comm, o benchOpts, stdout, stderr io.Writer) error {
 	var rows []bench.BenchRow
 	place, cpus, err := c.Placement(ctx)
 	if err != nil {
 		return err
 	}
 	header := fmt.Sprintf("# luacoll bench %s: %s backend, %d ranks, luacoll %s\n# CPUs: %s (--cpu-bind %s)",
-		what, c.Backend.Name(), c.Env.Size, versionString(), place, c.Opts.CPUBind)
-	switch what {
+		o.what, c.Backend.Name(), c.Env.Size, versionString(), place, c.Opts.CPUBind)
+	iters := o.iters
+	switch o.what {
 	case "put":
 		if iters == 0 {
 			iters = 5
 		}
-		r, err := benchPutTable(ctx, c, header, lo, hi, factor, iters, path, bidir, mode, symModes, stdout, stderr)
-		if err != nil {
-			return err
-		}
-		rows = r
+		rows, err = benchPutTable(ctx, c, header, o.lo, o.hi, o.factor, iters, o.path, o.bidir, o.mode, o.symModes, stdout, stderr)
 	case "pingpong":
 		if iters == 0 {
 			iters = 20000
 		}
-		var r bench.BenchRow
-		var dev []bench.BenchRow
-		for _, sm := range symModes {
-			got, err := withSymmetric(c, sm, func() ([]bench.BenchRow, error) {
-				h, err := bench.BenchPingPong(ctx, c, iters, path)
-				if err != nil {
-					return nil, err
-				}
-				d, err := bench.BenchDevicePingPong(ctx, c, iters)
-				return append([]bench.BenchRow{h}, d...), err
-			})
-			if err != nil {
-				return err
-			}
-			if sm != "" {
-				for i := range got {
-					got[i].Name += " [sym " + sm + "]"
-				}
-				got[0].Name = "host-issued put_signal + wait [sym " + sm + "]"
-			}
-			if len(rows) == 0 {
-				r = got[0]
-			}
-			rows = append(rows, got...)
-			dev = append(dev, got[1:]...)
-		}
-		if me == 0 {
-			fmt.Fprintln(stdout, header)
-			fmt.Fprintf(stdout, "# 8-byte put_signal -> wait_signal_from ping-pong between ranks 0 and 1, window path %s; one-way latency = median round trip / 2;\n", path)
-			fmt.Fprintf(stdout, "# #wrong: after the run, ranks 0 and 1 each check the 8 bytes they received (the same every round trip)\n")
-			if len(dev) > 0 {
-				fmt.Fprintf(stdout, "# device rows: one kernel per rank, device clock; ratio = time / the raw flag's (which moves no payload)\n")
-			}
-			if len(symModes) > 1 {
-				fmt.Fprintf(stdout, "# [sym on]: symmetric windows (one flat range), [sym off]: separate mappings; each ratio is to the raw flag of its own pass\n")
-			}
-			fmt.Fprintf(stdout, "# %-38s %8s %8s %11s %11s %7s %7s\n", "how", "size(B)", "iters", "one-way(us)", "rtt(us)", "ratio", "#wrong")
-			if len(symModes) == 1 {
-				pingRow(stdout, "host-issued put_signal + wait", r, iters, true)
-				for _, d := range dev {
-					pingRow(stdout, d.Name, d, iters, !strings.HasPrefix(d.Name, "raw flag"))
-				}
-			} else {
-				for _, d := range rows {
-					pingRow(stdout, d.Name, d, iters, !strings.HasPrefix(d.Name, "raw flag"))
-				}
-			}
-			fmt.Fprintf(stdout, "# rank 0, host-issued round trip (medians): enqueue %.2f us, sync %.2f us; one store to its own slot + sync: %.2f us\n", r.Enqueue*1e6, r.Sync*1e6, r.Ref*1e6)
-		}
+		rows, err = benchPingPongTable(ctx, c, header, iters, o.path, o.symModes, stdout)
 	case "barrier":
 		if iters == 0 {
 			iters = 5000
 		}
-		br, err := bench.BenchBarrierVs(ctx, c, iters, path, vsMPI)
+		rows, err = benchBarrierTable(ctx, c, header, iters, o.path, o.vsMPI, stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if c.Env.Rank == 0 && o.jsonOut != "" {
+		return writeBenchJSON(o.jsonOut, o.what, c, cpus, rows)
+	}
+	return nil
+}
+
+// benchPingPongTable runs bench pingpong (host-issued and device rows,
+// once per window mode in symModes) and prints its table on rank 0.
+func benchPingPongTable(ctx context.Context, c *engine.Comm, header string, iters int, path string, symModes []string, stdout io.Writer) ([]bench.BenchRow, error) {
+	me := c.Env.Rank
+	var rows []bench.BenchRow
+	var r bench.BenchRow
+	var dev []bench.BenchRow
+	for _, sm := range symModes {
+		got, err := withSymmetric(c, sm, func() ([]bench.BenchRow, error) {
+			h, err := bench.BenchPingPong(ctx, c, iters, path)
+			if err != nil {
+				return nil, err
+			}
+			d, err := bench.BenchDevicePingPong(ctx, c, iters)
+			return append([]bench.BenchRow{h}, d...), err
+		})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		r := br.Row
-		rows = []bench.BenchRow{r}
+		if sm != "" {
+			for i := range got {
+				got[i].Name += " [sym " + sm + "]"
+			}
+			got[0].Name = "host-issued put_signal + wait [sym " + sm + "]"
+		}
+		if len(rows) == 0 {
+			r = got[0]
+		}
+		rows = append(rows, got...)
+		dev = append(dev, got[1:]...)
+	}
+	if me == 0 {
+		fmt.Fprintln(stdout, header)
+		fmt.Fprintf(stdout, "# 8-byte put_signal -> wait_signal_from ping-pong between ranks 0 and 1, window path %s; one-way latency = median round trip / 2;\n", path)
+		fmt.Fprintf(stdout, "# #wrong: after the run, ranks 0 and 1 each check the 8 bytes they received (the same every round trip)\n")
+		if len(dev) > 0 {
+			fmt.Fprintf(stdout, "# device rows: one kernel per rank, device clock; ratio = time / the raw flag's (which moves no payload)\n")
+		}
+		if len(symModes) > 1 {
+			fmt.Fprintf(stdout, "# [sym on]: symmetric windows (one flat range), [sym off]: separate mappings; each ratio is to the raw flag of its own pass\n")
+		}
+		fmt.Fprintf(stdout, "# %-38s %8s %8s %11s %11s %7s %7s\n", "how", "size(B)", "iters", "one-way(us)", "rtt(us)", "ratio", "#wrong")
+		if len(symModes) == 1 {
+			pingRow(stdout, "host-issued put_signal + wait", r, iters, true)
+			for _, d := range dev {
+				pingRow(stdout, d.Name, d, iters, !strings.HasPrefix(d.Name, "raw flag"))
+			}
+		} else {
+			for _, d := range rows {
+				pingRow(stdout, d.Name, d, iters, !strings.HasPrefix(d.Name, "raw flag"))
+			}
+		}
+		fmt.Fprintf(stdout, "# rank 0, host-issued round trip (medians): enqueue %.2f us, sync %.2f us; one store to its own slot + sync: %.2f us\n", r.Enqueue*1e6, r.Sync*1e6, r.Ref*1e6)
+	}
+	return rows, nil
+}
+
+// benchBarrierTable runs bench barrier (host-issued, MPI_Barrier when
+// vsMPI, and the device loop where there is one) and prints its table
+// on rank 0.
+func benchBarrierTable(ctx context.Context, c *engine.Comm, header string, iters int, path string, vsMPI bool, stdout io.Writer) ([]bench.BenchRow, error) {
+	me := c.Env.Rank
+	br, err := bench.BenchBarrierVs(ctx, c, iters, path, vsMPI)
+	if err != nil {
+		return nil, err
+	}
+	r := br.Row
+	rows := []bench.BenchRow{r}
+	if br.HaveMPI {
+		rows = append(rows, br.MPIRow)
+	}
+	dr, ok, err := bench.BenchDeviceBarrier(ctx, c, iters)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		rows = append(rows, dr)
+	}
+	if me == 0 {
+		fmt.Fprintln(stdout, header)
+		fmt.Fprintf(stdout, "# window barrier over every rank, path %s; host-issued: median per barrier over batches of 100\n", path)
+		if ok {
+			fmt.Fprintf(stdout, "# device loop: every barrier in one kernel per rank, device clock\n")
+		}
 		if br.HaveMPI {
-			rows = append(rows, br.MPIRow)
+			fmt.Fprintf(stdout, "# baseline: MPI_Barrier, %s, same processes, batches of 100 in turn with the window barrier's; ratio = MPI's time / the window barrier's\n", br.MPI)
 		}
-		dr, ok, err := bench.BenchDeviceBarrier(ctx, c, iters)
-		if err != nil {
-			return err
+		if br.HaveMPI {
+			fmt.Fprintf(stdout, "# %-30s %8s %8s %11s %7s\n", "how", "ranks", "iters", "time(us)", "ratio")
+			fmt.Fprintf(stdout, "  %-30s %8d %8d %11.2f %7s\n", "host-issued window barrier", c.Env.Size, iters, r.Seconds*1e6, "-")
+			fmt.Fprintf(stdout, "  %-30s %8d %8d %11.2f %7.2f\n", "MPI_Barrier", c.Env.Size, iters, br.MPIRow.Seconds*1e6, br.MPIRow.Ratio)
+		} else {
+			fmt.Fprintf(stdout, "# %-30s %8s %8s %11s\n", "how", "ranks", "iters", "time(us)")
+			fmt.Fprintf(stdout, "  %-30s %8d %8d %11.2f\n", "host-issued window barrier", c.Env.Size, iters, r.Seconds*1e6)
 		}
 		if ok {
-			rows = append(rows, dr)
-		}
-		if me == 0 {
-			fmt.Fprintln(stdout, header)
-			fmt.Fprintf(stdout, "# window barrier over every rank, path %s; host-issued: median per barrier over batches of 100\n", path)
-			if ok {
-				fmt.Fprintf(stdout, "# device loop: every barrier in one kernel per rank, device clock\n")
-			}
-			if br.HaveMPI {
-				fmt.Fprintf(stdout, "# baseline: MPI_Barrier, %s, same processes, batches of 100 in turn with the window barrier's; ratio = MPI's time / the window barrier's\n", br.MPI)
-			}
-			if br.HaveMPI {
-				fmt.Fprintf(stdout, "# %-30s %8s %8s %11s %7s\n", "how", "ranks", "iters", "time(us)", "ratio")
-				fmt.Fprintf(stdout, "  %-30s %8d %8d %11.2f %7s\n", "host-issued window barrier", c.Env.Size, iters, r.Seconds*1e6, "-")
-				fmt.Fprintf(stdout, "  %-30s %8d %8d %11.2f %7.2f\n", "MPI_Barrier", c.Env.Size, iters, br.MPIRow.Seconds*1e6, br.MPIRow.Ratio)
-			} else {
-				fmt.Fprintf(stdout, "# %-30s %8s %8s %11s\n", "how", "ranks", "iters", "time(us)")
-				fmt.Fprintf(stdout, "  %-30s %8d %8d %11.2f\n", "host-issued window barrier", c.Env.Size, iters, r.Seconds*1e6)
-			}
-			if ok {
-				fmt.Fprintf(stdout, "  %-30s %8d %8d %11.3f\n", dr.Name, c.Env.Size, iters, dr.Seconds*1e6)
-			}
+			fmt.Fprintf(stdout, "  %-30s %8d %8d %11.3f\n", dr.Name, c.Env.Size, iters, dr.Seconds*1e6)
 		}
 	}
-	if me == 0 && jsonOut != "" {
-		f, err := os.Create(jsonOut)
-		if err != nil {
+	return rows, nil
+}
+
+// writeBenchJSON writes rows to path as JSON Lines, each with the
+// bench's name, backend, ranks, version and CPUs.
+func writeBenchJSON(path, what string, c *engine.Comm, cpus []string, rows []bench.BenchRow) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	enc := json.NewEncoder(f)
+	for _, r := range rows {
+		if err := enc.Encode(struct {
+			Bench   string   `json:"bench"`
+			Backend string   `json:"backend"`
+			Ranks   int      `json:"ranks"`
+			Version string   `json:"version"`
+			CPUs    []string `json:"cpus"`
+			bench.BenchRow
+		}{what, c.Backend.Name(), c.Env.Size, versionString(), cpus, r}); err != nil {
 			return err
-		}
-		defer f.Close()
-		enc := json.NewEncoder(f)
-		for _, r := range rows {
-			if err := enc.Encode(struct {
-				Bench   string   `json:"bench"`
-				Backend string   `json:"backend"`
-				Ranks   int      `json:"ranks"`
-				Version string   `json:"version"`
-				CPUs    []string `json:"cpus"`
-				bench.BenchRow
-			}{what, c.Backend.Name(), c.Env.Size, versionString(), cpus, r}); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
