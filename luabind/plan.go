@@ -2,115 +2,20 @@ package luabind
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"sort"
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/engine/plan/verify"
-	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/transport/knobs"
 	"github.com/luacoll/luacoll/window"
 )
 
-// planState is a rank's plans: the recorder while lc.plan's body runs,
-// each window's ledger, and whether the script runs under luacoll check.
-type planState struct {
-	rec     *planRecorder
-	ledgers map[*window.Window]*plan.Ledger
-	// check is set under `luacoll check`: every plan is verified when it
-	// is made, and replays are skipped.
-	check *checkMode
-	// made counts plans made on this rank (the plan's number in reports).
-	made int
-	// sent is, per window, what this rank's Lua code signalled and
-	// counted outside plans (plan.List.Sent's rows).
-	sent map[*window.Window][]uint64
-	// reset are the windows whose inbox this rank reset (plan_reset.go).
-	reset map[*window.Window]bool
-	// onDevice are the plans in device mode not freed yet (Close frees
-	// their device memory).
-	onDevice map[*planRef]bool
-	// maxOps and maxTotal, when set, stand for plan.MaxOps and
-	// plan.MaxTotalOps (tests).
-	maxOps, maxTotal int
-}
-
-// limits are the most ops a plan may hold per rank and over all ranks.
-func (ps *planState) limits() (perRank, total int) {
-	perRank, total = plan.MaxOps, plan.MaxTotalOps
-	if ps.maxOps > 0 {
-		perRank = ps.maxOps
-	}
-	if ps.maxTotal > 0 {
-		total = ps.maxTotal
-	}
-	return perRank, total
-}
-
-// sentRow returns w's sent rows, made on first use.
-func (ps *planState) sentRow(w *window.Window) []uint64 {
-	if ps.sent == nil {
-		ps.sent = map[*window.Window][]uint64{}
-	}
-	v := ps.sent[w]
-	if v == nil {
-		o := w.Options()
-		v = make([]uint64, w.Rank().N()*(o.Signals+o.Counters))
-		ps.sent[w] = v
-	}
-	return v
-}
-
-// noteSignal accounts an eager signal to peer's slot sig: an add adds v,
-// a set makes the row v.
-func (ps *planState) noteSignal(w *window.Window, peer, sig int, op window.SignalOp, v uint64) {
-	row := &ps.sentRow(w)[peer*w.Options().Signals+sig]
-	if op == window.SigSet {
-		*row = v
-		return
-	}
-	*row += v
-}
-
-// noteCounter accounts an eager add of v to this rank's counter ctr for
-// peer, or its reset.
-func (ps *planState) noteCounter(w *window.Window, peer, ctr int, v uint64, reset bool) {
-	o := w.Options()
-	row := &ps.sentRow(w)[w.Rank().N()*o.Signals+peer*o.Counters+ctr]
-	if reset {
-		*row = 0
-		return
-	}
-	*row += v
-}
-
-// sentRows returns a copy of w's sent rows (nil when nothing was sent).
-func (ps *planState) sentRows(w *window.Window) []uint64 {
-	if v := ps.sent[w]; v != nil {
-		return append([]uint64(nil), v...)
-	}
-	return nil
-}
-
-func (ps *planState) ledger(w *window.Window) *plan.Ledger {
-	if ps.ledgers == nil {
-		ps.ledgers = map[*window.Window]*plan.Ledger{}
-	}
-	l := ps.ledgers[w]
-	if l == nil {
-		l = &plan.Ledger{}
-		ps.ledgers[w] = l
-	}
-	return l
-}
-
 // planRecorder collects one rank's ops while a plan's body runs.
+
 type planRecorder struct {
 	w     *window.Window
 	ops   []plan.Op
@@ -119,6 +24,7 @@ type planRecorder struct {
 }
 
 // planRef is the userdata value of a plan.
+
 type planRef struct {
 	p     *plan.Plan
 	num   int
@@ -139,6 +45,7 @@ func (r *planRef) String() string {
 }
 
 // Plan modes.
+
 const (
 	modeHost   = "host"   // a Go loop over the ops, host backend
 	modeStream = "stream" // launches on a CUDA stream: the interpreter over runs of ops, large copies alone (else the loop, op by op)
@@ -150,9 +57,13 @@ const (
 var planModes = []string{"auto", modeHost, modeStream, modeGraph, modeDevice}
 
 // pickMode returns the mode a plan runs in on this rank's backend, or why
+
 // the requested one cannot be had. On CUDA, "auto" is "stream" here;
+
 // makePlan then moves a plan whose ops suit the interpreter to "device"
+
 // (autoDevice).
+
 func (s *State) pickMode(req string) (string, error) {
 	if s.plans.check != nil {
 		return modeCheck, nil
@@ -177,12 +88,17 @@ func (s *State) pickMode(req string) (string, error) {
 }
 
 // autoDeviceMax is the largest copy or fill of a plan that "auto" gives to
+
 // the interpreter, whose one block moves data far slower than the copy
+
 // engines or a full grid.
+
 const autoDeviceMax = 256 << 10
 
 // autoDevice reports whether "auto" runs ops in device mode: no copy or
+
 // fill above autoDeviceMax (the interpreter itself says whether it can).
+
 func autoDevice(p *plan.Plan) bool {
 	for _, o := range p.Ops() {
 		n := o.N
@@ -208,13 +124,17 @@ func (c *call) site() plan.Site {
 }
 
 // record appends op, issued on window w (nil for a buffer op) with local
+
 // buffer b (nil for none), after the checks the window would make.
+
 func (r *planRecorder) record(c *call, w *window.Window, b *window.Buffer, o plan.Op) int {
 	return r.recordWith(c, w, b, nil, o)
 }
 
 // recordWith is record for an op with a second local buffer src (a local
+
 // reduce's source; nil for none).
+
 func (r *planRecorder) recordWith(c *call, w *window.Window, b, src *window.Buffer, o plan.Op) int {
 	if w != nil {
 		if r.w == nil {
@@ -266,6 +186,7 @@ func (r *planRecorder) recordWith(c *call, w *window.Window, b, src *window.Buff
 }
 
 // list turns what was recorded into this rank's List and its buffers.
+
 func (r *planRecorder) list() (plan.List, []*window.Buffer, error) {
 	if r.w == nil {
 		return plan.List{}, nil, fmt.Errorf("the body enqueued no window operation")
@@ -295,9 +216,13 @@ func (r *planRecorder) list() (plan.List, []*window.Buffer, error) {
 }
 
 // planRecording maps each function that behaves differently while a plan
+
 // is being recorded to what it does then: window and buffer operations
+
 // that enqueue are recorded; anything that reads or writes data now, waits,
+
 // or makes or frees objects is refused.
+
 var planRecording = map[string]func(c *call) int{
 	"w:put": func(c *call) int {
 		w, t := c.win(), c.transfer()
@@ -383,115 +308,6 @@ func (c *call) planRef() *planRef {
 		c.fail("plan %d has been freed", r.num)
 	}
 	return r
-}
-
-// tableArg returns argument i as an options table whose keys are all in
-// keys (nil when absent and optional).
-func (c *call) tableArg(i int, keys []string, example string, optional bool) *lua.LTable {
-	v := c.get(i)
-	if v == lua.LNil && optional {
-		return nil
-	}
-	t, ok := v.(*lua.LTable)
-	if !ok {
-		c.badArg(i, "table expected, e.g. %s, got %s", example, v.Type())
-	}
-	var unknown []string
-	t.ForEach(func(k, _ lua.LValue) {
-		ks, isStr := k.(lua.LString)
-		found := false
-		for _, name := range keys {
-			if isStr && string(ks) == name {
-				found = true
-			}
-		}
-		if !found {
-			unknown = append(unknown, k.String())
-		}
-	})
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		c.fail("bad argument '%s' (unknown option; the options are %s)", unknown[0], strings.Join(keys, ", "))
-	}
-	return t
-}
-
-// field returns t[name] as a non-negative integer, or def.
-func (c *call) field(t *lua.LTable, name string, def uint64) uint64 {
-	if t == nil {
-		return def
-	}
-	v := t.RawGetString(name)
-	if v == lua.LNil {
-		return def
-	}
-	n, ok := v.(lua.LNumber)
-	if !ok {
-		got := v.Type().String()
-		if s, isStr := v.(lua.LString); isStr {
-			got = fmt.Sprintf("string %q", string(s))
-		}
-		c.fail("bad argument '%s' (a non-negative integer up to 2^53 expected, got %s)", name, got)
-	}
-	f := float64(n)
-	if f != float64(int64(f)) || f < 0 || f > MaxExact {
-		c.fail("bad argument '%s' (a non-negative integer up to 2^53 expected, got %s)", name, lua.LVAsString(v))
-	}
-	return uint64(f)
-}
-
-func (c *call) strField(t *lua.LTable, name, def string) string {
-	if t == nil {
-		return def
-	}
-	v := t.RawGetString(name)
-	if v == lua.LNil {
-		return def
-	}
-	s, ok := v.(lua.LString)
-	if !ok {
-		c.fail("bad argument '%s' (string expected, got %s)", name, v.Type())
-	}
-	return string(s)
-}
-
-// windowField checks that t.window, when given, is the plan's window.
-func (c *call) windowField(t *lua.LTable, p *plan.Plan) {
-	if t == nil {
-		return
-	}
-	v := t.RawGetString("window")
-	if v == lua.LNil {
-		return
-	}
-	var wr *windowRef
-	if ud, ok := v.(*lua.LUserData); ok {
-		wr, _ = ud.Value.(*windowRef)
-	}
-	if wr == nil {
-		c.fail("bad argument 'window' (window expected, got %s)", v.Type())
-	}
-	if wr.w != p.Window() {
-		c.fail("bad argument 'window' (the plan was recorded on window %d and runs on it only; window %d given)", p.Window().ID(), wr.w.ID())
-	}
-}
-
-// isPlanOpts reports whether v is lc.plan's trailing options table: a
-// plain table whose keys are all plan options.
-func isPlanOpts(v lua.LValue) bool {
-	t, ok := v.(*lua.LTable)
-	if !ok {
-		return false
-	}
-	n, only := 0, true
-	t.ForEach(func(k, _ lua.LValue) {
-		n++
-		ks, isStr := k.(lua.LString)
-		if !isStr || string(ks) != "mode" {
-			only = false
-		}
-	})
-	return n > 0 && only
 }
 
 func planEntries() []*Entry {
@@ -610,7 +426,9 @@ func newPlan(c *call) int {
 }
 
 // makePlan records body(args...) on this rank (on a thread of L), gathers
+
 // every rank's list, and binds this rank's to its window (collective).
+
 func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction, args []lua.LValue, req, where string) (*planRef, error) {
 	me := s.rank()
 	mode, status := "", ""
@@ -619,24 +437,82 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 	} else {
 		mode = m
 	}
-	var list plan.List
-	var bufs []*window.Buffer
 	rec := &planRecorder{}
-	if status == "" {
-		status = s.recordBody(L, body, args, rec)
-		if status == "" {
-			var err error
-			if list, bufs, err = rec.list(); err != nil {
-				status = err.Error()
-			}
-			list.Sent = s.plans.sentRows(rec.w)
-			if status == "" {
-				status = s.addInbox(ctx, &list, rec.w)
-			}
-		}
-	}
+	list, bufs, status := s.recordList(ctx, L, body, args, rec, status)
 	s.plans.made++
 	num := s.plans.made
+	lists, err := s.gatherLists(ctx, list, status)
+	if err != nil {
+		return nil, err
+	}
+	led := s.plans.ledger(rec.w)
+	led.Record(lists, me)
+	p, err := plan.New(rec.w, bufs, lists, me, led)
+	if err != nil {
+		return nil, err
+	}
+	lines, err := s.planLines(ctx, p, lists, mode, num, rec.w)
+	if err != nil {
+		return nil, err
+	}
+	if mode, err = bindMode(p, mode, req); err != nil {
+		return nil, err
+	}
+	r := &planRef{p: p, num: num, site: where, mode: mode, lines: lines}
+	if mode == modeDevice || mode == modeGraph || mode == modeStream {
+		if s.plans.onDevice == nil {
+			s.plans.onDevice = map[*planRef]bool{}
+		}
+		s.plans.onDevice[r] = true
+	}
+	if s.plans.check != nil {
+		rep, err := s.verifyLists(ctx, fmt.Sprintf("plan %d", num), lists, verify.Options{})
+		if err != nil {
+			return nil, err
+		}
+		r.report = rep
+		s.plans.check.note(s, r, "", rep)
+		if !rep.OK {
+			return nil, fmt.Errorf("plan %d (made at %s) failed verification: %s", num, where, rep.Summary())
+		}
+	}
+	return r, nil
+}
+
+// recordList records body(args...) into rec and returns this rank's list,
+
+// its buffers, and status: "" or why this rank could not (status as
+
+// given, when it already says so).
+
+func (s *State) recordList(ctx context.Context, L *lua.LState, body *lua.LFunction, args []lua.LValue, rec *planRecorder,
+	status string) (plan.List, []*window.Buffer, string) {
+	var list plan.List
+	var bufs []*window.Buffer
+	if status != "" {
+		return list, bufs, status
+	}
+	if status = s.recordBody(L, body, args, rec); status != "" {
+		return list, bufs, status
+	}
+	var err error
+	if list, bufs, err = rec.list(); err != nil {
+		status = err.Error()
+	}
+	list.Sent = s.plans.sentRows(rec.w)
+	if status == "" {
+		status = s.addInbox(ctx, &list, rec.w)
+	}
+	return list, bufs, status
+}
+
+// gatherLists gives every rank every rank's list (collective): an error
+
+// when this rank (status) or another failed, when the lists exceed the
+
+// plans' total, or when the ranks recorded on different windows.
+
+func (s *State) gatherLists(ctx context.Context, list plan.List, status string) ([]plan.List, error) {
 	all, err := s.Comm.Collective(ctx, "lc.plan", list.Encode(status))
 	if err != nil {
 		return nil, err
@@ -668,42 +544,60 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 			return nil, fmt.Errorf("rank %d recorded on window %d, this rank on window %d: every rank's body must use the same window", q, lists[q].Window, list.Window)
 		}
 	}
-	led := s.plans.ledger(rec.w)
-	led.Record(lists, me)
-	p, err := plan.New(rec.w, bufs, lists, me, led)
+	return lists, nil
+}
+
+// planLines makes plan num's line areas where small put_signals go in
+
+// lines: where every rank replays through the interpreter (CUDA with no
+
+// network peer: the same answer on every rank, as the lists are). nil: no
+
+// lines.
+
+func (s *State) planLines(ctx context.Context, p *plan.Plan, lists []plan.List, mode string, num int, w *window.Window) (*window.Window, error) {
+	topo := s.Comm.Rank.Topo
+	if mode == modeHost || mode == modeCheck || topo == nil || topo.AnyNet() || knobs.PlanLines.Get() == "0" {
+		return nil, nil
+	}
+	_, most := plan.Lines(lists)
+	if most == 0 {
+		return nil, nil
+	}
+	lines, err := s.Comm.NewWindow(ctx, fmt.Sprintf("plan %d lines", num), window.Options{Bytes: uint64(most) * plan.LineSize,
+		Signals: 1, Counters: 1, Barriers: 1, Path: "auto", Timeout: w.Options().Timeout})
 	if err != nil {
+		return nil, fmt.Errorf("the plan's line areas: %w", err)
+	}
+	if err := p.UseLines(lines); err != nil {
 		return nil, err
 	}
-	// Small put_signals go in lines where every rank replays through the
-	// interpreter: CUDA with no network peer (the same answer on every
-	// rank, as the lists are).
-	var lines *window.Window
-	if topo := s.Comm.Rank.Topo; mode != modeHost && mode != modeCheck && topo != nil && !topo.AnyNet() && knobs.PlanLines.Get() != "0" {
-		if _, most := plan.Lines(lists); most > 0 {
-			lines, err = s.Comm.NewWindow(ctx, fmt.Sprintf("plan %d lines", num), window.Options{Bytes: uint64(most) * plan.LineSize,
-				Signals: 1, Counters: 1, Barriers: 1, Path: "auto", Timeout: rec.w.Options().Timeout})
-			if err != nil {
-				return nil, fmt.Errorf("the plan's line areas: %w", err)
-			}
-			if err := p.UseLines(lines); err != nil {
-				return nil, err
-			}
-		}
-	}
+	return lines, nil
+}
+
+// bindMode prepares p to replay in mode (req as the script asked): device
+
+// and graph as asked, stream as device where auto allows, stream as runs
+
+// of interpreter launches where the ops allow; it returns the mode p runs
+
+// in.
+
+func bindMode(p *plan.Plan, mode, req string) (string, error) {
 	switch {
 	case mode == modeDevice:
 		if err := p.UseDevice(); err != nil {
-			return nil, fmt.Errorf("mode \"device\": %w", err)
+			return mode, fmt.Errorf("mode \"device\": %w", err)
 		}
 	case mode == modeGraph:
 		if err := p.UseGraph(); err != nil {
-			return nil, fmt.Errorf("mode \"graph\": %w", err)
+			return mode, fmt.Errorf("mode \"graph\": %w", err)
 		}
 	case mode == modeStream && (req == "" || req == "auto") && autoDevice(p):
 		if err := p.UseDevice(); err == nil {
 			mode = modeDevice
 		} else if !errors.Is(err, plan.ErrNoDevice) {
-			return nil, err
+			return mode, err
 		}
 	}
 	if mode == modeStream {
@@ -712,32 +606,16 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 		if err := p.UseStream(); err != nil && (!errors.Is(err, plan.ErrNoDevice) || p.LineCount() > 0) {
 			// With lines, op by op is no way out: the peers' plans count
 			// on this rank's interpreter to send and drain them.
-			return nil, fmt.Errorf("mode \"stream\": %w", err)
+			return mode, fmt.Errorf("mode \"stream\": %w", err)
 		}
 	}
-	r := &planRef{p: p, num: num, site: where, mode: mode, lines: lines}
-	if mode == modeDevice || mode == modeGraph || mode == modeStream {
-		if s.plans.onDevice == nil {
-			s.plans.onDevice = map[*planRef]bool{}
-		}
-		s.plans.onDevice[r] = true
-	}
-	if s.plans.check != nil {
-		rep, err := s.verifyLists(ctx, fmt.Sprintf("plan %d", num), lists, verify.Options{})
-		if err != nil {
-			return nil, err
-		}
-		r.report = rep
-		s.plans.check.note(s, r, "", rep)
-		if !rep.OK {
-			return nil, fmt.Errorf("plan %d (made at %s) failed verification: %s", num, where, rep.Summary())
-		}
-	}
-	return r, nil
+	return mode, nil
 }
 
 // recordBody calls body(args...) on a thread of L with rec recording, and
+
 // returns "" or the error it raised.
+
 func (s *State) recordBody(L *lua.LState, body *lua.LFunction, args []lua.LValue, rec *planRecorder) (status string) {
 	s.plans.rec = rec
 	defer func() { s.plans.rec = nil }()
@@ -762,157 +640,4 @@ func (s *State) recordBody(L *lua.LState, body *lua.LFunction, args []lua.LValue
 		return "the body failed: " + err.Error()
 	}
 	return ""
-}
-
-// verifyLists (collective) verifies on rank 0 and gives every rank its
-// report.
-func (s *State) verifyLists(ctx context.Context, what string, lists []plan.List, opt verify.Options) (*verify.Report, error) {
-	var data []byte
-	if s.rank() == 0 {
-		rep := verify.Verify(lists, opt)
-		var err error
-		if data, err = json.Marshal(rep); err != nil {
-			return nil, err
-		}
-	}
-	all, err := s.Comm.Collective(ctx, what+":verify:report", data)
-	if err != nil {
-		return nil, err
-	}
-	rep := &verify.Report{}
-	if err := json.Unmarshal(all[0], rep); err != nil {
-		return nil, fmt.Errorf("%s: the report from rank 0: %w", what, err)
-	}
-	return rep, nil
-}
-
-var verifyKeys = []string{"collective", "window", "n", "root", "src", "src_off", "replays"}
-
-func verifyPlan(c *call) int {
-	r := c.planRef()
-	t := c.tableArg(0, verifyKeys, "p:verify{collective = \"allgather\", window = w, n = n}", true)
-	c.windowField(t, r.p)
-	coll := verify.Collective{Kind: c.strField(t, "collective", ""), N: c.field(t, "n", 0), Root: int(c.field(t, "root", 0))}
-	switch coll.Kind {
-	case "", "allgather", "alltoall", "broadcast":
-	default:
-		c.fail("bad argument 'collective' (unknown collective %q; want allgather, alltoall or broadcast)", coll.Kind)
-	}
-	if coll.Kind != "" && (t == nil || t.RawGetString("n") == lua.LNil) {
-		c.fail("bad argument 'n' (required with a collective: the bytes each rank contributes)")
-	}
-	replays := int(c.field(t, "replays", 2))
-	if replays < 1 || replays > 16 {
-		c.fail("bad argument 'replays' (%d: want 1..16)", replays)
-	}
-	src, srcOff := -1, c.field(t, "src_off", 0)
-	if t != nil && t.RawGetString("src") != lua.LNil {
-		var b *window.Buffer
-		switch v := t.RawGetString("src").(type) {
-		case *lua.LUserData:
-			switch x := v.Value.(type) {
-			case *bufferRef:
-				b = x.b
-			case *windowRef:
-				b = x.w.Buffer()
-			}
-		}
-		if b == nil {
-			c.fail("bad argument 'src' (buffer or window expected)")
-		}
-		for i, pb := range r.p.Buffers() {
-			if pb == b {
-				src = i
-			}
-		}
-		if src < 0 {
-			c.fail("bad argument 'src' (%s is not a buffer the plan uses)", b.Name())
-		}
-	}
-	call := fmt.Sprintf("plan %d:verify{collective=%q, n=%d, root=%d, src_off=%d, replays=%d}", r.num, coll.Kind, coll.N, coll.Root, srcOff, replays)
-	all, err := c.s.Comm.Collective(c.ctx(), call, []byte(fmt.Sprint(src)))
-	c.check(err)
-	// Every rank decides alike from everyone's answer, so that none goes on
-	// to the report's collective alone.
-	var without []string
-	for q, d := range all {
-		b := -1
-		if _, err := fmt.Sscan(string(d), &b); err != nil || b < 0 {
-			without = append(without, fmt.Sprint(q))
-			b = -1
-		}
-		coll.Src = append(coll.Src, verify.Source{Buf: b, Off: srcOff})
-	}
-	switch {
-	case len(without) == len(all):
-		coll.Src = nil
-	case len(without) > 0:
-		c.fail("bad argument 'src' (ranks %s name none; every rank must, or none)", strings.Join(without, ","))
-	}
-	rep, err := c.s.verifyLists(c.ctx(), fmt.Sprintf("plan %d", r.num), r.p.Lists(), verify.Options{Collective: coll, Replays: replays})
-	c.check(err)
-	if c.s.plans.check != nil {
-		c.s.plans.check.note(c.s, r, coll.Kind, rep)
-	}
-	c.L.Push(reportTable(c.L, rep))
-	return 1
-}
-
-// reportTable is a report as p:verify returns it (ranks 0-based, ops and
-// lists 1-based).
-func reportTable(L *lua.LState, rep *verify.Report) *lua.LTable {
-	t := L.NewTable()
-	t.RawSetString("ok", lua.LBool(rep.OK))
-	ops := L.NewTable()
-	for _, n := range rep.Ops {
-		ops.Append(lua.LNumber(n))
-	}
-	t.RawSetString("ops", ops)
-	t.RawSetString("steps", lua.LNumber(rep.Steps))
-	ps := L.NewTable()
-	for _, p := range rep.Problems {
-		pt := L.NewTable()
-		pt.RawSetString("kind", lua.LString(p.Kind))
-		pt.RawSetString("rank", lua.LNumber(p.Rank))
-		pt.RawSetString("op", lua.LNumber(p.Op))
-		pt.RawSetString("op_name", lua.LString(p.OpName))
-		pt.RawSetString("replay", lua.LNumber(p.Replay))
-		pt.RawSetString("file", lua.LString(p.Site.File))
-		pt.RawSetString("line", lua.LNumber(p.Site.Line))
-		pt.RawSetString("message", lua.LString(p.String()))
-		if p.Other != nil {
-			o := L.NewTable()
-			o.RawSetString("rank", lua.LNumber(p.Other.Rank))
-			o.RawSetString("op", lua.LNumber(p.Other.Op))
-			o.RawSetString("op_name", lua.LString(p.Other.Kind.String()))
-			o.RawSetString("file", lua.LString(p.Other.Site.File))
-			o.RawSetString("line", lua.LNumber(p.Other.Site.Line))
-			pt.RawSetString("other", o)
-		}
-		ps.Append(pt)
-	}
-	t.RawSetString("problems", ps)
-	t.RawSetString("dropped", lua.LNumber(rep.Dropped))
-	t.RawSetString("summary", lua.LString(rep.Summary()))
-	return t
-}
-
-// fillKind and fillArg are b:fill's argument checks.
-func (c *call) fillKind(i int) transport.FillKind {
-	kind, err := transport.ParseFill(c.str(i))
-	if err != nil {
-		c.badArg(i, "%v", err)
-	}
-	return kind
-}
-
-func (c *call) fillArg(kind transport.FillKind, i int) uint64 {
-	arg := c.optU64(i, 0)
-	if kind == transport.FillConst && arg > 255 {
-		c.badArg(i, "a byte value 0..255 expected, got %d", arg)
-	}
-	if kind == transport.FillIotaU32 && arg > math.MaxUint32 {
-		c.badArg(i, "iota counts 32-bit words: a start of 0..%d expected, got %d", uint64(math.MaxUint32), arg)
-	}
-	return arg
 }

@@ -1,0 +1,147 @@
+package luabind
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/engine/plan/verify"
+	"github.com/luacoll/luacoll/window"
+)
+
+// verifyLists (collective) verifies on rank 0 and gives every rank its
+// report.
+func (s *State) verifyLists(ctx context.Context, what string, lists []plan.List, opt verify.Options) (*verify.Report, error) {
+	var data []byte
+	if s.rank() == 0 {
+		rep := verify.Verify(lists, opt)
+		var err error
+		if data, err = json.Marshal(rep); err != nil {
+			return nil, err
+		}
+	}
+	all, err := s.Comm.Collective(ctx, what+":verify:report", data)
+	if err != nil {
+		return nil, err
+	}
+	rep := &verify.Report{}
+	if err := json.Unmarshal(all[0], rep); err != nil {
+		return nil, fmt.Errorf("%s: the report from rank 0: %w", what, err)
+	}
+	return rep, nil
+}
+
+var verifyKeys = []string{"collective", "window", "n", "root", "src", "src_off", "replays"}
+
+func verifyPlan(c *call) int {
+	r := c.planRef()
+	t := c.tableArg(0, verifyKeys, "p:verify{collective = \"allgather\", window = w, n = n}", true)
+	c.windowField(t, r.p)
+	coll := verify.Collective{Kind: c.strField(t, "collective", ""), N: c.field(t, "n", 0), Root: int(c.field(t, "root", 0))}
+	switch coll.Kind {
+	case "", "allgather", "alltoall", "broadcast":
+	default:
+		c.fail("bad argument 'collective' (unknown collective %q; want allgather, alltoall or broadcast)", coll.Kind)
+	}
+	if coll.Kind != "" && (t == nil || t.RawGetString("n") == lua.LNil) {
+		c.fail("bad argument 'n' (required with a collective: the bytes each rank contributes)")
+	}
+	replays := int(c.field(t, "replays", 2))
+	if replays < 1 || replays > 16 {
+		c.fail("bad argument 'replays' (%d: want 1..16)", replays)
+	}
+	src, srcOff := -1, c.field(t, "src_off", 0)
+	if t != nil && t.RawGetString("src") != lua.LNil {
+		var b *window.Buffer
+		switch v := t.RawGetString("src").(type) {
+		case *lua.LUserData:
+			switch x := v.Value.(type) {
+			case *bufferRef:
+				b = x.b
+			case *windowRef:
+				b = x.w.Buffer()
+			}
+		}
+		if b == nil {
+			c.fail("bad argument 'src' (buffer or window expected)")
+		}
+		for i, pb := range r.p.Buffers() {
+			if pb == b {
+				src = i
+			}
+		}
+		if src < 0 {
+			c.fail("bad argument 'src' (%s is not a buffer the plan uses)", b.Name())
+		}
+	}
+	call := fmt.Sprintf("plan %d:verify{collective=%q, n=%d, root=%d, src_off=%d, replays=%d}", r.num, coll.Kind, coll.N, coll.Root, srcOff, replays)
+	all, err := c.s.Comm.Collective(c.ctx(), call, []byte(fmt.Sprint(src)))
+	c.check(err)
+	// Every rank decides alike from everyone's answer, so that none goes on
+	// to the report's collective alone.
+	var without []string
+	for q, d := range all {
+		b := -1
+		if _, err := fmt.Sscan(string(d), &b); err != nil || b < 0 {
+			without = append(without, fmt.Sprint(q))
+			b = -1
+		}
+		coll.Src = append(coll.Src, verify.Source{Buf: b, Off: srcOff})
+	}
+	switch {
+	case len(without) == len(all):
+		coll.Src = nil
+	case len(without) > 0:
+		c.fail("bad argument 'src' (ranks %s name none; every rank must, or none)", strings.Join(without, ","))
+	}
+	rep, err := c.s.verifyLists(c.ctx(), fmt.Sprintf("plan %d", r.num), r.p.Lists(), verify.Options{Collective: coll, Replays: replays})
+	c.check(err)
+	if c.s.plans.check != nil {
+		c.s.plans.check.note(c.s, r, coll.Kind, rep)
+	}
+	c.L.Push(reportTable(c.L, rep))
+	return 1
+}
+
+// reportTable is a report as p:verify returns it (ranks 0-based, ops and
+// lists 1-based).
+func reportTable(L *lua.LState, rep *verify.Report) *lua.LTable {
+	t := L.NewTable()
+	t.RawSetString("ok", lua.LBool(rep.OK))
+	ops := L.NewTable()
+	for _, n := range rep.Ops {
+		ops.Append(lua.LNumber(n))
+	}
+	t.RawSetString("ops", ops)
+	t.RawSetString("steps", lua.LNumber(rep.Steps))
+	ps := L.NewTable()
+	for _, p := range rep.Problems {
+		pt := L.NewTable()
+		pt.RawSetString("kind", lua.LString(p.Kind))
+		pt.RawSetString("rank", lua.LNumber(p.Rank))
+		pt.RawSetString("op", lua.LNumber(p.Op))
+		pt.RawSetString("op_name", lua.LString(p.OpName))
+		pt.RawSetString("replay", lua.LNumber(p.Replay))
+		pt.RawSetString("file", lua.LString(p.Site.File))
+		pt.RawSetString("line", lua.LNumber(p.Site.Line))
+		pt.RawSetString("message", lua.LString(p.String()))
+		if p.Other != nil {
+			o := L.NewTable()
+			o.RawSetString("rank", lua.LNumber(p.Other.Rank))
+			o.RawSetString("op", lua.LNumber(p.Other.Op))
+			o.RawSetString("op_name", lua.LString(p.Other.Kind.String()))
+			o.RawSetString("file", lua.LString(p.Other.Site.File))
+			o.RawSetString("line", lua.LNumber(p.Other.Site.Line))
+			pt.RawSetString("other", o)
+		}
+		ps.Append(pt)
+	}
+	t.RawSetString("problems", ps)
+	t.RawSetString("dropped", lua.LNumber(rep.Dropped))
+	t.RawSetString("summary", lua.LString(rep.Summary()))
+	return t
+}
