@@ -30,7 +30,7 @@ var ncclRedOps = map[kernels.RedOp]int{kernels.Sum: cuda.NCCLSum, kernels.Prod: 
 // openRedNCCL (collective when asked for on CUDA) sets up the baseline
 // and says in res what there is.
 func openRedNCCL(ctx context.Context, c *engine.Comm, cfg RedBenchConfig, res *RedBenchResult) (*redNCCL, error) {
-	cs, onCUDA := c.Rank.Stream.(*tcuda.CUDAStream)
+	cs, onCUDA := c.Rank.Stream.(tcuda.GraphStream)
 	out := &redNCCL{onCUDA: onCUDA}
 	switch {
 	case !cfg.NCCL:
