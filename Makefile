@@ -68,7 +68,7 @@ docs: build
 gpu-bins: build
 	$(GO) test -c -o bin/cuda.test ./cuda
 	$(GO) test -c -o bin/kernels.test ./kernels
-	$(GO) test -c -o bin/tcuda.test ./transport/cuda
+	$(GO) test -c -o bin/gpu.test ./transport/gpu
 	$(GO) test -c -o bin/transport.test ./transport
 	$(GO) test -c -o bin/trace.test ./engine/trace
 

@@ -21,7 +21,7 @@ import (
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/engine/trace"
 	"github.com/luacoll/luacoll/transport"
-	tcuda "github.com/luacoll/luacoll/transport/cuda"
+	"github.com/luacoll/luacoll/transport/gpu"
 	"github.com/luacoll/luacoll/transport/launchenv"
 )
 
@@ -389,7 +389,7 @@ func signalExitCode(ctx context.Context) int {
 
 // cudaBackend opens the CUDA backend for a rank.
 func cudaBackend(env launch.RankEnv, job string, gpus []int) (transport.Backend, error) {
-	b, err := tcuda.NewCUDABackend(job, launch.DeviceIndex(env, os.Getenv), gpus)
+	b, err := gpu.NewCUDABackend(job, launch.DeviceIndex(env, os.Getenv), gpus)
 	if err != nil {
 		return nil, err
 	}

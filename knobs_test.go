@@ -20,7 +20,7 @@ import (
 	"github.com/luacoll/luacoll/engine/trace"
 	"github.com/luacoll/luacoll/repl"
 	"github.com/luacoll/luacoll/transport"
-	tcuda "github.com/luacoll/luacoll/transport/cuda"
+	"github.com/luacoll/luacoll/transport/gpu"
 	"github.com/luacoll/luacoll/transport/knobs"
 	"github.com/luacoll/luacoll/transport/launchenv"
 )
@@ -57,7 +57,7 @@ func TestEnvironmentNamesAreRegistered(t *testing.T) {
 	if _, ok := knobs.Lookup(transport.OverrideEnv); !ok {
 		t.Errorf("%s is not a knob", transport.OverrideEnv)
 	}
-	if got, want := knobs.AGPProtocol.Words(), append([]string{"auto"}, tcuda.AGPProtocols...); !slices.Equal(got, want) {
+	if got, want := knobs.AGPProtocol.Words(), append([]string{"auto"}, gpu.AGPProtocols...); !slices.Equal(got, want) {
 		t.Errorf("%s takes %q, the all-gather %q", knobs.AGPProtocol.Name, got, want)
 	}
 }

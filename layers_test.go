@@ -177,7 +177,7 @@ func TestImportGraph(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{".", "engine", "engine/allgather", "window", "transport", "transport/cuda", "kernels"} {
+	for _, want := range []string{".", "engine", "engine/allgather", "window", "transport", "transport/gpu", "kernels"} {
 		if pkgs[want] == nil {
 			t.Fatalf("package %s not found: the walk misses packages", want)
 		}

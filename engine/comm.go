@@ -214,7 +214,7 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 		c.Net = tnet.New(env.Rank, env.Size)
 		c.Rank.Net = c.Net
 		// A GPU's buffers then live where the network reads them in
-		// place (the proxy path: transport/cuda).
+		// place (the proxy path: transport/gpu).
 		if hb, ok := be.(transport.HostBufferUser); ok {
 			hb.UseHostBuffers()
 		}

@@ -35,7 +35,7 @@ leaks() {
 		"GPU processes: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l)"
 }
 step info $bin info
-for t in kernels cuda tcuda; do
+for t in kernels cuda gpu; do
 	[ -x bin/$t.test ] && step $t-tests timeout 300 bin/$t.test -test.count=1
 done
 # --trace on CUDA: timing events behind every operation, anchored to the host clock.

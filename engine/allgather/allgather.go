@@ -11,7 +11,7 @@ import (
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/bootstrap"
 	"github.com/luacoll/luacoll/transport"
-	tcuda "github.com/luacoll/luacoll/transport/cuda"
+	"github.com/luacoll/luacoll/transport/gpu"
 	"github.com/luacoll/luacoll/window"
 )
 
@@ -72,7 +72,7 @@ type Persistent struct {
 	// On CUDA: the device-side protocol (exec counter in device memory,
 	// one-thread ready/done kernels, copy-engine copies, graphs) and the
 	// private window holding its slots.
-	dev   *tcuda.CUDAAGP
+	dev   *gpu.CUDAAGP
 	syncw *window.Window
 	// On the host: the protocol's addresses (host.go); syncw is its
 	// private window.
@@ -148,7 +148,7 @@ func New(ctx context.Context, c *engine.Comm, w *window.Window, algo string, gra
 		return nil, fmt.Errorf("rank %d: %s failed on other ranks: %s", ag.me, call, strings.Join(others, "; "))
 	}
 	me, n := ag.me, ag.size
-	if cs, ok := c.Rank.Stream.(tcuda.AGPStream); ok && !ag.proxy {
+	if cs, ok := c.Rank.Stream.(gpu.AGPStream); ok && !ag.proxy {
 		if err := ag.openDevice(ctx, cs, call); err != nil {
 			return nil, err
 		}
@@ -184,7 +184,7 @@ func New(ctx context.Context, c *engine.Comm, w *window.Window, algo string, gra
 			ag.k = k
 		}
 	}
-	if cs, ok := c.Rank.Stream.(tcuda.ProxyStream); ok && ag.proxy && ag.graph {
+	if cs, ok := c.Rank.Stream.(gpu.ProxyStream); ok && ag.proxy && ag.graph {
 		// After the exec count: the host function's state starts there.
 		if err := ag.openProxyGraph(cs); err != nil {
 			return nil, fmt.Errorf("rank %d: %s: graph mode: %w", me, call, err)
@@ -388,7 +388,7 @@ func (ag *Persistent) RefuseExec() error {
 		return nil
 	}
 	if ag.dev != nil {
-		e := tcuda.AGPExec{N: agRefusedN, Fail: func(phase string, k, obs uint64, cause error) error {
+		e := gpu.AGPExec{N: agRefusedN, Fail: func(phase string, k, obs uint64, cause error) error {
 			return ag.errf("exec #%d: refused on this rank, the peers' chunks were not taken (%s)", k, ag.failWhat(cause))
 		}}
 		if err := ag.dev.Exec(e); err != nil {
@@ -454,7 +454,7 @@ func (ag *Persistent) Destroyed() bool { return ag.destroyed }
 
 // Protocol names how an exec of n bytes per rank moves its data: on CUDA
 // the device protocol ("lines", "staged", "kernel", "ce+kernel" or "ce";
-// transport/cuda's Protocol), "proxy" where the host drives the
+// transport/gpu's Protocol), "proxy" where the host drives the
 // network in graph mode, "host" on the host backend's direct copies,
 // else the algorithm the window operations run ("direct", "ring", "hier",
 // "staged" for staged direct execs).
@@ -499,7 +499,7 @@ func (ag *Persistent) Info() map[string]any {
 		if ag.graph {
 			m["graph"] = true
 			if nodes := ag.dev.GraphNodes(); nodes != nil {
-				m["graph_nodes"] = tcuda.NodesString(nodes)
+				m["graph_nodes"] = gpu.NodesString(nodes)
 			} else {
 				m["graph_nodes"] = "not captured yet (the first exec captures)"
 			}
@@ -511,7 +511,7 @@ func (ag *Persistent) Info() map[string]any {
 		m["graph"] = true
 		m["graph_nodes"] = "not captured yet (the first exec captures)"
 		if pg.g != nil {
-			m["graph_nodes"] = tcuda.NodesString(pg.g.Nodes())
+			m["graph_nodes"] = gpu.NodesString(pg.g.Nodes())
 		}
 	}
 	if ag.note != "" {

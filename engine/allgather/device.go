@@ -6,14 +6,14 @@ import (
 	"strings"
 
 	"github.com/luacoll/luacoll/transport"
-	tcuda "github.com/luacoll/luacoll/transport/cuda"
+	"github.com/luacoll/luacoll/transport/gpu"
 	"github.com/luacoll/luacoll/transport/knobs"
 	"github.com/luacoll/luacoll/window"
 )
 
 // The persistent all-gather on CUDA: the device protocol (an exec counter
 // in device memory, one-thread ready/done kernels, copy-engine copies or
-// the kernel family of path sm, graphs) is transport/cuda's AGP; this
+// the kernel family of path sm, graphs) is transport/gpu's AGP; this
 // file gives it the addresses and the errors.
 
 // Slots of the private synchronization window on CUDA.
@@ -23,14 +23,14 @@ const (
 )
 
 // Debug knobs of the device protocol: knobs.AGPProtocol forces one
-// protocol of paths auto and sm on every exec (tcuda.AGPProtocols);
+// protocol of paths auto and sm on every exec (gpu.AGPProtocols);
 // knobs.AGPTrace=1 makes the ready and done kernels keep a trace whose
 // phase medians each rank prints when the all-gather is destroyed.
 
 // openDevice (collective) makes the private window of the CUDA protocol
 // and its device state: fresh zeroed slots, so any number of all-gathers,
 // eager or graph, may follow one another on the same user window.
-func (ag *Persistent) openDevice(ctx context.Context, cs tcuda.AGPStream, call string) error {
+func (ag *Persistent) openDevice(ctx context.Context, cs gpu.AGPStream, call string) error {
 	c := ag.c
 	me, n := ag.me, ag.size
 	path := ag.w.Options().Path
@@ -42,7 +42,7 @@ func (ag *Persistent) openDevice(ctx context.Context, cs tcuda.AGPStream, call s
 	bytes := uint64(128)
 	if sm {
 		var err error
-		if bytes, err = tcuda.AGPStageBytes(n, maxN, force); err != nil {
+		if bytes, err = gpu.AGPStageBytes(n, maxN, force); err != nil {
 			return fmt.Errorf("rank %d: %s: %s: %w", me, call, knobs.AGPProtocol.Name, err)
 		}
 	}
@@ -52,7 +52,7 @@ func (ag *Persistent) openDevice(ctx context.Context, cs tcuda.AGPStream, call s
 		return fmt.Errorf("rank %d: %s: %w", me, call, err)
 	}
 	ag.syncw = sw
-	cfg := tcuda.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout, Path: path, MaxN: maxN, Force: force, Trace: trace, SharedGPUs: sharedGPUs(c.Rank.Topo),
+	cfg := gpu.AGPConfig{Rank: me, Size: n, Timeout: ag.w.Options().Timeout, Path: path, MaxN: maxN, Force: force, Trace: trace, SharedGPUs: sharedGPUs(c.Rank.Topo),
 		ReadyLocal: make([]transport.Addr, n), ReadyRemote: make([]transport.Addr, n),
 		DoneLocal: make([]transport.Addr, n), DoneRemote: make([]transport.Addr, n), Bases: make([]transport.Addr, n)}
 	raw := sw.Raw()
@@ -106,7 +106,7 @@ func (ag *Persistent) execDevice(src *window.Buffer, srcOff, n uint64, inPlace b
 	if err != nil {
 		return ag.errf("%w", err)
 	}
-	e := tcuda.AGPExec{N: n, Graph: ag.graph}
+	e := gpu.AGPExec{N: n, Graph: ag.graph}
 	from := base.Add(own)
 	if !inPlace {
 		s, err := src.Addr()
@@ -114,11 +114,11 @@ func (ag *Persistent) execDevice(src *window.Buffer, srcOff, n uint64, inPlace b
 			return ag.errf("src: %w", err)
 		}
 		from = s.Add(srcOff)
-		e.Own = tcuda.AGPPut{Dst: base.Add(own), Src: from}
+		e.Own = gpu.AGPPut{Dst: base.Add(own), Src: from}
 	}
 	for i := 1; i < size; i++ {
 		p := (me + i) % size
-		e.Puts = append(e.Puts, tcuda.AGPPut{Dst: w.Raw().Data(p, own), Src: from})
+		e.Puts = append(e.Puts, gpu.AGPPut{Dst: w.Raw().Data(p, own), Src: from})
 	}
 	e.Fail = func(phase string, k, obs uint64, cause error) error {
 		what := ag.failWhat(cause)
@@ -154,10 +154,10 @@ func sharedGPUs(topo *transport.Topology) bool {
 	if topo == nil {
 		return false
 	}
-	type gpu struct{ host, device string }
-	seen := map[gpu]bool{}
+	type place struct{ host, device string }
+	seen := map[place]bool{}
 	for _, id := range topo.Idents {
-		g := gpu{id.Host, id.Device}
+		g := place{id.Host, id.Device}
 		if seen[g] {
 			return true
 		}

@@ -2,7 +2,7 @@
 // window of a rank's engine.Comm (collective), Exec enqueues an exec,
 // Destroy ends it, Info says what runs. It holds one file per protocol:
 // host.go (the host backend's own, on mapped memory), device.go (the CUDA
-// one, whose device side is transport/cuda's AGP), sched.go (direct, ring
+// one, whose device side is transport/gpu's AGP), sched.go (direct, ring
 // and hier on the window's operations, network peers included), stage.go
 // (small direct execs staged through a private window) and proxy.go (graph
 // mode on the proxy path, where the host drives the network).
@@ -10,7 +10,7 @@
 // It reaches the Comm through its exported methods (collectives, windows,
 // ReserveSlots for the slots it owns, TraceOp), window memory through
 // window.Window.Raw, and the CUDA stream through the small interfaces of
-// transport/cuda.
+// transport/gpu.
 //
-// Imports: engine, engine/bootstrap, transport, transport/cuda, transport/knobs, transport/shm, window
+// Imports: engine, engine/bootstrap, transport, transport/gpu, transport/knobs, transport/shm, window
 package allgather

@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/luacoll/luacoll/transport"
-	tcuda "github.com/luacoll/luacoll/transport/cuda"
+	"github.com/luacoll/luacoll/transport/gpu"
 	"github.com/luacoll/luacoll/transport/shm"
 	"github.com/luacoll/luacoll/window"
 )
 
 // Graph mode on the proxy path (CUDA windows whose peers include network
 // ones, which the host drives): an exec is one call into a host thread on
-// the rank's CUDA stream (tcuda.ProxyCall: a kernel rings a host-mapped
+// the rank's CUDA stream (gpu.ProxyCall: a kernel rings a host-mapped
 // bell and waits for the answer), captured once into a CUDA graph and
 // replayed by every later exec with the same arguments. The thread (serve)
 // runs each call's exec, the window operations of execWindow, on a view
@@ -27,13 +27,13 @@ import (
 // advance (hx) is theirs alone. (A host node in the graph did the same:
 // 95-112 us a 1 KiB exec across two nodes, 37-54 us with the call.)
 type agProxyGraph struct {
-	cs   tcuda.ProxyStream
+	cs   gpu.ProxyStream
 	hx   *Persistent // the state the calls advance: ag's, on the view
 	hs   transport.Stream
-	call *tcuda.ProxyCall
+	call *gpu.ProxyCall
 	// stop ends serve, which closes served when it returns.
 	stop, served chan struct{}
-	g            *tcuda.CUDAGraph
+	g            *gpu.CUDAGraph
 	arg          agProxyArgs // the captured exec's arguments
 	// failed: an exec failed, and the CUDA stream has not reported it
 	// yet; until it has, later host functions do nothing (as a stream
@@ -59,7 +59,7 @@ type agProxyArgs struct {
 
 // openProxyGraph prepares graph mode on the proxy path (not collective:
 // nothing is shared before the first exec).
-func (ag *Persistent) openProxyGraph(cs tcuda.ProxyStream) error {
+func (ag *Persistent) openProxyGraph(cs gpu.ProxyStream) error {
 	hb := shm.NewHostBackend(ag.c.Env.JobID)
 	hs, err := hb.NewStream(ag.c.Abort)
 	if err != nil {

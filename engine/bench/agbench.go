@@ -12,7 +12,7 @@ import (
 	"github.com/luacoll/luacoll/engine/allgather"
 	"github.com/luacoll/luacoll/engine/bench/mpi"
 	"github.com/luacoll/luacoll/transport"
-	tcuda "github.com/luacoll/luacoll/transport/cuda"
+	"github.com/luacoll/luacoll/transport/gpu"
 	"github.com/luacoll/luacoll/window"
 )
 
@@ -26,7 +26,7 @@ type agBench struct {
 	me       int
 	maxChunk uint64
 	res      *AGBenchResult
-	cs       tcuda.GraphStream
+	cs       gpu.GraphStream
 	onCUDA   bool
 	nr       *ncclRun
 	mr       *mpiRun
@@ -134,7 +134,7 @@ func newAGBench(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (*agBenc
 	for _, s := range cfg.Sizes {
 		b.maxChunk = max(b.maxChunk, AGChunk(s, N))
 	}
-	b.cs, b.onCUDA = c.Rank.Stream.(tcuda.GraphStream)
+	b.cs, b.onCUDA = c.Rank.Stream.(gpu.GraphStream)
 	return b, nil
 }
 

@@ -7,21 +7,21 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
-	tcuda "github.com/luacoll/luacoll/transport/cuda"
+	"github.com/luacoll/luacoll/transport/gpu"
 )
 
 // ncclRun is the NCCL baseline's state on one rank.
 type ncclRun struct {
 	lib  *cuda.NCCL
 	comm *cuda.NCCLComm
-	cs   tcuda.GraphStream
-	gs   map[uint64]*tcuda.CUDAGraph
+	cs   gpu.GraphStream
+	gs   map[uint64]*gpu.CUDAGraph
 	// The symmetric baseline: sym holds bytes of ncclMemAlloc memory
 	// registered as the window win (receive area first, then the send
 	// area at symSend); symGraphs its captured graphs.
 	sym, symSend cuda.DevicePtr
 	win          cuda.NCCLWindow
-	symGraphs    map[uint64]*tcuda.CUDAGraph
+	symGraphs    map[uint64]*gpu.CUDAGraph
 }
 
 // openNCCL opens the NCCL baseline when asked for and possible (collective).
@@ -91,7 +91,7 @@ func (b *agBench) measureNCCL(s agSize, row *AGBenchRow) error {
 				return fmt.Errorf("NCCL graph: %w", err)
 			}
 			nr.gs[n] = g
-			b.res.NCCLNodes = tcuda.NodesString(g.Nodes())
+			b.res.NCCLNodes = gpu.NodesString(g.Nodes())
 		}
 		op = func() error { g.Launch(); return nil }
 	}
@@ -229,14 +229,14 @@ func (r *ncclRun) openSym(ctx context.Context, c *engine.Comm, n uint64) (string
 		return err.Error(), nil
 	}
 	r.win, r.symSend = win, r.sym.Add(uint64(c.Size())*n)
-	r.symGraphs = map[uint64]*tcuda.CUDAGraph{}
+	r.symGraphs = map[uint64]*gpu.CUDAGraph{}
 	return "NCCL " + r.lib.Version() + " symmetric kernels: ncclMemAlloc buffers registered by ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC)", nil
 }
 
 // openNCCL (collective) builds an NCCL communicator over all ranks from a
 // unique id that rank 0 makes and the bootstrap carries. It returns nil and
 // the reason when some rank cannot.
-func openNCCL(ctx context.Context, c *engine.Comm, cs tcuda.GraphStream) (*ncclRun, string, error) {
+func openNCCL(ctx context.Context, c *engine.Comm, cs gpu.GraphStream) (*ncclRun, string, error) {
 	// NVLink SHARP (multicast) must stay off on these machines.
 	if err := os.Setenv("NCCL_NVLS_ENABLE", "0"); err != nil {
 		return nil, "", err
@@ -288,5 +288,5 @@ func openNCCL(ctx context.Context, c *engine.Comm, cs tcuda.GraphStream) (*ncclR
 		lib.Close()
 		return nil, err.Error(), nil
 	}
-	return &ncclRun{lib: lib, comm: comm, cs: cs, gs: map[uint64]*tcuda.CUDAGraph{}}, "NCCL " + lib.Version(), nil
+	return &ncclRun{lib: lib, comm: comm, cs: cs, gs: map[uint64]*gpu.CUDAGraph{}}, "NCCL " + lib.Version(), nil
 }

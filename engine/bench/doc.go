@@ -6,5 +6,5 @@
 //
 // Only the CLI and tests import it.
 //
-// Imports: cuda, engine, engine/allgather, engine/bench/mpi, engine/launch, engine/plan, kernels, transport, transport/cuda, window
+// Imports: cuda, engine, engine/allgather, engine/bench/mpi, engine/launch, engine/plan, kernels, transport, transport/gpu, window
 package bench

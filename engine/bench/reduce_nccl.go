@@ -7,7 +7,7 @@ import (
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/kernels"
-	tcuda "github.com/luacoll/luacoll/transport/cuda"
+	"github.com/luacoll/luacoll/transport/gpu"
 	"github.com/luacoll/luacoll/window"
 )
 
@@ -30,7 +30,7 @@ var ncclRedOps = map[kernels.RedOp]int{kernels.Sum: cuda.NCCLSum, kernels.Prod: 
 // openRedNCCL (collective when asked for on CUDA) sets up the baseline
 // and says in res what there is.
 func openRedNCCL(ctx context.Context, c *engine.Comm, cfg RedBenchConfig, res *RedBenchResult) (*redNCCL, error) {
-	cs, onCUDA := c.Rank.Stream.(tcuda.GraphStream)
+	cs, onCUDA := c.Rank.Stream.(gpu.GraphStream)
 	out := &redNCCL{onCUDA: onCUDA}
 	switch {
 	case !cfg.NCCL:
@@ -90,7 +90,7 @@ func (r *redNCCL) op(ctx context.Context, c *engine.Comm, cfg RedBenchConfig, w 
 			return nil, fmt.Errorf("NCCL graph: %w", err)
 		}
 		r.run.gs[size] = g
-		r.nodes = tcuda.NodesString(g.Nodes())
+		r.nodes = gpu.NodesString(g.Nodes())
 	}
 	return func() error { g.Launch(); return nil }, nil
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/kernels"
 	"github.com/luacoll/luacoll/transport"
-	tcuda "github.com/luacoll/luacoll/transport/cuda"
+	"github.com/luacoll/luacoll/transport/gpu"
 	"github.com/luacoll/luacoll/window"
 )
 
@@ -16,8 +16,8 @@ import (
 // the plan interpreter (kernels.Plan), which runs every replay of a p:run
 // in one kernel on the rank's stream.
 type device struct {
-	s     tcuda.PlanStream
-	dp    *tcuda.DevicePlan
+	s     gpu.PlanStream
+	dp    *gpu.DevicePlan
 	steps []kernels.PlanStep
 	// moving are the steps whose value depends on what ran before (wait
 	// targets, barrier epochs); the table holds their values for replay
@@ -26,9 +26,9 @@ type device struct {
 	k      uint64
 	gpu    bool
 	// graph, in graph mode, is one replay captured (CapturePlan).
-	graph *tcuda.CUDAGraph
+	graph *gpu.CUDAGraph
 	// segs, in stream mode, are a replay's launches (SplitPlan).
-	segs []tcuda.PlanSegment
+	segs []gpu.PlanSegment
 	sm   bool // large copies by put kernel (path "sm"), not copy engine
 	// uses counts a replay's uses of each window barrier id and of each
 	// pairwise barrier (peer, id).
@@ -80,7 +80,7 @@ func (p *Plan) StreamLaunches() string {
 	if p.dev == nil || p.dev.segs == nil {
 		return ""
 	}
-	return tcuda.SegmentsString(p.dev.segs)
+	return gpu.SegmentsString(p.dev.segs)
 }
 
 // How device steps run: one kernel a Run, a graph a replay, or launches on
@@ -93,8 +93,8 @@ const (
 
 func (p *Plan) useDevice(mode int) error {
 	r := p.w.Rank()
-	s, ok := r.Stream.(tcuda.PlanStream)
-	be, ok2 := r.Backend.(tcuda.PlanBackend)
+	s, ok := r.Stream.(gpu.PlanStream)
+	be, ok2 := r.Backend.(gpu.PlanBackend)
 	if !ok || !ok2 {
 		return fmt.Errorf("%w: it needs the CUDA backend", ErrNoDevice)
 	}
@@ -117,7 +117,7 @@ func (p *Plan) useDevice(mode int) error {
 		}
 		d.dp = dp
 		if mode == modeStream {
-			d.segs = tcuda.SplitPlan(d.steps, StreamInline)
+			d.segs = gpu.SplitPlan(d.steps, StreamInline)
 		}
 		if mode == modeGraph {
 			g, err := s.CapturePlan(dp, d.steps, p.w.Options().Timeout, d.gpu, d.sm)
@@ -138,7 +138,7 @@ func (p *Plan) GraphNodes() string {
 	if p.dev == nil || p.dev.graph == nil {
 		return ""
 	}
-	return tcuda.NodesString(p.dev.graph.Nodes())
+	return gpu.NodesString(p.dev.graph.Nodes())
 }
 
 // Free releases what device and graph mode hold on the device.

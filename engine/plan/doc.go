@@ -4,5 +4,5 @@
 // recorded it (Plan.Run). Package plan/verify checks every rank's list
 // against the others before anything runs.
 //
-// Imports: cuda, kernels, transport, transport/cuda, window
+// Imports: cuda, kernels, transport, transport/gpu, window
 package plan

@@ -1,5 +1,5 @@
-// Package cuda is the CUDA backend of the transport layer (imported as
-// tcuda beside the driver binding, package luacoll/cuda): the backend
+// Package gpu is the CUDA backend of the transport layer (named apart from
+// the driver binding, package luacoll/cuda, which it imports): the backend
 // (cuda.go), windows in device memory shared over CUDA IPC handles
 // (cuda_share.go) or VMM (cuda_vmm.go), a stream per rank whose operations
 // run as copy-engine copies, stream memory operations or kernels
@@ -13,4 +13,4 @@
 // seams.go, never the concrete types.
 //
 // Imports: cuda, kernels, transport, transport/knobs, transport/shm
-package cuda
+package gpu

@@ -1,4 +1,4 @@
-package cuda
+package gpu
 
 import (
 	"time"
