@@ -111,33 +111,11 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if !isRank {
-		mps, err := f.rank.mpsLaunch(n, "bench allgather", stderr)
-		if err != nil {
-			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
-			return 2
-		}
-		if err := f.rank.checkNodes(n); err != nil {
-			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
-			return 2
-		}
-		exe, err := os.Executable()
-		if err != nil {
-			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
-			return 1
-		}
-		cfg := launch.LaunchConfig{N: n, Nodes: f.rank.nodes, Path: exe, Args: append([]string{"bench", "allgather"}, args...),
-			Stdout: stdout, Stderr: stderr, Grace: f.rank.timeout + 5*time.Second, Progress: terminalOf(stderr), MPS: mps}
+		job := launchJob{prog: "bench allgather", defaultN: 2, args: append([]string{"bench", "allgather"}, args...), progress: true}
 		if f.vsNCCL || f.vsNCCLSym {
-			cfg.ExtraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
+			job.extraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
 		}
-		res, err := f.rank.launch(ctx, cfg, "bench allgather", stderr)
-		if err != nil {
-			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
-			if res.ExitCode == 0 {
-				return 1
-			}
-		}
-		return res.ExitCode
+		return f.rank.launchRanks(ctx, job, stdout, stderr)
 	}
 	if err := f.rank.checkMPSUnder(env, "bench allgather"); err != nil {
 		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)

@@ -98,7 +98,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if !isRank {
-		return launchBenchRanks(ctx, f, args, stdout, stderr)
+		return f.launchRanks(ctx, launchJob{prog: "bench", defaultN: 2, args: append([]string{"bench"}, args...), progress: true}, stdout, stderr)
 	}
 	return runBenchRank(ctx, f, env, o, stdout, stderr)
 }
@@ -184,38 +184,6 @@ func parseBenchFlags(what string, args []string, stdout, stderr io.Writer) (f ra
 	o = benchOpts{what: what, lo: lo, hi: hi, factor: *factor, iters: *iters, path: *path, bidir: *bidir,
 		mode: *mode, symModes: symModes, vsMPI: *vs == "mpi", jsonOut: *jsonOut}
 	return f, o, 0, true
-}
-
-// launchBenchRanks starts the bench's ranks as processes running args
-// again and returns the job's exit status.
-func launchBenchRanks(ctx context.Context, f rankFlags, args []string, stdout, stderr io.Writer) int {
-	n := f.n
-	if n == 0 {
-		n = 2
-	}
-	if err := f.checkNodes(n); err != nil {
-		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-		return 2
-	}
-	mps, err := f.mpsLaunch(n, "bench", stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-		return 2
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-		return 1
-	}
-	res, err := f.launch(ctx, launch.LaunchConfig{N: n, Nodes: f.nodes, Path: exe, Args: append([]string{"bench"}, args...),
-		Prefix: false, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second, Progress: terminalOf(stderr), MPS: mps}, "bench", stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-		if res.ExitCode == 0 {
-			return 1
-		}
-	}
-	return res.ExitCode
 }
 
 // runBenchRank is one rank of the bench: it opens the comm, runs the

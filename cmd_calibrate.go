@@ -79,26 +79,8 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 		return fail(2, err)
 	}
 	if !isRank {
-		n := f.rank.n
-		if n == 0 {
-			n = 2
-		}
-		if err := f.rank.checkNodes(n); err != nil {
-			return fail(2, err)
-		}
-		exe, err := os.Executable()
-		if err != nil {
-			return fail(1, err)
-		}
-		res, err := f.rank.launch(ctx, launch.LaunchConfig{N: n, Nodes: f.rank.nodes, Path: exe, Args: append([]string{"calibrate"}, args...),
-			Stdout: stdout, Stderr: stderr, Grace: f.rank.timeout + 5*time.Second, Progress: terminalOf(stderr)}, "calibrate", stderr)
-		if err != nil {
-			fmt.Fprintf(stderr, "luacoll calibrate: %v\n", err)
-			if res.ExitCode == 0 {
-				return 1
-			}
-		}
-		return res.ExitCode
+		return f.rank.launchRanks(ctx, launchJob{prog: "calibrate", defaultN: 2, args: append([]string{"calibrate"}, args...),
+			progress: true, noMPS: true}, stdout, stderr)
 	}
 	comm, err := engine.Open(ctx, env, f.rank.options(), cudaBackend)
 	if err != nil {

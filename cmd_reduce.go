@@ -134,37 +134,11 @@ func cmdBenchReduce(coll string, args []string, stdout, stderr io.Writer) int {
 
 // launchRanks starts the ranks of the benchmark (as luacoll run does).
 func (f *redFlags) launchRanks(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	prog := "bench " + f.coll
-	n := f.rank.n
-	if n == 0 {
-		n = 2
-	}
-	mps, err := f.rank.mpsLaunch(n, prog, stderr)
-	if err == nil {
-		err = f.rank.checkNodes(n)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll %s: %v\n", prog, err)
-		return 2
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll %s: %v\n", prog, err)
-		return 1
-	}
-	cfg := launch.LaunchConfig{N: n, Nodes: f.rank.nodes, Path: exe, Args: append([]string{"bench", f.coll}, args...),
-		Stdout: stdout, Stderr: stderr, Grace: f.rank.timeout + 5*time.Second, Progress: terminalOf(stderr), MPS: mps}
+	job := launchJob{prog: "bench " + f.coll, defaultN: 2, args: append([]string{"bench", f.coll}, args...), progress: true}
 	if f.vsNCCL {
-		cfg.ExtraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
+		job.extraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
 	}
-	res, err := f.rank.launch(ctx, cfg, prog, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll %s: %v\n", prog, err)
-		if res.ExitCode == 0 {
-			return 1
-		}
-	}
-	return res.ExitCode
+	return f.rank.launchRanks(ctx, job, stdout, stderr)
 }
 
 // check validates the flags and works out the sizes.
