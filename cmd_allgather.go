@@ -110,31 +110,13 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 			mpirunCommand(f.rank.n, "allgather", args))
 		return 2
 	}
-	if !isRank {
-		job := launchJob{prog: "bench allgather", defaultN: 2, args: append([]string{"bench", "allgather"}, args...), progress: true}
-		if f.vsNCCL || f.vsNCCLSym {
-			job.extraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
-		}
-		return f.rank.launchRanks(ctx, job, stdout, stderr)
+	job := launchJob{prog: "bench allgather", defaultN: 2, args: append([]string{"bench", "allgather"}, args...), progress: true}
+	if f.vsNCCL || f.vsNCCLSym {
+		job.extraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
 	}
-	if err := f.rank.checkMPSUnder(env, "bench allgather"); err != nil {
-		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
-		return 2
-	}
-	comm, err := engine.Open(ctx, env, f.rank.options(), cudaBackend)
-	if err != nil {
-		return engine.ReportOpenError(stderr, "luacoll bench allgather: ", env, err)
-	}
-	if err := runBenchAllgather(ctx, comm, f, sizes, stdout, stderr); err != nil {
-		code := reportRankFailure(stderr, "luacoll bench allgather", env, comm, err, f.rank.timeout)
-		_ = comm.Close(err)
-		return code
-	}
-	if err := comm.Close(nil); err != nil {
-		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
-		return 1
-	}
-	return 0
+	return f.rank.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(c *engine.Comm) error {
+		return runBenchAllgather(ctx, c, f, sizes, stdout, stderr)
+	})
 }
 
 // check validates the flags and returns the sizes.

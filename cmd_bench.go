@@ -97,10 +97,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 			mpirunCommand(f.n, "barrier", args[1:]))
 		return 2
 	}
-	if !isRank {
-		return f.launchRanks(ctx, launchJob{prog: "bench", defaultN: 2, args: append([]string{"bench"}, args...), progress: true}, stdout, stderr)
-	}
-	return runBenchRank(ctx, f, env, o, stdout, stderr)
+	job := launchJob{prog: "bench", failProg: "bench " + what, defaultN: 2, args: append([]string{"bench"}, args...), progress: true}
+	return f.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(c *engine.Comm) error {
+		return runBench(ctx, c, o, stdout, stderr)
+	})
 }
 
 // parseBenchFlags reads and checks the flags of bench put, pingpong or
@@ -184,30 +184,6 @@ func parseBenchFlags(what string, args []string, stdout, stderr io.Writer) (f ra
 	o = benchOpts{what: what, lo: lo, hi: hi, factor: *factor, iters: *iters, path: *path, bidir: *bidir,
 		mode: *mode, symModes: symModes, vsMPI: *vs == "mpi", jsonOut: *jsonOut}
 	return f, o, 0, true
-}
-
-// runBenchRank is one rank of the bench: it opens the comm, runs the
-// benchmark and closes the comm, and returns the rank's exit status.
-func runBenchRank(ctx context.Context, f rankFlags, env launch.RankEnv, o benchOpts, stdout, stderr io.Writer) int {
-	if err := f.checkMPSUnder(env, "bench"); err != nil {
-		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-		return 2
-	}
-	comm, err := engine.Open(ctx, env, f.options(), cudaBackend)
-	if err != nil {
-		return engine.ReportOpenError(stderr, "luacoll bench: ", env, err)
-	}
-	err = runBench(ctx, comm, o, stdout, stderr)
-	if err != nil {
-		code := reportRankFailure(stderr, "luacoll bench "+o.what, env, comm, err, f.timeout)
-		_ = comm.Close(err)
-		return code
-	}
-	if err := comm.Close(nil); err != nil {
-		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-		return 1
-	}
-	return 0
 }
 
 // runBench measures bench o.what on this rank; rank 0 prints its table

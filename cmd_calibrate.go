@@ -78,27 +78,14 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(2, err)
 	}
-	if !isRank {
-		return f.rank.launchRanks(ctx, launchJob{prog: "calibrate", defaultN: 2, args: append([]string{"calibrate"}, args...),
-			progress: true, noMPS: true}, stdout, stderr)
-	}
-	comm, err := engine.Open(ctx, env, f.rank.options(), cudaBackend)
-	if err != nil {
-		return engine.ReportOpenError(stderr, "luacoll calibrate: ", env, err)
-	}
-	m, err := calibrate(ctx, comm, sizes, f.iters, "luacoll calibrate "+strings.Join(args, " "), stderr)
-	if err == nil && env.Rank == 0 {
-		err = writeModel(f.out, m, stdout)
-	}
-	if err != nil {
-		code := reportRankFailure(stderr, "luacoll calibrate", env, comm, err, f.rank.timeout)
-		_ = comm.Close(err)
-		return code
-	}
-	if err := comm.Close(nil); err != nil {
-		return fail(1, err)
-	}
-	return 0
+	job := launchJob{prog: "calibrate", defaultN: 2, args: append([]string{"calibrate"}, args...), progress: true, noMPS: true}
+	return f.rank.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(c *engine.Comm) error {
+		m, err := calibrate(ctx, c, sizes, f.iters, "luacoll calibrate "+strings.Join(args, " "), stderr)
+		if err == nil && env.Rank == 0 {
+			err = writeModel(f.out, m, stdout)
+		}
+		return err
+	})
 }
 
 func calSizes(lo, hi string) ([]uint64, error) {

@@ -111,34 +111,13 @@ func cmdBenchReduce(coll string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll %s: --vs mpi: %v; run:\n  %s\n", prog, bench.ErrNotUnderMPIRun, mpirunCommand(f.rank.n, coll, args))
 		return 2
 	}
-	if !isRank {
-		return f.launchRanks(ctx, args, stdout, stderr)
-	}
-	if err := f.rank.checkMPSUnder(env, prog); err != nil {
-		return fail(2, err)
-	}
-	comm, err := engine.Open(ctx, env, f.rank.options(), cudaBackend)
-	if err != nil {
-		return engine.ReportOpenError(stderr, "luacoll "+prog+": ", env, err)
-	}
-	if err := runBenchReduce(ctx, comm, f, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "luacoll %s: rank %d: %v\n", prog, env.Rank, err)
-		_ = comm.Close(err)
-		return 1
-	}
-	if err := comm.Close(nil); err != nil {
-		return fail(1, err)
-	}
-	return 0
-}
-
-// launchRanks starts the ranks of the benchmark (as luacoll run does).
-func (f *redFlags) launchRanks(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	job := launchJob{prog: "bench " + f.coll, defaultN: 2, args: append([]string{"bench", f.coll}, args...), progress: true}
+	job := launchJob{prog: prog, defaultN: 2, args: append([]string{"bench", coll}, args...), progress: true, plainFailure: true}
 	if f.vsNCCL {
 		job.extraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
 	}
-	return f.rank.launchRanks(ctx, job, stdout, stderr)
+	return f.rank.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(c *engine.Comm) error {
+		return runBenchReduce(ctx, c, f, stdout, stderr)
+	})
 }
 
 // check validates the flags and works out the sizes.

@@ -7,11 +7,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/launch"
 )
 
 // launchJob is what luacoll's own launcher needs to start a command's
-// ranks: each rank runs this executable again with args.
+// ranks (each rank runs this executable again with args), and how a rank
+// of the command reports.
 type launchJob struct {
 	// prog names the command in messages ("run", "bench allgather").
 	prog string
@@ -23,8 +25,15 @@ type launchJob struct {
 	prefix bool
 	// progress hands a terminal on stderr to rank 0 for a progress line.
 	progress bool
-	// noMPS leaves out the MPS decision (the job never starts a daemon).
+	// noMPS leaves out the MPS decision (the job never starts a daemon)
+	// and, on a rank, the refusal of --mps on under another launcher.
 	noMPS bool
+	// failProg, when set, names the command in a failed rank's report
+	// instead of prog ("bench put" where prog is "bench").
+	failProg string
+	// plainFailure: a failed rank says "rank N: error" and exits 1, with
+	// no timeout hint and no giving way to the rank that failed first.
+	plainFailure bool
 	// sayInterrupt makes an interrupted job say so and exit with the
 	// signal's status, whatever the ranks' own statuses say.
 	sayInterrupt bool
@@ -92,4 +101,51 @@ func (f *rankFlags) launchRanks(ctx context.Context, j launchJob, stdout, stderr
 		}
 	}
 	return res.ExitCode
+}
+
+// launchOrRun is a command whose ranks each open a comm: started by no
+// launcher (isRank false), it launches the job's ranks; as a rank (of
+// luacoll's launcher, torchrun, Slurm or mpirun: env), it runs body on
+// the comm. Either way it returns the exit status.
+func (f *rankFlags) launchOrRun(ctx context.Context, j launchJob, env launch.RankEnv, isRank bool, stdout, stderr io.Writer, body func(*engine.Comm) error) int {
+	if !isRank {
+		return f.launchRanks(ctx, j, stdout, stderr)
+	}
+	return f.commRank(ctx, j, env, stderr, body)
+}
+
+// commRank is one rank of the job: it opens the comm, runs body and
+// closes the comm, and returns the rank's exit status (2 for --mps on
+// under another launcher; a failure is reported once, see
+// reportRankFailure).
+func (f *rankFlags) commRank(ctx context.Context, j launchJob, env launch.RankEnv, stderr io.Writer, body func(*engine.Comm) error) int {
+	if !j.noMPS {
+		if err := f.checkMPSUnder(env, j.prog); err != nil {
+			fmt.Fprintf(stderr, "luacoll %s: %v\n", j.prog, err)
+			return 2
+		}
+	}
+	comm, err := engine.Open(ctx, env, f.options(), cudaBackend)
+	if err != nil {
+		return engine.ReportOpenError(stderr, "luacoll "+j.prog+": ", env, err)
+	}
+	if err := body(comm); err != nil {
+		code := 1
+		if j.plainFailure {
+			fmt.Fprintf(stderr, "luacoll %s: rank %d: %v\n", j.prog, env.Rank, err)
+		} else {
+			prog := j.failProg
+			if prog == "" {
+				prog = j.prog
+			}
+			code = reportRankFailure(stderr, "luacoll "+prog, env, comm, err, f.timeout)
+		}
+		_ = comm.Close(err)
+		return code
+	}
+	if err := comm.Close(nil); err != nil {
+		fmt.Fprintf(stderr, "luacoll %s: %v\n", j.prog, err)
+		return 1
+	}
+	return 0
 }
