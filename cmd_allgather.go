@@ -87,10 +87,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	env, isRank, err := launch.RankEnvFromEnv(os.Getenv)
-	if err == nil && (!isRank || env.Rank == 0) {
-		err = f.checkFiles()
-	}
+	env, isRank, err := jobEnv(f.checkFiles)
 	n := f.rank.n
 	if n == 0 {
 		n = 2
@@ -105,9 +102,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
 		return 2
 	}
-	if f.vsMPI && (!isRank || env.Source != launch.SourceOpenMPI) {
-		fmt.Fprintf(stderr, "luacoll bench allgather: --vs mpi: %v; run:\n  %s\n", bench.ErrNotUnderMPIRun,
-			mpirunCommand(f.rank.n, "allgather", args))
+	if f.vsMPI && !underMPIRun(env, isRank, f.rank.n, "allgather", args, stderr) {
 		return 2
 	}
 	job := launchJob{prog: "bench allgather", defaultN: 2, args: append([]string{"bench", "allgather"}, args...), progress: true}

@@ -81,20 +81,21 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	env, isRank, err := launch.RankEnvFromEnv(os.Getenv)
-	if err == nil && o.jsonOut != "" && (!isRank || env.Rank == 0) {
-		// Rank 0 writes it after the run: refuse a name it cannot write now.
-		if err = checkWritable(o.jsonOut); err != nil {
-			err = fmt.Errorf("--json %w", err)
+	env, isRank, err := jobEnv(func() error {
+		if o.jsonOut == "" {
+			return nil
 		}
-	}
+		// Rank 0 writes it after the run: refuse a name it cannot write now.
+		if err := checkWritable(o.jsonOut); err != nil {
+			return fmt.Errorf("--json %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 		return 2
 	}
-	if o.vsMPI && (!isRank || env.Source != launch.SourceOpenMPI) {
-		fmt.Fprintf(stderr, "luacoll bench barrier: --vs mpi: %v; run:\n  %s\n", bench.ErrNotUnderMPIRun,
-			mpirunCommand(f.n, "barrier", args[1:]))
+	if o.vsMPI && !underMPIRun(env, isRank, f.n, "barrier", args[1:], stderr) {
 		return 2
 	}
 	job := launchJob{prog: "bench", failProg: "bench " + what, defaultN: 2, args: append([]string{"bench"}, args...), progress: true}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
-	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/engine/plan/cost"
 	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/scripts"
@@ -71,10 +70,7 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	env, isRank, err := launch.RankEnvFromEnv(os.Getenv)
-	if err == nil && (!isRank || env.Rank == 0) {
-		err = checkWritable(f.out)
-	}
+	env, isRank, err := jobEnv(func() error { return checkWritable(f.out) })
 	if err != nil {
 		return fail(2, err)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/bench"
 	"github.com/luacoll/luacoll/engine/bench/plot"
-	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
@@ -100,15 +99,11 @@ func cmdBenchReduce(coll string, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	env, isRank, err := launch.RankEnvFromEnv(os.Getenv)
-	if err == nil && (!isRank || env.Rank == 0) {
-		err = checkOutFiles(f.plot, f.jsonOut)
-	}
+	env, isRank, err := jobEnv(func() error { return checkOutFiles(f.plot, f.jsonOut) })
 	if err != nil {
 		return fail(2, err)
 	}
-	if f.vsMPI && (!isRank || env.Source != launch.SourceOpenMPI) {
-		fmt.Fprintf(stderr, "luacoll %s: --vs mpi: %v; run:\n  %s\n", prog, bench.ErrNotUnderMPIRun, mpirunCommand(f.rank.n, coll, args))
+	if f.vsMPI && !underMPIRun(env, isRank, f.rank.n, coll, args, stderr) {
 		return 2
 	}
 	job := launchJob{prog: prog, defaultN: 2, args: append([]string{"bench", coll}, args...), progress: true, plainFailure: true}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/bench"
 	"github.com/luacoll/luacoll/engine/launch"
 )
 
@@ -148,4 +149,27 @@ func (f *rankFlags) commRank(ctx context.Context, j launchJob, env launch.RankEn
 		return 1
 	}
 	return 0
+}
+
+// underMPIRun reports whether this process is a rank of Open MPI's
+// mpirun, as bench what's --vs mpi baseline needs; when it is not, it
+// says so on stderr with the mpirun command line that runs the benchmark
+// (args, less -n, on n ranks).
+func underMPIRun(env launch.RankEnv, isRank bool, n int, what string, args []string, stderr io.Writer) bool {
+	if isRank && env.Source == launch.SourceOpenMPI {
+		return true
+	}
+	fmt.Fprintf(stderr, "luacoll bench %s: --vs mpi: %v; run:\n  %s\n", what, bench.ErrNotUnderMPIRun, mpirunCommand(n, what, args))
+	return false
+}
+
+// jobEnv reads this process's rank environment (isRank false: no
+// launcher started it) and, where the job's output files are written
+// (here, or on rank 0), runs checkFiles on them before any rank starts.
+func jobEnv(checkFiles func() error) (env launch.RankEnv, isRank bool, err error) {
+	env, isRank, err = launch.RankEnvFromEnv(os.Getenv)
+	if err == nil && (!isRank || env.Rank == 0) {
+		err = checkFiles()
+	}
+	return env, isRank, err
 }
