@@ -87,10 +87,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	env, isRank, err := launch.RankEnvFromEnv(os.Getenv)
-	if err == nil && (!isRank || env.Rank == 0) {
-		err = f.checkFiles()
-	}
+	env, isRank, err := jobEnv(f.checkFiles)
 	n := f.rank.n
 	if n == 0 {
 		n = 2
@@ -105,58 +102,16 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
 		return 2
 	}
-	if f.vsMPI && (!isRank || env.Source != launch.SourceOpenMPI) {
-		fmt.Fprintf(stderr, "luacoll bench allgather: --vs mpi: %v; run:\n  %s\n", bench.ErrNotUnderMPIRun,
-			mpirunCommand(f.rank.n, "allgather", args))
+	if f.vsMPI && !underMPIRun(env, isRank, f.rank.n, "allgather", args, stderr) {
 		return 2
 	}
-	if !isRank {
-		mps, err := f.rank.mpsLaunch(n, "bench allgather", stderr)
-		if err != nil {
-			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
-			return 2
-		}
-		if err := f.rank.checkNodes(n); err != nil {
-			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
-			return 2
-		}
-		exe, err := os.Executable()
-		if err != nil {
-			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
-			return 1
-		}
-		cfg := launch.LaunchConfig{N: n, Nodes: f.rank.nodes, Path: exe, Args: append([]string{"bench", "allgather"}, args...),
-			Stdout: stdout, Stderr: stderr, Grace: f.rank.timeout + 5*time.Second, Progress: terminalOf(stderr), MPS: mps}
-		if f.vsNCCL || f.vsNCCLSym {
-			cfg.ExtraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
-		}
-		res, err := f.rank.launch(ctx, cfg, "bench allgather", stderr)
-		if err != nil {
-			fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
-			if res.ExitCode == 0 {
-				return 1
-			}
-		}
-		return res.ExitCode
+	job := launchJob{prog: "bench allgather", defaultN: 2, args: append([]string{"bench", "allgather"}, args...), progress: true}
+	if f.vsNCCL || f.vsNCCLSym {
+		job.extraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
 	}
-	if err := f.rank.checkMPSUnder(env, "bench allgather"); err != nil {
-		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
-		return 2
-	}
-	comm, err := engine.Open(ctx, env, f.rank.options(), cudaBackend)
-	if err != nil {
-		return engine.ReportOpenError(stderr, "luacoll bench allgather: ", env, err)
-	}
-	if err := runBenchAllgather(ctx, comm, f, sizes, stdout, stderr); err != nil {
-		code := reportRankFailure(stderr, "luacoll bench allgather", env, comm, err, f.rank.timeout)
-		_ = comm.Close(err)
-		return code
-	}
-	if err := comm.Close(nil); err != nil {
-		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
-		return 1
-	}
-	return 0
+	return f.rank.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(c *engine.Comm) error {
+		return runBenchAllgather(ctx, c, f, sizes, stdout, stderr)
+	})
 }
 
 // check validates the flags and returns the sizes.

@@ -81,26 +81,27 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	env, isRank, err := launch.RankEnvFromEnv(os.Getenv)
-	if err == nil && o.jsonOut != "" && (!isRank || env.Rank == 0) {
-		// Rank 0 writes it after the run: refuse a name it cannot write now.
-		if err = checkWritable(o.jsonOut); err != nil {
-			err = fmt.Errorf("--json %w", err)
+	env, isRank, err := jobEnv(func() error {
+		if o.jsonOut == "" {
+			return nil
 		}
-	}
+		// Rank 0 writes it after the run: refuse a name it cannot write now.
+		if err := checkWritable(o.jsonOut); err != nil {
+			return fmt.Errorf("--json %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
 		return 2
 	}
-	if o.vsMPI && (!isRank || env.Source != launch.SourceOpenMPI) {
-		fmt.Fprintf(stderr, "luacoll bench barrier: --vs mpi: %v; run:\n  %s\n", bench.ErrNotUnderMPIRun,
-			mpirunCommand(f.n, "barrier", args[1:]))
+	if o.vsMPI && !underMPIRun(env, isRank, f.n, "barrier", args[1:], stderr) {
 		return 2
 	}
-	if !isRank {
-		return launchBenchRanks(ctx, f, args, stdout, stderr)
-	}
-	return runBenchRank(ctx, f, env, o, stdout, stderr)
+	job := launchJob{prog: "bench", failProg: "bench " + what, defaultN: 2, args: append([]string{"bench"}, args...), progress: true}
+	return f.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(c *engine.Comm) error {
+		return runBench(ctx, c, o, stdout, stderr)
+	})
 }
 
 // parseBenchFlags reads and checks the flags of bench put, pingpong or
@@ -184,62 +185,6 @@ func parseBenchFlags(what string, args []string, stdout, stderr io.Writer) (f ra
 	o = benchOpts{what: what, lo: lo, hi: hi, factor: *factor, iters: *iters, path: *path, bidir: *bidir,
 		mode: *mode, symModes: symModes, vsMPI: *vs == "mpi", jsonOut: *jsonOut}
 	return f, o, 0, true
-}
-
-// launchBenchRanks starts the bench's ranks as processes running args
-// again and returns the job's exit status.
-func launchBenchRanks(ctx context.Context, f rankFlags, args []string, stdout, stderr io.Writer) int {
-	n := f.n
-	if n == 0 {
-		n = 2
-	}
-	if err := f.checkNodes(n); err != nil {
-		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-		return 2
-	}
-	mps, err := f.mpsLaunch(n, "bench", stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-		return 2
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-		return 1
-	}
-	res, err := f.launch(ctx, launch.LaunchConfig{N: n, Nodes: f.nodes, Path: exe, Args: append([]string{"bench"}, args...),
-		Prefix: false, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second, Progress: terminalOf(stderr), MPS: mps}, "bench", stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-		if res.ExitCode == 0 {
-			return 1
-		}
-	}
-	return res.ExitCode
-}
-
-// runBenchRank is one rank of the bench: it opens the comm, runs the
-// benchmark and closes the comm, and returns the rank's exit status.
-func runBenchRank(ctx context.Context, f rankFlags, env launch.RankEnv, o benchOpts, stdout, stderr io.Writer) int {
-	if err := f.checkMPSUnder(env, "bench"); err != nil {
-		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-		return 2
-	}
-	comm, err := engine.Open(ctx, env, f.options(), cudaBackend)
-	if err != nil {
-		return engine.ReportOpenError(stderr, "luacoll bench: ", env, err)
-	}
-	err = runBench(ctx, comm, o, stdout, stderr)
-	if err != nil {
-		code := reportRankFailure(stderr, "luacoll bench "+o.what, env, comm, err, f.timeout)
-		_ = comm.Close(err)
-		return code
-	}
-	if err := comm.Close(nil); err != nil {
-		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-		return 1
-	}
-	return 0
 }
 
 // runBench measures bench o.what on this rank; rank 0 prints its table

@@ -15,7 +15,6 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
-	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/engine/plan/cost"
 	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/scripts"
@@ -71,52 +70,18 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	env, isRank, err := launch.RankEnvFromEnv(os.Getenv)
-	if err == nil && (!isRank || env.Rank == 0) {
-		err = checkWritable(f.out)
-	}
+	env, isRank, err := jobEnv(func() error { return checkWritable(f.out) })
 	if err != nil {
 		return fail(2, err)
 	}
-	if !isRank {
-		n := f.rank.n
-		if n == 0 {
-			n = 2
+	job := launchJob{prog: "calibrate", defaultN: 2, args: append([]string{"calibrate"}, args...), progress: true, noMPS: true}
+	return f.rank.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(c *engine.Comm) error {
+		m, err := calibrate(ctx, c, sizes, f.iters, "luacoll calibrate "+strings.Join(args, " "), stderr)
+		if err == nil && env.Rank == 0 {
+			err = writeModel(f.out, m, stdout)
 		}
-		if err := f.rank.checkNodes(n); err != nil {
-			return fail(2, err)
-		}
-		exe, err := os.Executable()
-		if err != nil {
-			return fail(1, err)
-		}
-		res, err := f.rank.launch(ctx, launch.LaunchConfig{N: n, Nodes: f.rank.nodes, Path: exe, Args: append([]string{"calibrate"}, args...),
-			Stdout: stdout, Stderr: stderr, Grace: f.rank.timeout + 5*time.Second, Progress: terminalOf(stderr)}, "calibrate", stderr)
-		if err != nil {
-			fmt.Fprintf(stderr, "luacoll calibrate: %v\n", err)
-			if res.ExitCode == 0 {
-				return 1
-			}
-		}
-		return res.ExitCode
-	}
-	comm, err := engine.Open(ctx, env, f.rank.options(), cudaBackend)
-	if err != nil {
-		return engine.ReportOpenError(stderr, "luacoll calibrate: ", env, err)
-	}
-	m, err := calibrate(ctx, comm, sizes, f.iters, "luacoll calibrate "+strings.Join(args, " "), stderr)
-	if err == nil && env.Rank == 0 {
-		err = writeModel(f.out, m, stdout)
-	}
-	if err != nil {
-		code := reportRankFailure(stderr, "luacoll calibrate", env, comm, err, f.rank.timeout)
-		_ = comm.Close(err)
-		return code
-	}
-	if err := comm.Close(nil); err != nil {
-		return fail(1, err)
-	}
-	return 0
+		return err
+	})
 }
 
 func calSizes(lo, hi string) ([]uint64, error) {

@@ -13,7 +13,6 @@ import (
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/bench"
 	"github.com/luacoll/luacoll/engine/bench/plot"
-	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
@@ -100,71 +99,20 @@ func cmdBenchReduce(coll string, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	env, isRank, err := launch.RankEnvFromEnv(os.Getenv)
-	if err == nil && (!isRank || env.Rank == 0) {
-		err = checkOutFiles(f.plot, f.jsonOut)
-	}
+	env, isRank, err := jobEnv(func() error { return checkOutFiles(f.plot, f.jsonOut) })
 	if err != nil {
 		return fail(2, err)
 	}
-	if f.vsMPI && (!isRank || env.Source != launch.SourceOpenMPI) {
-		fmt.Fprintf(stderr, "luacoll %s: --vs mpi: %v; run:\n  %s\n", prog, bench.ErrNotUnderMPIRun, mpirunCommand(f.rank.n, coll, args))
+	if f.vsMPI && !underMPIRun(env, isRank, f.rank.n, coll, args, stderr) {
 		return 2
 	}
-	if !isRank {
-		return f.launchRanks(ctx, args, stdout, stderr)
-	}
-	if err := f.rank.checkMPSUnder(env, prog); err != nil {
-		return fail(2, err)
-	}
-	comm, err := engine.Open(ctx, env, f.rank.options(), cudaBackend)
-	if err != nil {
-		return engine.ReportOpenError(stderr, "luacoll "+prog+": ", env, err)
-	}
-	if err := runBenchReduce(ctx, comm, f, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "luacoll %s: rank %d: %v\n", prog, env.Rank, err)
-		_ = comm.Close(err)
-		return 1
-	}
-	if err := comm.Close(nil); err != nil {
-		return fail(1, err)
-	}
-	return 0
-}
-
-// launchRanks starts the ranks of the benchmark (as luacoll run does).
-func (f *redFlags) launchRanks(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	prog := "bench " + f.coll
-	n := f.rank.n
-	if n == 0 {
-		n = 2
-	}
-	mps, err := f.rank.mpsLaunch(n, prog, stderr)
-	if err == nil {
-		err = f.rank.checkNodes(n)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll %s: %v\n", prog, err)
-		return 2
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll %s: %v\n", prog, err)
-		return 1
-	}
-	cfg := launch.LaunchConfig{N: n, Nodes: f.rank.nodes, Path: exe, Args: append([]string{"bench", f.coll}, args...),
-		Stdout: stdout, Stderr: stderr, Grace: f.rank.timeout + 5*time.Second, Progress: terminalOf(stderr), MPS: mps}
+	job := launchJob{prog: prog, defaultN: 2, args: append([]string{"bench", coll}, args...), progress: true, plainFailure: true}
 	if f.vsNCCL {
-		cfg.ExtraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
+		job.extraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
 	}
-	res, err := f.rank.launch(ctx, cfg, prog, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll %s: %v\n", prog, err)
-		if res.ExitCode == 0 {
-			return 1
-		}
-	}
-	return res.ExitCode
+	return f.rank.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(c *engine.Comm) error {
+		return runBenchReduce(ctx, c, f, stdout, stderr)
+	})
 }
 
 // check validates the flags and works out the sizes.

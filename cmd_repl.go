@@ -73,23 +73,10 @@ func cmdRepl(args []string, stdout, stderr io.Writer) int {
 		return repl.Serve(ctx, env, repl.WorkerOptions{Comm: f.options(),
 			CUDA: cudaBackend, Control: addr, Stderr: stderr})
 	}
-	n := f.n
-	if n == 0 {
-		n = 1
-	}
-	if err := f.checkNodes(n); err != nil {
-		fmt.Fprintf(stderr, "luacoll repl: %v\n", err)
-		return 2
-	}
-	mps, err := f.mpsLaunch(n, "repl", stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll repl: %v\n", err)
-		return 2
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll repl: finding my own executable: %v\n", err)
-		return 1
+	n := f.launchN(1)
+	mps, exe, code, ok := f.prepareLaunch(n, "repl", false, stderr)
+	if !ok {
+		return code
 	}
 	terminal := launch.IsTerminal(os.Stdin)
 	history := ""

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/luabind"
@@ -127,52 +126,21 @@ func runSyntax(execs []string, src []byte, name string) error {
 // launchRun starts the job's ranks (run's own arguments again, the script
 // in a shared memfd) and returns the job's exit status.
 func launchRun(ctx context.Context, f *rankFlags, args []string, src []byte, name string, stdout, stderr io.Writer) int {
-	n := f.n
-	if n == 0 {
-		n = 1
-	}
-	if err := f.checkNodes(n); err != nil {
-		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
-		return 2
-	}
-	mps, err := f.mpsLaunch(n, "run", stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
-		return 2
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll run: finding my own executable: %v\n", err)
-		return 1
-	}
 	shared, err := launch.SharedBytes("luacoll-script", src)
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
 		return 1
 	}
 	defer shared.Close()
-	cfg := launch.LaunchConfig{N: n, Nodes: f.nodes, Path: exe, Args: append([]string{"run"}, args...),
-		Prefix: !f.noPrefix, Stdout: stdout, Stderr: stderr, Grace: f.timeout + 5*time.Second, MPS: mps,
-		Files: []launch.InheritedFile{{Env: launch.EnvScriptFD, File: shared}}}
 	extra := []string{launch.EnvScriptName + "=" + name}
 	if f.noPrefix {
 		// Tell the ranks that their output needs no prefix at all.
 		extra = append(extra, "LUACOLL_PREFIXED=1")
 	}
-	cfg.ExtraEnv = func(int) []string { return extra }
-	res, err := f.launch(ctx, cfg, "run", stderr)
-	if ctx.Err() != nil {
-		// Interrupted: the ranks' own statuses say only that they stopped.
-		fmt.Fprintf(stderr, "luacoll run: interrupted (%v)\n", context.Cause(ctx))
-		return signalExitCode(ctx)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll run: %v\n", err)
-		if res.ExitCode == 0 {
-			return 1
-		}
-	}
-	return res.ExitCode
+	return f.launchRanks(ctx, launchJob{prog: "run", defaultN: 1, args: append([]string{"run"}, args...),
+		prefix: !f.noPrefix, sayInterrupt: true,
+		files:    []launch.InheritedFile{{Env: launch.EnvScriptFD, File: shared}},
+		extraEnv: func(int) []string { return extra }}, stdout, stderr)
 }
 
 // codeList collects run's -e chunks in order.
