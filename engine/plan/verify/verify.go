@@ -518,6 +518,8 @@ func (s *sim) exec(r int, st *rankState, o *plan.Op, ref *opRef, c uint32) {
 		st.remote = st.remote[:0]
 	case plan.Flush:
 		s.complete(st, c, false)
+	case plan.Reduce, plan.ReduceFrom:
+		s.reduce(r, st, o, ref, c)
 	case plan.Fill:
 		m := s.mem[r][o.Buf]
 		a := &access{by: ref, pc: st.pc, write: true, lo: 0, hi: m.size, done: c}
