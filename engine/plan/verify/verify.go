@@ -259,6 +259,12 @@ func newSim(lists []plan.List, opt Options, add func(Problem)) *sim {
 	if s.budget <= 0 {
 		s.budget = DefaultBudget
 	}
+	if isReduceColl(s.coll.Kind) && s.coll.Src == nil {
+		// In place: every rank's input is its window from offset 0.
+		for range lists {
+			s.coll.Src = append(s.coll.Src, Source{Buf: plan.WindowBuf})
+		}
+	}
 	for r, l := range lists {
 		st := &s.rk[r]
 		st.vc = make([]uint32, n)
