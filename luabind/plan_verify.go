@@ -43,9 +43,9 @@ func verifyPlan(c *call) int {
 	c.windowField(t, r.p)
 	coll := verify.Collective{Kind: c.strField(t, "collective", ""), N: c.field(t, "n", 0), Root: int(c.field(t, "root", 0))}
 	switch coll.Kind {
-	case "", "allgather", "alltoall", "broadcast":
+	case "", "allgather", "alltoall", "broadcast", "reduce_scatter", "allreduce":
 	default:
-		c.fail("bad argument 'collective' (unknown collective %q; want allgather, alltoall or broadcast)", coll.Kind)
+		c.fail("bad argument 'collective' (unknown collective %q; want allgather, alltoall, broadcast, reduce_scatter or allreduce)", coll.Kind)
 	}
 	if coll.Kind != "" && (t == nil || t.RawGetString("n") == lua.LNil) {
 		c.fail("bad argument 'n' (required with a collective: the bytes each rank contributes)")

@@ -61,9 +61,9 @@ func (s *State) ReduceSchedule(mod, fn string) (func(w *window.Window, call Redu
 
 // ReduceSchedulePlan is ReduceSchedule with each call size recorded into
 // two plans (two calls: lc.plan, in s.PlanMode), replayed in turn after;
-// each plan is verified (one replay) for deadlocks and races. The verifier
-// does not yet check what a reduction computes: the benchmark's host
-// reference does.
+// each plan is verified (one replay) for deadlocks and races. What a
+// reduction computes is checked by the benchmark's host reference (and,
+// for a collective declared to p:verify, symbolically).
 func (s *State) ReduceSchedulePlan(mod, fn string) (func(w *window.Window, call ReduceCall) error, error) {
 	f, err := s.scheduleFunc(mod, fn)
 	if err != nil {
@@ -129,7 +129,7 @@ func (s *State) ReduceSchedulePlan(mod, fn string) (func(w *window.Window, call 
 // nil. Races are let through: the verifier takes a put_signal's source as
 // read only at a flush, not when the target has seen the signal (which
 // comes after the data), so it reports in-place schedules whose peers
-// overwrite a source after its signal; and it does not see reductions.
+// overwrite a source after its signal.
 func notRaces(rep *verify.Report) *verify.Problem {
 	for i := range rep.Problems {
 		if rep.Problems[i].Kind != "race" {

@@ -3,6 +3,7 @@ package plan
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/kernels"
@@ -32,6 +33,28 @@ func (o Op) reduceFields() [][2]any {
 	add("type", o.DType.String())
 	add("redop", o.RedOp.String())
 	return f
+}
+
+// setReduceField is ParseOp's reading of a reduction's own fields (the
+// inverse of reduceFields); it reports false for a field it leaves to
+// setField.
+func (o *Op) setReduceField(name, val string) (bool, error) {
+	var err error
+	switch {
+	case name == "src_off" && o.Kind == ReduceFrom:
+		o.Off, err = strconv.ParseUint(val, 10, 64)
+	case name == "src" && o.Kind == Reduce:
+		o.Src, err = ParseBuf(val)
+	case name == "src_off":
+		o.SrcOff, err = strconv.ParseUint(val, 10, 64)
+	case name == "type":
+		o.DType, err = transport.ParseDType(val)
+	case name == "redop":
+		o.RedOp, err = transport.ParseRedOp(val)
+	default:
+		return false, nil
+	}
+	return true, err
 }
 
 // checkReduce is Shape.Check for a reduction: the ranges, whole elements,

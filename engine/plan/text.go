@@ -77,6 +77,11 @@ func (o *Op) setField(name, val string) error {
 		*p = v
 		return err
 	}
+	if o.Kind == Reduce || o.Kind == ReduceFrom {
+		if done, err := o.setReduceField(name, val); done {
+			return err
+		}
+	}
 	var err error
 	switch name {
 	case "peer":

@@ -8,7 +8,7 @@ import (
 // TestParseOpRoundTrip: every op of the sample list reads back from its
 // text.
 func TestParseOpRoundTrip(t *testing.T) {
-	for i, o := range sampleList().Ops {
+	for i, o := range append(sampleList().Ops, reduceList().Ops...) {
 		got, err := ParseOp(o.String())
 		if o.Site.File == "" {
 			o.Site = Site{} // "@?" keeps no line
@@ -20,7 +20,8 @@ func TestParseOpRoundTrip(t *testing.T) {
 	if o, err := ParseOp("barrier id=1 @f.lua:x"); err != nil || o.Site != (Site{File: "f.lua:x"}) || o.Bar != 1 {
 		t.Errorf("a site with a colon and no line: %+v, %v", o, err)
 	}
-	for _, bad := range []string{"", "jump", "put peer", "put peer=x", "put src=q", "put bogus=1", "signal sigop=mul", "fill kind=zero"} {
+	for _, bad := range []string{"", "jump", "put peer", "put peer=x", "put src=q", "put bogus=1", "signal sigop=mul", "fill kind=zero",
+		"reduce type=f8", "reduce_from redop=xor", "reduce src=q"} {
 		if _, err := ParseOp(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
@@ -30,7 +31,7 @@ func TestParseOpRoundTrip(t *testing.T) {
 // FuzzParseOp: no text makes ParseOp panic, and an op it accepts reads
 // back the same from its own String.
 func FuzzParseOp(f *testing.F) {
-	for _, o := range sampleList().Ops {
+	for _, o := range append(sampleList().Ops, reduceList().Ops...) {
 		f.Add(o.String())
 	}
 	f.Add("wait_signal sig=0 cmp=>= value=2 @ag.lua:5")

@@ -63,6 +63,8 @@ func (s *sim) race(owner int, m *memory, a, y *access) {
 		switch {
 		case x.write && x.by.kind == plan.Fill:
 			return "fills"
+		case x.write && isReduce(x.by.kind):
+			return "reduces into"
 		case x.write:
 			return "writes"
 		}
@@ -74,8 +76,12 @@ func (s *sim) race(owner int, m *memory, a, y *access) {
 		why = "two writes into one range that nothing orders (no signal, wait or barrier between them)"
 	case a.write && y.source && y.by.rank == a.by.rank && a.by.rank == owner:
 		why = "a source overwritten before its put completed locally (no flush, barrier or counter wait between)"
+	case a.write && isReduce(y.by.kind) && !y.write:
+		why = "a write into bytes a reduction reads in a step it is not ordered with"
 	case a.write:
 		why = "a write into bytes that are read as a put source in a step it is not ordered with"
+	case isReduce(a.by.kind):
+		why = "a reduction's source read while a write into it may still be arriving (wait for the signal that orders it)"
 	default:
 		why = "a put source read while a write into it may still be arriving (wait for the signal that orders it)"
 	}

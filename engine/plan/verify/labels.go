@@ -25,9 +25,15 @@ type label struct {
 	// bytes are: the script may rewrite its sources between replays. 0:
 	// not a declared source.
 	ver int
+	// sum, when set, says the bytes are a reduction of inputs at origin
+	// offset off (reduce.go); org is then -1.
+	sum *contrib
 }
 
 func (a label) String() string {
+	if a.sum != nil {
+		return a.sum.String(a.off)
+	}
 	if a.buf < 0 {
 		f := a.fill
 		return fmt.Sprintf("bytes of rank %d's fill (op %d, %s) in replay %d from offset %d", f.rank, f.op, f.site, f.rep, a.off)

@@ -9,10 +9,14 @@ import (
 
 // Collective names the result a plan must produce.
 type Collective struct {
-	// Kind is "allgather", "alltoall", "broadcast" or "" (no result check).
+	// Kind is "allgather", "alltoall", "broadcast", "reduce_scatter",
+	// "allreduce" or "" (no result check).
 	Kind string
 	// N is the bytes each rank contributes (allgather, alltoall: per
-	// peer; broadcast: the whole message).
+	// peer; broadcast: the whole message), or the reductions' result:
+	// reduce_scatter's chunk of an input of ranks x N bytes, allreduce's
+	// whole input. Both are in place in the window (Src, when given,
+	// names the window and the input's offset).
 	N uint64
 	// Root is the broadcast's root.
 	Root int

@@ -36,6 +36,10 @@ func (s *sim) checkResult() {
 				}
 			}
 		}
+	case "reduce_scatter", "allreduce":
+		for q := 0; q < n; q++ {
+			s.checkReduced(q)
+		}
 	case "broadcast":
 		ref := (c.Root + 1) % n
 		want, ok := s.expect(c.Root, 0, ref)
@@ -61,13 +65,20 @@ func (s *sim) checkCollective() bool {
 		if c.N != 0 && need/c.N != uint64(n) {
 			return bad(0, "%s of %d bytes per rank overflows", c.Kind, c.N)
 		}
+	case "reduce_scatter":
+		need = c.N * uint64(n)
+		if c.N != 0 && need/c.N != uint64(n) {
+			return bad(0, "%s of %d bytes per rank overflows", c.Kind, c.N)
+		}
+	case "allreduce":
+		need = c.N
 	case "broadcast":
 		need = c.N
 		if c.Root < 0 || c.Root >= n {
 			return bad(0, "broadcast root %d is outside 0..%d", c.Root, n-1)
 		}
 	default:
-		return bad(0, "unknown collective %q (want allgather, alltoall or broadcast)", c.Kind)
+		return bad(0, "unknown collective %q (want allgather, alltoall, broadcast, reduce_scatter or allreduce)", c.Kind)
 	}
 	if need > s.sh.Bytes {
 		return bad(0, "%s of n=%d needs %d bytes of window; it has %d", c.Kind, c.N, need, s.sh.Bytes)
@@ -77,10 +88,13 @@ func (s *sim) checkCollective() bool {
 			return bad(0, "%d sources for %d ranks", len(c.Src), n)
 		}
 		span := c.N
-		if c.Kind == "alltoall" {
+		if c.Kind == "alltoall" || c.Kind == "reduce_scatter" {
 			span = need
 		}
 		for r, src := range c.Src {
+			if isReduceColl(c.Kind) && src.Buf != plan.WindowBuf {
+				return bad(r, "%s is in place: its source must be the window", c.Kind)
+			}
 			if src.Buf < 0 {
 				continue
 			}

@@ -328,6 +328,8 @@ func (s *sim) resultRange(r int) (uint64, uint64) {
 		if r != c.Root || (c.Src != nil && c.Src[c.Root].Buf == plan.WindowBuf) {
 			return 0, c.N
 		}
+	case "reduce_scatter", "allreduce":
+		return s.reduceRange(r)
 	}
 	return 0, 0
 }
@@ -371,7 +373,7 @@ func (s *sim) versionSources(rep int) {
 
 func (s *sim) sourceRange(r int) (uint64, uint64) {
 	src, span := s.coll.Src[r], s.coll.N
-	if s.coll.Kind == "alltoall" {
+	if s.coll.Kind == "alltoall" || s.coll.Kind == "reduce_scatter" {
 		span *= uint64(s.n)
 	}
 	return src.Off, src.Off + span

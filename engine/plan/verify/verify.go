@@ -259,6 +259,12 @@ func newSim(lists []plan.List, opt Options, add func(Problem)) *sim {
 	if s.budget <= 0 {
 		s.budget = DefaultBudget
 	}
+	if isReduceColl(s.coll.Kind) && s.coll.Src == nil {
+		// In place: every rank's input is its window from offset 0.
+		for range lists {
+			s.coll.Src = append(s.coll.Src, Source{Buf: plan.WindowBuf})
+		}
+	}
 	for r, l := range lists {
 		st := &s.rk[r]
 		st.vc = make([]uint32, n)
@@ -518,6 +524,8 @@ func (s *sim) exec(r int, st *rankState, o *plan.Op, ref *opRef, c uint32) {
 		st.remote = st.remote[:0]
 	case plan.Flush:
 		s.complete(st, c, false)
+	case plan.Reduce, plan.ReduceFrom:
+		s.reduce(r, st, o, ref, c)
 	case plan.Fill:
 		m := s.mem[r][o.Buf]
 		a := &access{by: ref, pc: st.pc, write: true, lo: 0, hi: m.size, done: c}

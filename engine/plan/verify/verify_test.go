@@ -394,9 +394,10 @@ func FuzzVerify(f *testing.F) {
 		}
 		for i := 0; i+4 <= len(b) && i < 4*64; i += 4 {
 			x, y, z, w := b[i], b[i+1], b[i+2], b[i+3]
-			o := plan.Op{Kind: plan.Kind(x % byte(plan.Fill+1)), Peer: int(y%5) - 0, Off: uint64(z % 80), Buf: int(w % 3), BufOff: uint64(z % 40),
+			o := plan.Op{Kind: plan.Kind(x % byte(plan.ReduceFrom+1)), Peer: int(y%5) - 0, Off: uint64(z % 80), Buf: int(w % 3), BufOff: uint64(z % 40),
 				N: uint64(w % 48), Sig: int(y % 3), SigValue: uint64(z%3 + 1), SigOp: window.SignalOp(x >> 7),
 				Ctr: int(w % 3), CtrValue: 1, Cmp: transport.Cmp(y % 6), Value: uint64(w % 4), Bar: int(z % 3),
+				Src: int(y % 3), SrcOff: uint64(y % 40), DType: transport.DType(z % 3), RedOp: transport.RedOp(w % 2),
 				Site: plan.Site{File: "f.lua", Line: i/4 + 1}}
 			r := int(x>>5) % n
 			lists[r].Ops = append(lists[r].Ops, o)
@@ -409,7 +410,7 @@ func FuzzVerify(f *testing.F) {
 				lists[0].Inbox[i], lists[0].Replayed[i] = uint64(b[i%len(b)]%3), uint64(b[(i+1)%len(b)]%2)
 			}
 		}
-		opt := Options{Collective: Collective{Kind: []string{"", "allgather", "alltoall", "broadcast"}[b[0]%4], N: uint64(b[0] % 20), Root: int(b[0]>>4) % n}}
+		opt := Options{Collective: Collective{Kind: []string{"", "allgather", "alltoall", "broadcast", "reduce_scatter", "allreduce"}[int(b[0])%6], N: uint64(b[0] % 20), Root: int(b[0]>>4) % n}}
 		a, c := Verify(lists, opt), Verify(lists, opt)
 		if a.OK != c.OK || len(a.Problems) != len(c.Problems) || a.Steps != c.Steps {
 			t.Fatalf("two verifications differ: %s / %s", a.Summary(), c.Summary())
