@@ -147,16 +147,8 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return engine.ReportOpenError(stderr, "luacoll bench allgather: ", env, err)
 	}
-	if err := runBenchAllgather(ctx, comm, f, sizes, stdout, stderr); err != nil {
-		code := reportRankFailure(stderr, "luacoll bench allgather", env, comm, err, f.rank.timeout)
-		_ = comm.Close(err)
-		return code
-	}
-	if err := comm.Close(nil); err != nil {
-		fmt.Fprintf(stderr, "luacoll bench allgather: %v\n", err)
-		return 1
-	}
-	return 0
+	return measureRank(ctx, "luacoll bench allgather", env, comm, f.rank.timeout, &benchAt{what: "bench allgather"}, stderr,
+		func(ctx context.Context) error { return runBenchAllgather(ctx, comm, f, sizes, stdout, stderr) })
 }
 
 // check validates the flags and returns the sizes.

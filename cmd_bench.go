@@ -32,7 +32,10 @@ const benchUsage = `luacoll bench put|pingpong|barrier|allgather|reduce_scatter|
             redop, checked; --vs mpi on the host, --vs nccl on CUDA ('--help')
 
 Every rank is a process, as with 'luacoll run'. Rank 0 prints the table.
---trace FILE writes every rank's timeline, as with 'luacoll run'.`
+--trace FILE writes every rank's timeline, as with 'luacoll run'. A bench that
+hangs: Ctrl-\ (SIGQUIT to the launcher) makes every rank say which benchmark
+(and, for put, which size) it was measuring and the wait it was in, write its Go
+stacks to a file it names, and exit.`
 
 // parseSize reads a positive size for -b and -e (transport.ParseSize).
 func parseSize(s string) (uint64, error) {
@@ -229,22 +232,15 @@ func runBenchRank(ctx context.Context, f rankFlags, env launch.RankEnv, o benchO
 	if err != nil {
 		return engine.ReportOpenError(stderr, "luacoll bench: ", env, err)
 	}
-	err = runBench(ctx, comm, o, stdout, stderr)
-	if err != nil {
-		code := reportRankFailure(stderr, "luacoll bench "+o.what, env, comm, err, f.timeout)
-		_ = comm.Close(err)
-		return code
-	}
-	if err := comm.Close(nil); err != nil {
-		fmt.Fprintf(stderr, "luacoll bench: %v\n", err)
-		return 1
-	}
-	return 0
+	at := &benchAt{what: "bench " + o.what}
+	return measureRank(ctx, "luacoll bench "+o.what, env, comm, f.timeout, at, stderr, func(ctx context.Context) error {
+		return runBench(ctx, comm, o, at, stdout, stderr)
+	})
 }
 
 // runBench measures bench o.what on this rank; rank 0 prints its table
 // and writes the rows to o.jsonOut when that is set.
-func runBench(ctx context.Context, c *engine.Comm, o benchOpts, stdout, stderr io.Writer) error {
+func runBench(ctx context.Context, c *engine.Comm, o benchOpts, at *benchAt, stdout, stderr io.Writer) error {
 	var rows []bench.BenchRow
 	place, cpus, err := c.Placement(ctx)
 	if err != nil {
@@ -258,7 +254,7 @@ func runBench(ctx context.Context, c *engine.Comm, o benchOpts, stdout, stderr i
 		if iters == 0 {
 			iters = 5
 		}
-		rows, err = benchPutTable(ctx, c, header, o.lo, o.hi, o.factor, iters, o.path, o.bidir, o.mode, o.symModes, stdout, stderr)
+		rows, err = benchPutTable(ctx, c, header, o.lo, o.hi, o.factor, iters, o.path, o.bidir, o.mode, o.symModes, at, stdout, stderr)
 	case "pingpong":
 		if iters == 0 {
 			iters = 20000
@@ -408,12 +404,13 @@ func writeBenchJSON(path, what string, c *engine.Comm, cpus []string, rows []ben
 // benchPutTable runs bench put and prints its table on rank 0: the header
 // first, then each row as soon as it is measured, so a sweep that fails
 // at a later size keeps the rows it finished.
-func benchPutTable(ctx context.Context, c *engine.Comm, header string, lo, hi uint64, factor, iters int, path string, bidir bool, mode string, symModes []string, stdout, stderr io.Writer) ([]bench.BenchRow, error) {
+func benchPutTable(ctx context.Context, c *engine.Comm, header string, lo, hi uint64, factor, iters int, path string, bidir bool, mode string, symModes []string, at *benchAt, stdout, stderr io.Writer) ([]bench.BenchRow, error) {
 	me := c.Env.Rank
 	var sizes []uint64
 	for s := lo; s <= hi; s *= uint64(factor) {
 		sizes = append(sizes, s)
 	}
+	at.sizes = sizes
 	if me == 0 {
 		fmt.Fprintln(stdout, header)
 		ref := "ref = plain in-process copy of the same size"
@@ -439,7 +436,12 @@ func benchPutTable(ctx context.Context, c *engine.Comm, header string, lo, hi ui
 	progress := progressWriter(me, stderr)
 	var rows []bench.BenchRow
 	for _, sm := range symModes {
+		at.newPass("")
+		if len(symModes) > 1 {
+			at.newPass("symmetric " + sm)
+		}
 		putRow := func(r bench.BenchRow) error {
+			at.done++
 			switch {
 			case me != 0:
 			case len(symModes) > 1:

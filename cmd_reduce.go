@@ -121,15 +121,8 @@ func cmdBenchReduce(coll string, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return engine.ReportOpenError(stderr, "luacoll "+prog+": ", env, err)
 	}
-	if err := runBenchReduce(ctx, comm, f, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "luacoll %s: rank %d: %v\n", prog, env.Rank, err)
-		_ = comm.Close(err)
-		return 1
-	}
-	if err := comm.Close(nil); err != nil {
-		return fail(1, err)
-	}
-	return 0
+	return measureRank(ctx, "luacoll "+prog, env, comm, f.rank.timeout, &benchAt{what: prog}, stderr,
+		func(ctx context.Context) error { return runBenchReduce(ctx, comm, f, stdout, stderr) })
 }
 
 // launchRanks starts the ranks of the benchmark (as luacoll run does).
