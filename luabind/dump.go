@@ -52,6 +52,8 @@ type QuitWatch struct {
 	done bool // the script has returned
 	ch   chan os.Signal
 	end  chan struct{}
+	// fired is closed when SIGQUIT came.
+	fired chan struct{}
 }
 
 // WatchQuit starts watching for SIGQUIT. On it the rank writes its Go
@@ -60,7 +62,7 @@ type QuitWatch struct {
 // cancel (a chunk running Lua stops at its line). A rank whose script had
 // ended says so at once.
 func WatchQuit(rank int, job string, abort *transport.Abort, cancel context.CancelCauseFunc, stderr io.Writer) *QuitWatch {
-	q := &QuitWatch{ch: make(chan os.Signal, 1), end: make(chan struct{})}
+	q := &QuitWatch{ch: make(chan os.Signal, 1), end: make(chan struct{}), fired: make(chan struct{})}
 	signal.Notify(q.ch, syscall.SIGQUIT)
 	go func() {
 		select {
@@ -72,6 +74,7 @@ func WatchQuit(rank int, job string, abort *transport.Abort, cancel context.Canc
 		d.GoStacks, d.Err = goStacksFile(os.TempDir(), job, rank)
 		q.mu.Lock()
 		q.d = d
+		close(q.fired)
 		if q.done {
 			d.reported = true
 			reportDump(stderr, d, fmt.Errorf("the script had ended: waiting for the other ranks to end theirs"), "")
@@ -106,6 +109,12 @@ func (q *QuitWatch) Dump() *StackDump {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.d
+}
+
+// Fired is closed when SIGQUIT has come (Dump is then set): a rank that
+// is idle, running nothing that would fail, ends on it.
+func (q *QuitWatch) Fired() <-chan struct{} {
+	return q.fired
 }
 
 // Stop ends the watch.
