@@ -634,5 +634,9 @@ func (s *session) run(c Chunk) {
 			"from now on (later ones may pair up wrongly or time out); window puts, signals and waits still work",
 			plural(len(stranded), "rank", "ranks"), formatRanks(stranded))
 	}
+	if s.quitSig {
+		s.deaths = nil // each rank said why it ended; the session ends too
+		return
+	}
 	s.reportDeaths()
 }
