@@ -32,7 +32,10 @@ const benchUsage = `luacoll bench put|pingpong|barrier|allgather|reduce_scatter|
             redop, checked; --vs mpi on the host, --vs nccl on CUDA ('--help')
 
 Every rank is a process, as with 'luacoll run'. Rank 0 prints the table.
---trace FILE writes every rank's timeline, as with 'luacoll run'.`
+--trace FILE writes every rank's timeline, as with 'luacoll run'. A bench that
+hangs: Ctrl-\ (SIGQUIT to the launcher) makes every rank say which benchmark
+(and, for put, which size) it was measuring and the wait it was in, write its Go
+stacks to a file it names, and exit.`
 
 // parseSize reads a positive size for -b and -e (transport.ParseSize).
 func parseSize(s string) (uint64, error) {
@@ -98,9 +101,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	if o.vsMPI && !underMPIRun(env, isRank, f.n, "barrier", args[1:], stderr) {
 		return 2
 	}
-	job := launchJob{prog: "bench", failProg: "bench " + what, defaultN: 2, args: append([]string{"bench"}, args...), progress: true}
-	return f.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(c *engine.Comm) error {
-		return runBench(ctx, c, o, stdout, stderr)
+	at := &benchAt{what: "bench " + what}
+	job := launchJob{prog: "bench", failProg: "bench " + what, defaultN: 2, args: append([]string{"bench"}, args...), progress: true, at: at}
+	return f.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(ctx context.Context, c *engine.Comm) error {
+		return runBench(ctx, c, o, at, stdout, stderr)
 	})
 }
 
@@ -189,7 +193,7 @@ func parseBenchFlags(what string, args []string, stdout, stderr io.Writer) (f ra
 
 // runBench measures bench o.what on this rank; rank 0 prints its table
 // and writes the rows to o.jsonOut when that is set.
-func runBench(ctx context.Context, c *engine.Comm, o benchOpts, stdout, stderr io.Writer) error {
+func runBench(ctx context.Context, c *engine.Comm, o benchOpts, at *benchAt, stdout, stderr io.Writer) error {
 	var rows []bench.BenchRow
 	place, cpus, err := c.Placement(ctx)
 	if err != nil {
@@ -203,7 +207,7 @@ func runBench(ctx context.Context, c *engine.Comm, o benchOpts, stdout, stderr i
 		if iters == 0 {
 			iters = 5
 		}
-		rows, err = benchPutTable(ctx, c, header, o.lo, o.hi, o.factor, iters, o.path, o.bidir, o.mode, o.symModes, stdout, stderr)
+		rows, err = benchPutTable(ctx, c, header, o.lo, o.hi, o.factor, iters, o.path, o.bidir, o.mode, o.symModes, at, stdout, stderr)
 	case "pingpong":
 		if iters == 0 {
 			iters = 20000
@@ -353,12 +357,13 @@ func writeBenchJSON(path, what string, c *engine.Comm, cpus []string, rows []ben
 // benchPutTable runs bench put and prints its table on rank 0: the header
 // first, then each row as soon as it is measured, so a sweep that fails
 // at a later size keeps the rows it finished.
-func benchPutTable(ctx context.Context, c *engine.Comm, header string, lo, hi uint64, factor, iters int, path string, bidir bool, mode string, symModes []string, stdout, stderr io.Writer) ([]bench.BenchRow, error) {
+func benchPutTable(ctx context.Context, c *engine.Comm, header string, lo, hi uint64, factor, iters int, path string, bidir bool, mode string, symModes []string, at *benchAt, stdout, stderr io.Writer) ([]bench.BenchRow, error) {
 	me := c.Env.Rank
 	var sizes []uint64
 	for s := lo; s <= hi; s *= uint64(factor) {
 		sizes = append(sizes, s)
 	}
+	at.sizes = sizes
 	if me == 0 {
 		fmt.Fprintln(stdout, header)
 		ref := "ref = plain in-process copy of the same size"
@@ -384,7 +389,12 @@ func benchPutTable(ctx context.Context, c *engine.Comm, header string, lo, hi ui
 	progress := progressWriter(me, stderr)
 	var rows []bench.BenchRow
 	for _, sm := range symModes {
+		at.newPass("")
+		if len(symModes) > 1 {
+			at.newPass("symmetric " + sm)
+		}
 		putRow := func(r bench.BenchRow) error {
+			at.done++
 			switch {
 			case me != 0:
 			case len(symModes) > 1:

@@ -75,7 +75,7 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 		return fail(2, err)
 	}
 	job := launchJob{prog: "calibrate", defaultN: 2, args: append([]string{"calibrate"}, args...), progress: true, noMPS: true}
-	return f.rank.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(c *engine.Comm) error {
+	return f.rank.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(ctx context.Context, c *engine.Comm) error {
 		m, err := calibrate(ctx, c, sizes, f.iters, "luacoll calibrate "+strings.Join(args, " "), stderr)
 		if err == nil && env.Rank == 0 {
 			err = writeModel(f.out, m, stdout)

@@ -106,11 +106,11 @@ func cmdBenchReduce(coll string, args []string, stdout, stderr io.Writer) int {
 	if f.vsMPI && !underMPIRun(env, isRank, f.rank.n, coll, args, stderr) {
 		return 2
 	}
-	job := launchJob{prog: prog, defaultN: 2, args: append([]string{"bench", coll}, args...), progress: true, plainFailure: true}
+	job := launchJob{prog: prog, defaultN: 2, args: append([]string{"bench", coll}, args...), progress: true, at: &benchAt{what: prog}}
 	if f.vsNCCL {
 		job.extraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
 	}
-	return f.rank.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(c *engine.Comm) error {
+	return f.rank.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(ctx context.Context, c *engine.Comm) error {
 		return runBenchReduce(ctx, c, f, stdout, stderr)
 	})
 }

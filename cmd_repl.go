@@ -21,7 +21,9 @@ func cmdRepl(args []string, stdout, stderr io.Writer) int {
 		"Starts N ranks and one prompt. Every Lua chunk runs on every rank (:on 0,2 picks some)\n"+
 		"and the answers come back grouped by rank, identical ones once; tables show their\n"+
 		"contents. -e CODE and -i FILE ARGS run first, as with lua. :help at the prompt\n"+
-		"lists the commands; Ctrl-C interrupts a chunk, Ctrl-D quits. At a terminal, lines are kept\n"+
+		"lists the commands; Ctrl-C interrupts a chunk, Ctrl-D quits; Ctrl-\\ (SIGQUIT) makes each\n"+
+		"rank print its Lua traceback and the wait it was in (Go stacks in a file it names), and\n"+
+		"ends the session with status 1. At a terminal, lines are kept\n"+
 		"in ~/.luacoll_history (the last 1000). With stdin not a terminal it reads chunks without\n"+
 		"prompts, colours or history, and exits 1 when a chunk failed or a rank died.", stderr)
 	var f rankFlags

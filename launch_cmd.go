@@ -32,15 +32,16 @@ type launchJob struct {
 	// failProg, when set, names the command in a failed rank's report
 	// instead of prog ("bench put" where prog is "bench").
 	failProg string
-	// plainFailure: a failed rank says "rank N: error" and exits 1, with
-	// no timeout hint and no giving way to the rank that failed first.
-	plainFailure bool
 	// sayInterrupt makes an interrupted job say so and exit with the
 	// signal's status, whatever the ranks' own statuses say.
 	sayInterrupt bool
 	// files are handed to every rank; extraEnv adds to rank r's environment.
 	files    []launch.InheritedFile
 	extraEnv func(r int) []string
+	// at, when set, is what a bench rank measures: the rank then runs its
+	// body through measureRank, which answers SIGQUIT with where it is
+	// (and reports a failure as reportRankFailure does).
+	at *benchAt
 }
 
 // launchN is the number of ranks luacoll's launcher starts: -n, else def.
@@ -108,7 +109,7 @@ func (f *rankFlags) launchRanks(ctx context.Context, j launchJob, stdout, stderr
 // launcher (isRank false), it launches the job's ranks; as a rank (of
 // luacoll's launcher, torchrun, Slurm or mpirun: env), it runs body on
 // the comm. Either way it returns the exit status.
-func (f *rankFlags) launchOrRun(ctx context.Context, j launchJob, env launch.RankEnv, isRank bool, stdout, stderr io.Writer, body func(*engine.Comm) error) int {
+func (f *rankFlags) launchOrRun(ctx context.Context, j launchJob, env launch.RankEnv, isRank bool, stdout, stderr io.Writer, body func(context.Context, *engine.Comm) error) int {
 	if !isRank {
 		return f.launchRanks(ctx, j, stdout, stderr)
 	}
@@ -119,7 +120,7 @@ func (f *rankFlags) launchOrRun(ctx context.Context, j launchJob, env launch.Ran
 // closes the comm, and returns the rank's exit status (2 for --mps on
 // under another launcher; a failure is reported once, see
 // reportRankFailure).
-func (f *rankFlags) commRank(ctx context.Context, j launchJob, env launch.RankEnv, stderr io.Writer, body func(*engine.Comm) error) int {
+func (f *rankFlags) commRank(ctx context.Context, j launchJob, env launch.RankEnv, stderr io.Writer, body func(context.Context, *engine.Comm) error) int {
 	if !j.noMPS {
 		if err := f.checkMPSUnder(env, j.prog); err != nil {
 			fmt.Fprintf(stderr, "luacoll %s: %v\n", j.prog, err)
@@ -130,17 +131,16 @@ func (f *rankFlags) commRank(ctx context.Context, j launchJob, env launch.RankEn
 	if err != nil {
 		return engine.ReportOpenError(stderr, "luacoll "+j.prog+": ", env, err)
 	}
-	if err := body(comm); err != nil {
-		code := 1
-		if j.plainFailure {
-			fmt.Fprintf(stderr, "luacoll %s: rank %d: %v\n", j.prog, env.Rank, err)
-		} else {
-			prog := j.failProg
-			if prog == "" {
-				prog = j.prog
-			}
-			code = reportRankFailure(stderr, "luacoll "+prog, env, comm, err, f.timeout)
-		}
+	prog := j.failProg
+	if prog == "" {
+		prog = j.prog
+	}
+	if j.at != nil {
+		return measureRank(ctx, "luacoll "+prog, env, comm, f.timeout, j.at, stderr,
+			func(ctx context.Context) error { return body(ctx, comm) })
+	}
+	if err := body(ctx, comm); err != nil {
+		code := reportRankFailure(stderr, "luacoll "+prog, env, comm, err, f.timeout)
 		_ = comm.Close(err)
 		return code
 	}

@@ -44,22 +44,25 @@ const dumpGrace = 10 * time.Second
 // same time, show their own state rather than its departure.
 const dumpAbortFirst = 200 * time.Millisecond
 
-// quitWatch turns SIGQUIT into a report of where a rank's script is.
-type quitWatch struct {
+// QuitWatch turns SIGQUIT into a report of where a rank's script (or
+// benchmark) is.
+type QuitWatch struct {
 	mu   sync.Mutex
 	d    *StackDump
 	done bool // the script has returned
 	ch   chan os.Signal
 	end  chan struct{}
+	// fired is closed when SIGQUIT came.
+	fired chan struct{}
 }
 
-// watchQuit starts watching for SIGQUIT. On it the rank writes its Go
+// WatchQuit starts watching for SIGQUIT. On it the rank writes its Go
 // stacks to a file, then fails its waits through abort (a wait under way
 // then says what it waited for) and, soon after, stops the script through
 // cancel (a chunk running Lua stops at its line). A rank whose script had
 // ended says so at once.
-func watchQuit(rank int, job string, abort *transport.Abort, cancel context.CancelCauseFunc, stderr io.Writer) *quitWatch {
-	q := &quitWatch{ch: make(chan os.Signal, 1), end: make(chan struct{})}
+func WatchQuit(rank int, job string, abort *transport.Abort, cancel context.CancelCauseFunc, stderr io.Writer) *QuitWatch {
+	q := &QuitWatch{ch: make(chan os.Signal, 1), end: make(chan struct{}), fired: make(chan struct{})}
 	signal.Notify(q.ch, syscall.SIGQUIT)
 	go func() {
 		select {
@@ -71,6 +74,7 @@ func watchQuit(rank int, job string, abort *transport.Abort, cancel context.Canc
 		d.GoStacks, d.Err = goStacksFile(os.TempDir(), job, rank)
 		q.mu.Lock()
 		q.d = d
+		close(q.fired)
 		if q.done {
 			d.reported = true
 			reportDump(stderr, d, fmt.Errorf("the script had ended: waiting for the other ranks to end theirs"), "")
@@ -93,24 +97,47 @@ func watchQuit(rank int, job string, abort *transport.Abort, cancel context.Canc
 	return q
 }
 
-// scriptDone marks the script as returned.
-func (q *quitWatch) scriptDone() {
+// ScriptDone marks the script (or measurement) as returned.
+func (q *QuitWatch) ScriptDone() {
 	q.mu.Lock()
 	q.done = true
 	q.mu.Unlock()
 }
 
-// dump is the SIGQUIT report under way, or nil.
-func (q *quitWatch) dump() *StackDump {
+// Dump is the SIGQUIT report under way, or nil.
+func (q *QuitWatch) Dump() *StackDump {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.d
 }
 
-// stop ends the watch.
-func (q *quitWatch) stop() {
+// Fired is closed when SIGQUIT has come (Dump is then set): a rank that
+// is idle, running nothing that would fail, ends on it.
+func (q *QuitWatch) Fired() <-chan struct{} {
+	return q.fired
+}
+
+// Stop ends the watch.
+func (q *QuitWatch) Stop() {
 	signal.Stop(q.ch)
 	close(q.end)
+}
+
+// Report prints, when SIGQUIT stopped the rank, what it was doing (what:
+// the error that ended the work, naming the wait; trace: the Lua
+// traceback, if any) unless that was said already, waits a moment so that
+// the other ranks show their own state first, and returns the dump, which
+// the caller closes its Comm with. It returns nil when no SIGQUIT came.
+func (q *QuitWatch) Report(w io.Writer, what error, trace string) *StackDump {
+	d := q.Dump()
+	if d == nil {
+		return nil
+	}
+	if !d.reported {
+		reportDump(w, d, what, trace)
+	}
+	time.Sleep(dumpAbortFirst)
+	return d
 }
 
 // goStacksFile writes every goroutine's stack to a new file in dir, named

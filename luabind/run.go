@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"time"
 
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/bootstrap"
@@ -86,8 +85,8 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 	defer cancel(nil)
 	// SIGQUIT (Ctrl-\ at the launcher, which passes it on): show where
 	// the script is and what it waits for (dump.go).
-	qw := watchQuit(env.Rank, env.JobID, comm.Abort, cancel, o.Stderr)
-	defer qw.stop()
+	qw := WatchQuit(env.Rank, env.JobID, comm.Abort, cancel, o.Stderr)
+	defer qw.Stop()
 	go endOnAbort(ctx, runCtx, comm, env.Rank, cancel)
 	s.Ctx = runCtx
 	// os.exit ends the rank at once, telling the others why: a failure
@@ -109,7 +108,7 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 		os.Exit(code)
 	}
 	err = s.Run(src, name, o.Args)
-	qw.scriptDone()
+	qw.ScriptDone()
 	var se *ScriptError
 	if errors.As(err, &se) && strings.HasSuffix(se.Msg, context.Canceled.Error()) {
 		// The interpreter was stopped through its context: say why.
@@ -122,15 +121,11 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 			err = fmt.Errorf("%s: at exit: %w", name, serr)
 		}
 	}
-	if d := qw.dump(); d != nil {
-		if !d.reported {
-			trace := ""
-			if errors.As(err, &se) {
-				trace = se.Trace
-			}
-			reportDump(o.Stderr, d, err, trace)
-		}
-		time.Sleep(dumpAbortFirst) // the others show their own state first
+	trace := ""
+	if errors.As(err, &se) {
+		trace = se.Trace
+	}
+	if d := qw.Report(o.Stderr, err, trace); d != nil {
 		_ = comm.Close(d)
 		return 1
 	}
@@ -155,7 +150,7 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 		return code
 	}
 	if err := comm.Close(nil); err != nil {
-		if qw.dump() != nil {
+		if qw.Dump() != nil {
 			return 1 // stopped at the exit barrier, and said so
 		}
 		fmt.Fprintf(o.Stderr, "luacoll: rank %d: closing: %v\n", env.Rank, err)

@@ -22,7 +22,9 @@ Anything else is Lua, run on every chosen rank: a bare expression prints its
 values, an unfinished chunk continues on the next line (>>), help() lists the
 API and help("w:put") shows one entry; lc is the luacoll module. Answers come
 back by rank, identical ones once ("[0-3] 42"). Ctrl-C interrupts a running
-chunk on every rank.`
+chunk on every rank. Ctrl-\ (SIGQUIT) shows where a stuck chunk is: each rank
+prints its Lua traceback and the wait it was in, writes its Go stacks to a file
+it names and exits, and the session ends (exit status 1).`
 
 // commandNames are completed after a colon.
 func commandNames() []string {

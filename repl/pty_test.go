@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -165,5 +166,50 @@ func TestTerminalSession(t *testing.T) {
 	}
 	if strings.Contains(string(hist), "not run") {
 		t.Errorf("an interrupted line went into the history: %q", hist)
+	}
+}
+
+// At a terminal, Ctrl-\ while a chunk is stuck shows each rank's Lua
+// traceback and wait, not Go's dump, and ends the session with status 1.
+func TestTerminalCtrlBackslash(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed")
+	}
+	dir := t.TempDir()
+	m := &tmuxSession{t: t, sock: filepath.Join(dir, "tmux.sock")}
+	cmdline := fmt.Sprintf("env HOME='%s' '%s' repl -n 2 --timeout 60s", dir, luacollBin)
+	m.run("new-session", "-d", "-s", "repl", "-x", "200", "-y", "50", cmdline)
+	t.Cleanup(func() { _ = exec.Command("tmux", "-S", m.sock, "kill-server").Run() })
+	m.run("set-option", "-t", "repl", "remain-on-exit", "on")
+	m.waitPrompt("first prompt")
+	m.keys(`w = lc.window{bytes = 64}; w:wait_signal(0, ">=", 1); w:sync()`, "Enter")
+	time.Sleep(500 * time.Millisecond)
+	m.keys("", `C-\`)
+	s := m.waitFor("the ranks' reports", 15*time.Second, func(s string) bool {
+		return strings.Contains(s, "SIGQUIT: each rank showed where it was")
+	})
+	for _, want := range []string{`\[0\] stdin:1: rank 0: w:sync: window 0: wait_signal\(sig 0, sum over all peers\) >= 1 .*aborted: SIGQUIT`,
+		`\[1\] stdin:1: rank 1: w:sync: window 0: wait_signal\(sig 0, sum over all peers\) >= 1 .*aborted: SIGQUIT`,
+		`\[0\]\s+stdin:1: in main chunk`, `\[1\]\s+stdin:1: in main chunk`} {
+		if !regexp.MustCompile(want).MatchString(s) {
+			t.Errorf("the screen lacks %s:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "goroutine ") || strings.Contains(s, "died") {
+		t.Errorf("Go's dump or a death notice is on the screen:\n%s", s)
+	}
+	for _, f := range regexp.MustCompile(`Go stacks: (\S+)`).FindAllStringSubmatch(s, -1) {
+		os.Remove(f[1])
+	}
+	m.waitFor("the end of the session", 15*time.Second, func(string) bool {
+		return strings.HasPrefix(m.run("display-message", "-p", "-t", "repl", "#{pane_dead}"), "1")
+	})
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if f := strings.Fields(m.run("display-message", "-p", "-t", "repl", "#{pane_dead_status}")); len(f) > 0 {
+			if f[0] != "1" {
+				t.Errorf("the session ended with status %q, want 1", f)
+			}
+			break
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -585,4 +586,48 @@ func FuzzSplitArgs(f *testing.F) {
 			t.Fatalf("%q: %q, %v; want %q", s, got, err, want)
 		}
 	})
+}
+
+// TestQuitShowsWhereEachRankIs: Ctrl-\ (SIGQUIT) while a chunk is stuck
+// makes each rank print its Lua traceback and the wait it is in, with its
+// Go stacks in a file it names, not Go's dump; the session then ends.
+func TestQuitShowsWhereEachRankIs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	ls := startSession(t, ctx, "-n", "2", "--timeout", "60s")
+	ls.send(`w = lc.window{bytes = 64}; print("ready")`)
+	ls.expect("[0,1] ready", 20*time.Second)
+	ls.send(`local function step() if lc.rank == 0 then w:wait_signal(0, ">=", 1); w:sync() end; while true do end end; step()`)
+	time.Sleep(300 * time.Millisecond)
+	ls.signal(syscall.SIGQUIT)
+	ls.expect("SIGQUIT: each rank showed where it was", 15*time.Second)
+	status := ls.end()
+	out := ls.errb.String()
+	if status != 1 {
+		t.Errorf("exit status %d, want 1; stderr:\n%s", status, out)
+	}
+	for _, want := range []string{"luacoll: SIGQUIT",
+		"[0] stdin:1: rank 0: w:sync: window 0: wait_signal(sig 0, sum over all peers) >= 1 (enqueued at stdin:1): " +
+			"aborted: SIGQUIT (where each rank is); last value seen 0",
+		"[0] \tstdin:1: in function 'step'",
+		"[1] rank 1: stdin:1: SIGQUIT (where each rank is)",
+		"[1] \tstdin:1: in function 'step'"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%.3000s", want, out)
+		}
+	}
+	if strings.Contains(out, "goroutine 1 ") {
+		t.Errorf("the Go runtime's dump is on stderr:\n%.3000s", out)
+	}
+	files := regexp.MustCompile(`\[(\d)\] rank \d: Go stacks: (\S+)`).FindAllStringSubmatch(out, -1)
+	if len(files) != 2 {
+		t.Fatalf("%d ranks named their Go stacks' file:\n%s", len(files), out)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f[2])
+		if err != nil || !strings.Contains(string(b), "repl.(*worker)") {
+			t.Errorf("rank %s: Go stacks %s: %v\n%.500s", f[1], f[2], err, b)
+		}
+		os.Remove(f[2])
+	}
 }

@@ -162,6 +162,10 @@ type session struct {
 	completions chan *message
 	complID     atomic.Uint64
 	sigint      chan os.Signal
+	// sigquit receives SIGQUIT (Ctrl-\), which the launcher passes on to
+	// the ranks: each shows where it is and exits, and the session ends.
+	sigquit chan os.Signal
+	quitSig bool // SIGQUIT came: the session ends after the chunk
 
 	launchC      chan launchOutcome // nil once received
 	launched     *launchOutcome
@@ -204,11 +208,14 @@ func Run(ctx context.Context, cfg Config) int {
 		events:      make(chan event, 256),
 		completions: make(chan *message, 4),
 		sigint:      make(chan os.Signal, 4),
+		sigquit:     make(chan os.Signal, 1),
 		launchC:     make(chan launchOutcome, 1),
 		reg:         luabind.NewRegistry(),
 	}
 	signal.Notify(s.sigint, os.Interrupt)
 	defer signal.Stop(s.sigint)
+	signal.Notify(s.sigquit, syscall.SIGQUIT)
+	defer signal.Stop(s.sigquit)
 	// A closed output pipe makes writes fail instead of killing the front
 	// end before it has stopped the ranks.
 	sigpipe := make(chan os.Signal, 1)
@@ -238,7 +245,7 @@ func Run(ctx context.Context, cfg Config) int {
 	s.loop()
 	s.src.close()
 	s.stop(true)
-	if s.failed && !cfg.Terminal {
+	if s.quitSig || (s.failed && !cfg.Terminal) {
 		return 1
 	}
 	return 0
@@ -460,6 +467,10 @@ func (s *session) loop() {
 		if chunk != "" {
 			s.run(Chunk{Code: chunk, Name: "stdin"})
 		}
+		if s.quitSig {
+			s.notice("SIGQUIT: each rank showed where it was (its Lua traceback and wait, its Go stacks' file); the session ends")
+			return
+		}
 		if eof {
 			s.poll()
 			s.reportDeaths()
@@ -587,6 +598,11 @@ func (s *session) run(c Chunk) {
 			ctxDone = nil
 			interrupt()
 			killC = time.After(stopWait)
+		case <-s.sigquit:
+			s.quitSig = true
+			if s.cfg.Terminal {
+				_, _ = io.WriteString(s.out, "\n") // after the terminal's ^\
+			}
 		case <-killC:
 			s.kill(pending)
 		case <-hintC:
@@ -617,6 +633,10 @@ func (s *session) run(c Chunk) {
 		s.notice("the interrupt left a collective unfinished on %s %s: collectives are out of step across ranks "+
 			"from now on (later ones may pair up wrongly or time out); window puts, signals and waits still work",
 			plural(len(stranded), "rank", "ranks"), formatRanks(stranded))
+	}
+	if s.quitSig {
+		s.deaths = nil // each rank said why it ended; the session ends too
+		return
 	}
 	s.reportDeaths()
 }

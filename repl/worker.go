@@ -53,6 +53,10 @@ type worker struct {
 	st   *luabind.State
 	c    *conn
 	out  *capture
+	// qw turns SIGQUIT (Ctrl-\ at the front end, which passes it on)
+	// into a report of where this rank is.
+	qw     *luabind.QuitWatch
+	stderr io.Writer
 
 	mu          sync.Mutex
 	running     uint64 // id of the chunk being evaluated, 0 when idle
@@ -87,8 +91,10 @@ func Serve(ctx context.Context, env launch.RankEnv, o WorkerOptions) int {
 		_ = comm.Close(err)
 		return 1
 	}
-	w := &worker{env: env, comm: comm, c: newConn(nc), out: &capture{limit: maxOutput}}
+	w := &worker{env: env, comm: comm, c: newConn(nc), out: &capture{limit: maxOutput}, stderr: o.Stderr}
 	defer w.c.close()
+	w.qw = luabind.WatchQuit(env.Rank, env.JobID, comm.Abort, w.stopChunk, o.Stderr)
+	defer w.qw.Stop()
 	w.st = luabind.New(comm, w.out)
 	defer w.st.Close()
 	w.install()
@@ -151,6 +157,8 @@ func (w *worker) serve(ctx context.Context) int {
 		case <-ctx.Done():
 			_ = w.comm.Close(fmt.Errorf("rank %d: %w", w.env.Rank, errInterrupted))
 			return 130
+		case <-w.qw.Fired():
+			return w.dumped(fmt.Errorf("rank %d: at the prompt (no chunk running)", w.env.Rank), "")
 		case m, ok := <-reqs:
 			if !ok {
 				_ = w.comm.Close(fmt.Errorf("rank %d: the repl front end went away", w.env.Rank))
@@ -158,7 +166,9 @@ func (w *worker) serve(ctx context.Context) int {
 			}
 			switch m.Type {
 			case msgEval:
-				w.eval(ctx, m)
+				if trace, err := w.eval(ctx, m); w.qw.Dump() != nil {
+					return w.dumped(err, trace)
+				}
 				if w.exiting {
 					return w.exit()
 				}
@@ -225,7 +235,9 @@ func (w *worker) status(id uint64) {
 	_ = w.c.send(&message{Type: msgStatus, ID: id, Rank: w.env.Rank, Aborted: reason})
 }
 
-func (w *worker) eval(parent context.Context, m *message) {
+// eval runs chunk m and answers it, except when SIGQUIT stopped it: then
+// it returns the chunk's error and Lua traceback for the rank's report.
+func (w *worker) eval(parent context.Context, m *message) (trace string, _ error) {
 	ctx, cancel := context.WithCancelCause(parent)
 	w.mu.Lock()
 	w.running, w.cancel, w.interrupted = m.ID, cancel, false
@@ -251,6 +263,13 @@ func (w *worker) eval(parent context.Context, m *message) {
 	w.mu.Unlock()
 	cancel(nil)
 
+	if w.qw.Dump() != nil {
+		var se *luabind.ScriptError
+		if errors.As(err, &se) {
+			return se.Trace, err
+		}
+		return "", err
+	}
 	reply := &message{Type: msgResult, ID: m.ID, Rank: w.env.Rank, Values: values, Interrupted: interrupted}
 	if err != nil && !w.exiting {
 		reply.Err = err.Error()
@@ -263,6 +282,27 @@ func (w *worker) eval(parent context.Context, m *message) {
 		reply.Type, reply.ExitCode, reply.Values, reply.Err = msgExit, w.exitCode, nil, ""
 	}
 	_ = w.c.send(reply)
+	return "", nil
+}
+
+// stopChunk ends the running chunk's context with cause (SIGQUIT's
+// watch, once the chunk's wait had its moment to fail on its own).
+func (w *worker) stopChunk(cause error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel != nil {
+		w.cancel(cause)
+	}
+}
+
+// dumped ends this rank after SIGQUIT: it prints, on its standard error
+// (which the front end shows prefixed with the rank), the error that
+// stopped it (the wait it was in) and its Lua traceback, with the file of
+// its Go stacks, and closes its Comm.
+func (w *worker) dumped(err error, trace string) int {
+	d := w.qw.Report(w.stderr, err, trace)
+	_ = w.comm.Close(d)
+	return 1
 }
 
 // drainStream consumes what an interrupt left on the stream and checks

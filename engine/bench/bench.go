@@ -202,6 +202,11 @@ func (b *putBench) time(n uint64, row *BenchRow) error {
 // like the reference, so neither counts launch or sync.
 func (b *putBench) put(peer int, n uint64, onDevice bool) (float64, error) {
 	ctx, c, w := b.ctx, b.c, b.w
+	if ctx.Err() != nil {
+		// (A put to a peer's memory may complete without waiting on
+		// anything that would see the context end.)
+		return 0, fmt.Errorf("timing the put: stopped: %w", context.Cause(ctx))
+	}
 	if err := b.start(); err != nil {
 		return 0, err
 	}
