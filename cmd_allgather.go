@@ -495,6 +495,19 @@ func agRow(stdout io.Writer, res *bench.AGBenchResult, r bench.AGBenchRow, plan 
 }
 
 func writeAGJSON(path string, meta agMeta, rows []bench.AGBenchRow) error {
+	lines := make([]any, len(rows))
+	for i, r := range rows {
+		lines[i] = struct {
+			Kind string `json:"kind"`
+			bench.AGBenchRow
+		}{"row", r}
+	}
+	return writeJSONLines(path, meta, lines)
+}
+
+// writeJSONLines writes meta, then each row, as JSON lines to path (the
+// --json file of the all-gather and reduction benchmarks).
+func writeJSONLines(path string, meta any, rows []any) error {
 	fh, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("--json: %w", err)
@@ -503,10 +516,7 @@ func writeAGJSON(path string, meta agMeta, rows []bench.AGBenchRow) error {
 	err = enc.Encode(meta)
 	for _, r := range rows {
 		if err == nil {
-			err = enc.Encode(struct {
-				Kind string `json:"kind"`
-				bench.AGBenchRow
-			}{"row", r})
+			err = enc.Encode(r)
 		}
 	}
 	if cerr := fh.Close(); err == nil {

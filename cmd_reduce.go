@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strings"
 	"time"
 
@@ -360,27 +358,14 @@ func printReduceTable(out io.Writer, f redFlags, c *engine.Comm, res *bench.RedB
 }
 
 func writeRedJSON(path string, meta redMeta, rows []bench.RedBenchRow) error {
-	fh, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("--json: %w", err)
+	lines := make([]any, len(rows))
+	for i, r := range rows {
+		lines[i] = struct {
+			Kind string `json:"kind"`
+			bench.RedBenchRow
+		}{"row", r}
 	}
-	enc := json.NewEncoder(fh)
-	err = enc.Encode(meta)
-	for _, r := range rows {
-		if err == nil {
-			err = enc.Encode(struct {
-				Kind string `json:"kind"`
-				bench.RedBenchRow
-			}{"row", r})
-		}
-	}
-	if cerr := fh.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("--json %s: %w", path, err)
-	}
-	return nil
+	return writeJSONLines(path, meta, lines)
 }
 
 // redChart is busbw against size for the schedule and the baselines.
