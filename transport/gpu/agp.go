@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -130,8 +131,9 @@ type CUDAAGP struct {
 	fork, join *cuda.Event
 	graphs     map[agpGraphKey]*CUDAGraph
 	last       *CUDAGraph
-	// sm: path "sm", execs of one launch (see record).
-	sm bool
+	// path is the window's path: "ce", or "sm" and "auto", whose execs
+	// take the kernel family's protocols (see shape).
+	path string
 	// bases is a device array of the ranks' window data, stage one of
 	// their staging areas (one-launch execs); out is this rank's window
 	// data; ctl is the one-launch kernels' control block (16 bytes).
@@ -180,7 +182,7 @@ func (s *CUDAStream) NewAGP(cfg AGPConfig) (*CUDAAGP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistent all-gather: %w", err)
 	}
-	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[agpGraphKey]*CUDAGraph{}, sm: cfg.Path != "ce", tune: tune, rank: cfg.Rank}
+	a := &CUDAAGP{s: s, ak: ak, mem: mem, graphs: map[agpGraphKey]*CUDAGraph{}, path: cmp.Or(cfg.Path, "auto"), tune: tune, rank: cfg.Rank}
 	buf := make([]byte, 6*arr)
 	bases, stage := cfg.Bases, cfg.Stage
 	if len(bases) != n {
@@ -334,8 +336,9 @@ func (a *CUDAAGP) shape(e AGPExec) (sh agpShape, src transport.Addr, side, ownSM
 	}
 	// On path "sm", from tune.ceMin up the puts go to the copy engines and
 	// the own chunk to a copy kernel on the side stream.
-	ownSM = a.sm && a.tune.ceMin != 0 && e.N >= a.tune.ceMin
-	if a.sm && !ownSM && a.bases != 0 && src != 0 && e.N > 0 {
+	sm := a.path != "ce"
+	ownSM = sm && a.tune.ceMin != 0 && e.N >= a.tune.ceMin
+	if sm && !ownSM && a.bases != 0 && src != 0 && e.N > 0 {
 		if a.stage != 0 && e.N <= a.tune.llMax {
 			return agpLL, src, false, false, false
 		}
@@ -525,7 +528,7 @@ func (a *CUDAAGP) Exec(e AGPExec) error {
 
 // Plan says how execs move data, for ag:info() and bench headers.
 func (a *CUDAAGP) Plan() string {
-	if !a.sm {
+	if a.path == "ce" {
 		return "ce (copy engines; sync kernels of one thread)"
 	}
 	var parts []string
@@ -539,7 +542,7 @@ func (a *CUDAAGP) Plan() string {
 	if a.tune.ceMin > 0 {
 		parts = append(parts, fmt.Sprintf("from %d bytes per rank puts by the copy engines, own chunk by a copy kernel", a.tune.ceMin))
 	}
-	return "sm (" + strings.Join(parts, "; ") + ")"
+	return a.path + " (" + strings.Join(parts, "; ") + ")"
 }
 
 // Protocol names how an exec of n bytes per rank moves its data: "lines"
