@@ -153,7 +153,7 @@ extern "C" __global__ void lc_agp_one(lc_u64 *count, lc_u32 *ctl, lc_u64 *const 
 // of exec e + 1, which the peer sends after it finished exec e, the last
 // reader of slot b.
 #define LC_LL_MAX (64ull << 10)
-#define LC_LL_HOST_NS 20000ull
+#define LC_LL_HOST_NS 1000000ull
 #define LC_LL_SLOT (16ull * (1 + LC_LL_MAX / 8))
 
 // lc_ll_store writes one line: variant bit 0 clear, a volatile 16-byte
@@ -255,8 +255,9 @@ extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const
 					if (el < host_at && (timeout_ns == 0 || el < timeout_ns)) continue;
 					host_at = el + LC_LL_HOST_NS;
 					// Host-mapped memory (record, abort flag) is read by
-					// thread 0 of each block only, and at most every
-					// LC_LL_HOST_NS: reads across PCIe from many blocks
+					// thread 0 of each block only, once a wait has lasted
+					// LC_LL_HOST_NS and at most every LC_LL_HOST_NS after
+					// (see LC_ST_HOST_NS): reads across PCIe from many blocks
 					// queue behind one another, and a read every 64 polls
 					// held whole execs back (docs/results/allgather-auto.md).
 					if (threadIdx.x == 0 && lc_poisoned(rec)) {

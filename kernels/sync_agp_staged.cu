@@ -34,10 +34,14 @@ __device__ __forceinline__ void lc_st_flag_load(const lc_u64 *p, lc_u64 &e, lc_u
 
 // lc_st_wait spins (thread 0) until flag shows exec e of n bytes. It
 // returns false once a failure is recorded (here or by another wait).
-// Host-mapped memory (the record, the abort flag) is read at most every
-// LC_ST_HOST_NS: many blocks reading it at once queue behind one another
-// across PCIe (about 1.2 us a read), which stalled whole execs.
-#define LC_ST_HOST_NS 20000ull
+// Host-mapped memory (the record, the abort flag) is read only once a wait
+// has lasted LC_ST_HOST_NS, and then at most every LC_ST_HOST_NS: many
+// blocks reading it at once queue behind one another across PCIe (about
+// 1.2 us a read), so a wait that began the reads lasted as long as the
+// queue, and one late rank stalled whole sweeps (20 us here gave execs of
+// 60 us instead of 13 on 4 GPUs; docs/results/allgather-auto.md). An abort
+// or another block's failure is seen within LC_ST_HOST_NS.
+#define LC_ST_HOST_NS 1000000ull
 
 __device__ bool lc_st_wait(const lc_u64 *flag, lc_u64 e, lc_u64 n, lc_u32 who, lc_u64 start, lc_u64 timeout_ns,
                            const lc_u32 *abort_flag, lc_record *rec) {

@@ -73,12 +73,13 @@ type agpCrossover struct {
 	llMax, stMax, ceMin uint64
 }
 
-// agpCrossovers, by rank count (ascending): measured on 2 x H200 by
+// agpCrossovers, by rank count (ascending): measured on 2 and 4 x H200 by
 // scripts/bench/ag-crossover.sh (the runs and the table they give are in
-// docs/results/allgather-auto.md); jobs of more ranks use the 2-rank
+// docs/results/allgather-auto.md); jobs of more ranks use the 4-rank
 // figures until they are measured.
 var agpCrossovers = []agpCrossover{
 	{ranks: 2, llMax: 64 << 10, stMax: 4 << 20, ceMin: 128 << 20},
+	{ranks: 4, llMax: 64 << 10, stMax: 1 << 20, ceMin: 32 << 20},
 }
 
 // agpCrossoverFor returns the crossovers of a job of size ranks.
