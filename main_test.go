@@ -155,7 +155,7 @@ func TestPersistentAllGatherScript(t *testing.T) {
 }
 
 func TestPersistentAllGatherMismatchScript(t *testing.T) {
-	runAtSizes(t, []string{"2", "3"}, []string{"tests/agp_mismatch.lua"}, "[0] agp_mismatch: 2 passed, 0 failed")
+	runAtSizes(t, []string{"2", "3"}, []string{"tests/agp_mismatch.lua"}, "[0] agp_mismatch: 3 passed, 0 failed")
 }
 
 func TestRequireFindsFilesNextToTheScript(t *testing.T) {

@@ -56,7 +56,8 @@ func flowID(k flowKey, value uint64) uint64 {
 // flowsLocked writes the flow ends op has, a slice from start to end on
 // the stream track (completed: it ended then, rather than failed or was
 // cut short): a start per receiver for a post, an end for a completed
-// wait on one sender's slot.
+// wait on one sender's slot (held until the sync that says whether the
+// wait was met: settleFlowsLocked).
 func (r *Recorder) flowsLocked(op *window.Op, start, end time.Duration, completed bool) {
 	if op.Kind != window.SlotSignal && op.Name != "reset_signals" {
 		return
@@ -73,7 +74,7 @@ func (r *Recorder) flowsLocked(op *window.Op, start, end time.Duration, complete
 			return
 		}
 		id := flowID(flowKey{op.Window, op.Peer, r.rank, op.Slot}, op.Value)
-		r.appendLocked(&event{name: flowName, cat: flowCat, ph: PhaseFlowEnd, ts: mid, tid: TIDStream, id: id, bindEnclosing: true})
+		r.ends = append(r.ends, &event{name: flowName, cat: flowCat, ph: PhaseFlowEnd, ts: mid, tid: TIDStream, id: id, bindEnclosing: true})
 	default:
 		if r.posted == nil {
 			r.posted = map[flowKey]uint64{}

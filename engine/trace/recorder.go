@@ -54,6 +54,11 @@ type Recorder struct {
 	size    int
 	posted  map[flowKey]uint64 // per signal slot at a peer: the value this rank's posts brought it to
 	reset   map[int]bool       // windows whose signals this rank reset
+	// ends are the flow ends of waits that completed since the last
+	// sync: written when the sync succeeds, dropped when it fails (a
+	// CUDA wait cut short by its timeout still reaches its stream stamp,
+	// so only the sync tells a wait that was met from one that failed).
+	ends []*event
 
 	stop    chan struct{}
 	stopped chan struct{}
@@ -215,6 +220,7 @@ func (r *Recorder) Sync(start time.Time, err error) {
 		return
 	}
 	r.resolveLocked()
+	r.settleFlowsLocked(err == nil)
 	if len(r.pending) > 0 {
 		if err != nil {
 			r.abandonLocked(r.clock.At(end), "failed")
@@ -283,6 +289,7 @@ func (r *Recorder) Close(cause error) error {
 		return nil
 	}
 	r.resolveLocked()
+	r.settleFlowsLocked(cause == nil)
 	now := r.now()
 	r.abandonLocked(now, "unfinished")
 	if cause != nil {
@@ -303,6 +310,18 @@ func (r *Recorder) Close(cause error) error {
 		err = fmt.Errorf("trace: %w", cerr)
 	}
 	return err
+}
+
+// settleFlowsLocked writes the flow ends held since the last sync when
+// their waits are known to have been met (ok), and drops them otherwise.
+func (r *Recorder) settleFlowsLocked(ok bool) {
+	if ok {
+		for _, e := range r.ends {
+			r.appendLocked(e)
+		}
+	}
+	clear(r.ends)
+	r.ends = r.ends[:0]
 }
 
 // abandonLocked ends the pending operations that will never complete: the

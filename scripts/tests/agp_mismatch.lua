@@ -1,6 +1,7 @@
--- Ranks passing different n to one exec must fail clearly, with small and
--- large execs (on CUDA path "sm": flagged lines and the one-kernel exec,
--- the sizes of both ranks on the same protocol), every rank naming the
+-- Ranks passing different n to one exec must fail clearly, with small,
+-- mid and large execs (on CUDA paths "sm" and auto: flagged lines, staged
+-- parts and the one-kernel exec at 2 to 8 ranks, the sizes of every rank
+-- on the same protocol), every rank naming the
 -- mismatch as soon as the other's tag arrives (long before the window's
 -- 30 s timeout), and the all-gather can still be destroyed.
 --   luacoll run -n 2 [--device cuda] tests/agp_mismatch.lua [path]
@@ -8,7 +9,7 @@ local lc = require("luacoll")
 local me = lc.rank
 local path = arg[1]
 local passed = 0
-for _, n in ipairs({ 64, 1048576 }) do
+for _, n in ipairs({ 64, 524288, 8388608 }) do
   local mine = n + me
   local w = lc.window{ bytes = (n + lc.size) * lc.size, timeout_ms = 30000, path = path }
   local ag = lc.allgather_persistent{ window = w }
