@@ -73,6 +73,68 @@ __device__ bool lc_st_wait(const lc_u64 *flag, lc_u64 e, lc_u64 n, lc_u32 who, l
 	}
 }
 
+// LC_ST_UNROLL is how many 16-byte words each thread has in flight when a
+// part moves: loads first, then the stores.
+#define LC_ST_UNROLL 4
+
+// lc_st_send stores this block's part (len bytes at src) at base of every
+// peer's staging area (stage[p] + base). Each word of the part is loaded
+// once and stored to every peer: loading it again per peer put a load's
+// latency on the path once per peer. src must be 16-byte aligned where the
+// caller takes this path (the staging slots always are).
+__device__ void lc_st_send(lc_u8 *const *stage, lc_u64 base, lc_u32 rank, lc_u32 nranks, const lc_u8 *src,
+                           lc_u64 len) {
+	const lc_u64 words = len / 16, nth = blockDim.x;
+	const uint4 *s = (const uint4 *)src;
+	for (lc_u64 i = threadIdx.x; i < words; i += LC_ST_UNROLL * nth) {
+		uint4 v[LC_ST_UNROLL];
+#pragma unroll
+		for (int k = 0; k < LC_ST_UNROLL; k++)
+			if (i + k * nth < words) v[k] = s[i + k * nth];
+		for (lc_u32 j = 1; j < nranks; j++) {
+			uint4 *d = (uint4 *)(stage[(rank + j) % nranks] + base);
+#pragma unroll
+			for (int k = 0; k < LC_ST_UNROLL; k++)
+				if (i + k * nth < words) d[i + k * nth] = v[k];
+		}
+	}
+	const lc_u64 done = words * 16;
+	if (done == len) return;
+	for (lc_u32 j = 1; j < nranks; j++)
+		lc_put_range(stage[(rank + j) % nranks] + base + done, src + done, len - done, threadIdx.x, nth);
+}
+
+// lc_st_recv copies the part (len bytes at lo) of every peer out of this
+// rank's staging (area; writer q's part at base + q * slot) into out at
+// q * n + lo, with the words of all peers in flight together. Every
+// destination must be 16-byte aligned (out + lo and n multiples of 16).
+__device__ void lc_st_recv(const lc_u8 *area, lc_u64 base, lc_u64 slot, lc_u32 rank, lc_u32 nranks, lc_u8 *out,
+                           lc_u64 n, lc_u64 lo, lc_u64 len) {
+	const lc_u64 words = len / 16, nth = blockDim.x, total = (lc_u64)(nranks - 1) * words;
+	for (lc_u64 t = threadIdx.x; t < total; t += LC_ST_UNROLL * nth) {
+		uint4 v[LC_ST_UNROLL];
+		uint4 *d[LC_ST_UNROLL];
+#pragma unroll
+		for (int k = 0; k < LC_ST_UNROLL; k++) {
+			const lc_u64 tt = t + k * nth;
+			if (tt >= total) continue;
+			const lc_u64 qi = tt / words, w = tt - qi * words;
+			const lc_u32 q = (rank + nranks - 1 - (lc_u32)qi) % nranks;
+			v[k] = ((const uint4 *)(area + base + q * slot))[w];
+			d[k] = (uint4 *)(out + (lc_u64)q * n + lo) + w;
+		}
+#pragma unroll
+		for (int k = 0; k < LC_ST_UNROLL; k++)
+			if (t + k * nth < total) *d[k] = v[k];
+	}
+	const lc_u64 done = words * 16;
+	if (done == len) return;
+	for (lc_u32 i = 1; i < nranks; i++) {
+		const lc_u32 q = (rank + nranks - i) % nranks;
+		lc_put_range(out + (lc_u64)q * n + lo + done, area + base + q * slot + done, len - done, threadIdx.x, nth);
+	}
+}
+
 // lc_agp_staged runs exec e = count+1 of n bytes per rank, cut into one
 // part of part bytes per block (the last one shorter; the grid is the
 // number of parts). The grid is kept small (AGPStagedGrid): a block waits
@@ -95,10 +157,12 @@ extern "C" __global__ void lc_agp_staged(lc_u64 *count, lc_u32 *arrive, lc_u8 *c
 	const lc_u64 flag_bytes = 2ull * nranks * LC_ST_PARTS * 16;
 	if (threadIdx.x == 0) failed = 0;
 	// Send: this block's part to every peer, peers in the order rank+1, ...
-	for (lc_u32 i = 1; i < nranks; i++) {
-		const lc_u32 p = (rank + i) % nranks;
-		lc_put_range(stage[p] + off + flag_bytes + (b * nranks + rank) * slot + lo, src + lo, len, threadIdx.x,
-		             blockDim.x);
+	const lc_u64 mine = off + flag_bytes + (b * nranks + rank) * slot + lo;
+	if ((((lc_u64)src + lo) & 15) == 0) {
+		lc_st_send(stage, mine, rank, nranks, src + lo, len);
+	} else {
+		for (lc_u32 i = 1; i < nranks; i++)
+			lc_put_range(stage[(rank + i) % nranks] + mine, src + lo, len, threadIdx.x, blockDim.x);
 	}
 	__syncthreads();
 	if (threadIdx.x == 0) {
@@ -111,22 +175,33 @@ extern "C" __global__ void lc_agp_staged(lc_u64 *count, lc_u32 *arrive, lc_u8 *c
 	// The own part, while the peers' parts travel.
 	lc_u8 *own = out + (lc_u64)rank * n;
 	if (own != src) lc_put_range(own + lo, src + lo, len, threadIdx.x, blockDim.x);
-	// Receive: the part of every peer, in the order rank-1, rank-2, ...
+	// Receive: wait for the part of every peer, in the order rank-1,
+	// rank-2, ..., then copy them all out at once (their flags come
+	// within a microsecond of one another, and one copy of all the parts
+	// keeps more loads in flight than a copy after each wait).
 	const lc_u64 start = lc_globaltimer();
 	const lc_u8 *area = stage[rank] + off;
-	for (lc_u32 i = 1; i < nranks; i++) {
-		const lc_u32 q = (rank + nranks - i) % nranks;
-		if (threadIdx.x == 0 && !failed &&
-		    !lc_st_wait((const lc_u64 *)(area + ((b * nranks + q) * LC_ST_PARTS + j) * 16), e, n, q, start, timeout_ns,
-		                abort_flag, rec))
-			failed = 1;
-		__syncthreads();
-		// failed only ever goes from 0 to 1, so a thread that reads it
-		// late merely copies garbage of a failed exec; every thread meets
-		// every barrier.
-		if (failed) continue;
-		lc_put_range(out + (lc_u64)q * n + lo, area + flag_bytes + (b * nranks + q) * slot + lo, len, threadIdx.x,
-		             blockDim.x);
+	if (threadIdx.x == 0) {
+		for (lc_u32 i = 1; i < nranks && !failed; i++) {
+			const lc_u32 q = (rank + nranks - i) % nranks;
+			if (!lc_st_wait((const lc_u64 *)(area + ((b * nranks + q) * LC_ST_PARTS + j) * 16), e, n, q, start,
+			                timeout_ns, abort_flag, rec))
+				failed = 1;
+		}
+	}
+	__syncthreads();
+	// On a failure every thread skips the copy alike (failed is read
+	// after the barrier that follows its last write).
+	if (!failed) {
+		if ((((lc_u64)out + lo) & 15) == 0 && (n & 15) == 0) {
+			lc_st_recv(area, flag_bytes + b * nranks * slot + lo, slot, rank, nranks, out, n, lo, len);
+		} else {
+			for (lc_u32 i = 1; i < nranks; i++) {
+				const lc_u32 q = (rank + nranks - i) % nranks;
+				lc_put_range(out + (lc_u64)q * n + lo, area + flag_bytes + (b * nranks + q) * slot + lo, len,
+				             threadIdx.x, blockDim.x);
+			}
+		}
 	}
 	__syncthreads();
 	if (threadIdx.x == 0) (void)lc_agp_arrive(arrive, 0, count, e, false, false);
