@@ -35,6 +35,44 @@ __device__ bool lc_agp_arrive(lc_u32 *arrive, lc_u32 *ticket, lc_u64 *count, lc_
 	return true;
 }
 
+// LC_PEERS_UNROLL is how many 16-byte words each thread of lc_put_peers
+// has in flight: loads first, then the stores.
+#define LC_PEERS_UNROLL 4
+
+// lc_put_peers stores len bytes of src at ptrs[p] + off of every peer p
+// (rank + 1, rank + 2, ...), as thread tid of nth. Each word is loaded once
+// and stored to every peer: loading it again per peer put a load's latency
+// on the path once per peer, and spreads the stores of every moment over
+// all the peers' links. src and every ptrs[p] + off must be 16-byte
+// aligned (lc_put_peers_ok).
+__device__ void lc_put_peers(lc_u8 *const *ptrs, lc_u64 off, lc_u32 rank, lc_u32 nranks, const lc_u8 *src,
+                             lc_u64 len, lc_u64 tid, lc_u64 nth) {
+	const lc_u64 words = len / 16;
+	const uint4 *s = (const uint4 *)src;
+	for (lc_u64 i = tid; i < words; i += LC_PEERS_UNROLL * nth) {
+		uint4 v[LC_PEERS_UNROLL];
+#pragma unroll
+		for (int k = 0; k < LC_PEERS_UNROLL; k++)
+			if (i + k * nth < words) v[k] = s[i + k * nth];
+		for (lc_u32 j = 1; j < nranks; j++) {
+			uint4 *d = (uint4 *)(ptrs[(rank + j) % nranks] + off);
+#pragma unroll
+			for (int k = 0; k < LC_PEERS_UNROLL; k++)
+				if (i + k * nth < words) d[i + k * nth] = v[k];
+		}
+	}
+	const lc_u64 done = words * 16;
+	if (done == len) return;
+	for (lc_u32 j = 1; j < nranks; j++)
+		lc_put_range(ptrs[(rank + j) % nranks] + off + done, src + done, len - done, tid, nth);
+}
+
+// lc_put_peers_ok reports whether lc_put_peers may copy src to ptrs[p] +
+// off: both 16-byte aligned (the pointers of ptrs are allocations).
+__device__ __forceinline__ bool lc_put_peers_ok(const lc_u8 *src, lc_u64 off) {
+	return (((lc_u64)src | off) & 15) == 0;
+}
+
 // lc_agp_copy_part is the data movement of an exec, by this block: blocks
 // below own_blocks copy the own chunk (n bytes) into place; the others put
 // the first m bytes of the chunk to every peer, peers in the order rank+1,
@@ -51,7 +89,11 @@ __device__ void lc_agp_copy_part(lc_u8 *const *bases, lc_u32 rank, lc_u32 nranks
 	}
 	const lc_u64 b = blockIdx.x - own_blocks, nb = gridDim.x - own_blocks;
 	const lc_u64 tid = b * blockDim.x + threadIdx.x, nth = nb * blockDim.x;
-	for (lc_u32 i = 1; i < nranks; i++) lc_put_range(bases[(rank + i) % nranks] + off, src, m, tid, nth);
+	if (lc_put_peers_ok(src, off)) {
+		lc_put_peers(bases, off, rank, nranks, src, m, tid, nth);
+	} else {
+		for (lc_u32 i = 1; i < nranks; i++) lc_put_range(bases[(rank + i) % nranks] + off, src, m, tid, nth);
+	}
 	if (own != src && own_blocks == 0) lc_put_range(own, src, n, tid, nth);
 }
 

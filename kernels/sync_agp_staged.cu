@@ -74,35 +74,8 @@ __device__ bool lc_st_wait(const lc_u64 *flag, lc_u64 e, lc_u64 n, lc_u32 who, l
 }
 
 // LC_ST_UNROLL is how many 16-byte words each thread has in flight when a
-// part moves: loads first, then the stores.
+// part is copied out of staging: loads first, then the stores.
 #define LC_ST_UNROLL 4
-
-// lc_st_send stores this block's part (len bytes at src) at base of every
-// peer's staging area (stage[p] + base). Each word of the part is loaded
-// once and stored to every peer: loading it again per peer put a load's
-// latency on the path once per peer. src must be 16-byte aligned where the
-// caller takes this path (the staging slots always are).
-__device__ void lc_st_send(lc_u8 *const *stage, lc_u64 base, lc_u32 rank, lc_u32 nranks, const lc_u8 *src,
-                           lc_u64 len) {
-	const lc_u64 words = len / 16, nth = blockDim.x;
-	const uint4 *s = (const uint4 *)src;
-	for (lc_u64 i = threadIdx.x; i < words; i += LC_ST_UNROLL * nth) {
-		uint4 v[LC_ST_UNROLL];
-#pragma unroll
-		for (int k = 0; k < LC_ST_UNROLL; k++)
-			if (i + k * nth < words) v[k] = s[i + k * nth];
-		for (lc_u32 j = 1; j < nranks; j++) {
-			uint4 *d = (uint4 *)(stage[(rank + j) % nranks] + base);
-#pragma unroll
-			for (int k = 0; k < LC_ST_UNROLL; k++)
-				if (i + k * nth < words) d[i + k * nth] = v[k];
-		}
-	}
-	const lc_u64 done = words * 16;
-	if (done == len) return;
-	for (lc_u32 j = 1; j < nranks; j++)
-		lc_put_range(stage[(rank + j) % nranks] + base + done, src + done, len - done, threadIdx.x, nth);
-}
 
 // lc_st_recv copies the part (len bytes at lo) of every peer out of this
 // rank's staging (area; writer q's part at base + q * slot) into out at
@@ -158,8 +131,8 @@ extern "C" __global__ void lc_agp_staged(lc_u64 *count, lc_u32 *arrive, lc_u8 *c
 	if (threadIdx.x == 0) failed = 0;
 	// Send: this block's part to every peer, peers in the order rank+1, ...
 	const lc_u64 mine = off + flag_bytes + (b * nranks + rank) * slot + lo;
-	if ((((lc_u64)src + lo) & 15) == 0) {
-		lc_st_send(stage, mine, rank, nranks, src + lo, len);
+	if (lc_put_peers_ok(src + lo, mine)) {
+		lc_put_peers(stage, mine, rank, nranks, src + lo, len, threadIdx.x, blockDim.x);
 	} else {
 		for (lc_u32 i = 1; i < nranks; i++)
 			lc_put_range(stage[(rank + i) % nranks] + mine, src + lo, len, threadIdx.x, blockDim.x);
