@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -259,19 +261,27 @@ func (b *agBench) info() map[string]any {
 }
 
 // firstWarmup is how long each rank keeps its GPU busy before the first
-// timed run of a sweep, firstWarmupOps how many more warm-up ops the first
-// timed run of what is measured (ours and each baseline) gets.
+// timed run of a sweep; firstWarmupOps how many more warm-up ops the first
+// timed run of what is measured (ours and each baseline) gets at least;
+// firstWarmupBusy how long those ops last at least (their count agreed by
+// every rank, at most firstWarmupMax): launching ops back to back brings
+// the host's side (its clock, caches, the launch path) to speed as well,
+// and 100 ops of 1 KiB are over in under a millisecond.
 const (
-	firstWarmup    = 50 * time.Millisecond
-	firstWarmupOps = 100
+	firstWarmup     = 50 * time.Millisecond
+	firstWarmupOps  = 100
+	firstWarmupBusy = 20 * time.Millisecond
+	firstWarmupMax  = 20000
 )
 
 // warm runs the warm-up ops of what (see warmed). On CUDA the first timed
 // run of a sweep meets a GPU that was idle (clocks low): each rank first
-// keeps it busy with copies into its own part of the window for
+// collects garbage (so that no collection falls into the first timed run)
+// and keeps the GPU busy with copies into its own part of the window for
 // firstWarmup (local work, so the ranks need not agree on a count); and
 // the first run of ours and of each baseline (lazy set-up, first touch of
-// their memory) gets firstWarmupOps more ops, the same count on every rank.
+// their memory) gets firstWarmupOps more ops, and more up to
+// firstWarmupBusy (firstOps), the same count on every rank.
 func (b *agBench) warm(op func() error, what string) error {
 	count := b.cfg.Warmup
 	if b.onCUDA && !b.warmed[what] {
@@ -279,12 +289,17 @@ func (b *agBench) warm(op func() error, what string) error {
 			b.warmed = map[string]bool{}
 		}
 		if len(b.warmed) == 0 {
+			runtime.GC()
 			if err := b.heat(); err != nil {
 				return err
 			}
 		}
 		b.warmed[what] = true
-		count += firstWarmupOps
+		more, err := b.firstOps(op)
+		if err != nil {
+			return err
+		}
+		count += more
 	}
 	for i := 0; i < count; i++ {
 		if err := op(); err != nil {
@@ -292,6 +307,38 @@ func (b *agBench) warm(op func() error, what string) error {
 		}
 	}
 	return nil
+}
+
+// firstOps runs firstWarmupOps ops and returns how many more the slowest
+// rank needs for the first warm-up to last firstWarmupBusy (the largest
+// count of every rank's, so that all run the same ops).
+func (b *agBench) firstOps(op func() error) (int, error) {
+	t0 := time.Now()
+	for range firstWarmupOps {
+		if err := op(); err != nil {
+			return 0, err
+		}
+	}
+	if err := b.c.Sync(b.ctx); err != nil {
+		return 0, err
+	}
+	took := time.Since(t0)
+	more := 0
+	if left := firstWarmupBusy - took; left > 0 {
+		more = int(min(int64(left)*firstWarmupOps/max(int64(took), 1), firstWarmupMax))
+	}
+	var mine [8]byte
+	binary.LittleEndian.PutUint64(mine[:], uint64(more))
+	all, err := b.c.Rank.Ex.AllGather(b.ctx, mine[:])
+	if err != nil {
+		return 0, fmt.Errorf("bench allgather: warm-up: %w", err)
+	}
+	for _, d := range all {
+		if len(d) == 8 {
+			more = max(more, int(binary.LittleEndian.Uint64(d)))
+		}
+	}
+	return more, nil
 }
 
 // heat keeps this rank's GPU busy for firstWarmup with copies into its own
