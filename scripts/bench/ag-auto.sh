@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ag-auto.sh: the persistent all-gather with the default settings (path auto)
-# beside NCCL (plain and on symmetric registered buffers), eager and graph, medians of 3 rounds, every size from 1 KiB to
+# beside NCCL (plain and on symmetric registered buffers), eager and graph, 200 execs a
+# run (20 let one host hiccup of 100 us add 5 us to a small size), medians of 3 rounds, every size from 1 KiB to
 # 1 GiB; then --stress over the same sizes (every exec checked, rank 1 delayed
 # at random). On the GPU machine, after `make build` here and with bin/ carried:
 #   bash scripts/bench/ag-auto.sh N [GPUS]     N ranks; GPUS e.g. 0,0,1,1 (MPS)
@@ -17,7 +18,7 @@ status=0
 for mode in eager graph; do
 	g=""; [ $mode = graph ] && g="--graph"
 	echo "== $mode"
-	timeout -s QUIT -k 20 240 $ag $g --vs nccl,nccl-sym -b 1K -e 1G -f 4 --iters 20 -w 5 --rounds 3 \
+	timeout -s QUIT -k 20 240 $ag $g --vs nccl,nccl-sym -b 1K -e 1G -f 4 --iters 200 -w 20 --rounds 3 \
 		--json "$out/ag-auto-$n-$mode.jsonl" || status=1
 done
 echo "== stress"
