@@ -165,8 +165,10 @@ __device__ __forceinline__ void lc_reduce_typed(lc_u32 type, lc_u8 *dst, const l
 // lc_reduce_any reduces n bytes of src into dst, dst op= src, as thread
 // tid of nth, for type code type (LC_DT_*) and operator code op
 // (LC_RED_*); an unknown code does nothing (the host checks them). The
-// plan interpreter's reduce step.
-__device__ void lc_reduce_any(lc_u32 type, lc_u32 op, lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 tid, lc_u64 nth) {
+// plan interpreter's reduce step: a call, not inlined, so that the 32
+// bodies leave the registers and code of the interpreter's other steps
+// (its wait-to-signal path) as they were.
+__device__ __noinline__ void lc_reduce_any(lc_u32 type, lc_u32 op, lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 tid, lc_u64 nth) {
 	if (op == LC_RED_SUM) {
 		lc_reduce_typed<LC_RED_SUM>(type, dst, src, n, tid, nth);
 	} else if (op == LC_RED_PROD) {
