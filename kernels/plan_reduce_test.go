@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -105,5 +106,68 @@ func planReduceCase(t *testing.T, e *env, b planReduceBufs, s *cuda.Stream, c ct
 	}
 	if sl := read(t, d, b.slots, 8); u64at(sl, 0) != uint64(replays) {
 		t.Fatalf("%s: slot %d after %d replays", name, u64at(sl, 0), replays)
+	}
+}
+
+// TestPlanReducePeer: two plans on two streams of one GPU, as two ranks
+// would run: each replay the first adds 1 to every word of its buffer
+// (a reduce step from a buffer of ones) and signals; the second waits,
+// reduces that buffer into its own (the way reduce_from reads a peer's
+// window) and signals back; the first waits for that before its next
+// change. After R replays the second's words hold R x init + R(R+1)/2:
+// every reduction saw the first's bytes of its replay, neither older nor
+// newer (GPU only).
+func TestPlanReducePeer(t *testing.T) {
+	e := needKernels(t)
+	d, k := e.d, e.k
+	s0, s1 := newStream(t, d), newStream(t, d)
+	c := newCtl(t, d)
+	const n, replays = 64<<10 + 12, 500
+	init, ones := make([]byte, n), make([]byte, n)
+	for i := 0; i < n; i += 4 {
+		binary.LittleEndian.PutUint32(init[i:], uint32(1000+i))
+		ones[i] = 1
+	}
+	src, acc, one := alloc(t, d, n), alloc(t, d, n), alloc(t, d, n)
+	flags := zeroed(t, d, 256)
+	fa, fb := flags, flags.Add(128)
+	t0, t1 := alloc(t, d, 3*PlanStepSize), alloc(t, d, 3*PlanStepSize)
+	sum := ReduceStepValue(U32, Sum)
+	pa := []PlanStep{
+		{Kind: StepReduce, Dst: src, Src: one, N: n, Value: sum},
+		{Kind: StepAdd, Dst: fb, Value: 1},
+		{Kind: StepWait, Dst: fa, Count: 1, N: 8, Cmp: CmpGE, Value: 1, Step: 1},
+	}
+	pb := []PlanStep{
+		{Kind: StepWait, Dst: fb, Count: 1, N: 8, Cmp: CmpGE, Value: 1, Step: 1},
+		{Kind: StepReduce, Dst: acc, Src: src, N: n, Value: sum},
+		{Kind: StepAdd, Dst: fa, Value: 1},
+	}
+	must(t, d.MemcpyHtoD(t0, EncodePlan(pa)))
+	must(t, d.MemcpyHtoD(t1, EncodePlan(pb)))
+	must(t, d.MemcpyHtoD(one, ones))
+	for _, gpu := range []bool{false, true} {
+		must(t, d.MemcpyHtoD(src, init))
+		must(t, d.MemcpyHtoD(acc, make([]byte, n)))
+		must(t, d.MemcpyHtoD(flags, make([]byte, 256)))
+		must(t, d.DefaultStream().Synchronize())
+		must(t, k.Plan(s1, PlanSpec{Steps: t1, Period: 3, Count: 3 * replays, Timeout: 10 * time.Second, Record: c.recordDev(), GPUScope: gpu}))
+		must(t, k.Plan(s0, PlanSpec{Steps: t0, Period: 3, Count: 3 * replays, Timeout: 10 * time.Second, Record: c.recordDev(), GPUScope: gpu}))
+		must(t, s0.Synchronize())
+		must(t, s1.Synchronize())
+		must(t, c.check(true))
+		want := make([]byte, n)
+		cur := append([]byte(nil), init...)
+		for range replays {
+			ReduceBytes(cur, ones, U32, Sum)
+			ReduceBytes(want, cur, U32, Sum)
+		}
+		if got := read(t, d, acc, n); !bytes.Equal(got, want) {
+			i := 0
+			for i < n && got[i] == want[i] {
+				i++
+			}
+			t.Fatalf("gpu scope %v: the sum of %d replays differs from byte %d", gpu, replays, i)
+		}
 	}
 }
