@@ -4,12 +4,13 @@
 // The host compiles each plan op into steps (kernels.PlanStep, 64 bytes):
 // a copy (above LC_PLAN_SMALL bytes), fill or reduction done by every
 // thread of the block, then a block barrier; or a small copy, store, add
-// or wait done by thread 0 alone. A store or add is a release: the barrier after a wide
-// copy, or program order for thread 0's own, puts the copy before it. A
-// wait ends with an acquire; a block barrier before the next wide step
-// puts every thread's part of it after the wait (and after thread 0's
-// small copies). Values that move by replay (cumulative
-// signal targets, barrier epochs) are value + replay * step.
+// or wait done by thread 0 alone. A store or add is a release: the
+// barrier after a wide step, or program order for thread 0's own, puts
+// the copy or the reduction's result before it. A wait ends with an
+// acquire; a block barrier before the next wide step puts every thread's
+// part of it after the wait (and after thread 0's small copies). Values
+// that move by replay (cumulative signal targets, barrier epochs) are
+// value + replay * step.
 
 #define LC_STEP_COPY 0
 #define LC_STEP_STORE 1
@@ -220,9 +221,11 @@ __device__ __forceinline__ bool lc_plan_prefetchable(const lc_plan_step &t) {
 // signal to ours. Nothing else writes a private source meanwhile: earlier
 // steps are done (thread 0's in program order, every thread's before a
 // block barrier) and no peer writes it.
-extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_plan_step *steps, lc_u32 period, lc_u32 first, lc_u64 count, lc_u64 rep0,
-                                   lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec, lc_u32 tag, int flags,
-                                   const lc_u64 *epoch) {
+extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_plan_step *steps, lc_u32 period,
+                                                                       lc_u32 first, lc_u64 count, lc_u64 rep0,
+                                                                       lc_u64 timeout_ns, const lc_u32 *abort_flag,
+                                                                       lc_record *rec, lc_u32 tag, int flags,
+                                                                       const lc_u64 *epoch) {
 	const int gpu = flags & LC_PLAN_GPU;
 	__shared__ int stop;
 	// Short plans are read from shared memory, loaded once.
