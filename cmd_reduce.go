@@ -81,7 +81,7 @@ func cmdBenchReduce(coll string, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), mpi (host, under Open MPI's mpirun)")
 	fs.BoolVar(&f.graph, "graph", false, "capture the NCCL baseline in a CUDA graph, replayed per call")
 	fs.BoolVar(&f.plan, "plan", false, "record the schedule once per size into a plan (lc.plan), verified, and replay it with no Lua per call")
-	fs.StringVar(&f.planMode, "plan-mode", "", "with --plan (implied): how the plan replays: auto (host on the host backend, stream on CUDA), host, stream (the interpreter between the reduce kernel's launches) or graph (one CUDA graph a replay)")
+	fs.StringVar(&f.planMode, "plan-mode", "", "with --plan (implied): how the plan replays: auto (host on the host backend, stream on CUDA), host, stream (the interpreter between the reduce kernel's launches), device (one kernel runs the whole op list, reductions included) or graph (one CUDA graph a replay)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the rows and the run's metadata as JSON Lines to FILE")
 	fs.StringVar(&f.plot, "plot", "", "write a plot of busbw against size to FILE.svg or FILE.png")
 	if code, ok := parse(fs, args, stdout); !ok {
@@ -152,13 +152,15 @@ func (f *redFlags) check() error {
 		return fmt.Errorf("-w %d: must not be negative", f.warmup)
 	case f.graph && f.rank.device != "cuda":
 		return fmt.Errorf("--graph needs --device cuda")
+	case (f.planMode == "device" || f.planMode == "stream" || f.planMode == "graph") && f.rank.device != "cuda":
+		return fmt.Errorf("--plan-mode %s needs --device cuda (plans on --device %s replay in mode host)", f.planMode, f.rank.device)
 	}
 	switch f.planMode {
 	case "":
-	case "auto", "host", "stream", "graph":
+	case "auto", "host", "stream", "device", "graph":
 		f.plan = true
 	default:
-		return fmt.Errorf("--plan-mode %q: want auto, host, stream or graph (the device interpreter has no reductions)", f.planMode)
+		return fmt.Errorf("--plan-mode %q: want auto, host, stream, device or graph", f.planMode)
 	}
 	for _, b := range strings.Split(f.vs, ",") {
 		switch strings.TrimSpace(b) {
@@ -273,8 +275,7 @@ func runBenchReduce(ctx context.Context, c *engine.Comm, f redFlags, stdout, std
 	defer st.Close()
 	schedule, algo := st.ReduceSchedule, f.algo
 	if f.plan {
-		// auto on CUDA tries device mode, which has no reductions, and
-		// takes stream mode.
+		// auto on CUDA takes stream mode for plans with reductions.
 		st.PlanMode = f.planMode
 		schedule, algo = st.ReduceSchedulePlan, f.algo+" (plan, mode "+st.Mode()+")"
 	}

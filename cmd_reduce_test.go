@@ -77,7 +77,8 @@ func TestBenchReduceErrors(t *testing.T) {
 		{[]string{"--vs", "nccl"}, "--vs nccl: NCCL runs on GPUs"},
 		{[]string{"--vs", "gloo"}, "unknown baseline"},
 		{[]string{"--graph"}, "--graph needs --device cuda"},
-		{[]string{"--plan-mode", "device"}, "--plan-mode \"device\": want auto, host, stream or graph"},
+		{[]string{"--plan-mode", "warp"}, "--plan-mode \"warp\": want auto, host, stream, device or graph"},
+		{[]string{"--plan-mode", "device"}, "--plan-mode device needs --device cuda (plans on --device host replay in mode host)"},
 		{[]string{"--vs", "mpi"}, "Open MPI's mpirun"},
 	} {
 		args := append([]string{"bench", "allreduce", "-n", "2"}, c.args...)
@@ -97,7 +98,7 @@ func TestBenchReduceErrors(t *testing.T) {
 func TestReduceAcrossNodes(t *testing.T) {
 	needUCX(t)
 	r := luacoll(t, nil, "run", "-n", "4", "--nodes", "2", "tests/reduce.lua")
-	if r.code != 0 || !strings.Contains(r.stdout, "reduce: 17 passed, 0 failed") {
+	if r.code != 0 || !strings.Contains(r.stdout, "reduce: 25 passed, 0 failed") {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -26,10 +26,11 @@ const (
 	StepPutSignal                 // thread 0: N <= PlanSmall bytes from Src to Dst, then a release of Value into the slot at Aux (Cmp bit 0: add, else store; PutPrivate)
 	StepLinePut                   // thread 0: N <= 8 bytes of Src and the flag Value + replay*Step in one 16-byte line at Dst (no release; Cmp: PutPrivate)
 	StepLineWait                  // thread 0: until the line at Dst shows the flag Value + replay*Step; then its N bytes to Src and Cmp added to the slot at Aux (Count: LineSendFirst)
-	// StepReduce is never run by the interpreter: stream and graph mode cut
-	// it out as a launch of its own, the reduce kernel over N bytes, Dst op=
-	// Src (ReduceStepValue's type and op in Value); device mode refuses plans
-	// that have one.
+	// StepReduce: every thread, Dst op= Src over N bytes (whole elements,
+	// both aligned to the element), the type and operator of
+	// ReduceStepValue in Value; Src may be a peer's memory this device
+	// maps. Stream and graph mode cut it out as a launch of the reduce
+	// kernel instead.
 	StepReduce
 )
 
@@ -53,7 +54,7 @@ const PutPrivate Cmp = 2
 // LineSendFirst in a StepLineWait's Count lets the drain send the next
 // step's line (a StepLinePut right after it, from a private source) as
 // soon as its own line is in, before it writes the payload: allowed when
-// no peer reads the rank's window with get.
+// no peer reads the rank's window (get, reduce_from).
 const LineSendFirst = 1
 
 // PlanStep is one step of a device plan, laid out as sync_plan.cu's
@@ -71,10 +72,31 @@ type PlanStep struct {
 	Aux   cuda.DevicePtr
 }
 
+// Check reports what makes a step one the interpreter must not run: a
+// reduction of an unknown type or operator, of a part of an element, or
+// at an address not aligned to the element (the interpreter assumes
+// all of these). Other steps pass.
+func (s PlanStep) Check() error {
+	if s.Kind != StepReduce {
+		return nil
+	}
+	t, op := ReduceStepOf(s.Value)
+	switch {
+	case s.Value>>16 != 0 || !t.Valid() || !op.Valid():
+		return fmt.Errorf("reduce step: %w: value %#x names no element type and operator", ErrBadSpec, s.Value)
+	case s.N%t.Size() != 0:
+		return fmt.Errorf("reduce step: %w: %d bytes is not a whole number of %s elements", ErrBadSpec, s.N, t)
+	case uint64(s.Dst)%t.Size() != 0 || uint64(s.Src)%t.Size() != 0:
+		return fmt.Errorf("reduce step: %w: %s at %#x from %#x: not aligned to the element", ErrBadSpec, t, uint64(s.Dst), uint64(s.Src))
+	}
+	return nil
+}
+
 // PlanStepSize is the size of one encoded step.
 const PlanStepSize = 64
 
-// PlanThreads is the block size of the plan interpreter.
+// PlanThreads is the block size of the plan interpreter, and the largest
+// it may run with (sync_plan.cu's LC_PLAN_THREADS).
 const PlanThreads = 512
 
 // PlanFailBit marks a failure record written by the plan interpreter: its
@@ -142,7 +164,8 @@ type PlanSpec struct {
 	// NoPrefetch turns off the early read of a private put_signal source
 	// by the wait before it.
 	NoPrefetch bool
-	// Threads is the block size (0: PlanThreads).
+	// Threads is the block size (0: PlanThreads; at most PlanThreads, the
+	// kernel's launch bound).
 	Threads uint32
 	// Epoch, when set, is device memory whose value is added to Rep0 as
 	// the kernel starts (a graph's replay count).
@@ -154,11 +177,11 @@ type PlanSpec struct {
 const PlanSmall = 256
 
 // Wide reports whether every thread of the interpreter's block takes part
-// in the step (a fill, or a copy above PlanSmall bytes); other steps are
-// thread 0's.
+// in the step (a fill, a reduction, or a copy above PlanSmall bytes);
+// other steps are thread 0's.
 func (s PlanStep) Wide() bool {
 	switch s.Kind {
-	case StepFillByte, StepFillIota, StepFillRand:
+	case StepFillByte, StepFillIota, StepFillRand, StepReduce:
 		return true
 	case StepCopy:
 		return s.N > PlanSmall
@@ -170,6 +193,9 @@ func (s PlanStep) Wide() bool {
 func (k *Kernels) Plan(s *cuda.Stream, p PlanSpec) error {
 	if p.Count == 0 || p.Period == 0 || p.Period > PlanMaxSteps || p.First >= p.Period || p.Tag >= PlanMaxTag || p.Steps == 0 {
 		return fmt.Errorf("plan (%d steps from step %d of %d, tag %d): %w", p.Count, p.First, p.Period, p.Tag, ErrBadSpec)
+	}
+	if p.Threads > PlanThreads {
+		return fmt.Errorf("plan of %d threads a block: %w: at most %d", p.Threads, ErrBadSpec, PlanThreads)
 	}
 	flags := int32(0) // sync_plan.cu's LC_PLAN_*
 	if p.GPUScope {

@@ -8,6 +8,16 @@
 #define LC_RED_MIN 2
 #define LC_RED_MAX 3
 
+// Element type codes (kernels.DType).
+#define LC_DT_F32 0
+#define LC_DT_F64 1
+#define LC_DT_F16 2
+#define LC_DT_BF16 3
+#define LC_DT_I32 4
+#define LC_DT_I64 5
+#define LC_DT_U32 6
+#define LC_DT_U64 7
+
 typedef unsigned short lc_u16;
 struct lc_f16 { lc_u16 x; };
 struct lc_bf16 { lc_u16 x; };
@@ -73,12 +83,12 @@ template <typename T, int OP> __device__ __forceinline__ void lc_red_vec(uint4 &
 	for (int k = 0; k < (int)(16 / sizeof(T)); k++) dp[k] = lc_redop<T, OP>::apply(dp[k], sp[k]);
 }
 
-// The body: where dst and src share their alignment mod 16, a head of
-// single elements, then 16-byte vectors four per thread and turn (loads
-// first, so that eight are in flight), then the tail; otherwise single
-// elements throughout.
-template <typename T, int OP> __device__ void lc_reduce_body(lc_u8 *dst, const lc_u8 *src, lc_u64 count) {
-	const lc_u64 tid = lc_tid(), nth = lc_nthreads();
+// The range as thread tid of nth: where dst and src share their
+// alignment mod 16, a head of single elements, then 16-byte vectors four
+// per thread and turn (loads first, so that eight are in flight), then the
+// tail; otherwise single elements throughout.
+template <typename T, int OP>
+__device__ void lc_reduce_range(lc_u8 *dst, const lc_u8 *src, lc_u64 count, lc_u64 tid, lc_u64 nth) {
 	T *d = (T *)dst;
 	const T *s = (const T *)src;
 	const lc_u64 per = 16 / sizeof(T);
@@ -111,6 +121,63 @@ template <typename T, int OP> __device__ void lc_reduce_body(lc_u8 *dst, const l
 		dv[i] = a;
 	}
 	for (lc_u64 j = head + nv * per + tid; j < count; j += nth) d[j] = lc_redop<T, OP>::apply(d[j], s[j]);
+}
+
+// The body of the reduce kernels: the range over the whole grid.
+template <typename T, int OP> __device__ void lc_reduce_body(lc_u8 *dst, const lc_u8 *src, lc_u64 count) {
+	lc_reduce_range<T, OP>(dst, src, count, lc_tid(), lc_nthreads());
+}
+
+// lc_reduce_typed is lc_reduce_range for the type of code type (LC_DT_*)
+// over n bytes; signed sums and products run on the unsigned type of the
+// same width, as the kernels below.
+template <int OP>
+__device__ __forceinline__ void lc_reduce_typed(lc_u32 type, lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 tid,
+                                                lc_u64 nth) {
+	const bool wraps = OP == LC_RED_SUM || OP == LC_RED_PROD;
+	if (type == LC_DT_F32) {
+		lc_reduce_range<float, OP>(dst, src, n / 4, tid, nth);
+	} else if (type == LC_DT_F64) {
+		lc_reduce_range<double, OP>(dst, src, n / 8, tid, nth);
+	} else if (type == LC_DT_F16) {
+		lc_reduce_range<lc_f16, OP>(dst, src, n / 2, tid, nth);
+	} else if (type == LC_DT_BF16) {
+		lc_reduce_range<lc_bf16, OP>(dst, src, n / 2, tid, nth);
+	} else if (type == LC_DT_I32) {
+		if (wraps) {
+			lc_reduce_range<lc_u32, OP>(dst, src, n / 4, tid, nth);
+		} else {
+			lc_reduce_range<int, OP>(dst, src, n / 4, tid, nth);
+		}
+	} else if (type == LC_DT_I64) {
+		if (wraps) {
+			lc_reduce_range<lc_u64, OP>(dst, src, n / 8, tid, nth);
+		} else {
+			lc_reduce_range<long long, OP>(dst, src, n / 8, tid, nth);
+		}
+	} else if (type == LC_DT_U32) {
+		lc_reduce_range<lc_u32, OP>(dst, src, n / 4, tid, nth);
+	} else if (type == LC_DT_U64) {
+		lc_reduce_range<lc_u64, OP>(dst, src, n / 8, tid, nth);
+	}
+}
+
+// lc_reduce_any reduces n bytes of src into dst, dst op= src, as thread
+// tid of nth, for type code type (LC_DT_*) and operator code op
+// (LC_RED_*); an unknown code does nothing (the host checks them). The
+// plan interpreter's reduce step: a call, not inlined, so that the 32
+// bodies leave the registers and code of the interpreter's other steps
+// (its wait-to-signal path) as they were.
+__device__ __noinline__ void lc_reduce_any(lc_u32 type, lc_u32 op, lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 tid, lc_u64 nth) {
+	if (op == LC_RED_SUM) {
+		lc_reduce_typed<LC_RED_SUM>(type, dst, src, n, tid, nth);
+	} else if (op == LC_RED_PROD) {
+		lc_reduce_typed<LC_RED_PROD>(type, dst, src, n, tid, nth);
+	} else if (op == LC_RED_MIN) {
+		lc_reduce_typed<LC_RED_MIN>(type, dst, src, n, tid, nth);
+	} else if (op == LC_RED_MAX) {
+		lc_reduce_typed<LC_RED_MAX>(type, dst, src, n, tid, nth);
+	}
 }
 
 // One kernel per type and operator, lc_reduce_<type>_<op> (kernels.ReduceKernel);

@@ -18,13 +18,16 @@ import (
 
 // Tests that need no GPU.
 
+// kernelBounds matches a kernel's optional launch bound before its name.
+const kernelBounds = `(?:__launch_bounds__\(\w+\) )?`
+
 func TestSourceHasEveryKernel(t *testing.T) {
 	src := Source()
 	if !strings.HasPrefix(src, "// ---- common.cu ----") {
 		t.Fatalf("common.cu must come first:\n%.200s", src)
 	}
 	for _, n := range Names() {
-		if !strings.Contains(src, `extern "C" __global__ void `+n+"(") {
+		if !regexp.MustCompile(`extern "C" __global__ void ` + kernelBounds + n + `\(`).MatchString(src) {
 			t.Errorf("kernel %s missing from the program", n)
 		}
 	}
@@ -175,7 +178,7 @@ func TestRecord(t *testing.T) {
 // missing from it would be loaded on first launch, which waits for the
 // kernels already running.
 func TestNamesListEveryKernel(t *testing.T) {
-	re := regexp.MustCompile(`extern "C" __global__ void (\w+)\(`)
+	re := regexp.MustCompile(`extern "C" __global__ void ` + kernelBounds + `(\w+)\(`)
 	var inSource []string
 	for _, m := range re.FindAllStringSubmatch(Source(), -1) {
 		inSource = append(inSource, m[1])

@@ -2,14 +2,15 @@
 // after replay, with no launch between ops (a plan's "device" mode).
 //
 // The host compiles each plan op into steps (kernels.PlanStep, 64 bytes):
-// a copy (above LC_PLAN_SMALL bytes) or fill done by every thread of the
-// block, then a block barrier; or a small copy, store, add or wait done by
-// thread 0 alone. A store or add is a release: the barrier after a wide
-// copy, or program order for thread 0's own, puts the copy before it. A
-// wait ends with an acquire; a block barrier before the next wide step
-// puts every thread's part of it after the wait (and after thread 0's
-// small copies). Values that move by replay (cumulative
-// signal targets, barrier epochs) are value + replay * step.
+// a copy (above LC_PLAN_SMALL bytes), fill or reduction done by every
+// thread of the block, then a block barrier; or a small copy, store, add
+// or wait done by thread 0 alone. A store or add is a release: the
+// barrier after a wide step, or program order for thread 0's own, puts
+// the copy or the reduction's result before it. A wait ends with an
+// acquire; a block barrier before the next wide step puts every thread's
+// part of it after the wait (and after thread 0's small copies). Values
+// that move by replay (cumulative signal targets, barrier epochs) are
+// value + replay * step.
 
 #define LC_STEP_COPY 0
 #define LC_STEP_STORE 1
@@ -21,6 +22,7 @@
 #define LC_STEP_PUT_SIGNAL 7  // thread 0: a small copy, then a release of value at aux (cmp bit 0: add)
 #define LC_STEP_LINE_PUT 8    // thread 0: n <= 8 bytes of src and flag value in one 16-byte line at dst
 #define LC_STEP_LINE_WAIT 9   // thread 0: until the line at dst shows flag value; its n bytes to src, cmp added to aux
+#define LC_STEP_REDUCE 10     // every thread: dst op= src over n bytes; value: type code (LC_DT_*) | operator code (LC_RED_*) << 8
 
 // A line drain's count bit: the next step's line, when it comes right
 // after, may go out before the drain writes its payload (no peer reads
@@ -49,6 +51,11 @@
 // around them.
 #define LC_PLAN_SMALL 256
 
+// The largest block lc_plan runs with (kernels.PlanThreads): its launch
+// bound, so that the reduce step's registers never keep a block of this
+// size from launching.
+#define LC_PLAN_THREADS 512
+
 __device__ __forceinline__ void lc_copy_small(lc_u8 *dst, const lc_u8 *src, lc_u64 n) {
 	lc_u64 k = 0;
 	if ((((lc_u64)dst | (lc_u64)src) & 7) == 0) {
@@ -63,9 +70,9 @@ struct lc_plan_step {
 	lc_u32 cmp;    // wait: LC_CMP_*; put_signal: 1 to add, 0 to store
 	lc_u32 op;     // the plan op the step belongs to (for the host)
 	lc_u64 dst;    // copy, fill: destination; store, add: the slot; wait: the first slot
-	lc_u64 src;    // copy: source
-	lc_u64 n;      // copy, fill: bytes; wait: bytes between slots
-	lc_u64 value;  // store, add: the value; wait: the target; fill: the byte, start or seed
+	lc_u64 src;    // copy, reduce: source
+	lc_u64 n;      // copy, fill, reduce: bytes; wait: bytes between slots
+	lc_u64 value;  // store, add: the value; wait: the target; fill: the byte, start or seed; reduce: type | op << 8
 	lc_u64 step;   // added to value per replay (store, wait)
 	lc_u64 aux;    // put_signal: the slot
 };
@@ -214,9 +221,11 @@ __device__ __forceinline__ bool lc_plan_prefetchable(const lc_plan_step &t) {
 // signal to ours. Nothing else writes a private source meanwhile: earlier
 // steps are done (thread 0's in program order, every thread's before a
 // block barrier) and no peer writes it.
-extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 period, lc_u32 first, lc_u64 count, lc_u64 rep0,
-                                   lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec, lc_u32 tag, int flags,
-                                   const lc_u64 *epoch) {
+extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_plan_step *steps, lc_u32 period,
+                                                                       lc_u32 first, lc_u64 count, lc_u64 rep0,
+                                                                       lc_u64 timeout_ns, const lc_u32 *abort_flag,
+                                                                       lc_record *rec, lc_u32 tag, int flags,
+                                                                       const lc_u64 *epoch) {
 	const int gpu = flags & LC_PLAN_GPU;
 	__shared__ int stop;
 	// Short plans are read from shared memory, loaded once.
@@ -276,7 +285,7 @@ extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 period, lc_
 		{
 			const lc_plan_step &s = run ? runs[v] : table[i];
 			const bool wide = s.kind == LC_STEP_FILL_BYTE || s.kind == LC_STEP_FILL_IOTA || s.kind == LC_STEP_FILL_RAND ||
-			                  (s.kind == LC_STEP_COPY && s.n > LC_PLAN_SMALL);
+			                  s.kind == LC_STEP_REDUCE || (s.kind == LC_STEP_COPY && s.n > LC_PLAN_SMALL);
 			if (!wide) {
 				// Thread 0's step; a failed wait skips them all until the
 				// next barrier, where every thread stops.
@@ -379,6 +388,11 @@ extern "C" __global__ void lc_plan(const lc_plan_step *steps, lc_u32 period, lc_
 				break;
 			case LC_STEP_FILL_RAND:
 				for (lc_u64 k = tid; k < s.n; k += nth) d[k] = (lc_u8)(lc_rand_word(s.value, k / 8) >> (8 * (k % 8)));
+				break;
+			case LC_STEP_REDUCE:
+				// src may be a peer's window (NVLink): read as a get's
+				// copy reads it, after the barrier that follows the wait.
+				lc_reduce_any((lc_u32)(s.value & 0xff), (lc_u32)((s.value >> 8) & 0xff), d, (const lc_u8 *)s.src, s.n, tid, nth);
 				break;
 			}
 			// Every thread's part is done before thread 0 signals.

@@ -81,6 +81,14 @@ step plan-fail timeout -s QUIT -k 20 120 bash -c "for m in device stream graph; 
 step plan-stop timeout -s QUIT -k 20 120 bash -c "for m in device stream graph; do $bin run -n $n --device cuda tests/plan_stop.lua \$m || exit 1; done"
 step plan-interrupt timeout -s QUIT -k 20 120 bash -c "for m in device stream graph; do $bin run -n $n --device cuda tests/plan_stop.lua \$m forever & p=\$!; sleep 5; s=\$SECONDS; kill -INT \$p; wait \$p; c=\$?; echo mode \$m: exit \$c after \$((SECONDS - s)) s; [ \$c = 130 ] && [ \$((SECONDS - s)) -le 5 ] || exit 1; done"
 leaks plan
+# reductions: the schedules of lib/reduce_scatter.lua and lib/all_reduce.lua,
+# eager and as plans, in each plan mode (device: the interpreter's reduce
+# step, reduce_from reading the peer over NVLink); every result checked
+step reduce timeout -s QUIT -k 20 300 bash -c "for m in auto stream graph device; do $bin run -n $n --device cuda tests/reduce.lua \$m || exit 1; done"
+# small all-reduces and reduce-scatters as plans in device and stream mode
+# beside NCCL (every round's result checked against the host reference)
+step bench-red-plan-small timeout -s QUIT -k 20 300 bash -c "for m in device stream; do for a in lua:one_shot lua:two_shot lua:one_shot_pull; do $bin bench allreduce -n $n --device cuda --algo \$a --plan-mode \$m --vs nccl -b 1K -e 64K -f 4 --iters 200 -w 20 --rounds 3 || exit 1; done; $bin bench reduce_scatter -n $n --device cuda --algo lua:push --plan-mode \$m --vs nccl -b 1K -e 64K -f 4 --iters 200 -w 20 --rounds 3 || exit 1; done"
+leaks reduce
 step tour timeout -s QUIT -k 20 120 $bin run -n "$n" --device cuda
 step fail timeout -s QUIT -k 20 120 bash -c "$bin run -n $n --device cuda --timeout 60s tests/fail_wait.lua; echo launcher exit \$?"
 leaks fail

@@ -98,16 +98,9 @@ func (p *Plan) useDevice(mode int) error {
 	if !ok || !ok2 {
 		return fmt.Errorf("%w: it needs the CUDA backend", ErrNoDevice)
 	}
-	d := &device{s: s, uses: map[int]uint64{}, puses: map[[2]int]uint64{}, gpu: allOnMyDevice(r.Topo, r.ID()),
-		sm: p.w.Options().Path == "sm"}
-	if err := p.compile(d); err != nil {
+	d := &device{s: s, gpu: allOnMyDevice(r.Topo, r.ID()), sm: p.w.Options().Path == "sm"}
+	if err := p.deviceSteps(d); err != nil {
 		return err
-	}
-	if mode == modeDevice && hasReduce(d.steps) {
-		return fmt.Errorf("%w: the interpreter has no reductions (they run in stream and graph mode)", ErrNoDevice)
-	}
-	if len(d.steps) >= kernels.PlanMaxSteps {
-		return fmt.Errorf("%w: %d steps, more than the %d the interpreter takes", ErrNoDevice, len(d.steps), kernels.PlanMaxSteps-1)
 	}
 	if len(d.steps) > 0 {
 		p.fillMoving(d)
@@ -129,6 +122,20 @@ func (p *Plan) useDevice(mode int) error {
 		}
 	}
 	p.dev = d
+	return nil
+}
+
+// deviceSteps compiles the plan's ops into d's steps for the interpreter:
+// an error wrapping ErrNoDevice names the op it cannot run (one that
+// reaches a peer over the network), or says the plan has too many steps.
+func (p *Plan) deviceSteps(d *device) error {
+	d.uses, d.puses = map[int]uint64{}, map[[2]int]uint64{}
+	if err := p.compile(d); err != nil {
+		return err
+	}
+	if len(d.steps) >= kernels.PlanMaxSteps {
+		return fmt.Errorf("%w: %d steps, more than the %d the interpreter takes", ErrNoDevice, len(d.steps), kernels.PlanMaxSteps-1)
+	}
 	return nil
 }
 
@@ -177,7 +184,7 @@ type compiler struct {
 	// drains are this rank's line drains (lines.go), by the op they come
 	// before; sendFirst is kernels.LineSendFirst when a drain may send
 	// the next step's line before it writes its payload (no peer reads
-	// this rank's window with get), else 0.
+	// this rank's window: no get or reduce_from from it), else 0.
 	drains    map[int][]LineRef
 	sendFirst uint32
 }
@@ -242,7 +249,7 @@ func (c *compiler) planDrains() {
 	c.sendFirst = uint32(kernels.LineSendFirst)
 	for q, l := range p.lists {
 		for _, o := range l.Ops {
-			if q != c.me && o.Kind == Get && o.Peer == c.me {
+			if q != c.me && o.Kind.ReadsPeer() && o.Peer == c.me {
 				c.sendFirst = 0
 			}
 		}

@@ -261,14 +261,15 @@ func lineShaped(o Op, s, n int) bool {
 
 // writesOnlyLines reports whether the only writes of rank s's list that
 // another rank could read are put_signals of a line's shape: no other put
-// (to any rank, itself included when a peer gets from it), and no fill or
-// get into its window when a peer gets from it.
+// (to any rank, itself included when a peer reads its window), and no
+// fill, get or reduction into its window when a peer reads it (get,
+// reduce_from).
 func writesOnlyLines(lists []List, s int) bool {
 	n := len(lists)
 	gotFrom := false
 	for q, l := range lists {
 		for _, o := range l.Ops {
-			if q != s && o.Kind == Get && o.Peer == s {
+			if q != s && o.Kind.ReadsPeer() && o.Peer == s {
 				gotFrom = true
 			}
 		}
@@ -280,7 +281,7 @@ func writesOnlyLines(lists []List, s int) bool {
 			if o.Peer != s || gotFrom {
 				return false
 			}
-		case (o.Kind == Fill || o.Kind == Get) && o.Buf == WindowBuf && gotFrom:
+		case o.Kind.WritesBuf() && o.Buf == WindowBuf && gotFrom:
 			return false
 		}
 	}

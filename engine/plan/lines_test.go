@@ -3,6 +3,7 @@ package plan
 import (
 	"testing"
 
+	"github.com/luacoll/luacoll/kernels"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
@@ -145,4 +146,53 @@ func TestLines(t *testing.T) {
 			t.Fatalf("got %v, want rank 1's line only", got)
 		}
 	})
+	t.Run("a peer reduces from the sender", func(t *testing.T) {
+		// Rank 0 reduces into its window, which rank 1 reads with
+		// reduce_from: rank 0's line would not release the reduction.
+		red := Op{Kind: Reduce, Buf: WindowBuf, BufOff: 64, Src: 1, N: 8}
+		lists := pingPongLists(2)
+		lists[0].Ops = append([]Op{red}, lists[0].Ops...)
+		if got, _ := Lines(lists); len(got) != 2 {
+			t.Fatalf("without a reader: got %v, want both lines", got)
+		}
+		lists[1].Ops = append(lists[1].Ops, Op{Kind: ReduceFrom, Peer: 0, Off: 64, Buf: 1, N: 8})
+		got, _ := Lines(lists)
+		if _, ok := got[LineRef{0, 1}]; ok || len(got) != 1 {
+			t.Fatalf("got %v, want rank 1's line only", got)
+		}
+		// A reduce_from into its own window (not a buffer) is a write a
+		// reader sees too.
+		lists = pingPongLists(2)
+		lists[0].Ops = append([]Op{{Kind: ReduceFrom, Peer: 1, Buf: WindowBuf, BufOff: 64, N: 8}}, lists[0].Ops...)
+		lists[1].Ops = append(lists[1].Ops, Op{Kind: Get, Peer: 0, Off: 64, Buf: 1, N: 8})
+		got, _ = Lines(lists)
+		if _, ok := got[LineRef{0, 1}]; ok {
+			t.Fatalf("got %v: rank 0's reduce_from into its window beside its line", got)
+		}
+	})
+}
+
+// A drain sends the next line before its payload only where no peer
+// reads this rank's window: a get or a reduce_from from it rules it out.
+func TestSendFirst(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		read *Op
+		want uint32
+	}{
+		{"no reader", nil, kernels.LineSendFirst},
+		{"get", &Op{Kind: Get, Peer: 0, Buf: 1, N: 8}, 0},
+		{"reduce_from", &Op{Kind: ReduceFrom, Peer: 0, Buf: 1, N: 8}, 0},
+		{"reduce_from of another rank", &Op{Kind: ReduceFrom, Peer: 2, Buf: 1, N: 8}, kernels.LineSendFirst},
+	} {
+		lists := pingPongLists(3)
+		if c.read != nil {
+			lists[1].Ops = append(lists[1].Ops, *c.read)
+		}
+		cm := &compiler{p: &Plan{lists: lists}, me: 0}
+		cm.planDrains()
+		if cm.sendFirst != c.want {
+			t.Errorf("%s: sendFirst %d, want %d", c.name, cm.sendFirst, c.want)
+		}
+	}
 }

@@ -71,6 +71,14 @@ func (k Kind) HasSignal() bool {
 	return k == PutSignal || k == PutSignalCounter || k == Signal || k == SignalAll
 }
 
+// ReadsPeer reports whether the op reads its peer's window (get,
+// reduce_from).
+func (k Kind) ReadsPeer() bool { return k == Get || k == ReduceFrom }
+
+// WritesBuf reports whether the op writes its local buffer (Op.Buf):
+// a get, a fill or a reduction.
+func (k Kind) WritesBuf() bool { return k == Get || k == Fill || k == Reduce || k == ReduceFrom }
+
 // HasCounter reports whether the op adds to a counter.
 func (k Kind) HasCounter() bool { return k == PutCounter || k == PutSignalCounter }
 

@@ -152,13 +152,3 @@ func (c *compiler) reduce(i int) error {
 	}
 	return nil
 }
-
-// hasReduce reports whether steps hold a reduction.
-func hasReduce(steps []kernels.PlanStep) bool {
-	for _, s := range steps {
-		if s.Kind == kernels.StepReduce {
-			return true
-		}
-	}
-	return false
-}

@@ -5,6 +5,9 @@
 -- Every schedule, called from Lua and as two plans run in turn, on integer
 -- data with exact results (uneven and empty chunks included); each result
 -- is compared with a reference built by w:reduce from every rank's input.
+-- Then plans of the schedules that reduce in rank order (one_shot: w:reduce,
+-- one_shot_pull: reduce_from) on f32, f64, f16 and bf16 data, whose results
+-- have the reference's bits.
 local lc = require("luacoll")
 local rs, ar = require("reduce_scatter"), require("all_reduce")
 local mode = arg and arg[1] or "auto"
@@ -14,7 +17,7 @@ local n, size, me = 4000, lc.size, lc.rank
 -- reads the last one's.
 local half = size * size * n
 local region = 2 * half + size * n
-local areas = 18
+local areas = 26
 local w = lc.window{ bytes = size * n + areas * region }
 local used = 0
 local function area()
@@ -29,18 +32,19 @@ for r = 0, size - 1 do
   inputs[r] = lc.buffer(size * n)
   inputs[r]:fill("iota", r * 1000)
 end
-local function reference(t, op)
+local function reference(t, op, ins)
+  ins = ins or inputs
   local ref = lc.buffer(size * n)
-  ref:write(0, inputs[0]:read(0, size * n))
+  ref:write(0, ins[0]:read(0, size * n))
   for r = 1, size - 1 do
-    w:reduce(ref, 0, inputs[r], 0, size * n, t, op)
+    w:reduce(ref, 0, ins[r], 0, size * n, t, op)
   end
   lc.sync()
   return ref
 end
 local refs = { sum = reference("i32", "sum"), max = reference("u32", "max") }
 
-local function load(m) w:put(me, 0, inputs[me], 0, m) end
+local function load(m, ins) w:put(me, 0, (ins or inputs)[me], 0, m) end
 local function check(what, off, m, ref)
   lc.sync()
   if not w:buffer():equal(ref or refs.sum, off, off, m) then
@@ -108,4 +112,33 @@ for rep = 1, 6 do
   end
 end
 passed = passed + #plans
+
+-- floats[r] is rank r's input for the float types: bytes 0x3c + r plus the
+-- iota as 32-bit words, finite values of varied mantissas for f32, f64,
+-- f16 and bf16 alike.
+local floats = {}
+for r = 0, size - 1 do
+  floats[r] = lc.buffer(size * n)
+  floats[r]:fill("const", 0x3c + r)
+  w:reduce(floats[r], 0, inputs[r], 0, size * n, "u32", "sum")
+end
+lc.sync()
+local fplans = {}
+for _, t in ipairs({ "f32", "f64", "f16", "bf16" }) do
+  local ref = reference(t, "sum", floats)
+  for _, alg in ipairs({ "one_shot", "one_shot_pull" }) do
+    local o = { type = t, scratch = area(), half = half }
+    fplans[#fplans + 1] = { ("all_reduce.%s %s"):format(alg, t),
+      { lc.plan(ar[alg], w, n * size, o, { mode = mode }), lc.plan(ar[alg], w, n * size, o, { mode = mode }) }, ref }
+  end
+end
+for rep = 1, 4 do
+  for _, e in ipairs(fplans) do
+    local name, p, ref = e[1], e[2][rep % 2 + 1], e[3]
+    load(size * n, floats)
+    p:run()
+    check(name .. " (plan, mode " .. p:info().mode .. ")", 0, size * n, ref)
+  end
+end
+passed = passed + #fplans
 if me == 0 then print(("reduce: %d passed, 0 failed"):format(passed)) end

@@ -33,6 +33,11 @@ func (b *CUDABackend) NewDevicePlan(steps []kernels.PlanStep, fail func(step int
 	if len(steps) == 0 || len(steps) > kernels.PlanMaxSteps {
 		return nil, fmt.Errorf("device plan: %d steps (want 1..%d)", len(steps), kernels.PlanMaxSteps)
 	}
+	for i, st := range steps {
+		if err := st.Check(); err != nil {
+			return nil, fmt.Errorf("device plan: step %d (of plan op %d): %w", i, st.Op+1, err)
+		}
+	}
 	// One more slot: the replay count of the plan's graph (Epoch).
 	table, err := b.alloc(uint64(len(steps)+1) * kernels.PlanStepSize)
 	if err != nil {
