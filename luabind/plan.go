@@ -15,7 +15,6 @@ import (
 )
 
 // planRecorder collects one rank's ops while a plan's body runs.
-
 type planRecorder struct {
 	w     *window.Window
 	ops   []plan.Op
@@ -24,7 +23,6 @@ type planRecorder struct {
 }
 
 // planRef is the userdata value of a plan.
-
 type planRef struct {
 	p     *plan.Plan
 	num   int
@@ -45,7 +43,6 @@ func (r *planRef) String() string {
 }
 
 // Plan modes.
-
 const (
 	modeHost   = "host"   // a Go loop over the ops, host backend
 	modeStream = "stream" // launches on a CUDA stream: the interpreter over runs of ops, large copies alone (else the loop, op by op)
@@ -57,13 +54,9 @@ const (
 var planModes = []string{"auto", modeHost, modeStream, modeGraph, modeDevice}
 
 // pickMode returns the mode a plan runs in on this rank's backend, or why
-
 // the requested one cannot be had. On CUDA, "auto" is "stream" here;
-
 // makePlan then moves a plan whose ops suit the interpreter to "device"
-
 // (autoDevice).
-
 func (s *State) pickMode(req string) (string, error) {
 	if s.plans.check != nil {
 		return modeCheck, nil
@@ -88,21 +81,14 @@ func (s *State) pickMode(req string) (string, error) {
 }
 
 // autoDeviceMax is the largest copy or fill of a plan that "auto" gives to
-
 // the interpreter, whose one block moves data far slower than the copy
-
 // engines or a full grid.
-
 const autoDeviceMax = 256 << 10
 
 // autoDevice reports whether "auto" runs ops in device mode: no copy or
-
 // fill above autoDeviceMax (the interpreter itself says whether it can),
-
 // and no reduction: plans of the reduction schedules stay in stream mode
-
 // under "auto" (mode "device" runs them in the interpreter when asked).
-
 func autoDevice(p *plan.Plan) bool {
 	for _, o := range p.Ops() {
 		if o.Kind == plan.Reduce || o.Kind == plan.ReduceFrom {
@@ -131,17 +117,13 @@ func (c *call) site() plan.Site {
 }
 
 // record appends op, issued on window w (nil for a buffer op) with local
-
 // buffer b (nil for none), after the checks the window would make.
-
 func (r *planRecorder) record(c *call, w *window.Window, b *window.Buffer, o plan.Op) int {
 	return r.recordWith(c, w, b, nil, o)
 }
 
 // recordWith is record for an op with a second local buffer src (a local
-
 // reduce's source; nil for none).
-
 func (r *planRecorder) recordWith(c *call, w *window.Window, b, src *window.Buffer, o plan.Op) int {
 	if w != nil {
 		if r.w == nil {
@@ -193,7 +175,6 @@ func (r *planRecorder) recordWith(c *call, w *window.Window, b, src *window.Buff
 }
 
 // list turns what was recorded into this rank's List and its buffers.
-
 func (r *planRecorder) list() (plan.List, []*window.Buffer, error) {
 	if r.w == nil {
 		return plan.List{}, nil, fmt.Errorf("the body enqueued no window operation")
@@ -223,13 +204,9 @@ func (r *planRecorder) list() (plan.List, []*window.Buffer, error) {
 }
 
 // planRecording maps each function that behaves differently while a plan
-
 // is being recorded to what it does then: window and buffer operations
-
 // that enqueue are recorded; anything that reads or writes data now, waits,
-
 // or makes or frees objects is refused.
-
 var planRecording = map[string]func(c *call) int{
 	"w:put": func(c *call) int {
 		w, t := c.win(), c.transfer()
@@ -433,9 +410,7 @@ func newPlan(c *call) int {
 }
 
 // makePlan records body(args...) on this rank (on a thread of L), gathers
-
 // every rank's list, and binds this rank's to its window (collective).
-
 func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction, args []lua.LValue, req, where string) (*planRef, error) {
 	me := s.rank()
 	mode, status := "", ""
@@ -487,11 +462,8 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 }
 
 // recordList records body(args...) into rec and returns this rank's list,
-
 // its buffers, and status: "" or why this rank could not (status as
-
 // given, when it already says so).
-
 func (s *State) recordList(ctx context.Context, L *lua.LState, body *lua.LFunction, args []lua.LValue, rec *planRecorder,
 	status string) (plan.List, []*window.Buffer, string) {
 	var list plan.List
@@ -514,11 +486,8 @@ func (s *State) recordList(ctx context.Context, L *lua.LState, body *lua.LFuncti
 }
 
 // gatherLists gives every rank every rank's list (collective): an error
-
 // when this rank (status) or another failed, when the lists exceed the
-
 // plans' total, or when the ranks recorded on different windows.
-
 func (s *State) gatherLists(ctx context.Context, list plan.List, status string) ([]plan.List, error) {
 	all, err := s.Comm.Collective(ctx, "lc.plan", list.Encode(status))
 	if err != nil {
@@ -555,13 +524,9 @@ func (s *State) gatherLists(ctx context.Context, list plan.List, status string) 
 }
 
 // planLines makes plan num's line areas where small put_signals go in
-
 // lines: where every rank replays through the interpreter (CUDA with no
-
 // network peer: the same answer on every rank, as the lists are). nil: no
-
 // lines.
-
 func (s *State) planLines(ctx context.Context, p *plan.Plan, lists []plan.List, mode string, num int, w *window.Window) (*window.Window, error) {
 	topo := s.Comm.Rank.Topo
 	if mode == modeHost || mode == modeCheck || topo == nil || topo.AnyNet() || knobs.PlanLines.Get() == "0" {
@@ -583,13 +548,9 @@ func (s *State) planLines(ctx context.Context, p *plan.Plan, lists []plan.List, 
 }
 
 // bindMode prepares p to replay in mode (req as the script asked): device
-
 // and graph as asked, stream as device where auto allows, stream as runs
-
 // of interpreter launches where the ops allow; it returns the mode p runs
-
 // in.
-
 func bindMode(p *plan.Plan, mode, req string) (string, error) {
 	switch {
 	case mode == modeDevice:
@@ -620,9 +581,7 @@ func bindMode(p *plan.Plan, mode, req string) (string, error) {
 }
 
 // recordBody calls body(args...) on a thread of L with rec recording, and
-
 // returns "" or the error it raised.
-
 func (s *State) recordBody(L *lua.LState, body *lua.LFunction, args []lua.LValue, rec *planRecorder) (status string) {
 	s.plans.rec = rec
 	defer func() { s.plans.rec = nil }()
