@@ -85,14 +85,22 @@ func (s *State) pickMode(req string) (string, error) {
 // engines or a full grid.
 const autoDeviceMax = 256 << 10
 
+// autoDeviceReduceMax is the largest reduction of a plan that "auto" gives
+// to the interpreter: up to there its one block measured faster than the
+// stream's launches (docs/results/reductions.md, device mode); larger ones
+// stay in stream mode, where the reduce kernel has a full grid.
+const autoDeviceReduceMax = 64 << 10
+
 // autoDevice reports whether "auto" runs ops in device mode: no copy or
-// fill above autoDeviceMax (the interpreter itself says whether it can),
-// and no reduction: plans of the reduction schedules stay in stream mode
-// under "auto" (mode "device" runs them in the interpreter when asked).
+// fill above autoDeviceMax and no reduction above autoDeviceReduceMax (the
+// interpreter itself says whether it can).
 func autoDevice(p *plan.Plan) bool {
 	for _, o := range p.Ops() {
 		if o.Kind == plan.Reduce || o.Kind == plan.ReduceFrom {
-			return false
+			if o.N > autoDeviceReduceMax {
+				return false
+			}
+			continue
 		}
 		n := o.N
 		if o.Kind == plan.Fill {
@@ -298,7 +306,7 @@ func planEntries() []*Entry {
 	const g = "Plans"
 	return []*Entry{
 		fn("lc.plan", "(body, ..., {mode=\"auto\"}?)", "plan", g,
-			"**collective**: records a schedule once: calls body(...) with the window and buffer operations that enqueue (put, get, put_signal, put_counter, put_signal_counter, signal, signal_all, wait_signal, wait_signal_from, wait_counter, reset_counter, barrier, barrier_peer, fence, flush, reduce, reduce_from, b:fill) appended to this rank's op list, each with the script line that issued it, instead of run; Lua control flow runs once, now. Arguments are checked as the window would (bounds, slots, peers) and anything that reads or writes data now, syncs, or makes or frees objects (read_signal, b:read, b:get_u32, checksum, sync, lc.allgather, lc.barrier, ...) raises \"cannot <op> while recording a plan\". The body must use one window, the plan's; every rank's list is then gathered. A plan holds at most 1,048,576 ops per rank and 2,097,152 over all ranks. A trailing table {mode=...} picks how replays run: \"host\" (a Go loop over the ops on the host backend), \"stream\" (CUDA: a few launches on the stream per replay: the interpreter over each run of ops, each copy above 64 KiB alone; op by op where a peer is over the network), \"device\" (CUDA: one kernel runs every op of every replay of a p:run, one block, no launch between ops) or \"graph\" (CUDA: one replay captured into a CUDA graph, launched once per replay: the interpreter over each run of signals, waits and small copies, copy-engine copies for the large ones); device and graph need every peer mapped, none over the network; reductions (reduce, reduce_from) are a launch of the reduce kernel each in stream and graph mode, a step of every thread of the block in device mode; \"auto\" takes \"host\" on the host backend and on CUDA \"device\" where the ops allow it, no copy or fill exceeds 256 KiB and there is no reduction, else \"stream\". Waits on signal slots and counters that only \"add\" advance by what one replay adds, and barriers by one use, so replays repeat without a reset; the plan's slots must not also be signalled outside plans once a plan was recorded.",
+			"**collective**: records a schedule once: calls body(...) with the window and buffer operations that enqueue (put, get, put_signal, put_counter, put_signal_counter, signal, signal_all, wait_signal, wait_signal_from, wait_counter, reset_counter, barrier, barrier_peer, fence, flush, reduce, reduce_from, b:fill) appended to this rank's op list, each with the script line that issued it, instead of run; Lua control flow runs once, now. Arguments are checked as the window would (bounds, slots, peers) and anything that reads or writes data now, syncs, or makes or frees objects (read_signal, b:read, b:get_u32, checksum, sync, lc.allgather, lc.barrier, ...) raises \"cannot <op> while recording a plan\". The body must use one window, the plan's; every rank's list is then gathered. A plan holds at most 1,048,576 ops per rank and 2,097,152 over all ranks. A trailing table {mode=...} picks how replays run: \"host\" (a Go loop over the ops on the host backend), \"stream\" (CUDA: a few launches on the stream per replay: the interpreter over each run of ops, each copy above 64 KiB alone; op by op where a peer is over the network), \"device\" (CUDA: one kernel runs every op of every replay of a p:run, one block, no launch between ops) or \"graph\" (CUDA: one replay captured into a CUDA graph, launched once per replay: the interpreter over each run of signals, waits and small copies, copy-engine copies for the large ones); device and graph need every peer mapped, none over the network; reductions (reduce, reduce_from) are a launch of the reduce kernel each in stream and graph mode, a step of every thread of the block in device mode; \"auto\" takes \"host\" on the host backend and on CUDA \"device\" where the ops allow it, no copy or fill exceeds 256 KiB and no reduction exceeds 64 KiB, else \"stream\". Waits on signal slots and counters that only \"add\" advance by what one replay adds, and barriers by one use, so replays repeat without a reset; the plan's slots must not also be signalled outside plans once a plan was recorded.",
 			newPlan),
 		fn("p:run", "{times=1, window?}", "", g,
 			"Enqueues the recorded ops on the rank's stream times times, back to back, with no Lua per op; a wait's error names the line that recorded it. window, when given, must be the plan's. Under `luacoll check` nothing runs.",
