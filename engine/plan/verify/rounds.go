@@ -240,7 +240,9 @@ func (s *sim) sumJoin(r int, st *rankState, o *plan.Op, v uint64) bool {
 			need = target - others
 		}
 		if need > sl.init {
-			s.join(st, firstHolding(sl, transport.CmpGe, need))
+			if i := holdingIdx(sl, transport.CmpGe, need); i >= 0 {
+				s.joinWrite(r, st, sl, i)
+			}
 		}
 		if d := s.rows[r].Delta[s.sh.SigRow(p, o.Sig)]; d > 0 && need < sl.init+uint64(rep+1)*d {
 			short = append(short, fmt.Sprint(p))
