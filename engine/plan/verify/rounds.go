@@ -297,31 +297,62 @@ func (s *sim) standIn(r int, st *rankState, o *plan.Op, rep int, why string) {
 // The stream itself goes on without a sync (p:run{times = N}), so the
 // script's accesses see r's own operations complete and change nothing
 // the stream knows.
-func (s *sim) replayEnd(r int, st *rankState, rep int) {
+//
+// With Options.CallEnds the same happens at the end of every call a list
+// holds: rep is then the call's number in the run (0-based), list the
+// list's replay.
+func (s *sim) replayEnd(r int, st *rankState, rep, list int) {
 	c := s.tick(st, r)
 	if !s.collOK || s.coll.N == 0 {
 		return
 	}
-	end := &replayEnd{rank: r, rep: rep, waits: append([]int(nil), st.waits...)}
+	end := &replayEnd{rank: r, rep: rep, list: list, waits: append([]int(nil), st.waits...)}
 	lo, hi := s.resultRange(r)
 	if lo < hi {
-		ref := &opRef{rank: r, rep: rep + 1, what: fmt.Sprintf("rank %d's result at the end of replay %d", r, rep+1)}
+		ref := &opRef{rank: r, rep: list + 1, what: fmt.Sprintf("rank %d's result at the end of %s %d", r, s.unit(), rep+1)}
 		s.touch(r, st.vc, s.mem[r][plan.WindowBuf], &access{by: ref, pc: -1 - rep, lo: lo, hi: hi, done: c, end: end})
 	}
-	if s.coll.Src != nil && rep+1 < s.replays {
+	if s.coll.Src != nil && rep+1 < s.total {
 		s.at, s.want = end, rep+1
 		s.checkRank(r)
-		s.at, s.want = nil, s.replays
+		s.at, s.want = nil, s.total
 	}
-	if rep+1 < s.replays {
+	if rep+1 < s.total {
 		s.versionSource(r, st, rep+1, c)
 	}
 }
 
-// replayEnd says which rank's replay end is being checked.
+// callEnd reports whether position pc of a rank's run (ops done, list of
+// n ops) ends a call, and which (0-based, over the run).
+func (s *sim) callEnd(r, pc, n int) (int, bool) {
+	rep, at := pc/n, pc%n
+	if at == 0 {
+		return rep*s.calls - 1, true
+	}
+	if s.ends != nil {
+		for j, e := range s.ends[r] {
+			if e == at {
+				return rep*s.calls + j, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// unit names what a result check follows: a replay, or a call when a list
+// holds several.
+func (s *sim) unit() string {
+	if s.calls > 1 {
+		return "call"
+	}
+	return "replay"
+}
+
+// replayEnd says which rank's replay (or call) end is being checked, and
+// in which replay of its list.
 type replayEnd struct {
-	rank, rep int
-	waits     []int
+	rank, rep, list int
+	waits           []int
 }
 
 // resultRange is the part of rank r's window the collective defines.
@@ -360,6 +391,8 @@ func (s *sim) checkRank(q int) {
 		if want, ok := s.expect(c.Root, 0, (c.Root+1)%n); ok && (q != c.Root || c.Src[c.Root].Buf == plan.WindowBuf) {
 			s.compare(q, 0, want, fmt.Sprintf("rank %d's message", c.Root))
 		}
+	case "reduce_scatter", "allreduce":
+		s.checkReduced(q)
 	}
 }
 
@@ -449,8 +482,8 @@ func (s *sim) staleResult(q int, lo, hi uint64, found label, want string) {
 			from = p
 		}
 	}
-	msg := fmt.Sprintf("%s: at the end of replay %d, rank %d's window bytes [%d, %d) (chunk %d) hold %s, expected %s",
-		s.coll.Kind, s.at.rep+1, q, lo, hi, lo/max(s.coll.N, 1), found, want)
+	msg := fmt.Sprintf("%s: at the end of %s %d, rank %d's window bytes [%d, %d) (chunk %d) hold %s, expected %s",
+		s.coll.Kind, s.unit(), s.at.rep+1, q, lo, hi, lo/max(s.coll.N, 1), found, want)
 	if found.by != nil {
 		msg += fmt.Sprintf(" (written by %s)", found.by)
 	}
@@ -468,11 +501,11 @@ func (s *sim) endRace(y, x *access) {
 	s.seen[key] = true
 	lo, hi := max(x.lo, y.lo), min(x.hi, y.hi)
 	when := "may still be arriving"
-	if x.by.rep > end.rep+1 {
+	if x.by.rep > end.list+1 {
 		when = "of a later replay may already have landed"
 	}
-	s.resultProblem(end, x.by.rank, fmt.Sprintf("%s: at the end of replay %d, rank %d's window bytes [%d, %d) (chunk %d): %s's data %s (nothing orders it with the end of the replay)",
-		s.coll.Kind, end.rep+1, end.rank, lo, hi, lo/max(s.coll.N, 1), x.by, when))
+	s.resultProblem(end, x.by.rank, fmt.Sprintf("%s: at the end of %s %d, rank %d's window bytes [%d, %d) (chunk %d): %s's data %s (nothing orders it with the end of the %s)",
+		s.coll.Kind, s.unit(), end.rep+1, end.rank, lo, hi, lo/max(s.coll.N, 1), x.by, when, s.unit()))
 }
 
 // startFromInbox starts the rows into rank r, which reset its inbox, from

@@ -61,7 +61,7 @@ func Verify(lists []plan.List, opt Options) *Report {
 		}
 		rep.Problems = append(rep.Problems, p)
 	}
-	if !checkShapes(lists, add) {
+	if !checkShapes(lists, add) || !checkCallEnds(lists, opt.CallEnds, add) {
 		rep.OK = false
 		return rep
 	}
@@ -131,6 +131,30 @@ func checkShapes(lists []plan.List, add func(Problem)) bool {
 		}
 	}
 	return ok
+}
+
+// checkCallEnds validates Options.CallEnds against the lists.
+func checkCallEnds(lists []plan.List, ends [][]int, add func(Problem)) bool {
+	if ends == nil {
+		return true
+	}
+	if len(ends) != len(lists) {
+		add(Problem{Kind: "shape", Msg: fmt.Sprintf("call ends for %d ranks, but %d lists were given", len(ends), len(lists))})
+		return false
+	}
+	for r, e := range ends {
+		if len(e) != len(ends[0]) {
+			add(Problem{Kind: "shape", Rank: r, Msg: fmt.Sprintf("%d calls in rank %d's list, %d in rank 0's", len(e)+1, r, len(ends[0])+1)})
+			return false
+		}
+		for i, at := range e {
+			if at <= 0 || at >= len(lists[r].Ops) || (i > 0 && at <= e[i-1]) {
+				add(Problem{Kind: "shape", Rank: r, Msg: fmt.Sprintf("call end %d of rank %d's list is not inside it, after the one before (%v, %d ops)", at, r, e, len(lists[r].Ops))})
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // opRef is an op as the simulation meets it.
@@ -238,6 +262,10 @@ type sim struct {
 	n         int
 	sh        plan.Shape
 	replays   int
+	// ends are Options.CallEnds; calls the calls a replay of a list holds
+	// (1 without ends), total those of the whole run.
+	ends          [][]int
+	calls, total int
 	coll      Collective
 	add       func(Problem)
 	rk        []rankState
@@ -273,7 +301,12 @@ func newSim(lists []plan.List, opt Options, add func(Problem)) *sim {
 		rk:  make([]rankState, n),
 		sig: make([]slot, n*n*sh.Signals), bar: make([]slot, n*n*sh.Barriers), pbar: make([]slot, n*n*sh.Barriers),
 		mem: make([][]*memory, n), adv: make([][]uint64, n), seen: map[[4]int]bool{}, rows: plan.Deltas(lists),
-		want: opt.Replays, budget: opt.Budget}
+		budget: opt.Budget, ends: opt.CallEnds, calls: 1}
+	if s.ends != nil {
+		s.calls = len(s.ends[0]) + 1
+	}
+	s.total = s.replays * s.calls
+	s.want = s.total
 	if s.budget <= 0 {
 		s.budget = DefaultBudget
 	}
@@ -487,8 +520,8 @@ func (s *sim) step(r int) bool {
 	if st.pc == len(ops) {
 		s.steps = max(s.steps, st.depth)
 	}
-	if st.pc%len(ops) == 0 {
-		s.replayEnd(r, st, rep)
+	if k, ok := s.callEnd(r, st.pc, len(ops)); ok {
+		s.replayEnd(r, st, k, rep)
 		st.waits = st.waits[:0]
 	}
 	if st.pc >= s.replays*len(ops) {
