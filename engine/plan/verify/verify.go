@@ -258,23 +258,23 @@ type slotCtr struct {
 }
 
 type sim struct {
-	lists     []plan.List
-	n         int
-	sh        plan.Shape
-	replays   int
+	lists   []plan.List
+	n       int
+	sh      plan.Shape
+	replays int
 	// ends are Options.CallEnds; calls the calls a replay of a list holds
 	// (1 without ends), total those of the whole run.
-	ends          [][]int
+	ends         [][]int
 	calls, total int
-	coll      Collective
-	add       func(Problem)
-	rk        []rankState
-	sig       []slot // [receiver][sender][sig]
-	bar, pbar []slot // [receiver][sender][id]
-	mem       [][]*memory
-	adv       [][]uint64 // per rank, per op: a wait's per-replay advance
-	rows      []plan.RowInfo
-	seen      map[[4]int]bool
+	coll         Collective
+	add          func(Problem)
+	rk           []rankState
+	sig          []slot // [receiver][sender][sig]
+	bar, pbar    []slot // [receiver][sender][id]
+	mem          [][]*memory
+	adv          [][]uint64 // per rank, per op: a wait's per-replay advance
+	rows         []plan.RowInfo
+	seen         map[[4]int]bool
 	// monotone[sigIdx] says every wait on the row is a ">=" or ">" on
 	// it alone with targets that never go down: its old writes can go.
 	monotone   []bool
