@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestVerifyReduceSchedules records the reduce-scatter and all-reduce
@@ -86,5 +87,20 @@ print("verify ok")
 				t.Errorf("rank 1's report does not name line %d: %s", line, res[1].out)
 			}
 		})
+	}
+}
+
+// TestReduceVerifyScript runs tests/reduce_verify.lua (the table of
+// docs/results/reductions.md): every shipped schedule verifies ok, and
+// rank 0 prints one line per schedule.
+func TestReduceVerifyScript(t *testing.T) {
+	src, name, err := LoadScript("tests/reduce_verify.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := runLuaWith(t, 3, string(src), name, 10*time.Second)
+	mustAllOK(t, res)
+	if got := strings.Count(res[0].out, "  ok: 3 ranks"); got != 10 {
+		t.Fatalf("rank 0 printed %d verdicts ok of 10:\n%s", got, res[0].out)
 	}
 }
