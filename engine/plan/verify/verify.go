@@ -454,6 +454,7 @@ func (s *sim) joinWrite(r int, st *rankState, sl *slot, i int) {
 		h.seen = true // and every earlier one: a walk stops at it
 		if h.put != nil {
 			h.put.src.seenBy, h.put.src.seenAt = r, c
+			h.put.dst.seenBy, h.put.dst.seenAt = r, c
 			h.put = nil
 		}
 	}
@@ -556,10 +557,9 @@ func (s *sim) exec(r int, st *rankState, o *plan.Op, ref *opRef, c uint32) {
 	case plan.Put, plan.PutSignal, plan.PutCounter, plan.PutSignalCounter:
 		x := s.transfer(r, st, ref, r, o.Buf, o.BufOff, o.Peer, plan.WindowBuf, o.Off, o.N, o.Peer == r)
 		if !x.local {
+			// A put_signal's data is known to have landed by whoever saw
+			// its signal (joinWrite); any put's, after a later fence.
 			st.remote = append(st.remote, x)
-			if o.Kind.HasSignal() {
-				x.dst.done = c // the signal below orders the data before it
-			}
 		}
 		if o.Kind.HasCounter() {
 			k := &st.ctr[o.Peer*s.sh.Counters+o.Ctr]
