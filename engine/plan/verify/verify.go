@@ -133,30 +133,6 @@ func checkShapes(lists []plan.List, add func(Problem)) bool {
 	return ok
 }
 
-// checkCallEnds validates Options.CallEnds against the lists.
-func checkCallEnds(lists []plan.List, ends [][]int, add func(Problem)) bool {
-	if ends == nil {
-		return true
-	}
-	if len(ends) != len(lists) {
-		add(Problem{Kind: "shape", Msg: fmt.Sprintf("call ends for %d ranks, but %d lists were given", len(ends), len(lists))})
-		return false
-	}
-	for r, e := range ends {
-		if len(e) != len(ends[0]) {
-			add(Problem{Kind: "shape", Rank: r, Msg: fmt.Sprintf("%d calls in rank %d's list, %d in rank 0's", len(e)+1, r, len(ends[0])+1)})
-			return false
-		}
-		for i, at := range e {
-			if at <= 0 || at >= len(lists[r].Ops) || (i > 0 && at <= e[i-1]) {
-				add(Problem{Kind: "shape", Rank: r, Msg: fmt.Sprintf("call end %d of rank %d's list is not inside it, after the one before (%v, %d ops)", at, r, e, len(lists[r].Ops))})
-				return false
-			}
-		}
-	}
-	return true
-}
-
 // opRef is an op as the simulation meets it.
 type opRef struct {
 	rank, op, rep int // op and rep 1-based
