@@ -287,7 +287,7 @@ func runBenchReduce(ctx context.Context, c *engine.Comm, f redFlags, stdout, std
 		Type: f.parsedT, Op: f.parsedOp, MPI: f.vsMPI, NCCL: f.vsNCCL, Graph: f.graph, Progress: progressWriter(c.Env.Rank, stderr),
 		ScheduleName: algo, ScratchBytes: scratchNeed(f.schedFn, uint64(c.Env.Size), f.parsedT.Size()),
 		Schedule: func(w *window.Window, n, scratch uint64) error {
-			return sched(w, luabind.ReduceCall{N: n, Type: f.parsedT, Op: f.parsedOp, Scratch: scratch})
+			return sched(w, luabind.ReduceCall{N: n, Type: f.parsedT, Op: f.parsedOp, Scratch: scratch, Coll: f.coll})
 		}}
 	cpuPlace, cpus, err := c.Placement(ctx)
 	if err != nil {

@@ -35,7 +35,7 @@ func (s *State) verifyLists(ctx context.Context, what string, lists []plan.List,
 	return rep, nil
 }
 
-var verifyKeys = []string{"collective", "window", "n", "root", "src", "src_off", "replays"}
+var verifyKeys = []string{"collective", "window", "n", "root", "src", "src_off", "replays", "calls"}
 
 func verifyPlan(c *call) int {
 	r := c.planRef()
@@ -54,6 +54,7 @@ func verifyPlan(c *call) int {
 	if replays < 1 || replays > 16 {
 		c.fail("bad argument 'replays' (%d: want 1..16)", replays)
 	}
+	ends := callEnds(c, r.p.Lists(), int(c.field(t, "calls", 1)))
 	src, srcOff := -1, c.field(t, "src_off", 0)
 	if t != nil && t.RawGetString("src") != lua.LNil {
 		var b *window.Buffer
@@ -78,7 +79,7 @@ func verifyPlan(c *call) int {
 			c.fail("bad argument 'src' (%s is not a buffer the plan uses)", b.Name())
 		}
 	}
-	call := fmt.Sprintf("plan %d:verify{collective=%q, n=%d, root=%d, src_off=%d, replays=%d}", r.num, coll.Kind, coll.N, coll.Root, srcOff, replays)
+	call := fmt.Sprintf("plan %d:verify{collective=%q, n=%d, root=%d, src_off=%d, replays=%d, calls=%d}", r.num, coll.Kind, coll.N, coll.Root, srcOff, replays, len(ends)+1)
 	all, err := c.s.Comm.Collective(c.ctx(), call, []byte(fmt.Sprint(src)))
 	c.check(err)
 	// Every rank decides alike from everyone's answer, so that none goes on
@@ -98,13 +99,36 @@ func verifyPlan(c *call) int {
 	case len(without) > 0:
 		c.fail("bad argument 'src' (ranks %s name none; every rank must, or none)", strings.Join(without, ","))
 	}
-	rep, err := c.s.verifyLists(c.ctx(), fmt.Sprintf("plan %d", r.num), r.p.Lists(), verify.Options{Collective: coll, Replays: replays})
+	rep, err := c.s.verifyLists(c.ctx(), fmt.Sprintf("plan %d", r.num), r.p.Lists(), verify.Options{Collective: coll, Replays: replays, CallEnds: ends})
 	c.check(err)
 	if c.s.plans.check != nil {
 		c.s.plans.check.note(c.s, r, coll.Kind, rep)
 	}
 	c.L.Push(reportTable(c.L, rep))
 	return 1
+}
+
+// callEnds is verify.Options.CallEnds for a plan whose body made calls
+// calls of the collective, each recording the same number of ops on a
+// rank (nil for one call).
+func callEnds(c *call, lists []plan.List, calls int) [][]int {
+	if calls < 1 || calls > 16 {
+		c.fail("bad argument 'calls' (%d: want 1..16)", calls)
+	}
+	if calls == 1 {
+		return nil
+	}
+	ends := make([][]int, len(lists))
+	for q, l := range lists {
+		n := len(l.Ops)
+		if n == 0 || n%calls != 0 {
+			c.fail("bad argument 'calls' (rank %d recorded %d ops, not %d calls of the same number)", q, n, calls)
+		}
+		for k := 1; k < calls; k++ {
+			ends[q] = append(ends[q], k*n/calls)
+		}
+	}
+	return ends
 }
 
 // reportTable is a report as p:verify returns it (ranks 0-based, ops and

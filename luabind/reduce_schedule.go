@@ -6,6 +6,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/engine/plan/verify"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
@@ -20,6 +21,10 @@ type ReduceCall struct {
 	Type    transport.DType
 	Op      transport.RedOp
 	Scratch uint64
+	// Coll is the collective the schedule computes, "reduce_scatter" or
+	// "allreduce": ReduceSchedulePlan's verifier proves every call's
+	// result ("" proves none).
+	Coll string
 }
 
 // ReduceSchedule loads function fn of module mod (reduce_scatter.ring,
@@ -60,10 +65,12 @@ func (s *State) ReduceSchedule(mod, fn string) (func(w *window.Window, call Redu
 }
 
 // ReduceSchedulePlan is ReduceSchedule with each call size recorded into
-// two plans (two calls: lc.plan, in s.PlanMode), replayed in turn after;
-// each plan is verified (one replay) for deadlocks and races. What a
-// reduction computes is checked by the benchmark's host reference (and,
-// for a collective declared to p:verify, symbolically).
+// two plans (two calls: lc.plan, in s.PlanMode), replayed in turn after.
+// The staged schedules alternate between two staging halves, so the two
+// plans are verified as what runs: one list of both calls (the first's
+// ops, then the second's), replayed back to back (reduceReplays times),
+// every call's result proved symbolically when call.Coll names the
+// collective. Any problem is an error: the plan does not run.
 func (s *State) ReduceSchedulePlan(mod, fn string) (func(w *window.Window, call ReduceCall) error, error) {
 	f, err := s.scheduleFunc(mod, fn)
 	if err != nil {
@@ -73,8 +80,6 @@ func (s *State) ReduceSchedulePlan(mod, fn string) (func(w *window.Window, call 
 		w    *window.Window
 		call ReduceCall
 	}
-	// Two plans a call size (two calls recorded: the staged schedules
-	// alternate between two staging halves), replayed in turn.
 	plans := map[key]*[2]*planRef{}
 	turn := map[key]int{}
 	wuds := map[*window.Window]*lua.LUserData{}
@@ -90,20 +95,6 @@ func (s *State) ReduceSchedulePlan(mod, fn string) (func(w *window.Window, call 
 		if err != nil {
 			return nil, fmt.Errorf("%s.%s: recording a plan: %w", mod, fn, err)
 		}
-		// One replay: a plan of a staged schedule is safe only in turn with
-		// its twin (the other staging half), which the verifier does not
-		// see; two replays of one would be a race, and it says so.
-		rep, err := s.verifyLists(s.Ctx, fmt.Sprintf("plan %d", r.num), r.p.Lists(), verify.Options{Replays: 1})
-		if err != nil {
-			return nil, err
-		}
-		if bad := notRaces(rep); bad != nil {
-			return nil, fmt.Errorf("%s.%s: the plan of n=%d fails verification: %s", mod, fn, call.N, bad.Msg)
-		}
-		if s.PlanModes == nil {
-			s.PlanModes = map[uint64]string{}
-		}
-		s.PlanModes[call.N] = r.mode
 		return r, nil
 	}
 	return func(w *window.Window, call ReduceCall) error {
@@ -117,6 +108,13 @@ func (s *State) ReduceSchedulePlan(mod, fn string) (func(w *window.Window, call 
 				}
 				two[i] = r
 			}
+			if err := s.verifyPair(two, call); err != nil {
+				return fmt.Errorf("%s.%s: %w", mod, fn, err)
+			}
+			if s.PlanModes == nil {
+				s.PlanModes = map[uint64]string{}
+			}
+			s.PlanModes[call.N] = two[0].mode
 			plans[k] = &two
 		}
 		r := plans[k][turn[k]]
@@ -125,18 +123,89 @@ func (s *State) ReduceSchedulePlan(mod, fn string) (func(w *window.Window, call 
 	}, nil
 }
 
-// notRaces returns the first problem of a report that is not a race, or
-// nil. Races are let through: the verifier takes a put_signal's source as
-// read only at a flush, not when the target has seen the signal (which
-// comes after the data), so it reports in-place schedules whose peers
-// overwrite a source after its signal.
-func notRaces(rep *verify.Report) *verify.Problem {
-	for i := range rep.Problems {
-		if rep.Problems[i].Kind != "race" {
-			return &rep.Problems[i]
+// reduceReplays is how many times verifyPair replays the two calls back
+// to back: a rank may run a call or two ahead of another, and every
+// staging half is reused.
+const reduceReplays = 2
+
+// verifyPair (collective) verifies the two plans of one call size as one
+// list of both calls, replayed back to back, with the declared
+// collective's result checked at the end of every call.
+func (s *State) verifyPair(two [2]*planRef, call ReduceCall) error {
+	a, b := two[0].p, two[1].p
+	same := len(a.Buffers()) == len(b.Buffers())
+	for i := 0; same && i < len(a.Buffers()); i++ {
+		same = a.Buffers()[i] == b.Buffers()[i]
+	}
+	what := fmt.Sprintf("plans %d and %d", two[0].num, two[1].num)
+	flag := []byte{0}
+	if same {
+		flag[0] = 1
+	}
+	all, err := s.Comm.Collective(s.Ctx, what+":buffers", flag)
+	if err != nil {
+		return err
+	}
+	var differ []string
+	for q, d := range all {
+		if len(d) != 1 || d[0] != 1 {
+			differ = append(differ, fmt.Sprint(q))
 		}
 	}
+	if len(differ) > 0 {
+		return fmt.Errorf("the two plans of n=%d use different buffers on rank(s) %s: they are verified as one list and must use the same", call.N, strings.Join(differ, ","))
+	}
+	lists, ends, err := joinLists(a.Lists(), b.Lists())
+	if err != nil {
+		return fmt.Errorf("n=%d: %w", call.N, err)
+	}
+	opt := verify.Options{Replays: reduceReplays, CallEnds: ends}
+	if call.Coll != "" {
+		opt.Collective = verify.Collective{Kind: call.Coll, N: call.N}
+	}
+	rep, err := s.verifyLists(s.Ctx, what, lists, opt)
+	if err != nil {
+		return err
+	}
+	if !rep.OK {
+		msg := rep.Summary()
+		if len(rep.Problems) > 0 {
+			msg = rep.Problems[0].String()
+		}
+		return fmt.Errorf("the plans of n=%d fail verification (%d problems): %s", call.N, len(rep.Problems)+rep.Dropped, msg)
+	}
 	return nil
+}
+
+// joinLists returns every rank's list of a's ops then b's (two plans
+// recorded one after the other on one window, with the same buffers),
+// and where a's ops end in each (verify.Options.CallEnds; nil when no
+// rank has any op, as on one rank). The join starts where a did: b's
+// recording began where a's left the rows. A call that records ops on
+// some ranks and none on another cannot be told apart in the join: an
+// error.
+func joinLists(a, b []plan.List) ([]plan.List, [][]int, error) {
+	lists := make([]plan.List, len(a))
+	ends := make([][]int, len(a))
+	var empty, full []string
+	for q := range a {
+		l := a[q]
+		l.Ops = append(append([]plan.Op(nil), a[q].Ops...), b[q].Ops...)
+		lists[q] = l
+		ends[q] = []int{len(a[q].Ops)}
+		if len(a[q].Ops) == 0 || len(b[q].Ops) == 0 {
+			empty = append(empty, fmt.Sprint(q))
+		} else {
+			full = append(full, fmt.Sprint(q))
+		}
+	}
+	switch {
+	case len(full) == 0:
+		return lists, nil, nil
+	case len(empty) > 0:
+		return nil, nil, fmt.Errorf("a call records no ops on rank(s) %s but some on rank(s) %s: its plans cannot be verified as one list", strings.Join(empty, ","), strings.Join(full, ","))
+	}
+	return lists, ends, nil
 }
 
 // reduceOpts is the options table of a call: {type, op, scratch}.

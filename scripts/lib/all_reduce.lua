@@ -66,7 +66,10 @@ end
 
 --- One-shot (small sizes): each rank puts its whole input into every
 --- peer's staging area, waits for theirs and reduces all of them, ranks
---- 0..size-1 in order, into its input: one one-way latency. The staging
+--- 0..size-1 in order, into its input: one one-way latency. Its puts must
+--- have read the input before the reduction overwrites it, so a flush
+--- comes first (the peers' signals say that their data landed here, not
+--- that this rank's left). The staging
 --- areas alternate between two halves (scratch: 2 * size * n + n bytes): a
 --- peer can be at most one call ahead, since finishing a call needs every
 --- rank's input of it, which a rank sends only once its previous call is
@@ -80,6 +83,7 @@ function M.one_shot(w, n, opts)
     w:put_signal((me + i) % size, at + me * n, w, o.input, n, o.sig, 1, "add")
   end
   rs.waits(w, o)
+  w:flush()
   rs.fold(w, o, o.input, n, at, n, o.scratch + 2 * (o.half or size * n))
 end
 
@@ -110,7 +114,8 @@ end
 
 --- One-shot, pulling: once every input is in place, each rank reduces the whole
 --- input of ranks 0..size-1 into its scratch; once every rank is done
---- reading, it copies the result over its input.
+--- reading, it copies the result over its input, flushed: the next call's
+--- peers read that input (and this rank its scratch) once it meets them.
 function M.one_shot_pull(w, n, opts)
   local o = setup(w, n, opts)
   if lc.size == 1 then return end
@@ -122,6 +127,7 @@ function M.one_shot_pull(w, n, opts)
   end
   rs.meet(w, o.done)
   w:put(lc.rank, o.input, w, o.scratch, n)
+  w:flush()
 end
 
 --- Two-shot, pulling: once every input is in place, each rank reduces its

@@ -230,7 +230,9 @@ end
 --- into this rank's window at off: rank q's bytes are at at + q * slot of
 --- the staging half, this rank's own at off. Rank 0 folds in place, and so
 --- does rank 1 for sums and products (x1 + x0 has the bits of x0 + x1); the
---- others fold into tmp first (the order must not start with their own).
+--- others fold into tmp first (the order must not start with their own)
+--- and copy the result back, flushed, so that the caller may put it from
+--- off at once.
 local commutes = { sum = true, add = true, prod = true, mul = true }
 M.commutes = commutes
 
@@ -251,6 +253,7 @@ function M.fold(w, o, off, len, at, slot, tmp)
   end
   if not inplace then
     w:put(me, off, w, tmp, len)
+    w:flush()
   end
 end
 

@@ -24,7 +24,7 @@ func (s *sim) touch(owner int, vc []uint32, m *memory, a *access) {
 			keep = append(keep, y)
 			continue
 		}
-		ordered := (y.done != 0 && vc[y.by.rank] >= y.done) || (script && y.by.rank == a.by.rank)
+		ordered := y.orderedFor(vc) || (script && y.by.rank == a.by.rank)
 		if !ordered && (a.write || y.write) {
 			s.race(owner, m, a, y)
 		}
@@ -34,6 +34,13 @@ func (s *sim) touch(owner int, vc []uint32, m *memory, a *access) {
 		keep = append(keep, y)
 	}
 	m.acc = append(keep, a)
+}
+
+// orderedFor reports whether a rank whose vector clock is vc is ordered
+// after access y: it has reached the clock at which y is known complete,
+// or at which the peer of y's put_signal saw its signal.
+func (y *access) orderedFor(vc []uint32) bool {
+	return (y.done != 0 && vc[y.by.rank] >= y.done) || (y.seenAt != 0 && vc[y.seenBy] >= y.seenAt)
 }
 
 func (s *sim) race(owner int, m *memory, a, y *access) {

@@ -19,6 +19,7 @@ import (
 //	buffers 100                 # sizes of b1, b2, ...
 //	collective allgather n=100 src=b1 src_off=0   # or: collective none
 //	replays 4
+//	calls 6                     # optional: a call ends after op 6 of every list
 //	rank 0
 //	put peer=0 off=0 src=b1 src_off=0 n=100 @issue.lua:3
 //	...
@@ -82,6 +83,16 @@ func parseCase(text string) (*verifyCase, error) {
 			}
 		case "replays":
 			c.opt.Replays = atoi(f[1])
+		case "calls":
+			// calls E1 E2 ...: every rank's list holds a call ending after
+			// op E1, then E2, ..., then the last one (Options.CallEnds).
+			var ends []int
+			for _, x := range f[1:] {
+				ends = append(ends, atoi(x))
+			}
+			for range c.lists {
+				c.opt.CallEnds = append(c.opt.CallEnds, ends)
+			}
 		case "collective":
 			if f[1] == "none" {
 				break
@@ -189,5 +200,34 @@ func TestVerifyCases(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestVerifyCallEnds: call ends that do not fit the lists are a shape
+// problem, named, before anything is simulated.
+func TestVerifyCallEnds(t *testing.T) {
+	b, err := os.ReadFile("testdata/reduce-two-calls.plan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := parseCase(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		ends [][]int
+		want string
+	}{
+		{[][]int{{6}}, "call ends for 1 ranks, but 2 lists were given"},
+		{[][]int{{6}, {3, 6}}, "3 calls in rank 1's list, 2 in rank 0's"},
+		{[][]int{{12}, {12}}, "call end 12 of rank 0's list is not inside it"},
+		{[][]int{{4, 4}, {4, 6}}, "call end 4 of rank 0's list is not inside it, after the one before"},
+	} {
+		opt := c.opt
+		opt.CallEnds = tc.ends
+		rep := Verify(c.lists, opt)
+		if rep.OK || len(rep.Problems) != 1 || rep.Problems[0].Kind != "shape" || !strings.Contains(rep.Problems[0].Msg, tc.want) {
+			t.Errorf("ends %v: want one shape problem %q, got %+v", tc.ends, tc.want, rep.Problems)
+		}
 	}
 }

@@ -151,16 +151,33 @@ func (s *sim) checkReduced(q int) {
 }
 
 // reduceProblem reports a wrong reduction result, blamed on by (the op
-// that added a contribution twice, or that last wrote the bytes).
+// that added a contribution twice, or that last wrote the bytes); at the
+// end of a replay (or call) other than the last, as a result problem
+// blamed on the wait that let it through.
 func (s *sim) reduceProblem(q, r int, by *opRef, msg string) {
 	key := [4]int{-4, q, r, 0}
 	if by != nil {
 		key[3] = by.op*64 + by.rank
 	}
+	if s.at != nil {
+		key[0], key[2] = -5-s.at.rep, r*s.n+q
+	}
 	if s.seen[key] {
 		return
 	}
 	s.seen[key] = true
+	if s.at != nil {
+		from := r
+		if by != nil {
+			from = by.rank
+		}
+		msg = fmt.Sprintf("at the end of %s %d, %s", s.unit(), s.at.rep+1, msg)
+		if by != nil {
+			msg += fmt.Sprintf(" (by %s)", by)
+		}
+		s.resultProblem(s.at, from, msg)
+		return
+	}
 	p := Problem{Kind: "postcondition", Rank: q, Msg: msg}
 	if by != nil {
 		p.Rank, p.Op, p.OpName, p.Replay, p.Site = by.rank, by.op, by.kind.String(), by.rep, by.site

@@ -37,6 +37,15 @@ type Options struct {
 	// Replays is how many replays to simulate back to back (default 2:
 	// enough to see one replay's ops race with the next one's).
 	Replays int
+	// CallEnds, when set, says that each list holds several calls of the
+	// collective one after another (two plans of a schedule that
+	// alternates between them, verified as one): CallEnds[r] are the op
+	// counts of rank r's list after which a call other than the last
+	// ends, the same number on every rank. The result is checked, and the
+	// sources taken as rewritten, at the end of every call instead of
+	// every replay; result problems then number calls in their replay
+	// field.
+	CallEnds [][]int
 	// MaxProblems caps the problems reported (default 50).
 	MaxProblems int
 	// Budget bounds the steps simulated in all (DefaultBudget when 0):

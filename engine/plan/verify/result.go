@@ -238,7 +238,7 @@ func (s *sim) checkArrived() {
 		seen := map[[2]int]bool{}
 		for _, y := range s.mem[b][plan.WindowBuf].acc {
 			a := y.by.rank
-			if !y.write || a == b || (y.done != 0 && vc[a] >= y.done) || seen[[2]int{a, y.by.op}] {
+			if !y.write || a == b || y.orderedFor(vc) || seen[[2]int{a, y.by.op}] {
 				continue
 			}
 			seen[[2]int{a, y.by.op}] = true

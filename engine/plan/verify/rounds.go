@@ -240,7 +240,9 @@ func (s *sim) sumJoin(r int, st *rankState, o *plan.Op, v uint64) bool {
 			need = target - others
 		}
 		if need > sl.init {
-			s.join(st, firstHolding(sl, transport.CmpGe, need))
+			if i := holdingIdx(sl, transport.CmpGe, need); i >= 0 {
+				s.joinWrite(r, st, sl, i)
+			}
 		}
 		if d := s.rows[r].Delta[s.sh.SigRow(p, o.Sig)]; d > 0 && need < sl.init+uint64(rep+1)*d {
 			short = append(short, fmt.Sprint(p))
@@ -257,19 +259,23 @@ func (s *sim) sumJoin(r int, st *rankState, o *plan.Op, v uint64) bool {
 }
 
 // passed checks, after rank r's wait o (op i, replay rep, 0-based) held on
-// one sender's row, that the write that met it was that sender's of the
-// same replay.
+// one sender's row, that the write that met it was not the sender's of a
+// later replay.
+//
+// One met by an earlier replay's write (or before the plan) is not a
+// stand-in: its target advances by what a replay adds to the row, so in
+// every replay it is met by the same write relative to the replay, the
+// one the recording counted to, in every order (a sender's signals reach
+// the row in its stream order). A wait for the previous call's signals
+// (the ring's opening wait for its neighbour's acknowledgements) is such
+// a wait, and so is a target one short; what the latter fails to order is
+// a race or a wrong result, reported as such.
 func (s *sim) passed(r int, st *rankState, i, rep int, o *plan.Op, v uint64) {
 	if o.Kind != plan.WaitSignalFrom || (o.Cmp != transport.CmpGe && o.Cmp != transport.CmpGt) || s.rows[r].Delta[s.sh.SigRow(o.Peer, o.Sig)] == 0 {
 		return
 	}
 	h := holding(&s.sig[s.sigIdx(r, o.Peer, o.Sig)], o.Cmp, v)
-	switch {
-	case h == nil:
-		if rep > 0 {
-			s.standIn(r, st, o, rep, fmt.Sprintf("it holds before rank %d signals it in this replay: signals of earlier replays (or sent before the plan) stand in for this one's", o.Peer))
-		}
-	case h.by != nil && h.by.rep != rep+1:
+	if h != nil && h.by != nil && h.by.rep > rep+1 {
 		s.standIn(r, st, o, rep, fmt.Sprintf("it is met by %s: rank %d's signal of replay %d stands in for one of replay %d", h.by, o.Peer, h.by.rep, rep+1))
 	}
 }
@@ -291,31 +297,62 @@ func (s *sim) standIn(r int, st *rankState, o *plan.Op, rep int, why string) {
 // The stream itself goes on without a sync (p:run{times = N}), so the
 // script's accesses see r's own operations complete and change nothing
 // the stream knows.
-func (s *sim) replayEnd(r int, st *rankState, rep int) {
+//
+// With Options.CallEnds the same happens at the end of every call a list
+// holds: rep is then the call's number in the run (0-based), list the
+// list's replay.
+func (s *sim) replayEnd(r int, st *rankState, rep, list int) {
 	c := s.tick(st, r)
 	if !s.collOK || s.coll.N == 0 {
 		return
 	}
-	end := &replayEnd{rank: r, rep: rep, waits: append([]int(nil), st.waits...)}
+	end := &replayEnd{rank: r, rep: rep, list: list, waits: append([]int(nil), st.waits...)}
 	lo, hi := s.resultRange(r)
 	if lo < hi {
-		ref := &opRef{rank: r, rep: rep + 1, what: fmt.Sprintf("rank %d's result at the end of replay %d", r, rep+1)}
+		ref := &opRef{rank: r, rep: list + 1, what: fmt.Sprintf("rank %d's result at the end of %s %d", r, s.unit(), rep+1)}
 		s.touch(r, st.vc, s.mem[r][plan.WindowBuf], &access{by: ref, pc: -1 - rep, lo: lo, hi: hi, done: c, end: end})
 	}
-	if s.coll.Src != nil && rep+1 < s.replays {
+	if s.coll.Src != nil && rep+1 < s.total {
 		s.at, s.want = end, rep+1
 		s.checkRank(r)
-		s.at, s.want = nil, s.replays
+		s.at, s.want = nil, s.total
 	}
-	if rep+1 < s.replays {
+	if rep+1 < s.total {
 		s.versionSource(r, st, rep+1, c)
 	}
 }
 
-// replayEnd says which rank's replay end is being checked.
+// callEnd reports whether position pc of a rank's run (ops done, list of
+// n ops) ends a call, and which (0-based, over the run).
+func (s *sim) callEnd(r, pc, n int) (int, bool) {
+	rep, at := pc/n, pc%n
+	if at == 0 {
+		return rep*s.calls - 1, true
+	}
+	if s.ends != nil {
+		for j, e := range s.ends[r] {
+			if e == at {
+				return rep*s.calls + j, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// unit names what a result check follows: a replay, or a call when a list
+// holds several.
+func (s *sim) unit() string {
+	if s.calls > 1 {
+		return "call"
+	}
+	return "replay"
+}
+
+// replayEnd says which rank's replay (or call) end is being checked, and
+// in which replay of its list.
 type replayEnd struct {
-	rank, rep int
-	waits     []int
+	rank, rep, list int
+	waits           []int
 }
 
 // resultRange is the part of rank r's window the collective defines.
@@ -354,6 +391,8 @@ func (s *sim) checkRank(q int) {
 		if want, ok := s.expect(c.Root, 0, (c.Root+1)%n); ok && (q != c.Root || c.Src[c.Root].Buf == plan.WindowBuf) {
 			s.compare(q, 0, want, fmt.Sprintf("rank %d's message", c.Root))
 		}
+	case "reduce_scatter", "allreduce":
+		s.checkReduced(q)
 	}
 }
 
@@ -443,8 +482,8 @@ func (s *sim) staleResult(q int, lo, hi uint64, found label, want string) {
 			from = p
 		}
 	}
-	msg := fmt.Sprintf("%s: at the end of replay %d, rank %d's window bytes [%d, %d) (chunk %d) hold %s, expected %s",
-		s.coll.Kind, s.at.rep+1, q, lo, hi, lo/max(s.coll.N, 1), found, want)
+	msg := fmt.Sprintf("%s: at the end of %s %d, rank %d's window bytes [%d, %d) (chunk %d) hold %s, expected %s",
+		s.coll.Kind, s.unit(), s.at.rep+1, q, lo, hi, lo/max(s.coll.N, 1), found, want)
 	if found.by != nil {
 		msg += fmt.Sprintf(" (written by %s)", found.by)
 	}
@@ -462,11 +501,11 @@ func (s *sim) endRace(y, x *access) {
 	s.seen[key] = true
 	lo, hi := max(x.lo, y.lo), min(x.hi, y.hi)
 	when := "may still be arriving"
-	if x.by.rep > end.rep+1 {
+	if x.by.rep > end.list+1 {
 		when = "of a later replay may already have landed"
 	}
-	s.resultProblem(end, x.by.rank, fmt.Sprintf("%s: at the end of replay %d, rank %d's window bytes [%d, %d) (chunk %d): %s's data %s (nothing orders it with the end of the replay)",
-		s.coll.Kind, end.rep+1, end.rank, lo, hi, lo/max(s.coll.N, 1), x.by, when))
+	s.resultProblem(end, x.by.rank, fmt.Sprintf("%s: at the end of %s %d, rank %d's window bytes [%d, %d) (chunk %d): %s's data %s (nothing orders it with the end of the %s)",
+		s.coll.Kind, s.unit(), end.rep+1, end.rank, lo, hi, lo/max(s.coll.N, 1), x.by, when, s.unit()))
 }
 
 // startFromInbox starts the rows into rank r, which reset its inbox, from
@@ -527,4 +566,28 @@ func (s *sim) findMonotone() {
 			}
 		}
 	}
+}
+
+// checkCallEnds validates Options.CallEnds against the lists.
+func checkCallEnds(lists []plan.List, ends [][]int, add func(Problem)) bool {
+	if ends == nil {
+		return true
+	}
+	if len(ends) != len(lists) {
+		add(Problem{Kind: "shape", Msg: fmt.Sprintf("call ends for %d ranks, but %d lists were given", len(ends), len(lists))})
+		return false
+	}
+	for r, e := range ends {
+		if len(e) != len(ends[0]) {
+			add(Problem{Kind: "shape", Rank: r, Msg: fmt.Sprintf("%d calls in rank %d's list, %d in rank 0's", len(e)+1, r, len(ends[0])+1)})
+			return false
+		}
+		for i, at := range e {
+			if at <= 0 || at >= len(lists[r].Ops) || (i > 0 && at <= e[i-1]) {
+				add(Problem{Kind: "shape", Rank: r, Msg: fmt.Sprintf("call end %d of rank %d's list is not inside it, after the one before (%v, %d ops)", at, r, e, len(lists[r].Ops))})
+				return false
+			}
+		}
+	}
+	return true
 }

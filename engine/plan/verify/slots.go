@@ -7,18 +7,9 @@ import (
 	"github.com/luacoll/luacoll/transport"
 )
 
-// firstHolding returns the earliest write after which the slot met the
+// holding returns the earliest write after which the slot met the
 // condition for good (">=" and ">": the first write that made it hold),
-// or the last write for other comparisons; nil when the slot held it
-// before any write.
-func firstHolding(sl *slot, cmp transport.Cmp, v uint64) *snap {
-	if h := holding(sl, cmp, v); h != nil {
-		return h.at
-	}
-	return nil
-}
-
-// holding is firstHolding's write itself; nil when the slot held the
+// or the last write for other comparisons; nil when the slot held the
 // condition before any write (">=" and ">") or was never written.
 func holding(sl *slot, cmp transport.Cmp, v uint64) *hist {
 	if i := holdingIdx(sl, cmp, v); i >= 0 {

@@ -23,6 +23,14 @@ import (
 //     peer only by whoever has seen a signal that orders it: its own
 //     put_signal's signal, any signal of its rank after a later fence, or
 //     the stores of a later barrier (a barrier fences and flushes first).
+//   - A put_signal's signal is written after its data has landed ("the
+//     peer never sees the signal before the data"), and the data is what
+//     the source held: its source has been read by then. So whoever has
+//     seen that signal (the peer's wait it met, or a later one on the
+//     same row, which counts it too) is ordered after the source read as
+//     well as the data. Its issuer is not, until it completes the put
+//     locally or learns that the peer saw the signal: the put may still
+//     be reading when its own next op runs.
 //   - Seeing a signal orders the seer after everything its writer knew when
 //     it wrote it (vector clocks): after the writes the wait needed (the
 //     first write that made a ">=" or ">" wait hold on one row), or after
@@ -53,7 +61,7 @@ func Verify(lists []plan.List, opt Options) *Report {
 		}
 		rep.Problems = append(rep.Problems, p)
 	}
-	if !checkShapes(lists, add) {
+	if !checkShapes(lists, add) || !checkCallEnds(lists, opt.CallEnds, add) {
 		rep.OK = false
 		return rep
 	}
@@ -159,6 +167,12 @@ type access struct {
 	source bool // a put's source read, complete at local completion
 	lo, hi uint64
 	done   uint32
+	// seenAt, when not 0, is the clock of rank seenBy at which it saw the
+	// signal of the put_signal this access belongs to (its data and source
+	// read): an access by a rank whose clock has reached it is ordered
+	// after this one.
+	seenBy int
+	seenAt uint32
 	end    *replayEnd // a read of a rank's result at the end of a replay
 }
 
@@ -173,6 +187,10 @@ type hist struct {
 	val uint64
 	at  *snap
 	by  *opRef // the signal that wrote it (nil for barrier stores)
+	// put is the put_signal (to a peer) whose signal this is; seen, that
+	// the row's owner has seen it (and so every earlier write).
+	put  *xfer
+	seen bool
 }
 
 // slot is a signal row or a barrier slot: its value, what it held when
@@ -216,19 +234,23 @@ type slotCtr struct {
 }
 
 type sim struct {
-	lists     []plan.List
-	n         int
-	sh        plan.Shape
-	replays   int
-	coll      Collective
-	add       func(Problem)
-	rk        []rankState
-	sig       []slot // [receiver][sender][sig]
-	bar, pbar []slot // [receiver][sender][id]
-	mem       [][]*memory
-	adv       [][]uint64 // per rank, per op: a wait's per-replay advance
-	rows      []plan.RowInfo
-	seen      map[[4]int]bool
+	lists   []plan.List
+	n       int
+	sh      plan.Shape
+	replays int
+	// ends are Options.CallEnds; calls the calls a replay of a list holds
+	// (1 without ends), total those of the whole run.
+	ends         [][]int
+	calls, total int
+	coll         Collective
+	add          func(Problem)
+	rk           []rankState
+	sig          []slot // [receiver][sender][sig]
+	bar, pbar    []slot // [receiver][sender][id]
+	mem          [][]*memory
+	adv          [][]uint64 // per rank, per op: a wait's per-replay advance
+	rows         []plan.RowInfo
+	seen         map[[4]int]bool
 	// monotone[sigIdx] says every wait on the row is a ">=" or ">" on
 	// it alone with targets that never go down: its old writes can go.
 	monotone   []bool
@@ -255,7 +277,12 @@ func newSim(lists []plan.List, opt Options, add func(Problem)) *sim {
 		rk:  make([]rankState, n),
 		sig: make([]slot, n*n*sh.Signals), bar: make([]slot, n*n*sh.Barriers), pbar: make([]slot, n*n*sh.Barriers),
 		mem: make([][]*memory, n), adv: make([][]uint64, n), seen: map[[4]int]bool{}, rows: plan.Deltas(lists),
-		want: opt.Replays, budget: opt.Budget}
+		budget: opt.Budget, ends: opt.CallEnds, calls: 1}
+	if s.ends != nil {
+		s.calls = len(s.ends[0]) + 1
+	}
+	s.total = s.replays * s.calls
+	s.want = s.total
 	if s.budget <= 0 {
 		s.budget = DefaultBudget
 	}
@@ -391,6 +418,24 @@ func (s *sim) join(st *rankState, at *snap) {
 	}
 }
 
+// joinWrite joins rank r's current op (a wait on its own inbox) with
+// write i of signal row sl: r has seen it and, since the row counts them,
+// every earlier write, so the puts those put_signals carried have landed
+// and read their sources, as of the clock this op gets.
+func (s *sim) joinWrite(r int, st *rankState, sl *slot, i int) {
+	s.join(st, sl.hist[i].at)
+	c := st.vc[r] + 1
+	for j := i; j >= 0 && !sl.hist[j].seen; j-- {
+		h := &sl.hist[j]
+		h.seen = true // and every earlier one: a walk stops at it
+		if h.put != nil {
+			h.put.src.seenBy, h.put.src.seenAt = r, c
+			h.put.dst.seenBy, h.put.dst.seenAt = r, c
+			h.put = nil
+		}
+	}
+}
+
 func (s *sim) joinAll(st *rankState) {
 	s.work += len(st.joins) * len(st.vc)
 	for _, at := range st.joins {
@@ -452,8 +497,8 @@ func (s *sim) step(r int) bool {
 	if st.pc == len(ops) {
 		s.steps = max(s.steps, st.depth)
 	}
-	if st.pc%len(ops) == 0 {
-		s.replayEnd(r, st, rep)
+	if k, ok := s.callEnd(r, st.pc, len(ops)); ok {
+		s.replayEnd(r, st, k, rep)
 		st.waits = st.waits[:0]
 	}
 	if st.pc >= s.replays*len(ops) {
@@ -488,10 +533,9 @@ func (s *sim) exec(r int, st *rankState, o *plan.Op, ref *opRef, c uint32) {
 	case plan.Put, plan.PutSignal, plan.PutCounter, plan.PutSignalCounter:
 		x := s.transfer(r, st, ref, r, o.Buf, o.BufOff, o.Peer, plan.WindowBuf, o.Off, o.N, o.Peer == r)
 		if !x.local {
+			// A put_signal's data is known to have landed by whoever saw
+			// its signal (joinWrite); any put's, after a later fence.
 			st.remote = append(st.remote, x)
-			if o.Kind.HasSignal() {
-				x.dst.done = c // the signal below orders the data before it
-			}
 		}
 		if o.Kind.HasCounter() {
 			k := &st.ctr[o.Peer*s.sh.Counters+o.Ctr]
@@ -500,6 +544,10 @@ func (s *sim) exec(r int, st *rankState, o *plan.Op, ref *opRef, c uint32) {
 		}
 		if o.Kind.HasSignal() {
 			s.signal(r, o.Peer, o, s.snapshot(st), ref)
+			if !x.local {
+				sl := &s.sig[s.sigIdx(o.Peer, r, o.Sig)]
+				sl.hist[len(sl.hist)-1].put = x
+			}
 		}
 	case plan.Get:
 		s.transfer(r, st, ref, o.Peer, plan.WindowBuf, o.Off, r, o.Buf, o.BufOff, o.N, true)
@@ -571,7 +619,7 @@ func (s *sim) wait(r int, st *rankState, o *plan.Op, v uint64) bool {
 		}
 		i := holdingIdx(sl, o.Cmp, v)
 		if i >= 0 {
-			s.join(st, sl.hist[i].at)
+			s.joinWrite(r, st, sl, i)
 			if s.monotone[s.sigIdx(r, o.Peer, o.Sig)] {
 				forget(sl, i)
 			}
@@ -588,7 +636,7 @@ func (s *sim) wait(r int, st *rankState, o *plan.Op, v uint64) bool {
 			for p := 0; p < s.n; p++ {
 				sl := &s.sig[s.sigIdx(r, p, o.Sig)]
 				if len(sl.hist) > 0 {
-					s.join(st, sl.hist[len(sl.hist)-1].at)
+					s.joinWrite(r, st, sl, len(sl.hist)-1)
 				}
 			}
 		}
