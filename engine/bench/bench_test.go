@@ -129,3 +129,29 @@ func TestFailureMeetsNoCollective(t *testing.T) {
 		t.Errorf("rank 0: %v, want rank 1's failure", errs[0])
 	}
 }
+
+// bench put --bidir with more ranks than the two that time: the others
+// wait at the sizes' barriers while ranks 0 and 1 line up between them,
+// and every rank finishes with the data checked.
+func TestBenchPutBidirThreeRanks(t *testing.T) {
+	errs := enginetest.WithComms(t, 3, engine.Options{Device: "host", Timeout: 10 * time.Second}, func(r int, c *engine.Comm) error {
+		rows, err := BenchPut(context.Background(), c, []uint64{8, 4096}, 5, "auto", true, "push", nil, nil)
+		if err != nil {
+			return err
+		}
+		if len(rows) != 2 {
+			return fmt.Errorf("%d rows, want 2", len(rows))
+		}
+		for _, row := range rows {
+			if row.Wrong != 0 {
+				return fmt.Errorf("%d bytes: %d wrong", row.Bytes, row.Wrong)
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
