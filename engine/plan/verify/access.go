@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/luacoll/luacoll/engine/plan"
 )
@@ -18,10 +19,20 @@ func (s *sim) touch(owner int, vc []uint32, m *memory, a *access) {
 	// completes all its rank's own operations; they forget nothing, as
 	// a replay run back to back has no sync.
 	script := a.by.what != ""
-	keep := m.acc[:0]
-	for _, y := range m.acc {
+	m.maxLen = max(m.maxLen, a.hi-a.lo)
+	var from uint64
+	if a.lo > m.maxLen {
+		from = a.lo - m.maxLen
+	}
+	// Only accesses starting in [from, a.hi) can overlap a.
+	i := sort.Search(len(m.acc), func(k int) bool { return m.acc[k].lo >= from })
+	j := i + sort.Search(len(m.acc)-i, func(k int) bool { return m.acc[i+k].lo >= a.hi })
+	keep := i
+	for k := i; k < j; k++ {
+		y := m.acc[k]
 		if y.hi <= a.lo || y.lo >= a.hi || (y.by.rank == a.by.rank && y.pc == a.pc) {
-			keep = append(keep, y)
+			m.acc[keep] = y
+			keep++
 			continue
 		}
 		ordered := (y.done != 0 && vc[y.by.rank] >= y.done) || (script && y.by.rank == a.by.rank)
@@ -31,9 +42,29 @@ func (s *sim) touch(owner int, vc []uint32, m *memory, a *access) {
 		if ordered && !script && y.lo >= a.lo && y.hi <= a.hi {
 			continue
 		}
-		keep = append(keep, y)
+		m.acc[keep] = y
+		keep++
 	}
-	m.acc = append(keep, a)
+	m.insert(a, i, keep, j)
+}
+
+// insert puts a into m.acc, whose [i, keep) are what touch kept of the
+// accesses [i, j) it looked at, after the kept ones starting at or
+// before a.
+func (m *memory) insert(a *access, i, keep, j int) {
+	p := i + sort.Search(keep-i, func(k int) bool { return m.acc[i+k].lo > a.lo })
+	if keep == j {
+		m.acc = append(m.acc, nil)
+		copy(m.acc[p+1:], m.acc[p:])
+		m.acc[p] = a
+		return
+	}
+	old := len(m.acc)
+	copy(m.acc[p+1:keep+1], m.acc[p:keep])
+	m.acc[p] = a
+	n := copy(m.acc[keep+1:], m.acc[j:old])
+	clear(m.acc[keep+1+n : old])
+	m.acc = m.acc[:keep+1+n]
 }
 
 func (s *sim) race(owner int, m *memory, a, y *access) {

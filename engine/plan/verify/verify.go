@@ -163,9 +163,15 @@ type access struct {
 }
 
 // snap is what a signal or barrier store carries: its writer's vector
-// clock and critical-path depth when it wrote.
+// clock and critical-path depth when it wrote. The clock is shared: vc is
+// the writer's clock as it was when it last learned of another rank (its
+// own entry may be behind), own its own entry now. A rank's snapshots
+// between two joins share one vc, so a rank's run of signals costs one
+// copy of its clock, not one each.
 type snap struct {
 	vc    []uint32
+	own   uint32
+	rank  int
 	depth int
 }
 
@@ -196,6 +202,7 @@ type ctrEntry struct {
 
 type rankState struct {
 	pc, phase int
+	me        int
 	vc        []uint32
 	depth     int
 	epoch     []uint64 // window barrier epochs by id
@@ -204,7 +211,11 @@ type rankState struct {
 	remote    []*xfer  // puts to peers not yet fenced
 	ctr       []slotCtr
 	joins     []*snap
-	done      bool
+	// pub is the copy of vc the last snapshot shared, stale once a join
+	// raised another rank's entry (stale).
+	pub   []uint32
+	stale bool
+	done  bool
 	// waits are the signal waits (op indexes) this rank has passed in its
 	// current replay, newest last.
 	waits []int
@@ -268,6 +279,7 @@ func newSim(lists []plan.List, opt Options, add func(Problem)) *sim {
 	for r, l := range lists {
 		st := &s.rk[r]
 		st.vc = make([]uint32, n)
+		st.me = r
 		st.epoch = make([]uint64, sh.Barriers)
 		st.pepoch = make([]uint64, sh.Barriers*n)
 		st.ctr = make([]slotCtr, n*sh.Counters)
@@ -378,8 +390,12 @@ func (s *sim) tick(st *rankState, r int) uint32 {
 }
 
 func (s *sim) snapshot(st *rankState) *snap {
-	s.work += len(st.vc)
-	return &snap{vc: append([]uint32(nil), st.vc...), depth: st.depth}
+	r := st.me
+	if st.pub == nil || st.stale {
+		s.work += len(st.vc)
+		st.pub, st.stale = append([]uint32(nil), st.vc...), false
+	}
+	return &snap{vc: st.pub, own: st.vc[r], rank: r, depth: st.depth}
 }
 
 // join notes that rank st's current op synchronizes with the write at;
@@ -397,7 +413,12 @@ func (s *sim) joinAll(st *rankState) {
 		for i, v := range at.vc {
 			if v > st.vc[i] {
 				st.vc[i] = v
+				st.stale = true
 			}
+		}
+		if at.own > st.vc[at.rank] {
+			st.vc[at.rank] = at.own
+			st.stale = true
 		}
 		st.depth = max(st.depth, at.depth+1)
 	}
