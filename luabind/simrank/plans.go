@@ -3,6 +3,7 @@ package simrank
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -67,6 +68,11 @@ func (rk *rank) newPlan(L *lua.LState) int {
 		bodyArgs = bodyArgs[:n-1] // the mode: every simulated plan is "check"
 	}
 	site := strings.TrimSuffix(L.Where(1), ":")
+	if rk.r == 0 {
+		if err := rk.w.flush(); err != nil {
+			rk.fail(L, name, "%v", err)
+		}
+	}
 	rec := &recorder{}
 	if msg := rk.record(L, body, bodyArgs, rec); msg != "" {
 		rk.fail(L, name, "the body failed: %s", msg)
@@ -147,15 +153,45 @@ func (rk *rank) complete(L *lua.LState, slot *planSlot) {
 	}
 	led.Record(lists, 0)
 	dropZeroBase(lists)
-	w.progress(func() string { return fmt.Sprintf("plan %d: verifying %d ranks' lists", slot.num, len(lists)) })
-	rep := verify.Verify(lists, verify.Options{Budget: w.budget()})
 	w.res.Plans++
+	w.estimateLine(slot)
+	w.pending = slot
+}
+
+// flush verifies the plan rank 0 made last, unless p:verify did (its
+// verification covers everything this one checks): the plan's deadlocks,
+// races and bounds.
+func (w *world) flush() error {
+	slot := w.pending
+	if slot == nil || slot.lists == nil {
+		return nil
+	}
+	w.pending = nil
+	w.verifying(slot, "")
+	rep := verify.Verify(slot.lists, verify.Options{Budget: w.budget()})
 	w.note(slot, "made", rep)
 	if !rep.OK {
 		w.res.Failed++
-		rk.fail(L, name, "plan %d (made at %s) failed verification: %s", slot.num, slot.site, rep.Summary())
+		return fmt.Errorf("plan %d (made at %s) failed verification: %s", slot.num, slot.site, rep.Summary())
 	}
-	w.estimateLine(slot)
+	return nil
+}
+
+// verifying says on the progress stream that a long verification starts.
+func (w *world) verifying(slot *planSlot, coll string) {
+	if w.o.Progress == nil || w.o.Ranks < 256 {
+		return
+	}
+	ops := 0
+	for _, l := range slot.lists {
+		ops += len(l.Ops)
+	}
+	as := ""
+	if coll != "" {
+		as = " as " + coll
+	}
+	fmt.Fprintf(w.o.Progress, "luacoll check: plan %d: verifying %d ranks' lists%s (%d ops; %.1f s so far, %s resident)\n",
+		slot.num, len(slot.lists), as, ops, time.Since(w.start).Seconds(), Bytes(currentRSS()))
 }
 
 // dropZeroBase forgets the lists' Base rows where they are all zero (a
@@ -177,12 +213,13 @@ func dropZeroBase(lists []plan.List) {
 }
 
 // budget is the verifier's bound of work: the default, scaled by the
-// ranks past 64 (a wait's clock join is as long as the ranks).
+// ranks past 32 (its work counts each wait's join of vector clocks as
+// long as the ranks; a 1,024-rank ring takes about 5e9).
 func (w *world) budget() int {
 	if w.o.Budget > 0 {
 		return w.o.Budget
 	}
-	return verify.DefaultBudget * max(1, w.o.Ranks/64)
+	return verify.DefaultBudget * max(1, w.o.Ranks/32)
 }
 
 // note prints what a verification of slot found, as luacoll check does.
@@ -258,6 +295,11 @@ func (rk *rank) planMethods() map[string]lua.LGFunction {
 			r := rk.planArg(L, "p:free")
 			r.freed = true
 			if rk.r == 0 {
+				if rk.w.pending == r.slot {
+					if err := rk.w.flush(); err != nil {
+						rk.fail(L, "p:free", "%v", err)
+					}
+				}
 				r.slot.lists = nil // rank 0 runs last: no rank needs them now
 			}
 			return 0

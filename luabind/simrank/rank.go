@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/parse"
 
 	"github.com/luacoll/luacoll/scripts"
 	"github.com/luacoll/luacoll/window"
@@ -96,10 +97,14 @@ func (rk *rank) run(ctx context.Context) error {
 			src = append([]byte("--"), src[i:]...)
 		}
 	}
-	fn, err := L.Load(bytes.NewReader(src), o.Name)
-	if err != nil {
-		return err
+	if rk.w.main == nil {
+		proto, err := compile(src, o.Name)
+		if err != nil {
+			return err
+		}
+		rk.w.main = proto
 	}
+	fn := L.NewFunctionFromProto(rk.w.main)
 	L.SetContext(ctx)
 	defer L.RemoveContext()
 	L.Push(fn)
@@ -203,18 +208,30 @@ func (rk *rank) installRequire() {
 		name := L.CheckString(1)
 		rel := strings.ReplaceAll(strings.TrimPrefix(name, "lib."), ".", "/")
 		path := "lib/" + rel + ".lua"
-		src, err := fs.ReadFile(scripts.FS, path)
-		if err != nil {
-			L.Push(lua.LString("\n\tno embedded module '" + path + "'"))
-			return 1
+		proto, ok := rk.w.libs[path]
+		if !ok {
+			src, err := fs.ReadFile(scripts.FS, path)
+			if err != nil {
+				L.Push(lua.LString("\n\tno embedded module '" + path + "'"))
+				return 1
+			}
+			if proto, err = compile(src, path); err != nil {
+				L.RaiseError("loading embedded %s: %v", path, err)
+			}
+			rk.w.libs[path] = proto
 		}
-		fn, err := L.Load(bytes.NewReader(src), path)
-		if err != nil {
-			L.RaiseError("loading embedded %s: %v", path, err)
-		}
-		L.Push(fn)
+		L.Push(L.NewFunctionFromProto(proto))
 		return 1
 	}))
+}
+
+// compile parses and compiles a chunk once for every simulated rank.
+func compile(src []byte, name string) (*lua.FunctionProto, error) {
+	chunk, err := parse.Parse(bytes.NewReader(src), name)
+	if err != nil {
+		return nil, err
+	}
+	return lua.Compile(chunk, name)
 }
 
 // push pushes v as userdata of metatable mt.

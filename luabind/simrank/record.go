@@ -92,7 +92,6 @@ func (r *recorder) list(ranks int) (plan.List, []*simBuffer, error) {
 	return plan.List{Window: r.w.num, Shape: plan.ShapeOf(ranks, r.w.opts, sizes), Ops: ops}, bufs, nil
 }
 
-
 // windowMethods are a window's methods under simulation: the operations
 // plans record (refused outside a plan: they would move data), and the
 // window's shape.

@@ -93,7 +93,7 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 	case len(without) > 0:
 		rk.fail(L, name, "bad argument 'src' (ranks %s name none; every rank must, or none)", abbrev(without))
 	}
-	rk.w.progress(func() string { return fmt.Sprintf("plan %d: verifying as %s", slot.num, coll.Kind) })
+	rk.w.verifying(slot, coll.Kind)
 	rep := verify.Verify(slot.lists, verify.Options{Collective: coll, Replays: replays, Budget: rk.w.budget()})
 	rk.w.res.Verifies++
 	if !rep.OK {
@@ -102,6 +102,14 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 	what := "made"
 	if coll.Kind != "" {
 		what = "verified as " + coll.Kind
+	}
+	if rk.w.pending == slot {
+		// This verification covers what the plan's own would check.
+		rk.w.pending = nil
+		what = "made and " + strings.TrimPrefix(what, "made")
+		if coll.Kind == "" {
+			what = "made"
+		}
 	}
 	rk.w.note(slot, what, rep)
 	L.Push(reportTable(L, rep))

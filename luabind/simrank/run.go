@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	lua "github.com/yuin/gopher-lua"
+
 	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/engine/plan/cost"
 	"github.com/luacoll/luacoll/transport"
@@ -76,6 +78,12 @@ type world struct {
 	start   time.Time
 	last    time.Time // of the last progress line
 	real    map[string]bool
+	// main and libs are the script and the embedded modules, compiled
+	// once.
+	main *lua.FunctionProto
+	libs map[string]*lua.FunctionProto
+	// pending is the plan rank 0 made last, not verified yet (flush).
+	pending *planSlot
 }
 
 // Run runs the script for every simulated rank, the last first and rank 0
@@ -92,7 +100,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.ProgressEvery <= 0 {
 		o.ProgressEvery = 2 * time.Second
 	}
-	w := &world{o: o, out: o.Stdout, ledgers: map[int]*plan.Ledger{}, start: time.Now(), real: map[string]bool{}}
+	w := &world{o: o, out: o.Stdout, ledgers: map[int]*plan.Ledger{}, start: time.Now(), real: map[string]bool{},
+		libs: map[string]*lua.FunctionProto{}}
 	w.last = w.start
 	for _, n := range o.Real {
 		w.real[n] = true
@@ -109,6 +118,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		w.progress(func() string {
 			return fmt.Sprintf("simulated ranks: %d of %d ran the script", o.Ranks-r, o.Ranks)
 		})
+	}
+	if err := w.flush(); err != nil {
+		return nil, fmt.Errorf("simulated rank 0: %w", err)
 	}
 	for _, p := range w.plans {
 		if !p.done {

@@ -15,23 +15,52 @@ func (s *sim) touch(owner int, vc []uint32, m *memory, a *access) {
 	if a.lo >= a.hi {
 		return
 	}
-	// The script's accesses between replays follow a sync, which
-	// completes all its rank's own operations; they forget nothing, as
-	// a replay run back to back has no sync.
-	script := a.by.what != ""
-	m.maxLen = max(m.maxLen, a.hi-a.lo)
+	wide := m.isWide(a)
+	k := s.check(owner, vc, m, a, m.wide, 0, len(m.wide))
+	clear(m.wide[k:])
+	m.wide = m.wide[:k]
+	if wide {
+		m.wide = append(m.wide, a)
+	} else {
+		m.maxLen = max(m.maxLen, a.hi-a.lo)
+	}
 	var from uint64
 	if a.lo > m.maxLen {
 		from = a.lo - m.maxLen
 	}
-	// Only accesses starting in [from, a.hi) can overlap a.
+	// Only narrow accesses starting in [from, a.hi) can overlap a.
 	i := sort.Search(len(m.acc), func(k int) bool { return m.acc[k].lo >= from })
 	j := i + sort.Search(len(m.acc)-i, func(k int) bool { return m.acc[i+k].lo >= a.hi })
+	keep := s.check(owner, vc, m, a, m.acc, i, j)
+	if wide {
+		// Close the gap check left at [keep, j).
+		n := copy(m.acc[keep:], m.acc[j:])
+		clear(m.acc[keep+n:])
+		m.acc = m.acc[:keep+n]
+		return
+	}
+	m.insert(a, i, keep, j)
+}
+
+// isWide says whether a is one of the few long accesses (a replay's
+// result read, a fill) that touch checks every access against: a tenth of
+// the memory or more.
+func (m *memory) isWide(a *access) bool { return a.hi-a.lo >= max(m.size/10, 1) }
+
+// check checks a against the accesses list[i:j] of m, reporting races,
+// and drops those a covers and follows (any later access ordered after a
+// is ordered after them too). It moves what it keeps to list[i:keep] and
+// returns keep; list[j:] stays where it is.
+func (s *sim) check(owner int, vc []uint32, m *memory, a *access, list []*access, i, j int) int {
+	// The script's accesses between replays follow a sync, which
+	// completes all its rank's own operations; they forget nothing, as
+	// a replay run back to back has no sync.
+	script := a.by.what != ""
 	keep := i
 	for k := i; k < j; k++ {
-		y := m.acc[k]
+		y := list[k]
 		if y.hi <= a.lo || y.lo >= a.hi || (y.by.rank == a.by.rank && y.pc == a.pc) {
-			m.acc[keep] = y
+			list[keep] = y
 			keep++
 			continue
 		}
@@ -42,10 +71,10 @@ func (s *sim) touch(owner int, vc []uint32, m *memory, a *access) {
 		if ordered && !script && y.lo >= a.lo && y.hi <= a.hi {
 			continue
 		}
-		m.acc[keep] = y
+		list[keep] = y
 		keep++
 	}
-	m.insert(a, i, keep, j)
+	return keep
 }
 
 // insert puts a into m.acc, whose [i, keep) are what touch kept of the

@@ -64,11 +64,12 @@ type seg struct {
 type memory struct {
 	size uint64
 	segs []seg
-	// acc is sorted by lo; maxLen is the longest access it ever held, so
-	// that a new access only looks at those starting within maxLen before
-	// it.
-	acc    []*access
-	maxLen uint64
+	// acc are the narrow accesses, sorted by lo; maxLen is the longest
+	// it ever held, so that a new access only looks at those starting
+	// within maxLen before it. wide are the long ones (isWide), which
+	// every access looks at.
+	acc, wide []*access
+	maxLen    uint64
 }
 
 func newMemory(rank, buf int, size uint64) *memory {
@@ -140,10 +141,12 @@ func (m *memory) put(dst uint64, src []seg, by *opRef) {
 		copy(grown[i+len(src):], m.segs[j:])
 		m.segs = grown
 	} else {
-		m.segs = m.segs[:max(size, old)]
-		copy(m.segs[i+len(src):], m.segs[j:old])
-		clear(m.segs[size:])
-		m.segs = m.segs[:size]
+		if i+len(src) != j {
+			m.segs = m.segs[:max(size, old)]
+			copy(m.segs[i+len(src):], m.segs[j:old])
+			clear(m.segs[size:])
+			m.segs = m.segs[:size]
+		}
 	}
 	for k, s := range src {
 		s.lo, s.hi = shift(s.lo), shift(s.hi)

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/luacoll/luacoll/engine/plan"
@@ -503,6 +504,7 @@ func (s *sim) startFromInbox(r int, l plan.List) {
 // replays.
 func (s *sim) findMonotone() {
 	s.monotone = make([]bool, len(s.sig))
+	s.targets = map[int][]uint64{}
 	for i := range s.monotone {
 		s.monotone[i] = true
 	}
@@ -523,8 +525,16 @@ func (s *sim) findMonotone() {
 						s.monotone[idx] = false
 					}
 					last[idx] = v
+					if o.Cmp == transport.CmpGt {
+						v++
+					}
+					s.targets[idx] = append(s.targets[idx], v)
 				}
 			}
 		}
+	}
+	for idx, ts := range s.targets {
+		slices.Sort(ts)
+		s.targets[idx] = slices.Compact(ts)
 	}
 }

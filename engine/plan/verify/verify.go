@@ -242,7 +242,10 @@ type sim struct {
 	seen      map[[4]int]bool
 	// monotone[sigIdx] says every wait on the row is a ">=" or ">" on
 	// it alone with targets that never go down: its old writes can go.
-	monotone   []bool
+	monotone []bool
+	// targets[sigIdx] are the values a monotone row's waits need it to
+	// reach (a ">" wait's value plus one), sorted.
+	targets    map[int][]uint64
 	steps      int
 	deadlocked bool
 	// collOK: a collective is declared and fits the shapes, so replay
@@ -520,17 +523,19 @@ func (s *sim) exec(r int, st *rankState, o *plan.Op, ref *opRef, c uint32) {
 			k.hist = append(k.hist, ctrEntry{val: k.val, x: x})
 		}
 		if o.Kind.HasSignal() {
-			s.signal(r, o.Peer, o, s.snapshot(st), ref)
+			var at *snap
+			s.signal(r, o.Peer, o, st, &at, ref)
 		}
 	case plan.Get:
 		s.transfer(r, st, ref, o.Peer, plan.WindowBuf, o.Off, r, o.Buf, o.BufOff, o.N, true)
 	case plan.Signal:
-		s.signal(r, o.Peer, o, s.snapshot(st), ref)
+		var at *snap
+		s.signal(r, o.Peer, o, st, &at, ref)
 	case plan.SignalAll:
-		at := s.snapshot(st)
+		var at *snap
 		for p := 0; p < s.n; p++ {
 			if p != r {
-				s.signal(r, p, o, at, ref)
+				s.signal(r, p, o, st, &at, ref)
 			}
 		}
 	case plan.ResetCounter:
@@ -571,14 +576,42 @@ func (s *sim) transfer(r int, st *rankState, ref *opRef, from, fbuf int, foff ui
 	return x
 }
 
-func (s *sim) signal(from, to int, o *plan.Op, at *snap, by *opRef) {
-	sl := &s.sig[s.sigIdx(to, from, o.Sig)]
+// signal writes o's signal from rank from (whose state is st) into rank
+// to's row. The write carries the sender's clock (*at, taken once for all
+// of an op's writes) where a wait may join it: on a monotone row, only a
+// write that first meets one of the row's wait targets.
+func (s *sim) signal(from, to int, o *plan.Op, st *rankState, at **snap, by *opRef) {
+	idx := s.sigIdx(to, from, o.Sig)
+	sl := &s.sig[idx]
+	old := sl.val
 	if o.SigOp == window.SigSet {
 		sl.val = o.SigValue
 	} else {
 		sl.val += o.SigValue
 	}
-	sl.hist = append(sl.hist, hist{val: sl.val, at: at, by: by})
+	var clock *snap
+	if s.joinable(idx, old, sl.val) {
+		if *at == nil {
+			*at = s.snapshot(st)
+		}
+		clock = *at
+	}
+	sl.hist = append(sl.hist, hist{val: sl.val, at: clock, by: by})
+}
+
+// joinable reports whether a write raising row idx from old to val can be
+// what a wait joins: on a monotone row, the first write to meet one of
+// its waits' targets (a ">=" or ">" wait joins the first write that makes
+// it hold); on any other row, every write. At a thousand ranks, a clock
+// kept for every write of a row waited on once at the end was most of the
+// verifier's memory.
+func (s *sim) joinable(idx int, old, val uint64) bool {
+	if !s.monotone[idx] {
+		return true
+	}
+	ts := s.targets[idx]
+	k := sort.Search(len(ts), func(i int) bool { return ts[i] > old })
+	return k < len(ts) && ts[k] <= val
 }
 
 // wait reports whether rank r's wait o holds now (joining what it
