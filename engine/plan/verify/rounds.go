@@ -32,7 +32,9 @@ import (
 type ctl struct {
 	s          *sim
 	pc, phase  []int
+	arrived    []int // per rank in a barrier's wait: the ranks before this one have arrived
 	sig, sig0  []uint64
+	sum, sum0  []uint64 // [receiver*Signals+sig]: the rows' sum (wait_signal), wrapping as the rows do
 	ctr, ctr0  []uint64 // [rank][peer*Counters+ctr]
 	bar, pbar  []uint64
 	epoch      []uint64 // [rank*Barriers+id]
@@ -44,13 +46,15 @@ type ctl struct {
 
 func newCtl(s *sim) *ctl {
 	n, sh := s.n, s.sh
-	c := &ctl{s: s, pc: make([]int, n), phase: make([]int, n),
+	c := &ctl{s: s, pc: make([]int, n), phase: make([]int, n), arrived: make([]int, n),
 		sig: make([]uint64, len(s.sig)), sig0: make([]uint64, len(s.sig)),
 		ctr: make([]uint64, n*n*sh.Counters), ctr0: make([]uint64, n*n*sh.Counters),
 		bar: make([]uint64, len(s.bar)), pbar: make([]uint64, len(s.pbar)),
 		epoch: make([]uint64, n*sh.Barriers), pepoch: make([]uint64, n*sh.Barriers*n), late: make([]uint64, n)}
+	c.sum, c.sum0 = make([]uint64, n*sh.Signals), make([]uint64, n*sh.Signals)
 	for i := range s.sig {
 		c.sig0[i] = s.sig[i].init
+		c.sum0[i/(n*sh.Signals)*sh.Signals+i%sh.Signals] += s.sig[i].init
 	}
 	for q := range s.rk {
 		for i, k := range s.rk[q].ctr {
@@ -74,9 +78,11 @@ func hasSumWait(lists []plan.List) bool {
 
 func (c *ctl) reset() {
 	copy(c.sig, c.sig0)
+	copy(c.sum, c.sum0)
 	copy(c.ctr, c.ctr0)
 	clear(c.pc)
 	clear(c.phase)
+	clear(c.arrived)
 	clear(c.bar)
 	clear(c.pbar)
 	clear(c.epoch)
@@ -131,11 +137,7 @@ func (c *ctl) step(q int) bool {
 			return false
 		}
 	case plan.WaitSignal:
-		var sum uint64
-		for p := 0; p < s.n; p++ {
-			sum += c.sig[s.sigIdx(q, p, o.Sig)]
-		}
-		if !o.Cmp.Holds(sum, v) {
+		if !o.Cmp.Holds(c.sum[q*s.sh.Signals+o.Sig], v) {
 			return false
 		}
 	case plan.WaitCounter:
@@ -156,12 +158,15 @@ func (c *ctl) step(q int) bool {
 			c.phase[q] = 1
 			return true
 		}
-		for p := 0; p < s.n; p++ {
+		// Stores only grow within a run: go on from the first rank that
+		// had not arrived last time.
+		for p := c.arrived[q]; p < s.n; p++ {
 			if p != q && c.bar[s.barIdx(q, p, o.Bar)] < *e {
+				c.arrived[q] = p
 				return false
 			}
 		}
-		c.phase[q] = 0
+		c.phase[q], c.arrived[q] = 0, 0
 	case plan.BarrierPeer:
 		e := &c.pepoch[(q*nb+o.Bar)*s.n+o.Peer]
 		if c.phase[q] == 0 {
@@ -196,11 +201,14 @@ func (c *ctl) step(q int) bool {
 
 func (c *ctl) signal(from, to int, o *plan.Op, rep int) {
 	v := &c.sig[c.s.sigIdx(to, from, o.Sig)]
+	sum := &c.sum[to*c.s.sh.Signals+o.Sig]
 	if o.SigOp == window.SigSet {
+		*sum += o.SigValue - *v
 		*v = o.SigValue
 		return
 	}
 	*v += o.SigValue
+	*sum += o.SigValue
 	if to == c.recv && o.Sig == c.slot && rep > c.rep {
 		c.late[from] += o.SigValue
 	}
