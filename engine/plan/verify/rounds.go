@@ -32,11 +32,12 @@ import (
 type ctl struct {
 	s          *sim
 	pc, phase  []int
+	at, reps   []int // pc as op index and replay (0-based)
 	arrived    []int // per rank in a barrier's wait: the ranks before this one have arrived
 	sig, sig0  []uint64
 	sum, sum0  []uint64 // [receiver*Signals+sig]: the rows' sum (wait_signal), wrapping as the rows do
 	ctr, ctr0  []uint64 // [rank][peer*Counters+ctr]
-	bar, pbar  []uint64
+	pbar       []uint64
 	epoch      []uint64 // [rank*Barriers+id]
 	pepoch     []uint64 // [(rank*Barriers+id)*ranks+peer]
 	late       []uint64 // per sender: units on the watched slot from later replays
@@ -46,14 +47,15 @@ type ctl struct {
 
 func newCtl(s *sim) *ctl {
 	n, sh := s.n, s.sh
-	c := &ctl{s: s, pc: make([]int, n), phase: make([]int, n), arrived: make([]int, n),
+	c := &ctl{s: s, pc: make([]int, n), phase: make([]int, n), at: make([]int, n), reps: make([]int, n), arrived: make([]int, n),
 		sig: make([]uint64, len(s.sig)), sig0: make([]uint64, len(s.sig)),
 		ctr: make([]uint64, n*n*sh.Counters), ctr0: make([]uint64, n*n*sh.Counters),
-		bar: make([]uint64, len(s.bar)), pbar: make([]uint64, len(s.pbar)),
+		pbar:  make([]uint64, len(s.pbar)),
 		epoch: make([]uint64, n*sh.Barriers), pepoch: make([]uint64, n*sh.Barriers*n), late: make([]uint64, n)}
 	c.sum, c.sum0 = make([]uint64, n*sh.Signals), make([]uint64, n*sh.Signals)
 	for i := range s.sig {
-		c.sig0[i] = s.sig[i].init
+		recv, rest := i/(n*sh.Signals), i%(n*sh.Signals)
+		c.sig0[c.idx(recv, rest/sh.Signals, rest%sh.Signals)] = s.sig[i].init
 		c.sum0[i/(n*sh.Signals)*sh.Signals+i%sh.Signals] += s.sig[i].init
 	}
 	for q := range s.rk {
@@ -81,9 +83,10 @@ func (c *ctl) reset() {
 	copy(c.sum, c.sum0)
 	copy(c.ctr, c.ctr0)
 	clear(c.pc)
+	clear(c.at)
+	clear(c.reps)
 	clear(c.phase)
 	clear(c.arrived)
-	clear(c.bar)
 	clear(c.pbar)
 	clear(c.epoch)
 	clear(c.pepoch)
@@ -127,13 +130,16 @@ func (c *ctl) hold(r, pc, sig, rep int) bool {
 func (c *ctl) step(q int) bool {
 	s := c.s
 	ops := s.lists[q].Ops
-	i, rep := c.pc[q]%len(ops), c.pc[q]/len(ops)
+	i, rep := c.at[q], c.reps[q]
 	o := &ops[i]
-	v := o.Value + uint64(rep)*s.adv[q][i]
+	var v uint64
+	if o.Kind.IsWait() {
+		v = o.Value + uint64(rep)*s.adv[q][i]
+	}
 	nc, nb := s.sh.Counters, s.sh.Barriers
 	switch o.Kind {
 	case plan.WaitSignalFrom:
-		if !o.Cmp.Holds(c.sig[s.sigIdx(q, o.Peer, o.Sig)], v) {
+		if !o.Cmp.Holds(c.sig[c.idx(q, o.Peer, o.Sig)], v) {
 			return false
 		}
 	case plan.WaitSignal:
@@ -147,21 +153,18 @@ func (c *ctl) step(q int) bool {
 	case plan.ResetCounter:
 		c.ctr[q*s.n*nc+o.Peer*nc+o.Ctr] = 0
 	case plan.Barrier:
+		// A barrier's stores write the rank's epoch into every peer's
+		// slot: the slot rank p's stores wrote is p's epoch.
 		e := &c.epoch[q*nb+o.Bar]
 		if c.phase[q] == 0 {
 			*e++
-			for p := 0; p < s.n; p++ {
-				if p != q {
-					c.bar[s.barIdx(p, q, o.Bar)] = *e
-				}
-			}
 			c.phase[q] = 1
 			return true
 		}
-		// Stores only grow within a run: go on from the first rank that
+		// Epochs only grow within a run: go on from the first rank that
 		// had not arrived last time.
 		for p := c.arrived[q]; p < s.n; p++ {
-			if p != q && c.bar[s.barIdx(q, p, o.Bar)] < *e {
+			if p != q && c.epoch[p*nb+o.Bar] < *e {
 				c.arrived[q] = p
 				return false
 			}
@@ -196,11 +199,18 @@ func (c *ctl) step(q int) bool {
 		}
 	}
 	c.pc[q]++
+	if c.at[q]++; c.at[q] == len(ops) {
+		c.at[q], c.reps[q] = 0, c.reps[q]+1
+	}
 	return true
 }
 
+// idx is the index in c.sig of sender from's slot sig in rank to's inbox:
+// by sender, so that a rank's signals to every peer are close together.
+func (c *ctl) idx(to, from, sig int) int { return (from*c.s.n+to)*c.s.sh.Signals + sig }
+
 func (c *ctl) signal(from, to int, o *plan.Op, rep int) {
-	v := &c.sig[c.s.sigIdx(to, from, o.Sig)]
+	v := &c.sig[c.idx(to, from, o.Sig)]
 	sum := &c.sum[to*c.s.sh.Signals+o.Sig]
 	if o.SigOp == window.SigSet {
 		*sum += o.SigValue - *v
@@ -237,13 +247,13 @@ func (s *sim) sumJoin(r int, st *rankState, o *plan.Op, v uint64) bool {
 	}
 	var most uint64
 	for p := 0; p < s.n; p++ {
-		most += c.sig[s.sigIdx(r, p, o.Sig)]
+		most += c.sig[c.idx(r, p, o.Sig)]
 	}
 	var short, stood []string
 	for p := 0; p < s.n; p++ {
 		idx := s.sigIdx(r, p, o.Sig)
 		sl := &s.sig[idx]
-		others := most - c.sig[idx]
+		others := most - c.sig[c.idx(r, p, o.Sig)]
 		var need uint64
 		if others < target {
 			need = target - others
