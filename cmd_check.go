@@ -35,8 +35,11 @@ const checkUsage = `luacoll check [-n N] [--timeout D] [--layout NODESxRANKS | -
   replay mode, default host, else stream) on the layout: NODES nodes of
   RANKS consecutive ranks, self for a rank itself, shm (nvl with a CUDA
   model) within a node, net between nodes (--simulate: one node). Each
-  plan prints the verifier's verdict, the estimate and its critical path;
-  rank 0's p:verify and p:estimate return the real reports, the other
+  plan prints the estimate and its critical path, then the verifier's
+  verdict: a plan is verified once, by the script's p:verify when that
+  comes before the next lc.plan or p:free, else then or at the end (so a
+  failing plan stops the script there, not at lc.plan). Rank 0's
+  p:verify and p:estimate return the real reports, the other
   ranks' p:verify a report marked pending, and only rank 0 prints. What
   needs data or real ranks (a window operation outside a plan, reading a
   buffer, timers, built-in collectives) fails with "check --simulate: X
