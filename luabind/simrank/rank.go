@@ -25,7 +25,6 @@ type rank struct {
 	buffers int
 	made    int // plans made so far
 	rec     *recorder
-	skipped int
 }
 
 // Userdata values.
