@@ -188,12 +188,13 @@ func localClass(m *cost.Model) transport.PeerKind {
 	return transport.KindSHM
 }
 
-// ParseLayout reads "NxM" (N nodes of M ranks) and returns N and M.
+// ParseLayout reads "NxM" (N nodes of M ranks, each up to 2^20) and
+// returns N and M.
 func ParseLayout(s string) (nodes, per int, err error) {
 	a, b, ok := strings.Cut(s, "x")
 	nodes, err1 := strconv.Atoi(a)
 	per, err2 := strconv.Atoi(b)
-	if !ok || err1 != nil || err2 != nil || nodes < 1 || per < 1 {
+	if !ok || err1 != nil || err2 != nil || nodes < 1 || per < 1 || nodes > 1<<20 || per > 1<<20 {
 		return 0, 0, fmt.Errorf("%q: want NODESxRANKS, e.g. 128x8", s)
 	}
 	return nodes, per, nil

@@ -143,3 +143,40 @@ print(lc.rank, lc.size, lc.node)
 		t.Fatalf("error %v, output %q", err, out)
 	}
 }
+
+// FuzzParseLayout: any text gives a layout of positive sizes that prints
+// back as it was written, or an error naming it.
+func FuzzParseLayout(f *testing.F) {
+	for _, s := range []string{"128x8", "1x1", "x8", "8x", "2x4x1", "-1x4", "0x3", " 2x4", "2X4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		nodes, per, err := ParseLayout(s)
+		if err != nil {
+			if !strings.Contains(err.Error(), "want NODESxRANKS") {
+				t.Fatalf("%q: error %v does not say what is wanted", s, err)
+			}
+			return
+		}
+		if nodes < 1 || per < 1 {
+			t.Fatalf("%q: %d nodes of %d", s, nodes, per)
+		}
+	})
+}
+
+// BenchmarkSimulatedRing256 records, verifies and estimates a 256-rank
+// ring all-gather (32 nodes of 8).
+func BenchmarkSimulatedRing256(b *testing.B) {
+	m, err := cost.Default("host")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		var out bytes.Buffer
+		res, err := Run(context.Background(), Options{Ranks: 256, PerNode: 8, Src: []byte(ringScript), Name: "s.lua",
+			Args: []string{"65536"}, Model: m, ModelName: "host", Mode: "host", Stdout: &out})
+		if err != nil || res.Failed > 0 {
+			b.Fatalf("%v\n%s", err, out.String())
+		}
+	}
+}
