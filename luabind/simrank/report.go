@@ -314,8 +314,12 @@ func PathSummary(res *cost.Result) string {
 	if res.Time > 0 {
 		share = 100 * res.Link / res.Time
 	}
-	return fmt.Sprintf("ranks end at %s..%s; critical path: %d ops on %d ranks, link %s (%.0f %%), start cost %s; by op: %s",
-		ms(lo), ms(hi), len(res.Path), len(ranks), ms(res.Link), share, ms(res.StartCost), strings.Join(parts, ", "))
+	on := fmt.Sprintf("%d ranks", len(ranks))
+	if len(ranks) == 1 {
+		on = "1 rank"
+	}
+	return fmt.Sprintf("ranks end at %s..%s; critical path: %d ops on %s, link %s (%.0f %%), start cost %s; by op: %s",
+		ms(lo), ms(hi), len(res.Path), on, ms(res.Link), share, ms(res.StartCost), strings.Join(parts, ", "))
 }
 
 // ms writes nanoseconds as us, ms or s.

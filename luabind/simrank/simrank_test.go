@@ -3,6 +3,7 @@ package simrank
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -179,4 +180,31 @@ func BenchmarkSimulatedRing256(b *testing.B) {
 			b.Fatalf("%v\n%s", err, out.String())
 		}
 	}
+}
+
+// FuzzSimulatedArgs: window operations with any arguments, in a plan and
+// out of one, raise an error naming the rank and the call, or record;
+// nothing panics.
+func FuzzSimulatedArgs(f *testing.F) {
+	f.Add("put_signal", int64(1), int64(0), int64(0), int64(8), int64(0), "add", true)
+	f.Add("wait_signal_from", int64(-1), int64(3), int64(1<<40), int64(2), int64(9), ">=", false)
+	f.Add("reduce", int64(0), int64(4), int64(0), int64(4), int64(0), "sum", true)
+	f.Fuzz(func(t *testing.T, op string, a, b, c, d, e int64, s string, inPlan bool) {
+		call := fmt.Sprintf("w:%s(%d, %d, src, %d, %d, %d, %q)", op, a, b, c, d, e, s)
+		switch op {
+		case "wait_signal", "wait_signal_from", "wait_counter", "signal", "signal_all", "barrier", "barrier_peer", "reset_counter":
+			call = fmt.Sprintf("w:%s(%d, %d, %q, %d)", op, a, b, s, c)
+		case "reduce", "reduce_from":
+			call = fmt.Sprintf("w:%s(%d, %d, src, %d, %d, %q, %q)", op, a, b, c, d, "f32", s)
+		}
+		body := call
+		if inPlan {
+			body = "lc.plan(function() " + call + " end)"
+		}
+		script := "local lc = require('luacoll')\nlocal w = lc.window{ bytes = 64, signals = 2 }\nlocal src = lc.buffer(16)\n" + body + "\n"
+		_, _, err := run(t, 2, 1, script)
+		if err != nil && !strings.Contains(err.Error(), "simulated rank 1: ") {
+			t.Fatalf("%s: error %v does not name the rank", body, err)
+		}
+	})
 }
