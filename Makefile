@@ -50,6 +50,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzUnseal$$' -fuzztime $(FUZZTIME) ./transport/net
 	$(GO) test -run '^$$' -fuzz '^FuzzLuaArgs$$' -fuzztime $(FUZZTIME) ./luabind
 	$(GO) test -run '^$$' -fuzz '^FuzzReduceArgs$$' -fuzztime $(FUZZTIME) ./luabind
+	$(GO) test -run '^$$' -fuzz '^FuzzParseLayout$$' -fuzztime $(FUZZTIME) ./luabind/simrank
+	$(GO) test -run '^$$' -fuzz '^FuzzSimulatedArgs$$' -fuzztime $(FUZZTIME) ./luabind/simrank
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDTypeRedOp$$' -fuzztime $(FUZZTIME) ./kernels
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeList$$' -fuzztime $(FUZZTIME) ./engine/plan
 	$(GO) test -run '^$$' -fuzz '^FuzzParseOp$$' -fuzztime $(FUZZTIME) ./engine/plan

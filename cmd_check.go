@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/luacoll/luacoll/luabind"
+	"github.com/luacoll/luacoll/luabind/simrank"
 )
 
-const checkUsage = `luacoll check [-n N] [--timeout D] script.lua [flags] [-- args...]
+const checkUsage = `luacoll check [-n N] [--timeout D] [--layout NODESxRANKS | --simulate]
+              [--model host|cuda|FILE] [--mode MODE] script.lua [flags] [-- args...]
 
   Runs the script on N ranks of this process (host backend, whatever device
   it was written for) with every plan (lc.plan) verified as it is made:
@@ -18,12 +20,40 @@ const checkUsage = `luacoll check [-n N] [--timeout D] script.lua [flags] [-- ar
   "check"), so an assert that fails after a skipped p:run is passed over
   and listed at the end. Prints each plan's report; exit status 0 when the
   script ran and every verification was clean, 1 otherwise, 2 for bad
-  usage.`
+  usage.
+
+  Simulated ranks (--layout or --simulate; N up to 8192): no windows and no
+  rank processes. The script runs once per simulated rank, one after the
+  other in one process, the last rank first and rank 0 last; its lc module
+  only records: lc.rank, lc.size, lc.local_rank, lc.node and lc.nodes()
+  follow the layout, lc.window and lc.buffer are shapes without memory,
+  lc.plan records the body's operations, lc.sync, lc.barrier and w:sync
+  do nothing, p:run is skipped. When rank 0 makes a plan, every rank's list
+  is there: it is verified, and its time per replay estimated with the
+  cost model (--model: "host" or "cuda", the model shipped for that
+  backend, or a file luacoll calibrate wrote; default host; --mode its
+  replay mode, default host, else stream) on the layout: NODES nodes of
+  RANKS consecutive ranks, self for a rank itself, shm (nvl with a CUDA
+  model) within a node, net between nodes (--simulate: one node). Each
+  plan prints the estimate and its critical path, then the verifier's
+  verdict: a plan is verified once, by the script's p:verify when that
+  comes before the next lc.plan or p:free, else then or at the end (so a
+  failing plan stops the script there, not at lc.plan). Rank 0's
+  p:verify and p:estimate return the real reports, the other
+  ranks' p:verify a report marked pending, and only rank 0 prints. What
+  needs data or real ranks (a window operation outside a plan, reading a
+  buffer, timers, built-in collectives) fails with "check --simulate: X
+  needs real ranks". Progress goes to stderr every 2 s; the time taken and
+  the memory used end the report.`
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", checkUsage, stderr)
-	n := fs.Int("n", 2, "number of ranks (1..1024)")
+	n := fs.Int("n", 2, "number of ranks (1..1024; simulated 1..8192)")
 	timeout := fs.Duration("timeout", 10*time.Second, "timeout of every wait and collective")
+	layout := fs.String("layout", "", "simulate the ranks in NODES nodes of RANKS each (NODESxRANKS = N)")
+	simulate := fs.Bool("simulate", false, "simulate the ranks on one node (--layout 1xN)")
+	model := fs.String("model", "host", "cost model of simulated ranks' estimates: host, cuda, or a calibration file")
+	mode := fs.String("mode", "", "replay mode of the estimates (default host, else stream)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -37,8 +67,14 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	scriptArgs := fs.Args()
+	if *simulate && *layout == "" {
+		*layout = fmt.Sprintf("1x%d", *n)
+	}
+	if *layout != "" {
+		return checkSimulated(simOptions{n: *n, layout: *layout, model: *model, mode: *mode, script: script, args: scriptArgs}, stdout, stderr)
+	}
 	if *n < 1 || *n > 1024 {
-		fmt.Fprintf(stderr, "luacoll check: -n %d: want 1..1024\n", *n)
+		fmt.Fprintf(stderr, "luacoll check: -n %d: want 1..1024 (simulated ranks, --layout, go to 8192)\n", *n)
 		return 2
 	}
 	if *timeout <= 0 {
@@ -49,4 +85,67 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	return luabind.CheckScript(ctx, luabind.CheckOptions{Ranks: *n, Script: script, Args: scriptArgs,
 		Timeout: *timeout, Stdout: stdout, Stderr: stderr})
+}
+
+type simOptions struct {
+	n                   int
+	layout, model, mode string
+	script              string
+	args                []string
+}
+
+// maxSimulated is the most ranks check simulates.
+const maxSimulated = 8192
+
+// checkSimulated is luacoll check with simulated ranks.
+func checkSimulated(o simOptions, stdout, stderr io.Writer) int {
+	nodes, per, err := simrank.ParseLayout(o.layout)
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "luacoll check: --layout %v\n", err)
+		return 2
+	case o.n < 1 || o.n > maxSimulated:
+		fmt.Fprintf(stderr, "luacoll check: -n %d: want 1..%d simulated ranks\n", o.n, maxSimulated)
+		return 2
+	case nodes*per != o.n:
+		fmt.Fprintf(stderr, "luacoll check: --layout %s places %d ranks, -n says %d\n", o.layout, nodes*per, o.n)
+		return 2
+	}
+	m, err := simrank.LoadModel(o.model)
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll check: --model %v\n", err)
+		return 2
+	}
+	if o.mode == "" {
+		o.mode = simrank.DefaultMode(m)
+	}
+	if _, ok := m.Modes[o.mode]; !ok {
+		fmt.Fprintf(stderr, "luacoll check: --mode %q: the model has %v\n", o.mode, m.ModeNames())
+		return 2
+	}
+	src, name, err := luabind.LoadScript(o.script)
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll check: %v\n", err)
+		return 2
+	}
+	var real []string
+	for _, e := range luabind.NewRegistry().Entries() {
+		real = append(real, e.Name)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	res, err := simrank.Run(ctx, simrank.Options{Ranks: o.n, PerNode: per, Src: src, Name: name, Args: o.args,
+		Model: m, ModelName: o.model, Mode: o.mode, Real: real, Stdout: stdout, Progress: stderr})
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll check: %v\n", err)
+		return 1
+	}
+	cost := fmt.Sprintf("%.1f s, peak resident %s (Go heap %s)", res.Elapsed.Seconds(), simrank.Bytes(res.PeakRSS), simrank.Bytes(res.HeapPeak))
+	if res.Failed > 0 {
+		fmt.Fprintf(stdout, "luacoll check: %s: %d of %d verifications found problems (%d plans, %d simulated ranks, layout %s); %s\n",
+			name, res.Failed, res.Plans+res.Verifies, res.Plans, o.n, o.layout, cost)
+		return 1
+	}
+	fmt.Fprintf(stdout, "luacoll check: %s: %d plans verified at %d simulated ranks (layout %s), no problems; %s\n", name, res.Plans, o.n, o.layout, cost)
+	return 0
 }

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/luacoll/luacoll/engine/plan"
 )
@@ -14,15 +15,57 @@ func (s *sim) touch(owner int, vc []uint32, m *memory, a *access) {
 	if a.lo >= a.hi {
 		return
 	}
+	wide := m.isWide(a)
+	k := s.check(owner, vc, m, a, m.wide, 0, len(m.wide))
+	clear(m.wide[k:])
+	m.wide = m.wide[:k]
+	if wide {
+		m.wide = append(m.wide, a)
+	} else {
+		m.maxLen = max(m.maxLen, a.hi-a.lo)
+	}
+	var from uint64
+	if a.lo > m.maxLen {
+		from = a.lo - m.maxLen
+	}
+	// Only narrow accesses starting in [from, a.hi) can overlap a.
+	i := sort.Search(len(m.acc), func(k int) bool { return m.acc[k].lo >= from })
+	j := i + sort.Search(len(m.acc)-i, func(k int) bool { return m.acc[i+k].lo >= a.hi })
+	keep := s.check(owner, vc, m, a, m.acc, i, j)
+	if wide {
+		// Close the gap check left at [keep, j).
+		n := copy(m.acc[keep:], m.acc[j:])
+		clear(m.acc[keep+n:])
+		m.acc = m.acc[:keep+n]
+		return
+	}
+	m.insert(a, i, keep, j)
+}
+
+// isWide says whether a is one of the few long accesses (a replay's
+// result read, a fill) that touch checks every access against: a tenth of
+// the memory or more.
+func (m *memory) isWide(a *access) bool { return a.hi-a.lo >= max(m.size/10, 1) }
+
+// check checks a against the accesses list[i:j] of m, reporting races,
+// and drops those a covers and follows (any later access ordered after a
+// is ordered after them too). It moves what it keeps to list[i:keep] and
+// returns keep; list[j:] stays where it is.
+func (s *sim) check(owner int, vc []uint32, m *memory, a *access, list []*access, i, j int) int {
 	// The script's accesses between replays follow a sync, which
 	// completes all its rank's own operations; they forget nothing, as
 	// a replay run back to back has no sync.
 	script := a.by.what != ""
-	keep := m.acc[:0]
-	for _, y := range m.acc {
+	keep := i
+	for k := i; k < j; k++ {
+		y := list[k]
 		if y.hi <= a.lo || y.lo >= a.hi || (y.by.rank == a.by.rank && y.pc == a.pc) {
-			keep = append(keep, y)
+			list[keep] = y
+			keep++
 			continue
+		}
+		if sameRead(a, y) {
+			continue // a stands for y
 		}
 		ordered := y.orderedFor(vc) || (script && y.by.rank == a.by.rank)
 		if !ordered && (a.write || y.write) {
@@ -31,9 +74,29 @@ func (s *sim) touch(owner int, vc []uint32, m *memory, a *access) {
 		if ordered && !script && y.lo >= a.lo && y.hi <= a.hi {
 			continue
 		}
-		keep = append(keep, y)
+		list[keep] = y
+		keep++
 	}
-	m.acc = append(keep, a)
+	return keep
+}
+
+// insert puts a into m.acc, whose [i, keep) are what touch kept of the
+// accesses [i, j) it looked at, after the kept ones starting at or
+// before a.
+func (m *memory) insert(a *access, i, keep, j int) {
+	p := i + sort.Search(keep-i, func(k int) bool { return m.acc[i+k].lo > a.lo })
+	if keep == j {
+		m.acc = append(m.acc, nil)
+		copy(m.acc[p+1:], m.acc[p:])
+		m.acc[p] = a
+		return
+	}
+	old := len(m.acc)
+	copy(m.acc[p+1:keep+1], m.acc[p:keep])
+	m.acc[p] = a
+	n := copy(m.acc[keep+1:], m.acc[j:old])
+	clear(m.acc[keep+1+n : old])
+	m.acc = m.acc[:keep+1+n]
 }
 
 // orderedFor reports whether a rank whose vector clock is vc is ordered
@@ -96,4 +159,20 @@ func (s *sim) race(owner int, m *memory, a, y *access) {
 		Msg: fmt.Sprintf("%s %s bytes [%d, %d) while %s %s them: %s",
 			a.by, verb(a), lo, hi, y.by, verb(y), why) + "; in " + where,
 		Other: y.by.ref()})
+}
+
+// sameRead reports whether y, a put's source read still in flight, is
+// covered by a, a later one of the same rank: both complete with the
+// rank's next flush or barrier (neither counts on a counter, whose wait
+// completes its puts apart), so whatever races y races a. a must carry no
+// signal: a put_signal's source read is also known complete by whoever
+// sees its signal (orderedFor), which says nothing of y's, so a rank
+// ordered after a could still race y. A rank that sends one source to a
+// thousand peers would otherwise check each read against all those before
+// it.
+func sameRead(a, y *access) bool {
+	return a.source && y.source && y.done == 0 && a.by.rank == y.by.rank && a.end == nil && y.end == nil &&
+		a.by.what == "" && y.by.what == "" && !a.by.kind.HasCounter() && !y.by.kind.HasCounter() &&
+		!a.by.kind.HasSignal() &&
+		a.lo <= y.lo && y.hi <= a.hi
 }

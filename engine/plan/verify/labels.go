@@ -64,7 +64,12 @@ type seg struct {
 type memory struct {
 	size uint64
 	segs []seg
-	acc  []*access
+	// acc are the narrow accesses, sorted by lo; maxLen is the longest
+	// it ever held, so that a new access only looks at those starting
+	// within maxLen before it. wide are the long ones (isWide), which
+	// every access looks at.
+	acc, wide []*access
+	maxLen    uint64
 }
 
 func newMemory(rank, buf int, size uint64) *memory {
@@ -125,13 +130,29 @@ func (m *memory) put(dst uint64, src []seg, by *opRef) {
 	lo, hi := dst, shift(src[len(src)-1].hi)
 	i := m.split(lo)
 	j := m.split(hi)
-	repl := make([]seg, len(src))
+	// Replace segs[i:j] with src in place: at a thousand ranks a window
+	// holds a thousand segments, and a copy of them a put was most of the
+	// verifier's garbage.
+	old, tail := len(m.segs), len(m.segs)-j
+	size := i + len(src) + tail
+	if size > cap(m.segs) {
+		grown := make([]seg, size, size+size/4+4)
+		copy(grown, m.segs[:i])
+		copy(grown[i+len(src):], m.segs[j:])
+		m.segs = grown
+	} else {
+		if i+len(src) != j {
+			m.segs = m.segs[:max(size, old)]
+			copy(m.segs[i+len(src):], m.segs[j:old])
+			clear(m.segs[size:])
+			m.segs = m.segs[:size]
+		}
+	}
 	for k, s := range src {
 		s.lo, s.hi = shift(s.lo), shift(s.hi)
 		s.lab.by = by
-		repl[k] = s
+		m.segs[i+k] = s
 	}
-	m.segs = append(m.segs[:i], append(repl, m.segs[j:]...)...)
 }
 
 // relabel gives [lo, hi) the label lab (its first byte's), as the script

@@ -236,7 +236,8 @@ func (s *sim) checkArrived() {
 	for b := range s.rk {
 		vc := s.rk[b].vc
 		seen := map[[2]int]bool{}
-		for _, y := range s.mem[b][plan.WindowBuf].acc {
+		m := s.mem[b][plan.WindowBuf]
+		for _, y := range append(append([]*access(nil), m.wide...), m.acc...) {
 			a := y.by.rank
 			if !y.write || a == b || y.orderedFor(vc) || seen[[2]int{a, y.by.op}] {
 				continue

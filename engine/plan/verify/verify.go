@@ -177,9 +177,15 @@ type access struct {
 }
 
 // snap is what a signal or barrier store carries: its writer's vector
-// clock and critical-path depth when it wrote.
+// clock and critical-path depth when it wrote. The clock is shared: vc is
+// the writer's clock as it was when it last learned of another rank (its
+// own entry may be behind), own its own entry now. A rank's snapshots
+// between two joins share one vc, so a rank's run of signals costs one
+// copy of its clock, not one each.
 type snap struct {
 	vc    []uint32
+	own   uint32
+	rank  int
 	depth int
 }
 
@@ -214,6 +220,7 @@ type ctrEntry struct {
 
 type rankState struct {
 	pc, phase int
+	me        int
 	vc        []uint32
 	depth     int
 	epoch     []uint64 // window barrier epochs by id
@@ -222,7 +229,11 @@ type rankState struct {
 	remote    []*xfer  // puts to peers not yet fenced
 	ctr       []slotCtr
 	joins     []*snap
-	done      bool
+	// pub is the copy of vc the last snapshot shared, stale once a join
+	// raised another rank's entry (stale).
+	pub   []uint32
+	stale bool
+	done  bool
 	// waits are the signal waits (op indexes) this rank has passed in its
 	// current replay, newest last.
 	waits []int
@@ -253,7 +264,10 @@ type sim struct {
 	seen         map[[4]int]bool
 	// monotone[sigIdx] says every wait on the row is a ">=" or ">" on
 	// it alone with targets that never go down: its old writes can go.
-	monotone   []bool
+	monotone []bool
+	// targets[sigIdx] are the values a monotone row's waits need it to
+	// reach (a ">" wait's value plus one), sorted.
+	targets    map[int][]uint64
 	steps      int
 	deadlocked bool
 	// collOK: a collective is declared and fits the shapes, so replay
@@ -295,6 +309,7 @@ func newSim(lists []plan.List, opt Options, add func(Problem)) *sim {
 	for r, l := range lists {
 		st := &s.rk[r]
 		st.vc = make([]uint32, n)
+		st.me = r
 		st.epoch = make([]uint64, sh.Barriers)
 		st.pepoch = make([]uint64, sh.Barriers*n)
 		st.ctr = make([]slotCtr, n*sh.Counters)
@@ -405,8 +420,12 @@ func (s *sim) tick(st *rankState, r int) uint32 {
 }
 
 func (s *sim) snapshot(st *rankState) *snap {
-	s.work += len(st.vc)
-	return &snap{vc: append([]uint32(nil), st.vc...), depth: st.depth}
+	r := st.me
+	if st.pub == nil || st.stale {
+		s.work += len(st.vc)
+		st.pub, st.stale = append([]uint32(nil), st.vc...), false
+	}
+	return &snap{vc: st.pub, own: st.vc[r], rank: r, depth: st.depth}
 }
 
 // join notes that rank st's current op synchronizes with the write at;
@@ -442,7 +461,12 @@ func (s *sim) joinAll(st *rankState) {
 		for i, v := range at.vc {
 			if v > st.vc[i] {
 				st.vc[i] = v
+				st.stale = true
 			}
+		}
+		if at.own > st.vc[at.rank] {
+			st.vc[at.rank] = at.own
+			st.stale = true
 		}
 		st.depth = max(st.depth, at.depth+1)
 	}
@@ -543,7 +567,8 @@ func (s *sim) exec(r int, st *rankState, o *plan.Op, ref *opRef, c uint32) {
 			k.hist = append(k.hist, ctrEntry{val: k.val, x: x})
 		}
 		if o.Kind.HasSignal() {
-			s.signal(r, o.Peer, o, s.snapshot(st), ref)
+			var at *snap
+			s.signal(r, o.Peer, o, st, &at, ref)
 			if !x.local {
 				sl := &s.sig[s.sigIdx(o.Peer, r, o.Sig)]
 				sl.hist[len(sl.hist)-1].put = x
@@ -552,12 +577,13 @@ func (s *sim) exec(r int, st *rankState, o *plan.Op, ref *opRef, c uint32) {
 	case plan.Get:
 		s.transfer(r, st, ref, o.Peer, plan.WindowBuf, o.Off, r, o.Buf, o.BufOff, o.N, true)
 	case plan.Signal:
-		s.signal(r, o.Peer, o, s.snapshot(st), ref)
+		var at *snap
+		s.signal(r, o.Peer, o, st, &at, ref)
 	case plan.SignalAll:
-		at := s.snapshot(st)
+		var at *snap
 		for p := 0; p < s.n; p++ {
 			if p != r {
-				s.signal(r, p, o, at, ref)
+				s.signal(r, p, o, st, &at, ref)
 			}
 		}
 	case plan.ResetCounter:
@@ -598,14 +624,42 @@ func (s *sim) transfer(r int, st *rankState, ref *opRef, from, fbuf int, foff ui
 	return x
 }
 
-func (s *sim) signal(from, to int, o *plan.Op, at *snap, by *opRef) {
-	sl := &s.sig[s.sigIdx(to, from, o.Sig)]
+// signal writes o's signal from rank from (whose state is st) into rank
+// to's row. The write carries the sender's clock (*at, taken once for all
+// of an op's writes) where a wait may join it: on a monotone row, only a
+// write that first meets one of the row's wait targets.
+func (s *sim) signal(from, to int, o *plan.Op, st *rankState, at **snap, by *opRef) {
+	idx := s.sigIdx(to, from, o.Sig)
+	sl := &s.sig[idx]
+	old := sl.val
 	if o.SigOp == window.SigSet {
 		sl.val = o.SigValue
 	} else {
 		sl.val += o.SigValue
 	}
-	sl.hist = append(sl.hist, hist{val: sl.val, at: at, by: by})
+	var clock *snap
+	if s.joinable(idx, old, sl.val) {
+		if *at == nil {
+			*at = s.snapshot(st)
+		}
+		clock = *at
+	}
+	sl.hist = append(sl.hist, hist{val: sl.val, at: clock, by: by})
+}
+
+// joinable reports whether a write raising row idx from old to val can be
+// what a wait joins: on a monotone row, the first write to meet one of
+// its waits' targets (a ">=" or ">" wait joins the first write that makes
+// it hold); on any other row, every write. At a thousand ranks, a clock
+// kept for every write of a row waited on once at the end was most of the
+// verifier's memory.
+func (s *sim) joinable(idx int, old, val uint64) bool {
+	if !s.monotone[idx] {
+		return true
+	}
+	ts := s.targets[idx]
+	k := sort.Search(len(ts), func(i int) bool { return ts[i] > old })
+	return k < len(ts) && ts[k] <= val
 }
 
 // wait reports whether rank r's wait o holds now (joining what it

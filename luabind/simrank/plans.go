@@ -1,0 +1,319 @@
+package simrank
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/engine/plan/verify"
+)
+
+// planSlot is plan number num as every simulated rank made it.
+type planSlot struct {
+	num       int
+	site      string
+	firstRank int // the first rank that made it (the last simulated)
+	lists     []plan.List
+	made      []bool
+	// srcs[j][r] is the buffer rank r named as p:verify call j's src (-1
+	// none; -2: r made no such call).
+	srcs [][]int
+	done bool // rank 0 made it: verified, estimated
+}
+
+// planRef is a plan's userdata value on one simulated rank.
+type planRef struct {
+	slot     *planSlot
+	ops      []plan.Op // this rank's
+	bufs     []*simBuffer
+	window   int
+	verifies int // p:verify calls so far
+	freed    bool
+}
+
+func (r *planRef) String() string {
+	if r.freed {
+		return fmt.Sprintf("plan %d (freed)", r.slot.num)
+	}
+	return fmt.Sprintf("plan %d (%d ops, mode check, simulated)", r.slot.num, len(r.ops))
+}
+
+// slot returns plan k, made first by rank r.
+func (w *world) slot(k int, site string, r int) *planSlot {
+	if k <= len(w.plans) {
+		return w.plans[k-1]
+	}
+	n := w.o.Ranks
+	p := &planSlot{num: k, site: site, firstRank: r, lists: make([]plan.List, n), made: make([]bool, n)}
+	w.plans = append(w.plans, p)
+	return p
+}
+
+// newPlan is lc.plan(body, ..., {mode=...}?): the body's operations
+// become this rank's list.
+func (rk *rank) newPlan(L *lua.LState) int {
+	const name = "lc.plan"
+	body, ok := L.Get(1).(*lua.LFunction)
+	if !ok {
+		rk.fail(L, name, "bad argument #1 'body' (function expected, got %s)", L.Get(1).Type())
+	}
+	var bodyArgs []lua.LValue
+	for i := 2; i <= L.GetTop(); i++ {
+		bodyArgs = append(bodyArgs, L.Get(i))
+	}
+	if n := len(bodyArgs); n > 0 && isPlanOpts(bodyArgs[n-1]) {
+		bodyArgs = bodyArgs[:n-1] // the mode: every simulated plan is "check"
+	}
+	site := strings.TrimSuffix(L.Where(1), ":")
+	if rk.r == 0 {
+		if err := rk.w.flush(); err != nil {
+			rk.fail(L, name, "%v", err)
+		}
+	}
+	rec := &recorder{}
+	if msg := rk.record(L, body, bodyArgs, rec); msg != "" {
+		rk.fail(L, name, "the body failed: %s", msg)
+	}
+	list, bufs, err := rec.list(rk.w.o.Ranks)
+	if err != nil {
+		rk.fail(L, name, "%v", err)
+	}
+	rk.made++
+	slot := rk.w.slot(rk.made, site, rk.r)
+	slot.lists[rk.r], slot.made[rk.r] = list, true
+	ref := &planRef{slot: slot, ops: list.Ops, bufs: bufs, window: list.Window}
+	if rk.r == 0 {
+		rk.complete(L, slot)
+	}
+	rk.push(L, ref, mtPlan)
+	return 1
+}
+
+// record runs body(args...) on a thread of L with rec recording and
+// returns "" or the error it raised.
+func (rk *rank) record(L *lua.LState, body *lua.LFunction, args []lua.LValue, rec *recorder) string {
+	rk.rec = rec
+	defer func() { rk.rec = nil }()
+	th, cancel := L.NewThread()
+	if cancel != nil {
+		th.SetContext(L.Context())
+		cancel()
+	}
+	defer th.Close()
+	th.Push(body)
+	for _, a := range args {
+		th.Push(a)
+	}
+	if err := th.PCall(len(args), 0, nil); err != nil {
+		if ae, ok := err.(*lua.ApiError); ok {
+			return ae.Object.String()
+		}
+		return err.Error()
+	}
+	return ""
+}
+
+func isPlanOpts(v lua.LValue) bool {
+	t, ok := v.(*lua.LTable)
+	if !ok {
+		return false
+	}
+	n, only := 0, true
+	t.ForEach(func(k, _ lua.LValue) {
+		n++
+		if ks, isStr := k.(lua.LString); !isStr || string(ks) != "mode" {
+			only = false
+		}
+	})
+	return n > 0 && only
+}
+
+// complete runs on rank 0, the last rank simulated, once it made plan
+// slot: every rank's list is there; the plan is verified and estimated.
+func (rk *rank) complete(L *lua.LState, slot *planSlot) {
+	const name = "lc.plan"
+	w := rk.w
+	lists := slot.lists
+	for q, made := range slot.made {
+		if !made {
+			rk.fail(L, name, "simulated rank %d made no plan %d (rank 0 made it at %s): every rank must make the same plans in the same order", q, slot.num, slot.site)
+		}
+		if lists[q].Window != lists[0].Window {
+			rk.fail(L, name, "simulated rank %d recorded plan %d on window %d, rank 0 on window %d: every rank's body must use the same window", q, slot.num, lists[q].Window, lists[0].Window)
+		}
+	}
+	slot.done = true
+	led := w.ledgers[lists[0].Window]
+	if led == nil {
+		led = &plan.Ledger{}
+		w.ledgers[lists[0].Window] = led
+	}
+	led.Record(lists, 0)
+	dropZeroBase(lists)
+	w.res.Plans++
+	w.estimateLine(slot)
+	w.pending = slot
+}
+
+// flush verifies the plan rank 0 made last, unless p:verify did (its
+// verification covers everything this one checks): the plan's deadlocks,
+// races and bounds.
+func (w *world) flush() error {
+	slot := w.pending
+	if slot == nil || slot.lists == nil {
+		return nil
+	}
+	w.pending = nil
+	w.verifying(slot, "")
+	rep := verify.Verify(slot.lists, verify.Options{Budget: w.budget()})
+	w.note(slot, "made", rep)
+	if !rep.OK {
+		w.res.Failed++
+		return fmt.Errorf("plan %d (made at %s) failed verification: %s", slot.num, slot.site, rep.Summary())
+	}
+	return nil
+}
+
+// verifying says on the progress stream that a long verification starts.
+func (w *world) verifying(slot *planSlot, coll string) {
+	if w.o.Progress == nil || w.o.Ranks < 256 {
+		return
+	}
+	ops := 0
+	for _, l := range slot.lists {
+		ops += len(l.Ops)
+	}
+	as := ""
+	if coll != "" {
+		as = " as " + coll
+	}
+	fmt.Fprintf(w.o.Progress, "luacoll check: plan %d: verifying %d ranks' lists%s (%d ops; %.1f s so far, %s resident)\n",
+		slot.num, len(slot.lists), as, ops, time.Since(w.start).Seconds(), Bytes(currentRSS()))
+}
+
+// dropZeroBase forgets the lists' Base rows where they are all zero (a
+// window's first plan): nil means zero, and a thousand ranks' rows of
+// zeros are megabytes.
+func dropZeroBase(lists []plan.List) {
+	for q := range lists {
+		zero := true
+		for _, v := range lists[q].Base {
+			if v != 0 {
+				zero = false
+				break
+			}
+		}
+		if zero {
+			lists[q].Base = nil
+		}
+	}
+}
+
+// budget is the verifier's bound of work: the default, scaled by the
+// ranks past 32 (its work counts each wait's join of vector clocks as
+// long as the ranks; a 1,024-rank ring takes about 5e9).
+func (w *world) budget() int {
+	if w.o.Budget > 0 {
+		return w.o.Budget
+	}
+	return verify.DefaultBudget * max(1, w.o.Ranks/32)
+}
+
+// note prints what a verification of slot found, as luacoll check does.
+func (w *world) note(slot *planSlot, what string, rep *verify.Report) {
+	if rep.OK {
+		fmt.Fprintf(w.out, "[0] check: plan %d (%s), %s: %s\n", slot.num, slot.site, what, rep.Summary())
+		return
+	}
+	fmt.Fprintf(w.out, "[0] check: plan %d (%s), %s: %d problems\n", slot.num, slot.site, what, len(rep.Problems)+rep.Dropped)
+	for _, p := range rep.Problems {
+		fmt.Fprintf(w.out, "[0]   %s\n", p)
+	}
+	if rep.Dropped > 0 {
+		fmt.Fprintf(w.out, "[0]   ... and %d more\n", rep.Dropped)
+	}
+}
+
+// planMethods are a plan's methods under simulation.
+func (rk *rank) planMethods() map[string]lua.LGFunction {
+	return map[string]lua.LGFunction{
+		"run": func(L *lua.LState) int {
+			rk.planArg(L, "p:run")
+			a := rk.args(L, "p:run", 2)
+			t := a.table(0, "times", "window")
+			if times := a.field(t, "times", 1); times < 1 || times > 1<<31 {
+				rk.fail(L, "p:run", "bad argument 'times' (%d: want 1..2^31)", times)
+			}
+			if rk.r == 0 {
+				rk.w.res.Skipped++
+			}
+			return 0
+		},
+		"verify":   rk.verifyPlan,
+		"estimate": rk.estimatePlan,
+		"ops": func(L *lua.LState) int {
+			r := rk.planArg(L, "p:ops")
+			out := L.CreateTable(len(r.ops), 0)
+			for _, o := range r.ops {
+				t := L.NewTable()
+				t.RawSetString("op", lua.LString(o.Kind.String()))
+				for _, kv := range o.Fields() {
+					switch x := kv[1].(type) {
+					case int:
+						t.RawSetString(kv[0].(string), lua.LNumber(x))
+					case uint64:
+						t.RawSetString(kv[0].(string), lua.LNumber(x))
+					case string:
+						t.RawSetString(kv[0].(string), lua.LString(x))
+					}
+				}
+				t.RawSetString("file", lua.LString(o.Site.File))
+				t.RawSetString("line", lua.LNumber(o.Site.Line))
+				out.Append(t)
+			}
+			L.Push(out)
+			return 1
+		},
+		"info": func(L *lua.LState) int {
+			r := rk.planArg(L, "p:info")
+			t := L.NewTable()
+			t.RawSetString("ops", lua.LNumber(len(r.ops)))
+			t.RawSetString("mode", lua.LString("check"))
+			t.RawSetString("replays", lua.LNumber(0))
+			t.RawSetString("window", lua.LNumber(r.window))
+			t.RawSetString("buffers", lua.LNumber(len(r.bufs)-1))
+			t.RawSetString("ranks", lua.LNumber(rk.w.o.Ranks))
+			t.RawSetString("site", lua.LString(r.slot.site))
+			t.RawSetString("lines", lua.LNumber(0))
+			L.Push(t)
+			return 1
+		},
+		"free": func(L *lua.LState) int {
+			r := rk.planArg(L, "p:free")
+			r.freed = true
+			if rk.r == 0 {
+				if rk.w.pending == r.slot {
+					if err := rk.w.flush(); err != nil {
+						rk.fail(L, "p:free", "%v", err)
+					}
+				}
+				r.slot.lists = nil // rank 0 runs last: no rank needs them now
+			}
+			return 0
+		},
+	}
+}
+
+func (rk *rank) planArg(L *lua.LState, name string) *planRef {
+	r, ok := L.CheckUserData(1).Value.(*planRef)
+	if !ok {
+		rk.fail(L, name, "a plan expected")
+	}
+	if r.freed {
+		rk.fail(L, name, "plan %d has been freed", r.slot.num)
+	}
+	return r
+}

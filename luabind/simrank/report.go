@@ -1,0 +1,388 @@
+package simrank
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/luacoll/luacoll/engine/plan/cost"
+	"github.com/luacoll/luacoll/engine/plan/verify"
+	"github.com/luacoll/luacoll/transport"
+)
+
+// verifyPlan is p:verify{collective, window, n, root, src, src_off,
+// replays}: on rank 0, the verification of every rank's list; on the
+// others (simulated before rank 0), a report marked pending.
+func (rk *rank) verifyPlan(L *lua.LState) int {
+	const name = "p:verify"
+	r := rk.planArg(L, name)
+	a := rk.args(L, name, 2)
+	t := a.table(0, "collective", "window", "n", "root", "src", "src_off", "replays")
+	coll := verify.Collective{Kind: a.strField(t, "collective", ""), N: a.field(t, "n", 0), Root: int(a.field(t, "root", 0))}
+	switch coll.Kind {
+	case "", "allgather", "alltoall", "broadcast", "reduce_scatter", "allreduce":
+	default:
+		rk.fail(L, name, "bad argument 'collective' (unknown collective %q; want allgather, alltoall, broadcast, reduce_scatter or allreduce)", coll.Kind)
+	}
+	if coll.Kind != "" && (t == nil || t.RawGetString("n") == lua.LNil) {
+		rk.fail(L, name, "bad argument 'n' (required with a collective: the bytes each rank contributes)")
+	}
+	replays := int(a.field(t, "replays", 2))
+	if replays < 1 || replays > 16 {
+		rk.fail(L, name, "bad argument 'replays' (%d: want 1..16)", replays)
+	}
+	src, srcOff := -1, a.field(t, "src_off", 0)
+	if t != nil && t.RawGetString("src") != lua.LNil {
+		var b *simBuffer
+		if ud, ok := t.RawGetString("src").(*lua.LUserData); ok {
+			switch x := ud.Value.(type) {
+			case *simBuffer:
+				b = x
+			case *simWindow:
+				b = x.data
+			}
+		}
+		if b == nil {
+			rk.fail(L, name, "bad argument 'src' (buffer or window expected)")
+		}
+		for i, pb := range r.bufs {
+			if pb == b {
+				src = i
+			}
+		}
+		if src < 0 {
+			rk.fail(L, name, "bad argument 'src' (%s is not a buffer the plan uses)", b.name)
+		}
+	}
+	slot := r.slot
+	j := r.verifies
+	r.verifies++
+	if j == len(slot.srcs) {
+		row := make([]int, rk.w.o.Ranks)
+		for i := range row {
+			row[i] = -2
+		}
+		slot.srcs = append(slot.srcs, row)
+	}
+	slot.srcs[j][rk.r] = src
+	if rk.r != 0 {
+		L.Push(pendingTable(L, rk.r))
+		return 1
+	}
+	if slot.lists == nil {
+		rk.fail(L, name, "plan %d's lists were released", slot.num)
+	}
+	var without, missing []string
+	for q, b := range slot.srcs[j] {
+		switch {
+		case b == -2:
+			missing = append(missing, fmt.Sprint(q))
+		case b < 0:
+			without = append(without, fmt.Sprint(q))
+		}
+		coll.Src = append(coll.Src, verify.Source{Buf: b, Off: srcOff})
+	}
+	switch {
+	case len(missing) > 0:
+		rk.fail(L, name, "simulated ranks %s made no p:verify call %d on plan %d: it is collective", abbrev(missing), j+1, slot.num)
+	case len(without) == len(slot.srcs[j]):
+		coll.Src = nil
+	case len(without) > 0:
+		rk.fail(L, name, "bad argument 'src' (ranks %s name none; every rank must, or none)", abbrev(without))
+	}
+	rk.w.verifying(slot, coll.Kind)
+	rep := verify.Verify(slot.lists, verify.Options{Collective: coll, Replays: replays, Budget: rk.w.budget()})
+	rk.w.res.Verifies++
+	if !rep.OK {
+		rk.w.res.Failed++
+	}
+	what := "made"
+	if coll.Kind != "" {
+		what = "verified as " + coll.Kind
+	}
+	if rk.w.pending == slot {
+		// This verification covers what the plan's own would check.
+		rk.w.pending = nil
+		what = "made and " + strings.TrimPrefix(what, "made")
+		if coll.Kind == "" {
+			what = "made"
+		}
+	}
+	rk.w.note(slot, what, rep)
+	L.Push(reportTable(L, rep))
+	return 1
+}
+
+// abbrev lists ranks, the first few of a long list.
+func abbrev(ranks []string) string {
+	if len(ranks) > 8 {
+		return strings.Join(ranks[:8], ",") + fmt.Sprintf(",... (%d ranks)", len(ranks))
+	}
+	return strings.Join(ranks, ",")
+}
+
+// pendingTable is the report simulated rank r gets: rank 0, simulated
+// last, verifies.
+func pendingTable(L *lua.LState, r int) *lua.LTable {
+	t := L.NewTable()
+	t.RawSetString("ok", lua.LTrue)
+	t.RawSetString("pending", lua.LTrue)
+	t.RawSetString("ops", L.NewTable())
+	t.RawSetString("steps", lua.LNumber(0))
+	t.RawSetString("problems", L.NewTable())
+	t.RawSetString("dropped", lua.LNumber(0))
+	t.RawSetString("summary", lua.LString(fmt.Sprintf("pending: simulated rank %d runs before rank 0, which verifies every rank's list", r)))
+	return t
+}
+
+// reportTable is a report as p:verify returns it.
+func reportTable(L *lua.LState, rep *verify.Report) *lua.LTable {
+	t := L.NewTable()
+	t.RawSetString("ok", lua.LBool(rep.OK))
+	ops := L.CreateTable(len(rep.Ops), 0)
+	for _, n := range rep.Ops {
+		ops.Append(lua.LNumber(n))
+	}
+	t.RawSetString("ops", ops)
+	t.RawSetString("steps", lua.LNumber(rep.Steps))
+	ps := L.NewTable()
+	for _, p := range rep.Problems {
+		pt := L.NewTable()
+		pt.RawSetString("kind", lua.LString(p.Kind))
+		pt.RawSetString("rank", lua.LNumber(p.Rank))
+		pt.RawSetString("op", lua.LNumber(p.Op))
+		pt.RawSetString("op_name", lua.LString(p.OpName))
+		pt.RawSetString("file", lua.LString(p.Site.File))
+		pt.RawSetString("line", lua.LNumber(p.Site.Line))
+		pt.RawSetString("message", lua.LString(p.String()))
+		ps.Append(pt)
+	}
+	t.RawSetString("problems", ps)
+	t.RawSetString("dropped", lua.LNumber(rep.Dropped))
+	t.RawSetString("summary", lua.LString(rep.Summary()))
+	return t
+}
+
+// LoadModel returns the model a name gives: a JSON file `luacoll
+// calibrate` wrote, or "host" or "cuda" for the model shipped for that
+// backend.
+func LoadModel(name string) (*cost.Model, error) {
+	if name == "host" || name == "cuda" {
+		return cost.Default(name)
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	m, err := cost.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return m, nil
+}
+
+// DefaultMode is the replay mode estimates use with model m: "host" where
+// it has it, else "stream", else its first.
+func DefaultMode(m *cost.Model) string {
+	for _, mode := range []string{"host", "stream"} {
+		if _, ok := m.Modes[mode]; ok {
+			return mode
+		}
+	}
+	return m.ModeNames()[0]
+}
+
+// estimatePlan is p:estimate{model, mode, layout} on rank 0.
+func (rk *rank) estimatePlan(L *lua.LState) int {
+	const name = "p:estimate"
+	r := rk.planArg(L, name)
+	a := rk.args(L, name, 2)
+	t := a.table(0, "model", "mode", "layout")
+	if rk.r != 0 {
+		rk.fail(L, name, "under luacoll check only rank 0 holds every rank's op list: estimate there (if lc.rank == 0 then ... end)")
+	}
+	if r.slot.lists == nil {
+		rk.fail(L, name, "plan %d's lists were released", r.slot.num)
+	}
+	m, mode := rk.w.o.Model, rk.w.o.Mode
+	if path := a.strField(t, "model", ""); path != "" {
+		var err error
+		if m, err = LoadModel(path); err != nil {
+			rk.fail(L, name, "bad argument 'model' (%v)", err)
+		}
+		mode = DefaultMode(m)
+	}
+	mode = a.strField(t, "mode", mode)
+	if _, ok := m.Modes[mode]; !ok {
+		rk.fail(L, name, "bad argument 'mode' (the model has no mode %q; it has %v)", mode, m.ModeNames())
+	}
+	per := rk.w.o.PerNode
+	if lay := a.strField(t, "layout", ""); lay != "" {
+		nodes, p, err := ParseLayout(lay)
+		if err == nil && nodes*p != rk.w.o.Ranks {
+			err = fmt.Errorf("%q places %d ranks; the plan has %d", lay, nodes*p, rk.w.o.Ranks)
+		}
+		if err != nil {
+			rk.fail(L, name, "bad argument 'layout' (%v)", err)
+		}
+		per = p
+	}
+	res, err := cost.Estimate(m, cost.Input{Lists: r.slot.lists, Mode: mode, Class: rk.w.classesFor(m, per)})
+	if err != nil {
+		rk.fail(L, name, "%v", err)
+	}
+	L.Push(estimateTable(L, res, m))
+	return 1
+}
+
+// estimateLine prints plan slot's estimate on the run's model and layout.
+func (w *world) estimateLine(slot *planSlot) {
+	o := w.o
+	res, err := cost.Estimate(o.Model, cost.Input{Lists: slot.lists, Mode: o.Mode, Class: w.classesFor(o.Model, o.PerNode)})
+	if err != nil {
+		fmt.Fprintf(w.out, "[0] check: plan %d: no estimate: %v\n", slot.num, err)
+		return
+	}
+	w.res.Estimates = append(w.res.Estimates, Estimate{Plan: slot.num, Site: slot.site, Result: res})
+	where := fmt.Sprintf("%d nodes of %d: %s within a node, net between", o.Ranks/o.PerNode, o.PerNode, localClass(o.Model))
+	if o.PerNode == o.Ranks {
+		where = fmt.Sprintf("one node: %s", localClass(o.Model))
+	}
+	fmt.Fprintf(w.out, "[0] check: plan %d: estimate %s a replay (model %s, mode %s; %s)%s\n",
+		slot.num, ms(res.Time), o.ModelName, res.Mode, where, borrowed(res, o.PerNode < o.Ranks, localClass(o.Model).String()))
+	fmt.Fprintf(w.out, "[0]   %s\n", PathSummary(res))
+}
+
+// borrowed names the classes the layout uses (self, local, net where
+// there are several nodes) that the model lacks.
+func borrowed(res *cost.Result, net bool, local string) string {
+	var used []string
+	for _, c := range res.Borrowed {
+		if c == "self" || c == local || (c == "net" && net) {
+			used = append(used, c)
+		}
+	}
+	if len(used) == 0 {
+		return ""
+	}
+	return "; the model lacks " + strings.Join(used, ", ") + ", estimated with its nearest class"
+}
+
+// PathSummary says in a line what the critical path of res is made of:
+// its ops and ranks, link time against start cost, and the ops by class.
+func PathSummary(res *cost.Result) string {
+	ranks := map[int]bool{}
+	type agg struct {
+		n    int
+		time float64
+	}
+	by := map[string]*agg{}
+	for _, st := range res.Path {
+		ranks[st.Rank] = true
+		key := st.Kind.String()
+		if st.Peer >= 0 {
+			key += " " + st.Class.String()
+		}
+		g := by[key]
+		if g == nil {
+			g = &agg{}
+			by[key] = g
+		}
+		g.n++
+		g.time += st.End - st.Start
+	}
+	keys := make([]string, 0, len(by))
+	for k := range by {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return by[keys[i]].time > by[keys[j]].time })
+	var parts []string
+	for _, k := range keys {
+		if by[k].time <= 0 && len(parts) >= 3 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%d %s %s", by[k].n, k, ms(by[k].time)))
+	}
+	lo, hi := res.Time, 0.0
+	for _, v := range res.PerRank {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	share := 0.0
+	if res.Time > 0 {
+		share = 100 * res.Link / res.Time
+	}
+	on := fmt.Sprintf("%d ranks", len(ranks))
+	if len(ranks) == 1 {
+		on = "1 rank"
+	}
+	return fmt.Sprintf("ranks end at %s..%s; critical path: %d ops on %s, link %s (%.0f %%), start cost %s; by op: %s",
+		ms(lo), ms(hi), len(res.Path), on, ms(res.Link), share, ms(res.StartCost), strings.Join(parts, ", "))
+}
+
+// ms writes nanoseconds as us, ms or s.
+func ms(ns float64) string {
+	switch {
+	case ns >= 1e9:
+		return fmt.Sprintf("%.3f s", ns/1e9)
+	case ns >= 1e6:
+		return fmt.Sprintf("%.3f ms", ns/1e6)
+	}
+	return fmt.Sprintf("%.2f us", ns/1e3)
+}
+
+// classesFor places ranks in nodes of per for model m.
+func (w *world) classesFor(m *cost.Model, per int) func(a, b int) transport.PeerKind {
+	local := localClass(m)
+	return func(a, b int) transport.PeerKind {
+		switch {
+		case a == b:
+			return transport.KindSelf
+		case a/per == b/per:
+			return local
+		}
+		return transport.KindNet
+	}
+}
+
+func estimateTable(L *lua.LState, res *cost.Result, m *cost.Model) *lua.LTable {
+	const s = 1e-9
+	t := L.NewTable()
+	t.RawSetString("time", lua.LNumber(res.Time*s))
+	t.RawSetString("link", lua.LNumber(res.Link*s))
+	t.RawSetString("start_cost", lua.LNumber(res.StartCost*s))
+	t.RawSetString("mode", lua.LString(res.Mode))
+	t.RawSetString("machine", lua.LString(m.Machine))
+	per := L.CreateTable(len(res.PerRank), 0)
+	for _, v := range res.PerRank {
+		per.Append(lua.LNumber(v * s))
+	}
+	t.RawSetString("per_rank", per)
+	bor := L.NewTable()
+	for _, b := range res.Borrowed {
+		bor.Append(lua.LString(b))
+	}
+	t.RawSetString("borrowed", bor)
+	path := L.CreateTable(len(res.Path), 0)
+	for _, st := range res.Path {
+		e := L.NewTable()
+		e.RawSetString("rank", lua.LNumber(st.Rank))
+		e.RawSetString("op", lua.LNumber(st.Op))
+		e.RawSetString("op_name", lua.LString(st.Kind.String()))
+		if st.Peer >= 0 {
+			e.RawSetString("peer", lua.LNumber(st.Peer))
+			e.RawSetString("class", lua.LString(st.Class.String()))
+		}
+		e.RawSetString("start", lua.LNumber(st.Start*s))
+		e.RawSetString("finish", lua.LNumber(st.End*s))
+		e.RawSetString("start_cost", lua.LNumber(st.StartCost*s))
+		e.RawSetString("link", lua.LNumber(st.Link*s))
+		e.RawSetString("file", lua.LString(st.Site.File))
+		e.RawSetString("line", lua.LNumber(st.Site.Line))
+		path.Append(e)
+	}
+	t.RawSetString("path", path)
+	return t
+}

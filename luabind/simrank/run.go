@@ -1,0 +1,235 @@
+package simrank
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/engine/plan/cost"
+	"github.com/luacoll/luacoll/transport"
+)
+
+// Options configure Run.
+type Options struct {
+	// Ranks is how many ranks are simulated, in nodes of PerNode
+	// consecutive ranks (Ranks a multiple of PerNode).
+	Ranks, PerNode int
+	// Src is the script, Name what messages call it, Args its arguments.
+	Src  []byte
+	Name string
+	Args []string
+	// Model and Mode are the cost model and replay mode each plan's time
+	// is estimated with; ModelName names the model in reports.
+	Model     *cost.Model
+	ModelName string
+	Mode      string
+	// Budget bounds each verification's work (0: verify.DefaultBudget
+	// scaled by the ranks, past 64).
+	Budget int
+	// Real are the names of the functions and methods real ranks have
+	// ("lc.timer", "b:read"): the ones simulated ranks lack are refused
+	// as needing real ranks, any other name as a typo.
+	Real []string
+	// Stdout gets rank 0's output and the reports; Progress (may be nil)
+	// a line every ProgressEvery while a long run goes on.
+	Stdout        io.Writer
+	Progress      io.Writer
+	ProgressEvery time.Duration
+}
+
+// Result is what a run found.
+type Result struct {
+	// Plans made, verifications asked for with p:verify, and how many of
+	// either found problems.
+	Plans, Verifies, Failed int
+	// Skipped counts rank 0's p:run calls, which ran nothing.
+	Skipped int
+	Elapsed time.Duration
+	// PeakRSS is the process's peak resident memory (bytes; 0 where the
+	// system does not say), HeapPeak the Go heap's largest size seen.
+	PeakRSS, HeapPeak uint64
+	// Estimates are each plan's estimate on the run's model and layout.
+	Estimates []Estimate
+}
+
+// Estimate is one plan's predicted replay.
+type Estimate struct {
+	Plan   int
+	Site   string
+	Result *cost.Result
+}
+
+// world is what the simulated ranks share: the plans, by number, with
+// every rank's list, and each window's ledger.
+type world struct {
+	o       Options
+	out     io.Writer
+	plans   []*planSlot
+	ledgers map[int]*plan.Ledger
+	res     Result
+	start   time.Time
+	last    time.Time // of the last progress line
+	real    map[string]bool
+	// main and libs are the script and the embedded modules, compiled
+	// once.
+	main *lua.FunctionProto
+	libs map[string]*lua.FunctionProto
+	// pending is the plan rank 0 made last, not verified yet (flush).
+	pending *planSlot
+}
+
+// Run runs the script for every simulated rank, the last first and rank 0
+// last, verifying and estimating each plan when rank 0 makes it. The error
+// is the first rank's that failed (a Lua error, a plan that failed
+// verification, a rank whose plans do not match rank 0's).
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Ranks < 1 || o.PerNode < 1 || o.Ranks%o.PerNode != 0 {
+		return nil, fmt.Errorf("simulated ranks: %d ranks do not fill nodes of %d", o.Ranks, o.PerNode)
+	}
+	if o.Model == nil {
+		return nil, fmt.Errorf("simulated ranks: no cost model")
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = 2 * time.Second
+	}
+	w := &world{o: o, out: o.Stdout, ledgers: map[int]*plan.Ledger{}, start: time.Now(), real: map[string]bool{},
+		libs: map[string]*lua.FunctionProto{}}
+	w.last = w.start
+	for _, n := range o.Real {
+		w.real[n] = true
+	}
+	stopHeap := w.watchHeap()
+	defer stopHeap()
+	for r := o.Ranks - 1; r >= 0; r-- {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("simulated ranks: stopped at rank %d: %w", r, context.Cause(ctx))
+		}
+		if err := w.runRank(ctx, r); err != nil {
+			return nil, err
+		}
+		w.progress(func() string {
+			return fmt.Sprintf("simulated ranks: %d of %d ran the script", o.Ranks-r, o.Ranks)
+		})
+	}
+	if err := w.flush(); err != nil {
+		return nil, fmt.Errorf("simulated rank 0: %w", err)
+	}
+	for _, p := range w.plans {
+		if !p.done {
+			return nil, fmt.Errorf("simulated ranks: rank %d made plan %d (at %s), rank 0 made only %d plans", p.firstRank, p.num, p.site, len(w.plans)-1)
+		}
+	}
+	w.res.Elapsed = time.Since(w.start)
+	w.res.PeakRSS = peakRSS()
+	return &w.res, nil
+}
+
+// runRank runs the script as simulated rank r in a fresh Lua state.
+func (w *world) runRank(ctx context.Context, r int) error {
+	rk := newRank(w, r)
+	defer rk.close()
+	if err := rk.run(ctx); err != nil {
+		return fmt.Errorf("simulated rank %d: %w", r, err)
+	}
+	return nil
+}
+
+// progress prints what msg says when the last line is ProgressEvery old.
+func (w *world) progress(msg func() string) {
+	if w.o.Progress == nil || time.Since(w.last) < w.o.ProgressEvery {
+		return
+	}
+	w.last = time.Now()
+	fmt.Fprintf(w.o.Progress, "luacoll check: %s (%.1f s, %s resident)\n", msg(), time.Since(w.start).Seconds(), Bytes(currentRSS()))
+}
+
+// watchHeap notes the Go heap's peak every 100 ms until the returned
+// function is called.
+func (w *world) watchHeap() func() {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	var peak uint64
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapAlloc)
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+		w.res.HeapPeak = peak
+	}
+}
+
+// localClass is the class ranks of one node reach each other with under
+// model m: nvl where its backend is CUDA, else shm.
+func localClass(m *cost.Model) transport.PeerKind {
+	if strings.HasPrefix(m.Backend, "cuda") {
+		return transport.KindNVL
+	}
+	return transport.KindSHM
+}
+
+// ParseLayout reads "NxM" (N nodes of M ranks, each up to 2^20) and
+// returns N and M.
+func ParseLayout(s string) (nodes, per int, err error) {
+	a, b, ok := strings.Cut(s, "x")
+	nodes, err1 := strconv.Atoi(a)
+	per, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || nodes < 1 || per < 1 || nodes > 1<<20 || per > 1<<20 {
+		return 0, 0, fmt.Errorf("%q: want NODESxRANKS, e.g. 128x8", s)
+	}
+	return nodes, per, nil
+}
+
+// Bytes writes a byte count as KiB, MiB or GiB.
+func Bytes(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
+}
+
+// peakRSS and currentRSS read the process's peak and current resident
+// memory from /proc (0 where there is none).
+func peakRSS() uint64    { return procStatus("VmHWM:") }
+func currentRSS() uint64 { return procStatus("VmRSS:") }
+
+func procStatus(key string) uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, key); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				if kb, err := strconv.ParseUint(f[0], 10, 64); err == nil {
+					return kb << 10
+				}
+			}
+		}
+	}
+	return 0
+}
