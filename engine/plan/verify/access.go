@@ -64,12 +64,18 @@ func (s *sim) check(owner int, vc []uint32, m *memory, a *access, list []*access
 			keep++
 			continue
 		}
-		if sameRead(a, y) {
-			continue // a stands for y
+		if sameRead(a, y) && (!a.by.kind.HasSignal() || a.covers == nil) {
+			// a stands for y. A put_signal's read is also ordered by its
+			// signal, which orders nothing of y: it keeps y beside it.
+			if a.by.kind.HasSignal() {
+				a.covers = y
+			}
+			continue
 		}
-		ordered := y.orderedFor(vc) || (script && y.by.rank == a.by.rank)
+		u := y.unorderedFor(vc)
+		ordered := u == nil || (script && y.by.rank == a.by.rank)
 		if !ordered && (a.write || y.write) {
-			s.race(owner, m, a, y)
+			s.race(owner, m, a, u)
 		}
 		if ordered && !script && y.lo >= a.lo && y.hi <= a.hi {
 			continue
@@ -101,9 +107,19 @@ func (m *memory) insert(a *access, i, keep, j int) {
 
 // orderedFor reports whether a rank whose vector clock is vc is ordered
 // after access y: it has reached the clock at which y is known complete,
-// or at which the peer of y's put_signal saw its signal.
-func (y *access) orderedFor(vc []uint32) bool {
-	return (y.done != 0 && vc[y.by.rank] >= y.done) || (y.seenAt != 0 && vc[y.seenBy] >= y.seenAt)
+// or at which the peer of y's put_signal saw its signal; and so after
+// every read y stands for (covers).
+func (y *access) orderedFor(vc []uint32) bool { return y.unorderedFor(vc) == nil }
+
+// unorderedFor returns the first of y and the reads it stands for that a
+// rank whose vector clock is vc is not ordered after, or nil.
+func (y *access) unorderedFor(vc []uint32) *access {
+	for x := y; x != nil; x = x.covers {
+		if !(x.done != 0 && vc[x.by.rank] >= x.done) && !(x.seenAt != 0 && vc[x.seenBy] >= x.seenAt) {
+			return x
+		}
+	}
+	return nil
 }
 
 func (s *sim) race(owner int, m *memory, a, y *access) {
@@ -164,15 +180,13 @@ func (s *sim) race(owner int, m *memory, a, y *access) {
 // sameRead reports whether y, a put's source read still in flight, is
 // covered by a, a later one of the same rank: both complete with the
 // rank's next flush or barrier (neither counts on a counter, whose wait
-// completes its puts apart), so whatever races y races a. a must carry no
-// signal: a put_signal's source read is also known complete by whoever
-// sees its signal (orderedFor), which says nothing of y's, so a rank
-// ordered after a could still race y. A rank that sends one source to a
-// thousand peers would otherwise check each read against all those before
-// it.
+// completes its puts apart), so whatever races y races a, except where a
+// rank is ordered after a put_signal's read by its signal, which says
+// nothing of y's: such an a keeps y as covers (check). A rank that sends
+// one source to a thousand peers would otherwise check each read against
+// all those before it.
 func sameRead(a, y *access) bool {
 	return a.source && y.source && y.done == 0 && a.by.rank == y.by.rank && a.end == nil && y.end == nil &&
 		a.by.what == "" && y.by.what == "" && !a.by.kind.HasCounter() && !y.by.kind.HasCounter() &&
-		!a.by.kind.HasSignal() &&
 		a.lo <= y.lo && y.hi <= a.hi
 }

@@ -174,6 +174,10 @@ type access struct {
 	seenBy int
 	seenAt uint32
 	end    *replayEnd // a read of a rank's result at the end of a replay
+	// covers is an earlier source read of the same rank that this one, a
+	// put_signal's, stands for in its memory's list (sameRead): a rank is
+	// ordered after this access only once it is ordered after that one.
+	covers *access
 }
 
 // snap is what a signal or barrier store carries: its writer's vector
