@@ -207,6 +207,9 @@ func (s *HostStream) drained() {
 
 func (s *HostStream) enqueue(op hostOp) {
 	s.mu.Lock()
+	if op.kind == opWait && s.owner == ownWorker && !s.rem.active() {
+		s.reclaim()
+	}
 	if s.closed {
 		s.mu.Unlock()
 		return
@@ -251,6 +254,40 @@ func (s *HostStream) enqueue(op hostOp) {
 		s.kick()
 	}
 	s.mu.Unlock()
+}
+
+// reclaim lets the worker drain the queue, for up to the policy's Inline
+// time, before the caller enqueues a wait, so that the wait runs on the
+// caller again. Without it a stream that handed one slow wait to its
+// worker would stay there as long as the caller enqueued faster than the
+// worker ran: every operation then a hand-off between two threads, which
+// on a rank with one processor take turns on it. Streams that drive
+// networks are left as they are (their worker settles posted operations
+// while the caller enqueues ahead). The caller holds mu, as on return (it
+// gives it up meanwhile).
+func (s *HostStream) reclaim() {
+	var timer *time.Timer
+	for s.owner == ownWorker && !s.closed {
+		if s.idle == nil {
+			s.idle = make(chan struct{})
+		}
+		ch := s.idle
+		s.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(s.pol.Inline)
+		}
+		select {
+		case <-ch:
+			s.mu.Lock()
+			continue
+		case <-timer.C:
+		}
+		s.mu.Lock()
+		return
+	}
+	if timer != nil {
+		timer.Stop()
+	}
 }
 
 // inline runs a wait, a host function or Sync's flush on the caller,

@@ -112,6 +112,38 @@ func TestHostStreamOrderAndHandOff(t *testing.T) {
 	}
 }
 
+// A stream whose worker took over a slow wait goes back to running on the
+// caller: the caller's next wait lets the worker drain the queue first, so
+// that the wait, and what follows it, run on the caller again (a host
+// function enqueued after it has run when its enqueue returns). Without
+// that, a caller that enqueues faster than the worker runs would hand
+// every operation over from then on.
+func TestHostStreamCallerTakesBack(t *testing.T) {
+	mem, _ := sharedPages(t, 4096)
+	slot, bell := mem, mem.Add(128)
+	s := NewHostStream(NewAbort(), WaitPolicy{Spin: 10 * time.Microsecond, Yield: 20 * time.Microsecond, Inline: 200 * time.Millisecond})
+	defer s.Close()
+	ws := WaitSpec{Slots: []Addr{slot}, Cmp: CmpGe, Value: 1, Timeout: time.Minute, Bell: bell, Fail: noFail}
+	// Unmet for the inline time: the worker takes the wait over.
+	s.Wait(ws)
+	atomic.StoreUint64(hostU64(slot), 1)
+	RingBell(bell)
+	// Queued behind it, and busy for a while once the worker gets to it.
+	var slow, after atomic.Bool
+	s.Host(func() error { time.Sleep(5 * time.Millisecond); slow.Store(true); return nil })
+	s.Wait(ws)
+	if !slow.Load() {
+		t.Error("the wait was enqueued behind the worker's operations")
+	}
+	s.Host(func() error { after.Store(true); return nil })
+	if !after.Load() {
+		t.Error("the host function after the wait did not run on the caller")
+	}
+	if err := s.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A wait that never holds fails at its timeout with ErrTimeout, naming the
 // last value seen; the stream skips what follows up to the Sync that
 // reports it, then works again.
