@@ -19,6 +19,8 @@ const (
 	opWait
 	opHost
 	opRemote
+	opPutSignal // a copy, then a signal (sig, v, add, bell)
+	opReduce    // dst op= src over n elements (dt, rop)
 )
 
 type hostOp struct {
@@ -27,7 +29,14 @@ type hostOp struct {
 	src  Addr
 	n    uint64
 	v    uint64
-	bell Addr // store, add: the receiver's bell, rung after
+	bell Addr // store, add, put-signal: the receiver's bell, rung after
+	// put-signal: the slot signalled after the copy, by adding v (add) or
+	// storing it
+	sig Addr
+	add bool
+	// reduce: the element type and the operator
+	dt    DType
+	redop RedOp
 	// cached: a copy through MemmoveCached
 	cached bool
 	wait   WaitSpec
@@ -338,44 +347,6 @@ func (s *HostStream) inline(op *hostOp) {
 		s.kick()
 	}
 	s.mu.Unlock()
-}
-
-// exec runs a non-blocking op; the caller holds mu or is the worker.
-// A remote op is posted to its network; a local one first waits for the
-// remote ones posted before it (settleRemote).
-func (s *HostStream) exec(op *hostOp) error {
-	if op.kind == opRemote {
-		return s.runRemote(op)
-	}
-	if err := s.settleRemote(op.gen); err != nil {
-		return err
-	}
-	switch op.kind {
-	case opCopy:
-		if op.cached {
-			MemmoveCached(HostBytes(op.dst, op.n), HostBytes(op.src, op.n))
-			break
-		}
-		Memmove(HostBytes(op.dst, op.n), HostBytes(op.src, op.n))
-	case opStore:
-		if op.bell != 0 && atomic.LoadUint32(bellWaiters(op.bell)) != 0 {
-			// Somebody sleeps there: store with a full fence and ring.
-			atomic.StoreUint64(hostU64(op.dst), op.v)
-			RingBell(op.bell)
-			break
-		}
-		// Nobody sleeps there now: a plain store, and a look at the bell
-		// again later, after a fence (flushRings), in case a wait went to
-		// sleep in between without seeing the store.
-		storeRelease(hostU64(op.dst), op.v)
-		if op.bell != 0 {
-			s.deferRing(op.bell)
-		}
-	case opAdd:
-		atomic.AddUint64(hostU64(op.dst), op.v)
-		RingBell(op.bell)
-	}
-	return nil
 }
 
 func (s *HostStream) run() {
