@@ -76,7 +76,7 @@ func (s *State) ReduceSchedulePlan(mod, fn string) (func(w *window.Window, call 
 	// Two plans a call size (two calls recorded: the staged schedules
 	// alternate between two staging halves), replayed in turn.
 	plans := map[key]*[2]*planRef{}
-	turn := map[key]int{}
+	turn := map[key]*int{}
 	wuds := map[*window.Window]*lua.LUserData{}
 	record := func(w *window.Window, call ReduceCall) (*planRef, error) {
 		s.cur = s.L
@@ -106,8 +106,20 @@ func (s *State) ReduceSchedulePlan(mod, fn string) (func(w *window.Window, call 
 		s.PlanModes[call.N] = r.mode
 		return r, nil
 	}
+	// The last call's plans and turn: calls of one size back to back look
+	// up nothing (a map lookup hashes the whole key).
+	var (
+		lastKey  key
+		lastTwo  *[2]*planRef
+		lastTurn *int
+	)
 	return func(w *window.Window, call ReduceCall) error {
 		k := key{w, call}
+		if lastTwo != nil && k == lastKey {
+			r := lastTwo[*lastTurn]
+			*lastTurn = 1 - *lastTurn
+			return r.p.Run(1)
+		}
 		if plans[k] == nil {
 			var two [2]*planRef
 			for i := range two {
@@ -118,9 +130,11 @@ func (s *State) ReduceSchedulePlan(mod, fn string) (func(w *window.Window, call 
 				two[i] = r
 			}
 			plans[k] = &two
+			turn[k] = new(int)
 		}
-		r := plans[k][turn[k]]
-		turn[k] = 1 - turn[k]
+		lastKey, lastTwo, lastTurn = k, plans[k], turn[k]
+		r := lastTwo[*lastTurn]
+		*lastTurn = 1 - *lastTurn
 		return r.p.Run(1)
 	}, nil
 }
