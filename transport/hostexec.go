@@ -60,12 +60,12 @@ func (s *HostStream) store(dst Addr, v uint64, bell Addr) {
 // from src to dst, then adds v to the slot (add) or stores it there, and
 // rings bell.
 func (s *HostStream) PutSignalRing(dst, src Addr, n uint64, slot Addr, add bool, v uint64, bell Addr) {
-	s.enqueue(hostOp{kind: opPutSignal, dst: dst, src: src, n: n, sig: slot, add: add, v: v, bell: bell})
+	s.enqueue(&hostOp{kind: opPutSignal, dst: dst, src: src, n: n, sig: slot, add: add, v: v, bell: bell})
 }
 
 // Reduce implements HostReducer: dst op= src over count elements of type
 // t, in stream order, as one operation of the stream (run at once on the
 // caller where the stream is idle).
 func (s *HostStream) Reduce(dst, src Addr, count uint64, t DType, op RedOp) {
-	s.enqueue(hostOp{kind: opReduce, dst: dst, src: src, n: count, dt: t, redop: op})
+	s.enqueue(&hostOp{kind: opReduce, dst: dst, src: src, n: count, dt: t, redop: op})
 }

@@ -214,7 +214,7 @@ func (s *HostStream) drained() {
 	}
 }
 
-func (s *HostStream) enqueue(op hostOp) {
+func (s *HostStream) enqueue(op *hostOp) {
 	s.mu.Lock()
 	if op.kind == opWait && s.owner == ownWorker && !s.rem.active() {
 		s.reclaim()
@@ -224,7 +224,7 @@ func (s *HostStream) enqueue(op hostOp) {
 		return
 	}
 	op.gen = s.gen.Load()
-	if s.owner == ownNone && s.rem.inline(&op) {
+	if s.owner == ownNone && s.rem.inline(op) {
 		// Nothing ahead of it: run it here, in order, at once (after an
 		// error, operations are skipped up to the Sync that reports it).
 		// Local operations behind posted remote ones, and flushes, go to
@@ -239,11 +239,11 @@ func (s *HostStream) enqueue(op hostOp) {
 				s.mu.Unlock()
 				return
 			}
-			s.inline(&op)
+			s.inline(op)
 		case opHost:
-			s.inline(&op)
+			s.inline(op)
 		default:
-			if err := s.exec(&op); err != nil && s.err == nil {
+			if err := s.exec(op); err != nil && s.err == nil {
 				s.err = err
 			}
 			// The stream stays idle: nothing of it would look at a
@@ -257,7 +257,7 @@ func (s *HostStream) enqueue(op hostOp) {
 	for s.q.len() >= maxQueued && s.owner != ownNone && !s.closed {
 		s.space.Wait()
 	}
-	s.q.push(op)
+	s.q.push(*op)
 	if s.owner == ownNone {
 		s.owner = ownWorker
 		s.kick()
@@ -507,35 +507,35 @@ func (s *HostStream) interruptCause() error {
 
 // Copy implements Stream.
 func (s *HostStream) Copy(dst, src Addr, n uint64) {
-	s.enqueue(hostOp{kind: opCopy, dst: dst, src: src, n: n})
+	s.enqueue(&hostOp{kind: opCopy, dst: dst, src: src, n: n})
 }
 
 // CopyCached implements CachedCopier.
 func (s *HostStream) CopyCached(dst, src Addr, n uint64) {
-	s.enqueue(hostOp{kind: opCopy, dst: dst, src: src, n: n, cached: true})
+	s.enqueue(&hostOp{kind: opCopy, dst: dst, src: src, n: n, cached: true})
 }
 
 // Store64 implements Stream.
-func (s *HostStream) Store64(dst Addr, v uint64) { s.enqueue(hostOp{kind: opStore, dst: dst, v: v}) }
+func (s *HostStream) Store64(dst Addr, v uint64) { s.enqueue(&hostOp{kind: opStore, dst: dst, v: v}) }
 
 // Add64 implements Stream.
-func (s *HostStream) Add64(dst Addr, v uint64) { s.enqueue(hostOp{kind: opAdd, dst: dst, v: v}) }
+func (s *HostStream) Add64(dst Addr, v uint64) { s.enqueue(&hostOp{kind: opAdd, dst: dst, v: v}) }
 
 // Store64Ring implements Ringer.
 func (s *HostStream) Store64Ring(dst Addr, v uint64, bell Addr) {
-	s.enqueue(hostOp{kind: opStore, dst: dst, v: v, bell: bell})
+	s.enqueue(&hostOp{kind: opStore, dst: dst, v: v, bell: bell})
 }
 
 // Add64Ring implements Ringer.
 func (s *HostStream) Add64Ring(dst Addr, v uint64, bell Addr) {
-	s.enqueue(hostOp{kind: opAdd, dst: dst, v: v, bell: bell})
+	s.enqueue(&hostOp{kind: opAdd, dst: dst, v: v, bell: bell})
 }
 
 // Wait implements Stream.
-func (s *HostStream) Wait(w WaitSpec) { s.enqueue(hostOp{kind: opWait, wait: w}) }
+func (s *HostStream) Wait(w WaitSpec) { s.enqueue(&hostOp{kind: opWait, wait: w}) }
 
 // Host implements Stream.
-func (s *HostStream) Host(fn func() error) { s.enqueue(hostOp{kind: opHost, fn: fn}) }
+func (s *HostStream) Host(fn func() error) { s.enqueue(&hostOp{kind: opHost, fn: fn}) }
 
 // Mark implements Stream.
 func (s *HostStream) Mark() Mark {
