@@ -281,7 +281,7 @@ local mapped = setmetatable({}, { __mode = "k" })
 local shared = setmetatable({}, { __mode = "k" })
 
 local function look(w)
-  local m, sh = true, true
+  local m, sh = true, w:info().memory == "host"
   for p = 0, lc.size - 1 do
     local t = w:transport(p)
     if t == "net" then m = false end
@@ -297,9 +297,10 @@ function M.mapped_all(w)
   return mapped[w]
 end
 
---- shared_all reports whether every peer's part of w is host shared
---- memory here (the host backend): reading a peer there costs what reading
---- this rank's own memory does, once the data left the writer's cache.
+--- shared_all reports whether w is host memory and every peer's part of
+--- it host shared memory here (the host backend): reading a peer there
+--- costs what reading this rank's own memory does, once the data left the
+--- writer's cache.
 function M.shared_all(w)
   if shared[w] == nil then look(w) end
   return shared[w]
