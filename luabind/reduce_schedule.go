@@ -69,14 +69,7 @@ func (s *State) ReduceSchedulePlan(mod, fn string) (func(w *window.Window, call 
 	if err != nil {
 		return nil, err
 	}
-	type key struct {
-		w    *window.Window
-		call ReduceCall
-	}
-	// Two plans a call size (two calls recorded: the staged schedules
-	// alternate between two staging halves), replayed in turn.
-	plans := map[key]*[2]*planRef{}
-	turn := map[key]*int{}
+	var turns planTurns
 	wuds := map[*window.Window]*lua.LUserData{}
 	record := func(w *window.Window, call ReduceCall) (*planRef, error) {
 		s.cur = s.L
@@ -106,37 +99,62 @@ func (s *State) ReduceSchedulePlan(mod, fn string) (func(w *window.Window, call 
 		s.PlanModes[call.N] = r.mode
 		return r, nil
 	}
-	// The last call's plans and turn: calls of one size back to back look
-	// up nothing (a map lookup hashes the whole key).
-	var (
-		lastKey  key
-		lastTwo  *[2]*planRef
-		lastTurn *int
-	)
 	return func(w *window.Window, call ReduceCall) error {
-		k := key{w, call}
-		if lastTwo != nil && k == lastKey {
-			r := lastTwo[*lastTurn]
-			*lastTurn = 1 - *lastTurn
-			return r.p.Run(1)
+		r, err := turns.next(planKey{w, call}, func() (*planRef, error) { return record(w, call) })
+		if err != nil {
+			return err
 		}
-		if plans[k] == nil {
-			var two [2]*planRef
-			for i := range two {
-				r, err := record(w, call)
-				if err != nil {
-					return err
-				}
-				two[i] = r
-			}
-			plans[k] = &two
-			turn[k] = new(int)
-		}
-		lastKey, lastTwo, lastTurn = k, plans[k], turn[k]
-		r := lastTwo[*lastTurn]
-		*lastTurn = 1 - *lastTurn
 		return r.p.Run(1)
 	}, nil
+}
+
+// planKey is a reduction call's kind: its window and its arguments.
+type planKey struct {
+	w    *window.Window
+	call ReduceCall
+}
+
+// planPair is a call kind's two plans (two calls recorded: the staged
+// schedules alternate between two staging halves) and which one runs next.
+type planPair struct {
+	two  [2]*planRef
+	turn int
+}
+
+// planTurns hands out each call kind's two plans in turn, recording them
+// at its first call. The last kind's pair is kept aside: calls of one kind
+// back to back look up nothing (a map lookup hashes the whole key, 7 % of
+// a 1 KiB host all-reduce).
+type planTurns struct {
+	pairs   map[planKey]*planPair
+	lastKey planKey
+	last    *planPair
+}
+
+// next returns the plan the call of kind k runs, recording k's two plans
+// with record first if there are none.
+func (t *planTurns) next(k planKey, record func() (*planRef, error)) (*planRef, error) {
+	if t.last == nil || k != t.lastKey {
+		p := t.pairs[k]
+		if p == nil {
+			p = &planPair{}
+			for i := range p.two {
+				r, err := record()
+				if err != nil {
+					return nil, err
+				}
+				p.two[i] = r
+			}
+			if t.pairs == nil {
+				t.pairs = map[planKey]*planPair{}
+			}
+			t.pairs[k] = p
+		}
+		t.lastKey, t.last = k, p
+	}
+	r := t.last.two[t.last.turn]
+	t.last.turn = 1 - t.last.turn
+	return r, nil
 }
 
 // notRaces returns the first problem of a report that is not a race, or
