@@ -98,7 +98,7 @@ func TestBenchReduceErrors(t *testing.T) {
 func TestReduceAcrossNodes(t *testing.T) {
 	needUCX(t)
 	r := luacoll(t, nil, "run", "-n", "4", "--nodes", "2", "tests/reduce.lua")
-	if r.code != 0 || !strings.Contains(r.stdout, "reduce: 25 passed, 0 failed") {
+	if r.code != 0 || !strings.Contains(r.stdout, "reduce: 29 passed, 0 failed") {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -133,6 +133,15 @@ func ReduceBytes(dst, src []byte, t DType, op RedOp) {
 		return
 	}
 	d, s := unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src))
+	if op == Sum {
+		if done := sumVector(t, d, s, n); done > 0 {
+			if done == n {
+				return
+			}
+			off := uintptr(done) * uintptr(t.Size())
+			d, s, n = unsafe.Add(d, off), unsafe.Add(s, off), n-done
+		}
+	}
 	switch t {
 	case F32:
 		reduceNum(unsafe.Slice((*float32)(d), n), unsafe.Slice((*float32)(s), n), op)

@@ -1,13 +1,14 @@
 package luabind
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
-	lua "github.com/yuin/gopher-lua"
-
+	"github.com/luacoll/luacoll/kernels"
 	"github.com/luacoll/luacoll/transport"
+	lua "github.com/yuin/gopher-lua"
 )
 
 // planSchedCode makes the window W and two planted schedules: an
@@ -112,5 +113,57 @@ func TestReduceSchedulePlanVerifies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Each call kind's two plans are recorded at its first call and handed out
+// in turn from then on, each kind keeping its own turn when calls of
+// other kinds come in between (the staged schedules need the halves to
+// alternate per kind); a failed recording leaves nothing behind.
+func TestPlanTurns(t *testing.T) {
+	var turns planTurns
+	recorded := 0
+	record := func() ([2]*planRef, error) {
+		recorded += 2
+		return [2]*planRef{{num: recorded - 1}, {num: recorded}}, nil
+	}
+	a := planKey{call: ReduceCall{N: 1024, Type: kernels.F32, Op: kernels.Sum}}
+	b := planKey{call: ReduceCall{N: 4096, Type: kernels.F32, Op: kernels.Sum}}
+	c := planKey{call: ReduceCall{N: 1024, Type: kernels.BF16, Op: kernels.Sum}}
+	for i, step := range []struct {
+		k    planKey
+		want int
+	}{{a, 1}, {a, 2}, {b, 3}, {a, 1}, {b, 4}, {b, 3}, {a, 2}, {c, 5}, {a, 1}, {c, 6}} {
+		r, err := turns.next(step.k, record)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.num != step.want {
+			t.Fatalf("call %d (n=%d, %s): plan %d, want %d", i+1, step.k.call.N, step.k.call.Type, r.num, step.want)
+		}
+	}
+	if recorded != 6 {
+		t.Fatalf("%d plans recorded, want 6", recorded)
+	}
+	// A failed recording (or verification) of a kind's pair is returned,
+	// and the next call of the kind makes both again.
+	d := planKey{call: ReduceCall{N: 64, Type: kernels.I32, Op: kernels.Max}}
+	boom := errors.New("boom")
+	n := 0
+	failFirst := func() ([2]*planRef, error) {
+		n++
+		if n == 1 {
+			return [2]*planRef{}, boom
+		}
+		return [2]*planRef{{num: 103}, {num: 104}}, nil
+	}
+	if _, err := turns.next(d, failFirst); !errors.Is(err, boom) {
+		t.Fatalf("got %v, want the recording's error", err)
+	}
+	if r, err := turns.next(d, failFirst); err != nil || r.num != 103 {
+		t.Fatalf("after the failure: plan %v, %v; want 103", r, err)
+	}
+	if r, err := turns.next(a, record); err != nil || r.num != 2 {
+		t.Fatalf("back to the first kind: plan %v, %v; want 2", r, err)
 	}
 }

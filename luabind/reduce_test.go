@@ -102,7 +102,7 @@ func TestReduceScript(t *testing.T) {
 	for _, n := range []int{2, 3, 4} {
 		res := runLuaWith(t, n, string(src), name, 10*time.Second)
 		mustAllOK(t, res)
-		if want := "reduce: 25 passed, 0 failed"; !strings.Contains(res[0].out, want) {
+		if want := "reduce: 29 passed, 0 failed"; !strings.Contains(res[0].out, want) {
 			t.Fatalf("n=%d: rank 0 output lacks %q:\n%s", n, want, res[0].out)
 		}
 	}

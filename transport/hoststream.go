@@ -19,6 +19,8 @@ const (
 	opWait
 	opHost
 	opRemote
+	opPutSignal // a copy, then a signal (sig, v, add, bell)
+	opReduce    // dst op= src over n elements (dt, rop)
 )
 
 type hostOp struct {
@@ -27,7 +29,14 @@ type hostOp struct {
 	src  Addr
 	n    uint64
 	v    uint64
-	bell Addr // store, add: the receiver's bell, rung after
+	bell Addr // store, add, put-signal: the receiver's bell, rung after
+	// put-signal: the slot signalled after the copy, by adding v (add) or
+	// storing it
+	sig Addr
+	add bool
+	// reduce: the element type and the operator
+	dt    DType
+	redop RedOp
 	// cached: a copy through MemmoveCached
 	cached bool
 	wait   WaitSpec
@@ -205,14 +214,17 @@ func (s *HostStream) drained() {
 	}
 }
 
-func (s *HostStream) enqueue(op hostOp) {
+func (s *HostStream) enqueue(op *hostOp) {
 	s.mu.Lock()
+	if op.kind == opWait && s.owner == ownWorker && !s.rem.active() {
+		s.reclaim()
+	}
 	if s.closed {
 		s.mu.Unlock()
 		return
 	}
 	op.gen = s.gen.Load()
-	if s.owner == ownNone && s.rem.inline(&op) {
+	if s.owner == ownNone && s.rem.inline(op) {
 		// Nothing ahead of it: run it here, in order, at once (after an
 		// error, operations are skipped up to the Sync that reports it).
 		// Local operations behind posted remote ones, and flushes, go to
@@ -227,11 +239,11 @@ func (s *HostStream) enqueue(op hostOp) {
 				s.mu.Unlock()
 				return
 			}
-			s.inline(&op)
+			s.inline(op)
 		case opHost:
-			s.inline(&op)
+			s.inline(op)
 		default:
-			if err := s.exec(&op); err != nil && s.err == nil {
+			if err := s.exec(op); err != nil && s.err == nil {
 				s.err = err
 			}
 			// The stream stays idle: nothing of it would look at a
@@ -245,12 +257,46 @@ func (s *HostStream) enqueue(op hostOp) {
 	for s.q.len() >= maxQueued && s.owner != ownNone && !s.closed {
 		s.space.Wait()
 	}
-	s.q.push(op)
+	s.q.push(*op)
 	if s.owner == ownNone {
 		s.owner = ownWorker
 		s.kick()
 	}
 	s.mu.Unlock()
+}
+
+// reclaim lets the worker drain the queue, for up to the policy's Inline
+// time, before the caller enqueues a wait, so that the wait runs on the
+// caller again. Without it a stream that handed one slow wait to its
+// worker would stay there as long as the caller enqueued faster than the
+// worker ran: every operation then a hand-off between two threads, which
+// on a rank with one processor take turns on it. Streams that drive
+// networks are left as they are (their worker settles posted operations
+// while the caller enqueues ahead). The caller holds mu, as on return (it
+// gives it up meanwhile).
+func (s *HostStream) reclaim() {
+	var timer *time.Timer
+	for s.owner == ownWorker && !s.closed {
+		if s.idle == nil {
+			s.idle = make(chan struct{})
+		}
+		ch := s.idle
+		s.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(s.pol.Inline)
+		}
+		select {
+		case <-ch:
+			s.mu.Lock()
+			continue
+		case <-timer.C:
+		}
+		s.mu.Lock()
+		return
+	}
+	if timer != nil {
+		timer.Stop()
+	}
 }
 
 // inline runs a wait, a host function or Sync's flush on the caller,
@@ -301,44 +347,6 @@ func (s *HostStream) inline(op *hostOp) {
 		s.kick()
 	}
 	s.mu.Unlock()
-}
-
-// exec runs a non-blocking op; the caller holds mu or is the worker.
-// A remote op is posted to its network; a local one first waits for the
-// remote ones posted before it (settleRemote).
-func (s *HostStream) exec(op *hostOp) error {
-	if op.kind == opRemote {
-		return s.runRemote(op)
-	}
-	if err := s.settleRemote(op.gen); err != nil {
-		return err
-	}
-	switch op.kind {
-	case opCopy:
-		if op.cached {
-			MemmoveCached(HostBytes(op.dst, op.n), HostBytes(op.src, op.n))
-			break
-		}
-		Memmove(HostBytes(op.dst, op.n), HostBytes(op.src, op.n))
-	case opStore:
-		if op.bell != 0 && atomic.LoadUint32(bellWaiters(op.bell)) != 0 {
-			// Somebody sleeps there: store with a full fence and ring.
-			atomic.StoreUint64(hostU64(op.dst), op.v)
-			RingBell(op.bell)
-			break
-		}
-		// Nobody sleeps there now: a plain store, and a look at the bell
-		// again later, after a fence (flushRings), in case a wait went to
-		// sleep in between without seeing the store.
-		storeRelease(hostU64(op.dst), op.v)
-		if op.bell != 0 {
-			s.deferRing(op.bell)
-		}
-	case opAdd:
-		atomic.AddUint64(hostU64(op.dst), op.v)
-		RingBell(op.bell)
-	}
-	return nil
 }
 
 func (s *HostStream) run() {
@@ -499,35 +507,35 @@ func (s *HostStream) interruptCause() error {
 
 // Copy implements Stream.
 func (s *HostStream) Copy(dst, src Addr, n uint64) {
-	s.enqueue(hostOp{kind: opCopy, dst: dst, src: src, n: n})
+	s.enqueue(&hostOp{kind: opCopy, dst: dst, src: src, n: n})
 }
 
 // CopyCached implements CachedCopier.
 func (s *HostStream) CopyCached(dst, src Addr, n uint64) {
-	s.enqueue(hostOp{kind: opCopy, dst: dst, src: src, n: n, cached: true})
+	s.enqueue(&hostOp{kind: opCopy, dst: dst, src: src, n: n, cached: true})
 }
 
 // Store64 implements Stream.
-func (s *HostStream) Store64(dst Addr, v uint64) { s.enqueue(hostOp{kind: opStore, dst: dst, v: v}) }
+func (s *HostStream) Store64(dst Addr, v uint64) { s.enqueue(&hostOp{kind: opStore, dst: dst, v: v}) }
 
 // Add64 implements Stream.
-func (s *HostStream) Add64(dst Addr, v uint64) { s.enqueue(hostOp{kind: opAdd, dst: dst, v: v}) }
+func (s *HostStream) Add64(dst Addr, v uint64) { s.enqueue(&hostOp{kind: opAdd, dst: dst, v: v}) }
 
 // Store64Ring implements Ringer.
 func (s *HostStream) Store64Ring(dst Addr, v uint64, bell Addr) {
-	s.enqueue(hostOp{kind: opStore, dst: dst, v: v, bell: bell})
+	s.enqueue(&hostOp{kind: opStore, dst: dst, v: v, bell: bell})
 }
 
 // Add64Ring implements Ringer.
 func (s *HostStream) Add64Ring(dst Addr, v uint64, bell Addr) {
-	s.enqueue(hostOp{kind: opAdd, dst: dst, v: v, bell: bell})
+	s.enqueue(&hostOp{kind: opAdd, dst: dst, v: v, bell: bell})
 }
 
 // Wait implements Stream.
-func (s *HostStream) Wait(w WaitSpec) { s.enqueue(hostOp{kind: opWait, wait: w}) }
+func (s *HostStream) Wait(w WaitSpec) { s.enqueue(&hostOp{kind: opWait, wait: w}) }
 
 // Host implements Stream.
-func (s *HostStream) Host(fn func() error) { s.enqueue(hostOp{kind: opHost, fn: fn}) }
+func (s *HostStream) Host(fn func() error) { s.enqueue(&hostOp{kind: opHost, fn: fn}) }
 
 // Mark implements Stream.
 func (s *HostStream) Mark() Mark {

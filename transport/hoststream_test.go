@@ -1,12 +1,15 @@
 package transport
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/luacoll/luacoll/kernels"
 	"github.com/luacoll/luacoll/transport/knobs"
 	"golang.org/x/sys/unix"
 )
@@ -109,6 +112,82 @@ func TestHostStreamOrderAndHandOff(t *testing.T) {
 			t.Errorf("inline %v: the enqueue waited for the slot", inline)
 		}
 		s.Close()
+	}
+}
+
+// A stream whose worker took over a slow wait goes back to running on the
+// caller: the caller's next wait lets the worker drain the queue first, so
+// that the wait, and what follows it, run on the caller again (a host
+// function enqueued after it has run when its enqueue returns). Without
+// that, a caller that enqueues faster than the worker runs would hand
+// every operation over from then on.
+func TestHostStreamCallerTakesBack(t *testing.T) {
+	mem, _ := sharedPages(t, 4096)
+	slot, bell := mem, mem.Add(128)
+	s := NewHostStream(NewAbort(), WaitPolicy{Spin: 10 * time.Microsecond, Yield: 20 * time.Microsecond, Inline: 200 * time.Millisecond})
+	defer s.Close()
+	ws := WaitSpec{Slots: []Addr{slot}, Cmp: CmpGe, Value: 1, Timeout: time.Minute, Bell: bell, Fail: noFail}
+	// Unmet for the inline time: the worker takes the wait over.
+	s.Wait(ws)
+	atomic.StoreUint64(hostU64(slot), 1)
+	RingBell(bell)
+	// Queued behind it, and busy for a while once the worker gets to it.
+	var slow, after atomic.Bool
+	s.Host(func() error { time.Sleep(5 * time.Millisecond); slow.Store(true); return nil })
+	s.Wait(ws)
+	if !slow.Load() {
+		t.Error("the wait was enqueued behind the worker's operations")
+	}
+	s.Host(func() error { after.Store(true); return nil })
+	if !after.Load() {
+		t.Error("the host function after the wait did not run on the caller")
+	}
+	if err := s.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The host stream's own reduce and fused put-signal operations run in
+// stream order: behind an unmet wait nothing of them happens; once it
+// holds, the reduction is done, the put's data is in place and its slot
+// added to (or set) after it.
+func TestHostStreamReduceAndPutSignalInOrder(t *testing.T) {
+	mem, _ := sharedPages(t, 4096)
+	gate, bell := mem, mem.Add(128)
+	addSlot, setSlot := mem.Add(256), mem.Add(264)
+	dst, src, put := mem.Add(1024), mem.Add(2048), mem.Add(3072)
+	d, sv := HostBytes(dst, 64), HostBytes(src, 64)
+	for i := 0; i < 16; i++ {
+		binary.LittleEndian.PutUint32(d[4*i:], uint32(i))
+		binary.LittleEndian.PutUint32(sv[4*i:], uint32(100*i))
+	}
+	atomic.StoreUint64(hostU64(addSlot), 5)
+	s := NewHostStream(NewAbort(), WaitPolicy{Spin: 10 * time.Microsecond, Yield: 20 * time.Microsecond, Inline: time.Millisecond})
+	defer s.Close()
+	s.Wait(WaitSpec{Slots: []Addr{gate}, Cmp: CmpGe, Value: 1, Timeout: time.Minute, Bell: bell, Fail: noFail})
+	s.Reduce(dst, src, 16, kernels.U32, kernels.Sum)
+	s.PutSignalRing(put, dst, 64, addSlot, true, 2, bell)
+	s.PutSignalRing(put.Add(64), src, 8, setSlot, false, 9, bell)
+	time.Sleep(5 * time.Millisecond)
+	if binary.LittleEndian.Uint32(d[4:]) != 1 || atomic.LoadUint64(hostU64(addSlot)) != 5 {
+		t.Fatal("operations behind the unmet wait ran")
+	}
+	atomic.StoreUint64(hostU64(gate), 1)
+	RingBell(bell)
+	if err := s.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p := HostBytes(put, 72)
+	for i := 0; i < 16; i++ {
+		if got := binary.LittleEndian.Uint32(p[4*i:]); got != uint32(101*i) {
+			t.Fatalf("element %d: put %d, want %d", i, got, 101*i)
+		}
+	}
+	if !bytes.Equal(p[64:72], sv[:8]) {
+		t.Error("the second put's data is not in place")
+	}
+	if a, b := atomic.LoadUint64(hostU64(addSlot)), atomic.LoadUint64(hostU64(setSlot)); a != 7 || b != 9 {
+		t.Errorf("slots %d and %d, want 7 and 9", a, b)
 	}
 }
 

@@ -41,7 +41,7 @@ func TestReduceHostSplit(t *testing.T) {
 // BenchmarkReduceHost measures the host reduction (bytes: the
 // destination's, read and written, plus the source's).
 func BenchmarkReduceHost(b *testing.B) {
-	for _, n := range []int{64 << 10, 4 << 20, 64 << 20} {
+	for _, n := range []int{1 << 10, 64 << 10, 4 << 20, 64 << 20} {
 		for _, dt := range []DType{kernels.F32, kernels.BF16} {
 			b.Run(fmt.Sprintf("%s/%dK", dt, n>>10), func(b *testing.B) {
 				d, s := mapped(b, n), mapped(b, n)

@@ -59,7 +59,7 @@ func (s *HostStream) Stamp() Stamp {
 		return st
 	}
 	s.mu.Unlock()
-	s.enqueue(hostOp{kind: opHost, fn: func() error { st.set(); return nil }})
+	s.enqueue(&hostOp{kind: opHost, fn: func() error { st.set(); return nil }})
 	return st
 }
 

@@ -124,6 +124,20 @@ type Ringer interface {
 	Add64Ring(dst Addr, v uint64, bell Addr)
 }
 
+// PutRinger is a stream that fuses a put, its signal and the ring of the
+// receiver's bell into one operation (the host stream): PutSignalRing is
+// Copy(dst, src, n), then Add64Ring(slot, v, bell) (add) or
+// Store64Ring(slot, v, bell).
+type PutRinger interface {
+	PutSignalRing(dst, src Addr, n uint64, slot Addr, add bool, v uint64, bell Addr)
+}
+
+// HostReducer is a stream that runs reductions itself, as operations of
+// its own (the host stream), where others run them as host functions.
+type HostReducer interface {
+	Reduce(dst, src Addr, count uint64, t DType, op RedOp)
+}
+
 // CachedCopier is a stream that can copy so that the data stays in the
 // caches (the host stream): CopyCached is Copy through MemmoveCached, for
 // ranges that do not overlap.

@@ -85,7 +85,7 @@ func (s *HostStream) Remote(op RemoteOp) {
 	} else {
 		s.rem.enqueued.Add(1)
 	}
-	s.enqueue(hostOp{kind: opRemote, rop: &op})
+	s.enqueue(&hostOp{kind: opRemote, rop: &op})
 }
 
 // cancel ends a network wait when the job aborts or the stream is
@@ -190,5 +190,5 @@ func (s *HostStream) flushRemote() {
 		return
 	}
 	s.mu.Unlock()
-	s.enqueue(op)
+	s.enqueue(&op)
 }

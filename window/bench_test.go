@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/luacoll/luacoll/kernels"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/transport/inproc"
 	"github.com/luacoll/luacoll/transport/shm"
@@ -83,6 +84,45 @@ func BenchmarkSignalWait(b *testing.B) {
 		if err := w.Sync(ctx); err != nil {
 			b.Fatal(err)
 		}
+	}
+	b.StopTimer()
+	_ = w.Free(ctx)
+}
+
+// BenchmarkReduceStep is the host backend's share of a one-shot
+// all-reduce step without a peer (the rank is its own peer): a 1 KiB
+// put_signal into staging, the wait for it and a 1 KiB f32 sum of the
+// staging into the input, b.N times back to back with one sync at the
+// end. The peer's latency is left out: this is the per-call software
+// cost of the ops a small all-reduce enqueues, and their allocations.
+func BenchmarkReduceStep(b *testing.B) {
+	const n = 1 << 10
+	r, done := benchRank(b)
+	defer done()
+	ctx := context.Background()
+	o := DefaultOptions()
+	o.Bytes = 2 * n
+	w, err := r.NewWindow(ctx, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := w.Buffer()
+	sig := Sig{ID: 0, Value: 1, Op: SigAdd}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 1; i <= b.N; i++ {
+		if err := w.PutSignal(Transfer{Peer: 0, PeerOff: n, Local: buf, N: n}, &sig, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.WaitSignalFrom(0, 0, transport.CmpGe, uint64(i)); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.Reduce(Reduction{Dst: buf, Src: buf, SrcOff: n, N: n, Type: kernels.F32, Op: kernels.Sum}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.Sync(ctx); err != nil {
+		b.Fatal(err)
 	}
 	b.StopTimer()
 	_ = w.Free(ctx)

@@ -62,7 +62,17 @@ func (w *Window) PutSignal(t Transfer, sig *Sig, ctr *Ctr) error {
 	start := w.r.traceStart()
 	dst := w.lay.DataOff + t.PeerOff
 	fused := false
-	if sig != nil && (ctr == nil || w.peers.Route(t.Peer).Base == 0) {
+	if sig != nil && ctr == nil {
+		// One operation of a host stream where the peer is mapped.
+		if pr, ok := w.r.Stream.(transport.PutRinger); ok {
+			if at := w.peers.Addr(t.Peer, dst); at != 0 {
+				slot := w.peers.Addr(t.Peer, w.lay.Inbox(w.r.ID(), sig.ID))
+				pr.PutSignalRing(at, src, t.N, slot, sig.Op == SigAdd, sig.Value, w.bell(t.Peer))
+				fused = true
+			}
+		}
+	}
+	if !fused && sig != nil && (ctr == nil || w.peers.Route(t.Peer).Base == 0) {
 		fused = w.peers.PutSignal(w.r.Stream, t.Peer, dst, src, t.N, w.lay.Inbox(w.r.ID(), sig.ID), sig.Op == SigAdd, sig.Value)
 	}
 	if !fused {

@@ -162,15 +162,18 @@ function M.two_shot_pull(w, n, opts)
   w:flush()
 end
 
---- Auto: one_shot up to opts.one_shot_max bytes (default 4 KiB), two_shot up
---- to opts.two_shot_max (default 256 KiB); above, two_shot_pull where every
---- peer is mapped, else the ring (measured on the host backend,
---- docs/results/reductions.md). Scratch: what the schedule of the size
---- needs.
+--- Auto: one_shot up to opts.one_shot_max bytes (default 4 KiB), two_shot
+--- up to opts.two_shot_max; above, two_shot_pull where every peer is
+--- mapped, else the ring. two_shot_max defaults to 0 where every peer is
+--- host shared memory (two_shot_pull above 4 KiB: on the host it measured
+--- 2-5 x faster than one_shot and two_shot from 8 KiB on 2 and 4 ranks,
+--- one_shot the fastest at 1-4 KiB, docs/results/reductions.md) and to
+--- 256 KiB elsewhere. Scratch: what the schedule of the size needs.
 function M.auto(w, n, opts)
+  local two = opts and opts.two_shot_max or (rs.shared_all(w) and 0 or 262144)
   if n <= (opts and opts.one_shot_max or 4096) then
     return M.one_shot(w, n, opts)
-  elseif n <= (opts and opts.two_shot_max or 262144) then
+  elseif n <= two then
     return M.two_shot(w, n, opts)
   elseif rs.mapped_all(w) then
     return M.two_shot_pull(w, n, opts)

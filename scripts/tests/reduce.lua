@@ -17,7 +17,7 @@ local n, size, me = 4000, lc.size, lc.rank
 -- reads the last one's.
 local half = size * size * n
 local region = 2 * half + size * n
-local areas = 26
+local areas = 30
 local w = lc.window{ bytes = size * n + areas * region }
 local used = 0
 local function area()
@@ -54,7 +54,7 @@ end
 
 local passed = 0
 -- Eager calls.
-for _, alg in ipairs({ "ring", "direct", "push" }) do
+for _, alg in ipairs({ "ring", "direct", "push", "auto" }) do
   local o = { type = "u32", scratch = area(), half = half }
   for _ = 1, 3 do
     load(size * n)
@@ -63,7 +63,7 @@ for _, alg in ipairs({ "ring", "direct", "push" }) do
   end
   passed = passed + 1
 end
-for _, alg in ipairs({ "ring", "one_shot", "two_shot", "one_shot_pull", "two_shot_pull" }) do
+for _, alg in ipairs({ "ring", "one_shot", "two_shot", "one_shot_pull", "two_shot_pull", "auto" }) do
   local o = { type = "i32", scratch = area(), half = half }
   for _, m in ipairs({ n * size, 4 * 37, 4 }) do
     for _ = 1, 2 do
@@ -84,12 +84,12 @@ end
 
 -- Plans: two of each (two calls: the staged schedules alternate between
 -- two staging halves), run in turn.
-local plans = {}
-for _, alg in ipairs({ "ring", "direct", "push" }) do
+local plans, byname = {}, {}
+for _, alg in ipairs({ "ring", "direct", "push", "auto" }) do
   local o = { type = "u32", scratch = area(), half = half }
   plans[#plans + 1] = { "reduce_scatter." .. alg, { lc.plan(rs[alg], w, n, o, { mode = mode }), lc.plan(rs[alg], w, n, o, { mode = mode }) }, true }
 end
-for _, alg in ipairs({ "ring", "one_shot", "two_shot", "one_shot_pull", "two_shot_pull" }) do
+for _, alg in ipairs({ "ring", "one_shot", "two_shot", "one_shot_pull", "two_shot_pull", "auto" }) do
   local o = { type = "i32", scratch = area(), half = half }
   plans[#plans + 1] = { "all_reduce." .. alg, { lc.plan(ar[alg], w, n * size, o, { mode = mode }), lc.plan(ar[alg], w, n * size, o, { mode = mode }) }, false }
 end
@@ -99,6 +99,25 @@ for _, e in ipairs({ plans[1], plans[2], plans[3] }) do
 end
 assert(kinds.reduce == 2 * (size - 1) and kinds.reduce_from == size - 1,
   ("the reduce-scatter plans hold %s reduce and %s reduce_from ops"):format(tostring(kinds.reduce), tostring(kinds.reduce_from)))
+-- auto records the schedule its rule names for the size and the peers.
+for _, e in ipairs(plans) do byname[e[1]] = e[2][1] end
+local function kinds_of(p)
+  local k = {}
+  for _, op in ipairs(p:ops()) do k[#k + 1] = op.op end
+  return table.concat(k, " ")
+end
+local shm, mapped = rs.shared_all(w), rs.mapped_all(w)
+local want = {
+  ["reduce_scatter"] = size * n <= (shm and 8192 or 262144) and "push" or (mapped and "direct" or "ring"),
+  ["all_reduce"] = n * size <= 4096 and "one_shot" or (not shm and n * size <= 262144 and "two_shot")
+    or (mapped and "two_shot_pull" or "ring"),
+}
+for coll, alg in pairs(want) do
+  local got, exp = kinds_of(byname[coll .. ".auto"]), kinds_of(byname[coll .. "." .. alg])
+  if got ~= exp then
+    error(("rank %d: %s.auto of these sizes should be %s: recorded %s, want %s"):format(me, coll, alg, got, exp))
+  end
+end
 for rep = 1, 6 do
   for _, e in ipairs(plans) do
     local name, p, scatter = e[1], e[2][rep % 2 + 1], e[3]

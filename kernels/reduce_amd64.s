@@ -1,0 +1,161 @@
+#include "textflag.h"
+
+// Element-wise sums with AVX2: d[i] = d[i] + s[i] for the first n
+// elements, n a multiple of the vector count (32 bytes), 128 bytes a turn
+// while there are, then 32. The callers do the rest, and check the CPU.
+
+// func addF32AVX2(d, s unsafe.Pointer, n int)
+TEXT ·addF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ s+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHLQ $2, CX // bytes
+addF32AVX2_big:
+	CMPQ CX, $128
+	JB   addF32AVX2_one
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VADDPS (SI), Y0, Y0
+	VADDPS 32(SI), Y1, Y1
+	VADDPS 64(SI), Y2, Y2
+	VADDPS 96(SI), Y3, Y3
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $128, CX
+	JMP  addF32AVX2_big
+addF32AVX2_one:
+	CMPQ CX, $32
+	JB   addF32AVX2_done
+	VMOVUPS (DI), Y0
+	VADDPS (SI), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $32, CX
+	JMP  addF32AVX2_one
+addF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func addF64AVX2(d, s unsafe.Pointer, n int)
+TEXT ·addF64AVX2(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ s+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHLQ $3, CX // bytes
+addF64AVX2_big:
+	CMPQ CX, $128
+	JB   addF64AVX2_one
+	VMOVUPD (DI), Y0
+	VMOVUPD 32(DI), Y1
+	VMOVUPD 64(DI), Y2
+	VMOVUPD 96(DI), Y3
+	VADDPD (SI), Y0, Y0
+	VADDPD 32(SI), Y1, Y1
+	VADDPD 64(SI), Y2, Y2
+	VADDPD 96(SI), Y3, Y3
+	VMOVUPD Y0, (DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $128, CX
+	JMP  addF64AVX2_big
+addF64AVX2_one:
+	CMPQ CX, $32
+	JB   addF64AVX2_done
+	VMOVUPD (DI), Y0
+	VADDPD (SI), Y0, Y0
+	VMOVUPD Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $32, CX
+	JMP  addF64AVX2_one
+addF64AVX2_done:
+	VZEROUPPER
+	RET
+
+// func addI32AVX2(d, s unsafe.Pointer, n int)
+TEXT ·addI32AVX2(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ s+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHLQ $2, CX // bytes
+addI32AVX2_big:
+	CMPQ CX, $128
+	JB   addI32AVX2_one
+	VMOVDQU (DI), Y0
+	VMOVDQU 32(DI), Y1
+	VMOVDQU 64(DI), Y2
+	VMOVDQU 96(DI), Y3
+	VPADDD (SI), Y0, Y0
+	VPADDD 32(SI), Y1, Y1
+	VPADDD 64(SI), Y2, Y2
+	VPADDD 96(SI), Y3, Y3
+	VMOVDQU Y0, (DI)
+	VMOVDQU Y1, 32(DI)
+	VMOVDQU Y2, 64(DI)
+	VMOVDQU Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $128, CX
+	JMP  addI32AVX2_big
+addI32AVX2_one:
+	CMPQ CX, $32
+	JB   addI32AVX2_done
+	VMOVDQU (DI), Y0
+	VPADDD (SI), Y0, Y0
+	VMOVDQU Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $32, CX
+	JMP  addI32AVX2_one
+addI32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func addI64AVX2(d, s unsafe.Pointer, n int)
+TEXT ·addI64AVX2(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ s+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHLQ $3, CX // bytes
+addI64AVX2_big:
+	CMPQ CX, $128
+	JB   addI64AVX2_one
+	VMOVDQU (DI), Y0
+	VMOVDQU 32(DI), Y1
+	VMOVDQU 64(DI), Y2
+	VMOVDQU 96(DI), Y3
+	VPADDQ (SI), Y0, Y0
+	VPADDQ 32(SI), Y1, Y1
+	VPADDQ 64(SI), Y2, Y2
+	VPADDQ 96(SI), Y3, Y3
+	VMOVDQU Y0, (DI)
+	VMOVDQU Y1, 32(DI)
+	VMOVDQU Y2, 64(DI)
+	VMOVDQU Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $128, CX
+	JMP  addI64AVX2_big
+addI64AVX2_one:
+	CMPQ CX, $32
+	JB   addI64AVX2_done
+	VMOVDQU (DI), Y0
+	VPADDQ (SI), Y0, Y0
+	VMOVDQU Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $32, CX
+	JMP  addI64AVX2_one
+addI64AVX2_done:
+	VZEROUPPER
+	RET
