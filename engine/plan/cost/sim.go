@@ -29,8 +29,8 @@ type rankState struct {
 	// begun at from; it looks at its condition when that ends.
 	issuing bool
 	from    float64
-	rows              map[int]uint64
-	sums              []uint64
+	rows    map[int]uint64
+	sums    []uint64
 	// last is, per row and per signal's sum (key -1-sig), when something
 	// last landed in it and which op sent it.
 	last               map[int]landed
