@@ -131,7 +131,7 @@ func (s *sim) issue(r int, o plan.Op) float64 {
 	if s.ranks[r].pc == 0 {
 		c += s.tab[transport.KindSelf].Replay.AlphaNs
 	}
-	return c
+	return c * s.stretch[r]
 }
 
 // waits reports whether an op of kind k waits for other ranks (a wait or
@@ -150,10 +150,14 @@ type sim struct {
 	bars  map[int]*barWait
 	pairs map[pairKey]pairWait
 	far   transport.PeerKind
+	// stretch[r] is how much longer rank r's ops take than calibrated:
+	// the ranks of its host over the processors they share, when more.
+	stretch []float64
 }
 
-func newSim(lists []plan.List, tab [4]Params, class func(from, to int) transport.PeerKind) *sim {
-	s := &sim{ranks: make([]rankState, len(lists)), tab: tab, class: class, bars: map[int]*barWait{}, pairs: map[pairKey]pairWait{}}
+func newSim(lists []plan.List, tab [4]Params, class func(from, to int) transport.PeerKind, cpus int) *sim {
+	s := &sim{ranks: make([]rankState, len(lists)), tab: tab, class: class, bars: map[int]*barWait{}, pairs: map[pairKey]pairWait{},
+		stretch: stretches(len(lists), class, cpus)}
 	for r, l := range lists {
 		n := len(l.Ops)
 		rk := &s.ranks[r]
@@ -173,6 +177,28 @@ func newSim(lists []plan.List, tab [4]Params, class func(from, to int) transport
 		s.far = k
 	}
 	return s
+}
+
+// stretches are the ranks' stretch factors: with cpus processors per host
+// (0: a processor each), ranks that outnumber them share them, each
+// running for cpus/ranks of the time, so its ops take ranks/cpus as long.
+// A rank's host is the ranks it reaches without the network.
+func stretches(ranks int, class func(from, to int) transport.PeerKind, cpus int) []float64 {
+	out := make([]float64, ranks)
+	for r := range out {
+		out[r] = 1
+		if cpus <= 0 || ranks <= cpus {
+			continue
+		}
+		n := 0
+		for q := 0; q < ranks; q++ {
+			if class(r, q) != transport.KindNet {
+				n++
+			}
+		}
+		out[r] = max(1, float64(n)/float64(cpus))
+	}
+	return out
 }
 
 // add lands value in row (sets it with set) and keeps the per-signal sums.
@@ -210,7 +236,7 @@ func (s *sim) run() error {
 				rk.last[-1-int(e.row)%rk.sg] = landed{e.t, e.from}
 			}
 			if rk.blocked && rk.ops[rk.pc].Kind.IsWait() && rk.holds(rk.ops[rk.pc]) {
-				a := s.tab[s.class(int(e.to), int(e.from.rank))].Wait.AlphaNs
+				a := s.tab[s.class(int(e.to), int(e.from.rank))].Wait.AlphaNs * s.stretch[e.to]
 				s.finish(int(e.to), e.t, a, 0, e.from)
 			}
 			continue
@@ -306,6 +332,7 @@ func (s *sim) step(r int, t float64) {
 	me := ref{int32(r), int32(rk.pc)}
 	self := s.tab[transport.KindSelf]
 	op := s.issue(r, o)
+	x := s.stretch[r]
 	from := t
 	if waits(o.Kind) {
 		if op > 0 && !rk.issuing {
@@ -321,9 +348,9 @@ func (s *sim) step(r int, t float64) {
 	case o.Kind.IsPut():
 		p := s.tab[s.class(r, o.Peer)]
 		a, l := p.Put.Of(o.N)
-		a += op
+		a, l = a*x+op, l*x
 		if o.Kind.HasSignal() {
-			a += p.Signal.AlphaNs
+			a += p.Signal.AlphaNs * x
 		}
 		end := t + a + l
 		if o.Kind.HasSignal() {
@@ -335,16 +362,16 @@ func (s *sim) step(r int, t float64) {
 		s.finish(r, t, a, l, s.prev(r))
 	case o.Kind == plan.Get:
 		a, l := s.tab[s.class(r, o.Peer)].Put.Of(o.N)
-		s.finish(r, t, a+op, l, s.prev(r))
+		s.finish(r, t, a*x+op, l*x, s.prev(r))
 	case o.Kind == plan.Signal:
-		a := s.tab[s.class(r, o.Peer)].Signal.AlphaNs + op
+		a := s.tab[s.class(r, o.Peer)].Signal.AlphaNs*x + op
 		s.send(me, o.Peer, rk.shape.SigRow(r, o.Sig), t+a, o.SigValue, o.SigOp == window.SigSet)
 		s.finish(r, t, a, 0, s.prev(r))
 	case o.Kind == plan.SignalAll:
 		a := op
 		for q := range s.ranks {
 			if q != r {
-				a += s.tab[s.class(r, q)].Signal.AlphaNs
+				a += s.tab[s.class(r, q)].Signal.AlphaNs * x
 			}
 		}
 		for q := range s.ranks {
@@ -358,25 +385,25 @@ func (s *sim) step(r int, t float64) {
 			// What landed just now, as the stream got here, is as much the
 			// wait's cause as the stream: the path takes the sender.
 			if l, ok := rk.last[rk.waitKey(o)]; ok && l.at == t && int(l.from.rank) != r {
-				s.finish(r, t, s.tab[s.class(r, int(l.from.rank))].Wait.AlphaNs, 0, l.from)
+				s.finish(r, t, s.tab[s.class(r, int(l.from.rank))].Wait.AlphaNs*x, 0, l.from)
 			} else {
-				s.finish(r, from, t-from+self.Wait.AlphaNs, 0, s.prev(r))
+				s.finish(r, from, t-from+self.Wait.AlphaNs*x, 0, s.prev(r))
 			}
 		} else {
 			rk.blocked = true
 		}
 	case o.Kind == plan.ResetCounter:
 		rk.add(rk.shape.CtrRow(o.Peer, o.Ctr), 0, true)
-		s.finish(r, t, self.Wait.AlphaNs+op, 0, s.prev(r))
+		s.finish(r, t, self.Wait.AlphaNs*x+op, 0, s.prev(r))
 	case o.Kind == plan.Fill:
 		a, l := self.Copy.Of(rk.shape.Buffers[o.Buf])
-		s.finish(r, t, a+op, l, s.prev(r))
+		s.finish(r, t, a*x+op, l*x, s.prev(r))
 	case o.Kind == plan.Barrier:
 		s.barrier(r, from, t, o.Bar)
 	case o.Kind == plan.BarrierPeer:
 		s.barrierPeer(r, from, t, o)
 	default: // fence, flush
-		s.finish(r, t, self.Wait.AlphaNs+op, 0, s.prev(r))
+		s.finish(r, t, self.Wait.AlphaNs*x+op, 0, s.prev(r))
 	}
 }
 
@@ -397,7 +424,7 @@ func (s *sim) barrier(r int, from, t float64, id int) {
 		return
 	}
 	c := s.tab[s.far].Barrier
-	a := c.AlphaNs + c.BetaNs*float64(len(s.ranks))
+	a := (c.AlphaNs + c.BetaNs*float64(len(s.ranks))) * s.stretch[r]
 	delete(s.bars, id)
 	for q := range s.ranks {
 		rk := &s.ranks[q]
@@ -419,7 +446,7 @@ func (s *sim) barrierPeer(r int, from, t float64, o plan.Op) {
 	}
 	delete(s.pairs, k)
 	c := s.tab[s.class(r, o.Peer)].Barrier
-	a := c.AlphaNs + 2*c.BetaNs
+	a := (c.AlphaNs + 2*c.BetaNs) * s.stretch[r]
 	last := s.prev(r)
 	s.finish(other.rank, from, t-from+a, 0, last)
 	s.finish(r, from, t-from+a, 0, last)
