@@ -208,6 +208,9 @@ func TestParseModel(t *testing.T) {
 	if _, ok := m.Modes["host"]["shm"]; !ok || m.Backend != "host" {
 		t.Fatalf("the shipped model has no host mode with shm: %+v", m)
 	}
+	if self := m.Modes["host"]["self"]; self.Op.AlphaNs <= 0 || self.Replay.AlphaNs <= 0 || m.Modes["host"]["shm"].Op.AlphaNs <= 0 {
+		t.Errorf("the shipped host model has no op or replay cost: self %+v", self)
+	}
 	if _, err := Estimate(m, Input{Lists: ringLists(4, 1024), Mode: "host"}); err != nil {
 		t.Fatal(err)
 	}
@@ -223,6 +226,8 @@ func TestParseModel(t *testing.T) {
 		{`[`, "model:"},
 		{`{"modes": {"host": {"shm": {"put": {"sizes": [2, 1], "times_ns": [1, 2]}}}}}`, "sizes must be positive and increasing"},
 		{`{"modes": {"host": {"shm": {"put": {"sizes": [2], "times_ns": [1, 2]}}}}}`, "1 sizes but 2 times"},
+		{`{"modes": {"host": {"shm": {"op": {"alpha_ns": -5}}}}}`, `class "shm", op: cost -5`},
+		{`{"modes": {"host": {"self": {"replay": {"alpha_ns": "x"}}}}}`, "model:"},
 	} {
 		_, err := Parse([]byte(c.text))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
