@@ -31,7 +31,11 @@ const calibrateUsage = `luacoll calibrate [-n 2] [--device host|cuda] [--nodes 2
   ranks at once, as in a collective (put: the times per size, a start cost,
   a per-byte cost past the largest) and to the rank itself (self and copy),
   an 8-byte put_signal -> wait ping-pong (what a hop costs beyond the put:
-  half to the signal, half to the wait) and the window barrier. Writes the
+  half to the signal, half to the wait) and the window barrier; and a
+  replay's own costs: a plan that only flushes (the fixed cost of a replay)
+  and one of 64 8-byte puts to the rank itself (the op cost: what every op
+  costs before what it does), which the other times are taken net of.
+  Each time is the median of --rounds timings of --iters replays. Writes the
   model (JSON) with the machine it came from to FILE; when FILE holds a
   model of the same backend the measured classes are merged into it, so a
   second run with --nodes 2 adds net.`
@@ -41,6 +45,7 @@ type calFlags struct {
 	out        string
 	minS, maxS string
 	iters      int
+	rounds     int
 }
 
 func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
@@ -51,6 +56,7 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 	fl.StringVar(&f.minS, "b", "4K", "smallest put size")
 	fl.StringVar(&f.maxS, "e", "16M", "largest put size")
 	fl.IntVar(&f.iters, "iters", 20, "timed replays of each measuring plan")
+	fl.IntVar(&f.rounds, "rounds", 5, "timings of --iters replays each; the model takes their median")
 	if code, ok := parse(fl, args, stdout); !ok {
 		return code
 	}
@@ -61,6 +67,9 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 	sizes, err := calSizes(f.minS, f.maxS)
 	if err == nil && f.iters < 1 {
 		err = fmt.Errorf("--iters %d: want 1 or more", f.iters)
+	}
+	if err == nil && f.rounds < 1 {
+		err = fmt.Errorf("--rounds %d: want 1 or more", f.rounds)
 	}
 	if err == nil {
 		err = f.rank.check()
@@ -76,7 +85,7 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 	}
 	job := launchJob{prog: "calibrate", defaultN: 2, args: append([]string{"calibrate"}, args...), progress: true, noMPS: true}
 	return f.rank.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(ctx context.Context, c *engine.Comm) error {
-		m, err := calibrate(ctx, c, sizes, f.iters, "luacoll calibrate "+strings.Join(args, " "), stderr)
+		m, err := calibrate(ctx, c, sizes, [2]int{f.iters, f.rounds}, "luacoll calibrate "+strings.Join(args, " "), stderr)
 		if err == nil && env.Rank == 0 {
 			err = writeModel(f.out, m, stdout)
 		}
@@ -104,9 +113,9 @@ func calSizes(lo, hi string) ([]uint64, error) {
 }
 
 // calibrate measures the class between ranks 0 and 1 in each replay mode
-// of the backend with the plans of bench/calibrate.lua; rank 0 returns
-// the model.
-func calibrate(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, cmdline string, stderr io.Writer) (*cost.Model, error) {
+// of the backend with the plans of bench/calibrate.lua (iters: timed
+// replays a round, and rounds); rank 0 returns the model.
+func calibrate(ctx context.Context, c *engine.Comm, sizes []uint64, iters [2]int, cmdline string, stderr io.Writer) (*cost.Model, error) {
 	if c.Size() < 2 {
 		return nil, errors.New("calibrate needs 2 ranks or more")
 	}
@@ -128,7 +137,7 @@ func calibrate(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, c
 	for i, n := range sizes {
 		sz[i] = strconv.FormatUint(n, 10)
 	}
-	vals, err := st.EvalScript(ctx, string(src), "bench/calibrate.lua", []string{strings.Join(modes, ","), strings.Join(sz, ","), strconv.Itoa(iters)})
+	vals, err := st.EvalScript(ctx, string(src), "bench/calibrate.lua", []string{strings.Join(modes, ","), strings.Join(sz, ","), strconv.Itoa(iters[0]), strconv.Itoa(iters[1])})
 	if err != nil {
 		return nil, err
 	}
@@ -160,18 +169,19 @@ func calibrate(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, c
 // calTimes are one mode's measurements: nanoseconds by what and bytes.
 type calTimes map[string]map[uint64]float64
 
-// parseCalibration reads bench/calibrate.lua's lines "mode what bytes ns".
+// parseCalibration reads bench/calibrate.lua's lines "mode what count ns"
+// (count: bytes of a put, or how many ops, hops or barriers).
 func parseCalibration(s string) (map[string]calTimes, error) {
 	out := map[string]calTimes{}
 	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
 		f := strings.Fields(line)
 		if len(f) != 4 {
-			return nil, fmt.Errorf("bench/calibrate.lua: line %q: want mode, what, bytes, ns", line)
+			return nil, fmt.Errorf("bench/calibrate.lua: line %q: want mode, what, count, ns", line)
 		}
 		n, err1 := strconv.ParseUint(f[2], 10, 64)
 		ns, err2 := strconv.ParseFloat(f[3], 64)
 		if err1 != nil || err2 != nil || ns <= 0 {
-			return nil, fmt.Errorf("bench/calibrate.lua: line %q: bad bytes or time", line)
+			return nil, fmt.Errorf("bench/calibrate.lua: line %q: bad count or time", line)
 		}
 		if out[f[0]] == nil {
 			out[f[0]] = calTimes{}
@@ -184,10 +194,34 @@ func parseCalibration(s string) (map[string]calTimes, error) {
 	return out, nil
 }
 
-// calParams turns one mode's times into the costs of class and self:
-// puts and copies fitted per size, the hop's time beyond an 8-byte put
-// split between the signal and the wait, the barrier as measured.
+// calParams turns one mode's times into the costs of class and self.
+// Every time is of one replay of a plan that ends with a flush; the plan
+// that only flushes (empty) is the replay's fixed cost, and the slope over
+// ops 8-byte puts to the rank itself the op cost every op pays. What each
+// op costs beyond those: puts and copies fitted per size, a hop beyond its
+// two ops and an 8-byte put split between the signal and the wait, a
+// barrier beyond its op.
 func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string]cost.Params, string, error) {
+	one := func(what string) (uint64, float64, error) {
+		for k, v := range t[what] {
+			return k, v, nil
+		}
+		return 0, 0, fmt.Errorf("no %s time", what)
+	}
+	_, empty, err := one("empty")
+	if err != nil {
+		return nil, "", err
+	}
+	nops, many, err := one("ops")
+	if err != nil || nops < 2 {
+		return nil, "", fmt.Errorf("no time of two ops or more (%v)", err)
+	}
+	op := max(many-empty, 0) / float64(nops-1)
+	replay := max(empty-op, 0)
+	// beyond is a time less the empty replay and ops op costs, kept
+	// above 0 (a fit needs positive times; what is below the clock's
+	// noise costs next to nothing).
+	beyond := func(v float64, ops int) float64 { return max(v-empty-float64(ops)*op, 1) }
 	series := func(what string) (cost.Cost, error) {
 		ts := make([]float64, len(sizes))
 		for i, n := range sizes {
@@ -195,7 +229,7 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 			if !ok {
 				return cost.Cost{}, fmt.Errorf("no %s time at %d bytes", what, n)
 			}
-			ts[i] = v * 1e-9
+			ts[i] = beyond(v, 1) * 1e-9
 		}
 		return cost.Fit(sizes, ts)
 	}
@@ -207,27 +241,30 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 	if err != nil {
 		return nil, "", err
 	}
-	hop, bar := t["hop"][8], 0.0
-	for _, v := range t["barrier"] {
-		bar = v
+	hops, hopT, err1 := one("hop")
+	bars, barT, err2 := one("barrier")
+	if err := errors.Join(err1, err2); err != nil || hops == 0 || bars == 0 {
+		return nil, "", fmt.Errorf("no hop or barrier time (%v)", err)
 	}
-	if hop == 0 || bar == 0 {
-		return nil, "", errors.New("no hop or barrier time")
-	}
+	hop := max(hopT-empty, 0) / float64(2*hops)
+	bar := max(barT-empty, 0)/float64(bars) - op
 	a, l := put.Of(8)
-	rest := max(hop-a-l, 0)
+	rest := max(hop-2*op-a-l, 0)
 	sig, wait := cost.Cost{AlphaNs: rest / 2}, cost.Cost{AlphaNs: rest / 2}
-	barrier := cost.Cost{AlphaNs: bar}
+	barrier := cost.Cost{AlphaNs: max(bar, 0)}
+	opc := cost.Cost{AlphaNs: op}
 	params := map[string]cost.Params{
-		class.String(): {Put: put, Signal: sig, Wait: wait, Copy: self, Barrier: barrier},
-		"self":         {Put: self, Signal: sig, Wait: wait, Copy: self, Barrier: barrier},
+		class.String(): {Put: put, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc},
+		"self":         {Put: self, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc, Replay: cost.Cost{AlphaNs: replay}},
 	}
 	if class == transport.KindNet {
 		// Logical nodes split the CPUs: a copy measured in one is no
 		// rank's copy on the whole machine.
 		delete(params, "self")
 	}
-	note := fmt.Sprintf("8-byte hop %.2f us, put of %d B %.1f us, barrier %.2f us", hop/1e3, sizes[len(sizes)-1], t["put"][sizes[len(sizes)-1]]/1e3, bar/1e3)
+	last := sizes[len(sizes)-1]
+	note := fmt.Sprintf("replay %.2f us, op %.0f ns, 8-byte hop %.2f us, put of %d B %.1f us, barrier %.2f us",
+		replay/1e3, op, hop/1e3, last, beyond(t["put"][last], 1)/1e3, bar/1e3)
 	return params, note, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/luacoll/luacoll/engine/plan/cost"
+	"github.com/luacoll/luacoll/transport"
 )
 
 // TestCalibrate measures a model on 2 host ranks, reads it back (the shm
@@ -128,5 +129,48 @@ print(("estimated %d ranks: %.1f us"):format(#e.per_rank, e.time * 1e6))
 	r := luacoll(t, nil, "check", "-n", "8", script)
 	if r.code != 0 || !strings.Contains(r.stdout, "estimated 8 ranks") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// calParams takes the replay's fixed cost and the op cost out of every
+// measured time: an op costs the slope over the 8-byte puts, the replay
+// the empty plan less one op, a put what is left of its plan's time.
+func TestCalParamsNetOfReplayAndOps(t *testing.T) {
+	const empty, op = 200.0, 40.0
+	sizes := []uint64{4096, 16384}
+	times := map[string]map[uint64]float64{
+		"empty":   {1: empty},
+		"ops":     {64: empty + 63*op},
+		"hop":     {50: empty + 2*50*(2*op+100)},
+		"put":     {4096: empty + op + 1000, 16384: empty + op + 4000},
+		"self":    {4096: empty + op + 500, 16384: empty + op + 2000},
+		"barrier": {20: empty + 20*(op+300)},
+	}
+	params, note, err := calParams(times, transport.KindSHM, sizes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shm, self := params["shm"], params["self"]
+	a, l := shm.Put.Of(4096)
+	sa, sl := self.Copy.Of(16384)
+	pa, pl := shm.Put.Of(8)
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"op", shm.Op.AlphaNs, op}, {"self op", self.Op.AlphaNs, op}, {"replay", self.Replay.AlphaNs, empty - op},
+		{"put of 4 KiB", a + l, 1000}, {"copy of 16 KiB", sa + sl, 2000}, {"barrier", shm.Barrier.AlphaNs, 300},
+		{"signal + wait", shm.Signal.AlphaNs + shm.Wait.AlphaNs, 100 - pa - pl},
+	} {
+		if math.Abs(c.got-c.want) > 1e-6 {
+			t.Errorf("%s: %v ns, want %v", c.what, c.got, c.want)
+		}
+	}
+	if !strings.Contains(note, "op 40 ns") {
+		t.Errorf("note %q: want the op cost", note)
+	}
+	delete(times, "ops")
+	if _, _, err := calParams(times, transport.KindSHM, sizes); err == nil {
+		t.Error("no ops time: want an error")
 	}
 }

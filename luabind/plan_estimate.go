@@ -3,6 +3,7 @@ package luabind
 import (
 	"fmt"
 	"os"
+	"runtime"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -12,18 +13,20 @@ import (
 
 func planEstimateEntries() []*Entry {
 	return []*Entry{
-		fn("p:estimate", "{model?, mode?, layout?}", "table", "Plans",
-			"Predicts one replay of the plan from every rank's op list and a cost model (no collective, nothing runs): each rank runs its ops in order, a put costs its class's start cost plus its bytes times the per-byte cost, a wait ends when the signal it needs lands, a barrier when the last rank arrives. model is a JSON file `luacoll calibrate` wrote (default: the model shipped for this rank's backend); mode picks the model's replay mode (default: the plan's, \"host\" under luacoll check). Classes come from the topology: self, the class of this rank's local peers within a node, net between nodes; layout = \"NxM\" (N nodes of M consecutive ranks, N x M the plan's ranks) places the ranks so instead, to ask what the same op lists would take across nodes. Returns {time (seconds, the slowest rank), per_rank = {seconds of rank 0, ...}, path = {{rank, op, op_name, peer, class, start, finish, start_cost, link, file, line}, ...} (the critical path, first op first, times in seconds), link and start_cost (the path's time moving bytes and starting ops: they add up to time), mode, machine (where the model was measured), borrowed (classes the model lacks, estimated with the nearest it has)}. Under `luacoll check` only rank 0 holds every rank's list and may call it. It leaves out contention on shared links, the copy engines' count and network congestion (docs/design.md).",
+		fn("p:estimate", "{model?, mode?, layout?, cpus?}", "table", "Plans",
+			"Predicts one replay of the plan from every rank's op list and a cost model (no collective, nothing runs): each rank runs its ops in order, a put costs its class's start cost plus its bytes times the per-byte cost, a wait ends when the signal it needs lands, a barrier when the last rank arrives; every op first pays its class's op cost (the replay's software time per op) and each rank's first op the replay's fixed cost; on the host backend, without layout, ranks of this machine that outnumber its CPUs share them, so each of their ops takes ranks/CPUs times as long (cpus = N: as if a host had N CPUs, 0: a CPU for each rank). model is a JSON file `luacoll calibrate` wrote (default: the model shipped for this rank's backend); mode picks the model's replay mode (default: the plan's, \"host\" under luacoll check). Classes come from the topology: self, the class of this rank's local peers within a node, net between nodes; layout = \"NxM\" (N nodes of M consecutive ranks, N x M the plan's ranks) places the ranks so instead, to ask what the same op lists would take across nodes. Returns {time (seconds, the slowest rank), per_rank = {seconds of rank 0, ...}, path = {{rank, op, op_name, peer, class, start, finish, start_cost, link, file, line}, ...} (the critical path, first op first, times in seconds), link and start_cost (the path's time moving bytes and starting ops: they add up to time), mode, machine (where the model was measured), borrowed (classes the model lacks, estimated with the nearest it has)}. Under `luacoll check` only rank 0 holds every rank's list and may call it. It leaves out contention on shared links, the copy engines' count and network congestion (docs/design.md).",
 			estimatePlan),
 	}
 }
 
 func estimatePlan(c *call) int {
 	r := c.planRef()
-	t := c.tableArg(0, []string{"model", "mode", "layout"}, "p:estimate{model = \"host.json\"}", true)
+	t := c.tableArg(0, []string{"model", "mode", "layout", "cpus"}, "p:estimate{model = \"host.json\"}", true)
 	path, mode := c.strField(t, "model", ""), c.strField(t, "mode", "")
 	classes := classesOf(c.s.Comm.Rank.Topo)
+	cpus := hostCPUs(c.s)
 	if lay := c.strField(t, "layout", ""); lay != "" {
+		cpus = 0
 		per, err := parseLayout(lay, len(r.p.Lists()))
 		if err != nil {
 			c.fail("bad argument 'layout' (%v)", err)
@@ -58,10 +61,31 @@ func estimatePlan(c *call) int {
 	if _, ok := m.Modes[mode]; !ok {
 		c.fail("bad argument 'mode' (the model has no mode %q; it has %v)", mode, m.ModeNames())
 	}
-	res, err := cost.Estimate(m, cost.Input{Lists: r.p.Lists(), Mode: mode, Class: classes})
+	if mode != modeHost {
+		cpus = 0
+	}
+	if t != nil && t.RawGetString("cpus") != lua.LNil {
+		n := c.field(t, "cpus", 0)
+		if n > 1<<20 {
+			c.fail("bad argument 'cpus' (%d: want at most 2^20)", n)
+		}
+		cpus = int(n)
+	}
+	res, err := cost.Estimate(m, cost.Input{Lists: r.p.Lists(), Mode: mode, Class: classes, CPUs: cpus})
 	c.check(err)
 	c.L.Push(estimateTable(c.L, res, m))
 	return 1
+}
+
+// hostCPUs is how many processors this machine's ranks share on the host
+// backend (whose streams are threads): the CPUs the process could use as
+// it started, as the engine counts them to tell whether ranks outnumber
+// them; 0 on other backends, whose ops run on devices.
+func hostCPUs(s *State) int {
+	if s.Comm == nil || s.Comm.Backend == nil || s.Comm.Backend.Name() != "host" {
+		return 0
+	}
+	return runtime.NumCPU()
 }
 
 // classesOf returns how every rank reaches every other as this rank's
@@ -179,7 +203,11 @@ func (s *State) predict(r *planRef, n uint64, execs int) {
 	if _, ok := m.Modes[mode]; !ok {
 		return
 	}
-	res, err := cost.Estimate(m, cost.Input{Lists: r.p.Lists(), Mode: mode, Class: classesOf(s.Comm.Rank.Topo)})
+	cpus := 0
+	if mode == modeHost {
+		cpus = hostCPUs(s)
+	}
+	res, err := cost.Estimate(m, cost.Input{Lists: r.p.Lists(), Mode: mode, Class: classesOf(s.Comm.Rank.Topo), CPUs: cpus})
 	if err != nil {
 		return
 	}

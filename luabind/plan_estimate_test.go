@@ -29,7 +29,7 @@ local model, n = ...
 local w = lc.window{ bytes = n * lc.size }
 local src = lc.buffer(n)
 local p = lc.plan(ag.ring, w, src, 0, n)
-local e = p:estimate{ model = model }
+local e = p:estimate{ model = model, cpus = 0 }
 local want = (100 + n * 0.01 + (lc.size - 1) * (1000 + n * 0.1)) * 1e-9
 assert(math.abs(e.time - want) < 1e-12, ("time %.9g, want %.9g"):format(e.time, want))
 assert(#e.per_rank == lc.size and e.mode == "host" and e.machine == "test", "fields")
@@ -52,6 +52,9 @@ for _, s in ipairs(p:estimate{ model = model, layout = "2x2" }.path) do
   if s.class == "net" then nets = nets + 1 end
 end
 assert(nets >= 1, "no net step on the path of a 2x2 layout")
+-- 4 ranks sharing 2 CPUs: every op twice as long.
+local two = p:estimate{ model = model, cpus = 2 }
+assert(math.abs(two.time - 2 * want) < 1e-12, ("2 CPUs: time %.9g, want %.9g"):format(two.time, 2 * want))
 local shipped = p:estimate()
 assert(shipped.time > 0 and shipped.machine ~= "", "shipped model")
 for _, c in ipairs{
@@ -61,6 +64,7 @@ for _, c in ipairs{
   { { model = 7 }, "bad argument 'model' (string expected" },
   { { layout = "3x2" }, "bad argument 'layout' (\"3x2\" places 6 ranks; the plan has 4)" },
   { { layout = "2by2" }, "bad argument 'layout' (\"2by2\": want NODESxRANKS" },
+  { { cpus = -1 }, "bad argument 'cpus' (a non-negative integer" },
 } do
   local ok, err = pcall(p.estimate, p, c[1])
   assert(not ok and err:find(c[2], 1, true), tostring(err))

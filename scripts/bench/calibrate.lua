@@ -1,16 +1,22 @@
 -- What luacoll calibrate measures, as plans replayed in each mode (the
--- costs p:estimate predicts with are those of replays): between ranks 0
--- and 1, an 8-byte put_signal -> wait ping-pong (one-way hop), puts of
--- each size from both ranks at once (as in a collective) and to the rank
--- itself, each then flushed, and the window barrier over every rank.
---   luacoll run -n 2 bench/calibrate.lua [modes] [sizes] [replays]
--- modes and sizes are comma-separated; returns the times in nanoseconds
--- as lines "mode what bytes ns" (what: hop, put, self, barrier).
+-- costs p:estimate predicts with are those of replays): the replay of a
+-- plan that only flushes (a replay's fixed cost), of ops 8-byte puts to
+-- the rank itself (the slope: what one op costs beyond its bytes), and,
+-- between ranks 0 and 1, an 8-byte put_signal -> wait ping-pong of hops
+-- round trips, puts of each size from both ranks at once (as in a
+-- collective) and to the rank itself, each then flushed, and bars window
+-- barriers over every rank.
+--   luacoll run -n 2 bench/calibrate.lua [modes] [sizes] [replays] [rounds]
+-- modes and sizes are comma-separated. Each time is the median of rounds
+-- timings of replays replays back to back. Returns the times of one
+-- replay in nanoseconds as lines "mode what count ns" (what: empty 1,
+-- ops K, hop K, put BYTES, self BYTES, barrier K).
 local lc = require("luacoll")
 local modes, sizes = {}, {}
 for m in (arg[1] or "host"):gmatch("[%a]+") do modes[#modes + 1] = m end
 for s in (arg[2] or "4096,65536,1048576,16777216"):gmatch("%d+") do sizes[#sizes + 1] = tonumber(s) end
 local replays = tonumber(arg[3] or "20")
+local rounds = tonumber(arg[4] or "5")
 assert(lc.size >= 2, "calibrate needs 2 ranks or more")
 local most = 8
 for _, n in ipairs(sizes) do most = math.max(most, n) end
@@ -21,23 +27,36 @@ src:fill("rand", lc.rank)
 local me, peer = lc.rank, 1 - lc.rank
 local out = {}
 
--- per returns the time of one replay of body's plan, in nanoseconds.
+-- per returns the time of one replay of body's plan, in nanoseconds: the
+-- median over rounds of times replays each.
 local function per(mode, body, times)
   local p = lc.plan(body, w, src, { mode = mode })
   p:run{ times = 3 }
   w:sync()
-  lc.barrier()
-  local t = lc.timer()
-  t:start()
-  p:run{ times = times }
-  t:stop()
-  w:sync()
+  local got = {}
+  for k = 1, rounds do
+    lc.barrier()
+    local t = lc.timer()
+    t:start()
+    p:run{ times = times }
+    t:stop()
+    w:sync()
+    got[k] = lc.allgather(t:seconds())[1] / times * 1e9
+  end
   p:free()
-  return lc.allgather(t:seconds())[1] / times * 1e9
+  table.sort(got)
+  return got[math.floor((rounds + 1) / 2)]
 end
 
-local hops = 50
+local hops, ops, bars = 50, 64, 20
 for _, mode in ipairs(modes) do
+  local empty = per(mode, function(w) w:flush() end, replays)
+  out[#out + 1] = ("%s empty 1 %.3f"):format(mode, empty)
+  local many = per(mode, function(w, src)
+    for _ = 1, ops do w:put(me, 0, src, 0, 8) end
+    w:flush()
+  end, replays)
+  out[#out + 1] = ("%s ops %d %.3f"):format(mode, ops, many)
   local hop = per(mode, function(w, src)
     if me > 1 then w:flush() return end -- the other ranks look on
     for k = 1, hops do
@@ -49,8 +68,9 @@ for _, mode in ipairs(modes) do
         w:put_signal(peer, 0, src, 0, 8, 0, 1, "add")
       end
     end
-  end, replays) / (2 * hops)
-  out[#out + 1] = ("%s hop 8 %.3f"):format(mode, hop)
+    w:flush()
+  end, replays)
+  out[#out + 1] = ("%s hop %d %.3f"):format(mode, hops, hop)
   for _, n in ipairs(sizes) do
     local put = per(mode, function(w, src)
       if me <= 1 then w:put(peer, me * most, src, 0, n) end
@@ -63,10 +83,10 @@ for _, mode in ipairs(modes) do
     out[#out + 1] = ("%s put %d %.3f"):format(mode, n, put)
     out[#out + 1] = ("%s self %d %.3f"):format(mode, n, self)
   end
-  local bars = 20
   local bar = per(mode, function(w)
     for _ = 1, bars do w:barrier(0) end
-  end, replays) / bars
-  out[#out + 1] = ("%s barrier %d %.3f"):format(mode, lc.size, bar)
+    w:flush()
+  end, replays)
+  out[#out + 1] = ("%s barrier %d %.3f"):format(mode, bars, bar)
 end
 return table.concat(out, "\n")

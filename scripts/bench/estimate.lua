@@ -1,7 +1,8 @@
 -- The shipped all-gather schedules (lib/allgather.lua ring, direct, hier)
 -- as plans: each one's time per replay measured on the stream (lc.timer,
--- back to back after warm-up replays) beside p:estimate's prediction.
---   luacoll run -n 2 bench/estimate.lua [model.json|-] [sizes, comma-separated bytes a rank] [replays]
+-- back to back after warm-up replays, the median of rounds such timings)
+-- beside p:estimate's prediction.
+--   luacoll run -n 2 bench/estimate.lua [model.json|-] [sizes, comma-separated bytes a rank] [replays] [rounds]
 -- "-" (the default) is the model shipped for the backend. Rank 0 prints a
 -- line per schedule and size: measured and predicted microseconds, their
 -- ratio (predicted / measured), and the critical path's share of link time.
@@ -11,13 +12,14 @@ local model = arg[1] ~= "-" and arg[1] or nil
 local sizes = {}
 for s in (arg[2] or "1024,16384,262144,4194304"):gmatch("%d+") do sizes[#sizes + 1] = tonumber(s) end
 local replays = tonumber(arg[3] or "30")
+local rounds = tonumber(arg[4] or "3")
 local most = 0
 for _, n in ipairs(sizes) do most = math.max(most, n) end
 local w = lc.window{ bytes = most * lc.size }
 local src = lc.buffer(most)
 src:fill("rand", lc.rank)
 if lc.rank == 0 then
-  print(("# %-6s %10s %12s %12s %7s %6s  (%d ranks, %d replays timed)"):format("algo", "n", "measured(us)", "predicted(us)", "p/m", "link", lc.size, replays))
+  print(("# %-6s %10s %12s %12s %7s %6s  (%d ranks, median of %d x %d replays)"):format("algo", "n", "measured(us)", "predicted(us)", "p/m", "link", lc.size, rounds, replays))
 end
 for _, algo in ipairs{ "ring", "direct", "hier" } do
   for _, n in ipairs(sizes) do
@@ -27,13 +29,18 @@ for _, algo in ipairs{ "ring", "direct", "hier" } do
     local e = p:estimate{ model = model }
     p:run{ times = 5 }
     w:sync()
-    lc.barrier()
-    local t = lc.timer()
-    t:start()
-    p:run{ times = replays }
-    t:stop()
-    w:sync()
-    local measured = t:seconds() / replays
+    local got = {}
+    for k = 1, rounds do
+      lc.barrier()
+      local t = lc.timer()
+      t:start()
+      p:run{ times = replays }
+      t:stop()
+      w:sync()
+      got[k] = t:seconds() / replays
+    end
+    table.sort(got)
+    local measured = got[math.floor((rounds + 1) / 2)]
     if lc.rank == 0 then
       print(("  %-6s %10d %12.2f %12.2f %7.2f %5.0f%%"):format(algo, n, measured * 1e6, e.time * 1e6, e.time / measured, 100 * e.link / e.time))
     end

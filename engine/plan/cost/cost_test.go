@@ -20,6 +20,19 @@ func testModel(extra float64) *Model {
 		"self": p(100, 0.01), "shm": p(1000, 0.1), "net": p(5000, 0.5)}}}
 }
 
+// withOp gives every class of m's host mode an op cost of op ns and the
+// self class a replay cost of replay ns.
+func withOp(m *Model, op, replay float64) *Model {
+	for k, p := range m.Modes["host"] {
+		p.Op = Cost{AlphaNs: op}
+		if k == "self" {
+			p.Replay = Cost{AlphaNs: replay}
+		}
+		m.Modes["host"][k] = p
+	}
+	return m
+}
+
 func near(t *testing.T, what string, got, want, tol float64) {
 	t.Helper()
 	if math.Abs(got-want) > tol*want {
@@ -54,23 +67,30 @@ func checkPath(t *testing.T, res *Result) {
 func TestRing1024ClosedForm(t *testing.T) {
 	const ranks, n = ringRanks, 1 << 20
 	lists := ringLists(ranks, n)
-	for _, extra := range []float64{0, 300} {
-		m := testModel(extra)
+	for _, c := range []struct{ extra, op, replay float64 }{{0, 0, 0}, {300, 0, 0}, {300, 150, 900}} {
+		extra, op := c.extra, c.op
+		m := withOp(testModel(extra), op, c.replay)
 		res, err := Estimate(m, Input{Lists: lists, Mode: "host"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		shm := m.Modes["host"]["shm"].Put
-		step := shm.AlphaNs + n*shm.BetaNs + 2*extra
-		own := 100 + n*0.01 // the rank's own copy; a flush (extra) ends the replay
+		// A step is a put_signal and a wait, each paying the op cost.
+		step := shm.AlphaNs + n*shm.BetaNs + 2*extra + 2*op
+		// The replay's fixed cost, the barrier, the rank's own copy; a
+		// flush ends the replay.
+		own := c.replay + op + op + 100 + n*0.01
 		closed := (ranks - 1) * step
-		near(t, "ring, exact", res.Time, own+closed+extra, 1e-9)
+		near(t, "ring, exact", res.Time, own+closed+op+extra, 1e-9)
 		near(t, "ring, closed form", res.Time, closed, 0.05)
 		checkPath(t, res)
-		if len(res.Path) < 2*(ranks-1) || res.Path[len(res.Path)-2].Rank == res.Path[2].Rank {
+		// With an op cost each wait's signal has landed by the time the
+		// wait has paid it: the path may stay on one rank.
+		if len(res.Path) < 2*(ranks-1) || (op == 0 && res.Path[len(res.Path)-2].Rank == res.Path[2].Rank) {
 			t.Errorf("the path has %d ops, want the %d put_signals and waits of the ring at least, crossing ranks", len(res.Path), 2*(ranks-1))
 		}
 		near(t, "link time on the path", res.Link, (ranks-1)*n*shm.BetaNs+n*0.01, 1e-9)
+		near(t, "start costs on the path", res.StartCost, res.Time-res.Link, 1e-9)
 		for r, v := range res.PerRank {
 			if v > res.Time || v < res.Time-step {
 				t.Fatalf("rank %d ends at %v, the replay at %v", r, v, res.Time)
@@ -188,6 +208,9 @@ func TestParseModel(t *testing.T) {
 	if _, ok := m.Modes["host"]["shm"]; !ok || m.Backend != "host" {
 		t.Fatalf("the shipped model has no host mode with shm: %+v", m)
 	}
+	if self := m.Modes["host"]["self"]; self.Op.AlphaNs <= 0 || self.Replay.AlphaNs <= 0 || m.Modes["host"]["shm"].Op.AlphaNs <= 0 {
+		t.Errorf("the shipped host model has no op or replay cost: self %+v", self)
+	}
 	if _, err := Estimate(m, Input{Lists: ringLists(4, 1024), Mode: "host"}); err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +226,8 @@ func TestParseModel(t *testing.T) {
 		{`[`, "model:"},
 		{`{"modes": {"host": {"shm": {"put": {"sizes": [2, 1], "times_ns": [1, 2]}}}}}`, "sizes must be positive and increasing"},
 		{`{"modes": {"host": {"shm": {"put": {"sizes": [2], "times_ns": [1, 2]}}}}}`, "1 sizes but 2 times"},
+		{`{"modes": {"host": {"shm": {"op": {"alpha_ns": -5}}}}}`, `class "shm", op: cost -5`},
+		{`{"modes": {"host": {"self": {"replay": {"alpha_ns": "x"}}}}}`, "model:"},
 	} {
 		_, err := Parse([]byte(c.text))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -245,5 +270,93 @@ func TestShippedModels(t *testing.T) {
 	}
 	if _, err := Default("tpu"); err == nil {
 		t.Error("a model for a backend that has none")
+	}
+}
+
+// The op cost: every op pays its class's before its own costs (the first
+// one the replay's fixed cost too); a wait pays it as it reaches the wait,
+// hidden when the wait then blocks, counted when its signal has landed.
+func TestOpCost(t *testing.T) {
+	const n, op, replay, extra = 1000, 20, 7, 10
+	land := replay + op + 1000 + n*0.1 + extra // rank 0's put_signal
+	for _, c := range []struct {
+		name string
+		fill bool // rank 1 fills its window 10 times (op + 100 + 2000*0.01 each) before it waits
+		want float64
+	}{
+		{"blocked", false, land + extra + op + extra},
+		{"landed", true, replay + 10*(op+100+2000*0.01) + op + extra + op + extra},
+	} {
+		first := []plan.Op{waitFrom(0, 1), {Kind: plan.Flush}}
+		if c.fill {
+			for range 10 {
+				first = append([]plan.Op{{Kind: plan.Fill, Buf: 0}}, first...)
+			}
+		}
+		lists := []plan.List{
+			agList(2, n, []plan.Op{putSig(1, 0, 1, 0, n)}),
+			agList(2, n, first),
+		}
+		res, err := Estimate(withOp(testModel(extra), op, replay), Input{Lists: lists, Mode: "host"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		near(t, c.name+": rank 0", res.PerRank[0], land, 1e-9)
+		near(t, c.name+": rank 1", res.PerRank[1], c.want, 1e-9)
+		checkPath(t, res)
+		if w := res.Path[len(res.Path)-2]; w.Kind != plan.WaitSignalFrom || (c.fill && w.StartCost != op+extra) || (!c.fill && w.StartCost != extra) {
+			t.Errorf("%s: the wait on the path %+v: want start cost %v", c.name, w, map[bool]float64{true: op + extra, false: extra}[c.fill])
+		}
+	}
+}
+
+// At a barrier the last rank in pays its op cost before the others go on:
+// their start cost holds it, from when that rank began its barrier op.
+func TestOpCostBarrier(t *testing.T) {
+	const op, replay = 20, 7
+	lists := []plan.List{
+		agList(2, 100, []plan.Op{{Kind: plan.Barrier}, {Kind: plan.Flush}}),
+		agList(2, 100, []plan.Op{{Kind: plan.Fill, Buf: 1}, {Kind: plan.Barrier}}),
+	}
+	m := withOp(testModel(0), op, replay)
+	p := m.Modes["host"]["shm"]
+	p.Barrier = Cost{AlphaNs: 50}
+	m.Modes["host"]["shm"] = p
+	res, err := Estimate(m, Input{Lists: lists, Mode: "host"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bar := replay + op + 100 + 100*0.01 + op + 50
+	near(t, "rank 1", res.PerRank[1], bar, 1e-9)
+	near(t, "rank 0", res.PerRank[0], bar+op, 1e-9)
+	checkPath(t, res)
+	if len(res.Path) != 3 || res.Path[0].Rank != 1 || res.Path[1].StartCost != op+50 {
+		t.Errorf("path %+v: want rank 1's fill, a barrier costing the op cost and its own, the flush", res.Path)
+	}
+}
+
+// Ranks that outnumber their host's processors share them: every op of a
+// ring of 4 ranks on 2 CPUs takes twice its time, so the replay does; 4
+// ranks in 2 hosts of 2 on 2 CPUs each, or on 4 CPUs, are not stretched.
+func TestCPUsStretch(t *testing.T) {
+	const ranks, n = 4, 1 << 16
+	m := withOp(testModel(300), 150, 900)
+	est := func(cpus int, class func(a, b int) transport.PeerKind) *Result {
+		t.Helper()
+		res, err := Estimate(m, Input{Lists: ringLists(ranks, n), Mode: "host", CPUs: cpus, Class: class})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkPath(t, res)
+		return res
+	}
+	one := est(0, nil)
+	near(t, "4 ranks on 2 CPUs", est(2, nil).Time, 2*one.Time, 1e-9)
+	near(t, "4 ranks on 4 CPUs", est(4, nil).Time, one.Time, 1e-9)
+	nodes := layout(2, transport.KindSHM)
+	near(t, "2 hosts of 2 ranks on 2 CPUs each", est(2, nodes).Time, est(0, nodes).Time, 1e-9)
+	near(t, "2 hosts of 2 ranks on 1 CPU each", est(1, nodes).Time, 2*est(0, nodes).Time, 1e-9)
+	if _, err := Estimate(m, Input{Lists: ringLists(ranks, n), Mode: "host", CPUs: -1}); err == nil || !strings.Contains(err.Error(), "-1 CPUs") {
+		t.Errorf("CPUs -1: error %v, want one naming it", err)
 	}
 }

@@ -15,6 +15,12 @@ type Input struct {
 	// Class says how rank from reaches rank to; nil: self for a rank
 	// itself, shm for every other.
 	Class func(from, to int) transport.PeerKind
+	// CPUs is how many processors the ranks of one host share (the ranks
+	// a rank reaches without the network), for the host backend, whose
+	// streams are threads: when the ranks outnumber them, every op of
+	// theirs takes ranks/CPUs times its calibrated time (the model was
+	// measured with a processor for each rank). 0: a processor each.
+	CPUs int
 }
 
 // Step is one op of the critical path: the rank and op (from 1, as the
@@ -93,7 +99,10 @@ func Estimate(m *Model, in Input) (*Result, error) {
 			return transport.KindSHM
 		}
 	}
-	s := newSim(in.Lists, tab, class)
+	if in.CPUs < 0 {
+		return nil, fmt.Errorf("cost: %d CPUs: want 0 or more", in.CPUs)
+	}
+	s := newSim(in.Lists, tab, class, in.CPUs)
 	if err := s.run(); err != nil {
 		return nil, fmt.Errorf("cost: %w", err)
 	}

@@ -69,12 +69,23 @@ func (c Cost) check() error {
 // the stream going on (also what fence and flush cost); Copy a fill of n
 // bytes; Barrier a barrier over all ranks or a pair (Beta is per rank, not
 // per byte).
+//
+// Op is the software time of taking one op off a rank's list and setting
+// it going (a host replay's loop and its stream's dispatch), paid by every
+// op to a peer of the class (the self class's by ops with no peer) before
+// its own costs above, which then hold only what the op itself does; a
+// wait pays it as it reaches the wait, hidden when it then blocks. Replay
+// (the self class's; Beta unused) is the fixed time of one replay on a
+// rank, paid before its first op. Both are zero in models calibrated
+// before they were measured.
 type Params struct {
 	Put     Cost `json:"put"`
 	Signal  Cost `json:"signal"`
 	Wait    Cost `json:"wait"`
 	Copy    Cost `json:"copy"`
 	Barrier Cost `json:"barrier"`
+	Op      Cost `json:"op,omitzero"`
+	Replay  Cost `json:"replay,omitzero"`
 }
 
 // Model is a calibrated machine: where it was measured and, per replay
@@ -141,7 +152,7 @@ func (m *Model) Check() error {
 			if _, err := transport.ParseKind(name); err != nil {
 				return fmt.Errorf("model: mode %q: %w", mode, err)
 			}
-			for op, c := range map[string]Cost{"put": p.Put, "signal": p.Signal, "wait": p.Wait, "copy": p.Copy, "barrier": p.Barrier} {
+			for op, c := range map[string]Cost{"put": p.Put, "signal": p.Signal, "wait": p.Wait, "copy": p.Copy, "barrier": p.Barrier, "op": p.Op, "replay": p.Replay} {
 				if err := c.check(); err != nil {
 					return fmt.Errorf("model: mode %q, class %q, %s: %w", mode, name, op, err)
 				}

@@ -25,8 +25,12 @@ type rankState struct {
 	pc                int
 	t                 float64
 	blocked           bool
-	rows              map[int]uint64
-	sums              []uint64
+	// issuing: the current op (a wait or barrier) is paying its op cost,
+	// begun at from; it looks at its condition when that ends.
+	issuing bool
+	from    float64
+	rows    map[int]uint64
+	sums    []uint64
 	// last is, per row and per signal's sum (key -1-sig), when something
 	// last landed in it and which op sent it.
 	last               map[int]landed
@@ -104,6 +108,8 @@ type landed struct {
 type barWait struct {
 	n    int
 	last ref
+	// from is when the last rank in began its barrier op.
+	from float64
 }
 
 type pairKey struct{ lo, hi, id int }
@@ -111,6 +117,27 @@ type pairKey struct{ lo, hi, id int }
 type pairWait struct {
 	rank int
 	prev ref
+}
+
+// issue is the op cost of rank r's current op o: its class's Op (the
+// self class's for an op with no peer), and the replay's fixed cost
+// before the first op.
+func (s *sim) issue(r int, o plan.Op) float64 {
+	k := transport.KindSelf
+	if hasPeer(o.Kind) {
+		k = s.class(r, o.Peer)
+	}
+	c := s.tab[k].Op.AlphaNs
+	if s.ranks[r].pc == 0 {
+		c += s.tab[transport.KindSelf].Replay.AlphaNs
+	}
+	return c * s.stretch[r]
+}
+
+// waits reports whether an op of kind k waits for other ranks (a wait or
+// a barrier): such an op pays its op cost first, then looks.
+func waits(k plan.Kind) bool {
+	return k.IsWait() || k == plan.Barrier || k == plan.BarrierPeer
 }
 
 // sim runs every rank's list in time order.
@@ -123,10 +150,14 @@ type sim struct {
 	bars  map[int]*barWait
 	pairs map[pairKey]pairWait
 	far   transport.PeerKind
+	// stretch[r] is how much longer rank r's ops take than calibrated:
+	// the ranks of its host over the processors they share, when more.
+	stretch []float64
 }
 
-func newSim(lists []plan.List, tab [4]Params, class func(from, to int) transport.PeerKind) *sim {
-	s := &sim{ranks: make([]rankState, len(lists)), tab: tab, class: class, bars: map[int]*barWait{}, pairs: map[pairKey]pairWait{}}
+func newSim(lists []plan.List, tab [4]Params, class func(from, to int) transport.PeerKind, cpus int) *sim {
+	s := &sim{ranks: make([]rankState, len(lists)), tab: tab, class: class, bars: map[int]*barWait{}, pairs: map[pairKey]pairWait{},
+		stretch: stretches(len(lists), class, cpus)}
 	for r, l := range lists {
 		n := len(l.Ops)
 		rk := &s.ranks[r]
@@ -146,6 +177,28 @@ func newSim(lists []plan.List, tab [4]Params, class func(from, to int) transport
 		s.far = k
 	}
 	return s
+}
+
+// stretches are the ranks' stretch factors: with cpus processors per host
+// (0: a processor each), ranks that outnumber them share them, each
+// running for cpus/ranks of the time, so its ops take ranks/cpus as long.
+// A rank's host is the ranks it reaches without the network.
+func stretches(ranks int, class func(from, to int) transport.PeerKind, cpus int) []float64 {
+	out := make([]float64, ranks)
+	for r := range out {
+		out[r] = 1
+		if cpus <= 0 || ranks <= cpus {
+			continue
+		}
+		n := 0
+		for q := 0; q < ranks; q++ {
+			if class(r, q) != transport.KindNet {
+				n++
+			}
+		}
+		out[r] = max(1, float64(n)/float64(cpus))
+	}
+	return out
 }
 
 // add lands value in row (sets it with set) and keeps the per-signal sums.
@@ -183,7 +236,7 @@ func (s *sim) run() error {
 				rk.last[-1-int(e.row)%rk.sg] = landed{e.t, e.from}
 			}
 			if rk.blocked && rk.ops[rk.pc].Kind.IsWait() && rk.holds(rk.ops[rk.pc]) {
-				a := s.tab[s.class(int(e.to), int(e.from.rank))].Wait.AlphaNs
+				a := s.tab[s.class(int(e.to), int(e.from.rank))].Wait.AlphaNs * s.stretch[e.to]
 				s.finish(int(e.to), e.t, a, 0, e.from)
 			}
 			continue
@@ -258,7 +311,7 @@ func (s *sim) finish(r int, t, alpha, link float64, cause ref) {
 	rk := &s.ranks[r]
 	i := rk.pc
 	rk.start[i], rk.alpha[i], rk.end[i], rk.cause[i] = t, alpha, t+alpha+link, cause
-	rk.t, rk.blocked = rk.end[i], false
+	rk.t, rk.blocked, rk.issuing = rk.end[i], false, false
 	rk.pc++
 	if rk.pc < len(rk.ops) {
 		s.push(event{t: rk.t, to: int32(r)})
@@ -269,18 +322,35 @@ func (s *sim) send(from ref, to, row int, at float64, value uint64, set bool) {
 	s.push(event{t: at, deliver: true, to: int32(to), row: int32(row), value: value, set: set, from: from})
 }
 
-// step runs rank r's current op at t.
+// step runs rank r's current op at t: its op cost, then the op. A wait
+// or barrier pays its op cost first (a second step, at its end) and looks
+// at its condition then; if that holds, its start cost counts the op
+// cost from when it began (from).
 func (s *sim) step(r int, t float64) {
 	rk := &s.ranks[r]
 	o := rk.ops[rk.pc]
 	me := ref{int32(r), int32(rk.pc)}
 	self := s.tab[transport.KindSelf]
+	op := s.issue(r, o)
+	x := s.stretch[r]
+	from := t
+	if waits(o.Kind) {
+		if op > 0 && !rk.issuing {
+			rk.issuing, rk.from = true, t
+			s.push(event{t: t + op, to: int32(r)})
+			return
+		}
+		if rk.issuing {
+			from = rk.from
+		}
+	}
 	switch {
 	case o.Kind.IsPut():
 		p := s.tab[s.class(r, o.Peer)]
 		a, l := p.Put.Of(o.N)
+		a, l = a*x+op, l*x
 		if o.Kind.HasSignal() {
-			a += p.Signal.AlphaNs
+			a += p.Signal.AlphaNs * x
 		}
 		end := t + a + l
 		if o.Kind.HasSignal() {
@@ -292,16 +362,16 @@ func (s *sim) step(r int, t float64) {
 		s.finish(r, t, a, l, s.prev(r))
 	case o.Kind == plan.Get:
 		a, l := s.tab[s.class(r, o.Peer)].Put.Of(o.N)
-		s.finish(r, t, a, l, s.prev(r))
+		s.finish(r, t, a*x+op, l*x, s.prev(r))
 	case o.Kind == plan.Signal:
-		a := s.tab[s.class(r, o.Peer)].Signal.AlphaNs
+		a := s.tab[s.class(r, o.Peer)].Signal.AlphaNs*x + op
 		s.send(me, o.Peer, rk.shape.SigRow(r, o.Sig), t+a, o.SigValue, o.SigOp == window.SigSet)
 		s.finish(r, t, a, 0, s.prev(r))
 	case o.Kind == plan.SignalAll:
-		a := 0.0
+		a := op
 		for q := range s.ranks {
 			if q != r {
-				a += s.tab[s.class(r, q)].Signal.AlphaNs
+				a += s.tab[s.class(r, q)].Signal.AlphaNs * x
 			}
 		}
 		for q := range s.ranks {
@@ -315,31 +385,33 @@ func (s *sim) step(r int, t float64) {
 			// What landed just now, as the stream got here, is as much the
 			// wait's cause as the stream: the path takes the sender.
 			if l, ok := rk.last[rk.waitKey(o)]; ok && l.at == t && int(l.from.rank) != r {
-				s.finish(r, t, s.tab[s.class(r, int(l.from.rank))].Wait.AlphaNs, 0, l.from)
+				s.finish(r, t, s.tab[s.class(r, int(l.from.rank))].Wait.AlphaNs*x, 0, l.from)
 			} else {
-				s.finish(r, t, self.Wait.AlphaNs, 0, s.prev(r))
+				s.finish(r, from, t-from+self.Wait.AlphaNs*x, 0, s.prev(r))
 			}
 		} else {
 			rk.blocked = true
 		}
 	case o.Kind == plan.ResetCounter:
 		rk.add(rk.shape.CtrRow(o.Peer, o.Ctr), 0, true)
-		s.finish(r, t, self.Wait.AlphaNs, 0, s.prev(r))
+		s.finish(r, t, self.Wait.AlphaNs*x+op, 0, s.prev(r))
 	case o.Kind == plan.Fill:
 		a, l := self.Copy.Of(rk.shape.Buffers[o.Buf])
-		s.finish(r, t, a, l, s.prev(r))
+		s.finish(r, t, a*x+op, l*x, s.prev(r))
 	case o.Kind == plan.Barrier:
-		s.barrier(r, t, o.Bar)
+		s.barrier(r, from, t, o.Bar)
 	case o.Kind == plan.BarrierPeer:
-		s.barrierPeer(r, t, o)
+		s.barrierPeer(r, from, t, o)
 	default: // fence, flush
-		s.finish(r, t, self.Wait.AlphaNs, 0, s.prev(r))
+		s.finish(r, t, self.Wait.AlphaNs*x+op, 0, s.prev(r))
 	}
 }
 
-// barrier holds rank r until every rank has arrived at barrier id; all
-// then go on together, after the last one in.
-func (s *sim) barrier(r int, t float64, id int) {
+// barrier holds rank r (at the barrier at t, its op begun at from) until
+// every rank has arrived at barrier id; all then go on together, after
+// the last one in: from its op's beginning, their start cost holds its op
+// cost too.
+func (s *sim) barrier(r int, from, t float64, id int) {
 	b := s.bars[id]
 	if b == nil {
 		b = &barWait{}
@@ -347,23 +419,24 @@ func (s *sim) barrier(r int, t float64, id int) {
 	}
 	s.ranks[r].blocked = true
 	b.n++
-	b.last = s.prev(r)
+	b.last, b.from = s.prev(r), from
 	if b.n < len(s.ranks) {
 		return
 	}
 	c := s.tab[s.far].Barrier
-	a := c.AlphaNs + c.BetaNs*float64(len(s.ranks))
+	a := (c.AlphaNs + c.BetaNs*float64(len(s.ranks))) * s.stretch[r]
 	delete(s.bars, id)
 	for q := range s.ranks {
 		rk := &s.ranks[q]
 		if rk.blocked && rk.pc < len(rk.ops) && rk.ops[rk.pc].Kind == plan.Barrier && rk.ops[rk.pc].Bar == id {
-			s.finish(q, t, a, 0, b.last)
+			s.finish(q, b.from, t-b.from+a, 0, b.last)
 		}
 	}
 }
 
-// barrierPeer holds rank r until its peer arrives at theirs.
-func (s *sim) barrierPeer(r int, t float64, o plan.Op) {
+// barrierPeer holds rank r until its peer arrives at theirs (the later
+// one's op begun at from, and there at t).
+func (s *sim) barrierPeer(r int, from, t float64, o plan.Op) {
 	k := pairKey{min(r, o.Peer), max(r, o.Peer), o.Bar}
 	other, ok := s.pairs[k]
 	if !ok || other.rank == r {
@@ -373,8 +446,8 @@ func (s *sim) barrierPeer(r int, t float64, o plan.Op) {
 	}
 	delete(s.pairs, k)
 	c := s.tab[s.class(r, o.Peer)].Barrier
-	a := c.AlphaNs + 2*c.BetaNs
+	a := (c.AlphaNs + 2*c.BetaNs) * s.stretch[r]
 	last := s.prev(r)
-	s.finish(other.rank, t, a, 0, last)
-	s.finish(r, t, a, 0, last)
+	s.finish(other.rank, from, t-from+a, 0, last)
+	s.finish(r, from, t-from+a, 0, last)
 }
