@@ -73,7 +73,7 @@ func estimatePlan(c *call) int {
 	}
 	res, err := cost.Estimate(m, cost.Input{Lists: r.p.Lists(), Mode: mode, Class: classes, CPUs: cpus})
 	c.check(err)
-	c.L.Push(estimateTable(c.L, res, m))
+	c.L.Push(EstimateTable(c.L, res, m))
 	return 1
 }
 
@@ -148,7 +148,8 @@ func layoutClasses(per int, gpu bool) func(a, b int) transport.PeerKind {
 	}
 }
 
-func estimateTable(L *lua.LState, res *cost.Result, m *cost.Model) *lua.LTable {
+// EstimateTable is an estimate as p:estimate returns it (times in seconds).
+func EstimateTable(L *lua.LState, res *cost.Result, m *cost.Model) *lua.LTable {
 	const s = 1e-9
 	t := L.NewTable()
 	t.RawSetString("time", lua.LNumber(res.Time*s))

@@ -104,7 +104,7 @@ func verifyPlan(c *call) int {
 	if c.s.plans.check != nil {
 		c.s.plans.check.note(c.s, r, coll.Kind, rep)
 	}
-	c.L.Push(reportTable(c.L, rep))
+	c.L.Push(ReportTable(c.L, rep))
 	return 1
 }
 
@@ -131,9 +131,9 @@ func callEnds(c *call, lists []plan.List, calls int) [][]int {
 	return ends
 }
 
-// reportTable is a report as p:verify returns it (ranks 0-based, ops and
+// ReportTable is a report as p:verify returns it (ranks 0-based, ops and
 // lists 1-based).
-func reportTable(L *lua.LState, rep *verify.Report) *lua.LTable {
+func ReportTable(L *lua.LState, rep *verify.Report) *lua.LTable {
 	t := L.NewTable()
 	t.RawSetString("ok", lua.LBool(rep.OK))
 	ops := L.NewTable()

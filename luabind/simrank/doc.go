@@ -15,5 +15,5 @@
 // timer, a built-in collective) raises "check --simulate: X needs real
 // ranks". Memory is the op lists (each rank's once) and one Lua state.
 //
-// Imports: engine/plan, engine/plan/cost, engine/plan/verify, scripts, transport, window
+// Imports: engine/plan, engine/plan/cost, engine/plan/verify, luabind, scripts, transport, window
 package simrank

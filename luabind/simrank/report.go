@@ -10,6 +10,7 @@ import (
 
 	"github.com/luacoll/luacoll/engine/plan/cost"
 	"github.com/luacoll/luacoll/engine/plan/verify"
+	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/transport"
 )
 
@@ -112,7 +113,7 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 		}
 	}
 	rk.w.note(slot, what, rep)
-	L.Push(reportTable(L, rep))
+	L.Push(luabind.ReportTable(L, rep))
 	return 1
 }
 
@@ -135,34 +136,6 @@ func pendingTable(L *lua.LState, r int) *lua.LTable {
 	t.RawSetString("problems", L.NewTable())
 	t.RawSetString("dropped", lua.LNumber(0))
 	t.RawSetString("summary", lua.LString(fmt.Sprintf("pending: simulated rank %d runs before rank 0, which verifies every rank's list", r)))
-	return t
-}
-
-// reportTable is a report as p:verify returns it.
-func reportTable(L *lua.LState, rep *verify.Report) *lua.LTable {
-	t := L.NewTable()
-	t.RawSetString("ok", lua.LBool(rep.OK))
-	ops := L.CreateTable(len(rep.Ops), 0)
-	for _, n := range rep.Ops {
-		ops.Append(lua.LNumber(n))
-	}
-	t.RawSetString("ops", ops)
-	t.RawSetString("steps", lua.LNumber(rep.Steps))
-	ps := L.NewTable()
-	for _, p := range rep.Problems {
-		pt := L.NewTable()
-		pt.RawSetString("kind", lua.LString(p.Kind))
-		pt.RawSetString("rank", lua.LNumber(p.Rank))
-		pt.RawSetString("op", lua.LNumber(p.Op))
-		pt.RawSetString("op_name", lua.LString(p.OpName))
-		pt.RawSetString("file", lua.LString(p.Site.File))
-		pt.RawSetString("line", lua.LNumber(p.Site.Line))
-		pt.RawSetString("message", lua.LString(p.String()))
-		ps.Append(pt)
-	}
-	t.RawSetString("problems", ps)
-	t.RawSetString("dropped", lua.LNumber(rep.Dropped))
-	t.RawSetString("summary", lua.LString(rep.Summary()))
 	return t
 }
 
@@ -234,7 +207,7 @@ func (rk *rank) estimatePlan(L *lua.LState) int {
 	if err != nil {
 		rk.fail(L, name, "%v", err)
 	}
-	L.Push(estimateTable(L, res, m))
+	L.Push(luabind.EstimateTable(L, res, m))
 	return 1
 }
 
@@ -345,44 +318,4 @@ func (w *world) classesFor(m *cost.Model, per int) func(a, b int) transport.Peer
 		}
 		return transport.KindNet
 	}
-}
-
-func estimateTable(L *lua.LState, res *cost.Result, m *cost.Model) *lua.LTable {
-	const s = 1e-9
-	t := L.NewTable()
-	t.RawSetString("time", lua.LNumber(res.Time*s))
-	t.RawSetString("link", lua.LNumber(res.Link*s))
-	t.RawSetString("start_cost", lua.LNumber(res.StartCost*s))
-	t.RawSetString("mode", lua.LString(res.Mode))
-	t.RawSetString("machine", lua.LString(m.Machine))
-	per := L.CreateTable(len(res.PerRank), 0)
-	for _, v := range res.PerRank {
-		per.Append(lua.LNumber(v * s))
-	}
-	t.RawSetString("per_rank", per)
-	bor := L.NewTable()
-	for _, b := range res.Borrowed {
-		bor.Append(lua.LString(b))
-	}
-	t.RawSetString("borrowed", bor)
-	path := L.CreateTable(len(res.Path), 0)
-	for _, st := range res.Path {
-		e := L.NewTable()
-		e.RawSetString("rank", lua.LNumber(st.Rank))
-		e.RawSetString("op", lua.LNumber(st.Op))
-		e.RawSetString("op_name", lua.LString(st.Kind.String()))
-		if st.Peer >= 0 {
-			e.RawSetString("peer", lua.LNumber(st.Peer))
-			e.RawSetString("class", lua.LString(st.Class.String()))
-		}
-		e.RawSetString("start", lua.LNumber(st.Start*s))
-		e.RawSetString("finish", lua.LNumber(st.End*s))
-		e.RawSetString("start_cost", lua.LNumber(st.StartCost*s))
-		e.RawSetString("link", lua.LNumber(st.Link*s))
-		e.RawSetString("file", lua.LString(st.Site.File))
-		e.RawSetString("line", lua.LNumber(st.Site.Line))
-		path.Append(e)
-	}
-	t.RawSetString("path", path)
-	return t
 }
