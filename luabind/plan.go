@@ -593,6 +593,15 @@ func bindMode(p *plan.Plan, mode, req string) (string, error) {
 func (s *State) recordBody(L *lua.LState, body *lua.LFunction, args []lua.LValue, rec *planRecorder) (status string) {
 	s.plans.rec = rec
 	defer func() { s.plans.rec = nil }()
+	if msg := CallBody(L, body, args); msg != "" {
+		return "the body failed: " + msg
+	}
+	return ""
+}
+
+// CallBody calls body(args...) on a new thread of L and returns "" or the
+// error it raised (its message).
+func CallBody(L *lua.LState, body *lua.LFunction, args []lua.LValue) string {
 	th, cancel := L.NewThread()
 	if cancel != nil {
 		// Coroutines made in the body inherit the thread's context: give
@@ -609,9 +618,9 @@ func (s *State) recordBody(L *lua.LState, body *lua.LFunction, args []lua.LValue
 	}
 	if err := th.PCall(len(args), 0, nil); err != nil {
 		if ae, ok := err.(*lua.ApiError); ok {
-			return "the body failed: " + ae.Object.String()
+			return ae.Object.String()
 		}
-		return "the body failed: " + err.Error()
+		return err.Error()
 	}
 	return ""
 }

@@ -133,10 +133,15 @@ func parseLayout(s string, ranks int) (int, error) {
 // layoutClasses places ranks in nodes of per consecutive ranks: self,
 // nvl (gpu) or shm within a node, net between nodes.
 func layoutClasses(per int, gpu bool) func(a, b int) transport.PeerKind {
-	local := transport.KindSHM
 	if gpu {
-		local = transport.KindNVL
+		return LayoutClasses(per, transport.KindNVL)
 	}
+	return LayoutClasses(per, transport.KindSHM)
+}
+
+// LayoutClasses returns the link class between two ranks of a layout of
+// nodes of per ranks: self, local within a node, net between nodes.
+func LayoutClasses(per int, local transport.PeerKind) func(a, b int) transport.PeerKind {
 	return func(a, b int) transport.PeerKind {
 		switch {
 		case a == b:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/engine/plan/verify"
+	"github.com/luacoll/luacoll/luabind"
 )
 
 // planSlot is plan number num as every simulated rank made it.
@@ -97,23 +98,7 @@ func (rk *rank) newPlan(L *lua.LState) int {
 func (rk *rank) record(L *lua.LState, body *lua.LFunction, args []lua.LValue, rec *recorder) string {
 	rk.rec = rec
 	defer func() { rk.rec = nil }()
-	th, cancel := L.NewThread()
-	if cancel != nil {
-		th.SetContext(L.Context())
-		cancel()
-	}
-	defer th.Close()
-	th.Push(body)
-	for _, a := range args {
-		th.Push(a)
-	}
-	if err := th.PCall(len(args), 0, nil); err != nil {
-		if ae, ok := err.(*lua.ApiError); ok {
-			return ae.Object.String()
-		}
-		return err.Error()
-	}
-	return ""
+	return luabind.CallBody(L, body, args)
 }
 
 func isPlanOpts(v lua.LValue) bool {

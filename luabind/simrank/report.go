@@ -308,14 +308,5 @@ func ms(ns float64) string {
 
 // classesFor places ranks in nodes of per for model m.
 func (w *world) classesFor(m *cost.Model, per int) func(a, b int) transport.PeerKind {
-	local := localClass(m)
-	return func(a, b int) transport.PeerKind {
-		switch {
-		case a == b:
-			return transport.KindSelf
-		case a/per == b/per:
-			return local
-		}
-		return transport.KindNet
-	}
+	return luabind.LayoutClasses(per, localClass(m))
 }
