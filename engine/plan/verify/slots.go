@@ -5,6 +5,7 @@ import (
 
 	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/window"
 )
 
 // holding returns the earliest write after which the slot met the
@@ -101,6 +102,100 @@ func (s *sim) barrierWait(r int, st *rankState, o *plan.Op) bool {
 			if i := holdingIdx(sl, transport.CmpGe, e); i >= 0 {
 				s.join(st, sl.hist[i].at)
 				forget(sl, i)
+			}
+		}
+	}
+	return true
+}
+
+// signal writes o's signal from rank from (whose state is st) into rank
+// to's row. The write carries the sender's clock (*at, taken once for all
+// of an op's writes) where a wait may join it: on a monotone row, only a
+// write that first meets one of the row's wait targets.
+func (s *sim) signal(from, to int, o *plan.Op, st *rankState, at **snap, by *opRef) {
+	idx := s.sigIdx(to, from, o.Sig)
+	sl := &s.sig[idx]
+	old := sl.val
+	if o.SigOp == window.SigSet {
+		sl.val = o.SigValue
+	} else {
+		sl.val += o.SigValue
+	}
+	var clock *snap
+	if s.joinable(idx, old, sl.val) {
+		if *at == nil {
+			*at = s.snapshot(st)
+		}
+		clock = *at
+	}
+	sl.hist = append(sl.hist, hist{val: sl.val, at: clock, by: by})
+}
+
+// joinable reports whether a write raising row idx from old to val can be
+// what a wait joins: on a monotone row, the first write to meet one of
+// its waits' targets (a ">=" or ">" wait joins the first write that makes
+// it hold); on any other row, every write. At a thousand ranks, a clock
+// kept for every write of a row waited on once at the end was most of the
+// verifier's memory.
+func (s *sim) joinable(idx int, old, val uint64) bool {
+	if !s.monotone[idx] {
+		return true
+	}
+	ts := s.targets[idx]
+	k := sort.Search(len(ts), func(i int) bool { return ts[i] > old })
+	return k < len(ts) && ts[k] <= val
+}
+
+// wait reports whether rank r's wait o holds now (joining what it
+// synchronizes with).
+func (s *sim) wait(r int, st *rankState, o *plan.Op, v uint64) bool {
+	switch o.Kind {
+	case plan.WaitSignalFrom:
+		sl := &s.sig[s.sigIdx(r, o.Peer, o.Sig)]
+		if !o.Cmp.Holds(sl.val, v) {
+			return false
+		}
+		i := holdingIdx(sl, o.Cmp, v)
+		if i >= 0 {
+			s.joinWrite(r, st, sl, i)
+			if s.monotone[s.sigIdx(r, o.Peer, o.Sig)] {
+				forget(sl, i)
+			}
+		}
+	case plan.WaitSignal:
+		var sum uint64
+		for p := 0; p < s.n; p++ {
+			sum += s.sig[s.sigIdx(r, p, o.Sig)].val
+		}
+		if !o.Cmp.Holds(sum, v) {
+			return false
+		}
+		if !s.sumJoin(r, st, o, v) {
+			for p := 0; p < s.n; p++ {
+				sl := &s.sig[s.sigIdx(r, p, o.Sig)]
+				if len(sl.hist) > 0 {
+					s.joinWrite(r, st, sl, len(sl.hist)-1)
+				}
+			}
+		}
+	case plan.WaitCounter:
+		k := &st.ctr[o.Peer*s.sh.Counters+o.Ctr]
+		if !o.Cmp.Holds(k.val, v) {
+			return false
+		}
+		// The puts whose counts the wait needed have completed locally.
+		c := st.vc[r] + 1 // the clock this op gets
+		upto := len(k.hist)
+		if o.Cmp == transport.CmpGe || o.Cmp == transport.CmpGt {
+			upto = sort.Search(len(k.hist), func(i int) bool { return o.Cmp.Holds(k.hist[i].val, v) }) + 1
+			upto = min(upto, len(k.hist))
+		}
+		for _, e := range k.hist[:upto] {
+			if e.x.src.done == 0 {
+				e.x.src.done = c
+			}
+			if e.x.local && e.x.dst.done == 0 {
+				e.x.dst.done = c
 			}
 		}
 	}
