@@ -9,7 +9,6 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/kernels"
-	"github.com/luacoll/luacoll/transport"
 )
 
 // Rewrites of a plan are stream-ordered: each run sees the steps written
@@ -17,17 +16,7 @@ import (
 // slots and no sync between them (a rewrite that waited for the stream, or
 // one whose host copy was reused too early, stores the wrong values).
 func TestPlanRewriteInStreamOrder(t *testing.T) {
-	b, err := NewCUDABackend(fmt.Sprintf("rewrite%d", time.Now().UnixNano()), 0, nil)
-	if err != nil {
-		t.Skipf("no CUDA device: %v", err)
-	}
-	defer b.Close()
-	st, err := b.NewStream(transport.NewAbort())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	s := st.(*CUDAStream)
+	b, s := cudaStream(t, "rewrite")
 	const runs = 3*planStageSlots + 1
 	reg, err := b.Alloc(8 * runs)
 	if err != nil {
@@ -59,7 +48,7 @@ func TestPlanRewriteInStreamOrder(t *testing.T) {
 		}
 		s.RunPlan(dp, 0, 1, 5*time.Second, true)
 	}
-	if err := st.Sync(context.Background()); err != nil {
+	if err := s.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	got := make([]byte, 8*runs)

@@ -13,17 +13,8 @@ import (
 // host times within the calls that made them and the sync after: the
 // anchors tie the device clock to the host's, also after an anchor aged.
 func TestCUDAStamps(t *testing.T) {
-	b, err := NewCUDABackend(fmt.Sprintf("stamp%d", time.Now().UnixNano()), 0, nil)
-	if err != nil {
-		t.Skipf("no CUDA device: %v", err)
-	}
-	defer b.Close()
-	st, err := b.NewStream(transport.NewAbort())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	s := st.(transport.Stamper)
+	_, st := cudaStream(t, "stamp")
+	s := transport.Stamper(st)
 	for _, gap := range []time.Duration{0, 20 * time.Millisecond, anchorEvery + 100*time.Millisecond} {
 		time.Sleep(gap)
 		before := time.Now()
@@ -39,4 +30,21 @@ func TestCUDAStamps(t *testing.T) {
 			t.Fatalf("gap %v: stamp at %v (%v), want within [%v, %v]", gap, at.Sub(before), ok, time.Duration(0), after.Sub(before))
 		}
 	}
+}
+
+// cudaStream opens a CUDA backend on device 0 (skipping the test where
+// there is none) and a stream of it, both closed when the test ends.
+func cudaStream(t *testing.T, job string) (*CUDABackend, *CUDAStream) {
+	t.Helper()
+	b, err := NewCUDABackend(fmt.Sprintf("%s%d", job, time.Now().UnixNano()), 0, nil)
+	if err != nil {
+		t.Skipf("no CUDA device: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	st, err := b.NewStream(transport.NewAbort())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return b, st.(*CUDAStream)
 }
