@@ -247,8 +247,12 @@ func tostring(L *lua.LState) int {
 
 // installRequire lets require find embedded scripts/lib modules after the
 // files next to the script.
-func (s *State) installRequire() {
-	L := s.L
+func (s *State) installRequire() { InstallRequire(s.L, nil) }
+
+// InstallRequire lets require on L find the embedded scripts/lib modules
+// after the files next to the script. cache, when not nil, keeps each
+// module compiled once for every state that shares it.
+func InstallRequire(L *lua.LState, cache map[string]*lua.FunctionProto) {
 	pkg := L.GetGlobal("package").(*lua.LTable)
 	loaders, ok := L.GetField(pkg, "loaders").(*lua.LTable)
 	if !ok {
@@ -258,18 +262,32 @@ func (s *State) installRequire() {
 		name := L.CheckString(1)
 		rel := strings.ReplaceAll(strings.TrimPrefix(name, "lib."), ".", "/")
 		path := "lib/" + rel + ".lua"
-		src, err := fs.ReadFile(scripts.FS, path)
-		if err != nil {
-			L.Push(lua.LString("\n\tno embedded module '" + path + "'"))
-			return 1
+		proto, ok := cache[path]
+		if !ok {
+			src, err := fs.ReadFile(scripts.FS, path)
+			if err != nil {
+				L.Push(lua.LString("\n\tno embedded module '" + path + "'"))
+				return 1
+			}
+			if proto, err = CompileChunk(src, path); err != nil {
+				L.RaiseError("loading embedded %s: %v", path, err)
+			}
+			if cache != nil {
+				cache[path] = proto
+			}
 		}
-		fn, err := L.Load(strings.NewReader(string(src)), "lib/"+rel+".lua")
-		if err != nil {
-			L.RaiseError("loading embedded %s: %v", path, err)
-		}
-		L.Push(fn)
+		L.Push(L.NewFunctionFromProto(proto))
 		return 1
 	}))
+}
+
+// CompileChunk parses and compiles a chunk of Lua source named name.
+func CompileChunk(src []byte, name string) (*lua.FunctionProto, error) {
+	chunk, err := parse.Parse(bytes.NewReader(src), name)
+	if err != nil {
+		return nil, err
+	}
+	return lua.Compile(chunk, name)
 }
 
 // SetScriptDir makes require look next to the script first.

@@ -4,15 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
-	"github.com/yuin/gopher-lua/parse"
 
-	"github.com/luacoll/luacoll/scripts"
+	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/window"
 )
 
@@ -97,7 +95,7 @@ func (rk *rank) run(ctx context.Context) error {
 		}
 	}
 	if rk.w.main == nil {
-		proto, err := compile(src, o.Name)
+		proto, err := luabind.CompileChunk(src, o.Name)
 		if err != nil {
 			return err
 		}
@@ -195,43 +193,9 @@ func (rk *rank) guard(t *lua.LTable, prefix, missing string) {
 }
 
 // installRequire lets require find the embedded scripts/lib modules after
-// the files next to the script.
-func (rk *rank) installRequire() {
-	L := rk.L
-	pkg := L.GetGlobal("package").(*lua.LTable)
-	loaders, ok := L.GetField(pkg, "loaders").(*lua.LTable)
-	if !ok {
-		return
-	}
-	loaders.Append(L.NewFunction(func(L *lua.LState) int {
-		name := L.CheckString(1)
-		rel := strings.ReplaceAll(strings.TrimPrefix(name, "lib."), ".", "/")
-		path := "lib/" + rel + ".lua"
-		proto, ok := rk.w.libs[path]
-		if !ok {
-			src, err := fs.ReadFile(scripts.FS, path)
-			if err != nil {
-				L.Push(lua.LString("\n\tno embedded module '" + path + "'"))
-				return 1
-			}
-			if proto, err = compile(src, path); err != nil {
-				L.RaiseError("loading embedded %s: %v", path, err)
-			}
-			rk.w.libs[path] = proto
-		}
-		L.Push(L.NewFunctionFromProto(proto))
-		return 1
-	}))
-}
-
-// compile parses and compiles a chunk once for every simulated rank.
-func compile(src []byte, name string) (*lua.FunctionProto, error) {
-	chunk, err := parse.Parse(bytes.NewReader(src), name)
-	if err != nil {
-		return nil, err
-	}
-	return lua.Compile(chunk, name)
-}
+// the files next to the script, each compiled once for every simulated
+// rank.
+func (rk *rank) installRequire() { luabind.InstallRequire(rk.L, rk.w.libs) }
 
 // push pushes v as userdata of metatable mt.
 func (rk *rank) push(L *lua.LState, v any, mt string) {
