@@ -92,6 +92,36 @@ func (s PlanStep) Check() error {
 	return nil
 }
 
+// SigCovered, or'd into a StepStore's or StepAdd's Cmp, says that an
+// earlier release of the same thread, with no write of the plan between,
+// already orders what this one would: it is a relaxed store or add
+// (sync_plan.cu's LC_SIG_COVERED).
+const SigCovered Cmp = 4
+
+// PlanCache is the most steps a plan may have to be read into the
+// interpreter's shared memory whole (sync_plan.cu's LC_PLAN_CACHE).
+const PlanCache = 64
+
+// PlanMoves is the most moving values one launch may set (sync_plan.cu's
+// LC_PLAN_MOVES), and PlanMoveMax one more than the largest such value.
+const (
+	PlanMoves   = 20
+	planMoveBit = 58
+	PlanMoveMax = 1 << planMoveBit
+)
+
+// PlanMove is a value a launch sets in step Step of a cached table for its
+// first replay (PlanSpec.Moves).
+type PlanMove struct {
+	Step  int
+	Value uint64
+}
+
+// PlanChainMax is the most reduce steps the interpreter runs as one chain
+// (a StepReduce whose Count is k > 1 and the k - 1 steps after it, into
+// the same destination; reduce.cu's LC_CHAIN_MAX).
+const PlanChainMax = 8
+
 // PlanStepSize is the size of one encoded step.
 const PlanStepSize = 64
 
@@ -170,6 +200,10 @@ type PlanSpec struct {
 	// Epoch, when set, is device memory whose value is added to Rep0 as
 	// the kernel starts (a graph's replay count).
 	Epoch cuda.DevicePtr
+	// Moves set the values of moving steps for replay Rep0 of this launch
+	// (at most PlanMoves, each below PlanMoveMax), leaving the table in
+	// device memory as it is: for a plan of at most PlanCache steps.
+	Moves []PlanMove
 }
 
 // PlanSmall is the largest copy the interpreter leaves to thread 0 (as
@@ -209,9 +243,32 @@ func (k *Kernels) Plan(s *cuda.Stream, p PlanSpec) error {
 	}
 	var a cuda.KernelArgs
 	a.Ptr(p.Steps).U32(p.Period).U32(p.First).U64(p.Count).U64(p.Rep0).U64(nanos(p.Timeout)).Ptr(p.Abort).Ptr(p.Record).U32(p.Tag).I32(flags).Ptr(p.Epoch)
+	if err := pushMoves(&a, p); err != nil {
+		return err
+	}
 	threads := p.Threads
 	if threads == 0 {
 		threads = PlanThreads
 	}
 	return k.launch(KernelPlan, 1, threads, s, &a)
+}
+
+// pushMoves appends the launch's moving values: the kernel's last
+// parameter, a struct of a count and PlanMoves words taken by value, which
+// the driver reads from the argument slots that follow one another.
+func pushMoves(a *cuda.KernelArgs, p PlanSpec) error {
+	if len(p.Moves) > PlanMoves || len(p.Moves) > 0 && p.Period > PlanCache {
+		return fmt.Errorf("plan of %d steps: %d moving values: %w: at most %d, in a plan of at most %d steps", p.Period, len(p.Moves), ErrBadSpec, PlanMoves, PlanCache)
+	}
+	a.U64(uint64(len(p.Moves)))
+	for _, m := range p.Moves {
+		if m.Step < 0 || m.Step >= int(p.Period) || m.Value >= PlanMoveMax {
+			return fmt.Errorf("plan moving value %d at step %d of %d: %w", m.Value, m.Step, p.Period, ErrBadSpec)
+		}
+		a.U64(uint64(m.Step)<<planMoveBit | m.Value)
+	}
+	for range PlanMoves - len(p.Moves) {
+		a.U64(0)
+	}
+	return nil
 }

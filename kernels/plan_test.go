@@ -3,6 +3,7 @@ package kernels
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -143,6 +144,55 @@ func TestPlanInterpreter(t *testing.T) {
 	}
 	if _, _, ok := DecodePlanFailure(3); ok {
 		t.Fatal("a plain wait's record read as a plan's")
+	}
+}
+
+// Moving values given with a launch replace the table's for that launch
+// (the table in device memory stays as it was), count from the launch's
+// first replay, and a covered (relaxed) store or add lands as a release
+// does. Bad moves are refused before anything is enqueued.
+func TestPlanMoves(t *testing.T) {
+	e := needKernels(t)
+	d, k := e.d, e.k
+	s := newStream(t, d)
+	c := newCtl(t, d)
+	slots := zeroed(t, d, 64)
+	steps := []PlanStep{
+		{Kind: StepStore, Dst: slots, Value: 1000, Step: 1},
+		{Kind: StepAdd, Dst: slots.Add(8), Value: 2, Cmp: SigCovered},
+		{Kind: StepStore, Dst: slots.Add(16), Value: 7, Cmp: SigCovered},
+		// Met only with the launch's value: the table's 1000 + r is not.
+		{Kind: StepWait, Dst: slots.Add(8), Count: 1, N: 8, Cmp: CmpGE, Value: 1000, Step: 2},
+	}
+	table := alloc(t, d, uint64(len(steps))*PlanStepSize)
+	must(t, d.MemcpyHtoD(table, EncodePlan(steps)))
+	spec := PlanSpec{Steps: table, Period: 4, Count: 3 * 4, Timeout: 5 * time.Second,
+		Abort: c.abortDev(), Record: c.recordDev(), Tag: 3,
+		Moves: []PlanMove{{Step: 0, Value: 40}, {Step: 3, Value: 2}}}
+	must(t, k.Plan(s, spec))
+	must(t, s.Synchronize())
+	must(t, c.check(true))
+	if sl := read(t, d, slots, 24); u64at(sl, 0) != 42 || u64at(sl, 8) != 6 || u64at(sl, 16) != 7 {
+		t.Fatalf("after 3 replays with moves: slots %d, %d, %d (want 42, 6, 7)", u64at(sl, 0), u64at(sl, 8), u64at(sl, 16))
+	}
+	// Without moves the table's own values hold: slot 0 = 1000 + r.
+	spec.Moves, spec.Count, spec.Rep0, spec.Timeout = nil, 1, 0, 50*time.Millisecond
+	must(t, k.Plan(s, spec))
+	must(t, s.Synchronize())
+	if sl := read(t, d, slots, 8); u64at(sl, 0) != 1000 {
+		t.Fatalf("without moves: slot 0 = %d (want the table's 1000)", u64at(sl, 0))
+	}
+	c.clear()
+	for name, m := range map[string][]PlanMove{
+		"step past the plan": {{Step: 4, Value: 1}},
+		"value too large":    {{Step: 0, Value: PlanMoveMax}},
+		"too many":           make([]PlanMove, PlanMoves+1),
+	} {
+		sp := spec
+		sp.Moves = m
+		if err := k.Plan(s, sp); !errors.Is(err, ErrBadSpec) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
 

@@ -29,6 +29,23 @@
 // this rank's window with get, so none can tell).
 #define LC_LINE_SEND_FIRST 1u
 
+// A store or add step's cmp bit: an earlier release of thread 0, with no
+// write of the plan's between the two, already orders what this one
+// would, so a relaxed store or add does (the host's compiler sets it on
+// the releases after the first of a run that follows several copies).
+#define LC_SIG_COVERED 4u
+
+// Moving values given at launch (device mode): each word is a step's index
+// << LC_PLAN_MOVE_SHIFT | its value in the launch's first replay (rep0), so
+// that another plan moving the slots needs no rewrite of the table. They
+// apply to a table read into shared memory whole (cached).
+#define LC_PLAN_MOVES 20
+#define LC_PLAN_MOVE_SHIFT 58
+struct lc_plan_moves {
+	lc_u64 n;
+	lc_u64 v[LC_PLAN_MOVES];
+};
+
 // A put_signal step's cmp bit: its source is private (no peer writes it),
 // so a wait just before may read it early (LC_PLAN_PREFETCH).
 #define LC_PS_PRIVATE 2u
@@ -88,6 +105,21 @@ __device__ __forceinline__ void lc_plan_release(lc_u64 *p, lc_u64 v, int add, in
 		asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 	} else {
 		asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+	}
+}
+
+// lc_plan_relaxed is lc_plan_release where an earlier release covers it.
+__device__ __forceinline__ void lc_plan_relaxed(lc_u64 *p, lc_u64 v, int add, int gpu) {
+	if (gpu) {
+		if (add) {
+			asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+		} else {
+			asm volatile("st.relaxed.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+		}
+	} else if (add) {
+		asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+	} else {
+		asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 	}
 }
 
@@ -221,11 +253,14 @@ __device__ __forceinline__ bool lc_plan_prefetchable(const lc_plan_step &t) {
 // signal to ours. Nothing else writes a private source meanwhile: earlier
 // steps are done (thread 0's in program order, every thread's before a
 // block barrier) and no peer writes it.
+//
+// moves (LC_PLAN_MOVES) set moving values of a cached table for this
+// launch, valid at rep0.
 extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_plan_step *steps, lc_u32 period,
                                                                        lc_u32 first, lc_u64 count, lc_u64 rep0,
                                                                        lc_u64 timeout_ns, const lc_u32 *abort_flag,
                                                                        lc_record *rec, lc_u32 tag, int flags,
-                                                                       const lc_u64 *epoch) {
+                                                                       const lc_u64 *epoch, const lc_plan_moves moves) {
 	const int gpu = flags & LC_PLAN_GPU;
 	__shared__ int stop;
 	// Short plans are read from shared memory, loaded once.
@@ -241,6 +276,13 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
 		for (lc_u64 k = tid; k < n * words; k += nth) {
 			const lc_u64 st = cached ? k / words : (first + k / words) % period;
 			to[k] = ((const lc_u64 *)(steps + st))[k % words];
+		}
+		if (cached && moves.n != 0) {
+			__syncthreads();
+			for (lc_u64 k = tid; k < moves.n && k < LC_PLAN_MOVES; k += nth) {
+				const lc_u64 m = moves.v[k];
+				cache[m >> LC_PLAN_MOVE_SHIFT].value = m & ((1ull << LC_PLAN_MOVE_SHIFT) - 1);
+			}
 		}
 	}
 	__syncthreads();
@@ -261,6 +303,8 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
 	lc_u64 pre0 = 0, pre1 = 0;
 	// A line step the drain before it sent already (~0u: none).
 	lc_u32 sent_at = ~0u;
+	// Steps a reduce chain ran already (every thread alike).
+	lc_u32 skip = 0;
 	const lc_u32 nsteps = period;
 	lc_u64 r = rep0 + first / period;
 	lc_u32 i = first % period;
@@ -281,6 +325,10 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
 			__syncthreads();
 			dirty = false;
 			if (stop) return;
+		}
+		if (skip != 0) {
+			skip--;
+			continue;
 		}
 		{
 			const lc_plan_step &s = run ? runs[v] : table[i];
@@ -366,6 +414,8 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
 					lc_plan_release((lc_u64 *)s.aux, s.value, s.cmp & 1, gpu);
 				} else if (s.kind == LC_STEP_COPY) {
 					lc_copy_small((lc_u8 *)s.dst, (const lc_u8 *)s.src, s.n);
+				} else if (s.cmp & LC_SIG_COVERED) {
+					lc_plan_relaxed((lc_u64 *)s.dst, s.value + r * s.step, s.kind == LC_STEP_ADD, gpu);
 				} else {
 					lc_plan_release((lc_u64 *)s.dst, s.value + r * s.step, s.kind == LC_STEP_ADD, gpu);
 				}
@@ -389,11 +439,31 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
 			case LC_STEP_FILL_RAND:
 				for (lc_u64 k = tid; k < s.n; k += nth) d[k] = (lc_u8)(lc_rand_word(s.value, k / 8) >> (8 * (k % 8)));
 				break;
-			case LC_STEP_REDUCE:
+			case LC_STEP_REDUCE: {
 				// src may be a peer's window (NVLink): read as a get's
 				// copy reads it, after the barrier that follows the wait.
-				lc_reduce_any((lc_u32)(s.value & 0xff), (lc_u32)((s.value >> 8) & 0xff), d, (const lc_u8 *)s.src, s.n, tid, nth);
+				// count > 1: this step and the count - 1 after it reduce
+				// into the same dst (the host's compiler says so), run as
+				// one chain when every address is 16-byte aligned.
+				const lc_u32 type = (lc_u32)(s.value & 0xff), op = (lc_u32)((s.value >> 8) & 0xff);
+				const lc_u32 k = s.count;
+				bool chained = false;
+				if (k > 1 && k <= LC_CHAIN_MAX && v + k <= count && (run || i + k <= period) && ((s.dst | s.n) & 15) == 0) {
+					const lc_u8 *srcs[LC_CHAIN_MAX];
+					bool aligned = true;
+					for (lc_u32 j = 0; j < k; j++) {
+						srcs[j] = (const lc_u8 *)(run ? runs[v + j] : table[i + j]).src;
+						aligned = aligned && ((lc_u64)srcs[j] & 15) == 0;
+					}
+					if (aligned) {
+						lc_reduce_chain_any(type, op, d, srcs, (int)k, s.n / 16, tid, nth);
+						skip = k - 1;
+						chained = true;
+					}
+				}
+				if (!chained) lc_reduce_any(type, op, d, (const lc_u8 *)s.src, s.n, tid, nth);
 				break;
+			}
 			}
 			// Every thread's part is done before thread 0 signals.
 			__syncthreads();

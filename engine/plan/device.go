@@ -24,7 +24,16 @@ type device struct {
 	// k = 0 of the table, and k is how many replays ran on it since.
 	moving []moving
 	k      uint64
-	gpu    bool
+	// launchMoves: device mode passes the moving values with each launch
+	// (kernels.PlanSpec.Moves: a table of at most kernels.PlanCache steps
+	// with at most kernels.PlanMoves of them), so the table is never
+	// rewritten; moves is the slice each launch fills.
+	launchMoves bool
+	moves       []kernels.PlanMove
+	// stale: the table in device memory is not what steps say (a launch
+	// carried the moving values); a launch without them rewrites it.
+	stale bool
+	gpu   bool
 	// graph, in graph mode, is one replay captured (CapturePlan).
 	graph *gpu.CUDAGraph
 	// segs, in stream mode, are a replay's launches (SplitPlan).
@@ -102,6 +111,14 @@ func (p *Plan) useDevice(mode int) error {
 	if err := p.deviceSteps(d); err != nil {
 		return err
 	}
+	if mode == modeDevice {
+		moving := map[int]bool{}
+		for _, m := range d.moving {
+			moving[m.step] = true
+		}
+		coalesceReleases(d.steps, moving)
+		chainReduces(d.steps)
+	}
 	if len(d.steps) > 0 {
 		p.fillMoving(d)
 		dp, err := be.NewDevicePlan(d.steps, p.deviceFailure(d))
@@ -112,6 +129,7 @@ func (p *Plan) useDevice(mode int) error {
 		if mode == modeStream {
 			d.segs = gpu.SplitPlan(d.steps, StreamInline)
 		}
+		d.launchMoves = mode == modeDevice && len(d.steps) <= kernels.PlanCache && len(d.moving) <= kernels.PlanMoves
 		if mode == modeGraph {
 			g, err := s.CapturePlan(dp, d.steps, p.w.Options().Timeout, d.gpu, d.sm)
 			if err != nil {
@@ -539,9 +557,16 @@ func (p *Plan) fillMoving(d *device) bool {
 // the stream's earlier work finished.
 func (p *Plan) runDevice(times int) error {
 	d := p.dev
+	if d.dp != nil && d.launchMoves && p.movesNow(d) {
+		d.s.RunPlan(d.dp, 0, uint64(times), p.w.Options().Timeout, d.gpu, d.moves)
+		d.k = uint64(times)
+		p.ranDevice(d, times)
+		return nil
+	}
 	if d.dp != nil {
 		for _, m := range d.moving {
-			if d.steps[m.step].Value+d.k*m.per != p.want(m) {
+			if d.stale || d.steps[m.step].Value+d.k*m.per != p.want(m) {
+				d.stale = false
 				p.fillMoving(d)
 				if err := d.s.RewritePlan(d.dp, d.steps); err != nil {
 					return fmt.Errorf("replay %d: %w", p.replays+1, err)
@@ -555,10 +580,37 @@ func (p *Plan) runDevice(times int) error {
 		case d.segs != nil:
 			d.s.RunPlanSegments(d.dp, d.steps, d.segs, d.k, uint64(times), p.w.Options().Timeout, d.gpu, d.sm)
 		default:
-			d.s.RunPlan(d.dp, d.k, uint64(times), p.w.Options().Timeout, d.gpu)
+			d.s.RunPlan(d.dp, d.k, uint64(times), p.w.Options().Timeout, d.gpu, nil)
 		}
 		d.k += uint64(times)
 	}
+	p.ranDevice(d, times)
+	return nil
+}
+
+// movesNow fills d.moves with every moving step's value for the next
+// replay; false when one is too large to go with a launch.
+func (p *Plan) movesNow(d *device) bool {
+	d.moves = d.moves[:0]
+	for _, m := range d.moving {
+		v := p.want(m)
+		if v >= kernels.PlanMoveMax {
+			return false
+		}
+		d.moves = append(d.moves, kernels.PlanMove{Step: m.step, Value: v})
+	}
+	// steps keep the launch's values (a failed wait's replay is
+	// computed from them); the table in device memory keeps its own.
+	for _, m := range d.moves {
+		d.steps[m.Step].Value = m.Value
+	}
+	d.stale = true
+	return true
+}
+
+// ranDevice advances what times replays of the plan moved: the ledger's
+// rows, the window's barriers and the plan's replay count.
+func (p *Plan) ranDevice(d *device, times int) {
 	for row, dl := range p.delta {
 		p.led.Replayed[row] += dl * uint64(times)
 	}
@@ -569,7 +621,6 @@ func (p *Plan) runDevice(times int) error {
 		p.w.Raw().AdvancePairBarrier(key[0], key[1], u*uint64(times))
 	}
 	p.replays += times
-	return nil
 }
 
 // deviceFailure builds the error of a step's wait that did not succeed:

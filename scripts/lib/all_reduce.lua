@@ -162,16 +162,19 @@ function M.two_shot_pull(w, n, opts)
   w:flush()
 end
 
---- Auto: one_shot up to opts.one_shot_max bytes (default 4 KiB), two_shot
---- up to opts.two_shot_max; above, two_shot_pull where every peer is
---- mapped, else the ring. two_shot_max defaults to 0 where every peer is
---- host shared memory (two_shot_pull above 4 KiB: on the host it measured
---- 2-5 x faster than one_shot and two_shot from 8 KiB on 2 and 4 ranks,
---- one_shot the fastest at 1-4 KiB, docs/results/reductions.md) and to
---- 256 KiB elsewhere. Scratch: what the schedule of the size needs.
+--- Auto: one_shot up to opts.one_shot_max bytes, two_shot up to
+--- opts.two_shot_max; above, two_shot_pull where every peer is mapped,
+--- else the ring. Where every peer is host shared memory they default to
+--- 4 KiB and 0 (two_shot_pull above 4 KiB: on the host it measured 2-5 x
+--- faster than one_shot and two_shot from 8 KiB on 2 and 4 ranks, one_shot
+--- the fastest at 1-4 KiB, docs/results/reductions.md), elsewhere to
+--- 64 KiB and 256 KiB (on 2 and 4 GPUs, device-mode plans of one_shot
+--- took 0.5-0.8 x two_shot's time from 1 to 64 KiB). Scratch: what the
+--- schedule of the size needs.
 function M.auto(w, n, opts)
-  local two = opts and opts.two_shot_max or (rs.shared_all(w) and 0 or 262144)
-  if n <= (opts and opts.one_shot_max or 4096) then
+  local host = rs.shared_all(w)
+  local two = opts and opts.two_shot_max or (host and 0 or 262144)
+  if n <= (opts and opts.one_shot_max or (host and 4096 or 65536)) then
     return M.one_shot(w, n, opts)
   elseif n <= two then
     return M.two_shot(w, n, opts)

@@ -193,9 +193,11 @@ func (s *CUDAStream) drain() error {
 
 // RunPlan enqueues replays rep0 .. rep0+times-1 of p on s, in one launch
 // of the plan interpreter. gpuScope orders signals at GPU scope (every
-// peer the plan touches runs on this GPU). A failed wait ends the launch
-// and is reported by the next Sync, through p's fail.
-func (s *CUDAStream) RunPlan(p *DevicePlan, rep0, times uint64, timeout time.Duration, gpuScope bool) {
+// peer the plan touches runs on this GPU). moves, when not empty, set
+// moving values for replay rep0 in the kernel's copy of the table
+// (kernels.PlanSpec.Moves) instead of a rewrite. A failed wait ends the
+// launch and is reported by the next Sync, through p's fail.
+func (s *CUDAStream) RunPlan(p *DevicePlan, rep0, times uint64, timeout time.Duration, gpuScope bool, moves []kernels.PlanMove) {
 	if p.table == 0 {
 		s.Fail(errors.New("device plan: run after free"))
 		return
@@ -204,6 +206,8 @@ func (s *CUDAStream) RunPlan(p *DevicePlan, rep0, times uint64, timeout time.Dur
 	spec := s.planSpec(p, PlanSegment{From: 0, To: p.steps}, timeout, gpuScope)
 	spec.Count *= times
 	spec.Rep0 = rep0
+	// The launch may be held past the return: the caller may reuse moves.
+	spec.Moves = append([]kernels.PlanMove(nil), moves...)
 	s.enqueue(func() error {
 		if err := s.b.k.Plan(s.s, spec); err != nil {
 			return err
@@ -427,7 +431,7 @@ func (s *CUDAStream) CapturePlan(p *DevicePlan, steps []kernels.PlanStep, timeou
 // at once); the next Sync reports it through p's fail.
 func (s *CUDAStream) RunPlanSegments(p *DevicePlan, steps []kernels.PlanStep, segs []PlanSegment, rep0, times uint64, timeout time.Duration, gpuScope, sm bool) {
 	if len(segs) == 1 && !segs[0].Copy {
-		s.RunPlan(p, rep0, times, timeout, gpuScope)
+		s.RunPlan(p, rep0, times, timeout, gpuScope, nil)
 		return
 	}
 	if p.table == 0 {

@@ -46,7 +46,7 @@ func TestPlanRewriteInStreamOrder(t *testing.T) {
 		if err := dp.Rewrite(s, steps); err != nil {
 			t.Fatal(err)
 		}
-		s.RunPlan(dp, 0, 1, 5*time.Second, true)
+		s.RunPlan(dp, 0, 1, 5*time.Second, true, nil)
 	}
 	if err := s.Sync(context.Background()); err != nil {
 		t.Fatal(err)

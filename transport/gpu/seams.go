@@ -47,7 +47,7 @@ type GraphStream interface {
 // (cuda_plan.go): in one kernel a run, as launches, or as a graph.
 type PlanStream interface {
 	transport.Stream
-	RunPlan(p *DevicePlan, rep0, times uint64, timeout time.Duration, gpuScope bool)
+	RunPlan(p *DevicePlan, rep0, times uint64, timeout time.Duration, gpuScope bool, moves []kernels.PlanMove)
 	RunPlanSegments(p *DevicePlan, steps []kernels.PlanStep, segs []PlanSegment, rep0, times uint64, timeout time.Duration, gpuScope, sm bool)
 	CapturePlan(p *DevicePlan, steps []kernels.PlanStep, timeout time.Duration, gpuScope, sm bool) (*CUDAGraph, error)
 	LaunchPlan(p *DevicePlan, g *CUDAGraph, times int)

@@ -1,0 +1,88 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/kernels"
+)
+
+func stepsString(steps []kernels.PlanStep) string {
+	var b strings.Builder
+	for _, s := range steps {
+		name := map[kernels.StepKind]string{kernels.StepCopy: "copy", kernels.StepStore: "store", kernels.StepAdd: "add",
+			kernels.StepWait: "wait", kernels.StepReduce: "reduce"}[s.Kind]
+		fmt.Fprintf(&b, "%s%d", name, s.Op)
+		if s.Cmp&kernels.SigCovered != 0 {
+			b.WriteString("~")
+		}
+		b.WriteString(" ")
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// Puts with signals between two waits: the copies go first, then the
+// signals, the first a release and the others relaxed; waits, reductions
+// and moving steps keep their places, and a run without a copy is left
+// as it is.
+func TestCoalesceReleases(t *testing.T) {
+	c := func(op uint32) kernels.PlanStep { return kernels.PlanStep{Kind: kernels.StepCopy, Op: op, N: 1024} }
+	a := func(op uint32) kernels.PlanStep { return kernels.PlanStep{Kind: kernels.StepAdd, Op: op} }
+	st := func(op uint32) kernels.PlanStep { return kernels.PlanStep{Kind: kernels.StepStore, Op: op} }
+	w := func(op uint32) kernels.PlanStep { return kernels.PlanStep{Kind: kernels.StepWait, Op: op} }
+	r := func(op uint32) kernels.PlanStep { return kernels.PlanStep{Kind: kernels.StepReduce, Op: op} }
+	for _, tc := range []struct {
+		steps  []kernels.PlanStep
+		moving map[int]bool
+		want   string
+	}{
+		{[]kernels.PlanStep{c(0), a(0), c(1), a(1), c(2), a(2), w(3), w(4), r(5)}, nil,
+			"copy0 copy1 copy2 add0 add1~ add2~ wait3 wait4 reduce5"},
+		{[]kernels.PlanStep{w(0), a(1), c(2), st(2), a(2), w(3), c(4), a(4)}, nil,
+			"wait0 copy2 add1 store2~ add2~ wait3 copy4 add4"},
+		// A moving step (a barrier's store) ends a run where it is.
+		{[]kernels.PlanStep{c(0), a(0), st(1), c(2), a(2)}, map[int]bool{2: true},
+			"copy0 add0 store1 copy2 add2"},
+		{[]kernels.PlanStep{a(0), a(1), w(2)}, nil, "add0 add1 wait2"},
+	} {
+		steps := append([]kernels.PlanStep(nil), tc.steps...)
+		coalesceReleases(steps, tc.moving)
+		if got := stepsString(steps); got != tc.want {
+			t.Errorf("%s: got %s, want %s", stepsString(tc.steps), got, tc.want)
+		}
+	}
+}
+
+// Reductions into one destination, same type and operator, are marked as
+// a chain on their first step (at most chainMax); a different
+// destination, a source overlapping the destination, or another step
+// ends one.
+func TestChainReduces(t *testing.T) {
+	r := func(dst, src uint64) kernels.PlanStep {
+		return kernels.PlanStep{Kind: kernels.StepReduce, Dst: cuda.DevicePtr(dst), Src: cuda.DevicePtr(src), N: 64, Value: 1}
+	}
+	counts := func(steps []kernels.PlanStep) []uint32 {
+		var c []uint32
+		for _, s := range steps {
+			c = append(c, s.Count)
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		steps []kernels.PlanStep
+		want  []uint32
+	}{
+		{[]kernels.PlanStep{r(0, 1000), r(0, 2000), r(0, 3000), {Kind: kernels.StepWait}, r(0, 4000)}, []uint32{3, 0, 0, 0, 0}},
+		{[]kernels.PlanStep{r(0, 1000), r(500, 2000), r(500, 3000)}, []uint32{0, 2, 0}},
+		{[]kernels.PlanStep{r(0, 1000), r(0, 32)}, []uint32{0, 0}},
+		{append(make([]kernels.PlanStep, 0), r(0, 100), r(0, 200), r(0, 300), r(0, 400), r(0, 500), r(0, 600), r(0, 700), r(0, 800), r(0, 900), r(0, 1000)),
+			[]uint32{8, 0, 0, 0, 0, 0, 0, 0, 2, 0}},
+	} {
+		chainReduces(tc.steps)
+		if got := counts(tc.steps); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("counts %v, want %v", got, tc.want)
+		}
+	}
+}
