@@ -236,8 +236,9 @@ func scratchNeed(fn string, N, esz uint64) func(maxIn uint64) uint64 {
 		case "ring":
 			return 2 * max(chunk, maxIn/N)
 		case "auto": // the small schedules up to their limits (scripts/lib), the ring above
+			// one_shot's limit is 64 KiB off the host (4 KiB there).
 			small := min(maxIn, 256<<10)
-			return max((2*N+1)*min(maxIn, 4<<10), (2*N+1)*small/N+(2*N+1)*esz, 2*max(chunk, maxIn/N))
+			return max((2*N+1)*min(maxIn, 64<<10), (2*N+1)*small/N+(2*N+1)*esz, 2*max(chunk, maxIn/N))
 		case "two_shot_pull", "direct":
 			return 0
 		}

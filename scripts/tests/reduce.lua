@@ -109,7 +109,7 @@ end
 local shm, mapped = rs.shared_all(w), rs.mapped_all(w)
 local want = {
   ["reduce_scatter"] = size * n <= (shm and 8192 or 262144) and "push" or (mapped and "direct" or "ring"),
-  ["all_reduce"] = n * size <= 4096 and "one_shot" or (not shm and n * size <= 262144 and "two_shot")
+  ["all_reduce"] = n * size <= (shm and 4096 or 65536) and "one_shot" or (not shm and n * size <= 262144 and "two_shot")
     or (mapped and "two_shot_pull" or "ring"),
 }
 for coll, alg in pairs(want) do
