@@ -3,6 +3,9 @@ package bench
 import (
 	"encoding/binary"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/luacoll/luacoll/kernels"
 	"github.com/luacoll/luacoll/transport"
@@ -49,9 +52,35 @@ func putElem(p []byte, t transport.DType, op transport.RedOp, w uint64) {
 // redInput fills p with rank r's elements first, first+1, ... of the run.
 func redInput(p []byte, t transport.DType, op transport.RedOp, seed uint64, r int, first uint64) {
 	sz := t.Size()
-	for k := uint64(0); k*sz < uint64(len(p)); k++ {
-		putElem(p[k*sz:], t, op, redWord(seed, r, first+k))
+	inParts(uint64(len(p))/sz, func(from, to uint64) {
+		for k := from; k < to; k++ {
+			putElem(p[k*sz:], t, op, redWord(seed, r, first+k))
+		}
+	})
+}
+
+// redPart is the fewest elements a goroutine of inParts takes.
+const redPart = 1 << 20
+
+// inParts calls f over [0, n) in parts of at least redPart elements, on
+// as many goroutines as the process may run at once (the host side of a
+// large size: filling and checking 1 GiB a rank took minutes on one).
+func inParts(n uint64, f func(from, to uint64)) {
+	parts := min(uint64(runtime.GOMAXPROCS(0)), n/redPart)
+	if parts <= 1 {
+		f(0, n)
+		return
 	}
+	var wg sync.WaitGroup
+	for i := range parts {
+		from, to := n*i/parts, n*(i+1)/parts
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(from, to)
+		}()
+	}
+	wg.Wait()
 }
 
 // floatOf reads an element of a float type as a float64 (exactly).
@@ -80,11 +109,20 @@ func redTolerance(t transport.DType, ranks int) float64 {
 // redTolerance of the sum of magnitudes (or the product's). It returns
 // how many elements are wrong.
 func redWrong(got []byte, t transport.DType, op transport.RedOp, seed uint64, ranks int, first uint64) int {
+	var wrong atomic.Int64
+	inParts(uint64(len(got))/t.Size(), func(from, to uint64) {
+		wrong.Add(int64(redWrongRange(got, t, op, seed, ranks, first, from, to)))
+	})
+	return int(wrong.Load())
+}
+
+// redWrongRange is redWrong over elements [from, to) of got.
+func redWrongRange(got []byte, t transport.DType, op transport.RedOp, seed uint64, ranks int, first, from, to uint64) int {
 	sz := t.Size()
 	var e, a [8]byte
 	wrong := 0
 	tol := redTolerance(t, ranks)
-	for k := uint64(0); (k+1)*sz <= uint64(len(got)); k++ {
+	for k := from; k < to; k++ {
 		g := got[k*sz : (k+1)*sz]
 		if !t.Float() {
 			acc := a[:sz]

@@ -33,3 +33,32 @@ func TestRedWrong(t *testing.T) {
 		}
 	}
 }
+
+// Sizes of several parts (inParts' goroutines) fill and check as one:
+// the parts meet without a gap, and a wrong element in each part counts.
+func TestRedWrongParts(t *testing.T) {
+	const ranks, seed = 2, 7
+	count := uint64(3*redPart + 5)
+	dt, op := kernels.F32, kernels.Sum
+	n := count * dt.Size()
+	acc, in := make([]byte, n), make([]byte, n)
+	redInput(acc, dt, op, seed, 0, 0)
+	redInput(in, dt, op, seed, 1, 0)
+	for k := uint64(0); k < count; k += count / 7 {
+		one := make([]byte, dt.Size())
+		redInput(one, dt, op, seed, 1, k)
+		if string(one) != string(in[k*dt.Size():(k+1)*dt.Size()]) {
+			t.Fatalf("element %d filled in parts differs from the one filled alone", k)
+		}
+	}
+	kernels.ReduceBytes(acc, in, dt, op)
+	if w := redWrong(acc, dt, op, seed, ranks, 0); w != 0 {
+		t.Fatalf("%d wrong in a right reduction", w)
+	}
+	for _, k := range []uint64{0, redPart, 2*redPart + 1, count - 1} {
+		acc[k*dt.Size()+3] ^= 0x40
+	}
+	if w := redWrong(acc, dt, op, seed, ranks, 0); w != 4 {
+		t.Fatalf("4 changed elements count %d", w)
+	}
+}
