@@ -1,7 +1,8 @@
 -- What luacoll calibrate measures, as plans replayed in each mode (the
 -- costs p:estimate predicts with are those of replays): the replay of a
 -- plan that only flushes (a replay's fixed cost), of ops 8-byte puts to
--- the rank itself (the slope: what one op costs beyond its bytes), and,
+-- the rank itself (the slope: what one op costs beyond its bytes), of ops
+-- flushes (what a flush with nothing in flight costs), and,
 -- between ranks 0 and 1, an 8-byte put_signal -> wait ping-pong of hops
 -- round trips, puts of each size from both ranks at once (as in a
 -- collective) and to the rank itself, each then flushed, and bars window
@@ -10,7 +11,14 @@
 -- modes and sizes are comma-separated. Each time is the median of rounds
 -- timings of replays replays back to back. Returns the times of one
 -- replay in nanoseconds as lines "mode what count ns" (what: empty 1,
--- ops K, hop K, put BYTES, self BYTES, barrier K).
+-- ops K, flushes K, hop K, put BYTES, self BYTES, barrier K).
+--   luacoll run -n 4 bench/calibrate.lua host - [replays] [rounds] switch CPUS
+-- is for ranks that outnumber the CPUS processors they share (the i-th
+-- rank on processor i mod CPUS; ranks a multiple of 2 x CPUS), all ranks
+-- at once, K steps of an 8-byte put_signal, then a wait for a signal:
+-- "host same K ns", each rank with a partner on its own processor (every
+-- step passes the processor to the partner), and "host ring K ns", to the
+-- next rank from the one before, as a ring all-gather's steps.
 local lc = require("luacoll")
 local modes, sizes = {}, {}
 for m in (arg[1] or "host"):gmatch("[%a]+") do modes[#modes + 1] = m end
@@ -48,6 +56,29 @@ local function per(mode, body, times)
   return got[math.floor((rounds + 1) / 2)]
 end
 
+-- steps is the plan of k steps: put_signal to rank to, then wait for
+-- the signal from rank from.
+local function steps(to, from, k)
+  return function(w, src)
+    for i = 1, k do
+      w:put_signal(to, 0, src, 0, 8, 0, 1, "add")
+      w:wait_signal_from(from, 0, ">=", i)
+    end
+    w:flush()
+  end
+end
+
+if arg[5] == "switch" then
+  local cpus, k = tonumber(arg[6]), 50 -- switchSteps in cmd_calibrate.go
+  assert(cpus and cpus >= 2 and lc.size % (2 * cpus) == 0,
+    ("calibrate switch: %d ranks on %s CPUs: want 2 CPUs or more and ranks a multiple of twice the CPUs"):format(lc.size, tostring(arg[6])))
+  local same = me % (2 * cpus) < cpus and me + cpus or me - cpus
+  local right, left = (me + 1) % lc.size, (me - 1 + lc.size) % lc.size
+  out[1] = ("host same %d %.3f"):format(k, per("host", steps(same, same, k), replays))
+  out[2] = ("host ring %d %.3f"):format(k, per("host", steps(right, left, k), replays))
+  return table.concat(out, "\n")
+end
+
 local hops, ops, bars = 50, 64, 20
 for _, mode in ipairs(modes) do
   local empty = per(mode, function(w) w:flush() end, replays)
@@ -57,6 +88,10 @@ for _, mode in ipairs(modes) do
     w:flush()
   end, replays)
   out[#out + 1] = ("%s ops %d %.3f"):format(mode, ops, many)
+  local flushes = per(mode, function(w)
+    for _ = 1, ops do w:flush() end
+  end, replays)
+  out[#out + 1] = ("%s flushes %d %.3f"):format(mode, ops, flushes)
   local hop = per(mode, function(w, src)
     if me > 1 then w:flush() return end -- the other ranks look on
     for k = 1, hops do

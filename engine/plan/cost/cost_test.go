@@ -334,29 +334,3 @@ func TestOpCostBarrier(t *testing.T) {
 		t.Errorf("path %+v: want rank 1's fill, a barrier costing the op cost and its own, the flush", res.Path)
 	}
 }
-
-// Ranks that outnumber their host's processors share them: every op of a
-// ring of 4 ranks on 2 CPUs takes twice its time, so the replay does; 4
-// ranks in 2 hosts of 2 on 2 CPUs each, or on 4 CPUs, are not stretched.
-func TestCPUsStretch(t *testing.T) {
-	const ranks, n = 4, 1 << 16
-	m := withOp(testModel(300), 150, 900)
-	est := func(cpus int, class func(a, b int) transport.PeerKind) *Result {
-		t.Helper()
-		res, err := Estimate(m, Input{Lists: ringLists(ranks, n), Mode: "host", CPUs: cpus, Class: class})
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkPath(t, res)
-		return res
-	}
-	one := est(0, nil)
-	near(t, "4 ranks on 2 CPUs", est(2, nil).Time, 2*one.Time, 1e-9)
-	near(t, "4 ranks on 4 CPUs", est(4, nil).Time, one.Time, 1e-9)
-	nodes := layout(2, transport.KindSHM)
-	near(t, "2 hosts of 2 ranks on 2 CPUs each", est(2, nodes).Time, est(0, nodes).Time, 1e-9)
-	near(t, "2 hosts of 2 ranks on 1 CPU each", est(1, nodes).Time, 2*est(0, nodes).Time, 1e-9)
-	if _, err := Estimate(m, Input{Lists: ringLists(ranks, n), Mode: "host", CPUs: -1}); err == nil || !strings.Contains(err.Error(), "-1 CPUs") {
-		t.Errorf("CPUs -1: error %v, want one naming it", err)
-	}
-}

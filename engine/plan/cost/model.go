@@ -78,14 +78,28 @@ func (c Cost) check() error {
 // (the self class's; Beta unused) is the fixed time of one replay on a
 // rank, paid before its first op. Both are zero in models calibrated
 // before they were measured.
+//
+// Flush (the self class's; Beta unused), where measured, is what a flush
+// or fence costs a host replay whose ops ran as they were issued (nothing
+// is left in flight): in place of its op cost and Wait. Nil: they cost
+// their op cost and Wait, as in models calibrated before it was measured.
+//
+// Switch (the self class's; Beta unused) is what it costs a processor to
+// pass from one rank to another when the ranks of a host outnumber its
+// CPUs and take turns on them (cpus.go): a blocked rank's yield and the
+// other rank's return to its loop. It is measured with as many ranks as
+// the model is used with (luacoll calibrate -n 4 on 2 CPUs); unused when
+// every rank has a CPU, zero where not measured.
 type Params struct {
-	Put     Cost `json:"put"`
-	Signal  Cost `json:"signal"`
-	Wait    Cost `json:"wait"`
-	Copy    Cost `json:"copy"`
-	Barrier Cost `json:"barrier"`
-	Op      Cost `json:"op,omitzero"`
-	Replay  Cost `json:"replay,omitzero"`
+	Put     Cost  `json:"put"`
+	Signal  Cost  `json:"signal"`
+	Wait    Cost  `json:"wait"`
+	Copy    Cost  `json:"copy"`
+	Barrier Cost  `json:"barrier"`
+	Op      Cost  `json:"op,omitzero"`
+	Replay  Cost  `json:"replay,omitzero"`
+	Flush   *Cost `json:"flush,omitempty"`
+	Switch  Cost  `json:"switch,omitzero"`
 }
 
 // Model is a calibrated machine: where it was measured and, per replay
@@ -152,7 +166,11 @@ func (m *Model) Check() error {
 			if _, err := transport.ParseKind(name); err != nil {
 				return fmt.Errorf("model: mode %q: %w", mode, err)
 			}
-			for op, c := range map[string]Cost{"put": p.Put, "signal": p.Signal, "wait": p.Wait, "copy": p.Copy, "barrier": p.Barrier, "op": p.Op, "replay": p.Replay} {
+			costs := map[string]Cost{"put": p.Put, "signal": p.Signal, "wait": p.Wait, "copy": p.Copy, "barrier": p.Barrier, "op": p.Op, "replay": p.Replay, "switch": p.Switch}
+			if p.Flush != nil {
+				costs["flush"] = *p.Flush
+			}
+			for op, c := range costs {
 				if err := c.check(); err != nil {
 					return fmt.Errorf("model: mode %q, class %q, %s: %w", mode, name, op, err)
 				}
