@@ -29,12 +29,15 @@ const calibrateUsage = `luacoll calibrate [-n 2] [--device host|cuda] [--nodes 2
   between ranks 0 and 1 and the class between them (shm on one host, nvl
   between GPUs, net with --nodes 2): puts of sizes -b..-e (x4) from both
   ranks at once, as in a collective (put: the times per size, a start cost,
-  a per-byte cost past the largest) and to the rank itself (self and copy),
+  a per-byte cost past the largest; up to 16 of a size in a plan, so that
+  small ones stand out of the replay's own time) and to the rank itself
+  (self and copy),
   an 8-byte put_signal -> wait ping-pong (what a hop costs beyond the put:
   half to the signal, half to the wait) and the window barrier; and a
   replay's own costs: a plan that only flushes (the fixed cost of a replay)
   and one of 64 8-byte puts to the rank itself (the op cost: what every op
-  costs before what it does), which the other times are taken net of.
+  costs before what it does), which the other times are taken net of, and
+  one of 64 flushes (what a flush with nothing in flight costs instead).
   Each time is the median of --rounds timings of --iters replays. Writes the
   model (JSON) with the machine it came from to FILE; when FILE holds a
   model of the same backend the measured classes are merged into it, so a
@@ -215,9 +218,9 @@ func parseCalibration(s string) (map[string]calTimes, error) {
 // that only flushes (empty) is the replay's fixed cost, the slope over
 // ops 8-byte puts to the rank itself the op cost every op pays, and the
 // slope over flushes (when measured) what a flush with nothing in flight
-// costs instead. What each
-// op costs beyond those: puts and copies fitted per size, a hop beyond its
-// two ops and an 8-byte put split between the signal and the wait, a
+// costs instead. What each op costs beyond those: puts and copies fitted
+// per size, a hop beyond the put_signal's op and 8-byte put (the wait's
+// op is hidden while it blocks) split between the signal and the wait, a
 // barrier beyond its op.
 func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string]cost.Params, string, error) {
 	one := func(what string) (uint64, float64, error) {
@@ -273,7 +276,10 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 	hop := max(hopT-empty, 0) / float64(2*hops)
 	bar := max(barT-empty, 0)/float64(bars) - op
 	a, l := put.Of(8)
-	rest := max(hop-2*op-a-l, 0)
+	// A hop of the ping-pong is the sender's put_signal (its op cost, an
+	// 8-byte put, the signal) and the receiver's wait going on; that wait
+	// paid its op cost while it was blocked, before the signal came.
+	rest := max(hop-op-a-l, 0)
 	sig, wait := cost.Cost{AlphaNs: rest / 2}, cost.Cost{AlphaNs: rest / 2}
 	barrier := cost.Cost{AlphaNs: max(bar, 0)}
 	opc := cost.Cost{AlphaNs: op}

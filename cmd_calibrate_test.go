@@ -143,7 +143,7 @@ func TestCalParamsNetOfReplayAndOps(t *testing.T) {
 	times := map[string]map[uint64]float64{
 		"empty":   {1: empty},
 		"ops":     {64: empty + 63*op},
-		"hop":     {50: empty + 2*50*(2*op+100)},
+		"hop":     {50: empty + 2*50*(op+100)}, // a blocked wait's op cost is hidden
 		"put":     {4096: empty + op + 1000, 16384: empty + op + 4000},
 		"self":    {4096: empty + op + 500, 16384: empty + op + 2000},
 		"barrier": {20: empty + 20*(op+300)},
