@@ -283,13 +283,9 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 	sig, wait := cost.Cost{AlphaNs: rest / 2}, cost.Cost{AlphaNs: rest / 2}
 	barrier := cost.Cost{AlphaNs: max(bar, 0)}
 	opc := cost.Cost{AlphaNs: op}
-	moved, err := calMoved(t, sizes, empty, op, sig.AlphaNs+wait.AlphaNs, put, self)
-	if err != nil {
-		return nil, "", err
-	}
 	params := map[string]cost.Params{
 		class.String(): {Put: put, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc},
-		"self":         {Put: self, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc, Replay: cost.Cost{AlphaNs: replay}, Flush: flush, Moved: moved},
+		"self":         {Put: self, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc, Replay: cost.Cost{AlphaNs: replay}, Flush: flush},
 	}
 	if class == transport.KindNet {
 		// Logical nodes split the CPUs: a copy measured in one is no
@@ -300,29 +296,6 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 	note := fmt.Sprintf("replay %.2f us, op %.0f ns, 8-byte hop %.2f us, put of %d B %.1f us, barrier %.2f us",
 		replay/1e3, op, hop/1e3, last, beyond(t["put"][last], 1)/1e3, bar/1e3)
 	return params, note, nil
-}
-
-// calMoved is what a copy costs beyond its own for bytes another rank
-// wrote, per size, from the moved plans (none measured: zero): each is the
-// replay, a put_signal (an op, the put, the signal), a wait (an op and the
-// wait; the peer signalled at the same time) and a copy of what came (an
-// op and the copy), so the rest of its time is what moving the bytes
-// between processors adds.
-func calMoved(t calTimes, sizes []uint64, empty, op, hop float64, put, self cost.Cost) (cost.Cost, error) {
-	if len(t["moved"]) == 0 {
-		return cost.Cost{}, nil
-	}
-	ts := make([]float64, len(sizes))
-	for i, n := range sizes {
-		v, ok := t["moved"][n]
-		if !ok {
-			return cost.Cost{}, fmt.Errorf("no moved time at %d bytes", n)
-		}
-		pa, pl := put.Of(n)
-		sa, sl := self.Of(n)
-		ts[i] = max(v-empty-3*op-hop-pa-pl-sa-sl, 1) * 1e-9
-	}
-	return cost.Fit(sizes, ts)
 }
 
 // machineName says where a model was measured: host, CPUs, and GPUs.
