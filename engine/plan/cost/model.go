@@ -45,6 +45,11 @@ func (c Cost) Of(n uint64) (start, link float64) {
 	return start, t - start
 }
 
+// zero reports whether c costs nothing (a cost not measured).
+func (c Cost) zero() bool {
+	return c.AlphaNs == 0 && c.BetaNs == 0 && len(c.TimesNs) == 0
+}
+
 func (c Cost) check() error {
 	for _, v := range append([]float64{c.AlphaNs, c.BetaNs}, c.TimesNs...) {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
