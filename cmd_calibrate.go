@@ -283,9 +283,13 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 	sig, wait := cost.Cost{AlphaNs: rest / 2}, cost.Cost{AlphaNs: rest / 2}
 	barrier := cost.Cost{AlphaNs: max(bar, 0)}
 	opc := cost.Cost{AlphaNs: op}
+	moved, err := calMoved(t, sizes)
+	if err != nil {
+		return nil, "", err
+	}
 	params := map[string]cost.Params{
 		class.String(): {Put: put, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc},
-		"self":         {Put: self, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc, Replay: cost.Cost{AlphaNs: replay}, Flush: flush},
+		"self":         {Put: self, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc, Replay: cost.Cost{AlphaNs: replay}, Flush: flush, Moved: moved},
 	}
 	if class == transport.KindNet {
 		// Logical nodes split the CPUs: a copy measured in one is no
@@ -296,6 +300,29 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 	note := fmt.Sprintf("replay %.2f us, op %.0f ns, 8-byte hop %.2f us, put of %d B %.1f us, barrier %.2f us",
 		replay/1e3, op, hop/1e3, last, beyond(t["put"][last], 1)/1e3, bar/1e3)
 	return params, note, nil
+}
+
+// calMoved is what a copy costs beyond its own for bytes another rank
+// wrote, per size, from the moved and own plans (none measured: zero):
+// both make the same exchanges (a put_signal, a wait for the other rank's,
+// a copy), the copy reading what the other rank wrote in one and the
+// rank's own buffer in the other, so their difference is what moving the
+// bytes between processors adds (the waits' skew and the memory bus's
+// load are in both).
+func calMoved(t calTimes, sizes []uint64) (cost.Cost, error) {
+	if len(t["moved"]) == 0 {
+		return cost.Cost{}, nil
+	}
+	ts := make([]float64, len(sizes))
+	for i, n := range sizes {
+		moved, ok1 := t["moved"][n]
+		own, ok2 := t["own"][n]
+		if !ok1 || !ok2 {
+			return cost.Cost{}, fmt.Errorf("no moved and own times at %d bytes", n)
+		}
+		ts[i] = max(moved-own, 1) * 1e-9
+	}
+	return cost.Fit(sizes, ts)
 }
 
 // machineName says where a model was measured: host, CPUs, and GPUs.

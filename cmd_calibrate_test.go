@@ -171,8 +171,18 @@ func TestCalParamsNetOfReplayAndOps(t *testing.T) {
 	if !strings.Contains(note, "op 40 ns") {
 		t.Errorf("note %q: want the op cost", note)
 	}
-	if self.Flush != nil {
-		t.Errorf("no flushes measured, flush %+v: want none", *self.Flush)
+	if self.Flush != nil || !self.Moved.Equal(cost.Cost{}) {
+		t.Errorf("no flushes or moved plans measured, flush %+v, moved %+v: want none", self.Flush, self.Moved)
+	}
+	// The moved plans take 700 or 2,800 ns more than the same exchanges
+	// copying the rank's own bytes.
+	times["moved"] = map[uint64]float64{4096: 5000 + 700, 16384: 9000 + 2800}
+	times["own"] = map[uint64]float64{4096: 5000, 16384: 9000}
+	if params, _, err = calParams(times, transport.KindSHM, sizes); err != nil {
+		t.Fatal(err)
+	}
+	if a, l := params["self"].Moved.Of(4096); math.Abs(a+l-700) > 1e-6 {
+		t.Errorf("moved 4 KiB: %v ns, want 700", a+l)
 	}
 	// 64 flushes with nothing in flight, 5 ns each: the empty plan is the
 	// replay and one of them.

@@ -6,13 +6,17 @@
 -- between ranks 0 and 1, an 8-byte put_signal -> wait ping-pong of hops
 -- round trips, puts of each size from both ranks at once (as in a
 -- collective) and to the rank itself (up to 16 of a size a plan), then
--- flushed, and bars window
--- barriers over every rank.
+-- flushed; per size too exchanges (moved: each rank puts and signals,
+-- waits for the other's bytes and copies them to another place of its
+-- window, so the copy reads what the other rank's processor wrote; own:
+-- the same, the copy from the rank's own buffer); and
+-- bars window barriers over every rank.
 --   luacoll run -n 2 bench/calibrate.lua [modes] [sizes] [replays] [rounds]
 -- modes and sizes are comma-separated. Each time is the median of rounds
 -- timings of replays replays back to back. Returns the times of one
 -- replay in nanoseconds as lines "mode what count ns" (what: empty 1,
--- ops K, flushes K, hop K, put BYTES, self BYTES, barrier K).
+-- ops K, flushes K, hop K, put BYTES, self BYTES, moved BYTES, own BYTES,
+-- barrier K).
 --   luacoll run -n 4 bench/calibrate.lua host - [replays] [rounds] switch CPUS
 -- is for ranks that outnumber the CPUS processors they share (the i-th
 -- rank on processor i mod CPUS; ranks a multiple of 2 x CPUS), all ranks
@@ -81,6 +85,7 @@ if arg[5] == "switch" then
 end
 
 local hops, ops, bars = 50, 64, 20
+local xsig = 0 -- signals the moved plans' bodies counted on slot 1
 for _, mode in ipairs(modes) do
   local empty = per(mode, function(w) w:flush() end, replays)
   out[#out + 1] = ("%s empty 1 %.3f"):format(mode, empty)
@@ -122,8 +127,33 @@ for _, mode in ipairs(modes) do
       for _ = 1, k do w:put(me, (me % 2) * most, src, 0, n) end
       w:flush()
     end, replays)
+    -- The bytes a peer wrote, copied into place, as a collective's ranks
+    -- do: k times (as the puts above), each rank puts n bytes into the
+    -- other's window and signals, waits for the other's, and copies what
+    -- came to another place (moved); the same with the copy from its own
+    -- buffer instead (own). Both have the same ops and the same waits
+    -- for the other rank: the difference is what reading bytes another
+    -- processor wrote adds. Lines give one exchange's time, as above.
+    local function exchange(from, from_off)
+      local first = xsig + 1
+      xsig = xsig + k
+      return function(w, src)
+        if me <= 1 then
+          for i = 0, k - 1 do
+            w:put_signal(peer, me * most, src, 0, n, 1, 1, "add")
+            w:wait_signal_from(peer, 1, ">=", first + i)
+            w:put(me, me * most, from == "w" and w or src, from_off, n)
+          end
+        end
+        w:flush()
+      end
+    end
+    local moved = per(mode, exchange("w", peer * most), replays)
+    local own = per(mode, exchange("src", 0), replays)
     out[#out + 1] = ("%s put %d %.3f"):format(mode, n, empty + (put - empty) / k)
     out[#out + 1] = ("%s self %d %.3f"):format(mode, n, empty + (self - empty) / k)
+    out[#out + 1] = ("%s moved %d %.3f"):format(mode, n, empty + (moved - empty) / k)
+    out[#out + 1] = ("%s own %d %.3f"):format(mode, n, empty + (own - empty) / k)
   end
   local bar = per(mode, function(w)
     for _ = 1, bars do w:barrier(0) end

@@ -50,6 +50,24 @@ func (c Cost) zero() bool {
 	return c.AlphaNs == 0 && c.BetaNs == 0 && len(c.TimesNs) == 0
 }
 
+// Equal reports whether c and d are the same cost.
+func (c Cost) Equal(d Cost) bool {
+	if c.AlphaNs != d.AlphaNs || c.BetaNs != d.BetaNs || len(c.Sizes) != len(d.Sizes) || len(c.TimesNs) != len(d.TimesNs) {
+		return false
+	}
+	for i := range c.Sizes {
+		if c.Sizes[i] != d.Sizes[i] {
+			return false
+		}
+	}
+	for i := range c.TimesNs {
+		if c.TimesNs[i] != d.TimesNs[i] {
+			return false
+		}
+	}
+	return true
+}
+
 func (c Cost) check() error {
 	for _, v := range append([]float64{c.AlphaNs, c.BetaNs}, c.TimesNs...) {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
@@ -89,6 +107,11 @@ func (c Cost) check() error {
 // is left in flight): in place of its op cost and Wait. Nil: they cost
 // their op cost and Wait, as in models calibrated before it was measured.
 //
+// Moved (the self class's), where measured, is what a put or copy costs
+// beyond its own for n bytes it reads that another rank wrote (their
+// lines come from that rank's processor; the other costs were measured
+// with bytes the rank itself wrote): per size, as a put's (moved.go).
+//
 // Switch (the self class's; Beta unused) is what it costs a processor to
 // pass from one rank to another when the ranks of a host outnumber its
 // CPUs and take turns on them (cpus.go): a blocked rank's yield and the
@@ -104,6 +127,7 @@ type Params struct {
 	Op      Cost  `json:"op,omitzero"`
 	Replay  Cost  `json:"replay,omitzero"`
 	Flush   *Cost `json:"flush,omitempty"`
+	Moved   Cost  `json:"moved,omitzero"`
 	Switch  Cost  `json:"switch,omitzero"`
 }
 
@@ -171,7 +195,7 @@ func (m *Model) Check() error {
 			if _, err := transport.ParseKind(name); err != nil {
 				return fmt.Errorf("model: mode %q: %w", mode, err)
 			}
-			costs := map[string]Cost{"put": p.Put, "signal": p.Signal, "wait": p.Wait, "copy": p.Copy, "barrier": p.Barrier, "op": p.Op, "replay": p.Replay, "switch": p.Switch}
+			costs := map[string]Cost{"put": p.Put, "signal": p.Signal, "wait": p.Wait, "copy": p.Copy, "barrier": p.Barrier, "op": p.Op, "replay": p.Replay, "switch": p.Switch, "moved": p.Moved}
 			if p.Flush != nil {
 				costs["flush"] = *p.Flush
 			}

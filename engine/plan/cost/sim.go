@@ -31,6 +31,8 @@ type rankState struct {
 	issuing bool
 	from    float64
 	rows    map[int]uint64
+	// foreign are the bytes of the rank's window another rank wrote last.
+	foreign spans
 	// cpu is the processor the rank shares with others of its host (-1:
 	// one of its own); hasCPU whether it runs on it now; wantFrom when
 	// its current op began to wait for it (-1: it did not); res what it
@@ -172,11 +174,14 @@ type sim struct {
 	// from a rank to another costs.
 	cpus     []cpu
 	switchNs float64
+	// trackMoved: the model has a Moved cost, and ranks keep which bytes
+	// of their window another rank wrote (moved.go).
+	trackMoved bool
 }
 
 func newSim(lists []plan.List, tab [4]Params, class func(from, to int) transport.PeerKind, cpus int) *sim {
 	s := &sim{ranks: make([]rankState, len(lists)), tab: tab, class: class, bars: map[int]*barWait{}, pairs: map[pairKey]pairWait{},
-		switchNs: tab[transport.KindSelf].Switch.AlphaNs}
+		switchNs: tab[transport.KindSelf].Switch.AlphaNs, trackMoved: !tab[transport.KindSelf].Moved.zero()}
 	place := placeCPUs(len(lists), class, cpus)
 	for r, l := range lists {
 		n := len(l.Ops)
@@ -370,6 +375,7 @@ func (s *sim) step(r int, t float64) {
 		p := s.tab[s.class(r, o.Peer)]
 		a, l := p.Put.Of(o.N)
 		a += op
+		l += s.moved(r, o)
 		if o.Kind.HasSignal() {
 			a += p.Signal.AlphaNs
 		}
@@ -426,6 +432,7 @@ func (s *sim) step(r int, t float64) {
 		rk.add(rk.shape.CtrRow(o.Peer, o.Ctr), 0, true)
 		s.finish(r, t, self.Wait.AlphaNs+op, 0, s.prev(r))
 	case o.Kind == plan.Fill:
+		s.filled(r, o.Buf)
 		a, l := self.Copy.Of(rk.shape.Buffers[o.Buf])
 		s.finish(r, t, a+op, l, s.prev(r))
 	case o.Kind == plan.Barrier:
