@@ -37,8 +37,8 @@ const calibrateUsage = `luacoll calibrate [-n 2] [--device host|cuda] [--nodes 2
   replay's own costs: a plan that only flushes (the fixed cost of a replay)
   and one of 64 8-byte puts to the rank itself (the op cost: what every op
   costs before what it does), which the other times are taken net of, and
-  one of 64 flushes (what a flush with nothing in flight costs instead).
-  Per size too, two exchanges alike (each rank puts and signals, waits for
+  on the host one of 64 flushes (what a flush with nothing in flight costs
+  instead). Per size too, on the host, two exchanges alike (each rank puts and signals, waits for
   the other's, and copies): the copy reading the bytes the other rank wrote
   in one, its own buffer in the other; their difference is the moved cost,
   what reading bytes another rank's processor wrote adds to a put or copy.
