@@ -29,16 +29,31 @@ const calibrateUsage = `luacoll calibrate [-n 2] [--device host|cuda] [--nodes 2
   between ranks 0 and 1 and the class between them (shm on one host, nvl
   between GPUs, net with --nodes 2): puts of sizes -b..-e (x4) from both
   ranks at once, as in a collective (put: the times per size, a start cost,
-  a per-byte cost past the largest) and to the rank itself (self and copy),
+  a per-byte cost past the largest; up to 16 of a size in a plan, so that
+  small ones stand out of the replay's own time) and to the rank itself
+  (self and copy),
   an 8-byte put_signal -> wait ping-pong (what a hop costs beyond the put:
   half to the signal, half to the wait) and the window barrier; and a
   replay's own costs: a plan that only flushes (the fixed cost of a replay)
   and one of 64 8-byte puts to the rank itself (the op cost: what every op
-  costs before what it does), which the other times are taken net of.
+  costs before what it does), which the other times are taken net of, and
+  on the host one of 64 flushes (what a flush with nothing in flight costs
+  instead). Per size too, on the host, two exchanges alike (each rank puts and signals, waits for
+  the other's, and copies): the copy reading the bytes the other rank wrote
+  in one, its own buffer in the other; their difference is the moved cost,
+  what reading bytes another rank's processor wrote adds to a put or copy.
   Each time is the median of --rounds timings of --iters replays. Writes the
   model (JSON) with the machine it came from to FILE; when FILE holds a
   model of the same backend the measured classes are merged into it, so a
-  second run with --nodes 2 adds net.`
+  second run with --nodes 2 adds net.
+
+  With more ranks than the machine has CPUs (host backend, -n 4 on 2 CPUs,
+  ranks a multiple of twice the CPUs) it measures only the switch cost, the
+  time a CPU takes to pass from one rank to another: every rank exchanges
+  8-byte signals with a partner on its own CPU, then with one on another
+  CPU, all pairs at once; the first pays two passes a step, the second
+  none. It goes into the self class of the model FILE already holds (made
+  first with a CPU per rank).`
 
 type calFlags struct {
 	rank       rankFlags
@@ -85,7 +100,15 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 	}
 	job := launchJob{prog: "calibrate", defaultN: 2, args: append([]string{"calibrate"}, args...), progress: true, noMPS: true}
 	return f.rank.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(ctx context.Context, c *engine.Comm) error {
-		m, err := calibrate(ctx, c, sizes, [2]int{f.iters, f.rounds}, "luacoll calibrate "+strings.Join(args, " "), stderr)
+		cmdline := "luacoll calibrate " + strings.Join(args, " ")
+		if c.Backend.Name() == "host" && c.Env.LocalSize > runtime.NumCPU() {
+			m, err := calibrateSwitch(ctx, c, f.out, [2]int{f.iters, f.rounds}, cmdline)
+			if err == nil && env.Rank == 0 {
+				err = writeModel(f.out, m, stdout)
+			}
+			return err
+		}
+		m, err := calibrate(ctx, c, sizes, [2]int{f.iters, f.rounds}, cmdline, stderr)
 		if err == nil && env.Rank == 0 {
 			err = writeModel(f.out, m, stdout)
 		}
@@ -196,10 +219,12 @@ func parseCalibration(s string) (map[string]calTimes, error) {
 
 // calParams turns one mode's times into the costs of class and self.
 // Every time is of one replay of a plan that ends with a flush; the plan
-// that only flushes (empty) is the replay's fixed cost, and the slope over
-// ops 8-byte puts to the rank itself the op cost every op pays. What each
-// op costs beyond those: puts and copies fitted per size, a hop beyond its
-// two ops and an 8-byte put split between the signal and the wait, a
+// that only flushes (empty) is the replay's fixed cost, the slope over
+// ops 8-byte puts to the rank itself the op cost every op pays, and the
+// slope over flushes (when measured) what a flush with nothing in flight
+// costs instead. What each op costs beyond those: puts and copies fitted
+// per size, a hop beyond the put_signal's op and 8-byte put (the wait's
+// op is hidden while it blocks) split between the signal and the wait, a
 // barrier beyond its op.
 func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string]cost.Params, string, error) {
 	one := func(what string) (uint64, float64, error) {
@@ -218,6 +243,12 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 	}
 	op := max(many-empty, 0) / float64(nops-1)
 	replay := max(empty-op, 0)
+	var flush *cost.Cost
+	if nfl, fl, err := one("flushes"); err == nil && nfl >= 2 {
+		// The empty plan is the replay and one such flush.
+		f := max(fl-empty, 0) / float64(nfl-1)
+		flush, replay = &cost.Cost{AlphaNs: f}, max(empty-f, 0)
+	}
 	// beyond is a time less the empty replay and ops op costs, kept
 	// above 0 (a fit needs positive times; what is below the clock's
 	// noise costs next to nothing).
@@ -249,13 +280,20 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 	hop := max(hopT-empty, 0) / float64(2*hops)
 	bar := max(barT-empty, 0)/float64(bars) - op
 	a, l := put.Of(8)
-	rest := max(hop-2*op-a-l, 0)
+	// A hop of the ping-pong is the sender's put_signal (its op cost, an
+	// 8-byte put, the signal) and the receiver's wait going on; that wait
+	// paid its op cost while it was blocked, before the signal came.
+	rest := max(hop-op-a-l, 0)
 	sig, wait := cost.Cost{AlphaNs: rest / 2}, cost.Cost{AlphaNs: rest / 2}
 	barrier := cost.Cost{AlphaNs: max(bar, 0)}
 	opc := cost.Cost{AlphaNs: op}
+	moved, err := calMoved(t, sizes)
+	if err != nil {
+		return nil, "", err
+	}
 	params := map[string]cost.Params{
 		class.String(): {Put: put, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc},
-		"self":         {Put: self, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc, Replay: cost.Cost{AlphaNs: replay}},
+		"self":         {Put: self, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc, Replay: cost.Cost{AlphaNs: replay}, Flush: flush, Moved: moved},
 	}
 	if class == transport.KindNet {
 		// Logical nodes split the CPUs: a copy measured in one is no
@@ -266,6 +304,29 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 	note := fmt.Sprintf("replay %.2f us, op %.0f ns, 8-byte hop %.2f us, put of %d B %.1f us, barrier %.2f us",
 		replay/1e3, op, hop/1e3, last, beyond(t["put"][last], 1)/1e3, bar/1e3)
 	return params, note, nil
+}
+
+// calMoved is what a copy costs beyond its own for bytes another rank
+// wrote, per size, from the moved and own plans (none measured: zero):
+// both make the same exchanges (a put_signal, a wait for the other rank's,
+// a copy), the copy reading what the other rank wrote in one and the
+// rank's own buffer in the other, so their difference is what moving the
+// bytes between processors adds (the waits' skew and the memory bus's
+// load are in both).
+func calMoved(t calTimes, sizes []uint64) (cost.Cost, error) {
+	if len(t["moved"]) == 0 {
+		return cost.Cost{}, nil
+	}
+	ts := make([]float64, len(sizes))
+	for i, n := range sizes {
+		moved, ok1 := t["moved"][n]
+		own, ok2 := t["own"][n]
+		if !ok1 || !ok2 {
+			return cost.Cost{}, fmt.Errorf("no moved and own times at %d bytes", n)
+		}
+		ts[i] = max(moved-own, 1) * 1e-9
+	}
+	return cost.Fit(sizes, ts)
 }
 
 // machineName says where a model was measured: host, CPUs, and GPUs.
@@ -323,4 +384,84 @@ func loadModel(path string) (*cost.Model, error) {
 		return nil, fmt.Errorf("--model %s: %w", path, err)
 	}
 	return m, nil
+}
+
+// switchSteps is how many exchanges bench/calibrate.lua's switch plans make.
+const switchSteps = 50
+
+// calibrateSwitch measures, with ranks that outnumber the CPUs, what a CPU
+// takes to pass from one rank to another (bench/calibrate.lua's switch
+// plans) and returns the self class of the host model in path with that
+// Switch (rank 0; the others return nil).
+func calibrateSwitch(ctx context.Context, c *engine.Comm, path string, iters [2]int, cmdline string) (*cost.Model, error) {
+	cpus := runtime.NumCPU()
+	var base *cost.Model
+	if c.Env.Rank == 0 {
+		var err error
+		base, err = loadModel(path)
+		if err == nil && (base == nil || base.Backend != "host") {
+			err = errors.New("no host model there")
+		}
+		if err == nil {
+			if _, ok := base.Modes["host"]["self"]; !ok {
+				err = errors.New("its host mode has no self class")
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%d ranks on %d CPUs measure only the switch cost, into the host model -o names; make that first with a CPU per rank (luacoll calibrate -n 2 -o %s): %w", c.Size(), cpus, path, err)
+		}
+	}
+	src, err := scripts.FS.ReadFile("bench/calibrate.lua")
+	if err != nil {
+		return nil, err
+	}
+	st := luabind.New(c, io.Discard)
+	defer st.Close()
+	vals, err := st.EvalScript(ctx, string(src), "bench/calibrate.lua", []string{"host", "-", strconv.Itoa(iters[0]), strconv.Itoa(iters[1]), "switch", strconv.Itoa(cpus)})
+	if err != nil || c.Env.Rank != 0 {
+		return nil, err
+	}
+	if len(vals) != 1 {
+		return nil, fmt.Errorf("bench/calibrate.lua returned %d values, want 1", len(vals))
+	}
+	got, err := parseCalibration(vals[0])
+	if err != nil {
+		return nil, err
+	}
+	sw, err := calSwitch(base, got["host"], c.Size(), cpus)
+	if err != nil {
+		return nil, err
+	}
+	// The ring plan's steps, fitted alike, say how far the figure holds
+	// for another pattern; the note keeps both.
+	right := func(r int) int { return (r + 1) % c.Size() }
+	left := func(r int) int { return (r - 1 + c.Size()) % c.Size() }
+	ring := -1.0
+	if t, ok := got["host"]["ring"][switchSteps]; ok {
+		if ring, err = cost.FitSwitch(base, cost.ExchangeLists(c.Size(), switchSteps, right, left), cpus, luabind.SteadyReplays, t); err != nil {
+			return nil, err
+		}
+	}
+	self := base.Modes["host"]["self"]
+	self.Switch = cost.Cost{AlphaNs: sw}
+	return &cost.Model{Machine: machineName(c), Backend: "host", Made: time.Now().UTC().Format(time.RFC3339), Command: cmdline,
+		Note:  fmt.Sprintf("switch, %d ranks on %d CPUs: %.2f us (the ring plan's steps: %.2f us).", c.Size(), cpus, sw/1e3, ring/1e3),
+		Modes: map[string]map[string]cost.Params{"host": {"self": self}}}, nil
+}
+
+// calSwitch is the switch cost from the switch plans' times on ranks
+// ranks sharing cpus CPUs: the Switch under which base's estimate of the
+// plan of partners on one CPU takes the time it took.
+func calSwitch(base *cost.Model, t calTimes, ranks, cpus int) (float64, error) {
+	same, ok := t["same"][switchSteps]
+	if !ok {
+		return 0, fmt.Errorf("bench/calibrate.lua: no same time of %d steps", switchSteps)
+	}
+	partner := func(r int) int {
+		if r%(2*cpus) < cpus {
+			return r + cpus
+		}
+		return r - cpus
+	}
+	return cost.FitSwitch(base, cost.ExchangeLists(ranks, switchSteps, partner, partner), cpus, luabind.SteadyReplays, same)
 }

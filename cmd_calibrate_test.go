@@ -5,10 +5,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/luacoll/luacoll/engine/plan/cost"
+	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/transport"
 )
 
@@ -141,7 +143,7 @@ func TestCalParamsNetOfReplayAndOps(t *testing.T) {
 	times := map[string]map[uint64]float64{
 		"empty":   {1: empty},
 		"ops":     {64: empty + 63*op},
-		"hop":     {50: empty + 2*50*(2*op+100)},
+		"hop":     {50: empty + 2*50*(op+100)}, // a blocked wait's op cost is hidden
 		"put":     {4096: empty + op + 1000, 16384: empty + op + 4000},
 		"self":    {4096: empty + op + 500, 16384: empty + op + 2000},
 		"barrier": {20: empty + 20*(op+300)},
@@ -169,8 +171,94 @@ func TestCalParamsNetOfReplayAndOps(t *testing.T) {
 	if !strings.Contains(note, "op 40 ns") {
 		t.Errorf("note %q: want the op cost", note)
 	}
+	if self.Flush != nil || !self.Moved.Equal(cost.Cost{}) {
+		t.Errorf("no flushes or moved plans measured, flush %+v, moved %+v: want none", self.Flush, self.Moved)
+	}
+	// The moved plans take 700 or 2,800 ns more than the same exchanges
+	// copying the rank's own bytes.
+	times["moved"] = map[uint64]float64{4096: 5000 + 700, 16384: 9000 + 2800}
+	times["own"] = map[uint64]float64{4096: 5000, 16384: 9000}
+	if params, _, err = calParams(times, transport.KindSHM, sizes); err != nil {
+		t.Fatal(err)
+	}
+	if a, l := params["self"].Moved.Of(4096); math.Abs(a+l-700) > 1e-6 {
+		t.Errorf("moved 4 KiB: %v ns, want 700", a+l)
+	}
+	// 64 flushes with nothing in flight, 5 ns each: the empty plan is the
+	// replay and one of them.
+	times["flushes"] = map[uint64]float64{64: empty + 63*5}
+	if params, _, err = calParams(times, transport.KindSHM, sizes); err != nil {
+		t.Fatal(err)
+	}
+	if self = params["self"]; self.Flush == nil || math.Abs(self.Flush.AlphaNs-5) > 1e-9 || math.Abs(self.Replay.AlphaNs-(empty-5)) > 1e-9 {
+		t.Errorf("flush %+v, replay %v: want 5 ns and %v", self.Flush, self.Replay.AlphaNs, empty-5)
+	}
 	delete(times, "ops")
 	if _, _, err := calParams(times, transport.KindSHM, sizes); err == nil {
 		t.Error("no ops time: want an error")
+	}
+}
+
+// calSwitch finds the switch cost under which the model gives the time
+// the plan of partners on one CPU took: made here with the shipped host
+// model and a switch of 1.5 us, it gives that back.
+func TestCalSwitch(t *testing.T) {
+	base, err := cost.Default("host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	partner := func(r int) int { return (r + 2) % 4 }
+	with := *base
+	with.Modes = map[string]map[string]cost.Params{"host": {}}
+	for k, p := range base.Modes["host"] {
+		with.Modes["host"][k] = p
+	}
+	self := with.Modes["host"]["self"]
+	self.Switch = cost.Cost{AlphaNs: 1500}
+	with.Modes["host"]["self"] = self
+	res, err := cost.Estimate(&with, cost.Input{Lists: cost.ExchangeLists(4, switchSteps, partner, partner), Mode: "host", CPUs: 2, Replays: luabind.SteadyReplays})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := calSwitch(base, calTimes{"same": {switchSteps: res.Steady}}, 4, 2)
+	if err != nil || math.Abs(got-1500) > 1e-3 {
+		t.Errorf("switch %v ns (%v), want 1500", got, err)
+	}
+	if _, err := calSwitch(base, calTimes{"ring": {switchSteps: res.Steady}}, 4, 2); err == nil {
+		t.Error("no time of the partners' plan: want an error")
+	}
+}
+
+// With twice as many ranks as CPUs, calibrate measures the switch cost
+// into the host model -o holds (and refuses when there is none): the
+// model keeps its other costs and gains a positive switch.
+func TestCalibrateSwitch(t *testing.T) {
+	cpus := runtime.NumCPU()
+	if cpus > 4 {
+		t.Skipf("%d CPUs: the switch is measured with twice as many ranks, too many for a test", cpus)
+	}
+	n := fmt.Sprint(2 * cpus)
+	out := filepath.Join(t.TempDir(), "model.json")
+	r := luacoll(t, nil, "calibrate", "-n", n, "--iters", "3", "--rounds", "3", "-o", out)
+	if r.code == 0 || !strings.Contains(r.stderr, "measure only the switch cost") {
+		t.Fatalf("no model to merge into: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if r = luacoll(t, nil, "calibrate", "-n", "2", "-b", "4K", "-e", "64K", "--iters", "3", "-o", out); r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if r = luacoll(t, nil, "calibrate", "-n", n, "--iters", "3", "--rounds", "3", "-o", out); r.code != 0 || !strings.Contains(r.stdout, "switch, "+n+" ranks") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cost.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, shm := m.Modes["host"]["self"], m.Modes["host"]["shm"]
+	if self.Switch.AlphaNs <= 0 || self.Op.AlphaNs <= 0 || len(shm.Put.Sizes) != 3 {
+		t.Errorf("self %+v, shm %+v: want a switch cost beside the costs measured before", self, shm)
 	}
 }

@@ -32,6 +32,7 @@ local p = lc.plan(ag.ring, w, src, 0, n)
 local e = p:estimate{ model = model, cpus = 0 }
 local want = (100 + n * 0.01 + (lc.size - 1) * (1000 + n * 0.1)) * 1e-9
 assert(math.abs(e.time - want) < 1e-12, ("time %.9g, want %.9g"):format(e.time, want))
+assert(math.abs(e.steady - want) < 1e-12, ("steady %.9g, want %.9g (a ring's replays in a loop end alike)"):format(e.steady, want))
 assert(#e.per_rank == lc.size and e.mode == "host" and e.machine == "test", "fields")
 assert(math.abs(e.link + e.start_cost - e.time) < 1e-12, "link + start_cost")
 local puts, ranks = 0, {}
@@ -52,7 +53,8 @@ for _, s in ipairs(p:estimate{ model = model, layout = "2x2" }.path) do
   if s.class == "net" then nets = nets + 1 end
 end
 assert(nets >= 1, "no net step on the path of a 2x2 layout")
--- 4 ranks sharing 2 CPUs: every op twice as long.
+-- 4 ranks taking turns on 2 CPUs (the model has no switch cost): each
+-- CPU runs its two ranks' ops one after the other.
 local two = p:estimate{ model = model, cpus = 2 }
 assert(math.abs(two.time - 2 * want) < 1e-12, ("2 CPUs: time %.9g, want %.9g"):format(two.time, 2 * want))
 local shipped = p:estimate()

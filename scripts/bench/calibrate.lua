@@ -1,16 +1,29 @@
 -- What luacoll calibrate measures, as plans replayed in each mode (the
 -- costs p:estimate predicts with are those of replays): the replay of a
 -- plan that only flushes (a replay's fixed cost), of ops 8-byte puts to
--- the rank itself (the slope: what one op costs beyond its bytes), and,
+-- the rank itself (the slope: what one op costs beyond its bytes), in host
+-- mode of ops flushes (what a flush with nothing in flight costs), and,
 -- between ranks 0 and 1, an 8-byte put_signal -> wait ping-pong of hops
 -- round trips, puts of each size from both ranks at once (as in a
--- collective) and to the rank itself, each then flushed, and bars window
--- barriers over every rank.
+-- collective) and to the rank itself (up to 16 of a size a plan), then
+-- flushed; per size too, in host mode, exchanges (moved: each rank puts and signals,
+-- waits for the other's bytes and copies them to another place of its
+-- window, so the copy reads what the other rank's processor wrote; own:
+-- the same, the copy from the rank's own buffer); and
+-- bars window barriers over every rank.
 --   luacoll run -n 2 bench/calibrate.lua [modes] [sizes] [replays] [rounds]
 -- modes and sizes are comma-separated. Each time is the median of rounds
 -- timings of replays replays back to back. Returns the times of one
 -- replay in nanoseconds as lines "mode what count ns" (what: empty 1,
--- ops K, hop K, put BYTES, self BYTES, barrier K).
+-- ops K, flushes K, hop K, put BYTES, self BYTES, moved BYTES, own BYTES,
+-- barrier K).
+--   luacoll run -n 4 bench/calibrate.lua host - [replays] [rounds] switch CPUS
+-- is for ranks that outnumber the CPUS processors they share (the i-th
+-- rank on processor i mod CPUS; ranks a multiple of 2 x CPUS), all ranks
+-- at once, K steps of an 8-byte put_signal, then a wait for a signal:
+-- "host same K ns", each rank with a partner on its own processor (every
+-- step passes the processor to the partner), and "host ring K ns", to the
+-- next rank from the one before, as a ring all-gather's steps.
 local lc = require("luacoll")
 local modes, sizes = {}, {}
 for m in (arg[1] or "host"):gmatch("[%a]+") do modes[#modes + 1] = m end
@@ -48,7 +61,31 @@ local function per(mode, body, times)
   return got[math.floor((rounds + 1) / 2)]
 end
 
+-- steps is the plan of k steps: put_signal to rank to, then wait for
+-- the signal from rank from.
+local function steps(to, from, k)
+  return function(w, src)
+    for i = 1, k do
+      w:put_signal(to, 0, src, 0, 8, 0, 1, "add")
+      w:wait_signal_from(from, 0, ">=", i)
+    end
+    w:flush()
+  end
+end
+
+if arg[5] == "switch" then
+  local cpus, k = tonumber(arg[6]), 50 -- switchSteps in cmd_calibrate.go
+  assert(cpus and cpus >= 2 and lc.size % (2 * cpus) == 0,
+    ("calibrate switch: %d ranks on %s CPUs: want 2 CPUs or more and ranks a multiple of twice the CPUs"):format(lc.size, tostring(arg[6])))
+  local same = me % (2 * cpus) < cpus and me + cpus or me - cpus
+  local right, left = (me + 1) % lc.size, (me - 1 + lc.size) % lc.size
+  out[1] = ("host same %d %.3f"):format(k, per("host", steps(same, same, k), replays))
+  out[2] = ("host ring %d %.3f"):format(k, per("host", steps(right, left, k), replays))
+  return table.concat(out, "\n")
+end
+
 local hops, ops, bars = 50, 64, 20
+local xsig = 0 -- signals the moved plans' bodies counted on slot 1
 for _, mode in ipairs(modes) do
   local empty = per(mode, function(w) w:flush() end, replays)
   out[#out + 1] = ("%s empty 1 %.3f"):format(mode, empty)
@@ -57,6 +94,15 @@ for _, mode in ipairs(modes) do
     w:flush()
   end, replays)
   out[#out + 1] = ("%s ops %d %.3f"):format(mode, ops, many)
+  -- A host replay runs its ops as it issues them: its flushes find
+  -- nothing in flight (a GPU stream's may not).
+  local host = mode == "host"
+  if host then
+    local flushes = per(mode, function(w)
+      for _ = 1, ops do w:flush() end
+    end, replays)
+    out[#out + 1] = ("%s flushes %d %.3f"):format(mode, ops, flushes)
+  end
   local hop = per(mode, function(w, src)
     if me > 1 then w:flush() return end -- the other ranks look on
     for k = 1, hops do
@@ -72,16 +118,50 @@ for _, mode in ipairs(modes) do
   end, replays)
   out[#out + 1] = ("%s hop %d %.3f"):format(mode, hops, hop)
   for _, n in ipairs(sizes) do
+    -- Small puts k at a time (up to 64 KiB a plan), so that one stands
+    -- out of the replay's own time; the line gives the replay of one:
+    -- the empty replay and a k-th of the rest.
+    local k = math.max(1, math.min(16, math.floor(65536 / n)))
     local put = per(mode, function(w, src)
-      if me <= 1 then w:put(peer, me * most, src, 0, n) end
+      for _ = 1, k do
+        if me <= 1 then w:put(peer, me * most, src, 0, n) end
+      end
       w:flush()
     end, replays)
     local self = per(mode, function(w, src)
-      w:put(me, (me % 2) * most, src, 0, n)
+      for _ = 1, k do w:put(me, (me % 2) * most, src, 0, n) end
       w:flush()
     end, replays)
-    out[#out + 1] = ("%s put %d %.3f"):format(mode, n, put)
-    out[#out + 1] = ("%s self %d %.3f"):format(mode, n, self)
+    -- The bytes a peer wrote, copied into place, as a collective's ranks
+    -- do: k times (as the puts above), each rank puts n bytes into the
+    -- other's window and signals, waits for the other's, and copies what
+    -- came to another place (moved); the same with the copy from its own
+    -- buffer instead (own). Both have the same ops and the same waits
+    -- for the other rank: the difference is what reading bytes another
+    -- processor wrote adds (host mode: CPU caches). Lines give one
+    -- exchange's time, as above.
+    local function exchange(from, from_off)
+      local first = xsig + 1
+      xsig = xsig + k
+      return function(w, src)
+        if me <= 1 then
+          for i = 0, k - 1 do
+            w:put_signal(peer, me * most, src, 0, n, 1, 1, "add")
+            w:wait_signal_from(peer, 1, ">=", first + i)
+            w:put(me, me * most, from == "w" and w or src, from_off, n)
+          end
+        end
+        w:flush()
+      end
+    end
+    out[#out + 1] = ("%s put %d %.3f"):format(mode, n, empty + (put - empty) / k)
+    out[#out + 1] = ("%s self %d %.3f"):format(mode, n, empty + (self - empty) / k)
+    if host then
+      local moved = per(mode, exchange("w", peer * most), replays)
+      local own = per(mode, exchange("src", 0), replays)
+      out[#out + 1] = ("%s moved %d %.3f"):format(mode, n, empty + (moved - empty) / k)
+      out[#out + 1] = ("%s own %d %.3f"):format(mode, n, empty + (own - empty) / k)
+    end
   end
   local bar = per(mode, function(w)
     for _ = 1, bars do w:barrier(0) end

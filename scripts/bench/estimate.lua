@@ -1,7 +1,7 @@
 -- The shipped all-gather schedules (lib/allgather.lua ring, direct, hier)
 -- as plans: each one's time per replay measured on the stream (lc.timer,
 -- back to back after warm-up replays, the median of rounds such timings)
--- beside p:estimate's prediction.
+-- beside p:estimate's prediction of a replay in such a loop (steady).
 --   luacoll run -n 2 bench/estimate.lua [model.json|-] [sizes, comma-separated bytes a rank] [replays] [rounds]
 -- "-" (the default) is the model shipped for the backend. Rank 0 prints a
 -- line per schedule and size: measured and predicted microseconds, their
@@ -42,7 +42,7 @@ for _, algo in ipairs{ "ring", "direct", "hier" } do
     table.sort(got)
     local measured = got[math.floor((rounds + 1) / 2)]
     if lc.rank == 0 then
-      print(("  %-6s %10d %12.2f %12.2f %7.2f %5.0f%%"):format(algo, n, measured * 1e6, e.time * 1e6, e.time / measured, 100 * e.link / e.time))
+      print(("  %-6s %10d %12.2f %12.2f %7.2f %5.0f%%"):format(algo, n, measured * 1e6, e.steady * 1e6, e.steady / measured, 100 * e.link / e.time))
     end
     p:free()
   end

@@ -17,10 +17,28 @@ type Input struct {
 	Class func(from, to int) transport.PeerKind
 	// CPUs is how many processors the ranks of one host share (the ranks
 	// a rank reaches without the network), for the host backend, whose
-	// streams are threads: when the ranks outnumber them, every op of
-	// theirs takes ranks/CPUs times its calibrated time (the model was
-	// measured with a processor for each rank). 0: a processor each.
+	// streams are threads: when the ranks outnumber them, they take turns
+	// on them, each running until it blocks, and a processor passing from
+	// one rank to another costs the model's Switch (cpus.go). 0: a
+	// processor each.
 	CPUs int
+	// Replays, when 2 or more, also has Estimate simulate that many
+	// replays back to back (replays.go) for Result.Steady.
+	Replays int
+}
+
+// classOrDefault is in.Class, or self for a rank itself and shm between
+// ranks when nil.
+func (in Input) classOrDefault() func(from, to int) transport.PeerKind {
+	if in.Class != nil {
+		return in.Class
+	}
+	return func(from, to int) transport.PeerKind {
+		if from == to {
+			return transport.KindSelf
+		}
+		return transport.KindSHM
+	}
 }
 
 // Step is one op of the critical path: the rank and op (from 1, as the
@@ -54,6 +72,9 @@ type Result struct {
 	Path      []Step
 	Link      float64
 	StartCost float64
+	// Steady is the time of a replay in a loop of Input.Replays replays
+	// back to back (Time when Replays is below 2).
+	Steady float64
 	// Borrowed are the classes the model has no costs for in Mode,
 	// estimated with the nearest class it has.
 	Borrowed []string
@@ -90,24 +111,20 @@ func Estimate(m *Model, in Input) (*Result, error) {
 			}
 		}
 	}
-	class := in.Class
-	if class == nil {
-		class = func(from, to int) transport.PeerKind {
-			if from == to {
-				return transport.KindSelf
-			}
-			return transport.KindSHM
-		}
-	}
 	if in.CPUs < 0 {
 		return nil, fmt.Errorf("cost: %d CPUs: want 0 or more", in.CPUs)
 	}
-	s := newSim(in.Lists, tab, class, in.CPUs)
+	s := newSim(in.Lists, tab, in.classOrDefault(), in.CPUs)
 	if err := s.run(); err != nil {
 		return nil, fmt.Errorf("cost: %w", err)
 	}
 	res := s.result()
-	res.Mode, res.Borrowed = in.Mode, borrowed
+	res.Mode, res.Borrowed, res.Steady = in.Mode, borrowed, res.Time
+	if in.Replays > 1 {
+		if res.Steady, err = steady(tab, in, in.Replays); err != nil {
+			return nil, fmt.Errorf("cost: %d replays back to back: %w", in.Replays, err)
+		}
+	}
 	return res, nil
 }
 

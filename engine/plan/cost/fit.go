@@ -34,7 +34,8 @@ func Fit(sizes []uint64, times []float64) (Cost, error) {
 }
 
 // Merge returns m with the classes of each of add's modes put in (add's
-// replace m's of the same name), and add's machine, time and command
+// replace m's of the same name, but for a Switch add did not measure:
+// that is measured apart, with more ranks than CPUs), and add's machine, time and command
 // appended to the note, so a model can be measured class by class (shm in
 // one run, net in another, with --nodes).
 func Merge(m, add *Model) (*Model, error) {
@@ -54,6 +55,10 @@ func Merge(m, add *Model) (*Model, error) {
 			out.Modes[mode] = map[string]Params{}
 		}
 		for k, p := range classes {
+			if old, ok := out.Modes[mode][k]; ok && p.Switch.zero() {
+				// Measured apart, with more ranks than CPUs.
+				p.Switch = old.Switch
+			}
 			out.Modes[mode][k] = p
 		}
 	}

@@ -75,3 +75,21 @@ func TestMergeAddsClasses(t *testing.T) {
 		t.Fatalf("merging backends: %v", err)
 	}
 }
+
+// A class measured again with a CPU per rank keeps the switch cost that
+// was measured apart, with more ranks than CPUs; a new switch replaces it.
+func TestMergeKeepsSwitch(t *testing.T) {
+	a := &Model{Machine: "m", Backend: "host", Modes: map[string]map[string]Params{"host": {"self": {Put: Cost{AlphaNs: 1}, Switch: Cost{AlphaNs: 3000}}}}}
+	b := &Model{Machine: "m", Backend: "host", Modes: map[string]map[string]Params{"host": {"self": {Put: Cost{AlphaNs: 2}}}}}
+	m, err := Merge(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := m.Modes["host"]["self"]; p.Put.AlphaNs != 2 || p.Switch.AlphaNs != 3000 {
+		t.Fatalf("merged self %+v: want the new put and the old switch", p)
+	}
+	b.Modes["host"]["self"] = Params{Put: Cost{AlphaNs: 2}, Switch: Cost{AlphaNs: 2500}}
+	if m, err = Merge(a, b); err != nil || m.Modes["host"]["self"].Switch.AlphaNs != 2500 {
+		t.Fatalf("merged %+v, %v: want the new switch", m, err)
+	}
+}

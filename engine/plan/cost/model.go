@@ -45,6 +45,29 @@ func (c Cost) Of(n uint64) (start, link float64) {
 	return start, t - start
 }
 
+// zero reports whether c costs nothing (a cost not measured).
+func (c Cost) zero() bool {
+	return c.AlphaNs == 0 && c.BetaNs == 0 && len(c.TimesNs) == 0
+}
+
+// Equal reports whether c and d are the same cost.
+func (c Cost) Equal(d Cost) bool {
+	if c.AlphaNs != d.AlphaNs || c.BetaNs != d.BetaNs || len(c.Sizes) != len(d.Sizes) || len(c.TimesNs) != len(d.TimesNs) {
+		return false
+	}
+	for i := range c.Sizes {
+		if c.Sizes[i] != d.Sizes[i] {
+			return false
+		}
+	}
+	for i := range c.TimesNs {
+		if c.TimesNs[i] != d.TimesNs[i] {
+			return false
+		}
+	}
+	return true
+}
+
 func (c Cost) check() error {
 	for _, v := range append([]float64{c.AlphaNs, c.BetaNs}, c.TimesNs...) {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
@@ -78,14 +101,34 @@ func (c Cost) check() error {
 // (the self class's; Beta unused) is the fixed time of one replay on a
 // rank, paid before its first op. Both are zero in models calibrated
 // before they were measured.
+//
+// Flush (the self class's; Beta unused), where measured, is what a flush
+// or fence costs a host replay whose ops ran as they were issued (nothing
+// is left in flight): in place of its op cost and Wait. Nil: they cost
+// their op cost and Wait, as in models calibrated before it was measured.
+//
+// Moved (the self class's), where measured, is what a put or copy costs
+// beyond its own for n bytes it reads that another rank wrote (their
+// lines come from that rank's processor; the other costs were measured
+// with bytes the rank itself wrote): per size, as a put's (moved.go).
+//
+// Switch (the self class's; Beta unused) is what it costs a processor to
+// pass from one rank to another when the ranks of a host outnumber its
+// CPUs and take turns on them (cpus.go): a blocked rank's yield and the
+// other rank's return to its loop. It is measured with as many ranks as
+// the model is used with (luacoll calibrate -n 4 on 2 CPUs); unused when
+// every rank has a CPU, zero where not measured.
 type Params struct {
-	Put     Cost `json:"put"`
-	Signal  Cost `json:"signal"`
-	Wait    Cost `json:"wait"`
-	Copy    Cost `json:"copy"`
-	Barrier Cost `json:"barrier"`
-	Op      Cost `json:"op,omitzero"`
-	Replay  Cost `json:"replay,omitzero"`
+	Put     Cost  `json:"put"`
+	Signal  Cost  `json:"signal"`
+	Wait    Cost  `json:"wait"`
+	Copy    Cost  `json:"copy"`
+	Barrier Cost  `json:"barrier"`
+	Op      Cost  `json:"op,omitzero"`
+	Replay  Cost  `json:"replay,omitzero"`
+	Flush   *Cost `json:"flush,omitempty"`
+	Moved   Cost  `json:"moved,omitzero"`
+	Switch  Cost  `json:"switch,omitzero"`
 }
 
 // Model is a calibrated machine: where it was measured and, per replay
@@ -152,7 +195,11 @@ func (m *Model) Check() error {
 			if _, err := transport.ParseKind(name); err != nil {
 				return fmt.Errorf("model: mode %q: %w", mode, err)
 			}
-			for op, c := range map[string]Cost{"put": p.Put, "signal": p.Signal, "wait": p.Wait, "copy": p.Copy, "barrier": p.Barrier, "op": p.Op, "replay": p.Replay} {
+			costs := map[string]Cost{"put": p.Put, "signal": p.Signal, "wait": p.Wait, "copy": p.Copy, "barrier": p.Barrier, "op": p.Op, "replay": p.Replay, "switch": p.Switch, "moved": p.Moved}
+			if p.Flush != nil {
+				costs["flush"] = *p.Flush
+			}
+			for op, c := range costs {
 				if err := c.check(); err != nil {
 					return fmt.Errorf("model: mode %q, class %q, %s: %w", mode, name, op, err)
 				}

@@ -2,6 +2,7 @@ package cost
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/luacoll/luacoll/engine/plan"
@@ -30,7 +31,17 @@ type rankState struct {
 	issuing bool
 	from    float64
 	rows    map[int]uint64
-	sums    []uint64
+	// foreign are the bytes of the rank's window another rank wrote last.
+	foreign spans
+	// cpu is the processor the rank shares with others of its host (-1:
+	// one of its own); hasCPU whether it runs on it now; wantFrom when
+	// its current op began to wait for it (-1: it did not); res what it
+	// does once it gets it back after blocking.
+	cpu      int32
+	hasCPU   bool
+	wantFrom float64
+	res      resumption
+	sums     []uint64
 	// last is, per row and per signal's sum (key -1-sig), when something
 	// last landed in it and which op sent it.
 	last               map[int]landed
@@ -42,6 +53,8 @@ type rankState struct {
 type event struct {
 	t       float64
 	deliver bool
+	// release: rank to's list has ended, its processor goes to another.
+	release bool
 	set     bool
 	seq     uint64
 	to      int32
@@ -131,7 +144,13 @@ func (s *sim) issue(r int, o plan.Op) float64 {
 	if s.ranks[r].pc == 0 {
 		c += s.tab[transport.KindSelf].Replay.AlphaNs
 	}
-	return c * s.stretch[r]
+	return c
+}
+
+// same reports whether times a and b are equal but for rounding (sums of
+// the same costs in another order).
+func same(a, b float64) bool {
+	return math.Abs(a-b) <= 1e-12*max(math.Abs(a), math.Abs(b), 1)
 }
 
 // waits reports whether an op of kind k waits for other ranks (a wait or
@@ -150,20 +169,32 @@ type sim struct {
 	bars  map[int]*barWait
 	pairs map[pairKey]pairWait
 	far   transport.PeerKind
-	// stretch[r] is how much longer rank r's ops take than calibrated:
-	// the ranks of its host over the processors they share, when more.
-	stretch []float64
+	// cpus are the processors of hosts whose ranks outnumber them, each
+	// running one rank at a time (cpus.go); switchNs is what passing one
+	// from a rank to another costs.
+	cpus     []cpu
+	switchNs float64
+	// trackMoved: the model has a Moved cost, and ranks keep which bytes
+	// of their window another rank wrote (moved.go).
+	trackMoved bool
 }
 
 func newSim(lists []plan.List, tab [4]Params, class func(from, to int) transport.PeerKind, cpus int) *sim {
 	s := &sim{ranks: make([]rankState, len(lists)), tab: tab, class: class, bars: map[int]*barWait{}, pairs: map[pairKey]pairWait{},
-		stretch: stretches(len(lists), class, cpus)}
+		switchNs: tab[transport.KindSelf].Switch.AlphaNs, trackMoved: !tab[transport.KindSelf].Moved.zero()}
+	place := placeCPUs(len(lists), class, cpus)
 	for r, l := range lists {
 		n := len(l.Ops)
 		rk := &s.ranks[r]
 		*rk = rankState{ops: l.Ops, shape: l.Shape, start: make([]float64, n), alpha: make([]float64, n), end: make([]float64, n),
 			cause: make([]ref, n), rows: map[int]uint64{}, last: map[int]landed{}, sums: make([]uint64, l.Shape.Signals),
-			sigRows: l.Shape.Ranks * l.Shape.Signals, ranks: l.Shape.Ranks, sg: l.Shape.Signals}
+			sigRows: l.Shape.Ranks * l.Shape.Signals, ranks: l.Shape.Ranks, sg: l.Shape.Signals, cpu: -1, wantFrom: -1}
+		if place != nil {
+			rk.cpu = place[r]
+			for int(rk.cpu) >= len(s.cpus) {
+				s.cpus = append(s.cpus, cpu{holder: -1, last: -1})
+			}
+		}
 		for row, b := range l.Base {
 			if b != 0 {
 				rk.add(row, b, false)
@@ -177,28 +208,6 @@ func newSim(lists []plan.List, tab [4]Params, class func(from, to int) transport
 		s.far = k
 	}
 	return s
-}
-
-// stretches are the ranks' stretch factors: with cpus processors per host
-// (0: a processor each), ranks that outnumber them share them, each
-// running for cpus/ranks of the time, so its ops take ranks/cpus as long.
-// A rank's host is the ranks it reaches without the network.
-func stretches(ranks int, class func(from, to int) transport.PeerKind, cpus int) []float64 {
-	out := make([]float64, ranks)
-	for r := range out {
-		out[r] = 1
-		if cpus <= 0 || ranks <= cpus {
-			continue
-		}
-		n := 0
-		for q := 0; q < ranks; q++ {
-			if class(r, q) != transport.KindNet {
-				n++
-			}
-		}
-		out[r] = max(1, float64(n)/float64(cpus))
-	}
-	return out
 }
 
 // add lands value in row (sets it with set) and keeps the per-signal sums.
@@ -229,6 +238,10 @@ func (s *sim) run() error {
 	for len(s.q) > 0 {
 		e := s.q.pop()
 		rk := &s.ranks[e.to]
+		if e.release {
+			s.release(int(e.to), e.t)
+			continue
+		}
 		if e.deliver {
 			rk.add(int(e.row), e.value, e.set)
 			rk.last[int(e.row)] = landed{e.t, e.from}
@@ -236,8 +249,8 @@ func (s *sim) run() error {
 				rk.last[-1-int(e.row)%rk.sg] = landed{e.t, e.from}
 			}
 			if rk.blocked && rk.ops[rk.pc].Kind.IsWait() && rk.holds(rk.ops[rk.pc]) {
-				a := s.tab[s.class(int(e.to), int(e.from.rank))].Wait.AlphaNs * s.stretch[e.to]
-				s.finish(int(e.to), e.t, a, 0, e.from)
+				a := s.tab[s.class(int(e.to), int(e.from.rank))].Wait.AlphaNs
+				s.resume(int(e.to), e.t, e.t, a, e.from)
 			}
 			continue
 		}
@@ -310,11 +323,18 @@ func (s *sim) prev(r int) ref {
 func (s *sim) finish(r int, t, alpha, link float64, cause ref) {
 	rk := &s.ranks[r]
 	i := rk.pc
+	if w := rk.wantFrom; w >= 0 && w < t && (cause.rank == int32(r) || cause.rank < 0) {
+		// It waited for its processor from w: that time is its start cost.
+		alpha += t - w
+		t = w
+	}
 	rk.start[i], rk.alpha[i], rk.end[i], rk.cause[i] = t, alpha, t+alpha+link, cause
-	rk.t, rk.blocked, rk.issuing = rk.end[i], false, false
+	rk.t, rk.blocked, rk.issuing, rk.wantFrom = rk.end[i], false, false, -1
 	rk.pc++
 	if rk.pc < len(rk.ops) {
 		s.push(event{t: rk.t, to: int32(r)})
+	} else if rk.cpu >= 0 {
+		s.push(event{t: rk.t, to: int32(r), release: true})
 	}
 }
 
@@ -332,11 +352,17 @@ func (s *sim) step(r int, t float64) {
 	me := ref{int32(r), int32(rk.pc)}
 	self := s.tab[transport.KindSelf]
 	op := s.issue(r, o)
-	x := s.stretch[r]
+	t, ok := s.take(r, t)
+	if !ok {
+		return // its processor runs another rank
+	}
 	from := t
+	if rk.wantFrom >= 0 {
+		from = rk.wantFrom
+	}
 	if waits(o.Kind) {
 		if op > 0 && !rk.issuing {
-			rk.issuing, rk.from = true, t
+			rk.issuing, rk.from = true, from
 			s.push(event{t: t + op, to: int32(r)})
 			return
 		}
@@ -348,9 +374,10 @@ func (s *sim) step(r int, t float64) {
 	case o.Kind.IsPut():
 		p := s.tab[s.class(r, o.Peer)]
 		a, l := p.Put.Of(o.N)
-		a, l = a*x+op, l*x
+		a += op
+		l += s.moved(r, o)
 		if o.Kind.HasSignal() {
-			a += p.Signal.AlphaNs * x
+			a += p.Signal.AlphaNs
 		}
 		end := t + a + l
 		if o.Kind.HasSignal() {
@@ -362,16 +389,16 @@ func (s *sim) step(r int, t float64) {
 		s.finish(r, t, a, l, s.prev(r))
 	case o.Kind == plan.Get:
 		a, l := s.tab[s.class(r, o.Peer)].Put.Of(o.N)
-		s.finish(r, t, a*x+op, l*x, s.prev(r))
+		s.finish(r, t, a+op, l, s.prev(r))
 	case o.Kind == plan.Signal:
-		a := s.tab[s.class(r, o.Peer)].Signal.AlphaNs*x + op
+		a := s.tab[s.class(r, o.Peer)].Signal.AlphaNs + op
 		s.send(me, o.Peer, rk.shape.SigRow(r, o.Sig), t+a, o.SigValue, o.SigOp == window.SigSet)
 		s.finish(r, t, a, 0, s.prev(r))
 	case o.Kind == plan.SignalAll:
 		a := op
 		for q := range s.ranks {
 			if q != r {
-				a += s.tab[s.class(r, q)].Signal.AlphaNs * x
+				a += s.tab[s.class(r, q)].Signal.AlphaNs
 			}
 		}
 		for q := range s.ranks {
@@ -383,27 +410,43 @@ func (s *sim) step(r int, t float64) {
 	case o.Kind.IsWait():
 		if rk.holds(o) {
 			// What landed just now, as the stream got here, is as much the
-			// wait's cause as the stream: the path takes the sender.
-			if l, ok := rk.last[rk.waitKey(o)]; ok && l.at == t && int(l.from.rank) != r {
-				s.finish(r, t, s.tab[s.class(r, int(l.from.rank))].Wait.AlphaNs*x, 0, l.from)
-			} else {
-				s.finish(r, from, t-from+self.Wait.AlphaNs*x, 0, s.prev(r))
+			// wait's cause as the stream: the path takes the sender. So
+			// does what landed as the wait began (its op cost then hid the
+			// signal's last leg): on such ties the path goes to the rank
+			// that sent, so that a ring's path goes round the ring.
+			l, ok := rk.last[rk.waitKey(o)]
+			cross := ok && int(l.from.rank) != r
+			switch {
+			case cross && same(l.at, t):
+				s.finish(r, t, s.tab[s.class(r, int(l.from.rank))].Wait.AlphaNs, 0, l.from)
+			case cross && same(l.at, from):
+				s.finish(r, from, t-from+self.Wait.AlphaNs, 0, l.from)
+			default:
+				s.finish(r, from, t-from+self.Wait.AlphaNs, 0, s.prev(r))
 			}
 		} else {
 			rk.blocked = true
+			s.release(r, t)
 		}
 	case o.Kind == plan.ResetCounter:
 		rk.add(rk.shape.CtrRow(o.Peer, o.Ctr), 0, true)
-		s.finish(r, t, self.Wait.AlphaNs*x+op, 0, s.prev(r))
+		s.finish(r, t, self.Wait.AlphaNs+op, 0, s.prev(r))
 	case o.Kind == plan.Fill:
+		s.filled(r, o.Buf)
 		a, l := self.Copy.Of(rk.shape.Buffers[o.Buf])
-		s.finish(r, t, a*x+op, l*x, s.prev(r))
+		s.finish(r, t, a+op, l, s.prev(r))
 	case o.Kind == plan.Barrier:
 		s.barrier(r, from, t, o.Bar)
 	case o.Kind == plan.BarrierPeer:
 		s.barrierPeer(r, from, t, o)
+	case self.Flush != nil: // fence, flush with nothing in flight
+		a := self.Flush.AlphaNs
+		if rk.pc == 0 {
+			a += self.Replay.AlphaNs
+		}
+		s.finish(r, t, a, 0, s.prev(r))
 	default: // fence, flush
-		s.finish(r, t, self.Wait.AlphaNs*x+op, 0, s.prev(r))
+		s.finish(r, t, self.Wait.AlphaNs+op, 0, s.prev(r))
 	}
 }
 
@@ -421,17 +464,19 @@ func (s *sim) barrier(r int, from, t float64, id int) {
 	b.n++
 	b.last, b.from = s.prev(r), from
 	if b.n < len(s.ranks) {
+		s.release(r, t)
 		return
 	}
 	c := s.tab[s.far].Barrier
-	a := (c.AlphaNs + c.BetaNs*float64(len(s.ranks))) * s.stretch[r]
+	a := c.AlphaNs + c.BetaNs*float64(len(s.ranks))
 	delete(s.bars, id)
 	for q := range s.ranks {
 		rk := &s.ranks[q]
-		if rk.blocked && rk.pc < len(rk.ops) && rk.ops[rk.pc].Kind == plan.Barrier && rk.ops[rk.pc].Bar == id {
-			s.finish(q, b.from, t-b.from+a, 0, b.last)
+		if q != r && rk.blocked && rk.pc < len(rk.ops) && rk.ops[rk.pc].Kind == plan.Barrier && rk.ops[rk.pc].Bar == id {
+			s.resume(q, b.from, t, a, b.last)
 		}
 	}
+	s.finish(r, b.from, t-b.from+a, 0, b.last)
 }
 
 // barrierPeer holds rank r until its peer arrives at theirs (the later
@@ -442,12 +487,13 @@ func (s *sim) barrierPeer(r int, from, t float64, o plan.Op) {
 	if !ok || other.rank == r {
 		s.pairs[k] = pairWait{rank: r, prev: s.prev(r)}
 		s.ranks[r].blocked = true
+		s.release(r, t)
 		return
 	}
 	delete(s.pairs, k)
 	c := s.tab[s.class(r, o.Peer)].Barrier
-	a := (c.AlphaNs + 2*c.BetaNs) * s.stretch[r]
+	a := c.AlphaNs + 2*c.BetaNs
 	last := s.prev(r)
-	s.finish(other.rank, from, t-from+a, 0, last)
+	s.resume(other.rank, from, t, a, last)
 	s.finish(r, from, t-from+a, 0, last)
 }
