@@ -283,6 +283,8 @@ type sim struct {
 	ctl          *ctl
 	work, budget int
 	stopped      bool
+	// labs is transfer's copy of the labels it moves, kept for the next.
+	labs []seg
 }
 
 func newSim(lists []plan.List, opt Options, add func(Problem)) *sim {
@@ -459,11 +461,8 @@ func (s *sim) joinWrite(r int, st *rankState, sl *slot, i int) {
 func (s *sim) joinAll(st *rankState) {
 	s.work += len(st.joins) * len(st.vc)
 	for _, at := range st.joins {
-		for i, v := range at.vc {
-			if v > st.vc[i] {
-				st.vc[i] = v
-				st.stale = true
-			}
+		if joinClock(st.vc, at.vc) {
+			st.stale = true
 		}
 		if at.own > st.vc[at.rank] {
 			st.vc[at.rank] = at.own
@@ -472,6 +471,21 @@ func (s *sim) joinAll(st *rankState) {
 		st.depth = max(st.depth, at.depth+1)
 	}
 	st.joins = st.joins[:0]
+}
+
+// joinClock raises vc to at least at, entry by entry, and reports
+// whether any entry rose. Branch-free: the entries that rise follow no
+// pattern a branch predictor learns, and this loop is most of a
+// thousand ranks' verification.
+func joinClock(vc, at []uint32) bool {
+	at = at[:len(vc)]
+	var rose uint32
+	for i, v := range vc {
+		m := max(v, at[i])
+		rose |= m ^ v
+		vc[i] = m
+	}
+	return rose != 0
 }
 
 // step runs rank r's next op if it can, and reports whether it did.
@@ -484,7 +498,6 @@ func (s *sim) step(r int) bool {
 	}
 	i, rep := st.pc%len(ops), st.pc/len(ops)
 	o := &ops[i]
-	ref := &opRef{rank: r, op: i + 1, rep: rep + 1, kind: o.Kind, site: o.Site}
 	value := o.Value + uint64(rep)*s.adv[r][i]
 	switch o.Kind {
 	case plan.WaitSignal, plan.WaitSignalFrom, plan.WaitCounter:
@@ -515,7 +528,7 @@ func (s *sim) step(r int) bool {
 	default:
 		st.depth++
 		c := s.tick(st, r)
-		s.exec(r, st, o, ref, c)
+		s.exec(r, st, o, &opRef{rank: r, op: i + 1, rep: rep + 1, kind: o.Kind, site: o.Site}, c)
 	}
 	st.pc++
 	s.work++
@@ -617,9 +630,9 @@ func (s *sim) transfer(r int, st *rankState, ref *opRef, from, fbuf int, foff ui
 	dst := &access{by: ref, pc: st.pc, write: true, lo: toff, hi: toff + n}
 	sm, dm := s.mem[from][fbuf], s.mem[to][tbuf]
 	s.touch(from, st.vc, sm, src)
-	labs := sm.get(foff, foff+n)
+	s.labs = sm.getInto(s.labs[:0], foff, foff+n)
 	s.touch(to, st.vc, dm, dst)
-	dm.put(toff, labs, ref)
+	dm.put(toff, s.labs, ref)
 	x := &xfer{src: src, dst: dst, local: local}
 	st.local = append(st.local, x)
 	return x
