@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/luacoll/luacoll/luabind"
@@ -54,6 +56,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	simulate := fs.Bool("simulate", false, "simulate the ranks on one node (--layout 1xN)")
 	model := fs.String("model", "host", "cost model of simulated ranks' estimates: host, cuda, or a calibration file")
 	mode := fs.String("mode", "", "replay mode of the estimates (default host, else stream)")
+	cpuProfile := fs.String("cpuprofile", "", "simulated ranks: write a CPU profile of the whole check to FILE (go tool pprof)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -71,7 +74,12 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		*layout = fmt.Sprintf("1x%d", *n)
 	}
 	if *layout != "" {
-		return checkSimulated(simOptions{n: *n, layout: *layout, model: *model, mode: *mode, script: script, args: scriptArgs}, stdout, stderr)
+		return checkSimulated(simOptions{n: *n, layout: *layout, model: *model, mode: *mode, script: script, args: scriptArgs,
+			cpuProfile: *cpuProfile}, stdout, stderr)
+	}
+	if *cpuProfile != "" {
+		fmt.Fprintf(stderr, "luacoll check: --cpuprofile is for simulated ranks (--layout or --simulate)\n")
+		return 2
 	}
 	if *n < 1 || *n > 1024 {
 		fmt.Fprintf(stderr, "luacoll check: -n %d: want 1..1024 (simulated ranks, --layout, go to 8192)\n", *n)
@@ -92,6 +100,7 @@ type simOptions struct {
 	layout, model, mode string
 	script              string
 	args                []string
+	cpuProfile          string // file of a CPU profile, "" none
 }
 
 // maxSimulated is the most ranks check simulates.
@@ -131,6 +140,19 @@ func checkSimulated(o simOptions, stdout, stderr io.Writer) int {
 	var real []string
 	for _, e := range luabind.NewRegistry().Entries() {
 		real = append(real, e.Name)
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "luacoll check: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "luacoll check: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signalContext()
 	defer stop()
