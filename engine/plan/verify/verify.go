@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/luacoll/luacoll/engine/plan"
 )
@@ -184,10 +185,20 @@ type access struct {
 // between two joins share one vc, so a rank's run of signals costs one
 // copy of its clock, not one each.
 type snap struct {
-	vc    []uint32
+	vc    *clock
 	own   uint32
 	rank  int
 	depth int
+}
+
+// clock is a copy of a rank's vector clock that its snapshots share,
+// with a count of what holds it: one while it is its rank's pub, and one
+// for each slot write (hist) whose snapshot shares it. A clock none holds
+// is reused for the next copy (sim.spare): at a thousand ranks a ring's
+// snapshots are gigabytes of copies, each dropped a step or two later.
+type clock struct {
+	vc   []uint32
+	refs int
 }
 
 type hist struct {
@@ -232,7 +243,7 @@ type rankState struct {
 	joins     []*snap
 	// pub is the copy of vc the last snapshot shared, stale once a join
 	// raised another rank's entry (stale).
-	pub   []uint32
+	pub   *clock
 	stale bool
 	done  bool
 	// waits are the signal waits (op indexes) this rank has passed in its
@@ -285,6 +296,8 @@ type sim struct {
 	stopped      bool
 	// labs is transfer's copy of the labels it moves, kept for the next.
 	labs []seg
+	// spare are clocks none holds (clock).
+	spare []*clock
 }
 
 func newSim(lists []plan.List, opt Options, add func(Problem)) *sim {
@@ -426,9 +439,40 @@ func (s *sim) snapshot(st *rankState) *snap {
 	r := st.me
 	if st.pub == nil || st.stale {
 		s.work += len(st.vc)
-		st.pub, st.stale = append([]uint32(nil), st.vc...), false
+		s.release(st.pub)
+		st.pub, st.stale = s.copyClock(st.vc), false
 	}
 	return &snap{vc: st.pub, own: st.vc[r], rank: r, depth: st.depth}
+}
+
+// copyClock returns a copy of vc that one holds.
+func (s *sim) copyClock(vc []uint32) *clock {
+	if k := len(s.spare); k > 0 {
+		c := s.spare[k-1]
+		s.spare[k-1] = nil
+		s.spare = s.spare[:k-1]
+		copy(c.vc, vc)
+		c.refs = 1
+		return c
+	}
+	return &clock{vc: slices.Clone(vc), refs: 1}
+}
+
+// keep notes that a slot write holds snapshot at (nil: none).
+func (s *sim) keep(at *snap) {
+	if at != nil {
+		at.vc.refs++
+	}
+}
+
+// release drops a hold of c (nil: none); at none, it is spare.
+func (s *sim) release(c *clock) {
+	if c == nil {
+		return
+	}
+	if c.refs--; c.refs == 0 {
+		s.spare = append(s.spare, c)
+	}
 }
 
 // join notes that rank st's current op synchronizes with the write at;
@@ -461,7 +505,7 @@ func (s *sim) joinWrite(r int, st *rankState, sl *slot, i int) {
 func (s *sim) joinAll(st *rankState) {
 	s.work += len(st.joins) * len(st.vc)
 	for _, at := range st.joins {
-		if joinClock(st.vc, at.vc) {
+		if joinClock(st.vc, at.vc.vc) {
 			st.stale = true
 		}
 		if at.own > st.vc[at.rank] {
