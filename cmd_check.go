@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
 	"time"
 
@@ -57,6 +59,8 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	model := fs.String("model", "host", "cost model of simulated ranks' estimates: host, cuda, or a calibration file")
 	mode := fs.String("mode", "", "replay mode of the estimates (default host, else stream)")
 	cpuProfile := fs.String("cpuprofile", "", "simulated ranks: write a CPU profile of the whole check to FILE (go tool pprof)")
+	memLimit := fs.String("memory-limit", "3G", "simulated ranks: the Go heap's soft limit (K, M or G bytes; GOMEMLIMIT, where set, instead):\n"+
+		"the collector works harder as the heap nears it, as two plans are verified at once")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -75,7 +79,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	if *layout != "" {
 		return checkSimulated(simOptions{n: *n, layout: *layout, model: *model, mode: *mode, script: script, args: scriptArgs,
-			cpuProfile: *cpuProfile}, stdout, stderr)
+			cpuProfile: *cpuProfile, memLimit: *memLimit}, stdout, stderr)
 	}
 	if *cpuProfile != "" {
 		fmt.Fprintf(stderr, "luacoll check: --cpuprofile is for simulated ranks (--layout or --simulate)\n")
@@ -101,6 +105,7 @@ type simOptions struct {
 	script              string
 	args                []string
 	cpuProfile          string // file of a CPU profile, "" none
+	memLimit            string // the heap's soft limit (--memory-limit)
 }
 
 // maxSimulated is the most ranks check simulates.
@@ -140,6 +145,14 @@ func checkSimulated(o simOptions, stdout, stderr io.Writer) int {
 	var real []string
 	for _, e := range luabind.NewRegistry().Entries() {
 		real = append(real, e.Name)
+	}
+	limit, err := parseSize(o.memLimit)
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll check: --memory-limit: %v\n", err)
+		return 2
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(min(limit, math.MaxInt64))))
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
