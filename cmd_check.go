@@ -7,6 +7,8 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/luacoll/luacoll/luabind"
@@ -59,8 +61,10 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	model := fs.String("model", "host", "cost model of simulated ranks' estimates: host, cuda, or a calibration file")
 	mode := fs.String("mode", "", "replay mode of the estimates (default host, else stream)")
 	cpuProfile := fs.String("cpuprofile", "", "simulated ranks: write a CPU profile of the whole check to FILE (go tool pprof)")
-	memLimit := fs.String("memory-limit", "3G", "simulated ranks: the Go heap's soft limit (K, M or G bytes; GOMEMLIMIT, where set, instead):\n"+
-		"the collector works harder as the heap nears it, as two plans are verified at once")
+	ahead := fs.Int("ahead", 1, "simulated ranks: verify and estimate the plans ahead of rank 0 on a second goroutine (from a shadow run of\n"+
+		"rank 0), at most this many verifications at once (1: the estimates beside them; 2: about twice the memory); 0: none")
+	memLimit := fs.String("memory-limit", "3.5G", "simulated ranks: the Go heap's soft limit, which the collector works harder to keep under as the heap nears it\n"+
+		"(K, M or G bytes; 0: none; GOMEMLIMIT, where set, instead)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -79,7 +83,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	if *layout != "" {
 		return checkSimulated(simOptions{n: *n, layout: *layout, model: *model, mode: *mode, script: script, args: scriptArgs,
-			cpuProfile: *cpuProfile, memLimit: *memLimit}, stdout, stderr)
+			cpuProfile: *cpuProfile, ahead: *ahead, memLimit: *memLimit}, stdout, stderr)
 	}
 	if *cpuProfile != "" {
 		fmt.Fprintf(stderr, "luacoll check: --cpuprofile is for simulated ranks (--layout or --simulate)\n")
@@ -105,7 +109,8 @@ type simOptions struct {
 	script              string
 	args                []string
 	cpuProfile          string // file of a CPU profile, "" none
-	memLimit            string // the heap's soft limit (--memory-limit)
+	ahead               int    // --ahead
+	memLimit            string // --memory-limit
 }
 
 // maxSimulated is the most ranks check simulates.
@@ -146,13 +151,17 @@ func checkSimulated(o simOptions, stdout, stderr io.Writer) int {
 	for _, e := range luabind.NewRegistry().Entries() {
 		real = append(real, e.Name)
 	}
-	limit, err := parseSize(o.memLimit)
-	if err != nil {
-		fmt.Fprintf(stderr, "luacoll check: --memory-limit: %v\n", err)
+	if o.ahead < 0 || o.ahead > 2 {
+		fmt.Fprintf(stderr, "luacoll check: --ahead %d: want 0, 1 or 2\n", o.ahead)
 		return 2
 	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(min(limit, math.MaxInt64))))
+	limit, err := parseMemLimit(o.memLimit)
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll check: --memory-limit %v\n", err)
+		return 2
+	}
+	if limit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
@@ -170,7 +179,7 @@ func checkSimulated(o simOptions, stdout, stderr io.Writer) int {
 	ctx, stop := signalContext()
 	defer stop()
 	res, err := simrank.Run(ctx, simrank.Options{Ranks: o.n, PerNode: per, Src: src, Name: name, Args: o.args,
-		Model: m, ModelName: o.model, Mode: o.mode, Real: real, Stdout: stdout, Progress: stderr})
+		Model: m, ModelName: o.model, Mode: o.mode, Real: real, Stdout: stdout, Progress: stderr, Ahead: o.ahead})
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll check: %v\n", err)
 		return 1
@@ -183,4 +192,26 @@ func checkSimulated(o simOptions, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "luacoll check: %s: %d plans verified at %d simulated ranks (layout %s), no problems; %s\n", name, res.Plans, o.n, o.layout, cost)
 	return 0
+}
+
+// parseMemLimit reads --memory-limit: bytes with an optional K, M or G
+// (a fraction allowed: 3.5G), or 0 for none.
+func parseMemLimit(s string) (int64, error) {
+	mult := 1.0
+	num := s
+	if i := len(s) - 1; i >= 0 {
+		switch strings.ToUpper(s[i:]) {
+		case "K":
+			mult, num = 1<<10, s[:i]
+		case "M":
+			mult, num = 1<<20, s[:i]
+		case "G":
+			mult, num = 1<<30, s[:i]
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || math.IsNaN(v) || v < 0 || math.IsInf(v, 0) || v*mult >= math.MaxInt64 {
+		return 0, fmt.Errorf("%q: want bytes with an optional K, M or G (3.5G), or 0 for none", s)
+	}
+	return int64(v * mult), nil
 }

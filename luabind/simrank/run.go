@@ -43,9 +43,13 @@ type Options struct {
 	Stdout        io.Writer
 	Progress      io.Writer
 	ProgressEvery time.Duration
-	// Alone turns off the verification ahead of rank 0 (spec.go): every
-	// plan is verified and estimated as rank 0 makes it, on one CPU.
-	Alone bool
+	// Ahead, when positive, has a shadow of rank 0 record its lists
+	// before it runs, and a second goroutine verify and estimate the
+	// plans ahead of it (spec.go), at most Ahead verifications at once
+	// (each holds the verifier's memory: 1 overlaps the estimates with
+	// the verifications). 0: every plan is verified and estimated as
+	// rank 0 makes it, on one goroutine.
+	Ahead int
 }
 
 // Result is what a run found.
@@ -123,7 +127,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("simulated ranks: stopped at rank %d: %w", r, context.Cause(ctx))
 		}
-		if r == 0 && o.Ranks > 1 && !o.Alone {
+		if r == 0 && o.Ranks > 1 && o.Ahead > 0 {
 			w.runShadow(ctx)
 		}
 		if err := w.runRank(ctx, r); err != nil {

@@ -52,12 +52,13 @@ func (w *world) flushOptions() verify.Options { return verify.Options{Budget: w.
 
 // task is a verification or estimate of one plan.
 type task struct {
-	state int // taskPending, taskRunning, taskDone (under speculation.mu)
-	done  chan struct{}
-	run   func(t *task)
-	rep   *verify.Report
-	est   *cost.Result
-	err   error
+	state  int  // taskPending, taskRunning, taskDone (under speculation.mu)
+	verify bool // a verification (else an estimate)
+	done   chan struct{}
+	run    func(t *task)
+	rep    *verify.Report
+	est    *cost.Result
+	err    error
 }
 
 const (
@@ -80,6 +81,10 @@ type speculation struct {
 	from     int // tasks before it are taken
 	stop     bool
 	finished chan struct{}
+	// most is how many verifications may run at once (Options.Ahead),
+	// verifying how many do; ended is signalled when one ends.
+	most, verifying int
+	ended           *sync.Cond
 }
 
 // runShadow runs the shadow of rank 0 and starts the work ahead of it.
@@ -103,7 +108,8 @@ func (w *world) runShadow(ctx context.Context) {
 // them, with the shadow's list as rank 0's, and starts the goroutine that
 // works through their tasks.
 func (w *world) speculate(sh *shadowRec) *speculation {
-	sp := &speculation{finished: make(chan struct{})}
+	sp := &speculation{finished: make(chan struct{}), most: w.o.Ahead}
+	sp.ended = sync.NewCond(&sp.mu)
 	ledgers := map[int]*plan.Ledger{}
 	for k, own := range sh.lists {
 		if k >= len(w.plans) {
@@ -132,7 +138,7 @@ func (w *world) speculate(sh *shadowRec) *speculation {
 		sp.opts = append(sp.opts, sh.opts[k])
 		sp.tasks = append(sp.tasks, &task{done: make(chan struct{}), run: w.estimateTask(lists)}, nil)
 		if o := sh.opts[k]; o != nil {
-			sp.tasks[2*k+1] = &task{done: make(chan struct{}), run: verifyTask(lists, *o)}
+			sp.tasks[2*k+1] = &task{done: make(chan struct{}), run: verifyTask(lists, *o), verify: true}
 		}
 	}
 	sp.valid = len(sp.lists)
@@ -168,52 +174,73 @@ func (sp *speculation) work() {
 	}
 }
 
-// next claims the first task no one has taken (nil: none left, or
-// stopped), under sp.mu.
+// next claims the first task no one has taken that may start (nil: none
+// left, or stopped), under sp.mu: a verification only while fewer than
+// most run.
 func (sp *speculation) next() *task {
 	if sp.stop {
 		return nil
 	}
 	for ; sp.from < len(sp.tasks) && sp.from/2 < sp.valid; sp.from++ {
 		if t := sp.tasks[sp.from]; t != nil && t.state == taskPending {
-			t.state = taskRunning
+			break
+		}
+	}
+	for i := sp.from; i < len(sp.tasks) && i/2 < sp.valid; i++ {
+		if t := sp.tasks[i]; t != nil && t.state == taskPending && sp.may(t) {
+			sp.claim(t)
 			return t
 		}
 	}
 	return nil
 }
 
+// may reports whether t may start now, under sp.mu.
+func (sp *speculation) may(t *task) bool { return !t.verify || sp.verifying < sp.most }
+
+// claim marks t running, under sp.mu.
+func (sp *speculation) claim(t *task) {
+	t.state = taskRunning
+	if t.verify {
+		sp.verifying++
+	}
+}
+
 func (sp *speculation) finish(t *task) {
 	t.run(t)
 	sp.mu.Lock()
 	t.state = taskDone
+	if t.verify {
+		sp.verifying--
+	}
+	sp.ended.Broadcast()
 	sp.mu.Unlock()
 	close(t.done)
 }
 
-// take returns task t done: run here if no one has started it; else,
-// while the other goroutine runs it, the next task no one has taken runs
-// here, and then t is waited for.
+// take returns task t done: run here if no one has started it (once it
+// may), else waited for; while the other goroutine runs it, a task no one
+// has taken that may start runs here meanwhile.
 func (sp *speculation) take(t *task) *task {
+	sp.mu.Lock()
 	for {
-		sp.mu.Lock()
-		switch t.state {
-		case taskPending:
-			t.state = taskRunning
+		switch {
+		case t.state == taskDone:
+			sp.mu.Unlock()
+			return t
+		case t.state == taskPending && sp.may(t):
+			sp.claim(t)
 			sp.mu.Unlock()
 			sp.finish(t)
 			return t
-		case taskDone:
+		}
+		if next := sp.next(); next != nil {
 			sp.mu.Unlock()
-			return t
+			sp.finish(next)
+			sp.mu.Lock()
+			continue
 		}
-		next := sp.next()
-		sp.mu.Unlock()
-		if next == nil {
-			<-t.done
-			return t
-		}
-		sp.finish(next)
+		sp.ended.Wait() // for t, or for a verification to make room
 	}
 }
 

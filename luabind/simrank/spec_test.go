@@ -11,7 +11,7 @@ import (
 )
 
 // runAlone is run with or without the verification ahead of rank 0.
-func runAlone(t *testing.T, ranks, per int, alone bool, script string, args ...string) (string, *Result, error) {
+func runAhead(t *testing.T, ranks, per, ahead int, script string, args ...string) (string, *Result, error) {
 	t.Helper()
 	m, err := cost.Default("host")
 	if err != nil {
@@ -19,7 +19,7 @@ func runAlone(t *testing.T, ranks, per int, alone bool, script string, args ...s
 	}
 	var out bytes.Buffer
 	res, err := Run(context.Background(), Options{Ranks: ranks, PerNode: per, Src: []byte(script), Name: "s.lua", Args: args,
-		Model: m, ModelName: "host", Mode: "host", Stdout: &out, Alone: alone})
+		Model: m, ModelName: "host", Mode: "host", Stdout: &out, Ahead: ahead})
 	return out.String(), res, err
 }
 
@@ -56,14 +56,15 @@ if lc.rank == 0 then print("last", rep2.summary) end
 // plan with a race fails, as it fails alone), and that it verified ahead
 // the plans its shadow foresaw.
 func TestAheadMatchesAlone(t *testing.T) {
-	for _, c := range []struct {
+	for i, c := range []struct {
 		arg   string
 		ahead int
-	}{{"", 5}, {"os", 4}, {"race", 0}} {
-		alone, resAlone, errAlone := runAlone(t, 32, 8, true, aheadScript, c.arg)
-		ahead, resAhead, errAhead := runAlone(t, 32, 8, false, aheadScript, c.arg)
+	}{{"", 5}, {"os", 4}, {"race", 0}, {"", 5}, {"os", 4}, {"race", 0}} {
+		most := 1 + i/3 // one verification at a time, then two
+		alone, resAlone, errAlone := runAhead(t, 32, 8, 0, aheadScript, c.arg)
+		ahead, resAhead, errAhead := runAhead(t, 32, 8, most, aheadScript, c.arg)
 		if alone != ahead || (errAlone == nil) != (errAhead == nil) || (errAlone != nil && errAlone.Error() != errAhead.Error()) {
-			t.Fatalf("%q: alone: %v\n%s\nahead: %v\n%s", c.arg, errAlone, alone, errAhead, ahead)
+			t.Fatalf("%q, %d at once: alone: %v\n%s\nahead: %v\n%s", c.arg, most, errAlone, alone, errAhead, ahead)
 		}
 		if !strings.Contains(alone, "[0] ring\tok: 32 ranks") || !strings.Contains(alone, "[0] again\tok: ") {
 			t.Fatalf("%q: output\n%s", c.arg, alone)
@@ -80,7 +81,7 @@ func TestAheadMatchesAlone(t *testing.T) {
 		}
 		// Ahead and the times aside, the results are the same.
 		if resAlone.Ahead != 0 || resAhead.Ahead != c.ahead {
-			t.Errorf("%q: %d verifications ahead alone, %d with the shadow; want 0 and %d", c.arg, resAlone.Ahead, resAhead.Ahead, c.ahead)
+			t.Errorf("%q, %d at once: %d verifications ahead alone, %d with the shadow; want 0 and %d", c.arg, most, resAlone.Ahead, resAhead.Ahead, c.ahead)
 		}
 		resAlone.Ahead, resAlone.Elapsed, resAlone.PeakRSS, resAlone.HeapPeak = 0, 0, 0, 0
 		resAhead.Ahead, resAhead.Elapsed, resAhead.PeakRSS, resAhead.HeapPeak = 0, 0, 0, 0
