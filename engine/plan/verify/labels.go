@@ -80,7 +80,7 @@ type memory struct {
 
 // chunkMax is the length a run of segments is cut into once it grows
 // past twice that.
-const chunkMax = 64
+const chunkMax = 16
 
 func newMemory(rank, buf int, size uint64) *memory {
 	m := &memory{size: size}
