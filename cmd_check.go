@@ -50,7 +50,11 @@ const checkUsage = `luacoll check [-n N] [--timeout D] [--layout NODESxRANKS | -
   needs data or real ranks (a window operation outside a plan, reading a
   buffer, timers, built-in collectives) fails with "check --simulate: X
   needs real ranks". Progress goes to stderr every 2 s; the time taken and
-  the memory used end the report.`
+  the memory used end the report. With --ahead N (default 1), a shadow run
+  of rank 0 records its lists first, and a second goroutine verifies and
+  estimates the plans ahead of rank 0, at most N verifications at once;
+  rank 0 takes those results only where its lists and p:verify options are
+  its shadow's (else it verifies itself), so the reports are the same.`
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", checkUsage, stderr)
