@@ -3,6 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
+	"os"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/luacoll/luacoll/luabind"
@@ -44,7 +50,11 @@ const checkUsage = `luacoll check [-n N] [--timeout D] [--layout NODESxRANKS | -
   needs data or real ranks (a window operation outside a plan, reading a
   buffer, timers, built-in collectives) fails with "check --simulate: X
   needs real ranks". Progress goes to stderr every 2 s; the time taken and
-  the memory used end the report.`
+  the memory used end the report. With --ahead N (default 1), a shadow run
+  of rank 0 records its lists first, and a second goroutine verifies and
+  estimates the plans ahead of rank 0, at most N verifications at once;
+  rank 0 takes those results only where its lists and p:verify options are
+  its shadow's (else it verifies itself), so the reports are the same.`
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", checkUsage, stderr)
@@ -54,6 +64,11 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	simulate := fs.Bool("simulate", false, "simulate the ranks on one node (--layout 1xN)")
 	model := fs.String("model", "host", "cost model of simulated ranks' estimates: host, cuda, or a calibration file")
 	mode := fs.String("mode", "", "replay mode of the estimates (default host, else stream)")
+	cpuProfile := fs.String("cpuprofile", "", "simulated ranks: write a CPU profile of the whole check to FILE (go tool pprof)")
+	ahead := fs.Int("ahead", 1, "simulated ranks: verify and estimate the plans ahead of rank 0 on a second goroutine (from a shadow run of\n"+
+		"rank 0), at most this many verifications at once (1: the estimates beside them; 2: about twice the memory); 0: none")
+	memLimit := fs.String("memory-limit", "3.5G", "simulated ranks: the Go heap's soft limit, which the collector works harder to keep under as the heap nears it\n"+
+		"(K, M or G bytes; 0: none; GOMEMLIMIT, where set, instead)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -71,7 +86,12 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		*layout = fmt.Sprintf("1x%d", *n)
 	}
 	if *layout != "" {
-		return checkSimulated(simOptions{n: *n, layout: *layout, model: *model, mode: *mode, script: script, args: scriptArgs}, stdout, stderr)
+		return checkSimulated(simOptions{n: *n, layout: *layout, model: *model, mode: *mode, script: script, args: scriptArgs,
+			cpuProfile: *cpuProfile, ahead: *ahead, memLimit: *memLimit}, stdout, stderr)
+	}
+	if *cpuProfile != "" {
+		fmt.Fprintf(stderr, "luacoll check: --cpuprofile is for simulated ranks (--layout or --simulate)\n")
+		return 2
 	}
 	if *n < 1 || *n > 1024 {
 		fmt.Fprintf(stderr, "luacoll check: -n %d: want 1..1024 (simulated ranks, --layout, go to 8192)\n", *n)
@@ -92,6 +112,9 @@ type simOptions struct {
 	layout, model, mode string
 	script              string
 	args                []string
+	cpuProfile          string // file of a CPU profile, "" none
+	ahead               int    // --ahead
+	memLimit            string // --memory-limit
 }
 
 // maxSimulated is the most ranks check simulates.
@@ -132,10 +155,35 @@ func checkSimulated(o simOptions, stdout, stderr io.Writer) int {
 	for _, e := range luabind.NewRegistry().Entries() {
 		real = append(real, e.Name)
 	}
+	if o.ahead < 0 || o.ahead > 2 {
+		fmt.Fprintf(stderr, "luacoll check: --ahead %d: want 0, 1 or 2\n", o.ahead)
+		return 2
+	}
+	limit, err := parseMemLimit(o.memLimit)
+	if err != nil {
+		fmt.Fprintf(stderr, "luacoll check: --memory-limit %v\n", err)
+		return 2
+	}
+	if limit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "luacoll check: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "luacoll check: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	res, err := simrank.Run(ctx, simrank.Options{Ranks: o.n, PerNode: per, Src: src, Name: name, Args: o.args,
-		Model: m, ModelName: o.model, Mode: o.mode, Real: real, Stdout: stdout, Progress: stderr})
+		Model: m, ModelName: o.model, Mode: o.mode, Real: real, Stdout: stdout, Progress: stderr, Ahead: o.ahead})
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll check: %v\n", err)
 		return 1
@@ -148,4 +196,26 @@ func checkSimulated(o simOptions, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "luacoll check: %s: %d plans verified at %d simulated ranks (layout %s), no problems; %s\n", name, res.Plans, o.n, o.layout, cost)
 	return 0
+}
+
+// parseMemLimit reads --memory-limit: bytes with an optional K, M or G
+// (a fraction allowed: 3.5G), or 0 for none.
+func parseMemLimit(s string) (int64, error) {
+	mult := 1.0
+	num := s
+	if i := len(s) - 1; i >= 0 {
+		switch strings.ToUpper(s[i:]) {
+		case "K":
+			mult, num = 1<<10, s[:i]
+		case "M":
+			mult, num = 1<<20, s[:i]
+		case "G":
+			mult, num = 1<<30, s[:i]
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || math.IsNaN(v) || v < 0 || math.IsInf(v, 0) || v*mult >= math.MaxInt64 {
+		return 0, fmt.Errorf("%q: want bytes with an optional K, M or G (3.5G), or 0 for none", s)
+	}
+	return int64(v * mult), nil
 }

@@ -94,6 +94,9 @@ func TestCheckSimulatedUsage(t *testing.T) {
 		{[]string{"-n", "9000", "--simulate", script}, "want 1..8192 simulated ranks"},
 		{[]string{"-n", "4", "--simulate", "--model", "nope.json", script}, "--model open nope.json"},
 		{[]string{"-n", "4", "--simulate", "--mode", "graph", script}, `--mode "graph": the model has [host]`},
+		{[]string{"-n", "4", "--simulate", "--ahead", "3", script}, "--ahead 3: want 0, 1 or 2"},
+		{[]string{"-n", "4", "--simulate", "--memory-limit", "lots", script}, `--memory-limit "lots": want bytes`},
+		{[]string{"-n", "4", "--cpuprofile", "x.prof", script}, "--cpuprofile is for simulated ranks"},
 	} {
 		r := luacoll(t, nil, append([]string{"check"}, c.args...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) {

@@ -69,24 +69,45 @@ func (rk *rank) newPlan(L *lua.LState) int {
 		bodyArgs = bodyArgs[:n-1] // the mode: every simulated plan is "check"
 	}
 	site := strings.TrimSuffix(L.Where(1), ":")
-	if rk.r == 0 {
+	if rk.lead() {
 		if err := rk.w.flush(); err != nil {
 			rk.fail(L, name, "%v", err)
 		}
 	}
-	rec := &recorder{}
+	// The ranks run one at a time: each body records into the arrays the
+	// last one left (list copies what it keeps), unless this lc.plan is
+	// inside another's body.
+	rec := &rk.w.rec
+	if rk.rec != nil {
+		rec = &recorder{}
+	}
+	rec.reset()
 	if msg := rk.record(L, body, bodyArgs, rec); msg != "" {
 		rk.fail(L, name, "the body failed: %s", msg)
 	}
 	list, bufs, err := rec.list(rk.w.o.Ranks)
+	rec.reset()
 	if err != nil {
 		rk.fail(L, name, "%v", err)
 	}
 	rk.made++
-	slot := rk.w.slot(rk.made, site, rk.r)
-	slot.lists[rk.r], slot.made[rk.r] = list, true
+	var slot *planSlot
+	if sh := rk.shadow; sh != nil {
+		if rk.made > len(rk.w.plans) {
+			rk.fail(L, name, "the shadow of rank 0 made more plans than the other ranks")
+		}
+		if sh.pending != 0 {
+			o := rk.w.flushOptions()
+			sh.verified(sh.pending, &o)
+		}
+		slot = rk.w.plans[rk.made-1]
+		sh.lists, sh.opts, sh.pending = append(sh.lists, list), append(sh.opts, nil), rk.made
+	} else {
+		slot = rk.w.slot(rk.made, site, rk.r)
+		slot.lists[rk.r], slot.made[rk.r] = list, true
+	}
 	ref := &planRef{slot: slot, ops: list.Ops, bufs: bufs, window: list.Window}
-	if rk.r == 0 {
+	if rk.lead() {
 		rk.complete(L, slot)
 	}
 	rk.push(L, ref, mtPlan)
@@ -138,6 +159,7 @@ func (rk *rank) complete(L *lua.LState, slot *planSlot) {
 	}
 	led.Record(lists, 0)
 	dropZeroBase(lists)
+	w.spec.match(slot.num, lists)
 	w.res.Plans++
 	w.estimateLine(slot)
 	w.pending = slot
@@ -153,13 +175,26 @@ func (w *world) flush() error {
 	}
 	w.pending = nil
 	w.verifying(slot, "")
-	rep := verify.Verify(slot.lists, verify.Options{Budget: w.budget()})
+	rep := w.verify(slot, w.flushOptions(), true)
 	w.note(slot, "made", rep)
 	if !rep.OK {
 		w.res.Failed++
 		return fmt.Errorf("plan %d (made at %s) failed verification: %s", slot.num, slot.site, rep.Summary())
 	}
 	return nil
+}
+
+// verify verifies slot's lists with options o: with the verification
+// made ahead of rank 0 where there is one for them (first: this is the
+// plan's first verification), else here.
+func (w *world) verify(slot *planSlot, o verify.Options, first bool) *verify.Report {
+	if first {
+		if rep, ok := w.spec.verification(slot.num, o); ok {
+			w.res.Ahead++
+			return rep
+		}
+	}
+	return verify.Verify(slot.lists, o)
 }
 
 // verifying says on the progress stream that a long verification starts.
@@ -232,7 +267,7 @@ func (rk *rank) planMethods() map[string]lua.LGFunction {
 			if times := a.field(t, "times", 1); times < 1 || times > 1<<31 {
 				rk.fail(L, "p:run", "bad argument 'times' (%d: want 1..2^31)", times)
 			}
-			if rk.r == 0 {
+			if rk.lead() {
 				rk.w.res.Skipped++
 			}
 			return 0
@@ -279,7 +314,11 @@ func (rk *rank) planMethods() map[string]lua.LGFunction {
 		"free": func(L *lua.LState) int {
 			r := rk.planArg(L, "p:free")
 			r.freed = true
-			if rk.r == 0 {
+			if sh := rk.shadow; sh != nil && sh.pending == r.slot.num {
+				o := rk.w.flushOptions()
+				sh.verified(sh.pending, &o)
+			}
+			if rk.lead() {
 				if rk.w.pending == r.slot {
 					if err := rk.w.flush(); err != nil {
 						rk.fail(L, "p:free", "%v", err)

@@ -23,7 +23,14 @@ type rank struct {
 	buffers int
 	made    int // plans made so far
 	rec     *recorder
+	// shadow, when set, makes this rank 0's shadow (spec.go): it records
+	// and prints nothing, and verifies and estimates nothing.
+	shadow *shadowRec
 }
+
+// lead reports whether rk is rank 0 itself, which verifies every rank's
+// lists and prints.
+func (rk *rank) lead() bool { return rk.r == 0 && rk.shadow == nil }
 
 // Userdata values.
 type (
@@ -65,7 +72,7 @@ func (rk *rank) close() { rk.L.Close() }
 // print writes a line of rank 0's output (the other ranks' is dropped: a
 // thousand copies of it would drown the reports).
 func (rk *rank) print(text string) {
-	if rk.r != 0 {
+	if !rk.lead() {
 		return
 	}
 	for _, line := range strings.Split(text, "\n") {

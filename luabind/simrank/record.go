@@ -17,6 +17,13 @@ type recorder struct {
 	opBuf, opSrc []*simBuffer // per op: its local buffer and a local reduce's source (nil: none)
 }
 
+// reset empties r, keeping its arrays.
+func (r *recorder) reset() {
+	clear(r.opBuf)
+	clear(r.opSrc)
+	r.w, r.ops, r.opBuf, r.opSrc = nil, r.ops[:0], r.opBuf[:0], r.opSrc[:0]
+}
+
 // record appends o, issued on window w (nil for a buffer's fill) with
 // local buffer b and a local reduce's source src (nil for none), after
 // the checks real ranks make.

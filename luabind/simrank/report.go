@@ -3,6 +3,7 @@ package simrank
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -61,6 +62,24 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 	slot := r.slot
 	j := r.verifies
 	r.verifies++
+	if sh := rk.shadow; sh != nil {
+		// What rank 0 will ask for, if it calls as its shadow did.
+		var o *verify.Options
+		if j < len(slot.srcs) && sh.pending == slot.num {
+			row := slices.Clone(slot.srcs[j])
+			row[0] = src
+			if srcs, missing, without := sources(row, srcOff); len(missing) == 0 && (len(without) == 0 || len(without) == len(row)) {
+				coll.Src = srcs
+				if len(without) == len(row) {
+					coll.Src = nil
+				}
+				o = &verify.Options{Collective: coll, Replays: replays, Budget: rk.w.budget()}
+			}
+		}
+		sh.verified(slot.num, o)
+		L.Push(pendingTable(L, rk.r))
+		return 1
+	}
 	if j == len(slot.srcs) {
 		row := make([]int, rk.w.o.Ranks)
 		for i := range row {
@@ -76,16 +95,8 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 	if slot.lists == nil {
 		rk.fail(L, name, "plan %d's lists were released", slot.num)
 	}
-	var without, missing []string
-	for q, b := range slot.srcs[j] {
-		switch {
-		case b == -2:
-			missing = append(missing, fmt.Sprint(q))
-		case b < 0:
-			without = append(without, fmt.Sprint(q))
-		}
-		coll.Src = append(coll.Src, verify.Source{Buf: b, Off: srcOff})
-	}
+	srcs, missing, without := sources(slot.srcs[j], srcOff)
+	coll.Src = srcs
 	switch {
 	case len(missing) > 0:
 		rk.fail(L, name, "simulated ranks %s made no p:verify call %d on plan %d: it is collective", abbrev(missing), j+1, slot.num)
@@ -95,7 +106,7 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 		rk.fail(L, name, "bad argument 'src' (ranks %s name none; every rank must, or none)", abbrev(without))
 	}
 	rk.w.verifying(slot, coll.Kind)
-	rep := verify.Verify(slot.lists, verify.Options{Collective: coll, Replays: replays, Budget: rk.w.budget()})
+	rep := rk.w.verify(slot, verify.Options{Collective: coll, Replays: replays, Budget: rk.w.budget()}, rk.w.pending == slot)
 	rk.w.res.Verifies++
 	if !rep.OK {
 		rk.w.res.Failed++
@@ -115,6 +126,22 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 	rk.w.note(slot, what, rep)
 	L.Push(luabind.ReportTable(L, rep))
 	return 1
+}
+
+// sources are the sources of a p:verify call whose ranks named buffers
+// row (srcs[j]) at offset off, with the ranks that made no such call
+// (missing) and those that named none (without).
+func sources(row []int, off uint64) (srcs []verify.Source, missing, without []string) {
+	for q, b := range row {
+		switch {
+		case b == -2:
+			missing = append(missing, fmt.Sprint(q))
+		case b < 0:
+			without = append(without, fmt.Sprint(q))
+		}
+		srcs = append(srcs, verify.Source{Buf: b, Off: off})
+	}
+	return srcs, missing, without
 }
 
 // abbrev lists ranks, the first few of a long list.
@@ -174,7 +201,7 @@ func (rk *rank) estimatePlan(L *lua.LState) int {
 	r := rk.planArg(L, name)
 	a := rk.args(L, name, 2)
 	t := a.table(0, "model", "mode", "layout")
-	if rk.r != 0 {
+	if !rk.lead() {
 		rk.fail(L, name, "under luacoll check only rank 0 holds every rank's op list: estimate there (if lc.rank == 0 then ... end)")
 	}
 	if r.slot.lists == nil {
@@ -214,7 +241,13 @@ func (rk *rank) estimatePlan(L *lua.LState) int {
 // estimateLine prints plan slot's estimate on the run's model and layout.
 func (w *world) estimateLine(slot *planSlot) {
 	o := w.o
-	res, err := cost.Estimate(o.Model, cost.Input{Lists: slot.lists, Mode: o.Mode, Class: w.classesFor(o.Model, o.PerNode)})
+	var res *cost.Result
+	var err error
+	if t := w.spec.estimate(slot.num); t != nil {
+		res, err = t.est, t.err
+	} else {
+		res, err = cost.Estimate(o.Model, cost.Input{Lists: slot.lists, Mode: o.Mode, Class: w.classesFor(o.Model, o.PerNode)})
+	}
 	if err != nil {
 		fmt.Fprintf(w.out, "[0] check: plan %d: no estimate: %v\n", slot.num, err)
 		return
@@ -271,7 +304,12 @@ func PathSummary(res *cost.Result) string {
 	for k := range by {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return by[keys[i]].time > by[keys[j]].time })
+	sort.Slice(keys, func(i, j int) bool {
+		if ti, tj := by[keys[i]].time, by[keys[j]].time; ti != tj {
+			return ti > tj
+		}
+		return keys[i] < keys[j] // ties in name order, not the map's
+	})
 	var parts []string
 	for _, k := range keys {
 		if by[k].time <= 0 && len(parts) >= 3 {

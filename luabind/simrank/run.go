@@ -43,6 +43,13 @@ type Options struct {
 	Stdout        io.Writer
 	Progress      io.Writer
 	ProgressEvery time.Duration
+	// Ahead, when positive, has a shadow of rank 0 record its lists
+	// before it runs, and a second goroutine verify and estimate the
+	// plans ahead of it (spec.go), at most Ahead verifications at once
+	// (each holds the verifier's memory: 1 overlaps the estimates with
+	// the verifications). 0: every plan is verified and estimated as
+	// rank 0 makes it, on one goroutine.
+	Ahead int
 }
 
 // Result is what a run found.
@@ -52,6 +59,9 @@ type Result struct {
 	Plans, Verifies, Failed int
 	// Skipped counts rank 0's p:run calls, which ran nothing.
 	Skipped int
+	// Ahead counts the verifications rank 0 took from the work done
+	// ahead of it (spec.go).
+	Ahead   int
 	Elapsed time.Duration
 	// PeakRSS is the process's peak resident memory (bytes; 0 where the
 	// system does not say), HeapPeak the Go heap's largest size seen.
@@ -84,6 +94,10 @@ type world struct {
 	libs map[string]*lua.FunctionProto
 	// pending is the plan rank 0 made last, not verified yet (flush).
 	pending *planSlot
+	// spec is the work ahead of rank 0 (spec.go; nil: none).
+	spec *speculation
+	// rec records the body of the plan the rank that runs makes.
+	rec recorder
 }
 
 // Run runs the script for every simulated rank, the last first and rank 0
@@ -108,9 +122,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	stopHeap := w.watchHeap()
 	defer stopHeap()
+	defer func() { w.spec.close() }()
 	for r := o.Ranks - 1; r >= 0; r-- {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("simulated ranks: stopped at rank %d: %w", r, context.Cause(ctx))
+		}
+		if r == 0 && o.Ranks > 1 && o.Ahead > 0 {
+			w.runShadow(ctx)
 		}
 		if err := w.runRank(ctx, r); err != nil {
 			return nil, err

@@ -49,6 +49,28 @@ type ctl struct {
 	bases    map[int]*ctlState
 	lateAll  []uint64
 	monotone bool
+	// from is the base the state was last restored from (nil: none, or
+	// reset since), and dirty the indexes of the rank-by-rank rows (sig,
+	// ctr, pbar, pepoch) written since: restoring from the same base
+	// copies back only those, not four arrays of ranks^2 entries.
+	from  *ctlState
+	dirty [4][]int
+}
+
+// The rank-by-rank rows of a ctl run whose writes restore undoes.
+const (
+	dirtySig = iota
+	dirtyCtr
+	dirtyPbar
+	dirtyPepoch
+)
+
+// wrote notes, while the state derives from a base, that row i of kind
+// k is written.
+func (c *ctl) wrote(k, i int) {
+	if c.from != nil {
+		c.dirty[k] = append(c.dirty[k], i)
+	}
 }
 
 // ctlState is a copy of a ctl run's state.
@@ -117,12 +139,24 @@ func (c *ctl) save() *ctlState {
 }
 
 func (c *ctl) restore(b *ctlState) {
-	copy(c.sig, b.sig)
+	if c.from == b {
+		for k, rows := range [4][2][]uint64{{c.sig, b.sig}, {c.ctr, b.ctr}, {c.pbar, b.pbar}, {c.pepoch, b.pepoch}} {
+			for _, i := range c.dirty[k] {
+				rows[0][i] = rows[1][i]
+			}
+		}
+	} else {
+		copy(c.sig, b.sig)
+		copy(c.ctr, b.ctr)
+		copy(c.pbar, b.pbar)
+		copy(c.pepoch, b.pepoch)
+	}
+	for k := range c.dirty {
+		c.dirty[k] = c.dirty[k][:0]
+	}
+	c.from = b
 	copy(c.sum, b.sum)
-	copy(c.ctr, b.ctr)
-	copy(c.pbar, b.pbar)
 	copy(c.epoch, b.epoch)
-	copy(c.pepoch, b.pepoch)
 	copy(c.pc, b.pc)
 	copy(c.phase, b.phase)
 	copy(c.at, b.at)
@@ -131,6 +165,7 @@ func (c *ctl) restore(b *ctlState) {
 }
 
 func (c *ctl) reset() {
+	c.from = nil
 	copy(c.sig, c.sig0)
 	copy(c.sum, c.sum0)
 	copy(c.ctr, c.ctr0)
@@ -261,6 +296,7 @@ func (c *ctl) step(q int) bool {
 		}
 	case plan.ResetCounter:
 		c.ctr[q*s.n*nc+o.Peer*nc+o.Ctr] = 0
+		c.wrote(dirtyCtr, q*s.n*nc+o.Peer*nc+o.Ctr)
 	case plan.Barrier:
 		// A barrier's stores write the rank's epoch into every peer's
 		// slot: the slot rank p's stores wrote is p's epoch.
@@ -283,8 +319,10 @@ func (c *ctl) step(q int) bool {
 		e := &c.pepoch[(q*nb+o.Bar)*s.n+o.Peer]
 		if c.phase[q] == 0 {
 			*e++
+			c.wrote(dirtyPepoch, (q*nb+o.Bar)*s.n+o.Peer)
 			if o.Peer != q {
 				c.pbar[s.barIdx(o.Peer, q, o.Bar)] = *e
+				c.wrote(dirtyPbar, s.barIdx(o.Peer, q, o.Bar))
 			}
 			c.phase[q] = 1
 			return true
@@ -302,6 +340,7 @@ func (c *ctl) step(q int) bool {
 	default:
 		if o.Kind.HasCounter() {
 			c.ctr[q*s.n*nc+o.Peer*nc+o.Ctr] += o.CtrValue
+			c.wrote(dirtyCtr, q*s.n*nc+o.Peer*nc+o.Ctr)
 		}
 		if o.Kind.HasSignal() {
 			c.signal(q, o.Peer, o, rep)
@@ -320,6 +359,7 @@ func (c *ctl) idx(to, from, sig int) int { return (from*c.s.n+to)*c.s.sh.Signals
 
 func (c *ctl) signal(from, to int, o *plan.Op, rep int) {
 	v := &c.sig[c.idx(to, from, o.Sig)]
+	c.wrote(dirtySig, c.idx(to, from, o.Sig))
 	sum := &c.sum[to*c.s.sh.Signals+o.Sig]
 	if o.SigOp == window.SigSet {
 		*sum += o.SigValue - *v

@@ -39,9 +39,14 @@ func holdingIdx(sl *slot, cmp transport.Cmp, v uint64) int {
 // needs: its waits are all ">=" or ">" with targets that never go down
 // (sim.monotone), so each is met at i or after. Their clocks are what
 // the verifier's memory is mostly made of.
-func forget(sl *slot, i int) {
+func (s *sim) forget(sl *slot, i int) {
 	if i <= 0 {
 		return
+	}
+	for _, h := range sl.hist[:i] {
+		if h.at != nil {
+			s.release(h.at.vc)
+		}
 	}
 	clear(sl.hist[:i])
 	sl.hist = sl.hist[i:]
@@ -60,6 +65,7 @@ func (s *sim) barrierStores(r int, st *rankState, o *plan.Op) {
 				sl := &s.bar[s.barIdx(p, r, o.Bar)]
 				sl.val = e
 				sl.hist = append(sl.hist, hist{val: e, at: at})
+				s.keep(at)
 			}
 		}
 		return
@@ -70,6 +76,7 @@ func (s *sim) barrierStores(r int, st *rankState, o *plan.Op) {
 		sl := &s.pbar[s.barIdx(o.Peer, r, o.Bar)]
 		sl.val = e
 		sl.hist = append(sl.hist, hist{val: e, at: at})
+		s.keep(at)
 	}
 }
 
@@ -86,7 +93,7 @@ func (s *sim) barrierWait(r int, st *rankState, o *plan.Op) bool {
 		i := holdingIdx(sl, transport.CmpGe, e)
 		if i >= 0 {
 			s.join(st, sl.hist[i].at)
-			forget(sl, i)
+			s.forget(sl, i)
 		}
 		return true
 	}
@@ -101,7 +108,7 @@ func (s *sim) barrierWait(r int, st *rankState, o *plan.Op) bool {
 			sl := &s.bar[s.barIdx(r, p, o.Bar)]
 			if i := holdingIdx(sl, transport.CmpGe, e); i >= 0 {
 				s.join(st, sl.hist[i].at)
-				forget(sl, i)
+				s.forget(sl, i)
 			}
 		}
 	}
@@ -121,14 +128,15 @@ func (s *sim) signal(from, to int, o *plan.Op, st *rankState, at **snap, by *opR
 	} else {
 		sl.val += o.SigValue
 	}
-	var clock *snap
+	var kept *snap
 	if s.joinable(idx, old, sl.val) {
 		if *at == nil {
 			*at = s.snapshot(st)
 		}
-		clock = *at
+		kept = *at
 	}
-	sl.hist = append(sl.hist, hist{val: sl.val, at: clock, by: by})
+	sl.hist = append(sl.hist, hist{val: sl.val, at: kept, by: by})
+	s.keep(kept)
 }
 
 // joinable reports whether a write raising row idx from old to val can be
@@ -159,7 +167,7 @@ func (s *sim) wait(r int, st *rankState, o *plan.Op, v uint64) bool {
 		if i >= 0 {
 			s.joinWrite(r, st, sl, i)
 			if s.monotone[s.sigIdx(r, o.Peer, o.Sig)] {
-				forget(sl, i)
+				s.forget(sl, i)
 			}
 		}
 	case plan.WaitSignal:

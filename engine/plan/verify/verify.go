@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/luacoll/luacoll/engine/plan"
 )
@@ -184,10 +185,20 @@ type access struct {
 // between two joins share one vc, so a rank's run of signals costs one
 // copy of its clock, not one each.
 type snap struct {
-	vc    []uint32
+	vc    *clock
 	own   uint32
 	rank  int
 	depth int
+}
+
+// clock is a copy of a rank's vector clock that its snapshots share,
+// with a count of what holds it: one while it is its rank's pub, and one
+// for each slot write (hist) whose snapshot shares it. A clock none holds
+// is reused for the next copy (sim.spare): at a thousand ranks a ring's
+// snapshots are gigabytes of copies, each dropped a step or two later.
+type clock struct {
+	vc   []uint32
+	refs int
 }
 
 type hist struct {
@@ -232,7 +243,7 @@ type rankState struct {
 	joins     []*snap
 	// pub is the copy of vc the last snapshot shared, stale once a join
 	// raised another rank's entry (stale).
-	pub   []uint32
+	pub   *clock
 	stale bool
 	done  bool
 	// waits are the signal waits (op indexes) this rank has passed in its
@@ -283,6 +294,10 @@ type sim struct {
 	ctl          *ctl
 	work, budget int
 	stopped      bool
+	// labs is transfer's copy of the labels it moves, kept for the next.
+	labs []seg
+	// spare are clocks none holds (clock).
+	spare []*clock
 }
 
 func newSim(lists []plan.List, opt Options, add func(Problem)) *sim {
@@ -424,9 +439,40 @@ func (s *sim) snapshot(st *rankState) *snap {
 	r := st.me
 	if st.pub == nil || st.stale {
 		s.work += len(st.vc)
-		st.pub, st.stale = append([]uint32(nil), st.vc...), false
+		s.release(st.pub)
+		st.pub, st.stale = s.copyClock(st.vc), false
 	}
 	return &snap{vc: st.pub, own: st.vc[r], rank: r, depth: st.depth}
+}
+
+// copyClock returns a copy of vc that one holds.
+func (s *sim) copyClock(vc []uint32) *clock {
+	if k := len(s.spare); k > 0 {
+		c := s.spare[k-1]
+		s.spare[k-1] = nil
+		s.spare = s.spare[:k-1]
+		copy(c.vc, vc)
+		c.refs = 1
+		return c
+	}
+	return &clock{vc: slices.Clone(vc), refs: 1}
+}
+
+// keep notes that a slot write holds snapshot at (nil: none).
+func (s *sim) keep(at *snap) {
+	if at != nil {
+		at.vc.refs++
+	}
+}
+
+// release drops a hold of c (nil: none); at none, it is spare.
+func (s *sim) release(c *clock) {
+	if c == nil {
+		return
+	}
+	if c.refs--; c.refs == 0 {
+		s.spare = append(s.spare, c)
+	}
 }
 
 // join notes that rank st's current op synchronizes with the write at;
@@ -459,11 +505,8 @@ func (s *sim) joinWrite(r int, st *rankState, sl *slot, i int) {
 func (s *sim) joinAll(st *rankState) {
 	s.work += len(st.joins) * len(st.vc)
 	for _, at := range st.joins {
-		for i, v := range at.vc {
-			if v > st.vc[i] {
-				st.vc[i] = v
-				st.stale = true
-			}
+		if joinClock(st.vc, at.vc.vc) {
+			st.stale = true
 		}
 		if at.own > st.vc[at.rank] {
 			st.vc[at.rank] = at.own
@@ -472,6 +515,21 @@ func (s *sim) joinAll(st *rankState) {
 		st.depth = max(st.depth, at.depth+1)
 	}
 	st.joins = st.joins[:0]
+}
+
+// joinClock raises vc to at least at, entry by entry, and reports
+// whether any entry rose. Branch-free: the entries that rise follow no
+// pattern a branch predictor learns, and this loop is most of a
+// thousand ranks' verification.
+func joinClock(vc, at []uint32) bool {
+	at = at[:len(vc)]
+	var rose uint32
+	for i, v := range vc {
+		m := max(v, at[i])
+		rose |= m ^ v
+		vc[i] = m
+	}
+	return rose != 0
 }
 
 // step runs rank r's next op if it can, and reports whether it did.
@@ -484,7 +542,6 @@ func (s *sim) step(r int) bool {
 	}
 	i, rep := st.pc%len(ops), st.pc/len(ops)
 	o := &ops[i]
-	ref := &opRef{rank: r, op: i + 1, rep: rep + 1, kind: o.Kind, site: o.Site}
 	value := o.Value + uint64(rep)*s.adv[r][i]
 	switch o.Kind {
 	case plan.WaitSignal, plan.WaitSignalFrom, plan.WaitCounter:
@@ -515,7 +572,7 @@ func (s *sim) step(r int) bool {
 	default:
 		st.depth++
 		c := s.tick(st, r)
-		s.exec(r, st, o, ref, c)
+		s.exec(r, st, o, &opRef{rank: r, op: i + 1, rep: rep + 1, kind: o.Kind, site: o.Site}, c)
 	}
 	st.pc++
 	s.work++
@@ -617,9 +674,9 @@ func (s *sim) transfer(r int, st *rankState, ref *opRef, from, fbuf int, foff ui
 	dst := &access{by: ref, pc: st.pc, write: true, lo: toff, hi: toff + n}
 	sm, dm := s.mem[from][fbuf], s.mem[to][tbuf]
 	s.touch(from, st.vc, sm, src)
-	labs := sm.get(foff, foff+n)
+	s.labs = sm.getInto(s.labs[:0], foff, foff+n)
 	s.touch(to, st.vc, dm, dst)
-	dm.put(toff, labs, ref)
+	dm.put(toff, s.labs, ref)
 	x := &xfer{src: src, dst: dst, local: local}
 	st.local = append(st.local, x)
 	return x
