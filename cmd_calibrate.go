@@ -291,9 +291,16 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 	if err != nil {
 		return nil, "", err
 	}
+	// A call's own cost (modes whose replays are launched): measured
+	// apart, as it is.
+	var call cost.Cost
+	if _, c, err := one("call"); err == nil {
+		call = cost.Cost{AlphaNs: c}
+	}
 	params := map[string]cost.Params{
 		class.String(): {Put: put, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc},
-		"self":         {Put: self, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc, Replay: cost.Cost{AlphaNs: replay}, Flush: flush, Moved: moved},
+		"self": {Put: self, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc, Replay: cost.Cost{AlphaNs: replay},
+			Flush: flush, Moved: moved, Call: call},
 	}
 	if class == transport.KindNet {
 		// Logical nodes split the CPUs: a copy measured in one is no
@@ -303,6 +310,9 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 	last := sizes[len(sizes)-1]
 	note := fmt.Sprintf("replay %.2f us, op %.0f ns, 8-byte hop %.2f us, put of %d B %.1f us, barrier %.2f us",
 		replay/1e3, op, hop/1e3, last, beyond(t["put"][last], 1)/1e3, bar/1e3)
+	if call.AlphaNs > 0 {
+		note += fmt.Sprintf(", call %.2f us", call.AlphaNs/1e3)
+	}
 	return params, note, nil
 }
 

@@ -168,9 +168,19 @@ func TestCalParamsNetOfReplayAndOps(t *testing.T) {
 			t.Errorf("%s: %v ns, want %v", c.what, c.got, c.want)
 		}
 	}
-	if !strings.Contains(note, "op 40 ns") {
-		t.Errorf("note %q: want the op cost", note)
+	if !strings.Contains(note, "op 40 ns") || strings.Contains(note, "call") {
+		t.Errorf("note %q: want the op cost and no call cost", note)
 	}
+	// A mode whose replays are launched: a call of one replay costs 2.5 us
+	// beyond it, kept as measured.
+	times["call"] = map[uint64]float64{1: 2500}
+	if params, note, err = calParams(times, transport.KindSHM, sizes); err != nil {
+		t.Fatal(err)
+	}
+	if c := params["self"].Call.AlphaNs; c != 2500 || !strings.Contains(note, "call 2.50 us") {
+		t.Errorf("call %v ns, note %q: want 2500 and the note naming it", c, note)
+	}
+	delete(times, "call")
 	if self.Flush != nil || !self.Moved.Equal(cost.Cost{}) {
 		t.Errorf("no flushes or moved plans measured, flush %+v, moved %+v: want none", self.Flush, self.Moved)
 	}

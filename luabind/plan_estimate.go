@@ -14,7 +14,7 @@ import (
 func planEstimateEntries() []*Entry {
 	return []*Entry{
 		fn("p:estimate", "{model?, mode?, layout?, cpus?}", "table", "Plans",
-			"Predicts one replay of the plan from every rank's op list and a cost model (no collective, nothing runs): each rank runs its ops in order, a put costs its class's start cost plus its bytes times the per-byte cost, a wait ends when the signal it needs lands, a barrier when the last rank arrives; every op first pays its class's op cost (the replay's software time per op), a flush with nothing in flight the model's flush cost instead, and each rank's first op the replay's fixed cost; a put that reads bytes another rank wrote into this rank's window pays the model's moved cost for them; on the host backend, without layout, ranks of this machine that outnumber its CPUs take turns on them, each running until it blocks, and a CPU's passing from one rank to another costs the model's switch cost (cpus = N: as if a host had N CPUs, 0: a CPU for each rank). model is a JSON file `luacoll calibrate` wrote (default: the model shipped for this rank's backend); mode picks the model's replay mode (default: the plan's, \"host\" under luacoll check). Classes come from the topology: self, the class of this rank's local peers within a node, net between nodes; layout = \"NxM\" (N nodes of M consecutive ranks, N x M the plan's ranks) places the ranks so instead, to ask what the same op lists would take across nodes. Returns {time (seconds, the slowest rank), steady (seconds a replay takes in a loop of replays back to back, as p:run{times = N} and the benches run them: from when the last rank ends the first of 4 to when it ends the last, over 3), per_rank = {seconds of rank 0, ...}, path = {{rank, op, op_name, peer, class, start, finish, start_cost, link, file, line}, ...} (the critical path, first op first, times in seconds), link and start_cost (the path's time moving bytes and starting ops: they add up to time), mode, machine (where the model was measured), borrowed (classes the model lacks, estimated with the nearest it has)}. Under `luacoll check` only rank 0 holds every rank's list and may call it. It leaves out contention on shared links, the copy engines' count and network congestion (docs/design.md).",
+			"Predicts one replay of the plan from every rank's op list and a cost model (no collective, nothing runs): each rank runs its ops in order, a put costs its class's start cost plus its bytes times the per-byte cost, a wait ends when the signal it needs lands, a barrier when the last rank arrives; every op first pays its class's op cost (the replay's software time per op), a flush with nothing in flight the model's flush cost instead, and each rank's first op the replay's fixed cost; a put that reads bytes another rank wrote into this rank's window pays the model's moved cost for them; on the host backend, without layout, ranks of this machine that outnumber its CPUs take turns on them, each running until it blocks, and a CPU's passing from one rank to another costs the model's switch cost (cpus = N: as if a host had N CPUs, 0: a CPU for each rank). model is a JSON file `luacoll calibrate` wrote (default: the model shipped for this rank's backend); mode picks the model's replay mode (default: the plan's, \"host\" under luacoll check). Classes come from the topology: self, the class of this rank's local peers within a node, net between nodes; layout = \"NxM\" (N nodes of M consecutive ranks, N x M the plan's ranks) places the ranks so instead, to ask what the same op lists would take across nodes. Returns {time (seconds, the slowest rank), steady (seconds a replay takes in a loop of replays back to back, as p:run{times = N} and the benches run them: from when the last rank ends the first of 4 to when it ends the last, over 3), call (seconds one p:run of one replay takes when such calls come back to back: steady and the model's call cost, on CUDA a launch a call), per_rank = {seconds of rank 0, ...}, path = {{rank, op, op_name, peer, class, start, finish, start_cost, link, file, line}, ...} (the critical path, first op first, times in seconds), link and start_cost (the path's time moving bytes and starting ops: they add up to time), mode, machine (where the model was measured), borrowed (classes the model lacks, estimated with the nearest it has)}. Under `luacoll check` only rank 0 holds every rank's list and may call it. It leaves out contention on shared links, the copy engines' count and network congestion (docs/design.md).",
 			estimatePlan),
 	}
 }
@@ -159,6 +159,7 @@ func EstimateTable(L *lua.LState, res *cost.Result, m *cost.Model) *lua.LTable {
 	t := L.NewTable()
 	t.RawSetString("time", lua.LNumber(res.Time*s))
 	t.RawSetString("steady", lua.LNumber(res.Steady*s))
+	t.RawSetString("call", lua.LNumber(res.PerCall*s))
 	t.RawSetString("link", lua.LNumber(res.Link*s))
 	t.RawSetString("start_cost", lua.LNumber(res.StartCost*s))
 	t.RawSetString("mode", lua.LString(res.Mode))
@@ -201,7 +202,8 @@ func EstimateTable(L *lua.LState, res *cost.Result, m *cost.Model) *lua.LTable {
 const SteadyReplays = 4
 
 // predict notes in PlanPredicted the time per exec the cost model gives
-// plan r of chunk n holding execs execs; without a model for the backend,
+// plan r of chunk n holding execs execs, run as the bench runs it (one
+// p:run of one replay a call: Result.PerCall); without a model for the backend,
 // or when the estimate fails, it notes nothing (the bench prints "-").
 func (s *State) predict(r *planRef, n uint64, execs int) {
 	m := s.CostModel
@@ -226,5 +228,6 @@ func (s *State) predict(r *planRef, n uint64, execs int) {
 	if s.PlanPredicted == nil {
 		s.PlanPredicted = map[uint64]float64{}
 	}
-	s.PlanPredicted[n] = res.Steady * 1e-9 / float64(execs)
+	// The bench calls p:run once a call of the plan (each holds execs).
+	s.PlanPredicted[n] = res.PerCall * 1e-9 / float64(execs)
 }

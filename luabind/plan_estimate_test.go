@@ -33,6 +33,7 @@ local e = p:estimate{ model = model, cpus = 0 }
 local want = (100 + n * 0.01 + (lc.size - 1) * (1000 + n * 0.1)) * 1e-9
 assert(math.abs(e.time - want) < 1e-12, ("time %.9g, want %.9g"):format(e.time, want))
 assert(math.abs(e.steady - want) < 1e-12, ("steady %.9g, want %.9g (a ring's replays in a loop end alike)"):format(e.steady, want))
+assert(e.call == e.steady, ("call %.9g: want steady %.9g (the model has no call cost)"):format(e.call, e.steady))
 assert(#e.per_rank == lc.size and e.mode == "host" and e.machine == "test", "fields")
 assert(math.abs(e.link + e.start_cost - e.time) < 1e-12, "link + start_cost")
 local puts, ranks = 0, {}

@@ -16,7 +16,8 @@
 -- timings of replays replays back to back. Returns the times of one
 -- replay in nanoseconds as lines "mode what count ns" (what: empty 1,
 -- ops K, flushes K, hop K, put BYTES, self BYTES, moved BYTES, own BYTES,
--- barrier K).
+-- barrier K; call 1, in modes other than host, is what a p:run of one
+-- replay of a one-op plan costs beyond that replay run among many).
 --   luacoll run -n 4 bench/calibrate.lua host - [replays] [rounds] switch CPUS
 -- is for ranks that outnumber the CPUS processors they share (the i-th
 -- rank on processor i mod CPUS; ranks a multiple of 2 x CPUS), all ranks
@@ -41,8 +42,9 @@ local me, peer = lc.rank, 1 - lc.rank
 local out = {}
 
 -- per returns the time of one replay of body's plan, in nanoseconds: the
--- median over rounds of times replays each.
-local function per(mode, body, times)
+-- median over rounds of times replays each (one p:run of times replays,
+-- or, with calls, times p:run of one replay each).
+local function per(mode, body, times, calls)
   local p = lc.plan(body, w, src, { mode = mode })
   p:run{ times = 3 }
   w:sync()
@@ -51,7 +53,11 @@ local function per(mode, body, times)
     lc.barrier()
     local t = lc.timer()
     t:start()
-    p:run{ times = times }
+    if calls then
+      for _ = 1, times do p:run() end
+    else
+      p:run{ times = times }
+    end
     t:stop()
     w:sync()
     got[k] = lc.allgather(t:seconds())[1] / times * 1e9
@@ -97,6 +103,15 @@ for _, mode in ipairs(modes) do
   -- A host replay runs its ops as it issues them: its flushes find
   -- nothing in flight (a GPU stream's may not).
   local host = mode == "host"
+  if not host then
+    -- What a call of one replay adds to the replay where replays are
+    -- launched: a plan of one op, called once a replay, against the
+    -- same replayed in one call.
+    local function one(w, src) w:put(me, 0, src, 0, 8); w:flush() end
+    local batch = per(mode, one, replays)
+    local called = per(mode, one, replays, true)
+    out[#out + 1] = ("%s call 1 %.3f"):format(mode, math.max(called - batch, 0.001))
+  end
   if host then
     local flushes = per(mode, function(w)
       for _ = 1, ops do w:flush() end

@@ -75,6 +75,10 @@ type Result struct {
 	// Steady is the time of a replay in a loop of Input.Replays replays
 	// back to back (Time when Replays is below 2).
 	Steady float64
+	// PerCall is what one p:run of one replay takes when calls come back
+	// to back, as a bench's execs: Steady and the mode's call cost
+	// (Params.Call).
+	PerCall float64
 	// Borrowed are the classes the model has no costs for in Mode,
 	// estimated with the nearest class it has.
 	Borrowed []string
@@ -125,6 +129,7 @@ func Estimate(m *Model, in Input) (*Result, error) {
 			return nil, fmt.Errorf("cost: %d replays back to back: %w", in.Replays, err)
 		}
 	}
+	res.PerCall = res.Steady + tab[transport.KindSelf].Call.AlphaNs
 	return res, nil
 }
 

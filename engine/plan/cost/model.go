@@ -112,6 +112,13 @@ func (c Cost) check() error {
 // lines come from that rank's processor; the other costs were measured
 // with bytes the rank itself wrote): per size, as a put's (moved.go).
 //
+// Call (the self class's; Beta unused), where measured, is what one
+// p:run of a single replay costs beyond the replay, on a backend whose
+// replays are launched (CUDA: the launch of the interpreter, or the
+// graph, that every call makes; a run of many replays pays it once). It
+// is part of Result.PerCall, not of a replay's time; zero where not
+// measured (host mode: a call's own time is a Go call's).
+//
 // Switch (the self class's; Beta unused) is what it costs a processor to
 // pass from one rank to another when the ranks of a host outnumber its
 // CPUs and take turns on them (cpus.go): a blocked rank's yield and the
@@ -129,6 +136,7 @@ type Params struct {
 	Flush   *Cost `json:"flush,omitempty"`
 	Moved   Cost  `json:"moved,omitzero"`
 	Switch  Cost  `json:"switch,omitzero"`
+	Call    Cost  `json:"call,omitzero"`
 }
 
 // Model is a calibrated machine: where it was measured and, per replay
@@ -195,7 +203,7 @@ func (m *Model) Check() error {
 			if _, err := transport.ParseKind(name); err != nil {
 				return fmt.Errorf("model: mode %q: %w", mode, err)
 			}
-			costs := map[string]Cost{"put": p.Put, "signal": p.Signal, "wait": p.Wait, "copy": p.Copy, "barrier": p.Barrier, "op": p.Op, "replay": p.Replay, "switch": p.Switch, "moved": p.Moved}
+			costs := map[string]Cost{"put": p.Put, "signal": p.Signal, "wait": p.Wait, "copy": p.Copy, "barrier": p.Barrier, "op": p.Op, "replay": p.Replay, "switch": p.Switch, "moved": p.Moved, "call": p.Call}
 			if p.Flush != nil {
 				costs["flush"] = *p.Flush
 			}

@@ -26,6 +26,19 @@ func TestSteadyReplays(t *testing.T) {
 	near(t, "first replay", res.Time, 1220, 1e-9)
 	near(t, "a replay in the loop", res.Steady, 1100, 1e-9)
 
+	near(t, "a call without a call cost", res.PerCall, res.Steady, 1e-9)
+	// A call cost (a launch a p:run) adds to a call, not to a replay.
+	m := testModel(0)
+	self := m.Modes["host"]["self"]
+	self.Call = Cost{AlphaNs: 3000}
+	m.Modes["host"]["self"] = self
+	called, err := Estimate(m, Input{Lists: lists, Mode: "host", Replays: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "a replay with a call cost", called.Steady, 1100, 1e-9)
+	near(t, "a call", called.PerCall, 4100, 1e-9)
+
 	one, err := Estimate(testModel(0), Input{Lists: lists, Mode: "host"})
 	if err != nil {
 		t.Fatal(err)
