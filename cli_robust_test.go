@@ -105,7 +105,11 @@ print("went on")`)
 func TestKilledRankIsNamedWithItsSignal(t *testing.T) {
 	s := writeScript(t, `local lc = require("luacoll")
 lc.barrier()
-if lc.rank == 1 then os.execute("kill -" .. arg[1] .. " $PPID") end
+-- The shell waits (up to 5 s) until the signal took the rank: else the
+-- rank could pass the barrier below and exit 0 before the signal lands.
+if lc.rank == 1 then
+  os.execute("kill -" .. arg[1] .. " $PPID; for i in $(seq 500); do kill -0 $PPID 2>/dev/null || exit 0; sleep 0.01; done")
+end
 lc.barrier()`)
 	for sig, want := range map[string]string{
 		"KILL": "rank 1 was killed by signal 9 (SIGKILL: out of memory?",
