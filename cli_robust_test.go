@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -115,6 +116,11 @@ lc.barrier()`)
 		"KILL": "rank 1 was killed by signal 9 (SIGKILL: out of memory?",
 		"HUP":  "rank 1 was killed by signal 1 (SIGHUP)",
 	} {
+		if sig == "HUP" && signal.Ignored(syscall.SIGHUP) {
+			// Started under nohup: the ranks inherit SIGHUP ignored.
+			t.Log("SIGHUP is ignored in this process (nohup?): its case is left out")
+			continue
+		}
 		r := luacoll(t, nil, "run", "-n", "2", s, sig)
 		if r.code == 0 || !strings.Contains(r.stderr, want) {
 			t.Errorf("SIG%s: exit %d\n%s", sig, r.code, r.stderr)
