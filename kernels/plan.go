@@ -92,12 +92,6 @@ func (s PlanStep) Check() error {
 	return nil
 }
 
-// SigCovered, or'd into a StepStore's or StepAdd's Cmp, says that an
-// earlier release of the same thread, with no write of the plan between,
-// already orders what this one would: it is a relaxed store or add
-// (sync_plan.cu's LC_SIG_COVERED).
-const SigCovered Cmp = 4
-
 // PlanCache is the most steps a plan may have to be read into the
 // interpreter's shared memory whole (sync_plan.cu's LC_PLAN_CACHE).
 const PlanCache = 64

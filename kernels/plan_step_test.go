@@ -38,7 +38,7 @@ func TestPlanCodesMatchSource(t *testing.T) {
 		"LC_STEP_FILL_RAND": uint64(StepFillRand), "LC_STEP_PUT_SIGNAL": uint64(StepPutSignal), "LC_STEP_LINE_PUT": uint64(StepLinePut),
 		"LC_STEP_LINE_WAIT": uint64(StepLineWait), "LC_STEP_REDUCE": uint64(StepReduce),
 		"LC_PLAN_SMALL": PlanSmall, "LC_PLAN_THREADS": PlanThreads, "LC_PLAN_CACHE": PlanCache,
-		"LC_PLAN_MOVES": PlanMoves, "LC_PLAN_MOVE_SHIFT": planMoveBit, "LC_SIG_COVERED": uint64(SigCovered),
+		"LC_PLAN_MOVES": PlanMoves, "LC_PLAN_MOVE_SHIFT": planMoveBit,
 		"LC_CHAIN_MAX": PlanChainMax,
 		"LC_RED_SUM":   uint64(Sum), "LC_RED_PROD": uint64(Prod), "LC_RED_MIN": uint64(Min), "LC_RED_MAX": uint64(Max),
 	}

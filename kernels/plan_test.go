@@ -148,9 +148,9 @@ func TestPlanInterpreter(t *testing.T) {
 }
 
 // Moving values given with a launch replace the table's for that launch
-// (the table in device memory stays as it was), count from the launch's
-// first replay, and a covered (relaxed) store or add lands as a release
-// does. Bad moves are refused before anything is enqueued.
+// (the table in device memory stays as it was) and count from the
+// launch's first replay. Bad moves are refused before anything is
+// enqueued.
 func TestPlanMoves(t *testing.T) {
 	e := needKernels(t)
 	d, k := e.d, e.k
@@ -159,8 +159,8 @@ func TestPlanMoves(t *testing.T) {
 	slots := zeroed(t, d, 64)
 	steps := []PlanStep{
 		{Kind: StepStore, Dst: slots, Value: 1000, Step: 1},
-		{Kind: StepAdd, Dst: slots.Add(8), Value: 2, Cmp: SigCovered},
-		{Kind: StepStore, Dst: slots.Add(16), Value: 7, Cmp: SigCovered},
+		{Kind: StepAdd, Dst: slots.Add(8), Value: 2},
+		{Kind: StepStore, Dst: slots.Add(16), Value: 7},
 		// Met only with the launch's value: the table's 1000 + r is not.
 		{Kind: StepWait, Dst: slots.Add(8), Count: 1, N: 8, Cmp: CmpGE, Value: 1000, Step: 2},
 	}
@@ -183,6 +183,38 @@ func TestPlanMoves(t *testing.T) {
 		t.Fatalf("without moves: slot 0 = %d (want the table's 1000)", u64at(sl, 0))
 	}
 	c.clear()
+	// A table of PlanCache steps with every move set, the last one at
+	// the last step with the largest value: each word of the launch's
+	// struct reaches its step. Step j stores j into word j.
+	words := zeroed(t, d, 8*PlanCache)
+	full := make([]PlanStep, PlanCache)
+	for j := range full {
+		full[j] = PlanStep{Kind: StepStore, Dst: words.Add(uint64(8 * j)), Value: uint64(j)}
+	}
+	fullTable := alloc(t, d, uint64(len(full))*PlanStepSize)
+	must(t, d.MemcpyHtoD(fullTable, EncodePlan(full)))
+	var moves []PlanMove
+	for j := PlanCache - PlanMoves; j < PlanCache; j++ {
+		moves = append(moves, PlanMove{Step: j, Value: uint64(1000 + j)})
+	}
+	moves[len(moves)-1].Value = PlanMoveMax - 1
+	must(t, k.Plan(s, PlanSpec{Steps: fullTable, Period: PlanCache, Count: PlanCache, Timeout: 5 * time.Second,
+		Abort: c.abortDev(), Record: c.recordDev(), Tag: 3, Moves: moves}))
+	must(t, s.Synchronize())
+	must(t, c.check(true))
+	got := read(t, d, words, 8*PlanCache)
+	for j := 0; j < PlanCache; j++ {
+		want := uint64(j)
+		switch {
+		case j == PlanCache-1:
+			want = PlanMoveMax - 1
+		case j >= PlanCache-PlanMoves:
+			want = uint64(1000 + j)
+		}
+		if u64at(got, 8*j) != want {
+			t.Fatalf("a full table of moves: word %d = %d, want %d", j, u64at(got, 8*j), want)
+		}
+	}
 	for name, m := range map[string][]PlanMove{
 		"step past the plan": {{Step: 4, Value: 1}},
 		"value too large":    {{Step: 0, Value: PlanMoveMax}},

@@ -29,12 +29,6 @@
 // this rank's window with get, so none can tell).
 #define LC_LINE_SEND_FIRST 1u
 
-// A store or add step's cmp bit: an earlier release of thread 0, with no
-// write of the plan's between the two, already orders what this one
-// would, so a relaxed store or add does (the host's compiler sets it on
-// the releases after the first of a run that follows several copies).
-#define LC_SIG_COVERED 4u
-
 // Moving values given at launch (device mode): each word is a step's index
 // << LC_PLAN_MOVE_SHIFT | its value in the launch's first replay (rep0), so
 // that another plan moving the slots needs no rewrite of the table. They
@@ -105,21 +99,6 @@ __device__ __forceinline__ void lc_plan_release(lc_u64 *p, lc_u64 v, int add, in
 		asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 	} else {
 		asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-	}
-}
-
-// lc_plan_relaxed is lc_plan_release where an earlier release covers it.
-__device__ __forceinline__ void lc_plan_relaxed(lc_u64 *p, lc_u64 v, int add, int gpu) {
-	if (gpu) {
-		if (add) {
-			asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-		} else {
-			asm volatile("st.relaxed.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-		}
-	} else if (add) {
-		asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-	} else {
-		asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 	}
 }
 
@@ -414,8 +393,6 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
 					lc_plan_release((lc_u64 *)s.aux, s.value, s.cmp & 1, gpu);
 				} else if (s.kind == LC_STEP_COPY) {
 					lc_copy_small((lc_u8 *)s.dst, (const lc_u8 *)s.src, s.n);
-				} else if (s.cmp & LC_SIG_COVERED) {
-					lc_plan_relaxed((lc_u64 *)s.dst, s.value + r * s.step, s.kind == LC_STEP_ADD, gpu);
 				} else {
 					lc_plan_release((lc_u64 *)s.dst, s.value + r * s.step, s.kind == LC_STEP_ADD, gpu);
 				}
@@ -444,18 +421,21 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
 				// copy reads it, after the barrier that follows the wait.
 				// count > 1: this step and the count - 1 after it reduce
 				// into the same dst (the host's compiler says so), run as
-				// one chain when every address is 16-byte aligned.
+				// one chain when they are such steps, in this replay, and
+				// every address is 16-byte aligned.
 				const lc_u32 type = (lc_u32)(s.value & 0xff), op = (lc_u32)((s.value >> 8) & 0xff);
 				const lc_u32 k = s.count;
 				bool chained = false;
-				if (k > 1 && k <= LC_CHAIN_MAX && v + k <= count && (run || i + k <= period) && ((s.dst | s.n) & 15) == 0) {
+				if (k > 1 && k <= LC_CHAIN_MAX && v + k <= count && i + k <= period && ((s.dst | s.n) & 15) == 0) {
 					const lc_u8 *srcs[LC_CHAIN_MAX];
-					bool aligned = true;
+					bool ok = true;
 					for (lc_u32 j = 0; j < k; j++) {
-						srcs[j] = (const lc_u8 *)(run ? runs[v + j] : table[i + j]).src;
-						aligned = aligned && ((lc_u64)srcs[j] & 15) == 0;
+						const lc_plan_step &c = run ? runs[v + j] : table[i + j];
+						srcs[j] = (const lc_u8 *)c.src;
+						ok = ok && ((lc_u64)srcs[j] & 15) == 0 && c.kind == LC_STEP_REDUCE && c.dst == s.dst && c.n == s.n &&
+						     c.value == s.value;
 					}
-					if (aligned) {
+					if (ok) {
 						lc_reduce_chain_any(type, op, d, srcs, (int)k, s.n / 16, tid, nth);
 						skip = k - 1;
 						chained = true;

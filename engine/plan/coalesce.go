@@ -2,13 +2,16 @@ package plan
 
 import "github.com/luacoll/luacoll/kernels"
 
-// coalesceReleases reorders device-mode steps so that a run of puts pays
-// one system-wide release instead of one a put. Between two steps of
-// other kinds (a wait, a reduction, a fill, a put_signal or line step, or
-// a moving one), every copy goes first, in its order, then every store or
-// add (signals and counters), in theirs; the first of those after a copy
-// stays a release, the ones after it are relaxed (kernels.SigCovered):
-// that release already orders every copy before them.
+// coalesceReleases reorders device-mode steps so that a run of small puts
+// to several peers waits for their bytes to land once, not once a put.
+// Between two steps of other kinds (a wait, a reduction, a fill, a
+// put_signal or line step, a moving one, or a copy above
+// coalesceCopyMax), every copy goes first, in its order, then every store
+// or add (signals and counters), in theirs. Each of those stays a release:
+// the first waits for every copy before it, the ones after it find
+// nothing left in flight. Large copies stay where they are, so that a
+// schedule that cuts a chunk into pieces to pipeline them still sends
+// each piece's signal as soon as the piece is out.
 //
 // It only delays signals, and only past copies, never past a wait: a copy
 // may land before a signal that preceded it in the op list, which no peer
@@ -20,8 +23,13 @@ func coalesceReleases(steps []kernels.PlanStep, moving map[int]bool) {
 		if moving[i] {
 			return false
 		}
-		k := steps[i].Kind
-		return k == kernels.StepCopy || k == kernels.StepStore || k == kernels.StepAdd
+		switch s := steps[i]; s.Kind {
+		case kernels.StepCopy:
+			return s.N <= coalesceCopyMax
+		case kernels.StepStore, kernels.StepAdd:
+			return true
+		}
+		return false
 	}
 	for i := 0; i < len(steps); {
 		if !movable(i) {
@@ -37,34 +45,26 @@ func coalesceReleases(steps []kernels.PlanStep, moving map[int]bool) {
 	}
 }
 
-// coalesceRun reorders one run of copies, stores and adds (copies first)
-// and marks the releases a copy-free prefix of them covers.
+// coalesceCopyMax is the largest copy a run of coalesceReleases takes
+// (the puts of small collectives: a release is a large part of their
+// time, and a small part of a larger copy's).
+const coalesceCopyMax = 16 << 10
+
+// coalesceRun reorders one run of copies, stores and adds: copies first.
 func coalesceRun(run []kernels.PlanStep) {
-	copies := 0
-	for _, s := range run {
-		if s.Kind == kernels.StepCopy {
-			copies++
-		}
-	}
-	if copies == 0 {
-		return
-	}
 	out := make([]kernels.PlanStep, 0, len(run))
 	for _, s := range run {
 		if s.Kind == kernels.StepCopy {
 			out = append(out, s)
 		}
 	}
-	first := true
+	if len(out) == 0 {
+		return
+	}
 	for _, s := range run {
-		if s.Kind == kernels.StepCopy {
-			continue
+		if s.Kind != kernels.StepCopy {
+			out = append(out, s)
 		}
-		if !first {
-			s.Cmp |= kernels.SigCovered
-		}
-		first = false
-		out = append(out, s)
 	}
 	copy(run, out)
 }

@@ -15,37 +15,38 @@ func stepsString(steps []kernels.PlanStep) string {
 		name := map[kernels.StepKind]string{kernels.StepCopy: "copy", kernels.StepStore: "store", kernels.StepAdd: "add",
 			kernels.StepWait: "wait", kernels.StepReduce: "reduce"}[s.Kind]
 		fmt.Fprintf(&b, "%s%d", name, s.Op)
-		if s.Cmp&kernels.SigCovered != 0 {
-			b.WriteString("~")
-		}
 		b.WriteString(" ")
 	}
 	return strings.TrimSpace(b.String())
 }
 
 // Puts with signals between two waits: the copies go first, then the
-// signals, the first a release and the others relaxed; waits, reductions
-// and moving steps keep their places, and a run without a copy is left
-// as it is.
+// signals; waits, reductions, moving steps and copies above
+// coalesceCopyMax keep their places, and a run without a copy is left as
+// it is.
 func TestCoalesceReleases(t *testing.T) {
 	c := func(op uint32) kernels.PlanStep { return kernels.PlanStep{Kind: kernels.StepCopy, Op: op, N: 1024} }
 	a := func(op uint32) kernels.PlanStep { return kernels.PlanStep{Kind: kernels.StepAdd, Op: op} }
 	st := func(op uint32) kernels.PlanStep { return kernels.PlanStep{Kind: kernels.StepStore, Op: op} }
 	w := func(op uint32) kernels.PlanStep { return kernels.PlanStep{Kind: kernels.StepWait, Op: op} }
 	r := func(op uint32) kernels.PlanStep { return kernels.PlanStep{Kind: kernels.StepReduce, Op: op} }
+	big := func(op uint32) kernels.PlanStep { return kernels.PlanStep{Kind: kernels.StepCopy, Op: op, N: coalesceCopyMax + 1} }
 	for _, tc := range []struct {
 		steps  []kernels.PlanStep
 		moving map[int]bool
 		want   string
 	}{
 		{[]kernels.PlanStep{c(0), a(0), c(1), a(1), c(2), a(2), w(3), w(4), r(5)}, nil,
-			"copy0 copy1 copy2 add0 add1~ add2~ wait3 wait4 reduce5"},
+			"copy0 copy1 copy2 add0 add1 add2 wait3 wait4 reduce5"},
 		{[]kernels.PlanStep{w(0), a(1), c(2), st(2), a(2), w(3), c(4), a(4)}, nil,
-			"wait0 copy2 add1 store2~ add2~ wait3 copy4 add4"},
+			"wait0 copy2 add1 store2 add2 wait3 copy4 add4"},
 		// A moving step (a barrier's store) ends a run where it is.
 		{[]kernels.PlanStep{c(0), a(0), st(1), c(2), a(2)}, map[int]bool{2: true},
 			"copy0 add0 store1 copy2 add2"},
 		{[]kernels.PlanStep{a(0), a(1), w(2)}, nil, "add0 add1 wait2"},
+		// A large copy (a pipelined piece) keeps its signal right after it.
+		{[]kernels.PlanStep{big(0), a(0), c(1), a(1), big(2), a(2)}, nil,
+			"copy0 copy1 add0 add1 copy2 add2"},
 	} {
 		steps := append([]kernels.PlanStep(nil), tc.steps...)
 		coalesceReleases(steps, tc.moving)
