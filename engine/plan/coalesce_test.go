@@ -30,7 +30,9 @@ func TestCoalesceReleases(t *testing.T) {
 	st := func(op uint32) kernels.PlanStep { return kernels.PlanStep{Kind: kernels.StepStore, Op: op} }
 	w := func(op uint32) kernels.PlanStep { return kernels.PlanStep{Kind: kernels.StepWait, Op: op} }
 	r := func(op uint32) kernels.PlanStep { return kernels.PlanStep{Kind: kernels.StepReduce, Op: op} }
-	big := func(op uint32) kernels.PlanStep { return kernels.PlanStep{Kind: kernels.StepCopy, Op: op, N: coalesceCopyMax + 1} }
+	big := func(op uint32) kernels.PlanStep {
+		return kernels.PlanStep{Kind: kernels.StepCopy, Op: op, N: coalesceCopyMax + 1}
+	}
 	for _, tc := range []struct {
 		steps  []kernels.PlanStep
 		moving map[int]bool
