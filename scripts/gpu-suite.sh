@@ -88,6 +88,10 @@ step reduce timeout -s QUIT -k 20 300 bash -c "for m in auto stream graph device
 # small all-reduces and reduce-scatters as plans in device and stream mode
 # beside NCCL (every round's result checked against the host reference)
 step bench-red-plan-small timeout -s QUIT -k 20 300 bash -c "for m in device stream; do for a in lua:one_shot lua:two_shot lua:one_shot_pull; do $bin bench allreduce -n $n --device cuda --algo \$a --plan-mode \$m --vs nccl -b 1K -e 64K -f 4 --iters 200 -w 20 --rounds 3 || exit 1; done; $bin bench reduce_scatter -n $n --device cuda --algo lua:push --plan-mode \$m --vs nccl -b 1K -e 64K -f 4 --iters 200 -w 20 --rounds 3 || exit 1; done"
+# where a small plan call's time goes: one plan, two in turn, one launch of
+# many replays; and the GPU time of small step mixes (docs/results/reductions.md)
+step plan-floor timeout -s QUIT -k 20 120 $bin run -n "$n" --device cuda bench/plan_floor.lua device 2000
+step plan-steps timeout -s QUIT -k 20 120 $bin run -n "$n" --device cuda bench/plan_steps.lua 2000
 leaks reduce
 step tour timeout -s QUIT -k 20 120 $bin run -n "$n" --device cuda
 step fail timeout -s QUIT -k 20 120 bash -c "$bin run -n $n --device cuda --timeout 60s tests/fail_wait.lua; echo launcher exit \$?"
