@@ -107,7 +107,17 @@ func (p *Plan) useDevice(mode int) error {
 	if !ok || !ok2 {
 		return fmt.Errorf("%w: it needs the CUDA backend", ErrNoDevice)
 	}
-	d := &device{s: s, gpu: allOnMyDevice(r.Topo, r.ID()), sm: p.w.Options().Path == "sm"}
+	return p.useDeviceOn(s, be.NewDevicePlan, allOnMyDevice(r.Topo, r.ID()), mode)
+}
+
+// newDevicePlan makes the device's copy of a plan's steps
+// (gpu.PlanBackend.NewDevicePlan).
+type newDevicePlan func(steps []kernels.PlanStep, fail func(step int, observed, target uint64, cause error) error) (*gpu.DevicePlan, error)
+
+// useDeviceOn is useDevice on stream s, with newPlan making the device's
+// table; gpuScope: every peer runs on this GPU.
+func (p *Plan) useDeviceOn(s gpu.PlanStream, newPlan newDevicePlan, gpuScope bool, mode int) error {
+	d := &device{s: s, gpu: gpuScope, sm: p.w.Options().Path == "sm"}
 	if err := p.deviceSteps(d); err != nil {
 		return err
 	}
@@ -121,7 +131,7 @@ func (p *Plan) useDevice(mode int) error {
 	}
 	if len(d.steps) > 0 {
 		p.fillMoving(d)
-		dp, err := be.NewDevicePlan(d.steps, p.deviceFailure(d))
+		dp, err := newPlan(d.steps, p.deviceFailure(d))
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,149 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/enginetest"
+	"github.com/luacoll/luacoll/kernels"
+	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/transport/gpu"
+	"github.com/luacoll/luacoll/window"
+)
+
+// fakePlanStream records the device-mode launches and table rewrites of
+// plans (only RunPlan and RewritePlan are called in device mode).
+type fakePlanStream struct {
+	gpu.PlanStream
+	runs     [][]kernels.PlanMove // the moves of each launch (nil: none)
+	rep0s    []uint64
+	rewrites int
+}
+
+func (f *fakePlanStream) RunPlan(_ *gpu.DevicePlan, rep0, _ uint64, _ time.Duration, _ bool, moves []kernels.PlanMove) {
+	f.runs = append(f.runs, append([]kernels.PlanMove(nil), moves...))
+	f.rep0s = append(f.rep0s, rep0)
+}
+
+func (f *fakePlanStream) RewritePlan(*gpu.DevicePlan, []kernels.PlanStep) error {
+	f.rewrites++
+	return nil
+}
+
+func fakeDevicePlan([]kernels.PlanStep, func(int, uint64, uint64, error) error) (*gpu.DevicePlan, error) {
+	return &gpu.DevicePlan{}, nil
+}
+
+// Two device-mode plans run in turn carry their moving values with each
+// launch and never rewrite their tables: the wait's target follows both
+// plans' replays (1, 2, 3, 4). A value too large to go with a launch, or
+// a plan of more steps than the interpreter caches, falls back to a
+// rewrite when something else moved its slots, and only then.
+func TestRunDeviceMovesOrRewrite(t *testing.T) {
+	const n = 2
+	errs := enginetest.WithComms(t, n, engine.Options{Device: "host", Timeout: 10 * time.Second}, func(r int, c *engine.Comm) error {
+		ctx := context.Background()
+		w, err := c.NewWindow(ctx, "plan.moves", window.Options{Bytes: 4096, Signals: 2, Counters: 1, Barriers: 1})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = c.FreeWindow(ctx, w) }()
+		led := &Ledger{}
+		shape := ShapeOf(n, w.Options(), nil)
+		// record makes a plan of every rank's put_signal, then extra
+		// signals, the wait for the peer's (the k-th recorded) and a barrier.
+		record := func(k uint64, extra int, s *fakePlanStream) (*Plan, error) {
+			lists := make([]List, n)
+			for q := range lists {
+				ops := []Op{{Kind: PutSignal, Peer: 1 - q, Off: 64, Buf: WindowBuf, N: 64, Sig: 0, SigValue: 1, SigOp: window.SigAdd}}
+				for range extra {
+					ops = append(ops, Op{Kind: Signal, Peer: 1 - q, Sig: 1, SigValue: 1, SigOp: window.SigAdd})
+				}
+				ops = append(ops, Op{Kind: WaitSignalFrom, Peer: 1 - q, Sig: 0, Cmp: transport.CmpGe, Value: k},
+					Op{Kind: Barrier, Bar: 0})
+				lists[q] = List{Window: w.ID(), Shape: shape, Ops: ops}
+			}
+			led.Record(lists, r)
+			p, err := New(w, []*window.Buffer{w.Buffer()}, lists, r, led)
+			if err != nil {
+				return nil, err
+			}
+			return p, p.useDeviceOn(s, fakeDevicePlan, false, modeDevice)
+		}
+		waitMove := func(p *Plan, moves []kernels.PlanMove) (uint64, error) {
+			for j, m := range p.dev.moving {
+				if m.op == len(p.ops)-2 && m.bar < 0 && j < len(moves) {
+					return moves[j].Value, nil
+				}
+			}
+			return 0, fmt.Errorf("no move for the wait in %v", moves)
+		}
+		s := &fakePlanStream{}
+		a, err := record(1, 0, s)
+		if err != nil {
+			return err
+		}
+		b, err := record(2, 0, s)
+		if err != nil {
+			return err
+		}
+		if !a.dev.launchMoves || len(a.dev.moving) != 3 {
+			return fmt.Errorf("launch moves %v, %d moving steps: want moves and 3 (the wait, the barrier's store and wait)", a.dev.launchMoves, len(a.dev.moving))
+		}
+		for i, p := range []*Plan{a, b, a, b} {
+			if err := p.Run(1); err != nil {
+				return err
+			}
+			v, err := waitMove(p, s.runs[i])
+			if err != nil {
+				return err
+			}
+			if v != uint64(i+1) || s.rep0s[i] != 0 || len(s.runs[i]) != 3 {
+				return fmt.Errorf("call %d: the wait's target %d, rep0 %d, %d moves: want %d, 0, 3", i+1, v, s.rep0s[i], len(s.runs[i]), i+1)
+			}
+		}
+		if s.rewrites != 0 {
+			return fmt.Errorf("%d rewrites of plans in turn: want none", s.rewrites)
+		}
+		// Targets past what a launch takes: the table is rewritten once,
+		// then a's own replays need none.
+		for i := range led.Replayed {
+			led.Replayed[i] += kernels.PlanMoveMax
+		}
+		for range 2 {
+			if err := a.Run(1); err != nil {
+				return err
+			}
+		}
+		if last := s.runs[len(s.runs)-2:]; s.rewrites != 1 || last[0] != nil || last[1] != nil {
+			return fmt.Errorf("values too large: %d rewrites, moves %v: want 1 and none", s.rewrites, last)
+		}
+		// More steps than the interpreter caches: plans in turn rewrite.
+		s2 := &fakePlanStream{}
+		big1, err := record(1, kernels.PlanCache, s2)
+		if err != nil {
+			return err
+		}
+		big2, err := record(2, kernels.PlanCache, s2)
+		if err != nil {
+			return err
+		}
+		for _, p := range []*Plan{big1, big2, big1} {
+			if err := p.Run(1); err != nil {
+				return err
+			}
+		}
+		if big1.dev.launchMoves || s2.rewrites < 2 || s2.runs[2] != nil {
+			return fmt.Errorf("%d steps: launch moves %v, %d rewrites, moves %v: want none, 2 rewrites or more", len(big1.dev.steps), big1.dev.launchMoves, s2.rewrites, s2.runs[2])
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
