@@ -403,7 +403,7 @@ func newPlan(c *call) int {
 		args = append(args, L.Get(i))
 	}
 	req := ""
-	if n := len(args); n > 0 && isPlanOpts(args[n-1]) {
+	if n := len(args); n > 0 && IsPlanOpts(args[n-1]) {
 		m, isStr := args[n-1].(*lua.LTable).RawGetString("mode").(lua.LString)
 		if !isStr {
 			c.fail("bad argument 'mode' (string expected, got %s)", args[n-1].(*lua.LTable).RawGetString("mode").Type())

@@ -103,9 +103,9 @@ func (c *call) windowField(t *lua.LTable, p *plan.Plan) {
 	}
 }
 
-// isPlanOpts reports whether v is lc.plan's trailing options table: a
+// IsPlanOpts reports whether v is lc.plan's trailing options table: a
 // plain table whose keys are all plan options.
-func isPlanOpts(v lua.LValue) bool {
+func IsPlanOpts(v lua.LValue) bool {
 	t, ok := v.(*lua.LTable)
 	if !ok {
 		return false

@@ -65,7 +65,7 @@ func (rk *rank) newPlan(L *lua.LState) int {
 	for i := 2; i <= L.GetTop(); i++ {
 		bodyArgs = append(bodyArgs, L.Get(i))
 	}
-	if n := len(bodyArgs); n > 0 && isPlanOpts(bodyArgs[n-1]) {
+	if n := len(bodyArgs); n > 0 && luabind.IsPlanOpts(bodyArgs[n-1]) {
 		bodyArgs = bodyArgs[:n-1] // the mode: every simulated plan is "check"
 	}
 	site := strings.TrimSuffix(L.Where(1), ":")
@@ -120,21 +120,6 @@ func (rk *rank) record(L *lua.LState, body *lua.LFunction, args []lua.LValue, re
 	rk.rec = rec
 	defer func() { rk.rec = nil }()
 	return luabind.CallBody(L, body, args)
-}
-
-func isPlanOpts(v lua.LValue) bool {
-	t, ok := v.(*lua.LTable)
-	if !ok {
-		return false
-	}
-	n, only := 0, true
-	t.ForEach(func(k, _ lua.LValue) {
-		n++
-		if ks, isStr := k.(lua.LString); !isStr || string(ks) != "mode" {
-			only = false
-		}
-	})
-	return n > 0 && only
 }
 
 // complete runs on rank 0, the last rank simulated, once it made plan
