@@ -24,8 +24,8 @@ const (
 	StepFillIota                  // every thread: N bytes at Dst = little-endian u32 words Value, Value+1, ...
 	StepFillRand                  // every thread: N bytes at Dst = the random stream of seed Value (FillRand's)
 	StepPutSignal                 // thread 0: N <= PlanSmall bytes from Src to Dst, then a release of Value into the slot at Aux (Cmp bit 0: add, else store; PutPrivate)
-	StepLinePut                   // thread 0: N <= 8 bytes of Src and the flag Value + replay*Step in one 16-byte line at Dst (no release; Cmp: PutPrivate)
-	StepLineWait                  // thread 0: until the line at Dst shows the flag Value + replay*Step; then its N bytes to Src and Cmp added to the slot at Aux (Count: LineSendFirst)
+	StepLinePut                   // N bytes of Src, 8 a line, each line with the flag Value + replay*Step, in 16-byte lines from Dst (no release; Cmp: PutPrivate); N <= 8: thread 0, else every thread
+	StepLineWait                  // until the lines from Dst show the flag Value + replay*Step; then their N bytes to Src and Cmp added to the slot at Aux (Count: LineSendFirst); N <= 8: thread 0, else every thread
 	// StepReduce: every thread, Dst op= Src over N bytes (whole elements,
 	// both aligned to the element), the type and operator of
 	// ReduceStepValue in Value; Src may be a peer's memory this device
@@ -115,6 +115,13 @@ type PlanMove struct {
 // (a StepReduce whose Count is k > 1 and the k - 1 steps after it, into
 // the same destination; reduce.cu's LC_CHAIN_MAX).
 const PlanChainMax = 8
+
+// PlanLineMax is the default for the largest put_signal of a plan that
+// travels in lines (8 bytes a 16-byte line; knobs.PlanLines sets it). On
+// 2 and 4 H200s lines took less time than a copy and a release up to 4
+// KiB, about as much at 16 KiB on 2, more at 16 KiB on 4 and at 64 KiB
+// (docs/results/reductions.md).
+const PlanLineMax = 4096
 
 // PlanStepSize is the size of one encoded step.
 const PlanStepSize = 64

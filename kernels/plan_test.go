@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/luacoll/luacoll/cuda"
 )
 
 // The plan interpreter runs copies, fills, stores (moving by replay),
@@ -325,4 +327,90 @@ func TestPlanPingPong(t *testing.T) {
 	must(t, s0.Synchronize())
 	must(t, s1.Synchronize())
 	t.Logf("MEASURED raw flag ping-pong, same run: %.0f ns per round trip", float64(u64at(read(t, d, out, 8), 0))/iters)
+}
+
+// Two plans on two streams of one GPU trade put_signals of more than 8
+// bytes as lines, every thread its share: each replay a rank adds 1 to
+// every word of its source, sends it in lines and adds what its drain
+// brought to a sum, so a replay that drained another replay's lines, or
+// a mix, leaves a wrong sum. An odd size leaves a part line; 32 threads
+// take many lines each. A drain nobody sends to times out, naming its
+// step.
+func TestPlanWideLines(t *testing.T) {
+	e := needKernels(t)
+	d, k := e.d, e.k
+	s0, s1 := newStream(t, d), newStream(t, d)
+	c := newCtl(t, d)
+	const n, iters = 4100, 500
+	const src, recv, sum, ones = 0, 8192, 16384, 24576
+	words := n / 4
+	init := make([]byte, 32768)
+	for i := 0; i < words; i++ {
+		binary.LittleEndian.PutUint32(init[src+4*i:], uint32(7*i))
+		binary.LittleEndian.PutUint32(init[ones+4*i:], 1)
+	}
+	add := ReduceStepValue(U32, Sum)
+	for _, threads := range []uint32{0, 32} {
+		a, b := zeroed(t, d, 32768), zeroed(t, d, 32768)
+		must(t, d.MemcpyHtoD(a, init))
+		must(t, d.MemcpyHtoD(b, init))
+		lines, flags := zeroed(t, d, 2*16384), zeroed(t, d, 256)
+		toB, toA := lines, lines.Add(16384)
+		// Each side: bump the source, send it, drain the other's, sum it.
+		side := func(mem, out, in, flag cuda.DevicePtr, drainFirst bool) []PlanStep {
+			bump := PlanStep{Kind: StepReduce, Dst: mem.Add(src), Src: mem.Add(ones), N: n, Value: add}
+			put := PlanStep{Kind: StepLinePut, Dst: out, Src: mem.Add(src), N: n, Value: 1, Step: 1}
+			drain := PlanStep{Kind: StepLineWait, Dst: in, Src: mem.Add(recv), N: n, Value: 1, Step: 1, Cmp: 1, Aux: flag}
+			acc := PlanStep{Kind: StepReduce, Dst: mem.Add(sum), Src: mem.Add(recv), N: n, Value: add}
+			if drainFirst {
+				return []PlanStep{drain, acc, bump, put}
+			}
+			return []PlanStep{bump, put, drain, acc}
+		}
+		pa, pb := side(a, toB, toA, flags, false), side(b, toA, toB, flags.Add(128), true)
+		ta, tb := alloc(t, d, 4*PlanStepSize), alloc(t, d, 4*PlanStepSize)
+		must(t, d.MemcpyHtoD(ta, EncodePlan(pa)))
+		must(t, d.MemcpyHtoD(tb, EncodePlan(pb)))
+		spec := func(tab cuda.DevicePtr) PlanSpec {
+			return PlanSpec{Steps: tab, Period: 4, Count: 4 * iters, Timeout: 10 * time.Second, Record: c.recordDev(), GPUScope: true, Threads: threads}
+		}
+		must(t, k.Plan(s1, spec(tb)))
+		dt := timeIt(t, d, s0, func() { must(t, k.Plan(s0, spec(ta))) })
+		must(t, s1.Synchronize())
+		must(t, c.check(true))
+		if fl := read(t, d, flags, 136); u64at(fl, 0) != iters || u64at(fl, 128) != iters {
+			t.Fatalf("threads %d: drain counts %d, %d after %d replays", threads, u64at(fl, 0), u64at(fl, 128), iters)
+		}
+		for name, mem := range map[string]cuda.DevicePtr{"a": a, "b": b} {
+			got := read(t, d, mem.Add(sum), n)
+			for i := 0; i < words; i++ {
+				// Replay r (1..iters) brings 7i + r.
+				want := uint32(iters*7*i + iters*(iters+1)/2)
+				if g := binary.LittleEndian.Uint32(got[4*i:]); g != want {
+					t.Fatalf("threads %d: rank %s's sum word %d = %d, want %d", threads, name, i, g, want)
+				}
+			}
+		}
+		t.Logf("MEASURED wide lines (%d bytes, threads %d): %.0f ns per round trip", n, threads, float64(dt.Nanoseconds())/iters)
+	}
+	// A drain of lines nobody sends.
+	lines, flags, mem := zeroed(t, d, 16384), zeroed(t, d, 64), zeroed(t, d, 8192)
+	bad := []PlanStep{{Kind: StepLineWait, Dst: lines, Src: mem, N: n, Value: 1, Step: 1, Cmp: 1, Aux: flags}}
+	tab := alloc(t, d, PlanStepSize)
+	must(t, d.MemcpyHtoD(tab, EncodePlan(bad)))
+	t0 := time.Now()
+	must(t, k.Plan(s0, PlanSpec{Steps: tab, Period: 1, Count: 1, Timeout: 50 * time.Millisecond, Abort: c.abortDev(), Record: c.recordDev(), Tag: 4}))
+	must(t, s0.Synchronize())
+	r := c.record()
+	tag, step, ok := DecodePlanFailure(r.Slot)
+	if r.Status != StatusTimeout || !ok || tag != 4 || step != 0 || r.Target != 1 {
+		t.Fatalf("record %+v (tag %d, step %d, %v)", r, tag, step, ok)
+	}
+	if dt := time.Since(t0); dt < 50*time.Millisecond || dt > 2*time.Second {
+		t.Fatalf("the timed-out drain returned after %v", dt)
+	}
+	if fl := read(t, d, flags, 8); u64at(fl, 0) != 0 {
+		t.Fatal("a failed drain added to its slot")
+	}
+	c.clear()
 }

@@ -4,9 +4,10 @@
 // The host compiles each plan op into steps (kernels.PlanStep, 64 bytes):
 // a copy (above LC_PLAN_SMALL bytes), fill or reduction done by every
 // thread of the block, then a block barrier; or a small copy, store, add
-// or wait done by thread 0 alone. A store or add is a release: the
-// barrier after a wide step, or program order for thread 0's own, puts
-// the copy or the reduction's result before it. A wait ends with an
+// or wait done by thread 0 alone. A store or add is a release (a fence,
+// shared by a run of them, then a relaxed write): the barrier after a
+// wide step, or program order for thread 0's own, puts the copy or the
+// reduction's result before it. A wait ends with an
 // acquire; a block barrier before the next wide step puts every thread's
 // part of it after the wait (and after thread 0's small copies). Values
 // that move by replay (cumulative signal targets, barrier epochs) are
@@ -20,8 +21,8 @@
 #define LC_STEP_FILL_IOTA 5
 #define LC_STEP_FILL_RAND 6
 #define LC_STEP_PUT_SIGNAL 7  // thread 0: a small copy, then a release of value at aux (cmp bit 0: add)
-#define LC_STEP_LINE_PUT 8    // thread 0: n <= 8 bytes of src and flag value in one 16-byte line at dst
-#define LC_STEP_LINE_WAIT 9   // thread 0: until the line at dst shows flag value; its n bytes to src, cmp added to aux
+#define LC_STEP_LINE_PUT 8    // n bytes of src and flag value in (n + 7) / 8 16-byte lines at dst (n <= 8: thread 0's)
+#define LC_STEP_LINE_WAIT 9   // until the lines at dst show flag value; their n bytes to src, cmp added to aux (n <= 8: thread 0's)
 #define LC_STEP_REDUCE 10     // every thread: dst op= src over n bytes; value: type code (LC_DT_*) | operator code (LC_RED_*) << 8
 
 // A line drain's count bit: the next step's line, when it comes right
@@ -88,17 +89,34 @@ struct lc_plan_step {
 	lc_u64 aux;    // put_signal: the slot
 };
 
-__device__ __forceinline__ void lc_plan_release(lc_u64 *p, lc_u64 v, int add, int gpu) {
+// lc_plan_fence orders every write before it (thread 0's, and the
+// block's before the barrier that precedes it) before thread 0's writes
+// after it.
+__device__ __forceinline__ void lc_plan_fence(int gpu) {
+	if (gpu) {
+		asm volatile("fence.acq_rel.gpu;" ::: "memory");
+	} else {
+		asm volatile("fence.acq_rel.sys;" ::: "memory");
+	}
+}
+
+// lc_plan_signal_after_fence writes a signal after lc_plan_fence: a
+// fence.acq_rel followed by a relaxed write is a release pattern of the
+// PTX memory model, for every such write after the fence. So a run of
+// thread 0's signals with nothing written between them takes one fence,
+// not a release each: every release waits for the stores before it to
+// reach their peers, the previous signal's included.
+__device__ __forceinline__ void lc_plan_signal_after_fence(lc_u64 *p, lc_u64 v, int add, int gpu) {
 	if (gpu) {
 		if (add) {
-			asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+			asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 		} else {
-			asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+			asm volatile("st.relaxed.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 		}
 	} else if (add) {
-		asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+		asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 	} else {
-		asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+		asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 	}
 }
 
@@ -205,6 +223,74 @@ __device__ __forceinline__ bool lc_plan_line_wait(const lc_plan_step &s, lc_u32 
 	return true;
 }
 
+// lc_plan_lines_put writes step s's n > 8 bytes as lines, every thread
+// its own: line j holds bytes 8j to 8j+7 of the source and the flag, twice.
+__device__ __forceinline__ void lc_plan_lines_put(const lc_plan_step &s, lc_u32 flag, lc_u64 tid, lc_u64 nth) {
+	const lc_u8 *src = (const lc_u8 *)s.src;
+	lc_u8 *line = (lc_u8 *)s.dst;
+	const lc_u64 n = s.n, lines = (n + 7) / 8;
+	for (lc_u64 j = tid; j < lines; j += nth) {
+		const lc_u64 at = 8 * j;
+		const lc_u64 w = lc_ll_word(src + at, n - at < 8 ? n - at : 8);
+		lc_ll_store(line + 16 * j, (lc_u32)w, (lc_u32)(w >> 32), flag, 0);
+	}
+}
+
+// lc_plan_lines_drain is lc_plan_line_wait for n > 8 bytes, run by every
+// thread: each polls its lines and writes their bytes to s.src; thread 0
+// keeps watch (the record, the abort flag, the clock) until every thread
+// is done (ndone reaches *expect), then, after a block barrier, adds
+// s.cmp to the slot at s.aux. A thread still polling stops when *stop
+// is up; every 64 polls it leaves the flag it saw in *seen (thread 0's
+// failure record shows it). False after recording a
+// timeout or an abort (every thread returns the same).
+__device__ bool lc_plan_lines_drain(const lc_plan_step &s, lc_u32 flag, lc_u64 timeout_ns, const lc_u32 *abort_flag,
+                                    lc_record *rec, lc_u32 tag, lc_u32 index, lc_u64 tid, lc_u64 nth, int *stop,
+                                    lc_u32 *ndone, lc_u32 *seen, lc_u32 &expect) {
+	const lc_u8 *line = (const lc_u8 *)s.dst;
+	lc_u8 *data = (lc_u8 *)s.src;
+	const lc_u64 n = s.n, lines = (n + 7) / 8;
+	lc_u64 start = 0;
+	lc_u32 spins = 0;
+	bool out = false;
+	for (lc_u64 j = tid; j < lines && !out; j += nth) {
+		lc_u32 d0, f0, d1, f1;
+		for (;;) {
+			lc_ll_load(line + 16 * j, d0, f0, d1, f1);
+			if (f0 == f1 && (int)(f0 - flag) >= 0) break;
+			if (spins == 0) start = lc_globaltimer();
+			if ((++spins & 63) != 0) continue;
+			*(volatile lc_u32 *)seen = f0;
+			if (*(volatile int *)stop) {
+				out = true;
+				break;
+			}
+			if (tid == 0 && lc_plan_gave_up(rec, abort_flag, timeout_ns, start, tag, index, f0, flag)) {
+				*(volatile int *)stop = 1;
+				out = true;
+				break;
+			}
+		}
+		if (out) break;
+		const lc_u64 at = 8 * j;
+		lc_ll_put_word(data + at, (lc_u64)d1 << 32 | d0, n - at < 8 ? n - at : 8);
+	}
+	atomicAdd(ndone, 1u);
+	if (tid == 0) {
+		expect += (lc_u32)nth;
+		while (!*(volatile int *)stop && *(volatile lc_u32 *)ndone != expect) {
+			if (spins == 0) start = lc_globaltimer();
+			if ((++spins & 63) != 0) continue;
+			if (lc_plan_gave_up(rec, abort_flag, timeout_ns, start, tag, index, *(volatile lc_u32 *)seen, flag))
+				*(volatile int *)stop = 1;
+		}
+	}
+	__syncthreads();
+	if (*(volatile int *)stop) return false;
+	if (tid == 0) asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(s.aux), "l"((lc_u64)s.cmp) : "memory");
+	return true;
+}
+
 // lc_plan_prefetchable reports whether step t's source may be read before
 // the wait ahead of it: a put_signal of 8 or 16 aligned bytes, or a line
 // of 8, from a private source.
@@ -212,6 +298,25 @@ __device__ __forceinline__ bool lc_plan_prefetchable(const lc_plan_step &t) {
 	if (t.kind == LC_STEP_PUT_SIGNAL)
 		return (t.cmp & LC_PS_PRIVATE) && (t.n == 8 || t.n == 16) && ((t.src | t.dst) & 7) == 0;
 	return t.kind == LC_STEP_LINE_PUT && (t.cmp & LC_PS_PRIVATE) && t.n == 8 && (t.src & 7) == 0;
+}
+
+// lc_plan_chain runs the k reduce steps from c as one chain into dst (n
+// bytes), from init (a copy's source) or else from dst, when they are
+// such steps (reductions of value into dst, n bytes each), all within the
+// launch's steps and the replay (inside), every address 16-byte aligned;
+// false, having done nothing, when not.
+__device__ __forceinline__ bool lc_plan_chain(const lc_plan_step *c, lc_u32 k, bool inside, lc_u8 *dst, const lc_u8 *init,
+                                              lc_u64 n, lc_u64 value, lc_u64 tid, lc_u64 nth) {
+	if (k < 1 || k > LC_CHAIN_MAX || !inside || (((lc_u64)dst | (lc_u64)init | n) & 15) != 0) return false;
+	const lc_u8 *srcs[LC_CHAIN_MAX];
+	for (lc_u32 j = 0; j < k; j++) {
+		srcs[j] = (const lc_u8 *)c[j].src;
+		if (((lc_u64)srcs[j] & 15) != 0 || c[j].kind != LC_STEP_REDUCE || c[j].dst != (lc_u64)dst || c[j].n != n ||
+		    c[j].value != value)
+			return false;
+	}
+	lc_reduce_chain_any((lc_u32)(value & 0xff), (lc_u32)((value >> 8) & 0xff), dst, init, srcs, (int)k, n / 16, tid, nth);
+	return true;
 }
 
 // lc_plan runs count steps of a plan of period steps (steps: the whole
@@ -242,10 +347,17 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
                                                                        const lc_u64 *epoch, const lc_plan_moves moves) {
 	const int gpu = flags & LC_PLAN_GPU;
 	__shared__ int stop;
+	// A wide line drain's count of threads done, and a flag a polling
+	// thread saw (lc_plan_lines_drain).
+	__shared__ lc_u32 ndone, seen;
+	lc_u32 expect = 0; // thread 0: ndone when this launch's drains are done
 	// Short plans are read from shared memory, loaded once.
 	__shared__ lc_plan_step cache[LC_PLAN_CACHE];
 	const lc_u64 tid = threadIdx.x, nth = blockDim.x;
-	if (tid == 0) stop = lc_poisoned(rec) ? 1 : 0;
+	if (tid == 0) {
+		stop = lc_poisoned(rec) ? 1 : 0;
+		ndone = seen = 0;
+	}
 	// The whole plan when it fits, else the launch's own run of steps
 	// when that does (read by its position in the run).
 	const bool cached = period <= LC_PLAN_CACHE, run = !cached && count <= LC_PLAN_CACHE;
@@ -284,6 +396,9 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
 	lc_u32 sent_at = ~0u;
 	// Steps a reduce chain ran already (every thread alike).
 	lc_u32 skip = 0;
+	// Thread 0's last step was a signal (lc_plan_fence before it, nothing
+	// written since): a signal next needs no fence of its own.
+	bool fenced = false;
 	const lc_u32 nsteps = period;
 	lc_u64 r = rep0 + first / period;
 	lc_u32 i = first % period;
@@ -312,7 +427,8 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
 		{
 			const lc_plan_step &s = run ? runs[v] : table[i];
 			const bool wide = s.kind == LC_STEP_FILL_BYTE || s.kind == LC_STEP_FILL_IOTA || s.kind == LC_STEP_FILL_RAND ||
-			                  s.kind == LC_STEP_REDUCE || (s.kind == LC_STEP_COPY && s.n > LC_PLAN_SMALL);
+			                  s.kind == LC_STEP_REDUCE || (s.kind == LC_STEP_COPY && (s.n > LC_PLAN_SMALL || s.count > 0)) ||
+			                  ((s.kind == LC_STEP_LINE_PUT || s.kind == LC_STEP_LINE_WAIT) && s.n > 8);
 			if (!wide) {
 				// Thread 0's step; a failed wait skips them all until the
 				// next barrier, where every thread stops.
@@ -320,6 +436,7 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
 				    s.kind == LC_STEP_LINE_WAIT || s.kind == LC_STEP_LINE_PUT)
 					dirty = true;
 				if (tid != 0 || stop0) continue;
+				if (s.kind != LC_STEP_STORE && s.kind != LC_STEP_ADD) fenced = false;
 				// If chains, not switches: no indirect branches on the
 				// path from a wait to the next signal.
 				if (s.kind == LC_STEP_WAIT) {
@@ -390,22 +507,49 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
 					} else {
 						lc_copy_small((lc_u8 *)s.dst, (const lc_u8 *)s.src, s.n);
 					}
-					lc_plan_release((lc_u64 *)s.aux, s.value, s.cmp & 1, gpu);
+					lc_plan_fence(gpu);
+					lc_plan_signal_after_fence((lc_u64 *)s.aux, s.value, s.cmp & 1, gpu);
+					fenced = true;
 				} else if (s.kind == LC_STEP_COPY) {
 					lc_copy_small((lc_u8 *)s.dst, (const lc_u8 *)s.src, s.n);
 				} else {
-					lc_plan_release((lc_u64 *)s.dst, s.value + r * s.step, s.kind == LC_STEP_ADD, gpu);
+					if (!fenced) lc_plan_fence(gpu);
+					lc_plan_signal_after_fence((lc_u64 *)s.dst, s.value + r * s.step, s.kind == LC_STEP_ADD, gpu);
+					fenced = true;
 				}
 				continue;
 			}
+			fenced = false;
 			if (dirty) {
 				__syncthreads();
 				dirty = false;
 				if (stop) return;
 			}
+			if (s.kind == LC_STEP_LINE_WAIT) {
+				// Its own barrier, then thread 0's signal.
+				if (!lc_plan_lines_drain(s, (lc_u32)(s.value + r * s.step), timeout_ns, abort_flag, rec, tag, i, tid, nth, &stop,
+				                         &ndone, &seen, expect))
+					return;
+				continue;
+			}
 			lc_u8 *d = (lc_u8 *)s.dst;
 			switch (s.kind) {
-			case LC_STEP_COPY: lc_put_range(d, (const lc_u8 *)s.src, s.n, tid, nth); break;
+			case LC_STEP_LINE_PUT: lc_plan_lines_put(s, (lc_u32)(s.value + r * s.step), tid, nth); break;
+			case LC_STEP_COPY:
+				// count > 0: the count reduce steps after it reduce into
+				// the bytes it writes (the host's compiler says so): one
+				// chain that starts from the copy's source, where
+				// lc_plan_chain allows.
+				if (s.count > 0) {
+					const lc_plan_step &r0 = run ? runs[v + 1 < count ? v + 1 : v] : table[i + 1 < period ? i + 1 : i];
+					if (lc_plan_chain(&r0, s.count, v + 1 + s.count <= count && i + 1 + s.count <= period, d,
+					                  (const lc_u8 *)s.src, s.n, r0.value, tid, nth)) {
+						skip = s.count;
+						break;
+					}
+				}
+				lc_put_range(d, (const lc_u8 *)s.src, s.n, tid, nth);
+				break;
 			case LC_STEP_FILL_BYTE:
 				for (lc_u64 k = tid; k < s.n; k += nth) d[k] = (lc_u8)s.value;
 				break;
@@ -416,34 +560,20 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
 			case LC_STEP_FILL_RAND:
 				for (lc_u64 k = tid; k < s.n; k += nth) d[k] = (lc_u8)(lc_rand_word(s.value, k / 8) >> (8 * (k % 8)));
 				break;
-			case LC_STEP_REDUCE: {
+			case LC_STEP_REDUCE:
 				// src may be a peer's window (NVLink): read as a get's
 				// copy reads it, after the barrier that follows the wait.
 				// count > 1: this step and the count - 1 after it reduce
 				// into the same dst (the host's compiler says so), run as
-				// one chain when they are such steps, in this replay, and
-				// every address is 16-byte aligned.
-				const lc_u32 type = (lc_u32)(s.value & 0xff), op = (lc_u32)((s.value >> 8) & 0xff);
-				const lc_u32 k = s.count;
-				bool chained = false;
-				if (k > 1 && k <= LC_CHAIN_MAX && v + k <= count && i + k <= period && ((s.dst | s.n) & 15) == 0) {
-					const lc_u8 *srcs[LC_CHAIN_MAX];
-					bool ok = true;
-					for (lc_u32 j = 0; j < k; j++) {
-						const lc_plan_step &c = run ? runs[v + j] : table[i + j];
-						srcs[j] = (const lc_u8 *)c.src;
-						ok = ok && ((lc_u64)srcs[j] & 15) == 0 && c.kind == LC_STEP_REDUCE && c.dst == s.dst && c.n == s.n &&
-						     c.value == s.value;
-					}
-					if (ok) {
-						lc_reduce_chain_any(type, op, d, srcs, (int)k, s.n / 16, tid, nth);
-						skip = k - 1;
-						chained = true;
-					}
+				// one chain where lc_plan_chain allows.
+				if (s.count > 1 && lc_plan_chain(run ? &runs[v] : &table[i], s.count, v + s.count <= count && i + s.count <= period,
+				                                 d, 0, s.n, s.value, tid, nth)) {
+					skip = s.count - 1;
+				} else {
+					lc_reduce_any((lc_u32)(s.value & 0xff), (lc_u32)((s.value >> 8) & 0xff), d, (const lc_u8 *)s.src, s.n, tid,
+					              nth);
 				}
-				if (!chained) lc_reduce_any(type, op, d, (const lc_u8 *)s.src, s.n, tid, nth);
 				break;
-			}
 			}
 			// Every thread's part is done before thread 0 signals.
 			__syncthreads();

@@ -356,7 +356,7 @@ func planEntries() []*Entry {
 				return 1
 			}),
 		fn("p:info", "()", "table", g,
-			"A table: ops (this rank's count), mode (\"host\", \"stream\", \"device\", \"graph\", or \"check\" under luacoll check), graph_nodes (graph mode: the graph's nodes by type), launches (stream mode, when runs of ops go to the plan interpreter: what one replay launches), replays (enqueued so far), window (its id), buffers (other than the window), ranks, site (where lc.plan was called), lines (CUDA: how many put_signals of every rank's list travel in 16-byte lines, payload and signal in one store, drained by the receiver's wait that needs them; up to 8 bytes each).",
+			"A table: ops (this rank's count), mode (\"host\", \"stream\", \"device\", \"graph\", or \"check\" under luacoll check), graph_nodes (graph mode: the graph's nodes by type), launches (stream mode, when runs of ops go to the plan interpreter: what one replay launches), replays (enqueued so far), window (its id), buffers (other than the window), ranks, site (where lc.plan was called), lines (CUDA: how many put_signals of every rank's list travel in 16-byte lines, 8 payload bytes and a flag in each store, drained by the receiver's wait that needs them; up to LUACOLL_PLAN_LINES bytes each, 4 KiB unless set).",
 			func(c *call) int {
 				r := c.planRef()
 				t := c.L.NewTable()
@@ -531,16 +531,17 @@ func (s *State) gatherLists(ctx context.Context, list plan.List, status string) 
 	return lists, nil
 }
 
-// planLines makes plan num's line areas where small put_signals go in
-// lines: where every rank replays through the interpreter (CUDA with no
+// planLines makes plan num's line areas where put_signals of up to
+// knobs.PlanLines bytes go in lines: where every rank replays through the interpreter (CUDA with no
 // network peer: the same answer on every rank, as the lists are). nil: no
 // lines.
 func (s *State) planLines(ctx context.Context, p *plan.Plan, lists []plan.List, mode string, num int, w *window.Window) (*window.Window, error) {
 	topo := s.Comm.Rank.Topo
-	if mode == modeHost || mode == modeCheck || topo == nil || topo.AnyNet() || knobs.PlanLines.Get() == "0" {
+	limit := knobs.PlanLines.Or(plan.LineLimit)
+	if mode == modeHost || mode == modeCheck || topo == nil || topo.AnyNet() || limit == 0 {
 		return nil, nil
 	}
-	_, most := plan.Lines(lists)
+	_, most := plan.Lines(lists, limit)
 	if most == 0 {
 		return nil, nil
 	}
@@ -549,7 +550,7 @@ func (s *State) planLines(ctx context.Context, p *plan.Plan, lists []plan.List, 
 	if err != nil {
 		return nil, fmt.Errorf("the plan's line areas: %w", err)
 	}
-	if err := p.UseLines(lines); err != nil {
+	if err := p.UseLines(lines, limit); err != nil {
 		return nil, err
 	}
 	return lines, nil

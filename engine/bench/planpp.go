@@ -61,7 +61,7 @@ func benchPlanPingPong(ctx context.Context, c *engine.Comm, iters int, lines boo
 	name := "plan put_signal ping-pong (device mode)"
 	if !lines {
 		name = "plan put_signal ping-pong (device mode, no lines)"
-	} else if _, most := plan.Lines(lists); most > 0 && c.Backend.Name() != "host" && !noDeviceLoops(c) {
+	} else if _, most := plan.Lines(lists, 8); most > 0 && c.Backend.Name() != "host" && !noDeviceLoops(c) {
 		lw, err := c.NewWindow(ctx, "bench.planpingpong.lines", window.Options{Bytes: uint64(most) * plan.LineSize, Signals: 1, Counters: 1, Barriers: 1, Path: "auto"})
 		if err != nil {
 			return row, false, err
@@ -71,7 +71,7 @@ func benchPlanPingPong(ctx context.Context, c *engine.Comm, iters int, lines boo
 				err = ferr
 			}
 		}()
-		if err := p.UseLines(lw); err != nil {
+		if err := p.UseLines(lw, 8); err != nil {
 			return row, false, err
 		}
 	}

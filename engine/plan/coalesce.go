@@ -7,9 +7,10 @@ import "github.com/luacoll/luacoll/kernels"
 // Between two steps of other kinds (a wait, a reduction, a fill, a
 // put_signal or line step, a moving one, or a copy above
 // coalesceCopyMax), every copy goes first, in its order, then every store
-// or add (signals and counters), in theirs. Each of those stays a release:
-// the first waits for every copy before it, the ones after it find
-// nothing left in flight. Large copies stay where they are, so that a
+// or add (signals and counters), in theirs. Each of those stays a release,
+// and a run of them shares one fence (sync_plan.cu): it waits for every
+// copy before it once, and no signal waits for the one before it to land.
+// Large copies stay where they are, so that a
 // schedule that cuts a chunk into pieces to pipeline them still sends
 // each piece's signal as soon as the piece is out.
 //
@@ -69,6 +70,18 @@ func coalesceRun(run []kernels.PlanStep) {
 	copy(run, out)
 }
 
+// copyHeads reports whether copy step c, right before reduce step r, may
+// head r's chain: it writes the bytes r reduces into, from a source that
+// is those bytes or lies apart from them (the chain reads its source
+// where the copy would have left it).
+func copyHeads(c, r kernels.PlanStep) bool {
+	if c.Kind != kernels.StepCopy || c.Dst != r.Dst || c.N != r.N || c.N == 0 {
+		return false
+	}
+	src, dst := uint64(c.Src), uint64(c.Dst)
+	return src == dst || src+c.N <= dst || dst+c.N <= src
+}
+
 // chainMax is the longest run of reductions the interpreter takes as one
 // chain (reduce.cu's LC_CHAIN_MAX).
 const chainMax = kernels.PlanChainMax
@@ -76,8 +89,11 @@ const chainMax = kernels.PlanChainMax
 // chainReduces marks runs of reduce steps into the same destination (the
 // same bytes, type and operator; no source overlapping it) for the
 // interpreter to run as one pass: the first step's Count is the run's
-// length, at most chainMax. The interpreter runs them one by one where an
-// address is not 16-byte aligned; the bits are the same either way.
+// length, at most chainMax. A copy right before the run into the same
+// bytes (copyHeads) gets the run's length as its Count too: the chain
+// then starts from the copy's source, and nothing is copied. The
+// interpreter runs them one by one where an address is not 16-byte
+// aligned; the bits are the same either way.
 func chainReduces(steps []kernels.PlanStep) {
 	for i := 0; i < len(steps); {
 		s := steps[i]
@@ -102,6 +118,9 @@ func chainReduces(steps []kernels.PlanStep) {
 		}
 		if j-i > 1 && !overlaps {
 			steps[i].Count = uint32(j - i)
+		}
+		if i > 0 && !overlaps && copyHeads(steps[i-1], s) {
+			steps[i-1].Count = uint32(j - i)
 		}
 		i = j
 	}

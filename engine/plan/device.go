@@ -672,6 +672,9 @@ func (p *Plan) deviceFailure(d *device) func(step int, observed, target uint64, 
 			// The drain before the wait: target and observed are the
 			// line's flags (replay numbers), not signal values.
 			cond = fmt.Sprintf("a put_signal's 16-byte line showing replay %d", target)
+			if s.N > 8 {
+				cond = fmt.Sprintf("a put_signal's %d 16-byte lines showing replay %d", LineCount(s.N), target)
+			}
 			where = fmt.Sprintf(" (drained before plan op %d%s, %s mode, recorded at %s)", i+1, replay, mode, o.Site)
 		}
 		return p.w.Raw().WaitFailed(name, cond, where, observed, p.w.Options().Timeout, cause)

@@ -3,20 +3,23 @@ package plan
 import (
 	"sort"
 
+	"github.com/luacoll/luacoll/kernels"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
 
-// Lines: a put_signal of up to 8 bytes whose payload and signal travel in
-// one 16-byte store.
+// Lines: a put_signal whose payload and signal travel in 16-byte lines, 8
+// bytes of payload and a flag each.
 //
 // A put_signal enqueued as a put and a signal is two stores and a release
 // between them, and on a GPU the release waits for the data store to be
 // acknowledged: about as long as the raw flag's whole hop. In a line
 // (lc_ll_store: {data low, flag, data high, flag}) no store of the data can
 // be seen without its flag, so the sender needs no release; the receiver
-// polls its line, writes the payload into its window and adds the signal
-// to its own slot, in program order, before the wait that needs it.
+// polls its lines, writes the payload into its window and adds the signal
+// to its own slot, in program order, before the wait that needs it. Up to
+// 8 bytes (one line) thread 0 of the interpreter sends and drains it; a
+// larger one, up to the knob's size, every thread its share of the lines.
 //
 // That changes who writes the slot, so a put_signal goes in a line only
 // where nothing can tell: every rank replays the plan through the
@@ -26,24 +29,31 @@ import (
 // list writes nothing else a peer could read (the release of a signal
 // covers every earlier write of the sender, a line only its own payload).
 
-// knobs.PlanLines set to "0" keeps every put_signal out of lines (the
-// caller asks it).
+// knobs.PlanLines is the largest put_signal that goes in lines, 0 none
+// (the caller reads it: kernels.PlanLineMax unless set).
 
 // LineRef names op Op of rank Sender's list.
 type LineRef struct{ Sender, Op int }
 
-// LineInfo places a put_signal that goes in a line: line Index of the
-// receiver's line area (16 bytes each), drained just before the
-// receiver's op Drain (a wait).
+// LineInfo places a put_signal that goes in lines: Count lines from line
+// Index of the receiver's line area (16 bytes each), drained just before
+// the receiver's op Drain (a wait).
 type LineInfo struct {
-	Receiver, Index, Drain int
+	Receiver, Index, Count, Drain int
 }
+
+// LineCount is the lines a put_signal of n bytes takes.
+func LineCount(n uint64) int { return int((n + 7) / 8) }
+
+// LineLimit is the largest put_signal that goes in lines unless
+// knobs.PlanLines says otherwise.
+const LineLimit = kernels.PlanLineMax
 
 // LineSize is the bytes of one line.
 const LineSize = 16
 
-// Lines returns the put_signals of lists that go in lines, and how many
-// lines the rank with the most needs (the line area every rank allocates
+// Lines returns the put_signals of lists of up to limit bytes that go in
+// lines, and how many lines the rank with the most needs (the line area every rank allocates
 // is that many lines). The answer depends on the lists only: every rank
 // computes the same.
 //
@@ -54,8 +64,8 @@ const LineSize = 16
 // with lines drains the lines it needs before it polls, so no wait spins
 // on a slot that only a drain can raise. A line that no wait needs is sent
 // as a put and a release.
-func Lines(lists []List) (map[LineRef]LineInfo, int) {
-	ls := planLines(lists)
+func Lines(lists []List, limit uint64) (map[LineRef]LineInfo, int) {
+	ls := planLines(lists, limit)
 	return ls.lines, ls.most
 }
 
@@ -85,9 +95,9 @@ type waitInfo struct {
 	all    uint64 // what one replay adds to its rows, all senders
 }
 
-func planLines(lists []List) lineSet {
+func planLines(lists []List, limit uint64) lineSet {
 	deltas := Deltas(lists)
-	cands := lineCandidates(lists)
+	cands := lineCandidates(lists, limit)
 	out := lineSet{lines: map[LineRef]LineInfo{}, covered: map[LineRef]bool{}}
 	for q := range lists {
 		if len(cands[q]) == 0 {
@@ -107,8 +117,9 @@ func planLines(lists []List) lineSet {
 				if c.drain < 0 {
 					continue
 				}
-				out.lines[c.ref] = LineInfo{Receiver: q, Index: idx, Drain: c.drain}
-				idx++
+				k := LineCount(lists[c.ref.Sender].Ops[c.ref.Op].N)
+				out.lines[c.ref] = LineInfo{Receiver: q, Index: idx, Count: k, Drain: c.drain}
+				idx += k
 			}
 		}
 		out.most = max(out.most, idx)
@@ -123,16 +134,17 @@ func planLines(lists []List) lineSet {
 }
 
 // lineCandidates returns, per receiver and signal row, the put_signals
-// that could travel in lines: adds whose sender writes nothing else a peer
-// could read, with what the sender added to the row before each.
-func lineCandidates(lists []List) []map[int][]*lineCand {
+// that could travel in lines (up to limit bytes): adds whose sender writes
+// nothing else a peer could read, with what the sender added to the row
+// before each.
+func lineCandidates(lists []List, limit uint64) []map[int][]*lineCand {
 	n := len(lists)
 	cands := make([]map[int][]*lineCand, n)
 	for q := range cands {
 		cands[q] = map[int][]*lineCand{}
 	}
 	for s, l := range lists {
-		quiet := writesOnlyLines(lists, s)
+		quiet := writesOnlyLines(lists, s, limit)
 		added := map[[2]int]uint64{} // (receiver, row) -> what s added so far
 		for j, o := range l.Ops {
 			if !o.Kind.HasSignal() || o.SigOp != window.SigAdd {
@@ -147,7 +159,7 @@ func lineCandidates(lists []List) []map[int][]*lineCand {
 					continue
 				}
 				key := [2]int{q, sh.SigRow(s, o.Sig)}
-				if quiet && lineShaped(o, s, n) {
+				if quiet && lineShaped(o, s, n, limit) {
 					cands[q][key[1]] = append(cands[q][key[1]], &lineCand{ref: LineRef{s, j}, before: added[key], value: o.SigValue})
 				}
 				added[key] += o.SigValue
@@ -251,20 +263,21 @@ func lineSums(cands map[int][]*lineCand, w waitInfo) (drained, lines uint64) {
 	return drained, lines
 }
 
-// lineShaped reports whether op o of rank s has a line's shape: a
-// put_signal (no counter) of 1 to 8 bytes to another rank, adding a value
-// that fits 32 bits.
-func lineShaped(o Op, s, n int) bool {
-	return o.Kind == PutSignal && o.N >= 1 && o.N <= 8 && o.SigOp == window.SigAdd && o.Peer != s &&
+// lineShaped reports whether op o of rank s has lines' shape: a
+// put_signal (no counter) of 1 to limit bytes to another rank, adding a
+// value that fits 32 bits.
+func lineShaped(o Op, s, n int, limit uint64) bool {
+	return o.Kind == PutSignal && o.N >= 1 && o.N <= limit && o.SigOp == window.SigAdd && o.Peer != s &&
 		o.Peer >= 0 && o.Peer < n && o.SigValue > 0 && o.SigValue < 1<<32
 }
 
 // writesOnlyLines reports whether the only writes of rank s's list that
-// another rank could read are put_signals of a line's shape: no other put
+// another rank could read are put_signals of lines' shape (up to limit
+// bytes): no other put
 // (to any rank, itself included when a peer reads its window), and no
 // fill, get or reduction into its window when a peer reads it (get,
 // reduce_from).
-func writesOnlyLines(lists []List, s int) bool {
+func writesOnlyLines(lists []List, s int, limit uint64) bool {
 	n := len(lists)
 	gotFrom := false
 	for q, l := range lists {
@@ -276,7 +289,7 @@ func writesOnlyLines(lists []List, s int) bool {
 	}
 	for _, o := range lists[s].Ops {
 		switch {
-		case o.Kind == PutSignal && lineShaped(o, s, n):
+		case o.Kind == PutSignal && lineShaped(o, s, n, limit):
 		case o.Kind.IsPut():
 			if o.Peer != s || gotFrom {
 				return false

@@ -27,8 +27,8 @@ func pingPongLists(n int) []List {
 // Which put_signals travel in lines, and which wait drains each.
 func TestLines(t *testing.T) {
 	t.Run("ping-pong", func(t *testing.T) {
-		got, most := Lines(pingPongLists(3))
-		want := map[LineRef]LineInfo{{0, 0}: {Receiver: 1, Index: 0, Drain: 0}, {1, 1}: {Receiver: 0, Index: 0, Drain: 1}}
+		got, most := Lines(pingPongLists(3), 8)
+		want := map[LineRef]LineInfo{{0, 0}: {Receiver: 1, Index: 0, Count: 1, Drain: 0}, {1, 1}: {Receiver: 0, Index: 0, Count: 1, Drain: 1}}
 		if most != 1 || len(got) != len(want) {
 			t.Fatalf("got %v (most %d), want %v", got, most, want)
 		}
@@ -43,7 +43,7 @@ func TestLines(t *testing.T) {
 		// right's wait of step s drains it (ops: 3 to begin, then put,
 		// wait per step).
 		const n = 4
-		got, most := Lines(ringLists(n, 8))
+		got, most := Lines(ringLists(n, 8), 8)
 		if most != n-1 || len(got) != n*(n-1) {
 			t.Fatalf("%d lines, most %d: %v", len(got), most, got)
 		}
@@ -58,7 +58,7 @@ func TestLines(t *testing.T) {
 	})
 	t.Run("direct", func(t *testing.T) {
 		const n = 5
-		got, most := Lines(directLists(n, 3))
+		got, most := Lines(directLists(n, 3), 8)
 		if most != n-1 || len(got) != n*(n-1) {
 			t.Fatalf("%d lines, most %d", len(got), most)
 		}
@@ -68,11 +68,43 @@ func TestLines(t *testing.T) {
 			}
 		}
 	})
+	t.Run("wide", func(t *testing.T) {
+		// Above 8 bytes a put_signal takes a line per 8 bytes, its
+		// lines one after another in the receiver's area; above the
+		// limit, none.
+		const n = 4
+		lists := directLists(n, 20)
+		got, most := Lines(lists, 20)
+		if most != 3*(n-1) || len(got) != n*(n-1) {
+			t.Fatalf("%d lines, most %d", len(got), most)
+		}
+		for q := 0; q < n; q++ {
+			used := map[int]bool{}
+			for ref, li := range got {
+				if li.Receiver != q {
+					continue
+				}
+				if li.Count != 3 || li.Index%3 != 0 {
+					t.Errorf("%v: %+v, want 3 lines from a multiple of 3", ref, li)
+				}
+				used[li.Index] = true
+			}
+			if len(used) != n-1 {
+				t.Errorf("rank %d: line areas from %v, want %d apart", q, used, n-1)
+			}
+		}
+		if got, most := Lines(lists, 19); len(got) != 0 || most != 0 {
+			t.Fatalf("limit 19: got %v", got)
+		}
+		if LineCount(1) != 1 || LineCount(8) != 1 || LineCount(9) != 2 || LineCount(16384) != 2048 {
+			t.Fatal("LineCount")
+		}
+	})
 	none := func(name string, edit func(lists []List)) {
 		t.Run(name, func(t *testing.T) {
 			lists := pingPongLists(2)
 			edit(lists)
-			if got, most := Lines(lists); len(got) != 0 || most != 0 {
+			if got, most := Lines(lists, 8); len(got) != 0 || most != 0 {
 				t.Fatalf("got %v", got)
 			}
 		})
@@ -105,7 +137,7 @@ func TestLines(t *testing.T) {
 			{Kind: WaitSignal, Cmp: transport.CmpGe, Value: 2},
 			{Kind: WaitSignal, Cmp: transport.CmpGe, Value: 3},
 		}
-		if got, most := Lines(lists); len(got) != 0 || most != 0 {
+		if got, most := Lines(lists, 8); len(got) != 0 || most != 0 {
 			t.Fatalf("got %v", got)
 		}
 	})
@@ -113,7 +145,7 @@ func TestLines(t *testing.T) {
 		// Every wait of the ping-pong, the ring and direct is brought to
 		// its target by the drains before it.
 		for name, lists := range map[string][]List{"ping-pong": pingPongLists(2), "ring": ringLists(4, 8), "direct": directLists(4, 8)} {
-			ls := planLines(lists)
+			ls := planLines(lists, 8)
 			for q, l := range lists {
 				for i, o := range l.Ops {
 					if o.Kind.IsWait() && !ls.covered[LineRef{q, i}] {
@@ -127,7 +159,7 @@ func TestLines(t *testing.T) {
 		lists := pingPongLists(2)
 		lists[0].Ops = append([]Op{{Kind: Signal, Peer: 1, SigValue: 1}}, lists[0].Ops...)
 		lists[1].Ops[0].Value = 2
-		ls := planLines(lists)
+		ls := planLines(lists, 8)
 		if li, ok := ls.lines[LineRef{0, 1}]; !ok || li.Drain != 0 {
 			t.Fatalf("rank 0's line: %+v %v", li, ok)
 		}
@@ -141,7 +173,7 @@ func TestLines(t *testing.T) {
 		// would not release the fill.
 		lists[0].Ops = append([]Op{{Kind: Fill, Buf: WindowBuf}}, lists[0].Ops...)
 		lists[1].Ops = append(lists[1].Ops, Op{Kind: Get, Peer: 0, Buf: 1, N: 8})
-		got, _ := Lines(lists)
+		got, _ := Lines(lists, 8)
 		if _, ok := got[LineRef{0, 1}]; ok || len(got) != 1 {
 			t.Fatalf("got %v, want rank 1's line only", got)
 		}
@@ -152,11 +184,11 @@ func TestLines(t *testing.T) {
 		red := Op{Kind: Reduce, Buf: WindowBuf, BufOff: 64, Src: 1, N: 8}
 		lists := pingPongLists(2)
 		lists[0].Ops = append([]Op{red}, lists[0].Ops...)
-		if got, _ := Lines(lists); len(got) != 2 {
+		if got, _ := Lines(lists, 8); len(got) != 2 {
 			t.Fatalf("without a reader: got %v, want both lines", got)
 		}
 		lists[1].Ops = append(lists[1].Ops, Op{Kind: ReduceFrom, Peer: 0, Off: 64, Buf: 1, N: 8})
-		got, _ := Lines(lists)
+		got, _ := Lines(lists, 8)
 		if _, ok := got[LineRef{0, 1}]; ok || len(got) != 1 {
 			t.Fatalf("got %v, want rank 1's line only", got)
 		}
@@ -165,7 +197,7 @@ func TestLines(t *testing.T) {
 		lists = pingPongLists(2)
 		lists[0].Ops = append([]Op{{Kind: ReduceFrom, Peer: 1, Buf: WindowBuf, BufOff: 64, N: 8}}, lists[0].Ops...)
 		lists[1].Ops = append(lists[1].Ops, Op{Kind: Get, Peer: 0, Off: 64, Buf: 1, N: 8})
-		got, _ = Lines(lists)
+		got, _ = Lines(lists, 8)
 		if _, ok := got[LineRef{0, 1}]; ok {
 			t.Fatalf("got %v: rank 0's reduce_from into its window beside its line", got)
 		}

@@ -46,8 +46,9 @@ type Plan struct {
 // rank). Every rank must call it, before compiling for the interpreter,
 // with the same lists, and every rank's plan must then run through the
 // interpreter: the caller checks (a CUDA backend and no network peer).
-func (p *Plan) UseLines(lw *window.Window) error {
-	ls := planLines(p.lists)
+// limit is Lines' (the same on every rank).
+func (p *Plan) UseLines(lw *window.Window, limit uint64) error {
+	ls := planLines(p.lists, limit)
 	if ls.most == 0 {
 		return nil
 	}

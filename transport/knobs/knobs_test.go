@@ -29,14 +29,14 @@ func TestLoadRefusesBadValues(t *testing.T) {
 			t.Errorf("NET_STRIPE_MIN: %q %v, want 1M", v, ok)
 		}
 	}
-	s := Load(env(map[string]string{Prelaunch.Name: "yes", SyncSpin.Name: "2e6", AGPHostCache.Name: "32MiB", PlanLines.Name: "0"}))
+	s := Load(env(map[string]string{Prelaunch.Name: "yes", SyncSpin.Name: "2e6", AGPHostCache.Name: "32MiB", PlanLines.Name: "4K"}))
 	for _, want := range []string{`LUACOLL_PRELAUNCH="yes": want one of 0, 1, 2`, `LUACOLL_SYNC_SPIN_US="2e6"`, `LUACOLL_AGP_HOST_CACHE="32MiB"`} {
 		if s.Err() == nil || !strings.Contains(s.Err().Error(), want) {
 			t.Errorf("Err = %v, want it to name %s", s.Err(), want)
 		}
 	}
-	if v, ok := s.Value(PlanLines.Knob); !ok || v != "0" {
-		t.Errorf("PLAN_LINES: %q %v", v, ok)
+	if v, ok := PlanLines.From(s); !ok || v != 4096 {
+		t.Errorf("PLAN_LINES: %d %v", v, ok)
 	}
 }
 

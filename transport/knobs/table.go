@@ -59,7 +59,8 @@ var (
 	// PlanFuse lets a plan's replays share a launch in stream mode.
 	PlanFuse = newWord(Knob{Name: "LUACOLL_PLAN_FUSE", Class: Debug, Default: "1",
 		Doc: "0: in stream mode each run of a plan's steps is its own launch (a replay's last run and the next one's first share none)"}, "0", "1")
-	// PlanLines lets a plan's small put_signals travel in lines.
-	PlanLines = newWord(Knob{Name: "LUACOLL_PLAN_LINES", Class: Debug, Default: "1",
-		Doc: "0: no put_signal of a plan travels in a 16-byte line"}, "0", "1")
+	// PlanLines is the largest put_signal of a plan that travels in lines.
+	PlanLines = newUint(Knob{Name: "LUACOLL_PLAN_LINES", Class: Debug, Default: "4096", Unit: "bytes",
+		Doc: "the largest put_signal of a device-mode plan sent as 16-byte lines of 8 payload bytes and a flag (no release, twice the bytes); 0: none"},
+		0, 1<<20, true)
 )
