@@ -176,8 +176,9 @@ func TestPlanReducePeer(t *testing.T) {
 // chain (Count on the first) give the bits of the steps one after another
 // (the host reference applied source by source) for every type and
 // operator: aligned, as one pass, and with one source misaligned, when the
-// interpreter runs them one by one. The step after the chain still runs
-// (GPU only).
+// interpreter runs them one by one; and the same headed by a copy into
+// the destination (Count on the copy too), which the chain starts from
+// instead of copying. The step after the chain still runs (GPU only).
 func TestPlanReduceChain(t *testing.T) {
 	e := needKernels(t)
 	d := e.d
@@ -185,46 +186,59 @@ func TestPlanReduceChain(t *testing.T) {
 	c := newCtl(t, d)
 	const n, k = 4096, 3
 	const gap = n + 64 // sources apart, so a shifted one overlaps no other
-	dst, srcs, out := alloc(t, d, n), alloc(t, d, k*gap), alloc(t, d, n)
+	dst, srcs, out, init := alloc(t, d, n), alloc(t, d, k*gap), alloc(t, d, n), alloc(t, d, n)
 	table := alloc(t, d, 8*PlanStepSize)
-	for _, dt := range DTypes() {
-		for _, op := range RedOps() {
-			for _, shift := range []uint64{0, dt.Size()} {
-				name := fmt.Sprintf("%s %s, source shift %d", dt, op, shift)
-				a := make([]byte, n)
-				FillRand(a, uint64(dt)<<8|uint64(op))
-				if dt.Float() {
-					saneFloats(a, dt)
-				}
-				must(t, d.MemcpyHtoD(dst, a))
-				var steps []PlanStep
-				for j := uint64(0); j < k; j++ {
-					b := make([]byte, n)
-					FillRand(b, uint64(dt)<<8|uint64(op)+j+1)
+	junk := make([]byte, n)
+	FillRand(junk, 99)
+	// head: a copy into dst heads the chain (Count k), dst holding junk
+	// before it: the chain starts from the copy's source.
+	for _, head := range []bool{false, true} {
+		for _, dt := range DTypes() {
+			for _, op := range RedOps() {
+				for _, shift := range []uint64{0, dt.Size()} {
+					name := fmt.Sprintf("%s %s, source shift %d, copy head %v", dt, op, shift, head)
+					a := make([]byte, n)
+					FillRand(a, uint64(dt)<<8|uint64(op))
 					if dt.Float() {
-						saneFloats(b, dt)
+						saneFloats(a, dt)
 					}
-					at := srcs.Add(j * gap)
-					if j == 1 {
-						at = at.Add(shift)
+					var steps []PlanStep
+					if head {
+						must(t, d.MemcpyHtoD(dst, junk))
+						must(t, d.MemcpyHtoD(init, a))
+						steps = append(steps, PlanStep{Kind: StepCopy, Dst: dst, Src: init, N: n, Count: k})
+					} else {
+						must(t, d.MemcpyHtoD(dst, a))
 					}
-					must(t, d.MemcpyHtoD(at, b))
-					ReduceBytes(a, b, dt, op)
-					steps = append(steps, PlanStep{Kind: StepReduce, Dst: dst, Src: at, N: n, Value: ReduceStepValue(dt, op)})
-				}
-				steps[0].Count = k
-				steps = append(steps, PlanStep{Kind: StepCopy, Dst: out, Src: dst, N: n})
-				must(t, d.MemcpyHtoD(table, EncodePlan(steps)))
-				must(t, d.DefaultStream().Synchronize())
-				must(t, e.k.Plan(s, PlanSpec{Steps: table, Period: uint32(len(steps)), Count: uint64(len(steps)), Timeout: 5 * time.Second,
-					Abort: c.abortDev(), Record: c.recordDev(), Tag: 4}))
-				must(t, s.Synchronize())
-				must(t, c.check(true))
-				if got := read(t, d, dst, n); !bytes.Equal(got, a) {
-					t.Fatalf("%s: the destination differs from the sources reduced one by one", name)
-				}
-				if got := read(t, d, out, n); !bytes.Equal(got, a) {
-					t.Fatalf("%s: the copy after the chain read other bytes", name)
+					first := len(steps)
+					for j := uint64(0); j < k; j++ {
+						b := make([]byte, n)
+						FillRand(b, uint64(dt)<<8|uint64(op)+j+1)
+						if dt.Float() {
+							saneFloats(b, dt)
+						}
+						at := srcs.Add(j * gap)
+						if j == 1 {
+							at = at.Add(shift)
+						}
+						must(t, d.MemcpyHtoD(at, b))
+						ReduceBytes(a, b, dt, op)
+						steps = append(steps, PlanStep{Kind: StepReduce, Dst: dst, Src: at, N: n, Value: ReduceStepValue(dt, op)})
+					}
+					steps[first].Count = k
+					steps = append(steps, PlanStep{Kind: StepCopy, Dst: out, Src: dst, N: n})
+					must(t, d.MemcpyHtoD(table, EncodePlan(steps)))
+					must(t, d.DefaultStream().Synchronize())
+					must(t, e.k.Plan(s, PlanSpec{Steps: table, Period: uint32(len(steps)), Count: uint64(len(steps)), Timeout: 5 * time.Second,
+						Abort: c.abortDev(), Record: c.recordDev(), Tag: 4}))
+					must(t, s.Synchronize())
+					must(t, c.check(true))
+					if got := read(t, d, dst, n); !bytes.Equal(got, a) {
+						t.Fatalf("%s: the destination differs from the sources reduced one by one", name)
+					}
+					if got := read(t, d, out, n); !bytes.Equal(got, a) {
+						t.Fatalf("%s: the copy after the chain read other bytes", name)
+					}
 				}
 			}
 		}

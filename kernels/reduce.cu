@@ -219,15 +219,18 @@ extern "C" __global__ void lc_reduce_u64_max(lc_u8 *dst, const lc_u8 *src, lc_u6
 // A chain: dst op= src[0], then dst op= src[1], ... (k of them, at most
 // LC_CHAIN_MAX), each element combined with the sources in that order and
 // rounded after each as the single steps round, so the bits are those of
-// the steps one after another; one pass reads dst once. Every pointer is
+// the steps one after another; one pass reads dst once. With init, dst
+// starts as a copy of init (a copy to dst before the steps). Every pointer is
 // 16-byte aligned and nv counts 16-byte vectors (the caller checks).
 #define LC_CHAIN_MAX 8
 
 template <typename T, int OP>
-__device__ void lc_reduce_chain_range(lc_u8 *dst, const lc_u8 *const *src, int k, lc_u64 nv, lc_u64 tid, lc_u64 nth) {
+__device__ void lc_reduce_chain_range(lc_u8 *dst, const lc_u8 *init, const lc_u8 *const *src, int k, lc_u64 nv, lc_u64 tid,
+                                      lc_u64 nth) {
 	uint4 *dv = (uint4 *)dst;
+	const uint4 *iv = init ? (const uint4 *)init : dv;
 	for (lc_u64 i = tid; i < nv; i += nth) {
-		uint4 a = dv[i];
+		uint4 a = iv[i];
 		uint4 b[LC_CHAIN_MAX];
 #pragma unroll
 		for (int j = 0; j < LC_CHAIN_MAX; j++) {
@@ -242,47 +245,47 @@ __device__ void lc_reduce_chain_range(lc_u8 *dst, const lc_u8 *const *src, int k
 }
 
 template <int OP>
-__device__ __forceinline__ void lc_reduce_chain_typed(lc_u32 type, lc_u8 *dst, const lc_u8 *const *src, int k, lc_u64 nv,
-                                                      lc_u64 tid, lc_u64 nth) {
+__device__ __forceinline__ void lc_reduce_chain_typed(lc_u32 type, lc_u8 *dst, const lc_u8 *init, const lc_u8 *const *src,
+                                                      int k, lc_u64 nv, lc_u64 tid, lc_u64 nth) {
 	const bool wraps = OP == LC_RED_SUM || OP == LC_RED_PROD;
 	if (type == LC_DT_F32) {
-		lc_reduce_chain_range<float, OP>(dst, src, k, nv, tid, nth);
+		lc_reduce_chain_range<float, OP>(dst, init, src, k, nv, tid, nth);
 	} else if (type == LC_DT_F64) {
-		lc_reduce_chain_range<double, OP>(dst, src, k, nv, tid, nth);
+		lc_reduce_chain_range<double, OP>(dst, init, src, k, nv, tid, nth);
 	} else if (type == LC_DT_F16) {
-		lc_reduce_chain_range<lc_f16, OP>(dst, src, k, nv, tid, nth);
+		lc_reduce_chain_range<lc_f16, OP>(dst, init, src, k, nv, tid, nth);
 	} else if (type == LC_DT_BF16) {
-		lc_reduce_chain_range<lc_bf16, OP>(dst, src, k, nv, tid, nth);
+		lc_reduce_chain_range<lc_bf16, OP>(dst, init, src, k, nv, tid, nth);
 	} else if (type == LC_DT_I32) {
 		if (wraps) {
-			lc_reduce_chain_range<lc_u32, OP>(dst, src, k, nv, tid, nth);
+			lc_reduce_chain_range<lc_u32, OP>(dst, init, src, k, nv, tid, nth);
 		} else {
-			lc_reduce_chain_range<int, OP>(dst, src, k, nv, tid, nth);
+			lc_reduce_chain_range<int, OP>(dst, init, src, k, nv, tid, nth);
 		}
 	} else if (type == LC_DT_I64) {
 		if (wraps) {
-			lc_reduce_chain_range<lc_u64, OP>(dst, src, k, nv, tid, nth);
+			lc_reduce_chain_range<lc_u64, OP>(dst, init, src, k, nv, tid, nth);
 		} else {
-			lc_reduce_chain_range<long long, OP>(dst, src, k, nv, tid, nth);
+			lc_reduce_chain_range<long long, OP>(dst, init, src, k, nv, tid, nth);
 		}
 	} else if (type == LC_DT_U32) {
-		lc_reduce_chain_range<lc_u32, OP>(dst, src, k, nv, tid, nth);
+		lc_reduce_chain_range<lc_u32, OP>(dst, init, src, k, nv, tid, nth);
 	} else if (type == LC_DT_U64) {
-		lc_reduce_chain_range<lc_u64, OP>(dst, src, k, nv, tid, nth);
+		lc_reduce_chain_range<lc_u64, OP>(dst, init, src, k, nv, tid, nth);
 	}
 }
 
 // lc_reduce_chain_any is the chain for type and operator codes, as
 // lc_reduce_any is for one source; not inlined for the same reason.
-__device__ __noinline__ void lc_reduce_chain_any(lc_u32 type, lc_u32 op, lc_u8 *dst, const lc_u8 *const *src, int k, lc_u64 nv,
-                                                 lc_u64 tid, lc_u64 nth) {
+__device__ __noinline__ void lc_reduce_chain_any(lc_u32 type, lc_u32 op, lc_u8 *dst, const lc_u8 *init,
+                                                 const lc_u8 *const *src, int k, lc_u64 nv, lc_u64 tid, lc_u64 nth) {
 	if (op == LC_RED_SUM) {
-		lc_reduce_chain_typed<LC_RED_SUM>(type, dst, src, k, nv, tid, nth);
+		lc_reduce_chain_typed<LC_RED_SUM>(type, dst, init, src, k, nv, tid, nth);
 	} else if (op == LC_RED_PROD) {
-		lc_reduce_chain_typed<LC_RED_PROD>(type, dst, src, k, nv, tid, nth);
+		lc_reduce_chain_typed<LC_RED_PROD>(type, dst, init, src, k, nv, tid, nth);
 	} else if (op == LC_RED_MIN) {
-		lc_reduce_chain_typed<LC_RED_MIN>(type, dst, src, k, nv, tid, nth);
+		lc_reduce_chain_typed<LC_RED_MIN>(type, dst, init, src, k, nv, tid, nth);
 	} else if (op == LC_RED_MAX) {
-		lc_reduce_chain_typed<LC_RED_MAX>(type, dst, src, k, nv, tid, nth);
+		lc_reduce_chain_typed<LC_RED_MAX>(type, dst, init, src, k, nv, tid, nth);
 	}
 }

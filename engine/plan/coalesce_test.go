@@ -66,6 +66,9 @@ func TestChainReduces(t *testing.T) {
 	r := func(dst, src uint64) kernels.PlanStep {
 		return kernels.PlanStep{Kind: kernels.StepReduce, Dst: cuda.DevicePtr(dst), Src: cuda.DevicePtr(src), N: 64, Value: 1}
 	}
+	cp := func(dst, src, n uint64) kernels.PlanStep {
+		return kernels.PlanStep{Kind: kernels.StepCopy, Dst: cuda.DevicePtr(dst), Src: cuda.DevicePtr(src), N: n}
+	}
 	counts := func(steps []kernels.PlanStep) []uint32 {
 		var c []uint32
 		for _, s := range steps {
@@ -80,6 +83,15 @@ func TestChainReduces(t *testing.T) {
 		{[]kernels.PlanStep{r(0, 1000), r(0, 2000), r(0, 3000), {Kind: kernels.StepWait}, r(0, 4000)}, []uint32{3, 0, 0, 0, 0}},
 		{[]kernels.PlanStep{r(0, 1000), r(500, 2000), r(500, 3000)}, []uint32{0, 2, 0}},
 		{[]kernels.PlanStep{r(0, 1000), r(0, 32)}, []uint32{0, 0}},
+		// A copy into the chain's bytes heads it (even a chain of one);
+		// not one that overlaps them in part, writes other bytes, or
+		// heads a chain that overlaps its destination.
+		{[]kernels.PlanStep{cp(0, 5000, 64), r(0, 1000), r(0, 2000)}, []uint32{2, 2, 0}},
+		{[]kernels.PlanStep{cp(0, 5000, 64), r(0, 1000)}, []uint32{1, 0}},
+		{[]kernels.PlanStep{cp(0, 0, 64), r(0, 1000)}, []uint32{1, 0}},
+		{[]kernels.PlanStep{cp(0, 32, 64), r(0, 1000), r(0, 2000)}, []uint32{0, 2, 0}},
+		{[]kernels.PlanStep{cp(0, 5000, 32), r(0, 1000)}, []uint32{0, 0}},
+		{[]kernels.PlanStep{cp(0, 5000, 64), r(0, 1000), r(0, 32)}, []uint32{0, 0, 0}},
 		{append(make([]kernels.PlanStep, 0), r(0, 100), r(0, 200), r(0, 300), r(0, 400), r(0, 500), r(0, 600), r(0, 700), r(0, 800), r(0, 900), r(0, 1000)),
 			[]uint32{8, 0, 0, 0, 0, 0, 0, 0, 2, 0}},
 	} {

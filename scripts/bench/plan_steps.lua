@@ -1,6 +1,6 @@
 -- plan_steps.lua: GPU time a replay of small step mixes in one launch of
--- many replays: puts of 1 KiB or 8 bytes to every peer with and without their
--- waits, reductions alone.
+-- many replays: puts of 1 KiB or 8 bytes to every peer, or as many to one
+-- peer, with and without their waits; reductions alone.
 --   luacoll run -n N --device cuda bench/plan_steps.lua [replays] [mode]
 local lc = require("luacoll")
 local R = tonumber(arg[1] or "2000")
@@ -17,10 +17,17 @@ local function timeit(p)
   end
   return best * 1e6
 end
-local function body(nput, npeers, nred, waits)
+-- body: nput bytes to each of npeers peers (me+1, me+2, ...; with one,
+-- npeers puts to me+1 alone, at different offsets), their waits, nred
+-- reductions.
+local function body(nput, npeers, nred, waits, one)
   return function(w)
-    for i = 1, npeers do w:put_signal((me + i) % size, 65536 + me * 4096, w, 0, nput, 0, 1, "add") end
-    if waits then for i = 1, npeers do w:wait_signal_from((me - i) % size, 0, ">=", 1) end end
+    for i = 1, npeers do
+      local to = one and (me + 1) % size or (me + i) % size
+      w:put_signal(to, 65536 + (one and i or me) * 4096, w, 0, nput, 0, 1, "add")
+    end
+    if waits and one then w:wait_signal_from((me - 1) % size, 0, ">=", npeers) end
+    if waits and not one then for i = 1, npeers do w:wait_signal_from((me - i) % size, 0, ">=", 1) end end
     for i = 1, nred do w:reduce(w, 0, w, 65536 + ((me + i) % size) * 4096, 1024, "f32", "sum") end
   end
 end
@@ -28,12 +35,15 @@ local cases = {
   { "3 puts 1K + waits", 1024, size - 1, 0, true },
   { "3 puts 1K + waits + 3 reduces", 1024, size - 1, size - 1, true },
   { "3 puts 8B + waits", 8, size - 1, 0, true },
+  { "3 puts 8B to one peer + wait", 8, size - 1, 0, true, true },
+  { "1 put 8B + wait", 8, 1, 0, true },
   { "1 put 1K + wait", 1024, 1, 0, true },
   { "3 reduces only", 1024, 0, size - 1, false },
   { "3 puts 1K, no waits", 1024, size - 1, 0, false },
+  { "3 puts 1K to one peer, no waits", 1024, size - 1, 0, false, true },
 }
 for _, c in ipairs(cases) do
-  local p = lc.plan(body(c[2], c[3], c[4], c[5]), w, { mode = mode })
+  local p = lc.plan(body(c[2], c[3], c[4], c[5], c[6]), w, { mode = mode })
   local us = timeit(p)
   if me == 0 then print(("ranks=%d %-32s %.2f us/replay"):format(size, c[1], us)) end
   p:free()

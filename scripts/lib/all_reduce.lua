@@ -79,6 +79,7 @@ function M.one_shot(w, n, opts)
   local me, size = lc.rank, lc.size
   if size == 1 then return end
   local at = rs.stage(w, o, n)
+  rs.own(w, o, o.input, n, at, n)
   for i = 1, size - 1 do
     w:put_signal((me + i) % size, at + me * n, w, o.input, n, o.sig, 1, "add")
   end
@@ -98,12 +99,13 @@ function M.two_shot(w, n, opts)
   local me, size = lc.rank, lc.size
   if size == 1 then return end
   local at = rs.stage(w, o, most)
+  local off, len = o.input + offs[me], lens[me]
+  rs.own(w, o, off, len, at, most)
   for i = 1, size - 1 do
     local c = (me + i) % size
     w:put_signal(c, at + me * most, w, o.input + offs[c], lens[c], o.sig, 1, "add")
   end
   rs.waits(w, o)
-  local off, len = o.input + offs[me], lens[me]
   rs.fold(w, o, off, len, at, most, o.scratch + 2 * (o.half or size * most))
   for i = 1, size - 1 do
     w:put_signal((me + i) % size, off, w, off, len, o.sig, 1, "add")

@@ -229,29 +229,56 @@ end
 --- fold reduces the len bytes at off of every rank, in rank order 0..size-1,
 --- into this rank's window at off: rank q's bytes are at at + q * slot of
 --- the staging half, this rank's own at off. Rank 0 folds in place, and so
---- does rank 1 for sums and products (x1 + x0 has the bits of x0 + x1); the
---- others fold into tmp first (the order must not start with their own)
---- and copy the result back, flushed, so that the caller may put it from
---- off at once.
+--- does rank 1 for sums and products (x1 + x0 has the bits of x0 + x1).
+--- The others (the order must not start with their own) fold into tmp
+--- first and copy the result back, flushed, so that the caller may put it
+--- from off at once; or, on a GPU, they find their own bytes in their slot
+--- of the staging half too (own, called before), copy rank 0's over their
+--- own and reduce the rest into it: the plan interpreter runs that copy
+--- and the reductions as one pass.
 local commutes = { sum = true, add = true, prod = true, mul = true }
 M.commutes = commutes
 
+local function inplace(o)
+  return lc.rank == 0 or (lc.rank == 1 and commutes[o.op])
+end
+
+-- gpu[w]: w's memory is a GPU's.
+local gpu = setmetatable({}, { __mode = "k" })
+
+local function staged(w, o)
+  if inplace(o) then return false end
+  if gpu[w] == nil then gpu[w] = w:info().memory == "device" end
+  return gpu[w]
+end
+
+--- own puts this rank's len bytes at off into its own slot of the staging
+--- half (at + rank * slot) where fold reads them there: called before the
+--- peers' data can land, it costs the caller no time on the way from
+--- their signals to the result.
+function M.own(w, o, off, len, at, slot)
+  if staged(w, o) then w:put(lc.rank, at + lc.rank * slot, w, off, len) end
+end
+
 function M.fold(w, o, off, len, at, slot, tmp)
   local me, size = lc.rank, lc.size
-  local inplace = me == 0 or (me == 1 and commutes[o.op])
-  local dst = off
-  if not inplace then
-    dst = tmp
+  if inplace(o) then
+    for q = me == 1 and 0 or 1, size - 1 do
+      if q ~= me then w:reduce(w, off, w, at + q * slot, len, o.type, o.op) end
+    end
+  elseif staged(w, o) then
+    w:flush() -- own's copy is out (free where no peer is over the network)
+    w:put(me, off, w, at, len)
+    w:flush()
+    for q = 1, size - 1 do
+      w:reduce(w, off, w, at + q * slot, len, o.type, o.op)
+    end
+  else
     w:put(me, tmp, w, at, len)
     w:flush() -- (free where no peer is over the network)
-  end
-  for q = inplace and me == 1 and 0 or 1, size - 1 do
-    if not (inplace and q == me) then
-      local src = (q == me) and off or (at + q * slot)
-      w:reduce(w, dst, w, src, len, o.type, o.op)
+    for q = 1, size - 1 do
+      w:reduce(w, tmp, w, q == me and off or at + q * slot, len, o.type, o.op)
     end
-  end
-  if not inplace then
     w:put(me, off, w, tmp, len)
     w:flush()
   end
@@ -269,6 +296,7 @@ function M.push(w, n, opts)
   local me, size = lc.rank, lc.size
   if size == 1 then return end
   local at = M.stage(w, o, n)
+  M.own(w, o, o.input + me * n, n, at, n)
   for i = 1, size - 1 do
     local c = (me + i) % size
     w:put_signal(c, at + me * n, w, o.input + c * n, n, o.sig, 1, "add")
