@@ -1,6 +1,6 @@
 -- plan_steps.lua: GPU time a replay of small step mixes in one launch of
 -- many replays: puts of 1 KiB or 8 bytes to every peer, or as many to one
--- peer, with and without their waits; reductions alone.
+-- peer, with and without their waits; reductions, signals and puts alone.
 --   luacoll run -n N --device cuda bench/plan_steps.lua [replays] [mode]
 local lc = require("luacoll")
 local R = tonumber(arg[1] or "2000")
@@ -42,8 +42,22 @@ local cases = {
   { "3 puts 1K, no waits", 1024, size - 1, 0, false },
   { "3 puts 1K to one peer, no waits", 1024, size - 1, 0, false, true },
 }
+-- Signals alone and puts alone, to every peer.
+local function signals(how)
+  return function(w) for i = 1, size - 1 do w:signal((me + i) % size, 1, how, 1) end end
+end
+local function puts(w)
+  for i = 1, size - 1 do w:put((me + i) % size, 65536 + me * 4096, w, 0, 1024) end
+end
+local extra = {
+  { "3 signals (add), no waits", signals("add") },
+  { "3 signals (set), no waits", signals("set") },
+  { "3 puts 1K, no signals", puts },
+}
+for _, c in ipairs(cases) do c.f = body(c[2], c[3], c[4], c[5], c[6]) end
+for _, c in ipairs(extra) do c.f = c[2]; cases[#cases + 1] = c end
 for _, c in ipairs(cases) do
-  local p = lc.plan(body(c[2], c[3], c[4], c[5], c[6]), w, { mode = mode })
+  local p = lc.plan(c.f, w, { mode = mode })
   local us = timeit(p)
   if me == 0 then print(("ranks=%d %-32s %.2f us/replay"):format(size, c[1], us)) end
   p:free()
