@@ -115,3 +115,20 @@ func TestPlanThreadsBound(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// Plans whose steps move at most PlanSmallBytes get the small block; one
+// larger copy, fill, reduction or line step gives the whole plan the
+// large one; waits and signals count for nothing.
+func TestPlanThreadsFor(t *testing.T) {
+	small := []PlanStep{{Kind: StepCopy, N: 4096}, {Kind: StepAdd, Value: 1 << 40}, {Kind: StepWait, N: 1 << 20},
+		{Kind: StepLinePut, N: 4096}, {Kind: StepReduce, N: 64}}
+	if got := PlanThreadsFor(small); got != PlanSmallThreads {
+		t.Fatalf("small plan: %d threads", got)
+	}
+	for _, k := range []StepKind{StepCopy, StepFillByte, StepFillIota, StepFillRand, StepReduce, StepLinePut, StepLineWait} {
+		big := append(append([]PlanStep(nil), small...), PlanStep{Kind: k, N: PlanSmallBytes + 1})
+		if got := PlanThreadsFor(big); got != 0 {
+			t.Errorf("a %d-byte step of kind %d: %d threads", PlanSmallBytes+1, k, got)
+		}
+	}
+}

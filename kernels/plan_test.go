@@ -414,3 +414,51 @@ func TestPlanWideLines(t *testing.T) {
 	}
 	c.clear()
 }
+
+// The GPU time of small wide steps on plain device memory, one launch of
+// 2,000 replays each: copies of 1 KiB (one, three), a reduction of 1 KiB,
+// a fill; each copy's bytes checked (the numbers go to the log).
+func TestPlanStepCost(t *testing.T) {
+	e := needKernels(t)
+	d, k := e.d, e.k
+	s := newStream(t, d)
+	c := newCtl(t, d)
+	const size, reps = 65536, 2000
+	init := make([]byte, size)
+	FillRand(init, 11)
+	mem := alloc(t, d, size)
+	must(t, d.MemcpyHtoD(mem, init))
+	table := alloc(t, d, 8*PlanStepSize)
+	cp := func(dst, src uint64) PlanStep {
+		return PlanStep{Kind: StepCopy, Dst: mem.Add(dst), Src: mem.Add(src), N: 1024}
+	}
+	red := PlanStep{Kind: StepReduce, Dst: mem.Add(40960), Src: mem.Add(45056), N: 1024, Value: ReduceStepValue(U32, Sum)}
+	for _, v := range []struct {
+		name  string
+		steps []PlanStep
+	}{
+		{"1 copy", []PlanStep{cp(16384, 0)}},
+		{"3 copies", []PlanStep{cp(16384, 0), cp(20480, 4096), cp(24576, 8192)}},
+		{"1 reduce", []PlanStep{red}},
+		{"1 copy of 64 bytes (thread 0)", []PlanStep{{Kind: StepCopy, Dst: mem.Add(30000), Src: mem.Add(12000), N: 64}}},
+		{"1 fill", []PlanStep{{Kind: StepFillByte, Dst: mem.Add(32768), N: 1024, Value: 7}}},
+	} {
+		must(t, d.MemcpyHtoD(table, EncodePlan(v.steps)))
+		must(t, d.DefaultStream().Synchronize())
+		n := uint32(len(v.steps))
+		for _, threads := range []uint32{512, 128} {
+			dt := timeIt(t, d, s, func() {
+				must(t, k.Plan(s, PlanSpec{Steps: table, Period: n, Count: uint64(n) * reps, Timeout: 5 * time.Second,
+					Abort: c.abortDev(), Record: c.recordDev(), Threads: threads}))
+			})
+			must(t, c.check(true))
+			t.Logf("MEASURED plan steps, %s, %d threads: %.0f ns a replay", v.name, threads, float64(dt.Nanoseconds())/reps)
+		}
+	}
+	got := read(t, d, mem, size)
+	for j, off := range []int{0, 4096, 8192} {
+		if !bytes.Equal(got[16384+4096*j:16384+4096*j+1024], init[off:off+1024]) {
+			t.Fatalf("copy %d did not land", j)
+		}
+	}
+}

@@ -425,7 +425,9 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
 			continue;
 		}
 		{
-			const lc_plan_step &s = run ? runs[v] : table[i];
+			// A copy in registers: the asm of waits and signals clobbers
+			// memory, and would make every use of a field a new load.
+			const lc_plan_step s = run ? runs[v] : table[i];
 			const bool wide = s.kind == LC_STEP_FILL_BYTE || s.kind == LC_STEP_FILL_IOTA || s.kind == LC_STEP_FILL_RAND ||
 			                  s.kind == LC_STEP_REDUCE || (s.kind == LC_STEP_COPY && (s.n > LC_PLAN_SMALL || s.count > 0)) ||
 			                  ((s.kind == LC_STEP_LINE_PUT || s.kind == LC_STEP_LINE_WAIT) && s.n > 8);

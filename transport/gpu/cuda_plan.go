@@ -19,6 +19,8 @@ type DevicePlan struct {
 	table cuda.DevicePtr
 	steps int
 	tag   uint32
+	// threads is the interpreter's block size (kernels.PlanThreadsFor).
+	threads uint32
 	// fail builds the error of step i's wait that saw observed where it
 	// waited for target.
 	fail func(step int, observed, target uint64, cause error) error
@@ -69,7 +71,8 @@ func (b *CUDABackend) NewDevicePlan(steps []kernels.PlanStep, fail func(step int
 	if err != nil {
 		return nil, fmt.Errorf("device plan: %w", err)
 	}
-	p := &DevicePlan{b: b, table: table, steps: len(steps), tag: planTags.Add(1) % kernels.PlanMaxTag, fail: fail}
+	p := &DevicePlan{b: b, table: table, steps: len(steps), tag: planTags.Add(1) % kernels.PlanMaxTag, fail: fail,
+		threads: kernels.PlanThreadsFor(steps)}
 	if err := p.write(steps); err != nil {
 		_ = b.free(table)
 		return nil, err
@@ -290,7 +293,7 @@ func SegmentsString(segs []PlanSegment) string {
 func (s *CUDAStream) planSpec(p *DevicePlan, g PlanSegment, timeout time.Duration, gpuScope bool) kernels.PlanSpec {
 	return kernels.PlanSpec{Steps: p.table, Period: uint32(p.steps), First: uint32(g.From), Count: uint64(g.To - g.From),
 		Timeout: timeout, Abort: s.b.flag.Dev, Record: s.rec.Dev, Tag: p.tag,
-		GPUScope: gpuScope}
+		GPUScope: gpuScope, Threads: p.threads}
 }
 
 // planLauncher enqueues a replay's segments on cs, an own-memory copy on
