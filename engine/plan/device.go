@@ -43,6 +43,52 @@ type device struct {
 	// pairwise barrier (peer, id).
 	uses  map[int]uint64
 	puses map[[2]int]uint64
+	// launches are the last launchHistory launches, for naming the replay
+	// of a failure reported after later ones (deviceFailure).
+	launches []launch
+}
+
+// launch is one launch of a plan's replays: the first one's number (from
+// 1), how many, and each moving step's value in the first (by step).
+type launch struct {
+	first, times int
+	values       map[int]uint64
+}
+
+// launchHistory is how many launches a plan remembers.
+const launchHistory = 16
+
+// noteLaunch remembers a launch of times replays from the next one, the
+// moving values of its first replay being value(m).
+func (p *Plan) noteLaunch(d *device, times int, value func(m moving) uint64) {
+	l := launch{first: p.replays + 1, times: times, values: make(map[int]uint64, len(d.moving))}
+	for _, m := range d.moving {
+		l.values[m.step] = value(m)
+	}
+	if len(d.launches) == launchHistory {
+		d.launches = append(d.launches[:0], d.launches[1:]...)
+	}
+	d.launches = append(d.launches, l)
+}
+
+// replayOf returns the replay (from 1) in which step, moving by per a
+// replay, waited for target, from the launches remembered: 0 if none
+// matches.
+func (d *device) replayOf(step int, per, target uint64) int {
+	if per == 0 {
+		return 0
+	}
+	for j := len(d.launches) - 1; j >= 0; j-- {
+		l := d.launches[j]
+		v0, ok := l.values[step]
+		if !ok || target < v0 || (target-v0)%per != 0 {
+			continue
+		}
+		if k := (target - v0) / per; k < uint64(l.times) {
+			return l.first + int(k)
+		}
+	}
+	return 0
 }
 
 // moving is a step whose value is computed when a run is enqueued.
@@ -568,6 +614,7 @@ func (p *Plan) fillMoving(d *device) bool {
 func (p *Plan) runDevice(times int) error {
 	d := p.dev
 	if d.dp != nil && d.launchMoves && p.movesNow(d) {
+		p.noteLaunch(d, times, func(m moving) uint64 { return d.steps[m.step].Value })
 		d.s.RunPlan(d.dp, 0, uint64(times), p.w.Options().Timeout, d.gpu, d.moves)
 		d.k = uint64(times)
 		p.ranDevice(d, times)
@@ -584,6 +631,8 @@ func (p *Plan) runDevice(times int) error {
 				break
 			}
 		}
+		k := d.k
+		p.noteLaunch(d, times, func(m moving) uint64 { return d.steps[m.step].Value + k*m.per })
 		switch {
 		case d.graph != nil:
 			d.s.LaunchPlan(d.dp, d.graph, times)
@@ -648,9 +697,8 @@ func (p *Plan) deviceFailure(d *device) func(step int, observed, target uint64, 
 		i := int(s.Op)
 		o := &p.ops[i]
 		replay := ""
-		if s.Step > 0 && target >= s.Value {
-			// Approximate when the table was rewritten since.
-			replay = fmt.Sprintf(", replay %d", p.replays-int(d.k)+int((target-s.Value)/s.Step)+1)
+		if r := d.replayOf(step, s.Step, target); r > 0 {
+			replay = fmt.Sprintf(", replay %d", r)
 		}
 		id := o.Sig
 		switch o.Kind {

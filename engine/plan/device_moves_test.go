@@ -2,7 +2,9 @@ package plan
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,6 +109,22 @@ func TestRunDeviceMovesOrRewrite(t *testing.T) {
 		}
 		if s.rewrites != 0 {
 			return fmt.Errorf("%d rewrites of plans in turn: want none", s.rewrites)
+		}
+		// A failure of a's wait reported after both of a's launches names
+		// the replay whose target it is (a's replays 1 and 2 waited for 1
+		// and 3); a target none of a's launches had names none.
+		step := -1
+		for _, m := range a.dev.moving {
+			if m.op == len(a.ops)-2 && m.bar < 0 {
+				step = m.step
+			}
+		}
+		fail := a.deviceFailure(a.dev)
+		for target, want := range map[uint64]string{1: ", replay 1,", 3: ", replay 2,", 2: ""} {
+			msg := fail(step, 0, target, errors.New("timeout")).Error()
+			if want != "" && !strings.Contains(msg, want) || want == "" && strings.Contains(msg, "replay") {
+				return fmt.Errorf("a failure with target %d: %q, want it to name %q", target, msg, want)
+			}
 		}
 		// Targets past what a launch takes: the table is rewritten once,
 		// then a's own replays need none.
