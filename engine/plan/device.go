@@ -48,49 +48,6 @@ type device struct {
 	launches []launch
 }
 
-// launch is one launch of a plan's replays: the first one's number (from
-// 1), how many, and each moving step's value in the first (by step).
-type launch struct {
-	first, times int
-	values       map[int]uint64
-}
-
-// launchHistory is how many launches a plan remembers.
-const launchHistory = 16
-
-// noteLaunch remembers a launch of times replays from the next one, the
-// moving values of its first replay being value(m).
-func (p *Plan) noteLaunch(d *device, times int, value func(m moving) uint64) {
-	l := launch{first: p.replays + 1, times: times, values: make(map[int]uint64, len(d.moving))}
-	for _, m := range d.moving {
-		l.values[m.step] = value(m)
-	}
-	if len(d.launches) == launchHistory {
-		d.launches = append(d.launches[:0], d.launches[1:]...)
-	}
-	d.launches = append(d.launches, l)
-}
-
-// replayOf returns the replay (from 1) in which step, moving by per a
-// replay, waited for target, from the launches remembered: 0 if none
-// matches.
-func (d *device) replayOf(step int, per, target uint64) int {
-	if per == 0 {
-		return 0
-	}
-	for j := len(d.launches) - 1; j >= 0; j-- {
-		l := d.launches[j]
-		v0, ok := l.values[step]
-		if !ok || target < v0 || (target-v0)%per != 0 {
-			continue
-		}
-		if k := (target - v0) / per; k < uint64(l.times) {
-			return l.first + int(k)
-		}
-	}
-	return 0
-}
-
 // moving is a step whose value is computed when a run is enqueued.
 type moving struct {
 	step int
@@ -680,51 +637,4 @@ func (p *Plan) ranDevice(d *device, times int) {
 		p.w.Raw().AdvancePairBarrier(key[0], key[1], u*uint64(times))
 	}
 	p.replays += times
-}
-
-// deviceFailure builds the error of a step's wait that did not succeed:
-// the window's wait error, naming the op, the replay and the script line.
-func (p *Plan) deviceFailure(d *device) func(step int, observed, target uint64, cause error) error {
-	return func(step int, observed, target uint64, cause error) error {
-		if step == len(d.steps) {
-			// The interpreter saw the abort flag between two replays.
-			return fmt.Errorf("plan stopped between replays: %w", cause)
-		}
-		if step < 0 || step > len(d.steps) {
-			return fmt.Errorf("device plan: step %d: %v (observed %d, target %d)", step, cause, observed, target)
-		}
-		s := d.steps[step]
-		i := int(s.Op)
-		o := &p.ops[i]
-		replay := ""
-		if r := d.replayOf(step, s.Step, target); r > 0 {
-			replay = fmt.Sprintf(", replay %d", r)
-		}
-		id := o.Sig
-		switch o.Kind {
-		case WaitCounter:
-			id = o.Ctr
-		case Barrier, BarrierPeer:
-			id = o.Bar
-		}
-		name := window.WaitOpName(o.Kind.String(), o.Peer, id, target)
-		cond := fmt.Sprintf("%s %d", transport.Cmp(s.Cmp), target)
-		mode := "device"
-		if d.graph != nil {
-			mode = "graph"
-		} else if d.segs != nil {
-			mode = "stream"
-		}
-		where := fmt.Sprintf(" (plan op %d%s, %s mode, recorded at %s)", i+1, replay, mode, o.Site)
-		if s.Kind == kernels.StepLineWait {
-			// The drain before the wait: target and observed are the
-			// line's flags (replay numbers), not signal values.
-			cond = fmt.Sprintf("a put_signal's 16-byte line showing replay %d", target)
-			if s.N > 8 {
-				cond = fmt.Sprintf("a put_signal's %d 16-byte lines showing replay %d", LineCount(s.N), target)
-			}
-			where = fmt.Sprintf(" (drained before plan op %d%s, %s mode, recorded at %s)", i+1, replay, mode, o.Site)
-		}
-		return p.w.Raw().WaitFailed(name, cond, where, observed, p.w.Options().Timeout, cause)
-	}
 }
