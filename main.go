@@ -17,7 +17,8 @@ Usage:
   luacoll run [-n N] [flags] [script.lua [args...]]     run a script on N ranks (default: the tour)
   luacoll repl [-n N] [flags]                           interactive Lua on N ranks
   luacoll check [-n N] script.lua                       verify every plan a script makes, run none
-  luacoll bench put|pingpong|barrier|allgather [flags]  measure the window stack and the all-gather
+  luacoll bench KIND [flags]                            measure the window stack and the collectives:
+                                                        put, pingpong, barrier, allgather, reduce_scatter, allreduce
   luacoll calibrate [-n 2] [--nodes 2] [-o FILE]        measure the cost model plans are estimated with
   luacoll info [--tuning]                               GPUs, links, capabilities, libraries; the knobs in effect
   luacoll clean [--dry-run]                             remove what killed jobs left (never a running job's)
@@ -27,8 +28,8 @@ Usage:
 
 Scripts are files, or embedded ones by name:
 %s
-require() finds files next to the script and the embedded lib/ modules (allgather, alltoall,
-barrier). In Lua, help() lists the API.
+require() finds files next to the script and the embedded lib/ modules (%s).
+In Lua, help() lists the API.
 
 --trace FILE (run, repl, bench) writes a timeline of every rank: a slice per window
 operation from enqueue to completion, syncs, collectives and errors, clocks aligned
@@ -52,7 +53,7 @@ func usage() string {
 		line += " " + n
 	}
 	b.WriteString(line)
-	return fmt.Sprintf(usageText, b.String())
+	return fmt.Sprintf(usageText, b.String(), strings.Join(scripts.Modules(), ", "))
 }
 
 func main() {

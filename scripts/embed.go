@@ -25,3 +25,16 @@ func Names() []string {
 	}
 	return out
 }
+
+// Modules lists the embedded lib/ modules by the name require() takes,
+// sorted.
+func Modules() []string {
+	var out []string
+	entries, _ := fs.ReadDir(FS, "lib")
+	for _, e := range entries {
+		if name, ok := strings.CutSuffix(e.Name(), ".lua"); ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
