@@ -24,6 +24,12 @@
 -- reading its result, so calls of different sizes pass one opts.scratch
 -- past the largest input. direct uses slots opts.signal + 2 and + 3
 -- (meetings before and after the reads) and no scratch.
+-- push (and all_reduce's one_shot and two_shot) fold the staged chunks in
+-- rank order; a rank that cannot start from its own (rank 2 on, or 1 for
+-- ops other than sums and products) folds through scratch and copies back,
+-- or, with opts.fold = "staged" (the default on GPU windows), stages its
+-- own chunk beside the peers' and folds in place: one pass on the plan
+-- interpreter. opts.fold = "tmp" forces the first.
 -- Signals are cumulative: the module remembers what it expects from each
 -- sender on each slot, so no reset is needed between calls, but the slots
 -- must be used by these schedules (and all_reduce's) alone.
@@ -60,7 +66,7 @@ local noopts = {}
 local function same(o, opts, chunk, inbytes)
   return o.slot == chunk and o.inbytes == inbytes and o.type == (opts.type or "f32") and o.op == (opts.op or "sum") and
     o.input == (opts.input or 0) and o.sig == (opts.signal or 0) and o.half == opts.half and
-    o.scratch == (opts.scratch or (o.input + inbytes))
+    o.scratch == (opts.scratch or (o.input + inbytes)) and o.fold == opts.fold
 end
 
 --- options fills in the defaults of a call whose largest chunk is chunk
@@ -77,6 +83,7 @@ function M.options(opts, chunk, inbytes)
     input = opts.input or 0,
     sig = opts.signal or 0,
     half = opts.half,
+    fold = opts.fold,
     slot = chunk,
     inbytes = inbytes,
   }
@@ -248,6 +255,7 @@ local gpu = setmetatable({}, { __mode = "k" })
 
 local function staged(w, o)
   if inplace(o) then return false end
+  if o.fold then return o.fold == "staged" end
   if gpu[w] == nil then gpu[w] = w:info().memory == "device" end
   return gpu[w]
 end
