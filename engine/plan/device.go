@@ -43,9 +43,11 @@ type device struct {
 	// pairwise barrier (peer, id).
 	uses  map[int]uint64
 	puses map[[2]int]uint64
-	// launches are the last launchHistory launches, for naming the replay
-	// of a failure reported after later ones (deviceFailure).
-	launches []launch
+	// launches are the last launchHistory launches (a ring; nextLaunch the
+	// next to fill), for naming the replay of a failure reported after
+	// later ones (deviceFailure).
+	launches   [launchHistory]launch
+	nextLaunch int
 }
 
 // moving is a step whose value is computed when a run is enqueued.
@@ -571,7 +573,7 @@ func (p *Plan) fillMoving(d *device) bool {
 func (p *Plan) runDevice(times int) error {
 	d := p.dev
 	if d.dp != nil && d.launchMoves && p.movesNow(d) {
-		p.noteLaunch(d, times, func(m moving) uint64 { return d.steps[m.step].Value })
+		p.noteLaunch(d, times, 0)
 		d.s.RunPlan(d.dp, 0, uint64(times), p.w.Options().Timeout, d.gpu, d.moves)
 		d.k = uint64(times)
 		p.ranDevice(d, times)
@@ -588,8 +590,7 @@ func (p *Plan) runDevice(times int) error {
 				break
 			}
 		}
-		k := d.k
-		p.noteLaunch(d, times, func(m moving) uint64 { return d.steps[m.step].Value + k*m.per })
+		p.noteLaunch(d, times, d.k)
 		switch {
 		case d.graph != nil:
 			d.s.LaunchPlan(d.dp, d.graph, times)

@@ -12,39 +12,48 @@ import (
 )
 
 // launch is one launch of a plan's replays: the first one's number (from
-// 1), how many, and each moving step's value in the first (by step).
+// 1), how many, and the value of each moving step (in d.moving's order)
+// in the first.
 type launch struct {
 	first, times int
-	values       map[int]uint64
+	values       []uint64
 }
 
 // launchHistory is how many launches a plan remembers.
 const launchHistory = 16
 
-// noteLaunch remembers a launch of times replays from the next one, the
-// moving values of its first replay being value(m).
-func (p *Plan) noteLaunch(d *device, times int, value func(m moving) uint64) {
-	l := launch{first: p.replays + 1, times: times, values: make(map[int]uint64, len(d.moving))}
+// noteLaunch remembers a launch of times replays from the next one, whose
+// first replay has the moving values of d.steps k replays on. It reuses
+// the oldest entry's storage: it runs at every launch.
+func (p *Plan) noteLaunch(d *device, times int, k uint64) {
+	l := &d.launches[d.nextLaunch]
+	d.nextLaunch = (d.nextLaunch + 1) % launchHistory
+	l.first, l.times, l.values = p.replays+1, times, l.values[:0]
 	for _, m := range d.moving {
-		l.values[m.step] = value(m)
+		l.values = append(l.values, d.steps[m.step].Value+k*m.per)
 	}
-	if len(d.launches) == launchHistory {
-		d.launches = append(d.launches[:0], d.launches[1:]...)
-	}
-	d.launches = append(d.launches, l)
 }
 
 // replayOf returns the replay (from 1) in which step, moving by per a
-// replay, waited for target, from the launches remembered: 0 if none
-// matches.
+// replay, waited for target, from the launches remembered (newest first):
+// 0 if none matches.
 func (d *device) replayOf(step int, per, target uint64) int {
-	if per == 0 {
+	at := -1
+	for j, m := range d.moving {
+		if m.step == step {
+			at = j
+		}
+	}
+	if per == 0 || at < 0 {
 		return 0
 	}
-	for j := len(d.launches) - 1; j >= 0; j-- {
-		l := d.launches[j]
-		v0, ok := l.values[step]
-		if !ok || target < v0 || (target-v0)%per != 0 {
+	for j := 1; j <= launchHistory; j++ {
+		l := d.launches[(d.nextLaunch-j+launchHistory)%launchHistory]
+		if l.times == 0 {
+			break // never used
+		}
+		v0 := l.values[at]
+		if target < v0 || (target-v0)%per != 0 {
 			continue
 		}
 		if k := (target - v0) / per; k < uint64(l.times) {
