@@ -51,6 +51,17 @@ const CopyLocal cuda.DevicePtr = 1
 // bytes of it before spinning (sync_plan.cu's LC_PS_PRIVATE).
 const PutPrivate Cmp = 2
 
+// Line groups (sync_plan.cu): up to PlanLineGroupMax line steps in a row
+// run as one step of every thread. A StepLineWait whose Count holds k <<
+// LineGroupShift (k >= 2) drains itself and the k - 1 drains after it at
+// once; a StepLinePut whose Count is k >= 2 sends its source to its own
+// place and to those of the k - 1 line puts after it (of the same Src and
+// N). Where the steps are not such, the interpreter runs them one by one.
+const (
+	PlanLineGroupMax = 8
+	LineGroupShift   = 8
+)
+
 // LineSendFirst in a StepLineWait's Count lets the drain send the next
 // step's line (a StepLinePut right after it, from a private source) as
 // soon as its own line is in, before it writes the payload: allowed when

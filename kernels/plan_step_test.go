@@ -39,8 +39,8 @@ func TestPlanCodesMatchSource(t *testing.T) {
 		"LC_STEP_LINE_WAIT": uint64(StepLineWait), "LC_STEP_REDUCE": uint64(StepReduce),
 		"LC_PLAN_SMALL": PlanSmall, "LC_PLAN_THREADS": PlanThreads, "LC_PLAN_CACHE": PlanCache,
 		"LC_PLAN_MOVES": PlanMoves, "LC_PLAN_MOVE_SHIFT": planMoveBit,
-		"LC_CHAIN_MAX": PlanChainMax,
-		"LC_RED_SUM":   uint64(Sum), "LC_RED_PROD": uint64(Prod), "LC_RED_MIN": uint64(Min), "LC_RED_MAX": uint64(Max),
+		"LC_CHAIN_MAX": PlanChainMax, "LC_LINE_GROUP_MAX": PlanLineGroupMax, "LC_LINE_GROUP_SHIFT": LineGroupShift,
+		"LC_RED_SUM": uint64(Sum), "LC_RED_PROD": uint64(Prod), "LC_RED_MIN": uint64(Min), "LC_RED_MAX": uint64(Max),
 	}
 	for _, dt := range DTypes() {
 		want["LC_DT_"+map[DType]string{F32: "F32", F64: "F64", F16: "F16", BF16: "BF16", I32: "I32", I64: "I64", U32: "U32", U64: "U64"}[dt]] = uint64(dt)

@@ -462,3 +462,100 @@ func TestPlanStepCost(t *testing.T) {
 		}
 	}
 }
+
+// Line groups: a plan sends one source to three line areas as one group
+// of line puts and drains the three as one group of drains, replay after
+// replay, the source bumped each replay and every drained copy summed; of
+// 8 bytes (one line each) and of 4,100 (a part line), on 512 threads and
+// on 32. A group whose third drain nobody feeds times out.
+func TestPlanLineGroups(t *testing.T) {
+	e := needKernels(t)
+	d, k := e.d, e.k
+	s := newStream(t, d)
+	c := newCtl(t, d)
+	const iters = 300
+	const src, ones, recv, sum = 0, 8192, 16384, 32768 // recv and sum: 3 areas 4,096 + 64 bytes apart
+	const gap = 4096 + 64
+	add := ReduceStepValue(U32, Sum)
+	for _, n := range []uint64{8, 4100} {
+		for _, threads := range []uint32{0, 32} {
+			words := int(n / 4)
+			init := make([]byte, 65536)
+			for i := 0; i < words; i++ {
+				binary.LittleEndian.PutUint32(init[src+4*i:], uint32(3*i+1))
+				binary.LittleEndian.PutUint32(init[ones+4*i:], 1)
+			}
+			mem, lines, flags := alloc(t, d, 65536), zeroed(t, d, 3*16384), zeroed(t, d, 3*128)
+			must(t, d.MemcpyHtoD(mem, init))
+			steps := []PlanStep{{Kind: StepReduce, Dst: mem.Add(src), Src: mem.Add(ones), N: n, Value: add}}
+			for g := uint64(0); g < 3; g++ {
+				st := PlanStep{Kind: StepLinePut, Dst: lines.Add(g * 16384), Src: mem.Add(src), N: n, Value: 1, Step: 1}
+				if g == 0 {
+					st.Count = 3
+				}
+				steps = append(steps, st)
+			}
+			for g := uint64(0); g < 3; g++ {
+				st := PlanStep{Kind: StepLineWait, Dst: lines.Add(g * 16384), Src: mem.Add(recv + g*gap), N: n, Value: 1, Step: 1, Cmp: 1, Aux: flags.Add(g * 128)}
+				if g == 0 {
+					st.Count = 3 << LineGroupShift
+				}
+				steps = append(steps, st)
+			}
+			for g := uint64(0); g < 3; g++ {
+				steps = append(steps, PlanStep{Kind: StepReduce, Dst: mem.Add(sum + g*gap), Src: mem.Add(recv + g*gap), N: n, Value: add})
+			}
+			table := alloc(t, d, uint64(len(steps))*PlanStepSize)
+			must(t, d.MemcpyHtoD(table, EncodePlan(steps)))
+			must(t, d.DefaultStream().Synchronize())
+			p := uint32(len(steps))
+			must(t, k.Plan(s, PlanSpec{Steps: table, Period: p, Count: uint64(p) * iters, Timeout: 5 * time.Second,
+				Abort: c.abortDev(), Record: c.recordDev(), Threads: threads}))
+			must(t, s.Synchronize())
+			must(t, c.check(true))
+			fl := read(t, d, flags, 3*128)
+			got := read(t, d, mem, 65536)
+			for g := 0; g < 3; g++ {
+				if u64at(fl, 128*g) != iters {
+					t.Fatalf("%d bytes, threads %d: drain %d added %d, want %d", n, threads, g, u64at(fl, 128*g), iters)
+				}
+				for i := 0; i < words; i++ {
+					// Replay r (1..iters) drains 3i+1+r.
+					want := uint32(iters*(3*i+1) + iters*(iters+1)/2)
+					if v := binary.LittleEndian.Uint32(got[sum+g*gap+4*i:]); v != want {
+						t.Fatalf("%d bytes, threads %d: copy %d's sum word %d = %d, want %d", n, threads, g, i, v, want)
+					}
+				}
+			}
+		}
+	}
+	// The third drain of a group has no put: the group times out at its
+	// first step, and adds to no slot.
+	lines, flags, mem := zeroed(t, d, 3*16384), zeroed(t, d, 3*128), zeroed(t, d, 16384)
+	steps := []PlanStep{
+		{Kind: StepLinePut, Dst: lines, Src: mem, N: 64, Value: 1, Step: 1, Count: 2},
+		{Kind: StepLinePut, Dst: lines.Add(16384), Src: mem, N: 64, Value: 1, Step: 1},
+	}
+	for g := uint64(0); g < 3; g++ {
+		st := PlanStep{Kind: StepLineWait, Dst: lines.Add(g * 16384), Src: mem.Add(4096 + 128*g), N: 64, Value: 1, Step: 1, Cmp: 1, Aux: flags.Add(g * 128)}
+		if g == 0 {
+			st.Count = 3 << LineGroupShift
+		}
+		steps = append(steps, st)
+	}
+	table := alloc(t, d, uint64(len(steps))*PlanStepSize)
+	must(t, d.MemcpyHtoD(table, EncodePlan(steps)))
+	must(t, d.DefaultStream().Synchronize())
+	must(t, k.Plan(s, PlanSpec{Steps: table, Period: uint32(len(steps)), Count: uint64(len(steps)), Timeout: 50 * time.Millisecond,
+		Abort: c.abortDev(), Record: c.recordDev(), Tag: 6}))
+	must(t, s.Synchronize())
+	r := c.record()
+	tag, step, ok := DecodePlanFailure(r.Slot)
+	if r.Status != StatusTimeout || !ok || tag != 6 || step != 2 || r.Target != 1 {
+		t.Fatalf("record %+v (tag %d, step %d, %v)", r, tag, step, ok)
+	}
+	if fl := read(t, d, flags, 3*128); u64at(fl, 0) != 0 || u64at(fl, 128) != 0 || u64at(fl, 256) != 0 {
+		t.Fatal("a failed drain group added to a slot")
+	}
+	c.clear()
+}

@@ -223,40 +223,67 @@ __device__ __forceinline__ bool lc_plan_line_wait(const lc_plan_step &s, lc_u32 
 	return true;
 }
 
-// lc_plan_lines_put writes step s's n > 8 bytes as lines, every thread
-// its own: line j holds bytes 8j to 8j+7 of the source and the flag, twice.
-__device__ __forceinline__ void lc_plan_lines_put(const lc_plan_step &s, lc_u32 flag, lc_u64 tid, lc_u64 nth) {
-	const lc_u8 *src = (const lc_u8 *)s.src;
-	lc_u8 *line = (lc_u8 *)s.dst;
-	const lc_u64 n = s.n, lines = (n + 7) / 8;
+// Line groups: k (2 to LC_LINE_GROUP_MAX) line steps in a row run as one
+// step of every thread (the host's compiler marks the first): line puts of
+// one source to k places (a put's Count is k), or drains of k put_signals
+// (a drain's Count holds k << LC_LINE_GROUP_SHIFT), whose lines every thread
+// polls at once instead of one put_signal after another.
+#define LC_LINE_GROUP_SHIFT 8
+#define LC_LINE_GROUP_MAX 8
+
+// lc_plan_line_group returns how many steps from c (k of them, inside the
+// launch and the replay) run as one group of kind, 1 when they are not
+// such steps: line puts of c's source and size, or drains.
+__device__ __forceinline__ lc_u32 lc_plan_line_group(const lc_plan_step *c, lc_u32 k, bool inside, lc_u32 kind) {
+	if (k < 2 || k > LC_LINE_GROUP_MAX || !inside) return 1;
+	for (lc_u32 g = 1; g < k; g++) {
+		if (c[g].kind != kind || (kind == LC_STEP_LINE_PUT && (c[g].src != c[0].src || c[g].n != c[0].n))) return 1;
+	}
+	return k;
+}
+
+// lc_plan_lines_put writes the k line puts from c (one source, n bytes) as
+// lines, every thread its own: line j of each holds bytes 8j to 8j+7 of
+// the source and that step's flag (value + r * step), twice.
+__device__ __forceinline__ void lc_plan_lines_put(const lc_plan_step *c, lc_u32 k, lc_u64 r, lc_u64 tid, lc_u64 nth) {
+	const lc_u8 *src = (const lc_u8 *)c[0].src;
+	const lc_u64 n = c[0].n, lines = (n + 7) / 8;
 	for (lc_u64 j = tid; j < lines; j += nth) {
 		const lc_u64 at = 8 * j;
 		const lc_u64 w = lc_ll_word(src + at, n - at < 8 ? n - at : 8);
-		lc_ll_store(line + 16 * j, (lc_u32)w, (lc_u32)(w >> 32), flag, 0);
+		for (lc_u32 g = 0; g < k; g++)
+			lc_ll_store((lc_u8 *)c[g].dst + 16 * j, (lc_u32)w, (lc_u32)(w >> 32), (lc_u32)(c[g].value + r * c[g].step), 0);
 	}
 }
 
-// lc_plan_lines_drain is lc_plan_line_wait for n > 8 bytes, run by every
-// thread: each polls its lines and writes their bytes to s.src; thread 0
-// keeps watch (the record, the abort flag, the clock) until every thread
-// is done (ndone reaches *expect), then, after a block barrier, adds
-// s.cmp to the slot at s.aux. A thread still polling stops when *stop
-// is up; every 64 polls it leaves the flag it saw in *seen (thread 0's
-// failure record shows it). False after recording a
-// timeout or an abort (every thread returns the same).
-__device__ bool lc_plan_lines_drain(const lc_plan_step &s, lc_u32 flag, lc_u64 timeout_ns, const lc_u32 *abort_flag,
+// lc_plan_lines_drain is lc_plan_line_wait for the k drains from c, run by
+// every thread: each polls its share of all their lines (line j of drain
+// g showing its flag, value + r * step) and writes their bytes to that
+// drain's src; thread 0 keeps watch (the record, the abort flag, the
+// clock) until every thread is done (ndone reaches *expect), then, after
+// a block barrier, adds each drain's cmp to its slot at aux. A thread
+// still polling stops when *stop is up; every 64 polls it leaves the flag
+// it saw in *seen (thread 0's failure record shows it). False after
+// recording a timeout or an abort (every thread returns the same).
+__device__ bool lc_plan_lines_drain(const lc_plan_step *c, lc_u32 k, lc_u64 r, lc_u64 timeout_ns, const lc_u32 *abort_flag,
                                     lc_record *rec, lc_u32 tag, lc_u32 index, lc_u64 tid, lc_u64 nth, int *stop,
                                     lc_u32 *ndone, lc_u32 *seen, lc_u32 &expect) {
-	const lc_u8 *line = (const lc_u8 *)s.dst;
-	lc_u8 *data = (lc_u8 *)s.src;
-	const lc_u64 n = s.n, lines = (n + 7) / 8;
+	lc_u64 total = 0;
+	for (lc_u32 g = 0; g < k; g++) total += (c[g].n + 7) / 8;
 	lc_u64 start = 0;
-	lc_u32 spins = 0;
+	lc_u32 spins = 0, flag = (lc_u32)(c[0].value + r * c[0].step);
 	bool out = false;
-	for (lc_u64 j = tid; j < lines && !out; j += nth) {
+	for (lc_u64 at = tid; at < total && !out; at += nth) {
+		// Line at of the group: line j of drain g.
+		lc_u32 g = 0;
+		lc_u64 j = at;
+		while (j >= (c[g].n + 7) / 8) j -= (c[g++].n + 7) / 8;
+		const lc_plan_step &s = c[g];
+		flag = (lc_u32)(s.value + r * s.step);
+		const lc_u8 *line = (const lc_u8 *)s.dst + 16 * j;
 		lc_u32 d0, f0, d1, f1;
 		for (;;) {
-			lc_ll_load(line + 16 * j, d0, f0, d1, f1);
+			lc_ll_load(line, d0, f0, d1, f1);
 			if (f0 == f1 && (int)(f0 - flag) >= 0) break;
 			if (spins == 0) start = lc_globaltimer();
 			if ((++spins & 63) != 0) continue;
@@ -272,8 +299,8 @@ __device__ bool lc_plan_lines_drain(const lc_plan_step &s, lc_u32 flag, lc_u64 t
 			}
 		}
 		if (out) break;
-		const lc_u64 at = 8 * j;
-		lc_ll_put_word(data + at, (lc_u64)d1 << 32 | d0, n - at < 8 ? n - at : 8);
+		const lc_u64 b = 8 * j;
+		lc_ll_put_word((lc_u8 *)s.src + b, (lc_u64)d1 << 32 | d0, s.n - b < 8 ? s.n - b : 8);
 	}
 	atomicAdd(ndone, 1u);
 	if (tid == 0) {
@@ -287,7 +314,10 @@ __device__ bool lc_plan_lines_drain(const lc_plan_step &s, lc_u32 flag, lc_u64 t
 	}
 	__syncthreads();
 	if (*(volatile int *)stop) return false;
-	if (tid == 0) asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(s.aux), "l"((lc_u64)s.cmp) : "memory");
+	if (tid == 0) {
+		for (lc_u32 g = 0; g < k; g++)
+			asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(c[g].aux), "l"((lc_u64)c[g].cmp) : "memory");
+	}
 	return true;
 }
 
@@ -297,7 +327,7 @@ __device__ bool lc_plan_lines_drain(const lc_plan_step &s, lc_u32 flag, lc_u64 t
 __device__ __forceinline__ bool lc_plan_prefetchable(const lc_plan_step &t) {
 	if (t.kind == LC_STEP_PUT_SIGNAL)
 		return (t.cmp & LC_PS_PRIVATE) && (t.n == 8 || t.n == 16) && ((t.src | t.dst) & 7) == 0;
-	return t.kind == LC_STEP_LINE_PUT && (t.cmp & LC_PS_PRIVATE) && t.n == 8 && (t.src & 7) == 0;
+	return t.kind == LC_STEP_LINE_PUT && t.count <= 1 && (t.cmp & LC_PS_PRIVATE) && t.n == 8 && (t.src & 7) == 0;
 }
 
 // lc_plan_chain runs the k reduce steps from c as one chain into dst (n
@@ -430,7 +460,9 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
 			const lc_plan_step s = run ? runs[v] : table[i];
 			const bool wide = s.kind == LC_STEP_FILL_BYTE || s.kind == LC_STEP_FILL_IOTA || s.kind == LC_STEP_FILL_RAND ||
 			                  s.kind == LC_STEP_REDUCE || (s.kind == LC_STEP_COPY && (s.n > LC_PLAN_SMALL || s.count > 0)) ||
-			                  ((s.kind == LC_STEP_LINE_PUT || s.kind == LC_STEP_LINE_WAIT) && s.n > 8);
+			                  ((s.kind == LC_STEP_LINE_PUT || s.kind == LC_STEP_LINE_WAIT) && s.n > 8) ||
+			                  (s.kind == LC_STEP_LINE_PUT && s.count > 1) ||
+			                  (s.kind == LC_STEP_LINE_WAIT && (s.count >> LC_LINE_GROUP_SHIFT) > 1);
 			if (!wide) {
 				// Thread 0's step; a failed wait skips them all until the
 				// next barrier, where every thread stops.
@@ -527,16 +559,25 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
 				dirty = false;
 				if (stop) return;
 			}
-			if (s.kind == LC_STEP_LINE_WAIT) {
-				// Its own barrier, then thread 0's signal.
-				if (!lc_plan_lines_drain(s, (lc_u32)(s.value + r * s.step), timeout_ns, abort_flag, rec, tag, i, tid, nth, &stop,
-				                         &ndone, &seen, expect))
-					return;
+			if (s.kind == LC_STEP_LINE_WAIT || s.kind == LC_STEP_LINE_PUT) {
+				// A group of line steps from this one (or this one
+				// alone); a drain has its own barrier, then thread 0's
+				// signals.
+				const lc_u32 want = s.kind == LC_STEP_LINE_PUT ? s.count : s.count >> LC_LINE_GROUP_SHIFT;
+				const lc_plan_step *c = run ? &runs[v] : &table[i];
+				const lc_u32 k = lc_plan_line_group(c, want, v + want <= count && i + want <= period, s.kind);
+				skip = k - 1;
+				if (s.kind == LC_STEP_LINE_WAIT) {
+					if (!lc_plan_lines_drain(c, k, r, timeout_ns, abort_flag, rec, tag, i, tid, nth, &stop, &ndone, &seen, expect))
+						return;
+					continue;
+				}
+				lc_plan_lines_put(c, k, r, tid, nth);
+				__syncthreads();
 				continue;
 			}
 			lc_u8 *d = (lc_u8 *)s.dst;
 			switch (s.kind) {
-			case LC_STEP_LINE_PUT: lc_plan_lines_put(s, (lc_u32)(s.value + r * s.step), tid, nth); break;
 			case LC_STEP_COPY:
 				// count > 0: the count reduce steps after it reduce into
 				// the bytes it writes (the host's compiler says so): one

@@ -125,3 +125,36 @@ func chainReduces(steps []kernels.PlanStep) {
 		i = j
 	}
 }
+
+// groupLines marks runs of line steps for the interpreter to run as one
+// step of every thread (sync_plan.cu's line groups): up to
+// kernels.PlanLineGroupMax drains in a row (the first's Count gets the
+// run's length << kernels.LineGroupShift), whose lines are then polled
+// at once, and line puts in a row of one source and size to different
+// places (the first's Count gets the run's length), each word read once.
+// Drains in a row are the drains before one wait, or before waits with no
+// step of their own between them: nothing runs between them either way.
+func groupLines(steps []kernels.PlanStep) {
+	for i := 0; i < len(steps); {
+		s := steps[i]
+		j := i + 1
+		switch s.Kind {
+		case kernels.StepLineWait:
+			for j < len(steps) && j-i < kernels.PlanLineGroupMax && steps[j].Kind == kernels.StepLineWait {
+				j++
+			}
+			if j-i > 1 {
+				steps[i].Count |= uint32(j-i) << kernels.LineGroupShift
+			}
+		case kernels.StepLinePut:
+			for j < len(steps) && j-i < kernels.PlanLineGroupMax && steps[j].Kind == kernels.StepLinePut &&
+				steps[j].Src == s.Src && steps[j].N == s.N {
+				j++
+			}
+			if j-i > 1 {
+				steps[i].Count = uint32(j - i)
+			}
+		}
+		i = j
+	}
+}

@@ -101,3 +101,37 @@ func TestChainReduces(t *testing.T) {
 		}
 	}
 }
+
+// Drains in a row form a group (up to kernels.PlanLineGroupMax, the
+// length in the first's Count above its send-first bit); line puts in a
+// row of one source and size do (the length in the first's Count); other
+// steps, or another source, end a run.
+func TestGroupLines(t *testing.T) {
+	drain := func(first uint32) kernels.PlanStep {
+		return kernels.PlanStep{Kind: kernels.StepLineWait, N: 8, Count: first}
+	}
+	put := func(src uint64) kernels.PlanStep {
+		return kernels.PlanStep{Kind: kernels.StepLinePut, Src: cuda.DevicePtr(src), N: 1024}
+	}
+	wait := kernels.PlanStep{Kind: kernels.StepWait}
+	sh := kernels.LineGroupShift
+	for _, tc := range []struct {
+		steps []kernels.PlanStep
+		want  []uint32
+	}{
+		{[]kernels.PlanStep{drain(1), drain(1), drain(1), wait, drain(0)}, []uint32{3<<sh | 1, 1, 1, 0, 0}},
+		{[]kernels.PlanStep{put(64), put(64), put(128), put(128), put(128)}, []uint32{2, 0, 3, 0, 0}},
+		{[]kernels.PlanStep{put(64), drain(0), drain(0)}, []uint32{0, 2 << sh, 0}},
+		{append(make([]kernels.PlanStep, 0, 10), drain(0), drain(0), drain(0), drain(0), drain(0), drain(0), drain(0), drain(0), drain(0), drain(0)),
+			[]uint32{8 << sh, 0, 0, 0, 0, 0, 0, 0, 2 << sh, 0}},
+	} {
+		groupLines(tc.steps)
+		got := make([]uint32, len(tc.steps))
+		for i, s := range tc.steps {
+			got[i] = s.Count
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("counts %v, want %v", got, tc.want)
+		}
+	}
+}

@@ -133,6 +133,7 @@ func (p *Plan) useDeviceOn(s gpu.PlanStream, newPlan newDevicePlan, gpuScope boo
 		}
 		coalesceReleases(d.steps, moving)
 		chainReduces(d.steps)
+		groupLines(d.steps)
 	}
 	if len(d.steps) > 0 {
 		p.fillMoving(d)
