@@ -342,7 +342,7 @@ static inline lc_hres lc_cuModuleGetFunction(void *f, void *mod, const char *nam
 }
 static inline lc_res lc_cuModuleUnload(void *f, void *mod) { return ((lc_res(*)(void *))f)(mod); }
 
-#define LC_MAX_ARGS 32
+#define LC_MAX_ARGS 40
 
 // Kernel arguments, passed by value so that they live on the C stack for the
 // duration of the launch. Each argument takes one 8-byte slot; narrower

@@ -137,32 +137,71 @@ const PlanLineMax = 4096
 // PlanStepSize is the size of one encoded step.
 const PlanStepSize = 64
 
-// PlanThreads is the block size of the plan interpreter, and the largest
-// it may run with (sync_plan.cu's LC_PLAN_THREADS).
+// PlanThreads is the largest block of the plan interpreter (sync_plan.cu's
+// LC_PLAN_THREADS, its launch bound). A block of 1,024 took longer than
+// one of 512 for steps of 64 KiB (docs/results/reductions.md).
 const PlanThreads = 512
 
-// PlanSmallThreads is the block size for plans whose every step moves at
-// most PlanSmallBytes (PlanThreadsFor): a step of a smaller block takes
-// less time to run and to meet at its barrier (TestPlanStepCost: 0.75
-// against 1.0 us for a 1 KiB copy on an H200).
+// PlanSmallThreads is the smallest block PlanThreadsFor gives (a step of
+// a smaller block takes less time to run and to meet at its barrier:
+// TestPlanStepCost), PlanSmallBytes the widest step it gives it to.
 const (
 	PlanSmallThreads = 128
 	PlanSmallBytes   = 4096
 )
 
-// PlanThreadsFor is the block size for a plan of steps: PlanSmallThreads
-// when no step copies, fills, reduces or sends in lines more than
-// PlanSmallBytes, else 0 (PlanThreads).
+// PlanThreadsFor is the block size for a plan of steps: enough threads
+// that its widest copy, fill or reduction (or line put or drain, at 16
+// bytes a line of 8) takes each of them four 16-byte words at most, the
+// copy and reduce loops' one turn of loads in flight; a multiple of 32
+// from PlanSmallThreads to PlanThreads.
 func PlanThreadsFor(steps []PlanStep) uint32 {
+	var words uint64
 	for _, s := range steps {
 		switch s.Kind {
-		case StepCopy, StepFillByte, StepFillIota, StepFillRand, StepReduce, StepLinePut, StepLineWait:
-			if s.N > PlanSmallBytes {
-				return 0
-			}
+		case StepCopy, StepFillByte, StepFillIota, StepFillRand, StepReduce:
+			words = max(words, (s.N+15)/16)
+		case StepLinePut, StepLineWait:
+			words = max(words, (s.N+7)/8)
 		}
 	}
-	return PlanSmallThreads
+	t := (words + 4*32 - 1) / (4 * 32) * 32
+	return uint32(min(max(t, PlanSmallThreads), PlanThreads))
+}
+
+// Helper blocks: a plan may run on more than one block (PlanSpec.Blocks).
+// Block 0 runs it; the others share its copies, fills and reductions of at
+// least PlanHelpMin bytes (sync_help.cu), through a job area of
+// PlanJobSize bytes of device memory that is zero before the plan's first
+// launch (each launch leaves it so).
+const (
+	PlanHelpMin = 131072
+	PlanJobSize = 384
+	// PlanBlocksMax is the most blocks a plan runs on by default
+	// (knobs.PlanBlocks): one, no helpers. In the shipped schedules they
+	// cost more than they gained (docs/results/reductions.md, "Helper
+	// blocks").
+	PlanBlocksMax = 1
+	// planHelpBytes is how many bytes of its widest step each block
+	// gets at least (PlanBlocksFor).
+	planHelpBytes = 32768
+)
+
+// PlanBlocksFor is how many blocks a plan of steps runs on, at most most:
+// one when no copy, fill or reduction moves PlanHelpMin bytes, else one
+// for every planHelpBytes of the widest.
+func PlanBlocksFor(steps []PlanStep, most uint32) uint32 {
+	var widest uint64
+	for _, s := range steps {
+		switch s.Kind {
+		case StepCopy, StepFillByte, StepFillIota, StepFillRand, StepReduce:
+			widest = max(widest, s.N)
+		}
+	}
+	if widest < PlanHelpMin || most <= 1 {
+		return 1
+	}
+	return uint32(min(uint64(most), (widest+planHelpBytes-1)/planHelpBytes))
 }
 
 // PlanFailBit marks a failure record written by the plan interpreter: its
@@ -231,11 +270,16 @@ type PlanSpec struct {
 	// by the wait before it.
 	NoPrefetch bool
 	// Threads is the block size (0: PlanThreads; at most PlanThreads, the
-	// kernel's launch bound).
+	// kernel's launch bound; a multiple of 32).
 	Threads uint32
 	// Epoch, when set, is device memory whose value is added to Rep0 as
 	// the kernel starts (a graph's replay count).
 	Epoch cuda.DevicePtr
+	// Blocks is the grid (0 or 1: block 0 alone); more need Job, the
+	// plan's job area (PlanJobSize bytes, 128-byte aligned, zero before
+	// its first launch and used by no other plan).
+	Blocks uint32
+	Job    cuda.DevicePtr
 	// Moves set the values of moving steps for replay Rep0 of this launch
 	// (at most PlanMoves, each below PlanMoveMax), leaving the table in
 	// device memory as it is: for a plan of at most PlanCache steps.
@@ -259,13 +303,17 @@ func (s PlanStep) Wide() bool {
 	return false
 }
 
-// Plan enqueues one launch of the plan interpreter (one block).
+// Plan enqueues one launch of the plan interpreter (p.Blocks blocks).
 func (k *Kernels) Plan(s *cuda.Stream, p PlanSpec) error {
 	if p.Count == 0 || p.Period == 0 || p.Period > PlanMaxSteps || p.First >= p.Period || p.Tag >= PlanMaxTag || p.Steps == 0 {
 		return fmt.Errorf("plan (%d steps from step %d of %d, tag %d): %w", p.Count, p.First, p.Period, p.Tag, ErrBadSpec)
 	}
-	if p.Threads > PlanThreads {
-		return fmt.Errorf("plan of %d threads a block: %w: at most %d", p.Threads, ErrBadSpec, PlanThreads)
+	if p.Threads > PlanThreads || p.Threads%32 != 0 {
+		return fmt.Errorf("plan of %d threads a block: %w: a multiple of 32, at most %d", p.Threads, ErrBadSpec, PlanThreads)
+	}
+	blocks := max(p.Blocks, 1)
+	if blocks > 1 && (p.Job == 0 || uint64(p.Job)%128 != 0) || blocks > 1024 {
+		return fmt.Errorf("plan of %d blocks, job area %#x: %w", p.Blocks, uint64(p.Job), ErrBadSpec)
 	}
 	flags := int32(0) // sync_plan.cu's LC_PLAN_*
 	if p.GPUScope {
@@ -278,7 +326,7 @@ func (k *Kernels) Plan(s *cuda.Stream, p PlanSpec) error {
 		flags |= 4
 	}
 	var a cuda.KernelArgs
-	a.Ptr(p.Steps).U32(p.Period).U32(p.First).U64(p.Count).U64(p.Rep0).U64(nanos(p.Timeout)).Ptr(p.Abort).Ptr(p.Record).U32(p.Tag).I32(flags).Ptr(p.Epoch)
+	a.Ptr(p.Steps).U32(p.Period).U32(p.First).U64(p.Count).U64(p.Rep0).U64(nanos(p.Timeout)).Ptr(p.Abort).Ptr(p.Record).U32(p.Tag).I32(flags).Ptr(p.Epoch).Ptr(p.Job)
 	if err := pushMoves(&a, p); err != nil {
 		return err
 	}
@@ -286,7 +334,7 @@ func (k *Kernels) Plan(s *cuda.Stream, p PlanSpec) error {
 	if threads == 0 {
 		threads = PlanThreads
 	}
-	return k.launch(KernelPlan, 1, threads, s, &a)
+	return k.launch(KernelPlan, blocks, threads, s, &a)
 }
 
 // pushMoves appends the launch's moving values: the kernel's last

@@ -40,6 +40,7 @@ func TestPlanCodesMatchSource(t *testing.T) {
 		"LC_PLAN_SMALL": PlanSmall, "LC_PLAN_THREADS": PlanThreads, "LC_PLAN_CACHE": PlanCache,
 		"LC_PLAN_MOVES": PlanMoves, "LC_PLAN_MOVE_SHIFT": planMoveBit,
 		"LC_CHAIN_MAX": PlanChainMax, "LC_LINE_GROUP_MAX": PlanLineGroupMax, "LC_LINE_GROUP_SHIFT": LineGroupShift,
+		"LC_PLAN_HELP_MIN": PlanHelpMin, "LC_PLAN_JOB_SIZE": PlanJobSize,
 		"LC_RED_SUM": uint64(Sum), "LC_RED_PROD": uint64(Prod), "LC_RED_MIN": uint64(Min), "LC_RED_MAX": uint64(Max),
 	}
 	for _, dt := range DTypes() {
@@ -116,19 +117,28 @@ func TestPlanThreadsBound(t *testing.T) {
 	}
 }
 
-// Plans whose steps move at most PlanSmallBytes get the small block; one
-// larger copy, fill, reduction or line step gives the whole plan the
-// large one; waits and signals count for nothing.
+// Plans whose steps move at most PlanSmallBytes get the small block;
+// wider ones a block that takes their widest step in one turn of four
+// words a thread, up to PlanThreads.
 func TestPlanThreadsFor(t *testing.T) {
 	small := []PlanStep{{Kind: StepCopy, N: 4096}, {Kind: StepAdd, Value: 1 << 40}, {Kind: StepWait, N: 1 << 20},
-		{Kind: StepLinePut, N: 4096}, {Kind: StepReduce, N: 64}}
+		{Kind: StepLinePut, N: 2048}, {Kind: StepReduce, N: 64}}
 	if got := PlanThreadsFor(small); got != PlanSmallThreads {
 		t.Fatalf("small plan: %d threads", got)
 	}
-	for _, k := range []StepKind{StepCopy, StepFillByte, StepFillIota, StepFillRand, StepReduce, StepLinePut, StepLineWait} {
-		big := append(append([]PlanStep(nil), small...), PlanStep{Kind: k, N: PlanSmallBytes + 1})
-		if got := PlanThreadsFor(big); got != 0 {
-			t.Errorf("a %d-byte step of kind %d: %d threads", PlanSmallBytes+1, k, got)
+	for _, k := range []StepKind{StepCopy, StepFillByte, StepFillIota, StepFillRand, StepReduce} {
+		for _, tt := range []struct {
+			n    uint64
+			want uint32
+		}{{PlanSmallBytes + 1, PlanSmallThreads}, {16384, 256}, {24576 + 16, 416}, {65536, PlanThreads}, {1 << 20, PlanThreads}} {
+			big := append(append([]PlanStep(nil), small...), PlanStep{Kind: k, N: tt.n})
+			if got := PlanThreadsFor(big); got != tt.want {
+				t.Errorf("a %d-byte step of kind %d: %d threads, want %d", tt.n, k, got, tt.want)
+			}
 		}
+	}
+	// Lines carry 8 bytes in 16.
+	if got := PlanThreadsFor([]PlanStep{{Kind: StepLineWait, N: 8192}}); got != 256 {
+		t.Errorf("an 8 KiB drain: %d threads, want 256", got)
 	}
 }

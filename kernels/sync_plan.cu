@@ -330,26 +330,68 @@ __device__ __forceinline__ bool lc_plan_prefetchable(const lc_plan_step &t) {
 	return t.kind == LC_STEP_LINE_PUT && t.count <= 1 && (t.cmp & LC_PS_PRIVATE) && t.n == 8 && (t.src & 7) == 0;
 }
 
-// lc_plan_chain runs the k reduce steps from c as one chain into dst (n
-// bytes), from init (a copy's source) or else from dst, when they are
-// such steps (reductions of value into dst, n bytes each), all within the
-// launch's steps and the replay (inside), every address 16-byte aligned;
-// false, having done nothing, when not.
+// lc_plan_chain reports whether the k reduce steps from c run as one
+// chain into dst (n bytes), from init (a copy's source) or else from dst:
+// they are such steps (reductions of value into dst, n bytes each), all
+// within the launch's steps and the replay (inside), every address 16-byte
+// aligned. It leaves their sources in srcs (LC_JOB_CHAIN's).
 __device__ __forceinline__ bool lc_plan_chain(const lc_plan_step *c, lc_u32 k, bool inside, lc_u8 *dst, const lc_u8 *init,
-                                              lc_u64 n, lc_u64 value, lc_u64 tid, lc_u64 nth) {
+                                              lc_u64 n, lc_u64 value, const lc_u8 **srcs) {
 	if (k < 1 || k > LC_CHAIN_MAX || !inside || (((lc_u64)dst | (lc_u64)init | n) & 15) != 0) return false;
-	const lc_u8 *srcs[LC_CHAIN_MAX];
 	for (lc_u32 j = 0; j < k; j++) {
 		srcs[j] = (const lc_u8 *)c[j].src;
 		if (((lc_u64)srcs[j] & 15) != 0 || c[j].kind != LC_STEP_REDUCE || c[j].dst != (lc_u64)dst || c[j].n != n ||
 		    c[j].value != value)
 			return false;
 	}
-	lc_reduce_chain_any((lc_u32)(value & 0xff), (lc_u32)((value >> 8) & 0xff), dst, init, srcs, (int)k, n / 16, tid, nth);
 	return true;
 }
 
-// lc_plan runs count steps of a plan of period steps (steps: the whole
+// lc_plan_helped (block 0's thread 0) waits until the helpers have done
+// target jobs (done, cumulative). watch: as a plan's wait (the record,
+// the abort flag and the timeout, a failure recorded at step index); else
+// the timeout alone, nothing recorded. False when it gave up.
+__device__ bool lc_plan_helped(lc_plan_job *job, lc_u64 target, bool watch, lc_u64 timeout_ns, const lc_u32 *abort_flag,
+                               lc_record *rec, lc_u32 tag, lc_u32 index) {
+	lc_u64 start = 0;
+	for (lc_u32 spins = 0;;) {
+		lc_u64 d;
+		asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(d) : "l"(&job->done) : "memory");
+		if (d >= target) return true;
+		if (spins == 0) start = lc_globaltimer();
+		if ((++spins & 63) != 0) continue;
+		if (watch) {
+			if (lc_plan_gave_up(rec, abort_flag, timeout_ns, start, tag, index, d, target)) return false;
+		} else if (timeout_ns != 0 && lc_globaltimer() - start >= timeout_ns) {
+			return false;
+		}
+	}
+}
+
+// lc_plan_help is what block 0's thread 0 did with the helpers: jobs
+// posted, and whether they stopped answering.
+struct lc_plan_help {
+	lc_u64 jobs;
+	bool lost;
+};
+
+// lc_plan_end (block 0's thread 0, as it leaves) posts END and, once
+// every helper took it, zeroes the job area for the next launch; where
+// they do not answer, it marks the area dead (see sync_help.cu).
+__device__ void lc_plan_end(lc_plan_job *job, const lc_plan_help &h, lc_u64 timeout_ns) {
+	const lc_u64 helpers = gridDim.x - 1;
+	if (!h.lost) {
+		lc_plan_post(job, h.jobs + 1, LC_JOB_END, 0, 0, 0, 0, 0, 0);
+		if (lc_plan_helped(job, helpers * (h.jobs + 1), false, timeout_ns, 0, 0, 0, 0)) {
+			job->done = 0;
+			job->seq = 0;
+			return;
+		}
+	}
+	asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(&job->seq), "l"(LC_JOB_DEAD) : "memory");
+}
+
+// lc_plan_block runs count steps of a plan of period steps (steps: the whole
 // table), from step first of replay rep0 on: step period-1 of replay r is
 // followed by step 0 of replay r+1. Replays are counted from rep0, plus
 // *epoch when epoch is not null (a graph's replay count). So one launch
@@ -370,11 +412,10 @@ __device__ __forceinline__ bool lc_plan_chain(const lc_plan_step *c, lc_u32 k, b
 //
 // moves (LC_PLAN_MOVES) set moving values of a cached table for this
 // launch, valid at rep0.
-extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_plan_step *steps, lc_u32 period,
-                                                                       lc_u32 first, lc_u64 count, lc_u64 rep0,
-                                                                       lc_u64 timeout_ns, const lc_u32 *abort_flag,
-                                                                       lc_record *rec, lc_u32 tag, int flags,
-                                                                       const lc_u64 *epoch, const lc_plan_moves moves) {
+__device__ __forceinline__ void lc_plan_block(const lc_plan_step *steps, lc_u32 period, lc_u32 first, lc_u64 count,
+                                              lc_u64 rep0, lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec,
+                                              lc_u32 tag, int flags, const lc_u64 *epoch, const lc_plan_moves &moves,
+                                              lc_plan_job *job, lc_plan_help &help) {
 	const int gpu = flags & LC_PLAN_GPU;
 	__shared__ int stop;
 	// A wide line drain's count of threads done, and a flag a polling
@@ -577,49 +618,80 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
 				continue;
 			}
 			lc_u8 *d = (lc_u8 *)s.dst;
-			switch (s.kind) {
-			case LC_STEP_COPY:
+			const lc_u8 *src = (const lc_u8 *)s.src;
+			lc_u32 kind = LC_JOB_COPY, k = 0;
+			lc_u64 value = s.value;
+			const lc_u8 *srcs[LC_CHAIN_MAX];
+			if (s.kind == LC_STEP_COPY) {
 				// count > 0: the count reduce steps after it reduce into
 				// the bytes it writes (the host's compiler says so): one
 				// chain that starts from the copy's source, where
 				// lc_plan_chain allows.
 				if (s.count > 0) {
 					const lc_plan_step &r0 = run ? runs[v + 1 < count ? v + 1 : v] : table[i + 1 < period ? i + 1 : i];
-					if (lc_plan_chain(&r0, s.count, v + 1 + s.count <= count && i + 1 + s.count <= period, d,
-					                  (const lc_u8 *)s.src, s.n, r0.value, tid, nth)) {
+					if (lc_plan_chain(&r0, s.count, v + 1 + s.count <= count && i + 1 + s.count <= period, d, src, s.n,
+					                  r0.value, srcs)) {
+						kind = LC_JOB_CHAIN;
+						k = s.count;
+						value = r0.value;
 						skip = s.count;
-						break;
 					}
 				}
-				lc_put_range(d, (const lc_u8 *)s.src, s.n, tid, nth);
-				break;
-			case LC_STEP_FILL_BYTE:
-				for (lc_u64 k = tid; k < s.n; k += nth) d[k] = (lc_u8)s.value;
-				break;
-			case LC_STEP_FILL_IOTA:
-				// Word k is start + k; a partial last word gets its leading bytes.
-				for (lc_u64 k = tid; k < s.n; k += nth) d[k] = (lc_u8)(((lc_u32)s.value + (lc_u32)(k / 4)) >> (8 * (k % 4)));
-				break;
-			case LC_STEP_FILL_RAND:
-				for (lc_u64 k = tid; k < s.n; k += nth) d[k] = (lc_u8)(lc_rand_word(s.value, k / 8) >> (8 * (k % 8)));
-				break;
-			case LC_STEP_REDUCE:
+			} else if (s.kind == LC_STEP_REDUCE) {
 				// src may be a peer's window (NVLink): read as a get's
 				// copy reads it, after the barrier that follows the wait.
 				// count > 1: this step and the count - 1 after it reduce
 				// into the same dst (the host's compiler says so), run as
 				// one chain where lc_plan_chain allows.
+				kind = LC_JOB_REDUCE;
 				if (s.count > 1 && lc_plan_chain(run ? &runs[v] : &table[i], s.count, v + s.count <= count && i + s.count <= period,
-				                                 d, 0, s.n, s.value, tid, nth)) {
+				                                 d, 0, s.n, s.value, srcs)) {
+					kind = LC_JOB_CHAIN;
+					k = s.count;
+					src = 0;
 					skip = s.count - 1;
-				} else {
-					lc_reduce_any((lc_u32)(s.value & 0xff), (lc_u32)((s.value >> 8) & 0xff), d, (const lc_u8 *)s.src, s.n, tid,
-					              nth);
 				}
-				break;
+			} else {
+				kind = s.kind == LC_STEP_FILL_BYTE ? LC_JOB_FILL_BYTE : s.kind == LC_STEP_FILL_IOTA ? LC_JOB_FILL_IOTA : LC_JOB_FILL_RAND;
 			}
-			// Every thread's part is done before thread 0 signals.
+			// A step this wide is shared with the helper blocks, if any.
+			const bool helped = gridDim.x > 1 && s.n >= LC_PLAN_HELP_MIN;
+			if (helped && tid == 0) lc_plan_post(job, ++help.jobs, kind, k, d, src, s.n, value, srcs);
+			lc_plan_wide(kind, k, d, src, s.n, value, srcs, tid, helped ? nth * gridDim.x : nth);
+			if (helped && tid == 0 &&
+			    !lc_plan_helped(job, (gridDim.x - 1) * help.jobs, true, timeout_ns, abort_flag, rec, tag, i)) {
+				help.lost = true;
+				stop = stop0 = 1;
+			}
+			// Every thread's part (and every helper's) is done before
+			// thread 0 signals.
 			__syncthreads();
+			if (helped && stop) return;
 		}
 	}
 }
+
+// lc_plan runs count steps of a plan of period steps (lc_plan_block) on
+// block 0; blocks after it, if any, help with its widest steps
+// (sync_help.cu), with the job area job.
+extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_plan_step *steps, lc_u32 period,
+                                                                       lc_u32 first, lc_u64 count, lc_u64 rep0,
+                                                                       lc_u64 timeout_ns, const lc_u32 *abort_flag,
+                                                                       lc_record *rec, lc_u32 tag, int flags,
+                                                                       const lc_u64 *epoch, lc_plan_job *job,
+                                                                       const lc_plan_moves moves) {
+	if (blockIdx.x != 0) {
+		lc_plan_helper(job);
+		return;
+	}
+	lc_plan_help help = {0, false};
+	if (gridDim.x > 1 && threadIdx.x == 0 && lc_load_volatile(&job->seq) == LC_JOB_DEAD) {
+		// A helper of an earlier launch never answered: the plan fails
+		// (its first step never runs) rather than read a stale job.
+		lc_fail(rec, LC_STATUS_TIMEOUT, LC_PLAN_FAIL_BIT | (tag << 20) | period, 0, 0, 0);
+		help.lost = true;
+	}
+	lc_plan_block(steps, period, first, count, rep0, timeout_ns, abort_flag, rec, tag, flags, epoch, moves, job, help);
+	if (gridDim.x > 1 && threadIdx.x == 0) lc_plan_end(job, help, timeout_ns);
+}
+

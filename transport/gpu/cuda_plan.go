@@ -19,8 +19,11 @@ type DevicePlan struct {
 	table cuda.DevicePtr
 	steps int
 	tag   uint32
-	// threads is the interpreter's block size (kernels.PlanThreadsFor).
-	threads uint32
+	// threads is the interpreter's block size (kernels.PlanThreadsFor),
+	// blocks its grid (kernels.PlanBlocksFor) and job the job area of
+	// its helper blocks, after the steps and the epoch.
+	threads, blocks uint32
+	job             cuda.DevicePtr
 	// fail builds the error of step i's wait that saw observed where it
 	// waited for target.
 	fail func(step int, observed, target uint64, cause error) error
@@ -66,18 +69,26 @@ func (b *CUDABackend) NewDevicePlan(steps []kernels.PlanStep, fail func(step int
 			return nil, fmt.Errorf("device plan: step %d (of plan op %d): %w", i, st.Op+1, err)
 		}
 	}
-	// One more slot: the replay count of the plan's graph (Epoch).
-	table, err := b.alloc(uint64(len(steps)+1) * kernels.PlanStepSize)
+	// One more slot: the replay count of the plan's graph (Epoch); then
+	// the job area (zeroed by write).
+	table, err := b.alloc(planJobAt(len(steps)) + kernels.PlanJobSize)
 	if err != nil {
 		return nil, fmt.Errorf("device plan: %w", err)
 	}
 	p := &DevicePlan{b: b, table: table, steps: len(steps), tag: planTags.Add(1) % kernels.PlanMaxTag, fail: fail,
-		threads: kernels.PlanThreadsFor(steps)}
+		threads: kernels.PlanThreadsFor(steps), blocks: kernels.PlanBlocksFor(steps, b.planBlocks)}
+	p.job = table.Add(planJobAt(len(steps)))
 	if err := p.write(steps); err != nil {
 		_ = b.free(table)
 		return nil, err
 	}
 	return p, nil
+}
+
+// planJobAt is where the job area of a plan of steps steps starts in its
+// table: after the steps and the epoch, 128-byte aligned.
+func planJobAt(steps int) uint64 {
+	return (uint64(steps+1)*kernels.PlanStepSize + 127) &^ 127
 }
 
 // Epoch is the device word a graph of the plan (CapturePlan) counts its
@@ -146,14 +157,15 @@ func (p *DevicePlan) rewriteOn(cs *cuda.Stream, b []byte) error {
 	return nil
 }
 
-// write copies steps to the device and zeroes the epoch (no work that
-// reads them may be in flight).
+// write copies steps to the device and zeroes the epoch and the job area
+// (no work that reads them may be in flight).
 func (p *DevicePlan) write(steps []kernels.PlanStep) error {
 	defer onThread()()
 	if err := p.b.current(); err != nil {
 		return err
 	}
-	b := append(kernels.EncodePlan(steps), make([]byte, kernels.PlanStepSize)...)
+	b := kernels.EncodePlan(steps)
+	b = append(b, make([]byte, planJobAt(len(steps))+kernels.PlanJobSize-uint64(len(b)))...)
 	if err := p.b.drv.MemcpyHtoD(p.table, b); err != nil {
 		return fmt.Errorf("device plan: %w", err)
 	}
@@ -293,7 +305,7 @@ func SegmentsString(segs []PlanSegment) string {
 func (s *CUDAStream) planSpec(p *DevicePlan, g PlanSegment, timeout time.Duration, gpuScope bool) kernels.PlanSpec {
 	return kernels.PlanSpec{Steps: p.table, Period: uint32(p.steps), First: uint32(g.From), Count: uint64(g.To - g.From),
 		Timeout: timeout, Abort: s.b.flag.Dev, Record: s.rec.Dev, Tag: p.tag,
-		GPUScope: gpuScope, Threads: p.threads}
+		GPUScope: gpuScope, Threads: p.threads, Blocks: p.blocks, Job: p.job}
 }
 
 // planLauncher enqueues a replay's segments on cs, an own-memory copy on
