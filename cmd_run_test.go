@@ -230,3 +230,32 @@ func TestTraceBenchReplAndBadPath(t *testing.T) {
 		t.Fatalf("bad path: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// --cpuprofile writes one CPU profile a rank into its directory (made if
+// missing); a path that is a file is refused before any rank starts.
+func TestCPUProfileRun(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "prof")
+	s := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 4096 }
+w:barrier(0)
+w:free()`)
+	r := luacoll(t, nil, "run", "-n", "2", "--cpuprofile", dir, s)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	for rank := range 2 {
+		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank-%d.pprof", rank)))
+		// A profile is gzip-compressed protobuf.
+		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Fatalf("rank %d's profile: %v (%d bytes)", rank, err, len(b))
+		}
+	}
+	file := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = luacoll(t, nil, "run", "-n", "2", "--cpuprofile", file, s)
+	if r.code == 0 || !strings.Contains(r.stderr, "--cpuprofile") {
+		t.Fatalf("a file as --cpuprofile: exit %d\n%s", r.code, r.stderr)
+	}
+}

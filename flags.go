@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,6 +42,7 @@ type rankFlags struct {
 	symmetric string
 	mps       string
 	trace     string
+	profile   string // --cpuprofile: a directory
 	nodes     int
 	fs        *flag.FlagSet
 }
@@ -67,6 +69,7 @@ func (f *rankFlags) register(fs *flag.FlagSet, defaultN int) {
 		"MPS runs, the job gets a private MPS control daemon, stopped at its end), on (always such a daemon) or off")
 	fs.StringVar(&f.trace, "trace", "", "write a timeline of every rank to FILE: a slice per window operation from enqueue to completion,\n"+
 		"syncs, collectives and errors (Trace Event Format JSON: open it in ui.perfetto.dev or chrome://tracing)")
+	fs.StringVar(&f.profile, "cpuprofile", "", "write a CPU profile of every rank to DIR/rank-N.pprof (go tool pprof): where the host's time goes")
 	fs.IntVar(&f.nodes, "nodes", 1, "split the ranks into this many logical nodes of this machine: each has its own host identity,\n"+
 		"shared memory and temporary directory, and reaches the others over the network (UCX; UCX_TLS=tcp unless set)")
 }
@@ -80,6 +83,7 @@ func (f *rankFlags) options() engine.Options {
 		// under another, rank 0 merges them into the file itself.
 		o.TraceDir, o.TraceFile = launchenv.Get(trace.EnvDir), f.trace
 	}
+	o.CPUProfileDir = f.profile
 	return o
 }
 
@@ -118,6 +122,14 @@ func (f *rankFlags) check() error {
 	if f.trace != "" {
 		if err := checkWritable(f.trace); err != nil {
 			return fmt.Errorf("--trace %w", err)
+		}
+	}
+	if f.profile != "" {
+		if err := os.MkdirAll(f.profile, 0o755); err != nil {
+			return fmt.Errorf("--cpuprofile %q: %w", f.profile, err)
+		}
+		if err := checkWritable(filepath.Join(f.profile, "rank-0.pprof")); err != nil {
+			return fmt.Errorf("--cpuprofile %w", err)
 		}
 	}
 	if f.nodes < 1 {

@@ -49,6 +49,9 @@ type Options struct {
 	// makes each rank record into trace.SidePart(TraceFile, rank), and
 	// rank 0 merge the parts into TraceFile at a clean end.
 	TraceFile string
+	// CPUProfileDir, when set, makes the rank write a CPU profile of its
+	// life to CPUProfileDir/rank-N.pprof.
+	CPUProfileDir string
 }
 
 // Comm is one rank's world: its place in the job, the bootstrap, the
@@ -84,6 +87,7 @@ type Comm struct {
 	buffers  []*window.Buffer
 	closed   bool
 	trace    *trace.Recorder // nil unless tracing
+	profile  *os.File        // nil unless profiling (Options.CPUProfileDir)
 	leaving  string          // why the rank leaves early (Leave)
 }
 
@@ -156,6 +160,9 @@ func OpenWith(ctx context.Context, env launch.RankEnv, opts Options, boot Conn, 
 	}
 	if err == nil {
 		err = c.startTrace(ctx)
+	}
+	if err == nil {
+		err = c.startProfile()
 	}
 	if err == nil {
 		be, err = c.openBackend(cudaOpen)
@@ -517,6 +524,9 @@ func (c *Comm) Close(cause error) error {
 	}
 	if cause == nil && err != nil {
 		cause = err
+	}
+	if perr := c.endProfile(); perr != nil && err == nil && cause == nil {
+		err = perr
 	}
 	if c.trace != nil {
 		// Before the stream closes: the trace reads its stamps.

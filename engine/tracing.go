@@ -3,6 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 
 	"github.com/luacoll/luacoll/engine/bootstrap"
 	"github.com/luacoll/luacoll/engine/trace"
@@ -71,4 +74,36 @@ func (c *Comm) TraceOp(op window.Op) {
 		op.Done = s.Stamp()
 	}
 	c.trace.Op(op)
+}
+
+// startProfile starts the rank's CPU profile when Options ask for one.
+func (c *Comm) startProfile() error {
+	if c.Opts.CPUProfileDir == "" {
+		return nil
+	}
+	path := filepath.Join(c.Opts.CPUProfileDir, fmt.Sprintf("rank-%d.pprof", c.RankID()))
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("cpu profile %s: %w", path, err)
+	}
+	c.profile = f
+	return nil
+}
+
+// endProfile stops the rank's CPU profile, if any, and closes its file.
+func (c *Comm) endProfile() error {
+	if c.profile == nil {
+		return nil
+	}
+	pprof.StopCPUProfile()
+	f := c.profile
+	c.profile = nil
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	return nil
 }
