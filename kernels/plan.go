@@ -145,16 +145,22 @@ const PlanThreads = 512
 // PlanSmallThreads is the smallest block PlanThreadsFor gives (a step of
 // a smaller block takes less time to run and to meet at its barrier:
 // TestPlanStepCost), PlanSmallBytes the widest step it gives it to.
+// PlanMidThreads is the largest it gives plans whose widest step has at
+// most PlanMidBytes (on 2 x H200, 256 threads ran 64 KiB steps no slower
+// than 512, and 16 KiB ones faster: docs/results/reductions.md).
 const (
 	PlanSmallThreads = 128
 	PlanSmallBytes   = 4096
+	PlanMidThreads   = 256
+	PlanMidBytes     = 128 << 10
 )
 
 // PlanThreadsFor is the block size for a plan of steps: enough threads
 // that its widest copy, fill or reduction (or line put or drain, at 16
 // bytes a line of 8) takes each of them four 16-byte words at most, the
 // copy and reduce loops' one turn of loads in flight; a multiple of 32
-// from PlanSmallThreads to PlanThreads.
+// from PlanSmallThreads to PlanMidThreads, or PlanThreads for steps wider
+// than PlanMidBytes.
 func PlanThreadsFor(steps []PlanStep) uint32 {
 	var words uint64
 	for _, s := range steps {
@@ -165,8 +171,11 @@ func PlanThreadsFor(steps []PlanStep) uint32 {
 			words = max(words, (s.N+7)/8)
 		}
 	}
+	if words*16 > PlanMidBytes {
+		return PlanThreads
+	}
 	t := (words + 4*32 - 1) / (4 * 32) * 32
-	return uint32(min(max(t, PlanSmallThreads), PlanThreads))
+	return uint32(min(max(t, PlanSmallThreads), PlanMidThreads))
 }
 
 // Helper blocks: a plan may run on more than one block (PlanSpec.Blocks).
@@ -315,18 +324,8 @@ func (k *Kernels) Plan(s *cuda.Stream, p PlanSpec) error {
 	if blocks > 1 && (p.Job == 0 || uint64(p.Job)%128 != 0) || blocks > 1024 {
 		return fmt.Errorf("plan of %d blocks, job area %#x: %w", p.Blocks, uint64(p.Job), ErrBadSpec)
 	}
-	flags := int32(0) // sync_plan.cu's LC_PLAN_*
-	if p.GPUScope {
-		flags |= 1
-	}
-	if p.PollAcquire {
-		flags |= 2
-	}
-	if p.NoPrefetch {
-		flags |= 4
-	}
 	var a cuda.KernelArgs
-	a.Ptr(p.Steps).U32(p.Period).U32(p.First).U64(p.Count).U64(p.Rep0).U64(nanos(p.Timeout)).Ptr(p.Abort).Ptr(p.Record).U32(p.Tag).I32(flags).Ptr(p.Epoch).Ptr(p.Job)
+	a.Ptr(p.Steps).U32(p.Period).U32(p.First).U64(p.Count).U64(p.Rep0).U64(nanos(p.Timeout)).Ptr(p.Abort).Ptr(p.Record).U32(p.Tag).I32(planFlags(p)).Ptr(p.Epoch).Ptr(p.Job)
 	if err := pushMoves(&a, p); err != nil {
 		return err
 	}
@@ -337,22 +336,48 @@ func (k *Kernels) Plan(s *cuda.Stream, p PlanSpec) error {
 	return k.launch(KernelPlan, blocks, threads, s, &a)
 }
 
+// planFlags is p's sync_plan.cu LC_PLAN_* flags.
+func planFlags(p PlanSpec) int32 {
+	flags := int32(0)
+	if p.GPUScope {
+		flags |= 1
+	}
+	if p.PollAcquire {
+		flags |= 2
+	}
+	if p.NoPrefetch {
+		flags |= 4
+	}
+	return flags
+}
+
 // pushMoves appends the launch's moving values: the kernel's last
 // parameter, a struct of a count and PlanMoves words taken by value, which
 // the driver reads from the argument slots that follow one another.
 func pushMoves(a *cuda.KernelArgs, p PlanSpec) error {
+	var w [1 + PlanMoves]uint64
+	if err := encodeMoves(w[:], p); err != nil {
+		return err
+	}
+	for _, v := range w {
+		a.U64(v)
+	}
+	return nil
+}
+
+// encodeMoves lays p's moving values out as sync_plan.cu's lc_plan_moves:
+// their count, then each step's index and value in one word.
+func encodeMoves(w []uint64, p PlanSpec) error {
 	if len(p.Moves) > PlanMoves || len(p.Moves) > 0 && p.Period > PlanCache {
 		return fmt.Errorf("plan of %d steps: %d moving values: %w: at most %d, in a plan of at most %d steps", p.Period, len(p.Moves), ErrBadSpec, PlanMoves, PlanCache)
 	}
-	a.U64(uint64(len(p.Moves)))
-	for _, m := range p.Moves {
+	w[0] = uint64(len(p.Moves))
+	for i, m := range p.Moves {
 		if m.Step < 0 || m.Step >= int(p.Period) || m.Value >= PlanMoveMax {
 			return fmt.Errorf("plan moving value %d at step %d of %d: %w", m.Value, m.Step, p.Period, ErrBadSpec)
 		}
-		a.U64(uint64(m.Step)<<planMoveBit | m.Value)
+		w[1+i] = uint64(m.Step)<<planMoveBit | m.Value
 	}
-	for range PlanMoves - len(p.Moves) {
-		a.U64(0)
-	}
+	clear(w[1+len(p.Moves):])
 	return nil
 }

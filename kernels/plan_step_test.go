@@ -41,6 +41,7 @@ func TestPlanCodesMatchSource(t *testing.T) {
 		"LC_PLAN_MOVES": PlanMoves, "LC_PLAN_MOVE_SHIFT": planMoveBit,
 		"LC_CHAIN_MAX": PlanChainMax, "LC_LINE_GROUP_MAX": PlanLineGroupMax, "LC_LINE_GROUP_SHIFT": LineGroupShift,
 		"LC_PLAN_HELP_MIN": PlanHelpMin, "LC_PLAN_JOB_SIZE": PlanJobSize,
+		"LC_SERVE_SLOTS": PlanServeSlots, "LC_SERVE_CMD_SIZE": PlanServeCmdSize, "LC_SERVE_RUN": serveRun, "LC_SERVE_STOP": serveStop,
 		"LC_RED_SUM": uint64(Sum), "LC_RED_PROD": uint64(Prod), "LC_RED_MIN": uint64(Min), "LC_RED_MAX": uint64(Max),
 	}
 	for _, dt := range DTypes() {
@@ -119,7 +120,7 @@ func TestPlanThreadsBound(t *testing.T) {
 
 // Plans whose steps move at most PlanSmallBytes get the small block;
 // wider ones a block that takes their widest step in one turn of four
-// words a thread, up to PlanThreads.
+// words a thread, up to PlanMidThreads; above PlanMidBytes, PlanThreads.
 func TestPlanThreadsFor(t *testing.T) {
 	small := []PlanStep{{Kind: StepCopy, N: 4096}, {Kind: StepAdd, Value: 1 << 40}, {Kind: StepWait, N: 1 << 20},
 		{Kind: StepLinePut, N: 2048}, {Kind: StepReduce, N: 64}}
@@ -130,7 +131,7 @@ func TestPlanThreadsFor(t *testing.T) {
 		for _, tt := range []struct {
 			n    uint64
 			want uint32
-		}{{PlanSmallBytes + 1, PlanSmallThreads}, {16384, 256}, {24576 + 16, 416}, {65536, PlanThreads}, {1 << 20, PlanThreads}} {
+		}{{PlanSmallBytes + 1, PlanSmallThreads}, {8192 + 16, 160}, {16384, 256}, {65536, PlanMidThreads}, {PlanMidBytes, PlanMidThreads}, {PlanMidBytes + 16, PlanThreads}} {
 			big := append(append([]PlanStep(nil), small...), PlanStep{Kind: k, N: tt.n})
 			if got := PlanThreadsFor(big); got != tt.want {
 				t.Errorf("a %d-byte step of kind %d: %d threads, want %d", tt.n, k, got, tt.want)

@@ -412,10 +412,14 @@ __device__ void lc_plan_end(lc_plan_job *job, const lc_plan_help &h, lc_u64 time
 //
 // moves (LC_PLAN_MOVES) set moving values of a cached table for this
 // launch, valid at rep0.
-__device__ __forceinline__ void lc_plan_block(const lc_plan_step *steps, lc_u32 period, lc_u32 first, lc_u64 count,
+//
+// It reports whether every step ran (no wait failed, no abort). check_rec:
+// first look whether the record holds a failure already (a PCIe read);
+// the plan server skips it after a call of its own that succeeded.
+__device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 period, lc_u32 first, lc_u64 count,
                                               lc_u64 rep0, lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec,
                                               lc_u32 tag, int flags, const lc_u64 *epoch, const lc_plan_moves &moves,
-                                              lc_plan_job *job, lc_plan_help &help) {
+                                              lc_plan_job *job, lc_plan_help &help, bool check_rec) {
 	const int gpu = flags & LC_PLAN_GPU;
 	__shared__ int stop;
 	// A wide line drain's count of threads done, and a flag a polling
@@ -426,7 +430,7 @@ __device__ __forceinline__ void lc_plan_block(const lc_plan_step *steps, lc_u32 
 	__shared__ lc_plan_step cache[LC_PLAN_CACHE];
 	const lc_u64 tid = threadIdx.x, nth = blockDim.x;
 	if (tid == 0) {
-		stop = lc_poisoned(rec) ? 1 : 0;
+		stop = check_rec && lc_poisoned(rec) ? 1 : 0;
 		ndone = seen = 0;
 	}
 	// The whole plan when it fits, else the launch's own run of steps
@@ -448,7 +452,7 @@ __device__ __forceinline__ void lc_plan_block(const lc_plan_step *steps, lc_u32 
 		}
 	}
 	__syncthreads();
-	if (stop) return;
+	if (stop) return false;
 	// Thread 0's own copy of stop (it alone sets it in the loop).
 	int stop0 = 0;
 	// In a graph, the replay comes from device memory that the graph's
@@ -489,7 +493,7 @@ __device__ __forceinline__ void lc_plan_block(const lc_plan_step *steps, lc_u32 
 		if (i == 0 && v != 0 && (r & 63) == 0) {
 			__syncthreads();
 			dirty = false;
-			if (stop) return;
+			if (stop) return false;
 		}
 		if (skip != 0) {
 			skip--;
@@ -598,7 +602,7 @@ __device__ __forceinline__ void lc_plan_block(const lc_plan_step *steps, lc_u32 
 			if (dirty) {
 				__syncthreads();
 				dirty = false;
-				if (stop) return;
+				if (stop) return false;
 			}
 			if (s.kind == LC_STEP_LINE_WAIT || s.kind == LC_STEP_LINE_PUT) {
 				// A group of line steps from this one (or this one
@@ -610,7 +614,7 @@ __device__ __forceinline__ void lc_plan_block(const lc_plan_step *steps, lc_u32 
 				skip = k - 1;
 				if (s.kind == LC_STEP_LINE_WAIT) {
 					if (!lc_plan_lines_drain(c, k, r, timeout_ns, abort_flag, rec, tag, i, tid, nth, &stop, &ndone, &seen, expect))
-						return;
+						return false;
 					continue;
 				}
 				lc_plan_lines_put(c, k, r, tid, nth);
@@ -666,9 +670,13 @@ __device__ __forceinline__ void lc_plan_block(const lc_plan_step *steps, lc_u32 
 			// Every thread's part (and every helper's) is done before
 			// thread 0 signals.
 			__syncthreads();
-			if (helped && stop) return;
+			if (helped && stop) return false;
 		}
 	}
+	// Whether every step ran: a failure thread 0 saw after the last
+	// barrier is in stop too.
+	__syncthreads();
+	return !stop;
 }
 
 // lc_plan runs count steps of a plan of period steps (lc_plan_block) on
@@ -691,7 +699,7 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
 		lc_fail(rec, LC_STATUS_TIMEOUT, LC_PLAN_FAIL_BIT | (tag << 20) | period, 0, 0, 0);
 		help.lost = true;
 	}
-	lc_plan_block(steps, period, first, count, rep0, timeout_ns, abort_flag, rec, tag, flags, epoch, moves, job, help);
+	(void)lc_plan_block(steps, period, first, count, rep0, timeout_ns, abort_flag, rec, tag, flags, epoch, moves, job, help, true);
 	if (gridDim.x > 1 && threadIdx.x == 0) lc_plan_end(job, help, timeout_ns);
 }
 

@@ -468,6 +468,13 @@ func (b *CUDABackend) NewStream(abort *transport.Abort) (transport.Stream, error
 			_ = s.Destroy()
 			return nil, err
 		}
+		if cs.serve, err = newPlanServer(b.drv); err != nil {
+			_ = cs.pre.mem.Free()
+			_ = done.Free()
+			_ = rec.Free()
+			_ = s.Destroy()
+			return nil, err
+		}
 		go cs.prelauncher()
 	}
 	b.smu.Lock()

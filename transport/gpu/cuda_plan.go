@@ -221,6 +221,12 @@ func (s *CUDAStream) RunPlan(p *DevicePlan, rep0, times uint64, timeout time.Dur
 	spec := s.planSpec(p, PlanSegment{From: 0, To: p.steps}, timeout, gpuScope)
 	spec.Count *= times
 	spec.Rep0 = rep0
+	if s.serve != nil {
+		spec.Moves = moves
+		if s.runServed(p, spec) {
+			return
+		}
+	}
 	// The launch may be held past the return: the caller may reuse moves.
 	spec.Moves = append([]kernels.PlanMove(nil), moves...)
 	s.enqueue(func() error {

@@ -126,8 +126,10 @@ func (s *CUDAStream) takePreLocked(ws *transport.WaitSpec, waitFirst bool, p ker
 }
 
 // cancelPreLocked sends the waiting kernel, if any, away, and keeps the
-// helper from enqueuing another until the next fused step (s.mu held).
+// helper from enqueuing another until the next fused step; and stops the
+// plan server, if any (s.mu held).
 func (s *CUDAStream) cancelPreLocked() {
+	s.stopServeLocked()
 	if s.pre != nil {
 		s.pre.hold = true
 		s.dropPreLocked()

@@ -3,6 +3,8 @@ package gpu
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,8 +60,10 @@ type CUDAStream struct {
 	done     *cuda.MappedMem
 	doneSeq  uint64
 	doneTail bool
-	// pre is the prelaunched-step state (nil unless LUACOLL_PRELAUNCH=1).
-	pre *prelaunch
+	// pre is the prelaunched-step state (nil unless LUACOLL_PRELAUNCH=1),
+	// serve the plan server's (cuda_serve.go; nil where pre is).
+	pre   *prelaunch
+	serve *planServer
 	// stamps are the trace's timing events (cuda_stamp.go).
 	stamps cudaStamps
 	// proxy runs the operations on network peers (cuda_proxy.go).
@@ -277,6 +281,7 @@ func (s *CUDAStream) PutSignal(dst, src transport.Addr, n uint64, slot transport
 // kernel (w first when waitFirst), or through a prelaunched kernel; ws is
 // the wait to account for.
 func (s *CUDAStream) launchFusedLocked(ws *transport.WaitSpec, waitFirst bool, p kernels.PutSignalSpec, w kernels.WaitSpec) {
+	s.stopServeLocked()
 	s.gen++
 	s.idle = false
 	s.held = heldOp{gen: s.held.gen + 1}
@@ -436,6 +441,9 @@ func (s *CUDAStream) Close() {
 	if s.heldTimer != nil {
 		s.heldTimer.Stop()
 	}
+	if s.serve != nil && s.serve.timer != nil {
+		s.serve.timer.Stop()
+	}
 	s.mu.Unlock()
 	_ = s.b.current()
 	// Drain through Sync, which releases waits that would never end.
@@ -471,6 +479,12 @@ func (s *CUDAStream) Close() {
 		if s.pre != nil {
 			s.pre.report()
 			_ = s.pre.mem.Free()
+		}
+		if s.serve != nil {
+			if prelaunchStats {
+				fmt.Fprintf(os.Stderr, "plan server: %d device-mode plan calls served\n", s.serve.served)
+			}
+			s.serve.free()
 		}
 	}
 	s.b.smu.Lock()

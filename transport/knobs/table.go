@@ -24,9 +24,9 @@ var (
 	// SyncSpin is how long a CUDA sync polls before it yields.
 	SyncSpin = newMicros(Knob{Name: "LUACOLL_SYNC_SPIN_US", Class: Tuning, Default: "100",
 		Doc: "how long a CUDA sync polls its stream in place before it yields its thread"}, 1e6)
-	// Prelaunch turns prelaunched fused steps on or off.
+	// Prelaunch turns prelaunched fused steps and plan servers on or off.
 	Prelaunch = newWord(Knob{Name: "LUACOLL_PRELAUNCH", Class: Tuning, Default: "1 when no other rank shares the GPU, else 0",
-		Doc: "prelaunched fused steps on a GPU: 1 on, 0 off, 2 on and print how many steps used them at the stream's close"}, "0", "1", "2")
+		Doc: "kernels waiting on a GPU for the host's next call: prelaunched fused steps, and a plan server for device-mode plan calls; 1 on, 0 off, 2 on and print how many calls used them at the stream's close"}, "0", "1", "2")
 	// PutBlocksPerSM is the put kernel's grid per SM.
 	PutBlocksPerSM = newUint(Knob{Name: "LUACOLL_PUT_BLOCKS_PER_SM", Class: Tuning, Default: "8", Unit: "blocks",
 		Doc: "grid of the put kernel (path sm), per SM of the GPU"}, 1, 32, false)
