@@ -182,6 +182,14 @@ func (p *Plan) GraphNodes() string {
 	return gpu.NodesString(p.dev.graph.Nodes())
 }
 
+// DeviceThreads is the interpreter's block size on CUDA (0 elsewhere).
+func (p *Plan) DeviceThreads() int {
+	if p.dev == nil || p.dev.dp == nil {
+		return 0
+	}
+	return int(p.dev.dp.Threads())
+}
+
 // Free releases what device and graph mode hold on the device.
 func (p *Plan) Free() error {
 	if p.dev == nil || p.dev.dp == nil {

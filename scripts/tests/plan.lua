@@ -36,6 +36,10 @@ for _, n in ipairs({ 1, 4097, most }) do
     assert(rep.ok, rep.summary)
     local info = p:info()
     assert(mode == nil or mode == "auto" or info.mode == mode, ("mode %s, asked for %s"):format(info.mode, tostring(mode)))
+    -- The interpreter's block, where one runs it: a multiple of 32 from 128 to 512, never on the host.
+    local th = info.threads
+    assert(th == nil or (info.mode ~= "host" and th % 32 == 0 and th >= 128 and th <= 512),
+      ("mode %s: threads %s"):format(info.mode, tostring(th)))
     for it = 1, replays do
       src:fill("rand", it * 1000 + me)
       p:run()

@@ -91,6 +91,9 @@ func planJobAt(steps int) uint64 {
 	return (uint64(steps+1)*kernels.PlanStepSize + 127) &^ 127
 }
 
+// Threads is the interpreter's block size for the plan.
+func (p *DevicePlan) Threads() uint32 { return p.threads }
+
 // Epoch is the device word a graph of the plan (CapturePlan) counts its
 // replays in, from 0.
 func (p *DevicePlan) Epoch() cuda.DevicePtr {
