@@ -142,6 +142,18 @@ func read(t *testing.T, d *cuda.Driver, p cuda.DevicePtr, n int) []byte {
 	return b
 }
 
+// replayNs times one launch of reps replays of plan p (its steps, period,
+// block and grid; the rest is filled in: a 5 s timeout, c's flag and
+// record) on s and returns its time a replay in ns; the launch must not
+// fail.
+func replayNs(t *testing.T, e *env, s *cuda.Stream, c ctl, p PlanSpec, reps uint64) float64 {
+	t.Helper()
+	p.Count, p.Timeout, p.Abort, p.Record = uint64(p.Period)*reps, 5*time.Second, c.abortDev(), c.recordDev()
+	dt := timeIt(t, e.d, s, func() { must(t, e.k.Plan(s, p)) })
+	must(t, c.check(true))
+	return float64(dt.Nanoseconds()) / float64(reps)
+}
+
 func timeIt(t *testing.T, d *cuda.Driver, s *cuda.Stream, f func()) time.Duration {
 	t.Helper()
 	e0, err := d.NewTimingEvent()

@@ -193,7 +193,7 @@ func TestPlanHelpersFail(t *testing.T) {
 // costs against what they move.
 func TestPlanHelpCost(t *testing.T) {
 	e := needKernels(t)
-	d, k := e.d, e.k
+	d := e.d
 	s := newStream(t, d)
 	c := newCtl(t, d)
 	const reps = 1000
@@ -210,13 +210,8 @@ func TestPlanHelpCost(t *testing.T) {
 			job := zeroed(t, d, PlanJobSize)
 			p := uint32(len(steps))
 			for _, blocks := range []uint32{1, 2, 4, 8, 16} {
-				dt := timeIt(t, d, s, func() {
-					must(t, k.Plan(s, PlanSpec{Steps: table, Period: p, Count: uint64(p) * reps, Timeout: 5 * time.Second,
-						Abort: c.abortDev(), Record: c.recordDev(), Blocks: blocks, Job: job}))
-				})
-				must(t, c.check(true))
-				t.Logf("MEASURED plan helpers, copy of %d bytes (signal after: %v), %d blocks: %.0f ns a replay", n, sig, blocks,
-					float64(dt.Nanoseconds())/reps)
+				ns := replayNs(t, e, s, c, PlanSpec{Steps: table, Period: p, Blocks: blocks, Job: job}, reps)
+				t.Logf("MEASURED plan helpers, copy of %d bytes (signal after: %v), %d blocks: %.0f ns a replay", n, sig, blocks, ns)
 			}
 		}
 	}

@@ -420,7 +420,7 @@ func TestPlanWideLines(t *testing.T) {
 // a fill; each copy's bytes checked (the numbers go to the log).
 func TestPlanStepCost(t *testing.T) {
 	e := needKernels(t)
-	d, k := e.d, e.k
+	d := e.d
 	s := newStream(t, d)
 	c := newCtl(t, d)
 	const size, reps = 65536, 2000
@@ -447,12 +447,8 @@ func TestPlanStepCost(t *testing.T) {
 		must(t, d.DefaultStream().Synchronize())
 		n := uint32(len(v.steps))
 		for _, threads := range []uint32{512, 128} {
-			dt := timeIt(t, d, s, func() {
-				must(t, k.Plan(s, PlanSpec{Steps: table, Period: n, Count: uint64(n) * reps, Timeout: 5 * time.Second,
-					Abort: c.abortDev(), Record: c.recordDev(), Threads: threads}))
-			})
-			must(t, c.check(true))
-			t.Logf("MEASURED plan steps, %s, %d threads: %.0f ns a replay", v.name, threads, float64(dt.Nanoseconds())/reps)
+			ns := replayNs(t, e, s, c, PlanSpec{Steps: table, Period: n, Threads: threads}, reps)
+			t.Logf("MEASURED plan steps, %s, %d threads: %.0f ns a replay", v.name, threads, ns)
 		}
 	}
 	got := read(t, d, mem, size)
