@@ -26,14 +26,7 @@ func TestCalibrate(t *testing.T) {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
 	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := cost.Parse(data)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, data)
-	}
+	m := readModel(t, out)
 	shm, ok := m.Modes["host"]["shm"]
 	if _, self := m.Modes["host"]["self"]; !ok || !self || m.Backend != "host" || m.Machine == "" || !strings.Contains(m.Command, "calibrate") {
 		t.Fatalf("model %+v: want host mode with shm and self, the machine and the command", m)
@@ -259,16 +252,23 @@ func TestCalibrateSwitch(t *testing.T) {
 	if r = luacoll(t, nil, "calibrate", "-n", n, "--iters", "3", "--rounds", "3", "-o", out); r.code != 0 || !strings.Contains(r.stdout, "switch, "+n+" ranks") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	data, err := os.ReadFile(out)
+	m := readModel(t, out)
+	self, shm := m.Modes["host"]["self"], m.Modes["host"]["shm"]
+	if self.Switch.AlphaNs <= 0 || self.Op.AlphaNs <= 0 || len(shm.Put.Sizes) != 3 {
+		t.Errorf("self %+v, shm %+v: want a switch cost beside the costs measured before", self, shm)
+	}
+}
+
+// readModel reads and parses the model calibrate wrote to path.
+func readModel(t *testing.T, path string) *cost.Model {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m, err := cost.Parse(data)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, data)
 	}
-	self, shm := m.Modes["host"]["self"], m.Modes["host"]["shm"]
-	if self.Switch.AlphaNs <= 0 || self.Op.AlphaNs <= 0 || len(shm.Put.Sizes) != 3 {
-		t.Errorf("self %+v, shm %+v: want a switch cost beside the costs measured before", self, shm)
-	}
+	return m
 }
