@@ -32,6 +32,9 @@ const (
 	// maps. Stream and graph mode cut it out as a launch of the reduce
 	// kernel instead.
 	StepReduce
+	// StepGrid: the blocks of a spread plan meet (PlanSpec.Spread); on one
+	// block, nothing. SpreadSteps puts them in.
+	StepGrid
 )
 
 // ReduceStepValue is a StepReduce's Value: the element type and the operator.
@@ -161,7 +164,11 @@ const (
 // copy and reduce loops' one turn of loads in flight; a multiple of 32
 // from PlanSmallThreads to PlanMidThreads, or PlanThreads for steps wider
 // than PlanMidBytes.
-func PlanThreadsFor(steps []PlanStep) uint32 {
+func PlanThreadsFor(steps []PlanStep) uint32 { return threadsForWords(widestWords(steps)) }
+
+// widestWords is how many 16-byte words the widest step of steps moves
+// (a line of 8 bytes counting as one).
+func widestWords(steps []PlanStep) uint64 {
 	var words uint64
 	for _, s := range steps {
 		switch s.Kind {
@@ -171,6 +178,12 @@ func PlanThreadsFor(steps []PlanStep) uint32 {
 			words = max(words, (s.N+7)/8)
 		}
 	}
+	return words
+}
+
+// threadsForWords is PlanThreadsFor's block size for a widest step of
+// words 16-byte words.
+func threadsForWords(words uint64) uint32 {
 	if words*16 > PlanMidBytes {
 		return PlanThreads
 	}
@@ -178,40 +191,10 @@ func PlanThreadsFor(steps []PlanStep) uint32 {
 	return uint32(min(max(t, PlanSmallThreads), PlanMidThreads))
 }
 
-// Helper blocks: a plan may run on more than one block (PlanSpec.Blocks).
-// Block 0 runs it; the others share its copies, fills and reductions of at
-// least PlanHelpMin bytes (sync_help.cu), through a job area of
-// PlanJobSize bytes of device memory that is zero before the plan's first
-// launch (each launch leaves it so).
-const (
-	PlanHelpMin = 131072
-	PlanJobSize = 384
-	// PlanBlocksMax is the most blocks a plan runs on by default
-	// (knobs.PlanBlocks): one, no helpers. In the shipped schedules they
-	// cost more than they gained (docs/results/reductions.md, "Helper
-	// blocks").
-	PlanBlocksMax = 1
-	// planHelpBytes is how many bytes of its widest step each block
-	// gets at least (PlanBlocksFor).
-	planHelpBytes = 32768
-)
-
-// PlanBlocksFor is how many blocks a plan of steps runs on, at most most:
-// one when no copy, fill or reduction moves PlanHelpMin bytes, else one
-// for every planHelpBytes of the widest.
-func PlanBlocksFor(steps []PlanStep, most uint32) uint32 {
-	var widest uint64
-	for _, s := range steps {
-		switch s.Kind {
-		case StepCopy, StepFillByte, StepFillIota, StepFillRand, StepReduce:
-			widest = max(widest, s.N)
-		}
-	}
-	if widest < PlanHelpMin || most <= 1 {
-		return 1
-	}
-	return uint32(min(uint64(most), (widest+planHelpBytes-1)/planHelpBytes))
-}
+// PlanJobSize is the size of a spread plan's job area (sync_grid.cu's
+// LC_PLAN_JOB_SIZE): device memory, 128-byte aligned, zero before its
+// first launch (each launch leaves it so).
+const PlanJobSize = 320
 
 // PlanFailBit marks a failure record written by the plan interpreter: its
 // slot field is PlanFailBit | tag<<20 | step index.
@@ -284,11 +267,17 @@ type PlanSpec struct {
 	// Epoch, when set, is device memory whose value is added to Rep0 as
 	// the kernel starts (a graph's replay count).
 	Epoch cuda.DevicePtr
-	// Blocks is the grid (0 or 1: block 0 alone); more need Job, the
-	// plan's job area (PlanJobSize bytes, 128-byte aligned, zero before
-	// its first launch and used by no other plan).
+	// Blocks is the grid (0 or 1: one block); more need Spread and Job,
+	// the plan's job area (PlanJobSize bytes, 128-byte aligned, zero
+	// before its first launch and used by no other plan).
 	Blocks uint32
 	Job    cuda.DevicePtr
+	// Spread runs the plan on every one of Blocks blocks, its wide steps
+	// cut among them (sync_grid.cu), the job area holding their arrivals:
+	// steps made by SpreadSteps for Blocks blocks of Threads threads, at
+	// most PlanCache of them, no line steps. It turns the early read of
+	// put_signal sources off (NoPrefetch).
+	Spread bool
 	// Moves set the values of moving steps for replay Rep0 of this launch
 	// (at most PlanMoves, each below PlanMoveMax), leaving the table in
 	// device memory as it is: for a plan of at most PlanCache steps.
@@ -304,7 +293,7 @@ const PlanSmall = 256
 // other steps are thread 0's.
 func (s PlanStep) Wide() bool {
 	switch s.Kind {
-	case StepFillByte, StepFillIota, StepFillRand, StepReduce:
+	case StepFillByte, StepFillIota, StepFillRand, StepReduce, StepGrid:
 		return true
 	case StepCopy:
 		return s.N > PlanSmall
@@ -321,8 +310,11 @@ func (k *Kernels) Plan(s *cuda.Stream, p PlanSpec) error {
 		return fmt.Errorf("plan of %d threads a block: %w: a multiple of 32, at most %d", p.Threads, ErrBadSpec, PlanThreads)
 	}
 	blocks := max(p.Blocks, 1)
-	if blocks > 1 && (p.Job == 0 || uint64(p.Job)%128 != 0) || blocks > 1024 {
-		return fmt.Errorf("plan of %d blocks, job area %#x: %w", p.Blocks, uint64(p.Job), ErrBadSpec)
+	if blocks > 1 && (!p.Spread || p.Job == 0 || uint64(p.Job)%128 != 0) {
+		return fmt.Errorf("plan of %d blocks (spread: %v), job area %#x: %w", p.Blocks, p.Spread, uint64(p.Job), ErrBadSpec)
+	}
+	if p.Spread && (blocks > PlanSpreadMax || p.Period > PlanCache) {
+		return fmt.Errorf("spread plan of %d blocks, %d steps: %w: at most %d blocks and %d steps", blocks, p.Period, ErrBadSpec, PlanSpreadMax, PlanCache)
 	}
 	var a cuda.KernelArgs
 	a.Ptr(p.Steps).U32(p.Period).U32(p.First).U64(p.Count).U64(p.Rep0).U64(nanos(p.Timeout)).Ptr(p.Abort).Ptr(p.Record).U32(p.Tag).I32(planFlags(p)).Ptr(p.Epoch).Ptr(p.Job)
@@ -347,6 +339,9 @@ func planFlags(p PlanSpec) int32 {
 	}
 	if p.NoPrefetch {
 		flags |= 4
+	}
+	if p.Spread && p.Blocks > 1 {
+		flags |= planSpreadFlag | 4
 	}
 	return flags
 }

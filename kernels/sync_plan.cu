@@ -1,5 +1,7 @@
 // Plan interpreter: one block runs a recorded plan's whole op list, replay
-// after replay, with no launch between ops (a plan's "device" mode).
+// after replay, with no launch between ops (a plan's "device" mode); or
+// every block of the grid does, each with its share of the wide steps (a
+// spread plan: sync_grid.cu).
 //
 // The host compiles each plan op into steps (kernels.PlanStep, 64 bytes):
 // a copy (above LC_PLAN_SMALL bytes), fill or reduction done by every
@@ -24,6 +26,7 @@
 #define LC_STEP_LINE_PUT 8    // n bytes of src and flag value in (n + 7) / 8 16-byte lines at dst (n <= 8: thread 0's)
 #define LC_STEP_LINE_WAIT 9   // until the lines at dst show flag value; their n bytes to src, cmp added to aux (n <= 8: thread 0's)
 #define LC_STEP_REDUCE 10     // every thread: dst op= src over n bytes; value: type code (LC_DT_*) | operator code (LC_RED_*) << 8
+#define LC_STEP_GRID 11       // a spread plan's blocks meet (sync_grid.cu); one block: nothing
 
 // A line drain's count bit: the next step's line, when it comes right
 // after, may go out before the drain writes its payload (no peer reads
@@ -51,10 +54,8 @@ struct lc_plan_moves {
 #define LC_PLAN_GPU 1
 #define LC_PLAN_POLL_ACQUIRE 2
 #define LC_PLAN_NO_PREFETCH 4
-
-// A failure record's slot field for a plan: this bit, the plan's tag in
-// bits 20-30, the step in bits 0-19 (kernels.PlanFailBit).
-#define LC_PLAN_FAIL_BIT 0x80000000u
+// Every block runs the plan, wide steps cut among them (sync_grid.cu).
+#define LC_PLAN_SPREAD 8
 
 // Plans of up to this many steps run from shared memory (4 KiB).
 #define LC_PLAN_CACHE 64
@@ -130,30 +131,11 @@ __device__ __forceinline__ bool lc_plan_holds(lc_u64 v, lc_u64 target, lc_u32 cm
 	return v < target;
 }
 
-// lc_plan_gave_up reports whether a wait of the plan (tag) at step index,
-// polling since start, must end: the record already holds a failure, or
-// it records one now (the abort flag is up, or timeout_ns passed) with
-// what it observed and its target.
-__device__ __forceinline__ bool lc_plan_gave_up(lc_record *rec, const lc_u32 *abort_flag, lc_u64 timeout_ns, lc_u64 start,
-                                                lc_u32 tag, lc_u32 index, lc_u64 observed, lc_u64 target) {
-	const lc_u64 now = lc_globaltimer();
-	const lc_u32 slot = LC_PLAN_FAIL_BIT | (tag << 20) | index;
-	if (lc_poisoned(rec)) return true;
-	if (lc_aborted(abort_flag)) {
-		lc_fail(rec, LC_STATUS_ABORTED, slot, observed, target, now - start);
-		return true;
-	}
-	if (timeout_ns != 0 && now - start >= timeout_ns) {
-		lc_fail(rec, LC_STATUS_TIMEOUT, slot, observed, target, now - start);
-		return true;
-	}
-	return false;
-}
-
 // lc_plan_wait spins (thread 0) until the sum of the step's slots compares
-// true with target; false after recording a timeout or an abort.
+// true with target; false after recording a timeout or an abort. arr: a
+// spread plan's job area (lc_plan_quit), else 0.
 __device__ bool lc_plan_wait(const lc_plan_step &s, lc_u64 target, lc_u64 timeout_ns, const lc_u32 *abort_flag,
-                             lc_record *rec, lc_u32 tag, lc_u32 index, int flags) {
+                             lc_record *rec, lc_u32 tag, lc_u32 index, int flags, lc_u64 *arr) {
 	const lc_u8 *slots = (const lc_u8 *)s.dst;
 	const lc_u32 count = s.count, cmp = s.cmp;
 	const lc_u64 stride = s.n;
@@ -185,7 +167,7 @@ __device__ bool lc_plan_wait(const lc_plan_step &s, lc_u64 target, lc_u64 timeou
 		// satisfies, or soon will, pays none of it.
 		if (spins == 0) start = lc_globaltimer();
 		if ((++spins & 63) != 0) continue;
-		if (lc_plan_gave_up(rec, abort_flag, timeout_ns, start, tag, index, sum, target)) return false;
+		if (lc_plan_quit(arr, spins >> 6, rec, abort_flag, timeout_ns, start, tag, index, sum, target)) return false;
 	}
 }
 
@@ -334,7 +316,7 @@ __device__ __forceinline__ bool lc_plan_prefetchable(const lc_plan_step &t) {
 // chain into dst (n bytes), from init (a copy's source) or else from dst:
 // they are such steps (reductions of value into dst, n bytes each), all
 // within the launch's steps and the replay (inside), every address 16-byte
-// aligned. It leaves their sources in srcs (LC_JOB_CHAIN's).
+// aligned. It leaves their sources in srcs (LC_WIDE_CHAIN's).
 __device__ __forceinline__ bool lc_plan_chain(const lc_plan_step *c, lc_u32 k, bool inside, lc_u8 *dst, const lc_u8 *init,
                                               lc_u64 n, lc_u64 value, const lc_u8 **srcs) {
 	if (k < 1 || k > LC_CHAIN_MAX || !inside || (((lc_u64)dst | (lc_u64)init | n) & 15) != 0) return false;
@@ -345,50 +327,6 @@ __device__ __forceinline__ bool lc_plan_chain(const lc_plan_step *c, lc_u32 k, b
 			return false;
 	}
 	return true;
-}
-
-// lc_plan_helped (block 0's thread 0) waits until the helpers have done
-// target jobs (done, cumulative). watch: as a plan's wait (the record,
-// the abort flag and the timeout, a failure recorded at step index); else
-// the timeout alone, nothing recorded. False when it gave up.
-__device__ bool lc_plan_helped(lc_plan_job *job, lc_u64 target, bool watch, lc_u64 timeout_ns, const lc_u32 *abort_flag,
-                               lc_record *rec, lc_u32 tag, lc_u32 index) {
-	lc_u64 start = 0;
-	for (lc_u32 spins = 0;;) {
-		lc_u64 d;
-		asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(d) : "l"(&job->done) : "memory");
-		if (d >= target) return true;
-		if (spins == 0) start = lc_globaltimer();
-		if ((++spins & 63) != 0) continue;
-		if (watch) {
-			if (lc_plan_gave_up(rec, abort_flag, timeout_ns, start, tag, index, d, target)) return false;
-		} else if (timeout_ns != 0 && lc_globaltimer() - start >= timeout_ns) {
-			return false;
-		}
-	}
-}
-
-// lc_plan_help is what block 0's thread 0 did with the helpers: jobs
-// posted, and whether they stopped answering.
-struct lc_plan_help {
-	lc_u64 jobs;
-	bool lost;
-};
-
-// lc_plan_end (block 0's thread 0, as it leaves) posts END and, once
-// every helper took it, zeroes the job area for the next launch; where
-// they do not answer, it marks the area dead (see sync_help.cu).
-__device__ void lc_plan_end(lc_plan_job *job, const lc_plan_help &h, lc_u64 timeout_ns) {
-	const lc_u64 helpers = gridDim.x - 1;
-	if (!h.lost) {
-		lc_plan_post(job, h.jobs + 1, LC_JOB_END, 0, 0, 0, 0, 0, 0);
-		if (lc_plan_helped(job, helpers * (h.jobs + 1), false, timeout_ns, 0, 0, 0, 0)) {
-			job->done = 0;
-			job->seq = 0;
-			return;
-		}
-	}
-	asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(&job->seq), "l"(LC_JOB_DEAD) : "memory");
 }
 
 // lc_plan_block runs count steps of a plan of period steps (steps: the whole
@@ -413,14 +351,24 @@ __device__ void lc_plan_end(lc_plan_job *job, const lc_plan_help &h, lc_u64 time
 // moves (LC_PLAN_MOVES) set moving values of a cached table for this
 // launch, valid at rep0.
 //
+// With LC_PLAN_SPREAD in flags every block of the grid runs the steps
+// (sync_grid.cu), job their job area and arrivals their meetings so far.
+//
 // It reports whether every step ran (no wait failed, no abort). check_rec:
 // first look whether the record holds a failure already (a PCIe read);
 // the plan server skips it after a call of its own that succeeded.
 __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 period, lc_u32 first, lc_u64 count,
                                               lc_u64 rep0, lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec,
                                               lc_u32 tag, int flags, const lc_u64 *epoch, const lc_plan_moves &moves,
-                                              lc_plan_job *job, lc_plan_help &help, bool check_rec) {
+                                              lc_u64 *job, bool check_rec, lc_u64 &arrivals) {
 	const int gpu = flags & LC_PLAN_GPU;
+	// Spread (sync_grid.cu): this block's number, and whether the last step
+	// was a signal (every block alike); arrivals counts the meetings in the
+	// job area job so far (the caller's).
+	const bool spread = (flags & LC_PLAN_SPREAD) != 0;
+	const lc_u32 bid = spread ? blockIdx.x : 0;
+	lc_u64 *const arr = job;
+	bool insig = false;
 	__shared__ int stop;
 	// A wide line drain's count of threads done, and a flag a polling
 	// thread saw (lc_plan_lines_drain).
@@ -430,7 +378,8 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 	__shared__ lc_plan_step cache[LC_PLAN_CACHE];
 	const lc_u64 tid = threadIdx.x, nth = blockDim.x;
 	if (tid == 0) {
-		stop = check_rec && lc_poisoned(rec) ? 1 : 0;
+		// A spread plan's block 0 reads the record for every block.
+		stop = check_rec && (spread ? lc_spread_go(arr, rec) : lc_poisoned(rec)) ? 1 : 0;
 		ndone = seen = 0;
 	}
 	// The whole plan when it fits, else the launch's own run of steps
@@ -483,9 +432,15 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 		// one read across PCIe), so that a long run whose waits are met
 		// at once still ends on an abort or interrupt. The failure names
 		// step period, one past the last: between replays.
-		if (i == 0 && tid == 0 && !stop0 && v != 0 && (r & 63) == 0 && lc_aborted(abort_flag)) {
-			lc_fail(rec, LC_STATUS_ABORTED, LC_PLAN_FAIL_BIT | (tag << 20) | period, 0, 0, 0);
-			stop = stop0 = 1;
+		if (i == 0 && tid == 0 && !stop0 && v != 0 && (r & 63) == 0) {
+			if (bid != 0) {
+				// Block 0 reads the host's words and raises the stop word.
+				if (lc_load_relaxed_gpu(arr + LC_SPREAD_STOP) != 0) stop = stop0 = 1;
+			} else if (lc_aborted(abort_flag)) {
+				lc_fail(rec, LC_STATUS_ABORTED, LC_PLAN_FAIL_BIT | (tag << 20) | period, 0, 0, 0);
+				stop = stop0 = 1;
+				if (spread) lc_store_relaxed_gpu(arr + LC_SPREAD_STOP, 1);
+			}
 		}
 		// And every 64 replays the block meets, so that a failed wait or
 		// an abort ends the launch instead of running out its replays
@@ -507,13 +462,34 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 			                  s.kind == LC_STEP_REDUCE || (s.kind == LC_STEP_COPY && (s.n > LC_PLAN_SMALL || s.count > 0)) ||
 			                  ((s.kind == LC_STEP_LINE_PUT || s.kind == LC_STEP_LINE_WAIT) && s.n > 8) ||
 			                  (s.kind == LC_STEP_LINE_PUT && s.count > 1) ||
-			                  (s.kind == LC_STEP_LINE_WAIT && (s.count >> LC_LINE_GROUP_SHIFT) > 1);
+			                  (s.kind == LC_STEP_LINE_WAIT && (s.count >> LC_LINE_GROUP_SHIFT) > 1) ||
+			                  s.kind == LC_STEP_GRID;
 			if (!wide) {
 				// Thread 0's step; a failed wait skips them all until the
 				// next barrier, where every thread stops.
 				if (s.kind == LC_STEP_WAIT || s.kind == LC_STEP_COPY || s.kind == LC_STEP_PUT_SIGNAL ||
 				    s.kind == LC_STEP_LINE_WAIT || s.kind == LC_STEP_LINE_PUT)
 					dirty = true;
+				if (spread) {
+					// A run of signals: every block arrives once, and
+					// block 0 signals once they all have. Waits run on
+					// every block, the rest on block 0.
+					const bool sig = s.kind == LC_STEP_STORE || s.kind == LC_STEP_ADD || s.kind == LC_STEP_PUT_SIGNAL;
+					if (sig && !insig) {
+						arrivals++;
+						if (tid == 0 && !stop0) {
+							if (bid != 0) {
+								lc_spread_arrive(arr, bid, arrivals, gpu);
+							} else if (lc_spread_await(arr, 0, arrivals, gpu, timeout_ns, abort_flag, rec, tag, i)) {
+								fenced = true; // the await's fence releases what follows
+							} else {
+								stop = stop0 = 1;
+							}
+						}
+					}
+					insig = sig;
+					if (bid != 0 && s.kind != LC_STEP_WAIT) continue;
+				}
 				if (tid != 0 || stop0) continue;
 				if (s.kind != LC_STEP_STORE && s.kind != LC_STEP_ADD) fenced = false;
 				// If chains, not switches: no indirect branches on the
@@ -528,7 +504,8 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 							pre_at = nx;
 						}
 					}
-					if (!lc_plan_wait(s, s.value + r * s.step, timeout_ns, abort_flag, rec, tag, i, flags)) stop = stop0 = 1;
+					if (!lc_plan_wait(s, s.value + r * s.step, timeout_ns, abort_flag, rec, tag, i, flags, spread ? arr : 0))
+						stop = stop0 = 1;
 				} else if (s.kind == LC_STEP_LINE_WAIT) {
 					lc_u8 *next = 0;
 					lc_u64 next_w = 0;
@@ -599,10 +576,24 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 				continue;
 			}
 			fenced = false;
+			insig = false;
 			if (dirty) {
 				__syncthreads();
 				dirty = false;
 				if (stop) return false;
+			}
+			if (s.kind == LC_STEP_GRID) {
+				// Every block of a spread plan got here (GPU scope: the
+				// bytes at stake are this GPU's).
+				if (!spread) continue;
+				arrivals++;
+				if (tid == 0 && !stop0) {
+					lc_spread_arrive(arr, bid, arrivals, 1);
+					if (!lc_spread_await(arr, bid, arrivals, 1, timeout_ns, abort_flag, rec, tag, i)) stop = stop0 = 1;
+				}
+				__syncthreads();
+				if (stop) return false;
+				continue;
 			}
 			if (s.kind == LC_STEP_LINE_WAIT || s.kind == LC_STEP_LINE_PUT) {
 				// A group of line steps from this one (or this one
@@ -623,7 +614,7 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 			}
 			lc_u8 *d = (lc_u8 *)s.dst;
 			const lc_u8 *src = (const lc_u8 *)s.src;
-			lc_u32 kind = LC_JOB_COPY, k = 0;
+			lc_u32 kind = LC_WIDE_COPY, k = 0;
 			lc_u64 value = s.value;
 			const lc_u8 *srcs[LC_CHAIN_MAX];
 			if (s.kind == LC_STEP_COPY) {
@@ -635,7 +626,7 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 					const lc_plan_step &r0 = run ? runs[v + 1 < count ? v + 1 : v] : table[i + 1 < period ? i + 1 : i];
 					if (lc_plan_chain(&r0, s.count, v + 1 + s.count <= count && i + 1 + s.count <= period, d, src, s.n,
 					                  r0.value, srcs)) {
-						kind = LC_JOB_CHAIN;
+						kind = LC_WIDE_CHAIN;
 						k = s.count;
 						value = r0.value;
 						skip = s.count;
@@ -647,30 +638,21 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 				// count > 1: this step and the count - 1 after it reduce
 				// into the same dst (the host's compiler says so), run as
 				// one chain where lc_plan_chain allows.
-				kind = LC_JOB_REDUCE;
+				kind = LC_WIDE_REDUCE;
 				if (s.count > 1 && lc_plan_chain(run ? &runs[v] : &table[i], s.count, v + s.count <= count && i + s.count <= period,
 				                                 d, 0, s.n, s.value, srcs)) {
-					kind = LC_JOB_CHAIN;
+					kind = LC_WIDE_CHAIN;
 					k = s.count;
 					src = 0;
 					skip = s.count - 1;
 				}
 			} else {
-				kind = s.kind == LC_STEP_FILL_BYTE ? LC_JOB_FILL_BYTE : s.kind == LC_STEP_FILL_IOTA ? LC_JOB_FILL_IOTA : LC_JOB_FILL_RAND;
+				kind = s.kind == LC_STEP_FILL_BYTE ? LC_WIDE_FILL_BYTE : s.kind == LC_STEP_FILL_IOTA ? LC_WIDE_FILL_IOTA : LC_WIDE_FILL_RAND;
 			}
-			// A step this wide is shared with the helper blocks, if any.
-			const bool helped = gridDim.x > 1 && s.n >= LC_PLAN_HELP_MIN;
-			if (helped && tid == 0) lc_plan_post(job, ++help.jobs, kind, k, d, src, s.n, value, srcs);
-			lc_plan_wide(kind, k, d, src, s.n, value, srcs, tid, helped ? nth * gridDim.x : nth);
-			if (helped && tid == 0 &&
-			    !lc_plan_helped(job, (gridDim.x - 1) * help.jobs, true, timeout_ns, abort_flag, rec, tag, i)) {
-				help.lost = true;
-				stop = stop0 = 1;
-			}
-			// Every thread's part (and every helper's) is done before
-			// thread 0 signals.
+			// A spread plan's blocks each take their share.
+			lc_plan_wide(kind, k, d, src, s.n, value, srcs, spread ? bid * nth + tid : tid, spread ? nth * gridDim.x : nth);
+			// Every thread's part is done before thread 0 signals.
 			__syncthreads();
-			if (helped && stop) return false;
 		}
 	}
 	// Whether every step ran: a failure thread 0 saw after the last
@@ -680,26 +662,17 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 }
 
 // lc_plan runs count steps of a plan of period steps (lc_plan_block) on
-// block 0; blocks after it, if any, help with its widest steps
-// (sync_help.cu), with the job area job.
+// one block, or with LC_PLAN_SPREAD on every block of the grid
+// (sync_grid.cu), job their job area.
 extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_plan_step *steps, lc_u32 period,
                                                                        lc_u32 first, lc_u64 count, lc_u64 rep0,
                                                                        lc_u64 timeout_ns, const lc_u32 *abort_flag,
                                                                        lc_record *rec, lc_u32 tag, int flags,
-                                                                       const lc_u64 *epoch, lc_plan_job *job,
+                                                                       const lc_u64 *epoch, lc_u64 *job,
                                                                        const lc_plan_moves moves) {
-	if (blockIdx.x != 0) {
-		lc_plan_helper(job);
-		return;
-	}
-	lc_plan_help help = {0, false};
-	if (gridDim.x > 1 && threadIdx.x == 0 && lc_load_volatile(&job->seq) == LC_JOB_DEAD) {
-		// A helper of an earlier launch never answered: the plan fails
-		// (its first step never runs) rather than read a stale job.
-		lc_fail(rec, LC_STATUS_TIMEOUT, LC_PLAN_FAIL_BIT | (tag << 20) | period, 0, 0, 0);
-		help.lost = true;
-	}
-	(void)lc_plan_block(steps, period, first, count, rep0, timeout_ns, abort_flag, rec, tag, flags, epoch, moves, job, help, true);
-	if (gridDim.x > 1 && threadIdx.x == 0) lc_plan_end(job, help, timeout_ns);
+	// Every thread of a block leaves lc_plan_block at the same step.
+	lc_u64 arrivals = 0;
+	(void)lc_plan_block(steps, period, first, count, rep0, timeout_ns, abort_flag, rec, tag, flags, epoch, moves, job, true,
+	                    arrivals);
+	if ((flags & LC_PLAN_SPREAD) && threadIdx.x == 0) lc_spread_leave(job);
 }
-

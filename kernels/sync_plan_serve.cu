@@ -33,7 +33,7 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan_serve(cons
 	__shared__ lc_serve_cmd c;
 	__shared__ int got;
 	const int words = (int)(sizeof(lc_serve_cmd) / 8);
-	lc_plan_help help = {0, false};
+	lc_u64 arrivals = 0; // no spread plans here: no meetings
 	bool check = true; // whether the record may hold a failure already
 	for (lc_u64 seq = first;; seq++) {
 		const lc_serve_cmd *slot = (const lc_serve_cmd *)(ring + (seq % LC_SERVE_SLOTS) * LC_SERVE_CMD_SIZE);
@@ -56,7 +56,7 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan_serve(cons
 		if (!got || c.kind != LC_SERVE_RUN) break;
 		const bool ok = lc_plan_block((const lc_plan_step *)c.steps, (lc_u32)c.period, (lc_u32)c.first, c.count, c.rep0,
 		                              c.timeout_ns, abort_flag, (lc_record *)c.rec, (lc_u32)c.tag, (int)c.flags, 0, c.moves, 0,
-		                              help, check);
+		                              check, arrivals);
 		if (threadIdx.x == 0) lc_store_release_sys(&state[0], seq);
 		if (!ok) break;
 		// Nothing but this server's calls writes the record meanwhile

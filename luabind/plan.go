@@ -356,7 +356,7 @@ func planEntries() []*Entry {
 				return 1
 			}),
 		fn("p:info", "()", "table", g,
-			"A table: ops (this rank's count), mode (\"host\", \"stream\", \"device\", \"graph\", or \"check\" under luacoll check), graph_nodes (graph mode: the graph's nodes by type), launches (stream mode, when runs of ops go to the plan interpreter: what one replay launches), replays (enqueued so far), window (its id), buffers (other than the window), ranks, site (where lc.plan was called), lines (CUDA: how many put_signals of every rank's list travel in 16-byte lines, 8 payload bytes and a flag in each store, drained by the receiver's wait that needs them; up to LUACOLL_PLAN_LINES bytes each, 4 KiB unless set), threads (CUDA: the interpreter's block size, by the plan's widest copy or reduction).",
+			"A table: ops (this rank's count), mode (\"host\", \"stream\", \"device\", \"graph\", or \"check\" under luacoll check), graph_nodes (graph mode: the graph's nodes by type), launches (stream mode, when runs of ops go to the plan interpreter: what one replay launches), replays (enqueued so far), window (its id), buffers (other than the window), ranks, site (where lc.plan was called), lines (CUDA: how many put_signals of every rank's list travel in 16-byte lines, 8 payload bytes and a flag in each store, drained by the receiver's wait that needs them; up to LUACOLL_PLAN_LINES bytes each, 4 KiB unless set), threads (CUDA: the interpreter's block size, by the plan's widest copy or reduction), blocks and grids (CUDA, device mode, a plan whose widest copy or reduction has 64 KiB or more, spread over several blocks of the interpreter, each running every step with its share of each copy and reduction: how many, one for every 8 KiB of that step up to LUACOLL_PLAN_BLOCKS (8 unless set), and how many times a replay they meet).",
 			func(c *call) int {
 				r := c.planRef()
 				t := c.L.NewTable()
@@ -376,6 +376,10 @@ func planEntries() []*Entry {
 				t.RawSetString("lines", lua.LNumber(r.p.LineCount()))
 				if n := r.p.DeviceThreads(); n > 0 {
 					t.RawSetString("threads", lua.LNumber(n))
+				}
+				if b, g := r.p.DeviceSpread(); b > 1 {
+					t.RawSetString("blocks", lua.LNumber(b))
+					t.RawSetString("grids", lua.LNumber(g))
 				}
 				c.L.Push(t)
 				return 1

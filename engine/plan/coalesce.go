@@ -6,7 +6,7 @@ import "github.com/luacoll/luacoll/kernels"
 // to several peers waits for their bytes to land once, not once a put.
 // Between two steps of other kinds (a wait, a reduction, a fill, a
 // put_signal or line step, a moving one, or a copy above
-// coalesceCopyMax), every copy goes first, in its order, then every store
+// copyMax: coalesceCopyMax, or any size in a spread plan), every copy goes first, in its order, then every store
 // or add (signals and counters), in theirs. Each of those stays a release,
 // and a run of them shares one fence (sync_plan.cu): it waits for every
 // copy before it once, and no signal waits for the one before it to land.
@@ -19,14 +19,14 @@ import "github.com/luacoll/luacoll/kernels"
 // can rely on, since nothing this rank learned in between (no wait) could
 // have made the copy safe only after that signal. moving marks the steps
 // whose values move; they keep their places, so their indices hold.
-func coalesceReleases(steps []kernels.PlanStep, moving map[int]bool) {
+func coalesceReleases(steps []kernels.PlanStep, moving map[int]bool, copyMax uint64) {
 	movable := func(i int) bool {
 		if moving[i] {
 			return false
 		}
 		switch s := steps[i]; s.Kind {
 		case kernels.StepCopy:
-			return s.N <= coalesceCopyMax
+			return s.N <= copyMax
 		case kernels.StepStore, kernels.StepAdd:
 			return true
 		}
@@ -48,7 +48,10 @@ func coalesceReleases(steps []kernels.PlanStep, moving map[int]bool) {
 
 // coalesceCopyMax is the largest copy a run of coalesceReleases takes
 // (the puts of small collectives: a release is a large part of their
-// time, and a small part of a larger copy's).
+// time, and a small part of a larger copy's) in a plan on one block. A
+// spread plan's runs take copies of any size: its signals cost every
+// block a fence and block 0 a meeting (sync_grid.cu), and its copies to
+// several peers overlap when none waits for a signal between them.
 const coalesceCopyMax = 16 << 10
 
 // coalesceRun reorders one run of copies, stores and adds: copies first.

@@ -51,7 +51,7 @@ func TestCoalesceReleases(t *testing.T) {
 			"copy0 copy1 add0 add1 copy2 add2"},
 	} {
 		steps := append([]kernels.PlanStep(nil), tc.steps...)
-		coalesceReleases(steps, tc.moving)
+		coalesceReleases(steps, tc.moving, coalesceCopyMax)
 		if got := stepsString(steps); got != tc.want {
 			t.Errorf("%s: got %s, want %s", stepsString(tc.steps), got, tc.want)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/luacoll/luacoll/kernels"
 	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/transport/gpu"
+	"github.com/luacoll/luacoll/transport/knobs"
 	"github.com/luacoll/luacoll/window"
 )
 
@@ -39,6 +40,10 @@ type device struct {
 	// segs, in stream mode, are a replay's launches (SplitPlan).
 	segs []gpu.PlanSegment
 	sm   bool // large copies by put kernel (path "sm"), not copy engine
+	// blocks and threads: a device-mode plan spread over blocks blocks
+	// (spreadSteps); blocks <= 1: one.
+	blocks, threads uint32
+	grids           int // grid steps in a replay
 	// uses counts a replay's uses of each window barrier id and of each
 	// pairwise barrier (peer, id).
 	uses  map[int]uint64
@@ -131,9 +136,15 @@ func (p *Plan) useDeviceOn(s gpu.PlanStream, newPlan newDevicePlan, gpuScope boo
 		for _, m := range d.moving {
 			moving[m.step] = true
 		}
-		coalesceReleases(d.steps, moving)
+		d.blocks = kernels.PlanSpreadFor(d.steps, uint32(knobs.PlanBlocks.Or(kernels.PlanSpreadBlocks)), kernels.PlanSpreadBytes)
+		copyMax := uint64(coalesceCopyMax)
+		if d.blocks > 1 {
+			copyMax = ^uint64(0)
+		}
+		coalesceReleases(d.steps, moving, copyMax)
 		chainReduces(d.steps)
 		groupLines(d.steps)
+		d.spreadSteps()
 	}
 	if len(d.steps) > 0 {
 		p.fillMoving(d)
@@ -142,6 +153,9 @@ func (p *Plan) useDeviceOn(s gpu.PlanStream, newPlan newDevicePlan, gpuScope boo
 			return err
 		}
 		d.dp = dp
+		if d.blocks > 1 {
+			dp.Spread(d.blocks, d.threads)
+		}
 		if mode == modeStream {
 			d.segs = gpu.SplitPlan(d.steps, StreamInline)
 		}
@@ -157,6 +171,31 @@ func (p *Plan) useDeviceOn(s gpu.PlanStream, newPlan newDevicePlan, gpuScope boo
 	}
 	p.dev = d
 	return nil
+}
+
+// spreadSteps spreads a device-mode plan over d.blocks blocks
+// (kernels.PlanSpreadFor, knobs.PlanBlocks), putting
+// in the grid steps it needs and moving the moving steps' indices with
+// their steps; where they would make too many steps, it runs on one.
+func (d *device) spreadSteps() {
+	if d.blocks <= 1 {
+		return
+	}
+	threads := kernels.PlanSpreadThreads(d.steps, d.blocks)
+	out, at, ok := kernels.SpreadSteps(d.steps, d.blocks, threads)
+	if !ok {
+		d.blocks = 1
+		return
+	}
+	for j := range d.moving {
+		d.moving[j].step = at[d.moving[j].step]
+	}
+	for _, s := range out {
+		if s.Kind == kernels.StepGrid {
+			d.grids++
+		}
+	}
+	d.steps, d.threads = out, threads
 }
 
 // deviceSteps compiles the plan's ops into d's steps for the interpreter:
@@ -188,6 +227,16 @@ func (p *Plan) DeviceThreads() int {
 		return 0
 	}
 	return int(p.dev.dp.Threads())
+}
+
+// DeviceSpread is how many blocks a device-mode plan runs on, each running
+// every step, and how many times a replay they meet (grid steps); 0, 0
+// elsewhere or on one block.
+func (p *Plan) DeviceSpread() (blocks, grids int) {
+	if p.dev == nil || p.dev.dp == nil || p.dev.blocks <= 1 {
+		return 0, 0
+	}
+	return int(p.dev.blocks), p.dev.grids
 }
 
 // Free releases what device and graph mode hold on the device.

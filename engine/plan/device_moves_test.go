@@ -165,3 +165,63 @@ func TestRunDeviceMovesOrRewrite(t *testing.T) {
 		}
 	}
 }
+
+// A device-mode plan whose widest step is wide enough spreads over
+// several blocks: its grid steps go where blocks could meet each other's
+// bytes, and the moving values follow their steps (each names a wait or a
+// store, never a grid step).
+func TestSpreadMovesFollowSteps(t *testing.T) {
+	const n, size = 2, 65536
+	errs := enginetest.WithComms(t, n, engine.Options{Device: "host", Timeout: 10 * time.Second}, func(r int, c *engine.Comm) error {
+		ctx := context.Background()
+		w, err := c.NewWindow(ctx, "plan.spread", window.Options{Bytes: 4 * size, Signals: 2, Counters: 1, Barriers: 1})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = c.FreeWindow(ctx, w) }()
+		led := &Ledger{}
+		lists := make([]List, n)
+		for q := range lists {
+			// A fill of the source, its put with a signal, the wait for
+			// the peer's, a barrier: the put reads what the fill wrote
+			// (cut another way), so a grid step comes between them.
+			ops := []Op{{Kind: Fill, Buf: WindowBuf, Off: 0, N: size, Value: 7},
+				{Kind: PutSignal, Peer: 1 - q, Off: size, Buf: WindowBuf, BufOff: 0, N: size, Sig: 0, SigValue: 1, SigOp: window.SigAdd},
+				{Kind: WaitSignalFrom, Peer: 1 - q, Sig: 0, Cmp: transport.CmpGe, Value: 1},
+				{Kind: Barrier, Bar: 0}}
+			lists[q] = List{Window: w.ID(), Shape: ShapeOf(n, w.Options(), nil), Ops: ops}
+		}
+		led.Record(lists, r)
+		p, err := New(w, []*window.Buffer{w.Buffer()}, lists, r, led)
+		if err != nil {
+			return err
+		}
+		if err := p.useDeviceOn(&fakePlanStream{}, fakeDevicePlan, false, modeDevice); err != nil {
+			return err
+		}
+		d := p.dev
+		if d.blocks != kernels.PlanSpreadBlocks {
+			return fmt.Errorf("spread over %d blocks, want %d", d.blocks, kernels.PlanSpreadBlocks)
+		}
+		grids := 0
+		for _, s := range d.steps {
+			if s.Kind == kernels.StepGrid {
+				grids++
+			}
+		}
+		if grids == 0 {
+			return fmt.Errorf("no grid step in %+v", d.steps)
+		}
+		for _, m := range d.moving {
+			if k := d.steps[m.step].Kind; k != kernels.StepWait && k != kernels.StepStore {
+				return fmt.Errorf("moving value of op %d at step %d, a step of kind %d", m.op, m.step, k)
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}

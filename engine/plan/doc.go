@@ -4,5 +4,5 @@
 // recorded it (Plan.Run). Package plan/verify checks every rank's list
 // against the others before anything runs.
 //
-// Imports: cuda, kernels, transport, transport/gpu, window
+// Imports: cuda, kernels, transport, transport/gpu, transport/knobs, window
 package plan

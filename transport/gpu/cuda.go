@@ -59,9 +59,6 @@ type CUDABackend struct {
 	// one replay's last run of steps meets the next one's first
 	// (knobs.PlanFuse).
 	planFuse bool
-	// planBlocks is the most blocks a device plan runs on
-	// (knobs.PlanBlocks).
-	planBlocks uint32
 }
 
 // By default the last run of steps of a plan's replay in stream mode and
@@ -101,7 +98,6 @@ func NewCUDABackend(job string, localRank int, gpus []int) (*CUDABackend, error)
 		b.prelaunch = true // until SetPrelaunch says otherwise
 	}
 	b.planFuse = knobs.PlanFuse.Get() != "0"
-	b.planBlocks = uint32(knobs.PlanBlocks.Or(kernels.PlanBlocksMax))
 	for i := 0; i < n; i++ {
 		d, err := drv.DeviceGet(i)
 		if err != nil {

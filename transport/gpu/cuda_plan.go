@@ -20,10 +20,12 @@ type DevicePlan struct {
 	steps int
 	tag   uint32
 	// threads is the interpreter's block size (kernels.PlanThreadsFor),
-	// blocks its grid (kernels.PlanBlocksFor) and job the job area of
-	// its helper blocks, after the steps and the epoch.
+	// blocks its grid (Spread) and job the job area of a spread plan,
+	// after the steps and the epoch.
 	threads, blocks uint32
 	job             cuda.DevicePtr
+	// spread: every block runs the steps (Spread).
+	spread bool
 	// fail builds the error of step i's wait that saw observed where it
 	// waited for target.
 	fail func(step int, observed, target uint64, cause error) error
@@ -76,7 +78,7 @@ func (b *CUDABackend) NewDevicePlan(steps []kernels.PlanStep, fail func(step int
 		return nil, fmt.Errorf("device plan: %w", err)
 	}
 	p := &DevicePlan{b: b, table: table, steps: len(steps), tag: planTags.Add(1) % kernels.PlanMaxTag, fail: fail,
-		threads: kernels.PlanThreadsFor(steps), blocks: kernels.PlanBlocksFor(steps, b.planBlocks)}
+		threads: kernels.PlanThreadsFor(steps), blocks: 1}
 	p.job = table.Add(planJobAt(len(steps)))
 	if err := p.write(steps); err != nil {
 		_ = b.free(table)
@@ -93,6 +95,17 @@ func planJobAt(steps int) uint64 {
 
 // Threads is the interpreter's block size for the plan.
 func (p *DevicePlan) Threads() uint32 { return p.threads }
+
+// Blocks is the interpreter's grid for the plan.
+func (p *DevicePlan) Blocks() uint32 { return max(p.blocks, 1) }
+
+// Spread makes the plan's launches run on blocks blocks of threads
+// threads, each running every step (kernels.PlanSpec.Spread): for steps
+// made by kernels.SpreadSteps for that grid, launched whole (RunPlan), never
+// in segments or a graph.
+func (p *DevicePlan) Spread(blocks, threads uint32) {
+	p.blocks, p.threads, p.spread = blocks, threads, blocks > 1
+}
 
 // Epoch is the device word a graph of the plan (CapturePlan) counts its
 // replays in, from 0.
@@ -314,7 +327,7 @@ func SegmentsString(segs []PlanSegment) string {
 func (s *CUDAStream) planSpec(p *DevicePlan, g PlanSegment, timeout time.Duration, gpuScope bool) kernels.PlanSpec {
 	return kernels.PlanSpec{Steps: p.table, Period: uint32(p.steps), First: uint32(g.From), Count: uint64(g.To - g.From),
 		Timeout: timeout, Abort: s.b.flag.Dev, Record: s.rec.Dev, Tag: p.tag,
-		GPUScope: gpuScope, Threads: p.threads, Blocks: p.blocks, Job: p.job}
+		GPUScope: gpuScope, Threads: p.threads, Blocks: p.blocks, Job: p.job, Spread: p.spread}
 }
 
 // planLauncher enqueues a replay's segments on cs, an own-memory copy on

@@ -59,10 +59,10 @@ var (
 	// PlanFuse lets a plan's replays share a launch in stream mode.
 	PlanFuse = newWord(Knob{Name: "LUACOLL_PLAN_FUSE", Class: Debug, Default: "1",
 		Doc: "0: in stream mode each run of a plan's steps is its own launch (a replay's last run and the next one's first share none)"}, "0", "1")
-	// PlanBlocks is the most blocks a device-mode plan runs on.
-	PlanBlocks = newUint(Knob{Name: "LUACOLL_PLAN_BLOCKS", Class: Debug, Default: "1", Unit: "blocks",
-		Doc: "the most blocks a device-mode plan runs on: blocks after the first share its copies, fills and reductions of 128 KiB and more, one for every 32 KiB of the widest; 1: the first alone"},
-		1, 64, false)
+	// PlanBlocks is the most blocks a device-mode plan spreads over.
+	PlanBlocks = newUint(Knob{Name: "LUACOLL_PLAN_BLOCKS", Class: Debug, Default: "8", Unit: "blocks",
+		Doc: "the most blocks a device-mode plan spreads over (its widest copy, fill or reduction 64 KiB or more): every block runs every step with its share of each copy, fill and reduction, one block for every 8 KiB of the widest; 1: one block"},
+		1, 32, false)
 	// PlanLines is the largest put_signal of a plan that travels in lines.
 	PlanLines = newUint(Knob{Name: "LUACOLL_PLAN_LINES", Class: Debug, Default: "4096", Unit: "bytes",
 		Doc: "the largest put_signal of a device-mode plan sent as 16-byte lines of 8 payload bytes and a flag (no release, twice the bytes); 0: none"},
