@@ -130,12 +130,17 @@ type PlanMove struct {
 // the same destination; reduce.cu's LC_CHAIN_MAX).
 const PlanChainMax = 8
 
-// PlanLineMax is the default for the largest put_signal of a plan that
-// travels in lines (8 bytes a 16-byte line; knobs.PlanLines sets it). On
-// 2 and 4 H200s lines took less time than a copy and a release up to 4
-// KiB, about as much at 16 KiB on 2, more at 16 KiB on 4 and at 64 KiB
-// (docs/results/reductions.md).
-const PlanLineMax = 4096
+// PlanLineMax is the default for the largest put_signal of a plan of 2
+// ranks that travels in lines (8 bytes a 16-byte line; knobs.PlanLines
+// sets it), PlanLineMaxMany that of a plan of more. On 2 H200s lines took
+// less time than a copy and a release up to 4 KiB, about as much at 16
+// KiB, more at 64 KiB; on 4, lines of 4 KiB puts took longer than copies
+// (a 16 KiB reduce-scatter 18.1 us against 15.8 with lines up to 1 KiB:
+// docs/results/reductions.md).
+const (
+	PlanLineMax     = 4096
+	PlanLineMaxMany = 1024
+)
 
 // PlanStepSize is the size of one encoded step.
 const PlanStepSize = 64

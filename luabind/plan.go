@@ -356,7 +356,7 @@ func planEntries() []*Entry {
 				return 1
 			}),
 		fn("p:info", "()", "table", g,
-			"A table: ops (this rank's count), mode (\"host\", \"stream\", \"device\", \"graph\", or \"check\" under luacoll check), graph_nodes (graph mode: the graph's nodes by type), launches (stream mode, when runs of ops go to the plan interpreter: what one replay launches), replays (enqueued so far), window (its id), buffers (other than the window), ranks, site (where lc.plan was called), lines (CUDA: how many put_signals of every rank's list travel in 16-byte lines, 8 payload bytes and a flag in each store, drained by the receiver's wait that needs them; up to LUACOLL_PLAN_LINES bytes each, 4 KiB unless set), threads (CUDA: the interpreter's block size, by the plan's widest copy or reduction), blocks and grids (CUDA, device mode, a plan whose widest copy or reduction has 64 KiB or more, spread over several blocks of the interpreter, each running every step with its share of each copy and reduction: how many, one for every 8 KiB of that step up to LUACOLL_PLAN_BLOCKS (8 unless set), and how many times a replay they meet).",
+			"A table: ops (this rank's count), mode (\"host\", \"stream\", \"device\", \"graph\", or \"check\" under luacoll check), graph_nodes (graph mode: the graph's nodes by type), launches (stream mode, when runs of ops go to the plan interpreter: what one replay launches), replays (enqueued so far), window (its id), buffers (other than the window), ranks, site (where lc.plan was called), lines (CUDA: how many put_signals of every rank's list travel in 16-byte lines, 8 payload bytes and a flag in each store, drained by the receiver's wait that needs them; up to LUACOLL_PLAN_LINES bytes each: unless set, 4 KiB in a plan of 2 ranks, 1 KiB of more), threads (CUDA: the interpreter's block size, by the plan's widest copy or reduction), blocks and grids (CUDA, device mode, a plan whose widest copy or reduction has 64 KiB or more, spread over several blocks of the interpreter, each running every step with its share of each copy and reduction: how many, one for every 8 KiB of that step up to LUACOLL_PLAN_BLOCKS (8 unless set), and how many times a replay they meet).",
 			func(c *call) int {
 				r := c.planRef()
 				t := c.L.NewTable()
@@ -544,7 +544,7 @@ func (s *State) gatherLists(ctx context.Context, list plan.List, status string) 
 // lines.
 func (s *State) planLines(ctx context.Context, p *plan.Plan, lists []plan.List, mode string, num int, w *window.Window) (*window.Window, error) {
 	topo := s.Comm.Rank.Topo
-	limit := knobs.PlanLines.Or(plan.LineLimit)
+	limit := knobs.PlanLines.Or(plan.LineLimit(len(lists)))
 	if mode == modeHost || mode == modeCheck || topo == nil || topo.AnyNet() || limit == 0 {
 		return nil, nil
 	}

@@ -30,7 +30,7 @@ import (
 // covers every earlier write of the sender, a line only its own payload).
 
 // knobs.PlanLines is the largest put_signal that goes in lines, 0 none
-// (the caller reads it: kernels.PlanLineMax unless set).
+// (the caller reads it: LineLimit unless set).
 
 // LineRef names op Op of rank Sender's list.
 type LineRef struct{ Sender, Op int }
@@ -45,9 +45,14 @@ type LineInfo struct {
 // LineCount is the lines a put_signal of n bytes takes.
 func LineCount(n uint64) int { return int((n + 7) / 8) }
 
-// LineLimit is the largest put_signal that goes in lines unless
-// knobs.PlanLines says otherwise.
-const LineLimit = kernels.PlanLineMax
+// LineLimit is the largest put_signal that goes in lines in a plan of
+// ranks ranks unless knobs.PlanLines says otherwise.
+func LineLimit(ranks int) uint64 {
+	if ranks > 2 {
+		return kernels.PlanLineMaxMany
+	}
+	return kernels.PlanLineMax
+}
 
 // LineSize is the bytes of one line.
 const LineSize = 16

@@ -64,7 +64,7 @@ var (
 		Doc: "the most blocks a device-mode plan spreads over (its widest copy, fill or reduction 64 KiB or more): every block runs every step with its share of each copy, fill and reduction, one block for every 8 KiB of the widest; 1: one block"},
 		1, 32, false)
 	// PlanLines is the largest put_signal of a plan that travels in lines.
-	PlanLines = newUint(Knob{Name: "LUACOLL_PLAN_LINES", Class: Debug, Default: "4096", Unit: "bytes",
+	PlanLines = newUint(Knob{Name: "LUACOLL_PLAN_LINES", Class: Debug, Default: "4096 (2 ranks), 1024 (more)", Unit: "bytes",
 		Doc: "the largest put_signal of a device-mode plan sent as 16-byte lines of 8 payload bytes and a flag (no release, twice the bytes); 0: none"},
 		0, 1<<20, true)
 )
