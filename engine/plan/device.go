@@ -43,7 +43,6 @@ type device struct {
 	// blocks and threads: a device-mode plan spread over blocks blocks
 	// (spreadSteps); blocks <= 1: one.
 	blocks, threads uint32
-	grids           int // grid steps in a replay
 	// uses counts a replay's uses of each window barrier id and of each
 	// pairwise barrier (peer, id).
 	uses  map[int]uint64
@@ -190,11 +189,6 @@ func (d *device) spreadSteps() {
 	for j := range d.moving {
 		d.moving[j].step = at[d.moving[j].step]
 	}
-	for _, s := range out {
-		if s.Kind == kernels.StepGrid {
-			d.grids++
-		}
-	}
 	d.steps, d.threads = out, threads
 }
 
@@ -236,7 +230,12 @@ func (p *Plan) DeviceSpread() (blocks, grids int) {
 	if p.dev == nil || p.dev.dp == nil || p.dev.blocks <= 1 {
 		return 0, 0
 	}
-	return int(p.dev.blocks), p.dev.grids
+	for _, s := range p.dev.steps {
+		if s.Kind == kernels.StepGrid {
+			grids++
+		}
+	}
+	return int(p.dev.blocks), grids
 }
 
 // Free releases what device and graph mode hold on the device.
