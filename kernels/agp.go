@@ -163,7 +163,7 @@ const AGPLLSlot = 16 * (1 + AGPLLMax/8)
 // for low-latency execs: two slots per writer.
 func AGPLLStageBytes(size int) uint64 { return 2 * uint64(size) * AGPLLSlot }
 
-const agpLLThreads = 256
+const agpLLThreads = 512
 
 // One enqueues a whole exec of n bytes per rank in one launch over the
 // bandwidth grid (lc_agp_one): ready handshake, the puts and the own chunk
@@ -208,7 +208,7 @@ func (a *AGPKernels) Copy(s *cuda.Stream, rank, size uint32, bases, src cuda.Dev
 // variant selects, for measurements, how lines are stored and polled
 // (bit 0: plain stores instead of volatile ones; bit 1: a back-off between
 // polls; bit 3: blocks of 64 threads, up to 128 of them; bits 4-5 = t:
-// blocks of 256 << t threads; bit 6: a system-wide fence at the end, left
+// blocks of 512 << t threads; bit 6: a system-wide fence at the end, left
 // out by default since it measured about 1 us per exec);
 // bit 2 skips receiving (a diagnostic: the peers' chunks are left out). 0
 // is the default.
@@ -220,6 +220,7 @@ func (a *AGPKernels) LL(s *cuda.Stream, sp AGPSpec, ctl, stage, out, src cuda.De
 		return fmt.Errorf("agp low-latency exec (n %d): %w", n, ErrBadSpec)
 	}
 	lines := 1 + (n+7)/8
+	items := uint64(sp.Size-1) * lines // one thread per (peer, line) where the grid allows
 	threads, most := uint64(agpLLThreads), uint64(32)
 	if variant&8 != 0 {
 		threads, most = 64, 128
@@ -227,7 +228,7 @@ func (a *AGPKernels) LL(s *cuda.Stream, sp AGPSpec, ctl, stage, out, src cuda.De
 	if t := variant >> 4 & 3; t != 0 {
 		threads = 256 << t // bits 4-5: blocks of 512, 1024 (or 2048: invalid, refused by the driver)
 	}
-	grid := min((lines+threads-1)/threads, most)
+	grid := min(max((items+threads-1)/threads, 1), most)
 	var args cuda.KernelArgs
 	args.Ptr(sp.Count).Ptr(ctl).Ptr(stage).U32(sp.Rank).U32(sp.Size).Ptr(out).Ptr(src).U64(n).
 		U64(nanos(sp.Timeout)).Ptr(sp.Abort).Ptr(sp.Record).I32(int32(variant))

@@ -132,7 +132,7 @@ extern "C" __global__ void lc_agp_one(lc_u64 *count, lc_u32 *ctl, lc_u64 *const 
                                       lc_u64 *const *done_local, lc_u32 rank, lc_u32 nranks, lc_u8 *const *bases,
                                       const lc_u8 *src, lc_u64 n, lc_u64 timeout_ns, const lc_u32 *abort_flag,
                                       lc_record *rec) {
-	__shared__ int failed;
+	__shared__ int failed, lead, last;
 	__shared__ lc_u64 epoch;
 	lc_u32 *arrive = ctl, *ticket = ctl + 1;
 	lc_u64 *go = (lc_u64 *)(ctl + 2);
@@ -144,43 +144,63 @@ extern "C" __global__ void lc_agp_one(lc_u64 *count, lc_u32 *ctl, lc_u64 *const 
 	const lc_u32 own_blocks = copy_own && gridDim.x >= 8 ? gridDim.x / 8 : 0;
 	const bool own_block = blockIdx.x < own_blocks;
 	if (threadIdx.x == 0) {
-		const lc_u64 e = lc_load_volatile(count) + 1;
-		epoch = e;
+		epoch = lc_load_volatile(count) + 1;
 		failed = 0;
-		if (!own_block && atomicAdd(ticket, 1u) == 0) {
-			int f = lc_poisoned(rec);
-			if (!f) {
-				for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(ready_remote[(rank + i) % nranks], e);
-				const lc_u64 start = lc_globaltimer();
-				for (lc_u32 i = 1; i < nranks && !f; i++) {
-					const lc_u32 p = (rank + i) % nranks;
-					f = !lc_agp_poll(ready_local[p], LC_CMP_GE, e, p, start, timeout_ns, abort_flag, rec);
-				}
-			}
-			failed = f;
-			__threadfence();
-			lc_store_volatile(go, f ? e | LC_AGP_FAILED : e);
-		} else if (!own_block) {
-			lc_u64 v;
-			while (((v = lc_load_volatile(go)) & ~LC_AGP_FAILED) != e) {
-			}
-			failed = (v & LC_AGP_FAILED) != 0;
-		}
+		lead = !own_block && atomicAdd(ticket, 1u) == 0;
 	}
 	__syncthreads();
 	const lc_u64 e = epoch;
+	if (lead) {
+		// The look at the record (host-mapped: a read across PCIe of
+		// about a microsecond) is issued first and its answer used after
+		// the peers' ready signals came, so that it overlaps them; the
+		// ready signals go out before it is known (a poisoned record then
+		// fails the exec before its copies and its done signals, and the
+		// peers' done waits fail). Thread i - 1 waits for the peer i
+		// places after (side by side: one thread waiting for every peer
+		// in turn added a load's latency per peer).
+		lc_u32 status = LC_STATUS_OK;
+		if (threadIdx.x == 0) {
+			if (rec != 0) status = ((const volatile lc_record *)rec)->status;
+			for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(ready_remote[(rank + i) % nranks], e);
+		}
+		const lc_u64 start = lc_globaltimer();
+		for (lc_u32 i = 1 + threadIdx.x; i < nranks; i += blockDim.x) {
+			const lc_u32 p = (rank + i) % nranks;
+			if (!lc_agp_poll(ready_local[p], LC_CMP_GE, e, p, start, timeout_ns, abort_flag, rec)) failed = 1;
+		}
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			const int f = failed || status != LC_STATUS_OK;
+			failed = f;
+			__threadfence();
+			lc_store_volatile(go, f ? e | LC_AGP_FAILED : e);
+		}
+	} else if (!own_block && threadIdx.x == 0) {
+		lc_u64 v;
+		while (((v = lc_load_volatile(go)) & ~LC_AGP_FAILED) != e) {
+		}
+		failed = (v & LC_AGP_FAILED) != 0;
+	}
+	__syncthreads();
 	if (own_block || !failed) lc_agp_copy_part(bases, rank, nranks, src, n, n, own_blocks);
 	__syncthreads();
-	if (threadIdx.x != 0 || !lc_agp_arrive(arrive, ticket, count, e, true, true)) return;
-	if (lc_poisoned(rec)) return;
+	if (threadIdx.x == 0) last = lc_agp_arrive(arrive, ticket, count, e, true, true);
+	__syncthreads();
+	// A failed start (go, device memory: no read across PCIe) sends no
+	// done signals, so the peers' waits fail too.
+	if (!last || (lc_load_volatile(go) & LC_AGP_FAILED)) return;
 	const lc_u64 tag = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
-	for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(done_remote[(rank + i) % nranks], tag);
+	if (threadIdx.x == 0)
+		for (lc_u32 i = 1; i < nranks; i++) lc_store_volatile(done_remote[(rank + i) % nranks], tag);
+	// The done waits side by side, as the ready ones.
 	const lc_u64 start = lc_globaltimer();
-	for (lc_u32 i = 1; i < nranks; i++) {
+	for (lc_u32 i = 1 + threadIdx.x; i < nranks; i += blockDim.x) {
 		const lc_u32 p = (rank + i) % nranks;
 		if (!lc_agp_poll(done_local[p], LC_CMP_EQ, tag, p, start, timeout_ns, abort_flag, rec)) return;
 	}
 }
+
 
 // Low-latency execs (lc_agp_ll): the chunk travels as 16-byte lines of
 // {data0, flag, data1, flag} (8 data bytes per line), each written with one
@@ -232,11 +252,67 @@ __device__ __forceinline__ void lc_ll_put_word(lc_u8 *p, lc_u64 v, lc_u64 k) {
 	for (lc_u64 i = 0; i < k; i++) p[i] = (lc_u8)(v >> (8 * i));
 }
 
-// lc_agp_ll runs exec e = count+1 of n <= LC_LL_MAX bytes per rank: every
-// thread sends its lines to every peer's staging (peers in the order
-// rank+1, ...), copies its share of the own chunk into out (unless in
-// place), then polls its lines of every peer's slot here and unpacks them
-// into out at q * n. stage[p] is rank p's staging area as mapped here.
+// lc_agp_ll_wait polls line j of the slot of peer q (who) until both its
+// flags show flag, then leaves its data word in w. It returns false on a
+// failure, recorded here (line 0 with another n than n, a timeout, an
+// abort) or by another thread of the block (failed).
+__device__ bool lc_agp_ll_wait(const lc_u8 *line, lc_u64 j, lc_u32 flag, lc_u64 e, lc_u64 n, lc_u32 q, lc_u64 start,
+                               lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec, int variant,
+                               volatile int *failed, lc_u64 &w) {
+	const lc_u64 target = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
+	lc_u64 host_at = LC_LL_HOST_NS;
+	for (lc_u32 spins = 1;; spins++) {
+		lc_u32 d0, f0, d1, f1;
+		lc_ll_load(line, d0, f0, d1, f1);
+		w = (lc_u64)d1 << 32 | d0;
+		if (f0 == flag && f1 == flag) {
+			if (j > 0 || w == n) return true;
+			// Line 0 of this exec came with another n: it can never match.
+			lc_fail(rec, LC_STATUS_MISMATCH, q, (e & LC_AGP_KMASK) << LC_AGP_NBITS | (w & LC_AGP_NMASK), target,
+			        lc_globaltimer() - start);
+			*failed = 1;
+			return false;
+		}
+		// variant bit 1: back off between polls of a line.
+		if (variant & 2) __nanosleep(100);
+		if ((spins & 63) != 0) continue;
+		if (*failed) return false;
+		const lc_u64 el = lc_globaltimer() - start;
+		if (el < host_at && (timeout_ns == 0 || el < timeout_ns)) continue;
+		host_at = el + LC_LL_HOST_NS;
+		// Host-mapped memory (record, abort flag) is read by thread 0 of
+		// each block only, once a wait has lasted LC_LL_HOST_NS and at most
+		// every LC_LL_HOST_NS after (see LC_ST_HOST_NS): reads across PCIe
+		// from many blocks queue behind one another, and a read every 64
+		// polls held whole execs back (docs/results/allgather-auto.md).
+		if (threadIdx.x == 0 && lc_poisoned(rec)) {
+			*failed = 1;
+			return false;
+		}
+		const bool ab = threadIdx.x == 0 && lc_aborted(abort_flag);
+		if (ab || (timeout_ns != 0 && el >= timeout_ns)) {
+			lc_u32 h0, hf0, h1, hf1;
+			lc_ll_load(line - 16 * j, h0, hf0, h1, hf1);
+			const lc_u64 hn = (lc_u64)h1 << 32 | h0;
+			const lc_u64 obs = hf0 == flag && hf1 == flag ? (e & LC_AGP_KMASK) << LC_AGP_NBITS | (hn & LC_AGP_NMASK)
+			                                              : ((lc_u64)hf0 & LC_AGP_KMASK) << LC_AGP_NBITS;
+			lc_fail(rec, ab ? LC_STATUS_ABORTED : LC_STATUS_TIMEOUT, q, obs, target, el);
+			*failed = 1;
+			return false;
+		}
+	}
+}
+
+// lc_agp_ll runs exec e = count+1 of n <= LC_LL_MAX bytes per rank. Its
+// work is (nranks - 1) * lines items, item t = (i - 1) * lines + j being
+// line j to and from the peers i places away: a thread sends line j of
+// the chunk to the staging of peer rank+i, copies its share of the own
+// chunk into out (unless in place), then polls line j of the slot of
+// peer rank-i here and unpacks it into out. One thread per item where the
+// grid is large enough: the peers' lines are polled side by side (a
+// thread that polled every peer in turn added a load's latency per peer
+// to the exec). Its first word is loaded before the exec counter, so the
+// two loads overlap. stage[p] is rank p's staging area as mapped here.
 // A failure records target tag(e, n) and, as observed, tag(e, n') when the
 // peer's line 0 arrived with n' (at once: LC_STATUS_MISMATCH), else the
 // exec number it last showed.
@@ -244,6 +320,13 @@ extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const
                                      lc_u8 *out, const lc_u8 *src, lc_u64 n, lc_u64 timeout_ns,
                                      const lc_u32 *abort_flag, lc_record *rec, int variant) {
 	__shared__ int failed;
+	const lc_u64 tid = lc_tid(), nth = lc_nthreads();
+	const lc_u64 lines = 1 + (n + 7) / 8, items = (lc_u64)(nranks - 1) * lines;
+	lc_u64 w0 = n;
+	if (tid < items && tid % lines > 0) {
+		const lc_u64 at = 8 * (tid % lines - 1);
+		w0 = lc_ll_word(src + at, n - at < 8 ? n - at : 8);
+	}
 	const lc_u64 e = lc_load_volatile(count) + 1;
 	// No look at the record here: reads of host-mapped memory from many
 	// blocks queue behind one another (about 1.2 us each, measured), so a
@@ -251,79 +334,35 @@ extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const
 	if (threadIdx.x == 0) failed = 0;
 	__syncthreads();
 	const lc_u32 flag = (lc_u32)e;
-	const lc_u64 b = e & 1, lines = 1 + (n + 7) / 8;
-	const lc_u64 tid = lc_tid(), nth = lc_nthreads();
-	const lc_u64 target = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
-	if (!failed) {
-		for (lc_u64 j = tid; j < lines; j += nth) {
-			lc_u64 w = n;
+	const lc_u64 b = e & 1;
+	for (lc_u64 t = tid; t < items; t += nth) {
+		const lc_u64 j = t % lines;
+		lc_u64 w = w0;
+		if (t != tid) {
+			w = n;
 			if (j > 0) {
 				const lc_u64 at = 8 * (j - 1);
 				w = lc_ll_word(src + at, n - at < 8 ? n - at : 8);
 			}
-			for (lc_u32 i = 1; i < nranks; i++) {
-				const lc_u32 p = (rank + i) % nranks;
-				lc_ll_store(stage[p] + (b * nranks + rank) * LC_LL_SLOT + 16 * j, (lc_u32)w, (lc_u32)(w >> 32), flag, variant);
-			}
 		}
-		lc_u8 *own = out + (lc_u64)rank * n;
-		if (own != src) lc_put_range(own, src, n, tid, nth);
-		const lc_u64 start = lc_globaltimer();
-		// variant bit 2 skips receiving: a diagnostic that leaves the
-		// peers' chunks out (the data checks fail), never a protocol.
-		for (lc_u32 i = 1; i < nranks && !failed && !(variant & 4); i++) {
-			const lc_u32 q = (rank + nranks - i) % nranks;
-			const lc_u8 *slot = stage[rank] + (b * nranks + q) * LC_LL_SLOT;
-			for (lc_u64 j = tid; j < lines && !failed; j += nth) {
-				lc_u32 d0, f0, d1, f1;
-				lc_u64 host_at = LC_LL_HOST_NS;
-				for (lc_u32 spins = 1;; spins++) {
-					lc_ll_load(slot + 16 * j, d0, f0, d1, f1);
-					const lc_u64 w = (lc_u64)d1 << 32 | d0;
-					if (f0 == flag && f1 == flag) {
-						if (j > 0 || w == n) break;
-						// Line 0 of this exec came with another n: it
-						// can never match.
-						lc_fail(rec, LC_STATUS_MISMATCH, q, (e & LC_AGP_KMASK) << LC_AGP_NBITS | (w & LC_AGP_NMASK),
-						        target, lc_globaltimer() - start);
-						failed = 1;
-						break;
-					}
-					// variant bit 1: back off between polls of a line.
-					if (variant & 2) __nanosleep(100);
-					if ((spins & 63) != 0) continue;
-					if (*(volatile int *)&failed) break;
-					const lc_u64 el = lc_globaltimer() - start;
-					if (el < host_at && (timeout_ns == 0 || el < timeout_ns)) continue;
-					host_at = el + LC_LL_HOST_NS;
-					// Host-mapped memory (record, abort flag) is read by
-					// thread 0 of each block only, once a wait has lasted
-					// LC_LL_HOST_NS and at most every LC_LL_HOST_NS after
-					// (see LC_ST_HOST_NS): reads across PCIe from many blocks
-					// queue behind one another, and a read every 64 polls
-					// held whole execs back (docs/results/allgather-auto.md).
-					if (threadIdx.x == 0 && lc_poisoned(rec)) {
-						failed = 1;
-						break;
-					}
-					const bool ab = threadIdx.x == 0 && lc_aborted(abort_flag);
-					if (ab || (timeout_ns != 0 && el >= timeout_ns)) {
-						lc_u32 h0, hf0, h1, hf1;
-						lc_ll_load(slot, h0, hf0, h1, hf1);
-						const lc_u64 hn = (lc_u64)h1 << 32 | h0;
-						const lc_u64 obs = hf0 == flag && hf1 == flag
-						                       ? (e & LC_AGP_KMASK) << LC_AGP_NBITS | (hn & LC_AGP_NMASK)
-						                       : ((lc_u64)hf0 & LC_AGP_KMASK) << LC_AGP_NBITS;
-						lc_fail(rec, ab ? LC_STATUS_ABORTED : LC_STATUS_TIMEOUT, q, obs, target, el);
-						failed = 1;
-						break;
-					}
-				}
-				if (failed || j == 0) continue;
-				const lc_u64 at = 8 * (j - 1);
-				lc_ll_put_word(out + (lc_u64)q * n + at, (lc_u64)d1 << 32 | d0, n - at < 8 ? n - at : 8);
-			}
-		}
+		const lc_u32 p = (rank + 1 + (lc_u32)(t / lines)) % nranks;
+		lc_ll_store(stage[p] + (b * nranks + rank) * LC_LL_SLOT + 16 * j, (lc_u32)w, (lc_u32)(w >> 32), flag, variant);
+	}
+	lc_u8 *own = out + (lc_u64)rank * n;
+	if (own != src) lc_put_range(own, src, n, tid, nth);
+	const lc_u64 start = lc_globaltimer();
+	// variant bit 2 skips receiving: a diagnostic that leaves the peers'
+	// chunks out (the data checks fail), never a protocol.
+	for (lc_u64 t = tid; t < items && !(variant & 4); t += nth) {
+		const lc_u64 j = t % lines;
+		const lc_u32 q = (rank + nranks - 1 - (lc_u32)(t / lines)) % nranks;
+		const lc_u8 *line = stage[rank] + (b * nranks + q) * LC_LL_SLOT + 16 * j;
+		lc_u64 w;
+		if (!lc_agp_ll_wait(line, j, flag, e, n, q, start, timeout_ns, abort_flag, rec, variant, (volatile int *)&failed, w))
+			break;
+		if (j == 0) continue;
+		const lc_u64 at = 8 * (j - 1);
+		lc_ll_put_word(out + (lc_u64)q * n + at, w, n - at < 8 ? n - at : 8);
 	}
 	__syncthreads();
 	if (threadIdx.x == 0) (void)lc_agp_arrive(arrive, 0, count, e, false, (variant & 64) != 0);

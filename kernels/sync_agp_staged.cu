@@ -148,19 +148,19 @@ extern "C" __global__ void lc_agp_staged(lc_u64 *count, lc_u32 *arrive, lc_u8 *c
 	// The own part, while the peers' parts travel.
 	lc_u8 *own = out + (lc_u64)rank * n;
 	if (own != src) lc_put_range(own + lo, src + lo, len, threadIdx.x, blockDim.x);
-	// Receive: wait for the part of every peer, in the order rank-1,
-	// rank-2, ..., then copy them all out at once (their flags come
-	// within a microsecond of one another, and one copy of all the parts
-	// keeps more loads in flight than a copy after each wait).
+	// Receive: wait for the part of every peer, thread i - 1 for the peer
+	// i places before (side by side: one thread polling every peer in turn
+	// added a load's latency per peer), then copy them all out at once
+	// (their flags come within a microsecond of one another, and one copy
+	// of all the parts keeps more loads in flight than a copy after each
+	// wait).
 	const lc_u64 start = lc_globaltimer();
 	const lc_u8 *area = stage[rank] + off;
-	if (threadIdx.x == 0) {
-		for (lc_u32 i = 1; i < nranks && !failed; i++) {
-			const lc_u32 q = (rank + nranks - i) % nranks;
-			if (!lc_st_wait((const lc_u64 *)(area + ((b * nranks + q) * LC_ST_PARTS + j) * 16), e, n, q, start,
-			                timeout_ns, abort_flag, rec))
-				failed = 1;
-		}
+	for (lc_u32 i = 1 + threadIdx.x; i < nranks; i += blockDim.x) {
+		const lc_u32 q = (rank + nranks - i) % nranks;
+		if (!lc_st_wait((const lc_u64 *)(area + ((b * nranks + q) * LC_ST_PARTS + j) * 16), e, n, q, start,
+		                timeout_ns, abort_flag, rec))
+			failed = 1;
 	}
 	__syncthreads();
 	// On a failure every thread skips the copy alike (failed is read

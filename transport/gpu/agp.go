@@ -264,8 +264,12 @@ type agpTuning struct {
 // Fixed choices of the kernels' shapes (measured on 2 x H200; the runs are
 // in docs/results/allgather-h200x2.md and allgather-auto.md).
 const (
-	// agpPerSM caps the one-kernel exec's grid, in blocks per SM.
-	agpPerSM = 2
+	// agpPerSM caps the one-kernel exec's grid, in blocks per SM (one
+	// was faster than two at 4 MiB total on 2 and 4 ranks and tied from
+	// 16 MiB: docs/results/allgather-auto.md), agpCopyPerSM that of the
+	// copy kernel beside the copy engines.
+	agpPerSM     = 1
+	agpCopyPerSM = 2
 	// agpStagedPart is the smallest part of a staged exec.
 	agpStagedPart = 4096
 	// agpStagedBlocksAlone is the staged execs' largest grid in a job
@@ -273,7 +277,7 @@ const (
 	// rank keeps kernels.AGPStagedBlocks, so that every block of every
 	// rank's launch can be resident at once (the grid must be the same on
 	// every rank: it cuts the chunk into its parts).
-	agpStagedBlocksAlone = 64
+	agpStagedBlocksAlone = 128
 )
 
 // AGPProtocols are the protocols AGPConfig.Force can name.
@@ -405,7 +409,7 @@ func (a *CUDAAGP) record(cs *cuda.Stream, e AGPExec, br agpBracket) error {
 		if ownSM && a.bases != 0 {
 			// One block in 8 of a bulk grid: the put kernel on every SM
 			// measured slower, its local copy competing with the puts.
-			err = a.ak.Copy(a.side, a.ready.Rank, a.ready.Size, a.bases, cuda.DevicePtr(e.Own.Src), e.N, 0, agpPerSM)
+			err = a.ak.Copy(a.side, a.ready.Rank, a.ready.Size, a.bases, cuda.DevicePtr(e.Own.Src), e.N, 0, agpCopyPerSM)
 		} else if ownSM {
 			err = a.s.b.k.Put(a.side, cuda.DevicePtr(e.Own.Dst), cuda.DevicePtr(e.Own.Src), e.N)
 		} else {
