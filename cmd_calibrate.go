@@ -69,7 +69,8 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 	f.rank.register(fl, 2)
 	fl.StringVar(&f.out, "o", "luacoll-model.json", "the model file to write (merged into when it exists)")
 	fl.StringVar(&f.minS, "b", "4K", "smallest put size")
-	fl.StringVar(&f.maxS, "e", "16M", "largest put size")
+	fl.StringVar(&f.maxS, "e", "auto", "largest put size; auto: 16M, and on the host backend without --nodes the first size of the series\n"+
+		"at or past 4 times the CPUs' last-level cache (past it a copy runs at the memory's speed, not the cache's)")
 	fl.IntVar(&f.iters, "iters", 20, "timed replays of each measuring plan")
 	fl.IntVar(&f.rounds, "rounds", 5, "timings of --iters replays each; the model takes their median")
 	if code, ok := parse(fl, args, stdout); !ok {
@@ -79,7 +80,7 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll calibrate: %v\n", err)
 		return code
 	}
-	sizes, err := calSizes(f.minS, f.maxS)
+	sizes, err := calSizes(f.minS, calMax(f.minS, f.maxS, f.rank.device, f.rank.nodes, transport.CacheBytes()))
 	if err == nil && f.iters < 1 {
 		err = fmt.Errorf("--iters %d: want 1 or more", f.iters)
 	}
@@ -114,6 +115,27 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 		}
 		return err
 	})
+}
+
+// calMax resolves -e (b is -b): auto is 16M, and on the host backend
+// within one node the first size of the x4 series from b at or past 4
+// times the last-level cache (cache bytes; 0: unknown) when that is
+// larger: puts that fit the cache run at its speed, and the model's
+// per-byte cost past the largest size measured must be the memory's.
+func calMax(b, e, device string, nodes int, cache uint64) string {
+	if e != "auto" {
+		return e
+	}
+	const most = 16 << 20
+	lo, err := parseSize(b)
+	if err != nil || lo == 0 || device != "host" || nodes > 1 || 4*cache <= most {
+		return "16M"
+	}
+	s := lo
+	for s < 4*cache {
+		s *= 4
+	}
+	return strconv.FormatUint(s, 10)
 }
 
 func calSizes(lo, hi string) ([]uint64, error) {

@@ -272,3 +272,33 @@ func readModel(t *testing.T, path string) *cost.Model {
 	}
 	return m
 }
+
+// -e auto reaches past the last-level cache on the host backend (the
+// first size of the x4 series from -b at or past 4 times it), and is 16M
+// on CUDA, across nodes, with a small or unknown cache, or when -e is
+// given.
+func TestCalMax(t *testing.T) {
+	for _, c := range []struct {
+		b, e, device string
+		nodes        int
+		cache        uint64
+		want         string
+	}{
+		{"4K", "auto", "host", 1, 32 << 20, "268435456"},
+		{"4K", "auto", "host", 1, 8 << 20, "67108864"},
+		{"4K", "auto", "host", 1, 4 << 20, "16M"},
+		{"4K", "auto", "host", 1, 0, "16M"},
+		{"4K", "auto", "host", 2, 32 << 20, "16M"},
+		{"4K", "auto", "cuda", 1, 32 << 20, "16M"},
+		{"4K", "64M", "host", 1, 32 << 20, "64M"},
+		{"1K", "auto", "host", 1, 40 << 20, "268435456"},
+	} {
+		if got := calMax(c.b, c.e, c.device, c.nodes, c.cache); got != c.want {
+			t.Errorf("calMax(%q, %q, %s, %d, %d) = %s, want %s", c.b, c.e, c.device, c.nodes, c.cache, got, c.want)
+		}
+	}
+	sizes, err := calSizes("4K", calMax("4K", "auto", "host", 1, 32<<20))
+	if err != nil || sizes[len(sizes)-1] != 256<<20 {
+		t.Errorf("sizes %v (%v), want a series ending at 256 MiB", sizes, err)
+	}
+}

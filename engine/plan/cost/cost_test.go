@@ -340,3 +340,40 @@ func TestOpCostBarrier(t *testing.T) {
 		t.Errorf("path %+v: want rank 1's fill, a barrier costing the op cost and its own, the flush", res.Path)
 	}
 }
+
+// A flush after a put to a network peer waits for the peer's
+// acknowledgement: a round trip (two of the net class's one-way hops)
+// after the put landed. Between ranks of one host it waits for nothing
+// more than its own start cost.
+func TestFlushOverNetwork(t *testing.T) {
+	const n = 1000
+	lists := []plan.List{
+		agList(2, n, []plan.Op{putSig(1, 0, 1, 0, n), {Kind: plan.Flush}}),
+		agList(2, n, []plan.Op{waitFrom(0, 1), {Kind: plan.Flush}}),
+	}
+	m := testModel(10)
+	for _, c := range []struct {
+		per  int
+		land float64
+		trip float64
+	}{{1, 5000 + n*0.5 + 10, 2 * (10 + 10)}, {2, 1000 + n*0.1 + 10, 0}} {
+		res, err := Estimate(m, Input{Lists: lists, Mode: "host", Class: layout(c.per, transport.KindSHM)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Rank 0: the put_signal, the flush's start cost, then the trip.
+		near(t, "rank 0", res.PerRank[0], c.land+10+c.trip, 1e-9)
+		// Rank 1: the wait ends as the signal lands; its flush finds
+		// nothing of its own in flight.
+		near(t, "rank 1", res.PerRank[1], c.land+10+10, 1e-9)
+		checkPath(t, res)
+	}
+	// Only a flush pays the trip, once: a second flush with nothing new
+	// in flight costs its start cost.
+	lists[0].Ops = append(lists[0].Ops, plan.Op{Kind: plan.Flush})
+	res, err := Estimate(m, Input{Lists: lists, Mode: "host", Class: layout(1, transport.KindSHM)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "rank 0, two flushes", res.PerRank[0], 5000+n*0.5+10+10+40+10, 1e-9)
+}

@@ -46,6 +46,10 @@ type rankState struct {
 	// last landed in it and which op sent it.
 	last               map[int]landed
 	sigRows, ranks, sg int
+	// netOut: a put or signal to a network peer was issued since the
+	// rank's last flush; netLand is when the last of them landed.
+	netOut  bool
+	netLand float64
 }
 
 // event is a rank's stream going on at t, or (deliver) a signal or
@@ -380,6 +384,7 @@ func (s *sim) step(r int, t float64) {
 			a += p.Signal.AlphaNs
 		}
 		end := t + a + l
+		s.outNet(r, o.Peer, end)
 		if o.Kind.HasSignal() {
 			s.send(me, o.Peer, rk.shape.SigRow(r, o.Sig), end, o.SigValue, o.SigOp == window.SigSet)
 		}
@@ -392,6 +397,7 @@ func (s *sim) step(r int, t float64) {
 		s.finish(r, t, a+op, l, s.prev(r))
 	case o.Kind == plan.Signal:
 		a := s.tab[s.class(r, o.Peer)].Signal.AlphaNs + op
+		s.outNet(r, o.Peer, t+a)
 		s.send(me, o.Peer, rk.shape.SigRow(r, o.Sig), t+a, o.SigValue, o.SigOp == window.SigSet)
 		s.finish(r, t, a, 0, s.prev(r))
 	case o.Kind == plan.SignalAll:
@@ -403,6 +409,7 @@ func (s *sim) step(r int, t float64) {
 		}
 		for q := range s.ranks {
 			if q != r {
+				s.outNet(r, q, t+a)
 				s.send(me, q, rk.shape.SigRow(r, o.Sig), t+a, o.SigValue, o.SigOp == window.SigSet)
 			}
 		}
@@ -439,6 +446,12 @@ func (s *sim) step(r int, t float64) {
 		s.barrier(r, from, t, o.Bar)
 	case o.Kind == plan.BarrierPeer:
 		s.barrierPeer(r, from, t, o)
+	case o.Kind == plan.Flush && rk.netOut:
+		// Remote completion over the network: a round trip to the peers
+		// after the last put or signal landed (net.go).
+		done := max(t+self.Wait.AlphaNs+op, rk.netLand) + s.flushTrip()
+		rk.netOut = false
+		s.finish(r, t, done-t, 0, s.prev(r))
 	case self.Flush != nil: // fence, flush with nothing in flight
 		a := self.Flush.AlphaNs
 		if rk.pc == 0 {
