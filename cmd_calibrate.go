@@ -70,7 +70,7 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 	fl.StringVar(&f.out, "o", "luacoll-model.json", "the model file to write (merged into when it exists)")
 	fl.StringVar(&f.minS, "b", "4K", "smallest put size")
 	fl.StringVar(&f.maxS, "e", "auto", "largest put size; auto: 16M, and on the host backend without --nodes the first size of the series\n"+
-		"at or past 4 times the CPUs' last-level cache (past it a copy runs at the memory's speed, not the cache's)")
+		"at or past 4 times the CPUs' last-level cache, at most 1G (past it a copy runs at the memory's speed, not the cache's)")
 	fl.IntVar(&f.iters, "iters", 20, "timed replays of each measuring plan")
 	fl.IntVar(&f.rounds, "rounds", 5, "timings of --iters replays each; the model takes their median")
 	if code, ok := parse(fl, args, stdout); !ok {
@@ -120,8 +120,13 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 // calMax resolves -e (b is -b): auto is 16M, and on the host backend
 // within one node the first size of the x4 series from b at or past 4
 // times the last-level cache (cache bytes; 0: unknown) when that is
-// larger: puts that fit the cache run at its speed, and the model's
-// per-byte cost past the largest size measured must be the memory's.
+// larger, up to calMaxAuto: puts that fit the cache run at its speed, and
+// the model's per-byte cost past the largest size measured must be the
+// memory's.
+// calMaxAuto caps -e auto (a machine with a 300 MiB cache would otherwise
+// calibrate 4 GiB puts, windows of 8 GiB a rank and minutes of copying).
+const calMaxAuto = 1 << 30
+
 func calMax(b, e, device string, nodes int, cache uint64) string {
 	if e != "auto" {
 		return e
@@ -132,7 +137,7 @@ func calMax(b, e, device string, nodes int, cache uint64) string {
 		return "16M"
 	}
 	s := lo
-	for s < 4*cache {
+	for s < 4*cache && s*4 <= calMaxAuto {
 		s *= 4
 	}
 	return strconv.FormatUint(s, 10)

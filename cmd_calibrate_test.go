@@ -274,7 +274,8 @@ func readModel(t *testing.T, path string) *cost.Model {
 }
 
 // -e auto reaches past the last-level cache on the host backend (the
-// first size of the x4 series from -b at or past 4 times it), and is 16M
+// first size of the x4 series from -b at or past 4 times it, at most
+// 1 GiB), and is 16M
 // on CUDA, across nodes, with a small or unknown cache, or when -e is
 // given.
 func TestCalMax(t *testing.T) {
@@ -292,6 +293,7 @@ func TestCalMax(t *testing.T) {
 		{"4K", "auto", "cuda", 1, 32 << 20, "16M"},
 		{"4K", "64M", "host", 1, 32 << 20, "64M"},
 		{"1K", "auto", "host", 1, 40 << 20, "268435456"},
+		{"4K", "auto", "host", 1, 300 << 20, "1073741824"},
 	} {
 		if got := calMax(c.b, c.e, c.device, c.nodes, c.cache); got != c.want {
 			t.Errorf("calMax(%q, %q, %s, %d, %d) = %s, want %s", c.b, c.e, c.device, c.nodes, c.cache, got, c.want)

@@ -341,9 +341,9 @@ func TestOpCostBarrier(t *testing.T) {
 	}
 }
 
-// A flush after a put to a network peer waits for the peer's
-// acknowledgement: a round trip (two of the net class's one-way hops)
-// after the put landed. Between ranks of one host it waits for nothing
+// A flush after a put to a network peer waits for the peer's answer: one
+// of the net class's hops (an 8-byte put_signal and its wait) after the
+// put landed. Between ranks of one host it waits for nothing
 // more than its own start cost.
 func TestFlushOverNetwork(t *testing.T) {
 	const n = 1000
@@ -356,7 +356,7 @@ func TestFlushOverNetwork(t *testing.T) {
 		per  int
 		land float64
 		trip float64
-	}{{1, 5000 + n*0.5 + 10, 2 * (10 + 10)}, {2, 1000 + n*0.1 + 10, 0}} {
+	}{{1, 5000 + n*0.5 + 10, 5000 + 8*0.5 + 10 + 10}, {2, 1000 + n*0.1 + 10, 0}} {
 		res, err := Estimate(m, Input{Lists: lists, Mode: "host", Class: layout(c.per, transport.KindSHM)})
 		if err != nil {
 			t.Fatal(err)
@@ -375,5 +375,5 @@ func TestFlushOverNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	near(t, "rank 0, two flushes", res.PerRank[0], 5000+n*0.5+10+10+40+10, 1e-9)
+	near(t, "rank 0, two flushes", res.PerRank[0], 5000+n*0.5+10+10+(5000+8*0.5+10+10)+10, 1e-9)
 }

@@ -5,14 +5,16 @@ import "github.com/luacoll/luacoll/transport"
 // A flush completes the rank's operations remotely. Between ranks of one
 // host (shm) or GPUs of one machine (nvl) a put has landed when it ends,
 // so a flush waits for nothing more (its cost is the self class's). A put
-// or signal to a network peer ends locally (the transport has the bytes);
-// the flush that follows waits until the peer acknowledged it, a round
-// trip after it landed. The model charges that trip as two of the net
-// class's one-way hops (its Signal and Wait start costs: the calibrated
-// 8-byte put_signal -> wait latency), from the later of the flush's own
-// start and the last landing. The calibrated puts hold a k-th of such a
-// trip (k of a size a replay, then one flush), a small excess at the sizes
-// where k is large.
+// or signal to a network peer returns at once; the flush that follows
+// asks the peer and waits for its answer, which leaves once the put has
+// landed there. The simulation holds a put's stream until it lands (its
+// start cost is the network's one-way latency), so the flush ends one
+// hop after the later of its own start and the last landing: the answer's
+// way back, a hop being what the calibrated 8-byte put_signal -> wait
+// takes (the put of 8 bytes, then the signal's and the wait's start
+// costs). On the GPU machine's CPUs (two logical nodes, UCX over TCP) a
+// 1 KiB ring plan, put_signal then flush, measured 10.5 us over the model
+// without the trip, whose hop there was 9.0 us (docs/results/cost-model.md).
 
 // outNet notes that rank r's put or signal to peer q lands at at, when q
 // is a network peer.
@@ -27,9 +29,10 @@ func (s *sim) outNet(r, q int, at float64) {
 	rk.netOut = true
 }
 
-// flushTrip is the round trip a flush over the network waits for once
-// its last put landed.
+// flushTrip is what a flush over the network waits for once its last
+// put landed: the peer's answer on its way back, one hop.
 func (s *sim) flushTrip() float64 {
 	n := s.tab[transport.KindNet]
-	return 2 * (n.Signal.AlphaNs + n.Wait.AlphaNs)
+	a, l := n.Put.Of(8)
+	return a + l + n.Signal.AlphaNs + n.Wait.AlphaNs
 }

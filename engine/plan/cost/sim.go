@@ -447,7 +447,7 @@ func (s *sim) step(r int, t float64) {
 	case o.Kind == plan.BarrierPeer:
 		s.barrierPeer(r, from, t, o)
 	case o.Kind == plan.Flush && rk.netOut:
-		// Remote completion over the network: a round trip to the peers
+		// Remote completion over the network: the peer's answer, a hop
 		// after the last put or signal landed (net.go).
 		done := max(t+self.Wait.AlphaNs+op, rk.netLand) + s.flushTrip()
 		rk.netOut = false
