@@ -12,9 +12,7 @@ import "github.com/luacoll/luacoll/transport"
 // hop after the later of its own start and the last landing: the answer's
 // way back, a hop being what the calibrated 8-byte put_signal -> wait
 // takes (the put of 8 bytes, then the signal's and the wait's start
-// costs). On the GPU machine's CPUs (two logical nodes, UCX over TCP) a
-// 1 KiB ring plan, put_signal then flush, measured 10.5 us over the model
-// without the trip, whose hop there was 9.0 us (docs/results/cost-model.md).
+// costs). docs/results/cost-model.md has the runs this was checked with.
 
 // outNet notes that rank r's put or signal to peer q lands at at, when q
 // is a network peer.
