@@ -128,39 +128,61 @@ template <typename T, int OP> __device__ void lc_reduce_body(lc_u8 *dst, const l
 	lc_reduce_range<T, OP>(dst, src, count, lc_tid(), lc_nthreads());
 }
 
-// lc_reduce_typed is lc_reduce_range for the type of code type (LC_DT_*)
-// over n bytes; signed sums and products run on the unsigned type of the
-// same width, as the kernels below.
-template <int OP>
-__device__ __forceinline__ void lc_reduce_typed(lc_u32 type, lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 tid,
-                                                lc_u64 nth) {
+// lc_by_type runs f.run<T, OP>() for the element type T of code type
+// (LC_DT_*); signed sums and products run on the unsigned type of the
+// same width, as the kernels below. An unknown code runs nothing.
+template <int OP, typename F> __device__ __forceinline__ void lc_by_type(lc_u32 type, const F &f) {
 	const bool wraps = OP == LC_RED_SUM || OP == LC_RED_PROD;
 	if (type == LC_DT_F32) {
-		lc_reduce_range<float, OP>(dst, src, n / 4, tid, nth);
+		f.template run<float, OP>();
 	} else if (type == LC_DT_F64) {
-		lc_reduce_range<double, OP>(dst, src, n / 8, tid, nth);
+		f.template run<double, OP>();
 	} else if (type == LC_DT_F16) {
-		lc_reduce_range<lc_f16, OP>(dst, src, n / 2, tid, nth);
+		f.template run<lc_f16, OP>();
 	} else if (type == LC_DT_BF16) {
-		lc_reduce_range<lc_bf16, OP>(dst, src, n / 2, tid, nth);
+		f.template run<lc_bf16, OP>();
 	} else if (type == LC_DT_I32) {
 		if (wraps) {
-			lc_reduce_range<lc_u32, OP>(dst, src, n / 4, tid, nth);
+			f.template run<lc_u32, OP>();
 		} else {
-			lc_reduce_range<int, OP>(dst, src, n / 4, tid, nth);
+			f.template run<int, OP>();
 		}
 	} else if (type == LC_DT_I64) {
 		if (wraps) {
-			lc_reduce_range<lc_u64, OP>(dst, src, n / 8, tid, nth);
+			f.template run<lc_u64, OP>();
 		} else {
-			lc_reduce_range<long long, OP>(dst, src, n / 8, tid, nth);
+			f.template run<long long, OP>();
 		}
 	} else if (type == LC_DT_U32) {
-		lc_reduce_range<lc_u32, OP>(dst, src, n / 4, tid, nth);
+		f.template run<lc_u32, OP>();
 	} else if (type == LC_DT_U64) {
-		lc_reduce_range<lc_u64, OP>(dst, src, n / 8, tid, nth);
+		f.template run<lc_u64, OP>();
 	}
 }
+
+// lc_by_op_type is lc_by_type for the operator of code op (LC_RED_*) too;
+// an unknown code runs nothing (the host checks them).
+template <typename F> __device__ __forceinline__ void lc_by_op_type(lc_u32 op, lc_u32 type, const F &f) {
+	if (op == LC_RED_SUM) {
+		lc_by_type<LC_RED_SUM>(type, f);
+	} else if (op == LC_RED_PROD) {
+		lc_by_type<LC_RED_PROD>(type, f);
+	} else if (op == LC_RED_MIN) {
+		lc_by_type<LC_RED_MIN>(type, f);
+	} else if (op == LC_RED_MAX) {
+		lc_by_type<LC_RED_MAX>(type, f);
+	}
+}
+
+// lc_reduce_one is lc_reduce_range over n bytes, for lc_by_op_type.
+struct lc_reduce_one {
+	lc_u8 *dst;
+	const lc_u8 *src;
+	lc_u64 n, tid, nth;
+	template <typename T, int OP> __device__ __forceinline__ void run() const {
+		lc_reduce_range<T, OP>(dst, src, n / sizeof(T), tid, nth);
+	}
+};
 
 // lc_reduce_any reduces n bytes of src into dst, dst op= src, as thread
 // tid of nth, for type code type (LC_DT_*) and operator code op
@@ -169,15 +191,7 @@ __device__ __forceinline__ void lc_reduce_typed(lc_u32 type, lc_u8 *dst, const l
 // bodies leave the registers and code of the interpreter's other steps
 // (its wait-to-signal path) as they were.
 __device__ __noinline__ void lc_reduce_any(lc_u32 type, lc_u32 op, lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 tid, lc_u64 nth) {
-	if (op == LC_RED_SUM) {
-		lc_reduce_typed<LC_RED_SUM>(type, dst, src, n, tid, nth);
-	} else if (op == LC_RED_PROD) {
-		lc_reduce_typed<LC_RED_PROD>(type, dst, src, n, tid, nth);
-	} else if (op == LC_RED_MIN) {
-		lc_reduce_typed<LC_RED_MIN>(type, dst, src, n, tid, nth);
-	} else if (op == LC_RED_MAX) {
-		lc_reduce_typed<LC_RED_MAX>(type, dst, src, n, tid, nth);
-	}
+	lc_by_op_type(op, type, lc_reduce_one{dst, src, n, tid, nth});
 }
 
 // One kernel per type and operator, lc_reduce_<type>_<op> (kernels.ReduceKernel);
@@ -244,48 +258,21 @@ __device__ void lc_reduce_chain_range(lc_u8 *dst, const lc_u8 *init, const lc_u8
 	}
 }
 
-template <int OP>
-__device__ __forceinline__ void lc_reduce_chain_typed(lc_u32 type, lc_u8 *dst, const lc_u8 *init, const lc_u8 *const *src,
-                                                      int k, lc_u64 nv, lc_u64 tid, lc_u64 nth) {
-	const bool wraps = OP == LC_RED_SUM || OP == LC_RED_PROD;
-	if (type == LC_DT_F32) {
-		lc_reduce_chain_range<float, OP>(dst, init, src, k, nv, tid, nth);
-	} else if (type == LC_DT_F64) {
-		lc_reduce_chain_range<double, OP>(dst, init, src, k, nv, tid, nth);
-	} else if (type == LC_DT_F16) {
-		lc_reduce_chain_range<lc_f16, OP>(dst, init, src, k, nv, tid, nth);
-	} else if (type == LC_DT_BF16) {
-		lc_reduce_chain_range<lc_bf16, OP>(dst, init, src, k, nv, tid, nth);
-	} else if (type == LC_DT_I32) {
-		if (wraps) {
-			lc_reduce_chain_range<lc_u32, OP>(dst, init, src, k, nv, tid, nth);
-		} else {
-			lc_reduce_chain_range<int, OP>(dst, init, src, k, nv, tid, nth);
-		}
-	} else if (type == LC_DT_I64) {
-		if (wraps) {
-			lc_reduce_chain_range<lc_u64, OP>(dst, init, src, k, nv, tid, nth);
-		} else {
-			lc_reduce_chain_range<long long, OP>(dst, init, src, k, nv, tid, nth);
-		}
-	} else if (type == LC_DT_U32) {
-		lc_reduce_chain_range<lc_u32, OP>(dst, init, src, k, nv, tid, nth);
-	} else if (type == LC_DT_U64) {
-		lc_reduce_chain_range<lc_u64, OP>(dst, init, src, k, nv, tid, nth);
+// lc_reduce_chain is lc_reduce_chain_range, for lc_by_op_type.
+struct lc_reduce_chain {
+	lc_u8 *dst;
+	const lc_u8 *init;
+	const lc_u8 *const *src;
+	int k;
+	lc_u64 nv, tid, nth;
+	template <typename T, int OP> __device__ __forceinline__ void run() const {
+		lc_reduce_chain_range<T, OP>(dst, init, src, k, nv, tid, nth);
 	}
-}
+};
 
 // lc_reduce_chain_any is the chain for type and operator codes, as
 // lc_reduce_any is for one source; not inlined for the same reason.
 __device__ __noinline__ void lc_reduce_chain_any(lc_u32 type, lc_u32 op, lc_u8 *dst, const lc_u8 *init,
                                                  const lc_u8 *const *src, int k, lc_u64 nv, lc_u64 tid, lc_u64 nth) {
-	if (op == LC_RED_SUM) {
-		lc_reduce_chain_typed<LC_RED_SUM>(type, dst, init, src, k, nv, tid, nth);
-	} else if (op == LC_RED_PROD) {
-		lc_reduce_chain_typed<LC_RED_PROD>(type, dst, init, src, k, nv, tid, nth);
-	} else if (op == LC_RED_MIN) {
-		lc_reduce_chain_typed<LC_RED_MIN>(type, dst, init, src, k, nv, tid, nth);
-	} else if (op == LC_RED_MAX) {
-		lc_reduce_chain_typed<LC_RED_MAX>(type, dst, init, src, k, nv, tid, nth);
-	}
+	lc_by_op_type(op, type, lc_reduce_chain{dst, init, src, k, nv, tid, nth});
 }

@@ -10,6 +10,16 @@ __device__ __forceinline__ void lc_store_release_sys(lc_u64 *p, lc_u64 v) {
 
 __device__ __forceinline__ void lc_fence_acquire_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 
+// lc_fence_scope is fence.acq_rel at GPU scope (gpu: everything at stake
+// is this GPU's memory) or system scope (peers' memory, host memory).
+__device__ __forceinline__ void lc_fence_scope(int gpu) {
+	if (gpu) {
+		asm volatile("fence.acq_rel.gpu;" ::: "memory");
+	} else {
+		asm volatile("fence.acq_rel.sys;" ::: "memory");
+	}
+}
+
 // GPU-scope release store and acquire load: enough when every thread that
 // takes part runs on this GPU (ranks that share one device), and far
 // cheaper than system scope, which waits for the stores to be visible to

@@ -56,14 +56,19 @@ struct lc_pre_cmd {
 	lc_u64 host_done, seq;
 };
 
-extern "C" __global__ void lc_prelaunched(const lc_pre_cmd *cmd, lc_u64 gen, lc_u64 *ack, const lc_u32 *abort_flag) {
-	__shared__ lc_pre_cmd c;
+// lc_host_cmd fetches a command the host posts to host-mapped memory,
+// called by every thread of the block: thread 0 spins until *num shows
+// want (an acquire) or the abort flag is raised (looked at every 16
+// polls); then the block reads the command's words words from cmd into
+// dst (shared memory), as many threads at once, since each read crosses
+// PCIe (about 1 us). It returns whether the command came.
+__device__ bool lc_host_cmd(const lc_u64 *num, lc_u64 want, const lc_u64 *cmd, lc_u64 *dst, int words,
+                            const lc_u32 *abort_flag) {
 	__shared__ int got;
-	const int words = (int)(sizeof(lc_pre_cmd) / 8);
 	if (threadIdx.x == 0) {
 		got = 0;
 		for (lc_u32 spins = 0;; spins++) {
-			if (lc_load_acquire_sys(&cmd->gen) == gen) {
+			if (lc_load_acquire_sys(num) == want) {
 				got = 1;
 				break;
 			}
@@ -71,15 +76,19 @@ extern "C" __global__ void lc_prelaunched(const lc_pre_cmd *cmd, lc_u64 gen, lc_
 		}
 	}
 	__syncthreads();
-	// Each read of host memory crosses PCIe (about 1 us): the command's
-	// words are read by as many threads at once, after thread 0's acquire.
-	if (got && threadIdx.x < words)
-		((lc_u64 *)&c)[threadIdx.x] = *((const volatile lc_u64 *)cmd + threadIdx.x);
-	if (!got && threadIdx.x == 1) c.kind = 0;
+	const bool ok = got != 0;
+	for (int k = threadIdx.x; ok && k < words; k += blockDim.x) dst[k] = *((const volatile lc_u64 *)cmd + k);
 	__syncthreads();
+	return ok;
+}
+
+extern "C" __global__ void lc_prelaunched(const lc_pre_cmd *cmd, lc_u64 gen, lc_u64 *ack, const lc_u32 *abort_flag) {
+	__shared__ lc_pre_cmd c;
+	const int words = (int)(sizeof(lc_pre_cmd) / 8);
+	const bool got = lc_host_cmd(&cmd->gen, gen, (const lc_u64 *)cmd, (lc_u64 *)&c, words, abort_flag);
 	// The command is in shared memory: its block may be reused (a step
 	// says so after its end report, out of the way of the step).
-	if (c.kind == 0) {
+	if (!got || c.kind == 0) {
 		if (threadIdx.x == 0) lc_store_volatile(ack, gen);
 		return;
 	}

@@ -142,11 +142,7 @@ __device__ __forceinline__ bool lc_plan_quit(lc_u64 *arr, lc_u32 looks, lc_recor
 // store, so whoever reads seq there also sees the block's writes before
 // (its peers' memory included).
 __device__ __forceinline__ void lc_spread_arrive(lc_u64 *arr, lc_u32 b, lc_u64 seq, int gpu) {
-	if (gpu) {
-		asm volatile("fence.acq_rel.gpu;" ::: "memory");
-	} else {
-		asm volatile("fence.acq_rel.sys;" ::: "memory");
-	}
+	lc_fence_scope(gpu);
 	lc_store_relaxed_gpu(arr + b, seq);
 }
 
@@ -170,11 +166,7 @@ __device__ bool lc_spread_await(lc_u64 *arr, lc_u32 self, lc_u64 seq, int gpu, l
 		if ((++spins & 63) != 0) continue;
 		if (lc_plan_quit(arr, spins >> 6, rec, abort_flag, timeout_ns, start, tag, index, least, seq)) return false;
 	}
-	if (gpu) {
-		asm volatile("fence.acq_rel.gpu;" ::: "memory");
-	} else {
-		asm volatile("fence.acq_rel.sys;" ::: "memory");
-	}
+	lc_fence_scope(gpu);
 	return true;
 }
 

@@ -93,13 +93,7 @@ struct lc_plan_step {
 // lc_plan_fence orders every write before it (thread 0's, and the
 // block's before the barrier that precedes it) before thread 0's writes
 // after it.
-__device__ __forceinline__ void lc_plan_fence(int gpu) {
-	if (gpu) {
-		asm volatile("fence.acq_rel.gpu;" ::: "memory");
-	} else {
-		asm volatile("fence.acq_rel.sys;" ::: "memory");
-	}
-}
+__device__ __forceinline__ void lc_plan_fence(int gpu) { lc_fence_scope(gpu); }
 
 // lc_plan_signal_after_fence writes a signal after lc_plan_fence: a
 // fence.acq_rel followed by a relaxed write is a release pattern of the

@@ -31,29 +31,13 @@ static_assert(sizeof(lc_serve_cmd) <= LC_SERVE_CMD_SIZE, "a command fits its slo
 extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan_serve(const lc_u8 *ring, lc_u64 first, lc_u64 *state,
                                                                              const lc_u32 *abort_flag) {
 	__shared__ lc_serve_cmd c;
-	__shared__ int got;
 	const int words = (int)(sizeof(lc_serve_cmd) / 8);
 	lc_u64 arrivals = 0; // no spread plans here: no meetings
 	bool check = true; // whether the record may hold a failure already
 	for (lc_u64 seq = first;; seq++) {
 		const lc_serve_cmd *slot = (const lc_serve_cmd *)(ring + (seq % LC_SERVE_SLOTS) * LC_SERVE_CMD_SIZE);
-		if (threadIdx.x == 0) {
-			got = 0;
-			for (lc_u32 spins = 0;; spins++) {
-				if (lc_load_acquire_sys(&slot->seq) == seq) {
-					got = 1;
-					break;
-				}
-				if ((spins & 15) == 15 && lc_aborted(abort_flag)) break;
-			}
-		}
-		__syncthreads();
-		// Each read of host memory crosses PCIe (about 1 us): the
-		// command's words are read by as many threads at once.
-		for (int k = threadIdx.x; got && k < words; k += blockDim.x)
-			((lc_u64 *)&c)[k] = *((const volatile lc_u64 *)slot + k);
-		__syncthreads();
-		if (!got || c.kind != LC_SERVE_RUN) break;
+		if (!lc_host_cmd(&slot->seq, seq, (const lc_u64 *)slot, (lc_u64 *)&c, words, abort_flag) || c.kind != LC_SERVE_RUN)
+			break;
 		const bool ok = lc_plan_block((const lc_plan_step *)c.steps, (lc_u32)c.period, (lc_u32)c.first, c.count, c.rep0,
 		                              c.timeout_ns, abort_flag, (lc_record *)c.rec, (lc_u32)c.tag, (int)c.flags, 0, c.moves, 0,
 		                              check, arrivals);
