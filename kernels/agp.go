@@ -208,8 +208,9 @@ func (a *AGPKernels) Copy(s *cuda.Stream, rank, size uint32, bases, src cuda.Dev
 // variant selects, for measurements, how lines are stored and polled
 // (bit 0: plain stores instead of volatile ones; bit 1: a back-off between
 // polls; bit 3: blocks of 64 threads, up to 128 of them; bits 4-5 = t:
-// blocks of 512 << t threads; bit 6: a system-wide fence at the end, left
-// out by default since it measured about 1 us per exec);
+// blocks of 256 << t threads, 512 being the default; bit 6: a system-wide
+// fence at the end, left out by default since it measured about 1 us per
+// exec);
 // bit 2 skips receiving (a diagnostic: the peers' chunks are left out). 0
 // is the default.
 func (a *AGPKernels) LL(s *cuda.Stream, sp AGPSpec, ctl, stage, out, src cuda.DevicePtr, n uint64, variant int) error {

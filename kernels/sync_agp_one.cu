@@ -255,12 +255,19 @@ __device__ __forceinline__ void lc_ll_put_word(lc_u8 *p, lc_u64 v, lc_u64 k) {
 // lc_agp_ll_wait polls line j of the slot of peer q (who) until both its
 // flags show flag, then leaves its data word in w. It returns false on a
 // failure, recorded here (line 0 with another n than n, a timeout, an
-// abort) or by another thread of the block (failed).
+// abort) or by another thread of the block (failed). Once a wait has
+// lasted LC_LL_HOST_NS, host-mapped memory (the record, the abort flag)
+// is read by one waiting thread of the block at a time, at most every
+// LC_LL_HOST_NS (host_next, the block's: whichever thread claims it):
+// reads across PCIe from many blocks queue behind one another, and a read
+// every 64 polls held whole execs back (docs/results/allgather-auto.md;
+// see LC_ST_HOST_NS). Any thread still waiting may be the one, so an
+// abort or an earlier failure is seen within LC_LL_HOST_NS whichever
+// peer is missing.
 __device__ bool lc_agp_ll_wait(const lc_u8 *line, lc_u64 j, lc_u32 flag, lc_u64 e, lc_u64 n, lc_u32 q, lc_u64 start,
                                lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec, int variant,
-                               volatile int *failed, lc_u64 &w) {
+                               volatile int *failed, unsigned long long *host_next, lc_u64 &w) {
 	const lc_u64 target = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
-	lc_u64 host_at = LC_LL_HOST_NS;
 	for (lc_u32 spins = 1;; spins++) {
 		lc_u32 d0, f0, d1, f1;
 		lc_ll_load(line, d0, f0, d1, f1);
@@ -277,19 +284,15 @@ __device__ bool lc_agp_ll_wait(const lc_u8 *line, lc_u64 j, lc_u32 flag, lc_u64 
 		if (variant & 2) __nanosleep(100);
 		if ((spins & 63) != 0) continue;
 		if (*failed) return false;
-		const lc_u64 el = lc_globaltimer() - start;
-		if (el < host_at && (timeout_ns == 0 || el < timeout_ns)) continue;
-		host_at = el + LC_LL_HOST_NS;
-		// Host-mapped memory (record, abort flag) is read by thread 0 of
-		// each block only, once a wait has lasted LC_LL_HOST_NS and at most
-		// every LC_LL_HOST_NS after (see LC_ST_HOST_NS): reads across PCIe
-		// from many blocks queue behind one another, and a read every 64
-		// polls held whole execs back (docs/results/allgather-auto.md).
-		if (threadIdx.x == 0 && lc_poisoned(rec)) {
+		const lc_u64 now = lc_globaltimer(), el = now - start;
+		if (el < LC_LL_HOST_NS && (timeout_ns == 0 || el < timeout_ns)) continue;
+		const unsigned long long h = *(volatile unsigned long long *)host_next;
+		const bool host = now >= h && atomicCAS(host_next, h, (unsigned long long)(now + LC_LL_HOST_NS)) == h;
+		if (host && lc_poisoned(rec)) {
 			*failed = 1;
 			return false;
 		}
-		const bool ab = threadIdx.x == 0 && lc_aborted(abort_flag);
+		const bool ab = host && lc_aborted(abort_flag);
 		if (ab || (timeout_ns != 0 && el >= timeout_ns)) {
 			lc_u32 h0, hf0, h1, hf1;
 			lc_ll_load(line - 16 * j, h0, hf0, h1, hf1);
@@ -320,6 +323,7 @@ extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const
                                      lc_u8 *out, const lc_u8 *src, lc_u64 n, lc_u64 timeout_ns,
                                      const lc_u32 *abort_flag, lc_record *rec, int variant) {
 	__shared__ int failed;
+	__shared__ unsigned long long host_next;
 	const lc_u64 tid = lc_tid(), nth = lc_nthreads();
 	const lc_u64 lines = 1 + (n + 7) / 8, items = (lc_u64)(nranks - 1) * lines;
 	lc_u64 w0 = n;
@@ -331,7 +335,10 @@ extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const
 	// No look at the record here: reads of host-mapped memory from many
 	// blocks queue behind one another (about 1.2 us each, measured), so a
 	// poisoned record is noticed only by a poll that waits long.
-	if (threadIdx.x == 0) failed = 0;
+	if (threadIdx.x == 0) {
+		failed = 0;
+		host_next = 0;
+	}
 	__syncthreads();
 	const lc_u32 flag = (lc_u32)e;
 	const lc_u64 b = e & 1;
@@ -358,7 +365,8 @@ extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const
 		const lc_u32 q = (rank + nranks - 1 - (lc_u32)(t / lines)) % nranks;
 		const lc_u8 *line = stage[rank] + (b * nranks + q) * LC_LL_SLOT + 16 * j;
 		lc_u64 w;
-		if (!lc_agp_ll_wait(line, j, flag, e, n, q, start, timeout_ns, abort_flag, rec, variant, (volatile int *)&failed, w))
+		if (!lc_agp_ll_wait(line, j, flag, e, n, q, start, timeout_ns, abort_flag, rec, variant, (volatile int *)&failed,
+		                    &host_next, w))
 			break;
 		if (j == 0) continue;
 		const lc_u64 at = 8 * (j - 1);

@@ -21,7 +21,8 @@
 // needed this rank's parts of exec e + 1, sent after this rank finished
 // exec e, the last reader of b. A flag of b therefore shows exec e or an
 // older one, never a newer one: the wait is for equality, and a flag of
-// exec e with another n fails at once (LC_STATUS_MISMATCH).
+// exec e with another n fails its wait at once (LC_STATUS_MISMATCH; the
+// block's waits for other peers see the record within LC_ST_HOST_NS).
 #define LC_ST_PARTS 256u
 
 __device__ __forceinline__ void lc_st_flag_store(lc_u64 *p, lc_u64 e, lc_u64 n) {
@@ -32,7 +33,7 @@ __device__ __forceinline__ void lc_st_flag_load(const lc_u64 *p, lc_u64 &e, lc_u
 	asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(e), "=l"(n) : "l"(p) : "memory");
 }
 
-// lc_st_wait spins (thread 0) until flag shows exec e of n bytes. It
+// lc_st_wait spins (one thread a peer) until flag shows exec e of n bytes. It
 // returns false once a failure is recorded (here or by another wait).
 // Host-mapped memory (the record, the abort flag) is read only once a wait
 // has lasted LC_ST_HOST_NS, and then at most every LC_ST_HOST_NS: many
