@@ -117,26 +117,32 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
+// calMaxAuto caps -e auto (a machine with a 300 MiB cache would otherwise
+// calibrate 4 GiB puts, windows of 8 GiB a rank and minutes of copying).
+const calMaxAuto = 1 << 30
+
 // calMax resolves -e (b is -b): auto is 16M, and on the host backend
 // within one node the first size of the x4 series from b at or past 4
 // times the last-level cache (cache bytes; 0: unknown) when that is
 // larger, up to calMaxAuto: puts that fit the cache run at its speed, and
 // the model's per-byte cost past the largest size measured must be the
-// memory's.
-// calMaxAuto caps -e auto (a machine with a 300 MiB cache would otherwise
-// calibrate 4 GiB puts, windows of 8 GiB a rank and minutes of copying).
-const calMaxAuto = 1 << 30
-
+// memory's. Either way at least 4 times b, the least calSizes takes.
 func calMax(b, e, device string, nodes int, cache uint64) string {
 	if e != "auto" {
 		return e
 	}
 	const most = 16 << 20
 	lo, err := parseSize(b)
-	if err != nil || lo == 0 || device != "host" || nodes > 1 || 4*cache <= most {
+	if err != nil || lo == 0 {
+		return "16M" // calSizes names -b's error
+	}
+	if device != "host" || nodes > 1 || 4*cache <= most {
+		if 4*lo > most {
+			return strconv.FormatUint(4*lo, 10)
+		}
 		return "16M"
 	}
-	s := lo
+	s := 4 * lo
 	for s < 4*cache && s*4 <= calMaxAuto {
 		s *= 4
 	}
@@ -253,6 +259,11 @@ func parseCalibration(s string) (map[string]calTimes, error) {
 // per size, a hop beyond the put_signal's op and 8-byte put (the wait's
 // op is hidden while it blocks) split between the signal and the wait, a
 // barrier beyond its op.
+// calPutsPer is how many puts of n bytes calibrate.lua's put plans hold
+// (small ones several to a plan, so that one stands out of the replay's
+// own time); it must match the script's k.
+func calPutsPer(n uint64) uint64 { return max(1, min(16, 65536/n)) }
+
 func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string]cost.Params, string, error) {
 	one := func(what string) (uint64, float64, error) {
 		for k, v := range t[what] {
@@ -280,25 +291,6 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 	// above 0 (a fit needs positive times; what is below the clock's
 	// noise costs next to nothing).
 	beyond := func(v float64, ops int) float64 { return max(v-empty-float64(ops)*op, 1) }
-	series := func(what string) (cost.Cost, error) {
-		ts := make([]float64, len(sizes))
-		for i, n := range sizes {
-			v, ok := t[what][n]
-			if !ok {
-				return cost.Cost{}, fmt.Errorf("no %s time at %d bytes", what, n)
-			}
-			ts[i] = beyond(v, 1) * 1e-9
-		}
-		return cost.Fit(sizes, ts)
-	}
-	put, err := series("put")
-	if err != nil {
-		return nil, "", err
-	}
-	self, err := series("self")
-	if err != nil {
-		return nil, "", err
-	}
 	hops, hopT, err1 := one("hop")
 	bars, barT, err2 := one("barrier")
 	if err := errors.Join(err1, err2); err != nil || hops == 0 || bars == 0 {
@@ -306,6 +298,33 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 	}
 	hop := max(hopT-empty, 0) / float64(2*hops)
 	bar := max(barT-empty, 0)/float64(bars) - op
+	// Over the network a flush waits for the peer's answer, a hop after
+	// the last put landed (engine/plan/cost/net.go): the class's Trip. A
+	// put's line holds a k-th of it (k puts, then the flush), which the
+	// model charges at the flush instead.
+	var trip float64
+	if class == transport.KindNet {
+		trip = hop
+	}
+	series := func(what string, less float64) (cost.Cost, error) {
+		ts := make([]float64, len(sizes))
+		for i, n := range sizes {
+			v, ok := t[what][n]
+			if !ok {
+				return cost.Cost{}, fmt.Errorf("no %s time at %d bytes", what, n)
+			}
+			ts[i] = beyond(v-less/float64(calPutsPer(n)), 1) * 1e-9
+		}
+		return cost.Fit(sizes, ts)
+	}
+	put, err := series("put", trip)
+	if err != nil {
+		return nil, "", err
+	}
+	self, err := series("self", 0)
+	if err != nil {
+		return nil, "", err
+	}
 	a, l := put.Of(8)
 	// A hop of the ping-pong is the sender's put_signal (its op cost, an
 	// 8-byte put, the signal) and the receiver's wait going on; that wait
@@ -325,7 +344,7 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 		call = cost.Cost{AlphaNs: c}
 	}
 	params := map[string]cost.Params{
-		class.String(): {Put: put, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc},
+		class.String(): {Put: put, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc, Trip: cost.Cost{AlphaNs: trip}},
 		"self": {Put: self, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc, Replay: cost.Cost{AlphaNs: replay},
 			Flush: flush, Moved: moved, Call: call},
 	}

@@ -202,6 +202,42 @@ func TestCalParamsNetOfReplayAndOps(t *testing.T) {
 	}
 }
 
+// Over the network a put plan's line holds a k-th of the flush's trip (k
+// puts of a size, then the flush: 16 of 4 KiB, 4 of 16 KiB); calParams
+// takes it out of the puts and keeps it as the class's Trip, the measured
+// hop. Between ranks of one host there is no trip.
+func TestCalParamsTrip(t *testing.T) {
+	const empty, op, hop = 200.0, 40.0, 9000.0
+	sizes := []uint64{4096, 16384}
+	times := map[string]map[uint64]float64{
+		"empty":   {1: empty},
+		"ops":     {64: empty + 63*op},
+		"hop":     {50: empty + 2*50*hop},
+		"put":     {4096: empty + op + 11000 + hop/16, 16384: empty + op + 14000 + hop/4},
+		"self":    {4096: empty + op + 500, 16384: empty + op + 2000},
+		"barrier": {20: empty + 20*(op+300)},
+	}
+	params, _, err := calParams(times, transport.KindNet, sizes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	net := params["net"]
+	a, l := net.Put.Of(4096)
+	b, m := net.Put.Of(16384)
+	if math.Abs(a+l-11000) > 1e-6 || math.Abs(b+m-14000) > 1e-6 || net.Trip.AlphaNs != hop {
+		t.Errorf("net: put of 4 KiB %v ns, of 16 KiB %v, trip %v: want 11000, 14000 and %v", a+l, b+m, net.Trip.AlphaNs, hop)
+	}
+	if params, _, err = calParams(times, transport.KindSHM, sizes); err != nil {
+		t.Fatal(err)
+	}
+	if shm := params["shm"]; shm.Trip.AlphaNs != 0 {
+		t.Errorf("shm trip %v: want none", shm.Trip.AlphaNs)
+	}
+	if calPutsPer(4096) != 16 || calPutsPer(16384) != 4 || calPutsPer(1<<20) != 1 {
+		t.Error("calPutsPer does not match calibrate.lua's k")
+	}
+}
+
 // calSwitch finds the switch cost under which the model gives the time
 // the plan of partners on one CPU took: made here with the shipped host
 // model and a switch of 1.5 us, it gives that back.
@@ -275,9 +311,8 @@ func readModel(t *testing.T, path string) *cost.Model {
 
 // -e auto reaches past the last-level cache on the host backend (the
 // first size of the x4 series from -b at or past 4 times it, at most
-// 1 GiB), and is 16M
-// on CUDA, across nodes, with a small or unknown cache, or when -e is
-// given.
+// 1 GiB), and is 16M on CUDA, across nodes or with a small or unknown
+// cache; at least 4 times -b either way; -e given is kept.
 func TestCalMax(t *testing.T) {
 	for _, c := range []struct {
 		b, e, device string
@@ -294,6 +329,10 @@ func TestCalMax(t *testing.T) {
 		{"4K", "64M", "host", 1, 32 << 20, "64M"},
 		{"1K", "auto", "host", 1, 40 << 20, "268435456"},
 		{"4K", "auto", "host", 1, 300 << 20, "1073741824"},
+		{"256M", "auto", "host", 1, 32 << 20, "1073741824"},
+		{"512M", "auto", "host", 1, 32 << 20, "2147483648"},
+		{"8M", "auto", "cuda", 1, 0, "33554432"},
+		{"x", "auto", "host", 1, 32 << 20, "16M"},
 	} {
 		if got := calMax(c.b, c.e, c.device, c.nodes, c.cache); got != c.want {
 			t.Errorf("calMax(%q, %q, %s, %d, %d) = %s, want %s", c.b, c.e, c.device, c.nodes, c.cache, got, c.want)

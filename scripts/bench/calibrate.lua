@@ -136,6 +136,7 @@ for _, mode in ipairs(modes) do
     -- Small puts k at a time (up to 64 KiB a plan), so that one stands
     -- out of the replay's own time; the line gives the replay of one:
     -- the empty replay and a k-th of the rest.
+    -- (luacoll calibrate's calPutsPer is the same k.)
     local k = math.max(1, math.min(16, math.floor(65536 / n)))
     local put = per(mode, function(w, src)
       for _ = 1, k do

@@ -377,3 +377,22 @@ func TestFlushOverNetwork(t *testing.T) {
 	}
 	near(t, "rank 0, two flushes", res.PerRank[0], 5000+n*0.5+10+10+(5000+8*0.5+10+10)+10, 1e-9)
 }
+
+// A model that measured the net class's trip charges it, not the hop of
+// its 8-byte put_signal.
+func TestFlushTripMeasured(t *testing.T) {
+	const n = 1000
+	lists := []plan.List{
+		agList(2, n, []plan.Op{putSig(1, 0, 1, 0, n), {Kind: plan.Flush}}),
+		agList(2, n, []plan.Op{waitFrom(0, 1), {Kind: plan.Flush}}),
+	}
+	m := testModel(10)
+	net := m.Modes["host"]["net"]
+	net.Trip = Cost{AlphaNs: 3000}
+	m.Modes["host"]["net"] = net
+	res, err := Estimate(m, Input{Lists: lists, Mode: "host", Class: layout(1, transport.KindSHM)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "rank 0", res.PerRank[0], 5000+n*0.5+10+10+3000, 1e-9)
+}

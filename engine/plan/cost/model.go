@@ -119,6 +119,12 @@ func (c Cost) check() error {
 // is part of Result.PerCall, not of a replay's time; zero where not
 // measured (host mode: a call's own time is a Go call's).
 //
+// Trip (a class's; Beta unused), where measured, is what a flush waits
+// for once the last put or signal it completes to a peer of the class
+// landed: for net, the peer's answer on its way back, the calibrated
+// one-way hop (net.go). Zero: the class's 8-byte put_signal and wait,
+// as in models calibrated before it was measured.
+//
 // Switch (the self class's; Beta unused) is what it costs a processor to
 // pass from one rank to another when the ranks of a host outnumber its
 // CPUs and take turns on them (cpus.go): a blocked rank's yield and the
@@ -137,6 +143,7 @@ type Params struct {
 	Moved   Cost  `json:"moved,omitzero"`
 	Switch  Cost  `json:"switch,omitzero"`
 	Call    Cost  `json:"call,omitzero"`
+	Trip    Cost  `json:"trip,omitzero"`
 }
 
 // Model is a calibrated machine: where it was measured and, per replay
@@ -203,7 +210,7 @@ func (m *Model) Check() error {
 			if _, err := transport.ParseKind(name); err != nil {
 				return fmt.Errorf("model: mode %q: %w", mode, err)
 			}
-			costs := map[string]Cost{"put": p.Put, "signal": p.Signal, "wait": p.Wait, "copy": p.Copy, "barrier": p.Barrier, "op": p.Op, "replay": p.Replay, "switch": p.Switch, "moved": p.Moved, "call": p.Call}
+			costs := map[string]Cost{"put": p.Put, "signal": p.Signal, "wait": p.Wait, "copy": p.Copy, "barrier": p.Barrier, "op": p.Op, "replay": p.Replay, "switch": p.Switch, "moved": p.Moved, "call": p.Call, "trip": p.Trip}
 			if p.Flush != nil {
 				costs["flush"] = *p.Flush
 			}
