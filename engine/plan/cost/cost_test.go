@@ -341,16 +341,22 @@ func TestOpCostBarrier(t *testing.T) {
 	}
 }
 
+// flushLists: rank 0 puts n bytes with a signal to rank 1 and flushes,
+// rank 1 waits for the signal and flushes.
+func flushLists(n uint64) []plan.List {
+	return []plan.List{
+		agList(2, n, []plan.Op{putSig(1, 0, 1, 0, n), {Kind: plan.Flush}}),
+		agList(2, n, []plan.Op{waitFrom(0, 1), {Kind: plan.Flush}}),
+	}
+}
+
 // A flush after a put to a network peer waits for the peer's answer: one
 // of the net class's hops (an 8-byte put_signal and its wait) after the
 // put landed. Between ranks of one host it waits for nothing
 // more than its own start cost.
 func TestFlushOverNetwork(t *testing.T) {
 	const n = 1000
-	lists := []plan.List{
-		agList(2, n, []plan.Op{putSig(1, 0, 1, 0, n), {Kind: plan.Flush}}),
-		agList(2, n, []plan.Op{waitFrom(0, 1), {Kind: plan.Flush}}),
-	}
+	lists := flushLists(n)
 	m := testModel(10)
 	for _, c := range []struct {
 		per  int
@@ -382,10 +388,7 @@ func TestFlushOverNetwork(t *testing.T) {
 // its 8-byte put_signal.
 func TestFlushTripMeasured(t *testing.T) {
 	const n = 1000
-	lists := []plan.List{
-		agList(2, n, []plan.Op{putSig(1, 0, 1, 0, n), {Kind: plan.Flush}}),
-		agList(2, n, []plan.Op{waitFrom(0, 1), {Kind: plan.Flush}}),
-	}
+	lists := flushLists(n)
 	m := testModel(10)
 	net := m.Modes["host"]["net"]
 	net.Trip = Cost{AlphaNs: 3000}
