@@ -179,6 +179,18 @@ func (k *Kernels) launch(name string, grid, block uint32, s *cuda.Stream, a *cud
 	return k.drv.LaunchKernel(f, cuda.D1(grid), cuda.D1(block), 0, s, a)
 }
 
+// launchPlain is launch without the one-kernel graph, for kernels that
+// wait on the GPU for the host's commands: the previous launch of them is
+// usually still running, and updating a graph's arguments while an
+// instance of it runs waits for that instance.
+func (k *Kernels) launchPlain(name string, grid, block uint32, s *cuda.Stream, a *cuda.KernelArgs) error {
+	f, err := k.function(name)
+	if err != nil {
+		return err
+	}
+	return k.drv.LaunchKernel(f, cuda.D1(grid), cuda.D1(block), 0, s, a)
+}
+
 type graphKey struct {
 	f *cuda.Function
 	s *cuda.Stream

@@ -127,15 +127,8 @@ const PreCmdSize = 17 * 8
 func (k *Kernels) Prelaunch(s *cuda.Stream, cmd cuda.DevicePtr, gen uint64, ack, abort cuda.DevicePtr) error {
 	var a cuda.KernelArgs
 	a.Ptr(cmd).U64(gen).Ptr(ack).Ptr(abort)
-	// Not through the one-kernel graph: the previous prelaunched kernel is
-	// usually still running, and updating a graph's arguments while an
-	// instance of it runs waits for that instance (measured: a ping-pong
-	// step then took 40 us instead of a few).
-	f, err := k.function(KernelPrelaunched)
-	if err != nil {
-		return err
-	}
-	return k.drv.LaunchKernel(f, cuda.D1(1), cuda.D1(PutSignalMaxThreads), 0, s, &a)
+	// Not through the one-kernel graph (launchPlain).
+	return k.launchPlain(KernelPrelaunched, 1, PutSignalMaxThreads, s, &a)
 }
 
 // WritePreCmd gives the prelaunched kernel of generation gen its step

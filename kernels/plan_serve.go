@@ -42,11 +42,7 @@ func (k *Kernels) PlanServe(s *cuda.Stream, ring cuda.DevicePtr, first uint64, s
 	}
 	var a cuda.KernelArgs
 	a.Ptr(ring).U64(first).Ptr(state).Ptr(abort)
-	f, err := k.function(KernelPlanServe)
-	if err != nil {
-		return err
-	}
-	return k.drv.LaunchKernel(f, cuda.D1(1), cuda.D1(threads), 0, s, &a)
+	return k.launchPlain(KernelPlanServe, 1, threads, s, &a)
 }
 
 // ServePlanCmd posts p (one launch's worth of a plan, one block, as Plan
