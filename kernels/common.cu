@@ -58,14 +58,34 @@ __device__ __forceinline__ lc_u64 lc_load_volatile(const lc_u64 *p) { return *(c
 __device__ __forceinline__ void lc_store_volatile(lc_u64 *p, lc_u64 v) { *(volatile lc_u64 *)p = v; }
 
 // A record that already holds a failure poisons later waits on it: they
-// return at once, so that one timeout does not cost a timeout per queued
-// wait. The host clears the record to re-arm it.
+// return within LC_HOST_NS (lc_host_look), so that one timeout does not
+// cost a timeout per queued wait. The host clears the record to re-arm it.
 __device__ __forceinline__ bool lc_poisoned(const lc_record *rec) {
 	return rec != 0 && ((const volatile lc_record *)rec)->status != LC_STATUS_OK;
 }
 
 __device__ __forceinline__ bool lc_aborted(const lc_u32 *abort_flag) {
 	return abort_flag != 0 && *(const volatile lc_u32 *)abort_flag != 0;
+}
+
+// The record and the abort flag are host-mapped: a read crosses PCIe (about
+// 1.2 us, measured), and reads from several blocks or kernels queue behind
+// one another. A wait that met them every 64 polls paid a read or two each
+// time it lasted a little longer than usual (a peer a few microseconds
+// late), and held back whoever waited for it in turn
+// (docs/results/allgather-auto.md, docs/results/reductions.md). So a wait
+// looks at host memory only once it has lasted LC_HOST_NS, and then at most
+// once every LC_HOST_NS: an abort, or a failure recorded elsewhere, is seen
+// within LC_HOST_NS. Its own timeout it checks on the GPU's clock.
+#define LC_HOST_NS 1000000ull
+
+// lc_host_look reports whether a wait that has lasted el may read host
+// memory now, and if so moves host_at (the wait's own, LC_HOST_NS at
+// first) on by LC_HOST_NS.
+__device__ __forceinline__ bool lc_host_look(lc_u64 el, lc_u64 &host_at) {
+	if (el < host_at) return false;
+	host_at = el + LC_HOST_NS;
+	return true;
 }
 
 // Writes the failure into rec (status last, after the fields, each step

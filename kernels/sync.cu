@@ -28,6 +28,7 @@ extern "C" __global__ void lc_signal(lc_u64 *slot, lc_u64 value, int op) {
 __device__ void lc_wait_body(const lc_u8 *slots, lc_u32 count, lc_u64 stride, int op, lc_u64 target,
                              lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec) {
 	const lc_u64 start = lc_globaltimer();
+	lc_u64 host_at = LC_HOST_NS;
 	for (lc_u32 spins = 0;;) {
 		lc_u64 sum = 0, lowest = ~0ull;
 		lc_u32 low_slot = 0;
@@ -49,22 +50,21 @@ __device__ void lc_wait_body(const lc_u8 *slots, lc_u32 count, lc_u64 stride, in
 			}
 			return;
 		}
-		// The record and the abort flag are host-mapped (a read crosses
-		// PCIe, about 1 us): look at them, and at the clock, every 64
-		// polls only. A poisoned record (an earlier wait failed) ends the
-		// wait without a record of its own.
+		// The clock every 64 polls; host memory (the record, the abort
+		// flag) as lc_host_look allows. A poisoned record (an earlier
+		// wait failed) ends the wait without a record of its own.
 		if ((++spins & 63) != 0) continue;
-		if (lc_poisoned(rec)) return;
-		if (lc_aborted(abort_flag)) {
-			lc_fail(rec, LC_STATUS_ABORTED, low_slot, sum, target, lc_globaltimer() - start);
-			return;
-		}
-		if (timeout_ns != 0) {
-			const lc_u64 el = lc_globaltimer() - start;
-			if (el >= timeout_ns) {
-				lc_fail(rec, LC_STATUS_TIMEOUT, low_slot, sum, target, el);
+		const lc_u64 el = lc_globaltimer() - start;
+		if (lc_host_look(el, host_at)) {
+			if (lc_poisoned(rec)) return;
+			if (lc_aborted(abort_flag)) {
+				lc_fail(rec, LC_STATUS_ABORTED, low_slot, sum, target, el);
 				return;
 			}
+		}
+		if (timeout_ns != 0 && el >= timeout_ns) {
+			lc_fail(rec, LC_STATUS_TIMEOUT, low_slot, sum, target, el);
+			return;
 		}
 	}
 }
@@ -94,6 +94,7 @@ extern "C" __global__ void lc_barrier(lc_u64 *epoch, lc_u64 *const *rows, lc_u32
 	for (lc_u32 p = 0; p < nranks; p++) lc_store_volatile(rows[p] + rank, e);
 	const lc_u64 *mine = rows[rank];
 	const lc_u64 start = lc_globaltimer();
+	lc_u64 host_at = LC_HOST_NS;
 	lc_u32 from = 0;
 	for (lc_u32 spins = 0;;) {
 		while (from < nranks && lc_load_volatile(mine + from) >= e) from++;
@@ -102,17 +103,17 @@ extern "C" __global__ void lc_barrier(lc_u64 *epoch, lc_u64 *const *rows, lc_u32
 			return;
 		}
 		if ((++spins & 63) != 0) continue;
-		if (lc_poisoned(rec)) return;
-		if (lc_aborted(abort_flag)) {
-			lc_fail(rec, LC_STATUS_ABORTED, from, lc_load_volatile(mine + from), e, lc_globaltimer() - start);
-			return;
-		}
-		if (timeout_ns != 0) {
-			const lc_u64 el = lc_globaltimer() - start;
-			if (el >= timeout_ns) {
-				lc_fail(rec, LC_STATUS_TIMEOUT, from, lc_load_volatile(mine + from), e, el);
+		const lc_u64 el = lc_globaltimer() - start;
+		if (lc_host_look(el, host_at)) {
+			if (lc_poisoned(rec)) return;
+			if (lc_aborted(abort_flag)) {
+				lc_fail(rec, LC_STATUS_ABORTED, from, lc_load_volatile(mine + from), e, el);
 				return;
 			}
+		}
+		if (timeout_ns != 0 && el >= timeout_ns) {
+			lc_fail(rec, LC_STATUS_TIMEOUT, from, lc_load_volatile(mine + from), e, el);
+			return;
 		}
 	}
 }

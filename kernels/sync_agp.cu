@@ -13,14 +13,15 @@
 #define LC_AGP_KMASK ((1ull << (64 - LC_AGP_NBITS)) - 1)
 
 // lc_agp_poll spins until *slot compares with target (op), then reads it
-// once more with an acquire load. The abort flag (host-mapped: a read
-// crosses PCIe), the record and the timeout are looked at every 64 polls
-// only, so they do not slow the spin. It returns false once a failure is
+// once more with an acquire load. The timeout is looked at every 64 polls,
+// the record and the abort flag (host-mapped) as lc_host_look allows, so
+// they do not slow the spin. It returns false once a failure is
 // recorded (here or by another wait). With op LC_CMP_EQ, target is a tag
 // (e, n): a slot showing exec e with another n can never match, and the
 // poll records LC_STATUS_MISMATCH at once.
 __device__ bool lc_agp_poll(const lc_u64 *slot, int op, lc_u64 target, lc_u32 who, lc_u64 start, lc_u64 timeout_ns,
                             const lc_u32 *abort_flag, lc_record *rec) {
+	lc_u64 host_at = LC_HOST_NS;
 	for (lc_u32 spins = 1;; spins++) {
 		const lc_u64 v = lc_load_volatile(slot);
 		if (lc_compare(v, target, op)) {
@@ -32,11 +33,13 @@ __device__ bool lc_agp_poll(const lc_u64 *slot, int op, lc_u64 target, lc_u32 wh
 			return false;
 		}
 		if ((spins & 63) != 0) continue;
-		if (lc_poisoned(rec)) return false;
 		const lc_u64 el = lc_globaltimer() - start;
-		if (lc_aborted(abort_flag)) {
-			lc_fail(rec, LC_STATUS_ABORTED, who, v, target, el);
-			return false;
+		if (lc_host_look(el, host_at)) {
+			if (lc_poisoned(rec)) return false;
+			if (lc_aborted(abort_flag)) {
+				lc_fail(rec, LC_STATUS_ABORTED, who, v, target, el);
+				return false;
+			}
 		}
 		if (timeout_ns != 0 && el >= timeout_ns) {
 			lc_fail(rec, LC_STATUS_TIMEOUT, who, v, target, el);

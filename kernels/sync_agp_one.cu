@@ -215,7 +215,6 @@ extern "C" __global__ void lc_agp_one(lc_u64 *count, lc_u32 *ctl, lc_u64 *const 
 // of exec e + 1, which the peer sends after it finished exec e, the last
 // reader of slot b.
 #define LC_LL_MAX (64ull << 10)
-#define LC_LL_HOST_NS 1000000ull
 #define LC_LL_SLOT (16ull * (1 + LC_LL_MAX / 8))
 
 // lc_ll_store writes one line: variant bit 0 clear, a volatile 16-byte
@@ -256,13 +255,13 @@ __device__ __forceinline__ void lc_ll_put_word(lc_u8 *p, lc_u64 v, lc_u64 k) {
 // flags show flag, then leaves its data word in w. It returns false on a
 // failure, recorded here (line 0 with another n than n, a timeout, an
 // abort) or by another thread of the block (failed). Once a wait has
-// lasted LC_LL_HOST_NS, host-mapped memory (the record, the abort flag)
+// lasted LC_HOST_NS, host-mapped memory (the record, the abort flag)
 // is read by one waiting thread of the block at a time, at most every
-// LC_LL_HOST_NS (host_next, the block's: whichever thread claims it):
+// LC_HOST_NS (host_next, the block's: whichever thread claims it):
 // reads across PCIe from many blocks queue behind one another, and a read
 // every 64 polls held whole execs back (docs/results/allgather-auto.md;
-// see LC_ST_HOST_NS). Any thread still waiting may be the one, so an
-// abort or an earlier failure is seen within LC_LL_HOST_NS whichever
+// see lc_host_look). Any thread still waiting may be the one, so an
+// abort or an earlier failure is seen within LC_HOST_NS whichever
 // peer is missing.
 __device__ bool lc_agp_ll_wait(const lc_u8 *line, lc_u64 j, lc_u32 flag, lc_u64 e, lc_u64 n, lc_u32 q, lc_u64 start,
                                lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec, int variant,
@@ -285,9 +284,9 @@ __device__ bool lc_agp_ll_wait(const lc_u8 *line, lc_u64 j, lc_u32 flag, lc_u64 
 		if ((spins & 63) != 0) continue;
 		if (*failed) return false;
 		const lc_u64 now = lc_globaltimer(), el = now - start;
-		if (el < LC_LL_HOST_NS && (timeout_ns == 0 || el < timeout_ns)) continue;
+		if (el < LC_HOST_NS && (timeout_ns == 0 || el < timeout_ns)) continue;
 		const unsigned long long h = *(volatile unsigned long long *)host_next;
-		const bool host = now >= h && atomicCAS(host_next, h, (unsigned long long)(now + LC_LL_HOST_NS)) == h;
+		const bool host = now >= h && atomicCAS(host_next, h, (unsigned long long)(now + LC_HOST_NS)) == h;
 		if (host && lc_poisoned(rec)) {
 			*failed = 1;
 			return false;

@@ -22,7 +22,7 @@
 // exec e, the last reader of b. A flag of b therefore shows exec e or an
 // older one, never a newer one: the wait is for equality, and a flag of
 // exec e with another n fails its wait at once (LC_STATUS_MISMATCH; the
-// block's waits for other peers see the record within LC_ST_HOST_NS).
+// block's waits for other peers see the record within LC_HOST_NS).
 #define LC_ST_PARTS 256u
 
 __device__ __forceinline__ void lc_st_flag_store(lc_u64 *p, lc_u64 e, lc_u64 n) {
@@ -35,19 +35,17 @@ __device__ __forceinline__ void lc_st_flag_load(const lc_u64 *p, lc_u64 &e, lc_u
 
 // lc_st_wait spins (one thread a peer) until flag shows exec e of n bytes. It
 // returns false once a failure is recorded (here or by another wait).
-// Host-mapped memory (the record, the abort flag) is read only once a wait
-// has lasted LC_ST_HOST_NS, and then at most every LC_ST_HOST_NS: many
-// blocks reading it at once queue behind one another across PCIe (about
-// 1.2 us a read), so a wait that began the reads lasted as long as the
-// queue, and one late rank stalled whole sweeps (20 us here gave execs of
-// 60 us instead of 13 on 4 GPUs; docs/results/allgather-auto.md). An abort
-// or another block's failure is seen within LC_ST_HOST_NS.
-#define LC_ST_HOST_NS 1000000ull
+// Host-mapped memory (the record, the abort flag) is read as lc_host_look
+// allows: many blocks reading it at once queue behind one another across
+// PCIe, so a wait that began the reads lasted as long as the queue, and one
+// late rank stalled whole sweeps (20 us here gave execs of 60 us instead of
+// 13 on 4 GPUs; docs/results/allgather-auto.md). An abort or another
+// block's failure is seen within LC_HOST_NS.
 
 __device__ bool lc_st_wait(const lc_u64 *flag, lc_u64 e, lc_u64 n, lc_u32 who, lc_u64 start, lc_u64 timeout_ns,
                            const lc_u32 *abort_flag, lc_record *rec) {
 	const lc_u64 target = (e & LC_AGP_KMASK) << LC_AGP_NBITS | (n & LC_AGP_NMASK);
-	lc_u64 host_at = LC_ST_HOST_NS;
+	lc_u64 host_at = LC_HOST_NS;
 	for (lc_u32 spins = 1;; spins++) {
 		lc_u64 fe, fn;
 		lc_st_flag_load(flag, fe, fn);
@@ -62,10 +60,10 @@ __device__ bool lc_st_wait(const lc_u64 *flag, lc_u64 e, lc_u64 n, lc_u32 who, l
 		}
 		if ((spins & 63) != 0) continue;
 		const lc_u64 el = lc_globaltimer() - start;
-		if (el < host_at && (timeout_ns == 0 || el < timeout_ns)) continue;
-		host_at = el + LC_ST_HOST_NS;
-		if (lc_poisoned(rec)) return false;
-		const bool ab = lc_aborted(abort_flag);
+		const bool host = lc_host_look(el, host_at);
+		if (!host && (timeout_ns == 0 || el < timeout_ns)) continue;
+		if (host && lc_poisoned(rec)) return false;
+		const bool ab = host && lc_aborted(abort_flag);
 		if (ab || (timeout_ns != 0 && el >= timeout_ns)) {
 			lc_fail(rec, ab ? LC_STATUS_ABORTED : LC_STATUS_TIMEOUT, who, (fe & LC_AGP_KMASK) << LC_AGP_NBITS, target,
 			        el);

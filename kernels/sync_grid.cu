@@ -21,11 +21,12 @@
 // word, which the others' waits read, so a block never waits for one that
 // gave up.
 //
-// Host-mapped memory (the record, the abort flag) is block 0's to read: reads across PCIe from several blocks queue (about
-// 1.2 us each), so eight blocks reading the record as a launch starts cost
-// 10 us a call. Block 0 reads the record and tells the others (the go
-// word); the others' waits look at the host's words only every
-// LC_SPREAD_HOST_EVERY-th time they look at the stop word.
+// Host-mapped memory (the record, the abort flag): reads across PCIe from
+// several blocks queue (about 1.2 us each), so eight blocks reading the
+// record as a launch starts cost 10 us a call. Block 0 reads the record
+// and tells the others (the go word); every block's waits look at the
+// host's words only as lc_host_look allows, and at the stop word every 64
+// polls.
 //
 // The job area (LC_SPREAD_WORDS words): the arrivals (one word a block),
 // the count of blocks that left, the stop and go words. The last block to leave zeroes the arrivals and the
@@ -44,10 +45,6 @@
 #define LC_SPREAD_STOP 33
 #define LC_SPREAD_GO 34
 #define LC_SPREAD_WORDS 35
-
-// A block other than 0 reads the host's words in a wait every this many
-// looks at the stop word (each look is every 64 polls).
-#define LC_SPREAD_HOST_EVERY 64
 
 // A wide step's kind, as lc_plan_wide runs it: a copy, a fill, a
 // reduction, or a chain of reductions (reduce.cu's LC_CHAIN_MAX sources
@@ -85,20 +82,24 @@ __device__ __noinline__ void lc_plan_wide(lc_u32 kind, lc_u32 k, lc_u8 *d, const
 }
 
 // lc_plan_gave_up reports whether a wait of the plan (tag) at step index,
-// polling since start, must end: the record already holds a failure, or
-// it records one now (the abort flag is up, or timeout_ns passed) with
-// what it observed and its target.
+// polling since start, must end: its timeout_ns passed (it records that,
+// with what it observed and its target), or, where lc_host_look allows
+// (host_at, the wait's own), the record already holds a failure or the
+// abort flag is up (recorded).
 __device__ __forceinline__ bool lc_plan_gave_up(lc_record *rec, const lc_u32 *abort_flag, lc_u64 timeout_ns, lc_u64 start,
-                                                lc_u32 tag, lc_u32 index, lc_u64 observed, lc_u64 target) {
-	const lc_u64 now = lc_globaltimer();
+                                                lc_u64 &host_at, lc_u32 tag, lc_u32 index, lc_u64 observed,
+                                                lc_u64 target) {
+	const lc_u64 el = lc_globaltimer() - start;
 	const lc_u32 slot = LC_PLAN_FAIL_BIT | (tag << 20) | index;
-	if (lc_poisoned(rec)) return true;
-	if (lc_aborted(abort_flag)) {
-		lc_fail(rec, LC_STATUS_ABORTED, slot, observed, target, now - start);
-		return true;
+	if (lc_host_look(el, host_at)) {
+		if (lc_poisoned(rec)) return true;
+		if (lc_aborted(abort_flag)) {
+			lc_fail(rec, LC_STATUS_ABORTED, slot, observed, target, el);
+			return true;
+		}
 	}
-	if (timeout_ns != 0 && now - start >= timeout_ns) {
-		lc_fail(rec, LC_STATUS_TIMEOUT, slot, observed, target, now - start);
+	if (timeout_ns != 0 && el >= timeout_ns) {
+		lc_fail(rec, LC_STATUS_TIMEOUT, slot, observed, target, el);
 		return true;
 	}
 	return false;
@@ -114,25 +115,16 @@ __device__ __forceinline__ void lc_store_relaxed_gpu(lc_u64 *p, lc_u64 v) {
 	asm volatile("st.relaxed.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
-// lc_plan_quit is lc_plan_gave_up for a wait of block blockIdx.x that has
-// looked looks times (from 1): arr is the spread plan's job area, or 0 for
-// a plan on one block. In a spread plan a block stops when the stop word
-// is up; one other than block 0 reads the host's words only every
-// LC_SPREAD_HOST_EVERY-th look (its timeout it checks each time), and a
-// block that gives up raises the stop word.
-__device__ __forceinline__ bool lc_plan_quit(lc_u64 *arr, lc_u32 looks, lc_record *rec, const lc_u32 *abort_flag,
-                                             lc_u64 timeout_ns, lc_u64 start, lc_u32 tag, lc_u32 index, lc_u64 observed,
+// lc_plan_quit is lc_plan_gave_up for a wait of block blockIdx.x: arr is
+// the spread plan's job area, or 0 for a plan on one block. In a spread
+// plan a block stops when the stop word is up, and a block that gives up
+// raises it.
+__device__ __forceinline__ bool lc_plan_quit(lc_u64 *arr, lc_record *rec, const lc_u32 *abort_flag, lc_u64 timeout_ns,
+                                             lc_u64 start, lc_u64 &host_at, lc_u32 tag, lc_u32 index, lc_u64 observed,
                                              lc_u64 target) {
-	if (arr == 0) return lc_plan_gave_up(rec, abort_flag, timeout_ns, start, tag, index, observed, target);
+	if (arr == 0) return lc_plan_gave_up(rec, abort_flag, timeout_ns, start, host_at, tag, index, observed, target);
 	if (lc_load_relaxed_gpu(arr + LC_SPREAD_STOP) != 0) return true;
-	bool quit;
-	if (blockIdx.x == 0 || looks % LC_SPREAD_HOST_EVERY == 0) {
-		quit = lc_plan_gave_up(rec, abort_flag, timeout_ns, start, tag, index, observed, target);
-	} else {
-		const lc_u64 took = lc_globaltimer() - start;
-		quit = timeout_ns != 0 && took >= timeout_ns;
-		if (quit) lc_fail(rec, LC_STATUS_TIMEOUT, LC_PLAN_FAIL_BIT | (tag << 20) | index, observed, target, took);
-	}
+	const bool quit = lc_plan_gave_up(rec, abort_flag, timeout_ns, start, host_at, tag, index, observed, target);
 	if (quit) lc_store_relaxed_gpu(arr + LC_SPREAD_STOP, 1);
 	return quit;
 }
@@ -152,7 +144,7 @@ __device__ __forceinline__ void lc_spread_arrive(lc_u64 *arr, lc_u32 b, lc_u64 s
 // as the plan's waits record theirs; false then.
 __device__ bool lc_spread_await(lc_u64 *arr, lc_u32 self, lc_u64 seq, int gpu, lc_u64 timeout_ns,
                                 const lc_u32 *abort_flag, lc_record *rec, lc_u32 tag, lc_u32 index) {
-	lc_u64 start = 0;
+	lc_u64 start = 0, host_at = LC_HOST_NS;
 	const lc_u32 nb = gridDim.x;
 	for (lc_u32 spins = 0;;) {
 		lc_u64 least = ~0ull;
@@ -164,18 +156,17 @@ __device__ bool lc_spread_await(lc_u64 *arr, lc_u32 self, lc_u64 seq, int gpu, l
 		if (least >= seq) break;
 		if (spins == 0) start = lc_globaltimer();
 		if ((++spins & 63) != 0) continue;
-		if (lc_plan_quit(arr, spins >> 6, rec, abort_flag, timeout_ns, start, tag, index, least, seq)) return false;
+		if (lc_plan_quit(arr, rec, abort_flag, timeout_ns, start, host_at, tag, index, least, seq)) return false;
 	}
 	lc_fence_scope(gpu);
 	return true;
 }
 
 // lc_spread_go (thread 0 of each block, as a spread launch starts): block
-// 0 reads the record and tells the others whether the plan runs (the go
-// word); true when it does not (the record holds a failure).
-__device__ bool lc_spread_go(lc_u64 *arr, const lc_record *rec) {
+// 0, which read the record (bad: it holds a failure), tells the others
+// whether the plan runs (the go word); true when it does not.
+__device__ bool lc_spread_go(lc_u64 *arr, bool bad) {
 	if (blockIdx.x == 0) {
-		const bool bad = lc_poisoned(rec);
 		lc_store_relaxed_gpu(arr + LC_SPREAD_GO, bad ? 2 : 1);
 		return bad;
 	}

@@ -136,7 +136,7 @@ __device__ bool lc_plan_wait(const lc_plan_step &s, lc_u64 target, lc_u64 timeou
 	const int gpu = flags & LC_PLAN_GPU;
 	// One slot at GPU scope: the poll itself may be the acquire.
 	const bool pacq = count == 1 && gpu && (flags & LC_PLAN_POLL_ACQUIRE);
-	lc_u64 start = 0;
+	lc_u64 start = 0, host_at = LC_HOST_NS;
 	for (lc_u32 spins = 0;;) {
 		lc_u64 sum = pacq ? lc_load_acquire_gpu((const lc_u64 *)slots) : lc_load_volatile((const lc_u64 *)slots);
 		for (lc_u32 i = 1; i < count; i++) sum += lc_load_volatile((const lc_u64 *)(slots + (lc_u64)i * stride));
@@ -155,13 +155,13 @@ __device__ bool lc_plan_wait(const lc_plan_step &s, lc_u64 target, lc_u64 timeou
 			}
 			return true;
 		}
-		// The record and the abort flag are host-mapped (a read crosses
-		// PCIe, about 1 us): they and the clock are read every 64 polls
-		// only, never before the first 64, so a wait its signal already
-		// satisfies, or soon will, pays none of it.
+		// The clock every 64 polls, never before the first 64, so a wait
+		// its signal already satisfies, or soon will, pays none of it;
+		// the record and the abort flag (host-mapped) as lc_host_look
+		// allows.
 		if (spins == 0) start = lc_globaltimer();
 		if ((++spins & 63) != 0) continue;
-		if (lc_plan_quit(arr, spins >> 6, rec, abort_flag, timeout_ns, start, tag, index, sum, target)) return false;
+		if (lc_plan_quit(arr, rec, abort_flag, timeout_ns, start, host_at, tag, index, sum, target)) return false;
 	}
 }
 
@@ -183,15 +183,15 @@ __device__ __forceinline__ bool lc_plan_line_wait(const lc_plan_step &s, lc_u32 
 	const lc_u64 n = s.n, add = s.cmp;
 	lc_u64 *slot_at = (lc_u64 *)s.aux;
 	lc_u32 d0, f0, d1, f1;
-	lc_u64 start = 0;
+	lc_u64 start = 0, host_at = LC_HOST_NS;
 	for (lc_u32 spins = 0;;) {
 		lc_ll_load(line, d0, f0, d1, f1);
 		if (f0 == f1 && (int)(f0 - flag) >= 0) break;
-		// As lc_plan_wait: the host-mapped record, the abort flag and
-		// the clock every 64 polls only.
+		// As lc_plan_wait: the clock every 64 polls, host memory as
+		// lc_host_look allows.
 		if (spins == 0) start = lc_globaltimer();
 		if ((++spins & 63) != 0) continue;
-		if (lc_plan_gave_up(rec, abort_flag, timeout_ns, start, tag, index, f0, flag)) return false;
+		if (lc_plan_gave_up(rec, abort_flag, timeout_ns, start, host_at, tag, index, f0, flag)) return false;
 	}
 	if (next) lc_ll_store(next, (lc_u32)next_w, (lc_u32)(next_w >> 32), next_flag, 0);
 	lc_ll_put_word(data, (lc_u64)d1 << 32 | d0, n);
@@ -246,7 +246,7 @@ __device__ bool lc_plan_lines_drain(const lc_plan_step *c, lc_u32 k, lc_u64 r, l
                                     lc_u32 *ndone, lc_u32 *seen, lc_u32 &expect) {
 	lc_u64 total = 0;
 	for (lc_u32 g = 0; g < k; g++) total += (c[g].n + 7) / 8;
-	lc_u64 start = 0;
+	lc_u64 start = 0, host_at = LC_HOST_NS;
 	lc_u32 spins = 0, flag = (lc_u32)(c[0].value + r * c[0].step);
 	bool out = false;
 	for (lc_u64 at = tid; at < total && !out; at += nth) {
@@ -268,7 +268,7 @@ __device__ bool lc_plan_lines_drain(const lc_plan_step *c, lc_u32 k, lc_u64 r, l
 				out = true;
 				break;
 			}
-			if (tid == 0 && lc_plan_gave_up(rec, abort_flag, timeout_ns, start, tag, index, f0, flag)) {
+			if (tid == 0 && lc_plan_gave_up(rec, abort_flag, timeout_ns, start, host_at, tag, index, f0, flag)) {
 				*(volatile int *)stop = 1;
 				out = true;
 				break;
@@ -284,7 +284,7 @@ __device__ bool lc_plan_lines_drain(const lc_plan_step *c, lc_u32 k, lc_u64 r, l
 		while (!*(volatile int *)stop && *(volatile lc_u32 *)ndone != expect) {
 			if (spins == 0) start = lc_globaltimer();
 			if ((++spins & 63) != 0) continue;
-			if (lc_plan_gave_up(rec, abort_flag, timeout_ns, start, tag, index, *(volatile lc_u32 *)seen, flag))
+			if (lc_plan_gave_up(rec, abort_flag, timeout_ns, start, host_at, tag, index, *(volatile lc_u32 *)seen, flag))
 				*(volatile int *)stop = 1;
 		}
 	}
@@ -371,9 +371,13 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 	// Short plans are read from shared memory, loaded once.
 	__shared__ lc_plan_step cache[LC_PLAN_CACHE];
 	const lc_u64 tid = threadIdx.x, nth = blockDim.x;
+	// Thread 0 reads the record (host-mapped: about 1.2 us across PCIe)
+	// before the table loads and looks at what it read only after, so the
+	// read and the table's loads overlap. A spread plan's block 0 reads it
+	// for every block.
+	lc_u32 status = LC_STATUS_OK;
 	if (tid == 0) {
-		// A spread plan's block 0 reads the record for every block.
-		stop = check_rec && (spread ? lc_spread_go(arr, rec) : lc_poisoned(rec)) ? 1 : 0;
+		if (check_rec && rec != 0 && bid == 0) status = ((const volatile lc_record *)rec)->status;
 		ndone = seen = 0;
 	}
 	// The whole plan when it fits, else the launch's own run of steps
@@ -393,6 +397,10 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 				cache[m >> LC_PLAN_MOVE_SHIFT].value = m & ((1ull << LC_PLAN_MOVE_SHIFT) - 1);
 			}
 		}
+	}
+	if (tid == 0) {
+		const bool bad = status != LC_STATUS_OK;
+		stop = check_rec && (spread ? lc_spread_go(arr, bad) : bad) ? 1 : 0;
 	}
 	__syncthreads();
 	if (stop) return false;
