@@ -1,7 +1,6 @@
 package kernels
 
 import (
-	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -15,14 +14,19 @@ import (
 const KernelPlanServe = "lc_plan_serve"
 
 // The server's ring: PlanServeSlots command slots of PlanServeCmdSize
-// bytes (host-mapped), and its state, two words (host-mapped): the number
+// bytes (host-mapped; a command's words as 16-byte lines, each with the
+// command's number), and its state, two words (host-mapped): the number
 // of the last command done, and the identity (first command's number) of
 // the last server that ended.
 const (
 	PlanServeSlots     = 8
-	PlanServeCmdSize   = 256
+	PlanServeCmdSize   = 512
 	PlanServeStateSize = 16
 )
+
+// serveWords is how many words a command has (sync_plan_serve.cu's
+// lc_serve_cmd): its kind, nine of the plan's, and the moves.
+const serveWords = 10 + 1 + PlanMoves
 
 // sync_plan_serve.cu's LC_SERVE_*.
 const (
@@ -47,43 +51,42 @@ func (k *Kernels) PlanServe(s *cuda.Stream, ring cuda.DevicePtr, first uint64, s
 
 // ServePlanCmd posts p (one launch's worth of a plan, one block, as Plan
 // takes it; Threads and Blocks are the server's) as command seq, through
-// the host view of the ring. The number is stored last, so the server
-// never sees half a command.
+// the host view of the ring: word k of the command in line k of the slot,
+// each followed by seq, line 0 last, so that the server never takes half
+// a command (sync_plan_serve.cu).
 func ServePlanCmd(ring unsafe.Pointer, seq uint64, p PlanSpec) error {
 	if p.Count == 0 || p.Period == 0 || p.Period > PlanMaxSteps || p.First >= p.Period || p.Tag >= PlanMaxTag || p.Steps == 0 ||
 		p.Blocks > 1 || p.Epoch != 0 {
 		return fmt.Errorf("served plan (%d steps from step %d of %d, tag %d): %w", p.Count, p.First, p.Period, p.Tag, ErrBadSpec)
 	}
-	var moves [1 + PlanMoves]uint64
-	if err := encodeMoves(moves[:], p); err != nil {
+	var w [serveWords]uint64
+	if err := encodeMoves(w[10:], p); err != nil {
 		return err
 	}
-	var b [PlanServeCmdSize]byte
-	w := func(i int, v uint64) { binary.LittleEndian.PutUint64(b[8*i:], v) }
-	w(1, serveRun)
-	w(2, uint64(p.Steps))
-	w(3, uint64(p.Period))
-	w(4, uint64(p.First))
-	w(5, p.Count)
-	w(6, p.Rep0)
-	w(7, nanos(p.Timeout))
-	w(8, uint64(p.Record))
-	w(9, uint64(p.Tag))
-	w(10, uint64(planFlags(p)))
-	for i, v := range moves {
-		w(11+i, v)
-	}
-	slot := serveSlot(ring, seq)
-	copy(unsafe.Slice((*byte)(unsafe.Add(slot, 8)), PlanServeCmdSize-8), b[8:])
-	atomic.StoreUint64((*uint64)(slot), seq)
+	w[0], w[1], w[2], w[3], w[4] = serveRun, uint64(p.Steps), uint64(p.Period), uint64(p.First), p.Count
+	w[5], w[6], w[7], w[8], w[9] = p.Rep0, nanos(p.Timeout), uint64(p.Record), uint64(p.Tag), uint64(planFlags(p))
+	postServeLines(serveSlot(ring, seq), seq, w[:])
 	return nil
 }
 
 // ServeStopCmd posts STOP as command seq: the server ends there.
 func ServeStopCmd(ring unsafe.Pointer, seq uint64) {
-	slot := serveSlot(ring, seq)
-	atomic.StoreUint64((*uint64)(unsafe.Add(slot, 8)), serveStop)
-	atomic.StoreUint64((*uint64)(slot), seq)
+	var w [serveWords]uint64
+	w[0] = serveStop
+	postServeLines(serveSlot(ring, seq), seq, w[:])
+}
+
+// postServeLines stores words as the lines of slot: every word, then seq
+// into every line, line 0 last (atomic stores: each is ordered after every
+// store before it, on every processor).
+func postServeLines(slot unsafe.Pointer, seq uint64, words []uint64) {
+	line := func(k int) *[2]uint64 { return (*[2]uint64)(unsafe.Add(slot, 16*k)) }
+	for k, w := range words {
+		line(k)[0] = w
+	}
+	for k := len(words) - 1; k >= 0; k-- {
+		atomic.StoreUint64(&line(k)[1], seq)
+	}
 }
 
 func serveSlot(ring unsafe.Pointer, seq uint64) unsafe.Pointer {

@@ -160,13 +160,27 @@ func TestServePlanCmdChecks(t *testing.T) {
 			t.Errorf("%+v: accepted", bad)
 		}
 	}
+	p.Rep0, p.Tag, p.Moves = 7, 3, []PlanMove{{Step: 1, Value: 5}}
 	must(t, ServePlanCmd(unsafePtr(ring), 9, p))
-	if seq, kind := binary.LittleEndian.Uint64(ring[PlanServeCmdSize:]), binary.LittleEndian.Uint64(ring[PlanServeCmdSize+8:]); seq != 9 || kind != serveRun {
-		t.Fatalf("command 9 is in slot 1 as seq %d kind %d", seq, kind)
+	// Slot 1, line k: word k of the command, then its number.
+	line := func(slot, k int) (uint64, uint64) {
+		at := slot*PlanServeCmdSize + 16*k
+		return binary.LittleEndian.Uint64(ring[at:]), binary.LittleEndian.Uint64(ring[at+8:])
+	}
+	want := map[int]uint64{0: serveRun, 1: 64, 2: 2, 4: 2, 5: 7, 8: 3, 10: 1, 11: 1<<planMoveBit | 5}
+	for k := 0; k < serveWords; k++ {
+		if w, seq := line(1, k); seq != 9 || w != want[k] {
+			t.Errorf("command 9, line %d: word %d, number %d; want %d, 9", k, w, seq, want[k])
+		}
+	}
+	if _, seq := line(1, serveWords); seq != 0 {
+		t.Errorf("command 9 wrote past its lines (number %d)", seq)
 	}
 	ServeStopCmd(unsafePtr(ring), 10)
-	if seq, kind := binary.LittleEndian.Uint64(ring[2*PlanServeCmdSize:]), binary.LittleEndian.Uint64(ring[2*PlanServeCmdSize+8:]); seq != 10 || kind != serveStop {
-		t.Fatalf("stop 10 is in slot 2 as seq %d kind %d", seq, kind)
+	for k := 0; k < serveWords; k++ {
+		if w, seq := line(2, k); seq != 10 || (k == 0) != (w == serveStop) || k > 0 && w != 0 {
+			t.Errorf("stop 10, line %d: word %d, number %d", k, w, seq)
+		}
 	}
 }
 

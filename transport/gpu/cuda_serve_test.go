@@ -71,7 +71,8 @@ func TestPlanServerStop(t *testing.T) {
 	v.live, v.id, v.next = true, 1, 5
 	s.stopServeLocked()
 	slot := ring[5*kernels.PlanServeCmdSize:]
-	if seq, kind := binary.LittleEndian.Uint64(slot), binary.LittleEndian.Uint64(slot[8:]); seq != 5 || kind != 2 || v.live || v.next != 6 {
+	// Line 0 of the slot: the kind, then the command's number.
+	if kind, seq := binary.LittleEndian.Uint64(slot), binary.LittleEndian.Uint64(slot[8:]); seq != 5 || kind != 2 || v.live || v.next != 6 {
 		t.Fatalf("after stop: slot 5 seq %d kind %d, live %v, next %d", seq, kind, v.live, v.next)
 	}
 	s.stopServeLocked() // not live: nothing more
