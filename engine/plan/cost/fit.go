@@ -1,6 +1,11 @@
 package cost
 
-import "fmt"
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
 
 // Fit returns the cost measured as times (seconds per op) at sizes
 // (bytes, increasing): the times themselves, to interpolate between, the
@@ -35,9 +40,11 @@ func Fit(sizes []uint64, times []float64) (Cost, error) {
 
 // Merge returns m with the classes of each of add's modes put in (add's
 // replace m's of the same name, but for a Switch add did not measure:
-// that is measured apart, with more ranks than CPUs), and add's machine, time and command
-// appended to the note, so a model can be measured class by class (shm in
-// one run, net in another, with --nodes).
+// that is measured apart, with more ranks than CPUs), add's time and
+// command, add's machine among m's (once each), and add's note in place of
+// the parts of m's that describe what add measured again, so a model can
+// be measured class by class (shm in one run, net in another, with
+// --nodes).
 func Merge(m, add *Model) (*Model, error) {
 	if m.Backend != add.Backend {
 		return nil, fmt.Errorf("model: measured on the %s backend, the existing one on %s", add.Backend, m.Backend)
@@ -63,11 +70,67 @@ func Merge(m, add *Model) (*Model, error) {
 		}
 	}
 	out.Made, out.Command = add.Made, add.Command
-	if add.Machine != m.Machine {
-		out.Machine = m.Machine + "; " + add.Machine
-	}
-	if add.Note != "" && add.Note != m.Note {
-		out.Note = m.Note + " " + add.Note
-	}
+	out.Machine = joinOnce(m.Machine, add.Machine)
+	out.Note = mergeNotes(m.Note, add.Note)
 	return &out, out.Check()
+}
+
+// joinOnce is a; b, the machines of a model made in several runs, each
+// named once.
+func joinOnce(a, b string) string {
+	parts := strings.Split(a, "; ")
+	if a == "" {
+		parts = nil
+	}
+	for _, p := range strings.Split(b, "; ") {
+		if p != "" && !slices.Contains(parts, p) {
+			parts = append(parts, p)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// noteStart matches where a part of a calibration's note begins: the
+// class (or "switch") and its ranks ("nvl, 2 ranks: ...").
+var noteStart = regexp.MustCompile(`(^|\. )([a-z]+), \d+ ranks`)
+
+// noteParts splits a note into its parts, each with what it describes
+// (the class, or "" for a note of another form, kept whole).
+func noteParts(note string) (keys, parts []string) {
+	idx := noteStart.FindAllStringSubmatchIndex(note, -1)
+	if len(idx) == 0 {
+		if note != "" {
+			return []string{""}, []string{note}
+		}
+		return nil, nil
+	}
+	if head := strings.TrimSpace(note[:idx[0][4]]); head != "" {
+		keys, parts = append(keys, ""), append(parts, head)
+	}
+	for i, m := range idx {
+		to := len(note)
+		if i+1 < len(idx) {
+			to = idx[i+1][4]
+		}
+		keys = append(keys, note[m[4]:m[5]])
+		parts = append(parts, strings.TrimSpace(note[m[4]:to]))
+	}
+	return keys, parts
+}
+
+// mergeNotes is old's note with the parts new describes again replaced by
+// new's.
+func mergeNotes(old, add string) string {
+	if add == "" {
+		return old
+	}
+	addKeys, addParts := noteParts(add)
+	oldKeys, oldParts := noteParts(old)
+	var out []string
+	for i, k := range oldKeys {
+		if k == "" || !slices.Contains(addKeys, k) {
+			out = append(out, oldParts[i])
+		}
+	}
+	return strings.Join(append(out, addParts...), " ")
 }

@@ -93,3 +93,35 @@ func TestMergeKeepsSwitch(t *testing.T) {
 		t.Fatalf("merged %+v, %v: want the new switch", m, err)
 	}
 }
+
+// A merged model names each machine once, and its note describes each
+// class once: the new run's part replaces the old one's for a class
+// measured again.
+func TestMergeNoteAndMachine(t *testing.T) {
+	a := &Model{Machine: "vm A; vm B", Backend: "cuda", Note: "nvl, 2 ranks: stream: hop 0.80 us. net, 2 ranks: stream: hop 7.31 us.",
+		Modes: map[string]map[string]Params{"stream": {"nvl": {}, "net": {}}}}
+	b := &Model{Machine: "vm B", Backend: "cuda", Note: "net, 2 ranks: stream: hop 6.98 us.",
+		Modes: map[string]map[string]Params{"stream": {"net": {}}}}
+	m, err := Merge(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Machine != "vm A; vm B" {
+		t.Errorf("machine %q", m.Machine)
+	}
+	if want := "nvl, 2 ranks: stream: hop 0.80 us. net, 2 ranks: stream: hop 6.98 us."; m.Note != want {
+		t.Errorf("note %q, want %q", m.Note, want)
+	}
+	c := &Model{Machine: "vm C", Backend: "cuda", Note: "switch, 4 ranks on 2 CPUs: 2.52 us (the ring plan's steps: 3.10 us).",
+		Modes: map[string]map[string]Params{"stream": {"self": {}}}}
+	if m, err = Merge(m, c); err != nil {
+		t.Fatal(err)
+	}
+	if m.Machine != "vm A; vm B; vm C" || !strings.HasSuffix(m.Note, "6.98 us. switch, 4 ranks on 2 CPUs: 2.52 us (the ring plan's steps: 3.10 us).") {
+		t.Errorf("machine %q, note %q", m.Machine, m.Note)
+	}
+	// A note of another form is kept whole.
+	if got := mergeNotes("made by hand", "nvl, 2 ranks: x."); got != "made by hand nvl, 2 ranks: x." {
+		t.Errorf("note %q", got)
+	}
+}
