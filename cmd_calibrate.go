@@ -368,7 +368,9 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 // a copy), the copy reading what the other rank wrote in one and the
 // rank's own buffer in the other, so their difference is what moving the
 // bytes between processors adds (the waits' skew and the memory bus's
-// load are in both).
+// load are in both). A difference of two timings is noisy (one run's
+// table had 154 us at 256 KiB and 7 us at 1 MiB): moving more bytes never
+// costs less, so the times are made non-decreasing in size (monotone).
 func calMoved(t calTimes, sizes []uint64) (cost.Cost, error) {
 	if len(t["moved"]) == 0 {
 		return cost.Cost{}, nil
@@ -382,7 +384,35 @@ func calMoved(t calTimes, sizes []uint64) (cost.Cost, error) {
 		}
 		ts[i] = max(moved-own, 1) * 1e-9
 	}
-	return cost.Fit(sizes, ts)
+	return cost.Fit(sizes, monotone(ts))
+}
+
+// monotone is the non-decreasing sequence nearest to ts in the least
+// squares (pooling adjacent values that decrease into their mean); ts is
+// in order of size.
+func monotone(ts []float64) []float64 {
+	type block struct {
+		sum float64
+		n   int
+	}
+	var bs []block
+	for _, t := range ts {
+		bs = append(bs, block{t, 1})
+		for len(bs) > 1 {
+			a, b := bs[len(bs)-2], bs[len(bs)-1]
+			if a.sum/float64(a.n) <= b.sum/float64(b.n) {
+				break
+			}
+			bs = append(bs[:len(bs)-2], block{a.sum + b.sum, a.n + b.n})
+		}
+	}
+	out := make([]float64, 0, len(ts))
+	for _, b := range bs {
+		for range b.n {
+			out = append(out, b.sum/float64(b.n))
+		}
+	}
+	return out
 }
 
 // machineName says where a model was measured: host, CPUs, and GPUs.

@@ -343,3 +343,24 @@ func TestCalMax(t *testing.T) {
 		t.Errorf("sizes %v (%v), want a series ending at 256 MiB", sizes, err)
 	}
 }
+
+// The moved cost's table is non-decreasing in size: a run of times that
+// fall is pooled into its mean; one that rises is kept.
+func TestMonotone(t *testing.T) {
+	for _, tc := range []struct{ in, want []float64 }{
+		{[]float64{1, 2, 3}, []float64{1, 2, 3}},
+		{[]float64{0.2, 1.4, 6.3, 31.7, 2.1, 67, 0, 57.5}, []float64{0.2, 1.4, 6.3, 16.9, 16.9, 33.5, 33.5, 57.5}},
+		{[]float64{5, 4, 3}, []float64{4, 4, 4}},
+		{nil, []float64{}},
+	} {
+		got := monotone(tc.in)
+		if len(got) != len(tc.want) {
+			t.Fatalf("monotone(%v) = %v", tc.in, got)
+		}
+		for i := range got {
+			if math.Abs(got[i]-tc.want[i]) > 1e-9 {
+				t.Fatalf("monotone(%v) = %v, want %v", tc.in, got, tc.want)
+			}
+		}
+	}
+}
