@@ -31,19 +31,20 @@ const (
 
 // PlanSpreadFor is how many blocks a device-mode plan of steps spreads
 // over: one for every perBlock bytes of its widest copy, fill or
-// reduction, at most most (and PlanSpreadMax); 1 (no spread) where that
-// step has less than PlanSpreadMin bytes or that makes less than 2,
-// where it has more than PlanCache steps, or where it has line steps
-// (whose drains every thread of one block polls).
+// reduction, or of the lines of its widest group of line puts or drains
+// (16 bytes a line, every line to or from every peer of the group), at
+// most most (and PlanSpreadMax); 1 (no spread) where that step has less
+// than PlanSpreadMin bytes or that makes less than 2, or where it has
+// more than PlanCache steps.
 func PlanSpreadFor(steps []PlanStep, most uint32, perBlock uint64) uint32 {
 	if most <= 1 || perBlock == 0 || len(steps) > PlanCache {
 		return 1
 	}
 	var widest uint64
-	for _, s := range steps {
+	for i, s := range steps {
 		switch s.Kind {
 		case StepLinePut, StepLineWait:
-			return 1
+			widest = max(widest, lineGroupBytes(steps[i:]))
 		case StepCopy, StepFillByte, StepFillIota, StepFillRand, StepReduce:
 			widest = max(widest, s.N)
 		}
@@ -53,6 +54,25 @@ func PlanSpreadFor(steps []PlanStep, most uint32, perBlock uint64) uint32 {
 		return 1
 	}
 	return uint32(min(b, uint64(most), PlanSpreadMax))
+}
+
+// lineGroupBytes is the bytes of lines the line step steps[0] moves with
+// the group it heads (groupLines' marks; the step alone when it heads
+// none): 16 a line.
+func lineGroupBytes(steps []PlanStep) uint64 {
+	s := steps[0]
+	k := uint64(1)
+	switch {
+	case s.Kind == StepLinePut && s.Count > 1:
+		k = uint64(s.Count)
+	case s.Kind == StepLineWait && s.Count>>LineGroupShift > 1:
+		k = uint64(s.Count >> LineGroupShift)
+	}
+	var n uint64
+	for _, t := range steps[:min(k, uint64(len(steps)))] {
+		n += 16 * ((t.N + 7) / 8)
+	}
+	return n
 }
 
 // PlanSpreadThreads is the block size of a spread plan of steps over
@@ -101,6 +121,16 @@ func accessesOf(s PlanStep) []spreadAccess {
 			rng(uint64(s.Aux), 8, true, byBlock0)}
 	case StepStore, StepAdd:
 		return []spreadAccess{rng(uint64(s.Dst), 8, true, byBlock0)}
+	case StepLinePut:
+		// Reads its source (a block's share of the lines, or thread 0 of
+		// block 0 for a line alone); writes only the peer's line area.
+		return []spreadAccess{rng(uint64(s.Src), s.N, false, lineWho(s))}
+	case StepLineWait:
+		// Reads its lines; writes its payload (a block's share, or block
+		// 0 alone for a line alone: every block waits for that one) and,
+		// block 0, its slot.
+		return []spreadAccess{rng(uint64(s.Dst), 16*((s.N+7)/8), false, byEvery),
+			rng(uint64(s.Src), s.N, true, lineWho(s)), rng(uint64(s.Aux), 8, true, byBlock0)}
 	case StepWait:
 		out := make([]spreadAccess, 0, max(s.Count, 1))
 		for k := uint64(0); k < uint64(max(s.Count, 1)); k++ {
@@ -109,6 +139,17 @@ func accessesOf(s PlanStep) []spreadAccess {
 		return out
 	}
 	return nil
+}
+
+// lineWho is who makes a line step's accesses in a spread plan: every
+// block its share of the lines (cut by lines, not words), or block 0 for a
+// line alone (sync_plan.cu: thread 0's).
+func lineWho(s PlanStep) int {
+	wide := s.N > 8 || s.Kind == StepLinePut && s.Count > 1 || s.Kind == StepLineWait && s.Count>>LineGroupShift > 1
+	if wide {
+		return byOther
+	}
+	return byBlock0
 }
 
 // spreadClash reports whether b, after a with no grid step between, may

@@ -9,10 +9,10 @@ import (
 	"github.com/luacoll/luacoll/cuda"
 )
 
-// PlanSpreadFor gives a block for every perBlock bytes of the widest step,
-// at least two or else one, at most most and PlanSpreadMax; one to plans
-// whose widest step is below PlanSpreadMin, with line steps or more than
-// PlanCache steps.
+// PlanSpreadFor gives a block for every perBlock bytes of the widest step
+// (a group of line steps: 16 bytes a line of every member), at least two
+// or else one, at most most and PlanSpreadMax; one to plans whose widest
+// step is below PlanSpreadMin or with more than PlanCache steps.
 func TestPlanSpreadFor(t *testing.T) {
 	many := make([]PlanStep, PlanCache+1)
 	many[0] = PlanStep{Kind: StepCopy, N: 1 << 20}
@@ -30,7 +30,14 @@ func TestPlanSpreadFor(t *testing.T) {
 		{[]PlanStep{{Kind: StepFillByte, N: 70000}}, 16, 9},
 		{[]PlanStep{{Kind: StepReduce, N: 1 << 30}}, 64, PlanSpreadMax},
 		{[]PlanStep{{Kind: StepReduce, N: 1 << 20}}, 1, 1},
-		{[]PlanStep{{Kind: StepReduce, N: 1 << 20}, {Kind: StepLinePut, N: 64}}, 8, 1},
+		{[]PlanStep{{Kind: StepReduce, N: 1 << 20}, {Kind: StepLinePut, N: 64}}, 8, 8},
+		// Three drains of 16 KiB, grouped: 3 * 2048 lines of 16 bytes.
+		{[]PlanStep{{Kind: StepLineWait, N: 16384, Count: 3 << LineGroupShift}, {Kind: StepLineWait, N: 16384},
+			{Kind: StepLineWait, N: 16384}}, 8, 8},
+		// One drain of 16 KiB: 32 KiB of lines, below PlanSpreadMin.
+		{[]PlanStep{{Kind: StepLineWait, N: 16384}}, 8, 1},
+		// A group of three line puts of 12 KiB: 72 KiB of lines.
+		{[]PlanStep{{Kind: StepLinePut, N: 12288, Count: 3}, {Kind: StepLinePut, N: 12288}, {Kind: StepLinePut, N: 12288}}, 16, 9},
 		{many, 8, 1},
 	} {
 		if got := PlanSpreadFor(tt.steps, tt.most, 8192); got != tt.want {
@@ -255,4 +262,113 @@ func TestPlanSpreadExchange(t *testing.T) {
 	}
 	arrivalsZero(t, d, job, "after a failed wait")
 	c.clear()
+}
+
+// Line steps in a spread plan: a wide drain's payload is cut by lines, so
+// a reduction of it by words after it needs a grid step; a line alone is
+// block 0's, and so needs one before a wide step reads its payload; a
+// drain's lines are read by every block, and its slot written by block 0.
+func TestSpreadStepsLines(t *testing.T) {
+	drain := PlanStep{Kind: StepLineWait, Dst: 1 << 20, Src: 0, N: 16384, Aux: 2 << 20, Value: 1, Step: 1}
+	red := PlanStep{Kind: StepReduce, Dst: 65536, Src: 0, N: 16384, Value: ReduceStepValue(F32, Sum)}
+	// (And one before the drain: the next replay's drain writes what this
+	// one's reduction read, cut another way.)
+	out, _, ok := SpreadSteps([]PlanStep{drain, red}, 4, 128)
+	if want := []StepKind{StepGrid, StepLineWait, StepGrid, StepReduce}; !ok || fmt.Sprint(kinds(out)) != fmt.Sprint(want) {
+		t.Fatalf("drain then reduction: %v, want %v", kinds(out), want)
+	}
+	one := PlanStep{Kind: StepLineWait, Dst: 1 << 20, Src: 0, N: 8, Aux: 2 << 20, Value: 1, Step: 1}
+	cp := PlanStep{Kind: StepCopy, Dst: 65536, Src: 0, N: 16384}
+	if out, _, _ = SpreadSteps([]PlanStep{one, cp}, 4, 128); len(out) < 3 || out[len(out)-2].Kind != StepGrid {
+		t.Fatalf("a line alone then a wide copy of its payload: %v", kinds(out))
+	}
+	// Line puts read their source only: two groups from one source need
+	// no grid step between them, nor between replays.
+	put := PlanStep{Kind: StepLinePut, Dst: 3 << 20, Src: 0, N: 16384, Value: 1, Step: 1}
+	if out, _, _ = SpreadSteps([]PlanStep{put, put}, 4, 128); len(out) != 2 {
+		t.Fatalf("two line puts of one source: %v", kinds(out))
+	}
+}
+
+func kinds(steps []PlanStep) []StepKind {
+	var k []StepKind
+	for _, s := range steps {
+		k = append(k, s.Kind)
+	}
+	return k
+}
+
+// lineSide is one side of a line exchange: add one to the source, wait
+// until the peer drained the last replay's lines, send the source as lines
+// into the peer's line area, drain its own line area into recv, add recv
+// into sum, and tell the peer.
+func lineSide(mem, lines, peerLines, ack, peerAck, slot cuda.DevicePtr, n uint64) []PlanStep {
+	const src, recv, sum, ones = 0, 1 << 20, 2 << 20, 3 << 20
+	add := ReduceStepValue(U32, Sum)
+	return []PlanStep{
+		{Kind: StepReduce, Dst: mem.Add(src), Src: mem.Add(ones), N: n, Value: add},
+		{Kind: StepWait, Dst: ack, Count: 1, N: 8, Cmp: CmpGE, Value: 0, Step: 1},
+		{Kind: StepLinePut, Dst: peerLines, Src: mem.Add(src), N: n, Value: 1, Step: 1},
+		{Kind: StepLineWait, Dst: lines, Src: mem.Add(recv), N: n, Value: 1, Step: 1, Cmp: 1, Aux: slot},
+		{Kind: StepReduce, Dst: mem.Add(sum), Src: mem.Add(recv), N: n, Value: add},
+		{Kind: StepAdd, Dst: peerAck, Value: 1},
+	}
+}
+
+// Two spread plans on two streams trade lines (8 bytes, a line alone,
+// thread 0's; 64 bytes and 16 KiB, every block its share), replay after
+// replay, each adding what it got; every drain adds one to its slot once.
+func TestPlanSpreadLines(t *testing.T) {
+	e := needKernels(t)
+	d, k := e.d, e.k
+	s0, s1 := newStream(t, d), newStream(t, d)
+	c := newCtl(t, d)
+	const iters, size = 300, 4 << 20
+	for _, n := range []uint64{8, 64, 16384} {
+		words := int(n / 4)
+		init := make([]byte, size)
+		for i := 0; i < words; i++ {
+			binary.LittleEndian.PutUint32(init[4*i:], uint32(7*i))
+			binary.LittleEndian.PutUint32(init[3<<20+4*i:], 1)
+		}
+		for _, blocks := range []uint32{2, 4} {
+			a, b, la, lb, flags := zeroed(t, d, size), zeroed(t, d, size), zeroed(t, d, 65536), zeroed(t, d, 65536), zeroed(t, d, 512)
+			must(t, d.MemcpyHtoD(a, init))
+			must(t, d.MemcpyHtoD(b, init))
+			threads := uint32(PlanSmallThreads)
+			pa, _, okA := SpreadSteps(lineSide(a, la, lb, flags, flags.Add(128), flags.Add(256), n), blocks, threads)
+			pb, _, okB := SpreadSteps(lineSide(b, lb, la, flags.Add(128), flags, flags.Add(384), n), blocks, threads)
+			if !okA || !okB || len(pa) != len(pb) {
+				t.Fatalf("%d bytes, %d blocks: spread into %d and %d steps (%v, %v)", n, blocks, len(pa), len(pb), okA, okB)
+			}
+			p := uint32(len(pa))
+			ta, tb := alloc(t, d, uint64(p)*PlanStepSize), alloc(t, d, uint64(p)*PlanStepSize)
+			must(t, d.MemcpyHtoD(ta, EncodePlan(pa)))
+			must(t, d.MemcpyHtoD(tb, EncodePlan(pb)))
+			ja, jb := zeroed(t, d, PlanJobSize), zeroed(t, d, PlanJobSize)
+			spec := func(tab, job cuda.DevicePtr) PlanSpec {
+				return PlanSpec{Steps: tab, Period: p, Count: uint64(p) * iters, Timeout: 10 * time.Second, Record: c.recordDev(),
+					GPUScope: true, Threads: threads, Blocks: blocks, Job: job, Spread: true}
+			}
+			must(t, k.Plan(s1, spec(tb, jb)))
+			must(t, k.Plan(s0, spec(ta, ja)))
+			must(t, s0.Synchronize())
+			must(t, s1.Synchronize())
+			must(t, c.check(true))
+			fl := read(t, d, flags, 512)
+			for name, mem := range map[string]cuda.DevicePtr{"a": a, "b": b} {
+				got := read(t, d, mem.Add(2<<20), int(n))
+				for i := 0; i < words; i++ {
+					want := uint32(iters*7*i + iters*(iters+1)/2)
+					if g := binary.LittleEndian.Uint32(got[4*i:]); g != want {
+						t.Fatalf("%d bytes, %d blocks (%v): %s's sum word %d = %d, want %d", n, blocks, kinds(pa), name, i, g, want)
+					}
+				}
+			}
+			if u64at(fl, 256) != iters || u64at(fl, 384) != iters {
+				t.Fatalf("%d bytes, %d blocks: the drains added %d and %d to their slots, want %d", n, blocks, u64at(fl, 256), u64at(fl, 384), iters)
+			}
+			arrivalsZero(t, d, ja, "after the line exchange")
+		}
+	}
 }

@@ -6,10 +6,14 @@
 // other steps:
 //   - a wait: every block waits for itself (each reads the same slots);
 //   - a small copy: block 0 alone;
-//   - a signal (store, add, put_signal): every block says it got there
-//     (LC_SPREAD arrival: its own word of the plan's job area, the count of
-//     such steps so far), and block 0, once every block did, signals once
-//     for all of them: its release then covers what every block wrote;
+//   - a signal (store, add, put_signal, a line alone): every block says it
+//     got there (LC_SPREAD arrival: its own word of the plan's job area,
+//     the count of such steps so far), and block 0, once every block did,
+//     signals once for all of them: its release then covers what every
+//     block wrote;
+//   - wide line puts and drains: every block its share of the lines; a
+//     drain's slot is block 0's to add to; a line drained alone: every
+//     block waits for it, block 0 writes its bytes and adds to its slot;
 //   - a grid step (LC_STEP_GRID, put there by the host's compiler,
 //     kernels.SpreadSteps): every block waits until every block got there.
 //     The host puts one before a step that touches bytes another block may

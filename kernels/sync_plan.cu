@@ -172,10 +172,11 @@ __device__ bool lc_plan_wait(const lc_plan_step &s, lc_u64 target, lc_u64 timeou
 // order. When next is not null it is the line the next step sends (its
 // words and flag read already): it goes first, as soon as the wait is
 // over (the step allows it: LC_LINE_SEND_FIRST). False after recording a
-// timeout or an abort.
+// timeout or an abort. In a spread plan (arr, its job area) every block
+// waits for the line; own (block 0's) does the rest.
 __device__ __forceinline__ bool lc_plan_line_wait(const lc_plan_step &s, lc_u32 flag, lc_u64 timeout_ns,
                                                   const lc_u32 *abort_flag, lc_record *rec, lc_u32 tag, lc_u32 index,
-                                                  lc_u8 *next, lc_u64 next_w, lc_u32 next_flag) {
+                                                  lc_u8 *next, lc_u64 next_w, lc_u32 next_flag, lc_u64 *arr, bool own) {
 	// Read before the spin: each poll's asm clobbers memory, so the
 	// compiler would read them after it, on the path to the next step.
 	const lc_u8 *line = (const lc_u8 *)s.dst;
@@ -191,8 +192,9 @@ __device__ __forceinline__ bool lc_plan_line_wait(const lc_plan_step &s, lc_u32 
 		// lc_host_look allows.
 		if (spins == 0) start = lc_globaltimer();
 		if ((++spins & 63) != 0) continue;
-		if (lc_plan_gave_up(rec, abort_flag, timeout_ns, start, host_at, tag, index, f0, flag)) return false;
+		if (lc_plan_quit(arr, rec, abort_flag, timeout_ns, start, host_at, tag, index, f0, flag)) return false;
 	}
+	if (!own) return true;
 	if (next) lc_ll_store(next, (lc_u32)next_w, (lc_u32)(next_w >> 32), next_flag, 0);
 	lc_ll_put_word(data, (lc_u64)d1 << 32 | d0, n);
 	asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(slot_at), "l"(add) : "memory");
@@ -236,20 +238,23 @@ __device__ __forceinline__ void lc_plan_lines_put(const lc_plan_step *c, lc_u32 
 // every thread: each polls its share of all their lines (line j of drain
 // g showing its flag, value + r * step) and writes their bytes to that
 // drain's src; thread 0 keeps watch (the record, the abort flag, the
-// clock) until every thread is done (ndone reaches *expect), then, after
-// a block barrier, adds each drain's cmp to its slot at aux. A thread
-// still polling stops when *stop is up; every 64 polls it leaves the flag
-// it saw in *seen (thread 0's failure record shows it). False after
-// recording a timeout or an abort (every thread returns the same).
+// clock) until every thread of its block is done (ndone reaches *expect),
+// then, after a block barrier, adds each drain's cmp to its slot at aux.
+// A thread still polling stops when *stop is up; every 64 polls it leaves
+// the flag it saw in *seen (thread 0's failure record shows it). False
+// after recording a timeout or an abort (every thread returns the same).
+// In a spread plan (arr, its job area) the lines are shared out among the
+// grid's threads (gtid of gnth), thread 0 of each block also looks at the
+// stop word (lc_plan_quit), and block 0 alone adds to the slots.
 __device__ bool lc_plan_lines_drain(const lc_plan_step *c, lc_u32 k, lc_u64 r, lc_u64 timeout_ns, const lc_u32 *abort_flag,
-                                    lc_record *rec, lc_u32 tag, lc_u32 index, lc_u64 tid, lc_u64 nth, int *stop,
-                                    lc_u32 *ndone, lc_u32 *seen, lc_u32 &expect) {
+                                    lc_record *rec, lc_u32 tag, lc_u32 index, lc_u64 tid, lc_u64 nth, lc_u64 gtid,
+                                    lc_u64 gnth, lc_u64 *arr, int *stop, lc_u32 *ndone, lc_u32 *seen, lc_u32 &expect) {
 	lc_u64 total = 0;
 	for (lc_u32 g = 0; g < k; g++) total += (c[g].n + 7) / 8;
 	lc_u64 start = 0, host_at = LC_HOST_NS;
 	lc_u32 spins = 0, flag = (lc_u32)(c[0].value + r * c[0].step);
 	bool out = false;
-	for (lc_u64 at = tid; at < total && !out; at += nth) {
+	for (lc_u64 at = gtid; at < total && !out; at += gnth) {
 		// Line at of the group: line j of drain g.
 		lc_u32 g = 0;
 		lc_u64 j = at;
@@ -268,7 +273,7 @@ __device__ bool lc_plan_lines_drain(const lc_plan_step *c, lc_u32 k, lc_u64 r, l
 				out = true;
 				break;
 			}
-			if (tid == 0 && lc_plan_gave_up(rec, abort_flag, timeout_ns, start, host_at, tag, index, f0, flag)) {
+			if (tid == 0 && lc_plan_quit(arr, rec, abort_flag, timeout_ns, start, host_at, tag, index, f0, flag)) {
 				*(volatile int *)stop = 1;
 				out = true;
 				break;
@@ -284,13 +289,13 @@ __device__ bool lc_plan_lines_drain(const lc_plan_step *c, lc_u32 k, lc_u64 r, l
 		while (!*(volatile int *)stop && *(volatile lc_u32 *)ndone != expect) {
 			if (spins == 0) start = lc_globaltimer();
 			if ((++spins & 63) != 0) continue;
-			if (lc_plan_gave_up(rec, abort_flag, timeout_ns, start, host_at, tag, index, *(volatile lc_u32 *)seen, flag))
+			if (lc_plan_quit(arr, rec, abort_flag, timeout_ns, start, host_at, tag, index, *(volatile lc_u32 *)seen, flag))
 				*(volatile int *)stop = 1;
 		}
 	}
 	__syncthreads();
 	if (*(volatile int *)stop) return false;
-	if (tid == 0) {
+	if (tid == 0 && (arr == 0 || blockIdx.x == 0)) {
 		for (lc_u32 g = 0; g < k; g++)
 			asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(c[g].aux), "l"((lc_u64)c[g].cmp) : "memory");
 	}
@@ -476,7 +481,10 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 					// A run of signals: every block arrives once, and
 					// block 0 signals once they all have. Waits run on
 					// every block, the rest on block 0.
-					const bool sig = s.kind == LC_STEP_STORE || s.kind == LC_STEP_ADD || s.kind == LC_STEP_PUT_SIGNAL;
+					// A line of thread 0's is a signal too (its peer may
+					// go on once it has it).
+					const bool sig = s.kind == LC_STEP_STORE || s.kind == LC_STEP_ADD || s.kind == LC_STEP_PUT_SIGNAL ||
+					                 s.kind == LC_STEP_LINE_PUT;
 					if (sig && !insig) {
 						arrivals++;
 						if (tid == 0 && !stop0) {
@@ -490,7 +498,7 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 						}
 					}
 					insig = sig;
-					if (bid != 0 && s.kind != LC_STEP_WAIT) continue;
+					if (bid != 0 && s.kind != LC_STEP_WAIT && s.kind != LC_STEP_LINE_WAIT) continue;
 				}
 				if (tid != 0 || stop0) continue;
 				if (s.kind != LC_STEP_STORE && s.kind != LC_STEP_ADD) fenced = false;
@@ -512,7 +520,9 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 					lc_u8 *next = 0;
 					lc_u64 next_w = 0;
 					lc_u32 next_flag = 0;
-					if (!(flags & LC_PLAN_NO_PREFETCH)) {
+					// Not in a spread plan: there a line of thread 0's goes
+					// once every block got to it, as a signal does.
+					if (!(flags & LC_PLAN_NO_PREFETCH) && !spread) {
 						// The next step, or the one after when the next is
 						// the wait this drain comes before; rr is its replay.
 						lc_u32 nx = i + 1 < nsteps ? i + 1 : 0;
@@ -542,7 +552,7 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 						}
 					}
 					if (!lc_plan_line_wait(s, (lc_u32)(s.value + r * s.step), timeout_ns, abort_flag, rec, tag, i, next, next_w,
-					                       next_flag))
+					                       next_flag, spread ? arr : 0, bid == 0))
 						stop = stop0 = 1;
 				} else if (s.kind == LC_STEP_LINE_PUT) {
 					lc_u64 w;
@@ -605,12 +615,15 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 				const lc_plan_step *c = run ? &runs[v] : &table[i];
 				const lc_u32 k = lc_plan_line_group(c, want, v + want <= count && i + want <= period, s.kind);
 				skip = k - 1;
+				// A spread plan's blocks each take their share of the lines.
+				const lc_u64 gtid = spread ? bid * nth + tid : tid, gnth = spread ? nth * gridDim.x : nth;
 				if (s.kind == LC_STEP_LINE_WAIT) {
-					if (!lc_plan_lines_drain(c, k, r, timeout_ns, abort_flag, rec, tag, i, tid, nth, &stop, &ndone, &seen, expect))
+					if (!lc_plan_lines_drain(c, k, r, timeout_ns, abort_flag, rec, tag, i, tid, nth, gtid, gnth, spread ? arr : 0,
+					                         &stop, &ndone, &seen, expect))
 						return false;
 					continue;
 				}
-				lc_plan_lines_put(c, k, r, tid, nth);
+				lc_plan_lines_put(c, k, r, gtid, gnth);
 				__syncthreads();
 				continue;
 			}

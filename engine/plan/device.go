@@ -135,6 +135,10 @@ func (p *Plan) useDeviceOn(s gpu.PlanStream, newPlan newDevicePlan, gpuScope boo
 		for _, m := range d.moving {
 			moving[m.step] = true
 		}
+		// Line groups first: a group's lines count together toward the
+		// blocks a plan spreads over (line steps are no copies, stores or
+		// adds: coalesceReleases leaves them, and their runs, in place).
+		groupLines(d.steps)
 		d.blocks = kernels.PlanSpreadFor(d.steps, uint32(knobs.PlanBlocks.Or(kernels.PlanSpreadBlocks)), kernels.PlanSpreadBytes)
 		copyMax := uint64(coalesceCopyMax)
 		if d.blocks > 1 {
@@ -142,7 +146,6 @@ func (p *Plan) useDeviceOn(s gpu.PlanStream, newPlan newDevicePlan, gpuScope boo
 		}
 		coalesceReleases(d.steps, moving, copyMax)
 		chainReduces(d.steps)
-		groupLines(d.steps)
 		d.spreadSteps()
 	}
 	if len(d.steps) > 0 {
