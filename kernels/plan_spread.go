@@ -99,7 +99,12 @@ type spreadAccess struct {
 }
 
 // accessesOf lists the bytes step s touches in a spread plan.
-func accessesOf(s PlanStep) []spreadAccess {
+func accessesOf(s PlanStep) []spreadAccess { return accessesFor(s, false) }
+
+// accessesFor is accessesOf for a step that belongs to a group of line
+// steps (grouped): the group's head moves every member's lines, cut over
+// the grid.
+func accessesFor(s PlanStep, grouped bool) []spreadAccess {
 	rng := func(p, n uint64, write bool, who int) spreadAccess { return spreadAccess{p, p + n, write, who} }
 	aligned := uint64(s.Dst)%16 == 0 && uint64(s.Src)%16 == 0 && s.N%16 == 0
 	words := byOther
@@ -124,13 +129,13 @@ func accessesOf(s PlanStep) []spreadAccess {
 	case StepLinePut:
 		// Reads its source (a block's share of the lines, or thread 0 of
 		// block 0 for a line alone); writes only the peer's line area.
-		return []spreadAccess{rng(uint64(s.Src), s.N, false, lineWho(s))}
+		return []spreadAccess{rng(uint64(s.Src), s.N, false, lineWho(s, grouped))}
 	case StepLineWait:
 		// Reads its lines; writes its payload (a block's share, or block
 		// 0 alone for a line alone: every block waits for that one) and,
 		// block 0, its slot.
 		return []spreadAccess{rng(uint64(s.Dst), 16*((s.N+7)/8), false, byEvery),
-			rng(uint64(s.Src), s.N, true, lineWho(s)), rng(uint64(s.Aux), 8, true, byBlock0)}
+			rng(uint64(s.Src), s.N, true, lineWho(s, grouped)), rng(uint64(s.Aux), 8, true, byBlock0)}
 	case StepWait:
 		out := make([]spreadAccess, 0, max(s.Count, 1))
 		for k := uint64(0); k < uint64(max(s.Count, 1)); k++ {
@@ -143,10 +148,10 @@ func accessesOf(s PlanStep) []spreadAccess {
 
 // lineWho is who makes a line step's accesses in a spread plan: every
 // block its share of the lines (cut by lines, not words), or block 0 for a
-// line alone (sync_plan.cu: thread 0's).
-func lineWho(s PlanStep) int {
+// line alone (sync_plan.cu: thread 0's) that no group takes (grouped).
+func lineWho(s PlanStep, grouped bool) int {
 	wide := s.N > 8 || s.Kind == StepLinePut && s.Count > 1 || s.Kind == StepLineWait && s.Count>>LineGroupShift > 1
-	if wide {
+	if wide || grouped {
 		return byOther
 	}
 	return byBlock0
@@ -180,6 +185,21 @@ func spreadClash(a, b spreadAccess, turn uint64) bool {
 func SpreadSteps(steps []PlanStep, blocks, threads uint32) (out []PlanStep, at []int, ok bool) {
 	turn := 16 * uint64(blocks) * uint64(threads)
 	grid := make([]bool, len(steps))
+	// groupEnd[i]: step i is a member of a line group that ends at step
+	// groupEnd[i] (its head included), -1 where none: a member's bytes are
+	// the head's to move, cut by lines over the grid, and a wide drain ends
+	// with every block meeting (sync_plan.cu).
+	groupEnd := lineGroups(steps)
+	// A line put is a signal (its peer's drain stands for a wait): its
+	// lines go once every block got there, as a signal of block 0's goes
+	// once every block arrived. A put cut over the grid sends some of its
+	// lines from each block, maybe none from some, so a grid step comes
+	// before it (before a group's head).
+	for i, s := range steps {
+		if s.Kind == StepLinePut && lineWho(s, false) == byOther && (groupEnd[i] < 0 || i == 0 || groupEnd[i-1] != groupEnd[i]) {
+			grid[i] = true
+		}
+	}
 	for changed := true; changed; {
 		changed = false
 		var seen []spreadAccess
@@ -188,12 +208,15 @@ func SpreadSteps(steps []PlanStep, blocks, threads uint32) (out []PlanStep, at [
 			if grid[i] {
 				seen = seen[:0]
 			}
-			acc := accessesOf(steps[i])
+			acc := accessesFor(steps[i], groupEnd[i] >= 0)
 			if !grid[i] && clashes(seen, acc, turn) {
 				grid[i], changed = true, true
 				seen = seen[:0]
 			}
 			seen = append(seen, acc...)
+			if meetsAfter(steps, i, groupEnd, grid) {
+				seen = seen[:0]
+			}
 		}
 	}
 	at = make([]int, len(steps))
@@ -205,6 +228,59 @@ func SpreadSteps(steps []PlanStep, blocks, threads uint32) (out []PlanStep, at [
 		out = append(out, s)
 	}
 	return out, at, len(out) <= PlanCache
+}
+
+// meetsAfter reports whether every block of a spread plan meets after
+// step i: a wide drain, alone or the last of a group that no grid step
+// cuts (sync_plan.cu).
+func meetsAfter(steps []PlanStep, i int, groupEnd []int, grid []bool) bool {
+	if steps[i].Kind != StepLineWait {
+		return false
+	}
+	if groupEnd[i] < 0 {
+		return lineWho(steps[i], false) == byOther
+	}
+	if groupEnd[i] != i {
+		return false
+	}
+	head := i
+	for head > 0 && groupEnd[head-1] == i {
+		head--
+	}
+	for g := head + 1; g <= i; g++ {
+		if grid[g] {
+			return lineWho(steps[i], false) == byOther
+		}
+	}
+	return true
+}
+
+// lineGroups gives, for every step that belongs to a group of line puts
+// or drains (groupLines' marks: the head's Count), the index of the
+// group's last step, and -1 for every other step.
+func lineGroups(steps []PlanStep) []int {
+	end := make([]int, len(steps))
+	for i := range end {
+		end[i] = -1
+	}
+	for i := 0; i < len(steps); i++ {
+		s := steps[i]
+		k := 0
+		switch {
+		case s.Kind == StepLinePut && s.Count > 1:
+			k = int(s.Count)
+		case s.Kind == StepLineWait && s.Count>>LineGroupShift > 1:
+			k = int(s.Count >> LineGroupShift)
+		}
+		if k < 2 || i+k > len(steps) {
+			continue
+		}
+		for g := i; g < i+k; g++ {
+			end[g] = i + k - 1
+		}
+		i += k - 1
+	}
+	return end
 }
 
 // clashes reports whether any of acc clashes with any of seen.

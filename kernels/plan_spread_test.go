@@ -264,29 +264,50 @@ func TestPlanSpreadExchange(t *testing.T) {
 	c.clear()
 }
 
-// Line steps in a spread plan: a wide drain's payload is cut by lines, so
-// a reduction of it by words after it needs a grid step; a line alone is
-// block 0's, and so needs one before a wide step reads its payload; a
-// drain's lines are read by every block, and its slot written by block 0.
+// Line steps in a spread plan: a wide drain's payload is cut by lines, and
+// every block meets after it, so a reduction of it right after needs no
+// grid step, but the next replay's drain, which writes what the reduction
+// read, does; a line alone is block 0's, and so needs one before a wide
+// step reads its payload; the members of a group of drains are the
+// head's to drain, cut by lines.
 func TestSpreadStepsLines(t *testing.T) {
 	drain := PlanStep{Kind: StepLineWait, Dst: 1 << 20, Src: 0, N: 16384, Aux: 2 << 20, Value: 1, Step: 1}
-	red := PlanStep{Kind: StepReduce, Dst: 65536, Src: 0, N: 16384, Value: ReduceStepValue(F32, Sum)}
-	// (And one before the drain: the next replay's drain writes what this
-	// one's reduction read, cut another way.)
-	out, _, ok := SpreadSteps([]PlanStep{drain, red}, 4, 128)
-	if want := []StepKind{StepGrid, StepLineWait, StepGrid, StepReduce}; !ok || fmt.Sprint(kinds(out)) != fmt.Sprint(want) {
-		t.Fatalf("drain then reduction: %v, want %v", kinds(out), want)
-	}
 	one := PlanStep{Kind: StepLineWait, Dst: 1 << 20, Src: 0, N: 8, Aux: 2 << 20, Value: 1, Step: 1}
 	cp := PlanStep{Kind: StepCopy, Dst: 65536, Src: 0, N: 16384}
+	red := PlanStep{Kind: StepReduce, Dst: 65536, Src: 0, N: 16384, Value: ReduceStepValue(F32, Sum)}
+	out, _, ok := SpreadSteps([]PlanStep{drain, red}, 4, 128)
+	if want := []StepKind{StepGrid, StepLineWait, StepReduce}; !ok || fmt.Sprint(kinds(out)) != fmt.Sprint(want) {
+		t.Fatalf("drain then reduction: %v, want %v", kinds(out), want)
+	}
+	// A group of two drains, the second of 8 bytes: the head drains it
+	// over the grid, so a small copy of its payload (block 0's) after the
+	// group is safe only because every block met after the group; a wide
+	// copy of the first's payload right after needs no grid step either.
+	head := drain
+	head.N, head.Count = 2048, 2<<LineGroupShift
+	member := one
+	member.Dst, member.Src, member.Aux = 1<<20+4096, 8192, 2<<20+128
+	small := PlanStep{Kind: StepCopy, Dst: 3 << 20, Src: 8192, N: 8}
+	out, _, _ = SpreadSteps([]PlanStep{head, member, small, cp}, 4, 128)
+	if want := []StepKind{StepGrid, StepLineWait, StepLineWait, StepCopy, StepCopy}; fmt.Sprint(kinds(out)) != fmt.Sprint(want) {
+		t.Fatalf("a group of drains, then copies of their payloads: %v, want %v", kinds(out), want)
+	}
+	if acc := accessesFor(member, true); acc[1].who != byOther {
+		t.Fatalf("a group member's payload: %+v, want cut by lines over the grid", acc[1])
+	}
 	if out, _, _ = SpreadSteps([]PlanStep{one, cp}, 4, 128); len(out) < 3 || out[len(out)-2].Kind != StepGrid {
 		t.Fatalf("a line alone then a wide copy of its payload: %v", kinds(out))
 	}
-	// Line puts read their source only: two groups from one source need
-	// no grid step between them, nor between replays.
+	// A line put is a signal: every block meets before it (before a
+	// group's head only).
 	put := PlanStep{Kind: StepLinePut, Dst: 3 << 20, Src: 0, N: 16384, Value: 1, Step: 1}
-	if out, _, _ = SpreadSteps([]PlanStep{put, put}, 4, 128); len(out) != 2 {
-		t.Fatalf("two line puts of one source: %v", kinds(out))
+	if out, _, _ = SpreadSteps([]PlanStep{put, put}, 4, 128); fmt.Sprint(kinds(out)) != fmt.Sprint([]StepKind{StepGrid, StepLinePut, StepGrid, StepLinePut}) {
+		t.Fatalf("two line puts: %v", kinds(out))
+	}
+	group := put
+	group.Count = 2
+	if out, _, _ = SpreadSteps([]PlanStep{group, put}, 4, 128); fmt.Sprint(kinds(out)) != fmt.Sprint([]StepKind{StepGrid, StepLinePut, StepLinePut}) {
+		t.Fatalf("a group of two line puts: %v", kinds(out))
 	}
 }
 
@@ -368,7 +389,87 @@ func TestPlanSpreadLines(t *testing.T) {
 			if u64at(fl, 256) != iters || u64at(fl, 384) != iters {
 				t.Fatalf("%d bytes, %d blocks: the drains added %d and %d to their slots, want %d", n, blocks, u64at(fl, 256), u64at(fl, 384), iters)
 			}
-			arrivalsZero(t, d, ja, "after the line exchange")
+			arrivalsZero(t, d, ja, "after the line exchange (a)")
+			arrivalsZero(t, d, jb, "after the line exchange (b)")
 		}
+	}
+}
+
+// flowSide is one side of an exchange whose only flow control is its
+// lines: add one to the source (64 KiB), send its first 1 KiB as lines,
+// drain the peer's, copy the whole source into the peer's window (safe:
+// the peer's lines of this replay left once every block of the peer got
+// there, after its last reading of that window), signal, wait for the
+// peer's copy, and add both into sums.
+func flowSide(mem, peerMem, lines, peerLines, flag, peerFlag, slot cuda.DevicePtr) []PlanStep {
+	const src, recv, bigRecv, sum, bigSum, ones = 0, 1 << 20, 1<<20 + 65536, 2 << 20, 2<<20 + 65536, 3 << 20
+	add := ReduceStepValue(U32, Sum)
+	return []PlanStep{
+		{Kind: StepReduce, Dst: mem.Add(src), Src: mem.Add(ones), N: 65536, Value: add},
+		{Kind: StepLinePut, Dst: peerLines, Src: mem.Add(src), N: 1024, Value: 1, Step: 1},
+		{Kind: StepLineWait, Dst: lines, Src: mem.Add(recv), N: 1024, Value: 1, Step: 1, Cmp: 1, Aux: slot},
+		{Kind: StepCopy, Dst: peerMem.Add(bigRecv), Src: mem.Add(src), N: 65536},
+		{Kind: StepAdd, Dst: peerFlag, Value: 1},
+		{Kind: StepWait, Dst: flag, Count: 1, N: 8, Cmp: CmpGE, Value: 1, Step: 1},
+		{Kind: StepReduce, Dst: mem.Add(bigSum), Src: mem.Add(bigRecv), N: 65536, Value: add},
+		{Kind: StepReduce, Dst: mem.Add(sum), Src: mem.Add(recv), N: 1024, Value: add},
+	}
+}
+
+// Two spread plans whose lines are their only flow control for a copy
+// into each other's window: a block with no lines of its own must not
+// copy before the peer's every block is done reading (the drain holds
+// every block; the put goes once every block got there).
+func TestPlanSpreadLineFlow(t *testing.T) {
+	e := needKernels(t)
+	d, k := e.d, e.k
+	s0, s1 := newStream(t, d), newStream(t, d)
+	c := newCtl(t, d)
+	const iters, size, words = 300, 4 << 20, 65536 / 4
+	init := make([]byte, size)
+	for i := 0; i < words; i++ {
+		binary.LittleEndian.PutUint32(init[4*i:], uint32(7*i))
+		binary.LittleEndian.PutUint32(init[3<<20+4*i:], 1)
+	}
+	for _, blocks := range []uint32{4, 8} {
+		a, b, la, lb, flags := zeroed(t, d, size), zeroed(t, d, size), zeroed(t, d, 65536), zeroed(t, d, 65536), zeroed(t, d, 512)
+		must(t, d.MemcpyHtoD(a, init))
+		must(t, d.MemcpyHtoD(b, init))
+		threads := uint32(PlanSmallThreads)
+		pa, _, okA := SpreadSteps(flowSide(a, b, la, lb, flags, flags.Add(128), flags.Add(256)), blocks, threads)
+		pb, _, okB := SpreadSteps(flowSide(b, a, lb, la, flags.Add(128), flags, flags.Add(384)), blocks, threads)
+		if !okA || !okB || len(pa) != len(pb) {
+			t.Fatalf("%d blocks: spread into %d and %d steps", blocks, len(pa), len(pb))
+		}
+		p := uint32(len(pa))
+		ta, tb := alloc(t, d, uint64(p)*PlanStepSize), alloc(t, d, uint64(p)*PlanStepSize)
+		must(t, d.MemcpyHtoD(ta, EncodePlan(pa)))
+		must(t, d.MemcpyHtoD(tb, EncodePlan(pb)))
+		ja, jb := zeroed(t, d, PlanJobSize), zeroed(t, d, PlanJobSize)
+		spec := func(tab, job cuda.DevicePtr) PlanSpec {
+			return PlanSpec{Steps: tab, Period: p, Count: uint64(p) * iters, Timeout: 10 * time.Second, Record: c.recordDev(),
+				GPUScope: true, Threads: threads, Blocks: blocks, Job: job, Spread: true}
+		}
+		must(t, k.Plan(s1, spec(tb, jb)))
+		must(t, k.Plan(s0, spec(ta, ja)))
+		must(t, s0.Synchronize())
+		must(t, s1.Synchronize())
+		must(t, c.check(true))
+		for name, mem := range map[string]cuda.DevicePtr{"a": a, "b": b} {
+			got := read(t, d, mem.Add(2<<20), 2*65536)
+			for i := 0; i < words; i++ {
+				want := uint32(iters*7*i + iters*(iters+1)/2)
+				if g := binary.LittleEndian.Uint32(got[65536+4*i:]); g != want {
+					t.Fatalf("%d blocks (%v): %s's copied sum word %d = %d, want %d", blocks, kinds(pa), name, i, g, want)
+				}
+				if i < 256 {
+					if g := binary.LittleEndian.Uint32(got[4*i:]); g != want {
+						t.Fatalf("%d blocks: %s's line sum word %d = %d, want %d", blocks, name, i, g, want)
+					}
+				}
+			}
+		}
+		arrivalsZero(t, d, ja, "after the flow exchange (a)")
+		arrivalsZero(t, d, jb, "after the flow exchange (b)")
 	}
 }

@@ -12,7 +12,9 @@
 //     signals once for all of them: its release then covers what every
 //     block wrote;
 //   - wide line puts and drains: every block its share of the lines; a
-//     drain's slot is block 0's to add to; a line drained alone: every
+//     drain's slot is block 0's to add to, and a wide drain (a group of
+//     them) ends with every block waiting until every block drained its
+//     share (a meeting, as a grid step's); a line drained alone: every
 //     block waits for it, block 0 writes its bytes and adds to its slot;
 //   - a grid step (LC_STEP_GRID, put there by the host's compiler,
 //     kernels.SpreadSteps): every block waits until every block got there.

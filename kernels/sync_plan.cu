@@ -621,6 +621,18 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 					if (!lc_plan_lines_drain(c, k, r, timeout_ns, abort_flag, rec, tag, i, tid, nth, gtid, gnth, spread ? arr : 0,
 					                         &stop, &ndone, &seen, expect))
 						return false;
+					if (spread) {
+						// A drain is a wait: no block goes on before every
+						// block has its share of the lines (a block may
+						// have none), as a wait holds every block.
+						arrivals++;
+						if (tid == 0 && !stop0) {
+							lc_spread_arrive(arr, bid, arrivals, 1);
+							if (!lc_spread_await(arr, bid, arrivals, 1, timeout_ns, abort_flag, rec, tag, i)) stop = stop0 = 1;
+						}
+						__syncthreads();
+						if (stop) return false;
+					}
 					continue;
 				}
 				lc_plan_lines_put(c, k, r, gtid, gnth);
