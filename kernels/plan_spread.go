@@ -98,12 +98,9 @@ type spreadAccess struct {
 	who    int
 }
 
-// accessesOf lists the bytes step s touches in a spread plan.
-func accessesOf(s PlanStep) []spreadAccess { return accessesFor(s, false) }
-
-// accessesFor is accessesOf for a step that belongs to a group of line
-// steps (grouped): the group's head moves every member's lines, cut over
-// the grid.
+// accessesFor lists the bytes step s touches in a spread plan; grouped:
+// s belongs to a group of line steps, whose head moves every member's
+// lines, cut over the grid.
 func accessesFor(s PlanStep, grouped bool) []spreadAccess {
 	rng := func(p, n uint64, write bool, who int) spreadAccess { return spreadAccess{p, p + n, write, who} }
 	aligned := uint64(s.Dst)%16 == 0 && uint64(s.Src)%16 == 0 && s.N%16 == 0
