@@ -102,8 +102,9 @@ func accessesOf(s PlanStep) []spreadAccess {
 	case StepStore, StepAdd:
 		return []spreadAccess{rng(uint64(s.Dst), 8, true, byBlock0)}
 	case StepWait:
-		out := make([]spreadAccess, 0, max(s.Count, 1))
-		for k := uint64(0); k < uint64(max(s.Count, 1)); k++ {
+		slots := max(s.Count&WaitSlotsMask, 1)
+		out := make([]spreadAccess, 0, slots)
+		for k := uint64(0); k < uint64(slots); k++ {
 			out = append(out, rng(uint64(s.Dst)+k*s.N, 8, false, byEvery))
 		}
 		return out

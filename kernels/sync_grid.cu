@@ -47,14 +47,15 @@
 #define LC_SPREAD_WORDS 35
 
 // A wide step's kind, as lc_plan_wide runs it: a copy, a fill, a
-// reduction, or a chain of reductions (reduce.cu's LC_CHAIN_MAX sources
-// into one destination).
+// reduction, a chain of reductions (reduce.cu's LC_CHAIN_MAX sources
+// into one destination), or a copy of one source to several places.
 #define LC_WIDE_COPY 1
 #define LC_WIDE_FILL_BYTE 2
 #define LC_WIDE_FILL_IOTA 3
 #define LC_WIDE_FILL_RAND 4
 #define LC_WIDE_REDUCE 5
 #define LC_WIDE_CHAIN 6
+#define LC_WIDE_COPY_GROUP 7
 
 // LC_PLAN_JOB_SIZE is the size of a spread plan's job area
 // (kernels.PlanJobSize).
@@ -76,6 +77,9 @@ __device__ __noinline__ void lc_plan_wide(lc_u32 kind, lc_u32 k, lc_u8 *d, const
 		for (lc_u64 i = tid; i < n; i += nth) d[i] = (lc_u8)(lc_rand_word(value, i / 8) >> (8 * (i % 8)));
 	} else if (kind == LC_WIDE_REDUCE) {
 		lc_reduce_any((lc_u32)(value & 0xff), (lc_u32)((value >> 8) & 0xff), d, src, n, tid, nth);
+	} else if (kind == LC_WIDE_COPY_GROUP) {
+		// srcs holds the k destinations of src's n bytes.
+		for (lc_u32 g = 0; g < k; g++) lc_put_range((lc_u8 *)srcs[g], src, n, tid, nth);
 	} else if (kind == LC_WIDE_CHAIN) {
 		lc_reduce_chain_any((lc_u32)(value & 0xff), (lc_u32)((value >> 8) & 0xff), d, src, srcs, (int)k, n / 16, tid, nth);
 	}

@@ -125,13 +125,21 @@ __device__ __forceinline__ bool lc_plan_holds(lc_u64 v, lc_u64 target, lc_u32 cm
 	return v < target;
 }
 
+// Wait groups: k (2 to LC_LINE_GROUP_MAX) waits in a row run as one step,
+// thread g waiting for the g-th, so that the waits for several peers'
+// signals are polled side by side (the host's compiler marks the first:
+// its count holds k << LC_WAIT_GROUP_SHIFT; a wait's count of slots is in
+// the low bits).
+#define LC_WAIT_GROUP_SHIFT 24
+#define LC_WAIT_SLOTS_MASK 0xffffffu
+
 // lc_plan_wait spins (thread 0) until the sum of the step's slots compares
 // true with target; false after recording a timeout or an abort. arr: a
 // spread plan's job area (lc_plan_quit), else 0.
 __device__ bool lc_plan_wait(const lc_plan_step &s, lc_u64 target, lc_u64 timeout_ns, const lc_u32 *abort_flag,
                              lc_record *rec, lc_u32 tag, lc_u32 index, int flags, lc_u64 *arr) {
 	const lc_u8 *slots = (const lc_u8 *)s.dst;
-	const lc_u32 count = s.count, cmp = s.cmp;
+	const lc_u32 count = s.count & LC_WAIT_SLOTS_MASK, cmp = s.cmp;
 	const lc_u64 stride = s.n;
 	const int gpu = flags & LC_PLAN_GPU;
 	// One slot at GPU scope: the poll itself may be the acquire.
@@ -214,6 +222,37 @@ __device__ __forceinline__ lc_u32 lc_plan_line_group(const lc_plan_step *c, lc_u
 	if (k < 2 || k > LC_LINE_GROUP_MAX || !inside) return 1;
 	for (lc_u32 g = 1; g < k; g++) {
 		if (c[g].kind != kind || (kind == LC_STEP_LINE_PUT && (c[g].src != c[0].src || c[g].n != c[0].n))) return 1;
+	}
+	return k;
+}
+
+// Copy groups: k (2 to LC_LINE_GROUP_MAX) wide copies in a row of one
+// source and size run as one step of every thread, each thread copying
+// its share to every place, with no block barrier between them (the
+// host's compiler marks the first: its count holds k <<
+// LC_LINE_GROUP_SHIFT; a copy's own chain count is in the low bits).
+#define LC_COPY_CHAIN_MASK 0xffu
+
+// lc_plan_copy_group returns how many copies from c (k of them, inside
+// the launch and the replay) run as one group, their destinations in
+// dsts; 1 when they are not such copies.
+__device__ __forceinline__ lc_u32 lc_plan_copy_group(const lc_plan_step *c, lc_u32 k, bool inside, const lc_u8 **dsts) {
+	if (k < 2 || k > LC_LINE_GROUP_MAX || k > LC_CHAIN_MAX || !inside) return 1;
+	for (lc_u32 g = 0; g < k; g++) {
+		if (c[g].kind != LC_STEP_COPY || c[g].src != c[0].src || c[g].n != c[0].n ||
+		    (c[g].count & LC_COPY_CHAIN_MASK) != 0 || (g > 0 && c[g].count != 0))
+			return 1;
+		dsts[g] = (const lc_u8 *)c[g].dst;
+	}
+	return k;
+}
+
+// lc_plan_wait_group returns how many waits from c (k of them, inside the
+// launch and the replay) run as one group; 1 when they are not such.
+__device__ __forceinline__ lc_u32 lc_plan_wait_group(const lc_plan_step *c, lc_u32 k, bool inside) {
+	if (k < 2 || k > LC_LINE_GROUP_MAX || k > blockDim.x || !inside) return 1;
+	for (lc_u32 g = 1; g < k; g++) {
+		if (c[g].kind != LC_STEP_WAIT || (c[g].count >> LC_WAIT_GROUP_SHIFT) != 0) return 1;
 	}
 	return k;
 }
@@ -465,7 +504,7 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 			                  ((s.kind == LC_STEP_LINE_PUT || s.kind == LC_STEP_LINE_WAIT) && s.n > 8) ||
 			                  (s.kind == LC_STEP_LINE_PUT && s.count > 1) ||
 			                  (s.kind == LC_STEP_LINE_WAIT && (s.count >> LC_LINE_GROUP_SHIFT) > 1) ||
-			                  s.kind == LC_STEP_GRID;
+			                  (s.kind == LC_STEP_WAIT && (s.count >> LC_WAIT_GROUP_SHIFT) > 1) || s.kind == LC_STEP_GRID;
 			if (!wide) {
 				// Thread 0's step; a failed wait skips them all until the
 				// next barrier, where every thread stops.
@@ -597,6 +636,21 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 				if (stop) return false;
 				continue;
 			}
+			if (s.kind == LC_STEP_WAIT) {
+				// A group of waits from this one (lc_plan_wait_group):
+				// thread g waits for the g-th (every block of a spread
+				// plan, as for a wait on its own), then the block meets.
+				const lc_u32 want = s.count >> LC_WAIT_GROUP_SHIFT;
+				const lc_plan_step *c = run ? &runs[v] : &table[i];
+				const lc_u32 k = lc_plan_wait_group(c, want, v + want <= count && i + want <= period);
+				skip = k - 1;
+				if (tid < k && !lc_plan_wait(c[tid], c[tid].value + r * c[tid].step, timeout_ns, abort_flag, rec, tag,
+				                             i + (lc_u32)tid, flags, spread ? arr : 0))
+					stop = 1;
+				__syncthreads();
+				if (stop) return false;
+				continue;
+			}
 			if (s.kind == LC_STEP_LINE_WAIT || s.kind == LC_STEP_LINE_PUT) {
 				// A group of line steps from this one (or this one
 				// alone); a drain has its own barrier, then thread 0's
@@ -620,18 +674,27 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 			lc_u64 value = s.value;
 			const lc_u8 *srcs[LC_CHAIN_MAX];
 			if (s.kind == LC_STEP_COPY) {
-				// count > 0: the count reduce steps after it reduce into
-				// the bytes it writes (the host's compiler says so): one
-				// chain that starts from the copy's source, where
-				// lc_plan_chain allows.
-				if (s.count > 0) {
+				// count >> LC_LINE_GROUP_SHIFT > 1: this copy and the ones
+				// after it of the same source and size, to their own
+				// places, as one step (lc_plan_copy_group).
+				const lc_u32 want = s.count >> LC_LINE_GROUP_SHIFT, chain = s.count & LC_COPY_CHAIN_MASK;
+				const lc_u32 g = lc_plan_copy_group(run ? &runs[v] : &table[i], want, v + want <= count && i + want <= period, srcs);
+				if (g > 1) {
+					kind = LC_WIDE_COPY_GROUP;
+					k = g;
+					skip = g - 1;
+				} else if (chain > 0) {
+					// chain > 0: the chain reduce steps after it reduce
+					// into the bytes it writes (the host's compiler says
+					// so): one chain that starts from the copy's source,
+					// where lc_plan_chain allows.
 					const lc_plan_step &r0 = run ? runs[v + 1 < count ? v + 1 : v] : table[i + 1 < period ? i + 1 : i];
-					if (lc_plan_chain(&r0, s.count, v + 1 + s.count <= count && i + 1 + s.count <= period, d, src, s.n,
-					                  r0.value, srcs)) {
+					if (lc_plan_chain(&r0, chain, v + 1 + chain <= count && i + 1 + chain <= period, d, src, s.n, r0.value,
+					                  srcs)) {
 						kind = LC_WIDE_CHAIN;
-						k = s.count;
+						k = chain;
 						value = r0.value;
-						skip = s.count;
+						skip = chain;
 					}
 				}
 			} else if (s.kind == LC_STEP_REDUCE) {

@@ -161,3 +161,51 @@ func groupLines(steps []kernels.PlanStep) {
 		i = j
 	}
 }
+
+// groupCopies marks runs of wide copies of one source and size (a put to
+// every peer of one chunk, and the rank's own copy of it), none heading a
+// chain, for the interpreter to run as one step, every thread copying its
+// share to each place with no block barrier between them: the first
+// step's Count holds the run's length << kernels.LineGroupShift (at most
+// kernels.PlanLineGroupMax). The interpreter runs them one by one where
+// they are not such copies (a grid step of a spread plan between them).
+func groupCopies(steps []kernels.PlanStep) {
+	member := func(s, first kernels.PlanStep) bool {
+		return s.Kind == kernels.StepCopy && s.Wide() && s.Count == 0 && s.Src == first.Src && s.N == first.N
+	}
+	for i := 0; i < len(steps); {
+		j := i + 1
+		if member(steps[i], steps[i]) {
+			for j < len(steps) && j-i < kernels.PlanLineGroupMax && member(steps[j], steps[i]) {
+				j++
+			}
+			if j-i > 1 {
+				steps[i].Count = uint32(j-i) << kernels.LineGroupShift
+			}
+		}
+		i = j
+	}
+}
+
+// groupWaits marks runs of waits (the waits for several peers' signals
+// that a collective's step ends with) for the interpreter to poll side by
+// side, one thread each, as one step: the first's Count holds the run's
+// length << kernels.WaitGroupShift above its count of slots (at most
+// kernels.PlanLineGroupMax waits a run).
+func groupWaits(steps []kernels.PlanStep) {
+	member := func(s kernels.PlanStep) bool {
+		return s.Kind == kernels.StepWait && s.Count <= kernels.WaitSlotsMask
+	}
+	for i := 0; i < len(steps); {
+		j := i + 1
+		if member(steps[i]) {
+			for j < len(steps) && j-i < kernels.PlanLineGroupMax && member(steps[j]) {
+				j++
+			}
+			if j-i > 1 {
+				steps[i].Count |= uint32(j-i) << kernels.WaitGroupShift
+			}
+		}
+		i = j
+	}
+}
