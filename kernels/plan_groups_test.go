@@ -129,4 +129,24 @@ func TestPlanWaitGroups(t *testing.T) {
 		t.Fatalf("record %+v (tag %d, step %d, %v): want a timeout of step 3", r, tag, step, ok)
 	}
 	c.clear()
+	// Two waits of a group time out together: one of them writes the
+	// record, whole (its step, what it saw, its target).
+	slots = zeroed(t, d, 3*128)
+	steps = []PlanStep{
+		{Kind: StepAdd, Dst: slots, Value: 1},
+		{Kind: StepWait, Dst: slots, Count: 3<<WaitGroupShift | 1, N: 8, Cmp: CmpGE, Value: 1},
+		{Kind: StepWait, Dst: slots.Add(128), Count: 1, N: 8, Cmp: CmpGE, Value: 2},
+		{Kind: StepWait, Dst: slots.Add(256), Count: 1, N: 8, Cmp: CmpGE, Value: 3},
+	}
+	must(t, d.MemcpyHtoD(table, EncodePlan(steps)))
+	must(t, d.DefaultStream().Synchronize())
+	must(t, k.Plan(s, PlanSpec{Steps: table, Period: uint32(len(steps)), Count: uint64(len(steps)), Timeout: 50 * time.Millisecond,
+		Abort: c.abortDev(), Record: c.recordDev(), Tag: 7}))
+	must(t, s.Synchronize())
+	r = c.record()
+	tag, step, ok = DecodePlanFailure(r.Slot)
+	if r.Status != StatusTimeout || !ok || tag != 7 || (step != 2 || r.Target != 2) && (step != 3 || r.Target != 3) || r.Observed != 0 {
+		t.Fatalf("record %+v (tag %d, step %d, %v): want a timeout of step 2 (target 2) or 3 (target 3)", r, tag, step, ok)
+	}
+	c.clear()
 }

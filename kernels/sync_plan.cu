@@ -137,7 +137,7 @@ __device__ __forceinline__ bool lc_plan_holds(lc_u64 v, lc_u64 target, lc_u32 cm
 // true with target; false after recording a timeout or an abort. arr: a
 // spread plan's job area (lc_plan_quit), else 0.
 __device__ bool lc_plan_wait(const lc_plan_step &s, lc_u64 target, lc_u64 timeout_ns, const lc_u32 *abort_flag,
-                             lc_record *rec, lc_u32 tag, lc_u32 index, int flags, lc_u64 *arr) {
+                             lc_record *rec, lc_u32 tag, lc_u32 index, int flags, lc_u64 *arr, int *claim = 0) {
 	const lc_u8 *slots = (const lc_u8 *)s.dst;
 	const lc_u32 count = s.count & LC_WAIT_SLOTS_MASK, cmp = s.cmp;
 	const lc_u64 stride = s.n;
@@ -169,7 +169,7 @@ __device__ bool lc_plan_wait(const lc_plan_step &s, lc_u64 target, lc_u64 timeou
 		// allows.
 		if (spins == 0) start = lc_globaltimer();
 		if ((++spins & 63) != 0) continue;
-		if (lc_plan_quit(arr, rec, abort_flag, timeout_ns, start, host_at, tag, index, sum, target)) return false;
+		if (lc_plan_quit(arr, rec, abort_flag, timeout_ns, start, host_at, tag, index, sum, target, claim)) return false;
 	}
 }
 
@@ -406,6 +406,9 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 	// A wide line drain's count of threads done, and a flag a polling
 	// thread saw (lc_plan_lines_drain).
 	__shared__ lc_u32 ndone, seen;
+	// A wait group's claim on the failure record (lc_plan_claim): taken
+	// once a launch at most (a failure ends it).
+	__shared__ int claim;
 	lc_u32 expect = 0; // thread 0: ndone when this launch's drains are done
 	// Short plans are read from shared memory, loaded once.
 	__shared__ lc_plan_step cache[LC_PLAN_CACHE];
@@ -418,6 +421,7 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 	if (tid == 0) {
 		if (check_rec && rec != 0 && bid == 0) status = ((const volatile lc_record *)rec)->status;
 		ndone = seen = 0;
+		claim = 0;
 	}
 	// The whole plan when it fits, else the launch's own run of steps
 	// when that does (read by its position in the run).
@@ -644,8 +648,10 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 				const lc_plan_step *c = run ? &runs[v] : &table[i];
 				const lc_u32 k = lc_plan_wait_group(c, want, v + want <= count && i + want <= period);
 				skip = k - 1;
+				// Waits that fail together: the first to claim the
+				// record writes it.
 				if (tid < k && !lc_plan_wait(c[tid], c[tid].value + r * c[tid].step, timeout_ns, abort_flag, rec, tag,
-				                             i + (lc_u32)tid, flags, spread ? arr : 0))
+				                             i + (lc_u32)tid, flags, spread ? arr : 0, &claim))
 					stop = 1;
 				__syncthreads();
 				if (stop) return false;

@@ -141,8 +141,14 @@ func TestGroupLines(t *testing.T) {
 // Count); a small copy, another source or size, a copy heading a chain,
 // or another step ends a run.
 func TestGroupCopies(t *testing.T) {
+	// Each copy to a place of its own.
+	places := uint64(1 << 20)
 	cp := func(src, n uint64, count uint32) kernels.PlanStep {
-		return kernels.PlanStep{Kind: kernels.StepCopy, Src: cuda.DevicePtr(src), N: n, Count: count}
+		places += 1 << 16
+		return kernels.PlanStep{Kind: kernels.StepCopy, Src: cuda.DevicePtr(src), Dst: cuda.DevicePtr(places), N: n, Count: count}
+	}
+	cpTo := func(src, dst, n uint64) kernels.PlanStep {
+		return kernels.PlanStep{Kind: kernels.StepCopy, Src: cuda.DevicePtr(src), Dst: cuda.DevicePtr(dst), N: n}
 	}
 	const w = 4096 // wide
 	add := kernels.PlanStep{Kind: kernels.StepAdd}
@@ -165,6 +171,9 @@ func TestGroupCopies(t *testing.T) {
 		{[]kernels.PlanStep{cp(64, w, 0), cp(64, w, 3), cp(64, w, 0), cp(64, w, 0)}, []uint32{0, 3, 2 << sh, 0}},
 		{[]kernels.PlanStep{cp(64, w, 0), add, cp(64, w, 0)}, []uint32{0, 0, 0}},
 		{nine, []uint32{8 << sh, 0, 0, 0, 0, 0, 0, 0, 0}},
+		// A place that overlaps an earlier one's, or the source, ends a run.
+		{[]kernels.PlanStep{cpTo(64, 8192, w), cpTo(64, 8192+w/2, w), cpTo(64, 16384, w)}, []uint32{0, 2 << sh, 0}},
+		{[]kernels.PlanStep{cpTo(64, 8192, w), cpTo(64, 64+w/2, w)}, []uint32{0, 0}},
 	} {
 		groupCopies(tc.steps)
 		got := make([]uint32, len(tc.steps))
@@ -182,8 +191,10 @@ func TestGroupCopies(t *testing.T) {
 // Count); any other step ends a run.
 func TestGroupWaits(t *testing.T) {
 	wait := func(slots uint32) kernels.PlanStep {
-		return kernels.PlanStep{Kind: kernels.StepWait, Count: slots, N: 8}
+		return kernels.PlanStep{Kind: kernels.StepWait, Count: slots, N: 8, Cmp: kernels.CmpGE}
 	}
+	eq := kernels.PlanStep{Kind: kernels.StepWait, Count: 1, N: 8, Cmp: kernels.CmpEQ}
+	gt := kernels.PlanStep{Kind: kernels.StepWait, Count: 1, N: 8, Cmp: kernels.CmpGT}
 	add := kernels.PlanStep{Kind: kernels.StepAdd}
 	sh := kernels.WaitGroupShift
 	nine := make([]kernels.PlanStep, 9)
@@ -197,6 +208,8 @@ func TestGroupWaits(t *testing.T) {
 		{[]kernels.PlanStep{add, wait(1), wait(1), wait(1), add}, []uint32{0, 3<<sh | 1, 1, 1, 0}},
 		{[]kernels.PlanStep{wait(3), wait(1), add, wait(2)}, []uint32{2<<sh | 3, 1, 0, 2}},
 		{nine, []uint32{8<<sh | 1, 1, 1, 1, 1, 1, 1, 1, 1}},
+		// A wait for equality may hold and stop holding: it stays alone.
+		{[]kernels.PlanStep{wait(1), eq, gt, wait(1)}, []uint32{1, 1, 2<<sh | 1, 1}},
 	} {
 		groupWaits(tc.steps)
 		got := make([]uint32, len(tc.steps))
