@@ -19,7 +19,7 @@ const (
 	StepCopy      StepKind = iota // N bytes from Src to Dst: every thread above PlanSmall bytes, else thread 0
 	StepStore                     // thread 0: release store of Value + replay*Step into the slot at Dst
 	StepAdd                       // thread 0: release atomic add of Value to the slot at Dst
-	StepWait                      // thread 0: until the sum of Count slots from Dst, N bytes apart, Cmp Value + replay*Step
+	StepWait                      // thread 0: until the sum of Count slots from Dst, N bytes apart, Cmp Value + replay*Step (Count's low WaitGroupShift bits; the high ones: a wait group)
 	StepFillByte                  // every thread: N bytes at Dst = byte(Value)
 	StepFillIota                  // every thread: N bytes at Dst = little-endian u32 words Value, Value+1, ...
 	StepFillRand                  // every thread: N bytes at Dst = the random stream of seed Value (FillRand's)
@@ -59,10 +59,24 @@ const PutPrivate Cmp = 2
 // LineGroupShift (k >= 2) drains itself and the k - 1 drains after it at
 // once; a StepLinePut whose Count is k >= 2 sends its source to its own
 // place and to those of the k - 1 line puts after it (of the same Src and
-// N). Where the steps are not such, the interpreter runs them one by one.
+// N). Copy groups take the same Count bits: a wide StepCopy whose Count
+// holds k << LineGroupShift (k >= 2) copies its source to its own place
+// and to those of the k - 1 wide copies after it (of the same Src and N,
+// Count 0), as one step. Where the steps are not such, the interpreter
+// runs them one by one.
 const (
 	PlanLineGroupMax = 8
 	LineGroupShift   = 8
+)
+
+// Wait groups (sync_plan.cu): a StepWait whose Count holds k <<
+// WaitGroupShift (k >= 2, at most PlanLineGroupMax) above its count of
+// slots waits for itself and the k - 1 waits after it side by side, one
+// thread each, as one step; the count of slots of a wait is Count &
+// WaitSlotsMask.
+const (
+	WaitGroupShift = 24
+	WaitSlotsMask  = 1<<WaitGroupShift - 1
 )
 
 // LineSendFirst in a StepLineWait's Count lets the drain send the next

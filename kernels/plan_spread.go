@@ -134,8 +134,9 @@ func accessesFor(s PlanStep, grouped bool) []spreadAccess {
 		return []spreadAccess{rng(uint64(s.Dst), 16*((s.N+7)/8), false, byEvery),
 			rng(uint64(s.Src), s.N, true, lineWho(s, grouped)), rng(uint64(s.Aux), 8, true, byBlock0)}
 	case StepWait:
-		out := make([]spreadAccess, 0, max(s.Count, 1))
-		for k := uint64(0); k < uint64(max(s.Count, 1)); k++ {
+		slots := max(s.Count&WaitSlotsMask, 1)
+		out := make([]spreadAccess, 0, slots)
+		for k := uint64(0); k < uint64(slots); k++ {
 			out = append(out, rng(uint64(s.Dst)+k*s.N, 8, false, byEvery))
 		}
 		return out

@@ -473,3 +473,12 @@ func TestPlanSpreadLineFlow(t *testing.T) {
 		arrivalsZero(t, d, jb, "after the flow exchange (b)")
 	}
 }
+
+// A wait group's first wait reads its own slots only: the group's length
+// above WaitGroupShift is not a count of slots.
+func TestAccessesOfGroupedWait(t *testing.T) {
+	acc := accessesFor(PlanStep{Kind: StepWait, Dst: 64, N: 8, Count: 2<<WaitGroupShift | 3}, false)
+	if len(acc) != 3 || acc[2].lo != 64+16 || acc[0].write {
+		t.Fatalf("accesses %+v, want 3 slot reads from 64, 8 bytes apart", acc)
+	}
+}

@@ -53,14 +53,15 @@
 #define LC_SPREAD_WORDS 35
 
 // A wide step's kind, as lc_plan_wide runs it: a copy, a fill, a
-// reduction, or a chain of reductions (reduce.cu's LC_CHAIN_MAX sources
-// into one destination).
+// reduction, a chain of reductions (reduce.cu's LC_CHAIN_MAX sources
+// into one destination), or a copy of one source to several places.
 #define LC_WIDE_COPY 1
 #define LC_WIDE_FILL_BYTE 2
 #define LC_WIDE_FILL_IOTA 3
 #define LC_WIDE_FILL_RAND 4
 #define LC_WIDE_REDUCE 5
 #define LC_WIDE_CHAIN 6
+#define LC_WIDE_COPY_GROUP 7
 
 // LC_PLAN_JOB_SIZE is the size of a spread plan's job area
 // (kernels.PlanJobSize).
@@ -82,30 +83,39 @@ __device__ __noinline__ void lc_plan_wide(lc_u32 kind, lc_u32 k, lc_u8 *d, const
 		for (lc_u64 i = tid; i < n; i += nth) d[i] = (lc_u8)(lc_rand_word(value, i / 8) >> (8 * (i % 8)));
 	} else if (kind == LC_WIDE_REDUCE) {
 		lc_reduce_any((lc_u32)(value & 0xff), (lc_u32)((value >> 8) & 0xff), d, src, n, tid, nth);
+	} else if (kind == LC_WIDE_COPY_GROUP) {
+		// srcs holds the k destinations of src's n bytes.
+		for (lc_u32 g = 0; g < k; g++) lc_put_range((lc_u8 *)srcs[g], src, n, tid, nth);
 	} else if (kind == LC_WIDE_CHAIN) {
 		lc_reduce_chain_any((lc_u32)(value & 0xff), (lc_u32)((value >> 8) & 0xff), d, src, srcs, (int)k, n / 16, tid, nth);
 	}
 }
 
+// lc_plan_claim reports whether this thread may write the failure record:
+// always with no claim word (one thread of the block waits at a time),
+// else when it is the first of the block's threads to claim it (the
+// waits of a wait group, side by side).
+__device__ __forceinline__ bool lc_plan_claim(int *claim) { return claim == 0 || atomicCAS(claim, 0, 1) == 0; }
+
 // lc_plan_gave_up reports whether a wait of the plan (tag) at step index,
 // polling since start, must end: its timeout_ns passed (it records that,
 // with what it observed and its target), or, where lc_host_look allows
 // (host_at, the wait's own), the record already holds a failure or the
-// abort flag is up (recorded).
+// abort flag is up (recorded). claim: lc_plan_claim's.
 __device__ __forceinline__ bool lc_plan_gave_up(lc_record *rec, const lc_u32 *abort_flag, lc_u64 timeout_ns, lc_u64 start,
                                                 lc_u64 &host_at, lc_u32 tag, lc_u32 index, lc_u64 observed,
-                                                lc_u64 target) {
+                                                lc_u64 target, int *claim = 0) {
 	const lc_u64 el = lc_globaltimer() - start;
 	const lc_u32 slot = LC_PLAN_FAIL_BIT | (tag << 20) | index;
 	if (lc_host_look(el, host_at)) {
 		if (lc_poisoned(rec)) return true;
 		if (lc_aborted(abort_flag)) {
-			lc_fail(rec, LC_STATUS_ABORTED, slot, observed, target, el);
+			if (lc_plan_claim(claim)) lc_fail(rec, LC_STATUS_ABORTED, slot, observed, target, el);
 			return true;
 		}
 	}
 	if (timeout_ns != 0 && el >= timeout_ns) {
-		lc_fail(rec, LC_STATUS_TIMEOUT, slot, observed, target, el);
+		if (lc_plan_claim(claim)) lc_fail(rec, LC_STATUS_TIMEOUT, slot, observed, target, el);
 		return true;
 	}
 	return false;
@@ -127,10 +137,10 @@ __device__ __forceinline__ void lc_store_relaxed_gpu(lc_u64 *p, lc_u64 v) {
 // raises it.
 __device__ __forceinline__ bool lc_plan_quit(lc_u64 *arr, lc_record *rec, const lc_u32 *abort_flag, lc_u64 timeout_ns,
                                              lc_u64 start, lc_u64 &host_at, lc_u32 tag, lc_u32 index, lc_u64 observed,
-                                             lc_u64 target) {
-	if (arr == 0) return lc_plan_gave_up(rec, abort_flag, timeout_ns, start, host_at, tag, index, observed, target);
+                                             lc_u64 target, int *claim = 0) {
+	if (arr == 0) return lc_plan_gave_up(rec, abort_flag, timeout_ns, start, host_at, tag, index, observed, target, claim);
 	if (lc_load_relaxed_gpu(arr + LC_SPREAD_STOP) != 0) return true;
-	const bool quit = lc_plan_gave_up(rec, abort_flag, timeout_ns, start, host_at, tag, index, observed, target);
+	const bool quit = lc_plan_gave_up(rec, abort_flag, timeout_ns, start, host_at, tag, index, observed, target, claim);
 	if (quit) lc_store_relaxed_gpu(arr + LC_SPREAD_STOP, 1);
 	return quit;
 }

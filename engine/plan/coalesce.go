@@ -1,6 +1,9 @@
 package plan
 
-import "github.com/luacoll/luacoll/kernels"
+import (
+	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/kernels"
+)
 
 // coalesceReleases reorders device-mode steps so that a run of small puts
 // to several peers waits for their bytes to land once, not once a put.
@@ -160,4 +163,78 @@ func groupLines(steps []kernels.PlanStep) {
 		}
 		i = j
 	}
+}
+
+// groupCopies marks runs of wide copies of one source and size (a put to
+// every peer of one chunk, and the rank's own copy of it), none heading a
+// chain, for the interpreter to run as one step, every thread copying its
+// share to each place with no block barrier between them: the first
+// step's Count holds the run's length << kernels.LineGroupShift (at most
+// kernels.PlanLineGroupMax). A copy whose place overlaps its source (but
+// for the source itself) or an earlier member's place ends a run. The
+// interpreter runs them one by one where they are not such copies (a
+// grid step of a spread plan between them).
+func groupCopies(steps []kernels.PlanStep) {
+	member := func(s, first kernels.PlanStep) bool {
+		return s.Kind == kernels.StepCopy && s.Wide() && s.Count == 0 && s.Src == first.Src && s.N == first.N &&
+			(s.Dst == s.Src || !overlapping(s.Dst, s.Src, s.N))
+	}
+	for i := 0; i < len(steps); {
+		j := i + 1
+		if member(steps[i], steps[i]) {
+			// No member's place overlaps an earlier one's: they run with
+			// no order between them.
+			for j < len(steps) && j-i < kernels.PlanLineGroupMax && member(steps[j], steps[i]) &&
+				!overlapsAny(steps[i:j], steps[j].Dst, steps[j].N) {
+				j++
+			}
+			if j-i > 1 {
+				steps[i].Count = uint32(j-i) << kernels.LineGroupShift
+			}
+		}
+		i = j
+	}
+}
+
+// groupWaits marks runs of waits (the waits for several peers' signals
+// that a collective's step ends with) for the interpreter to poll side by
+// side, one thread each, as one step: the first's Count holds the run's
+// length << kernels.WaitGroupShift above its count of slots (at most
+// kernels.PlanLineGroupMax waits a run). Only waits for a value at or
+// above a target (>=, >) join: one in a group may be checked before the
+// waits ahead of it are met, which is the same for a wait on a value that
+// only rises, not for one that may hold and then stop holding (==, <=, a
+// slot a peer sets lower).
+func groupWaits(steps []kernels.PlanStep) {
+	member := func(s kernels.PlanStep) bool {
+		return s.Kind == kernels.StepWait && s.Count <= kernels.WaitSlotsMask && (s.Cmp == kernels.CmpGE || s.Cmp == kernels.CmpGT)
+	}
+	for i := 0; i < len(steps); {
+		j := i + 1
+		if member(steps[i]) {
+			for j < len(steps) && j-i < kernels.PlanLineGroupMax && member(steps[j]) {
+				j++
+			}
+			if j-i > 1 {
+				steps[i].Count |= uint32(j-i) << kernels.WaitGroupShift
+			}
+		}
+		i = j
+	}
+}
+
+// overlapping reports whether n bytes at a and n bytes at b meet.
+func overlapping(a, b cuda.DevicePtr, n uint64) bool {
+	return uint64(a) < uint64(b)+n && uint64(b) < uint64(a)+n
+}
+
+// overlapsAny reports whether n bytes at dst meet the place of any of
+// steps.
+func overlapsAny(steps []kernels.PlanStep, dst cuda.DevicePtr, n uint64) bool {
+	for _, s := range steps {
+		if uint64(dst) < uint64(s.Dst)+s.N && uint64(s.Dst) < uint64(dst)+n {
+			return true
+		}
+	}
+	return false
 }

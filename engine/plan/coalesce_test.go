@@ -135,3 +135,94 @@ func TestGroupLines(t *testing.T) {
 		}
 	}
 }
+
+// Wide copies in a row of one source and size form a group (up to
+// kernels.PlanLineGroupMax, the length << LineGroupShift in the first's
+// Count); a small copy, another source or size, a copy heading a chain,
+// or another step ends a run.
+func TestGroupCopies(t *testing.T) {
+	// Each copy to a place of its own.
+	places := uint64(1 << 20)
+	cp := func(src, n uint64, count uint32) kernels.PlanStep {
+		places += 1 << 16
+		return kernels.PlanStep{Kind: kernels.StepCopy, Src: cuda.DevicePtr(src), Dst: cuda.DevicePtr(places), N: n, Count: count}
+	}
+	cpTo := func(src, dst, n uint64) kernels.PlanStep {
+		return kernels.PlanStep{Kind: kernels.StepCopy, Src: cuda.DevicePtr(src), Dst: cuda.DevicePtr(dst), N: n}
+	}
+	const w = 4096 // wide
+	add := kernels.PlanStep{Kind: kernels.StepAdd}
+	sh := kernels.LineGroupShift
+	nine := make([]kernels.PlanStep, 9)
+	for i := range nine {
+		nine[i] = cp(64, w, 0)
+	}
+	for _, tc := range []struct {
+		steps []kernels.PlanStep
+		want  []uint32
+	}{
+		// The rank's own copy and three puts of one chunk, their signals.
+		{[]kernels.PlanStep{cp(64, w, 0), cp(64, w, 0), cp(64, w, 0), cp(64, w, 0), add, add, add}, []uint32{4 << sh, 0, 0, 0, 0, 0, 0}},
+		{[]kernels.PlanStep{cp(64, w, 0), cp(128, w, 0), cp(128, w, 0)}, []uint32{0, 2 << sh, 0}},
+		{[]kernels.PlanStep{cp(64, w, 0), cp(64, 2*w, 0), cp(64, 2*w, 0)}, []uint32{0, 2 << sh, 0}},
+		// Small copies (thread 0's) stay alone.
+		{[]kernels.PlanStep{cp(64, 16, 0), cp(64, 16, 0)}, []uint32{0, 0}},
+		// A copy heading a chain keeps its count, and ends a run.
+		{[]kernels.PlanStep{cp(64, w, 0), cp(64, w, 3), cp(64, w, 0), cp(64, w, 0)}, []uint32{0, 3, 2 << sh, 0}},
+		{[]kernels.PlanStep{cp(64, w, 0), add, cp(64, w, 0)}, []uint32{0, 0, 0}},
+		{nine, []uint32{8 << sh, 0, 0, 0, 0, 0, 0, 0, 0}},
+		// A place that overlaps an earlier one's, or the source, ends a run.
+		{[]kernels.PlanStep{cpTo(64, 8192, w), cpTo(64, 8192+w/2, w), cpTo(64, 16384, w)}, []uint32{0, 2 << sh, 0}},
+		{[]kernels.PlanStep{cpTo(64, 8192, w), cpTo(64, 64+w/2, w)}, []uint32{0, 0}},
+	} {
+		groupCopies(tc.steps)
+		got := make([]uint32, len(tc.steps))
+		for i, s := range tc.steps {
+			got[i] = s.Count
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("counts %v, want %v", got, tc.want)
+		}
+	}
+}
+
+// Waits in a row form a group (up to kernels.PlanLineGroupMax, the length
+// << WaitGroupShift above each wait's count of slots in the first's
+// Count); any other step ends a run.
+func TestGroupWaits(t *testing.T) {
+	wait := func(slots uint32) kernels.PlanStep {
+		return kernels.PlanStep{Kind: kernels.StepWait, Count: slots, N: 8, Cmp: kernels.CmpGE}
+	}
+	eq := kernels.PlanStep{Kind: kernels.StepWait, Count: 1, N: 8, Cmp: kernels.CmpEQ}
+	gt := kernels.PlanStep{Kind: kernels.StepWait, Count: 1, N: 8, Cmp: kernels.CmpGT}
+	add := kernels.PlanStep{Kind: kernels.StepAdd}
+	sh := kernels.WaitGroupShift
+	nine := make([]kernels.PlanStep, 9)
+	for i := range nine {
+		nine[i] = wait(1)
+	}
+	for _, tc := range []struct {
+		steps []kernels.PlanStep
+		want  []uint32
+	}{
+		{[]kernels.PlanStep{add, wait(1), wait(1), wait(1), add}, []uint32{0, 3<<sh | 1, 1, 1, 0}},
+		{[]kernels.PlanStep{wait(3), wait(1), add, wait(2)}, []uint32{2<<sh | 3, 1, 0, 2}},
+		{nine, []uint32{8<<sh | 1, 1, 1, 1, 1, 1, 1, 1, 1}},
+		// A wait for equality may hold and stop holding: it stays alone.
+		{[]kernels.PlanStep{wait(1), eq, gt, wait(1)}, []uint32{1, 1, 2<<sh | 1, 1}},
+	} {
+		groupWaits(tc.steps)
+		got := make([]uint32, len(tc.steps))
+		for i, s := range tc.steps {
+			got[i] = s.Count
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("counts %v, want %v", got, tc.want)
+		}
+		for _, s := range tc.steps {
+			if s.Kind == kernels.StepWait && s.Count&kernels.WaitSlotsMask == 0 {
+				t.Errorf("a wait lost its count of slots: %#x", s.Count)
+			}
+		}
+	}
+}

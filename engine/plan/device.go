@@ -146,6 +146,8 @@ func (p *Plan) useDeviceOn(s gpu.PlanStream, newPlan newDevicePlan, gpuScope boo
 		}
 		coalesceReleases(d.steps, moving, copyMax)
 		chainReduces(d.steps)
+		groupCopies(d.steps)
+		groupWaits(d.steps)
 		d.spreadSteps()
 	}
 	if len(d.steps) > 0 {
