@@ -103,6 +103,26 @@ __device__ void lc_fail(lc_record *rec, lc_u32 status, lc_u32 slot, lc_u64 obser
 	__threadfence_system();
 }
 
+// lc_wait_over reports whether a wait that has lasted el (the GPU's clock)
+// must end: where lc_host_look allows (host_at, the wait's own), the record
+// already holds a failure, or the abort flag is up (recorded, with slot,
+// observed and target); or its timeout_ns (0: none) passed (recorded).
+__device__ __forceinline__ bool lc_wait_over(lc_record *rec, const lc_u32 *abort_flag, lc_u64 timeout_ns, lc_u64 el,
+                                             lc_u64 &host_at, lc_u32 slot, lc_u64 observed, lc_u64 target) {
+	if (lc_host_look(el, host_at)) {
+		if (lc_poisoned(rec)) return true;
+		if (lc_aborted(abort_flag)) {
+			lc_fail(rec, LC_STATUS_ABORTED, slot, observed, target, el);
+			return true;
+		}
+	}
+	if (timeout_ns != 0 && el >= timeout_ns) {
+		lc_fail(rec, LC_STATUS_TIMEOUT, slot, observed, target, el);
+		return true;
+	}
+	return false;
+}
+
 // splitmix64's output function: a bijective 64-bit mixer.
 __device__ __forceinline__ lc_u64 lc_mix64(lc_u64 z) {
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

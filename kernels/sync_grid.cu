@@ -89,20 +89,8 @@ __device__ __noinline__ void lc_plan_wide(lc_u32 kind, lc_u32 k, lc_u8 *d, const
 __device__ __forceinline__ bool lc_plan_gave_up(lc_record *rec, const lc_u32 *abort_flag, lc_u64 timeout_ns, lc_u64 start,
                                                 lc_u64 &host_at, lc_u32 tag, lc_u32 index, lc_u64 observed,
                                                 lc_u64 target) {
-	const lc_u64 el = lc_globaltimer() - start;
-	const lc_u32 slot = LC_PLAN_FAIL_BIT | (tag << 20) | index;
-	if (lc_host_look(el, host_at)) {
-		if (lc_poisoned(rec)) return true;
-		if (lc_aborted(abort_flag)) {
-			lc_fail(rec, LC_STATUS_ABORTED, slot, observed, target, el);
-			return true;
-		}
-	}
-	if (timeout_ns != 0 && el >= timeout_ns) {
-		lc_fail(rec, LC_STATUS_TIMEOUT, slot, observed, target, el);
-		return true;
-	}
-	return false;
+	return lc_wait_over(rec, abort_flag, timeout_ns, lc_globaltimer() - start, host_at, LC_PLAN_FAIL_BIT | (tag << 20) | index,
+	                    observed, target);
 }
 
 __device__ __forceinline__ lc_u64 lc_load_relaxed_gpu(const lc_u64 *p) {
