@@ -103,6 +103,34 @@ __device__ void lc_fail(lc_record *rec, lc_u32 status, lc_u32 slot, lc_u64 obser
 	__threadfence_system();
 }
 
+// lc_claim reports whether this thread may write the failure record:
+// always with no claim word (one thread of the block waits at a time),
+// else when it is the first of the block's threads to claim it (a plan's
+// wait group, whose waits run side by side).
+__device__ __forceinline__ bool lc_claim(int *claim) { return claim == 0 || atomicCAS(claim, 0, 1) == 0; }
+
+// lc_wait_over reports whether a wait that has lasted el (the GPU's clock)
+// must end: where lc_host_look allows (host_at, the wait's own), the record
+// already holds a failure, or the abort flag is up (recorded, with slot,
+// observed and target); or its timeout_ns (0: none) passed (recorded).
+// claim: lc_claim's.
+__device__ __forceinline__ bool lc_wait_over(lc_record *rec, const lc_u32 *abort_flag, lc_u64 timeout_ns, lc_u64 el,
+                                             lc_u64 &host_at, lc_u32 slot, lc_u64 observed, lc_u64 target,
+                                             int *claim = 0) {
+	if (lc_host_look(el, host_at)) {
+		if (lc_poisoned(rec)) return true;
+		if (lc_aborted(abort_flag)) {
+			if (lc_claim(claim)) lc_fail(rec, LC_STATUS_ABORTED, slot, observed, target, el);
+			return true;
+		}
+	}
+	if (timeout_ns != 0 && el >= timeout_ns) {
+		if (lc_claim(claim)) lc_fail(rec, LC_STATUS_TIMEOUT, slot, observed, target, el);
+		return true;
+	}
+	return false;
+}
+
 // splitmix64's output function: a bijective 64-bit mixer.
 __device__ __forceinline__ lc_u64 lc_mix64(lc_u64 z) {
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

@@ -54,18 +54,7 @@ __device__ void lc_wait_body(const lc_u8 *slots, lc_u32 count, lc_u64 stride, in
 		// flag) as lc_host_look allows. A poisoned record (an earlier
 		// wait failed) ends the wait without a record of its own.
 		if ((++spins & 63) != 0) continue;
-		const lc_u64 el = lc_globaltimer() - start;
-		if (lc_host_look(el, host_at)) {
-			if (lc_poisoned(rec)) return;
-			if (lc_aborted(abort_flag)) {
-				lc_fail(rec, LC_STATUS_ABORTED, low_slot, sum, target, el);
-				return;
-			}
-		}
-		if (timeout_ns != 0 && el >= timeout_ns) {
-			lc_fail(rec, LC_STATUS_TIMEOUT, low_slot, sum, target, el);
-			return;
-		}
+		if (lc_wait_over(rec, abort_flag, timeout_ns, lc_globaltimer() - start, host_at, low_slot, sum, target)) return;
 	}
 }
 
@@ -103,18 +92,8 @@ extern "C" __global__ void lc_barrier(lc_u64 *epoch, lc_u64 *const *rows, lc_u32
 			return;
 		}
 		if ((++spins & 63) != 0) continue;
-		const lc_u64 el = lc_globaltimer() - start;
-		if (lc_host_look(el, host_at)) {
-			if (lc_poisoned(rec)) return;
-			if (lc_aborted(abort_flag)) {
-				lc_fail(rec, LC_STATUS_ABORTED, from, lc_load_volatile(mine + from), e, el);
-				return;
-			}
-		}
-		if (timeout_ns != 0 && el >= timeout_ns) {
-			lc_fail(rec, LC_STATUS_TIMEOUT, from, lc_load_volatile(mine + from), e, el);
+		if (lc_wait_over(rec, abort_flag, timeout_ns, lc_globaltimer() - start, host_at, from, lc_load_volatile(mine + from), e))
 			return;
-		}
 	}
 }
 

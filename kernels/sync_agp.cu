@@ -33,18 +33,7 @@ __device__ bool lc_agp_poll(const lc_u64 *slot, int op, lc_u64 target, lc_u32 wh
 			return false;
 		}
 		if ((spins & 63) != 0) continue;
-		const lc_u64 el = lc_globaltimer() - start;
-		if (lc_host_look(el, host_at)) {
-			if (lc_poisoned(rec)) return false;
-			if (lc_aborted(abort_flag)) {
-				lc_fail(rec, LC_STATUS_ABORTED, who, v, target, el);
-				return false;
-			}
-		}
-		if (timeout_ns != 0 && el >= timeout_ns) {
-			lc_fail(rec, LC_STATUS_TIMEOUT, who, v, target, el);
-			return false;
-		}
+		if (lc_wait_over(rec, abort_flag, timeout_ns, lc_globaltimer() - start, host_at, who, v, target)) return false;
 	}
 }
 

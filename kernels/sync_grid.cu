@@ -91,34 +91,16 @@ __device__ __noinline__ void lc_plan_wide(lc_u32 kind, lc_u32 k, lc_u8 *d, const
 	}
 }
 
-// lc_plan_claim reports whether this thread may write the failure record:
-// always with no claim word (one thread of the block waits at a time),
-// else when it is the first of the block's threads to claim it (the
-// waits of a wait group, side by side).
-__device__ __forceinline__ bool lc_plan_claim(int *claim) { return claim == 0 || atomicCAS(claim, 0, 1) == 0; }
-
 // lc_plan_gave_up reports whether a wait of the plan (tag) at step index,
 // polling since start, must end: its timeout_ns passed (it records that,
 // with what it observed and its target), or, where lc_host_look allows
 // (host_at, the wait's own), the record already holds a failure or the
-// abort flag is up (recorded). claim: lc_plan_claim's.
+// abort flag is up (recorded). claim: lc_claim's.
 __device__ __forceinline__ bool lc_plan_gave_up(lc_record *rec, const lc_u32 *abort_flag, lc_u64 timeout_ns, lc_u64 start,
                                                 lc_u64 &host_at, lc_u32 tag, lc_u32 index, lc_u64 observed,
                                                 lc_u64 target, int *claim = 0) {
-	const lc_u64 el = lc_globaltimer() - start;
-	const lc_u32 slot = LC_PLAN_FAIL_BIT | (tag << 20) | index;
-	if (lc_host_look(el, host_at)) {
-		if (lc_poisoned(rec)) return true;
-		if (lc_aborted(abort_flag)) {
-			if (lc_plan_claim(claim)) lc_fail(rec, LC_STATUS_ABORTED, slot, observed, target, el);
-			return true;
-		}
-	}
-	if (timeout_ns != 0 && el >= timeout_ns) {
-		if (lc_plan_claim(claim)) lc_fail(rec, LC_STATUS_TIMEOUT, slot, observed, target, el);
-		return true;
-	}
-	return false;
+	return lc_wait_over(rec, abort_flag, timeout_ns, lc_globaltimer() - start, host_at, LC_PLAN_FAIL_BIT | (tag << 20) | index,
+	                    observed, target, claim);
 }
 
 __device__ __forceinline__ lc_u64 lc_load_relaxed_gpu(const lc_u64 *p) {

@@ -48,7 +48,7 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 	// A wide line drain's count of threads done, and a flag a polling
 	// thread saw (lc_plan_lines_drain).
 	__shared__ lc_u32 ndone, seen;
-	// A wait group's claim on the failure record (lc_plan_claim): taken
+	// A wait group's claim on the failure record (lc_claim): taken
 	// once a launch at most (a failure ends it).
 	__shared__ int claim;
 	lc_u32 expect = 0; // thread 0: ndone when this launch's drains are done
