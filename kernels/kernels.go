@@ -31,7 +31,7 @@ func Names() []string {
 	return append([]string{KernelPut, KernelSignal, KernelWait, KernelBarrier, KernelCounterAdd, KernelFillByte,
 		KernelFillIota32, KernelFillRand, KernelChecksum, KernelEqual, KernelPingPong,
 		KernelPutSignal, KernelPPPutSignal, KernelPPPutSignalLL, KernelBarrierLoop, KernelPutSignalWait, KernelWaitPutSignal, KernelPrelaunched,
-		KernelAGPReady, KernelAGPDone, KernelAGPDoneReady, KernelAGPOne, KernelAGPLL, KernelAGPCopy, KernelAGPStaged, KernelPlan, KernelPlanServe, KernelProxyCall}, reduceKernels()...)
+		KernelAGPReady, KernelAGPDone, KernelAGPDoneReady, KernelAGPOne, KernelAGPLL, KernelAGPCopy, KernelAGPStaged, KernelPlan, KernelPlanMid, KernelPlanServe, KernelProxyCall}, reduceKernels()...)
 }
 
 // Options configure Load.

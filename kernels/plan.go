@@ -8,8 +8,22 @@ import (
 	"github.com/luacoll/luacoll/cuda"
 )
 
-// KernelPlan is the plan interpreter (sync_plan.cu).
-const KernelPlan = "lc_plan"
+// KernelPlan is the plan interpreter (sync_plan.cu); KernelPlanMid the
+// same for blocks of at most PlanMidThreads threads, built for that bound
+// (twice the registers a thread: the interpreter's loop keeps its state in
+// registers, not in local memory; docs/results/reductions.md).
+const (
+	KernelPlan    = "lc_plan"
+	KernelPlanMid = "lc_plan_mid"
+)
+
+// planKernel is the interpreter that runs blocks of threads threads.
+func planKernel(threads uint32) string {
+	if threads <= PlanMidThreads {
+		return KernelPlanMid
+	}
+	return KernelPlan
+}
 
 // StepKind is what one step of a device plan does.
 type StepKind uint32
@@ -344,7 +358,7 @@ func (k *Kernels) Plan(s *cuda.Stream, p PlanSpec) error {
 	if threads == 0 {
 		threads = PlanThreads
 	}
-	return k.launch(KernelPlan, blocks, threads, s, &a)
+	return k.launch(planKernel(threads), blocks, threads, s, &a)
 }
 
 // planFlags is p's sync_plan.cu LC_PLAN_* flags.

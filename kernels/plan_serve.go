@@ -10,7 +10,8 @@ import (
 
 // KernelPlanServe is the plan server (sync_plan_serve.cu): one launch of
 // the interpreter running the plan calls posted to a ring of host-mapped
-// command slots.
+// command slots, with blocks of at most PlanMidThreads threads (built for
+// that bound, as KernelPlanMid; a plan of larger blocks is launched).
 const KernelPlanServe = "lc_plan_serve"
 
 // The server's ring: PlanServeSlots command slots of PlanServeCmdSize
@@ -35,13 +36,13 @@ const (
 )
 
 // PlanServe enqueues a plan server on s, with blocks of threads threads
-// (a multiple of 32, at most PlanThreads): it serves commands first,
+// (a multiple of 32, at most PlanMidThreads): it serves commands first,
 // first+1, ... from ring (PlanServeSlots * PlanServeCmdSize bytes) until a
 // STOP, the abort flag, or a command that fails, and reports through state.
 // Not through the one-kernel graph: the server runs for a long time, and
 // updating the graph while an instance runs waits for it.
 func (k *Kernels) PlanServe(s *cuda.Stream, ring cuda.DevicePtr, first uint64, state, abort cuda.DevicePtr, threads uint32) error {
-	if threads == 0 || threads > PlanThreads || threads%32 != 0 || first == 0 || ring == 0 || state == 0 {
+	if threads == 0 || threads > PlanMidThreads || threads%32 != 0 || first == 0 || ring == 0 || state == 0 {
 		return fmt.Errorf("plan server (%d threads, from command %d): %w", threads, first, ErrBadSpec)
 	}
 	var a cuda.KernelArgs

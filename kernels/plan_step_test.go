@@ -109,13 +109,37 @@ func TestReduceStep(t *testing.T) {
 	}
 }
 
-// A launch with a larger block than the interpreter's launch bound is
-// refused before anything is enqueued.
+// A launch with a larger block than the interpreter's (or the server's)
+// launch bound is refused before anything is enqueued.
 func TestPlanThreadsBound(t *testing.T) {
 	var k *Kernels
 	err := k.Plan(nil, PlanSpec{Steps: 64, Period: 1, Count: 1, Threads: PlanThreads + 32})
 	if !errors.Is(err, ErrBadSpec) {
 		t.Fatalf("%v", err)
+	}
+	// The server is built for blocks of at most PlanMidThreads.
+	err = k.PlanServe(nil, 64, 1, 64, 64, PlanMidThreads+32)
+	if !errors.Is(err, ErrBadSpec) {
+		t.Fatalf("server of %d threads: %v", PlanMidThreads+32, err)
+	}
+}
+
+// Blocks of up to PlanMidThreads run the interpreter built for that bound
+// (more registers a thread), larger ones the one built for PlanThreads;
+// both are in the program (kernels.go's list, checked against the source
+// by TestNamesListEveryKernel).
+func TestPlanKernelFor(t *testing.T) {
+	for _, c := range []struct {
+		threads uint32
+		want    string
+	}{{32, KernelPlanMid}, {PlanSmallThreads, KernelPlanMid}, {PlanMidThreads, KernelPlanMid},
+		{PlanMidThreads + 32, KernelPlan}, {PlanThreads, KernelPlan}} {
+		if got := planKernel(c.threads); got != c.want {
+			t.Errorf("%d threads: %s, want %s", c.threads, got, c.want)
+		}
+	}
+	if PlanMidThreads >= PlanThreads {
+		t.Fatalf("PlanMidThreads %d, PlanThreads %d: the mid kernel's bound must be the smaller", PlanMidThreads, PlanThreads)
 	}
 }
 

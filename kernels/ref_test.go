@@ -19,7 +19,7 @@ import (
 // Tests that need no GPU.
 
 // kernelBounds matches a kernel's optional launch bound before its name.
-const kernelBounds = `(?:__launch_bounds__\(\w+\) )?`
+const kernelBounds = `(?:__launch_bounds__\(\w+\)\s+)?`
 
 func TestSourceHasEveryKernel(t *testing.T) {
 	src := Source()

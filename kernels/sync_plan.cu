@@ -66,8 +66,13 @@ struct lc_plan_moves {
 
 // The largest block lc_plan runs with (kernels.PlanThreads): its launch
 // bound, so that the reduce step's registers never keep a block of this
-// size from launching.
+// size from launching. Blocks of up to LC_PLAN_MID_THREADS
+// (kernels.PlanMidThreads) run the same interpreter built for that bound
+// (lc_plan_mid, lc_plan_serve_mid): twice the registers a thread (128, not
+// 64), and the interpreter's loop keeps its state in them rather than in
+// local memory.
 #define LC_PLAN_THREADS 512
+#define LC_PLAN_MID_THREADS 256
 
 __device__ __forceinline__ void lc_copy_small(lc_u8 *dst, const lc_u8 *src, lc_u64 n) {
 	lc_u64 k = 0;

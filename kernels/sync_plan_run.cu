@@ -394,18 +394,35 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 	return !stop;
 }
 
-// lc_plan runs count steps of a plan of period steps (lc_plan_block) on
-// one block, or with LC_PLAN_SPREAD on every block of the grid
-// (sync_grid.cu), job their job area.
+// lc_plan_entry is the interpreter kernels' body: count steps of a plan of
+// period steps (lc_plan_block) on one block, or with LC_PLAN_SPREAD on
+// every block of the grid (sync_grid.cu), job their job area.
+__device__ __forceinline__ void lc_plan_entry(const lc_plan_step *steps, lc_u32 period, lc_u32 first, lc_u64 count,
+                                              lc_u64 rep0, lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec,
+                                              lc_u32 tag, int flags, const lc_u64 *epoch, lc_u64 *job,
+                                              const lc_plan_moves &moves) {
+	// Every thread of a block leaves lc_plan_block at the same step.
+	lc_u64 arrivals = 0;
+	(void)lc_plan_block(steps, period, first, count, rep0, timeout_ns, abort_flag, rec, tag, flags, epoch, moves, job, true,
+	                    arrivals);
+	if ((flags & LC_PLAN_SPREAD) && threadIdx.x == 0) lc_spread_leave(job);
+}
+
+// lc_plan runs a plan (lc_plan_entry) with blocks of up to LC_PLAN_THREADS
+// threads; lc_plan_mid, the same with blocks of up to LC_PLAN_MID_THREADS
+// (more registers a thread).
 extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_plan_step *steps, lc_u32 period,
                                                                        lc_u32 first, lc_u64 count, lc_u64 rep0,
                                                                        lc_u64 timeout_ns, const lc_u32 *abort_flag,
                                                                        lc_record *rec, lc_u32 tag, int flags,
                                                                        const lc_u64 *epoch, lc_u64 *job,
                                                                        const lc_plan_moves moves) {
-	// Every thread of a block leaves lc_plan_block at the same step.
-	lc_u64 arrivals = 0;
-	(void)lc_plan_block(steps, period, first, count, rep0, timeout_ns, abort_flag, rec, tag, flags, epoch, moves, job, true,
-	                    arrivals);
-	if ((flags & LC_PLAN_SPREAD) && threadIdx.x == 0) lc_spread_leave(job);
+	lc_plan_entry(steps, period, first, count, rep0, timeout_ns, abort_flag, rec, tag, flags, epoch, job, moves);
+}
+
+extern "C" __global__ void __launch_bounds__(LC_PLAN_MID_THREADS)
+    lc_plan_mid(const lc_plan_step *steps, lc_u32 period, lc_u32 first, lc_u64 count, lc_u64 rep0, lc_u64 timeout_ns,
+                const lc_u32 *abort_flag, lc_record *rec, lc_u32 tag, int flags, const lc_u64 *epoch, lc_u64 *job,
+                const lc_plan_moves moves) {
+	lc_plan_entry(steps, period, first, count, rep0, timeout_ns, abort_flag, rec, tag, flags, epoch, job, moves);
 }

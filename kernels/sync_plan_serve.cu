@@ -88,8 +88,10 @@ __device__ bool lc_serve_fetch(const lc_u64 *slot, lc_u64 want, lc_u64 *dst, int
 	return ok;
 }
 
-extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan_serve(const lc_u8 *ring, lc_u64 first, lc_u64 *state,
-                                                                             const lc_u32 *abort_flag) {
+// lc_serve is the plan server kernels' body: it runs the plan calls
+// posted to ring from command first on (kernels.PlanServe), one after
+// another, until a STOP, the abort flag, or a call that fails.
+__device__ __forceinline__ void lc_serve(const lc_u8 *ring, lc_u64 first, lc_u64 *state, const lc_u32 *abort_flag) {
 	__shared__ lc_serve_cmd c;
 	const int words = (int)(sizeof(lc_serve_cmd) / 8);
 	lc_u64 arrivals = 0; // no spread plans here: no meetings
@@ -107,4 +109,12 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan_serve(cons
 		check = false;
 	}
 	if (threadIdx.x == 0) lc_store_release_sys(&state[1], first);
+}
+
+// lc_plan_serve: lc_serve, built for blocks of up to LC_PLAN_MID_THREADS
+// (sync_plan.cu's lc_plan_mid; a plan of larger blocks is launched, not
+// served).
+extern "C" __global__ void __launch_bounds__(LC_PLAN_MID_THREADS)
+    lc_plan_serve(const lc_u8 *ring, lc_u64 first, lc_u64 *state, const lc_u32 *abort_flag) {
+	lc_serve(ring, first, state, abort_flag);
 }

@@ -70,12 +70,16 @@ func (v *planServer) ended() bool {
 // instead. s.mu is held and nothing is held back (flushLocked).
 func (s *CUDAStream) servePlanLocked(p *DevicePlan, spec kernels.PlanSpec) bool {
 	v := s.serve
-	if v == nil || v.off || spec.Blocks > 1 || s.err != nil || s.s.Capturing() || atomic.LoadUint32((*uint32)(s.b.flag.Host)) != 0 {
-		return false
-	}
 	threads := spec.Threads
 	if threads == 0 {
 		threads = kernels.PlanThreads
+	}
+	// The server is built for blocks of at most PlanMidThreads; a plan
+	// wider than that takes long enough that a launch of its own costs
+	// little.
+	if v == nil || v.off || spec.Blocks > 1 || threads > kernels.PlanMidThreads || s.err != nil || s.s.Capturing() ||
+		atomic.LoadUint32((*uint32)(s.b.flag.Host)) != 0 {
+		return false
 	}
 	if v.live && (v.threads != threads || v.ended()) {
 		s.stopServeLocked()

@@ -86,3 +86,16 @@ func TestPlanServerStop(t *testing.T) {
 		t.Fatalf("a stop of an ended server: live %v, next %d", v.live, v.next)
 	}
 }
+
+// A plan of blocks wider than the server's bound (kernels.PlanMidThreads),
+// or of several blocks, is launched: the server neither takes it nor
+// starts.
+func TestPlanServerTakesMidBlocks(t *testing.T) {
+	v, _, _ := fakeServer(t)
+	s := &CUDAStream{serve: v}
+	for _, spec := range []kernels.PlanSpec{{Threads: kernels.PlanMidThreads + 32}, {Threads: 0}, {Threads: kernels.PlanSmallThreads, Blocks: 2}} {
+		if s.servePlanLocked(nil, spec) || v.live || v.next != 1 {
+			t.Fatalf("%d threads, %d blocks: served (live %v, next %d)", spec.Threads, spec.Blocks, v.live, v.next)
+		}
+	}
+}
