@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"testing"
 
@@ -33,6 +34,11 @@ func TestCalibrate(t *testing.T) {
 	}
 	if a, l := shm.Put.Of(64 << 10); a+l <= 0 || len(shm.Put.Sizes) != 4 || shm.Barrier.AlphaNs <= 0 {
 		t.Fatalf("shm costs %+v: want measured puts at 4 sizes and a barrier", shm)
+	}
+	// The moved cost (the two exchanges timed in the same rounds): one
+	// non-decreasing time a size.
+	if mv := m.Modes["host"]["self"].Moved; len(mv.Sizes) != 4 || len(mv.TimesNs) != 4 || !sort.Float64sAreSorted(mv.TimesNs) {
+		t.Fatalf("moved cost %+v: want a non-decreasing time at each of 4 sizes", mv)
 	}
 	r := luacoll(t, nil, "bench", "allgather", "-n", "2", "--algo", "lua:ring", "--plan", "--model", out, "-b", "64K", "-e", "64K", "--iters", "3")
 	if r.code != 0 || !strings.Contains(r.stdout, "pred(us)") {

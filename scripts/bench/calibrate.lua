@@ -13,7 +13,8 @@
 -- bars window barriers over every rank.
 --   luacoll run -n 2 bench/calibrate.lua [modes] [sizes] [replays] [rounds]
 -- modes and sizes are comma-separated. Each time is the median of rounds
--- timings of replays replays back to back. Returns the times of one
+-- timings of replays replays back to back (own: moved less the median of
+-- the two exchanges' differences, timed in the same rounds). Returns the times of one
 -- replay in nanoseconds as lines "mode what count ns" (what: empty 1,
 -- ops K, flushes K, hop K, put BYTES, self BYTES, moved BYTES, own BYTES,
 -- barrier K; call 1, in modes other than host, is what a p:run of one
@@ -65,6 +66,40 @@ local function per(mode, body, times, calls)
   p:free()
   table.sort(got)
   return got[math.floor((rounds + 1) / 2)]
+end
+
+-- pair times the plans of bodies a and b in the same rounds, one after
+-- the other: it returns the median of a's times and the median of the
+-- rounds' differences a - b, in nanoseconds a replay (times replays a
+-- round). A difference of two plans whose times drift together with the
+-- machine's load (another job on the CPUs, the memory bus) is steadier
+-- taken round by round than as the difference of their own medians.
+local function pair(mode, a, b, times)
+  local pa = lc.plan(a, w, src, { mode = mode })
+  local pb = lc.plan(b, w, src, { mode = mode })
+  pa:run{ times = 3 }
+  pb:run{ times = 3 }
+  w:sync()
+  local ta, diff = {}, {}
+  for k = 1, rounds do
+    local got = {}
+    for i, p in ipairs({ pa, pb }) do
+      lc.barrier()
+      local t = lc.timer()
+      t:start()
+      p:run{ times = times }
+      t:stop()
+      w:sync()
+      got[i] = lc.allgather(t:seconds())[1] / times * 1e9
+    end
+    ta[k], diff[k] = got[1], got[1] - got[2]
+  end
+  pa:free()
+  pb:free()
+  table.sort(ta)
+  table.sort(diff)
+  local mid = math.floor((rounds + 1) / 2)
+  return ta[mid], diff[mid]
 end
 
 -- steps is the plan of k steps: put_signal to rank to, then wait for
@@ -173,8 +208,9 @@ for _, mode in ipairs(modes) do
     out[#out + 1] = ("%s put %d %.3f"):format(mode, n, empty + (put - empty) / k)
     out[#out + 1] = ("%s self %d %.3f"):format(mode, n, empty + (self - empty) / k)
     if host then
-      local moved = per(mode, exchange("w", peer * most), replays)
-      local own = per(mode, exchange("src", 0), replays)
+      -- In the same rounds, their difference round by round (pair).
+      local moved, diff = pair(mode, exchange("w", peer * most), exchange("src", 0), replays)
+      local own = moved - diff
       out[#out + 1] = ("%s moved %d %.3f"):format(mode, n, empty + (moved - empty) / k)
       out[#out + 1] = ("%s own %d %.3f"):format(mode, n, empty + (own - empty) / k)
     end
