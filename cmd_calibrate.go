@@ -40,8 +40,8 @@ const calibrateUsage = `luacoll calibrate [-n 2] [--device host|cuda] [--nodes 2
   on the host one of 64 flushes (what a flush with nothing in flight costs
   instead). Per size too, on the host, two exchanges alike (each rank puts and signals, waits for
   the other's, and copies): the copy reading the bytes the other rank wrote
-  in one, its own buffer in the other, timed in the same rounds; the median
-  of their difference round by round is the moved cost, what reading bytes
+  in one, its own buffer in the other, timed in the same rounds (at least
+  21); the median of their difference round by round is the moved cost, what reading bytes
   another rank's processor wrote adds to a put or copy (made non-decreasing
   in size). Each time is the median of --rounds timings of --iters replays. Writes the
   model (JSON) with the machine it came from to FILE; when FILE holds a

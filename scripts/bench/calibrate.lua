@@ -68,13 +68,17 @@ local function per(mode, body, times, calls)
   return got[math.floor((rounds + 1) / 2)]
 end
 
--- pair times the plans of bodies a and b in the same rounds, one after
--- the other: it returns the median of a's times and the median of the
--- rounds' differences a - b, in nanoseconds a replay (times replays a
--- round). A difference of two plans whose times drift together with the
--- machine's load (another job on the CPUs, the memory bus) is steadier
--- taken round by round than as the difference of their own medians.
+-- pair times the plans of bodies a and b in the same rounds (at least
+-- pairRounds), one after the other: it returns the median of a's times
+-- and the median of the rounds' differences a - b, in nanoseconds a
+-- replay (times replays a round). A difference of two plans whose times
+-- drift together with the machine's load (another job on the CPUs, the
+-- memory bus) is steadier taken round by round than as the difference of
+-- their own medians; with 5-7 rounds its median was at times nothing at
+-- all, with 21 or more it held (docs/results/cost-model.md).
+local pairRounds = 21
 local function pair(mode, a, b, times)
+  local rounds = math.max(rounds, pairRounds)
   local pa = lc.plan(a, w, src, { mode = mode })
   local pb = lc.plan(b, w, src, { mode = mode })
   pa:run{ times = 3 }
