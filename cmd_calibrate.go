@@ -360,6 +360,12 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 	if call.AlphaNs > 0 {
 		note += fmt.Sprintf(", call %.2f us", call.AlphaNs/1e3)
 	}
+	if len(moved.Sizes) > 0 && class != transport.KindNet {
+		// The moved cost at the first size and the last.
+		a0, l0 := moved.Of(sizes[0])
+		a1, l1 := moved.Of(last)
+		note += fmt.Sprintf(", moved %d B %.2f us, %d B %.1f us", sizes[0], (a0+l0)/1e3, last, (a1+l1)/1e3)
+	}
 	return params, note, nil
 }
 

@@ -23,8 +23,8 @@ func TestCalibrate(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "model.json")
 	for range 2 {
 		r := luacoll(t, nil, "calibrate", "-n", "2", "-b", "4K", "-e", "256K", "--iters", "3", "-o", out)
-		if r.code != 0 || !strings.Contains(r.stdout, "wrote "+out) {
-			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		if r.code != 0 || !strings.Contains(r.stdout, "wrote "+out) || !strings.Contains(r.stdout, ", moved 4096 B ") {
+			t.Fatalf("exit %d (want the model written, with its moved cost)\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
 	}
 	m := readModel(t, out)
