@@ -37,7 +37,7 @@ func TestPlanCodesMatchSource(t *testing.T) {
 		"LC_STEP_WAIT": uint64(StepWait), "LC_STEP_FILL_BYTE": uint64(StepFillByte), "LC_STEP_FILL_IOTA": uint64(StepFillIota),
 		"LC_STEP_FILL_RAND": uint64(StepFillRand), "LC_STEP_PUT_SIGNAL": uint64(StepPutSignal), "LC_STEP_LINE_PUT": uint64(StepLinePut),
 		"LC_STEP_LINE_WAIT": uint64(StepLineWait), "LC_STEP_REDUCE": uint64(StepReduce), "LC_STEP_GRID": uint64(StepGrid),
-		"LC_PLAN_SMALL": PlanSmall, "LC_PLAN_THREADS": PlanThreads, "LC_PLAN_CACHE": PlanCache,
+		"LC_PLAN_SMALL": PlanSmall, "LC_PLAN_THREADS": PlanThreads, "LC_PLAN_MID_THREADS": PlanMidThreads, "LC_PLAN_CACHE": PlanCache,
 		"LC_PLAN_MOVES": PlanMoves, "LC_PLAN_MOVE_SHIFT": planMoveBit,
 		"LC_CHAIN_MAX": PlanChainMax, "LC_LINE_GROUP_MAX": PlanLineGroupMax, "LC_LINE_GROUP_SHIFT": LineGroupShift,
 		"LC_PLAN_JOB_SIZE": PlanJobSize, "LC_SPREAD_MAX": PlanSpreadMax,

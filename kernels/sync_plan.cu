@@ -68,9 +68,9 @@ struct lc_plan_moves {
 // bound, so that the reduce step's registers never keep a block of this
 // size from launching. Blocks of up to LC_PLAN_MID_THREADS
 // (kernels.PlanMidThreads) run the same interpreter built for that bound
-// (lc_plan_mid, lc_plan_serve_mid): twice the registers a thread (128, not
-// 64), and the interpreter's loop keeps its state in them rather than in
-// local memory.
+// (lc_plan_mid, and the plan server lc_plan_serve): twice the registers a
+// thread (128, not 64), and the interpreter's loop keeps its state in them
+// rather than in local memory.
 #define LC_PLAN_THREADS 512
 #define LC_PLAN_MID_THREADS 256
 

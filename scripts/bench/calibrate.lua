@@ -13,8 +13,9 @@
 -- bars window barriers over every rank.
 --   luacoll run -n 2 bench/calibrate.lua [modes] [sizes] [replays] [rounds]
 -- modes and sizes are comma-separated. Each time is the median of rounds
--- timings of replays replays back to back (own: moved less the median of
--- the two exchanges' differences, timed in the same rounds). Returns the times of one
+-- timings of replays replays back to back; moved is the median of at least
+-- 21 rounds, and own moved less the median of the two exchanges'
+-- differences, timed in the same rounds (pair). Returns the times of one
 -- replay in nanoseconds as lines "mode what count ns" (what: empty 1,
 -- ops K, flushes K, hop K, put BYTES, self BYTES, moved BYTES, own BYTES,
 -- barrier K; call 1, in modes other than host, is what a p:run of one
@@ -87,7 +88,11 @@ local function pair(mode, a, b, times)
   local ta, diff = {}, {}
   for k = 1, rounds do
     local got = {}
-    for i, p in ipairs({ pa, pb }) do
+    -- a first in odd rounds, b first in even ones: what one leaves behind
+    -- for the other (the caches' state) does not favour either.
+    local order = k % 2 == 1 and { 1, 2 } or { 2, 1 }
+    for _, i in ipairs(order) do
+      local p = i == 1 and pa or pb
       lc.barrier()
       local t = lc.timer()
       t:start()
@@ -212,8 +217,12 @@ for _, mode in ipairs(modes) do
     out[#out + 1] = ("%s put %d %.3f"):format(mode, n, empty + (put - empty) / k)
     out[#out + 1] = ("%s self %d %.3f"):format(mode, n, empty + (self - empty) / k)
     if host then
-      -- In the same rounds, their difference round by round (pair).
-      local moved, diff = pair(mode, exchange("w", peer * most), exchange("src", 0), replays)
+      -- In the same rounds, their difference round by round (pair). The
+      -- bodies are made in this order on every rank (each counts on the
+      -- signals of the one before: xsig).
+      local movedBody = exchange("w", peer * most)
+      local ownBody = exchange("src", 0)
+      local moved, diff = pair(mode, movedBody, ownBody, replays)
       local own = moved - diff
       out[#out + 1] = ("%s moved %d %.3f"):format(mode, n, empty + (moved - empty) / k)
       out[#out + 1] = ("%s own %d %.3f"):format(mode, n, empty + (own - empty) / k)

@@ -66,8 +66,10 @@ func (v *planServer) ended() bool {
 
 // servePlanLocked runs spec (one launch's worth of plan p) through the
 // stream's plan server, starting one if needed; false when it cannot (no
-// server on this stream, or it failed to start): the caller launches
-// instead. s.mu is held and nothing is held back (flushLocked).
+// server on this stream, a plan of several blocks or of blocks wider than
+// the server's kernels.PlanMidThreads, a capture, or a server that failed
+// to start): the caller launches instead. s.mu is held and nothing is held
+// back (flushLocked).
 func (s *CUDAStream) servePlanLocked(p *DevicePlan, spec kernels.PlanSpec) bool {
 	v := s.serve
 	threads := spec.Threads
