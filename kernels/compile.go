@@ -99,6 +99,20 @@ type Compiled struct {
 	Took     time.Duration // compile or cache read time
 }
 
+// CompileNotice is what to tell a user before Load compiles the kernel
+// program for a (NVRTC takes up to a minute for it): "" when the cache in
+// dir holds it already.
+func CompileNotice(dir string, a Arch) string {
+	where := "with no cache directory: every run compiles"
+	if dir != "" {
+		if b, err := os.ReadFile(CachePath(dir, a)); err == nil && validCUBIN(b) {
+			return ""
+		}
+		where = "then cached in " + dir
+	}
+	return fmt.Sprintf("compiling the CUDA kernels for %s, once for this build (it can take a minute); %s", a, where)
+}
+
 // Compile returns the CUBIN for arch, from the cache in cacheDir when a valid
 // one is there, else compiled with nv (loaded with cuda.LoadNVRTC when nil)
 // and stored. An empty cacheDir disables the cache.

@@ -45,6 +45,9 @@ type Options struct {
 	// PutBlocksPerSM is the put kernel's grid per SM, 1 to 32 (0: 8; the
 	// caller reads it from knobs.PutBlocksPerSM).
 	PutBlocksPerSM int
+	// Notice, when not nil, is told CompileNotice's line before Load
+	// compiles (not when the cache holds the program).
+	Notice func(line string)
 }
 
 // Kernels is the kernel program loaded into one context. Its launch methods
@@ -96,6 +99,11 @@ func Load(drv *cuda.Driver, ctx *cuda.Context, opts Options) (*Kernels, error) {
 		}
 	}
 	arch := Arch{major, minor}
+	if opts.Notice != nil {
+		if line := CompileNotice(dir, arch); line != "" {
+			opts.Notice(line)
+		}
+	}
 	c, err := Compile(opts.NVRTC, arch, dir)
 	if err != nil {
 		return nil, fmt.Errorf("load kernels on device %d: %w", dev, err)

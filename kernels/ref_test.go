@@ -190,3 +190,38 @@ func TestNamesListEveryKernel(t *testing.T) {
 		t.Fatalf("kernels in the source:\n%v\nNames():\n%v", inSource, names)
 	}
 }
+
+// CompileNotice speaks where Load will compile: no cache directory, a
+// cache without the program or with a corrupt file; and says nothing
+// where the cache holds a valid one.
+func TestCompileNotice(t *testing.T) {
+	a := Arch{9, 0}
+	if got := CompileNotice("", a); !strings.Contains(got, "compiling the CUDA kernels for sm_90") || !strings.Contains(got, "every run compiles") {
+		t.Fatalf("no cache directory: %q", got)
+	}
+	dir := t.TempDir()
+	if got := CompileNotice(dir, a); !strings.Contains(got, "then cached in "+dir) {
+		t.Fatalf("empty cache: %q", got)
+	}
+	if err := writeAtomic(CachePath(dir, a), []byte("\x7fELF not a CUBIN")); err != nil {
+		t.Fatal(err)
+	}
+	if got := CompileNotice(dir, a); got == "" {
+		t.Fatal("a corrupt cache file: no notice")
+	}
+	// Any complete ELF file passes validCUBIN: the test binary is one.
+	self, err := os.Executable()
+	if err != nil {
+		t.Skip(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil || !validCUBIN(b) {
+		t.Skipf("the test binary as an ELF file: %v", err)
+	}
+	if err := writeAtomic(CachePath(dir, a), b); err != nil {
+		t.Fatal(err)
+	}
+	if got := CompileNotice(dir, a); got != "" {
+		t.Fatalf("a valid cache file: %q", got)
+	}
+}

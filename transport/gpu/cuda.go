@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -122,7 +123,14 @@ func NewCUDABackend(job string, localRank int, gpus []int) (*CUDABackend, error)
 	if err := b.ctx.SetCurrent(); err != nil {
 		return fail(err)
 	}
-	if b.k, err = kernels.Load(drv, b.ctx, kernels.Options{PutBlocksPerSM: int(knobs.PutBlocksPerSM.Or(0))}); err != nil {
+	// The first run of a build compiles the kernels: the ranks on device
+	// 0 say so (one line where each rank has a GPU of its own).
+	notice := func(line string) {
+		if ord == 0 {
+			fmt.Fprintf(os.Stderr, "luacoll: %s\n", line)
+		}
+	}
+	if b.k, err = kernels.Load(drv, b.ctx, kernels.Options{PutBlocksPerSM: int(knobs.PutBlocksPerSM.Or(0)), Notice: notice}); err != nil {
 		return fail(err)
 	}
 	if b.flag, err = drv.AllocMapped(64); err != nil {
