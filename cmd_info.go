@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/luacoll/luacoll/cuda"
+	"github.com/luacoll/luacoll/kernels"
 	"github.com/luacoll/luacoll/transport/knobs"
 	"github.com/luacoll/luacoll/transport/launchenv"
 	tnet "github.com/luacoll/luacoll/transport/net"
@@ -46,13 +47,58 @@ func (n netInfo) String() string {
 		n.Version, strings.Join(tl, ", "), cudaMem)
 }
 
+// kernelsInfo is whether this build's kernel program is compiled and
+// cached for one compute capability of the GPUs here.
+type kernelsInfo struct {
+	Arch   string `json:"arch"`
+	Cached bool   `json:"cached"`
+	Path   string `json:"path,omitempty"` // the cache file ("" with no cache directory)
+}
+
+// describeKernels says, for each compute capability among devs, whether
+// the kernels are in the cache (kernels.Load reads them there) or the
+// first CUDA run of this build will compile them.
+func describeKernels(devs []cuda.DeviceInfo) []kernelsInfo {
+	dir, err := kernels.DefaultCacheDir()
+	if err != nil {
+		dir = ""
+	}
+	out := []kernelsInfo{}
+	seen := map[kernels.Arch]bool{}
+	for _, d := range devs {
+		a := kernels.Arch{Major: d.CCMajor, Minor: d.CCMinor}
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		k := kernelsInfo{Arch: a.String(), Cached: kernels.CompileNotice(dir, a) == ""}
+		if dir != "" {
+			k.Path = kernels.CachePath(dir, a)
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+func (k kernelsInfo) String() string {
+	switch {
+	case k.Cached:
+		return fmt.Sprintf("kernels for %s: compiled for this build, in %s\n", k.Arch, k.Path)
+	case k.Path == "":
+		return fmt.Sprintf("kernels for %s: compiled at every CUDA run (no cache directory; it can take a minute)\n", k.Arch)
+	}
+	return fmt.Sprintf("kernels for %s: not compiled yet for this build (the first CUDA run compiles them, which can take a minute, into %s)\n", k.Arch, k.Path)
+}
+
 func cmdInfo(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("info", "luacoll info [--json] [--tuning]\n\nPrints the host, the CUDA driver, every GPU (memory, compute capability, SMs,\n"+
 		"copy engines, VMM, POSIX-FD handles, 64-bit stream memory operations, NVLink\n"+
 		"multicast: \"supported, not used\" or \"not supported\", MPS: whether this process's\n"+
 		"contexts would go through an MPS server), the\n"+
 		"peer-access matrices (the driver's and NVML's P2P write status), the NVLink topology,\n"+
-		"and whether NVRTC and NCCL were found; the UCX version and the transports and devices\n"+
+		"whether NVRTC and NCCL were found, and whether this build's kernels are compiled and\n"+
+		"cached for the GPUs' compute capabilities (else the first CUDA run compiles them);\n"+
+		"the UCX version and the transports and devices\n"+
 		"it sees for network peers.\n"+
 		"Without a GPU it says so and exits 0. --json prints the same facts as one JSON object\n"+
 		"whose keys are all lower case, words joined by _ (driver_version, pci_bus_id).\n"+
@@ -72,18 +118,20 @@ func cmdInfo(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	info := cuda.Probe()
+	kern := describeKernels(info.Devices)
 	network := describeNet()
 	host, _ := os.Hostname()
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(struct {
-			Host    string    `json:"host"`
-			CPUs    int       `json:"cpus"`
-			Version string    `json:"luacoll"`
-			CUDA    cuda.Info `json:"cuda"`
-			Network netInfo   `json:"network"`
-		}{host, runtime.NumCPU(), versionString(), info, network}); err != nil {
+			Host    string        `json:"host"`
+			CPUs    int           `json:"cpus"`
+			Version string        `json:"luacoll"`
+			CUDA    cuda.Info     `json:"cuda"`
+			Kernels []kernelsInfo `json:"kernels"`
+			Network netInfo       `json:"network"`
+		}{host, runtime.NumCPU(), versionString(), info, kern, network}); err != nil {
 			fmt.Fprintf(stderr, "luacoll info: %v\n", err)
 			return 1
 		}
@@ -93,6 +141,9 @@ func cmdInfo(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "host backend: available (shared memory from memfd_create, passed between ranks over Unix sockets)\n")
 	fmt.Fprint(stdout, network.String())
 	fmt.Fprint(stdout, info.String())
+	for _, k := range kern {
+		fmt.Fprint(stdout, k.String())
+	}
 	return 0
 }
 
