@@ -43,26 +43,32 @@ src:fill("rand", lc.rank)
 local me, peer = lc.rank, 1 - lc.rank
 local out = {}
 
+-- timed is rank 0's time of one replay of plan p, in nanoseconds, from
+-- one timing of times replays (one p:run of times replays, or, with
+-- calls, times p:run of one replay each), every rank starting together.
+local function timed(p, times, calls)
+  lc.barrier()
+  local t = lc.timer()
+  t:start()
+  if calls then
+    for _ = 1, times do p:run() end
+  else
+    p:run{ times = times }
+  end
+  t:stop()
+  w:sync()
+  return lc.allgather(t:seconds())[1] / times * 1e9
+end
+
 -- per returns the time of one replay of body's plan, in nanoseconds: the
--- median over rounds of times replays each (one p:run of times replays,
--- or, with calls, times p:run of one replay each).
+-- median over rounds of timed's.
 local function per(mode, body, times, calls)
   local p = lc.plan(body, w, src, { mode = mode })
   p:run{ times = 3 }
   w:sync()
   local got = {}
   for k = 1, rounds do
-    lc.barrier()
-    local t = lc.timer()
-    t:start()
-    if calls then
-      for _ = 1, times do p:run() end
-    else
-      p:run{ times = times }
-    end
-    t:stop()
-    w:sync()
-    got[k] = lc.allgather(t:seconds())[1] / times * 1e9
+    got[k] = timed(p, times, calls)
   end
   p:free()
   table.sort(got)
@@ -92,14 +98,7 @@ local function pair(mode, a, b, times)
     -- for the other (the caches' state) does not favour either.
     local order = k % 2 == 1 and { 1, 2 } or { 2, 1 }
     for _, i in ipairs(order) do
-      local p = i == 1 and pa or pb
-      lc.barrier()
-      local t = lc.timer()
-      t:start()
-      p:run{ times = times }
-      t:stop()
-      w:sync()
-      got[i] = lc.allgather(t:seconds())[1] / times * 1e9
+      got[i] = timed(i == 1 and pa or pb, times)
     end
     ta[k], diff[k] = got[1], got[1] - got[2]
   end
