@@ -99,15 +99,22 @@ type Compiled struct {
 	Took     time.Duration // compile or cache read time
 }
 
-// CompileNotice is what to tell a user before Load compiles the kernel
-// program for a (NVRTC takes up to a minute for it): "" when the cache in
+// CompileNotice is what to tell a user before the kernel program is
+// compiled for a (NVRTC takes up to a minute for it): "" when the cache in
 // dir holds it already.
 func CompileNotice(dir string, a Arch) string {
-	where := "with no cache directory: every run compiles"
 	if dir != "" {
 		if b, err := os.ReadFile(CachePath(dir, a)); err == nil && validCUBIN(b) {
 			return ""
 		}
+	}
+	return compilingLine(dir, a)
+}
+
+// compilingLine is CompileNotice's line where the program is not cached.
+func compilingLine(dir string, a Arch) string {
+	where := "with no cache directory: every run compiles"
+	if dir != "" {
 		where = "then cached in " + dir
 	}
 	return fmt.Sprintf("compiling the CUDA kernels for %s, once for this build (it can take a minute); %s", a, where)
@@ -117,6 +124,12 @@ func CompileNotice(dir string, a Arch) string {
 // one is there, else compiled with nv (loaded with cuda.LoadNVRTC when nil)
 // and stored. An empty cacheDir disables the cache.
 func Compile(nv *cuda.NVRTC, a Arch, cacheDir string) (*Compiled, error) {
+	return compileTelling(nv, a, cacheDir, nil)
+}
+
+// compileTelling is Compile, telling notice (when not nil) CompileNotice's
+// line before it compiles.
+func compileTelling(nv *cuda.NVRTC, a Arch, cacheDir string, notice func(string)) (*Compiled, error) {
 	start := time.Now()
 	var path string
 	if cacheDir != "" {
@@ -127,6 +140,9 @@ func Compile(nv *cuda.NVRTC, a Arch, cacheDir string) (*Compiled, error) {
 			}
 			// Corrupt: fall through and overwrite it.
 		}
+	}
+	if notice != nil {
+		notice(compilingLine(cacheDir, a))
 	}
 	c, err := compileNow(nv, a)
 	if err != nil {

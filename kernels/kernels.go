@@ -46,7 +46,7 @@ type Options struct {
 	// caller reads it from knobs.PutBlocksPerSM).
 	PutBlocksPerSM int
 	// Notice, when not nil, is told CompileNotice's line before Load
-	// compiles (not when the cache holds the program).
+	// compiles (not when it reads the program from the cache).
 	Notice func(line string)
 }
 
@@ -99,12 +99,7 @@ func Load(drv *cuda.Driver, ctx *cuda.Context, opts Options) (*Kernels, error) {
 		}
 	}
 	arch := Arch{major, minor}
-	if opts.Notice != nil {
-		if line := CompileNotice(dir, arch); line != "" {
-			opts.Notice(line)
-		}
-	}
-	c, err := Compile(opts.NVRTC, arch, dir)
+	c, err := compileTelling(opts.NVRTC, arch, dir, opts.Notice)
 	if err != nil {
 		return nil, fmt.Errorf("load kernels on device %d: %w", dev, err)
 	}

@@ -224,4 +224,19 @@ func TestCompileNotice(t *testing.T) {
 	if got := CompileNotice(dir, a); got != "" {
 		t.Fatalf("a valid cache file: %q", got)
 	}
+	// Load's compile tells its notice the line before it compiles, and
+	// nothing when it reads the program from the cache.
+	var told []string
+	notice := func(line string) { told = append(told, line) }
+	if c, err := compileTelling(nil, a, dir, notice); err != nil || !c.CacheHit || len(told) != 0 {
+		t.Fatalf("from the cache: %v, %v, told %q", c, err, told)
+	}
+	if nv, err := cuda.LoadNVRTC(); err == nil {
+		nv.Close()
+		return // a real compile would follow: not here
+	}
+	empty := t.TempDir()
+	if _, err := compileTelling(nil, a, empty, notice); err == nil || len(told) != 1 || told[0] != CompileNotice(empty, a) {
+		t.Fatalf("a compile without NVRTC: err %v, told %q", err, told)
+	}
 }
