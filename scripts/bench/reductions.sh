@@ -16,8 +16,9 @@ gpus="${2:-}"
 types="${3:-f32,bf16}"
 out="${OUT:-./reductions-out}"
 mkdir -p "$out"
-base="bin/luacoll bench COLL -n $n --device cuda --timeout 30s --algo lua:auto --plan --vs nccl"
-[ -n "$gpus" ] && base="$base --gpus $gpus"
+g=""
+[ -n "$gpus" ] && g="--gpus $gpus"
+base="bin/luacoll bench COLL -n $n $g --device cuda --timeout 30s --algo lua:auto --plan --vs nccl"
 status=0
 run() { # run NAME COLL TYPE ARGS...: one sweep, its rows to $out
 	local name=$1 coll=$2 t=$3
@@ -34,8 +35,6 @@ for t in ${types//,/ }; do
 	done
 done
 echo "== tests/reduce.lua"
-g=""
-[ -n "$gpus" ] && g="--gpus $gpus"
 timeout -s QUIT -k 20 120 bin/luacoll run -n "$n" $g --device cuda tests/reduce.lua device || status=1
 # A row with a wrong element (luacoll's or a baseline's) fails the sweep.
 if grep -l '"wrong":[1-9]' "$out"/reductions-"$n"-*.jsonl 2>/dev/null; then
