@@ -4,6 +4,23 @@
 // The plan interpreter's loop over the steps (lc_plan_block) and its kernel
 // (lc_plan).
 
+// lc_plan_meet: every block of a spread plan meets here, at GPU scope (the
+// bytes at stake are this GPU's): thread 0 arrives and waits for the other
+// blocks, then the block meets. A failed wait (recorded at step index)
+// stops this block, and stop0 keeps thread 0 from meeting again. False
+// when the plan stops.
+__device__ __forceinline__ bool lc_plan_meet(lc_u64 *arr, lc_u32 bid, lc_u64 &arrivals, int &stop, int &stop0,
+                                             lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec, lc_u32 tag,
+                                             lc_u32 index) {
+	arrivals++;
+	if (threadIdx.x == 0 && !stop0) {
+		lc_spread_arrive(arr, bid, arrivals, 1);
+		if (!lc_spread_await(arr, bid, arrivals, 1, timeout_ns, abort_flag, rec, tag, index)) stop = stop0 = 1;
+	}
+	__syncthreads();
+	return !stop;
+}
+
 // lc_plan_block runs count steps of a plan of period steps (steps: the whole
 // table), from step first of replay rep0 on: step period-1 of replay r is
 // followed by step 0 of replay r+1. Replays are counted from rep0, plus
@@ -275,16 +292,9 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 				if (stop) return false;
 			}
 			if (s.kind == LC_STEP_GRID) {
-				// Every block of a spread plan got here (GPU scope: the
-				// bytes at stake are this GPU's).
+				// Every block of a spread plan got here.
 				if (!spread) continue;
-				arrivals++;
-				if (tid == 0 && !stop0) {
-					lc_spread_arrive(arr, bid, arrivals, 1);
-					if (!lc_spread_await(arr, bid, arrivals, 1, timeout_ns, abort_flag, rec, tag, i)) stop = stop0 = 1;
-				}
-				__syncthreads();
-				if (stop) return false;
+				if (!lc_plan_meet(arr, bid, arrivals, stop, stop0, timeout_ns, abort_flag, rec, tag, i)) return false;
 				continue;
 			}
 			if (s.kind == LC_STEP_WAIT) {
@@ -322,13 +332,7 @@ __device__ __forceinline__ bool lc_plan_block(const lc_plan_step *steps, lc_u32 
 						// A drain is a wait: no block goes on before every
 						// block has its share of the lines (a block may
 						// have none), as a wait holds every block.
-						arrivals++;
-						if (tid == 0 && !stop0) {
-							lc_spread_arrive(arr, bid, arrivals, 1);
-							if (!lc_spread_await(arr, bid, arrivals, 1, timeout_ns, abort_flag, rec, tag, i)) stop = stop0 = 1;
-						}
-						__syncthreads();
-						if (stop) return false;
+						if (!lc_plan_meet(arr, bid, arrivals, stop, stop0, timeout_ns, abort_flag, rec, tag, i)) return false;
 					}
 					continue;
 				}
