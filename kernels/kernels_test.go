@@ -778,3 +778,12 @@ func TestOneSidedOverVMM(t *testing.T) {
 	}
 	t.Log("put/signal/wait/equal and 100 barriers verified through aliased VMM mappings")
 }
+
+// uploadPlan is steps' table in device memory, freed when t ends.
+func uploadPlan(t *testing.T, d *cuda.Driver, steps []PlanStep) cuda.DevicePtr {
+	t.Helper()
+	p := alloc(t, d, uint64(len(steps))*PlanStepSize)
+	must(t, d.MemcpyHtoD(p, EncodePlan(steps)))
+	must(t, d.DefaultStream().Synchronize()) // let the DMA land
+	return p
+}

@@ -48,9 +48,7 @@ func TestPlanCopyGroups(t *testing.T) {
 				for g := uint64(0); g < 3; g++ {
 					steps = append(steps, PlanStep{Kind: StepReduce, Dst: mem.Add(sum + g*gap), Src: mem.Add(dst + g*gap), N: n, Value: add})
 				}
-				table := alloc(t, d, uint64(len(steps))*PlanStepSize)
-				must(t, d.MemcpyHtoD(table, EncodePlan(steps)))
-				must(t, d.DefaultStream().Synchronize())
+				table := uploadPlan(t, d, steps)
 				p := uint32(len(steps))
 				must(t, k.Plan(s, PlanSpec{Steps: table, Period: p, Count: uint64(p) * iters, Timeout: 5 * time.Second,
 					Abort: c.abortDev(), Record: c.recordDev(), Threads: threads}))
@@ -94,9 +92,7 @@ func TestPlanWaitGroups(t *testing.T) {
 			}
 			steps = append(steps, st)
 		}
-		table := alloc(t, d, uint64(len(steps))*PlanStepSize)
-		must(t, d.MemcpyHtoD(table, EncodePlan(steps)))
-		must(t, d.DefaultStream().Synchronize())
+		table := uploadPlan(t, d, steps)
 		p := uint32(len(steps))
 		must(t, k.Plan(s, PlanSpec{Steps: table, Period: p, Count: uint64(p) * iters, Timeout: 5 * time.Second,
 			Abort: c.abortDev(), Record: c.recordDev(), Threads: threads}))
@@ -117,9 +113,7 @@ func TestPlanWaitGroups(t *testing.T) {
 		{Kind: StepWait, Dst: slots.Add(128), Count: 1, N: 8, Cmp: CmpGE, Value: 1},
 		{Kind: StepWait, Dst: slots.Add(256), Count: 1, N: 8, Cmp: CmpGE, Value: 1},
 	}
-	table := alloc(t, d, uint64(len(steps))*PlanStepSize)
-	must(t, d.MemcpyHtoD(table, EncodePlan(steps)))
-	must(t, d.DefaultStream().Synchronize())
+	table := uploadPlan(t, d, steps)
 	must(t, k.Plan(s, PlanSpec{Steps: table, Period: uint32(len(steps)), Count: uint64(len(steps)), Timeout: 50 * time.Millisecond,
 		Abort: c.abortDev(), Record: c.recordDev(), Tag: 7}))
 	must(t, s.Synchronize())

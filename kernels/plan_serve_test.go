@@ -74,10 +74,7 @@ func TestPlanServe(t *testing.T) {
 	add := ReduceStepValue(U32, Sum)
 	pa := []PlanStep{{Kind: StepReduce, Dst: mem, Src: mem.Add(n), N: n, Value: add}}
 	pb := []PlanStep{{Kind: StepFillByte, Dst: mem.Add(2 * n), N: n, Value: 9}, {Kind: StepStore, Dst: mem.Add(3 * n), Value: 1}}
-	ta, tb := alloc(t, d, PlanStepSize), alloc(t, d, 2*PlanStepSize)
-	must(t, d.MemcpyHtoD(ta, EncodePlan(pa)))
-	must(t, d.MemcpyHtoD(tb, EncodePlan(pb)))
-	must(t, d.DefaultStream().Synchronize())
+	ta, tb := uploadPlan(t, d, pa), uploadPlan(t, d, pb)
 	spec := func(table cuda.DevicePtr, period uint32, replays uint64) PlanSpec {
 		return PlanSpec{Steps: table, Period: period, Count: uint64(period) * replays, Timeout: 5 * time.Second,
 			Abort: c.abortDev(), Record: c.recordDev(), Tag: 5}
@@ -113,9 +110,7 @@ func TestPlanServe(t *testing.T) {
 
 	// A call whose wait nobody satisfies fails and ends the server.
 	slot := zeroed(t, d, 8)
-	tw := alloc(t, d, PlanStepSize)
-	must(t, d.MemcpyHtoD(tw, EncodePlan([]PlanStep{{Kind: StepWait, Dst: slot, Count: 1, N: 8, Cmp: CmpGE, Value: 1}})))
-	must(t, d.DefaultStream().Synchronize())
+	tw := uploadPlan(t, d, []PlanStep{{Kind: StepWait, Dst: slot, Count: 1, N: 8, Cmp: CmpGE, Value: 1}})
 	must(t, k.PlanServe(s, r.ring.Dev, 22, r.state.Dev, c.abortDev(), PlanSmallThreads))
 	sw := spec(tw, 1, 1)
 	sw.Timeout = 50 * time.Millisecond

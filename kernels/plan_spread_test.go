@@ -151,9 +151,7 @@ func TestPlanSpread(t *testing.T) {
 		if !ok {
 			t.Fatal("wideSteps do not spread")
 		}
-		table := alloc(t, d, uint64(len(steps))*PlanStepSize)
-		must(t, d.MemcpyHtoD(table, EncodePlan(steps)))
-		must(t, d.DefaultStream().Synchronize())
+		table := uploadPlan(t, d, steps)
 		p := uint32(len(steps))
 		for l := uint64(0); l < 2; l++ {
 			must(t, k.Plan(s, PlanSpec{Steps: table, Period: p, Count: uint64(p) * iters, Rep0: l * iters,
@@ -212,9 +210,7 @@ func TestPlanSpreadExchange(t *testing.T) {
 		if !okA || !okB || len(pa) != 7 {
 			t.Fatalf("exchange spread into %d steps (%v, %v), want 7 (no grid step)", len(pa), okA, okB)
 		}
-		ta, tb := alloc(t, d, 7*PlanStepSize), alloc(t, d, 7*PlanStepSize)
-		must(t, d.MemcpyHtoD(ta, EncodePlan(pa)))
-		must(t, d.MemcpyHtoD(tb, EncodePlan(pb)))
+		ta, tb := uploadPlan(t, d, pa), uploadPlan(t, d, pb)
 		ja, jb := zeroed(t, d, PlanJobSize), zeroed(t, d, PlanJobSize)
 		spec := func(tab, job cuda.DevicePtr) PlanSpec {
 			return PlanSpec{Steps: tab, Period: 7, Count: 7 * iters, Timeout: 10 * time.Second, Record: c.recordDev(),
@@ -245,9 +241,7 @@ func TestPlanSpreadExchange(t *testing.T) {
 		{Kind: StepCopy, Dst: mem.Add(2 << 20), Src: mem, N: n},
 	}
 	steps, _, _ := SpreadSteps(bad, 4, PlanSmallThreads)
-	tab := alloc(t, d, uint64(len(steps))*PlanStepSize)
-	must(t, d.MemcpyHtoD(tab, EncodePlan(steps)))
-	must(t, d.DefaultStream().Synchronize())
+	tab := uploadPlan(t, d, steps)
 	t0 := time.Now()
 	must(t, k.Plan(s0, PlanSpec{Steps: tab, Period: uint32(len(steps)), Count: uint64(len(steps)), Timeout: 50 * time.Millisecond,
 		Abort: c.abortDev(), Record: c.recordDev(), Tag: 5, Threads: PlanSmallThreads, Blocks: 4, Job: job, Spread: true}))
@@ -363,9 +357,7 @@ func TestPlanSpreadLines(t *testing.T) {
 				t.Fatalf("%d bytes, %d blocks: spread into %d and %d steps (%v, %v)", n, blocks, len(pa), len(pb), okA, okB)
 			}
 			p := uint32(len(pa))
-			ta, tb := alloc(t, d, uint64(p)*PlanStepSize), alloc(t, d, uint64(p)*PlanStepSize)
-			must(t, d.MemcpyHtoD(ta, EncodePlan(pa)))
-			must(t, d.MemcpyHtoD(tb, EncodePlan(pb)))
+			ta, tb := uploadPlan(t, d, pa), uploadPlan(t, d, pb)
 			ja, jb := zeroed(t, d, PlanJobSize), zeroed(t, d, PlanJobSize)
 			spec := func(tab, job cuda.DevicePtr) PlanSpec {
 				return PlanSpec{Steps: tab, Period: p, Count: uint64(p) * iters, Timeout: 10 * time.Second, Record: c.recordDev(),
@@ -442,9 +434,7 @@ func TestPlanSpreadLineFlow(t *testing.T) {
 			t.Fatalf("%d blocks: spread into %d and %d steps", blocks, len(pa), len(pb))
 		}
 		p := uint32(len(pa))
-		ta, tb := alloc(t, d, uint64(p)*PlanStepSize), alloc(t, d, uint64(p)*PlanStepSize)
-		must(t, d.MemcpyHtoD(ta, EncodePlan(pa)))
-		must(t, d.MemcpyHtoD(tb, EncodePlan(pb)))
+		ta, tb := uploadPlan(t, d, pa), uploadPlan(t, d, pb)
 		ja, jb := zeroed(t, d, PlanJobSize), zeroed(t, d, PlanJobSize)
 		spec := func(tab, job cuda.DevicePtr) PlanSpec {
 			return PlanSpec{Steps: tab, Period: p, Count: uint64(p) * iters, Timeout: 10 * time.Second, Record: c.recordDev(),

@@ -36,8 +36,7 @@ func TestPlanInterpreter(t *testing.T) {
 		// slot 0 = 10 + r, slot 1 = 5 (r + 1): the sum is 15 + 6r.
 		{Kind: StepWait, Dst: slots, Count: 2, N: 8, Cmp: CmpEQ, Value: 15, Step: 6},
 	}
-	table := alloc(t, d, uint64(len(steps))*PlanStepSize)
-	must(t, d.MemcpyHtoD(table, EncodePlan(steps)))
+	table := uploadPlan(t, d, steps)
 	period := uint32(len(steps))
 	spec := PlanSpec{Steps: table, Period: period, Count: 3 * uint64(period), Rep0: 0, Timeout: 5 * time.Second,
 		Abort: c.abortDev(), Record: c.recordDev(), Tag: 5}
@@ -114,8 +113,7 @@ func TestPlanInterpreter(t *testing.T) {
 		{Kind: StepStore, Dst: slots.Add(40), Value: 99},
 		{Kind: StepWait, Dst: slots.Add(32), Count: 1, N: 8, Cmp: CmpGE, Value: 1},
 	}
-	badTable := alloc(t, d, 2*PlanStepSize)
-	must(t, d.MemcpyHtoD(badTable, EncodePlan(bad)))
+	badTable := uploadPlan(t, d, bad)
 	t0 := time.Now()
 	must(t, k.Plan(s, PlanSpec{Steps: badTable, Period: 2, First: 1, Count: 2, Timeout: 50 * time.Millisecond,
 		Abort: c.abortDev(), Record: c.recordDev(), Tag: 9}))
@@ -166,8 +164,7 @@ func TestPlanMoves(t *testing.T) {
 		// Met only with the launch's value: the table's 1000 + r is not.
 		{Kind: StepWait, Dst: slots.Add(8), Count: 1, N: 8, Cmp: CmpGE, Value: 1000, Step: 2},
 	}
-	table := alloc(t, d, uint64(len(steps))*PlanStepSize)
-	must(t, d.MemcpyHtoD(table, EncodePlan(steps)))
+	table := uploadPlan(t, d, steps)
 	spec := PlanSpec{Steps: table, Period: 4, Count: 3 * 4, Timeout: 5 * time.Second,
 		Abort: c.abortDev(), Record: c.recordDev(), Tag: 3,
 		Moves: []PlanMove{{Step: 0, Value: 40}, {Step: 3, Value: 2}}}
@@ -193,8 +190,7 @@ func TestPlanMoves(t *testing.T) {
 	for j := range full {
 		full[j] = PlanStep{Kind: StepStore, Dst: words.Add(uint64(8 * j)), Value: uint64(j)}
 	}
-	fullTable := alloc(t, d, uint64(len(full))*PlanStepSize)
-	must(t, d.MemcpyHtoD(fullTable, EncodePlan(full)))
+	fullTable := uploadPlan(t, d, full)
 	var moves []PlanMove
 	for j := PlanCache - PlanMoves; j < PlanCache; j++ {
 		moves = append(moves, PlanMove{Step: j, Value: uint64(1000 + j)})
@@ -368,9 +364,7 @@ func TestPlanWideLines(t *testing.T) {
 			return []PlanStep{bump, put, drain, acc}
 		}
 		pa, pb := side(a, toB, toA, flags, false), side(b, toA, toB, flags.Add(128), true)
-		ta, tb := alloc(t, d, 4*PlanStepSize), alloc(t, d, 4*PlanStepSize)
-		must(t, d.MemcpyHtoD(ta, EncodePlan(pa)))
-		must(t, d.MemcpyHtoD(tb, EncodePlan(pb)))
+		ta, tb := uploadPlan(t, d, pa), uploadPlan(t, d, pb)
 		spec := func(tab cuda.DevicePtr) PlanSpec {
 			return PlanSpec{Steps: tab, Period: 4, Count: 4 * iters, Timeout: 10 * time.Second, Record: c.recordDev(), GPUScope: true, Threads: threads}
 		}
@@ -396,8 +390,7 @@ func TestPlanWideLines(t *testing.T) {
 	// A drain of lines nobody sends.
 	lines, flags, mem := zeroed(t, d, 16384), zeroed(t, d, 64), zeroed(t, d, 8192)
 	bad := []PlanStep{{Kind: StepLineWait, Dst: lines, Src: mem, N: n, Value: 1, Step: 1, Cmp: 1, Aux: flags}}
-	tab := alloc(t, d, PlanStepSize)
-	must(t, d.MemcpyHtoD(tab, EncodePlan(bad)))
+	tab := uploadPlan(t, d, bad)
 	t0 := time.Now()
 	must(t, k.Plan(s0, PlanSpec{Steps: tab, Period: 1, Count: 1, Timeout: 50 * time.Millisecond, Abort: c.abortDev(), Record: c.recordDev(), Tag: 4}))
 	must(t, s0.Synchronize())
@@ -501,9 +494,7 @@ func TestPlanLineGroups(t *testing.T) {
 			for g := uint64(0); g < 3; g++ {
 				steps = append(steps, PlanStep{Kind: StepReduce, Dst: mem.Add(sum + g*gap), Src: mem.Add(recv + g*gap), N: n, Value: add})
 			}
-			table := alloc(t, d, uint64(len(steps))*PlanStepSize)
-			must(t, d.MemcpyHtoD(table, EncodePlan(steps)))
-			must(t, d.DefaultStream().Synchronize())
+			table := uploadPlan(t, d, steps)
 			p := uint32(len(steps))
 			must(t, k.Plan(s, PlanSpec{Steps: table, Period: p, Count: uint64(p) * iters, Timeout: 5 * time.Second,
 				Abort: c.abortDev(), Record: c.recordDev(), Threads: threads}))
@@ -539,9 +530,7 @@ func TestPlanLineGroups(t *testing.T) {
 		}
 		steps = append(steps, st)
 	}
-	table := alloc(t, d, uint64(len(steps))*PlanStepSize)
-	must(t, d.MemcpyHtoD(table, EncodePlan(steps)))
-	must(t, d.DefaultStream().Synchronize())
+	table := uploadPlan(t, d, steps)
 	must(t, k.Plan(s, PlanSpec{Steps: table, Period: uint32(len(steps)), Count: uint64(len(steps)), Timeout: 50 * time.Millisecond,
 		Abort: c.abortDev(), Record: c.recordDev(), Tag: 6}))
 	must(t, s.Synchronize())
