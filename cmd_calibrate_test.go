@@ -32,7 +32,9 @@ func TestCalibrate(t *testing.T) {
 	if _, self := m.Modes["host"]["self"]; !ok || !self || m.Backend != "host" || m.Machine == "" || !strings.Contains(m.Command, "calibrate") {
 		t.Fatalf("model %+v: want host mode with shm and self, the machine and the command", m)
 	}
-	if a, l := shm.Put.Of(64 << 10); a+l <= 0 || len(shm.Put.Sizes) != 4 || shm.Barrier.AlphaNs <= 0 {
+	// A barrier may cost no more than the op it is (two ranks spinning at
+	// once meet in about an op's time), so its cost is only not negative.
+	if a, l := shm.Put.Of(64 << 10); a+l <= 0 || len(shm.Put.Sizes) != 4 || shm.Barrier.AlphaNs < 0 {
 		t.Fatalf("shm costs %+v: want measured puts at 4 sizes and a barrier", shm)
 	}
 	// The moved cost (the two exchanges timed in the same rounds): one
