@@ -263,7 +263,12 @@ func DecodeHead(p []byte) (window int, status string, err error) {
 // DecodeList is the inverse of Encode: it returns the list and the
 // rank's status (with an empty list when the status is not ""). Every count and index is checked; nothing in a message
 // makes it panic.
-func DecodeList(p []byte) (List, string, error) {
+func DecodeList(p []byte) (List, string, error) { return decodeList(p, maxDecode) }
+
+// decodeList is DecodeList with the most rows (signal and counter rows
+// over all ranks) a list may claim: each of its four row arrays is
+// allocated whole, whatever the message's length.
+func decodeList(p []byte, maxRows int) (List, string, error) {
 	var l List
 	if len(p) == 0 || p[0] != listMagic {
 		return l, "", errors.New("not a plan message")
@@ -288,7 +293,7 @@ func DecodeList(p []byte) (List, string, error) {
 		s.Signals > window.MaxSlots || s.Counters > window.MaxSlots || s.Barriers > window.MaxSlots) {
 		d.err = fmt.Errorf("plan message: bad shape %+v", *s)
 	}
-	if d.err == nil && uint64(s.Rows()) > maxDecode {
+	if d.err == nil && s.Rows() > maxRows {
 		d.err = fmt.Errorf("plan message: %d rows is too many", s.Rows())
 	}
 	l.Base = d.sparse("base", s.Rows())
