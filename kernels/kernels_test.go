@@ -106,6 +106,14 @@ func zeroed(t *testing.T, d *cuda.Driver, n uint64) cuda.DevicePtr {
 	return p
 }
 
+// kernelsOn is what most tests start with: the driver and kernels (or a
+// skip), a stream and the control words of a launch.
+func kernelsOn(t *testing.T) (*cuda.Driver, *Kernels, *cuda.Stream, ctl) {
+	t.Helper()
+	e := needKernels(t)
+	return e.d, e.k, newStream(t, e.d), newCtl(t, e.d)
+}
+
 func newStream(t *testing.T, d *cuda.Driver) *cuda.Stream {
 	t.Helper()
 	s, err := d.StreamCreate()
@@ -357,10 +365,7 @@ func TestWaitSuccess(t *testing.T) {
 }
 
 func TestWaitTimeout(t *testing.T) {
-	e := needKernels(t)
-	d, k := e.d, e.k
-	s := newStream(t, d)
-	c := newCtl(t, d)
+	d, k, s, c := kernelsOn(t)
 	slot := zeroed(t, d, 8)
 	const timeout = 50 * time.Millisecond
 	t0 := time.Now()
@@ -390,10 +395,7 @@ func TestWaitTimeout(t *testing.T) {
 }
 
 func TestWaitAbort(t *testing.T) {
-	e := needKernels(t)
-	d, k := e.d, e.k
-	s := newStream(t, d)
-	c := newCtl(t, d)
+	d, k, s, c := kernelsOn(t)
 	slot := zeroed(t, d, 8)
 	must(t, k.Wait(s, WaitSpec{Slots: slot, Count: 1, Cmp: CmpGE, Value: 1, Timeout: 10 * time.Second, Abort: c.abortDev(), Record: c.recordDev()}))
 	time.Sleep(30 * time.Millisecond)

@@ -12,10 +12,7 @@ import (
 // Replay r adds 1 to every word of the source first, so every area must
 // hold the sum over the replays of what the source held then.
 func TestPlanCopyGroups(t *testing.T) {
-	e := needKernels(t)
-	d, k := e.d, e.k
-	s := newStream(t, d)
-	c := newCtl(t, d)
+	d, k, s, c := kernelsOn(t)
 	const iters = 300
 	const src, ones, dst, sum = 0, 8192, 16384, 32768 // dst and sum: 3 areas 4,096 + 64 bytes apart
 	const gap = 4096 + 64
@@ -73,10 +70,7 @@ func TestPlanCopyGroups(t *testing.T) {
 // side, every replay; a block of 32 threads too. Then a group whose second
 // wait nobody satisfies: it times out, and the record names that step.
 func TestPlanWaitGroups(t *testing.T) {
-	e := needKernels(t)
-	d, k := e.d, e.k
-	s := newStream(t, d)
-	c := newCtl(t, d)
+	d, k, s, c := kernelsOn(t)
 	const iters = 500
 	for _, threads := range []uint32{0, 32} {
 		slots := zeroed(t, d, 3*128)

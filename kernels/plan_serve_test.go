@@ -59,10 +59,7 @@ func (r serveRing) room(t *testing.T, seq uint64) {
 // (the host waiting for free ones), with moving values given per call, and
 // ends at STOP; a call that fails ends it, and so does the abort flag.
 func TestPlanServe(t *testing.T) {
-	e := needKernels(t)
-	d, k := e.d, e.k
-	s := newStream(t, d)
-	c := newCtl(t, d)
+	d, k, s, c := kernelsOn(t)
 	r := newServeRing(t, d)
 	const n = 1024
 	mem := zeroed(t, d, 3*n+64)

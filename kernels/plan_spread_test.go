@@ -134,10 +134,7 @@ func arrivalsZero(t *testing.T, d *cuda.Driver, job cuda.DevicePtr, what string)
 // SpreadSteps puts in) to the same bytes as one block, in launch after
 // launch, on 2, 3 and 8 blocks.
 func TestPlanSpread(t *testing.T) {
-	e := needKernels(t)
-	d, k := e.d, e.k
-	s := newStream(t, d)
-	c := newCtl(t, d)
+	d, k, s, c := kernelsOn(t)
 	const iters = 20
 	for _, blocks := range []uint32{2, 3, 8} {
 		mem, job := zeroed(t, d, hSize), zeroed(t, d, PlanJobSize)

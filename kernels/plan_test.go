@@ -16,10 +16,7 @@ import (
 // continues from rep0 in the next launch, and records a wait's timeout
 // with its plan's tag and step.
 func TestPlanInterpreter(t *testing.T) {
-	e := needKernels(t)
-	d, k := e.d, e.k
-	s := newStream(t, d)
-	c := newCtl(t, d)
+	d, k, s, c := kernelsOn(t)
 	src, dst := zeroed(t, d, 4096), zeroed(t, d, 4096)
 	iota, bytesBuf := zeroed(t, d, 2048), zeroed(t, d, 64)
 	slots := zeroed(t, d, 64)
@@ -152,10 +149,7 @@ func TestPlanInterpreter(t *testing.T) {
 // launch's first replay. Bad moves are refused before anything is
 // enqueued.
 func TestPlanMoves(t *testing.T) {
-	e := needKernels(t)
-	d, k := e.d, e.k
-	s := newStream(t, d)
-	c := newCtl(t, d)
+	d, k, s, c := kernelsOn(t)
 	slots := zeroed(t, d, 64)
 	steps := []PlanStep{
 		{Kind: StepStore, Dst: slots, Value: 1000, Step: 1},
@@ -458,10 +452,7 @@ func TestPlanStepCost(t *testing.T) {
 // 8 bytes (one line each) and of 4,100 (a part line), on 512 threads and
 // on 32. A group whose third drain nobody feeds times out.
 func TestPlanLineGroups(t *testing.T) {
-	e := needKernels(t)
-	d, k := e.d, e.k
-	s := newStream(t, d)
-	c := newCtl(t, d)
+	d, k, s, c := kernelsOn(t)
 	const iters = 300
 	const src, ones, recv, sum = 0, 8192, 16384, 32768 // recv and sum: 3 areas 4,096 + 64 bytes apart
 	const gap = 4096 + 64

@@ -51,10 +51,7 @@ func spinUntil(d time.Duration, f func() bool) bool {
 // starts), returns on a cancel or an abort, and a failed wait records its
 // timeout like the fused kernel's.
 func TestPrelaunched(t *testing.T) {
-	e := needKernels(t)
-	d, k := e.d, e.k
-	s := newStream(t, d)
-	c := newCtl(t, d)
+	d, k, s, c := kernelsOn(t)
 	pb := newPreBlock(t, d)
 	host, dev := pb.cmd()
 	const n = 1000
