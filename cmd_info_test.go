@@ -41,7 +41,11 @@ func TestDescribeKernels(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(p, b, 0o644); err != nil {
+	parts := make([][]byte, kernels.ProgramParts)
+	for i := range parts {
+		parts[i] = b
+	}
+	if err := os.WriteFile(p, kernels.CacheFile(parts), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got = describeKernels(devs)

@@ -25,13 +25,13 @@ type AGPKernels struct {
 func (k *Kernels) AGP() (*AGPKernels, error) {
 	a := &AGPKernels{k: k}
 	var err error
-	if a.ready, err = k.mod.Function(KernelAGPReady); err != nil {
+	if a.ready, err = k.function(KernelAGPReady); err != nil {
 		return nil, fmt.Errorf("persistent all-gather kernels: %w", err)
 	}
-	if a.done, err = k.mod.Function(KernelAGPDone); err != nil {
+	if a.done, err = k.function(KernelAGPDone); err != nil {
 		return nil, fmt.Errorf("persistent all-gather kernels: %w", err)
 	}
-	if a.doneReady, err = k.mod.Function(KernelAGPDoneReady); err != nil {
+	if a.doneReady, err = k.function(KernelAGPDoneReady); err != nil {
 		return nil, fmt.Errorf("persistent all-gather kernels: %w", err)
 	}
 	return a, nil

@@ -2,7 +2,22 @@
 //
 // The *.cu files of this directory are concatenated in name order and
 // compiled as one NVRTC program; no header of the CUDA toolkit is included.
-// Every kernel is extern "C" so that its symbol is its name.
+// Every kernel is extern "C" (LC_KERNEL) so that its symbol is its name.
+
+// The program is compiled in parts, in parallel (kernels.ProgramParts):
+// LC_PART 0 holds every kernel but the plan interpreter's three builds,
+// parts 1, 2 and 3 one of those each (ptxas spends nearly all of a
+// compile on them); the other parts' kernels become unused static
+// functions, which are not emitted. Without LC_PART: the whole program.
+#ifndef LC_PART
+#define LC_PART -1
+#endif
+#define LC_IN_PART(p) (LC_PART < 0 || LC_PART == (p))
+#if LC_IN_PART(0)
+#define LC_KERNEL extern "C" __global__
+#else
+#define LC_KERNEL static __device__
+#endif
 
 typedef unsigned long long lc_u64;
 typedef unsigned int lc_u32;

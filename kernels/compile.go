@@ -3,11 +3,12 @@
 // Go launchers.
 //
 // The CUDA C sources (*.cu, embedded) are compiled on first use by NVRTC
-// for the device's architecture into a CUBIN, cached on disk under
-// os.UserCacheDir()/luacoll/kernels/<key>-sm_XY.cubin, where key is the
-// first 16 hex digits of sha256(source + options). Cache files are written
-// atomically (temporary file + rename); a corrupt or unloadable cache file
-// is recompiled.
+// for the device's architecture, in parts compiled at once (parts.go), into
+// CUBINs cached on disk in one file,
+// os.UserCacheDir()/luacoll/kernels/<key>-sm_XY.cubins, where key is the
+// first 16 hex digits of sha256(source + options + parts). Cache files are
+// written atomically (temporary file + rename); a corrupt or unloadable
+// cache file is recompiled.
 package kernels
 
 import (
@@ -64,7 +65,7 @@ func CompileOptions(a Arch) []string {
 }
 
 // CacheKey returns the cache key of the program for arch: the first 16 hex
-// digits of sha256(source + options), options joined by NUL bytes.
+// digits of sha256(source + options + parts), joined by NUL bytes.
 func CacheKey(a Arch) string {
 	h := sha256.New()
 	h.Write([]byte(Source()))
@@ -72,6 +73,7 @@ func CacheKey(a Arch) string {
 		h.Write([]byte{0})
 		h.Write([]byte(o))
 	}
+	h.Write([]byte{0, ProgramParts})
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
@@ -86,12 +88,13 @@ func DefaultCacheDir() (string, error) {
 
 // CachePath returns the cache file of the program for arch under dir.
 func CachePath(dir string, a Arch) string {
-	return filepath.Join(dir, CacheKey(a)+"-"+a.String()+".cubin")
+	return filepath.Join(dir, CacheKey(a)+"-"+a.String()+".cubins")
 }
 
-// Compiled is a CUBIN of the kernel program and where it came from.
+// Compiled is the kernel program, its parts' CUBINs (part 0 first), and
+// where it came from.
 type Compiled struct {
-	CUBIN    []byte
+	Parts    [][]byte
 	Arch     Arch
 	Path     string        // cache file ("" when caching is off)
 	CacheHit bool          // read from the cache, not compiled
@@ -104,8 +107,10 @@ type Compiled struct {
 // dir holds it already.
 func CompileNotice(dir string, a Arch) string {
 	if dir != "" {
-		if b, err := os.ReadFile(CachePath(dir, a)); err == nil && validCUBIN(b) {
-			return ""
+		if b, err := os.ReadFile(CachePath(dir, a)); err == nil {
+			if _, ok := parseCacheFile(b); ok {
+				return ""
+			}
 		}
 	}
 	return compilingLine(dir, a)
@@ -135,8 +140,8 @@ func compileTelling(nv *cuda.NVRTC, a Arch, cacheDir string, notice func(string)
 	if cacheDir != "" {
 		path = CachePath(cacheDir, a)
 		if b, err := os.ReadFile(path); err == nil {
-			if validCUBIN(b) {
-				return &Compiled{CUBIN: b, Arch: a, Path: path, CacheHit: true, Took: time.Since(start)}, nil
+			if parts, ok := parseCacheFile(b); ok {
+				return &Compiled{Parts: parts, Arch: a, Path: path, CacheHit: true, Took: time.Since(start)}, nil
 			}
 			// Corrupt: fall through and overwrite it.
 		}
@@ -150,7 +155,7 @@ func compileTelling(nv *cuda.NVRTC, a Arch, cacheDir string, notice func(string)
 	}
 	c.Path = path
 	if path != "" {
-		if err := writeAtomic(path, c.CUBIN); err != nil {
+		if err := writeAtomic(path, CacheFile(c.Parts)); err != nil {
 			return nil, err
 		}
 	}
@@ -167,14 +172,7 @@ func compileNow(nv *cuda.NVRTC, a Arch) (*Compiled, error) {
 		}
 		defer nv.Close()
 	}
-	cubin, log, err := nv.CompileCUBIN(Source(), "luacoll_kernels.cu", CompileOptions(a))
-	if err != nil {
-		return nil, fmt.Errorf("compile luacoll kernels for %s: %w", a, err)
-	}
-	if !validCUBIN(cubin) {
-		return nil, fmt.Errorf("compile luacoll kernels for %s: NVRTC returned %d bytes that are not an ELF CUBIN", a, len(cubin))
-	}
-	return &Compiled{CUBIN: cubin, Arch: a, Log: log}, nil
+	return compileParts(nv, a)
 }
 
 // validCUBIN checks that b parses as a complete ELF file with sections (a

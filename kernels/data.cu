@@ -2,7 +2,7 @@
 // in kernels/ref.go, whose Go implementations the host backend shares.
 
 // lc_fill_byte sets n bytes at dst to (lc_u8)value.
-extern "C" __global__ void lc_fill_byte(lc_u8 *dst, lc_u64 n, lc_u32 value) {
+LC_KERNEL void lc_fill_byte(lc_u8 *dst, lc_u64 n, lc_u32 value) {
 	const lc_u64 tid = lc_tid(), nth = lc_nthreads();
 	const lc_u8 b = (lc_u8)value;
 	const lc_u32 x = 0x01010101u * b;
@@ -16,14 +16,14 @@ extern "C" __global__ void lc_fill_byte(lc_u8 *dst, lc_u64 n, lc_u32 value) {
 }
 
 // lc_fill_iota32 writes dst[i] = start + i (mod 2^32) for i < count.
-extern "C" __global__ void lc_fill_iota32(lc_u32 *dst, lc_u64 count, lc_u32 start) {
+LC_KERNEL void lc_fill_iota32(lc_u32 *dst, lc_u64 count, lc_u32 start) {
 	const lc_u64 nth = lc_nthreads();
 	for (lc_u64 i = lc_tid(); i < count; i += nth) dst[i] = start + (lc_u32)i;
 }
 
 // lc_fill_rand writes the pseudo-random stream of seed: byte k is byte k%8
 // (little endian) of lc_rand_word(seed, k/8), k counted from dst.
-extern "C" __global__ void lc_fill_rand(lc_u8 *dst, lc_u64 n, lc_u64 seed) {
+LC_KERNEL void lc_fill_rand(lc_u8 *dst, lc_u64 n, lc_u64 seed) {
 	const lc_u64 tid = lc_tid(), nth = lc_nthreads();
 	const lc_u64 nw = n / 8;
 	if (((lc_u64)dst & 7) == 0) {
@@ -46,7 +46,7 @@ extern "C" __global__ void lc_fill_rand(lc_u8 *dst, lc_u64 n, lc_u64 seed) {
 //   n*GOLDEN + sum over 8-byte little-endian words w_i (the last one
 //   zero-padded) of mix64(w_i ^ (i*CHECK_STEP)), all mod 2^64.
 // Addition commutes, so blocks combine with atomicAdd in any order.
-extern "C" __global__ void lc_checksum(const lc_u8 *src, lc_u64 n, lc_u64 *out) {
+LC_KERNEL void lc_checksum(const lc_u8 *src, lc_u64 n, lc_u64 *out) {
 	const lc_u64 tid = lc_tid(), nth = lc_nthreads();
 	const lc_u64 full = n / 8, nw = (n + 7) / 8;
 	const bool aligned = ((lc_u64)src & 7) == 0;
@@ -77,7 +77,7 @@ __device__ __forceinline__ lc_u64 lc_nonzero_bytes(lc_u64 x) {
 
 // lc_equal adds to *out (zeroed by the caller) the number of byte positions
 // k < n where a[k] != b[k].
-extern "C" __global__ void lc_equal(const lc_u8 *a, const lc_u8 *b, lc_u64 n, lc_u64 *out) {
+LC_KERNEL void lc_equal(const lc_u8 *a, const lc_u8 *b, lc_u64 n, lc_u64 *out) {
 	const lc_u64 tid = lc_tid(), nth = lc_nthreads();
 	lc_u64 cnt = 0, from = 0;
 	if ((((lc_u64)a | (lc_u64)b) & 7) == 0) {

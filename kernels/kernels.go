@@ -58,8 +58,8 @@ type Options struct {
 type Kernels struct {
 	drv   *cuda.Driver
 	ctx   *cuda.Context
-	mod   *cuda.Module
-	perSM int // blocks per SM of the bandwidth kernels (Options.PutBlocksPerSM, default 8)
+	mods  []*cuda.Module // one a part of the program (parts.go)
+	perSM int            // blocks per SM of the bandwidth kernels (Options.PutBlocksPerSM, default 8)
 	fnMu  sync.Mutex
 	fn    map[string]*cuda.Function
 	// graphs holds a one-kernel graph per kernel and stream, for streams
@@ -103,29 +103,29 @@ func Load(drv *cuda.Driver, ctx *cuda.Context, opts Options) (*Kernels, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load kernels on device %d: %w", dev, err)
 	}
-	mod, err := drv.ModuleLoadData(c.CUBIN)
+	mods, err := loadParts(drv, c)
 	if err != nil && c.CacheHit {
 		// A cache file that parses but does not load: rebuild it.
 		if c, err = Compile(opts.NVRTC, arch, ""); err == nil {
-			if c.Path = CachePath(dir, arch); writeAtomic(c.Path, c.CUBIN) != nil {
+			if c.Path = CachePath(dir, arch); writeAtomic(c.Path, CacheFile(c.Parts)) != nil {
 				c.Path = ""
 			}
-			mod, err = drv.ModuleLoadData(c.CUBIN)
+			mods, err = loadParts(drv, c)
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load kernels on device %d: %w", dev, err)
 	}
-	k := &Kernels{drv: drv, ctx: ctx, mod: mod, fn: make(map[string]*cuda.Function), sms: sms, compiled: c, perSM: 8,
+	k := &Kernels{drv: drv, ctx: ctx, mods: mods, fn: make(map[string]*cuda.Function), sms: sms, compiled: c, perSM: 8,
 		noGraphs: !drv.KernelGraphs()}
 	if v := opts.PutBlocksPerSM; v >= 1 && v <= 32 {
 		k.perSM = v
 	}
 	for _, name := range Names() {
-		f, err := mod.Function(name)
+		f, err := lookup(mods, name)
 		if err != nil {
-			_ = mod.Unload()
-			return nil, fmt.Errorf("load kernels on device %d: %w", dev, err)
+			_ = k.unload()
+			return nil, fmt.Errorf("load kernels on device %d: kernel %s: %w", dev, name, err)
 		}
 		k.fn[name] = f
 	}
@@ -135,7 +135,7 @@ func Load(drv *cuda.Driver, ctx *cuda.Context, opts Options) (*Kernels, error) {
 // Compiled says how the program was obtained (cache hit, path, time).
 func (k *Kernels) Compiled() *Compiled { return k.compiled }
 
-// Close unloads the module; ctx must be current.
+// Close unloads the modules; ctx must be current.
 func (k *Kernels) Close() error {
 	k.gMu.Lock()
 	for key, g := range k.graphs {
@@ -143,10 +143,20 @@ func (k *Kernels) Close() error {
 		delete(k.graphs, key)
 	}
 	k.gMu.Unlock()
-	if err := k.mod.Unload(); err != nil {
+	if err := k.unload(); err != nil {
 		return fmt.Errorf("unload kernels: %w", err)
 	}
 	return nil
+}
+
+// unload unloads every part's module.
+func (k *Kernels) unload() error {
+	var errs []error
+	for _, m := range k.mods {
+		errs = append(errs, m.Unload())
+	}
+	k.mods = nil
+	return errors.Join(errs...)
 }
 
 const (
@@ -256,7 +266,7 @@ func (k *Kernels) function(name string) (*cuda.Function, error) {
 	if f := k.fn[name]; f != nil {
 		return f, nil
 	}
-	f, err := k.mod.Function(name)
+	f, err := lookup(k.mods, name)
 	if err != nil {
 		return nil, fmt.Errorf("kernel %s: %w", name, err)
 	}

@@ -74,7 +74,7 @@ func needKernels(t testing.TB) *env {
 			t.Fatal(err)
 		}
 		c := k.Compiled()
-		t.Logf("kernels for %s: %d-byte CUBIN, cache hit %v, %v, %s", c.Arch, len(c.CUBIN), c.CacheHit, c.Took.Round(time.Millisecond), c.Path)
+		t.Logf("kernels for %s: %d bytes in %d parts, cache hit %v, %v, %s", c.Arch, len(CacheFile(c.Parts)), len(c.Parts), c.CacheHit, c.Took.Round(time.Millisecond), c.Path)
 		if c.Log != "" {
 			t.Logf("NVRTC log:\n%s", c.Log)
 		}
@@ -192,15 +192,18 @@ func TestCompileCache(t *testing.T) {
 	must(t, err)
 	c2, err := Compile(nv, e.arch, dir)
 	must(t, err)
-	if c1.CacheHit || !c2.CacheHit || !bytes.Equal(c1.CUBIN, c2.CUBIN) || c1.Path != CachePath(dir, e.arch) {
-		t.Fatalf("first hit=%v second hit=%v same=%v path=%s", c1.CacheHit, c2.CacheHit, bytes.Equal(c1.CUBIN, c2.CUBIN), c1.Path)
+	f1, f2 := CacheFile(c1.Parts), CacheFile(c2.Parts)
+	if c1.CacheHit || !c2.CacheHit || !bytes.Equal(f1, f2) || c1.Path != CachePath(dir, e.arch) {
+		t.Fatalf("first hit=%v second hit=%v same=%v path=%s", c1.CacheHit, c2.CacheHit, bytes.Equal(f1, f2), c1.Path)
 	}
-	t.Logf("MEASURED NVRTC %d.%d compile for %s: %v (%d bytes); cache hit: %v", ma, mi, e.arch, c1.Took.Round(time.Millisecond), len(c1.CUBIN), c2.Took)
+	t.Logf("MEASURED NVRTC %d.%d compile for %s: %v (%d bytes in %d parts); cache hit: %v", ma, mi, e.arch, c1.Took.Round(time.Millisecond), len(f1), len(c1.Parts), c2.Took)
+	// Every kernel is in exactly one part.
+	checkParts(t, c1.Parts)
 	// A truncated cache file is detected and rebuilt.
-	must(t, os.WriteFile(c1.Path, c1.CUBIN[:len(c1.CUBIN)/2], 0o644))
+	must(t, os.WriteFile(c1.Path, f1[:len(f1)/2], 0o644))
 	c3, err := Compile(nv, e.arch, dir)
 	must(t, err)
-	if c3.CacheHit || !bytes.Equal(c3.CUBIN, c1.CUBIN) {
+	if c3.CacheHit || !bytes.Equal(CacheFile(c3.Parts), f1) {
 		t.Fatal("corrupt cache file was used")
 	}
 	k, err := Load(e.d, e.ctx, Options{CacheDir: dir, NVRTC: nv})

@@ -57,6 +57,6 @@ __device__ void lc_put_range(lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 tid,
 	for (lc_u64 i = head + body * align + tid; i < n; i += nth) dst[i] = src[i];
 }
 
-extern "C" __global__ void lc_put(lc_u8 *dst, const lc_u8 *src, lc_u64 n) {
+LC_KERNEL void lc_put(lc_u8 *dst, const lc_u8 *src, lc_u64 n) {
 	lc_put_range(dst, src, n, lc_tid(), lc_nthreads());
 }

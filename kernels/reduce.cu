@@ -197,38 +197,38 @@ __device__ __noinline__ void lc_reduce_any(lc_u32 type, lc_u32 op, lc_u8 *dst, c
 // One kernel per type and operator, lc_reduce_<type>_<op> (kernels.ReduceKernel);
 // signed sums and products run on the unsigned type of the same width (the
 // same bits, wrapping without undefined behaviour).
-extern "C" __global__ void lc_reduce_f32_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<float, LC_RED_SUM>(dst, src, count); }
-extern "C" __global__ void lc_reduce_f32_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<float, LC_RED_PROD>(dst, src, count); }
-extern "C" __global__ void lc_reduce_f32_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<float, LC_RED_MIN>(dst, src, count); }
-extern "C" __global__ void lc_reduce_f32_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<float, LC_RED_MAX>(dst, src, count); }
-extern "C" __global__ void lc_reduce_f64_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<double, LC_RED_SUM>(dst, src, count); }
-extern "C" __global__ void lc_reduce_f64_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<double, LC_RED_PROD>(dst, src, count); }
-extern "C" __global__ void lc_reduce_f64_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<double, LC_RED_MIN>(dst, src, count); }
-extern "C" __global__ void lc_reduce_f64_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<double, LC_RED_MAX>(dst, src, count); }
-extern "C" __global__ void lc_reduce_f16_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_f16, LC_RED_SUM>(dst, src, count); }
-extern "C" __global__ void lc_reduce_f16_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_f16, LC_RED_PROD>(dst, src, count); }
-extern "C" __global__ void lc_reduce_f16_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_f16, LC_RED_MIN>(dst, src, count); }
-extern "C" __global__ void lc_reduce_f16_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_f16, LC_RED_MAX>(dst, src, count); }
-extern "C" __global__ void lc_reduce_bf16_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_bf16, LC_RED_SUM>(dst, src, count); }
-extern "C" __global__ void lc_reduce_bf16_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_bf16, LC_RED_PROD>(dst, src, count); }
-extern "C" __global__ void lc_reduce_bf16_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_bf16, LC_RED_MIN>(dst, src, count); }
-extern "C" __global__ void lc_reduce_bf16_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_bf16, LC_RED_MAX>(dst, src, count); }
-extern "C" __global__ void lc_reduce_i32_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_SUM>(dst, src, count); }
-extern "C" __global__ void lc_reduce_i32_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_PROD>(dst, src, count); }
-extern "C" __global__ void lc_reduce_i32_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<int, LC_RED_MIN>(dst, src, count); }
-extern "C" __global__ void lc_reduce_i32_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<int, LC_RED_MAX>(dst, src, count); }
-extern "C" __global__ void lc_reduce_i64_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_SUM>(dst, src, count); }
-extern "C" __global__ void lc_reduce_i64_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_PROD>(dst, src, count); }
-extern "C" __global__ void lc_reduce_i64_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<long long, LC_RED_MIN>(dst, src, count); }
-extern "C" __global__ void lc_reduce_i64_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<long long, LC_RED_MAX>(dst, src, count); }
-extern "C" __global__ void lc_reduce_u32_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_SUM>(dst, src, count); }
-extern "C" __global__ void lc_reduce_u32_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_PROD>(dst, src, count); }
-extern "C" __global__ void lc_reduce_u32_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_MIN>(dst, src, count); }
-extern "C" __global__ void lc_reduce_u32_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_MAX>(dst, src, count); }
-extern "C" __global__ void lc_reduce_u64_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_SUM>(dst, src, count); }
-extern "C" __global__ void lc_reduce_u64_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_PROD>(dst, src, count); }
-extern "C" __global__ void lc_reduce_u64_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_MIN>(dst, src, count); }
-extern "C" __global__ void lc_reduce_u64_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_MAX>(dst, src, count); }
+LC_KERNEL void lc_reduce_f32_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<float, LC_RED_SUM>(dst, src, count); }
+LC_KERNEL void lc_reduce_f32_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<float, LC_RED_PROD>(dst, src, count); }
+LC_KERNEL void lc_reduce_f32_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<float, LC_RED_MIN>(dst, src, count); }
+LC_KERNEL void lc_reduce_f32_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<float, LC_RED_MAX>(dst, src, count); }
+LC_KERNEL void lc_reduce_f64_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<double, LC_RED_SUM>(dst, src, count); }
+LC_KERNEL void lc_reduce_f64_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<double, LC_RED_PROD>(dst, src, count); }
+LC_KERNEL void lc_reduce_f64_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<double, LC_RED_MIN>(dst, src, count); }
+LC_KERNEL void lc_reduce_f64_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<double, LC_RED_MAX>(dst, src, count); }
+LC_KERNEL void lc_reduce_f16_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_f16, LC_RED_SUM>(dst, src, count); }
+LC_KERNEL void lc_reduce_f16_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_f16, LC_RED_PROD>(dst, src, count); }
+LC_KERNEL void lc_reduce_f16_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_f16, LC_RED_MIN>(dst, src, count); }
+LC_KERNEL void lc_reduce_f16_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_f16, LC_RED_MAX>(dst, src, count); }
+LC_KERNEL void lc_reduce_bf16_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_bf16, LC_RED_SUM>(dst, src, count); }
+LC_KERNEL void lc_reduce_bf16_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_bf16, LC_RED_PROD>(dst, src, count); }
+LC_KERNEL void lc_reduce_bf16_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_bf16, LC_RED_MIN>(dst, src, count); }
+LC_KERNEL void lc_reduce_bf16_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_bf16, LC_RED_MAX>(dst, src, count); }
+LC_KERNEL void lc_reduce_i32_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_SUM>(dst, src, count); }
+LC_KERNEL void lc_reduce_i32_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_PROD>(dst, src, count); }
+LC_KERNEL void lc_reduce_i32_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<int, LC_RED_MIN>(dst, src, count); }
+LC_KERNEL void lc_reduce_i32_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<int, LC_RED_MAX>(dst, src, count); }
+LC_KERNEL void lc_reduce_i64_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_SUM>(dst, src, count); }
+LC_KERNEL void lc_reduce_i64_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_PROD>(dst, src, count); }
+LC_KERNEL void lc_reduce_i64_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<long long, LC_RED_MIN>(dst, src, count); }
+LC_KERNEL void lc_reduce_i64_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<long long, LC_RED_MAX>(dst, src, count); }
+LC_KERNEL void lc_reduce_u32_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_SUM>(dst, src, count); }
+LC_KERNEL void lc_reduce_u32_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_PROD>(dst, src, count); }
+LC_KERNEL void lc_reduce_u32_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_MIN>(dst, src, count); }
+LC_KERNEL void lc_reduce_u32_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u32, LC_RED_MAX>(dst, src, count); }
+LC_KERNEL void lc_reduce_u64_sum(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_SUM>(dst, src, count); }
+LC_KERNEL void lc_reduce_u64_prod(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_PROD>(dst, src, count); }
+LC_KERNEL void lc_reduce_u64_min(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_MIN>(dst, src, count); }
+LC_KERNEL void lc_reduce_u64_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { lc_reduce_body<lc_u64, LC_RED_MAX>(dst, src, count); }
 
 // A chain: dst op= src[0], then dst op= src[1], ... (k of them, at most
 // LC_CHAIN_MAX), each element combined with the sources in that order and

@@ -2,8 +2,10 @@ package kernels
 
 import (
 	"bytes"
+	"debug/elf"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +20,10 @@ import (
 
 // Tests that need no GPU.
 
+// kernelDecl matches what a kernel's definition begins with (LC_KERNEL:
+// extern "C" __global__ in the part that has it).
+const kernelDecl = `(?:extern "C" __global__|LC_KERNEL) void `
+
 // kernelBounds matches a kernel's optional launch bound before its name.
 const kernelBounds = `(?:__launch_bounds__\(\w+\)\s+)?`
 
@@ -27,7 +33,7 @@ func TestSourceHasEveryKernel(t *testing.T) {
 		t.Fatalf("common.cu must come first:\n%.200s", src)
 	}
 	for _, n := range Names() {
-		if !regexp.MustCompile(`extern "C" __global__ void ` + kernelBounds + n + `\(`).MatchString(src) {
+		if !regexp.MustCompile(kernelDecl + kernelBounds + n + `\(`).MatchString(src) {
 			t.Errorf("kernel %s missing from the program", n)
 		}
 	}
@@ -47,7 +53,7 @@ func TestCacheKey(t *testing.T) {
 		t.Fatal("different archs share a key")
 	}
 	p := CachePath("/c", a)
-	if !strings.HasPrefix(p, "/c/") || !strings.HasSuffix(p, "-sm_90.cubin") {
+	if !strings.HasPrefix(p, "/c/") || !strings.HasSuffix(p, "-sm_90.cubins") {
 		t.Fatalf("path %q", p)
 	}
 	if dir, err := DefaultCacheDir(); err == nil && !strings.HasSuffix(dir, filepath.Join("luacoll", "kernels")) {
@@ -178,7 +184,7 @@ func TestRecord(t *testing.T) {
 // missing from it would be loaded on first launch, which waits for the
 // kernels already running.
 func TestNamesListEveryKernel(t *testing.T) {
-	re := regexp.MustCompile(`extern "C" __global__ void ` + kernelBounds + `(\w+)\(`)
+	re := regexp.MustCompile(kernelDecl + kernelBounds + `(\w+)\(`)
 	var inSource []string
 	for _, m := range re.FindAllStringSubmatch(Source(), -1) {
 		inSource = append(inSource, m[1])
@@ -218,7 +224,7 @@ func TestCompileNotice(t *testing.T) {
 	if err != nil || !validCUBIN(b) {
 		t.Skipf("the test binary as an ELF file: %v", err)
 	}
-	if err := writeAtomic(CachePath(dir, a), b); err != nil {
+	if err := writeAtomic(CachePath(dir, a), CacheFile(copies(b))); err != nil {
 		t.Fatal(err)
 	}
 	if got := CompileNotice(dir, a); got != "" {
@@ -239,4 +245,89 @@ func TestCompileNotice(t *testing.T) {
 	if _, err := compileTelling(nil, a, empty, notice); err == nil || len(told) != 1 || told[0] != CompileNotice(empty, a) {
 		t.Fatalf("a compile without NVRTC: err %v, told %q", err, told)
 	}
+}
+
+// checkParts fails t unless every kernel of Names is a function symbol of
+// exactly one of the parts' CUBINs.
+func checkParts(t *testing.T, parts [][]byte) {
+	t.Helper()
+	in := map[string][]int{}
+	for p, b := range parts {
+		f, err := elf.NewFile(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("part %d: %v", p, err)
+		}
+		syms, err := f.Symbols()
+		if err != nil {
+			t.Fatalf("part %d: %v", p, err)
+		}
+		for _, s := range syms {
+			if elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+				in[s.Name] = append(in[s.Name], p)
+			}
+		}
+	}
+	for _, n := range Names() {
+		if len(in[n]) != 1 {
+			t.Errorf("kernel %s is in parts %v, want one", n, in[n])
+		}
+	}
+}
+
+// The cache file holds ProgramParts CUBINs; anything else is refused.
+func TestCacheFile(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Skip(err)
+	}
+	elfFile, err := os.ReadFile(self)
+	if err != nil || !validCUBIN(elfFile) {
+		t.Skipf("the test binary as an ELF file: %v", err)
+	}
+	parts := copies(elfFile)
+	b := CacheFile(parts)
+	got, ok := parseCacheFile(b)
+	if !ok || len(got) != ProgramParts || !bytes.Equal(got[ProgramParts-1], elfFile) {
+		t.Fatalf("round trip: %v, %d parts", ok, len(got))
+	}
+	for name, bad := range map[string][]byte{
+		"empty":          nil,
+		"no magic":       elfFile,
+		"one part short": CacheFile(parts[1:]),
+		"one part more":  CacheFile(append(parts, elfFile)),
+		"truncated":      b[:len(b)-1],
+		"a byte more":    append(append([]byte(nil), b...), 0),
+		"a bad part":     CacheFile(append([][]byte{[]byte("\x7fELF not a CUBIN")}, parts[1:]...)),
+	} {
+		if _, ok := parseCacheFile(bad); ok {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// Each part's source defines LC_PART before the program, and the program
+// names the three interpreter builds' parts (common.cu's LC_IN_PART).
+func TestPartSources(t *testing.T) {
+	for p := range ProgramParts {
+		if !strings.HasPrefix(partSource(p), fmt.Sprintf("#define LC_PART %d\n// ---- common.cu ----", p)) {
+			t.Fatalf("part %d: %.60q", p, partSource(p))
+		}
+	}
+	src := Source()
+	for _, want := range []string{"#if LC_IN_PART(1)\nextern \"C\" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(",
+		"#if LC_IN_PART(2)\nextern \"C\" __global__ void __launch_bounds__(LC_PLAN_MID_THREADS)\n    lc_plan_mid(",
+		"#if LC_IN_PART(3)\nextern \"C\" __global__ void __launch_bounds__(LC_PLAN_MID_THREADS)\n    lc_plan_serve("} {
+		if !strings.Contains(src, want) {
+			t.Errorf("the program lacks %q", want)
+		}
+	}
+}
+
+// copies is a program of ProgramParts parts, each b.
+func copies(b []byte) [][]byte {
+	parts := make([][]byte, ProgramParts)
+	for p := range parts {
+		parts[p] = b
+	}
+	return parts
 }

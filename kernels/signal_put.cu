@@ -42,7 +42,7 @@ __device__ __forceinline__ void lc_signal_release_sys(lc_u64 *slot, lc_u64 value
 // signals the slot with a system-scope release (op 0: store value, op 1:
 // atomic add): the block barrier orders every thread's copy before it. One
 // launch instead of two.
-extern "C" __global__ void lc_put_signal(lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 *slot, lc_u64 value, int op) {
+LC_KERNEL void lc_put_signal(lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 *slot, lc_u64 value, int op) {
 	lc_put_range(dst, src, n, threadIdx.x, blockDim.x);
 	__syncthreads();
 	if (threadIdx.x == 0) lc_signal_release_sys(slot, value, op);
@@ -114,7 +114,7 @@ __device__ __forceinline__ lc_u64 lc_poll(const lc_u64 *p, int variant) {
 	return variant == 9 || variant == 10 ? lc_load_acquire_gpu(p) : lc_load_volatile(p);
 }
 
-extern "C" __global__ void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, lc_u64 n, lc_u64 *peer_slot,
+LC_KERNEL void lc_pp_put_signal(lc_u8 *peer_data, const lc_u8 *src, lc_u64 n, lc_u64 *peer_slot,
                                             lc_u64 *my_slot, lc_u64 iters, int initiator, lc_u64 timeout_ns,
                                             lc_u64 *out_ns, int variant) {
 	if (threadIdx.x != 0 || blockIdx.x != 0) return;
@@ -164,7 +164,7 @@ __device__ __forceinline__ lc_u64 *lc_row(lc_u64 *const *rows, lc_u64 base, lc_u
 // is rows[p], or base + p*stride when rows is NULL (a symmetric window);
 // barrier e writes e into slot `rank` of every row and waits until every
 // slot of its own row reaches e. Rows start at 0.
-extern "C" __global__ void lc_barrier_loop(lc_u64 *const *rows, lc_u64 base, lc_u64 stride, lc_u32 rank, lc_u32 nranks, lc_u64 iters,
+LC_KERNEL void lc_barrier_loop(lc_u64 *const *rows, lc_u64 base, lc_u64 stride, lc_u32 rank, lc_u32 nranks, lc_u64 iters,
                                            lc_u64 timeout_ns, lc_u64 *out_ns, int variant) {
 	if (threadIdx.x != 0 || blockIdx.x != 0) return;
 	const lc_u64 start = lc_globaltimer();

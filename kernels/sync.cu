@@ -11,7 +11,7 @@
 	if (threadIdx.x != 0 || blockIdx.x != 0) return
 
 // lc_signal: op 0 stores value into *slot, op 1 adds value to it atomically.
-extern "C" __global__ void lc_signal(lc_u64 *slot, lc_u64 value, int op) {
+LC_KERNEL void lc_signal(lc_u64 *slot, lc_u64 value, int op) {
 	LC_ONE_THREAD();
 	__threadfence_system();
 	if (op == 0) {
@@ -59,7 +59,7 @@ __device__ void lc_wait_body(const lc_u8 *slots, lc_u32 count, lc_u64 stride, in
 }
 
 // lc_wait is lc_wait_body as a one-thread kernel.
-extern "C" __global__ void lc_wait(const lc_u8 *slots, lc_u32 count, lc_u64 stride, int op, lc_u64 target,
+LC_KERNEL void lc_wait(const lc_u8 *slots, lc_u32 count, lc_u64 stride, int op, lc_u64 target,
                                    lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec) {
 	LC_ONE_THREAD();
 	lc_wait_body(slots, count, stride, op, target, timeout_ns, abort_flag, rec);
@@ -73,7 +73,7 @@ extern "C" __global__ void lc_wait(const lc_u8 *slots, lc_u32 count, lc_u64 stri
 // rows serve any number of barriers: the kernel increments it to e, writes e
 // into slot `rank` of every row (own included), then waits until every slot
 // of its own row is >= e.
-extern "C" __global__ void lc_barrier(lc_u64 *epoch, lc_u64 *const *rows, lc_u32 rank, lc_u32 nranks,
+LC_KERNEL void lc_barrier(lc_u64 *epoch, lc_u64 *const *rows, lc_u32 rank, lc_u32 nranks,
                                       lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec) {
 	LC_ONE_THREAD();
 	if (lc_poisoned(rec)) return;
@@ -99,7 +99,7 @@ extern "C" __global__ void lc_barrier(lc_u64 *epoch, lc_u64 *const *rows, lc_u32
 
 // lc_counter_add adds value to a local completion counter after making all
 // prior writes of the stream visible system-wide.
-extern "C" __global__ void lc_counter_add(lc_u64 *counter, lc_u64 value) {
+LC_KERNEL void lc_counter_add(lc_u64 *counter, lc_u64 value) {
 	LC_ONE_THREAD();
 	__threadfence_system();
 	atomicAdd((unsigned long long *)counter, (unsigned long long)value);
@@ -111,7 +111,7 @@ extern "C" __global__ void lc_counter_add(lc_u64 *counter, lc_u64 value) {
 // waits for *mine >= i then stores i into *peer. Both flags start at 0.
 // *out_ns (may be null) receives the elapsed %globaltimer ns, or ~0 if
 // timeout_ns (0: none) passed first.
-extern "C" __global__ void lc_pingpong(lc_u64 *mine, lc_u64 *peer, lc_u64 iters, int initiator, lc_u64 timeout_ns,
+LC_KERNEL void lc_pingpong(lc_u64 *mine, lc_u64 *peer, lc_u64 iters, int initiator, lc_u64 timeout_ns,
                                        lc_u64 *out_ns) {
 	LC_ONE_THREAD();
 	const lc_u64 start = lc_globaltimer();
@@ -141,7 +141,7 @@ extern "C" __global__ void lc_pingpong(lc_u64 *mine, lc_u64 *peer, lc_u64 iters,
 //
 // strong (1): the bell is fenced after its store too, and the polls are
 // system-scope acquire loads; 0: volatile store and polls (measurements).
-extern "C" __global__ void lc_proxy_call(lc_u64 *calls, lc_u64 *bell, const lc_u64 *done, lc_u64 timeout_ns,
+LC_KERNEL void lc_proxy_call(lc_u64 *calls, lc_u64 *bell, const lc_u64 *done, lc_u64 timeout_ns,
                                          const lc_u32 *abort_flag, lc_record *rec, int strong) {
 	LC_ONE_THREAD();
 	const lc_u64 e = lc_load_volatile(calls) + 1;

@@ -117,7 +117,7 @@ __device__ bool lc_agp_done_part(const lc_u64 *count, lc_u64 *const *remote, lc_
 }
 
 // lc_agp_ready is lc_agp_ready_part as a one-thread kernel.
-extern "C" __global__ void lc_agp_ready(lc_u64 *count, lc_u64 *const *remote, lc_u64 *const *local, lc_u32 rank,
+LC_KERNEL void lc_agp_ready(lc_u64 *count, lc_u64 *const *remote, lc_u64 *const *local, lc_u32 rank,
                                         lc_u32 nranks, lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec,
                                         int fences, lc_u64 *trace) {
 	LC_ONE_THREAD();
@@ -126,7 +126,7 @@ extern "C" __global__ void lc_agp_ready(lc_u64 *count, lc_u64 *const *remote, lc
 }
 
 // lc_agp_done is lc_agp_done_part as a one-thread kernel.
-extern "C" __global__ void lc_agp_done(const lc_u64 *count, lc_u64 *const *remote, lc_u64 *const *local, lc_u32 rank,
+LC_KERNEL void lc_agp_done(const lc_u64 *count, lc_u64 *const *remote, lc_u64 *const *local, lc_u32 rank,
                                        lc_u32 nranks, lc_u64 n, lc_u64 timeout_ns, const lc_u32 *abort_flag,
                                        lc_record *rec, int fences, lc_u64 *trace) {
 	LC_ONE_THREAD();
@@ -141,7 +141,7 @@ extern "C" __global__ void lc_agp_done(const lc_u64 *count, lc_u64 *const *remot
 // record is left out: the done part just made it. With
 // LC_AGP_FUSED_NOWAIT both parts send their signals and wait for none
 // (and the done part does not look at the record either).
-extern "C" __global__ void lc_agp_done_ready(lc_u64 *count, lc_u64 *const *done_remote, lc_u64 *const *done_local,
+LC_KERNEL void lc_agp_done_ready(lc_u64 *count, lc_u64 *const *done_remote, lc_u64 *const *done_local,
                                              lc_u64 *const *ready_remote, lc_u64 *const *ready_local, lc_u32 rank,
                                              lc_u32 nranks, lc_u64 n, lc_u64 timeout_ns, const lc_u32 *abort_flag,
                                              lc_record *rec, int fences, lc_u64 *trace) {

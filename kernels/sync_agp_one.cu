@@ -102,7 +102,7 @@ __device__ void lc_agp_copy_part(lc_u8 *const *bases, lc_u32 rank, lc_u32 nranks
 // through the copy engines at the same time: the own chunk by one block in
 // 8 (with 8 blocks or more; unless in place) and the first m bytes to the
 // peers by the others.
-extern "C" __global__ void lc_agp_copy(lc_u8 *const *bases, lc_u32 rank, lc_u32 nranks, const lc_u8 *src, lc_u64 n,
+LC_KERNEL void lc_agp_copy(lc_u8 *const *bases, lc_u32 rank, lc_u32 nranks, const lc_u8 *src, lc_u64 n,
                                        lc_u64 m) {
 	const bool copy_own = bases[rank] + (lc_u64)rank * n != src;
 	lc_agp_copy_part(bases, rank, nranks, src, n, m, copy_own && gridDim.x >= 8 ? gridDim.x / 8 : 0);
@@ -127,7 +127,7 @@ extern "C" __global__ void lc_agp_copy(lc_u8 *const *bases, lc_u32 rank, lc_u32 
 // bases[p] is rank p's window data as mapped here.
 #define LC_AGP_FAILED (1ull << 63)
 
-extern "C" __global__ void lc_agp_one(lc_u64 *count, lc_u32 *ctl, lc_u64 *const *ready_remote,
+LC_KERNEL void lc_agp_one(lc_u64 *count, lc_u32 *ctl, lc_u64 *const *ready_remote,
                                       lc_u64 *const *ready_local, lc_u64 *const *done_remote,
                                       lc_u64 *const *done_local, lc_u32 rank, lc_u32 nranks, lc_u8 *const *bases,
                                       const lc_u8 *src, lc_u64 n, lc_u64 timeout_ns, const lc_u32 *abort_flag,
@@ -318,7 +318,7 @@ __device__ bool lc_agp_ll_wait(const lc_u8 *line, lc_u64 j, lc_u32 flag, lc_u64 
 // A failure records target tag(e, n) and, as observed, tag(e, n') when the
 // peer's line 0 arrived with n' (at once: LC_STATUS_MISMATCH), else the
 // exec number it last showed.
-extern "C" __global__ void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const *stage, lc_u32 rank, lc_u32 nranks,
+LC_KERNEL void lc_agp_ll(lc_u64 *count, lc_u32 *arrive, lc_u8 *const *stage, lc_u32 rank, lc_u32 nranks,
                                      lc_u8 *out, const lc_u8 *src, lc_u64 n, lc_u64 timeout_ns,
                                      const lc_u32 *abort_flag, lc_record *rec, int variant) {
 	__shared__ int failed;

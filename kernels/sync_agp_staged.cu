@@ -118,7 +118,7 @@ __device__ void lc_st_recv(const lc_u8 *area, lc_u64 base, lc_u64 slot, lc_u32 r
 // part's data after a release fence (fence.acq_rel.sys, lighter than the
 // sequentially consistent one that __threadfence_system is): thread 0 has
 // seen the block's stores at the barrier, and the fence is cumulative.
-extern "C" __global__ void lc_agp_staged(lc_u64 *count, lc_u32 *arrive, lc_u8 *const *stage, lc_u64 off, lc_u64 slot,
+LC_KERNEL void lc_agp_staged(lc_u64 *count, lc_u32 *arrive, lc_u8 *const *stage, lc_u64 off, lc_u64 slot,
                                          lc_u32 rank, lc_u32 nranks, lc_u8 *out, const lc_u8 *src, lc_u64 n,
                                          lc_u64 part, lc_u64 timeout_ns, const lc_u32 *abort_flag, lc_record *rec) {
 	__shared__ int failed;

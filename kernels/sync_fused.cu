@@ -19,7 +19,7 @@ __device__ void lc_fused_put_signal(lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u
 // Both end with thread 0 storing seq into *host_done (host-mapped; null:
 // none) with a system-scope release, after everything else the launch
 // does: the host can see the launch finish without asking the driver.
-extern "C" __global__ void lc_put_signal_wait(lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 *slot, lc_u64 value,
+LC_KERNEL void lc_put_signal_wait(lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 *slot, lc_u64 value,
                                               int op, const lc_u8 *wslots, lc_u32 wcount, lc_u64 wstride, int wop,
                                               lc_u64 wtarget, lc_u64 timeout_ns, const lc_u32 *abort_flag,
                                               lc_record *rec, lc_u64 *host_done, lc_u64 seq) {
@@ -30,7 +30,7 @@ extern "C" __global__ void lc_put_signal_wait(lc_u8 *dst, const lc_u8 *src, lc_u
 	}
 }
 
-extern "C" __global__ void lc_wait_put_signal(const lc_u8 *wslots, lc_u32 wcount, lc_u64 wstride, int wop,
+LC_KERNEL void lc_wait_put_signal(const lc_u8 *wslots, lc_u32 wcount, lc_u64 wstride, int wop,
                                               lc_u64 wtarget, lc_u64 timeout_ns, const lc_u32 *abort_flag,
                                               lc_record *rec, lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 *slot,
                                               lc_u64 value, int op, lc_u64 *host_done, lc_u64 seq) {
@@ -82,7 +82,7 @@ __device__ bool lc_host_cmd(const lc_u64 *num, lc_u64 want, const lc_u64 *cmd, l
 	return ok;
 }
 
-extern "C" __global__ void lc_prelaunched(const lc_pre_cmd *cmd, lc_u64 gen, lc_u64 *ack, const lc_u32 *abort_flag) {
+LC_KERNEL void lc_prelaunched(const lc_pre_cmd *cmd, lc_u64 gen, lc_u64 *ack, const lc_u32 *abort_flag) {
 	__shared__ lc_pre_cmd c;
 	const int words = (int)(sizeof(lc_pre_cmd) / 8);
 	const bool got = lc_host_cmd(&cmd->gen, gen, (const lc_u64 *)cmd, (lc_u64 *)&c, words, abort_flag);

@@ -415,6 +415,7 @@ __device__ __forceinline__ void lc_plan_entry(const lc_plan_step *steps, lc_u32 
 // lc_plan runs a plan (lc_plan_entry) with blocks of up to LC_PLAN_THREADS
 // threads; lc_plan_mid, the same with blocks of up to LC_PLAN_MID_THREADS
 // (more registers a thread).
+#if LC_IN_PART(1)
 extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_plan_step *steps, lc_u32 period,
                                                                        lc_u32 first, lc_u64 count, lc_u64 rep0,
                                                                        lc_u64 timeout_ns, const lc_u32 *abort_flag,
@@ -423,10 +424,13 @@ extern "C" __global__ void __launch_bounds__(LC_PLAN_THREADS) lc_plan(const lc_p
                                                                        const lc_plan_moves moves) {
 	lc_plan_entry(steps, period, first, count, rep0, timeout_ns, abort_flag, rec, tag, flags, epoch, job, moves);
 }
+#endif
 
+#if LC_IN_PART(2)
 extern "C" __global__ void __launch_bounds__(LC_PLAN_MID_THREADS)
     lc_plan_mid(const lc_plan_step *steps, lc_u32 period, lc_u32 first, lc_u64 count, lc_u64 rep0, lc_u64 timeout_ns,
                 const lc_u32 *abort_flag, lc_record *rec, lc_u32 tag, int flags, const lc_u64 *epoch, lc_u64 *job,
                 const lc_plan_moves moves) {
 	lc_plan_entry(steps, period, first, count, rep0, timeout_ns, abort_flag, rec, tag, flags, epoch, job, moves);
 }
+#endif

@@ -114,7 +114,9 @@ __device__ __forceinline__ void lc_serve(const lc_u8 *ring, lc_u64 first, lc_u64
 // lc_plan_serve: lc_serve, built for blocks of up to LC_PLAN_MID_THREADS
 // (sync_plan.cu's lc_plan_mid; a plan of larger blocks is launched, not
 // served).
+#if LC_IN_PART(3)
 extern "C" __global__ void __launch_bounds__(LC_PLAN_MID_THREADS)
     lc_plan_serve(const lc_u8 *ring, lc_u64 first, lc_u64 *state, const lc_u32 *abort_flag) {
 	lc_serve(ring, first, state, abort_flag);
 }
+#endif

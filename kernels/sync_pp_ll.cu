@@ -10,7 +10,7 @@
 // earlier store's acknowledgement. src is private (no peer writes it): it
 // is read before each wait. Lines start at 0 and i < 2^32.
 // *out_ns gets the elapsed ns, or ~0 on timeout.
-extern "C" __global__ void lc_pp_put_signal_ll(lc_u8 *peer_line, const lc_u8 *my_line, lc_u64 *my_data, const lc_u64 *src,
+LC_KERNEL void lc_pp_put_signal_ll(lc_u8 *peer_line, const lc_u8 *my_line, lc_u64 *my_data, const lc_u64 *src,
                                                lc_u64 *my_slot, lc_u64 iters, int initiator, lc_u64 timeout_ns,
                                                lc_u64 *out_ns) {
 	if (threadIdx.x != 0 || blockIdx.x != 0) return;

@@ -1,0 +1,126 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/luacoll/luacoll/cuda"
+)
+
+// The program is compiled in parts, in parallel: each part is an NVRTC
+// program of the whole source with LC_PART defined (common.cu). ptxas
+// spends nearly all of a compile on the plan interpreter's three builds
+// (lc_plan, lc_plan_mid, lc_plan_serve), so each is a part of its own, and
+// part 0 holds every other kernel. Once loaded, each part is a module of
+// its own; no kernel is in two, and the kernels share no device variables
+// (the program defines none), so which module holds a kernel is all that
+// the split changes. ProgramParts is how many parts there are.
+const ProgramParts = 4
+
+// partSource is the program text of part p.
+func partSource(p int) string { return fmt.Sprintf("#define LC_PART %d\n", p) + Source() }
+
+// cacheMagic begins a cache file; then, for each part, its length (8
+// bytes, little endian) and its CUBIN.
+const cacheMagic = "lcparts1"
+
+// CacheFile returns the bytes of a cache file holding a program of these
+// parts (CUBINs, part 0 first), as Load writes and reads it.
+func CacheFile(parts [][]byte) []byte {
+	b := []byte(cacheMagic)
+	for _, p := range parts {
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(p)))
+		b = append(b, p...)
+	}
+	return b
+}
+
+// parseCacheFile returns the parts of a cache file, or false unless it
+// holds ProgramParts complete CUBINs and nothing else.
+func parseCacheFile(b []byte) ([][]byte, bool) {
+	if !strings.HasPrefix(string(b[:min(len(b), len(cacheMagic))]), cacheMagic) {
+		return nil, false
+	}
+	b = b[len(cacheMagic):]
+	var parts [][]byte
+	for len(b) > 0 {
+		if len(b) < 8 || len(parts) == ProgramParts {
+			return nil, false
+		}
+		n := binary.LittleEndian.Uint64(b)
+		b = b[8:]
+		if n > uint64(len(b)) || !validCUBIN(b[:n]) {
+			return nil, false
+		}
+		parts = append(parts, b[:n:n])
+		b = b[n:]
+	}
+	return parts, len(parts) == ProgramParts
+}
+
+// compileParts compiles every part for a with nv, at once.
+func compileParts(nv *cuda.NVRTC, a Arch) (*Compiled, error) {
+	parts := make([][]byte, ProgramParts)
+	logs := make([]string, ProgramParts)
+	errs := make([]error, ProgramParts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cubin, log, err := nv.CompileCUBIN(partSource(p), fmt.Sprintf("luacoll_kernels_%d.cu", p), CompileOptions(a))
+			if err == nil && !validCUBIN(cubin) {
+				err = fmt.Errorf("NVRTC returned %d bytes that are not an ELF CUBIN", len(cubin))
+			}
+			if err != nil {
+				err = fmt.Errorf("part %d: %w", p, err)
+			}
+			parts[p], errs[p] = cubin, err
+			if log != "" {
+				logs[p] = fmt.Sprintf("part %d: %s", p, log)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("compile luacoll kernels for %s: %w", a, err)
+	}
+	var log []string
+	for _, l := range logs {
+		if l != "" {
+			log = append(log, l)
+		}
+	}
+	return &Compiled{Parts: parts, Arch: a, Log: strings.Join(log, "\n")}, nil
+}
+
+// loadParts loads every part of c as a module of the current context.
+func loadParts(drv *cuda.Driver, c *Compiled) ([]*cuda.Module, error) {
+	var mods []*cuda.Module
+	for p, b := range c.Parts {
+		m, err := drv.ModuleLoadData(b)
+		if err != nil {
+			for _, m := range mods {
+				_ = m.Unload()
+			}
+			return nil, fmt.Errorf("part %d: %w", p, err)
+		}
+		mods = append(mods, m)
+	}
+	return mods, nil
+}
+
+// lookup finds kernel name in the part that holds it.
+func lookup(mods []*cuda.Module, name string) (*cuda.Function, error) {
+	err := errors.New("no module loaded")
+	for _, m := range mods {
+		var f *cuda.Function
+		if f, err = m.Function(name); err == nil {
+			return f, nil
+		}
+	}
+	return nil, err
+}
