@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -197,8 +198,12 @@ func TestCompileCache(t *testing.T) {
 		t.Fatalf("first hit=%v second hit=%v same=%v path=%s", c1.CacheHit, c2.CacheHit, bytes.Equal(f1, f2), c1.Path)
 	}
 	t.Logf("MEASURED NVRTC %d.%d compile for %s: %v (%d bytes in %d parts); cache hit: %v", ma, mi, e.arch, c1.Took.Round(time.Millisecond), len(f1), len(c1.Parts), c2.Took)
-	// Every kernel is in exactly one part.
+	// Every kernel is in exactly one part, and the parts' unused copies of
+	// the others draw no warning.
 	checkParts(t, c1.Parts)
+	if strings.Contains(c1.Log, "never referenced") {
+		t.Errorf("NVRTC warns of unused kernels:\n%s", c1.Log)
+	}
 	// A truncated cache file is detected and rebuilt.
 	must(t, os.WriteFile(c1.Path, f1[:len(f1)/2], 0o644))
 	c3, err := Compile(nv, e.arch, dir)
