@@ -23,19 +23,8 @@ NAME=${NAME:-lcb$$}
 NAME=${NAME:0:8}
 export UCX_TLS=${UCX_TLS:-tcp}
 mkdir -p "$OUT"
-cpus=$(taskset -cp $$ | sed 's/.*: //')
 if [ -z "${CPUS0:-}" ]; then
-  all=($(python3 - "$cpus" <<'EOF' 2>/dev/null || echo "$cpus $cpus"
-import sys
-c = []
-for part in sys.argv[1].split(','):
-    a, _, b = part.partition('-')
-    c += range(int(a), int(b or a) + 1)
-h = len(c) // 2 or 1
-print(','.join(map(str, c[:h])), ','.join(map(str, c[h:] or c)))
-EOF
-))
-  CPUS0=${all[0]} CPUS1=${all[1]}
+  read -r CPUS0 CPUS1 < <(scripts/cpu-halves.sh)
 fi
 echo "# net-bench: UCX_TLS=$UCX_TLS, host 0 on CPUs $CPUS0, host 1 on CPUs $CPUS1, raw outputs in $OUT"
 echo "# $("$LUACOLL" version 2>/dev/null | head -1); UCX $(ucx_info -v 2>/dev/null | sed -n 's/# Version //p')"

@@ -26,19 +26,8 @@ NAME=${NAME:-lcn$$}
 NAME=${NAME:0:8}
 command -v mpirun >/dev/null || { echo "nodes-bench.sh: mpirun not found (Debian: apt-get install openmpi-bin)" >&2; exit 2; }
 mkdir -p "$OUT"
-cpus=$(taskset -cp $$ | sed 's/.*: //')
 if [ -z "${CPUS0:-}" ]; then
-  all=($(python3 - "$cpus" <<'EOF' 2>/dev/null || echo "$cpus $cpus"
-import sys
-c = []
-for part in sys.argv[1].split(','):
-    a, _, b = part.partition('-')
-    c += range(int(a), int(b or a) + 1)
-h = len(c) // 2 or 1
-print(','.join(map(str, c[:h])), ','.join(map(str, c[h:] or c)))
-EOF
-))
-  CPUS0=${all[0]} CPUS1=${all[1]}
+  read -r CPUS0 CPUS1 < <(scripts/cpu-halves.sh)
 fi
 
 # The rsh agent: "NAME-K CMD..." runs CMD in host K, on its CPUs, with UCX
