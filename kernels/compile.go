@@ -16,6 +16,7 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"embed"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -175,13 +176,25 @@ func compileNow(nv *cuda.NVRTC, a Arch) (*Compiled, error) {
 	return compileParts(nv, a)
 }
 
+// parseCUBIN parses b as an ELF file. A CUBIN's ELF header carries CUDA's
+// own version in e_version (NVRTC 11.8 writes 118, 12.4 writes 124, where
+// ELF has only 1), which debug/elf refuses: the copy it parses has 1 there.
+func parseCUBIN(b []byte) (*elf.File, error) {
+	if len(b) < 64 {
+		return nil, errors.New("shorter than an ELF header")
+	}
+	h := append([]byte(nil), b...)
+	binary.LittleEndian.PutUint32(h[elfVersionAt:], uint32(elf.EV_CURRENT))
+	return elf.NewFile(bytes.NewReader(h))
+}
+
 // validCUBIN checks that b parses as a complete ELF file with sections (a
 // truncated or garbled cache file fails).
 func validCUBIN(b []byte) bool {
 	if len(b) < 64 || !bytes.HasPrefix(b, []byte(elf.ELFMAG)) {
 		return false
 	}
-	f, err := elf.NewFile(bytes.NewReader(b))
+	f, err := parseCUBIN(b)
 	if err != nil {
 		return false
 	}
@@ -196,6 +209,10 @@ func validCUBIN(b []byte) bool {
 	}
 	return true
 }
+
+// elfVersionAt is the offset of e_version in an ELF header (after the
+// 16-byte ident, e_type and e_machine).
+const elfVersionAt = 0x14
 
 // writeAtomic writes data to path through a temporary file in the same
 // directory and a rename, so readers never see a partial file.

@@ -253,7 +253,7 @@ func checkParts(t *testing.T, parts [][]byte) {
 	t.Helper()
 	in := map[string][]int{}
 	for p, b := range parts {
-		f, err := elf.NewFile(bytes.NewReader(b))
+		f, err := parseCUBIN(b)
 		if err != nil {
 			t.Fatalf("part %d: %v", p, err)
 		}
@@ -330,4 +330,24 @@ func copies(b []byte) [][]byte {
 		parts[p] = b
 	}
 	return parts
+}
+
+// A CUBIN's e_version is CUDA's (124 from NVRTC 12.4), not ELF's 1: it is
+// still a valid CUBIN, and a file cut short is not.
+func TestValidCUBINCUDAVersion(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Skip(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil || !validCUBIN(b) {
+		t.Skipf("the test binary as an ELF file: %v", err)
+	}
+	binary.LittleEndian.PutUint32(b[elfVersionAt:], 124)
+	if !validCUBIN(b) {
+		t.Fatal("an ELF file with e_version 124 refused")
+	}
+	if validCUBIN(b[:len(b)/2]) {
+		t.Fatal("half of it accepted")
+	}
 }
