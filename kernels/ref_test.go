@@ -351,3 +351,27 @@ func TestValidCUBINCUDAVersion(t *testing.T) {
 		t.Fatal("half of it accepted")
 	}
 }
+
+// The program compiles with the NVRTC found (none: skipped; .ci/run fetches
+// Debian's NVRTC 12 for this test) for sm_90, in its parts, with every
+// kernel in exactly one part and no warning of unused kernels.
+func TestProgramCompiles(t *testing.T) {
+	nv, err := cuda.LoadNVRTC()
+	if err != nil {
+		t.Skip(err)
+	}
+	defer nv.Close()
+	ma, mi := nv.Version()
+	a := Arch{9, 0}
+	c, err := Compile(nv, a, "")
+	if err != nil {
+		t.Fatalf("NVRTC %d.%d: %v", ma, mi, err)
+	}
+	t.Logf("NVRTC %d.%d compiled the program for %s in %v (%d parts)", ma, mi, a, c.Took.Round(time.Millisecond), len(c.Parts))
+	checkParts(t, c.Parts)
+	if strings.Contains(c.Log, "never referenced") {
+		t.Errorf("NVRTC warns of unused kernels:\n%s", c.Log)
+	} else if c.Log != "" {
+		t.Logf("NVRTC's log:\n%s", c.Log)
+	}
+}
