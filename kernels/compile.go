@@ -66,15 +66,17 @@ func CompileOptions(a Arch) []string {
 }
 
 // CacheKey returns the cache key of the program for arch: the first 16 hex
-// digits of sha256(source + options + parts), joined by NUL bytes.
+// digits of sha256(every part's source + options), joined by NUL bytes.
 func CacheKey(a Arch) string {
 	h := sha256.New()
-	h.Write([]byte(Source()))
+	for p := range ProgramParts {
+		h.Write([]byte(partSource(p)))
+		h.Write([]byte{0})
+	}
 	for _, o := range CompileOptions(a) {
 		h.Write([]byte{0})
 		h.Write([]byte(o))
 	}
-	h.Write([]byte{0, ProgramParts})
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 

@@ -106,11 +106,15 @@ func Load(drv *cuda.Driver, ctx *cuda.Context, opts Options) (*Kernels, error) {
 	mods, err := loadParts(drv, c)
 	if err != nil && c.CacheHit {
 		// A cache file that parses but does not load: rebuild it.
-		if c, err = Compile(opts.NVRTC, arch, ""); err == nil {
+		first := fmt.Errorf("the cached program (%s): %w", c.Path, err)
+		if c, err = compileTelling(opts.NVRTC, arch, "", opts.Notice); err == nil {
 			if c.Path = CachePath(dir, arch); writeAtomic(c.Path, CacheFile(c.Parts)) != nil {
 				c.Path = ""
 			}
 			mods, err = loadParts(drv, c)
+		}
+		if err != nil {
+			err = errors.Join(first, err)
 		}
 	}
 	if err != nil {

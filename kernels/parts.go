@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -71,12 +72,11 @@ func compileParts(nv *cuda.NVRTC, a Arch) (*Compiled, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cubin, log, err := nv.CompileCUBIN(partSource(p), fmt.Sprintf("luacoll_kernels_%d.cu", p), CompileOptions(a))
+			// One name for every part: a mistake in the shared source
+			// then fails each part with the same message, said once.
+			cubin, log, err := nv.CompileCUBIN(partSource(p), "luacoll_kernels.cu", CompileOptions(a))
 			if err == nil && !validCUBIN(cubin) {
 				err = fmt.Errorf("NVRTC returned %d bytes that are not an ELF CUBIN", len(cubin))
-			}
-			if err != nil {
-				err = fmt.Errorf("part %d: %w", p, err)
 			}
 			parts[p], errs[p] = cubin, err
 			if log != "" {
@@ -85,7 +85,7 @@ func compileParts(nv *cuda.NVRTC, a Arch) (*Compiled, error) {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := partErrors(errs); err != nil {
 		return nil, fmt.Errorf("compile luacoll kernels for %s: %w", a, err)
 	}
 	var log []string
@@ -95,6 +95,39 @@ func compileParts(nv *cuda.NVRTC, a Arch) (*Compiled, error) {
 		}
 	}
 	return &Compiled{Parts: parts, Arch: a, Log: strings.Join(log, "\n")}, nil
+}
+
+// partErrors joins the parts' errors, each message once with the parts
+// that failed with it; nil when none failed.
+func partErrors(errs []error) error {
+	var order []string
+	by := map[string][]int{}
+	first := map[string]error{}
+	for p, err := range errs {
+		if err == nil {
+			continue
+		}
+		m := err.Error()
+		if by[m] == nil {
+			order = append(order, m)
+			first[m] = err
+		}
+		by[m] = append(by[m], p)
+	}
+	var out []error
+	for _, m := range order {
+		ps := by[m]
+		names := make([]string, len(ps))
+		for i, p := range ps {
+			names[i] = strconv.Itoa(p)
+		}
+		what := "part " + names[0]
+		if len(ps) > 1 {
+			what = "parts " + strings.Join(names, ", ")
+		}
+		out = append(out, fmt.Errorf("%s: %w", what, first[m]))
+	}
+	return errors.Join(out...)
 }
 
 // loadParts loads every part of c as a module of the current context.
@@ -113,14 +146,20 @@ func loadParts(drv *cuda.Driver, c *Compiled) ([]*cuda.Module, error) {
 	return mods, nil
 }
 
-// lookup finds kernel name in the part that holds it.
+// lookup finds kernel name in the part that holds it; a part that does not
+// hold it says so with CUDA_ERROR_NOT_FOUND, and any other failure is
+// the lookup's.
 func lookup(mods []*cuda.Module, name string) (*cuda.Function, error) {
 	err := errors.New("no module loaded")
-	for _, m := range mods {
-		var f *cuda.Function
-		if f, err = m.Function(name); err == nil {
+	for p, m := range mods {
+		f, e := m.Function(name)
+		if e == nil {
 			return f, nil
 		}
+		if !errors.Is(e, &cuda.Error{Code: cuda.ErrorNotFound}) {
+			return nil, fmt.Errorf("part %d: %w", p, e)
+		}
+		err = e
 	}
 	return nil, err
 }

@@ -375,3 +375,17 @@ func TestProgramCompiles(t *testing.T) {
 		t.Logf("NVRTC's log:\n%s", c.Log)
 	}
 }
+
+// A mistake in the shared source fails every part the same way: said once,
+// with the parts it failed; another part's own failure apart.
+func TestPartErrors(t *testing.T) {
+	same, own := errors.New("k.cu(3): error: x is undefined"), errors.New("k.cu(9): error: y")
+	if partErrors([]error{nil, nil, nil, nil}) != nil {
+		t.Fatal("no failure, an error")
+	}
+	err := partErrors([]error{same, errors.New(same.Error()), nil, own})
+	want := "parts 0, 1: k.cu(3): error: x is undefined\npart 3: k.cu(9): error: y"
+	if err == nil || err.Error() != want || !errors.Is(err, same) || !errors.Is(err, own) {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+}
