@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/luacoll/luacoll/cuda"
@@ -142,11 +143,18 @@ func compileTelling(nv *cuda.NVRTC, a Arch, cacheDir string, notice func(string)
 	var path string
 	if cacheDir != "" {
 		path = CachePath(cacheDir, a)
-		if b, err := os.ReadFile(path); err == nil {
-			if parts, ok := parseCacheFile(b); ok {
-				return &Compiled{Parts: parts, Arch: a, Path: path, CacheHit: true, Took: time.Since(start)}, nil
+		if c := readCached(path, a, start); c != nil {
+			return c, nil
+		}
+		// The ranks of a job start together: one of the machine compiles
+		// while the others wait on the lock beside the cache file, then
+		// read what it wrote. (No lock, as in a read-only directory: each
+		// compiles.)
+		if unlock, err := lockFile(path + ".lock"); err == nil {
+			defer unlock()
+			if c := readCached(path, a, start); c != nil {
+				return c, nil
 			}
-			// Corrupt: fall through and overwrite it.
 		}
 	}
 	if notice != nil {
@@ -164,6 +172,47 @@ func compileTelling(nv *cuda.NVRTC, a Arch, cacheDir string, notice func(string)
 	}
 	c.Took = time.Since(start)
 	return c, nil
+}
+
+// readCached is the program in the cache file at path, or nil when there
+// is none or it is corrupt (then overwritten by the compile).
+func readCached(path string, a Arch, start time.Time) *Compiled {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	parts, ok := parseCacheFile(b)
+	if !ok {
+		return nil
+	}
+	return &Compiled{Parts: parts, Arch: a, Path: path, CacheHit: true, Took: time.Since(start)}
+}
+
+// lockFile takes an exclusive lock on the file at path (made if missing),
+// waiting for whoever holds it; unlock releases it. The kernel takes the
+// lock back from a process that dies holding it.
+func lockFile(path string) (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
 }
 
 func compileNow(nv *cuda.NVRTC, a Arch) (*Compiled, error) {

@@ -389,3 +389,45 @@ func TestPartErrors(t *testing.T) {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 }
+
+// While one process compiles (it holds the lock beside the cache file),
+// another waits, then reads what the first wrote: no compile, no notice.
+func TestCompileWaitsForTheLock(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Skip(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil || !validCUBIN(b) {
+		t.Skipf("the test binary as an ELF file: %v", err)
+	}
+	a, dir := Arch{9, 0}, t.TempDir()
+	unlock, err := lockFile(CachePath(dir, a) + ".lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		c    *Compiled
+		err  error
+		told []string
+	}
+	done := make(chan result, 1)
+	go func() {
+		var told []string
+		c, err := compileTelling(nil, a, dir, func(line string) { told = append(told, line) })
+		done <- result{c, err, told}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("compiled while another held the lock: %+v", r)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := writeAtomic(CachePath(dir, a), CacheFile(copies(b))); err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	r := <-done
+	if r.err != nil || r.c == nil || !r.c.CacheHit || len(r.told) != 0 {
+		t.Fatalf("after the lock: %+v", r)
+	}
+}

@@ -123,13 +123,10 @@ func NewCUDABackend(job string, localRank int, gpus []int) (*CUDABackend, error)
 	if err := b.ctx.SetCurrent(); err != nil {
 		return fail(err)
 	}
-	// The first run of a build compiles the kernels: the ranks on device
-	// 0 say so (one line where each rank has a GPU of its own).
-	notice := func(line string) {
-		if ord == 0 {
-			fmt.Fprintf(os.Stderr, "luacoll: %s\n", line)
-		}
-	}
+	// The first run of a build compiles the kernels, and says so: one rank
+	// of the machine compiles while the others wait for its cache file
+	// (kernels.Load), so one line.
+	notice := func(line string) { fmt.Fprintf(os.Stderr, "luacoll: %s\n", line) }
 	if b.k, err = kernels.Load(drv, b.ctx, kernels.Options{PutBlocksPerSM: int(knobs.PutBlocksPerSM.Or(0)), Notice: notice}); err != nil {
 		return fail(err)
 	}
