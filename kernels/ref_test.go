@@ -353,8 +353,9 @@ func TestValidCUBINCUDAVersion(t *testing.T) {
 }
 
 // The program compiles with the NVRTC found (none: skipped; .ci/run fetches
-// Debian's NVRTC 12 for this test) for sm_90, in its parts, with every
-// kernel in exactly one part and no warning of unused kernels.
+// Debian's NVRTC 12 for this test) for sm_90 (the H100 and H200) and sm_80
+// (the A100), in its parts, with every kernel in exactly one part and no
+// warning of unused kernels.
 func TestProgramCompiles(t *testing.T) {
 	nv, err := cuda.LoadNVRTC()
 	if err != nil {
@@ -362,17 +363,18 @@ func TestProgramCompiles(t *testing.T) {
 	}
 	defer nv.Close()
 	ma, mi := nv.Version()
-	a := Arch{9, 0}
-	c, err := Compile(nv, a, "")
-	if err != nil {
-		t.Fatalf("NVRTC %d.%d: %v", ma, mi, err)
-	}
-	t.Logf("NVRTC %d.%d compiled the program for %s in %v (%d parts)", ma, mi, a, c.Took.Round(time.Millisecond), len(c.Parts))
-	checkParts(t, c.Parts)
-	if strings.Contains(c.Log, "never referenced") {
-		t.Errorf("NVRTC warns of unused kernels:\n%s", c.Log)
-	} else if c.Log != "" {
-		t.Logf("NVRTC's log:\n%s", c.Log)
+	for _, a := range []Arch{{9, 0}, {8, 0}} {
+		c, err := Compile(nv, a, "")
+		if err != nil {
+			t.Fatalf("NVRTC %d.%d: %v", ma, mi, err)
+		}
+		t.Logf("NVRTC %d.%d compiled the program for %s in %v (%d parts)", ma, mi, a, c.Took.Round(time.Millisecond), len(c.Parts))
+		checkParts(t, c.Parts)
+		if strings.Contains(c.Log, "never referenced") {
+			t.Errorf("NVRTC warns of unused kernels for %s:\n%s", a, c.Log)
+		} else if c.Log != "" {
+			t.Logf("NVRTC's log for %s:\n%s", a, c.Log)
+		}
 	}
 }
 
