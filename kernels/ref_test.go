@@ -216,14 +216,7 @@ func TestCompileNotice(t *testing.T) {
 		t.Fatal("a corrupt cache file: no notice")
 	}
 	// Any complete ELF file passes validCUBIN: the test binary is one.
-	self, err := os.Executable()
-	if err != nil {
-		t.Skip(err)
-	}
-	b, err := os.ReadFile(self)
-	if err != nil || !validCUBIN(b) {
-		t.Skipf("the test binary as an ELF file: %v", err)
-	}
+	b := selfELF(t)
 	if err := writeAtomic(CachePath(dir, a), CacheFile(copies(b))); err != nil {
 		t.Fatal(err)
 	}
@@ -276,14 +269,7 @@ func checkParts(t *testing.T, parts [][]byte) {
 
 // The cache file holds ProgramParts CUBINs; anything else is refused.
 func TestCacheFile(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Skip(err)
-	}
-	elfFile, err := os.ReadFile(self)
-	if err != nil || !validCUBIN(elfFile) {
-		t.Skipf("the test binary as an ELF file: %v", err)
-	}
+	elfFile := selfELF(t)
 	parts := copies(elfFile)
 	b := CacheFile(parts)
 	got, ok := parseCacheFile(b)
@@ -335,14 +321,7 @@ func copies(b []byte) [][]byte {
 // A CUBIN's e_version is CUDA's (124 from NVRTC 12.4), not ELF's 1: it is
 // still a valid CUBIN, and a file cut short is not.
 func TestValidCUBINCUDAVersion(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Skip(err)
-	}
-	b, err := os.ReadFile(self)
-	if err != nil || !validCUBIN(b) {
-		t.Skipf("the test binary as an ELF file: %v", err)
-	}
+	b := selfELF(t)
 	binary.LittleEndian.PutUint32(b[elfVersionAt:], 124)
 	if !validCUBIN(b) {
 		t.Fatal("an ELF file with e_version 124 refused")
@@ -399,14 +378,7 @@ func TestPartErrors(t *testing.T) {
 // While one process compiles (it holds the lock beside the cache file),
 // another waits, then reads what the first wrote: no compile, no notice.
 func TestCompileWaitsForTheLock(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Skip(err)
-	}
-	b, err := os.ReadFile(self)
-	if err != nil || !validCUBIN(b) {
-		t.Skipf("the test binary as an ELF file: %v", err)
-	}
+	b := selfELF(t)
 	a, dir := Arch{9, 0}, t.TempDir()
 	unlock, err := lockFile(CachePath(dir, a) + ".lock")
 	if err != nil {
@@ -436,4 +408,19 @@ func TestCompileWaitsForTheLock(t *testing.T) {
 	if r.err != nil || r.c == nil || !r.c.CacheHit || len(r.told) != 0 {
 		t.Fatalf("after the lock: %+v", r)
 	}
+}
+
+// selfELF is the test binary's bytes: a complete ELF file, which passes for
+// a CUBIN where only the format is checked (skips where it cannot be read).
+func selfELF(t *testing.T) []byte {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Skip(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil || !validCUBIN(b) {
+		t.Skipf("the test binary as an ELF file: %v", err)
+	}
+	return b
 }
