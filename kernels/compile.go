@@ -188,9 +188,14 @@ func readCached(path string, a Arch, start time.Time) *Compiled {
 	return &Compiled{Parts: parts, Arch: a, Path: path, CacheHit: true, Took: time.Since(start)}
 }
 
+// lockWait is how long a process waits for another's compile (a few
+// times the longest seen) before it compiles on its own: one stopped or
+// stuck holding the lock delays the others, never stops them.
+const lockWait = 3 * time.Minute
+
 // lockFile takes an exclusive lock on the file at path (made if missing),
-// waiting for whoever holds it; unlock releases it. The kernel takes the
-// lock back from a process that dies holding it.
+// waiting up to lockWait for whoever holds it; unlock releases it. The
+// kernel takes the lock back from a process that dies holding it.
 func lockFile(path string) (unlock func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
@@ -199,15 +204,17 @@ func lockFile(path string) (unlock func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	deadline := time.Now().Add(lockWait)
 	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err != syscall.EWOULDBLOCK && err != syscall.EINTR || time.Now().After(deadline) {
 			break
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
