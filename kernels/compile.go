@@ -6,8 +6,8 @@
 // for the device's architecture, in parts compiled at once (parts.go), into
 // CUBINs cached on disk in one file,
 // os.UserCacheDir()/luacoll/kernels/<key>-sm_XY.cubins, where key is the
-// first 16 hex digits of sha256(source + options + parts). Cache files are
-// written atomically (temporary file + rename); a corrupt or unloadable
+// first 16 hex digits of sha256(every part's source + options). Cache files
+// are written atomically (temporary file + rename); a corrupt or unloadable
 // cache file is recompiled.
 package kernels
 
@@ -110,12 +110,8 @@ type Compiled struct {
 // compiled for a (NVRTC takes up to a minute for it): "" when the cache in
 // dir holds it already.
 func CompileNotice(dir string, a Arch) string {
-	if dir != "" {
-		if b, err := os.ReadFile(CachePath(dir, a)); err == nil {
-			if _, ok := parseCacheFile(b); ok {
-				return ""
-			}
-		}
+	if dir != "" && readCached(CachePath(dir, a), a, time.Now()) != nil {
+		return ""
 	}
 	return compilingLine(dir, a)
 }
