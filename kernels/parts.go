@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -42,7 +43,7 @@ func CacheFile(parts [][]byte) []byte {
 // parseCacheFile returns the parts of a cache file, or false unless it
 // holds ProgramParts complete CUBINs and nothing else.
 func parseCacheFile(b []byte) ([][]byte, bool) {
-	if !strings.HasPrefix(string(b[:min(len(b), len(cacheMagic))]), cacheMagic) {
+	if !bytes.HasPrefix(b, []byte(cacheMagic)) {
 		return nil, false
 	}
 	b = b[len(cacheMagic):]
