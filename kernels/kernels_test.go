@@ -797,3 +797,15 @@ func uploadPlan(t *testing.T, d *cuda.Driver, steps []PlanStep) cuda.DevicePtr {
 	must(t, d.DefaultStream().Synchronize()) // let the DMA land
 	return p
 }
+
+// runReplays runs iters replays of steps in one launch on s, with blocks of
+// threads (0: the default), and fails t unless every wait was met.
+func runReplays(t *testing.T, d *cuda.Driver, k *Kernels, s *cuda.Stream, c ctl, steps []PlanStep, iters uint64, threads uint32) {
+	t.Helper()
+	table := uploadPlan(t, d, steps)
+	p := uint32(len(steps))
+	must(t, k.Plan(s, PlanSpec{Steps: table, Period: p, Count: uint64(p) * iters, Timeout: 5 * time.Second,
+		Abort: c.abortDev(), Record: c.recordDev(), Threads: threads}))
+	must(t, s.Synchronize())
+	must(t, c.check(true))
+}

@@ -485,12 +485,7 @@ func TestPlanLineGroups(t *testing.T) {
 			for g := uint64(0); g < 3; g++ {
 				steps = append(steps, PlanStep{Kind: StepReduce, Dst: mem.Add(sum + g*gap), Src: mem.Add(recv + g*gap), N: n, Value: add})
 			}
-			table := uploadPlan(t, d, steps)
-			p := uint32(len(steps))
-			must(t, k.Plan(s, PlanSpec{Steps: table, Period: p, Count: uint64(p) * iters, Timeout: 5 * time.Second,
-				Abort: c.abortDev(), Record: c.recordDev(), Threads: threads}))
-			must(t, s.Synchronize())
-			must(t, c.check(true))
+			runReplays(t, d, k, s, c, steps, iters, threads)
 			fl := read(t, d, flags, 3*128)
 			got := read(t, d, mem, 65536)
 			for g := 0; g < 3; g++ {
