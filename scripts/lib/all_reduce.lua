@@ -134,9 +134,11 @@ end
 
 --- Two-shot, pulling: once every input is in place, each rank reduces its
 --- chunk in place from every peer's window (reduce_from), peers in the
---- order rank+1, rank+2, ... (as reduce_scatter.direct); once every rank
---- is done reading, it puts the chunk into every peer's window and waits
---- for everyone's. No scratch, and each byte is read once from a peer:
+--- order rank+1, rank+2, ... (as reduce_scatter.direct), puts it into
+--- every peer's window and waits for everyone's. No rank waits for the
+--- others to finish reading first: a rank's puts write only its own
+--- chunk's place in a peer's window, which no other rank reads and this
+--- rank read before. No scratch, and each byte is read once from a peer:
 --- the least memory traffic of the schedules for large sizes where the
 --- peers are mapped.
 function M.two_shot_pull(w, n, opts)
@@ -148,7 +150,6 @@ function M.two_shot_pull(w, n, opts)
   for i = 1, size - 1 do
     w:reduce_from((me + i) % size, at, w, at, len, o.type, o.op)
   end
-  rs.meet(w, o.done)
   for i = 1, size - 1 do
     w:put_signal((me + i) % size, at, w, at, len, o.sig, 1, "add")
   end
