@@ -45,6 +45,7 @@ type redFlags struct {
 	dtype, op       string
 	graph, plan     bool
 	planMode        string
+	path            string
 	vsNCCL, vsMPI   bool
 	jsonOut, plot   string
 	cmdline         string
@@ -82,6 +83,7 @@ func cmdBenchReduce(coll string, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.graph, "graph", false, "capture the NCCL baseline in a CUDA graph, replayed per call")
 	fs.BoolVar(&f.plan, "plan", false, "record the schedule once per size into a plan (lc.plan), verified, and replay it with no Lua per call")
 	fs.StringVar(&f.planMode, "plan-mode", "", "with --plan (implied): how the plan replays: auto (host on the host backend, stream on CUDA), host, stream (the interpreter between the reduce kernel's launches), device (one kernel runs the whole op list, reductions included) or graph (one CUDA graph a replay)")
+	fs.StringVar(&f.path, "path", "auto", "the window's path on CUDA: auto, ce (copy engines for its puts) or sm (kernels for its puts)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the rows and the run's metadata as JSON Lines to FILE")
 	fs.StringVar(&f.plot, "plot", "", "write a plot of busbw against size to FILE.svg or FILE.png")
 	if code, ok := parse(fs, args, stdout); !ok {
@@ -152,6 +154,10 @@ func (f *redFlags) check() error {
 		return fmt.Errorf("-w %d: must not be negative", f.warmup)
 	case f.graph && f.rank.device != "cuda":
 		return fmt.Errorf("--graph needs --device cuda")
+	case f.path != "auto" && f.path != "ce" && f.path != "sm":
+		return fmt.Errorf("--path %q: want auto, ce or sm", f.path)
+	case f.path != "auto" && f.rank.device != "cuda":
+		return fmt.Errorf("--path %s needs --device cuda", f.path)
 	case (f.planMode == "device" || f.planMode == "stream" || f.planMode == "graph") && f.rank.device != "cuda":
 		return fmt.Errorf("--plan-mode %s needs --device cuda (plans on --device %s replay in mode host)", f.planMode, f.rank.device)
 	}
@@ -263,6 +269,7 @@ type redMeta struct {
 	Type       string   `json:"type"`
 	RedOp      string   `json:"redop"`
 	Graph      bool     `json:"graph"`
+	Path       string   `json:"path"`
 	Skipped    []uint64 `json:"skipped_sizes,omitempty"`
 	CPUs       []string `json:"cpus"`
 	CPUBind    string   `json:"cpu_bind"`
@@ -285,7 +292,7 @@ func runBenchReduce(ctx context.Context, c *engine.Comm, f redFlags, stdout, std
 		return err
 	}
 	cfg := bench.RedBenchConfig{Coll: f.coll, Sizes: f.sizes, Iters: f.iters, Warmup: f.warmup, Rounds: f.rounds,
-		Type: f.parsedT, Op: f.parsedOp, MPI: f.vsMPI, NCCL: f.vsNCCL, Graph: f.graph, Progress: progressWriter(c.Env.Rank, stderr),
+		Type: f.parsedT, Op: f.parsedOp, Path: f.path, MPI: f.vsMPI, NCCL: f.vsNCCL, Graph: f.graph, Progress: progressWriter(c.Env.Rank, stderr),
 		ScheduleName: algo, ScratchBytes: scratchNeed(f.schedFn, uint64(c.Env.Size), f.parsedT.Size()),
 		Schedule: func(w *window.Window, n, scratch uint64) error {
 			return sched(w, luabind.ReduceCall{N: n, Type: f.parsedT, Op: f.parsedOp, Scratch: scratch, Coll: f.coll})
@@ -303,7 +310,7 @@ func runBenchReduce(ctx context.Context, c *engine.Comm, f redFlags, stdout, std
 	}
 	meta := redMeta{Kind: "meta", Collective: f.coll, Command: f.cmdline, Version: versionString(), Revision: buildRevision(),
 		Backend: c.Backend.Name(), Ranks: c.Env.Size, Iters: f.iters, Warmup: f.warmup, Rounds: f.rounds, Algo: f.algo, Plan: f.plan,
-		Type: f.parsedT.String(), RedOp: f.parsedOp.String(), Graph: f.graph, Skipped: res.Skipped, CPUs: cpus,
+		Type: f.parsedT.String(), RedOp: f.parsedOp.String(), Graph: f.graph, Path: f.path, Skipped: res.Skipped, CPUs: cpus,
 		CPUBind: c.Opts.CPUBind, NCCL: res.NCCL, MPI: res.MPI, Time: time.Now().UTC().Format(time.RFC3339)}
 	printReduceTable(stdout, f, c, res, cpuPlace)
 	if f.jsonOut != "" {
@@ -328,6 +335,9 @@ func printReduceTable(out io.Writer, f redFlags, c *engine.Comm, res *bench.RedB
 	}
 	fmt.Fprintf(out, "# algo %s (scripts/lib/%s.lua, %s), in place, %d warmup + %d timed calls back to back per size and round\n",
 		f.algo, f.module, how, f.warmup, f.iters)
+	if f.rank.device == "cuda" {
+		fmt.Fprintf(out, "# window path %s\n", f.path)
+	}
 	if f.rounds > 1 {
 		fmt.Fprintf(out, "# %d rounds per size (luacoll and the baselines in turn): median times, #wrong over all rounds\n", f.rounds)
 	}

@@ -77,6 +77,8 @@ func TestBenchReduceErrors(t *testing.T) {
 		{[]string{"--vs", "nccl"}, "--vs nccl: NCCL runs on GPUs"},
 		{[]string{"--vs", "gloo"}, "unknown baseline"},
 		{[]string{"--graph"}, "--graph needs --device cuda"},
+		{[]string{"--path", "pcie"}, "--path \"pcie\": want auto, ce or sm"},
+		{[]string{"--path", "sm"}, "--path sm needs --device cuda"},
 		{[]string{"--plan-mode", "warp"}, "--plan-mode \"warp\": want auto, host, stream, device or graph"},
 		{[]string{"--plan-mode", "device"}, "--plan-mode device needs --device cuda (plans on --device host replay in mode host)"},
 		{[]string{"--vs", "mpi"}, "Open MPI's mpirun"},

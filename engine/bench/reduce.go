@@ -31,6 +31,9 @@ type RedBenchConfig struct {
 	Iters, Warmup, Rounds int
 	Type                  transport.DType
 	Op                    transport.RedOp
+	// Path is the window's path on CUDA ("auto", "ce" or "sm"; "" is
+	// "auto").
+	Path string
 	// Schedule runs one call of the measured schedule on w, in place on
 	// the input at offset 0: n is the chunk of a reduce-scatter, the
 	// whole input of an all-reduce; scratch is the offset of the scratch
@@ -131,7 +134,7 @@ func BenchReduce(ctx context.Context, c *engine.Comm, cfg RedBenchConfig) (_ *Re
 	}
 	wbytes := scratch + need + 4096
 	w, err := c.NewWindow(ctx, fmt.Sprintf("bench.reduce(window %d)", wbytes),
-		window.Options{Bytes: wbytes, Signals: 8, Counters: 1, Barriers: 2})
+		window.Options{Bytes: wbytes, Signals: 8, Counters: 1, Barriers: 2, Path: cfg.Path})
 	if err != nil {
 		return nil, err
 	}
