@@ -30,7 +30,7 @@ sweep() { # sweep LABEL ARGS...: one bench run, its table printed
 	shift
 	k=$((k + 1))
 	echo "== $label"
-	timeout -s QUIT -k 20 240 bin/luacoll bench "$@" --json "$tmp/$k.jsonl" | grep -Ev "^# (CPUs|GPUs|baseline)" ||
+	timeout -s QUIT -k 20 240 bin/luacoll bench "$@" --json "$tmp/$(printf %02d $k).jsonl" | grep -Ev "^# (CPUs|GPUs|baseline)" ||
 		status=1
 }
 for mode in stream graph; do
