@@ -135,35 +135,54 @@ func Compile(nv *cuda.NVRTC, a Arch, cacheDir string) (*Compiled, error) {
 // compileTelling is Compile, telling notice (when not nil) CompileNotice's
 // line before it compiles.
 func compileTelling(nv *cuda.NVRTC, a Arch, cacheDir string, notice func(string)) (*Compiled, error) {
+	return cached(func() (*Compiled, error) { return compileNow(nv, a) }, a, cacheDir, nil, notice)
+}
+
+// cached is the program for a from the cache in cacheDir, else made by
+// compile and stored there. A cache file whose bytes are bad (a program
+// that parses but did not load) counts as none. The ranks of a job start
+// together: one of the machine compiles while the others wait on the lock
+// beside the cache file, then read what it wrote (the one that compiles
+// tells notice, so a job says it once).
+// Without the lock (a read-only directory) each compiles; a program that
+// cannot be stored is used all the same, and notice says why it is not
+// cached.
+func cached(compile func() (*Compiled, error), a Arch, cacheDir string, bad []byte, notice func(string)) (*Compiled, error) {
 	start := time.Now()
+	tell := func(line string) {
+		if notice != nil {
+			notice(line)
+		}
+	}
 	var path string
 	if cacheDir != "" {
 		path = CachePath(cacheDir, a)
-		if c := readCached(path, a, start); c != nil {
+		read := func() *Compiled {
+			if c := readCached(path, a, start); c != nil && (bad == nil || !bytes.Equal(CacheFile(c.Parts), bad)) {
+				return c
+			}
+			return nil
+		}
+		if c := read(); c != nil {
 			return c, nil
 		}
-		// The ranks of a job start together: one of the machine compiles
-		// while the others wait on the lock beside the cache file, then
-		// read what it wrote. (No lock, as in a read-only directory: each
-		// compiles.)
 		if unlock, err := lockFile(path + ".lock"); err == nil {
 			defer unlock()
-			if c := readCached(path, a, start); c != nil {
+			if c := read(); c != nil {
 				return c, nil
 			}
 		}
 	}
-	if notice != nil {
-		notice(compilingLine(cacheDir, a))
-	}
-	c, err := compileNow(nv, a)
+	tell(compilingLine(cacheDir, a))
+	c, err := compile()
 	if err != nil {
 		return nil, err
 	}
 	c.Path = path
 	if path != "" {
 		if err := writeAtomic(path, CacheFile(c.Parts)); err != nil {
-			return nil, err
+			c.Path = ""
+			tell(fmt.Sprintf("the CUDA kernels for %s are not cached (the next run compiles them again): %v", a, err))
 		}
 	}
 	c.Took = time.Since(start)
@@ -275,13 +294,18 @@ func writeAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("kernel cache: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*.cubin")
+	removeStaleTemps(dir)
+	tmp, err := os.CreateTemp(dir, tempPattern)
 	if err != nil {
 		return fmt.Errorf("kernel cache: %w", err)
 	}
+	// Readable by the machine's other users, as a file os.Create makes,
+	// and on disk before it takes the cache file's name.
 	_, werr := tmp.Write(data)
+	merr := tmp.Chmod(0o644)
+	serr := tmp.Sync()
 	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
+	if err := errors.Join(werr, merr, serr, cerr); err != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("kernel cache: write %s: %w", tmp.Name(), err)
 	}
@@ -290,4 +314,22 @@ func writeAtomic(path string, data []byte) error {
 		return fmt.Errorf("kernel cache: %w", err)
 	}
 	return nil
+}
+
+// tempPattern names writeAtomic's temporary files.
+const tempPattern = ".tmp-*.cubin"
+
+// staleTemp is the age past which a temporary file of writeAtomic's is
+// one a process left behind when it died, not one being written.
+const staleTemp = time.Hour
+
+// removeStaleTemps removes the temporary files in dir older than
+// staleTemp.
+func removeStaleTemps(dir string) {
+	names, _ := filepath.Glob(filepath.Join(dir, tempPattern))
+	for _, name := range names {
+		if fi, err := os.Stat(name); err == nil && time.Since(fi.ModTime()) > staleTemp {
+			_ = os.Remove(name)
+		}
+	}
 }

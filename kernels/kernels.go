@@ -46,7 +46,8 @@ type Options struct {
 	// caller reads it from knobs.PutBlocksPerSM).
 	PutBlocksPerSM int
 	// Notice, when not nil, is told CompileNotice's line before Load
-	// compiles (not when it reads the program from the cache).
+	// compiles (not when it reads the program from the cache), and why a
+	// program it compiled could not be cached.
 	Notice func(line string)
 }
 
@@ -105,12 +106,11 @@ func Load(drv *cuda.Driver, ctx *cuda.Context, opts Options) (*Kernels, error) {
 	}
 	mods, err := loadParts(drv, c)
 	if err != nil && c.CacheHit {
-		// A cache file that parses but does not load: rebuild it.
+		// A cache file that parses but does not load: rebuild it, under the
+		// lock (unless another process rebuilt it meanwhile).
 		first := fmt.Errorf("the cached program (%s): %w", c.Path, err)
-		if c, err = compileTelling(opts.NVRTC, arch, "", opts.Notice); err == nil {
-			if c.Path = CachePath(dir, arch); writeAtomic(c.Path, CacheFile(c.Parts)) != nil {
-				c.Path = ""
-			}
+		compile := func() (*Compiled, error) { return compileNow(opts.NVRTC, arch) }
+		if c, err = cached(compile, arch, dir, CacheFile(c.Parts), opts.Notice); err == nil {
 			mods, err = loadParts(drv, c)
 		}
 		if err != nil {

@@ -284,6 +284,10 @@ func TestCacheFile(t *testing.T) {
 		"truncated":      b[:len(b)-1],
 		"a byte more":    append(append([]byte(nil), b...), 0),
 		"a bad part":     CacheFile(append([][]byte{[]byte("\x7fELF not a CUBIN")}, parts[1:]...)),
+		"magic only":     []byte(cacheMagic),
+		"a length cut":   append([]byte(cacheMagic), 1, 2, 3),
+		"a huge length":  append([]byte(cacheMagic), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff),
+		"an empty part":  CacheFile(append([][]byte{nil}, parts[1:]...)),
 	} {
 		if _, ok := parseCacheFile(bad); ok {
 			t.Errorf("%s: accepted", name)
@@ -407,6 +411,84 @@ func TestCompileWaitsForTheLock(t *testing.T) {
 	r := <-done
 	if r.err != nil || r.c == nil || !r.c.CacheHit || len(r.told) != 0 {
 		t.Fatalf("after the lock: %+v", r)
+	}
+}
+
+// A program compiled where the cache cannot be written is used all the
+// same, with no cache file named, and the notice says why it is not
+// cached.
+func TestCachedStoreFails(t *testing.T) {
+	b := selfELF(t)
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, compiles := Arch{9, 0}, 0
+	compile := func() (*Compiled, error) { compiles++; return &Compiled{Parts: copies(b), Arch: a}, nil }
+	var told []string
+	c, err := cached(compile, a, filepath.Join(file, "kernels"), nil, func(line string) { told = append(told, line) })
+	if err != nil || c == nil || c.Path != "" || c.CacheHit || compiles != 1 {
+		t.Fatalf("got %+v, %v after %d compiles", c, err, compiles)
+	}
+	if len(told) != 2 || !strings.HasPrefix(told[0], "compiling the CUDA kernels") || !strings.Contains(told[1], "are not cached") {
+		t.Fatalf("told %q", told)
+	}
+}
+
+// A cached program that did not load is compiled again and stored in its
+// place, unless the cache file no longer holds it (another process
+// rebuilt it meanwhile): then that file's program is taken.
+func TestCachedRebuildsBadProgram(t *testing.T) {
+	b := selfELF(t)
+	a, dir, compiles := Arch{9, 0}, t.TempDir(), 0
+	good := copies(b)
+	other := copies(append(append([]byte(nil), b...), 0)) // one byte more: another valid file
+	compile := func() (*Compiled, error) { compiles++; return &Compiled{Parts: other, Arch: a}, nil }
+	bad := CacheFile(good)
+	if err := writeAtomic(CachePath(dir, a), bad); err != nil {
+		t.Fatal(err)
+	}
+	c, err := cached(compile, a, dir, bad, nil)
+	if err != nil || c.CacheHit || compiles != 1 || c.Path != CachePath(dir, a) {
+		t.Fatalf("rebuild: %+v, %v after %d compiles", c, err, compiles)
+	}
+	if stored, _ := os.ReadFile(CachePath(dir, a)); !bytes.Equal(stored, CacheFile(other)) {
+		t.Fatal("the rebuilt program is not the cache file")
+	}
+	// The file now holds another program than the bad one: read, not compiled.
+	c, err = cached(compile, a, dir, bad, nil)
+	if err != nil || !c.CacheHit || compiles != 1 {
+		t.Fatalf("after another rebuilt it: %+v, %v after %d compiles", c, err, compiles)
+	}
+}
+
+// The cache file is readable by every user of the machine, and a
+// temporary file left by a process that died long ago goes, while a
+// recent one (being written) stays.
+func TestWriteAtomicModeAndTemps(t *testing.T) {
+	dir := t.TempDir()
+	old, fresh := filepath.Join(dir, ".tmp-1.cubin"), filepath.Join(dir, ".tmp-2.cubin")
+	for _, f := range []string{old, fresh} {
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-2 * staleTemp)
+	if err := os.Chtimes(old, long, long); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "k.cubins")
+	if err := writeAtomic(path, []byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("cache file: %v, %v", fi, err)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("the stale temporary file is still there: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("the recent temporary file went: %v", err)
 	}
 }
 
