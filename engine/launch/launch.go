@@ -209,6 +209,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 	_ = lnFile.Close()
 
 	interrupted := waitRanks(ctx, cfg, ranks, exits, sink, &res)
+	killLeftGroups(ranks)
 	drainOutputs(ranks)
 
 	if err := nodes.remove(); err != nil {
@@ -406,9 +407,10 @@ func waitRanks(ctx context.Context, cfg LaunchConfig, ranks []*launchedRank, exi
 	// file; others: the Go runtime's dump), which is how to see where a
 	// hung job waits. The ranks have process groups of their own, so a
 	// terminal's Ctrl-\ reaches only the launcher.
-	quit := make(chan os.Signal, 1)
+	quit, again := make(chan os.Signal, 1), make(chan os.Signal, 1)
 	signal.Notify(quit, syscall.SIGQUIT)
 	defer signal.Stop(quit)
+	defer signal.Stop(again)
 	for running > 0 {
 		select {
 		case <-quit:
@@ -428,6 +430,11 @@ func waitRanks(ctx context.Context, cfg LaunchConfig, ranks []*launchedRank, exi
 			interrupted = true
 			killRanks(ranks, syscall.SIGINT)
 			startGrace()
+			// A second Ctrl-C (or SIGTERM) does not wait out the grace.
+			signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+		case <-again:
+			sink.note("luacoll: interrupted again: killing every rank now")
+			killRanks(ranks, syscall.SIGKILL)
 		case <-graceC:
 			graceC = nil
 			killRanks(ranks, syscall.SIGKILL)
@@ -469,7 +476,7 @@ func recordExit(cfg LaunchConfig, lr *launchedRank, ev rankExitEvent, sink *line
 // its own) and says so.
 func killStoppedRanks(ranks []*launchedRank, grace time.Duration, sink *lineSink) {
 	for _, lr := range ranks {
-		if lr.exited || lr.killed || lr.cmd.Process == nil || !processStopped(lr.cmd.Process.Pid) {
+		if lr.exited || lr.sigkilled || lr.cmd.Process == nil || !processStopped(lr.cmd.Process.Pid) {
 			continue
 		}
 		sink.note(fmt.Sprintf("luacoll: rank %d is stopped (SIGSTOP or a debugger?) and cannot exit on its own: killing it now rather than after the grace of %v", lr.rank, grace))

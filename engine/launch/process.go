@@ -16,13 +16,14 @@ import (
 
 // launchedRank is one running child.
 type launchedRank struct {
-	rank    int
-	cmd     *exec.Cmd
-	start   time.Time
-	outputs []*os.File    // read ends of the rank's stdout and stderr
-	pumped  chan struct{} // closed when both outputs are drained
-	exited  bool
-	killed  bool // the launcher sent it a signal
+	rank      int
+	cmd       *exec.Cmd
+	start     time.Time
+	outputs   []*os.File    // read ends of the rank's stdout and stderr
+	pumped    chan struct{} // closed when both outputs are drained
+	exited    bool
+	killed    bool // the launcher sent it a signal
+	sigkilled bool // the launcher sent it SIGKILL
 }
 
 type rankExitEvent struct {
@@ -95,9 +96,23 @@ func killRanks(ranks []*launchedRank, sig syscall.Signal) {
 			continue
 		}
 		lr.killed = true
+		lr.sigkilled = lr.sigkilled || sig == syscall.SIGKILL
 		pid := lr.cmd.Process.Pid
 		if err := syscall.Kill(-pid, sig); err != nil {
 			_ = lr.cmd.Process.Signal(sig)
+		}
+	}
+}
+
+// killLeftGroups kills what is left in the process groups of ranks that
+// exited: what a rank started (os.execute("... &"), io.popen) and did not
+// wait for, which would outlive the job and hold its output open. A group
+// with nobody left in it is gone, and its number cannot have been given to
+// another group meanwhile.
+func killLeftGroups(ranks []*launchedRank) {
+	for _, lr := range ranks {
+		if lr.exited && lr.cmd.Process != nil {
+			_ = syscall.Kill(-lr.cmd.Process.Pid, syscall.SIGKILL)
 		}
 	}
 }

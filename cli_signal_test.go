@@ -1,0 +1,106 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSecondInterruptKillsAtOnce: a rank that cannot stop on SIGINT (it
+// waits for a child that ignores it) would hold the job for the grace
+// (--timeout + 5 s, 65 s here); a second SIGINT kills every rank at once.
+func TestSecondInterruptKillsAtOnce(t *testing.T) {
+	before := shmLeftovers(t)
+	s := writeScript(t, `print("started")
+os.execute("trap '' INT; sleep 93.1")`)
+	cmd, e := startTwoRanks(t, s)
+	start := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	time.Sleep(500 * time.Millisecond)
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	ee, _ := err.(*exec.ExitError)
+	if ee == nil || ee.ExitCode() != 130 || !strings.Contains(e.String(), "interrupted again: killing every rank now") {
+		t.Fatalf("exit %v, want 130\n%s", err, e.String())
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("took %v after the first SIGINT: the second did not cut the grace short", took)
+	}
+	checkGone(t, "sleep 93.1")
+	checkClean(t, before)
+}
+
+// TestStoppedRankKilledAfterInterrupt: after Ctrl-C a stopped rank (which
+// cannot act on SIGINT) is killed at once, not after the grace.
+func TestStoppedRankKilledAfterInterrupt(t *testing.T) {
+	before := shmLeftovers(t)
+	s := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 64, timeout_ms = 600000 }
+print("started")
+if lc.rank == 1 then os.execute("kill -STOP $PPID") end
+w:wait_signal(0, ">=", 1)
+w:sync()`)
+	cmd, e := startTwoRanks(t, s)
+	time.Sleep(300 * time.Millisecond) // rank 1 stops itself
+	start := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	ee, _ := err.(*exec.ExitError)
+	if ee == nil || ee.ExitCode() != 130 || !strings.Contains(e.String(), "rank 1 is stopped") {
+		t.Fatalf("exit %v, want 130\n%s", err, e.String())
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("took %v: the launcher waited out its grace for the stopped rank", took)
+	}
+	checkClean(t, before)
+}
+
+// TestRanksChildrenDoNotOutliveTheJob: what a rank started and left
+// running (os.execute with &) is killed when the job ends.
+func TestRanksChildrenDoNotOutliveTheJob(t *testing.T) {
+	s := writeScript(t, `os.execute("sleep 92.7 &")`)
+	r := luacoll(t, nil, "run", "-n", "2", s)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	checkGone(t, "sleep 92.7")
+}
+
+// checkGone fails the test when a process whose command line is cmdline
+// is still running, a moment after the job ended (and kills it).
+func checkGone(t *testing.T, cmdline string) {
+	t.Helper()
+	var left []string
+	for range 50 {
+		left = processesRunning(cmdline)
+		if len(left) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("%q outlived the job: pids %v", cmdline, left)
+	for _, pid := range left {
+		_ = exec.Command("kill", "-9", pid).Run()
+	}
+}
+
+// processesRunning are the pids whose command line (arguments joined by
+// spaces) is cmdline, from /proc.
+func processesRunning(cmdline string) []string {
+	ents, _ := os.ReadDir("/proc")
+	var pids []string
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		if strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " ")) == cmdline {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
+}
