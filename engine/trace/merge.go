@@ -133,9 +133,12 @@ type Job struct {
 	n    int
 }
 
-// NewJob prepares a trace of n ranks into path.
+// NewJob prepares a trace of n ranks into path. The parts' directory is
+// named luacoll-trace-PID-*, as the launcher's temporary directories are,
+// so that `luacoll clean` removes it once this process is gone (killed
+// before it could).
 func NewJob(path string, n int) (*Job, error) {
-	dir, err := os.MkdirTemp("", "luacoll-trace-")
+	dir, err := os.MkdirTemp("", fmt.Sprintf("luacoll-trace-%d-", os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("trace: %w", err)
 	}
