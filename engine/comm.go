@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/luacoll/luacoll/engine/bootstrap"
@@ -128,8 +129,13 @@ func Open(ctx context.Context, env launch.RankEnv, opts Options, cudaOpen CUDABa
 		}
 		cfg.Listener = l
 	}
-	boot, err := bootstrap.Connect(ctx, cfg)
+	jctx, stopWatch := watchJoin(ctx, env.JoinFD)
+	boot, err := bootstrap.Connect(jctx, cfg)
+	stopWatch()
 	if err != nil {
+		if errors.Is(context.Cause(jctx), errJobGivenUp) && ctx.Err() == nil {
+			return nil, fmt.Errorf("rank %d: %w", env.Rank, errJobGivenUp)
+		}
 		if strings.HasPrefix(env.Addr, bootstrap.UnixPrefix) && env.Rank != 0 && ctx.Err() == nil {
 			return nil, fmt.Errorf("rank %d: %w (%s said every rank is on this host, so the job "+
 				"meets at that socket; if rank 0 runs elsewhere, set %s=host:port for every rank)",
@@ -583,6 +589,43 @@ func (c *Comm) Close(cause error) error {
 		err = cerr
 	}
 	return err
+}
+
+// errJobGivenUp ends a rank's joining when its launcher closed the join
+// pipe (launch.EnvJoinFD): a rank failed before every rank joined.
+var errJobGivenUp = errors.New("bootstrap: the launcher gave up on the job while this rank was joining it: " +
+	"a rank failed before every rank joined (the launcher says which)")
+
+// watchJoin returns ctx, cancelled with errJobGivenUp once the join pipe
+// at fd (none where fd is 0) ends, and the function that stops watching
+// it and closes it.
+func watchJoin(ctx context.Context, fd int) (context.Context, func()) {
+	if fd <= 0 {
+		return ctx, func() {}
+	}
+	// Non-blocking, so that Go's poller waits for it and Close ends the
+	// read.
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		return ctx, func() {}
+	}
+	f := os.NewFile(uintptr(fd), "luacoll-join")
+	if f == nil {
+		return ctx, func() {}
+	}
+	jctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var b [1]byte
+		if _, err := f.Read(b[:]); !errors.Is(err, os.ErrClosed) {
+			cancel(errJobGivenUp) // EOF: the launcher closed its end
+		}
+	}()
+	return jctx, func() {
+		_ = f.Close()
+		<-done
+		cancel(nil)
+	}
 }
 
 // listenerFromInheritedFD turns the socket our launcher passed to rank 0

@@ -3,13 +3,16 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/enginetest"
 	"github.com/luacoll/luacoll/engine/launch"
+	"golang.org/x/sys/unix"
 )
 
 // A collective refused by Comm.Refuse fails at once on that rank, contacts
@@ -76,5 +79,35 @@ func TestOpenErrorNamesTheBootstrapOnce(t *testing.T) {
 		if err == nil || strings.Count(err.Error(), "bootstrap") != 1 {
 			t.Errorf("rank %d: %v", env.Rank, err)
 		}
+	}
+}
+
+// A rank still joining the job stops as soon as its launcher closes the
+// join pipe (a rank failed before every rank joined), not after its
+// timeout, and says so.
+func TestOpenStopsWhenTheJoinPipeEnds(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	fd, err := syscall.Dup(int(r.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	env := launch.RankEnv{Rank: 1, Size: 2, Addr: "127.0.0.1:1", JoinFD: fd} // nobody answers there
+	time.AfterFunc(200*time.Millisecond, func() { w.Close() })
+	start := time.Now()
+	_, err = engine.Open(context.Background(), env, engine.Options{Timeout: 30 * time.Second}, nil)
+	if err == nil || !strings.Contains(err.Error(), "the launcher gave up on the job while this rank was joining it") {
+		t.Fatalf("error %v", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("took %v: the rank waited for its timeout", took)
+	}
+	// The descriptor is closed once the rank no longer watches it.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {
+		t.Errorf("the join pipe's descriptor %d is still open", fd)
 	}
 }

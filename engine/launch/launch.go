@@ -200,15 +200,23 @@ func Launch(ctx context.Context, cfg LaunchConfig) (LaunchResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", launchName, err)
 	}
-	je := jobEnv{cfg: cfg, base: withoutFileVars(base, cfg.Files), addr: addr, job: job, nodes: nodes, mps: mpsEnv, listener: lnFile}
+	// The join pipe: its write end closes on the first failure, which the
+	// ranks still joining the job see at once (EnvJoinFD).
+	joinR, joinW, err := os.Pipe()
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", launchName, err)
+	}
+	defer joinW.Close()
+	je := jobEnv{cfg: cfg, base: withoutFileVars(base, cfg.Files), addr: addr, job: job, nodes: nodes, mps: mpsEnv, listener: lnFile, join: joinR}
 	exits := make(chan rankExitEvent, cfg.N)
 	ranks, err := startRanks(cfg, je, sink, exits)
+	_ = joinR.Close()
 	if err != nil {
 		return res, err
 	}
 	_ = lnFile.Close()
 
-	interrupted := waitRanks(ctx, cfg, ranks, exits, sink, &res)
+	interrupted := waitRanks(ctx, cfg, ranks, exits, sink, &res, func() { _ = joinW.Close() })
 	killLeftGroups(ranks)
 	drainOutputs(ranks)
 
@@ -305,6 +313,7 @@ type jobEnv struct {
 	nodes    *logicalNodes // nil: one node
 	mps      []string      // the MPS clients' variables
 	listener *os.File      // the rendezvous listener, inherited by rank 0
+	join     *os.File      // the read end of the join pipe, inherited by every rank (EnvJoinFD)
 }
 
 // rank returns rank r's environment and the files it inherits (as
@@ -338,6 +347,8 @@ func (je jobEnv) rank(r int) (env []string, extra []*os.File) {
 		}
 	}
 	env = append(env, je.mps...)
+	extra = append(extra, je.join)
+	env = append(env, EnvJoinFD+"="+strconv.Itoa(listenFDChild+len(extra)-1))
 	for _, f := range cfg.Files {
 		extra = append(extra, f.File)
 		env = append(env, f.Env+"="+strconv.Itoa(listenFDChild+len(extra)-1))
@@ -380,11 +391,11 @@ func startRanks(cfg LaunchConfig, je jobEnv, sink *lineSink, exits chan rankExit
 }
 
 // waitRanks waits until every rank exited, filling in res.Ranks and the
-// first failure; it passes SIGQUIT on to the ranks, interrupts them when
-// ctx ends, kills them after cfg.Grace once one failed, and kills a
-// stopped rank at once then. It reports whether ctx ended.
+// first failure (which it tells failed); it passes SIGQUIT on to the ranks,
+// interrupts them when ctx ends, kills them after cfg.Grace once one
+// failed, and kills a stopped rank at once then. It reports whether ctx ended.
 func waitRanks(ctx context.Context, cfg LaunchConfig, ranks []*launchedRank, exits <-chan rankExitEvent,
-	sink *lineSink, res *LaunchResult) (interrupted bool) {
+	sink *lineSink, res *LaunchResult, failed func()) (interrupted bool) {
 	res.Ranks = make([]RankExit, cfg.N)
 	running := cfg.N
 	done := ctx.Done()
@@ -423,6 +434,7 @@ func waitRanks(ctx context.Context, cfg LaunchConfig, ranks []*launchedRank, exi
 		case ev := <-exits:
 			running--
 			if recordExit(cfg, ranks[ev.rank], ev, sink, res) {
+				failed()
 				startGrace()
 			}
 		case <-done:
@@ -514,7 +526,7 @@ func childBaseEnv(env []string) []string {
 		"SLURM_PROCID": true, "SLURM_NTASKS": true, "SLURM_LOCALID": true, "SLURM_NODEID": true,
 		"SLURM_NTASKS_PER_NODE": true, "SLURM_TASKS_PER_NODE": true,
 		EnvRank: true, EnvSize: true, EnvLocalRank: true, EnvLocalSize: true, EnvNode: true,
-		EnvAddr: true, EnvJob: true, EnvListenFD: true, EnvPrefixed: true, EnvProgressFD: true, EnvMPS: true,
+		EnvAddr: true, EnvJob: true, EnvListenFD: true, EnvPrefixed: true, EnvProgressFD: true, EnvMPS: true, EnvJoinFD: true,
 		EnvLogicalNode: true, EnvShmDir: true,
 	}
 	out := make([]string, 0, len(env))

@@ -82,6 +82,20 @@ func testWorker(mode string) int {
 		fmt.Println("sleeping")
 		time.Sleep(60 * time.Second)
 		return 0
+	case "join":
+		// Rank LUACOLL_TEST_FAIL fails at once; the others wait for the
+		// end of the join pipe and say when they saw it.
+		if fail, err := strconv.Atoi(os.Getenv("LUACOLL_TEST_FAIL")); err == nil && fail == rank {
+			return 4
+		}
+		fd, err := strconv.Atoi(os.Getenv(EnvJoinFD))
+		if err != nil || fd < 3 {
+			return 3
+		}
+		var b [1]byte
+		n, err := os.NewFile(uintptr(fd), "join").Read(b[:])
+		fmt.Printf("rank %d: join pipe ended (%d, %v)\n", rank, n, err)
+		return 0
 	case "env", "shm":
 		return testWorkerBootstrap(mode)
 	case "mps":
@@ -366,6 +380,30 @@ func TestLaunchKillsOthersAfterGrace(t *testing.T) {
 	}
 	if out := strings.Join(stdout.lines(), ""); !strings.Contains(out, "failing") {
 		t.Errorf("stdout %q", out)
+	}
+}
+
+// The launcher closes the join pipe of every rank when one fails, so that
+// ranks still joining the job stop at once, not after their timeout.
+func TestLaunchJoinPipeEndsOnFailure(t *testing.T) {
+	cfg, stdout, _ := workerConfig(t, 3, "join", "LUACOLL_TEST_FAIL=1")
+	res, took, err := launch(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.FirstFailed != 1 || res.ExitCode != 4 {
+		t.Errorf("first failed %d, exit %d", res.FirstFailed, res.ExitCode)
+	}
+	for _, r := range []int{0, 2} {
+		if x := res.Ranks[r]; x.Code != 0 || x.Signal != 0 {
+			t.Errorf("rank %d: %+v: did not see the pipe end", r, x)
+		}
+		if want := fmt.Sprintf("rank %d: join pipe ended (0, EOF)", r); !strings.Contains(strings.Join(stdout.lines(), ""), want) {
+			t.Errorf("no %q in %q", want, stdout.lines())
+		}
+	}
+	if took >= cfg.Grace {
+		t.Errorf("took %v: the ranks waited out the grace of %v", took, cfg.Grace)
 	}
 }
 

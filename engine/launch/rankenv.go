@@ -32,6 +32,12 @@ const (
 	// EnvProgressFD names rank 0's descriptor for progress lines (see
 	// LaunchConfig.Progress).
 	EnvProgressFD = "LUACOLL_PROGRESS_FD"
+	// EnvJoinFD names the descriptor every rank of luacoll's launcher
+	// inherits: the read end of a pipe whose write end the launcher closes
+	// when a rank fails, so that the ranks still joining the job (which
+	// could otherwise wait their whole timeout for a rank that will never
+	// come) stop at once.
+	EnvJoinFD = "LUACOLL_JOIN_FD"
 )
 
 // defaultMasterPort is torchrun's default rendezvous port.
@@ -57,6 +63,9 @@ type RankEnv struct {
 	// ListenFD, when positive, is the inherited listening socket of rank 0
 	// (the luacoll launcher passes it).
 	ListenFD int
+	// JoinFD, when positive, is the inherited pipe that ends (EOF) when the
+	// launcher gives up on the job (EnvJoinFD).
+	JoinFD int
 	// Prefixed reports that the launcher prefixes every output line with
 	// "[rank] ".
 	Prefixed bool
@@ -298,6 +307,16 @@ func readLaunchExtras(env *RankEnv, get func(string) string) error {
 				EnvListenFD, get(EnvListenFD), env.Rank)
 		}
 		env.ListenFD = fd
+	}
+	fd, fdSet, err = envInt(get, EnvJoinFD)
+	if err != nil {
+		return err
+	}
+	if fdSet && fd != 0 {
+		if fd < 3 {
+			return fmt.Errorf("%s=%q: must be 3 or more", EnvJoinFD, get(EnvJoinFD))
+		}
+		env.JoinFD = fd
 	}
 	switch p := get(EnvPrefixed); strings.ToLower(p) {
 	case "", "0", "false":
