@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/luacoll/luacoll/engine/bootstrap"
@@ -24,6 +23,7 @@ import (
 	tnet "github.com/luacoll/luacoll/transport/net"
 	"github.com/luacoll/luacoll/transport/shm"
 	"github.com/luacoll/luacoll/window"
+	"golang.org/x/sys/unix"
 )
 
 // Options configure a rank's Comm.
@@ -598,32 +598,42 @@ var errJobGivenUp = errors.New("bootstrap: the launcher gave up on the job while
 
 // watchJoin returns ctx, cancelled with errJobGivenUp once the join pipe
 // at fd (none where fd is 0) ends, and the function that stops watching
-// it and closes it.
+// it and closes it. It waits in poll(2), beside a pipe of its own that
+// stop wakes: the join pipe's file description is every rank's, so its
+// blocking mode is not this process's to set (a rank that made it
+// non-blocking for Go's poller could find it made blocking again by the
+// launcher's next start of a rank, and a Read that Close cannot end).
 func watchJoin(ctx context.Context, fd int) (context.Context, func()) {
-	if fd <= 0 {
-		return ctx, func() {}
-	}
-	// Non-blocking, so that Go's poller waits for it and Close ends the
-	// read.
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		return ctx, func() {}
-	}
-	f := os.NewFile(uintptr(fd), "luacoll-join")
-	if f == nil {
+	var wake [2]int
+	if fd <= 0 || unix.Pipe2(wake[:], unix.O_CLOEXEC) != nil {
 		return ctx, func() {}
 	}
 	jctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		var b [1]byte
-		if _, err := f.Read(b[:]); !errors.Is(err, os.ErrClosed) {
-			cancel(errJobGivenUp) // EOF: the launcher closed its end
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(wake[0]), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); err == unix.EINTR {
+				continue
+			} else if err != nil {
+				return
+			}
+			if fds[1].Revents != 0 {
+				return // stop
+			}
+			if fds[0].Revents != 0 {
+				cancel(errJobGivenUp) // EOF: the launcher closed its end
+				return
+			}
 		}
 	}()
 	return jctx, func() {
-		_ = f.Close()
+		_, _ = unix.Write(wake[1], []byte{0})
 		<-done
+		_ = unix.Close(fd)
+		_ = unix.Close(wake[0])
+		_ = unix.Close(wake[1])
 		cancel(nil)
 	}
 }
