@@ -3,12 +3,36 @@ package main
 import (
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
+
+// TestHangupExits129: SIGHUP to the launcher (its terminal or ssh session
+// closed) stops the ranks and exits 128 + 1, leaving nothing behind.
+func TestHangupExits129(t *testing.T) {
+	if signal.Ignored(syscall.SIGHUP) {
+		// Started under nohup: the launcher inherits SIGHUP ignored.
+		t.Skip("SIGHUP is ignored in this process (nohup?)")
+	}
+	before := shmLeftovers(t)
+	s := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 64, timeout_ms = 600000 }
+print("started")
+w:wait_signal(0, ">=", 1)
+w:sync()`)
+	cmd, e := startTwoRanks(t, s)
+	_ = cmd.Process.Signal(syscall.SIGHUP)
+	err := cmd.Wait()
+	ee, _ := err.(*exec.ExitError)
+	if ee == nil || ee.ExitCode() != 129 || !strings.Contains(e.String(), "interrupted (hangup") {
+		t.Fatalf("exit %v, want 129\n%s", err, e.String())
+	}
+	checkClean(t, before)
+}
 
 // TestSecondInterruptKillsAtOnce: a rank that cannot stop on SIGINT (it
 // waits for a child that ignores it) would hold the job for the grace

@@ -350,12 +350,20 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, ok bool
 	return 0, true
 }
 
-// signalContext is cancelled by SIGINT or SIGTERM, with a caughtSignal
-// cause naming it.
+// signalContext is cancelled by SIGINT or SIGTERM, and by SIGHUP (the
+// terminal or the ssh session closed: the launcher stops its ranks and
+// removes what the job made, as for SIGTERM), with a caughtSignal cause
+// naming it. SIGHUP keeps its disposition where it is ignored (nohup) and
+// in a rank of luacoll's launcher: sent to a rank alone it ends it, and
+// the launcher names the signal.
 func signalContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if env, isRank, _ := launch.RankEnvFromEnv(os.Getenv); !signal.Ignored(syscall.SIGHUP) && (!isRank || env.Source != launch.SourceLuacoll) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	signal.Notify(ch, sigs...)
 	go func() {
 		select {
 		case s := <-ch:
@@ -388,7 +396,7 @@ func (c caughtSignal) Is(target error) bool { return target == context.Canceled 
 
 // signalExitCode is the exit status of a command that ctx's signal
 // stopped: 128 + the signal's number, as a shell reports it (130 for
-// SIGINT, 143 for SIGTERM).
+// SIGINT, 143 for SIGTERM, 129 for SIGHUP).
 func signalExitCode(ctx context.Context) int {
 	var cs caughtSignal
 	if errors.As(context.Cause(ctx), &cs) {
