@@ -57,3 +57,39 @@ func TestQuitDumpsBenchRanks(t *testing.T) {
 	}
 	checkClean(t, before)
 }
+
+// Under --nodes the Go stacks' files outlive the job: each rank writes its
+// file to the launcher's temporary directory, not to its node's, which the
+// launcher removes at the end.
+func TestQuitStacksOutliveLogicalNodes(t *testing.T) {
+	before := shmLeftovers(t)
+	s := writeScript(t, `local lc = require("luacoll")
+local w = lc.window{ bytes = 64, timeout_ms = 600000 }
+print("started")
+w:wait_signal(0, ">=", 1)
+w:sync()`)
+	cmd := exec.Command(bin, "run", "-n", "2", "--nodes", "2", "--timeout", "60s", s)
+	cmd.Env = cleanEnv()
+	var o, e syncBuffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(o.String(), "started") < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGQUIT)
+	_ = cmd.Wait()
+	files := regexp.MustCompile(`rank (\d): Go stacks: (\S+)`).FindAllStringSubmatch(e.String(), -1)
+	if len(files) != 2 {
+		t.Fatalf("%d ranks named their Go stacks' file:\n%s", len(files), e.String())
+	}
+	for _, f := range files {
+		if b, err := os.ReadFile(f[2]); err != nil || !strings.Contains(string(b), "goroutine ") {
+			t.Errorf("rank %s: Go stacks %s after the job: %v", f[1], f[2], err)
+		}
+		os.Remove(f[2])
+	}
+	checkClean(t, before)
+}

@@ -47,7 +47,7 @@ func measureRank(ctx context.Context, prog string, env launch.RankEnv, comm *eng
 	at *benchAt, stderr io.Writer, measure func(context.Context) error) int {
 	mctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	qw := luabind.WatchQuit(env.Rank, env.JobID, comm.Abort, cancel, stderr)
+	qw := luabind.WatchQuit(env.Rank, env.JobID, env.ReportsDir(), comm.Abort, cancel, stderr)
 	defer qw.Stop()
 	err := measure(mctx)
 	qw.ScriptDone()

@@ -61,7 +61,7 @@ type QuitWatch struct {
 // then says what it waited for) and, soon after, stops the script through
 // cancel (a chunk running Lua stops at its line). A rank whose script had
 // ended says so at once.
-func WatchQuit(rank int, job string, abort *transport.Abort, cancel context.CancelCauseFunc, stderr io.Writer) *QuitWatch {
+func WatchQuit(rank int, job, dir string, abort *transport.Abort, cancel context.CancelCauseFunc, stderr io.Writer) *QuitWatch {
 	q := &QuitWatch{ch: make(chan os.Signal, 1), end: make(chan struct{}), fired: make(chan struct{})}
 	signal.Notify(q.ch, syscall.SIGQUIT)
 	go func() {
@@ -71,7 +71,7 @@ func WatchQuit(rank int, job string, abort *transport.Abort, cancel context.Canc
 		case <-q.ch:
 		}
 		d := &StackDump{Rank: rank}
-		d.GoStacks, d.Err = goStacksFile(os.TempDir(), job, rank)
+		d.GoStacks, d.Err = goStacksFile(dir, job, rank)
 		q.mu.Lock()
 		q.d = d
 		close(q.fired)

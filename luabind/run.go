@@ -48,7 +48,7 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 	defer func() {
 		// An internal error must not reach the user as a Go panic.
 		if p := recover(); p != nil {
-			fmt.Fprintf(o.Stderr, "luacoll: rank %d: internal error: %v%s\n", env.Rank, p, internalWhere(env.Rank))
+			fmt.Fprintf(o.Stderr, "luacoll: rank %d: internal error: %v%s\n", env.Rank, p, internalWhere(env.Rank, env.ReportsDir()))
 			code = 70
 		}
 	}()
@@ -85,7 +85,7 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 	defer cancel(nil)
 	// SIGQUIT (Ctrl-\ at the launcher, which passes it on): show where
 	// the script is and what it waits for (dump.go).
-	qw := WatchQuit(env.Rank, env.JobID, comm.Abort, cancel, o.Stderr)
+	qw := WatchQuit(env.Rank, env.JobID, env.ReportsDir(), comm.Abort, cancel, o.Stderr)
 	defer qw.Stop()
 	go endOnAbort(ctx, runCtx, comm, env.Rank, cancel)
 	s.Ctx = runCtx
@@ -181,7 +181,7 @@ func endOnAbort(ctx, runCtx context.Context, comm *engine.Comm, rank int, cancel
 // internalWhere, called while recovering from a panic, says where it
 // happened: the innermost frame of luacoll's own code, and a file in the
 // temporary directory that holds the whole stack (for a bug report).
-func internalWhere(rank int) string {
+func internalWhere(rank int, dir string) string {
 	stack := debug.Stack()
 	where := ""
 	lines := strings.Split(string(stack), "\n")
@@ -196,7 +196,7 @@ func internalWhere(rank int) string {
 			break
 		}
 	}
-	path := filepath.Join(os.TempDir(), fmt.Sprintf("luacoll-internal-rank%d-%d.txt", rank, os.Getpid()))
+	path := filepath.Join(dir, fmt.Sprintf("luacoll-internal-rank%d-%d.txt", rank, os.Getpid()))
 	if os.WriteFile(path, stack, 0o600) != nil {
 		path = ""
 	}

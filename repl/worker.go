@@ -93,7 +93,7 @@ func Serve(ctx context.Context, env launch.RankEnv, o WorkerOptions) int {
 	}
 	w := &worker{env: env, comm: comm, c: newConn(nc), out: &capture{limit: maxOutput}, stderr: o.Stderr}
 	defer w.c.close()
-	w.qw = luabind.WatchQuit(env.Rank, env.JobID, comm.Abort, w.stopChunk, o.Stderr)
+	w.qw = luabind.WatchQuit(env.Rank, env.JobID, env.ReportsDir(), comm.Abort, w.stopChunk, o.Stderr)
 	defer w.qw.Stop()
 	w.st = luabind.New(comm, w.out)
 	defer w.st.Close()

@@ -527,7 +527,7 @@ func childBaseEnv(env []string) []string {
 		"SLURM_NTASKS_PER_NODE": true, "SLURM_TASKS_PER_NODE": true,
 		EnvRank: true, EnvSize: true, EnvLocalRank: true, EnvLocalSize: true, EnvNode: true,
 		EnvAddr: true, EnvJob: true, EnvListenFD: true, EnvPrefixed: true, EnvProgressFD: true, EnvMPS: true, EnvJoinFD: true,
-		EnvLogicalNode: true, EnvShmDir: true,
+		EnvLogicalNode: true, EnvShmDir: true, EnvReportDir: true,
 	}
 	out := make([]string, 0, len(env))
 	for _, kv := range env {

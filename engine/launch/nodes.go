@@ -20,6 +20,11 @@ const (
 	EnvLogicalNode = transport.LogicalNodeEnv
 	// EnvShmDir puts a node's shared-memory segments in its own directory.
 	EnvShmDir = transport.ShmDirEnv
+	// EnvReportDir is where a rank of a logical node writes the reports
+	// that must outlive the job (the Go stacks of Ctrl-\, an internal
+	// error's stack): the launcher's temporary directory, since the node's
+	// own (its TMPDIR) goes at the job's end.
+	EnvReportDir = "LUACOLL_REPORT_DIR"
 	// EnvDeviceIndex is the index a rank of a logical node picks its GPU
 	// by (in --gpus, or modulo the device count): its rank, since the
 	// logical nodes share this machine's devices. Elsewhere the local
@@ -129,6 +134,7 @@ func (l *logicalNodes) env(node int) []string {
 		EnvLogicalNode + "=" + strconv.Itoa(node),
 		EnvShmDir + "=" + l.shm[node],
 		"TMPDIR=" + l.tmp[node],
+		EnvReportDir + "=" + os.TempDir(),
 	}
 	if l.setUCX {
 		// The nodes share nothing but the network: not UCX's shared

@@ -66,6 +66,9 @@ type RankEnv struct {
 	// JoinFD, when positive, is the inherited pipe that ends (EOF) when the
 	// launcher gives up on the job (EnvJoinFD).
 	JoinFD int
+	// ReportDir is where reports that must outlive the job go (EnvReportDir;
+	// "": the temporary directory). ReportsDir says which.
+	ReportDir string
 	// Prefixed reports that the launcher prefixes every output line with
 	// "[rank] ".
 	Prefixed bool
@@ -308,6 +311,7 @@ func readLaunchExtras(env *RankEnv, get func(string) string) error {
 		}
 		env.ListenFD = fd
 	}
+	env.ReportDir = get(EnvReportDir)
 	fd, fdSet, err = envInt(get, EnvJoinFD)
 	if err != nil {
 		return err
@@ -418,4 +422,13 @@ func envInt(get func(string) string, name string) (v int, set bool, err error) {
 		return 0, true, fmt.Errorf("%s=%q: not an integer", name, s)
 	}
 	return v, true, nil
+}
+
+// ReportsDir is where this rank writes reports that must outlive the job:
+// ReportDir, else the temporary directory.
+func (e RankEnv) ReportsDir() string {
+	if e.ReportDir != "" {
+		return e.ReportDir
+	}
+	return os.TempDir()
 }
