@@ -63,22 +63,7 @@ func TestQuitDumpsBenchRanks(t *testing.T) {
 // launcher removes at the end.
 func TestQuitStacksOutliveLogicalNodes(t *testing.T) {
 	before := shmLeftovers(t)
-	s := writeScript(t, `local lc = require("luacoll")
-local w = lc.window{ bytes = 64, timeout_ms = 600000 }
-print("started")
-w:wait_signal(0, ">=", 1)
-w:sync()`)
-	cmd := exec.Command(bin, "run", "-n", "2", "--nodes", "2", "--timeout", "60s", s)
-	cmd.Env = cleanEnv()
-	var o, e syncBuffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Count(o.String(), "started") < 2 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	cmd, e := startRun(t, 2, "run", "-n", "2", "--nodes", "2", "--timeout", "60s", writeScript(t, waitingScript))
 	_ = cmd.Process.Signal(syscall.SIGQUIT)
 	_ = cmd.Wait()
 	files := regexp.MustCompile(`rank (\d): Go stacks: (\S+)`).FindAllStringSubmatch(e.String(), -1)

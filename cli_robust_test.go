@@ -151,25 +151,6 @@ if arg[3] == "barrier" then lc.barrier() end`)
 	}
 }
 
-// TestTerminateExits143: SIGTERM to the launcher stops the ranks and
-// exits 128 + 15, as SIGINT exits 130.
-func TestTerminateExits143(t *testing.T) {
-	before := shmLeftovers(t)
-	s := writeScript(t, `local lc = require("luacoll")
-local w = lc.window{ bytes = 64, timeout_ms = 600000 }
-print("started")
-w:wait_signal(0, ">=", 1)
-w:sync()`)
-	cmd, e := startTwoRanks(t, s)
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	err := cmd.Wait()
-	ee, _ := err.(*exec.ExitError)
-	if ee == nil || ee.ExitCode() != 143 || !strings.Contains(e.String(), "interrupted (terminated") {
-		t.Fatalf("exit %v, want 143\n%s", err, e.String())
-	}
-	checkClean(t, before)
-}
-
 // TestStoppedRankIsNamedAndKilledSoon: a rank stopped with SIGSTOP holds
 // up rank 0's wait; the timeout names it as the peer whose row did not
 // advance, and the launcher kills it at once instead of after the grace.

@@ -864,7 +864,14 @@ step()`)
 // both printed "started" (or 20 s passed); stderr collects in the buffer.
 func startTwoRanks(t *testing.T, script string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
-	cmd := exec.Command(bin, "run", "-n", "2", "--timeout", "60s", script)
+	return startRun(t, 2, "run", "-n", "2", "--timeout", "60s", script)
+}
+
+// startRun starts luacoll with args and returns once n ranks printed
+// "started" (or 20 s passed); stderr collects in the buffer.
+func startRun(t *testing.T, n int, args ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = cleanEnv()
 	var o, e syncBuffer
 	cmd.Stdout, cmd.Stderr = &o, &e
@@ -872,8 +879,16 @@ func startTwoRanks(t *testing.T, script string) (*exec.Cmd, *syncBuffer) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for strings.Count(o.String(), "started") < 2 && time.Now().Before(deadline) {
+	for strings.Count(o.String(), "started") < n && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return cmd, &e
 }
+
+// waitingScript prints "started" on every rank, then rank 0 waits for a
+// signal that never comes (10 minutes) while the others end theirs.
+const waitingScript = `local lc = require("luacoll")
+local w = lc.window{ bytes = 64, timeout_ms = 600000 }
+print("started")
+w:wait_signal(0, ">=", 1)
+w:sync()`
