@@ -28,10 +28,7 @@ func TestLauncherSignalsExit(t *testing.T) {
 		before := shmLeftovers(t)
 		cmd, e := startTwoRanks(t, writeScript(t, waitingScript))
 		_ = cmd.Process.Signal(c.sig)
-		err := cmd.Wait()
-		if ee, _ := err.(*exec.ExitError); ee == nil || ee.ExitCode() != c.code || !strings.Contains(e.String(), c.says) {
-			t.Fatalf("%v: exit %v, want %d\n%s", c.sig, err, c.code, e.String())
-		}
+		waitExit(t, cmd, e, c.code, c.says)
 		checkClean(t, before)
 	}
 }
@@ -48,11 +45,7 @@ os.execute("trap '' INT; sleep 93.1")`)
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	time.Sleep(500 * time.Millisecond)
 	_ = cmd.Process.Signal(syscall.SIGINT)
-	err := cmd.Wait()
-	ee, _ := err.(*exec.ExitError)
-	if ee == nil || ee.ExitCode() != 130 || !strings.Contains(e.String(), "interrupted again: killing every rank now") {
-		t.Fatalf("exit %v, want 130\n%s", err, e.String())
-	}
+	waitExit(t, cmd, e, 130, "interrupted again: killing every rank now")
 	if took := time.Since(start); took > 20*time.Second {
 		t.Errorf("took %v after the first SIGINT: the second did not cut the grace short", took)
 	}
@@ -71,11 +64,7 @@ if lc.rank == 1 then os.execute("kill -STOP $PPID") end`, 1))
 	time.Sleep(300 * time.Millisecond) // rank 1 stops itself
 	start := time.Now()
 	_ = cmd.Process.Signal(syscall.SIGINT)
-	err := cmd.Wait()
-	ee, _ := err.(*exec.ExitError)
-	if ee == nil || ee.ExitCode() != 130 || !strings.Contains(e.String(), "rank 1 is stopped") {
-		t.Fatalf("exit %v, want 130\n%s", err, e.String())
-	}
+	waitExit(t, cmd, e, 130, "rank 1 is stopped")
 	if took := time.Since(start); took > 20*time.Second {
 		t.Errorf("took %v: the launcher waited out its grace for the stopped rank", took)
 	}
@@ -91,6 +80,16 @@ func TestRanksChildrenDoNotOutliveTheJob(t *testing.T) {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
 	checkGone(t, "sleep 92.7")
+}
+
+// waitExit waits for the launcher cmd and fails the test unless it exited
+// with code and its stderr (e) says says.
+func waitExit(t *testing.T, cmd *exec.Cmd, e *syncBuffer, code int, says string) {
+	t.Helper()
+	err := cmd.Wait()
+	if ee, _ := err.(*exec.ExitError); ee == nil || ee.ExitCode() != code || !strings.Contains(e.String(), says) {
+		t.Fatalf("exit %v, want %d and %q\n%s", err, code, says, e.String())
+	}
 }
 
 // checkGone fails the test when a process whose command line is cmdline

@@ -605,8 +605,11 @@ var errJobGivenUp = errors.New("bootstrap: the launcher gave up on the job while
 // launcher's next start of a rank, and a Read that Close cannot end).
 func watchJoin(ctx context.Context, fd int) (context.Context, func()) {
 	var wake [2]int
-	if fd <= 0 || unix.Pipe2(wake[:], unix.O_CLOEXEC) != nil {
+	if fd <= 0 {
 		return ctx, func() {}
+	}
+	if unix.Pipe2(wake[:], unix.O_CLOEXEC) != nil {
+		return ctx, func() { _ = unix.Close(fd) } // unwatched, but not left open
 	}
 	jctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})

@@ -287,9 +287,9 @@ func slurmTasksOnNode(list string, node int) (int, error) {
 	return 0, fmt.Errorf("no entry for node %d", node)
 }
 
-// readLaunchExtras reads the job id, the inherited listener, the output
-// prefix flag and the MPS mark (set by the luacoll launcher, honoured under
-// any launcher).
+// readLaunchExtras reads the job id, the inherited listener and join pipe,
+// the reports' directory, the output prefix flag and the MPS mark (set by
+// the luacoll launcher, honoured under any launcher).
 func readLaunchExtras(env *RankEnv, get func(string) string) error {
 	if job := get(EnvJob); job != "" {
 		if err := checkJobID(job); err != nil {
@@ -297,31 +297,19 @@ func readLaunchExtras(env *RankEnv, get func(string) string) error {
 		}
 		env.JobID = job
 	}
-	fd, fdSet, err := envInt(get, EnvListenFD)
+	fd, err := inheritedFD(get, EnvListenFD)
 	if err != nil {
 		return err
 	}
-	if fdSet && fd != 0 {
-		if fd < 3 {
-			return fmt.Errorf("%s=%q: must be 3 or more", EnvListenFD, get(EnvListenFD))
-		}
-		if env.Rank != 0 {
-			return fmt.Errorf("%s=%q: only rank 0 inherits the listener, this is rank %d",
-				EnvListenFD, get(EnvListenFD), env.Rank)
-		}
-		env.ListenFD = fd
+	if fd != 0 && env.Rank != 0 {
+		return fmt.Errorf("%s=%q: only rank 0 inherits the listener, this is rank %d",
+			EnvListenFD, get(EnvListenFD), env.Rank)
+	}
+	env.ListenFD = fd
+	if env.JoinFD, err = inheritedFD(get, EnvJoinFD); err != nil {
+		return err
 	}
 	env.ReportDir = get(EnvReportDir)
-	fd, fdSet, err = envInt(get, EnvJoinFD)
-	if err != nil {
-		return err
-	}
-	if fdSet && fd != 0 {
-		if fd < 3 {
-			return fmt.Errorf("%s=%q: must be 3 or more", EnvJoinFD, get(EnvJoinFD))
-		}
-		env.JoinFD = fd
-	}
 	switch p := get(EnvPrefixed); strings.ToLower(p) {
 	case "", "0", "false":
 	case "1", "true":
@@ -422,6 +410,19 @@ func envInt(get func(string) string, name string) (v int, set bool, err error) {
 		return 0, true, fmt.Errorf("%s=%q: not an integer", name, s)
 	}
 	return v, true, nil
+}
+
+// inheritedFD is the descriptor the variable name gives (0 where it is
+// unset or 0); one of standard input, output or error is refused.
+func inheritedFD(get func(string) string, name string) (int, error) {
+	fd, set, err := envInt(get, name)
+	if err != nil || !set || fd == 0 {
+		return 0, err
+	}
+	if fd < 3 {
+		return 0, fmt.Errorf("%s=%q: must be 3 or more", name, get(name))
+	}
+	return fd, nil
 }
 
 // ReportsDir is where this rank writes reports that must outlive the job:
