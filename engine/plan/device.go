@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/luacoll/luacoll/kernels"
 	"github.com/luacoll/luacoll/transport"
@@ -36,7 +37,7 @@ type device struct {
 	graph *gpu.CUDAGraph
 	// segs, in stream mode, are a replay's launches (SplitPlan).
 	segs []gpu.PlanSegment
-	sm   bool // large copies by put kernel (path "sm"), not copy engine
+	kmax uint64 // wide copies up to kmax bytes are put kernels, larger ones copy-engine copies
 	// blocks and threads: a device-mode plan spread over blocks blocks
 	// (spreadSteps); blocks <= 1: one.
 	blocks, threads uint32
@@ -73,15 +74,37 @@ func (p *Plan) UseDevice() error { return p.useDevice(modeDevice) }
 
 // UseGraph is UseDevice for graph mode: one replay is captured into a
 // CUDA graph whose nodes are the interpreter over runs of signals, waits
-// and small copies, copy-engine copies (put kernels on path "sm") for the
-// large ones, and an update of the replay count; each replay of a Run is
+// and small copies, put kernels or copy-engine copies (KernelCopyMax) for
+// the large ones, and an update of the replay count; each replay of a Run is
 // one graph launch.
 func (p *Plan) UseGraph() error { return p.useDevice(modeGraph) }
 
 // StreamInline is the largest copy that stream mode leaves to the plan
-// interpreter; a larger one is a launch of its own (a copy engine's, or a
-// put kernel's on path "sm").
+// interpreter; a larger one is a launch of its own (a put kernel's or a
+// copy engine's: KernelCopyMax).
 const StreamInline = 64 << 10
+
+// AutoKernelCopy is the largest wide copy (above StreamInline bytes in
+// stream mode, above kernels.PlanSmall in graph mode) that a plan on path
+// "auto" runs as a put kernel over the whole GPU; a larger one is a copy
+// engine's. Measured with scripts/bench/plan-paths.sh on 2 and 4 x H200
+// (docs/results/plans.md, "Wide copies: put kernels or copy engines"): the
+// kernels took less time up to 16 MiB copies (all-gather plans of 64 MiB
+// on 4 GPUs), the copy engines from 32 MiB (64 MiB on 2 GPUs).
+const AutoKernelCopy = 16 << 20
+
+// KernelCopyMax is the largest wide copy that a plan on window path path
+// runs as a put kernel: every one on "sm", none on "ce", up to
+// AutoKernelCopy bytes on "auto" (or "").
+func KernelCopyMax(path string) uint64 {
+	switch path {
+	case "sm":
+		return math.MaxUint64
+	case "ce":
+		return 0
+	}
+	return AutoKernelCopy
+}
 
 // UseStream is UseDevice for stream mode: a replay is a few launches on
 // the rank's stream, each copy above StreamInline bytes one of its own and
@@ -123,7 +146,7 @@ type newDevicePlan func(steps []kernels.PlanStep, fail func(step int, observed, 
 // useDeviceOn is useDevice on stream s, with newPlan making the device's
 // table; gpuScope: every peer runs on this GPU.
 func (p *Plan) useDeviceOn(s gpu.PlanStream, newPlan newDevicePlan, gpuScope bool, mode int) error {
-	d := &device{s: s, gpu: gpuScope, sm: p.w.Options().Path == "sm"}
+	d := &device{s: s, gpu: gpuScope, kmax: KernelCopyMax(p.w.Options().Path)}
 	if err := p.deviceSteps(d); err != nil {
 		return err
 	}
@@ -162,7 +185,7 @@ func (p *Plan) useDeviceOn(s gpu.PlanStream, newPlan newDevicePlan, gpuScope boo
 		}
 		d.launchMoves = mode == modeDevice && len(d.steps) <= kernels.PlanCache && len(d.moving) <= kernels.PlanMoves
 		if mode == modeGraph {
-			g, err := s.CapturePlan(dp, d.steps, p.w.Options().Timeout, d.gpu, d.sm)
+			g, err := s.CapturePlan(dp, d.steps, p.w.Options().Timeout, d.gpu, d.kmax)
 			if err != nil {
 				_ = dp.Free()
 				return fmt.Errorf("graph mode: %w", err)
@@ -324,7 +347,7 @@ func (p *Plan) runDevice(times int) error {
 		case d.graph != nil:
 			d.s.LaunchPlan(d.dp, d.graph, times)
 		case d.segs != nil:
-			d.s.RunPlanSegments(d.dp, d.steps, d.segs, d.k, uint64(times), p.w.Options().Timeout, d.gpu, d.sm)
+			d.s.RunPlanSegments(d.dp, d.steps, d.segs, d.k, uint64(times), p.w.Options().Timeout, d.gpu, d.kmax)
 		default:
 			d.s.RunPlan(d.dp, d.k, uint64(times), p.w.Options().Timeout, d.gpu, nil)
 		}

@@ -8,14 +8,18 @@
 # stream and graph mode, beside NCCL), 256 KiB - 1 GiB, medians of 3
 # rounds, the two paths in turn. On the GPU machine, after `make build`
 # here and with bin/ carried:
-#   bash scripts/bench/plan-paths.sh N [GPUS]     N ranks; GPUS e.g. 0,1
+#   bash scripts/bench/plan-paths.sh N [GPUS] [MODES] [PATHS]   N ranks; GPUS e.g. 0,1;
+#   MODES "stream graph" (the default), or one of them; PATHS "auto sm"
+#   (the default), or one of them
 # Prints each table; every row, with the run's metadata, goes to
-# $OUT/plan-paths-N.jsonl (one file: the device tool brings back few).
+# $OUT/plan-paths-N-MODES-PATHS.jsonl (one file: the device tool brings back few).
 # Never uses NVLink multicast.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 n="${1:-2}"
 gpus="${2:-}"
+modes="${3:-stream graph}"
+paths="${4:-auto sm}"
 out="${OUT:-./plan-paths-out}"
 mkdir -p "$out"
 tmp=$(mktemp -d)
@@ -33,10 +37,10 @@ sweep() { # sweep LABEL ARGS...: one bench run, its table printed
 	timeout -s QUIT -k 20 240 bin/luacoll bench "$@" --json "$tmp/$(printf %02d $k).jsonl" | grep -Ev "^# (CPUs|GPUs|baseline)" ||
 		status=1
 }
-for mode in stream graph; do
+for mode in $modes; do
 	gm="" # the reductions' NCCL captured too (the all-gather's built-in follows the plan's mode)
 	[ $mode = graph ] && gm="--graph"
-	for path in auto sm; do
+	for path in $paths; do
 		for a in direct ring; do
 			sweep "allgather lua:$a $mode path $path" allgather $common --algo lua:$a --plan-mode $mode --path $path \
 				--vs direct -b 256K -e 1G -f 4 --iters 20
@@ -47,5 +51,5 @@ for mode in stream graph; do
 		done
 	done
 done
-cat "$tmp"/*.jsonl >"$out/plan-paths-$n.jsonl" 2>/dev/null
+cat "$tmp"/*.jsonl >"$out/plan-paths-$n-${modes// /-}-${paths// /-}.jsonl" 2>/dev/null
 exit $status

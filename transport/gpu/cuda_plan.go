@@ -335,7 +335,7 @@ func (s *CUDAStream) planSpec(p *DevicePlan, g PlanSegment, timeout time.Duratio
 type planLauncher struct {
 	s     *CUDAStream
 	cs    *cuda.Stream
-	sm    bool
+	kmax  uint64            // copies up to this many bytes are put kernels
 	aside *kernels.PlanStep // the copy running on the side, if any
 }
 
@@ -356,7 +356,7 @@ func (pl *planLauncher) seg(steps []kernels.PlanStep, g PlanSegment, interp func
 		}
 	}
 	if !g.Aside || pl.aside != nil {
-		return pl.s.launchCopy(pl.cs, st, pl.sm)
+		return pl.s.launchCopy(pl.cs, st, pl.kmax)
 	}
 	sd, err := pl.s.planSideStream()
 	if err != nil {
@@ -419,14 +419,14 @@ func (s *CUDAStream) planSideStream() (*sideStream, error) {
 	return s.planSide, nil
 }
 
-// launchCopy enqueues the large copy st on cs: a copy engine's, or on
-// path sm a put kernel's.
-func (s *CUDAStream) launchCopy(cs *cuda.Stream, st kernels.PlanStep, sm bool) error {
+// launchCopy enqueues the large copy st on cs: a put kernel's up to kmax
+// bytes, a copy engine's above.
+func (s *CUDAStream) launchCopy(cs *cuda.Stream, st kernels.PlanStep, kmax uint64) error {
 	if st.Kind == kernels.StepReduce {
 		t, op := kernels.ReduceStepOf(st.Value)
 		return s.b.k.Reduce(cs, st.Dst, st.Src, st.N/t.Size(), t, op)
 	}
-	if sm {
+	if st.N <= kmax {
 		return s.b.k.Put(cs, st.Dst, st.Src, st.N)
 	}
 	return s.b.drv.MemcpyAsync(st.Dst, st.Src, st.N, cs)
@@ -435,15 +435,15 @@ func (s *CUDAStream) launchCopy(cs *cuda.Stream, st kernels.PlanStep, sm bool) e
 // CapturePlan captures one replay of p into a CUDA graph on s: each run of
 // thread-0 steps (signals, waits, small copies) and each fill is a node
 // of the plan interpreter reading its replay from p's epoch; each wide
-// copy is a copy-engine copy (sm: a put kernel over the whole GPU); the
-// last node advances the epoch. steps are p's, as written.
-func (s *CUDAStream) CapturePlan(p *DevicePlan, steps []kernels.PlanStep, timeout time.Duration, gpuScope, sm bool) (*CUDAGraph, error) {
+// copy is a put kernel over the whole GPU up to kmax bytes, a copy-engine
+// copy above; the last node advances the epoch. steps are p's, as written.
+func (s *CUDAStream) CapturePlan(p *DevicePlan, steps []kernels.PlanStep, timeout time.Duration, gpuScope bool, kmax uint64) (*CUDAGraph, error) {
 	if len(steps) != p.steps {
 		return nil, fmt.Errorf("device plan: capture of %d steps, %d written", len(steps), p.steps)
 	}
 	segs := SplitPlan(steps, kernels.PlanSmall)
 	return s.Capture(func(cs *cuda.Stream) error {
-		pl := &planLauncher{s: s, cs: cs, sm: sm}
+		pl := &planLauncher{s: s, cs: cs, kmax: kmax}
 		interp := func(g PlanSegment) error {
 			sp := s.planSpec(p, g, timeout, gpuScope)
 			sp.Epoch = p.Epoch()
@@ -466,7 +466,7 @@ func (s *CUDAStream) CapturePlan(p *DevicePlan, steps []kernels.PlanStep, timeou
 // one interpreter segment runs every replay in one launch (RunPlan). A
 // failed wait ends its launch and poisons the ones after it (they return
 // at once); the next Sync reports it through p's fail.
-func (s *CUDAStream) RunPlanSegments(p *DevicePlan, steps []kernels.PlanStep, segs []PlanSegment, rep0, times uint64, timeout time.Duration, gpuScope, sm bool) {
+func (s *CUDAStream) RunPlanSegments(p *DevicePlan, steps []kernels.PlanStep, segs []PlanSegment, rep0, times uint64, timeout time.Duration, gpuScope bool, kmax uint64) {
 	if len(segs) == 1 && !segs[0].Copy {
 		s.RunPlan(p, rep0, times, timeout, gpuScope, nil)
 		return
@@ -495,7 +495,7 @@ func (s *CUDAStream) RunPlanSegments(p *DevicePlan, steps []kernels.PlanStep, se
 	}
 	var hold *heldPlan
 	ok := s.runLocked(func() error {
-		pl := &planLauncher{s: s, cs: s.s, sm: sm}
+		pl := &planLauncher{s: s, cs: s.s, kmax: kmax}
 		for r := rep0; r < rep0+times; r++ {
 			interp := func(g PlanSegment) error {
 				sp := s.planSpec(p, g, timeout, gpuScope)

@@ -48,8 +48,8 @@ type GraphStream interface {
 type PlanStream interface {
 	transport.Stream
 	RunPlan(p *DevicePlan, rep0, times uint64, timeout time.Duration, gpuScope bool, moves []kernels.PlanMove)
-	RunPlanSegments(p *DevicePlan, steps []kernels.PlanStep, segs []PlanSegment, rep0, times uint64, timeout time.Duration, gpuScope, sm bool)
-	CapturePlan(p *DevicePlan, steps []kernels.PlanStep, timeout time.Duration, gpuScope, sm bool) (*CUDAGraph, error)
+	RunPlanSegments(p *DevicePlan, steps []kernels.PlanStep, segs []PlanSegment, rep0, times uint64, timeout time.Duration, gpuScope bool, kmax uint64)
+	CapturePlan(p *DevicePlan, steps []kernels.PlanStep, timeout time.Duration, gpuScope bool, kmax uint64) (*CUDAGraph, error)
 	LaunchPlan(p *DevicePlan, g *CUDAGraph, times int)
 	RewritePlan(p *DevicePlan, steps []kernels.PlanStep) error
 	DestroyPlanGraph(g *CUDAGraph) error
