@@ -12,6 +12,7 @@ import (
 // Kernel names (extern "C" symbols of the program).
 const (
 	KernelPut        = "lc_put"
+	KernelPutMulti   = "lc_put_multi"
 	KernelSignal     = "lc_signal"
 	KernelWait       = "lc_wait"
 	KernelBarrier    = "lc_barrier"
@@ -28,7 +29,7 @@ const (
 // Names lists every kernel of the program; Load looks each one up, so
 // that none is loaded later while other kernels run.
 func Names() []string {
-	return append([]string{KernelPut, KernelSignal, KernelWait, KernelBarrier, KernelCounterAdd, KernelFillByte,
+	return append([]string{KernelPut, KernelPutMulti, KernelSignal, KernelWait, KernelBarrier, KernelCounterAdd, KernelFillByte,
 		KernelFillIota32, KernelFillRand, KernelChecksum, KernelEqual, KernelPingPong,
 		KernelPutSignal, KernelPPPutSignal, KernelPPPutSignalLL, KernelBarrierLoop, KernelPutSignalWait, KernelWaitPutSignal, KernelPrelaunched,
 		KernelAGPReady, KernelAGPDone, KernelAGPDoneReady, KernelAGPOne, KernelAGPLL, KernelAGPCopy, KernelAGPStaged, KernelPlan, KernelPlanMid, KernelPlanServe, KernelProxyCall}, reduceKernels()...)
@@ -291,6 +292,36 @@ func (k *Kernels) Put(s *cuda.Stream, dst, src cuda.DevicePtr, n uint64) error {
 	var a cuda.KernelArgs
 	a.Ptr(dst).Ptr(src).U64(n)
 	return k.launch(KernelPut, k.bulkGrid(n), bulkThreads, s, &a)
+}
+
+// PutMultiMax is the most places one PutMulti writes.
+const PutMultiMax = 8
+
+// PutMulti copies n bytes from src to each of dsts (1 to PutMultiMax
+// places, none overlapping src or another) in one kernel, the grid dealt
+// among the places; as Put, with 16-byte accesses where a place and src
+// share alignment.
+func (k *Kernels) PutMulti(s *cuda.Stream, dsts []cuda.DevicePtr, src cuda.DevicePtr, n uint64) error {
+	if len(dsts) == 0 || len(dsts) > PutMultiMax {
+		return fmt.Errorf("put to %d places: %w: 1 to %d", len(dsts), ErrBadSpec, PutMultiMax)
+	}
+	if n == 0 {
+		return nil
+	}
+	if len(dsts) == 1 {
+		return k.Put(s, dsts[0], src, n)
+	}
+	var a cuda.KernelArgs
+	a.Ptr(src).U64(n).U32(uint32(len(dsts)))
+	for i := range PutMultiMax {
+		var d cuda.DevicePtr
+		if i < len(dsts) {
+			d = dsts[i]
+		}
+		a.Ptr(d)
+	}
+	per := max(k.bulkGrid(n*uint64(len(dsts)))/uint32(len(dsts)), 1)
+	return k.launch(KernelPutMulti, per*uint32(len(dsts)), bulkThreads, s, &a)
 }
 
 // SignalOp selects what Signal does to the slot.

@@ -809,3 +809,40 @@ func runReplays(t *testing.T, d *cuda.Driver, k *Kernels, s *cuda.Stream, c ctl,
 	must(t, s.Synchronize())
 	must(t, c.check(true))
 }
+
+func TestPutMulti(t *testing.T) {
+	e := needKernels(t)
+	d, k := e.d, e.k
+	s := newStream(t, d)
+	const m = 1<<20 + 64
+	src := alloc(t, d, m)
+	must(t, k.FillRand(s, src, m, 78))
+	must(t, s.Synchronize())
+	srcHost := read(t, d, src, m)
+	var dsts []cuda.DevicePtr
+	for range PutMultiMax {
+		dsts = append(dsts, alloc(t, d, m))
+	}
+	for _, places := range []int{2, 3, 7, PutMultiMax} {
+		for _, n := range []uint64{1, 17, 4096, 65537, 1 << 20} {
+			for _, off := range [][2]uint64{{0, 0}, {1, 0}, {8, 16}, {3, 5}} {
+				so, do := off[0], off[1]
+				to := make([]cuda.DevicePtr, places)
+				for i := range to {
+					must(t, k.FillByte(s, dsts[i], m, 0xEE))
+					to[i] = dsts[i].Add(do + uint64(i)%2) // two alignments among the places
+				}
+				must(t, k.PutMulti(s, to, src.Add(so), n))
+				must(t, s.Synchronize())
+				for i := range to {
+					o := do + uint64(i)%2
+					want := bytes.Repeat([]byte{0xEE}, m)
+					copy(want[o:o+n], srcHost[so:so+n])
+					if !bytes.Equal(read(t, d, dsts[i], m), want) {
+						t.Fatalf("put to %d places, n=%d src+%d dst+%d: place %d has wrong bytes", places, n, so, o, i)
+					}
+				}
+			}
+		}
+	}
+}

@@ -60,3 +60,14 @@ __device__ void lc_put_range(lc_u8 *dst, const lc_u8 *src, lc_u64 n, lc_u64 tid,
 LC_KERNEL void lc_put(lc_u8 *dst, const lc_u8 *src, lc_u64 n) {
 	lc_put_range(dst, src, n, lc_tid(), lc_nthreads());
 }
+
+// lc_put_multi: the same n bytes from src to each of k places (1 <= k <=
+// 8; d0..d7, the unused ones null), the grid's blocks dealt among them in
+// turn (a grid of a multiple of k blocks gives each place as many).
+LC_KERNEL void lc_put_multi(const lc_u8 *src, lc_u64 n, lc_u32 k, lc_u8 *d0, lc_u8 *d1, lc_u8 *d2, lc_u8 *d3, lc_u8 *d4,
+                            lc_u8 *d5, lc_u8 *d6, lc_u8 *d7) {
+	lc_u8 *const d[8] = {d0, d1, d2, d3, d4, d5, d6, d7};
+	const lc_u32 which = blockIdx.x % k;
+	const lc_u64 blocks = (gridDim.x - which + k - 1) / k;
+	lc_put_range(d[which], src, n, (lc_u64)(blockIdx.x / k) * blockDim.x + threadIdx.x, blocks * blockDim.x);
+}

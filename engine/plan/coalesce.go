@@ -49,6 +49,50 @@ func coalesceReleases(steps []kernels.PlanStep, moving map[int]bool, copyMax uin
 	}
 }
 
+// fanOutReleases is coalesceReleases for stream and graph mode, where
+// each wide copy is a launch of its own and each run of other steps one
+// of the interpreter: in a run of copies to different peers (peerOf gives
+// a step's peer) and the stores and adds between them (a chunk put to
+// every peer with its signal), the copies go first and the signals after
+// them, so the copies launch back to back (and may go as one,
+// gpu.SplitPlan) and the signals take one interpreter launch, not one a
+// copy. A copy to a peer the run already has ends the run: the pieces of
+// a pipelined schedule to one peer keep each piece's signal right after
+// the piece. It delays signals past copies only, never past a wait (see
+// coalesceReleases); moving steps stay where they are.
+func fanOutReleases(steps []kernels.PlanStep, moving map[int]bool, peerOf func(kernels.PlanStep) int) {
+	movable := func(i int) bool {
+		if moving[i] {
+			return false
+		}
+		switch steps[i].Kind {
+		case kernels.StepCopy, kernels.StepStore, kernels.StepAdd:
+			return true
+		}
+		return false
+	}
+	for i := 0; i < len(steps); {
+		if !movable(i) {
+			i++
+			continue
+		}
+		seen := map[int]bool{}
+		j := i
+		for ; j < len(steps) && movable(j); j++ {
+			if steps[j].Kind != kernels.StepCopy {
+				continue
+			}
+			q := peerOf(steps[j])
+			if seen[q] {
+				break
+			}
+			seen[q] = true
+		}
+		coalesceRun(steps[i:j])
+		i = j
+	}
+}
+
 // coalesceCopyMax is the largest copy a run of coalesceReleases takes
 // (the puts of small collectives: a release is a large part of their
 // time, and a small part of a larger copy's) in a plan on one block. A

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -223,6 +224,46 @@ func TestGroupWaits(t *testing.T) {
 			if s.Kind == kernels.StepWait && s.Count&kernels.WaitSlotsMask == 0 {
 				t.Errorf("a wait lost its count of slots: %#x", s.Count)
 			}
+		}
+	}
+}
+
+// In stream and graph mode a chunk put to several peers sends its copies
+// first and their signals after; a second copy to a peer of the run ends
+// it, a moving step keeps its place, and nothing crosses a wait.
+func TestFanOutReleases(t *testing.T) {
+	cp := func(op uint32) kernels.PlanStep { return kernels.PlanStep{Kind: kernels.StepCopy, Op: op, N: 1 << 20} }
+	sig := func(op uint32) kernels.PlanStep { return kernels.PlanStep{Kind: kernels.StepAdd, Op: op} }
+	wait := kernels.PlanStep{Kind: kernels.StepWait, Op: 99}
+	peer := map[uint32]int{1: 1, 2: 2, 3: 3, 4: 1, 5: 2}
+	peerOf := func(s kernels.PlanStep) int { return peer[s.Op] }
+	ops := func(steps []kernels.PlanStep) []uint32 {
+		var out []uint32
+		for _, s := range steps {
+			out = append(out, s.Op*10+uint32(s.Kind))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name     string
+		in, want []kernels.PlanStep
+		moving   map[int]bool
+	}{
+		{"three peers", []kernels.PlanStep{cp(1), sig(1), cp(2), sig(2), cp(3), sig(3), wait},
+			[]kernels.PlanStep{cp(1), cp(2), cp(3), sig(1), sig(2), sig(3), wait}, nil},
+		{"pieces to one peer", []kernels.PlanStep{cp(1), sig(1), cp(4), sig(4)},
+			[]kernels.PlanStep{cp(1), sig(1), cp(4), sig(4)}, nil},
+		{"two rounds of two peers", []kernels.PlanStep{cp(1), sig(1), cp(2), sig(2), cp(4), sig(4), cp(5), sig(5)},
+			[]kernels.PlanStep{cp(1), cp(2), sig(1), sig(2), cp(4), cp(5), sig(4), sig(5)}, nil},
+		{"a wait between", []kernels.PlanStep{cp(1), sig(1), wait, cp(2), sig(2)},
+			[]kernels.PlanStep{cp(1), sig(1), wait, cp(2), sig(2)}, nil},
+		{"a moving signal", []kernels.PlanStep{cp(1), sig(1), cp(2), sig(2)},
+			[]kernels.PlanStep{cp(1), sig(1), cp(2), sig(2)}, map[int]bool{1: true}},
+	} {
+		steps := append([]kernels.PlanStep(nil), c.in...)
+		fanOutReleases(steps, c.moving, peerOf)
+		if !reflect.DeepEqual(ops(steps), ops(c.want)) {
+			t.Errorf("%s: %v, want %v", c.name, ops(steps), ops(c.want))
 		}
 	}
 }

@@ -150,11 +150,14 @@ func (p *Plan) useDeviceOn(s gpu.PlanStream, newPlan newDevicePlan, gpuScope boo
 	if err := p.deviceSteps(d); err != nil {
 		return err
 	}
+	moving := map[int]bool{}
+	for _, m := range d.moving {
+		moving[m.step] = true
+	}
+	if mode != modeDevice {
+		fanOutReleases(d.steps, moving, func(s kernels.PlanStep) int { return p.ops[s.Op].Peer })
+	}
 	if mode == modeDevice {
-		moving := map[int]bool{}
-		for _, m := range d.moving {
-			moving[m.step] = true
-		}
 		// Line groups first: a group's lines count together toward the
 		// blocks a plan spreads over (line steps are no copies, stores or
 		// adds: coalesceReleases leaves them, and their runs, in place).

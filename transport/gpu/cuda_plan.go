@@ -286,14 +286,18 @@ const planAsideMin = 1 << 20
 
 // SplitPlan cuts a replay of steps into launches: each copy of more than
 // inline bytes alone (a copy engine's, or a put kernel's over the whole
-// GPU), each reduction alone (the reduce kernel), each run of other steps
-// one launch of the interpreter. inline
+// GPU), or with the copies of the same source and size right after it
+// (a chunk put to several peers: up to kernels.PutMultiMax, no place
+// overlapping the source or another) as one segment, which a put kernel
+// runs as one launch (kernels.PutMulti); each reduction alone (the reduce
+// kernel); each run of other steps one launch of the interpreter. inline
 // below kernels.PlanSmall counts as kernels.PlanSmall.
 func SplitPlan(steps []kernels.PlanStep, inline uint64) []PlanSegment {
 	inline = max(inline, kernels.PlanSmall)
 	var segs []PlanSegment
 	from := 0
-	for i, st := range steps {
+	for i := 0; i < len(steps); i++ {
+		st := steps[i]
 		wide := st.Kind == kernels.StepCopy && st.N > inline
 		if !wide && st.Kind != kernels.StepReduce {
 			continue
@@ -301,8 +305,16 @@ func SplitPlan(steps []kernels.PlanStep, inline uint64) []PlanSegment {
 		if from < i {
 			segs = append(segs, PlanSegment{From: from, To: i})
 		}
-		segs = append(segs, PlanSegment{From: i, To: i + 1, Copy: true, Aside: wide && st.Aux == kernels.CopyLocal && st.N >= planAsideMin})
-		from = i + 1
+		aside := wide && aside(st)
+		j := i + 1
+		if wide && !aside && !overlaps(st.Dst, st.N, st.Src, st.N) {
+			for j < len(steps) && j-i < kernels.PutMultiMax && fansOut(steps[i:j], steps[j]) {
+				j++
+			}
+		}
+		segs = append(segs, PlanSegment{From: i, To: j, Copy: true, Aside: aside})
+		from = j
+		i = j - 1
 	}
 	if from < len(steps) {
 		segs = append(segs, PlanSegment{From: from, To: len(steps)})
@@ -310,7 +322,26 @@ func SplitPlan(steps []kernels.PlanStep, inline uint64) []PlanSegment {
 	return segs
 }
 
-// SegmentsString says what a replay launches ("interpreter=2 copy=1").
+// aside reports whether wide copy st runs on the plan's side stream.
+func aside(st kernels.PlanStep) bool { return st.Aux == kernels.CopyLocal && st.N >= planAsideMin }
+
+// fansOut reports whether copy step s joins the group of copies g: the
+// same source and size, not aside, its place meeting neither the source
+// nor a member's.
+func fansOut(g []kernels.PlanStep, s kernels.PlanStep) bool {
+	if s.Kind != kernels.StepCopy || s.Src != g[0].Src || s.N != g[0].N || aside(s) || overlaps(s.Dst, s.N, s.Src, s.N) {
+		return false
+	}
+	for _, m := range g {
+		if overlaps(s.Dst, s.N, m.Dst, m.N) {
+			return false
+		}
+	}
+	return true
+}
+
+// SegmentsString says what a replay launches ("interpreter=2 copy=1"; a
+// group of copies of one source counts once).
 func SegmentsString(segs []PlanSegment) string {
 	k, c := 0, 0
 	for _, g := range segs {
@@ -348,15 +379,15 @@ func (pl *planLauncher) seg(steps []kernels.PlanStep, g PlanSegment, interp func
 		}
 		return interp(g)
 	}
-	st := steps[g.From]
-	if pl.aside != nil && (overlaps(st.Dst, st.N, pl.aside.Dst, pl.aside.N) || overlaps(st.Src, st.N, pl.aside.Dst, pl.aside.N) ||
-		overlaps(st.Dst, st.N, pl.aside.Src, pl.aside.N)) {
+	group := steps[g.From:g.To]
+	st := group[0]
+	if pl.aside != nil && pl.touchesAside(group) {
 		if err := pl.join(); err != nil {
 			return err
 		}
 	}
 	if !g.Aside || pl.aside != nil {
-		return pl.s.launchCopy(pl.cs, st, pl.kmax)
+		return pl.s.launchCopy(pl.cs, group, pl.kmax)
 	}
 	sd, err := pl.s.planSideStream()
 	if err != nil {
@@ -378,6 +409,18 @@ func (pl *planLauncher) seg(steps []kernels.PlanStep, g PlanSegment, interp func
 	}
 	pl.aside = &st
 	return nil
+}
+
+// touchesAside reports whether a step of group writes what the copy on
+// the side reads or writes, or reads what it writes.
+func (pl *planLauncher) touchesAside(group []kernels.PlanStep) bool {
+	a := pl.aside
+	for _, st := range group {
+		if overlaps(st.Dst, st.N, a.Dst, a.N) || overlaps(st.Src, st.N, a.Dst, a.N) || overlaps(st.Dst, st.N, a.Src, a.N) {
+			return true
+		}
+	}
+	return false
 }
 
 // join makes cs wait for the copy on the side, if any.
@@ -419,17 +462,32 @@ func (s *CUDAStream) planSideStream() (*sideStream, error) {
 	return s.planSide, nil
 }
 
-// launchCopy enqueues the large copy st on cs: a put kernel's up to kmax
-// bytes, a copy engine's above.
-func (s *CUDAStream) launchCopy(cs *cuda.Stream, st kernels.PlanStep, kmax uint64) error {
+// launchCopy enqueues the large copy group[0] on cs, or the group of
+// copies of one source and size (SplitPlan): a put kernel's up to kmax
+// bytes a copy (one launch for the group), a copy engine's above (one a
+// copy); or the reduction group[0] (the reduce kernel).
+func (s *CUDAStream) launchCopy(cs *cuda.Stream, group []kernels.PlanStep, kmax uint64) error {
+	st := group[0]
 	if st.Kind == kernels.StepReduce {
 		t, op := kernels.ReduceStepOf(st.Value)
 		return s.b.k.Reduce(cs, st.Dst, st.Src, st.N/t.Size(), t, op)
 	}
 	if st.N <= kmax {
-		return s.b.k.Put(cs, st.Dst, st.Src, st.N)
+		if len(group) == 1 {
+			return s.b.k.Put(cs, st.Dst, st.Src, st.N)
+		}
+		dsts := make([]cuda.DevicePtr, len(group))
+		for i, m := range group {
+			dsts[i] = m.Dst
+		}
+		return s.b.k.PutMulti(cs, dsts, st.Src, st.N)
 	}
-	return s.b.drv.MemcpyAsync(st.Dst, st.Src, st.N, cs)
+	for _, m := range group {
+		if err := s.b.drv.MemcpyAsync(m.Dst, m.Src, m.N, cs); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // CapturePlan captures one replay of p into a CUDA graph on s: each run of

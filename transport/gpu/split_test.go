@@ -59,3 +59,42 @@ func TestOverlaps(t *testing.T) {
 		}
 	}
 }
+
+// A chunk put to several peers (copies of one source and size right after
+// each other, no place meeting the source or another) is one segment, of
+// at most kernels.PutMultiMax copies; a copy of another size or source,
+// an own copy on the side, or a place overlapping a member's ends it.
+func TestSplitPlanGroupsFanOut(t *testing.T) {
+	const n = 1 << 20
+	put := func(dst, src uint64) kernels.PlanStep {
+		return kernels.PlanStep{Kind: kernels.StepCopy, N: n, Dst: cuda.DevicePtr(dst), Src: cuda.DevicePtr(src)}
+	}
+	sig := kernels.PlanStep{Kind: kernels.StepAdd}
+	src := uint64(1 << 40)
+	at := func(k uint64) uint64 { return k << 30 }
+	steps := []kernels.PlanStep{put(at(1), src), put(at(2), src), put(at(3), src), sig, sig, sig}
+	want := []PlanSegment{{0, 3, true, false}, {3, 6, false, false}}
+	if got := SplitPlan(steps, 64<<10); !reflect.DeepEqual(got, want) {
+		t.Errorf("fan-out: %v, want %v", got, want)
+	}
+	var many []kernels.PlanStep
+	for k := range kernels.PutMultiMax + 2 {
+		many = append(many, put(at(uint64(k+1)), src))
+	}
+	want = []PlanSegment{{0, kernels.PutMultiMax, true, false}, {kernels.PutMultiMax, kernels.PutMultiMax + 2, true, false}}
+	if got := SplitPlan(many, 64<<10); !reflect.DeepEqual(got, want) {
+		t.Errorf("%d copies: %v, want %v", len(many), got, want)
+	}
+	other := put(at(3), src+n)
+	own := put(at(4), src)
+	own.Aux, own.N = kernels.CopyLocal, planAsideMin
+	for name, third := range map[string]kernels.PlanStep{
+		"another source": other, "overlapping a member": put(at(2)+8, src), "overlapping the source": put(src+n/2, src), "own on the side": own,
+	} {
+		got := SplitPlan([]kernels.PlanStep{put(at(1), src), put(at(2), src), third}, 64<<10)
+		want := []PlanSegment{{0, 2, true, false}, {2, 3, true, name == "own on the side"}}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
+	}
+}
