@@ -18,3 +18,23 @@ func TestPutMultiRefusesPlaces(t *testing.T) {
 		}
 	}
 }
+
+// TestReduceChainRefuses: a chain of no source or too many, a bad type or
+// op, or a pointer or length off 16 bytes fails before any launch.
+func TestReduceChainRefuses(t *testing.T) {
+	var k Kernels
+	two := []cuda.DevicePtr{16, 32}
+	for name, err := range map[string]error{
+		"no source":        k.ReduceChain(nil, 64, nil, 4, F32, Sum),
+		"too many sources": k.ReduceChain(nil, 64, make([]cuda.DevicePtr, PlanChainMax+1), 4, F32, Sum),
+		"bad type":         k.ReduceChain(nil, 64, two, 4, numDTypes, Sum),
+		"bad op":           k.ReduceChain(nil, 64, two, 4, F32, numRedOps),
+		"dst off 16":       k.ReduceChain(nil, 72, two, 4, F32, Sum),
+		"source off 16":    k.ReduceChain(nil, 64, []cuda.DevicePtr{16, 40}, 4, F32, Sum),
+		"length off 16":    k.ReduceChain(nil, 64, two, 3, F32, Sum),
+	} {
+		if !errors.Is(err, ErrBadSpec) {
+			t.Errorf("%s: err = %v, want ErrBadSpec", name, err)
+		}
+	}
+}

@@ -276,3 +276,14 @@ __device__ __noinline__ void lc_reduce_chain_any(lc_u32 type, lc_u32 op, lc_u8 *
                                                  const lc_u8 *const *src, int k, lc_u64 nv, lc_u64 tid, lc_u64 nth) {
 	lc_by_op_type(op, type, lc_reduce_chain{dst, init, src, k, nv, tid, nth});
 }
+
+// lc_reduce_chain_k: the chain as a kernel of its own (stream and graph
+// mode's reduce steps into one place, kernels.ReduceChain): dst op= s0,
+// then s1, ... (k of them, 1 <= k <= LC_CHAIN_MAX; the unused ones null)
+// over nv 16-byte vectors, every pointer 16-byte aligned.
+LC_KERNEL void lc_reduce_chain_k(lc_u32 type, lc_u32 op, lc_u8 *dst, lc_u64 nv, lc_u32 k, const lc_u8 *s0, const lc_u8 *s1,
+                                 const lc_u8 *s2, const lc_u8 *s3, const lc_u8 *s4, const lc_u8 *s5, const lc_u8 *s6,
+                                 const lc_u8 *s7) {
+	const lc_u8 *const src[LC_CHAIN_MAX] = {s0, s1, s2, s3, s4, s5, s6, s7};
+	lc_reduce_chain_any(type, op, dst, nullptr, src, (int)k, nv, lc_tid(), lc_nthreads());
+}

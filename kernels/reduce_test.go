@@ -3,6 +3,8 @@ package kernels
 import (
 	"fmt"
 	"testing"
+
+	"github.com/luacoll/luacoll/cuda"
 )
 
 // TestReduceKernel: every type and op on the device gives the bits of the
@@ -103,4 +105,48 @@ func BenchmarkReduceKernel(b *testing.B) {
 			must(b, s.Synchronize())
 		}
 	})
+}
+
+// TestReduceChainKernel: a chain of k sources gives the bits of k Reduce
+// calls one after another, for every type and op (GPU only).
+func TestReduceChainKernel(t *testing.T) {
+	e := needKernels(t)
+	d := e.d
+	s := newStream(t, d)
+	const size = 64<<10 + 32
+	dst := alloc(t, d, size)
+	var srcs []cuda.DevicePtr
+	for range PlanChainMax {
+		srcs = append(srcs, alloc(t, d, size))
+	}
+	for _, dt := range DTypes() {
+		for _, op := range RedOps() {
+			for _, k := range []int{1, 3, PlanChainMax} {
+				for _, n := range []uint64{16, size - 32} {
+					seed := uint64(dt)<<16 | uint64(op)<<8 | uint64(k)
+					want := make([]byte, n)
+					FillRand(want, seed)
+					if dt.Float() {
+						saneFloats(want, dt)
+					}
+					must(t, d.MemcpyHtoD(dst, want))
+					for j := range k {
+						b := make([]byte, n)
+						FillRand(b, seed+uint64(j)+1)
+						if dt.Float() {
+							saneFloats(b, dt)
+						}
+						must(t, d.MemcpyHtoD(srcs[j], b))
+						ReduceBytes(want, b, dt, op)
+					}
+					must(t, d.DefaultStream().Synchronize())
+					must(t, e.k.ReduceChain(s, dst, srcs[:k], n/dt.Size(), dt, op))
+					must(t, s.Synchronize())
+					if got := read(t, d, dst, int(n)); string(got) != string(want) {
+						t.Fatalf("%s %s, chain of %d, %d bytes: device differs from %d reductions on the host", dt, op, k, n, k)
+					}
+				}
+			}
+		}
+	}
 }

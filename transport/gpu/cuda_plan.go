@@ -289,8 +289,10 @@ const planAsideMin = 1 << 20
 // GPU), or with the copies of the same source and size right after it
 // (a chunk put to several peers: up to kernels.PutMultiMax, no place
 // overlapping the source or another) as one segment, which a put kernel
-// runs as one launch (kernels.PutMulti); each reduction alone (the reduce
-// kernel); each run of other steps one launch of the interpreter. inline
+// runs as one launch (kernels.PutMulti); each reduction, or each run of
+// reductions into one place (up to kernels.PlanChainMax, none reading
+// it), one launch of the reduce kernel (kernels.ReduceChain for a run,
+// where aligned); each run of other steps one launch of the interpreter. inline
 // below kernels.PlanSmall counts as kernels.PlanSmall.
 func SplitPlan(steps []kernels.PlanStep, inline uint64) []PlanSegment {
 	inline = max(inline, kernels.PlanSmall)
@@ -307,8 +309,13 @@ func SplitPlan(steps []kernels.PlanStep, inline uint64) []PlanSegment {
 		}
 		aside := wide && aside(st)
 		j := i + 1
-		if wide && !aside && !overlaps(st.Dst, st.N, st.Src, st.N) {
+		switch {
+		case wide && !aside && !overlaps(st.Dst, st.N, st.Src, st.N):
 			for j < len(steps) && j-i < kernels.PutMultiMax && fansOut(steps[i:j], steps[j]) {
+				j++
+			}
+		case st.Kind == kernels.StepReduce && !overlaps(st.Dst, st.N, st.Src, st.N):
+			for j < len(steps) && j-i < kernels.PlanChainMax && chains(st, steps[j]) {
 				j++
 			}
 		}
@@ -324,6 +331,12 @@ func SplitPlan(steps []kernels.PlanStep, inline uint64) []PlanSegment {
 
 // aside reports whether wide copy st runs on the plan's side stream.
 func aside(st kernels.PlanStep) bool { return st.Aux == kernels.CopyLocal && st.N >= planAsideMin }
+
+// chains reports whether reduce step s joins the chain that r heads: the
+// same place, size, type and operator, its source apart from the place.
+func chains(r, s kernels.PlanStep) bool {
+	return s.Kind == kernels.StepReduce && s.Dst == r.Dst && s.N == r.N && s.Value == r.Value && !overlaps(s.Dst, s.N, s.Src, s.N)
+}
 
 // fansOut reports whether copy step s joins the group of copies g: the
 // same source and size, not aside, its place meeting neither the source
@@ -465,12 +478,25 @@ func (s *CUDAStream) planSideStream() (*sideStream, error) {
 // launchCopy enqueues the large copy group[0] on cs, or the group of
 // copies of one source and size (SplitPlan): a put kernel's up to kmax
 // bytes a copy (one launch for the group), a copy engine's above (one a
-// copy); or the reduction group[0] (the reduce kernel).
+// copy); or the reductions of group, one chain (one launch) where 16-byte
+// aligned, else one launch each.
 func (s *CUDAStream) launchCopy(cs *cuda.Stream, group []kernels.PlanStep, kmax uint64) error {
 	st := group[0]
 	if st.Kind == kernels.StepReduce {
 		t, op := kernels.ReduceStepOf(st.Value)
-		return s.b.k.Reduce(cs, st.Dst, st.Src, st.N/t.Size(), t, op)
+		srcs := make([]cuda.DevicePtr, len(group))
+		for i, m := range group {
+			srcs[i] = m.Src
+		}
+		if len(group) > 1 && kernels.ChainAligned(st.Dst, srcs, st.N) {
+			return s.b.k.ReduceChain(cs, st.Dst, srcs, st.N/t.Size(), t, op)
+		}
+		for _, m := range group {
+			if err := s.b.k.Reduce(cs, m.Dst, m.Src, m.N/t.Size(), t, op); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if st.N <= kmax {
 		if len(group) == 1 {

@@ -1,8 +1,10 @@
 package gpu
 
 import (
+	"reflect"
 	"testing"
 
+	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/kernels"
 )
 
@@ -26,5 +28,30 @@ func TestSplitPlanReduce(t *testing.T) {
 	}
 	if s := SegmentsString(got); s != "interpreter=2 copy=3" {
 		t.Errorf("segments: %s", s)
+	}
+}
+
+// Reductions into one place (the same size, type and operator, no source
+// overlapping it) are one segment, a chain of at most PlanChainMax; one
+// of another type or place, or reading the place, ends it.
+func TestSplitPlanChainsReductions(t *testing.T) {
+	const n = 1 << 20
+	v := kernels.ReduceStepValue(kernels.F32, kernels.Sum)
+	red := func(dst, src uint64) kernels.PlanStep {
+		return kernels.PlanStep{Kind: kernels.StepReduce, N: n, Value: v, Dst: cuda.DevicePtr(dst), Src: cuda.DevicePtr(src)}
+	}
+	at := func(k uint64) uint64 { return k << 30 }
+	var steps []kernels.PlanStep
+	for k := range kernels.PlanChainMax + 1 {
+		steps = append(steps, red(at(0), at(uint64(k+1))))
+	}
+	other := red(at(0), at(20))
+	other.Value = kernels.ReduceStepValue(kernels.BF16, kernels.Sum)
+	steps = append(steps, other, red(at(0), at(0)+n/2), red(at(9), at(1)), red(at(9), at(2)))
+	got := SplitPlan(steps, 0)
+	c := kernels.PlanChainMax
+	want := []PlanSegment{{0, c, true, false}, {c, c + 1, true, false}, {c + 1, c + 2, true, false}, {c + 2, c + 3, true, false}, {c + 3, c + 5, true, false}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%v, want %v", got, want)
 	}
 }
