@@ -281,6 +281,14 @@ type PlanSegment struct {
 	Aside bool
 }
 
+// planChainMax is the largest reduction that stream and graph mode run
+// in a chain with the reductions into the same place after it (one
+// launch); larger ones are a launch each. On 4 x H200 the chains took
+// less time for 64 KiB - 4 MiB reductions (a 1 MiB all-reduce 65 -> 47 us,
+// a 16 MiB reduce-scatter 72 -> 67) and more for 16 MiB and up (a 1 GiB
+// reduce-scatter 2441 -> 2526 us): docs/results/reductions.md, "Chains".
+const planChainMax = 4 << 20
+
 // planAsideMin is the smallest own-memory copy a plan runs on the side.
 const planAsideMin = 1 << 20
 
@@ -290,8 +298,8 @@ const planAsideMin = 1 << 20
 // (a chunk put to several peers: up to kernels.PutMultiMax, no place
 // overlapping the source or another) as one segment, which a put kernel
 // runs as one launch (kernels.PutMulti); each reduction, or each run of
-// reductions into one place (up to kernels.PlanChainMax, none reading
-// it), one launch of the reduce kernel (kernels.ReduceChain for a run,
+// reductions into one place (up to kernels.PlanChainMax of up to
+// planChainMax bytes, none reading it), one launch of the reduce kernel (kernels.ReduceChain for a run,
 // where aligned); each run of other steps one launch of the interpreter. inline
 // below kernels.PlanSmall counts as kernels.PlanSmall.
 func SplitPlan(steps []kernels.PlanStep, inline uint64) []PlanSegment {
@@ -314,7 +322,7 @@ func SplitPlan(steps []kernels.PlanStep, inline uint64) []PlanSegment {
 			for j < len(steps) && j-i < kernels.PutMultiMax && fansOut(steps[i:j], steps[j]) {
 				j++
 			}
-		case st.Kind == kernels.StepReduce && !overlaps(st.Dst, st.N, st.Src, st.N):
+		case st.Kind == kernels.StepReduce && st.N <= planChainMax && !overlaps(st.Dst, st.N, st.Src, st.N):
 			for j < len(steps) && j-i < kernels.PlanChainMax && chains(st, steps[j]) {
 				j++
 			}

@@ -35,7 +35,7 @@ func TestSplitPlanReduce(t *testing.T) {
 // overlapping it) are one segment, a chain of at most PlanChainMax; one
 // of another type or place, or reading the place, ends it.
 func TestSplitPlanChainsReductions(t *testing.T) {
-	const n = 1 << 20
+	const n = planChainMax
 	v := kernels.ReduceStepValue(kernels.F32, kernels.Sum)
 	red := func(dst, src uint64) kernels.PlanStep {
 		return kernels.PlanStep{Kind: kernels.StepReduce, N: n, Value: v, Dst: cuda.DevicePtr(dst), Src: cuda.DevicePtr(src)}
@@ -53,5 +53,11 @@ func TestSplitPlanChainsReductions(t *testing.T) {
 	want := []PlanSegment{{0, c, true, false}, {c, c + 1, true, false}, {c + 1, c + 2, true, false}, {c + 2, c + 3, true, false}, {c + 3, c + 5, true, false}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("%v, want %v", got, want)
+	}
+	// Above planChainMax bytes each reduction is a launch of its own.
+	big := []kernels.PlanStep{red(at(0), at(1)), red(at(0), at(2))}
+	big[0].N, big[1].N = n+16, n+16
+	if got := SplitPlan(big, 0); !reflect.DeepEqual(got, []PlanSegment{{0, 1, true, false}, {1, 2, true, false}}) {
+		t.Errorf("reductions above planChainMax: %v", got)
 	}
 }
