@@ -23,18 +23,7 @@ import (
 // have made the copy safe only after that signal. moving marks the steps
 // whose values move; they keep their places, so their indices hold.
 func coalesceReleases(steps []kernels.PlanStep, moving map[int]bool, copyMax uint64) {
-	movable := func(i int) bool {
-		if moving[i] {
-			return false
-		}
-		switch s := steps[i]; s.Kind {
-		case kernels.StepCopy:
-			return s.N <= copyMax
-		case kernels.StepStore, kernels.StepAdd:
-			return true
-		}
-		return false
-	}
+	movable := func(i int) bool { return movableStep(steps[i], moving[i], copyMax) }
 	for i := 0; i < len(steps); {
 		if !movable(i) {
 			i++
@@ -61,16 +50,7 @@ func coalesceReleases(steps []kernels.PlanStep, moving map[int]bool, copyMax uin
 // the piece. It delays signals past copies only, never past a wait (see
 // coalesceReleases); moving steps stay where they are.
 func fanOutReleases(steps []kernels.PlanStep, moving map[int]bool, peerOf func(kernels.PlanStep) int) {
-	movable := func(i int) bool {
-		if moving[i] {
-			return false
-		}
-		switch steps[i].Kind {
-		case kernels.StepCopy, kernels.StepStore, kernels.StepAdd:
-			return true
-		}
-		return false
-	}
+	movable := func(i int) bool { return movableStep(steps[i], moving[i], ^uint64(0)) }
 	for i := 0; i < len(steps); {
 		if !movable(i) {
 			i++
@@ -91,6 +71,22 @@ func fanOutReleases(steps []kernels.PlanStep, moving map[int]bool, peerOf func(k
 		coalesceRun(steps[i:j])
 		i = j
 	}
+}
+
+// movableStep reports whether step s may take part in a run that
+// coalesceReleases or fanOutReleases reorders: a copy of at most copyMax
+// bytes, a store or an add, none of them moving.
+func movableStep(s kernels.PlanStep, moving bool, copyMax uint64) bool {
+	if moving {
+		return false
+	}
+	switch s.Kind {
+	case kernels.StepCopy:
+		return s.N <= copyMax
+	case kernels.StepStore, kernels.StepAdd:
+		return true
+	}
+	return false
 }
 
 // coalesceCopyMax is the largest copy a run of coalesceReleases takes
