@@ -118,7 +118,7 @@ func (p *Plan) StreamLaunches() string {
 	if p.dev == nil || p.dev.segs == nil {
 		return ""
 	}
-	return gpu.SegmentsString(p.dev.segs)
+	return gpu.SegmentsString(p.dev.segs, p.dev.steps, p.dev.kmax)
 }
 
 // How device steps run: one kernel a Run, a graph a replay, or launches on

@@ -361,18 +361,49 @@ func fansOut(g []kernels.PlanStep, s kernels.PlanStep) bool {
 	return true
 }
 
-// SegmentsString says what a replay launches ("interpreter=2 copy=1"; a
-// group of copies of one source counts once).
-func SegmentsString(segs []PlanSegment) string {
+// SegmentsString says what a replay of steps cut into segs launches
+// ("interpreter=2 copy=1"): the interpreter's launches, and the copies'
+// and reductions' (a group of copies one where a put kernel runs it, up
+// to kmax bytes a copy, one a copy above; a chain one).
+func SegmentsString(segs []PlanSegment, steps []kernels.PlanStep, kmax uint64) string {
 	k, c := 0, 0
 	for _, g := range segs {
 		if g.Copy {
-			c++
+			c += len(launchGroups(steps[g.From:g.To], kmax))
 		} else {
 			k++
 		}
 	}
 	return fmt.Sprintf("interpreter=%d copy=%d", k, c)
+}
+
+// launchGroups cuts a copy segment's steps (SplitPlan) into what
+// launchCopy launches: the whole group where one launch takes it (a put
+// kernel to several places, up to kmax bytes a copy; a chain of
+// reductions, 16-byte aligned), else one step a launch.
+func launchGroups(group []kernels.PlanStep, kmax uint64) [][]kernels.PlanStep {
+	st := group[0]
+	one := st.N <= kmax
+	if st.Kind == kernels.StepReduce {
+		one = kernels.ChainAligned(st.Dst, sources(group), st.N)
+	}
+	if one || len(group) == 1 {
+		return [][]kernels.PlanStep{group}
+	}
+	out := make([][]kernels.PlanStep, len(group))
+	for i := range group {
+		out[i] = group[i : i+1]
+	}
+	return out
+}
+
+// sources lists the steps' sources.
+func sources(steps []kernels.PlanStep) []cuda.DevicePtr {
+	out := make([]cuda.DevicePtr, len(steps))
+	for i, m := range steps {
+		out[i] = m.Src
+	}
+	return out
 }
 
 // planSpec is the interpreter launch of steps [g.From, g.To) of p.
@@ -483,45 +514,40 @@ func (s *CUDAStream) planSideStream() (*sideStream, error) {
 	return s.planSide, nil
 }
 
-// launchCopy enqueues the large copy group[0] on cs, or the group of
-// copies of one source and size (SplitPlan): a put kernel's up to kmax
-// bytes a copy (one launch for the group), a copy engine's above (one a
-// copy); or the reductions of group, one chain (one launch) where 16-byte
-// aligned, else one launch each.
+// launchCopy enqueues a copy segment's steps on cs (SplitPlan), as
+// launchGroups cuts them: a put kernel's up to kmax bytes a copy (one
+// launch for a group of one source), a copy engine's above (one a copy);
+// reductions as one chain where 16-byte aligned, else one launch each.
 func (s *CUDAStream) launchCopy(cs *cuda.Stream, group []kernels.PlanStep, kmax uint64) error {
-	st := group[0]
-	if st.Kind == kernels.StepReduce {
-		t, op := kernels.ReduceStepOf(st.Value)
-		srcs := make([]cuda.DevicePtr, len(group))
-		for i, m := range group {
-			srcs[i] = m.Src
-		}
-		if len(group) > 1 && kernels.ChainAligned(st.Dst, srcs, st.N) {
-			return s.b.k.ReduceChain(cs, st.Dst, srcs, st.N/t.Size(), t, op)
-		}
-		for _, m := range group {
-			if err := s.b.k.Reduce(cs, m.Dst, m.Src, m.N/t.Size(), t, op); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if st.N <= kmax {
-		if len(group) == 1 {
-			return s.b.k.Put(cs, st.Dst, st.Src, st.N)
-		}
-		dsts := make([]cuda.DevicePtr, len(group))
-		for i, m := range group {
-			dsts[i] = m.Dst
-		}
-		return s.b.k.PutMulti(cs, dsts, st.Src, st.N)
-	}
-	for _, m := range group {
-		if err := s.b.drv.MemcpyAsync(m.Dst, m.Src, m.N, cs); err != nil {
+	for _, g := range launchGroups(group, kmax) {
+		if err := s.launchOne(cs, g, kmax); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// launchOne enqueues one launch of launchGroups.
+func (s *CUDAStream) launchOne(cs *cuda.Stream, g []kernels.PlanStep, kmax uint64) error {
+	st := g[0]
+	if st.Kind == kernels.StepReduce {
+		t, op := kernels.ReduceStepOf(st.Value)
+		if len(g) > 1 {
+			return s.b.k.ReduceChain(cs, st.Dst, sources(g), st.N/t.Size(), t, op)
+		}
+		return s.b.k.Reduce(cs, st.Dst, st.Src, st.N/t.Size(), t, op)
+	}
+	if st.N > kmax {
+		return s.b.drv.MemcpyAsync(st.Dst, st.Src, st.N, cs)
+	}
+	if len(g) > 1 {
+		dsts := make([]cuda.DevicePtr, len(g))
+		for i, m := range g {
+			dsts[i] = m.Dst
+		}
+		return s.b.k.PutMulti(cs, dsts, st.Src, st.N)
+	}
+	return s.b.k.Put(cs, st.Dst, st.Src, st.N)
 }
 
 // CapturePlan captures one replay of p into a CUDA graph on s: each run of

@@ -26,7 +26,7 @@ func TestSplitPlanReduce(t *testing.T) {
 	if dt, op := kernels.ReduceStepOf(red.Value); dt != kernels.BF16 || op != kernels.Max {
 		t.Errorf("step value: %s %s", dt, op)
 	}
-	if s := SegmentsString(got); s != "interpreter=2 copy=3" {
+	if s := SegmentsString(got, steps, 0); s != "interpreter=2 copy=3" {
 		t.Errorf("segments: %s", s)
 	}
 }
@@ -53,6 +53,16 @@ func TestSplitPlanChainsReductions(t *testing.T) {
 	want := []PlanSegment{{0, c, true, false}, {c, c + 1, true, false}, {c + 1, c + 2, true, false}, {c + 2, c + 3, true, false}, {c + 3, c + 5, true, false}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("%v, want %v", got, want)
+	}
+	// A chain is one launch where 16-byte aligned, else one a reduction.
+	if s := SegmentsString(got, steps, 0); s != "interpreter=0 copy=5" {
+		t.Errorf("aligned: %s", s)
+	}
+	odd := append([]kernels.PlanStep(nil), steps...)
+	odd[c+3].Src += 4
+	odd[c+4].Src += 4
+	if s := SegmentsString(SplitPlan(odd, 0), odd, 0); s != "interpreter=0 copy=6" {
+		t.Errorf("a chain off 16 bytes: %s", s)
 	}
 	// Above planChainMax bytes each reduction is a launch of its own.
 	big := []kernels.PlanStep{red(at(0), at(1)), red(at(0), at(2))}

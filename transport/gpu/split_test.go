@@ -33,7 +33,7 @@ func TestSplitPlan(t *testing.T) {
 	if got := SplitPlan([]kernels.PlanStep{copyOf(1 << 20)}, 0); !reflect.DeepEqual(got, []PlanSegment{{0, 1, true, false}}) {
 		t.Errorf("a lone large copy: %v", got)
 	}
-	if got := SegmentsString(SplitPlan(steps, 64<<10)); got != "interpreter=2 copy=2" {
+	if got := SegmentsString(SplitPlan(steps, 64<<10), steps, 0); got != "interpreter=2 copy=2" {
 		t.Errorf("SegmentsString: %q", got)
 	}
 	// A copy within the rank's own memory of planAsideMin bytes or more
@@ -76,6 +76,12 @@ func TestSplitPlanGroupsFanOut(t *testing.T) {
 	want := []PlanSegment{{0, 3, true, false}, {3, 6, false, false}}
 	if got := SplitPlan(steps, 64<<10); !reflect.DeepEqual(got, want) {
 		t.Errorf("fan-out: %v, want %v", got, want)
+	}
+	// One put kernel takes the group; the copy engines one copy each.
+	for kmax, want := range map[uint64]string{n: "interpreter=1 copy=1", n - 1: "interpreter=1 copy=3"} {
+		if got := SegmentsString(SplitPlan(steps, 64<<10), steps, kmax); got != want {
+			t.Errorf("kmax %d: %s, want %s", kmax, got, want)
+		}
 	}
 	var many []kernels.PlanStep
 	for k := range kernels.PutMultiMax + 2 {
