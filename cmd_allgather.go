@@ -356,7 +356,7 @@ func planInfo(res *bench.AGBenchResult, f agFlags, st *luabind.State, c *engine.
 	}
 	res.Info["path"] = map[string]string{
 		"host":   "a recorded plan replayed by a Go loop over the window operations",
-		"stream": "a recorded plan replayed as launches on the CUDA stream (the plan interpreter over runs of ops, copies above 64 KiB alone; op by op where the interpreter cannot run them)",
+		"stream": "a recorded plan replayed as launches on the CUDA stream (the plan interpreter over runs of ops; copies above 64 KiB and reductions as launches of their own, a chunk's copies to several peers one launch; op by op where the interpreter cannot run them)",
 		"device": "a recorded plan run by one kernel per call (the plan interpreter)",
 		"graph":  "a recorded plan captured into a CUDA graph, one launch per replay",
 	}[st.Mode()]
