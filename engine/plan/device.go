@@ -88,7 +88,7 @@ const StreamInline = 64 << 10
 // stream mode, above kernels.PlanSmall in graph mode) that a plan on path
 // "auto" runs as a put kernel over the whole GPU; a larger one is a copy
 // engine's. Measured with scripts/bench/plan-paths.sh on 2 and 4 x H200
-// (docs/results/plans.md, "Wide copies: put kernels or copy engines"): the
+// (docs/results/plans.md, "Wide copies"): the
 // kernels took less time up to 16 MiB copies (all-gather plans of 64 MiB
 // on 4 GPUs), the copy engines from 32 MiB (64 MiB on 2 GPUs).
 const AutoKernelCopy = 16 << 20
