@@ -156,8 +156,7 @@ func (p *Plan) useDeviceOn(s gpu.PlanStream, newPlan newDevicePlan, gpuScope boo
 	}
 	if mode != modeDevice {
 		fanOutReleases(d.steps, moving, func(s kernels.PlanStep) int { return p.ops[s.Op].Peer })
-	}
-	if mode == modeDevice {
+	} else {
 		// Line groups first: a group's lines count together toward the
 		// blocks a plan spreads over (line steps are no copies, stores or
 		// adds: coalesceReleases leaves them, and their runs, in place).
