@@ -282,23 +282,35 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 	}
 	op := max(many-empty, 0) / float64(nops-1)
 	replay := max(empty-op, 0)
+	// base is what every plan's replay costs before its ops: the empty
+	// plan's replay (its fixed cost and a flush).
+	base := empty
+	if _, one1, err := one("one"); err == nil {
+		// Modes whose replays are launched: the empty plan launches
+		// nothing, so the fixed cost (a graph's launch) is read from the
+		// plan of one op and a flush instead.
+		op = max(many-one1, 0) / float64(nops-1)
+		base = max(one1-op, 0)
+		replay = max(base-op, 0)
+		t = calRebase(t, empty, base)
+	}
 	var flush *cost.Cost
 	if nfl, fl, err := one("flushes"); err == nil && nfl >= 2 {
 		// The empty plan is the replay and one such flush.
 		f := max(fl-empty, 0) / float64(nfl-1)
 		flush, replay = &cost.Cost{AlphaNs: f}, max(empty-f, 0)
 	}
-	// beyond is a time less the empty replay and ops op costs, kept
+	// beyond is a time less the replay's base and ops op costs, kept
 	// above 0 (a fit needs positive times; what is below the clock's
 	// noise costs next to nothing).
-	beyond := func(v float64, ops int) float64 { return max(v-empty-float64(ops)*op, 1) }
+	beyond := func(v float64, ops int) float64 { return max(v-base-float64(ops)*op, 1) }
 	hops, hopT, err1 := one("hop")
 	bars, barT, err2 := one("barrier")
 	if err := errors.Join(err1, err2); err != nil || hops == 0 || bars == 0 {
 		return nil, "", fmt.Errorf("no hop or barrier time (%v)", err)
 	}
-	hop := max(hopT-empty, 0) / float64(2*hops)
-	bar := max(barT-empty, 0)/float64(bars) - op
+	hop := max(hopT-base, 0) / float64(2*hops)
+	bar := max(barT-base, 0)/float64(bars) - op
 	// Over the network a flush waits for the peer's answer, a hop after
 	// the last put landed (engine/plan/cost/net.go): the class's Trip. A
 	// put's line holds a k-th of it (k puts, then the flush), which the
@@ -332,6 +344,11 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 	// paid its op cost while it was blocked, before the signal came.
 	rest := max(hop-op-a-l, 0)
 	sig, wait := cost.Cost{AlphaNs: rest / 2}, cost.Cost{AlphaNs: rest / 2}
+	if sized, err := calSignal(t, sizes, sig, wait, op, put, base); err != nil {
+		return nil, "", err
+	} else if sized != nil {
+		sig = *sized
+	}
 	barrier := cost.Cost{AlphaNs: max(bar, 0)}
 	opc := cost.Cost{AlphaNs: op}
 	moved, err := calMoved(t, sizes)
@@ -367,6 +384,64 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 		note += fmt.Sprintf(", moved %d B %.2f us, %d B %.1f us", sizes[0], (a0+l0)/1e3, last, (a1+l1)/1e3)
 	}
 	return params, note, nil
+}
+
+// calHopsPer is how many round trips calibrate.lua's ping-pong of a
+// put_signal of n bytes makes a plan; it must match the script's kh.
+func calHopsPer(n uint64) uint64 { return max(2, min(16, (1<<20)/n)) }
+
+// calRebase moves the times calibrate.lua gave as the replay of one op of
+// a plan of k (put, self, moved, own: the empty replay and a k-th of the
+// rest; hopn: a 2kh-th) onto base, the replay's fixed cost where that is
+// not the empty plan's: base and a k-th of the plan's time less base. It
+// returns the times so moved; t is left as it was.
+func calRebase(t calTimes, empty, base float64) calTimes {
+	out := calTimes{}
+	for what, by := range t {
+		out[what] = by
+	}
+	for what, per := range map[string]func(uint64) uint64{"put": calPutsPer, "self": calPutsPer, "moved": calPutsPer, "own": calPutsPer,
+		"hopn": func(n uint64) uint64 { return 2 * calHopsPer(n) }} {
+		if len(t[what]) == 0 {
+			continue
+		}
+		out[what] = map[uint64]float64{}
+		for n, v := range t[what] {
+			k := float64(per(n))
+			out[what][n] = v + (base-empty)*(k-1)/k
+		}
+	}
+	return out
+}
+
+// calSignal is the signal's cost by the size of the put_signal it ends
+// (nil where calibrate.lua measured no hopn times): a hop of n bytes less
+// the put_signal's op, the put of n bytes and the wait, at each size, and
+// sig (the 8-byte hop's part) at 8 bytes. What it adds to the put (the
+// release of the bytes before the signal, lines) is not a per-byte cost
+// past the sizes measured: the fit's slope there is 0, and its start cost
+// the 8-byte figure.
+func calSignal(t calTimes, sizes []uint64, sig, wait cost.Cost, op float64, put cost.Cost, base float64) (*cost.Cost, error) {
+	if len(t["hopn"]) == 0 || sizes[0] <= 8 {
+		return nil, nil
+	}
+	ns := append([]uint64{8}, sizes...)
+	ts := []float64{max(sig.AlphaNs, 1) * 1e-9}
+	for _, n := range sizes {
+		v, ok := t["hopn"][n]
+		if !ok {
+			return nil, fmt.Errorf("no hopn time at %d bytes", n)
+		}
+		a, l := put.Of(n)
+		ts = append(ts, max(v-base-op-a-l-wait.AlphaNs, 1)*1e-9)
+	}
+	c, err := cost.Fit(ns, ts)
+	if err != nil {
+		return nil, fmt.Errorf("signal: %w", err)
+	}
+	// A signal alone (no bytes before it) costs the 8-byte hop's share.
+	c.AlphaNs, c.BetaNs = c.TimesNs[0], 0
+	return &c, nil
 }
 
 // calMoved is what a copy costs beyond its own for bytes another rank

@@ -210,6 +210,77 @@ func TestCalParamsNetOfReplayAndOps(t *testing.T) {
 	}
 }
 
+// In modes whose replays are launched the empty plan launches nothing:
+// calParams reads the replay's fixed cost (a graph's launch) from the
+// one-op plan, moves the per-op lines calibrate.lua wrote over the empty
+// plan onto it, and fits the signal's cost by the put_signal's size from
+// the hops of each size (the 8-byte hop's share at 8 bytes).
+func TestCalParamsLaunchedReplayAndSignalBySize(t *testing.T) {
+	const empty, launch, op = 50.0, 3000.0, 40.0
+	base := launch + op // the fixed cost and the flush
+	sizes := []uint64{4096, 16384}
+	// perOne is calibrate.lua's line for a plan of k ops that took tt.
+	perOne := func(tt float64, k uint64) float64 { return empty + (tt-empty)/float64(k) }
+	putT := map[uint64]float64{4096: 1000, 16384: 4000}
+	sigT := map[uint64]float64{4096: 700, 16384: 900}
+	times := map[string]map[uint64]float64{
+		"empty":   {1: empty},
+		"one":     {1: base + op},
+		"ops":     {64: base + 64*op},
+		"call":    {1: 100},
+		"hop":     {50: base + 2*50*(op+100)},
+		"barrier": {20: base + 20*(op+300)},
+		"put":     {},
+		"self":    {},
+		"hopn":    {},
+	}
+	for _, n := range sizes {
+		k := calPutsPer(n)
+		times["put"][n] = perOne(base+float64(k)*(op+putT[n]), k)
+		times["self"][n] = perOne(base+float64(k)*(op+putT[n]/2), k)
+	}
+	params, _, err := calParams(times, transport.KindNVL, sizes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nvl, self := params["nvl"], params["self"]
+	p8a, p8l := nvl.Put.Of(8)
+	wait := (100 - p8a - p8l) / 2
+	for _, n := range sizes {
+		k := 2 * calHopsPer(n)
+		times["hopn"][n] = perOne(base+float64(k)*(op+putT[n]+sigT[n]+wait), k)
+	}
+	// The 8-byte signal alone, before the sized hops are given.
+	if s := nvl.Signal; len(s.Sizes) != 0 || math.Abs(s.AlphaNs-wait) > 1e-6 {
+		t.Errorf("signal without hopn times %+v: want %v ns, no sizes", s, wait)
+	}
+	if params, _, err = calParams(times, transport.KindNVL, sizes); err != nil {
+		t.Fatal(err)
+	}
+	nvl, self = params["nvl"], params["self"]
+	pa, pl := nvl.Put.Of(16384)
+	s4a, s4l := nvl.Signal.Of(4096)
+	s16a, s16l := nvl.Signal.Of(16384)
+	s1ga, s1gl := nvl.Signal.Of(1 << 30)
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"op", nvl.Op.AlphaNs, op}, {"replay", self.Replay.AlphaNs, launch}, {"put of 16 KiB", pa + pl, 4000},
+		{"barrier", nvl.Barrier.AlphaNs, 300}, {"wait", nvl.Wait.AlphaNs, wait}, {"call", self.Call.AlphaNs, 100},
+		{"signal after 4 KiB", s4a + s4l, 700}, {"signal after 16 KiB", s16a + s16l, 900},
+		{"signal after 1 GiB", s1ga + s1gl, 900}, {"signal alone", nvl.Signal.AlphaNs, wait},
+	} {
+		if math.Abs(c.got-c.want) > 1e-6 {
+			t.Errorf("%s: %v ns, want %v", c.what, c.got, c.want)
+		}
+	}
+	delete(times["hopn"], 16384)
+	if _, _, err := calParams(times, transport.KindNVL, sizes); err == nil || !strings.Contains(err.Error(), "no hopn time at 16384") {
+		t.Errorf("a size without its hop: err %v", err)
+	}
+}
+
 // Over the network a put plan's line holds a k-th of the flush's trip (k
 // puts of a size, then the flush: 16 of 4 KiB, 4 of 16 KiB); calParams
 // takes it out of the puts and keeps it as the class's Trip, the measured

@@ -19,8 +19,10 @@
 -- timed first and last and the lower kept. Returns the times of one
 -- replay in nanoseconds as lines "mode what count ns" (what: empty 1,
 -- ops K, flushes K, hop K, put BYTES, self BYTES, moved BYTES, own BYTES,
--- barrier K; call 1, in modes other than host, is what a p:run of one
--- replay of a one-op plan costs beyond that replay run among many).
+-- hopn BYTES (a ping-pong's hop of a put_signal of BYTES), barrier K; in
+-- modes other than host, one 1 is the replay of a one-op plan and call 1
+-- what a p:run of one such replay costs beyond that replay run among
+-- many).
 --   luacoll run -n 4 bench/calibrate.lua host - [replays] [rounds] switch CPUS
 -- is for ranks that outnumber the CPUS processors they share (the i-th
 -- rank on processor i mod CPUS; ranks a multiple of 2 x CPUS), all ranks
@@ -136,6 +138,30 @@ end
 
 local hops, ops, bars = 50, 64, 20
 local xsig = 0 -- signals the moved plans' bodies counted on slot 1
+local hsig = 0 -- and the ping-pongs' on slot 0
+
+-- pingpong is the plan body of k round trips between ranks 0 and 1 of a
+-- put_signal of n bytes and the wait for it (the other ranks look on).
+-- A plan's waits count on from the signals every plan made before it
+-- recorded (hsig): a body counting from 1 again would find its waits met
+-- by the earlier plans' signals and measure no round trip at all.
+local function pingpong(n, k)
+  local first = hsig
+  hsig = hsig + k
+  return function(w, src)
+    if me > 1 then w:flush() return end
+    for i = 1, k do
+      if me == 0 then
+        w:put_signal(peer, 0, src, 0, n, 0, 1, "add")
+        w:wait_signal_from(peer, 0, ">=", first + i)
+      else
+        w:wait_signal_from(peer, 0, ">=", first + i)
+        w:put_signal(peer, 0, src, 0, n, 0, 1, "add")
+      end
+    end
+    w:flush()
+  end
+end
 for _, mode in ipairs(modes) do
   -- The empty replay is timed first and again last, and the lower taken:
   -- every other figure is read beyond it, and a stall of the machine
@@ -161,6 +187,9 @@ for _, mode in ipairs(modes) do
     local batch = per(mode, one, replays)
     local called = per(mode, one, replays, true)
     out[#out + 1] = ("%s call 1 %.3f"):format(mode, math.max(called - batch, 0.001))
+    -- The empty plan launches nothing in these modes: the fixed cost of a
+    -- replay (a graph's launch) is read from this plan of one op instead.
+    out[#out + 1] = ("%s one 1 %.3f"):format(mode, batch)
   end
   if host then
     local flushes = per(mode, function(w)
@@ -168,19 +197,7 @@ for _, mode in ipairs(modes) do
     end, replays)
     out[#out + 1] = ("%s flushes %d %.3f"):format(mode, ops, flushes)
   end
-  local hop = per(mode, function(w, src)
-    if me > 1 then w:flush() return end -- the other ranks look on
-    for k = 1, hops do
-      if me == 0 then
-        w:put_signal(peer, 0, src, 0, 8, 0, 1, "add")
-        w:wait_signal_from(peer, 0, ">=", k)
-      else
-        w:wait_signal_from(peer, 0, ">=", k)
-        w:put_signal(peer, 0, src, 0, 8, 0, 1, "add")
-      end
-    end
-    w:flush()
-  end, replays)
+  local hop = per(mode, pingpong(8, hops), replays)
   out[#out + 1] = ("%s hop %d %.3f"):format(mode, hops, hop)
   for _, n in ipairs(sizes) do
     -- Small puts k at a time (up to 64 KiB a plan), so that one stands
@@ -220,6 +237,14 @@ for _, mode in ipairs(modes) do
         w:flush()
       end
     end
+    -- A put_signal of n bytes as a collective uses it: the signal after
+    -- the bytes, and the other rank's wait for it before its answer (kh
+    -- round trips a plan; luacoll calibrate's calHopsPer is the same kh):
+    -- what a put_signal costs beyond the put (a release of the bytes
+    -- before the signal, lines) grows with n.
+    local kh = math.max(2, math.min(16, math.floor(1048576 / n)))
+    local hopn = per(mode, pingpong(n, kh), replays)
+    perOne[#perOne + 1] = { "hopn", n, hopn, 2 * kh }
     perOne[#perOne + 1] = { "put", n, put, k }
     perOne[#perOne + 1] = { "self", n, self, k }
     if host then

@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -162,6 +163,40 @@ func TestWaitEndsWhenSignalLands(t *testing.T) {
 	}
 	near(t, "link", res.Link, n*0.1, 1e-9)
 	checkPath(t, res)
+}
+
+// A signal measured by size (calibrate's hops of each size) costs a
+// put_signal what it costs after that many bytes: 40 ns after 512, 240
+// after 4096 (between them, interpolated; past them, the last), and a
+// signal alone its start cost.
+func TestSignalBySize(t *testing.T) {
+	m := testModel(10)
+	p := m.Modes["host"]["shm"]
+	p.Signal = Cost{AlphaNs: 10, Sizes: []uint64{8, 512, 4096}, TimesNs: []float64{10, 40, 240}}
+	m.Modes["host"]["shm"] = p
+	for _, c := range []struct {
+		n   uint64
+		sig float64
+	}{{512, 40}, {1000, 40 + 200*488.0/3584}, {4096, 240}, {1 << 20, 240}} {
+		lists := []plan.List{
+			agList(2, c.n, []plan.Op{putSig(1, 0, 1, 0, c.n)}),
+			agList(2, c.n, []plan.Op{waitFrom(0, 1), {Kind: plan.Flush}}),
+		}
+		res, err := Estimate(m, Input{Lists: lists, Mode: "host"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		near(t, fmt.Sprintf("put_signal of %d B lands", c.n), res.PerRank[0], 1000+float64(c.n)*0.1+c.sig, 1e-9)
+	}
+	lists := []plan.List{
+		agList(2, 8, []plan.Op{{Kind: plan.Signal, Peer: 1, Sig: 0, SigValue: 1}}),
+		agList(2, 8, []plan.Op{waitFrom(0, 1)}),
+	}
+	res, err := Estimate(m, Input{Lists: lists, Mode: "host"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "signal alone", res.PerRank[0], 10, 1e-9)
 }
 
 // A barrier ends after the last rank arrives: its cost adds to that rank's

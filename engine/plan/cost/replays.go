@@ -49,6 +49,9 @@ func repeatLists(lists []plan.List, times int) []plan.List {
 // when the last rank ends the last one, over times-1.
 func steady(tab [4]Params, in Input, times int) (float64, error) {
 	s := newSim(repeatLists(in.Lists, times), tab, in.classOrDefault(), in.CPUs)
+	for r, l := range in.Lists {
+		s.ranks[r].replayLen = len(l.Ops)
+	}
 	if err := s.run(); err != nil {
 		return 0, err
 	}

@@ -39,6 +39,17 @@ func TestSteadyReplays(t *testing.T) {
 	near(t, "a replay with a call cost", called.Steady, 1100, 1e-9)
 	near(t, "a call", called.PerCall, 4100, 1e-9)
 
+	// Every replay in the loop pays the replay's fixed cost (a graph's
+	// launch), not the first alone: 500 ns before rank 0's put.
+	self = m.Modes["host"]["self"]
+	self.Call, self.Replay = Cost{}, Cost{AlphaNs: 500}
+	m.Modes["host"]["self"] = self
+	fixed, err := Estimate(m, Input{Lists: lists, Mode: "host", Replays: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "a replay with a fixed cost", fixed.Steady, 1600, 1e-9)
+
 	one, err := Estimate(testModel(0), Input{Lists: lists, Mode: "host"})
 	if err != nil {
 		t.Fatal(err)

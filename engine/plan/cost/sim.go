@@ -24,8 +24,12 @@ type rankState struct {
 	start, alpha, end []float64
 	cause             []ref
 	pc                int
-	t                 float64
-	blocked           bool
+	// replayLen is how many ops one replay holds where the list is
+	// several replays back to back (steady; 0: one replay): each pays the
+	// replay's fixed cost before its first op.
+	replayLen int
+	t         float64
+	blocked   bool
 	// issuing: the current op (a wait or barrier) is paying its op cost,
 	// begun at from; it looks at its condition when that ends.
 	issuing bool
@@ -145,10 +149,16 @@ func (s *sim) issue(r int, o plan.Op) float64 {
 		k = s.class(r, o.Peer)
 	}
 	c := s.tab[k].Op.AlphaNs
-	if s.ranks[r].pc == 0 {
+	if s.ranks[r].replayStarts() {
 		c += s.tab[transport.KindSelf].Replay.AlphaNs
 	}
 	return c
+}
+
+// replayStarts reports whether the rank's current op is the first of a
+// replay.
+func (rk *rankState) replayStarts() bool {
+	return rk.pc == 0 || rk.replayLen > 0 && rk.pc%rk.replayLen == 0
 }
 
 // same reports whether times a and b are equal but for rounding (sums of
@@ -381,7 +391,10 @@ func (s *sim) step(r int, t float64) {
 		a += op
 		l += s.moved(r, o)
 		if o.Kind.HasSignal() {
-			a += p.Signal.AlphaNs
+			// The signal's cost may grow with the bytes it follows (a
+			// release of them, lines): measured by size where calibrated.
+			sa, sl := p.Signal.Of(o.N)
+			a, l = a+sa, l+sl
 		}
 		end := t + a + l
 		s.outNet(r, o.Peer, end)
@@ -454,7 +467,7 @@ func (s *sim) step(r int, t float64) {
 		s.finish(r, t, done-t, 0, s.prev(r))
 	case self.Flush != nil: // fence, flush with nothing in flight
 		a := self.Flush.AlphaNs
-		if rk.pc == 0 {
+		if rk.replayStarts() {
 			a += self.Replay.AlphaNs
 		}
 		s.finish(r, t, a, 0, s.prev(r))
