@@ -106,6 +106,25 @@ func KernelCopyMax(path string) uint64 {
 	return AutoKernelCopy
 }
 
+// FanOutInline is, for a replay mode ("stream", "graph"), the largest copy
+// that mode leaves to the plan interpreter: larger copies of one source
+// and size in a row (up to FanOutMax, on path auto up to AutoKernelCopy
+// bytes each) are one launch of a put kernel that runs them side by side
+// (gpu.SplitPlan). 0 for the other modes, whose copies are not grouped.
+// The cost model's simulation groups a plan's puts the same way.
+func FanOutInline(mode string) uint64 {
+	switch mode {
+	case "stream":
+		return StreamInline
+	case "graph":
+		return kernels.PlanSmall
+	}
+	return 0
+}
+
+// FanOutMax is the most copies one put kernel launch runs side by side.
+const FanOutMax = kernels.PutMultiMax
+
 // UseStream is UseDevice for stream mode: a replay is a few launches on
 // the rank's stream, each copy above StreamInline bytes one of its own and
 // each run of other ops one launch of the interpreter. It fails (wrapping

@@ -49,6 +49,7 @@ func repeatLists(lists []plan.List, times int) []plan.List {
 // when the last rank ends the last one, over times-1.
 func steady(tab [4]Params, in Input, times int) (float64, error) {
 	s := newSim(repeatLists(in.Lists, times), tab, in.classOrDefault(), in.CPUs)
+	s.fanOut = plan.FanOutInline(in.Mode)
 	for r, l := range in.Lists {
 		s.ranks[r].replayLen = len(l.Ops)
 	}

@@ -28,8 +28,12 @@ type rankState struct {
 	// several replays back to back (steady; 0: one replay): each pays the
 	// replay's fixed cost before its first op.
 	replayLen int
-	t         float64
-	blocked   bool
+	// A fan-out group (fanout.go): how many puts it holds so far, the
+	// longest put and the largest signal among them.
+	grpN            int
+	grpSpan, grpSig float64
+	t               float64
+	blocked         bool
 	// issuing: the current op (a wait or barrier) is paying its op cost,
 	// begun at from; it looks at its condition when that ends.
 	issuing bool
@@ -191,6 +195,9 @@ type sim struct {
 	// trackMoved: the model has a Moved cost, and ranks keep which bytes
 	// of their window another rank wrote (moved.go).
 	trackMoved bool
+	// fanOut is the replay mode's plan.FanOutInline: puts larger than it
+	// of one source and size in a row run side by side (0: none do).
+	fanOut uint64
 }
 
 func newSim(lists []plan.List, tab [4]Params, class func(from, to int) transport.PeerKind, cpus int) *sim {
@@ -388,14 +395,15 @@ func (s *sim) step(r int, t float64) {
 	case o.Kind.IsPut():
 		p := s.tab[s.class(r, o.Peer)]
 		a, l := p.Put.Of(o.N)
-		a += op
-		l += s.moved(r, o)
+		var sa, sl float64
 		if o.Kind.HasSignal() {
 			// The signal's cost may grow with the bytes it follows (a
 			// release of them, lines): measured by size where calibrated.
-			sa, sl := p.Signal.Of(o.N)
-			a, l = a+sa, l+sl
+			sa, sl = p.Signal.Of(o.N)
 		}
+		a, l, sa, sl = s.fanOutPut(rk, o, a, l, sa, sl)
+		a += op + sa
+		l += s.moved(r, o) + sl
 		end := t + a + l
 		s.outNet(r, o.Peer, end)
 		if o.Kind.HasSignal() {

@@ -1,0 +1,60 @@
+package cost
+
+import (
+	"testing"
+
+	"github.com/luacoll/luacoll/engine/plan"
+)
+
+// In stream and graph mode a rank's own copy and its put_signals of the
+// same chunk to two peers are one launch: the rank pays the longest put
+// (to a peer, 1,000 + 0.1 ns a byte, against 100 + 0.01 to itself) and one
+// signal (50 ns), not the three puts and two signals one after another
+// that host mode pays. Puts from different sources, or no larger than
+// what the mode's interpreter keeps, stay one after another.
+func TestFanOutGroupsPuts(t *testing.T) {
+	const n = 1 << 20
+	m := testModel(50)
+	m.Modes["stream"], m.Modes["graph"] = m.Modes["host"], m.Modes["host"]
+	// lists: each rank copies its chunk into place, then puts it to the
+	// two others (the second from the window's copy of it: apart).
+	lists := func(apart bool, n uint64) []plan.List {
+		out := make([]plan.List, 3)
+		for me := range out {
+			ops := []plan.Op{{Kind: plan.Put, Peer: me, Off: uint64(me) * n, Buf: 1, N: n}}
+			for i := 1; i < 3; i++ {
+				o := putSig((me+i)%3, uint64(me)*n, 1, 0, n)
+				if apart && i == 2 {
+					o.Buf, o.BufOff = plan.WindowBuf, uint64(me)*n
+				}
+				ops = append(ops, o)
+			}
+			out[me] = agList(3, n, ops)
+		}
+		return out
+	}
+	self, peer, sig := 100+0.01*n, 1000+0.1*n, 50.0
+	for _, c := range []struct {
+		mode  string
+		apart bool
+		n     uint64
+		want  float64
+	}{
+		{"host", false, n, self + 2*(peer+sig)},
+		{"stream", false, n, peer + sig},
+		{"graph", false, n, peer + sig},
+		{"device", false, n, self + 2*(peer+sig)},
+		// The second peer's put reads other bytes: two launches.
+		{"stream", true, n, peer + sig + peer + sig},
+		// 64 KiB stays in stream mode's interpreter, not in graph mode's.
+		{"stream", false, 64 << 10, (100 + 0.01*65536) + 2*(1000+0.1*65536+sig)},
+		{"graph", false, 64 << 10, 1000 + 0.1*65536 + sig},
+	} {
+		m.Modes["device"] = m.Modes["host"]
+		res, err := Estimate(m, Input{Lists: lists(c.apart, c.n), Mode: c.mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		near(t, c.mode+" rank 0", res.PerRank[0], c.want, 1e-9)
+	}
+}
