@@ -275,6 +275,21 @@ func TestCalParamsLaunchedReplayAndSignalBySize(t *testing.T) {
 			t.Errorf("%s: %v ns, want %v", c.what, c.got, c.want)
 		}
 	}
+	// Graph mode: the put plans began with one 8-byte put to the rank
+	// itself (lead 1), whose op cost is taken out again.
+	times["lead"] = map[uint64]float64{1: 1}
+	for _, n := range sizes {
+		k := calPutsPer(n)
+		times["put"][n] = perOne(base+op+float64(k)*(op+putT[n]), k)
+	}
+	if params, _, err = calParams(times, transport.KindNVL, sizes); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range sizes {
+		if a, l := params["nvl"].Put.Of(n); math.Abs(a+l-putT[n]) > 1e-6 {
+			t.Errorf("put of %d B after a lead: %v ns, want %v", n, a+l, putT[n])
+		}
+	}
 	delete(times["hopn"], 16384)
 	if _, _, err := calParams(times, transport.KindNVL, sizes); err == nil || !strings.Contains(err.Error(), "no hopn time at 16384") {
 		t.Errorf("a size without its hop: err %v", err)

@@ -7,11 +7,12 @@ import (
 )
 
 // In stream and graph mode a rank's own copy and its put_signals of the
-// same chunk to two peers are one launch: the rank pays the longest put
-// (to a peer, 1,000 + 0.1 ns a byte, against 100 + 0.01 to itself) and one
-// signal (50 ns), not the three puts and two signals one after another
-// that host mode pays. Puts from different sources, or no larger than
-// what the mode's interpreter keeps, stay one after another.
+// same chunk to two peers are one launch: the rank pays one start (the
+// peers' 1,000 ns), the two peers' bytes one after the other on its
+// links out (0.1 ns a byte each), the own copy beside them (0.01 ns a
+// byte), and one signal (50 ns), where host mode pays the three puts and
+// two signals one after another. Puts from different sources, or no
+// larger than what the mode's interpreter keeps, stay one after another.
 func TestFanOutGroupsPuts(t *testing.T) {
 	const n = 1 << 20
 	m := testModel(50)
@@ -34,6 +35,7 @@ func TestFanOutGroupsPuts(t *testing.T) {
 		return out
 	}
 	self, peer, sig := 100+0.01*n, 1000+0.1*n, 50.0
+	group := 1000 + 2*0.1*n + sig
 	for _, c := range []struct {
 		mode  string
 		apart bool
@@ -41,14 +43,15 @@ func TestFanOutGroupsPuts(t *testing.T) {
 		want  float64
 	}{
 		{"host", false, n, self + 2*(peer+sig)},
-		{"stream", false, n, peer + sig},
-		{"graph", false, n, peer + sig},
+		{"stream", false, n, group},
+		{"graph", false, n, group},
 		{"device", false, n, self + 2*(peer+sig)},
-		// The second peer's put reads other bytes: two launches.
+		// The second peer's put reads other bytes: two launches, the first
+		// of the own copy and the first peer's put.
 		{"stream", true, n, peer + sig + peer + sig},
 		// 64 KiB stays in stream mode's interpreter, not in graph mode's.
 		{"stream", false, 64 << 10, (100 + 0.01*65536) + 2*(1000+0.1*65536+sig)},
-		{"graph", false, 64 << 10, 1000 + 0.1*65536 + sig},
+		{"graph", false, 64 << 10, 1000 + 2*0.1*65536 + sig},
 	} {
 		m.Modes["device"] = m.Modes["host"]
 		res, err := Estimate(m, Input{Lists: lists(c.apart, c.n), Mode: c.mode})

@@ -28,12 +28,10 @@ type rankState struct {
 	// several replays back to back (steady; 0: one replay): each pays the
 	// replay's fixed cost before its first op.
 	replayLen int
-	// A fan-out group (fanout.go): how many puts it holds so far, the
-	// longest put and the largest signal among them.
-	grpN            int
-	grpSpan, grpSig float64
-	t               float64
-	blocked         bool
+	// grp is the fan-out group the rank's last puts made (fanout.go).
+	grp     fanOutGroup
+	t       float64
+	blocked bool
 	// issuing: the current op (a wait or barrier) is paying its op cost,
 	// begun at from; it looks at its condition when that ends.
 	issuing bool
@@ -401,7 +399,7 @@ func (s *sim) step(r int, t float64) {
 			// release of them, lines): measured by size where calibrated.
 			sa, sl = p.Signal.Of(o.N)
 		}
-		a, l, sa, sl = s.fanOutPut(rk, o, a, l, sa, sl)
+		a, l, sa, sl = s.fanOutPut(rk, o, o.Peer == r, a, l, sa, sl)
 		a += op + sa
 		l += s.moved(r, o) + sl
 		end := t + a + l
