@@ -238,12 +238,35 @@ LC_KERNEL void lc_reduce_u64_max(lc_u8 *dst, const lc_u8 *src, lc_u64 count) { l
 // 16-byte aligned and nv counts 16-byte vectors (the caller checks).
 #define LC_CHAIN_MAX 8
 
-template <typename T, int OP>
+template <typename T, int OP, int TURNS>
 __device__ void lc_reduce_chain_range(lc_u8 *dst, const lc_u8 *init, const lc_u8 *const *src, int k, lc_u64 nv, lc_u64 tid,
                                       lc_u64 nth) {
 	uint4 *dv = (uint4 *)dst;
 	const uint4 *iv = init ? (const uint4 *)init : dv;
-	for (lc_u64 i = tid; i < nv; i += nth) {
+	lc_u64 i = tid;
+	// TURNS vectors a thread at once (loads first): with few sources one
+	// turn leaves too few loads in flight to keep the memory busy.
+	for (; TURNS > 1 && i + (TURNS - 1) * nth < nv; i += TURNS * nth) {
+		uint4 a[TURNS], b[TURNS][LC_CHAIN_MAX];
+#pragma unroll
+		for (int u = 0; u < TURNS; u++) a[u] = iv[i + u * nth];
+#pragma unroll
+		for (int j = 0; j < LC_CHAIN_MAX; j++) {
+			if (j < k) {
+#pragma unroll
+				for (int u = 0; u < TURNS; u++) b[u][j] = ((const uint4 *)src[j])[i + u * nth];
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < TURNS; u++) {
+#pragma unroll
+			for (int j = 0; j < LC_CHAIN_MAX; j++) {
+				if (j < k) lc_red_vec<T, OP>(a[u], b[u][j]);
+			}
+			dv[i + u * nth] = a[u];
+		}
+	}
+	for (; i < nv; i += nth) {
 		uint4 a = iv[i];
 		uint4 b[LC_CHAIN_MAX];
 #pragma unroll
@@ -259,14 +282,14 @@ __device__ void lc_reduce_chain_range(lc_u8 *dst, const lc_u8 *init, const lc_u8
 }
 
 // lc_reduce_chain is lc_reduce_chain_range, for lc_by_op_type.
-struct lc_reduce_chain {
+template <int TURNS> struct lc_reduce_chain {
 	lc_u8 *dst;
 	const lc_u8 *init;
 	const lc_u8 *const *src;
 	int k;
 	lc_u64 nv, tid, nth;
 	template <typename T, int OP> __device__ __forceinline__ void run() const {
-		lc_reduce_chain_range<T, OP>(dst, init, src, k, nv, tid, nth);
+		lc_reduce_chain_range<T, OP, TURNS>(dst, init, src, k, nv, tid, nth);
 	}
 };
 
@@ -274,16 +297,17 @@ struct lc_reduce_chain {
 // lc_reduce_any is for one source; not inlined for the same reason.
 __device__ __noinline__ void lc_reduce_chain_any(lc_u32 type, lc_u32 op, lc_u8 *dst, const lc_u8 *init,
                                                  const lc_u8 *const *src, int k, lc_u64 nv, lc_u64 tid, lc_u64 nth) {
-	lc_by_op_type(op, type, lc_reduce_chain{dst, init, src, k, nv, tid, nth});
+	lc_by_op_type(op, type, lc_reduce_chain<1>{dst, init, src, k, nv, tid, nth});
 }
 
 // lc_reduce_chain_k: the chain as a kernel of its own (stream and graph
 // mode's reduce steps into one place, kernels.ReduceChain): dst op= s0,
 // then s1, ... (k of them, 1 <= k <= LC_CHAIN_MAX; the unused ones null)
-// over nv 16-byte vectors, every pointer 16-byte aligned.
+// over nv 16-byte vectors, every pointer 16-byte aligned; two vectors a
+// thread and turn (the interpreter's chain keeps one: its registers).
 LC_KERNEL void lc_reduce_chain_k(lc_u32 type, lc_u32 op, lc_u8 *dst, lc_u64 nv, lc_u32 k, const lc_u8 *s0, const lc_u8 *s1,
                                  const lc_u8 *s2, const lc_u8 *s3, const lc_u8 *s4, const lc_u8 *s5, const lc_u8 *s6,
                                  const lc_u8 *s7) {
 	const lc_u8 *const src[LC_CHAIN_MAX] = {s0, s1, s2, s3, s4, s5, s6, s7};
-	lc_reduce_chain_any(type, op, dst, nullptr, src, (int)k, nv, lc_tid(), lc_nthreads());
+	lc_by_op_type(op, type, lc_reduce_chain<2>{dst, nullptr, src, (int)k, nv, lc_tid(), lc_nthreads()});
 }

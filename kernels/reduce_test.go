@@ -107,6 +107,47 @@ func BenchmarkReduceKernel(b *testing.B) {
 	})
 }
 
+// BenchmarkReduceChain: k sources of n bytes reduced into one place, as
+// one launch of the chain kernel and as k launches of the reduce kernel
+// (f32 sum), sizes where a plan's reductions run one way or the other
+// (transport/gpu's planChainMax). Bytes counted are the sources'
+// (k x n), the same for both, so the rates compare directly.
+func BenchmarkReduceChain(b *testing.B) {
+	e := needKernels(b)
+	d := e.d
+	s, err := d.StreamCreate()
+	must(b, err)
+	defer s.Destroy()
+	const most, k = 64 << 20, 3
+	bufs := make([]cuda.DevicePtr, k+1)
+	for i := range bufs {
+		p, err := d.MemAlloc(most)
+		must(b, err)
+		defer d.MemFree(p)
+		must(b, e.k.FillByte(s, p, most, 0))
+		bufs[i] = p
+	}
+	dst, srcs := bufs[0], bufs[1:]
+	for _, n := range []uint64{1 << 20, 4 << 20, 16 << 20, 64 << 20} {
+		b.Run(fmt.Sprintf("chain-%d-%dMiB", k, n>>20), func(b *testing.B) {
+			b.SetBytes(int64(k * n))
+			for b.Loop() {
+				must(b, e.k.ReduceChain(s, dst, srcs, n/4, F32, Sum))
+				must(b, s.Synchronize())
+			}
+		})
+		b.Run(fmt.Sprintf("singles-%d-%dMiB", k, n>>20), func(b *testing.B) {
+			b.SetBytes(int64(k * n))
+			for b.Loop() {
+				for _, src := range srcs {
+					must(b, e.k.Reduce(s, dst, src, n/4, F32, Sum))
+				}
+				must(b, s.Synchronize())
+			}
+		})
+	}
+}
+
 // TestReduceChainKernel: a chain of k sources gives the bits of k Reduce
 // calls one after another, for every type and op (GPU only).
 func TestReduceChainKernel(t *testing.T) {
