@@ -266,43 +266,12 @@ func parseCalibration(s string) (map[string]calTimes, error) {
 func calPutsPer(n uint64) uint64 { return max(1, min(16, 65536/n)) }
 
 func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string]cost.Params, string, error) {
-	one := func(what string) (uint64, float64, error) {
-		for k, v := range t[what] {
-			return k, v, nil
-		}
-		return 0, 0, fmt.Errorf("no %s time", what)
-	}
-	_, empty, err := one("empty")
+	fx, t, err := calReplay(t)
 	if err != nil {
 		return nil, "", err
 	}
-	nops, many, err := one("ops")
-	if err != nil || nops < 2 {
-		return nil, "", fmt.Errorf("no time of two ops or more (%v)", err)
-	}
-	op := max(many-empty, 0) / float64(nops-1)
-	replay := max(empty-op, 0)
-	// base is what every plan's replay costs before its ops: the empty
-	// plan's replay (its fixed cost and a flush).
-	base := empty
-	if _, one1, err := one("one"); err == nil {
-		// Modes whose replays are launched: the empty plan launches
-		// nothing, so the fixed cost (a graph's launch) is read from the
-		// plan of one op and a flush instead.
-		op = max(many-one1, 0) / float64(nops-1)
-		base = max(one1-op, 0)
-		replay = max(base-op, 0)
-		t = calRebase(t, empty, base)
-		if leads, _, err := one("lead"); err == nil {
-			t = calLead(t, float64(leads)*op)
-		}
-	}
-	var flush *cost.Cost
-	if nfl, fl, err := one("flushes"); err == nil && nfl >= 2 {
-		// The empty plan is the replay and one such flush.
-		f := max(fl-empty, 0) / float64(nfl-1)
-		flush, replay = &cost.Cost{AlphaNs: f}, max(empty-f, 0)
-	}
+	one := t.one
+	op, base, replay, flush := fx.op, fx.base, fx.replay, fx.flush
 	// beyond is a time less the replay's base and ops op costs, kept
 	// above 0 (a fit needs positive times; what is below the clock's
 	// noise costs next to nothing).
@@ -387,6 +356,60 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 		note += fmt.Sprintf(", moved %d B %.2f us, %d B %.1f us", sizes[0], (a0+l0)/1e3, last, (a1+l1)/1e3)
 	}
 	return params, note, nil
+}
+
+// one is the first (count, time) of what (calibrate.lua writes one of
+// each of the kinds it is asked for), or an error naming what is missing.
+func (t calTimes) one(what string) (uint64, float64, error) {
+	for k, v := range t[what] {
+		return k, v, nil
+	}
+	return 0, 0, fmt.Errorf("no %s time", what)
+}
+
+// calFixed are a mode's costs of a replay before its ops: the op cost,
+// base (the replay's fixed cost and a flush: what every measured plan
+// pays beyond its ops), the replay's fixed cost, and (host) a flush with
+// nothing in flight.
+type calFixed struct {
+	op, base, replay float64
+	flush            *cost.Cost
+}
+
+// calReplay reads a mode's calFixed from the empty plan (a flush), the
+// one of 64 8-byte puts to the rank itself, and where measured the one of
+// one such put (modes whose replays are launched) and of 64 flushes
+// (host); it returns the times moved onto that base (calRebase, calLead).
+func calReplay(t calTimes) (calFixed, calTimes, error) {
+	_, empty, err := t.one("empty")
+	if err != nil {
+		return calFixed{}, nil, err
+	}
+	nops, many, err := t.one("ops")
+	if err != nil || nops < 2 {
+		return calFixed{}, nil, fmt.Errorf("no time of two ops or more (%v)", err)
+	}
+	op := max(many-empty, 0) / float64(nops-1)
+	// base is the empty plan's replay (its fixed cost and a flush).
+	fx := calFixed{op: op, base: empty, replay: max(empty-op, 0)}
+	if _, one1, err := t.one("one"); err == nil {
+		// Modes whose replays are launched: the empty plan launches
+		// nothing, so the fixed cost (a graph's launch) is read from the
+		// plan of one op and a flush instead.
+		fx.op = max(many-one1, 0) / float64(nops-1)
+		fx.base = max(one1-fx.op, 0)
+		fx.replay = max(fx.base-fx.op, 0)
+		t = calRebase(t, empty, fx.base)
+		if leads, _, err := t.one("lead"); err == nil {
+			t = calLead(t, float64(leads)*fx.op)
+		}
+	}
+	if nfl, fl, err := t.one("flushes"); err == nil && nfl >= 2 {
+		// The empty plan is the replay and one such flush.
+		f := max(fl-empty, 0) / float64(nfl-1)
+		fx.flush, fx.replay = &cost.Cost{AlphaNs: f}, max(empty-f, 0)
+	}
+	return fx, t, nil
 }
 
 // calHopsPer is how many round trips calibrate.lua's ping-pong of a
