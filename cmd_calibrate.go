@@ -316,7 +316,7 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 	// paid its op cost while it was blocked, before the signal came.
 	rest := max(hop-op-a-l, 0)
 	sig, wait := cost.Cost{AlphaNs: rest / 2}, cost.Cost{AlphaNs: rest / 2}
-	if sized, err := calSignal(t, sizes, sig, wait, op, put, base); err != nil {
+	if sized, err := calSignal(t, sizes, sig, wait, op, put, base, trip); err != nil {
 		return nil, "", err
 	} else if sized != nil {
 		sig = *sized
@@ -389,13 +389,15 @@ func calReplay(t calTimes) (calFixed, calTimes, error) {
 	if err != nil || nops < 2 {
 		return calFixed{}, nil, fmt.Errorf("no time of two ops or more (%v)", err)
 	}
-	op := max(many-empty, 0) / float64(nops-1)
+	// The ops plan is the empty one (a replay and its flush) and nops
+	// 8-byte puts more.
+	op := max(many-empty, 0) / float64(nops)
 	// base is the empty plan's replay (its fixed cost and a flush).
 	fx := calFixed{op: op, base: empty, replay: max(empty-op, 0)}
 	if _, one1, err := t.one("one"); err == nil {
 		// Modes whose replays are launched: the empty plan launches
 		// nothing, so the fixed cost (a graph's launch) is read from the
-		// plan of one op and a flush instead.
+		// plan of one op and a flush instead (nops-1 puts fewer).
 		fx.op = max(many-one1, 0) / float64(nops-1)
 		fx.base = max(one1-fx.op, 0)
 		fx.replay = max(fx.base-fx.op, 0)
@@ -462,11 +464,12 @@ func calLead(t calTimes, lead float64) calTimes {
 // calSignal is the signal's cost by the size of the put_signal it ends
 // (nil where calibrate.lua measured no hopn times): a hop of n bytes less
 // the put_signal's op, the put of n bytes and the wait, at each size, and
-// sig (the 8-byte hop's part) at 8 bytes. What it adds to the put (the
+// sig (the 8-byte hop's part) at 8 bytes (nil too where the sizes begin
+// at 8 bytes or less). What it adds to the put (the
 // release of the bytes before the signal, lines) is not a per-byte cost
 // past the sizes measured: the fit's slope there is 0, and its start cost
 // the 8-byte figure.
-func calSignal(t calTimes, sizes []uint64, sig, wait cost.Cost, op float64, put cost.Cost, base float64) (*cost.Cost, error) {
+func calSignal(t calTimes, sizes []uint64, sig, wait cost.Cost, op float64, put cost.Cost, base, trip float64) (*cost.Cost, error) {
 	if len(t["hopn"]) == 0 || sizes[0] <= 8 {
 		return nil, nil
 	}
@@ -477,8 +480,10 @@ func calSignal(t calTimes, sizes []uint64, sig, wait cost.Cost, op float64, put 
 		if !ok {
 			return nil, fmt.Errorf("no hopn time at %d bytes", n)
 		}
+		// Over the network the ping-pong's closing flush waits a trip,
+		// a 2kh-th of it in each hop's line (as in the put lines).
 		a, l := put.Of(n)
-		ts = append(ts, max(v-base-op-a-l-wait.AlphaNs, 1)*1e-9)
+		ts = append(ts, max(v-trip/float64(2*calHopsPer(n))-base-op-a-l-wait.AlphaNs, 1)*1e-9)
 	}
 	c, err := cost.Fit(ns, ts)
 	if err != nil {

@@ -143,7 +143,7 @@ func TestCalParamsNetOfReplayAndOps(t *testing.T) {
 	sizes := []uint64{4096, 16384}
 	times := map[string]map[uint64]float64{
 		"empty":   {1: empty},
-		"ops":     {64: empty + 63*op},
+		"ops":     {64: empty + 64*op},
 		"hop":     {50: empty + 2*50*(op+100)}, // a blocked wait's op cost is hidden
 		"put":     {4096: empty + op + 1000, 16384: empty + op + 4000},
 		"self":    {4096: empty + op + 500, 16384: empty + op + 2000},
@@ -305,7 +305,7 @@ func TestCalParamsTrip(t *testing.T) {
 	sizes := []uint64{4096, 16384}
 	times := map[string]map[uint64]float64{
 		"empty":   {1: empty},
-		"ops":     {64: empty + 63*op},
+		"ops":     {64: empty + 64*op},
 		"hop":     {50: empty + 2*50*hop},
 		"put":     {4096: empty + op + 11000 + hop/16, 16384: empty + op + 14000 + hop/4},
 		"self":    {4096: empty + op + 500, 16384: empty + op + 2000},
@@ -321,6 +321,24 @@ func TestCalParamsTrip(t *testing.T) {
 	if math.Abs(a+l-11000) > 1e-6 || math.Abs(b+m-14000) > 1e-6 || net.Trip.AlphaNs != hop {
 		t.Errorf("net: put of 4 KiB %v ns, of 16 KiB %v, trip %v: want 11000, 14000 and %v", a+l, b+m, net.Trip.AlphaNs, hop)
 	}
+	// The hops of each size over the network hold a 2kh-th of the
+	// closing flush's trip too: a signal of 3,000 ns after 4 KiB and
+	// 5,000 after 16 KiB, beyond the put and a wait of 0.
+	times["hopn"] = map[uint64]float64{}
+	for n, sg := range map[uint64]float64{4096: 3000, 16384: 5000} {
+		k := float64(2 * calHopsPer(n))
+		pa, pl := net.Put.Of(n)
+		times["hopn"][n] = empty + op + pa + pl + sg + hop/k
+	}
+	if params, _, err = calParams(times, transport.KindNet, sizes); err != nil {
+		t.Fatal(err)
+	}
+	for n, want := range map[uint64]float64{4096: 3000, 16384: 5000} {
+		if a, l := params["net"].Signal.Of(n); math.Abs(a+l-want) > 1e-6 {
+			t.Errorf("net signal after %d B: %v ns, want %v", n, a+l, want)
+		}
+	}
+	delete(times, "hopn")
 	if params, _, err = calParams(times, transport.KindSHM, sizes); err != nil {
 		t.Fatal(err)
 	}

@@ -107,6 +107,44 @@ func BenchmarkReduceKernel(b *testing.B) {
 	})
 }
 
+// TestReduceChainKernelTurns: past the size where the chain kernel's grid
+// has a thread for every 16-byte vector (its launch caps the blocks), each
+// thread takes two vectors a turn, then what is left one at a time; the
+// bits are still those of the reductions one after another (GPU only).
+func TestReduceChainKernelTurns(t *testing.T) {
+	e := needKernels(t)
+	d := e.d
+	s := newStream(t, d)
+	const n = 24<<20 + 48 // past the cap, and a tail of odd vectors
+	dst := alloc(t, d, n)
+	var srcs []cuda.DevicePtr
+	for range 3 {
+		srcs = append(srcs, alloc(t, d, n))
+	}
+	for _, c := range []struct {
+		dt DType
+		op RedOp
+	}{{F32, Sum}, {BF16, Max}} {
+		want := make([]byte, n)
+		FillRand(want, 7)
+		saneFloats(want, c.dt)
+		must(t, d.MemcpyHtoD(dst, want))
+		for j, src := range srcs {
+			b := make([]byte, n)
+			FillRand(b, uint64(j)+11)
+			saneFloats(b, c.dt)
+			must(t, d.MemcpyHtoD(src, b))
+			ReduceBytes(want, b, c.dt, c.op)
+		}
+		must(t, d.DefaultStream().Synchronize())
+		must(t, e.k.ReduceChain(s, dst, srcs, n/c.dt.Size(), c.dt, c.op))
+		must(t, s.Synchronize())
+		if got := read(t, d, dst, n); string(got) != string(want) {
+			t.Fatalf("%s %s, chain of 3, %d bytes: device differs from 3 reductions on the host", c.dt, c.op, n)
+		}
+	}
+}
+
 // BenchmarkReduceChain: k sources of n bytes reduced into one place, as
 // one launch of the chain kernel and as k launches of the reduce kernel
 // (f32 sum), sizes where a plan's reductions run one way or the other

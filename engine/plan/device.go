@@ -110,7 +110,8 @@ func KernelCopyMax(path string) uint64 {
 // that mode leaves to the plan interpreter: larger copies of one source
 // and size in a row (up to FanOutMax, on path auto up to AutoKernelCopy
 // bytes each) are one launch of a put kernel that runs them side by side
-// (gpu.SplitPlan). 0 for the other modes, whose copies are not grouped.
+// (gpu.SplitPlan). 0 for the other modes, which launch no copy of its
+// own (device mode's wide steps are the interpreter's).
 // The cost model's simulation groups a plan's puts the same way.
 func FanOutInline(mode string) uint64 {
 	switch mode {

@@ -61,3 +61,50 @@ func TestFanOutGroupsPuts(t *testing.T) {
 		near(t, c.mode+" rank 0", res.PerRank[0], c.want, 1e-9)
 	}
 }
+
+// A group's signals land when its bytes have: rank 0 put_signals one
+// chunk to ranks 1 and 2 (stream mode), and both waits end with the group
+// (two peers' bytes on rank 0's links out, then the signal), not rank 1's
+// after its own bytes alone. Two put_signals to one peer are two launches
+// (the first signal stays between them), and a group never reaches into
+// the next replay.
+func TestFanOutSignalsAndLimits(t *testing.T) {
+	const n = 1 << 20
+	m := testModel(50)
+	m.Modes["stream"] = m.Modes["host"]
+	one := func(ops []plan.Op) []plan.List {
+		return []plan.List{
+			agList(3, n, ops),
+			agList(3, n, []plan.Op{waitFrom(0, 1)}),
+			agList(3, n, []plan.Op{waitFrom(0, uint64(len(ops)-1))}),
+		}
+	}
+	group := 1000 + 2*0.1*n + 50.0
+	res, err := Estimate(m, Input{Lists: one([]plan.Op{putSig(1, 0, 1, 0, n), putSig(2, 0, 1, 0, n)}), Mode: "stream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "rank 1's wait", res.PerRank[1], group+50, 1e-9)
+	near(t, "rank 2's wait", res.PerRank[2], group+50, 1e-9)
+
+	lists := []plan.List{
+		agList(3, n, []plan.Op{putSig(1, 0, 1, 0, n), putSig(1, n, 1, 0, n)}),
+		agList(3, n, []plan.Op{waitFrom(0, 2)}),
+		agList(3, n, nil),
+	}
+	if res, err = Estimate(m, Input{Lists: lists, Mode: "stream"}); err != nil {
+		t.Fatal(err)
+	}
+	near(t, "two put_signals to one peer", res.PerRank[0], 2*(1000+0.1*n+50), 1e-9)
+
+	lists = []plan.List{
+		agList(3, n, []plan.Op{{Kind: plan.Put, Peer: 1, Buf: 1, N: n}, {Kind: plan.Put, Peer: 2, Buf: 1, N: n}}),
+		agList(3, n, nil),
+		agList(3, n, nil),
+	}
+	if res, err = Estimate(m, Input{Lists: lists, Mode: "stream", Replays: 4}); err != nil {
+		t.Fatal(err)
+	}
+	near(t, "a replay in a loop", res.Steady, res.Time, 1e-9)
+	near(t, "one replay", res.Time, 1000+2*0.1*n, 1e-9)
+}

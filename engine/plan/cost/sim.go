@@ -28,10 +28,11 @@ type rankState struct {
 	// several replays back to back (steady; 0: one replay): each pays the
 	// replay's fixed cost before its first op.
 	replayLen int
-	// grp is the fan-out group the rank's last puts made (fanout.go).
-	grp     fanOutGroup
-	t       float64
-	blocked bool
+	// grpFrom, grpTo: the ops [grpFrom, grpTo) of the rank's last fan-out
+	// group (fanout.go).
+	grpFrom, grpTo int
+	t              float64
+	blocked        bool
 	// issuing: the current op (a wait or barrier) is paying its op cost,
 	// begun at from; it looks at its condition when that ends.
 	issuing bool
@@ -399,7 +400,7 @@ func (s *sim) step(r int, t float64) {
 			// release of them, lines): measured by size where calibrated.
 			sa, sl = p.Signal.Of(o.N)
 		}
-		a, l, sa, sl = s.fanOutPut(rk, o, o.Peer == r, a, l, sa, sl)
+		a, l, sa, sl = s.fanOutPut(r, o, a, l, sa, sl)
 		a += op + sa
 		l += s.moved(r, o) + sl
 		end := t + a + l
