@@ -33,12 +33,15 @@ const calibrateUsage = `luacoll calibrate [-n 2] [--device host|cuda] [--nodes 2
   small ones stand out of the replay's own time) and to the rank itself
   (self and copy),
   an 8-byte put_signal -> wait ping-pong (what a hop costs beyond the put:
-  half to the signal, half to the wait) and the window barrier; and a
-  replay's own costs: a plan that only flushes (the fixed cost of a replay)
-  and one of 64 8-byte puts to the rank itself (the op cost: what every op
-  costs before what it does), which the other times are taken net of, and
-  on the host one of 64 flushes (what a flush with nothing in flight costs
-  instead). Per size too, on the host, two exchanges alike (each rank puts and signals, waits for
+  half to the signal, half to the wait), the same ping-pong of put_signals
+  of each size (what the signal costs after that many bytes: a release of
+  them, lines, the next launch) and the window barrier; and a
+  replay's own costs: a plan that only flushes (the fixed cost of a replay;
+  on CUDA, where that plan launches nothing, a plan of one 8-byte put
+  instead) and one of 64 8-byte puts to the rank itself (the op cost: what
+  every op costs before what it does), which the other times are taken net
+  of, and on the host one of 64 flushes (what a flush with nothing in
+  flight costs instead). Per size too, on the host, two exchanges alike (each rank puts and signals, waits for
   the other's, and copies): the copy reading the bytes the other rank wrote
   in one, its own buffer in the other, timed in the same rounds (at least
   21); the median of their difference round by round is the moved cost, what reading bytes
