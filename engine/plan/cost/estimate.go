@@ -118,8 +118,7 @@ func Estimate(m *Model, in Input) (*Result, error) {
 	if in.CPUs < 0 {
 		return nil, fmt.Errorf("cost: %d CPUs: want 0 or more", in.CPUs)
 	}
-	s := newSim(in.Lists, tab, in.classOrDefault(), in.CPUs)
-	s.fanOut = plan.FanOutInline(in.Mode)
+	s := newSim(in.Lists, tab, in)
 	if err := s.run(); err != nil {
 		return nil, fmt.Errorf("cost: %w", err)
 	}

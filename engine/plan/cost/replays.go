@@ -48,8 +48,7 @@ func repeatLists(lists []plan.List, times int) []plan.List {
 // to back (2 or more): from when the last rank ends the first replay to
 // when the last rank ends the last one, over times-1.
 func steady(tab [4]Params, in Input, times int) (float64, error) {
-	s := newSim(repeatLists(in.Lists, times), tab, in.classOrDefault(), in.CPUs)
-	s.fanOut = plan.FanOutInline(in.Mode)
+	s := newSim(repeatLists(in.Lists, times), tab, in)
 	for r, l := range in.Lists {
 		s.ranks[r].replayLen = len(l.Ops)
 	}

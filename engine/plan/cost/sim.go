@@ -199,10 +199,14 @@ type sim struct {
 	fanOut uint64
 }
 
-func newSim(lists []plan.List, tab [4]Params, class func(from, to int) transport.PeerKind, cpus int) *sim {
+// newSim is the simulation of lists (in's, or several replays of them)
+// with the costs tab, on in's classes, CPUs and replay mode.
+func newSim(lists []plan.List, tab [4]Params, in Input) *sim {
+	class := in.classOrDefault()
 	s := &sim{ranks: make([]rankState, len(lists)), tab: tab, class: class, bars: map[int]*barWait{}, pairs: map[pairKey]pairWait{},
-		switchNs: tab[transport.KindSelf].Switch.AlphaNs, trackMoved: !tab[transport.KindSelf].Moved.zero()}
-	place := placeCPUs(len(lists), class, cpus)
+		switchNs: tab[transport.KindSelf].Switch.AlphaNs, trackMoved: !tab[transport.KindSelf].Moved.zero(),
+		fanOut: plan.FanOutInline(in.Mode)}
+	place := placeCPUs(len(lists), class, in.CPUs)
 	for r, l := range lists {
 		n := len(l.Ops)
 		rk := &s.ranks[r]
