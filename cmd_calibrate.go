@@ -427,22 +427,15 @@ func calHopsPer(n uint64) uint64 { return max(2, min(16, (1<<20)/n)) }
 // not the empty plan's: base and a k-th of the plan's time less base. It
 // returns the times so moved; t is left as it was.
 func calRebase(t calTimes, empty, base float64) calTimes {
-	out := calTimes{}
-	for what, by := range t {
-		out[what] = by
-	}
-	for what, per := range map[string]func(uint64) uint64{"put": calPutsPer, "self": calPutsPer, "moved": calPutsPer, "own": calPutsPer,
-		"hopn": func(n uint64) uint64 { return 2 * calHopsPer(n) }} {
-		if len(t[what]) == 0 {
-			continue
-		}
-		out[what] = map[uint64]float64{}
-		for n, v := range t[what] {
+	onto := func(per func(uint64) uint64) func(uint64, float64) float64 {
+		return func(n uint64, v float64) float64 {
 			k := float64(per(n))
-			out[what][n] = v + (base-empty)*(k-1)/k
+			return v + (base-empty)*(k-1)/k
 		}
 	}
-	return out
+	hops := func(n uint64) uint64 { return 2 * calHopsPer(n) }
+	return t.adjusted(map[string]func(uint64, float64) float64{"put": onto(calPutsPer), "self": onto(calPutsPer),
+		"moved": onto(calPutsPer), "own": onto(calPutsPer), "hopn": onto(hops)})
 }
 
 // calLead takes out of the put and self lines (the replay of one put of
@@ -451,14 +444,21 @@ func calRebase(t calTimes, empty, base float64) calTimes {
 // interpreter's node the one-op plan has). It returns the times so
 // moved; t is left as it was.
 func calLead(t calTimes, lead float64) calTimes {
+	less := func(n uint64, v float64) float64 { return v - lead/float64(calPutsPer(n)) }
+	return t.adjusted(map[string]func(uint64, float64) float64{"put": less, "self": less})
+}
+
+// adjusted returns a copy of t in which each series named in by holds
+// by[what](bytes, time) for each of its times; t is left as it was.
+func (t calTimes) adjusted(by map[string]func(uint64, float64) float64) calTimes {
 	out := calTimes{}
-	for what, by := range t {
-		out[what] = by
-	}
-	for _, what := range []string{"put", "self"} {
-		out[what] = map[uint64]float64{}
-		for n, v := range t[what] {
-			out[what][n] = v - lead/float64(calPutsPer(n))
+	for what, times := range t {
+		out[what] = times
+		if f := by[what]; f != nil {
+			out[what] = map[uint64]float64{}
+			for n, v := range times {
+				out[what][n] = f(n, v)
+			}
 		}
 	}
 	return out
