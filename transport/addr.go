@@ -59,7 +59,7 @@ const (
 // MemmoveSplit bytes or more between ranges that do not overlap is spread
 // over up to 8 goroutines, as many as GOMAXPROCS allows (one core copies
 // host memory at a fraction of what the memory system takes).
-func Memmove(dst, src []byte) { memmove(dst, src, 0) }
+func Memmove(dst, src []byte) { plainCopy.move(dst, src) }
 
 // CachedPiece is the piece MemmoveCached copies at a time: below the size
 // from which Go's runtime copies with non-temporal stores (1 MiB on amd64),
@@ -70,10 +70,21 @@ const CachedPiece = 512 << 10
 // CachedPiece bytes at a time so that the copy stays in the caches: the
 // better choice when the data is read again soon and what a collective
 // writes fits in the last-level cache (CacheBytes).
-func MemmoveCached(dst, src []byte) { memmove(dst, src, CachedPiece) }
+func MemmoveCached(dst, src []byte) { cachedCopy.move(dst, src) }
 
-// memmove is Memmove, each part copied piece bytes at a time (0: whole).
-func memmove(dst, src []byte, piece uint64) {
+// copyWay is how a copy of ranges that do not overlap is done: from split
+// bytes on, spread over goroutines of part bytes at least (up to 8, as
+// many as GOMAXPROCS allows), each copying piece bytes at a time (0:
+// whole).
+type copyWay struct{ split, part, piece uint64 }
+
+var (
+	plainCopy  = copyWay{split: MemmoveSplit, part: MemmovePart}
+	cachedCopy = copyWay{split: MemmoveSplit, part: MemmovePart, piece: CachedPiece}
+)
+
+// move copies src to dst the way w says (overlapping ranges: one copy).
+func (w copyWay) move(dst, src []byte) {
 	n := uint64(min(len(src), len(dst)))
 	if n == 0 {
 		return
@@ -84,9 +95,9 @@ func memmove(dst, src []byte, piece uint64) {
 		copy(dst, src)
 		return
 	}
-	parts := min(uint64(runtime.GOMAXPROCS(0)), 8, n/MemmovePart)
-	if n < MemmoveSplit || parts < 2 {
-		copyPieces(dst[:n], src[:n], piece)
+	parts := min(uint64(runtime.GOMAXPROCS(0)), 8, n/w.part)
+	if n < w.split || parts < 2 {
+		copyPieces(dst[:n], src[:n], w.piece)
 		return
 	}
 	per := (n/parts + 4095) &^ 4095
@@ -96,7 +107,7 @@ func memmove(dst, src []byte, piece uint64) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			copyPieces(dst[off:end], src[off:end], piece)
+			copyPieces(dst[off:end], src[off:end], w.piece)
 		}()
 	}
 	wg.Wait()

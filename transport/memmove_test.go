@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"testing"
 )
@@ -79,4 +80,31 @@ func FuzzParseSize(f *testing.F) {
 			t.Errorf("%q: %d does not read back", s, n)
 		}
 	})
+}
+
+// BenchmarkMemmove times copies of the sizes around the points where a
+// host copy changes its way (Go's non-temporal stores from 1 MiB, the
+// spread over goroutines), each way side by side: go test -bench Memmove
+// -cpu 8 ./transport.
+func BenchmarkMemmove(b *testing.B) {
+	ways := []struct {
+		name string
+		w    copyWay
+	}{
+		{"memmove", plainCopy},
+		{"cached", cachedCopy},
+		{"spread1M", copyWay{split: 1 << 20, part: 256 << 10}},
+		{"spread1M-cached", copyWay{split: 1 << 20, part: 256 << 10, piece: CachedPiece}},
+	}
+	for _, n := range []int{512 << 10, 1 << 20, 2 << 20, 3 << 20, 4 << 20, 8 << 20, 16 << 20, 64 << 20, 256 << 20} {
+		src, dst := make([]byte, n), make([]byte, n)
+		for _, w := range ways {
+			b.Run(fmt.Sprintf("%dK/%s", n>>10, w.name), func(b *testing.B) {
+				b.SetBytes(int64(n))
+				for range b.N {
+					w.w.move(dst, src)
+				}
+			})
+		}
+	}
 }
