@@ -27,7 +27,7 @@ const calibrateUsage = `luacoll calibrate [-n 2] [--device host|cuda] [--nodes 2
   in each replay mode of the backend (host; CUDA: stream, graph, device;
   stream only over the network), as plans (scripts/bench/calibrate.lua),
   between ranks 0 and 1 and the class between them (shm on one host, nvl
-  between GPUs, net with --nodes 2): puts of sizes -b..-e (x4) from both
+  between GPUs, net with --nodes 2): puts of sizes -b..-e (x -f) from both
   ranks at once, as in a collective (put: the times per size, a start cost,
   a per-byte cost past the largest; up to 16 of a size in a plan, so that
   small ones stand out of the replay's own time) and to the rank itself
@@ -63,6 +63,7 @@ type calFlags struct {
 	rank       rankFlags
 	out        string
 	minS, maxS string
+	factor     int
 	iters      int
 	rounds     int
 }
@@ -75,6 +76,8 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 	fl.StringVar(&f.minS, "b", "4K", "smallest put size")
 	fl.StringVar(&f.maxS, "e", "auto", "largest put size; auto: 16M, and on the host backend without --nodes the first size of the series\n"+
 		"at or past 4 times the CPUs' last-level cache, at most 1G (past it a copy runs at the memory's speed, not the cache's)")
+	fl.IntVar(&f.factor, "f", 4, "put size multiplication factor (2 or more): 2 measures the sizes between too, where a copy's speed\n"+
+		"changes with them (caches), at twice the time")
 	fl.IntVar(&f.iters, "iters", 20, "timed replays of each measuring plan")
 	fl.IntVar(&f.rounds, "rounds", 5, "timings of --iters replays each; the model takes their median")
 	if code, ok := parse(fl, args, stdout); !ok {
@@ -84,7 +87,7 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll calibrate: %v\n", err)
 		return code
 	}
-	sizes, err := calSizes(f.minS, calMax(f.minS, f.maxS, f.rank.device, f.rank.nodes, transport.CacheBytes()))
+	sizes, err := calSizes(f.minS, calMax(f.minS, f.maxS, f.rank.device, f.rank.nodes, transport.CacheBytes()), f.factor)
 	if err == nil && f.iters < 1 {
 		err = fmt.Errorf("--iters %d: want 1 or more", f.iters)
 	}
@@ -153,7 +156,11 @@ func calMax(b, e, device string, nodes int, cache uint64) string {
 	return strconv.FormatUint(s, 10)
 }
 
-func calSizes(lo, hi string) ([]uint64, error) {
+// calSizes is the series of put sizes from lo up to hi, by factor.
+func calSizes(lo, hi string, factor int) ([]uint64, error) {
+	if factor < 2 {
+		return nil, fmt.Errorf("-f %d: want 2 or more", factor)
+	}
 	a, err := parseSize(lo)
 	if err != nil {
 		return nil, fmt.Errorf("-b: %w", err)
@@ -166,7 +173,7 @@ func calSizes(lo, hi string) ([]uint64, error) {
 		return nil, fmt.Errorf("-b %s -e %s: want 0 < b and e at least 4 times b, for a line through two sizes or more", lo, hi)
 	}
 	var out []uint64
-	for s := a; s <= b; s *= 4 {
+	for s := a; s <= b; s *= uint64(factor) {
 		out = append(out, s)
 	}
 	return out, nil
@@ -213,9 +220,15 @@ func calibrate(ctx context.Context, c *engine.Comm, sizes []uint64, iters [2]int
 	}
 	m := &cost.Model{Machine: machineName(c), Backend: c.Backend.Name(), Made: time.Now().UTC().Format(time.RFC3339),
 		Command: cmdline, Modes: map[string]map[string]cost.Params{}}
+	// On the host backend a replay whose bytes do not fit the processors'
+	// cache moves them at the memory's speed (engine/plan/cost/memory.go).
+	var cache uint64
+	if c.Backend.Name() == "host" {
+		cache = transport.CacheBytes()
+	}
 	var notes []string
 	for _, mode := range modes {
-		params, note, err := calParams(got[mode], class, sizes)
+		params, note, err := calParams(got[mode], class, sizes, cache)
 		if err != nil {
 			return nil, fmt.Errorf("mode %s: %w", mode, err)
 		}
@@ -254,6 +267,11 @@ func parseCalibration(s string) (map[string]calTimes, error) {
 	return out, nil
 }
 
+// calPutsPer is how many puts of n bytes calibrate.lua's put plans hold
+// (small ones several to a plan, so that one stands out of the replay's
+// own time); it must match the script's k.
+func calPutsPer(n uint64) uint64 { return max(1, min(16, 65536/n)) }
+
 // calParams turns one mode's times into the costs of class and self.
 // Every time is of one replay of a plan that ends with a flush; the plan
 // that only flushes (empty) is the replay's fixed cost, the slope over
@@ -263,12 +281,9 @@ func parseCalibration(s string) (map[string]calTimes, error) {
 // per size, a hop beyond the put_signal's op and 8-byte put (the wait's
 // op is hidden while it blocks) split between the signal and the wait, a
 // barrier beyond its op.
-// calPutsPer is how many puts of n bytes calibrate.lua's put plans hold
-// (small ones several to a plan, so that one stands out of the replay's
-// own time); it must match the script's k.
-func calPutsPer(n uint64) uint64 { return max(1, min(16, 65536/n)) }
-
-func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string]cost.Params, string, error) {
+// With the processors' cache of cache bytes (0: none known), the self
+// class gets the memory past it where the puts went past twice that.
+func calParams(t calTimes, class transport.PeerKind, sizes []uint64, cache uint64) (map[string]cost.Params, string, error) {
 	fx, t, err := calReplay(t)
 	if err != nil {
 		return nil, "", err
@@ -340,6 +355,11 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64) (map[string
 		class.String(): {Put: put, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc, Trip: cost.Cost{AlphaNs: trip}},
 		"self": {Put: self, Signal: sig, Wait: wait, Copy: self, Barrier: barrier, Op: opc, Replay: cost.Cost{AlphaNs: replay},
 			Flush: flush, Moved: moved, Call: call},
+	}
+	if class == transport.KindSHM {
+		p := params["self"]
+		p.Memory = cost.MemoryOf(put, cache, 2)
+		params["self"] = p
 	}
 	if class == transport.KindNet {
 		// Logical nodes split the CPUs: a copy measured in one is no

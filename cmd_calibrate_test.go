@@ -149,7 +149,7 @@ func TestCalParamsNetOfReplayAndOps(t *testing.T) {
 		"self":    {4096: empty + op + 500, 16384: empty + op + 2000},
 		"barrier": {20: empty + 20*(op+300)},
 	}
-	params, note, err := calParams(times, transport.KindSHM, sizes)
+	params, note, err := calParams(times, transport.KindSHM, sizes, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestCalParamsNetOfReplayAndOps(t *testing.T) {
 	// A mode whose replays are launched: a call of one replay costs 2.5 us
 	// beyond it, kept as measured.
 	times["call"] = map[uint64]float64{1: 2500}
-	if params, note, err = calParams(times, transport.KindSHM, sizes); err != nil {
+	if params, note, err = calParams(times, transport.KindSHM, sizes, 0); err != nil {
 		t.Fatal(err)
 	}
 	if c := params["self"].Call.AlphaNs; c != 2500 || !strings.Contains(note, "call 2.50 us") {
@@ -189,7 +189,7 @@ func TestCalParamsNetOfReplayAndOps(t *testing.T) {
 	// copying the rank's own bytes.
 	times["moved"] = map[uint64]float64{4096: 5000 + 700, 16384: 9000 + 2800}
 	times["own"] = map[uint64]float64{4096: 5000, 16384: 9000}
-	if params, _, err = calParams(times, transport.KindSHM, sizes); err != nil {
+	if params, _, err = calParams(times, transport.KindSHM, sizes, 0); err != nil {
 		t.Fatal(err)
 	}
 	if a, l := params["self"].Moved.Of(4096); math.Abs(a+l-700) > 1e-6 {
@@ -198,14 +198,28 @@ func TestCalParamsNetOfReplayAndOps(t *testing.T) {
 	// 64 flushes with nothing in flight, 5 ns each: the empty plan is the
 	// replay and one of them.
 	times["flushes"] = map[uint64]float64{64: empty + 63*5}
-	if params, _, err = calParams(times, transport.KindSHM, sizes); err != nil {
+	if params, _, err = calParams(times, transport.KindSHM, sizes, 0); err != nil {
 		t.Fatal(err)
 	}
 	if self = params["self"]; self.Flush == nil || math.Abs(self.Flush.AlphaNs-5) > 1e-9 || math.Abs(self.Replay.AlphaNs-(empty-5)) > 1e-9 {
 		t.Errorf("flush %+v, replay %v: want 5 ns and %v", self.Flush, self.Replay.AlphaNs, empty-5)
 	}
+	// With a cache of 4 KiB the puts went past twice it: the memory's cost
+	// is the largest put's time a byte (4,000 ns for 16 KiB), two ranks at
+	// once; with one of 16 KiB they did not.
+	for _, c := range []struct {
+		cache uint64
+		want  *cost.Memory
+	}{{4096, &cost.Memory{CacheBytes: 4096, Ranks: 2, BetaNs: 4000.0 / 16384}}, {16384, nil}} {
+		if params, _, err = calParams(times, transport.KindSHM, sizes, c.cache); err != nil {
+			t.Fatal(err)
+		}
+		if got := params["self"].Memory; (got == nil) != (c.want == nil) || got != nil && (got.CacheBytes != c.want.CacheBytes || got.Ranks != 2 || math.Abs(got.BetaNs-c.want.BetaNs) > 1e-9) {
+			t.Errorf("cache of %d bytes: memory %+v, want %+v", c.cache, got, c.want)
+		}
+	}
 	delete(times, "ops")
-	if _, _, err := calParams(times, transport.KindSHM, sizes); err == nil {
+	if _, _, err := calParams(times, transport.KindSHM, sizes, 0); err == nil {
 		t.Error("no ops time: want an error")
 	}
 }
@@ -239,7 +253,7 @@ func TestCalParamsLaunchedReplayAndSignalBySize(t *testing.T) {
 		times["put"][n] = perOne(base+float64(k)*(op+putT[n]), k)
 		times["self"][n] = perOne(base+float64(k)*(op+putT[n]/2), k)
 	}
-	params, _, err := calParams(times, transport.KindNVL, sizes)
+	params, _, err := calParams(times, transport.KindNVL, sizes, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +268,7 @@ func TestCalParamsLaunchedReplayAndSignalBySize(t *testing.T) {
 	if s := nvl.Signal; len(s.Sizes) != 0 || math.Abs(s.AlphaNs-wait) > 1e-6 {
 		t.Errorf("signal without hopn times %+v: want %v ns, no sizes", s, wait)
 	}
-	if params, _, err = calParams(times, transport.KindNVL, sizes); err != nil {
+	if params, _, err = calParams(times, transport.KindNVL, sizes, 0); err != nil {
 		t.Fatal(err)
 	}
 	nvl, self = params["nvl"], params["self"]
@@ -282,7 +296,7 @@ func TestCalParamsLaunchedReplayAndSignalBySize(t *testing.T) {
 		k := calPutsPer(n)
 		times["put"][n] = perOne(base+op+float64(k)*(op+putT[n]), k)
 	}
-	if params, _, err = calParams(times, transport.KindNVL, sizes); err != nil {
+	if params, _, err = calParams(times, transport.KindNVL, sizes, 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range sizes {
@@ -291,7 +305,7 @@ func TestCalParamsLaunchedReplayAndSignalBySize(t *testing.T) {
 		}
 	}
 	delete(times["hopn"], 16384)
-	if _, _, err := calParams(times, transport.KindNVL, sizes); err == nil || !strings.Contains(err.Error(), "no hopn time at 16384") {
+	if _, _, err := calParams(times, transport.KindNVL, sizes, 0); err == nil || !strings.Contains(err.Error(), "no hopn time at 16384") {
 		t.Errorf("a size without its hop: err %v", err)
 	}
 }
@@ -311,7 +325,7 @@ func TestCalParamsTrip(t *testing.T) {
 		"self":    {4096: empty + op + 500, 16384: empty + op + 2000},
 		"barrier": {20: empty + 20*(op+300)},
 	}
-	params, _, err := calParams(times, transport.KindNet, sizes)
+	params, _, err := calParams(times, transport.KindNet, sizes, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +344,7 @@ func TestCalParamsTrip(t *testing.T) {
 		pa, pl := net.Put.Of(n)
 		times["hopn"][n] = empty + op + pa + pl + sg + hop/k
 	}
-	if params, _, err = calParams(times, transport.KindNet, sizes); err != nil {
+	if params, _, err = calParams(times, transport.KindNet, sizes, 0); err != nil {
 		t.Fatal(err)
 	}
 	for n, want := range map[uint64]float64{4096: 3000, 16384: 5000} {
@@ -339,7 +353,7 @@ func TestCalParamsTrip(t *testing.T) {
 		}
 	}
 	delete(times, "hopn")
-	if params, _, err = calParams(times, transport.KindSHM, sizes); err != nil {
+	if params, _, err = calParams(times, transport.KindSHM, sizes, 0); err != nil {
 		t.Fatal(err)
 	}
 	if shm := params["shm"]; shm.Trip.AlphaNs != 0 {
@@ -450,9 +464,16 @@ func TestCalMax(t *testing.T) {
 			t.Errorf("calMax(%q, %q, %s, %d, %d) = %s, want %s", c.b, c.e, c.device, c.nodes, c.cache, got, c.want)
 		}
 	}
-	sizes, err := calSizes("4K", calMax("4K", "auto", "host", 1, 32<<20))
+	sizes, err := calSizes("4K", calMax("4K", "auto", "host", 1, 32<<20), 4)
 	if err != nil || sizes[len(sizes)-1] != 256<<20 {
 		t.Errorf("sizes %v (%v), want a series ending at 256 MiB", sizes, err)
+	}
+	// -f 2 measures the sizes between too; -f 1 is refused, naming -f.
+	if sizes, err = calSizes("1K", "16K", 2); err != nil || len(sizes) != 5 || sizes[1] != 2048 {
+		t.Errorf("-b 1K -e 16K -f 2: %v (%v), want 1K, 2K, 4K, 8K, 16K", sizes, err)
+	}
+	if _, err = calSizes("1K", "16K", 1); err == nil || !strings.Contains(err.Error(), "-f 1") {
+		t.Errorf("-f 1: %v, want an error naming -f", err)
 	}
 }
 

@@ -40,17 +40,10 @@ func placeCPUs(ranks int, class func(from, to int) transport.PeerKind, cpus int)
 		return nil
 	}
 	out := make([]int32, ranks)
-	host := make([]int, ranks) // the host's lowest rank
+	host := hostsOf(ranks, class) // the host's lowest rank
 	index := make([]int, ranks)
 	count := map[int]int{}
 	for r := range out {
-		host[r] = r
-		for q := 0; q < r; q++ {
-			if class(r, q) != transport.KindNet {
-				host[r] = host[q]
-				break
-			}
-		}
 		index[r] = count[host[r]]
 		count[host[r]]++
 	}

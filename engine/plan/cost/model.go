@@ -131,19 +131,23 @@ func (c Cost) check() error {
 // other rank's return to its loop. It is measured with as many ranks as
 // the model is used with (luacoll calibrate -n 4 on 2 CPUs); unused when
 // every rank has a CPU, zero where not measured.
+//
+// Memory (the self class's, host backend), where measured, is the
+// processors' last-level cache and what a byte costs past it (memory.go).
 type Params struct {
-	Put     Cost  `json:"put"`
-	Signal  Cost  `json:"signal"`
-	Wait    Cost  `json:"wait"`
-	Copy    Cost  `json:"copy"`
-	Barrier Cost  `json:"barrier"`
-	Op      Cost  `json:"op,omitzero"`
-	Replay  Cost  `json:"replay,omitzero"`
-	Flush   *Cost `json:"flush,omitempty"`
-	Moved   Cost  `json:"moved,omitzero"`
-	Switch  Cost  `json:"switch,omitzero"`
-	Call    Cost  `json:"call,omitzero"`
-	Trip    Cost  `json:"trip,omitzero"`
+	Put     Cost    `json:"put"`
+	Signal  Cost    `json:"signal"`
+	Wait    Cost    `json:"wait"`
+	Copy    Cost    `json:"copy"`
+	Barrier Cost    `json:"barrier"`
+	Op      Cost    `json:"op,omitzero"`
+	Replay  Cost    `json:"replay,omitzero"`
+	Flush   *Cost   `json:"flush,omitempty"`
+	Moved   Cost    `json:"moved,omitzero"`
+	Switch  Cost    `json:"switch,omitzero"`
+	Call    Cost    `json:"call,omitzero"`
+	Trip    Cost    `json:"trip,omitzero"`
+	Memory  *Memory `json:"memory,omitempty"`
 }
 
 // Model is a calibrated machine: where it was measured and, per replay
@@ -217,6 +221,11 @@ func (m *Model) Check() error {
 			for op, c := range costs {
 				if err := c.check(); err != nil {
 					return fmt.Errorf("model: mode %q, class %q, %s: %w", mode, name, op, err)
+				}
+			}
+			if p.Memory != nil {
+				if err := p.Memory.check(); err != nil {
+					return fmt.Errorf("model: mode %q, class %q, memory: %w", mode, name, err)
 				}
 			}
 		}

@@ -12,7 +12,9 @@ import (
 // its own cost, which the calibration measured with data its rank wrote.
 // Each rank's window keeps the ranges the last put into them came from
 // another rank; a put from the rank's own buffer or a fill of the window
-// makes them its own again.
+// makes them its own again, and so does a put that read them: its
+// processor holds them then (a chunk forwarded, then copied out of
+// staging, pays once).
 
 // span is a range of window bytes [lo, hi).
 type span struct{ lo, hi uint64 }
@@ -76,9 +78,11 @@ func (s *sim) moved(r int, o plan.Op) float64 {
 	}
 	var extra float64
 	if o.Buf == 0 {
-		if n := s.ranks[r].foreign.overlap(o.BufOff, o.BufOff+o.N); n > 0 {
+		rk := &s.ranks[r]
+		if n := rk.foreign.overlap(o.BufOff, o.BufOff+o.N); n > 0 {
 			a, l := s.tab[transport.KindSelf].Moved.Of(n)
 			extra = a + l
+			rk.foreign.set(o.BufOff, o.BufOff+o.N, false)
 		}
 	}
 	s.ranks[o.Peer].foreign.set(o.Off, o.Off+o.N, o.Peer != r)

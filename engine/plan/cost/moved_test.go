@@ -8,8 +8,9 @@ import (
 
 // Rank 0 puts n bytes into rank 1's window; rank 1 forwards them (bytes
 // another rank wrote: the model's Moved for n bytes on top of the put),
-// then puts from its own buffer (no extra), fills its window and forwards
-// from it again (its own bytes now: no extra).
+// forwards them again (its processor holds them now: no extra), then puts
+// from its own buffer (no extra), fills its window and forwards from it
+// again (its own bytes: no extra).
 func TestMovedBytes(t *testing.T) {
 	const n = 1000
 	m := testModel(0)
@@ -20,19 +21,19 @@ func TestMovedBytes(t *testing.T) {
 	own := plan.Op{Kind: plan.Put, Peer: 0, Off: n, Buf: 1, BufOff: 0, N: n}
 	lists := []plan.List{
 		agList(2, n, []plan.Op{putSig(1, 0, 1, 0, n)}),
-		agList(2, n, []plan.Op{waitFrom(0, 1), fwd, own, {Kind: plan.Fill, Buf: 0}, fwd}),
+		agList(2, n, []plan.Op{waitFrom(0, 1), fwd, fwd, own, {Kind: plan.Fill, Buf: 0}, fwd}),
 	}
 	res, err := Estimate(m, Input{Lists: lists, Mode: "host"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	put := 1000 + n*0.1
-	near(t, "rank 1", res.PerRank[1], put+(put+50+n)+put+(100+2*n*0.01)+put, 1e-9)
+	near(t, "rank 1", res.PerRank[1], put+(put+50+n)+put+put+(100+2*n*0.01)+put, 1e-9)
 	checkPath(t, res)
 	delete(m.Modes["host"], "self")
 	m.Modes["host"]["self"] = testModel(0).Modes["host"]["self"]
-	if res, err = Estimate(m, Input{Lists: lists, Mode: "host"}); err != nil || res.PerRank[1] != 4*put+100+2*n*0.01 {
-		t.Errorf("no Moved in the model: rank 1 %v (%v), want %v", res.PerRank[1], err, 4*put+100+2*n*0.01)
+	if res, err = Estimate(m, Input{Lists: lists, Mode: "host"}); err != nil || res.PerRank[1] != 5*put+100+2*n*0.01 {
+		t.Errorf("no Moved in the model: rank 1 %v (%v), want %v", res.PerRank[1], err, 5*put+100+2*n*0.01)
 	}
 }
 

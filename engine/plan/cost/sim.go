@@ -197,6 +197,9 @@ type sim struct {
 	// fanOut is the replay mode's plan.FanOutInline: puts larger than it
 	// of one source and size in a row run side by side (0: none do).
 	fanOut uint64
+	// memFloor is, by rank, the memory's part of its puts and copies
+	// where its host's replay outgrows the cache (memory.go; nil: none).
+	memFloor []memFloor
 }
 
 // newSim is the simulation of lists (in's, or several replays of them)
@@ -205,7 +208,7 @@ func newSim(lists []plan.List, tab [4]Params, in Input) *sim {
 	class := in.classOrDefault()
 	s := &sim{ranks: make([]rankState, len(lists)), tab: tab, class: class, bars: map[int]*barWait{}, pairs: map[pairKey]pairWait{},
 		switchNs: tab[transport.KindSelf].Switch.AlphaNs, trackMoved: !tab[transport.KindSelf].Moved.zero(),
-		fanOut: plan.FanOutInline(in.Mode)}
+		fanOut: plan.FanOutInline(in.Mode), memFloor: memoryBound(lists, class, tab[transport.KindSelf].Memory)}
 	place := placeCPUs(len(lists), class, in.CPUs)
 	for r, l := range lists {
 		n := len(l.Ops)
@@ -398,6 +401,7 @@ func (s *sim) step(r int, t float64) {
 	case o.Kind.IsPut():
 		p := s.tab[s.class(r, o.Peer)]
 		a, l := p.Put.Of(o.N)
+		l = s.pastCache(r, o.N, l)
 		var sa, sl float64
 		if o.Kind.HasSignal() {
 			// The signal's cost may grow with the bytes it follows (a
@@ -418,7 +422,7 @@ func (s *sim) step(r int, t float64) {
 		s.finish(r, t, a, l, s.prev(r))
 	case o.Kind == plan.Get:
 		a, l := s.tab[s.class(r, o.Peer)].Put.Of(o.N)
-		s.finish(r, t, a+op, l, s.prev(r))
+		s.finish(r, t, a+op, s.pastCache(r, o.N, l), s.prev(r))
 	case o.Kind == plan.Signal:
 		a := s.tab[s.class(r, o.Peer)].Signal.AlphaNs + op
 		s.outNet(r, o.Peer, t+a)
@@ -464,8 +468,9 @@ func (s *sim) step(r int, t float64) {
 		s.finish(r, t, self.Wait.AlphaNs+op, 0, s.prev(r))
 	case o.Kind == plan.Fill:
 		s.filled(r, o.Buf)
-		a, l := self.Copy.Of(rk.shape.Buffers[o.Buf])
-		s.finish(r, t, a+op, l, s.prev(r))
+		n := rk.shape.Buffers[o.Buf]
+		a, l := self.Copy.Of(n)
+		s.finish(r, t, a+op, s.pastCache(r, n, l), s.prev(r))
 	case o.Kind == plan.Barrier:
 		s.barrier(r, from, t, o.Bar)
 	case o.Kind == plan.BarrierPeer:
