@@ -46,7 +46,10 @@ const calibrateUsage = `luacoll calibrate [-n 2] [--device host|cuda] [--nodes 2
   in one, its own buffer in the other, timed in the same rounds (at least
   21); the median of their difference round by round is the moved cost, what reading bytes
   another rank's processor wrote adds to a put or copy (made non-decreasing
-  in size). Each time is the median of --rounds timings of --iters replays. Writes the
+  in size). On the host, where the puts went past twice the CPUs' last-level
+  cache, the largest one's time a byte is what a byte costs past the cache
+  (memory, with the cache's size: a plan whose bytes outgrow the cache pays
+  it). Each time is the median of --rounds timings of --iters replays. Writes the
   model (JSON) with the machine it came from to FILE; when FILE holds a
   model of the same backend the measured classes are merged into it, so a
   second run with --nodes 2 adds net.

@@ -59,9 +59,13 @@ type memFloor struct{ ns, frac float64 }
 
 // memoryBound returns, for each rank, the memory's part of its puts and
 // copies (nil: none): set for the ranks of a host whose replay touches
-// more bytes than half of mem's cache.
-func memoryBound(lists []plan.List, class func(from, to int) transport.PeerKind, mem *Memory) []memFloor {
-	if mem == nil || len(lists) == 0 {
+// more bytes than half of mem's cache. The ranks that share the memory's
+// bandwidth are those of the host that copy at once: no more than its cpus,
+// where ranks take turns on them. It applies to ranks of the machine the
+// estimate runs on (cpus known); the hosts of a layout or of simulated
+// ranks are hypothetical (a CPU each: cpus 0), and so is their memory.
+func memoryBound(lists []plan.List, class func(from, to int) transport.PeerKind, mem *Memory, cpus int) []memFloor {
+	if mem == nil || cpus <= 0 || len(lists) == 0 {
 		return nil
 	}
 	host := hostsOf(len(lists), class)
@@ -76,7 +80,8 @@ func memoryBound(lists []plan.List, class func(from, to int) transport.PeerKind,
 	for r := range lists {
 		h := host[r]
 		if held := float64(mem.CacheBytes) / 2; float64(touched[h]) > held {
-			out[r] = memFloor{ns: mem.BetaNs * float64(ranks[h]) / float64(mem.Ranks), frac: 1 - held/float64(touched[h])}
+			busy := min(ranks[h], cpus)
+			out[r] = memFloor{ns: mem.BetaNs * float64(busy) / float64(mem.Ranks), frac: 1 - held/float64(touched[h])}
 			any = true
 		}
 	}

@@ -10,7 +10,8 @@ import (
 // fit half the cache; with a cache of 20n, half of them do not, and half
 // of every put's and copy's bytes cost the memory's figure (0.5 ns a
 // byte, measured two ranks at once) times 4/2 ranks, 1 ns, instead of the
-// line's (0.1 ns to a peer, 0.01 ns to itself).
+// line's (0.1 ns to a peer, 0.01 ns to itself). The rule holds for ranks
+// of a real machine (CPUs known: 16 here); simulated ranks leave it out.
 func TestMemoryBound(t *testing.T) {
 	const ranks, n = 4, 1 << 20
 	lists := ringLists(ranks, n)
@@ -31,12 +32,27 @@ func TestMemoryBound(t *testing.T) {
 		self := m.Modes["host"]["self"]
 		self.Memory = c.mem
 		m.Modes["host"]["self"] = self
-		res, err := Estimate(m, Input{Lists: lists, Mode: "host"})
+		res, err := Estimate(m, Input{Lists: lists, Mode: "host", CPUs: 16})
 		if err != nil {
 			t.Fatal(err)
 		}
 		near(t, "ring", res.Time, c.want, 1e-9)
 		checkPath(t, res)
+		if res, err = Estimate(m, Input{Lists: lists, Mode: "host"}); err != nil || !same(res.Time, fits) {
+			t.Errorf("no CPUs given (simulated ranks): %v (%v), want the lines' %v", res.Time, err, fits)
+		}
+	}
+	// On 2 CPUs the 4 ranks take turns: two copy at once, and past the
+	// cache a byte costs the memory's 0.5 ns, not 1 ns.
+	m := testModel(0)
+	self := m.Modes["host"]["self"]
+	self.Memory = &Memory{CacheBytes: 20 * n, Ranks: 2, BetaNs: 0.5}
+	m.Modes["host"]["self"] = self
+	if floor := memoryBound(lists, Input{}.classOrDefault(), self.Memory, 2); len(floor) != ranks || floor[0].ns != 0.5 || floor[0].frac != 0.5 {
+		t.Errorf("4 ranks on 2 CPUs: %+v, want 0.5 ns a byte for half the bytes", floor)
+	}
+	if floor := memoryBound(lists, Input{}.classOrDefault(), self.Memory, 8); len(floor) != ranks || floor[3].ns != 1 {
+		t.Errorf("4 ranks on 8 CPUs: %+v, want 1 ns a byte", floor)
 	}
 	if got := footprints(lists); len(got) != ranks || got[0] != 5*n || got[3] != 5*n {
 		t.Errorf("footprints %v, want 5n = %d each", got, 5*n)

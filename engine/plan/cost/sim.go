@@ -208,7 +208,7 @@ func newSim(lists []plan.List, tab [4]Params, in Input) *sim {
 	class := in.classOrDefault()
 	s := &sim{ranks: make([]rankState, len(lists)), tab: tab, class: class, bars: map[int]*barWait{}, pairs: map[pairKey]pairWait{},
 		switchNs: tab[transport.KindSelf].Switch.AlphaNs, trackMoved: !tab[transport.KindSelf].Moved.zero(),
-		fanOut: plan.FanOutInline(in.Mode), memFloor: memoryBound(lists, class, tab[transport.KindSelf].Memory)}
+		fanOut: plan.FanOutInline(in.Mode), memFloor: memoryBound(lists, class, tab[transport.KindSelf].Memory, in.CPUs)}
 	place := placeCPUs(len(lists), class, in.CPUs)
 	for r, l := range lists {
 		n := len(l.Ops)
