@@ -15,6 +15,7 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
+	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/engine/plan/cost"
 	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/scripts"
@@ -207,7 +208,8 @@ func calibrate(ctx context.Context, c *engine.Comm, sizes []uint64, iters [2]int
 	for i, n := range sizes {
 		sz[i] = strconv.FormatUint(n, 10)
 	}
-	vals, err := st.EvalScript(ctx, string(src), "bench/calibrate.lua", []string{strings.Join(modes, ","), strings.Join(sz, ","), strconv.Itoa(iters[0]), strconv.Itoa(iters[1])})
+	vals, err := st.EvalScript(ctx, string(src), "bench/calibrate.lua", []string{strings.Join(modes, ","), strings.Join(sz, ","), strconv.Itoa(iters[0]), strconv.Itoa(iters[1]),
+		strconv.FormatUint(plan.FanOutInline("graph"), 10)})
 	if err != nil {
 		return nil, err
 	}
@@ -272,8 +274,18 @@ func parseCalibration(s string) (map[string]calTimes, error) {
 
 // calPutsPer is how many puts of n bytes calibrate.lua's put plans hold
 // (small ones several to a plan, so that one stands out of the replay's
-// own time); it must match the script's k.
+// own time) where it wrote no putk line; it must match the script's k.
 func calPutsPer(n uint64) uint64 { return max(1, min(16, 65536/n)) }
+
+// putsPer is how many puts of n bytes the mode's put plans held: the
+// script's putk line (graph mode holds one put a plan past what its
+// interpreter keeps), else calPutsPer.
+func (t calTimes) putsPer(n uint64) uint64 {
+	if k, ok := t["putk"][n]; ok && k >= 1 {
+		return uint64(k)
+	}
+	return calPutsPer(n)
+}
 
 // calParams turns one mode's times into the costs of class and self.
 // Every time is of one replay of a plan that ends with a flush; the plan
@@ -319,7 +331,7 @@ func calParams(t calTimes, class transport.PeerKind, sizes []uint64, cache uint6
 			if !ok {
 				return cost.Cost{}, fmt.Errorf("no %s time at %d bytes", what, n)
 			}
-			ts[i] = beyond(v-less/float64(calPutsPer(n)), 1) * 1e-9
+			ts[i] = beyond(v-less/float64(t.putsPer(n)), 1) * 1e-9
 		}
 		return cost.Fit(sizes, ts)
 	}
@@ -457,8 +469,8 @@ func calRebase(t calTimes, empty, base float64) calTimes {
 		}
 	}
 	hops := func(n uint64) uint64 { return 2 * calHopsPer(n) }
-	return t.adjusted(map[string]func(uint64, float64) float64{"put": onto(calPutsPer), "self": onto(calPutsPer),
-		"moved": onto(calPutsPer), "own": onto(calPutsPer), "hopn": onto(hops)})
+	return t.adjusted(map[string]func(uint64, float64) float64{"put": onto(t.putsPer), "self": onto(t.putsPer),
+		"moved": onto(t.putsPer), "own": onto(t.putsPer), "hopn": onto(hops)})
 }
 
 // calLead takes out of the put and self lines (the replay of one put of
@@ -467,7 +479,7 @@ func calRebase(t calTimes, empty, base float64) calTimes {
 // interpreter's node the one-op plan has). It returns the times so
 // moved; t is left as it was.
 func calLead(t calTimes, lead float64) calTimes {
-	less := func(n uint64, v float64) float64 { return v - lead/float64(calPutsPer(n)) }
+	less := func(n uint64, v float64) float64 { return v - lead/float64(t.putsPer(n)) }
 	return t.adjusted(map[string]func(uint64, float64) float64{"put": less, "self": less})
 }
 

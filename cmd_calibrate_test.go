@@ -497,3 +497,22 @@ func TestMonotone(t *testing.T) {
 		}
 	}
 }
+
+// How many puts a plan held comes from calibrate.lua's putk lines (graph
+// mode: one a plan past its interpreter's 256 bytes), else calPutsPer;
+// calLead takes the lead puts' cost out of a put by that many.
+func TestCalPutsPerFromScript(t *testing.T) {
+	times := calTimes{"putk": {4096: 1, 16384: 4}, "put": {4096: 5000, 16384: 6000}}
+	for _, c := range []struct{ n, want uint64 }{{4096, 1}, {16384, 4}, {65536, 1}} {
+		if got := times.putsPer(c.n); got != c.want {
+			t.Errorf("putsPer(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+	if got := (calTimes{}).putsPer(4096); got != 16 {
+		t.Errorf("no putk lines: putsPer(4096) = %d, want calPutsPer's 16", got)
+	}
+	led := calLead(times, 400)
+	if led["put"][4096] != 4600 || led["put"][16384] != 5900 {
+		t.Errorf("calLead: %v, want the lead's 400 ns whole from the plan of one put, a quarter from the plan of four", led["put"])
+	}
+}

@@ -11,8 +11,11 @@
 -- window, so the copy reads what the other rank's processor wrote; own:
 -- the same, the copy from the rank's own buffer); and
 -- bars window barriers over every rank.
---   luacoll run -n 2 bench/calibrate.lua [modes] [sizes] [replays] [rounds]
--- modes and sizes are comma-separated. Each time is the median of rounds
+--   luacoll run -n 2 bench/calibrate.lua [modes] [sizes] [replays] [rounds] [graph_inline]
+-- modes and sizes are comma-separated; graph_inline (default 256) is the
+-- largest put graph mode keeps in its interpreter's node (larger ones are
+-- a put kernel's node each, so their plans hold one put: the boundary
+-- between the nodes is the put's, as in a collective's exec). Each time is the median of rounds
 -- timings of replays replays back to back; moved is the median of at least
 -- 21 rounds, and own moved less the median of the two exchanges'
 -- differences, timed in the same rounds (pair); the empty replay is
@@ -23,7 +26,8 @@
 -- modes other than host, one 1 is the replay of a one-op plan and call 1
 -- what a p:run of one such replay costs beyond that replay run among
 -- many; in graph mode, lead K 1 says the put and self plans began with K
--- 8-byte puts to the rank itself).
+-- 8-byte puts to the rank itself; putk BYTES K says the put, self, moved
+-- and own plans of BYTES held K puts).
 --   luacoll run -n 4 bench/calibrate.lua host - [replays] [rounds] switch CPUS
 -- is for ranks that outnumber the CPUS processors they share (the i-th
 -- rank on processor i mod CPUS; ranks a multiple of 2 x CPUS), all ranks
@@ -37,6 +41,7 @@ for m in (arg[1] or "host"):gmatch("[%a]+") do modes[#modes + 1] = m end
 for s in (arg[2] or "4096,65536,1048576,16777216"):gmatch("%d+") do sizes[#sizes + 1] = tonumber(s) end
 local replays = tonumber(arg[3] or "20")
 local rounds = tonumber(arg[4] or "5")
+local graphInline = tonumber(arg[5]) or 256
 assert(lc.size >= 2, "calibrate needs 2 ranks or more")
 local most = 8
 for _, n in ipairs(sizes) do most = math.max(most, n) end
@@ -215,8 +220,11 @@ for _, mode in ipairs(modes) do
     -- Small puts k at a time (up to 64 KiB a plan), so that one stands
     -- out of the replay's own time; the line gives the replay of one:
     -- the empty replay and a k-th of the rest.
-    -- (luacoll calibrate's calPutsPer is the same k.)
+    -- (luacoll calibrate's calPutsPer is the same k.) In graph mode a
+    -- put past graphInline is a node of its own: one a plan.
     local k = math.max(1, math.min(16, math.floor(65536 / n)))
+    if mode == "graph" and n > graphInline then k = 1 end
+    out[#out + 1] = ("%s putk %d %d"):format(mode, n, k)
     local put = per(mode, function(w, src)
       lead(w, src)
       for _ = 1, k do
