@@ -36,6 +36,7 @@
 -- step passes the processor to the partner), and "host ring K ns", to the
 -- next rank from the one before, as a ring all-gather's steps.
 local lc = require("luacoll")
+local timing = require("timing")
 local modes, sizes = {}, {}
 for m in (arg[1] or "host"):gmatch("[%a]+") do modes[#modes + 1] = m end
 for s in (arg[2] or "4096,65536,1048576,16777216"):gmatch("%d+") do sizes[#sizes + 1] = tonumber(s) end
@@ -53,35 +54,18 @@ local me, peer = lc.rank, 1 - lc.rank
 local out = {}
 
 -- timed is rank 0's time of one replay of plan p, in nanoseconds, from
--- one timing of times replays (one p:run of times replays, or, with
--- calls, times p:run of one replay each), every rank starting together.
+-- one timing of times replays (timing.once).
 local function timed(p, times, calls)
-  lc.barrier()
-  local t = lc.timer()
-  t:start()
-  if calls then
-    for _ = 1, times do p:run() end
-  else
-    p:run{ times = times }
-  end
-  t:stop()
-  w:sync()
-  return lc.allgather(t:seconds())[1] / times * 1e9
+  return timing.once(w, p, times, calls) * 1e9
 end
 
 -- per returns the time of one replay of body's plan, in nanoseconds: the
--- median over rounds of timed's.
+-- median over rounds of such timings.
 local function per(mode, body, times, calls)
   local p = lc.plan(body, w, src, { mode = mode })
-  p:run{ times = 3 }
-  w:sync()
-  local got = {}
-  for k = 1, rounds do
-    got[k] = timed(p, times, calls)
-  end
+  local v = timing.median(w, p, times, rounds, calls) * 1e9
   p:free()
-  table.sort(got)
-  return got[math.floor((rounds + 1) / 2)]
+  return v
 end
 
 -- pair times the plans of bodies a and b in the same rounds (at least

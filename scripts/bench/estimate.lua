@@ -1,5 +1,5 @@
 -- The shipped all-gather schedules (lib/allgather.lua ring, direct, hier)
--- as plans: each one's time per replay measured on the stream (lc.timer,
+-- as plans: each one's time per replay measured on the stream (lib timing,
 -- back to back after warm-up replays, the median of rounds such timings)
 -- beside p:estimate's prediction of a replay in such a loop (steady).
 --   luacoll run -n 2 bench/estimate.lua [model.json|-] [sizes, comma-separated bytes a rank] [replays] [rounds]
@@ -8,6 +8,7 @@
 -- ratio (predicted / measured), and the critical path's share of link time.
 local lc = require("luacoll")
 local ag = require("allgather")
+local timing = require("timing")
 local model = arg[1] ~= "-" and arg[1] or nil
 local sizes = {}
 for s in (arg[2] or "1024,16384,262144,4194304"):gmatch("%d+") do sizes[#sizes + 1] = tonumber(s) end
@@ -27,20 +28,7 @@ for _, algo in ipairs{ "ring", "direct", "hier" } do
     local rep = p:verify{ collective = "allgather", n = n, src = src }
     assert(rep.ok, rep.summary)
     local e = p:estimate{ model = model }
-    p:run{ times = 5 }
-    w:sync()
-    local got = {}
-    for k = 1, rounds do
-      lc.barrier()
-      local t = lc.timer()
-      t:start()
-      p:run{ times = replays }
-      t:stop()
-      w:sync()
-      got[k] = t:seconds() / replays
-    end
-    table.sort(got)
-    local measured = got[math.floor((rounds + 1) / 2)]
+    local measured = timing.median(w, p, replays, rounds)
     if lc.rank == 0 then
       print(("  %-6s %10d %12.2f %12.2f %7.2f %5.0f%%"):format(algo, n, measured * 1e6, e.steady * 1e6, e.steady / measured, 100 * e.link / e.time))
     end

@@ -8,6 +8,7 @@
 -- put, signal, flush; put, flush, signal), rank 1 waits for the signal.
 -- (docs/results/cost-model.md, "The network's steps".)
 local lc = require("luacoll")
+local timing = require("timing")
 local n = tonumber(arg[1] or "2097152")
 local w = lc.window{ bytes = 4 * n, signals = 2 }
 local src = lc.buffer(n)
@@ -15,20 +16,7 @@ src:fill("rand", lc.rank)
 local me, peer = lc.rank, 1 - lc.rank
 local sig = 0
 local function timed(p, times)
-  p:run{ times = 3 }
-  w:sync()
-  local best = {}
-  for k = 1, 5 do
-    lc.barrier()
-    local t = lc.timer()
-    t:start()
-    p:run{ times = times }
-    t:stop()
-    w:sync()
-    best[k] = lc.allgather(t:seconds())[1] / times * 1e6
-  end
-  table.sort(best)
-  return best[3]
+  return timing.median(w, p, times, 5) * 1e6
 end
 local put = lc.plan(function(w, src) w:put(peer, me * n, src, 0, n); w:flush() end, w, src)
 local first = sig; sig = sig + 1
