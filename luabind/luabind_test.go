@@ -147,6 +147,30 @@ print("ok")
 	}
 }
 
+// lib timing: every rank gets rank 0's time of a replay, a positive
+// number; the plan's replays ran (the counter the plan adds to counts
+// them: 3 warm-up replays and rounds x times timed ones, with calls too).
+func TestLibraryTiming(t *testing.T) {
+	code := `
+local lc = require("luacoll")
+local timing = require("timing")
+local w = lc.window{ bytes = 64, counters = 1 }
+local src = lc.buffer(64)
+local p = lc.plan(function(w, src) w:put_counter(lc.rank, 0, src, 0, 64, 0) end, w, src)
+local s = timing.median(w, p, 4, 3)
+local once = timing.once(w, p, 2, true)
+w:sync()
+assert(s > 0 and once > 0, "times " .. s .. ", " .. once)
+local all = lc.allgather(s)
+for r = 1, #all do assert(all[r] == all[1], "rank " .. (r - 1) .. " got another time") end
+assert(w:read_counter(lc.rank, 0) == 3 + 3 * 4 + 2, "replays: " .. w:read_counter(lc.rank, 0))
+print("ok")
+`
+	for _, n := range []int{2, 3} {
+		mustAllOK(t, runLua(t, n, code))
+	}
+}
+
 // badCalls lists calls the contract says must be refused, and the argument
 // the error must name.
 var badCalls = []struct{ code, want string }{
