@@ -14,9 +14,11 @@ import (
 // smaller sizes. Where the bytes the ranks of a host touch in a replay (the
 // window ranges written into each rank, the buffer ranges read) outgrow
 // the cache, more of their copies run at the memory's speed, and the ranks
-// of the host share its bandwidth: a byte costs BetaNs x ranks /
-// Memory.Ranks there (BetaNs measured with Memory.Ranks ranks moving at
-// once past the cache). A put or copy of n bytes takes its line's time
+// of the host that copy at once (no more than its CPUs) share its
+// bandwidth: a byte costs BetaNs x those ranks / Memory.Ranks there
+// (BetaNs measured with Memory.Ranks ranks moving at once past the cache).
+// Only ranks of the machine the estimate runs on have a known memory (see
+// memoryBound). A put or copy of n bytes takes its line's time
 // plus the part of the bytes that the cache does not hold times what the
 // memory's cost adds to the line's. The cache holds half of what it could
 // (lines a rank reads and writes both take room, as do the processors'
