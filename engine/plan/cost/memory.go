@@ -55,9 +55,9 @@ func MemoryOf(put Cost, cache uint64, ranks int) *Memory {
 	return &Memory{CacheBytes: cache, Ranks: ranks, BetaNs: put.TimesNs[k-1] / float64(put.Sizes[k-1])}
 }
 
-// memFloor is the memory's part of a host's copies: a byte costs at
-// least ns there, for frac of the bytes.
-type memFloor struct{ ns, frac float64 }
+// memShare is the memory's part of a rank's copies: for frac of their
+// bytes, a byte costs ns where the line says less.
+type memShare struct{ ns, frac float64 }
 
 // memoryBound returns, for each rank, the memory's part of its puts and
 // copies (nil: none): set for the ranks of a host whose replay touches
@@ -66,7 +66,7 @@ type memFloor struct{ ns, frac float64 }
 // where ranks take turns on them. It applies to ranks of the machine the
 // estimate runs on (cpus known); the hosts of a layout or of simulated
 // ranks are hypothetical (a CPU each: cpus 0), and so is their memory.
-func memoryBound(lists []plan.List, class func(from, to int) transport.PeerKind, mem *Memory, cpus int) []memFloor {
+func memoryBound(lists []plan.List, class func(from, to int) transport.PeerKind, mem *Memory, cpus int) []memShare {
 	if mem == nil || cpus <= 0 || len(lists) == 0 {
 		return nil
 	}
@@ -77,13 +77,13 @@ func memoryBound(lists []plan.List, class func(from, to int) transport.PeerKind,
 		ranks[host[r]]++
 		touched[host[r]] += n
 	}
-	out := make([]memFloor, len(lists))
+	out := make([]memShare, len(lists))
 	any := false
 	for r := range lists {
 		h := host[r]
 		if held := float64(mem.CacheBytes) / 2; float64(touched[h]) > held {
 			busy := min(ranks[h], cpus)
-			out[r] = memFloor{ns: mem.BetaNs * float64(busy) / float64(mem.Ranks), frac: 1 - held/float64(touched[h])}
+			out[r] = memShare{ns: mem.BetaNs * float64(busy) / float64(mem.Ranks), frac: 1 - held/float64(touched[h])}
 			any = true
 		}
 	}
@@ -155,9 +155,9 @@ func hostsOf(ranks int, class func(from, to int) transport.PeerKind) []int {
 // pastCache is the link time l of rank r's put or copy of n bytes, with
 // the memory's part where its host's replay outgrows the cache.
 func (s *sim) pastCache(r int, n uint64, l float64) float64 {
-	if s.memFloor == nil {
+	if s.mem == nil {
 		return l
 	}
-	f := s.memFloor[r]
+	f := s.mem[r]
 	return l + max(0, float64(n)*f.ns-l)*f.frac
 }

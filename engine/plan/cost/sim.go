@@ -197,9 +197,9 @@ type sim struct {
 	// fanOut is the replay mode's plan.FanOutInline: puts larger than it
 	// of one source and size in a row run side by side (0: none do).
 	fanOut uint64
-	// memFloor is, by rank, the memory's part of its puts and copies
+	// mem is, by rank, the memory's part of its puts and copies
 	// where its host's replay outgrows the cache (memory.go; nil: none).
-	memFloor []memFloor
+	mem []memShare
 }
 
 // newSim is the simulation of lists (in's, or several replays of them)
@@ -208,7 +208,7 @@ func newSim(lists []plan.List, tab [4]Params, in Input) *sim {
 	class := in.classOrDefault()
 	s := &sim{ranks: make([]rankState, len(lists)), tab: tab, class: class, bars: map[int]*barWait{}, pairs: map[pairKey]pairWait{},
 		switchNs: tab[transport.KindSelf].Switch.AlphaNs, trackMoved: !tab[transport.KindSelf].Moved.zero(),
-		fanOut: plan.FanOutInline(in.Mode), memFloor: memoryBound(lists, class, tab[transport.KindSelf].Memory, in.CPUs)}
+		fanOut: plan.FanOutInline(in.Mode), mem: memoryBound(lists, class, tab[transport.KindSelf].Memory, in.CPUs)}
 	place := placeCPUs(len(lists), class, in.CPUs)
 	for r, l := range lists {
 		n := len(l.Ops)
