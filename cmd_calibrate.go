@@ -198,29 +198,13 @@ func calibrate(ctx context.Context, c *engine.Comm, sizes []uint64, iters [2]int
 	case c.Backend.Name() != "host":
 		modes = []string{"stream", "graph", "device"}
 	}
-	src, err := scripts.FS.ReadFile("bench/calibrate.lua")
-	if err != nil {
-		return nil, err
-	}
-	st := luabind.New(c, io.Discard)
-	defer st.Close()
 	sz := make([]string, len(sizes))
 	for i, n := range sizes {
 		sz[i] = strconv.FormatUint(n, 10)
 	}
-	vals, err := st.EvalScript(ctx, string(src), "bench/calibrate.lua", []string{strings.Join(modes, ","), strings.Join(sz, ","), strconv.Itoa(iters[0]), strconv.Itoa(iters[1]),
-		strconv.FormatUint(plan.FanOutInline("graph"), 10)})
-	if err != nil {
-		return nil, err
-	}
-	if c.Env.Rank != 0 {
-		return nil, nil
-	}
-	if len(vals) != 1 {
-		return nil, fmt.Errorf("bench/calibrate.lua returned %d values, want 1", len(vals))
-	}
-	got, err := parseCalibration(vals[0])
-	if err != nil {
+	got, err := runCalibration(ctx, c, strings.Join(modes, ","), strings.Join(sz, ","), strconv.Itoa(iters[0]), strconv.Itoa(iters[1]),
+		strconv.FormatUint(plan.FanOutInline("graph"), 10))
+	if err != nil || got == nil {
 		return nil, err
 	}
 	m := &cost.Model{Machine: machineName(c), Backend: c.Backend.Name(), Made: time.Now().UTC().Format(time.RFC3339),
@@ -242,6 +226,25 @@ func calibrate(ctx context.Context, c *engine.Comm, sizes []uint64, iters [2]int
 	}
 	m.Note = fmt.Sprintf("%s, %d ranks: %s.", class, c.Size(), strings.Join(notes, "; "))
 	return m, m.Check()
+}
+
+// runCalibration runs bench/calibrate.lua with args on every rank and
+// returns rank 0's times by mode (nil on the other ranks).
+func runCalibration(ctx context.Context, c *engine.Comm, args ...string) (map[string]calTimes, error) {
+	src, err := scripts.FS.ReadFile("bench/calibrate.lua")
+	if err != nil {
+		return nil, err
+	}
+	st := luabind.New(c, io.Discard)
+	defer st.Close()
+	vals, err := st.EvalScript(ctx, string(src), "bench/calibrate.lua", args)
+	if err != nil || c.Env.Rank != 0 {
+		return nil, err
+	}
+	if len(vals) != 1 {
+		return nil, fmt.Errorf("bench/calibrate.lua returned %d values, want 1", len(vals))
+	}
+	return parseCalibration(vals[0])
 }
 
 // calTimes are one mode's measurements: nanoseconds by what and bytes.

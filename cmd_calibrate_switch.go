@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"runtime"
 	"strconv"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/plan/cost"
 	"github.com/luacoll/luacoll/luabind"
-	"github.com/luacoll/luacoll/scripts"
 )
 
 // switchSteps is how many exchanges bench/calibrate.lua's switch plans make.
@@ -40,21 +38,8 @@ func calibrateSwitch(ctx context.Context, c *engine.Comm, path string, iters [2]
 			return nil, fmt.Errorf("%d ranks on %d CPUs measure only the switch cost, into the host model -o names; make that first with a CPU per rank (luacoll calibrate -n 2 -o %s): %w", c.Size(), cpus, path, err)
 		}
 	}
-	src, err := scripts.FS.ReadFile("bench/calibrate.lua")
-	if err != nil {
-		return nil, err
-	}
-	st := luabind.New(c, io.Discard)
-	defer st.Close()
-	vals, err := st.EvalScript(ctx, string(src), "bench/calibrate.lua", []string{"host", "-", strconv.Itoa(iters[0]), strconv.Itoa(iters[1]), "switch", strconv.Itoa(cpus)})
-	if err != nil || c.Env.Rank != 0 {
-		return nil, err
-	}
-	if len(vals) != 1 {
-		return nil, fmt.Errorf("bench/calibrate.lua returned %d values, want 1", len(vals))
-	}
-	got, err := parseCalibration(vals[0])
-	if err != nil {
+	got, err := runCalibration(ctx, c, "host", "-", strconv.Itoa(iters[0]), strconv.Itoa(iters[1]), "switch", strconv.Itoa(cpus))
+	if err != nil || got == nil {
 		return nil, err
 	}
 	sw, err := calSwitch(base, got["host"], c.Size(), cpus)
