@@ -15,7 +15,6 @@ import (
 
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
-	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/engine/plan/cost"
 	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/scripts"
@@ -202,8 +201,7 @@ func calibrate(ctx context.Context, c *engine.Comm, sizes []uint64, iters [2]int
 	for i, n := range sizes {
 		sz[i] = strconv.FormatUint(n, 10)
 	}
-	got, err := runCalibration(ctx, c, strings.Join(modes, ","), strings.Join(sz, ","), strconv.Itoa(iters[0]), strconv.Itoa(iters[1]),
-		strconv.FormatUint(plan.FanOutInline("graph"), 10))
+	got, err := runCalibration(ctx, c, strings.Join(modes, ","), strings.Join(sz, ","), strconv.Itoa(iters[0]), strconv.Itoa(iters[1]), class.String())
 	if err != nil || got == nil {
 		return nil, err
 	}
@@ -281,8 +279,7 @@ func parseCalibration(s string) (map[string]calTimes, error) {
 func calPutsPer(n uint64) uint64 { return max(1, min(16, 65536/n)) }
 
 // putsPer is how many puts of n bytes the mode's put plans held: the
-// script's putk line (graph mode holds one put a plan past what its
-// interpreter keeps), else calPutsPer.
+// script's putk line, else calPutsPer.
 func (t calTimes) putsPer(n uint64) uint64 {
 	if k, ok := t["putk"][n]; ok && k >= 1 {
 		return uint64(k)
@@ -461,7 +458,7 @@ func calHopsPer(n uint64) uint64 { return max(2, min(16, (1<<20)/n)) }
 
 // calRebase moves the times calibrate.lua gave as the replay of one op of
 // a plan of k (put, self, moved, own: the empty replay and a k-th of the
-// rest; hopn: a 2kh-th) onto base, the replay's fixed cost where that is
+// rest; hopn: a 2kh-th; swap: a kh-th) onto base, the replay's fixed cost where that is
 // not the empty plan's: base and a k-th of the plan's time less base. It
 // returns the times so moved; t is left as it was.
 func calRebase(t calTimes, empty, base float64) calTimes {
@@ -473,7 +470,7 @@ func calRebase(t calTimes, empty, base float64) calTimes {
 	}
 	hops := func(n uint64) uint64 { return 2 * calHopsPer(n) }
 	return t.adjusted(map[string]func(uint64, float64) float64{"put": onto(t.putsPer), "self": onto(t.putsPer),
-		"moved": onto(t.putsPer), "own": onto(t.putsPer), "hopn": onto(hops)})
+		"moved": onto(t.putsPer), "own": onto(t.putsPer), "hopn": onto(hops), "swap": onto(calHopsPer)})
 }
 
 // calLead takes out of the put and self lines (the replay of one put of
@@ -504,7 +501,10 @@ func (t calTimes) adjusted(by map[string]func(uint64, float64) float64) calTimes
 
 // calSignal is the signal's cost by the size of the put_signal it ends
 // (nil where calibrate.lua measured no hopn times): a hop of n bytes less
-// the put_signal's op, the put of n bytes and the wait, at each size, and
+// the put_signal's op, the put of n bytes and the wait, at each size (over
+// the network, where calibrate.lua timed them, an exchange of n bytes
+// both ways instead of a hop: the put's time is of both ranks putting at
+// once, as a collective's ranks do, and so is the exchange's), and
 // sig (the 8-byte hop's part) at 8 bytes (nil too where the sizes begin
 // at 8 bytes or less). What it adds to the put (the
 // release of the bytes before the signal, lines) is not a per-byte cost
@@ -514,17 +514,21 @@ func calSignal(t calTimes, sizes []uint64, sig, wait cost.Cost, op float64, put 
 	if len(t["hopn"]) == 0 || sizes[0] <= 8 {
 		return nil, nil
 	}
+	what, per := "hopn", func(n uint64) uint64 { return 2 * calHopsPer(n) }
+	if len(t["swap"]) > 0 {
+		what, per = "swap", calHopsPer
+	}
 	ns := append([]uint64{8}, sizes...)
 	ts := []float64{max(sig.AlphaNs, 1) * 1e-9}
 	for _, n := range sizes {
-		v, ok := t["hopn"][n]
+		v, ok := t[what][n]
 		if !ok {
-			return nil, fmt.Errorf("no hopn time at %d bytes", n)
+			return nil, fmt.Errorf("no %s time at %d bytes", what, n)
 		}
-		// Over the network the ping-pong's closing flush waits a trip,
-		// a 2kh-th of it in each hop's line (as in the put lines).
+		// Over the network the plan's closing flush waits a trip, a
+		// per(n)-th of it in each line (as in the put lines).
 		a, l := put.Of(n)
-		ts = append(ts, max(v-trip/float64(2*calHopsPer(n))-base-op-a-l-wait.AlphaNs, 1)*1e-9)
+		ts = append(ts, max(v-trip/float64(per(n))-base-op-a-l-wait.AlphaNs, 1)*1e-9)
 	}
 	c, err := cost.Fit(ns, ts)
 	if err != nil {

@@ -352,6 +352,26 @@ func TestCalParamsTrip(t *testing.T) {
 			t.Errorf("net signal after %d B: %v ns, want %v", n, a+l, want)
 		}
 	}
+	// Where the exchanges both ways were timed (swap: kh a plan, a kh-th
+	// of the trip a line), the signal comes from them, not from the hops.
+	times["swap"] = map[uint64]float64{}
+	for n, sg := range map[uint64]float64{4096: 7000, 16384: 9000} {
+		pa, pl := net.Put.Of(n)
+		times["swap"][n] = empty + op + pa + pl + sg + hop/float64(calHopsPer(n))
+	}
+	if params, _, err = calParams(times, transport.KindNet, sizes, 0); err != nil {
+		t.Fatal(err)
+	}
+	for n, want := range map[uint64]float64{4096: 7000, 16384: 9000} {
+		if a, l := params["net"].Signal.Of(n); math.Abs(a+l-want) > 1e-6 {
+			t.Errorf("net signal after %d B from the exchanges: %v ns, want %v", n, a+l, want)
+		}
+	}
+	delete(times["swap"], 4096)
+	if _, _, err := calParams(times, transport.KindNet, sizes, 0); err == nil || !strings.Contains(err.Error(), "no swap time at 4096") {
+		t.Errorf("a size without its exchange: err %v", err)
+	}
+	delete(times, "swap")
 	delete(times, "hopn")
 	if params, _, err = calParams(times, transport.KindSHM, sizes, 0); err != nil {
 		t.Fatal(err)
@@ -498,8 +518,8 @@ func TestMonotone(t *testing.T) {
 	}
 }
 
-// How many puts a plan held comes from calibrate.lua's putk lines (graph
-// mode: one a plan past its interpreter's 256 bytes), else calPutsPer;
+// How many puts a plan held comes from calibrate.lua's putk lines, else
+// calPutsPer;
 // calLead takes the lead puts' cost out of a put by that many.
 func TestCalPutsPerFromScript(t *testing.T) {
 	times := calTimes{"putk": {4096: 1, 16384: 4}, "put": {4096: 5000, 16384: 6000}}

@@ -22,7 +22,9 @@
 -- timed first and last and the lower kept. Returns the times of one
 -- replay in nanoseconds as lines "mode what count ns" (what: empty 1,
 -- ops K, flushes K, hop K, put BYTES, self BYTES, moved BYTES, own BYTES,
--- hopn BYTES (a ping-pong's hop of a put_signal of BYTES), barrier K; in
+-- hopn BYTES (a ping-pong's hop of a put_signal of BYTES), swap BYTES
+-- (over the network: both ranks' put_signals of BYTES at once, then the
+-- wait for the other's), barrier K; in
 -- modes other than host, one 1 is the replay of a one-op plan and call 1
 -- what a p:run of one such replay costs beyond that replay run among
 -- many; in graph mode, lead K 1 says the put and self plans began with K
@@ -42,7 +44,8 @@ for m in (arg[1] or "host"):gmatch("[%a]+") do modes[#modes + 1] = m end
 for s in (arg[2] or "4096,65536,1048576,16777216"):gmatch("%d+") do sizes[#sizes + 1] = tonumber(s) end
 local replays = tonumber(arg[3] or "20")
 local rounds = tonumber(arg[4] or "5")
-local graphInline = tonumber(arg[5]) or 256
+-- the class between ranks 0 and 1 ("net": the exchanges below too)
+local class = arg[5]
 assert(lc.size >= 2, "calibrate needs 2 ranks or more")
 local most = 8
 for _, n in ipairs(sizes) do most = math.max(most, n) end
@@ -204,10 +207,8 @@ for _, mode in ipairs(modes) do
     -- Small puts k at a time (up to 64 KiB a plan), so that one stands
     -- out of the replay's own time; the line gives the replay of one:
     -- the empty replay and a k-th of the rest.
-    -- (luacoll calibrate's calPutsPer is the same k.) In graph mode a
-    -- put past graphInline is a node of its own: one a plan.
+    -- (the putk line tells luacoll calibrate the k.)
     local k = math.max(1, math.min(16, math.floor(65536 / n)))
-    if mode == "graph" and n > graphInline then k = 1 end
     out[#out + 1] = ("%s putk %d %d"):format(mode, n, k)
     local put = per(mode, function(w, src)
       lead(w, src)
@@ -229,15 +230,16 @@ for _, mode in ipairs(modes) do
     -- for the other rank: the difference is what reading bytes another
     -- processor wrote adds (host mode: CPU caches). Lines give one
     -- exchange's time, as above.
-    local function exchange(from, from_off)
+    -- (from nil: no copy, count exchanges a plan.)
+    local function exchange(from, from_off, count)
       local first = xsig + 1
-      xsig = xsig + k
+      xsig = xsig + count
       return function(w, src)
         if me <= 1 then
-          for i = 0, k - 1 do
+          for i = 0, count - 1 do
             w:put_signal(peer, me * most, src, 0, n, 1, 1, "add")
             w:wait_signal_from(peer, 1, ">=", first + i)
-            w:put(me, me * most, from == "w" and w or src, from_off, n)
+            if from then w:put(me, me * most, from == "w" and w or src, from_off, n) end
           end
         end
         w:flush()
@@ -251,14 +253,22 @@ for _, mode in ipairs(modes) do
     local kh = math.max(2, math.min(16, math.floor(1048576 / n)))
     local hopn = per(mode, pingpong(n, kh), replays)
     perOne[#perOne + 1] = { "hopn", n, hopn, 2 * kh }
+    if class == "net" then
+      -- Over the network a collective's step has both ranks' put_signals
+      -- crossing at once, which a ping-pong's one way at a time does not
+      -- show (the proxies and the sockets busy both ways): kh such
+      -- exchanges a plan (swap), what the signal is read from there.
+      local swap = per(mode, exchange(nil, nil, kh), replays)
+      perOne[#perOne + 1] = { "swap", n, swap, kh }
+    end
     perOne[#perOne + 1] = { "put", n, put, k }
     perOne[#perOne + 1] = { "self", n, self, k }
     if host then
       -- In the same rounds, their difference round by round (pair). The
       -- bodies are made in this order on every rank (each counts on the
       -- signals of the one before: xsig).
-      local movedBody = exchange("w", peer * most)
-      local ownBody = exchange("src", 0)
+      local movedBody = exchange("w", peer * most, k)
+      local ownBody = exchange("src", 0, k)
       local moved, diff = pair(mode, movedBody, ownBody, replays)
       local own = moved - diff
       perOne[#perOne + 1] = { "moved", n, moved, k }
