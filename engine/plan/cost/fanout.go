@@ -1,6 +1,9 @@
 package cost
 
-import "github.com/luacoll/luacoll/engine/plan"
+import (
+	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/transport"
+)
 
 // The fan-out of stream and graph mode. There a plan's copies larger than
 // the interpreter keeps (plan.FanOutInline) are put kernels, and copies of
@@ -14,7 +17,9 @@ import "github.com/luacoll/luacoll/engine/plan"
 // rank's memory run beside them), and the largest of the signals. The
 // others pay their op cost alone, so every signal of the group lands when
 // the group's bytes have. (An own copy of 1 MiB or more runs on a side
-// stream instead, beside the launches after it: the same time.)
+// stream instead, beside the launches after it: the same time.) A rank
+// whose list reaches a network peer runs no launches of its own (its plan
+// enqueues op by op: plan.UseStream): its puts go one after the other.
 
 // fanOutPut returns the costs of put o, the current op of rank r (a, l
 // its put's start and link, sa, sl its signal's), as the rank's fan-out
@@ -22,6 +27,9 @@ import "github.com/luacoll/luacoll/engine/plan"
 // others nothing beyond their op cost.
 func (s *sim) fanOutPut(r int, o plan.Op, a, l, sa, sl float64) (float64, float64, float64, float64) {
 	rk := &s.ranks[r]
+	if rk.net {
+		return a, l, sa, sl
+	}
 	if rk.pc > rk.grpFrom && rk.pc < rk.grpTo {
 		return 0, 0, 0, 0 // charged with the group's first put
 	}
@@ -92,4 +100,25 @@ func (s *sim) fanOutGroup(r int) []plan.Op {
 // (an own put within the window).
 func (s *sim) overlapsSource(r int, o plan.Op) bool {
 	return o.Peer == r && o.Buf == plan.WindowBuf && o.Off < o.BufOff+o.N && o.BufOff < o.Off+o.N
+}
+
+// reachesNet reports whether rank r's ops reach a peer over the network
+// (a put, get, signal or reduction there), which the device interpreter
+// cannot (plan.UseStream then enqueues the plan op by op).
+func reachesNet(r int, ops []plan.Op, class func(r, q int) transport.PeerKind, ranks int) bool {
+	for _, o := range ops {
+		switch {
+		case o.Kind == plan.SignalAll:
+			for q := 0; q < ranks; q++ {
+				if q != r && class(r, q) == transport.KindNet {
+					return true
+				}
+			}
+		case o.Kind.IsPut() || o.Kind.ReadsPeer() || o.Kind == plan.Signal:
+			if o.Peer != r && class(r, o.Peer) == transport.KindNet {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/transport"
 )
 
 // In stream and graph mode a rank's own copy and its put_signals of the
@@ -60,6 +61,25 @@ func TestFanOutGroupsPuts(t *testing.T) {
 		}
 		near(t, c.mode+" rank 0", res.PerRank[0], c.want, 1e-9)
 	}
+	// Ranks that reach each other over the network enqueue their plans op
+	// by op (no launches of their own): the same lists pay the three puts
+	// and two signals one after another in stream mode too (5,000 ns and
+	// 0.5 ns a byte a put to a peer), the own copy at the net class's copy
+	// cost (2,000 ns and 0.2 ns a byte: where the window lives then).
+	np := m.Modes["stream"]["net"]
+	np.Copy = Cost{AlphaNs: 2000, BetaNs: 0.2}
+	m.Modes["stream"]["net"] = np
+	net := func(from, to int) transport.PeerKind {
+		if from == to {
+			return transport.KindSelf
+		}
+		return transport.KindNet
+	}
+	res, err := Estimate(m, Input{Lists: lists(false, n), Mode: "stream", Class: net})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "stream over the network, rank 0", res.PerRank[0], 2000+0.2*n+2*(5000+0.5*n+sig), 1e-9)
 }
 
 // A group's signals land when its bytes have: rank 0 put_signals one

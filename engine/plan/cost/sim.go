@@ -31,8 +31,13 @@ type rankState struct {
 	// grpFrom, grpTo: the ops [grpFrom, grpTo) of the rank's last fan-out
 	// group (fanout.go).
 	grpFrom, grpTo int
-	t              float64
-	blocked        bool
+	// net: the rank's list reaches a network peer: it has no fan-out (its
+	// plan runs op by op), and its copies within itself cost the net
+	// class's Copy (what calibrate measured there: on CUDA a window with
+	// network peers lives in host memory).
+	net     bool
+	t       float64
+	blocked bool
 	// issuing: the current op (a wait or barrier) is paying its op cost,
 	// begun at from; it looks at its condition when that ends.
 	issuing bool
@@ -215,7 +220,8 @@ func newSim(lists []plan.List, tab [4]Params, in Input) *sim {
 		rk := &s.ranks[r]
 		*rk = rankState{ops: l.Ops, shape: l.Shape, start: make([]float64, n), alpha: make([]float64, n), end: make([]float64, n),
 			cause: make([]ref, n), rows: map[int]uint64{}, last: map[int]landed{}, sums: make([]uint64, l.Shape.Signals),
-			sigRows: l.Shape.Ranks * l.Shape.Signals, ranks: l.Shape.Ranks, sg: l.Shape.Signals, cpu: -1, wantFrom: -1}
+			sigRows: l.Shape.Ranks * l.Shape.Signals, ranks: l.Shape.Ranks, sg: l.Shape.Signals, cpu: -1, wantFrom: -1,
+			net: reachesNet(r, l.Ops, class, len(lists))}
 		if place != nil {
 			rk.cpu = place[r]
 			for int(rk.cpu) >= len(s.cpus) {
@@ -401,6 +407,9 @@ func (s *sim) step(r int, t float64) {
 	case o.Kind.IsPut():
 		p := s.tab[s.class(r, o.Peer)]
 		a, l := p.Put.Of(o.N)
+		if o.Peer == r && rk.net && !s.tab[transport.KindNet].Copy.zero() {
+			a, l = s.tab[transport.KindNet].Copy.Of(o.N)
+		}
 		l = s.pastCache(r, o.N, l)
 		var sa, sl float64
 		if o.Kind.HasSignal() {
