@@ -420,7 +420,8 @@ print("ok")`, "t.lua", 700*time.Millisecond)
 	mustAllOK(t, res)
 }
 
-// ring and direct with a staging area need no barrier: back to back calls
+// ring, direct and hier (one node and two) with a staging area need no
+// barrier: back to back calls
 // (eager, then as two recorded plans run in turn) leave every chunk in
 // place, with data that changes every call, at odd sizes, in place too.
 func TestStagedSchedules(t *testing.T) {
@@ -443,7 +444,10 @@ for iter = 1, 60 do
   src:fill("rand", iter * 100 + lc.rank)
   -- one rank late now and then, so that the others run a call ahead of it
   if lc.rank == 1 and iter % 4 == 1 then local t = lc.now(); while lc.now() - t < 0.003 do end end
-  if iter % 3 == 0 then ag.ring(w, src, 0, n, opts) else ag.direct(w, src, 0, n, opts) end
+  local two = { staging = opts.staging, signal = 1, nodes = size % 2 == 0 and 2 or 1 }
+  if iter % 3 == 0 then ag.ring(w, src, 0, n, opts)
+  elseif iter % 3 == 1 then ag.direct(w, src, 0, n, opts)
+  else ag.hier(w, src, 0, n, iter % 2 == 0 and opts or two) end
   w:sync()
   check(iter)
 end
@@ -459,7 +463,7 @@ end
 -- starts its rows from what they sent). A plan of one staged call would
 -- reuse its staging half at every replay: the verifier finds the race; a
 -- plan of two calls alternates and passes.
-for _, f in ipairs({ ag.direct, ag.ring }) do
+for _, f in ipairs({ ag.direct, ag.ring, ag.hier }) do
   local one = lc.plan(f, w, src, 0, n, opts)
   local rep = one:verify{ collective = "allgather", window = w, n = n }
   assert(not rep.ok and rep.summary:find("race"), "one staged call replayed: " .. rep.summary)

@@ -8,7 +8,8 @@ import (
 )
 
 // libVerifyCode records every schedule of scripts/lib (all-gather ring,
-// direct and hier, with and without staging and in place; the pairwise
+// direct and hier, with and without staging and in place, hier on two
+// nodes staged too; the pairwise
 // all-to-all; the dissemination barrier) as a plan and verifies it over
 // three replays: none may raise a false alarm.
 const libVerifyCode = `
@@ -34,10 +35,14 @@ if size % 2 == 0 then
   ok("hier on 2 nodes", lc.plan(ag.hier, w, src, 0, n, { nodes = 2, pieces = 3 }), { collective = "allgather", n = n, src = src })
 end
 local opts = { staging = n * size, signal = 1 }
-for _, algo in ipairs{ "ring", "direct" } do
+for _, algo in ipairs{ "ring", "direct", "hier" } do
   local f = ag[algo]
   ok(algo .. " staged", lc.plan(function(...) f(...); f(...) end, w, src, 0, n, opts), { collective = "allgather", n = n, src = src })
   ok(algo .. " staged in place", lc.plan(function(...) f(...); f(...) end, w, w, me * n, n, opts), { collective = "allgather", n = n })
+end
+if size % 2 == 0 then
+  local o2 = { staging = n * size, signal = 1, nodes = 2, pieces = 3 }
+  ok("hier on 2 nodes staged", lc.plan(function(...) ag.hier(...); ag.hier(...) end, w, src, 0, n, o2), { collective = "allgather", n = n, src = src })
 end
 ok("alltoall", lc.plan(a2a.pairwise, w, src, 0, n, { signal = 2 }), { collective = "alltoall", n = n, src = src })
 ok("alltoall unnamed source", lc.plan(a2a.pairwise, w, src, 0, n, { signal = 2 }), { collective = "alltoall", n = n })

@@ -14,7 +14,7 @@
 -- each slot, so no reset is needed between calls, but the slot
 -- (opts.signal, default 0) must be used by these schedules alone.
 --
--- ring and direct with opts.staging = OFF (2 * lc.size * n bytes of the
+-- ring, direct and hier with opts.staging = OFF (2 * lc.size * n bytes of the
 -- window at OFF that nothing else uses) need no barrier: the chunks land in
 -- a staging half, and each rank copies them into place once they are all
 -- there. Calls alternate between the two halves (per window): a peer can
@@ -195,11 +195,22 @@ end
 --- the two levels overlap; its own chunk goes to its node's ranks first.
 --- opts.nodes = K forces K nodes of consecutive ranks; by default the nodes
 --- are the groups of ranks that reach each other without the network.
+--- With opts.staging the chunks travel through a staging half, as ring's
+--- and direct's do, and no barrier opens the call.
 function M.hier(w, src, src_off, n, opts)
   opts = opts or {}
   local li, groups, mine = nodes(opts)
-  local sig, r = begin(w, src, src_off, n, opts)
   local me = lc.rank
+  -- at: where chunks land (0, or the staging half); own, own_off: where
+  -- this rank's chunk is read from.
+  local sig, r, at, own, own_off
+  if opts.staging then
+    sig, r, at = staged(w, n, opts)
+    own, own_off = src, src_off
+  else
+    sig, r = begin(w, src, src_off, n, opts)
+    at, own, own_off = 0, w, me * n
+  end
   local pieces = opts.pieces or math.max(1, math.min(8, math.ceil(n / 1048576)))
   if pieces > n then pieces = math.max(n, 1) end
   local function piece(p) -- offset and length of piece p (0-based) of a chunk
@@ -216,12 +227,12 @@ function M.hier(w, src, src_off, n, opts)
     local peer = node[li]
     for p = 0, pieces - 1 do
       local off, len = piece(p)
-      w:put_signal(peer, me * n + off, w, me * n + off, len, sig, 1, "add")
+      w:put_signal(peer, at + me * n + off, own, own_off + off, len, sig, 1, "add")
     end
   end
   for i = 1, #locals - 1 do
     local peer = locals[(li - 1 + i) % #locals + 1]
-    w:put_signal(peer, me * n, w, me * n, n, sig, 1, "add")
+    w:put_signal(peer, at + me * n, own, own_off, n, sig, 1, "add")
   end
   -- 2. What arrives from the other nodes, forwarded within the node piece
   -- by piece.
@@ -232,9 +243,10 @@ function M.hier(w, src, src_off, n, opts)
       local off, len = piece(p)
       r[from] = r[from] + 1
       w:wait_signal_from(from, sig, ">=", r[from])
+      local at_from = at + from * n + off
       for i = 1, #locals - 1 do
         local peer = locals[(li - 1 + i) % #locals + 1]
-        w:put_signal(peer, from * n + off, w, from * n + off, len, sig, 1, "add")
+        w:put_signal(peer, at_from, w, at_from, len, sig, 1, "add")
       end
     end
   end
@@ -244,6 +256,7 @@ function M.hier(w, src, src_off, n, opts)
     r[peer] = r[peer] + 1 + (#groups - 1) * pieces
     w:wait_signal_from(peer, sig, ">=", r[peer])
   end
+  if opts.staging then settle(w, src, src_off, n, at) end
 end
 
 return M
