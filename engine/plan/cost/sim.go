@@ -333,6 +333,38 @@ func (rk *rankState) holds(o plan.Op) bool {
 	return v >= o.Value
 }
 
+// put runs put o, rank r's current op, at t (op: its op cost): its bytes
+// (fanned out with the puts after it where the mode does), then its
+// signal or counter where it has one, landing when the bytes have.
+func (s *sim) put(r int, t float64, o plan.Op, op float64) {
+	rk := &s.ranks[r]
+	me := ref{int32(r), int32(rk.pc)}
+	p := s.tab[s.class(r, o.Peer)]
+	a, l := p.Put.Of(o.N)
+	if o.Peer == r && rk.net && !s.tab[transport.KindNet].Copy.zero() {
+		a, l = s.tab[transport.KindNet].Copy.Of(o.N)
+	}
+	l = s.pastCache(r, o.N, l)
+	var sa, sl float64
+	if o.Kind.HasSignal() {
+		// The signal's cost may grow with the bytes it follows (a
+		// release of them, lines): measured by size where calibrated.
+		sa, sl = p.Signal.Of(o.N)
+	}
+	a, l, sa, sl = s.fanOutPut(r, o, a, l, sa, sl)
+	a += op + sa
+	l += s.moved(r, o) + sl
+	end := t + a + l
+	s.outNet(r, o.Peer, end)
+	if o.Kind.HasSignal() {
+		s.send(me, o.Peer, rk.shape.SigRow(r, o.Sig), end, o.SigValue, o.SigOp == window.SigSet)
+	}
+	if o.Kind.HasCounter() {
+		s.send(me, r, rk.shape.CtrRow(o.Peer, o.Ctr), end, o.CtrValue, false)
+	}
+	s.finish(r, t, a, l, s.prev(r))
+}
+
 // waitKey is the key in last of what wait o reads.
 func (rk *rankState) waitKey(o plan.Op) int {
 	switch o.Kind {
@@ -405,30 +437,7 @@ func (s *sim) step(r int, t float64) {
 	}
 	switch {
 	case o.Kind.IsPut():
-		p := s.tab[s.class(r, o.Peer)]
-		a, l := p.Put.Of(o.N)
-		if o.Peer == r && rk.net && !s.tab[transport.KindNet].Copy.zero() {
-			a, l = s.tab[transport.KindNet].Copy.Of(o.N)
-		}
-		l = s.pastCache(r, o.N, l)
-		var sa, sl float64
-		if o.Kind.HasSignal() {
-			// The signal's cost may grow with the bytes it follows (a
-			// release of them, lines): measured by size where calibrated.
-			sa, sl = p.Signal.Of(o.N)
-		}
-		a, l, sa, sl = s.fanOutPut(r, o, a, l, sa, sl)
-		a += op + sa
-		l += s.moved(r, o) + sl
-		end := t + a + l
-		s.outNet(r, o.Peer, end)
-		if o.Kind.HasSignal() {
-			s.send(me, o.Peer, rk.shape.SigRow(r, o.Sig), end, o.SigValue, o.SigOp == window.SigSet)
-		}
-		if o.Kind.HasCounter() {
-			s.send(me, r, rk.shape.CtrRow(o.Peer, o.Ctr), end, o.CtrValue, false)
-		}
-		s.finish(r, t, a, l, s.prev(r))
+		s.put(r, t, o, op)
 	case o.Kind == plan.Get:
 		a, l := s.tab[s.class(r, o.Peer)].Put.Of(o.N)
 		s.finish(r, t, a+op, s.pastCache(r, o.N, l), s.prev(r))
