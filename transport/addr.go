@@ -51,8 +51,8 @@ func AddrOf(b []byte) Addr {
 // goroutines (ranges that do not overlap), MemmovePart the least each one
 // copies.
 const (
-	MemmoveSplit = 4 << 20
-	MemmovePart  = 2 << 20
+	MemmoveSplit = 2 << 20
+	MemmovePart  = 512 << 10
 )
 
 // Memmove copies src to dst as copy does (ranges may overlap); a copy of

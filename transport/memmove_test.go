@@ -95,6 +95,7 @@ func BenchmarkMemmove(b *testing.B) {
 		{"cached", cachedCopy},
 		{"spread1M", copyWay{split: 1 << 20, part: 256 << 10}},
 		{"spread1M-cached", copyWay{split: 1 << 20, part: 256 << 10, piece: CachedPiece}},
+		{"spread2M", copyWay{split: 2 << 20, part: 512 << 10}},
 	}
 	for _, n := range []int{512 << 10, 1 << 20, 2 << 20, 3 << 20, 4 << 20, 8 << 20, 16 << 20, 64 << 20, 256 << 20} {
 		src, dst := make([]byte, n), make([]byte, n)
