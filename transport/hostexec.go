@@ -14,13 +14,9 @@ func (s *HostStream) exec(op *hostOp) error {
 	}
 	switch op.kind {
 	case opCopy:
-		if op.cached {
-			MemmoveCached(HostBytes(op.dst, op.n), HostBytes(op.src, op.n))
-			break
-		}
-		Memmove(HostBytes(op.dst, op.n), HostBytes(op.src, op.n))
+		s.copy(op.dst, op.src, op.n, op.cached)
 	case opPutSignal:
-		Memmove(HostBytes(op.dst, op.n), HostBytes(op.src, op.n))
+		s.copy(op.dst, op.src, op.n, false)
 		if op.add {
 			atomic.AddUint64(hostU64(op.sig), op.v)
 			RingBell(op.bell)
@@ -68,4 +64,16 @@ func (s *HostStream) PutSignalRing(dst, src Addr, n uint64, slot Addr, add bool,
 // caller where the stream is idle).
 func (s *HostStream) Reduce(dst, src Addr, count uint64, t DType, op RedOp) {
 	s.enqueue(&hostOp{kind: opReduce, dst: dst, src: src, n: count, dt: t, redop: op})
+}
+
+// copy moves n bytes from src to dst: through the caches when cached or
+// when n is at most s.cachedMax (a quarter of the cache: a put's bytes
+// are read again soon, by a peer or by the rank), else as Memmove does
+// (the runtime's non-temporal stores from 1 MiB send them to memory).
+func (s *HostStream) copy(dst, src Addr, n uint64, cached bool) {
+	if cached || n <= s.cachedMax {
+		MemmoveCached(HostBytes(dst, n), HostBytes(src, n))
+		return
+	}
+	Memmove(HostBytes(dst, n), HostBytes(src, n))
 }

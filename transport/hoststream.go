@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/luacoll/luacoll/transport/knobs"
 )
 
 type opKind uint8
@@ -144,12 +146,15 @@ type HostStream struct {
 	ndeferred int
 	fence     atomic.Uint32
 	rem       remoteState // operations on network peers (stream_remote.go)
+	// cachedMax is the largest copy that goes through the caches
+	// (hostCachedMax).
+	cachedMax uint64
 }
 
 // NewHostStream starts a stream whose waits also end when abort is set,
 // waiting as pol says.
 func NewHostStream(abort *Abort, pol WaitPolicy) *HostStream {
-	s := &HostStream{abort: abort, pol: pol, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	s := &HostStream{abort: abort, pol: pol, wake: make(chan struct{}, 1), stopped: make(chan struct{}), cachedMax: hostCachedMax()}
 	s.space = sync.NewCond(&s.mu)
 	go s.run()
 	go func() {
@@ -641,4 +646,17 @@ func (s *HostStream) Close() {
 	s.mu.Unlock()
 	s.kick()
 	<-s.stopped
+}
+
+// hostCachedMax is the largest copy a host stream makes through the
+// caches: a quarter of knobs.HostCache, else of the last-level cache
+// (docs/results/host.md: on a machine whose memory takes the runtime's
+// non-temporal stores slowly, copies of 1-8 MiB through the caches took a
+// third of the time).
+func hostCachedMax() uint64 {
+	cache, ok := knobs.HostCache.Get()
+	if !ok {
+		cache = CacheBytes()
+	}
+	return cache / 4
 }

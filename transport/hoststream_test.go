@@ -337,3 +337,36 @@ func TestInlineStoreRingsAtOnce(t *testing.T) {
 		t.Fatal("the store did not happen")
 	}
 }
+
+// A stream copies up to a quarter of knobs.HostCache through the caches
+// (0: none), and copies and put_signals on both sides of that size land
+// whole.
+func TestHostStreamCachedCopies(t *testing.T) {
+	for _, c := range []struct {
+		cache string
+		want  uint64
+	}{{"8M", 2 << 20}, {"0", 0}} {
+		t.Cleanup(func() { knobs.Reload() }) // after t.Setenv's own
+		t.Setenv(knobs.HostCache.Name, c.cache)
+		knobs.Reload()
+		s := NewHostStream(NewAbort(), PolicyDedicated)
+		if s.cachedMax != c.want {
+			t.Errorf("%s=%s: copies through the caches up to %d bytes, want %d", knobs.HostCache.Name, c.cache, s.cachedMax, c.want)
+		}
+		for _, n := range []int{1 << 20, 2 << 20, 3<<20 + 4096} {
+			src, dst, slot := make([]byte, n), make([]byte, 2*n), make([]byte, 8)
+			for i := range src {
+				src[i] = byte(i*7 + n)
+			}
+			s.Copy(AddrOf(dst), AddrOf(src), uint64(n))
+			s.PutSignalRing(AddrOf(dst[n:]), AddrOf(src), uint64(n), AddrOf(slot), true, 1, 0)
+			if err := s.Sync(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(dst[:n], src) || !bytes.Equal(dst[n:], src) || binary.LittleEndian.Uint64(slot) != 1 {
+				t.Errorf("%s=%s, %d bytes: the copy or the put_signal did not land whole", knobs.HostCache.Name, c.cache, n)
+			}
+		}
+		s.Close()
+	}
+}

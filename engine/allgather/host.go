@@ -37,7 +37,7 @@ import (
 // see each other's tag for exec k and fail at once, whichever protocol
 // each size picks.
 //
-// knobs.AGPHostEagerMax overrides agHostEagerMax, and knobs.AGPHostCache
+// knobs.AGPHostEagerMax overrides agHostEagerMax, and knobs.HostCache
 // the last-level cache size the protocol plans its copies with
 // (transport.CacheBytes).
 const agHostSlotDone = 2
@@ -70,7 +70,7 @@ func (ag *Persistent) openHost(ctx context.Context, call string) error {
 	c := ag.c
 	me, n := ag.me, ag.size
 	eager := ag.eagerLimit(knobs.AGPHostEagerMax, agHostEagerMax)
-	cache, ok := knobs.AGPHostCache.Get()
+	cache, ok := knobs.HostCache.Get()
 	if !ok {
 		cache = transport.CacheBytes()
 	}

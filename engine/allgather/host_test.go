@@ -28,7 +28,7 @@ func TestAllGatherHostProtocols(t *testing.T) {
 	for _, cache := range []string{"1G", "0"} {
 		t.Run("cache "+cache, func(t *testing.T) {
 			t.Cleanup(func() { knobs.Reload() }) // after t.Setenv's own
-			t.Setenv(knobs.AGPHostCache.Name, cache)
+			t.Setenv(knobs.HostCache.Name, cache)
 			knobs.Reload()
 			testAllGatherHostProtocols(t)
 		})
@@ -39,14 +39,14 @@ func TestAllGatherHostProtocols(t *testing.T) {
 // an error naming the variable, before anything is made.
 func TestAllGatherHostCacheEnv(t *testing.T) {
 	t.Cleanup(func() { knobs.Reload() })
-	t.Setenv(knobs.AGPHostCache.Name, "32MiB")
+	t.Setenv(knobs.HostCache.Name, "32MiB")
 	knobs.Reload()
 	errs := enginetest.WithComms(t, 2, engine.Options{Device: "host", Timeout: 10 * time.Second}, func(int, *engine.Comm) error {
 		return errors.New("opened")
 	})
 	for r, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), knobs.AGPHostCache.Name+`="32MiB"`) {
-			errs[r] = fmt.Errorf("open: %v, want an error naming %s", err, knobs.AGPHostCache.Name)
+		if err == nil || !strings.Contains(err.Error(), knobs.HostCache.Name+`="32MiB"`) {
+			errs[r] = fmt.Errorf("open: %v, want an error naming %s", err, knobs.HostCache.Name)
 		} else {
 			errs[r] = nil
 		}

@@ -29,8 +29,8 @@ func TestLoadRefusesBadValues(t *testing.T) {
 			t.Errorf("NET_STRIPE_MIN: %q %v, want 1M", v, ok)
 		}
 	}
-	s := Load(env(map[string]string{Prelaunch.Name: "yes", SyncSpin.Name: "2e6", AGPHostCache.Name: "32MiB", PlanLines.Name: "4K"}))
-	for _, want := range []string{`LUACOLL_PRELAUNCH="yes": want one of 0, 1, 2`, `LUACOLL_SYNC_SPIN_US="2e6"`, `LUACOLL_AGP_HOST_CACHE="32MiB"`} {
+	s := Load(env(map[string]string{Prelaunch.Name: "yes", SyncSpin.Name: "2e6", HostCache.Name: "32MiB", PlanLines.Name: "4K"}))
+	for _, want := range []string{`LUACOLL_PRELAUNCH="yes": want one of 0, 1, 2`, `LUACOLL_SYNC_SPIN_US="2e6"`, `LUACOLL_HOST_CACHE="32MiB"`} {
 		if s.Err() == nil || !strings.Contains(s.Err().Error(), want) {
 			t.Errorf("Err = %v, want it to name %s", s.Err(), want)
 		}
@@ -44,15 +44,15 @@ func TestLoadRefusesBadValues(t *testing.T) {
 // Or gives the default where a knob is unset.
 func TestTypedReaders(t *testing.T) {
 	t.Cleanup(func() { Reload() })
-	t.Setenv(AGPHostCache.Name, "32M")
+	t.Setenv(HostCache.Name, "32M")
 	t.Setenv(HostSpin.Name, "2.5")
 	t.Setenv(AGPProtocol.Name, "staged")
 	t.Setenv(NetLanes.Name, "")
 	if err := Reload().Err(); err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := AGPHostCache.Get(); !ok || v != 32<<20 {
-		t.Errorf("AGP_HOST_CACHE = %d %v, want 32 MiB", v, ok)
+	if v, ok := HostCache.Get(); !ok || v != 32<<20 {
+		t.Errorf("HOST_CACHE = %d %v, want 32 MiB", v, ok)
 	}
 	if d := HostSpin.Or(time.Second); d != 2500*time.Nanosecond {
 		t.Errorf("HOST_SPIN_US = %v, want 2.5us", d)
@@ -67,7 +67,7 @@ func TestTypedReaders(t *testing.T) {
 		t.Errorf("NET_STRIPE_MIN unset: %d, want the default given", got)
 	}
 	text := Current().Text()
-	for _, want := range []string{"LUACOLL_AGP_HOST_CACHE", "32M bytes (environment)", "LUACOLL_NET_LANES", "(default)", "debug knobs:"} {
+	for _, want := range []string{"LUACOLL_HOST_CACHE", "32M bytes (environment)", "LUACOLL_NET_LANES", "(default)", "debug knobs:"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("Text lacks %q:\n%s", want, text)
 		}

@@ -14,9 +14,9 @@ var (
 	// AGPHostEagerMax is the largest n per rank a host all-gather stages.
 	AGPHostEagerMax = newUint(Knob{Name: "LUACOLL_AGP_HOST_EAGER_MAX", Class: Tuning, Default: "16384", Unit: "bytes",
 		Doc: "largest n per rank a host all-gather sends through its staging area"}, 0, 1<<30, true)
-	// AGPHostCache is the cache size the host all-gather plans with.
-	AGPHostCache = newUint(Knob{Name: "LUACOLL_AGP_HOST_CACHE", Class: Tuning, Default: "sysfs's last-level cache of cpu0", Unit: "bytes",
-		Doc: "cache size the host all-gather plans its copies with (0: copies never go through the cache)"}, 0, 1<<40, true)
+	// HostCache is the cache size the host backend plans its copies with.
+	HostCache = newUint(Knob{Name: "LUACOLL_HOST_CACHE", Class: Tuning, Default: "sysfs's last-level cache of cpu0", Unit: "bytes",
+		Doc: "cache size the host backend plans its copies with: puts and copies of up to a quarter of it, and the host all-gather's where its ranks' bytes fit half of it, go through the cache (0: none does)"}, 0, 1<<40, true)
 	// AGPNetEagerMax is the largest n per rank an all-gather on window
 	// operations stages.
 	AGPNetEagerMax = newUint(Knob{Name: "LUACOLL_AGP_NET_EAGER_MAX", Class: Tuning, Default: "16384", Unit: "bytes",
