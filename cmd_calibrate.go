@@ -182,6 +182,21 @@ func calSizes(lo, hi string, factor int) ([]uint64, error) {
 	return out, nil
 }
 
+// calClass is the class between ranks 0 and 1 as rank sees it: theirs
+// for each other; for the ranks that look on, whether it is the network
+// (topo.Net, the same on every rank), else shm. Every rank picks the
+// replay modes and calibrate.lua's measurements by it, so that they run
+// the same collective calls.
+func calClass(topo *transport.Topology, rank int) transport.PeerKind {
+	if rank <= 1 {
+		return topo.Kinds[1-rank]
+	}
+	if len(topo.Net) > 1 && len(topo.Net[0]) > 1 && topo.Net[0][1] {
+		return transport.KindNet
+	}
+	return transport.KindSHM
+}
+
 // calibrate measures the class between ranks 0 and 1 in each replay mode
 // of the backend with the plans of bench/calibrate.lua (iters: timed
 // replays a round, and rounds); rank 0 returns the model.
@@ -189,7 +204,7 @@ func calibrate(ctx context.Context, c *engine.Comm, sizes []uint64, iters [2]int
 	if c.Size() < 2 {
 		return nil, errors.New("calibrate needs 2 ranks or more")
 	}
-	class := c.Rank.Topo.Kinds[(c.Env.Rank+1)%2]
+	class := calClass(c.Rank.Topo, c.Env.Rank)
 	modes := []string{"host"}
 	switch {
 	case c.Backend.Name() != "host" && class == transport.KindNet:

@@ -536,3 +536,29 @@ func TestCalPutsPerFromScript(t *testing.T) {
 		t.Errorf("calLead: %v, want the lead's 400 ns whole from the plan of one put, a quarter from the plan of four", led["put"])
 	}
 }
+
+// Every rank of a calibration agrees on whether ranks 0 and 1 are network
+// peers (the ranks that look on pick the same modes and measurements):
+// ranks 0 and 1 each other's class, the others the network where 0
+// reaches 1 over it, else shm, whatever their own classes to 0 and 1.
+func TestCalClassSameOnEveryRank(t *testing.T) {
+	// Two nodes of two: ranks 0, 1 on one, 2, 3 on the other.
+	local := &transport.Topology{Kinds: []transport.PeerKind{transport.KindSelf, transport.KindNVL, transport.KindNet, transport.KindNet},
+		Net: [][]bool{{false, false, true, true}, {false, false, true, true}, {true, true, false, false}, {true, true, false, false}}}
+	far := &transport.Topology{Kinds: []transport.PeerKind{transport.KindNet, transport.KindNet, transport.KindSelf, transport.KindNVL}, Net: local.Net}
+	if got := calClass(local, 0); got != transport.KindNVL {
+		t.Errorf("rank 0: %v, want nvl", got)
+	}
+	if got := calClass(far, 2); got == transport.KindNet {
+		t.Errorf("rank 2 of the other node: %v, want a class other than net (ranks 0 and 1 share a node)", got)
+	}
+	// One rank a node: 0 and 1 across the network.
+	apart := &transport.Topology{Kinds: []transport.PeerKind{transport.KindNet, transport.KindSelf, transport.KindNet},
+		Net: [][]bool{{false, true, true}, {true, false, true}, {true, true, false}}}
+	if got := calClass(apart, 1); got != transport.KindNet {
+		t.Errorf("rank 1: %v, want net", got)
+	}
+	if got := calClass(apart, 2); got != transport.KindNet {
+		t.Errorf("rank 2: %v, want net", got)
+	}
+}
