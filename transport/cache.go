@@ -25,6 +25,15 @@ func CacheBytes() uint64 {
 	return most
 }
 
+// HostCacheBytes is the cache size the host backend plans its copies
+// with: knobs.HostCache, else CacheBytes.
+func HostCacheBytes() uint64 {
+	if cache, ok := knobs.HostCache.Get(); ok {
+		return cache
+	}
+	return CacheBytes()
+}
+
 // ParseSize reads a size in bytes with an optional K, M or G suffix
 // (binary, either case), as sysfs writes cache sizes ("32768K") and as the
 // command line takes them ("64M"); false when it is none, or too large.

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/luacoll/luacoll/transport/knobs"
 )
 
 type opKind uint8
@@ -649,14 +647,7 @@ func (s *HostStream) Close() {
 }
 
 // hostCachedMax is the largest copy a host stream makes through the
-// caches: a quarter of knobs.HostCache, else of the last-level cache
-// (docs/results/host.md: on a machine whose memory takes the runtime's
-// non-temporal stores slowly, copies of 1-8 MiB through the caches took a
-// third of the time).
-func hostCachedMax() uint64 {
-	cache, ok := knobs.HostCache.Get()
-	if !ok {
-		cache = CacheBytes()
-	}
-	return cache / 4
-}
+// caches: a quarter of HostCacheBytes (docs/results/host.md: on a machine
+// whose memory takes the runtime's non-temporal stores slowly, copies of
+// 1-8 MiB through the caches took a third of the time).
+func hostCachedMax() uint64 { return HostCacheBytes() / 4 }

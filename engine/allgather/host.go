@@ -37,9 +37,8 @@ import (
 // see each other's tag for exec k and fail at once, whichever protocol
 // each size picks.
 //
-// knobs.AGPHostEagerMax overrides agHostEagerMax, and knobs.HostCache
-// the last-level cache size the protocol plans its copies with
-// (transport.CacheBytes).
+// knobs.AGPHostEagerMax overrides agHostEagerMax; the protocol plans its
+// copies with transport.HostCacheBytes.
 const agHostSlotDone = 2
 
 // agHostEagerMax is the largest n per rank that goes through the staging
@@ -70,10 +69,7 @@ func (ag *Persistent) openHost(ctx context.Context, call string) error {
 	c := ag.c
 	me, n := ag.me, ag.size
 	eager := ag.eagerLimit(knobs.AGPHostEagerMax, agHostEagerMax)
-	cache, ok := knobs.HostCache.Get()
-	if !ok {
-		cache = transport.CacheBytes()
-	}
+	cache := transport.HostCacheBytes()
 	sw, err := c.NewWindow(ctx, call+":host", window.Options{Bytes: max(64, 2*uint64(n)*eager), Signals: 3, Counters: 1,
 		Barriers: 1, Timeout: ag.w.Options().Timeout})
 	if err != nil {
