@@ -20,23 +20,37 @@ const (
 // PlanSpreadBlocks is the default of the most blocks a device-mode plan
 // spreads over (knobs.PlanBlocks), PlanSpreadBytes the bytes of its widest
 // step each gets, and PlanSpreadMin the narrowest widest step that spreads
-// at all. On 2 and 4 H200s plans spread over 2 and 4 blocks for 16 and
-// 32 KiB steps took longer a call than on one, and over 8 for 64 KiB
-// steps less (docs/results/reductions.md, "Spread plans").
+// at all in a plan of more than two ranks, PlanSpreadMinPair in a plan of
+// two. Plans spread over 2 and 4 blocks for 16 and 32 KiB steps took
+// longer a call than on one on 2 and 4 H200s, and over 8 for 64 KiB steps
+// less on 4 (docs/results/reductions.md, "Spread plans"); on 2, where a
+// plan on one block is served by the waiting kernel and a spread one is
+// launched, 64 KiB steps took less on one block and 128 KiB steps more
+// ("One block for 64 KiB steps on 2 GPUs").
 const (
-	PlanSpreadBlocks = 8
-	PlanSpreadBytes  = 8192
-	PlanSpreadMin    = 64 << 10
+	PlanSpreadBlocks  = 8
+	PlanSpreadBytes   = 8192
+	PlanSpreadMin     = 64 << 10
+	PlanSpreadMinPair = 128 << 10
 )
+
+// PlanSpreadMinFor is the narrowest widest step that spreads in a plan of
+// ranks ranks.
+func PlanSpreadMinFor(ranks int) uint64 {
+	if ranks <= 2 {
+		return PlanSpreadMinPair
+	}
+	return PlanSpreadMin
+}
 
 // PlanSpreadFor is how many blocks a device-mode plan of steps spreads
 // over: one for every perBlock bytes of its widest copy, fill or
 // reduction, or of the lines of its widest group of line puts or drains
 // (16 bytes a line, every line to or from every peer of the group), at
 // most most (and PlanSpreadMax); 1 (no spread) where that step has less
-// than PlanSpreadMin bytes or that makes less than 2, or where it has
-// more than PlanCache steps.
-func PlanSpreadFor(steps []PlanStep, most uint32, perBlock uint64) uint32 {
+// than least bytes (PlanSpreadMinFor) or that makes less than 2, or where
+// it has more than PlanCache steps.
+func PlanSpreadFor(steps []PlanStep, most uint32, perBlock, least uint64) uint32 {
 	if most <= 1 || perBlock == 0 || len(steps) > PlanCache {
 		return 1
 	}
@@ -50,7 +64,7 @@ func PlanSpreadFor(steps []PlanStep, most uint32, perBlock uint64) uint32 {
 		}
 	}
 	b := (widest + perBlock - 1) / perBlock
-	if b < 2 || widest < PlanSpreadMin {
+	if b < 2 || widest < least {
 		return 1
 	}
 	return uint32(min(b, uint64(most), PlanSpreadMax))

@@ -12,7 +12,8 @@ import (
 // PlanSpreadFor gives a block for every perBlock bytes of the widest step
 // (a group of line steps: 16 bytes a line of every member), at least two
 // or else one, at most most and PlanSpreadMax; one to plans whose widest
-// step is below PlanSpreadMin or with more than PlanCache steps.
+// step is below PlanSpreadMin (PlanSpreadMinPair in a plan of two ranks) or
+// with more than PlanCache steps.
 func TestPlanSpreadFor(t *testing.T) {
 	many := make([]PlanStep, PlanCache+1)
 	many[0] = PlanStep{Kind: StepCopy, N: 1 << 20}
@@ -40,8 +41,17 @@ func TestPlanSpreadFor(t *testing.T) {
 		{[]PlanStep{{Kind: StepLinePut, N: 12288, Count: 3}, {Kind: StepLinePut, N: 12288}, {Kind: StepLinePut, N: 12288}}, 16, 9},
 		{many, 8, 1},
 	} {
-		if got := PlanSpreadFor(tt.steps, tt.most, 8192); got != tt.want {
+		if got := PlanSpreadFor(tt.steps, tt.most, 8192, PlanSpreadMinFor(4)); got != tt.want {
 			t.Errorf("PlanSpreadFor(%d steps, widest %d, most %d) = %d, want %d", len(tt.steps), tt.steps[0].N, tt.most, got, tt.want)
+		}
+	}
+	// Two ranks: 64 KiB steps stay on one block, 128 KiB ones spread.
+	for _, tt := range []struct {
+		n    uint64
+		want uint32
+	}{{PlanSpreadMin, 1}, {PlanSpreadMinPair - 16, 1}, {PlanSpreadMinPair, 8}} {
+		if got := PlanSpreadFor([]PlanStep{{Kind: StepCopy, N: tt.n}}, 8, 8192, PlanSpreadMinFor(2)); got != tt.want {
+			t.Errorf("two ranks, widest %d: %d blocks, want %d", tt.n, got, tt.want)
 		}
 	}
 	if got := PlanSpreadThreads([]PlanStep{{Kind: StepCopy, N: PlanSpreadMin}}, 8); got != PlanSmallThreads {

@@ -181,7 +181,8 @@ func (p *Plan) useDeviceOn(s gpu.PlanStream, newPlan newDevicePlan, gpuScope boo
 		// blocks a plan spreads over (line steps are no copies, stores or
 		// adds: coalesceReleases leaves them, and their runs, in place).
 		groupLines(d.steps)
-		d.blocks = kernels.PlanSpreadFor(d.steps, uint32(knobs.PlanBlocks.Or(kernels.PlanSpreadBlocks)), kernels.PlanSpreadBytes)
+		d.blocks = kernels.PlanSpreadFor(d.steps, uint32(knobs.PlanBlocks.Or(kernels.PlanSpreadBlocks)), kernels.PlanSpreadBytes,
+			kernels.PlanSpreadMinFor(len(p.lists)))
 		copyMax := uint64(coalesceCopyMax)
 		if d.blocks > 1 {
 			copyMax = ^uint64(0)

@@ -61,7 +61,7 @@ var (
 		Doc: "0: in stream mode each run of a plan's steps is its own launch (a replay's last run and the next one's first share none)"}, "0", "1")
 	// PlanBlocks is the most blocks a device-mode plan spreads over.
 	PlanBlocks = newUint(Knob{Name: "LUACOLL_PLAN_BLOCKS", Class: Debug, Default: "8", Unit: "blocks",
-		Doc: "the most blocks a device-mode plan spreads over (its widest copy, fill or reduction 64 KiB or more): every block runs every step with its share of each copy, fill and reduction, one block for every 8 KiB of the widest; 1: one block"},
+		Doc: "the most blocks a device-mode plan spreads over (its widest copy, fill or reduction 64 KiB or more; 128 KiB or more in a plan of 2 ranks): every block runs every step with its share of each copy, fill and reduction, one block for every 8 KiB of the widest; 1: one block"},
 		1, 32, false)
 	// PlanLines is the largest put_signal of a plan that travels in lines.
 	PlanLines = newUint(Knob{Name: "LUACOLL_PLAN_LINES", Class: Debug, Default: "4096 (2 ranks), 1024 (more)", Unit: "bytes",
