@@ -291,12 +291,21 @@ func runBenchReduce(ctx context.Context, c *engine.Comm, f redFlags, stdout, std
 	if err != nil {
 		return err
 	}
+	pick, err := st.ReducePick(f.module, f.schedFn)
+	if err != nil {
+		return err
+	}
 	cfg := bench.RedBenchConfig{Coll: f.coll, Sizes: f.sizes, Iters: f.iters, Warmup: f.warmup, Rounds: f.rounds,
 		Type: f.parsedT, Op: f.parsedOp, Path: f.path, MPI: f.vsMPI, NCCL: f.vsNCCL, Graph: f.graph, Progress: progressWriter(c.Env.Rank, stderr),
 		ScheduleName: algo, ScratchBytes: scratchNeed(f.schedFn, uint64(c.Env.Size), f.parsedT.Size()),
 		Schedule: func(w *window.Window, n, scratch uint64) error {
 			return sched(w, luabind.ReduceCall{N: n, Type: f.parsedT, Op: f.parsedOp, Scratch: scratch, Coll: f.coll})
 		}}
+	if pick != nil {
+		cfg.Pick = func(w *window.Window, n, scratch uint64) (string, error) {
+			return pick(w, luabind.ReduceCall{N: n, Type: f.parsedT, Op: f.parsedOp, Scratch: scratch, Coll: f.coll})
+		}
+	}
 	cpuPlace, cpus, err := c.Placement(ctx)
 	if err != nil {
 		return err
@@ -356,6 +365,10 @@ func printReduceTable(out io.Writer, f redFlags, c *engine.Comm, res *bench.RedB
 	if res.HaveMPI {
 		fmt.Fprintf(out, " %10s %8s %7s %7s", "mpi(us)", "busbw", "#wrong", "ratio")
 	}
+	picked := len(res.Rows) > 0 && res.Rows[0].Schedule != ""
+	if picked {
+		fmt.Fprintf(out, "  schedule")
+	}
 	fmt.Fprintln(out)
 	for _, r := range res.Rows {
 		fmt.Fprintf(out, "%12d %12d %6s %6s %10.2f %8.2f %8.2f %7d", r.Bytes, r.Count, r.Type, r.RedOp, r.Seconds*1e6, r.AlgBW, r.BusBW, r.Wrong)
@@ -364,6 +377,9 @@ func printReduceTable(out io.Writer, f redFlags, c *engine.Comm, res *bench.RedB
 		}
 		if res.HaveMPI {
 			fmt.Fprintf(out, " %10.2f %8.2f %7d %7.2f", r.MPISec*1e6, r.MPIBusBW, r.MPIWrong, r.MPIRatio)
+		}
+		if picked {
+			fmt.Fprintf(out, "  %s", r.Schedule)
 		}
 		fmt.Fprintln(out)
 	}

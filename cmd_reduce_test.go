@@ -10,7 +10,8 @@ import (
 
 // bench allreduce and reduce_scatter: the table's columns, every checked
 // element right, for integers and floats, from Lua and as plans; the JSON
-// rows carry type and redop, and the plot is written.
+// rows carry type and redop (and lua:auto's rows the schedule it ran), and
+// the plot is written.
 func TestBenchReduce(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct{ coll, algo, typ, op string }{
@@ -43,6 +44,23 @@ func TestBenchReduce(t *testing.T) {
 					t.Errorf("%v: row %v", args, f)
 				}
 			}
+			// lua:auto names the schedule each size ran (host: one_shot up
+			// to 4 KiB, then two_shot_pull; push up to 8 KiB of input,
+			// then direct); the other algos add no column.
+			want := map[string][]string{"allreduce": {"one_shot", "two_shot_pull", "two_shot_pull"},
+				"reduce_scatter": {"push", "direct", "direct"}}[c.coll]
+			var got []string
+			for _, line := range strings.Split(r.stdout, "\n") {
+				if f := strings.Fields(line); len(f) == 9 && f[0][0] >= '0' && f[0][0] <= '9' {
+					got = append(got, f[8])
+				}
+			}
+			if c.algo != "lua:auto" {
+				want = nil
+			}
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("%v: schedules %v, want %v\n%s", args, got, want, r.stdout)
+			}
 			data, err := os.ReadFile(js)
 			if err != nil {
 				t.Fatal(err)
@@ -57,6 +75,9 @@ func TestBenchReduce(t *testing.T) {
 			}
 			if len(lines) != 4 || !strings.Contains(lines[1], `"redop":"`+c.op+`"`) {
 				t.Errorf("JSON rows:\n%s", data)
+			}
+			if len(want) > 0 && len(lines) == 4 && !strings.Contains(lines[1], `"schedule":"`+want[0]+`"`) {
+				t.Errorf("%v: no schedule in the JSON rows:\n%s", args, data)
 			}
 			if fi, err := os.Stat(svg); err != nil || fi.Size() == 0 {
 				t.Errorf("no plot: %v", err)

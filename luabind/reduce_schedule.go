@@ -64,6 +64,41 @@ func (s *State) ReduceSchedule(mod, fn string) (func(w *window.Window, call Redu
 	}, nil
 }
 
+// ReducePick returns, for a schedule fn of module mod that picks one of
+// the module's schedules by its arguments (auto, where the module has a
+// pick function: scripts/lib's all_reduce and reduce_scatter), a Go
+// function that names the schedule a call runs; nil for any other fn.
+// pick enqueues nothing.
+func (s *State) ReducePick(mod, fn string) (func(w *window.Window, call ReduceCall) (string, error), error) {
+	if fn != "auto" {
+		return nil, nil
+	}
+	f, err := s.scheduleFunc(mod, "pick")
+	if err != nil {
+		return nil, nil // a module of the user's with an auto but no pick
+	}
+	L := s.L
+	wuds := map[*window.Window]*lua.LUserData{}
+	return func(w *window.Window, call ReduceCall) (string, error) {
+		s.cur = L
+		wud := wuds[w]
+		if wud == nil {
+			wud = s.userdata(&windowRef{w: w}, "w")
+			wuds[w] = wud
+		}
+		if err := L.CallByParam(lua.P{Fn: f, NRet: 1, Protect: true}, wud, lua.LNumber(call.N), reduceOpts(L, call)); err != nil {
+			return "", fmt.Errorf("%s.pick: %s", mod, strings.TrimSpace(scriptError(err).Error()))
+		}
+		v := L.Get(-1)
+		L.Pop(1)
+		name, ok := v.(lua.LString)
+		if !ok {
+			return "", fmt.Errorf("%s.pick: returned a %s, want the name of a schedule", mod, v.Type())
+		}
+		return string(name), nil
+	}, nil
+}
+
 // ReduceSchedulePlan is ReduceSchedule with each call size recorded into
 // two plans (two calls: lc.plan, in s.PlanMode), replayed in turn after.
 // The staged schedules alternate between two staging halves, so the two

@@ -167,3 +167,55 @@ func TestPlanTurns(t *testing.T) {
 		t.Fatalf("back to the first kind: plan %v, %v; want 2", r, err)
 	}
 }
+
+// ReducePick names what an auto schedule runs, by size, and nothing for a
+// schedule that picks nothing or a module without pick; a pick that
+// returns no name is an error naming the module.
+func TestReducePick(t *testing.T) {
+	code := `
+local lc = require("luacoll")
+W = lc.window{ bytes = 65536 }
+package.loaded.mine = { auto = function() end, pick = function() return 7 end }
+package.loaded.nopick = { auto = function() end }
+`
+	errs := make([]error, 2)
+	res := runLuaThen(t, 2, code, func(r int, s *State) {
+		w := s.L.GetGlobal("W").(*lua.LUserData).Value.(*windowRef).w
+		call := ReduceCall{Type: kernels.F32, Op: kernels.Sum, Scratch: 32768}
+		for _, c := range []struct {
+			mod  string
+			n    uint64
+			want string
+		}{{"all_reduce", 1024, "one_shot"}, {"all_reduce", 16384, "two_shot_pull"},
+			{"reduce_scatter", 1024, "push"}, {"reduce_scatter", 8192, "direct"}} {
+			pick, err := s.ReducePick(c.mod, "auto")
+			if err != nil || pick == nil {
+				errs[r] = fmt.Errorf("%s: pick %v, %v", c.mod, pick != nil, err)
+				return
+			}
+			call.N = c.n
+			if got, err := pick(w, call); err != nil || got != c.want {
+				errs[r] = fmt.Errorf("%s.pick(n=%d) = %q, %v; want %q", c.mod, c.n, got, err, c.want)
+				return
+			}
+		}
+		for _, mf := range [][2]string{{"all_reduce", "ring"}, {"nopick", "auto"}} {
+			if pick, err := s.ReducePick(mf[0], mf[1]); pick != nil || err != nil {
+				errs[r] = fmt.Errorf("%s.%s: a pick (%v)", mf[0], mf[1], err)
+				return
+			}
+		}
+		pick, _ := s.ReducePick("mine", "auto")
+		if _, err := pick(w, call); err == nil || !strings.Contains(err.Error(), "mine.pick: returned a number") {
+			errs[r] = fmt.Errorf("a pick of 7: %v", err)
+		}
+	})
+	for r := range res {
+		if res[r].err != nil {
+			t.Fatalf("rank %d: %v", r, res[r].err)
+		}
+		if errs[r] != nil {
+			t.Errorf("rank %d: %v", r, errs[r])
+		}
+	}
+}

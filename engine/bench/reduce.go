@@ -40,6 +40,9 @@ type RedBenchConfig struct {
 	// area the schedule may use (the same for every size).
 	Schedule     func(w *window.Window, n, scratch uint64) error
 	ScheduleName string
+	// Pick, when set, names the schedule Schedule runs for a call of n
+	// bytes on w (an auto schedule's pick): each row's Schedule.
+	Pick func(w *window.Window, n, scratch uint64) (string, error)
 	// ScratchBytes is how much scratch the schedule needs for inputs of up
 	// to maxIn bytes a rank (nil: maxIn).
 	ScratchBytes func(maxIn uint64) uint64
@@ -75,6 +78,9 @@ type RedBenchRow struct {
 	MPIBusBW  float64 `json:"mpi_busbw_gbps,omitempty"`
 	MPIWrong  int     `json:"mpi_wrong,omitempty"`
 	MPIRatio  float64 `json:"ratio_vs_mpi,omitempty"`
+	// Schedule is the schedule the size ran, where the measured one picks
+	// by size (RedBenchConfig.Pick).
+	Schedule string `json:"schedule,omitempty"`
 }
 
 // RedBenchResult is what rank 0 reports.
@@ -243,6 +249,13 @@ func benchReduceSize(ctx context.Context, c *engine.Comm, cfg RedBenchConfig, w 
 		return sec, wrong, err
 	}
 	ours := redOp{run: func() error { return cfg.Schedule(w, n, scratch) }, out: outOff}
+	if cfg.Pick != nil {
+		name, err := cfg.Pick(w, n, scratch)
+		if err != nil {
+			return row, err
+		}
+		row.Schedule = name
+	}
 	var mpiOp, ncclOp *redOp
 	if red != nil {
 		base, err := w.Buffer().Addr()

@@ -6,6 +6,7 @@
 --   ar.two_shot(w, n, opts)  -- chunk c goes to rank c, which reduces it and puts it to all (small sizes)
 --   ar.one_shot_pull, ar.two_shot_pull  -- the same reading the peers' windows (reduce_from)
 --   ar.auto(w, n, opts)      -- one of them by size and peers
+--   ar.pick(w, n, opts)      -- the name of the one auto runs
 --
 -- Every rank's input is n bytes of its window at opts.input (default 0); the
 -- result, the reduction over all ranks, replaces it on every rank (in
@@ -175,16 +176,22 @@ end
 --- took 0.5-0.8 x two_shot's time from 1 to 64 KiB). Scratch: what the
 --- schedule of the size needs.
 function M.auto(w, n, opts)
+  return M[M.pick(w, n, opts)](w, n, opts)
+end
+
+--- Pick: the name of the schedule auto runs for these arguments
+--- ("one_shot", "two_shot", "two_shot_pull" or "ring"); it enqueues nothing.
+function M.pick(w, n, opts)
   local host = rs.shared_all(w)
   local two = opts and opts.two_shot_max or (host and 0 or 262144)
   if n <= (opts and opts.one_shot_max or (host and 4096 or 65536)) then
-    return M.one_shot(w, n, opts)
+    return "one_shot"
   elseif n <= two then
-    return M.two_shot(w, n, opts)
+    return "two_shot"
   elseif rs.mapped_all(w) then
-    return M.two_shot_pull(w, n, opts)
+    return "two_shot_pull"
   end
-  return M.ring(w, n, opts)
+  return "ring"
 end
 
 return M

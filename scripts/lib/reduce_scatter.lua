@@ -5,6 +5,7 @@
 --   rs.direct(w, n, opts)   -- the same, each rank pulling its chunk from every peer's window
 --   rs.push(w, n, opts)     -- the same, each rank pushing chunk c into rank c's staging area (small sizes)
 --   rs.auto(w, n, opts)     -- push, direct or ring by size and peers
+--   rs.pick(w, n, opts)     -- the name of the one auto runs
 --
 -- Every rank's input is lc.size * n bytes of its window at opts.input
 -- (default 0), chunk r at input + r * n; the result is in place: rank r's
@@ -353,13 +354,19 @@ end
 --- 16 KiB on 2 and 4 ranks, push faster at 1-4 KiB
 --- (docs/results/reductions.md).
 function M.auto(w, n, opts)
+  return M[M.pick(w, n, opts)](w, n, opts)
+end
+
+--- Pick: the name of the schedule auto runs for these arguments ("push",
+--- "direct" or "ring"); it enqueues nothing.
+function M.pick(w, n, opts)
   local most = opts and opts.push_max or (M.shared_all(w) and 8192 or 262144)
   if lc.size * n <= most then
-    return M.push(w, n, opts)
+    return "push"
   elseif M.mapped_all(w) then
-    return M.direct(w, n, opts)
+    return "direct"
   end
-  return M.ring(w, n, opts)
+  return "ring"
 end
 
 return M
