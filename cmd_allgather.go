@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -312,8 +313,10 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 	var meta agMeta
 	cfg.OnRow = func(res *bench.AGBenchResult, r bench.AGBenchRow) error {
 		if st != nil && f.plan {
-			r.PredictedSec = st.PlanPredicted[r.Bytes/uint64(c.Env.Size)]
+			n := r.Bytes / uint64(c.Env.Size)
+			r.PredictedSec, r.PlanMode = st.PlanPredicted[n], st.PlanModes[n]
 			res.Rows[len(res.Rows)-1].PredictedSec = r.PredictedSec
+			res.Rows[len(res.Rows)-1].PlanMode = r.PlanMode
 		}
 		if len(res.Rows) == 1 {
 			planInfo(res, f, st, c)
@@ -456,7 +459,7 @@ func agHeader(stdout io.Writer, c *engine.Comm, f agFlags, res *bench.AGBenchRes
 		fmt.Fprintf(stdout, " %10s %8s %7s %7s", "mpi(us)", "m.busbw", "#wrong", "ratio")
 	}
 	if f.plan {
-		fmt.Fprintf(stdout, " %10s %6s", "pred(us)", "p/m")
+		fmt.Fprintf(stdout, " %10s %6s  %s", "pred(us)", "p/m", "mode")
 	}
 	if f.algo == "" || !strings.HasPrefix(f.algo, "lua:") {
 		fmt.Fprintf(stdout, "  %s", "protocol")
@@ -487,6 +490,9 @@ func agRow(stdout io.Writer, res *bench.AGBenchResult, r bench.AGBenchRow, plan 
 		fmt.Fprintf(stdout, " %10.2f %6.2f", r.PredictedSec*1e6, r.PredictedSec/r.Seconds)
 	case plan:
 		fmt.Fprintf(stdout, " %10s %6s", "-", "-")
+	}
+	if plan {
+		fmt.Fprintf(stdout, "  %s", cmp.Or(r.PlanMode, "-"))
 	}
 	if r.Protocol != "" {
 		fmt.Fprintf(stdout, "  %s", r.Protocol)

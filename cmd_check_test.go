@@ -67,7 +67,8 @@ print("not reached")
 }
 
 // bench allgather --plan: the schedule recorded once per size, verified,
-// replayed; its data checked beside the built-in all-gather's.
+// replayed; its data checked beside the built-in all-gather's; each row
+// names the mode its plans replayed in.
 func TestBenchAllgatherPlan(t *testing.T) {
 	// lua:hier finds its nodes with lc.nodes(), which a recording allows.
 	for _, algo := range []string{"lua:ring", "lua:direct", "lua:hier"} {
@@ -76,9 +77,14 @@ func TestBenchAllgatherPlan(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, "(plan, mode host)") || !strings.Contains(r.stdout, "a recorded plan replayed") {
 			t.Fatalf("%s: exit %d\n%s\n%s", algo, r.code, r.stdout, r.stderr)
 		}
-		rows := tableRows(r.stdout, 13) // the last two: predicted (the shipped host model) and its ratio
+		rows := tableRows(r.stdout, 13) // then predicted (the shipped host model), its ratio, the mode
 		if len(rows) != 3 {
 			t.Fatalf("%d rows:\n%s", len(rows), r.stdout)
+		}
+		for _, line := range strings.Split(r.stdout, "\n") {
+			if f := strings.Fields(line); len(f) > 0 && f[0][0] >= '1' && f[0][0] <= '9' && f[len(f)-1] != "host" {
+				t.Errorf("%s: row %q: want the mode host last", algo, line)
+			}
 		}
 		for _, f := range rows {
 			if f[6] != "0" || f[9] != "0" {

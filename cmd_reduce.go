@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -314,6 +315,15 @@ func runBenchReduce(ctx context.Context, c *engine.Comm, f redFlags, stdout, std
 	if err != nil {
 		return err
 	}
+	if f.plan {
+		for i, r := range res.Rows {
+			n := r.Bytes // the schedule's n: the chunk of a reduce-scatter
+			if f.coll == bench.CollReduceScatter {
+				n /= uint64(c.Env.Size)
+			}
+			res.Rows[i].PlanMode = st.PlanModes[n]
+		}
+	}
 	if c.Env.Rank != 0 {
 		return nil
 	}
@@ -369,6 +379,9 @@ func printReduceTable(out io.Writer, f redFlags, c *engine.Comm, res *bench.RedB
 	if picked {
 		fmt.Fprintf(out, "  schedule")
 	}
+	if f.plan {
+		fmt.Fprintf(out, "  mode")
+	}
 	fmt.Fprintln(out)
 	for _, r := range res.Rows {
 		fmt.Fprintf(out, "%12d %12d %6s %6s %10.2f %8.2f %8.2f %7d", r.Bytes, r.Count, r.Type, r.RedOp, r.Seconds*1e6, r.AlgBW, r.BusBW, r.Wrong)
@@ -380,6 +393,9 @@ func printReduceTable(out io.Writer, f redFlags, c *engine.Comm, res *bench.RedB
 		}
 		if picked {
 			fmt.Fprintf(out, "  %s", r.Schedule)
+		}
+		if f.plan {
+			fmt.Fprintf(out, "  %s", cmp.Or(r.PlanMode, "-"))
 		}
 		fmt.Fprintln(out)
 	}

@@ -518,16 +518,18 @@ func TestHelpEverywhere(t *testing.T) {
 }
 
 // tableRows returns the fields of each row of a bench table (a line that
-// is not a # comment) that has cols columns, not counting the all-gather's
-// protocol column (a last field that is a word, not a number).
+// is not a # comment) that has cols columns, not counting the words that
+// may end a row past them (the all-gather's protocol, a reduction's
+// schedule, a plan's mode).
 func tableRows(out string, cols int) [][]string {
 	var rows [][]string
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) == cols+1 {
-			if _, err := strconv.ParseFloat(f[cols], 64); err != nil {
-				f = f[:cols]
+		for len(f) > cols { // trailing words (a protocol, a schedule, a mode) go
+			if _, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+				break
 			}
+			f = f[:len(f)-1]
 		}
 		if len(f) == cols && !strings.HasPrefix(line, "#") {
 			rows = append(rows, f)

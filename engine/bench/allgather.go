@@ -95,6 +95,9 @@ type AGBenchRow struct {
 	// PredictedSec is the cost model's time per exec of a plan schedule
 	// (bench allgather --plan; 0: no prediction).
 	PredictedSec float64 `json:"predicted_time_s,omitempty"`
+	// PlanMode is the mode the size's plans replayed in (bench allgather
+	// --plan: "host", "device", "stream" or "graph").
+	PlanMode string `json:"plan_mode,omitempty"`
 	// The built-in direct all-gather beside a schedule (AGBenchConfig.
 	// Builtin); BuiltinRatio is time_builtin / time_schedule.
 	BuiltinSec   float64 `json:"builtin_time_s,omitempty"`

@@ -81,6 +81,8 @@ type RedBenchRow struct {
 	// Schedule is the schedule the size ran, where the measured one picks
 	// by size (RedBenchConfig.Pick).
 	Schedule string `json:"schedule,omitempty"`
+	// PlanMode is the mode the size's plans replayed in (--plan).
+	PlanMode string `json:"plan_mode,omitempty"`
 }
 
 // RedBenchResult is what rank 0 reports.
