@@ -4,9 +4,9 @@
 # all-gather's defaults beside NCCL (plain and symmetric), the reductions'
 # goal sweeps (f32), the all-gather across two logical nodes (N/2 GPUs a
 # node, and one GPU a node), the shipped cost model against N-rank plans,
-# and device-mode plans of 64 KiB steps on one block against the default
-# spread. On the GPU machine, after `make build gpu-bins` here and with
-# bin/ carried:
+# device-mode plans of 64 KiB steps on one block against the default
+# spread, and small plans with and without lines. On the GPU machine,
+# after `make build gpu-bins` here and with bin/ carried:
 #   bash scripts/bench/lent-many.sh [N]      N ranks (default: every GPU)
 # Logs and JSON rows go to $OUT (or ./lent-many-out), then into
 # $OUT/all.tar (the files themselves are removed, so that one file comes
@@ -54,6 +54,16 @@ for b in default 1 default 1; do
 	[ $b = 1 ] && e=LUACOLL_PLAN_BLOCKS=1
 	step "blocks-$b" env X=1 $e bash -c "$bin bench allreduce -n $n --device cuda --timeout 30s --algo lua:auto --plan --vs nccl -b 32K -e 256K -f 2 --iters 200 -w 20 --rounds 3 &&
 		$bin bench allgather -n $n --device cuda --timeout 30s --algo lua:direct --plan -b $((64 * n))K -e $((256 * n))K -f 2 --iters 200 -w 20 --rounds 3"
+done
+# Lines at N ranks: the step mixes of small plans, and 1-2 KiB all-gather
+# and all-reduce plans, with put_signals of up to 1 KiB in lines (the
+# default above 2 ranks) and with none.
+for l in default 0; do
+	e=""
+	[ $l = 0 ] && e=LUACOLL_PLAN_LINES=0
+	step "lines-$l" env X=1 $e bash -c "$bin run -n $n --device cuda bench/plan_steps.lua 2000 &&
+		$bin bench allgather -n $n --device cuda --timeout 30s --algo lua:direct --plan -b $n""K -e $((2 * n))K -f 2 --iters 200 -w 20 --rounds 3 &&
+		$bin bench allreduce -n $n --device cuda --timeout 30s --algo lua:auto --plan --vs nccl -b 1K -e 2K -f 2 --iters 200 -w 20 --rounds 3"
 done
 echo "== done ($(( $(date +%s) - t0 )) s)"
 (cd "$top" && tar cf all.tar lent && rm -rf lent)
