@@ -1,6 +1,9 @@
 package cost
 
 import (
+	"slices"
+	"sort"
+
 	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/transport"
 )
@@ -22,51 +25,44 @@ type span struct{ lo, hi uint64 }
 // spans are sorted ranges that neither overlap nor touch.
 type spans []span
 
-// set marks [lo, hi) as written by another rank (foreign) or not.
+// set marks [lo, hi) as written by another rank (foreign) or not. The
+// ranges it changes are found by binary search and replaced in place: a
+// thousand ranks' chunks arriving in any order cost a search each.
 func (ss *spans) set(lo, hi uint64, foreign bool) {
 	if lo >= hi {
 		return
 	}
-	out := (*ss)[:0:0]
-	for _, x := range *ss {
-		switch {
-		case x.hi < lo || x.lo > hi:
-			out = append(out, x)
-		case foreign:
-			lo, hi = min(lo, x.lo), max(hi, x.hi)
-		default:
-			if x.lo < lo {
-				out = append(out, span{x.lo, lo})
-			}
-			if x.hi > hi {
-				out = append(out, span{hi, x.hi})
-			}
+	s := *ss
+	// s[i:j] are the ranges that overlap or touch [lo, hi].
+	i := sort.Search(len(s), func(k int) bool { return s[k].hi >= lo })
+	j := i + sort.Search(len(s)-i, func(k int) bool { return s[i+k].lo > hi })
+	var repl [2]span
+	n := 0
+	switch {
+	case foreign && i < j:
+		repl[0], n = span{min(lo, s[i].lo), max(hi, s[j-1].hi)}, 1
+	case foreign:
+		repl[0], n = span{lo, hi}, 1
+	case i < j:
+		if s[i].lo < lo {
+			repl[n], n = span{s[i].lo, lo}, n+1
+		}
+		if s[j-1].hi > hi {
+			repl[n], n = span{hi, s[j-1].hi}, n+1
 		}
 	}
-	if foreign {
-		out = append(out, span{lo, hi})
-	}
-	sortSpans(out)
-	*ss = out
+	*ss = slices.Replace(s, i, j, repl[:n]...)
 }
 
 // overlap is how many bytes of [lo, hi) are marked.
 func (ss spans) overlap(lo, hi uint64) uint64 {
 	var n uint64
-	for _, x := range ss {
-		if a, b := max(lo, x.lo), min(hi, x.hi); a < b {
+	for k := sort.Search(len(ss), func(k int) bool { return ss[k].hi > lo }); k < len(ss) && ss[k].lo < hi; k++ {
+		if a, b := max(lo, ss[k].lo), min(hi, ss[k].hi); a < b {
 			n += b - a
 		}
 	}
 	return n
-}
-
-func sortSpans(ss []span) {
-	for i := 1; i < len(ss); i++ {
-		for j := i; j > 0 && ss[j].lo < ss[j-1].lo; j-- {
-			ss[j], ss[j-1] = ss[j-1], ss[j]
-		}
-	}
 }
 
 // moved is the extra time of rank r's put o for the bytes it reads that

@@ -1,6 +1,8 @@
 package cost
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/luacoll/luacoll/engine/plan"
@@ -56,5 +58,50 @@ func TestSpans(t *testing.T) {
 	ss.set(5, 5, true)
 	if got := ss.overlap(0, 100); got != 20 {
 		t.Errorf("an empty range changed the spans: %v", ss)
+	}
+}
+
+// spans agree with a byte map under random marks and cuts: sorted, merged
+// where they touch, and every overlap count right.
+func TestSpansRandom(t *testing.T) {
+	const size = 200
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := 0; trial < 200; trial++ {
+		var ss spans
+		var marked [size]bool
+		for step := 0; step < 40; step++ {
+			lo := rng.Uint64N(size)
+			hi := lo + rng.Uint64N(size-lo+1)
+			foreign := rng.IntN(3) > 0
+			ss.set(lo, hi, foreign)
+			for b := lo; b < hi; b++ {
+				marked[b] = foreign
+			}
+			var want spans // the byte map's ranges
+			for b := uint64(0); b < size; b++ {
+				if !marked[b] {
+					continue
+				}
+				if k := len(want); k > 0 && want[k-1].hi == b {
+					want[k-1].hi++
+				} else {
+					want = append(want, span{b, b + 1})
+				}
+			}
+			if !slices.Equal(ss, want) {
+				t.Fatalf("trial %d step %d: set(%d, %d, %v): %v, want %v", trial, step, lo, hi, foreign, ss, want)
+			}
+			qlo := rng.Uint64N(size)
+			qhi := qlo + rng.Uint64N(size-qlo+1)
+			var n uint64
+			for b := qlo; b < qhi; b++ {
+				if marked[b] {
+					n++
+				}
+			}
+			if got := ss.overlap(qlo, qhi); got != n {
+				t.Fatalf("overlap(%d, %d) of %v: %d, want %d", qlo, qhi, ss, got, n)
+			}
+		}
 	}
 }
