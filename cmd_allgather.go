@@ -33,7 +33,11 @@ const benchAllgatherUsage = `luacoll bench allgather [-n N] [--device host|cuda]
   the host, under Open MPI's mpirun, MPI_Allgather runs on the same buffers
   in the same processes (` + "`" + `mpirun -np 4 luacoll bench allgather --vs mpi` + "`" + `).
   A ratio column is the baseline's time over this run's (above 1: faster
-  than the baseline).`
+  than the baseline). The last columns say how each size ran: the built-in
+  all-gather's protocol (lines, staged, kernel, ce+kernel, ce, proxy, host,
+  ...); with --plan the cost model's prediction, its ratio to the measured
+  time, and the mode the size's plans replayed in (host, device, stream,
+  graph).`
 
 // agFlags are the flags of bench allgather.
 type agFlags struct {

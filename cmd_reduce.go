@@ -32,7 +32,9 @@ const benchReduceUsage = `luacoll bench reduce_scatter|allreduce [-n N] [--devic
   MPI_Reduce_scatter_block runs in place on the same window in the same
   processes; with --vs nccl on CUDA, ncclAllReduce or ncclReduceScatter
   (captured in a CUDA graph with --graph). A ratio column is the baseline's
-  time over the schedule's (above 1: faster than the baseline).`
+  time over the schedule's (above 1: faster than the baseline). With
+  --algo lua:auto a schedule column names the schedule each size ran (the
+  module's pick); with --plan a mode column the mode its plans replayed in.`
 
 // redFlags are the flags of bench reduce_scatter and bench allreduce.
 type redFlags struct {
