@@ -294,20 +294,15 @@ func runBenchReduce(ctx context.Context, c *engine.Comm, f redFlags, stdout, std
 	if err != nil {
 		return err
 	}
-	pick, err := st.ReducePick(f.module, f.schedFn)
-	if err != nil {
-		return err
+	call := func(n, scratch uint64) luabind.ReduceCall {
+		return luabind.ReduceCall{N: n, Type: f.parsedT, Op: f.parsedOp, Scratch: scratch, Coll: f.coll}
 	}
 	cfg := bench.RedBenchConfig{Coll: f.coll, Sizes: f.sizes, Iters: f.iters, Warmup: f.warmup, Rounds: f.rounds,
 		Type: f.parsedT, Op: f.parsedOp, Path: f.path, MPI: f.vsMPI, NCCL: f.vsNCCL, Graph: f.graph, Progress: progressWriter(c.Env.Rank, stderr),
 		ScheduleName: algo, ScratchBytes: scratchNeed(f.schedFn, uint64(c.Env.Size), f.parsedT.Size()),
-		Schedule: func(w *window.Window, n, scratch uint64) error {
-			return sched(w, luabind.ReduceCall{N: n, Type: f.parsedT, Op: f.parsedOp, Scratch: scratch, Coll: f.coll})
-		}}
-	if pick != nil {
-		cfg.Pick = func(w *window.Window, n, scratch uint64) (string, error) {
-			return pick(w, luabind.ReduceCall{N: n, Type: f.parsedT, Op: f.parsedOp, Scratch: scratch, Coll: f.coll})
-		}
+		Schedule: func(w *window.Window, n, scratch uint64) error { return sched(w, call(n, scratch)) }}
+	if pick := st.ReducePick(f.module, f.schedFn); pick != nil {
+		cfg.Pick = func(w *window.Window, n, scratch uint64) (string, error) { return pick(w, call(n, scratch)) }
 	}
 	cpuPlace, cpus, err := c.Placement(ctx)
 	if err != nil {

@@ -69,13 +69,13 @@ func (s *State) ReduceSchedule(mod, fn string) (func(w *window.Window, call Redu
 // pick function: scripts/lib's all_reduce and reduce_scatter), a Go
 // function that names the schedule a call runs; nil for any other fn.
 // pick enqueues nothing.
-func (s *State) ReducePick(mod, fn string) (func(w *window.Window, call ReduceCall) (string, error), error) {
+func (s *State) ReducePick(mod, fn string) func(w *window.Window, call ReduceCall) (string, error) {
 	if fn != "auto" {
-		return nil, nil
+		return nil
 	}
 	f, err := s.scheduleFunc(mod, "pick")
 	if err != nil {
-		return nil, nil // a module of the user's with an auto but no pick
+		return nil // a module of the user's with an auto but no pick
 	}
 	L := s.L
 	wuds := map[*window.Window]*lua.LUserData{}
@@ -96,7 +96,7 @@ func (s *State) ReducePick(mod, fn string) (func(w *window.Window, call ReduceCa
 			return "", fmt.Errorf("%s.pick: returned a %s, want the name of a schedule", mod, v.Type())
 		}
 		return string(name), nil
-	}, nil
+	}
 }
 
 // ReduceSchedulePlan is ReduceSchedule with each call size recorded into
