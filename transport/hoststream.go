@@ -647,7 +647,6 @@ func (s *HostStream) Close() {
 }
 
 // hostCachedMax is the largest copy a host stream makes through the
-// caches: a quarter of HostCacheBytes (docs/results/host.md: on a machine
-// whose memory takes the runtime's non-temporal stores slowly, copies of
-// 1-8 MiB through the caches took a third of the time).
+// caches: a quarter of HostCacheBytes (docs/results/host.md, "Puts of up
+// to a quarter of the cache through the caches", has the measurements).
 func hostCachedMax() uint64 { return HostCacheBytes() / 4 }
