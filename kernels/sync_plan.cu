@@ -74,10 +74,24 @@ struct lc_plan_moves {
 #define LC_PLAN_THREADS 512
 #define LC_PLAN_MID_THREADS 256
 
+// lc_copy_small is thread 0's copy of n <= LC_PLAN_SMALL bytes. Aligned,
+// it loads up to 8 words before it stores any: a store cannot go before
+// the load it copies, so a loop of single words waited one trip to
+// memory a word (up to 32 of them in a row).
 __device__ __forceinline__ void lc_copy_small(lc_u8 *dst, const lc_u8 *src, lc_u64 n) {
 	lc_u64 k = 0;
 	if ((((lc_u64)dst | (lc_u64)src) & 7) == 0) {
-		for (; k + 8 <= n; k += 8) *(lc_u64 *)(dst + k) = *(const lc_u64 *)(src + k);
+		for (; k < n / 8 * 8;) {
+			const lc_u64 w = (n - k) / 8, m = w < 8 ? w : 8;
+			lc_u64 v[8];
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+				if (j < m) v[j] = *(const lc_u64 *)(src + k + 8 * j);
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+				if (j < m) *(lc_u64 *)(dst + k + 8 * j) = v[j];
+			k += 8 * m;
+		}
 	}
 	for (; k < n; k++) dst[k] = src[k];
 }

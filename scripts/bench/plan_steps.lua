@@ -53,10 +53,17 @@ end
 local function puts(w)
   for i = 1, size - 1 do w:put((me + i) % size, 65536 + me * gap, w, 0, B) end
 end
+-- Copies within the rank's own window: up to 256 bytes thread 0 makes
+-- them alone, above every thread of the block.
+local function copies(n)
+  return function(w) for i = 1, 3 do w:put(me, 131072 + i * gap, w, 65536 + i * gap, n) end end
+end
 local extra = {
   { "3 signals (add), no waits", signals("add") },
   { "3 signals (set), no waits", signals("set") },
   { "3 puts 1K, no signals", puts },
+  { "3 own copies 256B", copies(256) },
+  { "3 own copies 512B", copies(512) },
 }
 for _, c in ipairs(cases) do c.f = body(c[2], c[3], c[4], c[5], c[6]) end
 for _, c in ipairs(extra) do c.f = c[2]; cases[#cases + 1] = c end
