@@ -50,7 +50,7 @@ const checkUsage = `luacoll check [-n N] [--timeout D] [--layout NODESxRANKS | -
   needs data or real ranks (a window operation outside a plan, reading a
   buffer, timers, built-in collectives) fails with "check --simulate: X
   needs real ranks". Progress goes to stderr every 2 s; the time taken and
-  the memory used end the report. With --ahead N (default 1), a shadow run
+  the memory used end the report. With --ahead N (default 2), a shadow run
   of rank 0 records its lists first, and a second goroutine verifies and
   estimates the plans ahead of rank 0, at most N verifications at once;
   rank 0 takes those results only where its lists and p:verify options are
@@ -65,8 +65,8 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	model := fs.String("model", "host", "cost model of simulated ranks' estimates: host, cuda, or a calibration file")
 	mode := fs.String("mode", "", "replay mode of the estimates (default host, else stream)")
 	cpuProfile := fs.String("cpuprofile", "", "simulated ranks: write a CPU profile of the whole check to FILE (go tool pprof)")
-	ahead := fs.Int("ahead", 1, "simulated ranks: verify and estimate the plans ahead of rank 0 on a second goroutine (from a shadow run of\n"+
-		"rank 0), at most this many verifications at once (1: the estimates beside them; 2: about twice the memory); 0: none")
+	ahead := fs.Int("ahead", 2, "simulated ranks: verify and estimate the plans ahead of rank 0 on a second goroutine (from a shadow run of\n"+
+		"rank 0), at most this many verifications at once (1: one, the estimates beside it; 2: two, a verifier's memory more); 0: none")
 	memLimit := fs.String("memory-limit", "3.5G", "simulated ranks: the Go heap's soft limit, which the collector works harder to keep under as the heap nears it\n"+
 		"(K, M or G bytes; 0: none; GOMEMLIMIT, where set, instead)")
 	if code, ok := parse(fs, args, stdout); !ok {
