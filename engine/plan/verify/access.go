@@ -2,10 +2,61 @@ package verify
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/luacoll/luacoll/engine/plan"
 )
+
+// accRef is an entry of a memory's access list: the access's lo, which
+// the list's searches read without going to the access, and its slot in
+// the sim's pool. The lists hold no pointers, so inserting into the
+// middle of one moves plain words: no write barriers while the collector
+// runs, and no scanning of the lists.
+type accRef struct {
+	lo uint64
+	n  uint32 // hi - lo, or wideRef where that does not fit
+	id uint32
+}
+
+// wideRef is accRef.n of an access too long for it: its hi is read from
+// the access.
+const wideRef = ^uint32(0)
+
+// accPool holds the accesses of the memories' lists, each in one slot
+// while one list refers to it; a slot a list dropped is used again.
+type accPool struct {
+	all  []*access
+	free []uint32
+}
+
+// put gives a a slot and returns the reference to it.
+func (p *accPool) put(a *access) accRef {
+	if n := len(p.free); n > 0 {
+		id := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.all[id] = a
+		return accRef{lo: a.lo, n: refLen(a), id: id}
+	}
+	p.all = append(p.all, a)
+	return accRef{lo: a.lo, n: refLen(a), id: uint32(len(p.all) - 1)}
+}
+
+func refLen(a *access) uint32 { return uint32(min(a.hi-a.lo, uint64(wideRef))) }
+
+// hi is the end of r's access.
+func (p *accPool) hi(r accRef) uint64 {
+	if r.n == wideRef {
+		return p.all[r.id].hi
+	}
+	return r.lo + uint64(r.n)
+}
+
+func (p *accPool) get(r accRef) *access { return p.all[r.id] }
+
+// drop frees r's slot: no list refers to it any more.
+func (p *accPool) drop(r accRef) {
+	p.all[r.id] = nil
+	p.free = append(p.free, r.id)
+}
 
 // touch checks a new access a to memory m of rank owner, made by a rank
 // whose vector clock is vc, against the accesses m remembers, and adds it.
@@ -17,10 +68,9 @@ func (s *sim) touch(owner int, vc []uint32, m *memory, a *access) {
 	}
 	wide := m.isWide(a)
 	k := s.check(owner, vc, m, a, m.wide, 0, len(m.wide))
-	clear(m.wide[k:])
 	m.wide = m.wide[:k]
 	if wide {
-		m.wide = append(m.wide, a)
+		m.wide = append(m.wide, s.pool.put(a))
 	} else {
 		m.maxLen = max(m.maxLen, a.hi-a.lo)
 	}
@@ -29,17 +79,31 @@ func (s *sim) touch(owner int, vc []uint32, m *memory, a *access) {
 		from = a.lo - m.maxLen
 	}
 	// Only narrow accesses starting in [from, a.hi) can overlap a.
-	i := sort.Search(len(m.acc), func(k int) bool { return m.acc[k].lo >= from })
-	j := i + sort.Search(len(m.acc)-i, func(k int) bool { return m.acc[i+k].lo >= a.hi })
+	i := searchLo(m.acc, from)
+	j := i + searchLo(m.acc[i:], a.hi)
 	keep := s.check(owner, vc, m, a, m.acc, i, j)
 	if wide {
 		// Close the gap check left at [keep, j).
 		n := copy(m.acc[keep:], m.acc[j:])
-		clear(m.acc[keep+n:])
 		m.acc = m.acc[:keep+n]
 		return
 	}
-	m.insert(a, i, keep, j)
+	m.insert(s.pool.put(a), i, keep, j)
+}
+
+// searchLo is the first entry of list (sorted by lo) whose lo is at least
+// lo, or len(list).
+func searchLo(list []accRef, lo uint64) int {
+	i, j := 0, len(list)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if list[h].lo < lo {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
+	return i
 }
 
 // isWide says whether a is one of the few long accesses (a replay's
@@ -49,18 +113,24 @@ func (m *memory) isWide(a *access) bool { return a.hi-a.lo >= max(m.size/10, 1) 
 
 // check checks a against the accesses list[i:j] of m, reporting races,
 // and drops those a covers and follows (any later access ordered after a
-// is ordered after them too). It moves what it keeps to list[i:keep] and
-// returns keep; list[j:] stays where it is.
-func (s *sim) check(owner int, vc []uint32, m *memory, a *access, list []*access, i, j int) int {
+// is ordered after them too), freeing their slots. It moves what it keeps
+// to list[i:keep] and returns keep; list[j:] stays where it is.
+func (s *sim) check(owner int, vc []uint32, m *memory, a *access, list []accRef, i, j int) int {
 	// The script's accesses between replays follow a sync, which
 	// completes all its rank's own operations; they forget nothing, as
 	// a replay run back to back has no sync.
 	script := a.by.what != ""
 	keep := i
 	for k := i; k < j; k++ {
-		y := list[k]
-		if y.hi <= a.lo || y.lo >= a.hi || (y.by.rank == a.by.rank && y.pc == a.pc) {
-			list[keep] = y
+		r := list[k]
+		if r.lo >= a.hi || s.pool.hi(r) <= a.lo {
+			list[keep] = r
+			keep++
+			continue
+		}
+		y := s.pool.get(r)
+		if y.by.rank == a.by.rank && y.pc == a.pc {
+			list[keep] = r
 			keep++
 			continue
 		}
@@ -70,6 +140,7 @@ func (s *sim) check(owner int, vc []uint32, m *memory, a *access, list []*access
 			if a.by.kind.HasSignal() {
 				a.covers = y
 			}
+			s.pool.drop(r)
 			continue
 		}
 		u := y.unorderedFor(vc)
@@ -78,30 +149,30 @@ func (s *sim) check(owner int, vc []uint32, m *memory, a *access, list []*access
 			s.race(owner, m, a, u)
 		}
 		if ordered && !script && y.lo >= a.lo && y.hi <= a.hi {
+			s.pool.drop(r)
 			continue
 		}
-		list[keep] = y
+		list[keep] = r
 		keep++
 	}
 	return keep
 }
 
-// insert puts a into m.acc, whose [i, keep) are what touch kept of the
+// insert puts r into m.acc, whose [i, keep) are what touch kept of the
 // accesses [i, j) it looked at, after the kept ones starting at or
-// before a.
-func (m *memory) insert(a *access, i, keep, j int) {
-	p := i + sort.Search(keep-i, func(k int) bool { return m.acc[i+k].lo > a.lo })
+// before r's access.
+func (m *memory) insert(r accRef, i, keep, j int) {
+	p := i + searchLo(m.acc[i:keep], r.lo+1)
 	if keep == j {
-		m.acc = append(m.acc, nil)
+		m.acc = append(m.acc, accRef{})
 		copy(m.acc[p+1:], m.acc[p:])
-		m.acc[p] = a
+		m.acc[p] = r
 		return
 	}
 	old := len(m.acc)
 	copy(m.acc[p+1:keep+1], m.acc[p:keep])
-	m.acc[p] = a
+	m.acc[p] = r
 	n := copy(m.acc[keep+1:], m.acc[j:old])
-	clear(m.acc[keep+1+n : old])
 	m.acc = m.acc[:keep+1+n]
 }
 

@@ -73,8 +73,9 @@ type memory struct {
 	// acc are the narrow accesses, sorted by lo; maxLen is the longest
 	// it ever held, so that a new access only looks at those starting
 	// within maxLen before it. wide are the long ones (isWide), which
-	// every access looks at.
-	acc, wide []*access
+	// every access looks at. Both hold references into the sim's pool
+	// (accPool), not pointers.
+	acc, wide []accRef
 	maxLen    uint64
 }
 

@@ -237,7 +237,8 @@ func (s *sim) checkArrived() {
 		vc := s.rk[b].vc
 		seen := map[[2]int]bool{}
 		m := s.mem[b][plan.WindowBuf]
-		for _, y := range append(append([]*access(nil), m.wide...), m.acc...) {
+		for _, r := range append(append([]accRef(nil), m.wide...), m.acc...) {
+			y := s.pool.get(r)
 			a := y.by.rank
 			if !y.write || a == b || y.orderedFor(vc) || seen[[2]int{a, y.by.op}] {
 				continue

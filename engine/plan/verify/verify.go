@@ -298,6 +298,8 @@ type sim struct {
 	labs []seg
 	// spare are clocks none holds (clock).
 	spare []*clock
+	// pool holds the accesses the memories' lists refer to.
+	pool accPool
 }
 
 func newSim(lists []plan.List, opt Options, add func(Problem)) *sim {
