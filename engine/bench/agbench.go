@@ -2,11 +2,9 @@ package bench
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"strconv"
 	"time"
 
@@ -46,9 +44,9 @@ type agBench struct {
 	exec, builtin func(n uint64) error
 	perCall       int
 	ag            *allgather.Persistent
-	// warmed lists what (ours: "", a baseline: its error prefix) has had
-	// its first warm-up (see warm).
-	warmed map[string]bool
+	// first is the first warm-up of each thing measured, on CUDA (nil on
+	// the host).
+	first *firstWarm
 }
 
 // BenchAllGather measures the persistent all-gather (and, on CUDA with
@@ -137,6 +135,9 @@ func newAGBench(ctx context.Context, c *engine.Comm, cfg AGBenchConfig) (*agBenc
 		b.maxChunk = max(b.maxChunk, AGChunk(s, N))
 	}
 	b.cs, b.onCUDA = c.Rank.Stream.(gpu.GraphStream)
+	if b.onCUDA {
+		b.first = &firstWarm{ctx: ctx, c: c, name: "bench allgather", heat: b.heat}
+	}
 	return b, nil
 }
 
@@ -267,35 +268,12 @@ func (b *agBench) info() map[string]any {
 // every rank, at most firstWarmupMax): launching ops back to back brings
 // the host's side (its clock, caches, the launch path) to speed as well,
 // and 100 ops of 1 KiB are over in under a millisecond.
-const (
-	firstWarmup     = 50 * time.Millisecond
-	firstWarmupOps  = 100
-	firstWarmupBusy = 20 * time.Millisecond
-	firstWarmupMax  = 20000
-)
-
-// warm runs the warm-up ops of what (see warmed). On CUDA the first timed
-// run of a sweep meets a GPU that was idle (clocks low): each rank first
-// collects garbage (so that no collection falls into the first timed run)
-// and keeps the GPU busy with copies into its own part of the window for
-// firstWarmup (local work, so the ranks need not agree on a count); and
-// the first run of ours and of each baseline (lazy set-up, first touch of
-// their memory) gets firstWarmupOps more ops, and more up to
-// firstWarmupBusy (firstOps), the same count on every rank.
+// warm runs the warm-up ops of what: cfg.Warmup, and on CUDA the first
+// warm-up's more (firstWarm).
 func (b *agBench) warm(op func() error, what string) error {
 	count := b.cfg.Warmup
-	if b.onCUDA && !b.warmed[what] {
-		if b.warmed == nil {
-			b.warmed = map[string]bool{}
-		}
-		if len(b.warmed) == 0 {
-			runtime.GC()
-			if err := b.heat(); err != nil {
-				return err
-			}
-		}
-		b.warmed[what] = true
-		more, err := b.firstOps(op)
+	if b.first != nil {
+		more, err := b.first.extra(op, what)
 		if err != nil {
 			return err
 		}
@@ -309,53 +287,10 @@ func (b *agBench) warm(op func() error, what string) error {
 	return nil
 }
 
-// firstOps runs firstWarmupOps ops and returns how many more the slowest
-// rank needs for the first warm-up to last firstWarmupBusy (the largest
-// count of every rank's, so that all run the same ops).
-func (b *agBench) firstOps(op func() error) (int, error) {
-	t0 := time.Now()
-	for range firstWarmupOps {
-		if err := op(); err != nil {
-			return 0, err
-		}
-	}
-	if err := b.c.Sync(b.ctx); err != nil {
-		return 0, err
-	}
-	took := time.Since(t0)
-	more := 0
-	if left := firstWarmupBusy - took; left > 0 {
-		more = int(min(int64(left)*firstWarmupOps/max(int64(took), 1), firstWarmupMax))
-	}
-	var mine [8]byte
-	binary.LittleEndian.PutUint64(mine[:], uint64(more))
-	all, err := b.c.Rank.Ex.AllGather(b.ctx, mine[:])
-	if err != nil {
-		return 0, fmt.Errorf("bench allgather: warm-up: %w", err)
-	}
-	for _, d := range all {
-		if len(d) == 8 {
-			more = max(more, int(binary.LittleEndian.Uint64(d)))
-		}
-	}
-	return more, nil
-}
-
 // heat keeps this rank's GPU busy for firstWarmup with copies into its own
 // part of the window.
 func (b *agBench) heat() error {
-	t := window.Transfer{Peer: b.me, PeerOff: uint64(b.me) * b.maxChunk, Local: b.src, N: b.maxChunk}
-	for t0 := time.Now(); time.Since(t0) < firstWarmup; {
-		for range 16 {
-			if err := b.w.Put(t); err != nil {
-				return err
-			}
-		}
-		if err := b.c.Sync(b.ctx); err != nil {
-			return err
-		}
-	}
-	return nil
+	return heatGPU(b.ctx, b.c, b.w, window.Transfer{Peer: b.me, PeerOff: uint64(b.me) * b.maxChunk, Local: b.src, N: b.maxChunk})
 }
 
 // alignRanks is a barrier of the align window, synced.

@@ -182,6 +182,10 @@ func BenchReduce(ctx context.Context, c *engine.Comm, cfg RedBenchConfig) (_ *Re
 		defer c.FreeWindow(ctx, align)
 	}
 	t := redTimer{ctx: ctx, c: c, align: align, iters: cfg.Iters, warmup: cfg.Warmup}
+	if nccl.onCUDA {
+		heat := window.Transfer{Peer: me, Local: src, N: maxIn} // into the input, which each timed run restores
+		t.first = &firstWarm{ctx: ctx, c: c, name: "bench reduce", heat: func() error { return heatGPU(ctx, c, w, heat) }}
+	}
 	var bar *progressBar
 	if me == 0 {
 		bar = newProgressBar(cfg.Progress, len(sizes))
@@ -223,7 +227,7 @@ func benchReduceSize(ctx context.Context, c *engine.Comm, cfg RedBenchConfig, w 
 		if err := restore(); err != nil {
 			return 0, 0, err
 		}
-		sec, err := t.run(op.run)
+		sec, err := t.run(op.run, op.what)
 		if err != nil {
 			return 0, 0, fmt.Errorf("%s%w", op.what, err)
 		}
@@ -321,14 +325,26 @@ type redTimer struct {
 	c             *engine.Comm
 	align         *window.Window // host: lines the ranks up in shared memory
 	iters, warmup int
+	// first is the first warm-up of ours and of each baseline, on CUDA
+	// (nil on the host).
+	first *firstWarm
 }
 
-// run times iters calls of op after warmup ones and returns the average
-// seconds per call.
-func (t redTimer) run(op func() error) (float64, error) {
+// run times iters calls of op (what: ours "", a baseline its error
+// prefix) after warmup ones (and on CUDA the first warm-up's more) and
+// returns the average seconds per call.
+func (t redTimer) run(op func() error, what string) (float64, error) {
 	ctx, c := t.ctx, t.c
 	warm := func() error {
-		for i := 0; i < t.warmup; i++ {
+		count := t.warmup
+		if t.first != nil {
+			more, err := t.first.extra(op, what)
+			if err != nil {
+				return err
+			}
+			count += more
+		}
+		for i := 0; i < count; i++ {
 			if err := op(); err != nil {
 				return err
 			}
