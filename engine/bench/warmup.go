@@ -14,7 +14,7 @@ import (
 const (
 	firstWarmup     = 50 * time.Millisecond
 	firstWarmupOps  = 100
-	firstWarmupBusy = 20 * time.Millisecond
+	firstWarmupBusy = 200 * time.Millisecond
 	firstWarmupMax  = 20000
 )
 
