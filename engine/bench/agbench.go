@@ -261,30 +261,10 @@ func (b *agBench) info() map[string]any {
 	return info
 }
 
-// firstWarmup is how long each rank keeps its GPU busy before the first
-// timed run of a sweep; firstWarmupOps how many more warm-up ops the first
-// timed run of what is measured (ours and each baseline) gets at least;
-// firstWarmupBusy how long those ops last at least (their count agreed by
-// every rank, at most firstWarmupMax): launching ops back to back brings
-// the host's side (its clock, caches, the launch path) to speed as well,
-// and 100 ops of 1 KiB are over in under a millisecond.
 // warm runs the warm-up ops of what: cfg.Warmup, and on CUDA the first
 // warm-up's more (firstWarm).
 func (b *agBench) warm(op func() error, what string) error {
-	count := b.cfg.Warmup
-	if b.first != nil {
-		more, err := b.first.extra(op, what)
-		if err != nil {
-			return err
-		}
-		count += more
-	}
-	for i := 0; i < count; i++ {
-		if err := op(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return warmUp(b.first, op, what, b.cfg.Warmup)
 }
 
 // heat keeps this rank's GPU busy for firstWarmup with copies into its own

@@ -335,22 +335,7 @@ type redTimer struct {
 // returns the average seconds per call.
 func (t redTimer) run(op func() error, what string) (float64, error) {
 	ctx, c := t.ctx, t.c
-	warm := func() error {
-		count := t.warmup
-		if t.first != nil {
-			more, err := t.first.extra(op, what)
-			if err != nil {
-				return err
-			}
-			count += more
-		}
-		for i := 0; i < count; i++ {
-			if err := op(); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	warm := func() error { return warmUp(t.first, op, what, t.warmup) }
 	if t.align == nil {
 		if err := warm(); err != nil {
 			return 0, err

@@ -11,6 +11,13 @@ import (
 	"github.com/luacoll/luacoll/window"
 )
 
+// firstWarmup is how long each rank keeps its GPU busy before the first
+// timed run of a sweep; firstWarmupOps how many more warm-up ops the first
+// timed run of what is measured (ours and each baseline) gets at least;
+// firstWarmupBusy how long those ops last at least (their count agreed by
+// every rank, at most firstWarmupMax): launching ops back to back brings
+// the host's side (its clock, caches, the launch path) to speed as well,
+// and 100 ops of 1 KiB are over in under a millisecond.
 const (
 	firstWarmup     = 50 * time.Millisecond
 	firstWarmupOps  = 100
@@ -98,6 +105,24 @@ func heatGPU(ctx context.Context, c *engine.Comm, w *window.Window, t window.Tra
 			}
 		}
 		if err := c.Sync(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// warmUp runs count warm-up calls of op, and before them those of first's
+// first warm-up of what (first nil: none, as on the host).
+func warmUp(first *firstWarm, op func() error, what string, count int) error {
+	if first != nil {
+		more, err := first.extra(op, what)
+		if err != nil {
+			return err
+		}
+		count += more
+	}
+	for i := 0; i < count; i++ {
+		if err := op(); err != nil {
 			return err
 		}
 	}
