@@ -24,8 +24,11 @@ const benchAllgatherUsage = `luacoll bench allgather [-n N] [--device host|cuda]
   The persistent all-gather (lc.allgather_persistent) for sizes -b..-e (x -f),
   size = total output bytes (nccl-tests convention: each rank sends size/N),
   time = average per exec of --iters execs enqueued back to back after -w
-  warmup ones; algbw = size/time, busbw = algbw*(N-1)/N. Every timed run is
-  checked: each rank compares every chunk with its sender's checksum.
+  warmup ones (on CUDA the first timed run of ours and of each baseline
+  gets more: the GPU kept busy for 50 ms, then 100 execs and more up to
+  200 ms, so that no first row pays for an idle GPU or a lazy set-up);
+  algbw = size/time, busbw = algbw*(N-1)/N. Every timed run is checked:
+  each rank compares every chunk with its sender's checksum.
   With --vs nccl on CUDA, ncclAllGather runs on the same buffers in the same
   processes and run (captured in a CUDA graph too with --graph). With a Lua
   schedule (--algo lua:ring) --vs direct measures the built-in all-gather
