@@ -5,7 +5,8 @@
 # goal sweeps (f32), the all-gather across two logical nodes (N/2 GPUs a
 # node, and one GPU a node), the shipped cost model against N-rank plans,
 # device-mode plans of 64 KiB steps on one block against the default
-# spread, and small plans with and without lines. On the GPU machine,
+# spread, small plans with and without lines, and the step mixes of 16
+# KiB plans. On the GPU machine,
 # after `make build gpu-bins` here and with bin/ carried:
 #   bash scripts/bench/lent-many.sh [N]      N ranks (default: every GPU)
 # Logs and JSON rows go to $OUT (or ./lent-many-out), then into
@@ -65,6 +66,9 @@ for l in default 0; do
 		$bin bench allgather -n $n --device cuda --timeout 30s --algo lua:direct --plan -b $n""K -e $((2 * n))K -f 2 --iters 200 -w 20 --rounds 3 &&
 		$bin bench allreduce -n $n --device cuda --timeout 30s --algo lua:auto --plan --vs nccl -b 1K -e 2K -f 2 --iters 200 -w 20 --rounds 3"
 done
+# The step mixes at 16 KiB: where a small reduction's replay goes at N
+# ranks (its exchange against its fold on one block).
+step steps-16k $bin run -n "$n" --device cuda bench/plan_steps.lua 2000 device 16384
 echo "== done ($(( $(date +%s) - t0 )) s)"
 (cd "$top" && tar cf all.tar lent && rm -rf lent)
 exit $status
