@@ -25,10 +25,11 @@ const benchReduceUsage = `luacoll bench reduce_scatter|allreduce [-n N] [--devic
   time = average per call of --iters calls back to back after -w warmup
   ones (on CUDA more for the first timed run of ours and of each baseline,
   as in bench allgather), algbw = size/time, busbw = algbw*2(N-1)/N
-  (allreduce) or algbw*(N-1)/N (reduce_scatter). Schedules run in place on a window; after
-  each round's timed calls one call on fresh input is checked against a
-  host reference (integers, min and max exactly; float sums and products
-  within the type's rounding over N ranks): #wrong counts the elements off.
+  (allreduce) or algbw*(N-1)/N (reduce_scatter). Schedules run in place on
+  a window; after each round's timed calls one call on fresh input is
+  checked against a host reference (integers, min and max exactly; float
+  sums and products within the type's rounding over N ranks): #wrong counts
+  the elements off.
   With --vs mpi on the host, under Open MPI's mpirun, MPI_Allreduce or
   MPI_Reduce_scatter_block runs in place on the same window in the same
   processes; with --vs nccl on CUDA, ncclAllReduce or ncclReduceScatter
