@@ -82,8 +82,8 @@ w:free()`)
 		t.Fatalf("agp, -n 3 --nodes 3: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	// The built-in algorithms across two nodes of two ranks, each forced,
-	// and auto, which picks hier there.
-	for _, algo := range []string{"ring", "hier", "direct"} {
+	// and auto, which stages small execs in two levels there.
+	for _, algo := range []string{"ring", "hier", "direct", "auto"} {
 		r = luacoll(t, nil, "run", "-n", "4", "--nodes", "2", "tests/agp.lua", "1", "auto", algo)
 		if r.code != 0 || !strings.Contains(r.stdout, "[0] agp: 7 passed, 0 failed") {
 			t.Fatalf("agp --algo %s, -n 4 --nodes 2: exit %d\n%s\n%s", algo, r.code, r.stdout, r.stderr)
@@ -98,6 +98,12 @@ w:free()`)
 			t.Fatalf("agp_refused, n %s, -n 2 --nodes 2: exit %d\n%s\n%s", n, r.code, r.stdout, r.stderr)
 		}
 	}
+	// Two ranks a node, staged in two levels: rank 3 waits for what rank
+	// 2 forwards from rank 0, which refused; it sees the refusal at once.
+	r = luacoll(t, nil, "run", "-n", "4", "--nodes", "2", "tests/agp_refused.lua", "", "", "4096")
+	if r.code != 0 || !strings.Contains(r.stdout, "[0] agp_refused: 1 passed, 0 failed") {
+		t.Fatalf("agp_refused, two-level staging, -n 4 --nodes 2: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
 	r = luacoll(t, nil, "run", "-n", "2", "--nodes", "2", writeScript(t,
 		`local lc = require("luacoll"); local w = lc.window{bytes = 1048576}; local ag = lc.allgather_persistent{window = w}; `+
 			`print("staged up to " .. tostring(ag:info().staged_up_to)); ag:destroy(); w:free()`))
@@ -105,9 +111,9 @@ w:free()`)
 		t.Fatalf("staged execs across nodes: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	r = luacoll(t, nil, "run", "-n", "4", "--nodes", "2", writeScript(t,
-		`local lc = require("luacoll"); local w = lc.window{bytes = 64}; local ag = lc.allgather_persistent{window = w}; local i = ag:info(); `+
-			`print(("%s %d x %d"):format(i.algo, i.nodes, i.ranks_per_node)); ag:destroy(); w:free()`))
-	if r.code != 0 || !strings.Contains(r.stdout, "[0] hier 2 x 2") {
+		`local lc = require("luacoll"); local w = lc.window{bytes = 65536}; local ag = lc.allgather_persistent{window = w}; local i = ag:info(); `+
+			`print(("%s %d x %d, staged %s"):format(i.algo, i.nodes, i.ranks_per_node, i.staged)); ag:destroy(); w:free()`))
+	if r.code != 0 || !strings.Contains(r.stdout, "[0] hier 2 x 2, staged two levels:") {
 		t.Fatalf("auto on 2 nodes x 2 ranks: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	checkClean(t, shmBefore)

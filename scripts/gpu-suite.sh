@@ -183,8 +183,8 @@ else
 	step nodes-suite timeout -s QUIT -k 20 300 $bin run -n 2 --nodes 2 --device cuda $g2 tests/suite.lua
 	step nodes-suite4 timeout -s QUIT -k 20 300 $bin run -n 4 --nodes 2 --device cuda $g4 tests/suite.lua
 	step nodes-agp timeout -s QUIT -k 20 300 $bin run -n 2 --nodes 2 --device cuda $g2 tests/agp.lua 100
-	step nodes-agp4 timeout -s QUIT -k 20 300 bash -c "for a in direct ring hier; do $bin run -n 4 --nodes 2 --device cuda $g4 tests/agp.lua 20 auto \$a || exit 1; done"
-	step nodes-agp-refused timeout -s QUIT -k 20 120 bash -c "$bin run -n 2 --nodes 2 --device cuda $g2 tests/agp_refused.lua && $bin run -n 2 --nodes 2 --device cuda $g2 tests/agp_refused.lua '' graph && $bin run -n 2 --nodes 2 --device cuda $g2 tests/agp_refused.lua '' '' 4096"
+	step nodes-agp4 timeout -s QUIT -k 20 300 bash -c "for a in auto direct ring hier; do $bin run -n 4 --nodes 2 --device cuda $g4 tests/agp.lua 20 auto \$a || exit 1; done"
+	step nodes-agp-refused timeout -s QUIT -k 20 120 bash -c "$bin run -n 2 --nodes 2 --device cuda $g2 tests/agp_refused.lua && $bin run -n 2 --nodes 2 --device cuda $g2 tests/agp_refused.lua '' graph && $bin run -n 2 --nodes 2 --device cuda $g2 tests/agp_refused.lua '' '' 4096 && $bin run -n 4 --nodes 2 --device cuda $g4 tests/agp_refused.lua '' '' 4096"
 	step nodes-plan timeout -s QUIT -k 20 300 $bin run -n 2 --nodes 2 --device cuda $g2 tests/plan.lua 100
 	step nodes-kill timeout -s QUIT -k 20 120 bash -c "$(declare -f kill_test); bin=$bin; kill_test --nodes 2 $g2"
 	leaks nodes

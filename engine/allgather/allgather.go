@@ -86,6 +86,11 @@ type Persistent struct {
 	// (auto's choice on several nodes: measured in
 	// docs/results/allgather-nodes.md); 0: none.
 	directUpTo uint64
+	// stageHier: staged execs run two levels (execStagedHier), auto's
+	// choice on the proxy path with several ranks a node; ringFrom:
+	// execs of at least this many bytes per rank run ring (0: none).
+	stageHier bool
+	ringFrom  uint64
 	// proxy: CUDA windows whose network operations the host runs; pg is
 	// graph mode there (proxy.go).
 	proxy bool
@@ -94,10 +99,11 @@ type Persistent struct {
 	// most stageMax bytes per rank that run direct; nil: none.
 	stage    *window.Window
 	stageMax uint64
-	// stageIn[par][p] lists p's slot par of this rank's staging window,
+	// stageIn[slot][p] lists p's slot of this rank's staging window,
 	// stageBell is this rank's bell there, stageDescribe its waits' errors
 	// (made once: a wait allocates nothing).
-	stageIn       [2][][]transport.Addr
+	stageIn       [stageSlots][][]transport.Addr
+	stageFwd      []func(want, obs uint64) bool // per local rank: stagehier.go's fwdMismatch
 	stageBell     transport.Addr
 	stageDescribe func(transport.WaitSpec, uint64, error) error
 }
@@ -106,6 +112,13 @@ type Persistent struct {
 // several nodes: direct took less time up to 64 KiB per rank on 2 x 2 and
 // 2 x 4 ranks, hier from 1 MiB.
 const agHierDirectUpTo = 256 << 10
+
+// agProxyRingFrom is where auto switches from hier to ring on the CUDA
+// proxy path with several ranks a node: on 2 logical nodes x 2 GPUs ring
+// took less time than hier and direct from 1 MiB per rank, eager and
+// graph (docs/results/allgather-auto.md, "Two GPUs a node: the
+// algorithms side by side").
+const agProxyRingFrom = 1 << 20
 
 // New is collective: every rank must pass the same window, algo
 // and graph. algo is "auto", "direct", "ring" or "hier" ("pipeline" is
@@ -160,7 +173,7 @@ func New(ctx context.Context, c *engine.Comm, w *window.Window, algo string, gra
 		if err := ag.openHost(ctx, call); err != nil {
 			return nil, err
 		}
-	} else if (!ag.graph || ag.proxy) && (ag.run == "direct" || ag.directUpTo > 0) {
+	} else if (!ag.graph || ag.proxy) && (ag.run == "direct" || ag.directUpTo > 0 || ag.stageHier) {
 		// Window operations (network peers, the proxy path, whose graph
 		// mode runs them in a host function too): small direct execs
 		// are staged, with no guard barrier. Every rank decides alike
@@ -226,7 +239,10 @@ func (ag *Persistent) prepare() error {
 		// except for small execs, direct otherwise.
 		ag.run = "direct"
 		if lerr == nil && len(layout.groups) > 1 && len(layout.groups[0]) > 1 {
-			ag.run, ag.directUpTo = "hier", agHierDirectUpTo
+			ag.run, ag.directUpTo, ag.stageHier = "hier", agHierDirectUpTo, true
+			if ag.proxy {
+				ag.directUpTo, ag.ringFrom = 0, agProxyRingFrom
+			}
 		}
 	}
 	if ag.run == "hier" && lerr != nil {
@@ -466,10 +482,22 @@ func (ag *Persistent) Protocol(n uint64) string {
 		return "proxy"
 	case ag.host != nil:
 		return "host"
+	case ag.staged(n) && ag.stageHier:
+		return "staged-hier"
 	case ag.staged(n):
 		return "staged"
+	}
+	return ag.algoFor(n)
+}
+
+// algoFor is the algorithm an exec of n bytes per rank runs on window
+// operations when it is not staged.
+func (ag *Persistent) algoFor(n uint64) string {
+	switch {
 	case n <= ag.directUpTo:
 		return "direct"
+	case ag.ringFrom > 0 && n >= ag.ringFrom:
+		return "ring"
 	}
 	return ag.run
 }
@@ -490,8 +518,14 @@ func (ag *Persistent) Info() map[string]any {
 	if ag.directUpTo > 0 && ag.run != "direct" {
 		m["direct_up_to"] = int(ag.directUpTo)
 	}
+	if ag.ringFrom > 0 {
+		m["ring_from"] = int(ag.ringFrom)
+	}
 	if ag.stage != nil {
 		m["staged_up_to"] = int(ag.stageMax)
+		if ag.stageHier {
+			m["staged"] = "two levels: counterparts on other nodes, then forwarded within the node"
+		}
 	}
 	if ag.dev != nil {
 		m["sync"] = "device exec counter, one-thread ready/done kernels"

@@ -147,6 +147,9 @@ func (ag *Persistent) eagerLimit(knob *knobs.UintKnob, def uint64) uint64 {
 // describeHostWait is the error of a host wait of the protocol (Note: peer,
 // exec, n).
 func (ag *Persistent) describeHostWait(w transport.WaitSpec, obs uint64, cause error) error {
+	if w.Note.Op == noteForwarded {
+		return ag.forwardedError(int(w.Note.A), w.Note.B, w.Note.C, obs, cause)
+	}
 	return ag.waitError(int(w.Note.A), w.Note.B, w.Note.C, obs, cause)
 }
 

@@ -181,11 +181,7 @@ func (ag *Persistent) execWindow(src *window.Buffer, srcOff, n uint64, inPlace b
 			return ag.errf("exec #%d: own chunk: %w", e.k, err)
 		}
 	}
-	algo := ag.run
-	if n <= ag.directUpTo {
-		algo = "direct"
-	}
-	switch algo {
+	switch ag.algoFor(n) {
 	case "ring":
 		return e.ring()
 	case "hier":

@@ -47,7 +47,7 @@ func (ag *Persistent) openStage(ctx context.Context, call string) error {
 	if eager == 0 || n < 2 {
 		return nil
 	}
-	sw, err := c.NewWindow(ctx, call+":stage", window.Options{Bytes: 2 * n * eager, Signals: 2, Counters: 1,
+	sw, err := c.NewWindow(ctx, call+":stage", window.Options{Bytes: 2 * n * eager, Signals: stageSlots, Counters: 1,
 		Barriers: 1, Timeout: ag.w.Options().Timeout})
 	if err != nil {
 		return fmt.Errorf("rank %d: %s: %w", ag.me, call, err)
@@ -62,6 +62,12 @@ func (ag *Persistent) openStage(ctx context.Context, call string) error {
 		}
 	}
 	ag.stageBell, ag.stageDescribe = sw.Raw().Bell(me), ag.describeHostWait
+	if ag.stageHier {
+		ag.stageFwd = make([]func(want, obs uint64) bool, n)
+		for _, p := range ag.layout.groups[ag.layout.mine] {
+			ag.stageFwd[p] = ag.fwdMismatch(p)
+		}
+	}
 	return nil
 }
 
@@ -70,7 +76,7 @@ func (ag *Persistent) staged(n uint64) bool {
 	if ag.stage == nil || n > ag.stageMax || (ag.k+1)&tagKMask == 0 {
 		return false // the tag's wrap goes through nextExec's barriers
 	}
-	return ag.run == "direct" || n <= ag.directUpTo
+	return ag.run == "direct" || n <= ag.directUpTo || ag.stageHier
 }
 
 // stageRow is the offset of sender's chunk in a staging area of parity par.
@@ -87,6 +93,9 @@ func (ag *Persistent) execStaged(src *window.Buffer, srcOff, n uint64, inPlace b
 	own := uint64(me) * n
 	if inPlace {
 		src, srcOff = w.Buffer(), own
+	}
+	if ag.stageHier {
+		return ag.execStagedHier(src, srcOff, n, inPlace)
 	}
 	for i := 1; i < size; i++ {
 		p := (me + i) % size
@@ -113,11 +122,16 @@ func (ag *Persistent) execStaged(src *window.Buffer, srcOff, n uint64, inPlace b
 	return nil
 }
 
-// stageWait enqueues the wait for peer p's tag in this rank's slot par.
+// stageWait enqueues the wait for peer p's tag in this rank's slot par
+// (par+2: the chunks p forwards, execStagedHier).
 func (ag *Persistent) stageWait(p, par int, k, n, tag uint64) {
+	note, mismatch := transport.WaitNote{A: uint64(p), B: k, C: n}, agMismatch
+	if par >= 2 {
+		note.Op, mismatch = noteForwarded, ag.stageFwd[p]
+	}
 	ag.stage.Rank().Stream.Wait(transport.WaitSpec{Slots: ag.stageIn[par][p], Mode: transport.WaitSum,
-		Cmp: transport.CmpEq, Value: tag, Timeout: ag.w.Options().Timeout, Mismatch: agMismatch, Bell: ag.stageBell,
-		Describe: ag.stageDescribe, Note: transport.WaitNote{A: uint64(p), B: k, C: n}})
+		Cmp: transport.CmpEq, Value: tag, Timeout: ag.w.Options().Timeout, Mismatch: mismatch, Bell: ag.stageBell,
+		Describe: ag.stageDescribe, Note: note})
 }
 
 // stageGuard is the guard of exec k (n bytes per rank) when it is not
@@ -146,6 +160,19 @@ func (ag *Persistent) refuseStaged() error {
 	tag, par := agTag(ag.k, agRefusedN), int(ag.k&1)
 	for i := 1; i < size; i++ {
 		if err := ag.stage.Signal((me+i)%size, window.Sig{ID: par, Value: tag, Op: window.SigSet}); err != nil {
+			return ag.errf("refused exec #%d: %w", ag.k, err)
+		}
+	}
+	if !ag.stageHier {
+		return nil
+	}
+	// The node's ranks wait for this rank's forwarded chunks too.
+	l := ag.layout
+	for _, p := range l.groups[l.mine] {
+		if p == me {
+			continue
+		}
+		if err := ag.stage.Signal(p, window.Sig{ID: 2 + par, Value: tag, Op: window.SigSet}); err != nil {
 			return ag.errf("refused exec #%d: %w", ag.k, err)
 		}
 	}

@@ -183,24 +183,31 @@ func (pm *proxyMaps) register(r int) error {
 	return err
 }
 
-// region is the window's Region of size bytes a rank, rank's own part
-// among the host ranges of the proxy path until it is closed.
+// region is the window's Region of size bytes a rank: rank's own part
+// among the host ranges of the proxy path until it is closed, and the
+// parts of the peers mapped here until they are unmapped.
 func (pm *proxyMaps) region(rank int, size uint64) *transport.Region {
 	b := pm.b
 	addrs := make([]transport.Addr, len(pm.mapped))
 	for r, m := range pm.mapped {
 		if m != nil {
+			// The peers' parts mapped here are such memory too: a
+			// copy or signal into them runs on the host where the
+			// stream is idle (copyOnHost, signalOnHost).
 			addrs[r] = transport.AddrOf(m)
+			b.addHostRange(addrs[r], size)
 		}
 	}
 	me := addrs[rank]
-	b.addHostRange(me, size)
 	unmapPeers := func() error {
 		b.quiesce()
 		defer onThread()()
 		errs := []error{b.current()}
 		for r := range pm.mapped {
 			if r != rank {
+				if pm.mapped[r] != nil {
+					b.dropHostRange(addrs[r])
+				}
 				errs = append(errs, pm.release(r))
 			}
 		}

@@ -247,15 +247,48 @@ func (s *CUDAStream) copyOnHost(dst, src transport.Addr, n uint64) bool {
 	return true
 }
 
+// signalOnHost is copyOnHost for a put_signal (n bytes from src to dst,
+// then v stored into slot or added to it; n 0: the signal alone): where
+// every range lies in device-mapped host memory and the stream is idle,
+// the host's CPUs make it at once, in order, and the stream stays idle for
+// the network operation or host-polled wait that follows (on the proxy
+// path, a signal to a rank of the node). The slot's store or add is
+// atomic and comes after the data's stores (the runtime's copy fences its
+// non-temporal ones), so a peer that sees it sees the data. It reports
+// whether it made them.
+func (s *CUDAStream) signalOnHost(dst, src transport.Addr, n uint64, slot transport.Addr, add bool, v uint64) bool {
+	if !s.b.hostMapped(slot, 8) || (n > 0 && (!s.b.hostMapped(dst, n) || !s.b.hostMapped(src, n))) {
+		return false
+	}
+	s.lock()
+	defer s.mu.Unlock()
+	if !s.idle || s.err != nil || s.s.Capturing() {
+		return false
+	}
+	if n > 0 {
+		transport.Memmove(transport.HostBytes(dst, n), transport.HostBytes(src, n))
+	}
+	if add {
+		atomic.AddUint64((*uint64)(slot.Pointer()), v)
+	} else {
+		atomic.StoreUint64((*uint64)(slot.Pointer()), v)
+	}
+	return true
+}
+
 type sideStream struct {
 	s          *cuda.Stream
 	fork, join *cuda.Event
 }
 
-// PutSignal implements PutSignaler: on the kernel path (and on "auto" for
-// copies up to AutoSMCopyMax) the data and the signal go in one launch.
+// PutSignal implements PutSignaler: on the host where signalOnHost can,
+// else on the kernel path (and on "auto" for copies up to AutoSMCopyMax)
+// the data and the signal go in one launch.
 func (s *CUDAStream) PutSignal(dst, src transport.Addr, n uint64, slot transport.Addr, add bool, v uint64) bool {
 	defer onThread()()
+	if s.signalOnHost(dst, src, n, slot, add, v) {
+		return true
+	}
 	if !(s.path == "sm" || (s.path == "auto" && n <= AutoSMCopyMax)) {
 		return false
 	}
@@ -344,6 +377,9 @@ func (s *CUDAStream) doneSeen(seq uint64, d time.Duration) bool {
 
 // Store64 implements Stream.
 func (s *CUDAStream) Store64(dst transport.Addr, v uint64) {
+	if s.signalOnHost(0, 0, 0, dst, false, v) {
+		return
+	}
 	sm := s.path == "sm"
 	s.enqueue(func() error {
 		if sm {
@@ -355,6 +391,9 @@ func (s *CUDAStream) Store64(dst transport.Addr, v uint64) {
 
 // Add64 implements Stream.
 func (s *CUDAStream) Add64(dst transport.Addr, v uint64) {
+	if s.signalOnHost(0, 0, 0, dst, true, v) {
+		return
+	}
 	s.enqueue(func() error { return s.b.k.Signal(s.s, cuda.DevicePtr(dst), kernels.SignalAdd, v) })
 }
 
