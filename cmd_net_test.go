@@ -107,7 +107,7 @@ w:free()`)
 	r = luacoll(t, nil, "run", "-n", "2", "--nodes", "2", writeScript(t,
 		`local lc = require("luacoll"); local w = lc.window{bytes = 1048576}; local ag = lc.allgather_persistent{window = w}; `+
 			`print("staged up to " .. tostring(ag:info().staged_up_to)); ag:destroy(); w:free()`))
-	if r.code != 0 || !strings.Contains(r.stdout, "[0] staged up to 16384") {
+	if r.code != 0 || !strings.Contains(r.stdout, "[0] staged up to 65536") {
 		t.Fatalf("staged execs across nodes: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	r = luacoll(t, nil, "run", "-n", "4", "--nodes", "2", writeScript(t,

@@ -35,8 +35,11 @@ import (
 // is used alike by every rank (at the tag's wrap only).
 
 // agNetEagerMax is the largest n per rank that is staged
-// (knobs.AGPNetEagerMax overrides it; 0: never staged).
-const agNetEagerMax = 16 << 10
+// (knobs.AGPNetEagerMax overrides it; 0: never staged): on 2 logical
+// nodes of 1 and of 2 GPUs, staging up to 64 KiB a rank saved the guard's
+// round trip and took less time than the guarded execs at 16-64 KiB a
+// rank (docs/results/allgather-auto.md, "Two GPUs a node").
+const agNetEagerMax = 64 << 10
 
 // openStage (collective) makes the staging window, where direct execs
 // can run on window operations.

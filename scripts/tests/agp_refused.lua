@@ -3,7 +3,7 @@
 -- (naming the refusing rank), at the window timeout on path sm's
 -- one-launch protocols; the next exec gathers the right data everywhere.
 --   luacoll run -n 2 [--device cuda] tests/agp_refused.lua [path [graph [n]]]
--- (n bytes a rank, 1 MiB by default; across nodes 16 KiB and less run the
+-- (n bytes a rank, 1 MiB by default; across nodes 64 KiB and less run the
 -- staged protocol, with no guard barrier)
 local lc = require("luacoll")
 local path = arg[1]

@@ -19,7 +19,7 @@ var (
 		Doc: "cache size the host backend plans its copies with: puts and copies of up to a quarter of it, and the host all-gather's where its ranks' bytes fit half of it, go through the cache (0: none does)"}, 0, 1<<40, true)
 	// AGPNetEagerMax is the largest n per rank an all-gather on window
 	// operations stages.
-	AGPNetEagerMax = newUint(Knob{Name: "LUACOLL_AGP_NET_EAGER_MAX", Class: Tuning, Default: "16384", Unit: "bytes",
+	AGPNetEagerMax = newUint(Knob{Name: "LUACOLL_AGP_NET_EAGER_MAX", Class: Tuning, Default: "65536", Unit: "bytes",
 		Doc: "largest n per rank an all-gather with network peers stages, with no guard barrier (0: never)"}, 0, 1<<30, true)
 	// SyncSpin is how long a CUDA sync polls before it yields.
 	SyncSpin = newMicros(Knob{Name: "LUACOLL_SYNC_SPIN_US", Class: Tuning, Default: "100",
