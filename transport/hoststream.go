@@ -147,7 +147,17 @@ type HostStream struct {
 	// cachedMax is the largest copy that goes through the caches
 	// (hostCachedMax).
 	cachedMax uint64
+	// settleOnCaller: SettleOnCaller was called.
+	settleOnCaller bool
 }
+
+// SettleOnCaller makes a local operation enqueued behind posted network
+// operations run on the caller, once those completed locally, instead of
+// on the stream's goroutine (which the caller then waits for): for a
+// caller that syncs the stream after every few operations anyway (the
+// proxy path's graph thread), so that its operations take no hand-offs
+// between goroutines. Call it before the stream is used.
+func (s *HostStream) SettleOnCaller() { s.settleOnCaller = true }
 
 // NewHostStream starts a stream whose waits also end when abort is set,
 // waiting as pol says.
@@ -227,7 +237,7 @@ func (s *HostStream) enqueue(op *hostOp) {
 		return
 	}
 	op.gen = s.gen.Load()
-	if s.owner == ownNone && s.rem.inline(op) {
+	if s.owner == ownNone && (s.rem.inline(op) || s.settleOnCaller && op.kind != opRemote) {
 		// Nothing ahead of it: run it here, in order, at once (after an
 		// error, operations are skipped up to the Sync that reports it).
 		// Local operations behind posted remote ones, and flushes, go to
@@ -246,6 +256,12 @@ func (s *HostStream) enqueue(op *hostOp) {
 		case opHost:
 			s.inline(op)
 		default:
+			if op.kind != opRemote && s.rem.outstanding.Load() {
+				// SettleOnCaller: the wait for the posted
+				// operations runs unlocked.
+				s.inline(op)
+				return
+			}
 			if err := s.exec(op); err != nil && s.err == nil {
 				s.err = err
 			}
@@ -320,8 +336,13 @@ func (s *HostStream) inline(op *hostOp) {
 		// A flush from Sync (flushRemote).
 		err = s.exec(op)
 		done = true
-	default:
+	case opWait:
 		done, err = s.waitFor(op, s.pol.Inline)
+	default:
+		// A local operation behind posted remote ones (SettleOnCaller):
+		// exec waits for their local completion first.
+		err = s.exec(op)
+		done = true
 	}
 	s.mu.Lock()
 	for !done && s.closed {

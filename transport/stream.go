@@ -132,6 +132,12 @@ type PutRinger interface {
 	PutSignalRing(dst, src Addr, n uint64, slot Addr, add bool, v uint64, bell Addr)
 }
 
+// CallerSettler is a stream that can run its local operations behind
+// posted network ones on the caller (the host stream's SettleOnCaller).
+type CallerSettler interface {
+	SettleOnCaller()
+}
+
 // HostReducer is a stream that runs reductions itself, as operations of
 // its own (the host stream), where others run them as host functions.
 type HostReducer interface {

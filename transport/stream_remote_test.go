@@ -146,3 +146,40 @@ func TestRemoteStreamSyncLocal(t *testing.T) {
 		t.Fatalf("calls %v; want post, quiet, flush", log)
 	}
 }
+
+// With SettleOnCaller, a copy and a put_signal behind a posted put run on
+// the caller, after the put's local completion (a quiet, on the caller
+// too), and have landed when the enqueue returns.
+func TestRemoteStreamSettleOnCaller(t *testing.T) {
+	mem, _ := sharedPages(t, 4096)
+	slot, src, dst, dst2 := mem, mem.Add(1024), mem.Add(2048), mem.Add(3072)
+	n := &recNet{}
+	s := NewHostStream(NewAbort(), WaitPolicy{Spin: time.Microsecond, Yield: time.Microsecond, Inline: time.Minute})
+	defer s.Close()
+	s.SettleOnCaller()
+	me := goroutineID()
+	copy(HostBytes(src, 8), "abcdefgh")
+	s.Remote(RemoteOp{Kind: RemotePut, Ref: Ref{Peer: 1, Key: recKey{n}}, Local: src, N: 8, Timeout: time.Minute, What: "put"})
+	s.Copy(dst, src, 8)
+	if got := string(HostBytes(dst, 8)); got != "abcdefgh" {
+		t.Fatalf("the copy's enqueue returned with %q at its destination: it did not run on the caller", got)
+	}
+	s.Remote(RemoteOp{Kind: RemotePut, Ref: Ref{Peer: 1, Key: recKey{n}}, Local: src, N: 8, Timeout: time.Minute, What: "put"})
+	s.PutSignalRing(dst2, src, 8, slot, false, 9, 0)
+	if v := atomic.LoadUint64(hostU64(slot)); v != 9 || string(HostBytes(dst2, 8)) != "abcdefgh" {
+		t.Fatalf("after the put_signal's enqueue: slot %d, data %q; want 9 and the data (run on the caller)", v, HostBytes(dst2, 8))
+	}
+	if err := s.SyncLocal(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	log, gor := n.calls()
+	want := []string{"post", "quiet", "post", "quiet"}
+	if len(log) != len(want) {
+		t.Fatalf("calls %v; want %v", log, want)
+	}
+	for i := range want {
+		if log[i] != want[i] || gor[i] != me {
+			t.Fatalf("calls %v on goroutines %v; want %v, all on the caller (%s)", log, gor, want, me)
+		}
+	}
+}

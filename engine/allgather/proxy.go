@@ -68,6 +68,11 @@ func (ag *Persistent) openProxyGraph(cs gpu.ProxyStream) error {
 	if u, ok := hs.(transport.NetworkUser); ok && ag.c.Rank.Net != nil {
 		u.UseNetwork(ag.c.Rank.Net)
 	}
+	// The serve thread syncs the stream after every exec: its operations
+	// run on that thread, with no hand-off to the stream's goroutine.
+	if st, ok := hs.(transport.CallerSettler); ok {
+		st.SettleOnCaller()
+	}
 	hx := *ag
 	hx.w = ag.w.Raw().OnStream(hs, hb)
 	if ag.stage != nil {
