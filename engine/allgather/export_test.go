@@ -12,3 +12,6 @@ const TagExecMask = tagKMask
 
 // HierPieces and HierPiece are agHierPieces and agPiece.
 var HierPieces, HierPiece = agHierPieces, agPiece
+
+// HostEagerMax is the largest n per rank the host protocol of ag stages.
+func HostEagerMax(ag *Persistent) uint64 { return ag.host.eagerMax }

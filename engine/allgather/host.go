@@ -139,9 +139,12 @@ func agMismatch(want, obs uint64) bool {
 }
 
 // eagerLimit is the largest n per rank an exec stages: def, or knob's
-// value, within a window's share per rank, in whole 64-byte lines.
+// value, in whole 64-byte lines, no more than a window's share per rank
+// rounded up to whole lines (an exec's n is at most the share, so the
+// largest exec a window takes is staged too where the limit allows).
 func (ag *Persistent) eagerLimit(knob *knobs.UintKnob, def uint64) uint64 {
-	return min(knob.Or(def), ag.w.Options().Bytes/uint64(ag.size)) &^ 63
+	share := (ag.w.Options().Bytes/uint64(ag.size) + 63) &^ 63
+	return min(knob.Or(def)&^63, share)
 }
 
 // describeHostWait is the error of a host wait of the protocol (Note: peer,

@@ -1,6 +1,7 @@
 package allgather_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -170,6 +171,57 @@ func TestAllGatherHostMismatchAcrossProtocols(t *testing.T) {
 		want := fmt.Sprintf("rank %d passed n=%d, this rank n=%d", 1-r, n[1-r], n[r])
 		if serr == nil || !strings.Contains(serr.Error(), want) || !strings.Contains(serr.Error(), "seen as soon as") {
 			return fmt.Errorf("got %v, want the mismatch (%s) seen at once", serr, want)
+		}
+		return ag.Destroy(ctx)
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// A window whose share per rank is not a whole number of 64-byte lines
+// still stages its largest exec: the limit rounds the share up, and an
+// exec of the whole share gathers every chunk.
+func TestAllGatherStagesTheWholeShare(t *testing.T) {
+	const ranks, n = 3, 1000
+	errs := enginetest.WithComms(t, ranks, engine.Options{Device: "host", Timeout: 20 * time.Second}, func(r int, c *engine.Comm) error {
+		ctx := context.Background()
+		w, err := c.NewWindow(ctx, "w", window.Options{Bytes: ranks * n, Signals: 2, Counters: 1, Barriers: 2, Timeout: 20 * time.Second})
+		if err != nil {
+			return err
+		}
+		ag, err := allgather.New(ctx, c, w, "direct", false)
+		if err != nil {
+			return err
+		}
+		if got := allgather.HostEagerMax(ag); got < n {
+			return fmt.Errorf("staged up to %d bytes a rank, want at least the share of %d", got, n)
+		}
+		src, err := c.NewBuffer(n)
+		if err != nil {
+			return err
+		}
+		for round := 1; round <= 3; round++ {
+			if err := src.Write(0, bytes.Repeat([]byte{chunkByte(r, round)}, n)); err != nil {
+				return err
+			}
+			if err := ag.Exec(ctx, src, 0, n); err != nil {
+				return err
+			}
+			if err := c.Sync(ctx); err != nil {
+				return err
+			}
+			for p := 0; p < ranks; p++ {
+				got, err := w.Buffer().Read(uint64(p)*n, n)
+				if err != nil {
+					return err
+				}
+				if !bytes.Equal(got, bytes.Repeat([]byte{chunkByte(p, round)}, n)) {
+					return fmt.Errorf("round %d: rank %d's chunk is wrong", round, p)
+				}
+			}
 		}
 		return ag.Destroy(ctx)
 	})
