@@ -82,7 +82,7 @@ func agpEntries() []*Entry {
 				return 1
 			}),
 		fn("ag:protocol", "(n)", "string", g,
-			"How an exec of n bytes per rank moves its data, as each row of `bench allgather` names it: on CUDA \"lines\" (flagged 16-byte lines into the peers' staging, no handshake), \"staged\" (each block's part of the chunk into the peers' staging, then a flag; copied into place on arrival), \"kernel\" (one kernel: handshake, SM puts, handshake), \"ce+kernel\" (copy-engine puts beside a copy kernel) or \"ce\" (copy engines between one-thread sync kernels); \"proxy\" where the host drives the network in graph mode; on the host backend \"host\" (direct copies), else the algorithm of the window operations (\"direct\", \"ring\", \"hier\", \"staged\").",
+			"How an exec of n bytes per rank moves its data, as each row of `bench allgather` names it: on CUDA \"lines\" (flagged 16-byte lines into the peers' staging, no handshake), \"staged\" (each block's part of the chunk into the peers' staging, then a flag; copied into place on arrival), \"kernel\" (one kernel: handshake, SM puts, handshake), \"ce+kernel\" (copy-engine puts beside a copy kernel) or \"ce\" (copy engines between one-thread sync kernels); \"proxy\" where the host drives the network in graph mode; on the host backend \"host\" (direct copies), else the algorithm of the window operations (\"direct\", \"ring\", \"hier\", \"staged\" for staged direct execs, \"staged-hier\" for those staged in two levels).",
 			func(c *call) int {
 				c.L.Push(lua.LString(c.agp().ag.Protocol(c.u64(0))))
 				return 1

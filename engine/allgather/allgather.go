@@ -473,7 +473,8 @@ func (ag *Persistent) Destroyed() bool { return ag.destroyed }
 // transport/gpu's Protocol), "proxy" where the host drives the
 // network in graph mode, "host" on the host backend's direct copies,
 // else the algorithm the window operations run ("direct", "ring", "hier",
-// "staged" for staged direct execs).
+// "staged" for staged direct execs, "staged-hier" for those staged in two
+// levels).
 func (ag *Persistent) Protocol(n uint64) string {
 	switch {
 	case ag.dev != nil:
