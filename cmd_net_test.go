@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,11 +152,24 @@ w:sync()`)
 // The same with the ranks in a loop of the two-level all-gather across the
 // nodes, every exec checked.
 func TestKilledNodeMidAllGather(t *testing.T) {
-	killNode(t, `local lc = require("luacoll")
-local n = 300000
+	killNode(t, agKillScript(300000, `ag:info().algo == "hier"`))
+}
+
+// The same with execs small enough to be staged in two levels: the
+// forwards of a dead node's chunks never come, and the survivors stop
+// naming a dead rank rather than waiting on.
+func TestKilledNodeMidStagedAllGather(t *testing.T) {
+	killNode(t, agKillScript(4096, `ag:protocol(n) == "staged-hier"`))
+}
+
+// agKillScript is a loop of all-gathers of n bytes a rank, each checked,
+// after asserting want (a Lua expression of ag and n) of what auto picks.
+func agKillScript(n int, want string) string {
+	return fmt.Sprintf(`local lc = require("luacoll")
+local n = %d
 local w = lc.window{ bytes = n * lc.size, timeout_ms = 20000 }
 local ag = lc.allgather_persistent{ window = w }
-assert(ag:info().algo == "hier", "auto picks " .. tostring(ag:info().algo))
+assert(%s, "auto picks " .. tostring(ag:info().algo) .. ", " .. tostring(ag:protocol(n)))
 local src, ref = lc.buffer(n), lc.buffer(n)
 local f = io.open(arg[1] .. "/pid" .. lc.rank, "w"); f:write(tostring(lc.rank)); f:close()
 for it = 1, 1000000 do
@@ -164,9 +178,9 @@ for it = 1, 1000000 do
   lc.sync()
   for r = 0, lc.size - 1 do
     ref:fill("rand", it * 16 + r)
-    assert(w:buffer():equal(ref, r * n, 0, n), ("exec %d: chunk %d differs"):format(it, r))
+    assert(w:buffer():equal(ref, r * n, 0, n), ("exec %%d: chunk %%d differs"):format(it, r))
   end
-end`)
+end`, n, want)
 }
 
 // killNode runs script on 4 ranks in 2 logical nodes, SIGKILLs both ranks
