@@ -149,8 +149,32 @@ func (ag *Persistent) stageGuard(k, n uint64) error {
 			return ag.errf("exec #%d: guard: %w", k, err)
 		}
 	}
+	if err := ag.signalForwards(par, tag); err != nil {
+		return ag.errf("exec #%d: guard: %w", k, err)
+	}
 	for i := 1; i < size; i++ {
 		ag.stageWait((me-i+size)%size, par, k, n, tag)
+	}
+	return nil
+}
+
+// signalForwards sets this rank's slot par+2 in its node's ranks to tag
+// where execs are staged in two levels (nothing otherwise): a refusal
+// ends their waits for this rank's forwards, and a guard keeps the slot
+// within two execs of the count, as the slots par are, so that no tag
+// left there one wrap of the exec field ago looks like a later exec's.
+func (ag *Persistent) signalForwards(par int, tag uint64) error {
+	if !ag.stageHier {
+		return nil
+	}
+	l := ag.layout
+	for _, p := range l.groups[l.mine] {
+		if p == ag.me {
+			continue
+		}
+		if err := ag.stage.Signal(p, window.Sig{ID: 2 + par, Value: tag, Op: window.SigSet}); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -166,18 +190,9 @@ func (ag *Persistent) refuseStaged() error {
 			return ag.errf("refused exec #%d: %w", ag.k, err)
 		}
 	}
-	if !ag.stageHier {
-		return nil
-	}
 	// The node's ranks wait for this rank's forwarded chunks too.
-	l := ag.layout
-	for _, p := range l.groups[l.mine] {
-		if p == me {
-			continue
-		}
-		if err := ag.stage.Signal(p, window.Sig{ID: 2 + par, Value: tag, Op: window.SigSet}); err != nil {
-			return ag.errf("refused exec #%d: %w", ag.k, err)
-		}
+	if err := ag.signalForwards(par, tag); err != nil {
+		return ag.errf("refused exec #%d: %w", ag.k, err)
 	}
 	return nil
 }
