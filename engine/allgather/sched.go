@@ -300,11 +300,7 @@ func (e *agExec) hier() error {
 		// p's last message is a piece it forwards from its partners on
 		// the other nodes: when p's own chunk came and that did not, the
 		// error names the partners (or their link to p), not p.
-		var partners []int
-		for g := 1; g < nodes; g++ {
-			partners = append(partners, l.groups[(l.mine+g)%nodes][(l.li+i)%ln])
-		}
-		e.waitForwarded(p, partners)
+		e.waitForwarded(p, e.ag.partners(p))
 	}
 	return nil
 }

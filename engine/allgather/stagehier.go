@@ -133,8 +133,8 @@ func (ag *Persistent) execStagedHier(src *window.Buffer, srcOff, n uint64, inPla
 	return nil
 }
 
-// partners are the ranks whose chunks local rank p forwards: p's
-// counterparts on the other nodes.
+// partners are the ranks whose chunks local rank p forwards (hier and
+// two-level staging): p's counterparts on the other nodes, in node order.
 func (ag *Persistent) partners(p int) []int {
 	l := ag.layout
 	var out []int
@@ -151,13 +151,14 @@ func (ag *Persistent) partners(p int) []int {
 	return out
 }
 
-// refusedBy is the partner of local rank p that refused the exec whose
-// tag is want (its refusal in this rank's slot of that exec's parity), or
-// -1. Waits on the staging window are host waits (its slots are in
-// host memory on every path that stages), so the slot is read here.
-func (ag *Persistent) refusedBy(p int, want uint64) int {
+// refusedBy is the one of partners (a local rank's, see partners) that
+// refused the exec whose tag is want (its refusal in this rank's slot of
+// that exec's parity), or -1. Waits on the staging window are host waits
+// (its slots are in host memory on every path that stages), so the slot
+// is read here.
+func (ag *Persistent) refusedBy(partners []int, want uint64) int {
 	k := want >> tagNBits
-	for _, q := range ag.partners(p) {
+	for _, q := range partners {
 		v := atomic.LoadUint64((*uint64)(ag.stageIn[k&1][q][0].Pointer()))
 		if v>>tagNBits == k && v&tagNMask == agRefusedN {
 			return q
@@ -167,26 +168,28 @@ func (ag *Persistent) refusedBy(p int, want uint64) int {
 }
 
 // fwdMismatch is the Mismatch of the wait for what local rank p forwards:
-// p's tag for this exec with another n, or a partner's refusal of it.
+// p's tag for this exec with another n, or a partner's refusal of it. A
+// wait calls it at every look, so p's partners are listed once, here.
 func (ag *Persistent) fwdMismatch(p int) func(want, obs uint64) bool {
+	partners := ag.partners(p)
 	return func(want, obs uint64) bool {
-		return agMismatch(want, obs) || ag.refusedBy(p, want) >= 0
+		return agMismatch(want, obs) || ag.refusedBy(partners, want) >= 0
 	}
 }
 
 // forwardedError is the error of a wait for the chunks local rank p
-// forwards from its counterparts on the other nodes (execStagedHier).
+// forwards from its counterparts on the other nodes (execStagedHier):
+// waitError's where p's own tag for the exec says why (a refusal, another
+// n), a partner's refusal, else what did not deliver.
 func (ag *Persistent) forwardedError(p int, k, n, obs uint64, cause error) error {
-	if obs>>tagNBits == k&tagKMask && obs&tagNMask == agRefusedN {
-		return ag.errf("exec #%d: rank %d refused it (that rank's error says why)", k, p)
+	if obs>>tagNBits == k&tagKMask {
+		return ag.waitError(p, k, n, obs, cause)
 	}
-	if obs>>tagNBits == k&tagKMask && obs&tagNMask != n {
-		return ag.errf("exec #%d: n differs across ranks: rank %d forwarded chunks of n=%d, this rank n=%d (%s)", k, p, obs&tagNMask, n, ag.failWhat(cause))
-	}
-	if q := ag.refusedBy(p, agTag(k, n)); q >= 0 {
+	partners := ag.partners(p)
+	if q := ag.refusedBy(partners, agTag(k, n)); q >= 0 {
 		return ag.errf("exec #%d: rank %d refused it (that rank's error says why)", k, q)
 	}
-	who := rankList(ag.partners(p))
+	who := rankList(partners)
 	return ag.errf("exec #%d: waiting for the chunks rank %d forwards from %s on another node (n=%d): %s; %s did not deliver them to rank %d (or the network between them failed), or rank %d stopped (its own error or %s's names the cause)",
 		k, p, who, n, ag.failWhat(cause), who, p, p, who)
 }

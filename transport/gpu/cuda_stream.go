@@ -237,13 +237,20 @@ func (s *CUDAStream) copyOnHost(dst, src transport.Addr, n uint64) bool {
 	if !s.b.hostMapped(dst, n) || !s.b.hostMapped(src, n) {
 		return false
 	}
+	return s.onHost(func() { transport.Memmove(transport.HostBytes(dst, n), transport.HostBytes(src, n)) })
+}
+
+// onHost runs f, host work in place of the stream's next operation, where
+// the stream is idle (nothing on it can come before f), and reports
+// whether it did.
+func (s *CUDAStream) onHost(f func()) bool {
 	s.lock()
 	defer s.mu.Unlock()
 	// Idle means nothing is held back either: holding an operation clears it.
 	if !s.idle || s.err != nil || s.s.Capturing() {
 		return false
 	}
-	transport.Memmove(transport.HostBytes(dst, n), transport.HostBytes(src, n))
+	f()
 	return true
 }
 
@@ -260,20 +267,16 @@ func (s *CUDAStream) signalOnHost(dst, src transport.Addr, n uint64, slot transp
 	if !s.b.hostMapped(slot, 8) || (n > 0 && (!s.b.hostMapped(dst, n) || !s.b.hostMapped(src, n))) {
 		return false
 	}
-	s.lock()
-	defer s.mu.Unlock()
-	if !s.idle || s.err != nil || s.s.Capturing() {
-		return false
-	}
-	if n > 0 {
-		transport.Memmove(transport.HostBytes(dst, n), transport.HostBytes(src, n))
-	}
-	if add {
-		atomic.AddUint64((*uint64)(slot.Pointer()), v)
-	} else {
-		atomic.StoreUint64((*uint64)(slot.Pointer()), v)
-	}
-	return true
+	return s.onHost(func() {
+		if n > 0 {
+			transport.Memmove(transport.HostBytes(dst, n), transport.HostBytes(src, n))
+		}
+		if add {
+			atomic.AddUint64((*uint64)(slot.Pointer()), v)
+		} else {
+			atomic.StoreUint64((*uint64)(slot.Pointer()), v)
+		}
+	})
 }
 
 type sideStream struct {
