@@ -98,18 +98,18 @@ func (s *sim) checkRank(q int) {
 	case "allgather":
 		for r := 0; r < n; r++ {
 			if want, ok := s.expect(r, 0, r); ok {
-				s.compare(q, uint64(r)*N, want, fmt.Sprintf("rank %d's chunk", r))
+				s.compare(q, uint64(r)*N, want, func() string { return fmt.Sprintf("rank %d's chunk", r) })
 			}
 		}
 	case "alltoall":
 		for r := 0; r < n; r++ {
 			if want, ok := s.expectAt(r, uint64(q)*N, q, r); ok {
-				s.compare(q, uint64(r)*N, want, fmt.Sprintf("rank %d's chunk %d", r, q))
+				s.compare(q, uint64(r)*N, want, func() string { return fmt.Sprintf("rank %d's chunk %d", r, q) })
 			}
 		}
 	case "broadcast":
 		if want, ok := s.expect(c.Root, 0, (c.Root+1)%n); ok && (q != c.Root || c.Src[c.Root].Buf == plan.WindowBuf) {
-			s.compare(q, 0, want, fmt.Sprintf("rank %d's message", c.Root))
+			s.compare(q, 0, want, func() string { return fmt.Sprintf("rank %d's message", c.Root) })
 		}
 	case "reduce_scatter", "allreduce":
 		s.checkReduced(q)

@@ -24,7 +24,7 @@ func (s *sim) checkResult() {
 		for r := 0; r < n; r++ {
 			want, ok := s.expect(r, 0, r)
 			for q := 0; q < n && ok; q++ {
-				s.compare(q, uint64(r)*N, want, fmt.Sprintf("rank %d's chunk", r))
+				s.compare(q, uint64(r)*N, want, func() string { return fmt.Sprintf("rank %d's chunk", r) })
 			}
 		}
 	case "alltoall":
@@ -32,7 +32,7 @@ func (s *sim) checkResult() {
 			for q := 0; q < n; q++ {
 				want, ok := s.expectAt(r, uint64(q)*N, q, r)
 				if ok {
-					s.compare(q, uint64(r)*N, want, fmt.Sprintf("rank %d's chunk %d", r, q))
+					s.compare(q, uint64(r)*N, want, func() string { return fmt.Sprintf("rank %d's chunk %d", r, q) })
 				}
 			}
 		}
@@ -45,7 +45,7 @@ func (s *sim) checkResult() {
 		want, ok := s.expect(c.Root, 0, ref)
 		for q := 0; q < n && ok; q++ {
 			if q != c.Root || (c.Src != nil && c.Src[c.Root].Buf == plan.WindowBuf) {
-				s.compare(q, 0, want, fmt.Sprintf("rank %d's message", c.Root))
+				s.compare(q, 0, want, func() string { return fmt.Sprintf("rank %d's message", c.Root) })
 			}
 		}
 	}
@@ -127,9 +127,11 @@ func (s *sim) expectAt(r int, off uint64, ref, slot int) ([]seg, bool) {
 	if c.Src != nil && c.Src[r].Buf >= 0 {
 		src := c.Src[r]
 		if src.Buf == plan.WindowBuf {
-			return []seg{{lo: 0, hi: N, lab: label{org: r, buf: plan.WindowBuf, off: src.Off + off, ver: s.want}}}, true
+			s.wantSegs = append(s.wantSegs[:0], seg{lo: 0, hi: N, lab: label{org: r, buf: plan.WindowBuf, off: src.Off + off, ver: s.want}})
+			return s.wantSegs, true
 		}
-		segs := rebase(s.mem[r][src.Buf].get(src.Off+off, src.Off+off+N))
+		s.wantSegs = s.mem[r][src.Buf].getInto(s.wantSegs[:0], src.Off+off, src.Off+off+N)
+		segs := rebase(s.wantSegs)
 		for i := range segs {
 			if segs[i].lab.ver > 0 {
 				segs[i].lab.ver = s.want
@@ -144,7 +146,8 @@ func (s *sim) expectAt(r int, off uint64, ref, slot int) ([]seg, bool) {
 	if c.Kind == "alltoall" {
 		// What rank 0 got from r, moved to chunk ref: r's chunks are
 		// consecutive in one source.
-		got := rebase(s.mem[0][plan.WindowBuf].get(uint64(r)*N, uint64(r)*N+N))
+		s.wantSegs = s.mem[0][plan.WindowBuf].getInto(s.wantSegs[:0], uint64(r)*N, uint64(r)*N+N)
+		got := rebase(s.wantSegs)
 		for i := range got {
 			if got[i].lab.buf >= 0 || got[i].lab.fill != nil {
 				got[i].lab.off += off
@@ -152,7 +155,8 @@ func (s *sim) expectAt(r int, off uint64, ref, slot int) ([]seg, bool) {
 		}
 		return got, s.fromRank(0, uint64(r)*N, r, got)
 	}
-	got := rebase(s.mem[ref][plan.WindowBuf].get(at, at+N))
+	s.wantSegs = s.mem[ref][plan.WindowBuf].getInto(s.wantSegs[:0], at, at+N)
+	got := rebase(s.wantSegs)
 	return got, s.fromRank(ref, at, r, got)
 }
 
@@ -182,12 +186,14 @@ func rebase(segs []seg) []seg {
 }
 
 // compare checks that rank q's window holds want (based at 0) at off, and
-// reports every segment that does not.
-func (s *sim) compare(q int, off uint64, want []seg, what string) {
+// reports every segment that does not; what names the bytes in a report
+// (called only for one).
+func (s *sim) compare(q int, off uint64, want []seg, what func() string) {
 	if len(want) == 0 {
 		return
 	}
-	got := rebase(s.mem[q][plan.WindowBuf].get(off, off+want[len(want)-1].hi))
+	s.gotSegs = s.mem[q][plan.WindowBuf].getInto(s.gotSegs[:0], off, off+want[len(want)-1].hi)
+	got := rebase(s.gotSegs)
 	i, j := 0, 0
 	for i < len(got) && j < len(want) {
 		g, w := got[i], want[j]
@@ -196,7 +202,7 @@ func (s *sim) compare(q int, off uint64, want []seg, what string) {
 			found, exp := g.lab, w.lab
 			found.off += lo - g.lo
 			exp.off += lo - w.lo
-			s.mismatch(q, off+lo, off+min(g.hi, w.hi), found, what+": "+exp.String())
+			s.mismatch(q, off+lo, off+min(g.hi, w.hi), found, what()+": "+exp.String())
 		}
 		if g.hi <= w.hi {
 			i++

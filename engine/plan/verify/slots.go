@@ -48,6 +48,15 @@ func (s *sim) forget(sl *slot, i int) {
 			s.release(h.at.vc)
 		}
 	}
+	if rest := len(sl.hist) - i; rest <= i {
+		// Few are left: move them to the front, so that the row's next
+		// writes reuse its array (a row written and waited on in turn
+		// would otherwise take a new one at every write).
+		copy(sl.hist, sl.hist[i:])
+		clear(sl.hist[rest:])
+		sl.hist = sl.hist[:rest]
+		return
+	}
 	clear(sl.hist[:i])
 	sl.hist = sl.hist[i:]
 	if cap(sl.hist) > 64 && len(sl.hist) < cap(sl.hist)/4 {
@@ -64,7 +73,7 @@ func (s *sim) barrierStores(r int, st *rankState, o *plan.Op) {
 			if p != r {
 				sl := &s.bar[s.barIdx(p, r, o.Bar)]
 				sl.val = e
-				sl.hist = append(sl.hist, hist{val: e, at: at})
+				s.appendHist(sl, hist{val: e, at: at})
 				s.keep(at)
 			}
 		}
@@ -75,7 +84,7 @@ func (s *sim) barrierStores(r int, st *rankState, o *plan.Op) {
 		e := st.pepoch[o.Bar*s.n+o.Peer]
 		sl := &s.pbar[s.barIdx(o.Peer, r, o.Bar)]
 		sl.val = e
-		sl.hist = append(sl.hist, hist{val: e, at: at})
+		s.appendHist(sl, hist{val: e, at: at})
 		s.keep(at)
 	}
 }
@@ -135,7 +144,7 @@ func (s *sim) signal(from, to int, o *plan.Op, st *rankState, at **snap, by *opR
 		}
 		kept = *at
 	}
-	sl.hist = append(sl.hist, hist{val: sl.val, at: kept, by: by})
+	s.appendHist(sl, hist{val: sl.val, at: kept, by: by})
 	s.keep(kept)
 }
 
@@ -208,4 +217,40 @@ func (s *sim) wait(r int, st *rankState, o *plan.Op, v uint64) bool {
 		}
 	}
 	return true
+}
+
+// histCarve is the room a slot's first write gets in its list of writes,
+// cut from a shared array (histSlab entries at a time) rather than
+// allocated: at a thousand ranks a barrier writes a million slots.
+const (
+	histCarve = 4
+	histSlab  = 4096
+)
+
+// appendHist adds h to sl's writes.
+func (s *sim) appendHist(sl *slot, h hist) {
+	if cap(sl.hist) == 0 {
+		if len(s.hists) < histCarve {
+			s.hists = make([]hist, histSlab)
+		}
+		sl.hist = s.hists[:0:histCarve]
+		s.hists = s.hists[histCarve:]
+	}
+	sl.hist = append(sl.hist, h)
+}
+
+// slab hands out zeroed values cut from arrays of slabLen: one allocation
+// for many of the simulation's small records, which live about as long
+// as one another (a record keeps its whole array alive).
+type slab[T any] struct{ free []T }
+
+const slabLen = 1024
+
+func (b *slab[T]) new() *T {
+	if len(b.free) == 0 {
+		b.free = make([]T, slabLen)
+	}
+	p := &b.free[0]
+	b.free = b.free[1:]
+	return p
 }

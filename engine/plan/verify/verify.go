@@ -225,6 +225,13 @@ type xfer struct {
 	local    bool
 }
 
+// xferRec is a transfer with its two accesses: one allocation for the
+// three (the accesses stay as long as the lists or the xfer hold any).
+type xferRec struct {
+	x        xfer
+	src, dst access
+}
+
 type ctrEntry struct {
 	val uint64
 	x   *xfer
@@ -294,12 +301,19 @@ type sim struct {
 	ctl          *ctl
 	work, budget int
 	stopped      bool
-	// labs is transfer's copy of the labels it moves, kept for the next.
-	labs []seg
+	// labs is transfer's copy of the labels it moves, kept for the next;
+	// wantSegs and gotSegs the result checks' copies of what a rank must
+	// hold and what it holds (expectAt, compare).
+	labs, wantSegs, gotSegs []seg
 	// spare are clocks none holds (clock).
 	spare []*clock
 	// pool holds the accesses the memories' lists refer to.
 	pool accPool
+	// refs, snaps and hists are where the ops' references, the
+	// snapshots and the slots' first writes are cut from (slab, appendHist).
+	refs  slab[opRef]
+	snaps slab[snap]
+	hists []hist
 }
 
 func newSim(lists []plan.List, opt Options, add func(Problem)) *sim {
@@ -444,7 +458,9 @@ func (s *sim) snapshot(st *rankState) *snap {
 		s.release(st.pub)
 		st.pub, st.stale = s.copyClock(st.vc), false
 	}
-	return &snap{vc: st.pub, own: st.vc[r], rank: r, depth: st.depth}
+	at := s.snaps.new()
+	*at = snap{vc: st.pub, own: st.vc[r], rank: r, depth: st.depth}
+	return at
 }
 
 // copyClock returns a copy of vc that one holds.
@@ -576,7 +592,9 @@ func (s *sim) step(r int) bool {
 	default:
 		st.depth++
 		c := s.tick(st, r)
-		s.exec(r, st, o, &opRef{rank: r, op: i + 1, rep: rep + 1, kind: o.Kind, site: o.Site}, c)
+		ref := s.refs.new()
+		*ref = opRef{rank: r, op: i + 1, rep: rep + 1, kind: o.Kind, site: o.Site}
+		s.exec(r, st, o, ref, c)
 	}
 	st.pc++
 	s.work++
@@ -674,14 +692,16 @@ func (s *sim) exec(r int, st *rankState, o *plan.Op, ref *opRef, c uint32) {
 // toff) issued by rank r: its source read and destination write, checked
 // against earlier accesses, and its labels.
 func (s *sim) transfer(r int, st *rankState, ref *opRef, from, fbuf int, foff uint64, to, tbuf int, toff, n uint64, local bool) *xfer {
-	src := &access{by: ref, pc: st.pc, source: true, lo: foff, hi: foff + n}
-	dst := &access{by: ref, pc: st.pc, write: true, lo: toff, hi: toff + n}
+	t := &xferRec{src: access{by: ref, pc: st.pc, source: true, lo: foff, hi: foff + n},
+		dst: access{by: ref, pc: st.pc, write: true, lo: toff, hi: toff + n}}
+	src, dst := &t.src, &t.dst
 	sm, dm := s.mem[from][fbuf], s.mem[to][tbuf]
 	s.touch(from, st.vc, sm, src)
 	s.labs = sm.getInto(s.labs[:0], foff, foff+n)
 	s.touch(to, st.vc, dm, dst)
 	dm.put(toff, s.labs, ref)
-	x := &xfer{src: src, dst: dst, local: local}
+	x := &t.x
+	*x = xfer{src: src, dst: dst, local: local}
 	st.local = append(st.local, x)
 	return x
 }
