@@ -225,13 +225,6 @@ type xfer struct {
 	local    bool
 }
 
-// xferRec is a transfer with its two accesses: one allocation for the
-// three (the accesses stay as long as the lists or the xfer hold any).
-type xferRec struct {
-	x        xfer
-	src, dst access
-}
-
 type ctrEntry struct {
 	val uint64
 	x   *xfer
@@ -686,22 +679,4 @@ func (s *sim) exec(r int, st *rankState, o *plan.Op, ref *opRef, c uint32) {
 		s.touch(r, st.vc, m, a)
 		m.fill(ref)
 	}
-}
-
-// transfer starts a copy of n bytes from (from, fbuf, foff) to (to, tbuf,
-// toff) issued by rank r: its source read and destination write, checked
-// against earlier accesses, and its labels.
-func (s *sim) transfer(r int, st *rankState, ref *opRef, from, fbuf int, foff uint64, to, tbuf int, toff, n uint64, local bool) *xfer {
-	t := &xferRec{src: access{by: ref, pc: st.pc, source: true, lo: foff, hi: foff + n},
-		dst: access{by: ref, pc: st.pc, write: true, lo: toff, hi: toff + n}}
-	src, dst := &t.src, &t.dst
-	sm, dm := s.mem[from][fbuf], s.mem[to][tbuf]
-	s.touch(from, st.vc, sm, src)
-	s.labs = sm.getInto(s.labs[:0], foff, foff+n)
-	s.touch(to, st.vc, dm, dst)
-	dm.put(toff, s.labs, ref)
-	x := &t.x
-	*x = xfer{src: src, dst: dst, local: local}
-	st.local = append(st.local, x)
-	return x
 }
