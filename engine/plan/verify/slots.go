@@ -223,7 +223,7 @@ func (s *sim) wait(r int, st *rankState, o *plan.Op, v uint64) bool {
 // cut from a shared array (histSlab entries at a time) rather than
 // allocated: at a thousand ranks a barrier writes a million slots.
 const (
-	histCarve = 4
+	histCarve = 2
 	histSlab  = 4096
 )
 
