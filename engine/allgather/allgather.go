@@ -115,10 +115,11 @@ const agHierDirectUpTo = 256 << 10
 
 // agProxyRingFrom is where auto switches from hier to ring on the CUDA
 // proxy path with several ranks a node: on 2 logical nodes x 2 GPUs ring
-// took less time than hier and direct from 1 MiB per rank, eager and
-// graph (docs/results/allgather-auto.md, "Two GPUs a node: the
-// algorithms side by side").
-const agProxyRingFrom = 1 << 20
+// took less time than hier from 2 MiB per rank, eager and graph; at 1 MiB
+// the two were within each other's spread from call to call, hier's the
+// narrower (docs/results/allgather-auto.md, "Two GPUs a node: the
+// algorithms side by side" and "2 x 2 at 1-32 MiB, ring against hier").
+const agProxyRingFrom = 2 << 20
 
 // New is collective: every rank must pass the same window, algo
 // and graph. algo is "auto", "direct", "ring" or "hier" ("pipeline" is
