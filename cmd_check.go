@@ -29,8 +29,10 @@ const checkUsage = `luacoll check [-n N] [--timeout D] [--layout NODESxRANKS | -
   usage.
 
   Simulated ranks (--layout or --simulate; N up to 8192): no windows and no
-  rank processes. The script runs once per simulated rank, one after the
-  other in one process, the last rank first and rank 0 last; its lc module
+  rank processes. The script runs once per simulated rank in one process,
+  ranks N-1 down to 1 on one goroutine a CPU (at most 8; a failure is
+  reported as the highest failing rank's, as if they ran in turn), then
+  rank 0 alone; its lc module
   only records: lc.rank, lc.size, lc.local_rank, lc.node and lc.nodes()
   follow the layout, lc.window and lc.buffer are shapes without memory,
   lc.plan records the body's operations, lc.sync, lc.barrier and w:sync

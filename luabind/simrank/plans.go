@@ -42,10 +42,16 @@ func (r *planRef) String() string {
 	return fmt.Sprintf("plan %d (%d ops, mode check, simulated)", r.slot.num, len(r.ops))
 }
 
-// slot returns plan k, made first by rank r.
+// slot returns plan k, made by rank r at site, under w.mu. Its site is
+// that of the highest rank that made it, the first to run when the ranks
+// run one after the other.
 func (w *world) slot(k int, site string, r int) *planSlot {
 	if k <= len(w.plans) {
-		return w.plans[k-1]
+		p := w.plans[k-1]
+		if r > p.firstRank {
+			p.firstRank, p.site = r, site
+		}
+		return p
 	}
 	n := w.o.Ranks
 	p := &planSlot{num: k, site: site, firstRank: r, lists: make([]plan.List, n), made: make([]bool, n)}
@@ -74,10 +80,10 @@ func (rk *rank) newPlan(L *lua.LState) int {
 			rk.fail(L, name, "%v", err)
 		}
 	}
-	// The ranks run one at a time: each body records into the arrays the
-	// last one left (list copies what it keeps), unless this lc.plan is
-	// inside another's body.
-	rec := &rk.w.rec
+	// The ranks of a goroutine run one at a time: each body records into
+	// the arrays the last one left (list copies what it keeps), unless
+	// this lc.plan is inside another's body.
+	rec := &rk.env.rec
 	if rk.rec != nil {
 		rec = &recorder{}
 	}
@@ -103,8 +109,10 @@ func (rk *rank) newPlan(L *lua.LState) int {
 		slot = rk.w.plans[rk.made-1]
 		sh.lists, sh.opts, sh.pending = append(sh.lists, list), append(sh.opts, nil), rk.made
 	} else {
+		rk.w.mu.Lock()
 		slot = rk.w.slot(rk.made, site, rk.r)
 		slot.lists[rk.r], slot.made[rk.r] = list, true
+		rk.w.mu.Unlock()
 	}
 	ref := &planRef{slot: slot, ops: list.Ops, bufs: bufs, window: list.Window}
 	if rk.lead() {
@@ -291,7 +299,10 @@ func (rk *rank) planMethods() map[string]lua.LGFunction {
 			t.RawSetString("window", lua.LNumber(r.window))
 			t.RawSetString("buffers", lua.LNumber(len(r.bufs)-1))
 			t.RawSetString("ranks", lua.LNumber(rk.w.o.Ranks))
-			t.RawSetString("site", lua.LString(r.slot.site))
+			rk.w.mu.Lock()
+			site := r.slot.site
+			rk.w.mu.Unlock()
+			t.RawSetString("site", lua.LString(site))
 			t.RawSetString("lines", lua.LNumber(0))
 			L.Push(t)
 			return 1

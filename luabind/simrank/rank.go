@@ -1,7 +1,6 @@
 package simrank
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -23,6 +22,8 @@ type rank struct {
 	buffers int
 	made    int // plans made so far
 	rec     *recorder
+	// env holds the modules and the recorder arrays the rank reuses.
+	env *rankEnv
 	// shadow, when set, makes this rank 0's shadow (spec.go): it records
 	// and prints nothing, and verifies and estimates nothing.
 	shadow *shadowRec
@@ -60,9 +61,9 @@ const (
 	mtPlan   = "luacoll.sim.plan"
 )
 
-func newRank(w *world, r int) *rank {
+func newRank(w *world, r int, env *rankEnv) *rank {
 	L := lua.NewState(lua.Options{CallStackSize: 256, MinimizeStackMemory: true})
-	rk := &rank{w: w, r: r, L: L}
+	rk := &rank{w: w, r: r, L: L, env: env}
 	rk.install()
 	return rk
 }
@@ -94,19 +95,6 @@ func (rk *rank) run(ctx context.Context) error {
 		pkg := L.GetGlobal("package").(*lua.LTable)
 		p := filepath.Join(dir, "?.lua") + ";" + filepath.Join(dir, "?", "init.lua")
 		L.SetField(pkg, "path", lua.LString(p+";"+lua.LVAsString(L.GetField(pkg, "path"))))
-	}
-	src := o.Src
-	if bytes.HasPrefix(src, []byte("#!")) {
-		if i := bytes.IndexByte(src, '\n'); i >= 0 {
-			src = append([]byte("--"), src[i:]...)
-		}
-	}
-	if rk.w.main == nil {
-		proto, err := luabind.CompileChunk(src, o.Name)
-		if err != nil {
-			return err
-		}
-		rk.w.main = proto
 	}
 	fn := L.NewFunctionFromProto(rk.w.main)
 	L.SetContext(ctx)
@@ -202,7 +190,7 @@ func (rk *rank) guard(t *lua.LTable, prefix, missing string) {
 // installRequire lets require find the embedded scripts/lib modules after
 // the files next to the script, each compiled once for every simulated
 // rank.
-func (rk *rank) installRequire() { luabind.InstallRequire(rk.L, rk.w.libs) }
+func (rk *rank) installRequire() { luabind.InstallRequire(rk.L, rk.env.libs) }
 
 // push pushes v as userdata of metatable mt.
 func (rk *rank) push(L *lua.LState, v any, mt string) {

@@ -80,6 +80,7 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 		L.Push(pendingTable(L, rk.r))
 		return 1
 	}
+	rk.w.mu.Lock()
 	if j == len(slot.srcs) {
 		row := make([]int, rk.w.o.Ranks)
 		for i := range row {
@@ -88,6 +89,7 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 		slot.srcs = append(slot.srcs, row)
 	}
 	slot.srcs[j][rk.r] = src
+	rk.w.mu.Unlock()
 	if rk.r != 0 {
 		L.Push(pendingTable(L, rk.r))
 		return 1

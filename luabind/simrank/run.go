@@ -1,6 +1,7 @@
 package simrank
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -8,12 +9,14 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/engine/plan/cost"
+	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/transport"
 )
 
@@ -88,22 +91,34 @@ type world struct {
 	start   time.Time
 	last    time.Time // of the last progress line
 	real    map[string]bool
-	// main and libs are the script and the embedded modules, compiled
-	// once.
+	// main is the script, compiled once (before any rank runs).
 	main *lua.FunctionProto
-	libs map[string]*lua.FunctionProto
+	// env is what rank 0 and its shadow reuse (each goroutine that
+	// records the other ranks has its own: recordOthers).
+	env rankEnv
 	// pending is the plan rank 0 made last, not verified yet (flush).
 	pending *planSlot
 	// spec is the work ahead of rank 0 (spec.go; nil: none).
 	spec *speculation
-	// rec records the body of the plan the rank that runs makes.
-	rec recorder
+	// mu guards the plans' slots (their lists, sites and p:verify
+	// sources) while the other ranks record on several goroutines.
+	mu sync.Mutex
 }
 
-// Run runs the script for every simulated rank, the last first and rank 0
-// last, verifying and estimating each plan when rank 0 makes it. The error
-// is the first rank's that failed (a Lua error, a plan that failed
-// verification, a rank whose plans do not match rank 0's).
+// rankEnv is what the ranks that run one after the other on a goroutine
+// reuse: the embedded modules, compiled once, and the arrays of the
+// recorder of the plan the running rank makes.
+type rankEnv struct {
+	libs map[string]*lua.FunctionProto
+	rec  recorder
+}
+
+// Run runs the script for every simulated rank, ranks Ranks-1 down to 1
+// on several goroutines (recordOthers), then rank 0, verifying and
+// estimating each plan when rank 0 makes it. The error is that of the
+// highest rank that failed, as if the ranks ran in turn from the last (a
+// Lua error, a plan that failed verification, a rank whose plans do not
+// match rank 0's).
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Ranks < 1 || o.PerNode < 1 || o.Ranks%o.PerNode != 0 {
 		return nil, fmt.Errorf("simulated ranks: %d ranks do not fill nodes of %d", o.Ranks, o.PerNode)
@@ -115,7 +130,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.ProgressEvery = 2 * time.Second
 	}
 	w := &world{o: o, out: o.Stdout, ledgers: map[int]*plan.Ledger{}, start: time.Now(), real: map[string]bool{},
-		libs: map[string]*lua.FunctionProto{}}
+		env: rankEnv{libs: map[string]*lua.FunctionProto{}}}
 	w.last = w.start
 	for _, n := range o.Real {
 		w.real[n] = true
@@ -123,20 +138,24 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	stopHeap := w.watchHeap()
 	defer stopHeap()
 	defer func() { w.spec.close() }()
-	for r := o.Ranks - 1; r >= 0; r-- {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("simulated ranks: stopped at rank %d: %w", r, context.Cause(ctx))
-		}
-		if r == 0 && o.Ranks > 1 && o.Ahead > 0 {
-			w.runShadow(ctx)
-		}
-		if err := w.runRank(ctx, r); err != nil {
-			return nil, err
-		}
-		w.progress(func() string {
-			return fmt.Sprintf("simulated ranks: %d of %d ran the script", o.Ranks-r, o.Ranks)
-		})
+	if err := w.compile(); err != nil {
+		return nil, fmt.Errorf("simulated rank %d: %w", o.Ranks-1, err)
 	}
+	if err := w.recordOthers(ctx, recordWorkers(o.Ranks)); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("simulated ranks: stopped at rank 0: %w", context.Cause(ctx))
+	}
+	if o.Ranks > 1 && o.Ahead > 0 {
+		w.runShadow(ctx)
+	}
+	if err := w.runRank(ctx, 0, &w.env); err != nil {
+		return nil, err
+	}
+	w.progress(func() string {
+		return fmt.Sprintf("simulated ranks: %d of %d ran the script", o.Ranks, o.Ranks)
+	})
 	if err := w.flush(); err != nil {
 		return nil, fmt.Errorf("simulated rank 0: %w", err)
 	}
@@ -150,14 +169,100 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return &w.res, nil
 }
 
-// runRank runs the script as simulated rank r in a fresh Lua state.
-func (w *world) runRank(ctx context.Context, r int) error {
-	rk := newRank(w, r)
+// runRank runs the script as simulated rank r in a fresh Lua state, with
+// env's modules and recorder.
+func (w *world) runRank(ctx context.Context, r int, env *rankEnv) error {
+	rk := newRank(w, r, env)
 	defer rk.close()
 	if err := rk.run(ctx); err != nil {
 		return fmt.Errorf("simulated rank %d: %w", r, err)
 	}
 	return nil
+}
+
+// compile compiles the script once for every rank.
+func (w *world) compile() error {
+	src := w.o.Src
+	if bytes.HasPrefix(src, []byte("#!")) {
+		if i := bytes.IndexByte(src, '\n'); i >= 0 {
+			src = append([]byte("--"), src[i:]...)
+		}
+	}
+	proto, err := luabind.CompileChunk(src, w.o.Name)
+	if err != nil {
+		return err
+	}
+	w.main = proto
+	return nil
+}
+
+// recordWorkers is how many goroutines record the ranks other than rank
+// 0: one a CPU the process may use, at most recordMost and at most one a
+// rank.
+func recordWorkers(ranks int) int {
+	return max(1, min(runtime.GOMAXPROCS(0), recordMost, ranks-1))
+}
+
+// recordMost bounds recordWorkers: each holds a Lua state and its rank's
+// lists as they are made.
+const recordMost = 8
+
+// recordOthers runs the script as ranks Ranks-1 down to 1 on workers
+// goroutines, each taking the highest rank not yet taken. Every rank's
+// plans land in their slots (under w.mu); the error is the failure of the
+// highest rank that failed, as when they ran one after the other: once a
+// rank failed, no rank below it starts, and those above it, all started
+// before it, run to their end.
+func (w *world) recordOthers(ctx context.Context, workers int) error {
+	n := w.o.Ranks
+	var (
+		mu     sync.Mutex
+		next   = n - 1
+		failed = -1 // the highest rank that failed
+		ferr   error
+		ran    int
+		wg     sync.WaitGroup
+	)
+	fail := func(r int, err error) {
+		if r > failed {
+			failed, ferr = r, err
+		}
+	}
+	take := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		if next < 1 || failed >= 0 {
+			return -1
+		}
+		if err := ctx.Err(); err != nil {
+			fail(next, fmt.Errorf("simulated ranks: stopped at rank %d: %w", next, context.Cause(ctx)))
+			return -1
+		}
+		next--
+		return next + 1
+	}
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			env := &rankEnv{libs: map[string]*lua.FunctionProto{}}
+			for r := take(); r > 0; r = take() {
+				err := w.runRank(ctx, r, env)
+				mu.Lock()
+				if err != nil {
+					fail(r, err)
+				}
+				ran++
+				done := ran
+				w.progress(func() string {
+					return fmt.Sprintf("simulated ranks: %d of %d ran the script", done, n)
+				})
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return ferr
 }
 
 // progress prints what msg says when the last line is ProgressEvery old.

@@ -136,6 +136,41 @@ if lc.rank == 2 then lc.plan(body) end
 	}
 }
 
+// The other ranks record on several goroutines, yet a run reports what
+// one rank after the other would: the highest rank that fails (the first
+// to run), and each plan's site as the highest rank that made it saw it.
+func TestRecordOthersInParallel(t *testing.T) {
+	fails := `
+local lc = require("luacoll")
+local w = lc.window{ bytes = 64 }
+if lc.rank == 6 or lc.rank == 3 then error("rank " .. lc.rank .. " gives up") end
+`
+	for i := 0; i < 5; i++ {
+		_, _, err := run(t, 8, 8, fails)
+		if err == nil || !strings.HasPrefix(err.Error(), "simulated rank 6: ") || !strings.Contains(err.Error(), "rank 6 gives up") {
+			t.Fatalf("run %d: error %v, want rank 6's", i, err)
+		}
+	}
+	sites := `
+local lc = require("luacoll")
+local w = lc.window{ bytes = 64 }
+local function body() w:barrier() end
+local p
+if lc.rank == 7 then
+  p = lc.plan(body)
+else
+  p = lc.plan(body)
+end
+if lc.rank == 0 then print(p:info().site) end
+`
+	for i := 0; i < 3; i++ {
+		out, res, err := run(t, 8, 4, sites)
+		if err != nil || res.Plans != 1 || !strings.Contains(out, "[0] s.lua:7") {
+			t.Fatalf("run %d: %v\n%s", i, err, out)
+		}
+	}
+}
+
 // lc.nodes and the rank fields follow the layout.
 func TestLayoutFields(t *testing.T) {
 	script := `

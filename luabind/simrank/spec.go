@@ -90,7 +90,7 @@ type speculation struct {
 // runShadow runs the shadow of rank 0 and starts the work ahead of it.
 // A shadow that fails is passed over: what it recorded before is used.
 func (w *world) runShadow(ctx context.Context) {
-	rk := newRank(w, 0)
+	rk := newRank(w, 0, &w.env)
 	rk.shadow = &shadowRec{}
 	rk.L.SetGlobal("io", lua.LNil)
 	rk.L.SetGlobal("os", lua.LNil)
