@@ -32,11 +32,11 @@ const checkUsage = `luacoll check [-n N] [--timeout D] [--layout NODESxRANKS | -
   rank processes. The script runs once per simulated rank in one process,
   ranks N-1 down to 1 on one goroutine a CPU (at most 8; a failure is
   reported as the highest failing rank's, as if they ran in turn), then
-  rank 0 alone; its lc module
-  only records: lc.rank, lc.size, lc.local_rank, lc.node and lc.nodes()
-  follow the layout, lc.window and lc.buffer are shapes without memory,
-  lc.plan records the body's operations, lc.sync, lc.barrier and w:sync
-  do nothing, p:run is skipped. When rank 0 makes a plan, every rank's list
+  rank 0 alone; only rank 0's print and io.write reach the output. Its
+  lc module only records: lc.rank, lc.size, lc.local_rank, lc.node and
+  lc.nodes() follow the layout, lc.window and lc.buffer are shapes without
+  memory, lc.plan records the body's operations, lc.sync, lc.barrier and
+  w:sync do nothing, p:run is skipped. When rank 0 makes a plan, every rank's list
   is there: it is verified, and its time per replay estimated with the
   cost model (--model: "host" or "cuda", the model shipped for that
   backend, or a file luacoll calibrate wrote; default host; --mode its

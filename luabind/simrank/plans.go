@@ -28,6 +28,7 @@ type planSlot struct {
 // planRef is a plan's userdata value on one simulated rank.
 type planRef struct {
 	slot     *planSlot
+	site     string    // where this rank made it
 	ops      []plan.Op // this rank's
 	bufs     []*simBuffer
 	window   int
@@ -114,9 +115,9 @@ func (rk *rank) newPlan(L *lua.LState) int {
 		slot.lists[rk.r], slot.made[rk.r] = list, true
 		rk.w.mu.Unlock()
 	}
-	ref := &planRef{slot: slot, ops: list.Ops, bufs: bufs, window: list.Window}
+	ref := &planRef{slot: slot, site: site, ops: list.Ops, bufs: bufs, window: list.Window}
 	if rk.lead() {
-		rk.complete(L, slot)
+		rk.complete(L, slot, site)
 	}
 	rk.push(L, ref, mtPlan)
 	return 1
@@ -131,14 +132,15 @@ func (rk *rank) record(L *lua.LState, body *lua.LFunction, args []lua.LValue, re
 }
 
 // complete runs on rank 0, the last rank simulated, once it made plan
-// slot: every rank's list is there; the plan is verified and estimated.
-func (rk *rank) complete(L *lua.LState, slot *planSlot) {
+// slot at site: every rank's list is there; the plan is verified and
+// estimated.
+func (rk *rank) complete(L *lua.LState, slot *planSlot, site string) {
 	const name = "lc.plan"
 	w := rk.w
 	lists := slot.lists
 	for q, made := range slot.made {
 		if !made {
-			rk.fail(L, name, "simulated rank %d made no plan %d (rank 0 made it at %s): every rank must make the same plans in the same order", q, slot.num, slot.site)
+			rk.fail(L, name, "simulated rank %d made no plan %d (rank 0 made it at %s): every rank must make the same plans in the same order", q, slot.num, site)
 		}
 		if lists[q].Window != lists[0].Window {
 			rk.fail(L, name, "simulated rank %d recorded plan %d on window %d, rank 0 on window %d: every rank's body must use the same window", q, slot.num, lists[q].Window, lists[0].Window)
@@ -299,10 +301,7 @@ func (rk *rank) planMethods() map[string]lua.LGFunction {
 			t.RawSetString("window", lua.LNumber(r.window))
 			t.RawSetString("buffers", lua.LNumber(len(r.bufs)-1))
 			t.RawSetString("ranks", lua.LNumber(rk.w.o.Ranks))
-			rk.w.mu.Lock()
-			site := r.slot.site
-			rk.w.mu.Unlock()
-			t.RawSetString("site", lua.LString(site))
+			t.RawSetString("site", lua.LString(r.site))
 			t.RawSetString("lines", lua.LNumber(0))
 			L.Push(t)
 			return 1

@@ -65,7 +65,22 @@ func newRank(w *world, r int, env *rankEnv) *rank {
 	L := lua.NewState(lua.Options{CallStackSize: 256, MinimizeStackMemory: true})
 	rk := &rank{w: w, r: r, L: L, env: env}
 	rk.install()
+	if r != 0 {
+		rk.quietIO()
+	}
 	return rk
+}
+
+// quietIO drops what io.write writes, as print drops the output of every
+// rank but 0: the others run side by side, and a thousand copies would
+// drown the reports.
+func (rk *rank) quietIO() {
+	if t, ok := rk.L.GetGlobal("io").(*lua.LTable); ok {
+		rk.L.SetField(t, "write", rk.L.NewFunction(func(L *lua.LState) int {
+			L.Push(t)
+			return 1
+		}))
+	}
 }
 
 func (rk *rank) close() { rk.L.Close() }

@@ -211,44 +211,56 @@ const recordMost = 8
 // goroutines, each taking the highest rank not yet taken. Every rank's
 // plans land in their slots (under w.mu); the error is the failure of the
 // highest rank that failed, as when they ran one after the other: once a
-// rank failed, no rank below it starts, and those above it, all started
-// before it, run to their end.
+// rank failed, no rank below it starts and those below it that run are
+// stopped, and those above it, all started before it, run to their end.
 func (w *world) recordOthers(ctx context.Context, workers int) error {
 	n := w.o.Ranks
 	var (
-		mu     sync.Mutex
-		next   = n - 1
-		failed = -1 // the highest rank that failed
-		ferr   error
-		ran    int
-		wg     sync.WaitGroup
+		mu      sync.Mutex
+		next    = n - 1
+		failed  = -1 // the highest rank that failed
+		ferr    error
+		ran     int
+		running = map[int]context.CancelFunc{}
+		wg      sync.WaitGroup
 	)
-	fail := func(r int, err error) {
-		if r > failed {
-			failed, ferr = r, err
+	fail := func(r int, err error) { // under mu
+		if r <= failed {
+			return
+		}
+		failed, ferr = r, err
+		for q, stop := range running {
+			if q < r {
+				stop()
+			}
 		}
 	}
-	take := func() int {
+	take := func() (int, context.Context) {
 		mu.Lock()
 		defer mu.Unlock()
 		if next < 1 || failed >= 0 {
-			return -1
+			return -1, nil
 		}
 		if err := ctx.Err(); err != nil {
 			fail(next, fmt.Errorf("simulated ranks: stopped at rank %d: %w", next, context.Cause(ctx)))
-			return -1
+			return -1, nil
 		}
+		r := next
 		next--
-		return next + 1
+		rctx, stop := context.WithCancel(ctx)
+		running[r] = stop
+		return r, rctx
 	}
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			env := &rankEnv{libs: map[string]*lua.FunctionProto{}}
-			for r := take(); r > 0; r = take() {
-				err := w.runRank(ctx, r, env)
+			for r, rctx := take(); r > 0; r, rctx = take() {
+				err := w.runRank(rctx, r, env)
 				mu.Lock()
+				running[r]()
+				delete(running, r)
 				if err != nil {
 					fail(r, err)
 				}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/luacoll/luacoll/engine/plan/cost"
 )
@@ -14,12 +15,17 @@ import (
 // run simulates ranks ranks in nodes of per running script (as s.lua).
 func run(t *testing.T, ranks, per int, script string, args ...string) (string, *Result, error) {
 	t.Helper()
+	return runCtx(context.Background(), t, ranks, per, script, args...)
+}
+
+func runCtx(ctx context.Context, t *testing.T, ranks, per int, script string, args ...string) (string, *Result, error) {
+	t.Helper()
 	m, err := cost.Default("host")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	res, err := Run(context.Background(), Options{Ranks: ranks, PerNode: per, Src: []byte(script), Name: "s.lua", Args: args,
+	res, err := Run(ctx, Options{Ranks: ranks, PerNode: per, Src: []byte(script), Name: "s.lua", Args: args,
 		Model: m, ModelName: "host", Mode: "host", Real: []string{"lc.timer", "b:read", "w:read_signal", "lc.allgather", "w:put"},
 		Stdout: &out})
 	return out.String(), res, err
@@ -161,13 +167,26 @@ if lc.rank == 7 then
 else
   p = lc.plan(body)
 end
-if lc.rank == 0 then print(p:info().site) end
+if lc.rank == 0 then print("own site " .. p:info().site) end
+local q = lc.plan(body)
 `
 	for i := 0; i < 3; i++ {
 		out, res, err := run(t, 8, 4, sites)
-		if err != nil || res.Plans != 1 || !strings.Contains(out, "[0] s.lua:7") {
+		if err != nil || res.Plans != 2 || !strings.Contains(out, "[0] own site s.lua:9") || !strings.Contains(out, "plan 1 (s.lua:7)") {
 			t.Fatalf("run %d: %v\n%s", i, err, out)
 		}
+	}
+	// A rank below a failing one that runs when it fails is stopped: the
+	// run ends with the failure, not when the loop would.
+	loops := `
+local lc = require("luacoll")
+if lc.rank == 6 then for i = 1, 2000000 do end error("rank 6 gives up") end
+if lc.rank < 6 then while true do end end
+`
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, _, err := runCtx(ctx, t, 8, 8, loops); err == nil || !strings.Contains(err.Error(), "rank 6 gives up") || ctx.Err() != nil {
+		t.Fatalf("a failure beside a rank that loops: %v (the run's context: %v)", err, ctx.Err())
 	}
 }
 

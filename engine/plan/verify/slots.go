@@ -48,19 +48,21 @@ func (s *sim) forget(sl *slot, i int) {
 			s.release(h.at.vc)
 		}
 	}
-	if rest := len(sl.hist) - i; rest <= i {
+	rest := len(sl.hist) - i
+	switch {
+	case cap(sl.hist) > 64 && rest < cap(sl.hist)/4:
+		// A large array mostly let go: what is left moves to a new one.
+		sl.hist = append([]hist(nil), sl.hist[i:]...)
+	case rest <= i:
 		// Few are left: move them to the front, so that the row's next
 		// writes reuse its array (a row written and waited on in turn
 		// would otherwise take a new one at every write).
 		copy(sl.hist, sl.hist[i:])
 		clear(sl.hist[rest:])
 		sl.hist = sl.hist[:rest]
-		return
-	}
-	clear(sl.hist[:i])
-	sl.hist = sl.hist[i:]
-	if cap(sl.hist) > 64 && len(sl.hist) < cap(sl.hist)/4 {
-		sl.hist = append([]hist(nil), sl.hist...)
+	default:
+		clear(sl.hist[:i])
+		sl.hist = sl.hist[i:]
 	}
 }
 
