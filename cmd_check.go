@@ -26,7 +26,7 @@ const checkUsage = `luacoll check [-n N] [--timeout D] [--layout NODESxRANKS | -
   "check"), so an assert that fails after a skipped p:run is passed over
   and listed at the end. Prints each plan's report; exit status 0 when the
   script ran and every verification was clean, 1 otherwise, 2 for bad
-  usage.
+  usage, 128 + its number for a signal that stopped it (130: Ctrl-C).
 
   Simulated ranks (--layout or --simulate; N up to 8192): no windows and no
   rank processes. The script runs once per simulated rank in one process,
@@ -188,6 +188,9 @@ func checkSimulated(o simOptions, stdout, stderr io.Writer) int {
 		Model: m, ModelName: o.model, Mode: o.mode, Real: real, Stdout: stdout, Progress: stderr, Ahead: o.ahead})
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll check: %v\n", err)
+		if ctx.Err() != nil {
+			return signalExitCode(ctx)
+		}
 		return 1
 	}
 	cost := fmt.Sprintf("%.1f s, peak resident %s (Go heap %s)", res.Elapsed.Seconds(), simrank.Bytes(res.PeakRSS), simrank.Bytes(res.HeapPeak))

@@ -150,7 +150,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Ranks > 1 && o.Ahead > 0 {
 		w.runShadow(ctx)
 	}
-	if err := w.runRank(ctx, 0, &w.env); err != nil {
+	if err := w.stopped(ctx, 0, w.runRank(ctx, 0, &w.env)); err != nil {
 		return nil, err
 	}
 	w.progress(func() string {
@@ -178,6 +178,15 @@ func (w *world) runRank(ctx context.Context, r int, env *rankEnv) error {
 		return fmt.Errorf("simulated rank %d: %w", r, err)
 	}
 	return nil
+}
+
+// stopped is err, rank r's, or where the run's context ended (an
+// interrupt) what stopped it there.
+func (w *world) stopped(ctx context.Context, r int, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("simulated ranks: stopped at rank %d: %w", r, context.Cause(ctx))
+	}
+	return err
 }
 
 // compile compiles the script once for every rank.
@@ -257,7 +266,7 @@ func (w *world) recordOthers(ctx context.Context, workers int) error {
 			defer wg.Done()
 			env := &rankEnv{libs: map[string]*lua.FunctionProto{}}
 			for r, rctx := take(); r > 0; r, rctx = take() {
-				err := w.runRank(rctx, r, env)
+				err := w.stopped(ctx, r, w.runRank(rctx, r, env))
 				mu.Lock()
 				running[r]()
 				delete(running, r)

@@ -3,6 +3,7 @@ package simrank
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -187,6 +188,19 @@ if lc.rank < 6 then while true do end end
 	defer cancel()
 	if _, _, err := runCtx(ctx, t, 8, 8, loops); err == nil || !strings.Contains(err.Error(), "rank 6 gives up") || ctx.Err() != nil {
 		t.Fatalf("a failure beside a rank that loops: %v (the run's context: %v)", err, ctx.Err())
+	}
+}
+
+// A run stopped from outside (an interrupt) says where, and why.
+func TestSimulatedStopped(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		cancel(errors.New("test interrupt"))
+	}()
+	_, _, err := runCtx(ctx, t, 8, 8, "while true do end\n")
+	if err == nil || !strings.HasPrefix(err.Error(), "simulated ranks: stopped at rank ") || !strings.Contains(err.Error(), "test interrupt") {
+		t.Fatalf("error %v, want where the run stopped and why", err)
 	}
 }
 
