@@ -51,8 +51,10 @@ const checkUsage = `luacoll check [-n N] [--timeout D] [--layout NODESxRANKS | -
   ranks' p:verify a report marked pending, and only rank 0 prints. What
   needs data or real ranks (a window operation outside a plan, reading a
   buffer, timers, built-in collectives) fails with "check --simulate: X
-  needs real ranks". Progress goes to stderr every 2 s; the time taken and
-  the memory used end the report. With --ahead N (default 2), a shadow run
+  needs real ranks". A verification that reaches its bound of work
+  (--budget) stops and claims nothing about the plan. Progress goes to
+  stderr every 2 s; the time taken and the memory used end the report.
+  With --ahead N (default 2), a shadow run
   of rank 0 records its lists first, and a second goroutine verifies and
   estimates the plans ahead of rank 0, at most N verifications at once;
   rank 0 takes those results only where its lists and p:verify options are
@@ -69,6 +71,8 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	cpuProfile := fs.String("cpuprofile", "", "simulated ranks: write a CPU profile of the whole check to FILE (go tool pprof)")
 	ahead := fs.Int("ahead", 2, "simulated ranks: verify and estimate the plans ahead of rank 0 on a second goroutine (from a shadow run of\n"+
 		"rank 0), at most this many verifications at once (1: one, the estimates beside it; 2: two, a verifier's memory more); 0: none")
+	budget := fs.Int64("budget", 0, "simulated ranks: the work one verification may do before it stops and claims nothing (ops simulated plus\n"+
+		"a rank count for every vector clock taken or merged); 0: 300 M x ranks/32, at least 300 M")
 	memLimit := fs.String("memory-limit", "3.5G", "simulated ranks: the Go heap's soft limit, which the collector works harder to keep under as the heap nears it\n"+
 		"(K, M or G bytes; 0: none; GOMEMLIMIT, where set, instead)")
 	if code, ok := parse(fs, args, stdout); !ok {
@@ -89,7 +93,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	if *layout != "" {
 		return checkSimulated(simOptions{n: *n, layout: *layout, model: *model, mode: *mode, script: script, args: scriptArgs,
-			cpuProfile: *cpuProfile, ahead: *ahead, memLimit: *memLimit}, stdout, stderr)
+			cpuProfile: *cpuProfile, ahead: *ahead, memLimit: *memLimit, budget: *budget}, stdout, stderr)
 	}
 	if *cpuProfile != "" {
 		fmt.Fprintf(stderr, "luacoll check: --cpuprofile is for simulated ranks (--layout or --simulate)\n")
@@ -117,6 +121,7 @@ type simOptions struct {
 	cpuProfile          string // file of a CPU profile, "" none
 	ahead               int    // --ahead
 	memLimit            string // --memory-limit
+	budget              int64  // --budget (0: the default)
 }
 
 // maxSimulated is the most ranks check simulates.
@@ -157,6 +162,10 @@ func checkSimulated(o simOptions, stdout, stderr io.Writer) int {
 	for _, e := range luabind.NewRegistry().Entries() {
 		real = append(real, e.Name)
 	}
+	if o.budget < 0 || int64(int(o.budget)) != o.budget {
+		fmt.Fprintf(stderr, "luacoll check: --budget %d: want 0 (the default) or a positive count\n", o.budget)
+		return 2
+	}
 	if o.ahead < 0 || o.ahead > 2 {
 		fmt.Fprintf(stderr, "luacoll check: --ahead %d: want 0, 1 or 2\n", o.ahead)
 		return 2
@@ -185,7 +194,8 @@ func checkSimulated(o simOptions, stdout, stderr io.Writer) int {
 	ctx, stop := signalContext()
 	defer stop()
 	res, err := simrank.Run(ctx, simrank.Options{Ranks: o.n, PerNode: per, Src: src, Name: name, Args: o.args,
-		Model: m, ModelName: o.model, Mode: o.mode, Real: real, Stdout: stdout, Progress: stderr, Ahead: o.ahead})
+		Model: m, ModelName: o.model, Mode: o.mode, Real: real, Stdout: stdout, Progress: stderr, Ahead: o.ahead,
+		Budget: int(o.budget)})
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll check: %v\n", err)
 		if ctx.Err() != nil {

@@ -97,10 +97,21 @@ func TestCheckSimulatedUsage(t *testing.T) {
 		{[]string{"-n", "4", "--simulate", "--ahead", "3", script}, "--ahead 3: want 0, 1 or 2"},
 		{[]string{"-n", "4", "--simulate", "--memory-limit", "lots", script}, `--memory-limit "lots": want bytes`},
 		{[]string{"-n", "4", "--cpuprofile", "x.prof", script}, "--cpuprofile is for simulated ranks"},
+		{[]string{"-n", "4", "--simulate", "--budget", "-1", script}, "--budget -1: want 0 (the default) or a positive count"},
 	} {
 		r := luacoll(t, nil, append([]string{"check"}, c.args...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, r.code, r.stderr, c.want)
 		}
+	}
+	// A bound too small for the plan: the verification stops, claims
+	// nothing, and says how to raise the bound; the default verifies it.
+	r := luacoll(t, nil, "check", "-n", "8", "--layout", "2x4", "--budget", "100", "bench/ag-sim.lua", "ring", "1024")
+	if r.code != 1 || !strings.Contains(r.stdout, "the bound is 100)") || !strings.Contains(r.stdout, "luacoll check --budget raises the bound") {
+		t.Errorf("--budget 100: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = luacoll(t, nil, "check", "-n", "8", "--layout", "2x4", "bench/ag-sim.lua", "ring", "1024")
+	if r.code != 0 || !strings.Contains(r.stdout, "no problems") {
+		t.Errorf("the default budget: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -244,11 +244,16 @@ func (w *world) note(slot *planSlot, what string, rep *verify.Report) {
 		return
 	}
 	fmt.Fprintf(w.out, "[0] check: plan %d (%s), %s: %d problems\n", slot.num, slot.site, what, len(rep.Problems)+rep.Dropped)
+	stopped := false
 	for _, p := range rep.Problems {
 		fmt.Fprintf(w.out, "[0]   %s\n", p)
+		stopped = stopped || p.Kind == "stopped"
 	}
 	if rep.Dropped > 0 {
 		fmt.Fprintf(w.out, "[0]   ... and %d more\n", rep.Dropped)
+	}
+	if stopped {
+		fmt.Fprintf(w.out, "[0]   (luacoll check --budget raises the bound: the work grows about as ranks x ops)\n")
 	}
 }
 
