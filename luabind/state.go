@@ -281,6 +281,12 @@ func InstallRequire(L *lua.LState, cache map[string]*lua.FunctionProto) {
 	}))
 }
 
+// CompileScript compiles a script file's source as Run loads it: past a
+// UTF-8 byte-order mark and a first line that starts with # (scriptText).
+func CompileScript(src []byte, name string) (*lua.FunctionProto, error) {
+	return CompileChunk(scriptText(src), name)
+}
+
 // CompileChunk parses and compiles a chunk of Lua source named name.
 func CompileChunk(src []byte, name string) (*lua.FunctionProto, error) {
 	chunk, err := parse.Parse(bytes.NewReader(src), name)

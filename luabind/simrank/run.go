@@ -1,7 +1,6 @@
 package simrank
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -191,13 +190,7 @@ func (w *world) stopped(ctx context.Context, r int, err error) error {
 
 // compile compiles the script once for every rank.
 func (w *world) compile() error {
-	src := w.o.Src
-	if bytes.HasPrefix(src, []byte("#!")) {
-		if i := bytes.IndexByte(src, '\n'); i >= 0 {
-			src = append([]byte("--"), src[i:]...)
-		}
-	}
-	proto, err := luabind.CompileChunk(src, w.o.Name)
+	proto, err := luabind.CompileScript(w.o.Src, w.o.Name)
 	if err != nil {
 		return err
 	}

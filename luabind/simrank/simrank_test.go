@@ -191,6 +191,15 @@ if lc.rank < 6 then while true do end end
 	}
 }
 
+// Simulated ranks load a script as luacoll run does: past a byte-order
+// mark and a "#" first line, line numbers kept.
+func TestSimulatedScriptHead(t *testing.T) {
+	_, _, err := run(t, 4, 4, "\xef\xbb\xbf#!/usr/bin/env luacoll\nlocal lc = require('luacoll')\nerror('on line 3')\n")
+	if err == nil || !strings.Contains(err.Error(), "s.lua:3: on line 3") {
+		t.Fatalf("error %v, want the script's own, at line 3", err)
+	}
+}
+
 // A run stopped from outside (an interrupt) says where, and why.
 func TestSimulatedStopped(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
