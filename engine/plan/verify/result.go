@@ -130,8 +130,7 @@ func (s *sim) expectAt(r int, off uint64, ref, slot int) ([]seg, bool) {
 			s.wantSegs = append(s.wantSegs[:0], seg{lo: 0, hi: N, lab: label{org: r, buf: plan.WindowBuf, off: src.Off + off, ver: s.want}})
 			return s.wantSegs, true
 		}
-		s.wantSegs = s.mem[r][src.Buf].getInto(s.wantSegs[:0], src.Off+off, src.Off+off+N)
-		segs := rebase(s.wantSegs)
+		segs := s.wanted(s.mem[r][src.Buf], src.Off+off, N)
 		for i := range segs {
 			if segs[i].lab.ver > 0 {
 				segs[i].lab.ver = s.want
@@ -146,8 +145,7 @@ func (s *sim) expectAt(r int, off uint64, ref, slot int) ([]seg, bool) {
 	if c.Kind == "alltoall" {
 		// What rank 0 got from r, moved to chunk ref: r's chunks are
 		// consecutive in one source.
-		s.wantSegs = s.mem[0][plan.WindowBuf].getInto(s.wantSegs[:0], uint64(r)*N, uint64(r)*N+N)
-		got := rebase(s.wantSegs)
+		got := s.wanted(s.mem[0][plan.WindowBuf], uint64(r)*N, N)
 		for i := range got {
 			if got[i].lab.buf >= 0 || got[i].lab.fill != nil {
 				got[i].lab.off += off
@@ -155,8 +153,7 @@ func (s *sim) expectAt(r int, off uint64, ref, slot int) ([]seg, bool) {
 		}
 		return got, s.fromRank(0, uint64(r)*N, r, got)
 	}
-	s.wantSegs = s.mem[ref][plan.WindowBuf].getInto(s.wantSegs[:0], at, at+N)
-	got := rebase(s.wantSegs)
+	got := s.wanted(s.mem[ref][plan.WindowBuf], at, N)
 	return got, s.fromRank(ref, at, r, got)
 }
 
@@ -170,6 +167,13 @@ func (s *sim) fromRank(q int, off uint64, r int, segs []seg) bool {
 		}
 	}
 	return true
+}
+
+// wanted is the labels of m's n bytes at off, based at 0, in the
+// result checks' copy of what a rank must hold (s.wantSegs).
+func (s *sim) wanted(m *memory, off, n uint64) []seg {
+	s.wantSegs = m.getInto(s.wantSegs[:0], off, off+n)
+	return rebase(s.wantSegs)
 }
 
 // rebase moves segments to start at 0.
