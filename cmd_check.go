@@ -53,10 +53,12 @@ const checkUsage = `luacoll check [-n N] [--timeout D] [--layout NODESxRANKS | -
   buffer, timers, built-in collectives) fails with "check --simulate: X
   needs real ranks". A verification that reaches its bound of work
   (--budget) stops and claims nothing about the plan. Progress goes to
-  stderr every 2 s; the time taken and the memory used end the report.
-  With --ahead N (default 2), a shadow run
+  stderr every 2 s (the ranks recorded, then the share of its ops each
+  running verification has simulated); the time taken and the memory
+  used end the report. With --ahead N (default 2), a shadow run
   of rank 0 records its lists first, and a second goroutine verifies and
-  estimates the plans ahead of rank 0, at most N verifications at once;
+  estimates the plans ahead of rank 0 (verifications first), at most N
+  verifications at once;
   rank 0 takes those results only where its lists and p:verify options are
   its shadow's (else it verifies itself), so the reports are the same.`
 

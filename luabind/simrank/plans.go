@@ -189,7 +189,7 @@ func (w *world) verify(slot *planSlot, o verify.Options, first bool) *verify.Rep
 			return rep
 		}
 	}
-	return verify.Verify(slot.lists, o)
+	return w.runVerify(slot.num, slot.lists, o)
 }
 
 // verifying says on the progress stream that a long verification starts.

@@ -88,7 +88,11 @@ type world struct {
 	ledgers map[int]*plan.Ledger
 	res     Result
 	start   time.Time
-	last    time.Time // of the last progress line
+	// pmu guards last, the time of the last progress line, and running,
+	// the verifications under way (progress.go).
+	pmu     sync.Mutex
+	last    time.Time
+	running []*running
 	real    map[string]bool
 	// main is the script, compiled once (before any rank runs).
 	main *lua.FunctionProto
@@ -136,6 +140,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	stopHeap := w.watchHeap()
 	defer stopHeap()
+	defer w.watchVerifications()()
 	defer func() { w.spec.close() }()
 	if err := w.compile(); err != nil {
 		return nil, fmt.Errorf("simulated rank %d: %w", o.Ranks-1, err)
@@ -277,15 +282,6 @@ func (w *world) recordOthers(ctx context.Context, workers int) error {
 	}
 	wg.Wait()
 	return ferr
-}
-
-// progress prints what msg says when the last line is ProgressEvery old.
-func (w *world) progress(msg func() string) {
-	if w.o.Progress == nil || time.Since(w.last) < w.o.ProgressEvery {
-		return
-	}
-	w.last = time.Now()
-	fmt.Fprintf(w.o.Progress, "luacoll check: %s (%.1f s, %s resident)\n", msg(), time.Since(w.start).Seconds(), Bytes(currentRSS()))
 }
 
 // watchHeap notes the Go heap's peak every 100 ms until the returned

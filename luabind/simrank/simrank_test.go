@@ -298,3 +298,22 @@ func FuzzSimulatedArgs(f *testing.F) {
 		}
 	})
 }
+
+// A long verification shows on the progress stream how far it has got:
+// the plan's number and the share of its ops simulated.
+func TestProgressVerifying(t *testing.T) {
+	m, err := cost.Default("host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, progress bytes.Buffer
+	_, err = Run(context.Background(), Options{Ranks: 256, PerNode: 8, Src: []byte(ringScript), Name: "s.lua", Args: []string{"4096"},
+		Model: m, ModelName: "host", Mode: "host", Stdout: &out, Progress: &progress, ProgressEvery: time.Millisecond})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	line := regexp.MustCompile(`(?m)^luacoll check: verifying plan 1 \d+ % of \d+ k ops \(\d+\.\d s, .* resident\)$`)
+	if !line.Match(progress.Bytes()) {
+		t.Fatalf("no progress line of the verification:\n%s", progress.String())
+	}
+}

@@ -19,8 +19,8 @@ import (
 // while it waits: one plan after the other, on one CPU. Before it runs, a
 // shadow of it (the same script as rank 0, with no output and no io or os
 // library) records its lists. With them every plan's lists are known, and
-// a second goroutine verifies and estimates the plans ahead of rank 0, in
-// order, with the options the shadow's p:verify calls gave. Rank 0 takes
+// a second goroutine verifies and estimates the plans ahead of rank 0
+// (verifications first), with the options the shadow's p:verify calls gave. Rank 0 takes
 // such a result only where its own lists, after the window's ledger, and
 // its options are the shadow's (Verify and Estimate are functions of
 // them: the same lists and options give the same report); else it
@@ -138,7 +138,7 @@ func (w *world) speculate(sh *shadowRec) *speculation {
 		sp.opts = append(sp.opts, sh.opts[k])
 		sp.tasks = append(sp.tasks, &task{done: make(chan struct{}), run: w.estimateTask(lists)}, nil)
 		if o := sh.opts[k]; o != nil {
-			sp.tasks[2*k+1] = &task{done: make(chan struct{}), run: verifyTask(lists, *o), verify: true}
+			sp.tasks[2*k+1] = &task{done: make(chan struct{}), run: w.verifyTask(k+1, lists, *o), verify: true}
 		}
 	}
 	sp.valid = len(sp.lists)
@@ -155,8 +155,8 @@ func (w *world) estimateTask(lists []plan.List) func(t *task) {
 	}
 }
 
-func verifyTask(lists []plan.List, o verify.Options) func(t *task) {
-	return func(t *task) { t.rep = verify.Verify(lists, o) }
+func (w *world) verifyTask(num int, lists []plan.List, o verify.Options) func(t *task) {
+	return func(t *task) { t.rep = w.runVerify(num, lists, o) }
 }
 
 // work runs, in order, the tasks no one has taken, until the plans still
@@ -174,9 +174,11 @@ func (sp *speculation) work() {
 	}
 }
 
-// next claims the first task no one has taken that may start (nil: none
-// left, or stopped), under sp.mu: a verification only while fewer than
-// most run.
+// next claims a task no one has taken that may start (nil: none left, or
+// stopped), under sp.mu: the first verification while fewer than most
+// run, else the first estimate. Verifications go first: they are the long
+// tasks, and one started late runs on alone at the end while the other
+// CPU has nothing left to do; the estimates fill the gaps.
 func (sp *speculation) next() *task {
 	if sp.stop {
 		return nil
@@ -186,13 +188,24 @@ func (sp *speculation) next() *task {
 			break
 		}
 	}
+	var first *task
 	for i := sp.from; i < len(sp.tasks) && i/2 < sp.valid; i++ {
-		if t := sp.tasks[i]; t != nil && t.state == taskPending && sp.may(t) {
-			sp.claim(t)
-			return t
+		t := sp.tasks[i]
+		if t == nil || t.state != taskPending || !sp.may(t) {
+			continue
+		}
+		if t.verify {
+			first = t
+			break
+		}
+		if first == nil {
+			first = t
 		}
 	}
-	return nil
+	if first != nil {
+		sp.claim(first)
+	}
+	return first
 }
 
 // may reports whether t may start now, under sp.mu.

@@ -3,6 +3,7 @@ package verify
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/luacoll/luacoll/engine/plan"
 )
@@ -51,7 +52,19 @@ type Options struct {
 	// Budget bounds the steps simulated in all (DefaultBudget when 0):
 	// past it Verify stops and says so.
 	Budget int
+	// Meter, when set, is where Verify counts the ops it has simulated,
+	// for a progress line while it runs; nothing else reads it.
+	Meter *Meter
 }
+
+// Meter tells how far a running verification has got: the ops it has
+// simulated (each replay's count) and how many it would simulate in all.
+// It may be read while Verify runs.
+type Meter struct{ done, total atomic.Int64 }
+
+// Done returns the ops simulated so far and their total (0, 0 before the
+// simulation starts).
+func (m *Meter) Done() (ops, total int64) { return m.done.Load(), m.total.Load() }
 
 // DefaultBudget is the work Verify does before it stops (ops simulated,
 // plus a rank count for every vector clock taken or merged): about 10 s

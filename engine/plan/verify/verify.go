@@ -294,6 +294,9 @@ type sim struct {
 	ctl          *ctl
 	work, budget int
 	stopped      bool
+	// ran counts the ops stepped, for meter (Options.Meter; nil: none).
+	ran   int
+	meter *Meter
 	// labs is transfer's copy of the labels it moves, kept for the next;
 	// wantSegs and gotSegs the result checks' copies of what a rank must
 	// hold and what it holds (expectAt, compare).
@@ -316,7 +319,7 @@ func newSim(lists []plan.List, opt Options, add func(Problem)) *sim {
 		rk:  make([]rankState, n),
 		sig: make([]slot, n*n*sh.Signals), bar: make([]slot, n*n*sh.Barriers), pbar: make([]slot, n*n*sh.Barriers),
 		mem: make([][]*memory, n), adv: make([][]uint64, n), seen: map[[4]int]bool{}, rows: plan.Deltas(lists),
-		budget: opt.Budget, ends: opt.CallEnds, calls: 1}
+		budget: opt.Budget, ends: opt.CallEnds, calls: 1, meter: opt.Meter}
 	if s.ends != nil {
 		s.calls = len(s.ends[0]) + 1
 	}
@@ -410,9 +413,12 @@ func (s *sim) checkReplay() {
 }
 
 func (s *sim) run() {
-	total := 0
-	for _, l := range s.lists {
-		total += len(l.Ops)
+	if m := s.meter; m != nil {
+		total := 0
+		for _, l := range s.lists {
+			total += len(l.Ops)
+		}
+		m.total.Store(int64(total * s.replays))
 	}
 	for {
 		progress, done := false, true
@@ -424,6 +430,9 @@ func (s *sim) run() {
 			if s.step(r) {
 				progress = true
 			}
+		}
+		if s.meter != nil {
+			s.meter.done.Store(int64(s.ran))
 		}
 		if done {
 			return
@@ -591,6 +600,7 @@ func (s *sim) step(r int) bool {
 	}
 	st.pc++
 	s.work++
+	s.ran++
 	if st.pc == len(ops) {
 		s.steps = max(s.steps, st.depth)
 	}

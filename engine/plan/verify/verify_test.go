@@ -448,6 +448,25 @@ func BenchmarkVerifyDirect64(b *testing.B) {
 	}
 }
 
+// A meter counts every op of every replay by the end of a clean run, and
+// stops short of the total in one that reaches its work bound.
+func TestVerifyMeter(t *testing.T) {
+	var m Meter
+	opt := allgather(16, 64, true)
+	opt.Meter = &m
+	mustOK(t, Verify(ringLists(16, 64), opt))
+	done, total := m.Done()
+	if total != 2*16*int64(len(ringLists(16, 64)[0].Ops)) || done != total {
+		t.Fatalf("meter %d of %d after a clean run", done, total)
+	}
+	var short Meter
+	opt.Meter, opt.Budget = &short, 200
+	Verify(ringLists(16, 64), opt)
+	if done, total := short.Done(); done == 0 || done >= total {
+		t.Fatalf("meter %d of %d after a stopped run", done, total)
+	}
+}
+
 // A plan past the work bound is not claimed ok: Verify stops and says so.
 func TestVerifyStops(t *testing.T) {
 	opt := allgather(16, 64, true)
