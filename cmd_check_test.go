@@ -66,6 +66,33 @@ print("not reached")
 	}
 }
 
+// A staged schedule alternates between two staging halves: check verifies
+// its two calls recorded as one plan (p:verify{calls = 2}: every rank, not
+// only rank 0, takes the option), and a plan of one call, replayed back
+// to back alone, fails with a hint saying so.
+func TestCheckCalls(t *testing.T) {
+	script := writeScript(t, `
+local lc = require("luacoll")
+local rs = require("reduce_scatter")
+local n = 64 * lc.size
+local w = lc.window{ bytes = 4 * lc.size * lc.size * n + 64 }
+local calls = tonumber(arg[1])
+local p = lc.plan(function(w) for _ = 1, calls do rs.push(w, n) end end, w)
+local rep = p:verify{ collective = "reduce_scatter", window = w, n = n, calls = calls }
+print(lc.rank, rep.summary)
+`)
+	for _, n := range []string{"2", "4"} {
+		r := luacoll(t, nil, "check", "-n", n, script, "--", "2")
+		if r.code != 0 || !strings.Contains(r.stdout, "verified as reduce_scatter: ok") {
+			t.Fatalf("-n %s, two calls: exit %d\n%s\n%s", n, r.code, r.stdout, r.stderr)
+		}
+	}
+	r := luacoll(t, nil, "check", "-n", "4", script, "--", "1")
+	if r.code != 1 || !strings.Contains(r.stderr, "race:") || !strings.Contains(r.stderr, "between replays of this plan back to back") {
+		t.Fatalf("one call: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
 // bench allgather --plan: the schedule recorded once per size, verified,
 // replayed; its data checked beside the built-in all-gather's; each row
 // names the mode its plans replayed in.

@@ -109,11 +109,18 @@ func (m *checkMode) note(s *State, r *planRef, coll string, rep *verify.Report) 
 // their own list and the others' windows: every rank holding every list
 // made check's memory grow with the cube of the ranks.
 func (s *State) decodeList(q int, d []byte) (plan.List, string, error) {
-	if s.plans.check == nil || s.rank() == 0 || q == s.rank() {
+	if s.holdsList(q) {
 		return plan.DecodeList(d)
 	}
 	w, st, err := plan.DecodeHead(d)
 	return plan.List{Window: w}, st, err
+}
+
+// holdsList says whether this rank keeps rank q's ops of the plans it
+// makes: every rank does, but under luacoll check, where only rank 0
+// verifies, the others keep their own and the heads of the rest.
+func (s *State) holdsList(q int) bool {
+	return s.plans.check == nil || s.rank() == 0 || q == s.rank()
 }
 
 // CheckOptions configure CheckScript.

@@ -473,7 +473,7 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 		r.report = rep
 		s.plans.check.note(s, r, "", rep)
 		if !rep.OK {
-			return nil, fmt.Errorf("plan %d (made at %s) failed verification: %s", num, where, rep.Summary())
+			return nil, fmt.Errorf("plan %d (made at %s) failed verification: %s%s", num, where, rep.Summary(), rep.Hint())
 		}
 	}
 	return r, nil

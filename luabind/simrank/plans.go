@@ -174,7 +174,7 @@ func (w *world) flush() error {
 	w.note(slot, "made", rep)
 	if !rep.OK {
 		w.res.Failed++
-		return fmt.Errorf("plan %d (made at %s) failed verification: %s", slot.num, slot.site, rep.Summary())
+		return fmt.Errorf("plan %d (made at %s) failed verification: %s%s", slot.num, slot.site, rep.Summary(), rep.Hint())
 	}
 	return nil
 }

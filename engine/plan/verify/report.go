@@ -135,6 +135,32 @@ func (r *Report) Summary() string {
 	return fmt.Sprintf("%d problems; first: %s", len(r.Problems)+r.Dropped, r.Problems[0])
 }
 
+// BetweenReplays reports whether the report failed only on races first
+// seen in a replay after the first: what a plan that the script means to
+// alternate with another (a schedule's two staging halves) shows when it
+// is replayed back to back alone.
+func (r *Report) BetweenReplays() bool {
+	if r.OK || r.Dropped > 0 || len(r.Problems) == 0 {
+		return false
+	}
+	for _, p := range r.Problems {
+		if p.Kind != "race" || p.Replay < 2 {
+			return false
+		}
+	}
+	return true
+}
+
+// Hint is what to add to a failure's summary: for one where
+// BetweenReplays holds, how to verify a schedule that alternates between
+// plans; else "".
+func (r *Report) Hint() string {
+	if !r.BetweenReplays() {
+		return ""
+	}
+	return " (every problem is between replays of this plan back to back; a schedule that alternates between plans is verified as one plan that records its calls in turn, with p:verify{calls = N})"
+}
+
 func rangeOf(v []int) string {
 	if len(v) == 0 {
 		return "none"
