@@ -126,3 +126,35 @@ func processesRunning(cmdline string) []string {
 	}
 	return pids
 }
+
+// TestInterruptBenchAndCheck: Ctrl-C stops a bench whose ranks sit in
+// window waits (a ping-pong, barriers) and a check whose ranks wait or
+// spin at once, with 130, not after the timeout's grace and not as a
+// failure (exit 1).
+func TestInterruptBenchAndCheck(t *testing.T) {
+	spin := writeScript(t, "print(\"started\")\nwhile true do end\n")
+	wait := writeScript(t, waitingScript)
+	for _, args := range [][]string{
+		{"bench", "pingpong", "-n", "2", "--iters", "100000000", "--timeout", "60s"},
+		{"bench", "barrier", "-n", "2", "--iters", "100000000", "--timeout", "60s"},
+		{"check", "-n", "2", "--timeout", "60s", spin},
+		{"check", "-n", "2", "--timeout", "60s", wait},
+	} {
+		before := shmLeftovers(t)
+		cmd := exec.Command(bin, args...)
+		cmd.Env = cleanEnv()
+		var o, e syncBuffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		start := time.Now()
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		waitExit(t, cmd, &e, 130, "interrupted")
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("%v: took %v to stop after SIGINT", args, took)
+		}
+		checkClean(t, before)
+	}
+}

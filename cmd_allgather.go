@@ -113,7 +113,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	if f.vsMPI && !underMPIRun(env, isRank, f.rank.n, "allgather", args, stderr) {
 		return 2
 	}
-	job := launchJob{prog: "bench allgather", defaultN: 2, args: append([]string{"bench", "allgather"}, args...), progress: true,
+	job := launchJob{prog: "bench allgather", sayInterrupt: true, defaultN: 2, args: append([]string{"bench", "allgather"}, args...), progress: true,
 		at: &benchAt{what: "bench allgather"}}
 	if f.vsNCCL || f.vsNCCLSym {
 		job.extraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }

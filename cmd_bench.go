@@ -102,7 +102,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	at := &benchAt{what: "bench " + what}
-	job := launchJob{prog: "bench", failProg: "bench " + what, defaultN: 2, args: append([]string{"bench"}, args...), progress: true, at: at}
+	job := launchJob{prog: "bench", sayInterrupt: true, failProg: "bench " + what, defaultN: 2, args: append([]string{"bench"}, args...), progress: true, at: at}
 	return f.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(ctx context.Context, c *engine.Comm) error {
 		return runBench(ctx, c, o, at, stdout, stderr)
 	})

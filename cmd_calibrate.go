@@ -109,7 +109,7 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(2, err)
 	}
-	job := launchJob{prog: "calibrate", defaultN: 2, args: append([]string{"calibrate"}, args...), progress: true, noMPS: true}
+	job := launchJob{prog: "calibrate", sayInterrupt: true, defaultN: 2, args: append([]string{"calibrate"}, args...), progress: true, noMPS: true}
 	return f.rank.launchOrRun(ctx, job, env, isRank, stdout, stderr, func(ctx context.Context, c *engine.Comm) error {
 		cmdline := "luacoll calibrate " + strings.Join(args, " ")
 		if c.Backend.Name() == "host" && c.Env.LocalSize > runtime.NumCPU() {

@@ -111,8 +111,12 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	return luabind.CheckScript(ctx, luabind.CheckOptions{Ranks: *n, Script: script, Args: scriptArgs,
+	code := luabind.CheckScript(ctx, luabind.CheckOptions{Ranks: *n, Script: script, Args: scriptArgs,
 		Timeout: *timeout, Stdout: stdout, Stderr: stderr})
+	if code != 0 && ctx.Err() != nil {
+		return signalExitCode(ctx)
+	}
+	return code
 }
 
 type simOptions struct {

@@ -111,7 +111,7 @@ func cmdBenchReduce(coll string, args []string, stdout, stderr io.Writer) int {
 	if f.vsMPI && !underMPIRun(env, isRank, f.rank.n, coll, args, stderr) {
 		return 2
 	}
-	job := launchJob{prog: prog, defaultN: 2, args: append([]string{"bench", coll}, args...), progress: true, at: &benchAt{what: prog}}
+	job := launchJob{prog: prog, sayInterrupt: true, defaultN: 2, args: append([]string{"bench", coll}, args...), progress: true, at: &benchAt{what: prog}}
 	if f.vsNCCL {
 		job.extraEnv = func(int) []string { return []string{"NCCL_NVLS_ENABLE=0"} }
 	}

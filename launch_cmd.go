@@ -131,6 +131,10 @@ func (f *rankFlags) commRank(ctx context.Context, j launchJob, env launch.RankEn
 	if err != nil {
 		return engine.ReportOpenError(stderr, "luacoll "+j.prog+": ", env, err)
 	}
+	// Interrupted (SIGINT, SIGTERM): end the waits under way too, as a
+	// peer's failure does, so the rank stops now rather than at its
+	// timeout.
+	defer context.AfterFunc(ctx, func() { comm.Abort.Set(fmt.Errorf("rank %d interrupted", env.Rank)) })()
 	prog := j.failProg
 	if prog == "" {
 		prog = j.prog

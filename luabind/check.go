@@ -136,7 +136,8 @@ type CheckOptions struct {
 // CheckScript runs a script on o.Ranks ranks in this process on the host
 // backend with every plan verified as it is made (and by p:verify as the
 // script asks) and no replay run, and returns the exit status: 0 when the
-// script ran and every verification was clean, 1 otherwise.
+// script ran and every verification was clean, 1 otherwise (an interrupt,
+// ctx's end, included).
 func CheckScript(ctx context.Context, o CheckOptions) int {
 	src, name, err := LoadScript(o.Script)
 	if err != nil {
@@ -169,6 +170,14 @@ func CheckScript(ctx context.Context, o CheckOptions) int {
 			cancel(why)
 		})
 	}
+	// Interrupted: every rank's waits end at once, and the report says
+	// why rather than what the first rank was doing.
+	defer context.AfterFunc(ctx, func() {
+		why := context.Cause(ctx)
+		for _, a := range aborts {
+			a.Set(why)
+		}
+	})()
 	modes := make([]*checkMode, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -198,6 +207,10 @@ func CheckScript(ctx context.Context, o CheckOptions) int {
 		}(i)
 	}
 	wg.Wait()
+	if ctx.Err() != nil {
+		fmt.Fprintf(o.Stderr, "luacoll check: interrupted (%v)\n", context.Cause(ctx))
+		return 1
+	}
 	if first != nil {
 		fmt.Fprintf(o.Stderr, "luacoll check: %v\n", first)
 		return 1
