@@ -149,6 +149,13 @@ if arg[3] == "barrier" then lc.barrier() end`)
 	if r.code != 0 || strings.Count(r.stdout, "still here") != 2 {
 		t.Errorf("os.exit(0) at the end: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
+	// A rank that ends its script without error while another waits in a
+	// collective failed nothing: the waiting rank's failure is its own
+	// (exit 1, not 77, the status of a rank stopped by another's failure).
+	r = luacoll(t, nil, "run", "-n", "2", "--timeout", "5s", "-e", "if lc.rank == 0 then lc.barrier() end")
+	if r.code != 1 || !strings.Contains(r.stderr, "rank 1 ended without error before allgather") || strings.Contains(r.stderr, "rank 1 failed") {
+		t.Errorf("rank 1 ended before rank 0's barrier: exit %d\n%s", r.code, r.stderr)
+	}
 }
 
 // TestStoppedRankIsNamedAndKilledSoon: a rank stopped with SIGSTOP holds

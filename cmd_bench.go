@@ -35,7 +35,8 @@ Every rank is a process, as with 'luacoll run'. Rank 0 prints the table.
 --trace FILE writes every rank's timeline, as with 'luacoll run'. A bench that
 hangs: Ctrl-\ (SIGQUIT to the launcher) makes every rank say which benchmark
 (and, for put, which size) it was measuring and the wait it was in, write its Go
-stacks to a file it names, and exit.`
+stacks to a file it names, and exit. Ctrl-C stops every rank's waits at once and
+exits 130 (SIGTERM 143).`
 
 // parseSize reads a positive size for -b and -e (transport.ParseSize).
 func parseSize(s string) (uint64, error) {

@@ -138,10 +138,11 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 		}
 		code = 1
 		var re *bootstrap.RankError
-		if errors.As(comm.Abort.Err(), &re) && re.Rank != env.Rank && !strings.HasPrefix(re.Reason, leftEarly) {
-			// The origin is another rank. (One that left with os.exit(0)
-			// failed nothing: a collective started without it is this
-			// rank's own failure.)
+		if errors.As(comm.Abort.Err(), &re) && re.Rank != env.Rank && !strings.HasPrefix(re.Reason, leftEarly) &&
+			!strings.HasPrefix(re.Reason, bootstrap.EndedCleanly) {
+			// The origin is another rank. (One that ended without error,
+			// or left with os.exit(0), failed nothing: a collective
+			// started without it is this rank's own failure.)
 			code = launch.ExitPeerFailed
 		} else if hint := engine.TimeoutHint(err, o.Comm.Timeout); hint != "" {
 			fmt.Fprintf(o.Stderr, "%s\n", hint)

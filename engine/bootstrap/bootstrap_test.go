@@ -704,7 +704,7 @@ func TestBootstrapCloseWakesPending(t *testing.T) {
 	}
 	// A collective that can never complete: rank 1 is gone.
 	_, err := job.boots[0].AllGather(context.Background(), nil)
-	wantRankError(t, 0, err, 1, false, "rank 1 failed: closed the bootstrap before allgather #1")
+	wantRankError(t, 0, err, 1, false, "rank 1 ended without error before allgather #1 (it made fewer collective calls than the ranks in this one)")
 }
 
 func TestFrames(t *testing.T) {

@@ -34,6 +34,9 @@ func (e *RankError) Error() string {
 	if e.Reason == "" {
 		return fmt.Sprintf("rank %d failed", e.Rank)
 	}
+	if strings.HasPrefix(e.Reason, EndedCleanly) {
+		return fmt.Sprintf("rank %d %s", e.Rank, e.Reason)
+	}
 	return fmt.Sprintf("rank %d failed: %s", e.Rank, e.Reason)
 }
 

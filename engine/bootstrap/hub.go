@@ -441,8 +441,13 @@ func (p *hubPeer) leftBefore(kind collKind, seq uint64) string {
 	if p.byeWhy != "" {
 		return fmt.Sprintf("%s, before %s #%d", p.byeWhy, kind, seq)
 	}
-	return fmt.Sprintf("closed the bootstrap before %s #%d", kind, seq)
+	return fmt.Sprintf("%s before %s #%d (it made fewer collective calls than the ranks in this one)", EndedCleanly, kind, seq)
 }
+
+// EndedCleanly begins the reason given for a rank that closed the
+// bootstrap with a plain goodbye (it ended without error) before a
+// collective the others then started: a failure of theirs, not its own.
+const EndedCleanly = "ended without error"
 
 // collLocked records p's contribution to collective seq and answers every
 // rank once all have contributed.
