@@ -186,6 +186,18 @@ func TestNeighbourHabits(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "(command line):1: boom") {
 		t.Errorf("run -e error: exit %d\n%s", r.code, r.stderr)
 	}
+	// lc.log's format errors name lc.log and the argument; a string too
+	// large for memory is a Lua error, not the runtime's abort.
+	for code, want := range map[string]string{
+		`lc.log("%d %s", "abc")`: "rank 0: lc.log: bad argument #2 (number expected, got string)",
+		`lc.log(nil)`:            "rank 0: lc.log: bad argument #1 'fmt' (string expected, got nil)",
+		`string.rep("x", 2^40)`:  "string.rep: 1099511627776 copies of 1 bytes",
+	} {
+		r = luacoll(t, nil, "run", "-e", code)
+		if r.code != 1 || !strings.Contains(r.stderr, want) || strings.Contains(r.stderr, "goroutine ") {
+			t.Errorf("run -e %s: exit %d\n%s", code, r.code, r.stderr)
+		}
+	}
 	for _, args := range [][]string{{"pingpong", "-b", "8", "-e", "1M"}, {"barrier", "-f", "2"}} {
 		r = luacoll(t, nil, append([]string{"bench"}, args...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, "sweeps no sizes") || r.stdout != "" {

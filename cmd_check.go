@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -66,7 +67,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", checkUsage, stderr)
 	n := fs.Int("n", 2, "number of ranks (1..1024; simulated 1..8192)")
 	timeout := fs.Duration("timeout", 10*time.Second, "timeout of every wait and collective")
-	layout := fs.String("layout", "", "simulate the ranks in NODES nodes of RANKS each (NODESxRANKS = N)")
+	layout := fs.String("layout", "", "simulate the ranks in NODES nodes of RANKS each (NODESxRANKS = N; without -n, N is their product)")
 	simulate := fs.Bool("simulate", false, "simulate the ranks on one node (--layout 1xN)")
 	model := fs.String("model", "host", "cost model of simulated ranks' estimates: host, cuda, or a calibration file")
 	mode := fs.String("mode", "", "replay mode of the estimates (default host, else stream)")
@@ -94,7 +95,9 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		*layout = fmt.Sprintf("1x%d", *n)
 	}
 	if *layout != "" {
-		return checkSimulated(simOptions{n: *n, layout: *layout, model: *model, mode: *mode, script: script, args: scriptArgs,
+		nSet := false
+		fs.Visit(func(f *flag.Flag) { nSet = nSet || f.Name == "n" })
+		return checkSimulated(simOptions{n: *n, nSet: nSet, layout: *layout, model: *model, mode: *mode, script: script, args: scriptArgs,
 			cpuProfile: *cpuProfile, ahead: *ahead, memLimit: *memLimit, budget: *budget}, stdout, stderr)
 	}
 	if *cpuProfile != "" {
@@ -121,6 +124,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 
 type simOptions struct {
 	n                   int
+	nSet                bool // -n given (else --layout sets the count)
 	layout, model, mode string
 	script              string
 	args                []string
@@ -136,6 +140,9 @@ const maxSimulated = 8192
 // checkSimulated is luacoll check with simulated ranks.
 func checkSimulated(o simOptions, stdout, stderr io.Writer) int {
 	nodes, per, err := simrank.ParseLayout(o.layout)
+	if err == nil && !o.nSet {
+		o.n = nodes * per
+	}
 	switch {
 	case err != nil:
 		fmt.Fprintf(stderr, "luacoll check: --layout %v\n", err)

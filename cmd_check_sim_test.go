@@ -114,4 +114,9 @@ func TestCheckSimulatedUsage(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "no problems") {
 		t.Errorf("the default budget: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
+	// Without -n, the layout gives the rank count.
+	r = luacoll(t, nil, "check", "--layout", "3x2", "bench/ag-sim.lua", "ring", "1024")
+	if r.code != 0 || !strings.Contains(r.stdout, "at 6 simulated ranks (layout 3x2), no problems") {
+		t.Errorf("--layout 3x2 without -n: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
 }

@@ -200,13 +200,29 @@ func rankLogClockSyncEntries() []*Entry {
 	return []*Entry{
 		fn("lc.log", "(fmt, ...)", "", g, "print(string.format(fmt, ...)): each line gets the [rank] prefix print gives (none with --no-prefix).", func(c *call) int {
 			L := c.L
+			if _, ok := c.get(0).(lua.LString); !ok {
+				if _, num := c.get(0).(lua.LNumber); !num {
+					c.badArg(0, "string expected, got %s", c.get(0).Type())
+				}
+			}
 			format := L.GetField(L.GetGlobal("string"), "format")
 			n := L.GetTop()
 			L.Push(format)
 			for i := 1; i <= n; i++ {
 				L.Push(L.Get(i))
 			}
-			L.Call(n, 1)
+			if err := L.PCall(n, 1, nil); err != nil {
+				// string.format's own error, its position left out (fail
+				// gives the script's).
+				msg := err.Error()
+				if lerr, ok := err.(*lua.ApiError); ok {
+					msg = lua.LVAsString(lerr.Object)
+				}
+				if k := strings.Index(msg, "bad argument"); k >= 0 {
+					msg = strings.Replace(msg[k:], "to 'format' ", "", 1)
+				}
+				c.fail("%s", msg)
+			}
 			msg := L.ToString(-1)
 			L.Pop(1)
 			c.s.writeLines(msg)

@@ -190,6 +190,7 @@ func (r *Registry) Markdown() string {
 	b.WriteString("The module is preloaded: `local lc = require(\"luacoll\")`, also the globals `lc` and `luacoll`.\n")
 	b.WriteString("Sizes, offsets, ids and values are integers; values above 2^53 are refused.\n")
 	b.WriteString("Calls marked **collective** must be made by every rank in the same order with the same arguments.\n")
+	b.WriteString("Lua is 5.1 (gopher-lua); string.format raises Lua 5.1's errors for a missing or mistyped argument, and string.rep refuses results over 1 GiB.\n")
 	last := ""
 	for _, e := range r.Entries() {
 		if e.Group != last {

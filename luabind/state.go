@@ -104,6 +104,7 @@ func New(comm *engine.Comm, out io.Writer) *State {
 		return window.Site{File: dbg.Source, Line: dbg.CurrentLine}
 	}
 	comm.Rank.Context = func() context.Context { return s.Ctx }
+	GuardStdlib(L)
 	s.install()
 	return s
 }

@@ -64,6 +64,7 @@ const (
 func newRank(w *world, r int, env *rankEnv) *rank {
 	L := lua.NewState(lua.Options{CallStackSize: 256, MinimizeStackMemory: true})
 	rk := &rank{w: w, r: r, L: L, env: env}
+	luabind.GuardStdlib(L)
 	rk.install()
 	if r != 0 {
 		rk.quietIO()
