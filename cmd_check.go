@@ -36,8 +36,10 @@ const checkUsage = `luacoll check [-n N] [--timeout D] [--layout NODESxRANKS | -
   rank 0 alone; only rank 0's print and io.write reach the output. Its
   lc module only records: lc.rank, lc.size, lc.local_rank, lc.node and
   lc.nodes() follow the layout, lc.window and lc.buffer are shapes without
-  memory, lc.plan records the body's operations, lc.sync, lc.barrier and
-  w:sync do nothing, p:run is skipped. When rank 0 makes a plan, every rank's list
+  memory (w:info and w:transport answer from the layout and the model:
+  self, shm or nvl within a node, net between), lc.plan records the
+  body's operations, lc.sync, lc.barrier and w:sync do nothing, p:run is
+  skipped. When rank 0 makes a plan, every rank's list
   is there: it is verified, and its time per replay estimated with the
   cost model (--model: "host" or "cuda", the model shipped for that
   backend, or a file luacoll calibrate wrote; default host; --mode its

@@ -110,30 +110,42 @@ func verifyPlan(c *call) int {
 }
 
 // callEnds is verify.Options.CallEnds for a plan whose body made calls
-// calls of the collective, each recording the same number of ops on a
-// rank (nil for one call). Each rank checks the lists it holds (under
-// luacoll check only rank 0, which verifies, holds every rank's ops).
+// calls of the collective (CallEnds), checked on the lists this rank
+// holds (under luacoll check only rank 0, which verifies, holds every
+// rank's ops).
 func callEnds(c *call, lists []plan.List, calls int) [][]int {
+	ends, err := CallEnds(lists, calls, c.s.holdsList)
+	if err != nil {
+		c.fail("bad argument 'calls' (%v)", err)
+	}
+	return ends
+}
+
+// CallEnds is verify.Options.CallEnds for lists whose bodies made calls
+// calls of the collective, each recording the same number of ops on a
+// rank (nil for one call): the op counts after which each call but the
+// last ends. Only the lists holds says are known are looked at.
+func CallEnds(lists []plan.List, calls int, holds func(q int) bool) ([][]int, error) {
 	if calls < 1 || calls > 16 {
-		c.fail("bad argument 'calls' (%d: want 1..16)", calls)
+		return nil, fmt.Errorf("%d: want 1..16", calls)
 	}
 	if calls == 1 {
-		return nil
+		return nil, nil
 	}
 	ends := make([][]int, len(lists))
 	for q, l := range lists {
-		if !c.s.holdsList(q) {
+		if !holds(q) {
 			continue
 		}
 		n := len(l.Ops)
 		if n == 0 || n%calls != 0 {
-			c.fail("bad argument 'calls' (rank %d recorded %d ops, not %d calls of the same number)", q, n, calls)
+			return nil, fmt.Errorf("rank %d recorded %d ops, not %d calls of the same number", q, n, calls)
 		}
 		for k := 1; k < calls; k++ {
 			ends[q] = append(ends[q], k*n/calls)
 		}
 	}
-	return ends
+	return ends, nil
 }
 
 // ReportTable is a report as p:verify returns it (ranks 0-based, ops and

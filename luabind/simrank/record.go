@@ -7,6 +7,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/transport"
 	"github.com/luacoll/luacoll/window"
 )
 
@@ -120,6 +121,25 @@ func (rk *rank) windowMethods() map[string]lua.LGFunction {
 			rk.winArg(L, "w:free").freed = true
 			return 0
 		},
+		"transport": func(L *lua.LState) int {
+			rk.winArg(L, "w:transport")
+			a := rk.args(L, "w:transport", 2)
+			peer := a.index(0)
+			if peer < 0 || peer >= rk.w.o.Ranks {
+				rk.fail(L, "w:transport", "bad argument #1 'peer' (%d: want 0..%d)", peer, rk.w.o.Ranks-1)
+			}
+			k := rk.w.classesFor(rk.w.o.Model, rk.w.o.PerNode)(rk.r, peer)
+			L.Push(lua.LString(k.String()))
+			if k == transport.KindNet {
+				L.Push(lua.LString("simulated"))
+				return 2
+			}
+			return 1
+		},
+		"info": func(L *lua.LState) int {
+			L.Push(rk.windowInfo(L, rk.winArg(L, "w:info")))
+			return 1
+		},
 	}
 	for name, rec := range recordings {
 		full := "w:" + name
@@ -134,6 +154,31 @@ func (rk *rank) windowMethods() map[string]lua.LGFunction {
 		}
 	}
 	return m
+}
+
+// windowInfo is w:info() of a simulated window: its shape, mode
+// "simulated", and the memory a window of the model's backend would have
+// on the layout (a CUDA window with network peers lives in host memory).
+func (rk *rank) windowInfo(L *lua.LState, w *simWindow) *lua.LTable {
+	t := L.NewTable()
+	o := w.opts
+	t.RawSetString("bytes", lua.LNumber(o.Bytes))
+	t.RawSetString("signals", lua.LNumber(o.Signals))
+	t.RawSetString("counters", lua.LNumber(o.Counters))
+	t.RawSetString("barriers", lua.LNumber(o.Barriers))
+	t.RawSetString("timeout_ms", lua.LNumber(o.Timeout.Milliseconds()))
+	t.RawSetString("path", lua.LString(o.Path))
+	t.RawSetString("ipc", lua.LString(o.IPC))
+	t.RawSetString("mode", lua.LString("simulated"))
+	memory := "host"
+	if localClass(rk.w.o.Model) == transport.KindNVL {
+		memory = "device"
+		if rk.w.o.PerNode < rk.w.o.Ranks {
+			memory = "host, mapped by the device"
+		}
+	}
+	t.RawSetString("memory", lua.LString(memory))
+	return t
 }
 
 func (rk *rank) winArg(L *lua.LState, name string) *simWindow {

@@ -16,13 +16,13 @@ import (
 )
 
 // verifyPlan is p:verify{collective, window, n, root, src, src_off,
-// replays}: on rank 0, the verification of every rank's list; on the
+// replays, calls}: on rank 0, the verification of every rank's list; on the
 // others (simulated before rank 0), a report marked pending.
 func (rk *rank) verifyPlan(L *lua.LState) int {
 	const name = "p:verify"
 	r := rk.planArg(L, name)
 	a := rk.args(L, name, 2)
-	t := a.table(0, "collective", "window", "n", "root", "src", "src_off", "replays")
+	t := a.table(0, "collective", "window", "n", "root", "src", "src_off", "replays", "calls")
 	coll := verify.Collective{Kind: a.strField(t, "collective", ""), N: a.field(t, "n", 0), Root: int(a.field(t, "root", 0))}
 	switch coll.Kind {
 	case "", "allgather", "alltoall", "broadcast", "reduce_scatter", "allreduce":
@@ -35,6 +35,10 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 	replays := int(a.field(t, "replays", 2))
 	if replays < 1 || replays > 16 {
 		rk.fail(L, name, "bad argument 'replays' (%d: want 1..16)", replays)
+	}
+	calls := int(a.field(t, "calls", 1))
+	if _, err := luabind.CallEnds(nil, calls, nil); err != nil {
+		rk.fail(L, name, "bad argument 'calls' (%v)", err)
 	}
 	src, srcOff := -1, a.field(t, "src_off", 0)
 	if t != nil && t.RawGetString("src") != lua.LNil {
@@ -65,7 +69,8 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 	if sh := rk.shadow; sh != nil {
 		// What rank 0 will ask for, if it calls as its shadow did.
 		var o *verify.Options
-		if j < len(slot.srcs) && sh.pending == slot.num {
+		// (A plan of several calls: rank 0 finds their ends itself.)
+		if j < len(slot.srcs) && sh.pending == slot.num && calls == 1 {
 			row := slices.Clone(slot.srcs[j])
 			row[0] = src
 			if srcs, missing, without := sources(row, srcOff); len(missing) == 0 && (len(without) == 0 || len(without) == len(row)) {
@@ -107,8 +112,12 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 	case len(without) > 0:
 		rk.fail(L, name, "bad argument 'src' (ranks %s name none; every rank must, or none)", abbrev(without))
 	}
+	ends, err := luabind.CallEnds(slot.lists, calls, func(int) bool { return true })
+	if err != nil {
+		rk.fail(L, name, "bad argument 'calls' (%v)", err)
+	}
 	rk.w.verifying(slot, coll.Kind)
-	rep := rk.w.verify(slot, verify.Options{Collective: coll, Replays: replays, Budget: rk.w.budget()}, rk.w.pending == slot)
+	rep := rk.w.verify(slot, verify.Options{Collective: coll, Replays: replays, Budget: rk.w.budget(), CallEnds: ends}, rk.w.pending == slot)
 	rk.w.res.Verifies++
 	if !rep.OK {
 		rk.w.res.Failed++

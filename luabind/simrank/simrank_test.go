@@ -317,3 +317,40 @@ func TestProgressVerifying(t *testing.T) {
 		t.Fatalf("no progress line of the verification:\n%s", progress.String())
 	}
 }
+
+// The reduction schedules record under simulation: w:info and
+// w:transport answer from the layout and the model (the staged schedules
+// ask which memory the window has and how each peer is reached), and
+// p:verify takes calls as under luacoll run; a count of calls that does
+// not divide a list is refused, naming the rank.
+func TestSimulatedReductions(t *testing.T) {
+	const script = `
+local lc = require("luacoll")
+local rs, ar = require("reduce_scatter"), require("all_reduce")
+local n = 64 * lc.size
+local w = lc.window{ bytes = 4 * lc.size * lc.size * n + 64 }
+if lc.rank == 0 then
+  print("info", w:info().memory, w:info().mode, w:transport(0), w:transport(1), w:transport(lc.size - 1))
+end
+local calls = tonumber(arg[1])
+local p = lc.plan(function(w) for _ = 1, 2 do rs.push(w, n) end end, w)
+local rep = p:verify{ collective = "reduce_scatter", window = w, n = n, calls = calls }
+if lc.rank == 0 then print("push", rep.summary) end
+local q = lc.plan(function(w) for _ = 1, 2 do ar.one_shot(w, n) end end, w)
+rep = q:verify{ collective = "allreduce", window = w, n = n, calls = calls }
+if lc.rank == 0 then print("one_shot", rep.summary) end
+`
+	out, _, err := run(t, 8, 4, script, "2")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"[0] info\thost\tsimulated\tself\tshm\tnet", "[0] push\tok: 8 ranks", "[0] one_shot\tok: 8 ranks"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("no %q in\n%s", want, out)
+		}
+	}
+	_, _, err = run(t, 8, 4, script, "3")
+	if err == nil || !strings.Contains(err.Error(), "bad argument 'calls' (rank 0 recorded") {
+		t.Fatalf("calls = 3: %v", err)
+	}
+}
