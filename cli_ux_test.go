@@ -204,6 +204,20 @@ func TestNeighbourHabits(t *testing.T) {
 			t.Errorf("bench %v: exit %d, want a refusal\n%s\n%s", args, r.code, r.stdout, r.stderr)
 		}
 	}
+	// What the ranks could only refuse once started is refused first.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "pingpong", "--iters", "0"}, "--iters 0: must be positive"},
+		{[]string{"bench", "put", "-n", "1"}, "-n 1: bench put needs at least 2 ranks"},
+		{[]string{"bench", "allgather", "--algo", "lua:ring", "--plan-mode", "device"}, "--plan-mode device needs --device cuda"},
+	} {
+		r = luacoll(t, nil, c.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
+			t.Errorf("%v: exit %d, want 2 and %q\n%s\n%s", c.args, r.code, c.want, r.stdout, r.stderr)
+		}
+	}
 }
 
 // TestOutputDetails: every command's help goes to stdout (so | less

@@ -135,6 +135,9 @@ func (f *agFlags) check() ([]uint64, error) {
 	default:
 		return nil, fmt.Errorf("--plan-mode %q: want auto, host, stream, device or graph", f.planMode)
 	}
+	if (f.planMode == "device" || f.planMode == "stream" || f.planMode == "graph") && f.rank.device != "cuda" {
+		return nil, fmt.Errorf("--plan-mode %s needs --device cuda (plans on --device %s replay in mode host)", f.planMode, f.rank.device)
+	}
 	if f.minS == "" {
 		f.minS = "1K"
 	}

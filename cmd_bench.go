@@ -145,10 +145,12 @@ func parseBenchFlags(what string, args []string, stdout, stderr io.Writer) (f ra
 	// Only put sweeps sizes: pingpong times 8-byte messages and barrier
 	// none, so a size flag there is refused rather than ignored.
 	var sizeFlags []string
+	itersSet := false
 	fs.Visit(func(fl *flag.Flag) {
 		if fl.Name == "b" || fl.Name == "e" || fl.Name == "f" || fl.Name == "bidir" || fl.Name == "mode" {
 			sizeFlags = append(sizeFlags, "-"+fl.Name)
 		}
+		itersSet = itersSet || fl.Name == "iters"
 	})
 	lo, err := parseSize(*minS)
 	if what != "put" && len(sizeFlags) > 0 {
@@ -169,8 +171,11 @@ func parseBenchFlags(what string, args []string, stdout, stderr io.Writer) (f ra
 		if err == nil && *mode != "push" && *mode != "pull" {
 			err = fmt.Errorf("--mode %q: want push or pull", *mode)
 		}
-		if err == nil && *iters < 0 {
+		if err == nil && (*iters < 0 || (*iters == 0 && itersSet)) {
 			err = fmt.Errorf("--iters %d: must be positive", *iters)
+		}
+		if err == nil && f.n == 1 && what != "barrier" {
+			err = fmt.Errorf("-n 1: bench %s needs at least 2 ranks (rank 0 and rank 1 trade messages)", what)
 		}
 		if err == nil && *vs != "" && (*vs != "mpi" || what != "barrier") {
 			err = fmt.Errorf("--vs %q: bench %s has no such baseline (bench barrier takes --vs mpi)", *vs, what)
