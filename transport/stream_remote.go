@@ -16,6 +16,37 @@ type remoteState struct {
 	// the last enqueued flush covers (Sync flushes when they differ).
 	enqueued, flushed atomic.Uint64
 	timeout           atomic.Int64 // the longest Timeout of a posted op
+	// locals are the local bytes of the posted operations that may not
+	// have completed locally (the worker's, or the caller's that holds
+	// the stream): a get writes them, a put reads them until then.
+	locals []localUse
+}
+
+// localUse is the local memory [lo, hi) of a posted operation; write for
+// a get's destination, else a put's source.
+type localUse struct {
+	lo, hi Addr
+	write  bool
+}
+
+// maxLocalUses bounds locals: past it a post settles the ones before.
+const maxLocalUses = 256
+
+// hazard reports whether posting an operation on local bytes [lo, hi)
+// (write: a get's destination) must wait for the posted ones to complete
+// locally: it would read what a get still writes, or write what a get
+// writes or a put still reads. Operations on a network run in order at
+// their target, not locally.
+func (r *remoteState) hazard(lo, hi Addr, write bool) bool {
+	if len(r.locals) >= maxLocalUses {
+		return true
+	}
+	for _, u := range r.locals {
+		if u.lo < hi && lo < u.hi && (u.write || write) {
+			return true
+		}
+	}
+	return false
 }
 
 // inline reports whether op may run on the caller at once: a local op
@@ -119,12 +150,24 @@ func (s *HostStream) runRemote(op *hostOp) error {
 			}
 		}
 		s.rem.outstanding.Store(false)
+		s.rem.locals = s.rem.locals[:0]
 		return nil
 	}
 	n := r.Ref.Key.Network()
 	s.rem.use(n)
 	if t := int64(r.Timeout); t > s.rem.timeout.Load() {
 		s.rem.timeout.Store(t)
+	}
+	if r.N > 0 && (r.Kind == RemoteGet || r.Kind == RemotePut || r.Kind == RemotePutSignal) {
+		use := localUse{lo: r.Local, hi: r.Local.Add(r.N), write: r.Kind == RemoteGet}
+		if s.rem.outstanding.Load() && s.rem.hazard(use.lo, use.hi, use.write) {
+			// A put of what a get brings (or a get into what a put
+			// still reads): in stream order, it starts after it.
+			if err := s.settleRemote(op.gen); err != nil {
+				return err
+			}
+		}
+		s.rem.locals = append(s.rem.locals, use)
 	}
 	s.rem.outstanding.Store(true)
 	return ExplainPeerLost(n.Post(*r), s.abort)
@@ -143,6 +186,7 @@ func (s *HostStream) settleRemote(gen uint64) error {
 		}
 	}
 	s.rem.outstanding.Store(false)
+	s.rem.locals = s.rem.locals[:0]
 	return nil
 }
 
@@ -164,6 +208,7 @@ func (s *HostStream) quietRemote() error {
 		}
 	}
 	s.rem.outstanding.Store(false)
+	s.rem.locals = s.rem.locals[:0]
 	return stalled
 }
 
