@@ -431,6 +431,9 @@ func (s *HostStream) observe(w *WaitSpec) (uint64, bool) {
 	for _, a := range w.Slots {
 		sum += atomic.LoadUint64(hostU64(a))
 	}
+	if w.Mismatch != nil && w.Mismatch(w.Value, sum) {
+		return sum, false // waitFor fails it
+	}
 	return sum, w.Cmp.Holds(sum, w.Value)
 }
 

@@ -70,7 +70,9 @@ type WaitSpec struct {
 	// Mismatch, when set, says that an observed value can never turn into
 	// one that satisfies the wait (a peer's tag for the same step with
 	// other arguments): the wait then fails at once with ErrMismatch
-	// instead of at its timeout. Host streams look at it; device waits
+	// instead of at its timeout, and a value it matches fails the wait
+	// even where the comparison holds (a ">=" count that a tag ending the
+	// step otherwise would pass). Host streams look at it; device waits
 	// that need it check their tags themselves.
 	// It gets the awaited value and the one observed.
 	Mismatch func(want, observed uint64) bool

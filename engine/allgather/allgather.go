@@ -82,6 +82,10 @@ type Persistent struct {
 	// exec that this rank received from it.
 	layout agLayout
 	base   []uint64
+	// msgs is the scale of n in the tags of the window operations
+	// (sched.go, agMsgTag): more than the messages any sender sends a
+	// receiver in one exec.
+	msgs uint64
 	// directUpTo: execs of at most this many bytes per rank run direct
 	// (auto's choice on several nodes: measured in
 	// docs/results/allgather-nodes.md); 0: none.
@@ -256,6 +260,11 @@ func (ag *Persistent) prepare() error {
 			ag.note = ag.run + " runs on host windows; the CUDA protocol runs direct"
 		}
 		ag.run = "direct"
+	}
+	ag.msgs = uint64(max(ag.size, 8*len(layout.groups)))
+	if share := w.Options().Bytes / uint64(ag.size); (share+1)*ag.msgs >= agRefusedN {
+		return &window.ArgError{Arg: "window", Msg: fmt.Sprintf("%d bytes a rank are too many for the all-gather's signal tags at %d ranks on %d nodes (at most %d)",
+			share, ag.size, len(layout.groups), agRefusedN/ag.msgs-1)}
 	}
 	if w.Freed() {
 		return &window.ErrFreed{What: fmt.Sprintf("window %d", w.ID())}

@@ -15,22 +15,23 @@ import (
 // cannot map.
 //
 // Every exec k starts with the guard barrier (where the all-gather has a
-// staging window, stage.go, the exchange of tags there instead) and ends, for every sender p
-// whose messages a rank receives, with p's row of the reserved slot equal
-// to tag(k, n): direct sets it with its one put_signal; ring and hier,
-// whose senders send m messages per exec to one receiver, add 1 with each
-// of the first m-1 and set tag(k, n) with the last. Between execs the
-// slot therefore holds a tag, as direct leaves it, so the algorithms can
-// follow one another on a window and a later all-gather finds its exec
-// count there. A receiver waiting for the j-th message of exec k from p
-// (j < m) waits until the row is >= base + j, base being tag(k-1, ...)
-// seen at the end of exec k-1; a put_signal's signal is ordered after
-// every earlier put to that peer (transport/net fences it behind them, a
-// mapped peer's copies run in order), so j messages counted means the
-// first j arrived. The last message's wait is an equality with tag(k, n),
-// so a sender that passed another n (or refused the exec) fails it at
-// once, as in direct; in ring and hier only the ranks receiving from that
-// sender see it, and their failure fails the job.
+// staging window, stage.go, the exchange of tags there instead). A sender
+// p's first message of exec k to a receiver sets p's row of the
+// receiver's reserved slot to t = tag(k, n*msgs) (agMsgTag: n scaled by
+// msgs, more than the messages one sender sends one receiver in an exec),
+// and each later one adds 1: after j messages the row holds t + j - 1,
+// whose n field, divided by msgs, is still n. Direct sends one message;
+// ring and hier m. A put_signal's signal is ordered after every earlier
+// put to that peer (transport/net fences it behind them, a mapped peer's
+// copies run in order), so a receiver waiting for the j-th message waits
+// until the row is >= t + j - 1 (the last: equal to t + m - 1). Every
+// one of these waits fails at once on a tag of exec k whose n is not its
+// own (a sender that passed another n, or refused the exec: agMsgMismatch)
+// even where the comparison would hold, so a ring or hier rank never
+// forwards a chunk that did not come; ranks further on fail at their
+// timeout, or as soon as that failure fails the job. Between execs the
+// slot holds a tag of the last exec, so the algorithms can follow one
+// another on a window and a later all-gather finds its exec count there.
 //
 // The tag's exec field wraps every 2^23 execs, where tag(k, n) would be
 // below base and a row not written since the last wrap could hold what
@@ -113,18 +114,41 @@ func agPiece(n, pieces, i uint64) (uint64, uint64) {
 type agExec struct {
 	ag     *Persistent
 	k, n   uint64
-	tag    uint64
+	tag    uint64         // agMsgTag(k, n, msgs): what the first message sets
 	src    *window.Buffer // this rank's chunk (the window itself in place)
 	srcOff uint64
 	got    map[int]uint64 // messages waited for so far, per sender
+	sent   map[int]bool   // receivers sent to so far
+}
+
+// agMsgTag is the tag of exec k with n bytes a rank on window operations:
+// n scaled by msgs, so that the messages counted on top keep n readable.
+func agMsgTag(k, n, msgs uint64) uint64 { return agTag(k, n*msgs) }
+
+// agMsgMismatch says that obs, the row of a sender awaited at tag want
+// (agMsgTag(k, n, msgs) + j), is a tag of exec k whose n is another: a
+// refusal, or a sender that passed another n.
+func agMsgMismatch(want, obs, msgs uint64) bool {
+	return obs>>tagNBits == want>>tagNBits && (obs&tagNMask)/msgs != (want&tagNMask)/msgs
+}
+
+// agMsgObserved is obs, a sender's row, as the unscaled tag its errors
+// read (agRefusedN stays as it is).
+func agMsgObserved(obs, msgs uint64) uint64 {
+	if obs&tagNMask == agRefusedN {
+		return obs
+	}
+	return agTag(obs>>tagNBits, (obs&tagNMask)/msgs)
 }
 
 // send puts len bytes from local at localOff into peer's window at off,
-// with the signal of a non-last (add 1) or last (set tag) message.
-func (e *agExec) send(peer int, off uint64, local *window.Buffer, localOff, n uint64, last bool) error {
+// with the signal of the first message to peer in the exec (set the tag)
+// or of a later one (add 1).
+func (e *agExec) send(peer int, off uint64, local *window.Buffer, localOff, n uint64) error {
 	sig := &window.Sig{ID: e.ag.sig, Value: 1, Op: window.SigAdd}
-	if last {
+	if !e.sent[peer] {
 		sig = &window.Sig{ID: e.ag.sig, Value: e.tag, Op: window.SigSet}
+		e.sent[peer] = true
 	}
 	t := window.Transfer{Peer: peer, PeerOff: off, Local: local, LocalOff: localOff, N: n}
 	if err := e.ag.w.PutSignal(t, sig, nil); err != nil {
@@ -134,23 +158,27 @@ func (e *agExec) send(peer int, off uint64, local *window.Buffer, localOff, n ui
 }
 
 // sendOwn sends this rank's chunk bytes [off, off+n) to peer.
-func (e *agExec) sendOwn(peer int, off, n uint64, last bool) error {
+func (e *agExec) sendOwn(peer int, off, n uint64) error {
 	me := uint64(e.ag.me)
-	return e.send(peer, me*e.n+off, e.src, e.srcOff+off, n, last)
+	return e.send(peer, me*e.n+off, e.src, e.srcOff+off, n)
 }
 
 // wait enqueues the wait for the next message from p: the last one of the
-// exec (the tag) or the next count.
+// exec (the tag) or the next count. A count's wait fails too on a tag of
+// this exec other than the one awaited (a refusal, another n): that tag
+// is above any count, and a wait that passed on it would forward a chunk
+// that never came.
 func (e *agExec) wait(p int, last bool) {
-	ag, k, n := e.ag, e.k, e.n
+	ag, k, n, msgs := e.ag, e.k, e.n, e.ag.msgs
 	e.got[p]++
 	spec := transport.WaitSpec{Slots: []transport.Addr{ag.inbox[p]}, Mode: transport.WaitSum,
-		Cmp: transport.CmpGe, Value: ag.base[p] + e.got[p], Timeout: ag.w.Options().Timeout,
-		Fail: func(obs uint64, cause error) error { return ag.waitError(p, k, n, obs, cause) }}
+		Cmp: transport.CmpGe, Value: e.tag + e.got[p] - 1, Timeout: ag.w.Options().Timeout,
+		Mismatch: func(want, obs uint64) bool { return agMsgMismatch(want, obs, msgs) },
+		Fail:     func(obs uint64, cause error) error { return ag.waitError(p, k, n, agMsgObserved(obs, msgs), cause) }}
 	if last {
-		spec.Cmp, spec.Value, spec.Mismatch = transport.CmpEq, e.tag, agMismatch
-		ag.base[p] = e.tag
+		spec.Cmp = transport.CmpEq
 	}
+	ag.base[p] = spec.Value
 	ag.w.Rank().Stream.Wait(spec)
 }
 
@@ -172,7 +200,7 @@ func (ag *Persistent) execWindow(src *window.Buffer, srcOff, n uint64, inPlace b
 	} else if err := ag.nextExec(); err != nil {
 		return err
 	}
-	e := &agExec{ag: ag, k: ag.k, n: n, tag: agTag(ag.k, n), src: src, srcOff: srcOff, got: map[int]uint64{}}
+	e := &agExec{ag: ag, k: ag.k, n: n, tag: agMsgTag(ag.k, n, ag.msgs), src: src, srcOff: srcOff, got: map[int]uint64{}, sent: map[int]bool{}}
 	if inPlace {
 		e.src, e.srcOff = w.Buffer(), own
 	}
@@ -219,7 +247,7 @@ func (ag *Persistent) nextExec() error {
 func (e *agExec) direct() error {
 	me, size := e.ag.me, e.ag.size
 	for i := 1; i < size; i++ {
-		if err := e.sendOwn((me+i)%size, 0, e.n, true); err != nil {
+		if err := e.sendOwn((me+i)%size, 0, e.n); err != nil {
 			return err
 		}
 	}
@@ -239,12 +267,12 @@ func (e *agExec) ring() error {
 	for s := 0; s < size-1; s++ {
 		last := s == size-2
 		if s == 0 {
-			if err := e.sendOwn(right, 0, e.n, last); err != nil {
+			if err := e.sendOwn(right, 0, e.n); err != nil {
 				return err
 			}
 		} else {
 			c := uint64((me - s + size) % size)
-			if err := e.send(right, c*e.n, buf, c*e.n, e.n, last); err != nil {
+			if err := e.send(right, c*e.n, buf, c*e.n, e.n); err != nil {
 				return err
 			}
 		}
@@ -267,13 +295,13 @@ func (e *agExec) hier() error {
 		peer := l.groups[(l.mine+g)%nodes][l.li]
 		for i := uint64(0); i < pieces; i++ {
 			off, n := agPiece(e.n, pieces, i)
-			if err := e.sendOwn(peer, off, n, i == pieces-1); err != nil {
+			if err := e.sendOwn(peer, off, n); err != nil {
 				return err
 			}
 		}
 	}
 	for i := 1; i < ln; i++ {
-		if err := e.sendOwn(locals[(l.li+i)%ln], 0, e.n, nodes == 1); err != nil {
+		if err := e.sendOwn(locals[(l.li+i)%ln], 0, e.n); err != nil {
 			return err
 		}
 	}
@@ -284,8 +312,7 @@ func (e *agExec) hier() error {
 			off, n := agPiece(e.n, pieces, i)
 			e.wait(from, i == pieces-1)
 			for j := 1; j < ln; j++ {
-				last := g == nodes-1 && i == pieces-1
-				if err := e.send(locals[(l.li+j)%ln], at+off, buf, at+off, n, last); err != nil {
+				if err := e.send(locals[(l.li+j)%ln], at+off, buf, at+off, n); err != nil {
 					return err
 				}
 			}
@@ -299,8 +326,9 @@ func (e *agExec) hier() error {
 		}
 		// p's last message is a piece it forwards from its partners on
 		// the other nodes: when p's own chunk came and that did not, the
-		// error names the partners (or their link to p), not p.
-		e.waitForwarded(p, e.ag.partners(p))
+		// error names the partners (or their link to p), not p. p sends
+		// its own chunk and every piece of the other nodes' chunks.
+		e.waitForwarded(p, e.ag.partners(p), 1+pieces*uint64(nodes-1))
 	}
 	return nil
 }
@@ -308,17 +336,17 @@ func (e *agExec) hier() error {
 // waitForwarded enqueues the wait for the last message of the exec from
 // local rank p, which forwards its partners' chunks (hier); a wait that
 // fails after p's own chunk arrived names the partners.
-func (e *agExec) waitForwarded(p int, partners []int) {
-	ag, k, n := e.ag, e.k, e.n
-	start := ag.base[p]
-	e.got[p]++
+func (e *agExec) waitForwarded(p int, partners []int, m uint64) {
+	ag, k, n, msgs, start := e.ag, e.k, e.n, e.ag.msgs, e.tag
+	e.got[p] += m
 	spec := transport.WaitSpec{Slots: []transport.Addr{ag.inbox[p]}, Mode: transport.WaitSum,
-		Cmp: transport.CmpEq, Value: e.tag, Mismatch: agMismatch, Timeout: ag.w.Options().Timeout,
+		Cmp: transport.CmpEq, Value: e.tag + m - 1, Timeout: ag.w.Options().Timeout,
+		Mismatch: func(want, obs uint64) bool { return agMsgMismatch(want, obs, msgs) },
 		Fail: func(obs uint64, cause error) error {
-			if obs > start && obs-start < 1<<tagNBits && obs>>tagNBits == start>>tagNBits {
-				return ag.forwardError(p, partners, k, n, obs-start, cause)
+			if obs >= start && obs-start < m && !agMsgMismatch(start, obs, msgs) {
+				return ag.forwardError(p, partners, k, n, obs-start+1, cause)
 			}
-			err := ag.waitError(p, k, n, obs, cause)
+			err := ag.waitError(p, k, n, agMsgObserved(obs, msgs), cause)
 			if errors.Is(cause, transport.ErrTimeout) {
 				// Nothing of p's came: p may itself be held up by a
 				// partner, before it sent anything here.
@@ -327,7 +355,7 @@ func (e *agExec) waitForwarded(p int, partners []int) {
 			}
 			return err
 		}}
-	ag.base[p] = e.tag
+	ag.base[p] = spec.Value
 	ag.w.Rank().Stream.Wait(spec)
 }
 

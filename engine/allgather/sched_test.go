@@ -116,6 +116,63 @@ func TestAllGatherRingMismatch(t *testing.T) {
 	}
 }
 
+// At three ranks and more, a ring rank that refuses an exec or passes
+// another n leaves no rank with a result claimed whole: its right
+// neighbour fails at once (the refusal, or the other n, is a tag above
+// any count its first wait needs), and so forwards nothing; the others
+// fail at their timeout, never passing on a chunk that did not come.
+func TestAllGatherRingRefusedForwardsNothing(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		n    func(r int) uint64 // 0: rank r refuses
+		want string
+	}{
+		{"refused", func(r int) uint64 { return map[int]uint64{1: 0}[r] + map[bool]uint64{true: 64}[r != 1] }, "rank 1 refused it"},
+		{"other n", func(r int) uint64 { return map[bool]uint64{true: 128, false: 64}[r == 1] }, "rank 1 passed n=128, this rank n=64"},
+	} {
+		errs := enginetest.WithComms(t, 3, engine.Options{Device: "host", Timeout: 20 * time.Second}, func(r int, cm *engine.Comm) error {
+			ctx := context.Background()
+			w, err := cm.NewWindow(ctx, "w", window.Options{Bytes: 1024, Signals: 2, Counters: 1, Barriers: 2, Timeout: time.Second})
+			if err != nil {
+				return err
+			}
+			src, err := cm.NewBuffer(256)
+			if err != nil {
+				return err
+			}
+			ag, err := allgather.New(ctx, cm, w, "ring", false)
+			if err != nil {
+				return err
+			}
+			if n := c.n(r); n == 0 {
+				err = ag.RefuseExec()
+			} else {
+				err = ag.Exec(ctx, src, 0, n)
+			}
+			if err != nil {
+				return err
+			}
+			serr := cm.Sync(ctx)
+			switch {
+			case r == 1 && c.name == "refused":
+				if serr != nil {
+					return fmt.Errorf("the refusing rank: %v", serr)
+				}
+			case serr == nil:
+				return fmt.Errorf("%s: the exec passed", c.name)
+			case r == 2 && (!strings.Contains(serr.Error(), c.want) || (c.name == "other n" && !strings.Contains(serr.Error(), "seen as soon as"))):
+				return fmt.Errorf("%s: got %v, want %q seen at once", c.name, serr, c.want)
+			}
+			return nil
+		})
+		for r, err := range errs {
+			if err != nil {
+				t.Errorf("rank %d: %v", r, err)
+			}
+		}
+	}
+}
+
 // Nodes are the groups of ranks that reach each other without the
 // network, in the order of their lowest rank.
 func TestNodeGroups(t *testing.T) {

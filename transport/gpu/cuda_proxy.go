@@ -469,11 +469,11 @@ func (s *CUDAStream) proxyWait(w transport.WaitSpec) bool {
 	var start time.Time
 	for i := 0; ; i++ {
 		v, ok := observe()
-		if ok {
-			return true
-		}
 		if w.Mismatch != nil && w.Mismatch(w.Value, v) {
 			fail(w.Failed(v, transport.ErrMismatch))
+			return true
+		}
+		if ok {
 			return true
 		}
 		for _, n := range nets {
