@@ -33,6 +33,9 @@ type planRef struct {
 	report *verify.Report
 	// lines holds the plan's line areas (plan.UseLines), freed with it.
 	lines *window.Window
+	// resets is how many times this rank had reset the window's inbox
+	// when the plan was made (checkResets).
+	resets int
 }
 
 func (r *planRef) String() string {
@@ -230,7 +233,7 @@ var planRecording = map[string]func(c *call) int{
 	"w:put_signal": func(c *call) int {
 		w, t := c.win(), c.transfer()
 		return c.s.plans.rec.record(c, w, t.Local, plan.Op{Kind: plan.PutSignal, Peer: t.Peer, Off: t.PeerOff, BufOff: t.LocalOff, N: t.N,
-			Sig: c.index(5), SigValue: c.optU64(6, 1), SigOp: c.sigOp(7, "add")})
+			Sig: c.sigSlot(w, 5), SigValue: c.optU64(6, 1), SigOp: c.sigOp(7, "add")})
 	},
 	"w:put_counter": func(c *call) int {
 		w, t := c.win(), c.transfer()
@@ -240,23 +243,23 @@ var planRecording = map[string]func(c *call) int{
 	"w:put_signal_counter": func(c *call) int {
 		w, t := c.win(), c.transfer()
 		return c.s.plans.rec.record(c, w, t.Local, plan.Op{Kind: plan.PutSignalCounter, Peer: t.Peer, Off: t.PeerOff, BufOff: t.LocalOff, N: t.N,
-			Sig: c.index(5), SigValue: c.u64(6), Ctr: c.index(7), CtrValue: c.u64(8)})
+			Sig: c.sigSlot(w, 5), SigValue: c.u64(6), Ctr: c.index(7), CtrValue: c.u64(8)})
 	},
 	"w:signal": func(c *call) int {
 		w := c.win()
-		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.Signal, Peer: c.index(0), Sig: c.index(1), SigOp: c.sigOp(2, "add"), SigValue: c.optU64(3, 1)})
+		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.Signal, Peer: c.index(0), Sig: c.sigSlot(w, 1), SigOp: c.sigOp(2, "add"), SigValue: c.optU64(3, 1)})
 	},
 	"w:signal_all": func(c *call) int {
 		w := c.win()
-		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.SignalAll, Sig: c.index(0), SigOp: c.sigOp(1, "add"), SigValue: c.optU64(2, 1)})
+		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.SignalAll, Sig: c.sigSlot(w, 0), SigOp: c.sigOp(1, "add"), SigValue: c.optU64(2, 1)})
 	},
 	"w:wait_signal": func(c *call) int {
 		w := c.win()
-		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.WaitSignal, Sig: c.index(0), Cmp: c.cmp(1), Value: c.u64(2)})
+		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.WaitSignal, Sig: c.sigSlot(w, 0), Cmp: c.cmp(1), Value: c.u64(2)})
 	},
 	"w:wait_signal_from": func(c *call) int {
 		w := c.win()
-		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.WaitSignalFrom, Peer: c.index(0), Sig: c.index(1), Cmp: c.cmp(2), Value: c.u64(3)})
+		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.WaitSignalFrom, Peer: c.index(0), Sig: c.sigSlot(w, 1), Cmp: c.cmp(2), Value: c.u64(3)})
 	},
 	"w:wait_counter": func(c *call) int {
 		w := c.win()
@@ -268,11 +271,11 @@ var planRecording = map[string]func(c *call) int{
 	},
 	"w:barrier": func(c *call) int {
 		w := c.win()
-		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.Barrier, Bar: c.optIndex(0, 0)})
+		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.Barrier, Bar: c.barSlot(w, 0, 0)})
 	},
 	"w:barrier_peer": func(c *call) int {
 		w := c.win()
-		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.BarrierPeer, Peer: c.index(0), Bar: c.optIndex(1, 0)})
+		return c.s.plans.rec.record(c, w, nil, plan.Op{Kind: plan.BarrierPeer, Peer: c.index(0), Bar: c.barSlot(w, 1, 0)})
 	},
 	"w:fence": func(c *call) int { return c.s.plans.rec.record(c, c.win(), nil, plan.Op{Kind: plan.Fence}) },
 	"w:flush": func(c *call) int { return c.s.plans.rec.record(c, c.win(), nil, plan.Op{Kind: plan.Flush}) },
@@ -309,10 +312,10 @@ func planEntries() []*Entry {
 	const g = "Plans"
 	return []*Entry{
 		fn("lc.plan", "(body, ..., {mode=\"auto\"}?)", "plan", g,
-			"**collective**: records a schedule once: calls body(...) with the window and buffer operations that enqueue (put, get, put_signal, put_counter, put_signal_counter, signal, signal_all, wait_signal, wait_signal_from, wait_counter, reset_counter, barrier, barrier_peer, fence, flush, reduce, reduce_from, b:fill) appended to this rank's op list, each with the script line that issued it, instead of run; Lua control flow runs once, now. Arguments are checked as the window would (bounds, slots, peers) and anything that reads or writes data now, syncs, or makes or frees objects (read_signal, b:read, b:get_u32, checksum, sync, lc.allgather, lc.barrier, ...) raises \"cannot <op> while recording a plan\". The body must use one window, the plan's; every rank's list is then gathered. A plan holds at most 1,048,576 ops per rank and 2,097,152 over all ranks. A trailing table {mode=...} picks how replays run: \"host\" (a Go loop over the ops on the host backend), \"stream\" (CUDA: a few launches on the stream per replay: the interpreter over each run of ops, each copy above 64 KiB alone or with the copies of the same bytes right after it (a chunk to several peers: one launch, their signals after them all); op by op where a peer is over the network), \"device\" (CUDA: the plan interpreter runs every op of every replay of a p:run in one kernel, no launch between ops, on one block or, for copies and reductions of 64 KiB or more, several (see p:info); where a rank has its GPU to itself, one running interpreter takes call after call instead of a launch each) or \"graph\" (CUDA: one replay captured into a CUDA graph, launched once per replay: the interpreter over each run of signals, waits and small copies, each large copy alone); in stream and graph mode a copy launched alone is a put kernel over the whole GPU on window path \"sm\", a copy engine's on \"ce\", and on \"auto\" a put kernel up to 16 MiB, a copy engine's above (measured: docs/results/plans.md); device and graph need every peer mapped, none over the network; reductions (reduce, reduce_from) are a launch of the reduce kernel each in stream and graph mode (up to 8 into one place in a row, each of at most 4 MiB and 16-byte aligned: one launch of the chain kernel), a step of every thread of the interpreter in device mode; \"auto\" takes \"host\" on the host backend and on CUDA \"device\" where the ops allow it, no copy, fill or reduction exceeds 256 KiB, else \"stream\". Waits on signal slots and counters that only \"add\" advance by what one replay adds, and barriers by one use, so replays repeat without a reset; the plan's slots must not also be signalled outside plans once a plan was recorded.",
+			"**collective**: records a schedule once: calls body(...) with the window and buffer operations that enqueue (put, get, put_signal, put_counter, put_signal_counter, signal, signal_all, wait_signal, wait_signal_from, wait_counter, reset_counter, barrier, barrier_peer, fence, flush, reduce, reduce_from, b:fill) appended to this rank's op list, each with the script line that issued it, instead of run; Lua control flow runs once, now. Arguments are checked as the window would (bounds, slots, peers) and anything that reads or writes data now, syncs, or makes or frees windows, plans and all-gathers (read_signal, b:read, b:get_u32, checksum, sync, lc.allgather, lc.barrier, lc.window, b:free, ...) raises \"cannot <op> while recording a plan\" (a buffer the body makes with lc.buffer is the plan's own). The body must use one window, the plan's; every rank's list is then gathered. A plan holds at most 1,048,576 ops per rank and 2,097,152 over all ranks. A trailing table {mode=...} picks how replays run: \"host\" (a Go loop over the ops on the host backend), \"stream\" (CUDA: a few launches on the stream per replay: the interpreter over each run of ops, each copy above 64 KiB alone or with the copies of the same bytes right after it (a chunk to several peers: one launch, their signals after them all); op by op where a peer is over the network), \"device\" (CUDA: the plan interpreter runs every op of every replay of a p:run in one kernel, no launch between ops, on one block or, for copies and reductions of 64 KiB or more, several (see p:info); where a rank has its GPU to itself, one running interpreter takes call after call instead of a launch each) or \"graph\" (CUDA: one replay captured into a CUDA graph, launched once per replay: the interpreter over each run of signals, waits and small copies, each large copy alone); in stream and graph mode a copy launched alone is a put kernel over the whole GPU on window path \"sm\", a copy engine's on \"ce\", and on \"auto\" a put kernel up to 16 MiB, a copy engine's above (measured: docs/results/plans.md); device and graph need every peer mapped, none over the network; reductions (reduce, reduce_from) are a launch of the reduce kernel each in stream and graph mode (up to 8 into one place in a row, each of at most 4 MiB and 16-byte aligned: one launch of the chain kernel), a step of every thread of the interpreter in device mode; \"auto\" takes \"host\" on the host backend and on CUDA \"device\" where the ops allow it, no copy, fill or reduction exceeds 256 KiB, else \"stream\". Waits on signal slots and counters that only \"add\" advance by what one replay adds, and barriers by one use, so replays repeat without a reset; the plan's slots must not also be signalled outside plans once a plan was recorded.",
 			newPlan),
 		fn("p:run", "{times=1, window?}", "", g,
-			"Enqueues the recorded ops on the rank's stream times times, back to back, with no Lua per op; a wait's error names the line that recorded it. window, when given, must be the plan's. Under `luacoll check` nothing runs.",
+			"Enqueues the recorded ops on the rank's stream times times, back to back, with no Lua per op; a wait's error names the line that recorded it. window, when given, must be the plan's. Refused for a plan recorded before w:reset_signals() on its window, or whose slots a persistent all-gather made after it owns. Under `luacoll check` nothing runs.",
 			func(c *call) int {
 				r := c.planRef()
 				t := c.tableArg(0, []string{"times", "window"}, "p:run{times = 100}", true)
@@ -325,6 +328,8 @@ func planEntries() []*Entry {
 					c.s.plans.check.skipped++
 					return 0
 				}
+				c.checkResets(r)
+				c.checkReserved(r)
 				c.check(r.p.Run(int(times)))
 				return 0
 			}),
@@ -458,7 +463,7 @@ func (s *State) makePlan(ctx context.Context, L *lua.LState, body *lua.LFunction
 	if mode, err = bindMode(p, mode, req); err != nil {
 		return nil, err
 	}
-	r := &planRef{p: p, num: num, site: where, mode: mode, lines: lines}
+	r := &planRef{p: p, num: num, site: where, mode: mode, lines: lines, resets: s.plans.reset[rec.w]}
 	if mode == modeDevice || mode == modeGraph || mode == modeStream {
 		if s.plans.onDevice == nil {
 			s.plans.onDevice = map[*planRef]bool{}

@@ -14,19 +14,33 @@ import (
 // inbox really holds when they are made (plan.List.Inbox), for the
 // verifier to start those rows from.
 
-// noteReset marks w's inbox as reset on this rank.
-func (ps *planState) noteReset(w *window.Window) {
+// noteReset marks w's inbox as reset on this rank, at where.
+func (ps *planState) noteReset(w *window.Window, where string) {
 	if ps.reset == nil {
-		ps.reset = map[*window.Window]bool{}
+		ps.reset, ps.resetAt = map[*window.Window]int{}, map[*window.Window]string{}
 	}
-	ps.reset[w] = true
+	ps.reset[w]++
+	ps.resetAt[w] = where
+}
+
+// checkResets refuses to replay or verify plan r after a reset of its
+// window's inbox that came after r was made: its waits count from the
+// values the reset wiped, so a replay would wait for signals that never
+// come (and a verification would judge a plan that no longer runs as
+// recorded).
+func (c *call) checkResets(r *planRef) {
+	w := r.p.Window()
+	if n := c.s.plans.reset[w]; n != r.resets {
+		c.fail("plan %d (made at %s) was recorded before w:reset_signals() at %s: its waits count from the signal values the reset wiped; record it again after the reset",
+			r.num, r.site, c.s.plans.resetAt[w])
+	}
 }
 
 // addInbox sets list's Inbox and Replayed when this rank reset w's inbox:
 // the stream is synced first (the reset is enqueued on it), then each row
 // read. It returns why not, or "".
 func (s *State) addInbox(ctx context.Context, list *plan.List, w *window.Window) string {
-	if w == nil || !s.plans.reset[w] {
+	if w == nil || s.plans.reset[w] == 0 {
 		return ""
 	}
 	if err := w.Sync(ctx); err != nil {

@@ -18,8 +18,10 @@ type planState struct {
 	// sent is, per window, what this rank's Lua code signalled and
 	// counted outside plans (plan.List.Sent's rows).
 	sent map[*window.Window][]uint64
-	// reset are the windows whose inbox this rank reset (plan_reset.go).
-	reset map[*window.Window]bool
+	// reset counts, per window, the resets of this rank's inbox, and
+	// resetAt says where the last was made (plan_reset.go).
+	reset   map[*window.Window]int
+	resetAt map[*window.Window]string
 	// onDevice are the plans in device mode not freed yet (Close frees
 	// their device memory).
 	onDevice map[*planRef]bool

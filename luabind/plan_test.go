@@ -444,3 +444,49 @@ assert(rep.ok, rep.summary)
 print("ok")`)
 	mustAllOK(t, res)
 }
+
+// A plan cannot reach around the guards of its window: a body that uses
+// the persistent all-gather's slots is refused as the window refuses the
+// same calls, a plan made before the all-gather and using them is refused
+// at p:run, a reduce_from of the rank's own window into overlapping bytes
+// is refused as it is recorded (and so never half-replays), and a plan
+// recorded before w:reset_signals() refuses to run or verify.
+func TestPlanGuards(t *testing.T) {
+	res := runLua(t, 2, `
+local me, p = lc.rank, 1 - lc.rank
+local w = lc.window{ bytes = 64, signals = 8, barriers = 4, timeout_ms = 2000 }
+local b = lc.buffer(8)
+local function try(f) local ok, err = pcall(f) print(ok, ok and "" or err) end
+try(function() lc.plan(function() w:signal(p, 0); w:reduce_from(me, 0, w, 4, 8, "u32") end) end)
+local early = lc.plan(function() w:signal(p, 7) end)
+local ag = lc.allgather_persistent{ window = w, algo = "ring" }
+try(function() lc.plan(function() w:signal(p, 7) end) end)
+try(function() lc.plan(function() w:barrier(3) end) end)
+try(function() early:run() end)
+ag:destroy()
+local q = lc.plan(function() w:put_signal(p, me * 8, b, 0, 8, 0); w:wait_signal(0, ">=", 1); w:barrier(0) end)
+q:run{ times = 2 }; w:sync(); lc.barrier()
+w:reset_signals(); w:sync(); lc.barrier()
+try(function() q:run() end)
+try(function() q:verify{} end)
+`)
+	for r, x := range res {
+		if x.err != nil {
+			t.Fatalf("rank %d: %v\n%s", r, x.err, x.out)
+		}
+		for _, want := range []string{
+			"w:reduce_from: bad argument 'dst' (8 bytes at offset 4 overlap the source (offset 0 of the same window))",
+			"w:signal: bad argument 'sig' (signal slot 7 is reserved by the persistent all-gather",
+			"w:barrier: bad argument 'id' (barrier slot 3 is reserved by the persistent all-gather",
+			"uses signal slot 7 (op signal at test.lua:7), which the persistent all-gather on window 0 made after it owns",
+			"was recorded before w:reset_signals() at test.lua:15",
+		} {
+			if !strings.Contains(x.out, want) {
+				t.Errorf("rank %d: no %q in\n%s", r, want, x.out)
+			}
+		}
+		if strings.Count(x.out, "was recorded before w:reset_signals()") != 2 {
+			t.Errorf("rank %d: p:run and p:verify should both refuse\n%s", r, x.out)
+		}
+	}
+}

@@ -41,6 +41,7 @@ func verifyPlan(c *call) int {
 	r := c.planRef()
 	t := c.tableArg(0, verifyKeys, "p:verify{collective = \"allgather\", window = w, n = n}", true)
 	c.windowField(t, r.p)
+	c.checkResets(r)
 	coll := verify.Collective{Kind: c.strField(t, "collective", ""), N: c.field(t, "n", 0), Root: int(c.field(t, "root", 0))}
 	switch coll.Kind {
 	case "", "allgather", "alltoall", "broadcast", "reduce_scatter", "allreduce":

@@ -2,7 +2,9 @@ package luabind
 
 import (
 	"fmt"
+	"github.com/luacoll/luacoll/engine/plan"
 	"math"
+	"strings"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
@@ -119,6 +121,29 @@ func (c *call) barSlot(w *window.Window, i, def int) int {
 		c.reserved(w, i, "barrier", id)
 	}
 	return id
+}
+
+// checkReserved refuses to replay plan r where a persistent all-gather
+// made after it owns a slot its ops use (one made before refused them as
+// they were recorded).
+func (c *call) checkReserved(r *planRef) {
+	w := r.p.Window()
+	sig, bar, ok := c.s.Comm.ReservedSlots(w)
+	if !ok {
+		return
+	}
+	for _, o := range r.p.Ops() {
+		usesSig := o.Kind.HasSignal() || o.Kind == plan.WaitSignal || o.Kind == plan.WaitSignalFrom
+		usesBar := o.Kind == plan.Barrier || o.Kind == plan.BarrierPeer
+		if (usesSig && o.Sig == sig) || (usesBar && o.Bar == bar) {
+			what, id := "signal", sig
+			if usesBar {
+				what, id = "barrier", bar
+			}
+			c.fail("plan %d (made at %s) uses %s slot %d (op %s at %s), which the persistent all-gather on window %d made after it owns until ag:destroy()",
+				r.num, r.site, what, id, o.Kind, o.Site, w.ID())
+		}
+	}
 }
 
 func (c *call) reserved(w *window.Window, i int, what string, id int) {
@@ -259,13 +284,13 @@ func windowSignalCounterEntries() []*Entry {
 			c.s.plans.noteCounter(w, peer, ctr, 0, true)
 			return 0
 		}),
-		fn("w:reset_signals", "()", "", g, "Enqueues zeroing of this rank's whole inbox (the caller guarantees that no peer is signalling it).", func(c *call) int {
+		fn("w:reset_signals", "()", "", g, "Enqueues zeroing of this rank's whole inbox (the caller guarantees that no peer is signalling it). Refused while a persistent all-gather owns a slot of the window. Plans recorded on the window before it no longer run or verify (their waits count from the values it wipes): record them again.", func(c *call) int {
 			w := c.win()
 			if sig, _, ok := c.s.Comm.ReservedSlots(w); ok {
 				c.fail("the persistent all-gather on window %d owns signal slot %d until ag:destroy(): resetting the inbox would corrupt it", w.ID(), sig)
 			}
 			c.check(w.ResetSignals())
-			c.s.plans.noteReset(w)
+			c.s.plans.noteReset(w, strings.TrimSuffix(c.L.Where(1), ":"))
 			return 0
 		}),
 	}

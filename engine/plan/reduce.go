@@ -59,7 +59,8 @@ func (o *Op) setReduceField(name, val string) (bool, error) {
 
 // checkReduce is Shape.Check for a reduction: the ranges, whole elements,
 // offsets aligned to the element (every buffer and the window's data
-// start on a page), and no overlap of a local reduce's ranges.
+// start on a page), and no overlap of a reduction's ranges in one memory
+// (a local reduce's, or a reduce_from of this rank's own window into it).
 func (s Shape) checkReduce(me int, o Op, peer func() error, remote func(string) error, local func(string, string, uint64, uint64) error) error {
 	bad := func(arg, format string, a ...any) error {
 		return &window.ArgError{Arg: arg, Msg: fmt.Sprintf(format, a...)}
@@ -70,6 +71,10 @@ func (s Shape) checkReduce(me int, o Op, peer func() error, remote func(string) 
 		err = first(peer, func() error { return remote("src_off") }, func() error { return local("dst_off", "n", o.BufOff, o.N) })
 		if err == nil && o.Off%sz != 0 {
 			err = bad("src_off", "not aligned to the %d-byte %s elements", sz, o.DType)
+		}
+		if err == nil && o.Peer == me && o.Buf == WindowBuf && o.N > 0 && o.Off < o.BufOff+o.N && o.BufOff < o.Off+o.N {
+			// From this rank's own window into itself.
+			err = bad("dst", "%d bytes at offset %d overlap the source (offset %d of the same window)", o.N, o.BufOff, o.Off)
 		}
 	} else {
 		err = local("dst_off", "n", o.BufOff, o.N)
