@@ -65,7 +65,7 @@ func agpEntries() []*Entry {
 			newAllGather),
 		exec,
 		fn("ag:info", "()", "table", g,
-			"A table saying what runs: algo_requested, algo, path, state (strings), graph (a boolean), signal_slot and barrier_slot (the slots it owns, numbers); nodes, ranks_per_node, direct_up_to (auto on several nodes) and staged_up_to (window operations: execs staged with no guard barrier up to this n per rank); on CUDA also sync and execs (a number) and, in graph mode, graph_nodes (the captured nodes per exec by type, as \"kernel=1 memcpy=2\"); and, when the request was changed, note.",
+			"A table saying what runs: algo_requested, algo, path, state (strings), graph (a boolean), signal_slot and barrier_slot (the slots it owns, numbers); nodes, ranks_per_node, direct_up_to (auto on several nodes), ring_from (auto on the CUDA proxy path: execs of at least this n per rank run ring), staged_up_to (window operations: execs staged with no guard barrier up to this n per rank) and staged (where staged execs run in two levels); on CUDA also sync and execs (a number) and, in graph mode, graph_nodes (the captured nodes per exec by type, as \"kernel=1 memcpy=2\"); and, when the request was changed, note.",
 			func(c *call) int {
 				t := c.L.NewTable()
 				for k, v := range c.agp().ag.Info() {
@@ -84,7 +84,11 @@ func agpEntries() []*Entry {
 		fn("ag:protocol", "(n)", "string", g,
 			"How an exec of n bytes per rank moves its data, as each row of `bench allgather` names it: on CUDA \"lines\" (flagged 16-byte lines into the peers' staging, no handshake), \"staged\" (each block's part of the chunk into the peers' staging, then a flag; copied into place on arrival), \"kernel\" (one kernel: handshake, SM puts, handshake), \"ce+kernel\" (copy-engine puts beside a copy kernel) or \"ce\" (copy engines between one-thread sync kernels); \"proxy\" where the host drives the network in graph mode; on the host backend \"host\" (direct copies), else the algorithm of the window operations (\"direct\", \"ring\", \"hier\", \"staged\" for staged direct execs, \"staged-hier\" for those staged in two levels).",
 			func(c *call) int {
-				c.L.Push(lua.LString(c.agp().ag.Protocol(c.u64(0))))
+				ag := c.agp().ag
+				if ag.Destroyed() {
+					c.fail("the all-gather was destroyed (ag:destroy())")
+				}
+				c.L.Push(lua.LString(ag.Protocol(c.u64(0))))
 				return 1
 			}),
 		fn("ag:destroy", "()", "", g,

@@ -173,7 +173,7 @@ func rankCollectiveEntries() []*Entry {
 			c.check(c.s.Comm.Barrier(c.ctx()))
 			return 0
 		}),
-		fn("lc.allgather", "(v)", "table", g, "**collective**: gathers a small value (nil, boolean, number, string, or nested tables of those) from every rank; returns a list indexed 1..size (entry r+1 is rank r's).", func(c *call) int {
+		fn("lc.allgather", "(v)", "table", g, "**collective**: gathers a small value (nil, boolean, number, string, or tables of those nested at most 16 deep) from every rank; returns a list indexed 1..size (entry r+1 is rank r's).", func(c *call) int {
 			data, err := encodeValue(c.get(0), 0)
 			if err != nil {
 				c.badArg(0, "%v", err)
@@ -309,7 +309,7 @@ func constructorEntries() []*Entry {
 			c.s.push(&bufferRef{b: b}, "b")
 			return 1
 		}),
-		fn("lc.window", "{bytes, signals=8, counters=8, barriers=4, timeout_ms=--timeout, path=\"auto\", ipc=\"auto\"}", "window", "Windows",
+		fn("lc.window", "{bytes, signals=8, counters=8, barriers=4, timeout_ms=--timeout, path=\"auto\", ipc=\"auto\", symmetric=\"auto\"}", "window", "Windows",
 			"**collective**: every rank gets a data buffer of `bytes` bytes that every peer can write and read, `signals` signal slots per peer, `counters` local-completion counters per peer and `barriers` barrier slots; waits time out after `timeout_ms` (default: the job's --timeout, 10 s unless given). `path` (CUDA) is \"ce\" (copy engines and stream memory operations), \"sm\" (kernels) or \"auto\". `ipc` (CUDA) is how the memory is shared with the peers: \"legacy\" (CUDA IPC handles), \"vmm\" (cuMemCreate memory passed as file descriptors over Unix sockets) or \"auto\" (the job's `--ipc`; by default vmm in a symmetric window where every rank can map one, else legacy); host windows are shared memory whatever it says. `symmetric` (CUDA) true maps every rank's part in one reserved virtual range at base + rank*stride (VMM memory of the same size on every rank), false keeps a table of separate mappings, \"auto\" (the job's `--symmetric`, auto by default) is true wherever every rank can; `w:info()` says which and why.",
 			newWindow),
 		fn("lc.timer", "()", "timer", "Timing", "A timer whose start and stop are enqueued on the rank's stream (CUDA events on a GPU).", func(c *call) int {
@@ -502,7 +502,7 @@ func encodeValue(v lua.LValue, depth int) ([]byte, error) {
 
 func encodeInto(b *bytes.Buffer, v lua.LValue, depth int) error {
 	if depth > 16 {
-		return fmt.Errorf("tables nested deeper than 16")
+		return fmt.Errorf("tables nested deeper than 16 (or a table that contains itself)")
 	}
 	switch x := v.(type) {
 	case *lua.LNilType:
@@ -586,7 +586,7 @@ func decodeValue(L *lua.LState, d []byte, depth int) (lua.LValue, []byte, error)
 		return lua.LString(r[:n]), r[n:], nil
 	case 'T':
 		if depth > 16 {
-			return nil, nil, fmt.Errorf("tables nested deeper than 16")
+			return nil, nil, fmt.Errorf("tables nested deeper than 16 (or a table that contains itself)")
 		}
 		t := L.NewTable()
 		for {

@@ -320,6 +320,11 @@ func planEntries() []*Entry {
 				r := c.planRef()
 				t := c.tableArg(0, []string{"times", "window"}, "p:run{times = 100}", true)
 				c.windowField(t, r.p)
+				if t != nil {
+					if v, ok := t.RawGetString("times").(lua.LNumber); ok && (v < 1 || v > 1<<31) {
+						c.fail("bad argument 'times' (%v: want 1..2^31)", v)
+					}
+				}
 				times := c.field(t, "times", 1)
 				if times < 1 || times > 1<<31 {
 					c.fail("bad argument 'times' (%d: want 1..2^31)", times)

@@ -490,3 +490,33 @@ try(function() q:verify{} end)
 		}
 	}
 }
+
+// What the reference promises of small things: help names an entry only
+// under its own receiver, ag:protocol is refused after ag:destroy, and
+// p:run's times names its range.
+func TestDocPromises(t *testing.T) {
+	reg := NewRegistry()
+	if _, ok := reg.Help("b:put"); ok {
+		t.Error(`help("b:put") found an entry: buffers have no put`)
+	}
+	for _, name := range []string{"window:put", "put", "w.put"} {
+		if e := reg.Lookup(name); e == nil || e.Name != "w:put" {
+			t.Errorf("Lookup(%q) = %v, want w:put", name, e)
+		}
+	}
+	res := runLua(t, 1, `
+local w = lc.window{ bytes = 4096 }
+local ag = lc.allgather_persistent{ window = w }
+ag:destroy()
+print(pcall(function() return ag:protocol(64) end))
+local q = lc.plan(function() w:fence() end)
+print(pcall(function() q:run{ times = -1 } end))
+print(pcall(function() q:run{ times = 2^31 + 1 } end))
+`)
+	out := res[0].out
+	for _, want := range []string{"ag:protocol: the all-gather was destroyed", "bad argument 'times' (-1: want 1..2^31)", "bad argument 'times' (2147483649: want 1..2^31)"} {
+		if res[0].err != nil || !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s (%v)", want, out, res[0].err)
+		}
+	}
+}

@@ -104,17 +104,24 @@ func (r *Registry) Lookup(name string) *Entry {
 		return e
 	}
 	name = strings.TrimPrefix(strings.TrimPrefix(name, "luacoll."), "lc.")
-	short := name
+	short, recv := name, ""
 	if i := strings.LastIndexAny(name, ".:"); i >= 0 {
-		short = name[i+1:]
+		short, recv = name[i+1:], receiverAlias[name[:i]]
 	}
 	for _, e := range r.entries {
-		if e.Short() == short {
+		// "b:put" names a buffer's put, which there is none of: it does
+		// not find w:put.
+		if e.Short() == short && (recv == "" || e.Receiver() == recv) {
 			return e
 		}
 	}
 	return nil
 }
+
+// receiverAlias is the receiver an explicit prefix of a name means
+// ("window:put" is w:put).
+var receiverAlias = map[string]string{"w": "w", "window": "w", "b": "b", "buffer": "b", "p": "p", "plan": "p",
+	"ag": "ag", "allgather": "ag", "t": "t", "timer": "t"}
 
 // Methods returns the entries of one receiver ("w").
 func (r *Registry) Methods(recv string) []*Entry {
