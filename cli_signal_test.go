@@ -141,17 +141,11 @@ func TestInterruptBenchAndCheck(t *testing.T) {
 		{"check", "-n", "2", "--timeout", "60s", wait},
 	} {
 		before := shmLeftovers(t)
-		cmd := exec.Command(bin, args...)
-		cmd.Env = cleanEnv()
-		var o, e syncBuffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, e := startRun(t, 0, args...)
 		time.Sleep(1500 * time.Millisecond)
 		start := time.Now()
 		_ = cmd.Process.Signal(syscall.SIGINT)
-		waitExit(t, cmd, &e, 130, "interrupted")
+		waitExit(t, cmd, e, 130, "interrupted")
 		if took := time.Since(start); took > 5*time.Second {
 			t.Errorf("%v: took %v to stop after SIGINT", args, took)
 		}
