@@ -261,8 +261,8 @@ func (ag *Persistent) prepare() error {
 		}
 		ag.run = "direct"
 	}
-	ag.msgs = uint64(max(ag.size, 8*len(layout.groups)))
-	if share := w.Options().Bytes / uint64(ag.size); (share+1)*ag.msgs >= agRefusedN {
+	ag.msgs = uint64(max(ag.size, 8*len(layout.groups), 1))
+	if share := w.Options().Bytes / uint64(max(ag.size, 1)); (share+1)*ag.msgs >= agRefusedN {
 		return &window.ArgError{Arg: "window", Msg: fmt.Sprintf("%d bytes a rank are too many for the all-gather's signal tags at %d ranks on %d nodes (at most %d)",
 			share, ag.size, len(layout.groups), agRefusedN/ag.msgs-1)}
 	}
