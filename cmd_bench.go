@@ -461,6 +461,9 @@ func pingRow(w io.Writer, how string, r bench.BenchRow, iters int, checked bool)
 // file can be made there (it makes one and removes it): files written
 // after a run are checked before it.
 func checkWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%q is a directory: name a file", path)
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), ".luacoll-check-*")
 	if err != nil {
 		return fmt.Errorf("%q: cannot write there: %w", path, err)

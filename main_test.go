@@ -708,6 +708,14 @@ func TestBenchJSONCheckedFirst(t *testing.T) {
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Errorf("the check left %v", left)
 	}
+	// A directory where the file should go is refused before anything
+	// runs, for --json as for --trace.
+	for _, args := range [][]string{{"bench", "pingpong", "--json", dir}, {"run", "--trace", dir, "-e", "print(1)"}} {
+		r = luacoll(t, nil, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "is a directory: name a file") || r.stdout != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
+	}
 }
 
 // -n2 works like -n 2; a luacoll flag after the script goes to the script,

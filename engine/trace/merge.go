@@ -186,9 +186,31 @@ func ReadParts(dir string, n int) (parts []Part, missing []int, err error) {
 	return parts, missing, nil
 }
 
-// WriteFile writes the merged trace into path (through a temporary file
-// next to it, renamed when complete).
+// WriteFile writes the merged trace into path: through a temporary file
+// next to it, renamed when complete, where path is a regular file or
+// none; a symbolic link's target is written so; anything else there (a
+// device, a pipe) is opened and written in place, never replaced.
 func WriteFile(path string, parts []Part, exits []Exit) (Summary, error) {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		if fi.IsDir() {
+			return Summary{}, fmt.Errorf("trace: %s is a directory", path)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return Summary{}, fmt.Errorf("trace: %w", err)
+		}
+		s, err := Write(f, parts, exits)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return s, fmt.Errorf("trace: writing %s: %w", path, err)
+		}
+		return s, nil
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".luacoll-trace-*")
 	if err != nil {
 		return Summary{}, fmt.Errorf("trace: %w", err)
