@@ -302,6 +302,40 @@ func newWord(k Knob, words ...string) *WordKnob {
 	return w
 }
 
+// newWordChecked is a word knob whose values check reads (any text it
+// takes).
+func newWordChecked(k Knob, check func(string) error) *WordKnob {
+	w := &WordKnob{}
+	k.check = check
+	w.Knob = add(&k)
+	return w
+}
+
+// checkTransport checks LUACOLL_TRANSPORT's form, as the transport's
+// ParseOverride reads it once the job's size is known: items KIND or
+// PEER=KIND, comma-separated, PEER a rank or *, KIND shm, nvl or net.
+func checkTransport(v string) error {
+	for _, item := range strings.Split(v, ",") {
+		peer, kind, found := strings.Cut(strings.TrimSpace(item), "=")
+		if !found {
+			peer, kind = "*", peer
+		}
+		switch strings.TrimSpace(kind) {
+		case "shm", "nvl", "net":
+		case "self":
+			return fmt.Errorf("%q: self cannot be forced", item)
+		default:
+			return fmt.Errorf("%q: want net (every other peer) or a list like 1=net,3=shm (kinds shm, nvl, net; * for every other peer)", item)
+		}
+		if p := strings.TrimSpace(peer); p != "*" {
+			if n, err := strconv.Atoi(p); err != nil || n < 0 {
+				return fmt.Errorf("%q: peer %q is not a rank", item, p)
+			}
+		}
+	}
+	return nil
+}
+
 // Words returns the values the knob takes (nil: any text).
 func (w *WordKnob) Words() []string { return slices.Clone(w.words) }
 

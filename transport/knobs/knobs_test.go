@@ -40,6 +40,22 @@ func TestLoadRefusesBadValues(t *testing.T) {
 	}
 }
 
+// LUACOLL_TRANSPORT is checked for its form as the others are: a bad
+// one is refused where the job starts, naming the variable.
+func TestTransportForm(t *testing.T) {
+	for _, good := range []string{"net", "*=net", "1=net,3=shm", " 2 = nvl , * = net"} {
+		if err := Load(env(map[string]string{Transport.Name: good})).Err(); err != nil {
+			t.Errorf("%q: %v", good, err)
+		}
+	}
+	for bad, want := range map[string]string{"abc": "want net", "self": "self cannot be forced", "x=net": `peer "x" is not a rank`, "1=net,2=wire": `"2=wire"`} {
+		err := Load(env(map[string]string{Transport.Name: bad})).Err()
+		if err == nil || !strings.Contains(err.Error(), "LUACOLL_TRANSPORT=") || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error naming the variable and %q", bad, err, want)
+		}
+	}
+}
+
 // The typed readers read the process's set back, empty means unset, and
 // Or gives the default where a knob is unset.
 func TestTypedReaders(t *testing.T) {

@@ -47,8 +47,8 @@ var (
 // Debug knobs (few: each forces a choice or turns an optimisation off).
 var (
 	// Transport forces peer classes.
-	Transport = newWord(Knob{Name: "LUACOLL_TRANSPORT", Class: Debug, Default: "discovery",
-		Doc: "force peer classes: net (every other peer) or a list like 1=net,3=shm (* for every other peer)"})
+	Transport = newWordChecked(Knob{Name: "LUACOLL_TRANSPORT", Class: Debug, Default: "discovery",
+		Doc: "force peer classes: net (every other peer) or a list like 1=net,3=shm (* for every other peer)"}, checkTransport)
 	// AGPProtocol forces one protocol of the CUDA all-gather.
 	AGPProtocol = newWord(Knob{Name: "LUACOLL_AGP_PROTOCOL", Class: Debug, Default: "auto",
 		Doc: "force one protocol of the CUDA all-gather (paths auto and sm) on every exec (scripts/bench/ag-crossover.sh)"},
