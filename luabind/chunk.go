@@ -376,7 +376,9 @@ func Incomplete(chunk string) bool {
 	if parses("return " + chunk) {
 		return false
 	}
-	return errorAtEOF(chunk)
+	// An expression cut after an operator ("1 +") fails at its first
+	// token as a statement, at the end only as the expression it is.
+	return errorAtEOF(chunk) || errorAtEOF("return "+chunk)
 }
 
 func parses(src string) (ok bool) {
