@@ -48,7 +48,7 @@ func TestTuningDocsComeFromTheRegistry(t *testing.T) {
 func TestEnvironmentNamesAreRegistered(t *testing.T) {
 	for _, name := range []string{launch.EnvRank, launch.EnvSize, launch.EnvLocalRank, launch.EnvLocalSize, launch.EnvNode,
 		launch.EnvAddr, launch.EnvJob, launch.EnvListenFD, launch.EnvPrefixed, launch.EnvProgressFD, launch.EnvMPS,
-		launch.EnvDeviceIndex, launch.EnvLogicalNode, launch.EnvShmDir, launch.EnvScriptFD, launch.EnvScriptName,
+		launch.EnvDeviceIndex, launch.EnvLogicalNode, launch.EnvShmDir, launch.EnvScriptFD, launch.EnvScriptName, launch.EnvJoinFD, launch.EnvReportDir,
 		bootstrap.EnvJobSecret, repl.EnvControl, trace.EnvDir} {
 		if !launchenv.Known(name) {
 			t.Errorf("%s is not in launchenv.Vars", name)
