@@ -372,10 +372,10 @@ func benchPutTable(ctx context.Context, c *engine.Comm, header string, lo, hi ui
 	at.sizes = sizes
 	if me == 0 {
 		fmt.Fprintln(stdout, header)
-		ref := "ref = plain in-process copy of the same size"
+		ref := "ref = in-process copy of the same size, as the host stream copies"
 		switch {
 		case c.Opts.Device == "cuda" && c.Rank.Topo.AnyNet():
-			ref = "peers over the network: the host runs the puts (proxy path), timed by the wall clock; ref = plain in-process copy of the same size"
+			ref = "peers over the network: the host runs the puts (proxy path), timed by the wall clock; ref = in-process copy of the same size, as the host stream copies"
 		case c.Opts.Device == "cuda":
 			ref = "ref = cuMemcpyAsync of the same bytes to the peer's memory (peer copy); both timed by events on the device"
 		}

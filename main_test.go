@@ -544,7 +544,7 @@ func TestBenchHostRuns(t *testing.T) {
 		t.Fatalf("%d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	// The legend names the ref column as the table does.
-	if !strings.Contains(r.stdout, "ref GB/s") || !strings.Contains(r.stdout, "; ref = plain in-process copy of the same size") {
+	if !strings.Contains(r.stdout, "ref GB/s") || !strings.Contains(r.stdout, "; ref = in-process copy of the same size, as the host stream copies") {
 		t.Errorf("legend and column disagree:\n%s", r.stdout)
 	}
 	rows := tableRows(r.stdout, 6) // size time put ref ratio #wrong

@@ -55,7 +55,7 @@ func TestIncomplete(t *testing.T) {
 		{"x = 'abc\\", true}, // unless the line ends with a backslash
 		{")", false},
 		{"=(1 +", true},
-		{"1 +", true},         // a bare expression cut after an operator
+		{"1 +", true}, // a bare expression cut after an operator
 		{"lc.rank +", true},
 		{"1 + + 2", false},
 		{"x = 'abc' ..", true},

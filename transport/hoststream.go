@@ -674,3 +674,18 @@ func (s *HostStream) Close() {
 // caches: a quarter of HostCacheBytes (docs/results/host.md, "Puts of up
 // to a quarter of the cache through the caches", has the measurements).
 func hostCachedMax() uint64 { return HostCacheBytes() / 4 }
+
+// HostCopier returns a copy that moves bytes as a host stream copies a
+// put's: through the caches up to a quarter of the cache, else as Memmove
+// does (a benchmark's reference for the host's puts; the cache's size is
+// read once, here).
+func HostCopier() func(dst, src []byte) {
+	limit := hostCachedMax()
+	return func(dst, src []byte) {
+		if uint64(len(src)) <= limit {
+			MemmoveCached(dst, src)
+			return
+		}
+		Memmove(dst, src)
+	}
+}

@@ -33,7 +33,8 @@ type BenchRow struct {
 }
 
 // BenchPut measures put bandwidth from rank 0 into rank 1's window for
-// each size, against a plain in-process copy of the same size measured in
+// each size, against an in-process copy of the same size (as the host
+// stream copies; on CUDA a raw peer copy) measured in
 // the same run. Data is checked after every size. Rank 0 returns the rows.
 //
 // With bidir, ranks 0 and 1 put to each other at the same time (every
@@ -68,9 +69,9 @@ func BenchPut(ctx context.Context, c *engine.Comm, sizes []uint64, iters int, pa
 		}
 		defer scratch.Free()
 	}
-	// The reference on the host: two private buffers and a plain copy
-	// (also on a GPU whose peers are reached over the network: the host
-	// runs those puts).
+	// The reference on the host: two private buffers and the copy a host
+	// stream makes of a put's bytes (also on a GPU whose peers are reached
+	// over the network: the host runs those puts).
 	netJob := c.Rank.Topo != nil && c.Rank.Topo.AnyNet()
 	var ra, rb []byte
 	if _, ok := c.Backend.(refCopier); !ok || netJob {
@@ -172,12 +173,13 @@ func (b *putBench) time(n uint64, row *BenchRow) error {
 	rc, onDevice := b.c.Backend.(refCopier)
 	onDevice = onDevice && !b.netJob
 	put := func() (float64, error) { return b.put(peer, n, onDevice) }
+	hostCopy := transport.HostCopier()
 	ref := func() (float64, error) {
 		if err := b.start(); err != nil {
 			return 0, err
 		}
 		t0 := time.Now()
-		copy(b.rb[:n], b.ra[:n])
+		hostCopy(b.rb[:n], b.ra[:n])
 		return time.Since(t0).Seconds(), nil
 	}
 	if onDevice {
