@@ -415,7 +415,9 @@ func (b *agBench) measure(s agSize, runSeed uint64, what string, op func() error
 func (b *agBench) measureSize(si int, size uint64) (AGBenchRow, error) {
 	n := AGChunk(size, b.N)
 	s := agSize{total: size, n: n, seed: uint64(si+1)<<32 | uint64(b.me)<<16}
-	row := AGBenchRow{Bytes: n * b.N, Count: n * b.N, Type: "uint8"}
+	// count is the elements each rank sends, as nccl-tests' all_gather
+	// prints it (size is the whole output).
+	row := AGBenchRow{Bytes: n * b.N, Count: n, Type: "uint8"}
 	ours, builtins, theirs, err := b.measureRounds(s, &row)
 	if err != nil {
 		return row, err

@@ -211,6 +211,9 @@ func benchReduceSize(ctx context.Context, c *engine.Comm, cfg RedBenchConfig, w 
 	row := RedBenchRow{Bytes: size, Count: size / esz, Type: cfg.Type.String(), RedOp: cfg.Op.String()}
 	n, outOff, outLen, first := size, uint64(0), size, uint64(0)
 	if cfg.Coll == CollReduceScatter {
+		// count is each rank's share, as nccl-tests' reduce_scatter
+		// prints it.
+		row.Count = size / N / esz
 		n = size / N
 		outOff, outLen, first = uint64(me)*n, n, uint64(me)*n/esz
 	}
