@@ -135,6 +135,15 @@ func TestHierClosedForm(t *testing.T) {
 		(nodes-1)*pieces*(per-1)*(loc.AlphaNs+l*loc.BetaNs)
 	near(t, "hier, closed form", res.Time, closed, 0.05)
 	checkPath(t, res)
+	// The model lacks nvl, which these lists never use: nothing borrowed.
+	// With the local ranks on nvl, it is.
+	if len(res.Borrowed) != 0 {
+		t.Errorf("borrowed classes %v, want none", res.Borrowed)
+	}
+	res, err = Estimate(m, Input{Lists: hierLists(nodes, per, n, pieces), Mode: "host", Class: layout(per, transport.KindNVL)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(res.Borrowed) != 1 || res.Borrowed[0] != "nvl" {
 		t.Errorf("borrowed classes %v, want [nvl]", res.Borrowed)
 	}

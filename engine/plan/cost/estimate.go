@@ -85,6 +85,34 @@ type Result struct {
 	Ops      int
 }
 
+// usedOf keeps the classes of names (transport.PeerKind's names) that an
+// op of lists reaches a peer by (self always counts).
+func (s *sim) usedOf(lists []plan.List, names []string) []string {
+	if len(names) == 0 {
+		return names
+	}
+	used := map[string]bool{transport.KindSelf.String(): true}
+	for r, l := range lists {
+		for _, o := range l.Ops {
+			switch o.Kind {
+			case plan.SignalAll, plan.Barrier:
+				for q := range lists {
+					used[s.class(r, q).String()] = true
+				}
+			case plan.Put, plan.Get, plan.PutSignal, plan.PutCounter, plan.PutSignalCounter, plan.Signal, plan.BarrierPeer, plan.ReduceFrom:
+				used[s.class(r, o.Peer).String()] = true
+			}
+		}
+	}
+	var out []string
+	for _, n := range names {
+		if used[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // Estimate simulates one replay of every rank's list under model m: each
 // rank runs its ops in order on one stream; a put (or get, fill, signal)
 // occupies its rank's stream for its start cost plus its bytes times the
@@ -123,7 +151,7 @@ func Estimate(m *Model, in Input) (*Result, error) {
 		return nil, fmt.Errorf("cost: %w", err)
 	}
 	res := s.result()
-	res.Mode, res.Borrowed, res.Steady = in.Mode, borrowed, res.Time
+	res.Mode, res.Borrowed, res.Steady = in.Mode, s.usedOf(in.Lists, borrowed), res.Time
 	if in.Replays > 1 {
 		if res.Steady, err = steady(tab, in, in.Replays); err != nil {
 			return nil, fmt.Errorf("cost: %d replays back to back: %w", in.Replays, err)
