@@ -73,7 +73,10 @@ func Lookup(name string) (*Knob, bool) {
 // passed their knob's check; a knob set to "" counts as unset.
 type Set struct {
 	raw map[string]string
-	err error
+	// refused are the values the environment gave that their knobs
+	// cannot take (Err names them).
+	refused map[string]string
+	err     error
 }
 
 // Load reads every knob through lookup (os.LookupEnv when nil). A value a
@@ -83,7 +86,7 @@ func Load(lookup func(string) (string, bool)) *Set {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
-	s := &Set{raw: map[string]string{}}
+	s := &Set{raw: map[string]string{}, refused: map[string]string{}}
 	var errs []error
 	for _, k := range registry {
 		v, ok := lookup(k.Name)
@@ -92,6 +95,7 @@ func Load(lookup func(string) (string, bool)) *Set {
 		}
 		if err := k.check(v); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: %w", k.Name, v, err))
+			s.refused[k.Name] = v
 			continue
 		}
 		s.raw[k.Name] = v
@@ -136,7 +140,8 @@ type Entry struct {
 	Knob *Knob
 	// Value is what the environment set, or the default.
 	Value string
-	// Source is "environment" or "default".
+	// Source is "environment", "default", or "refused" (the environment's
+	// value, which the knob cannot take: the command stops on it).
 	Source string
 }
 
@@ -147,6 +152,8 @@ func (s *Set) Effective() []Entry {
 		e := Entry{Knob: k, Value: k.Default, Source: "default"}
 		if v, ok := s.raw[k.Name]; ok {
 			e.Value, e.Source = v, "environment"
+		} else if v, ok := s.refused[k.Name]; ok {
+			e.Value, e.Source = v, "refused"
 		}
 		out = append(out, e)
 	}

@@ -25,6 +25,12 @@ func TestLoadRefusesBadValues(t *testing.T) {
 		if _, ok := s.Value(NetLanes.Knob); ok {
 			t.Errorf("NET_LANES=%s: kept", bad)
 		}
+		// info --tuning shows the refused value as such, not the default.
+		for _, e := range s.Effective() {
+			if e.Knob == NetLanes.Knob && (e.Value != bad || e.Source != "refused") {
+				t.Errorf("NET_LANES=%s: listed as %q (%s)", bad, e.Value, e.Source)
+			}
+		}
 		if v, ok := s.Value(NetStripeMin.Knob); !ok || v != "1M" {
 			t.Errorf("NET_STRIPE_MIN: %q %v, want 1M", v, ok)
 		}
