@@ -104,7 +104,7 @@ func cmdInfo(args []string, stdout, stderr io.Writer) int {
 		"whose keys are all lower case, words joined by _ (driver_version, pci_bus_id).\n"+
 		"--tuning lists the knobs (docs/tuning.md) instead: each with the value in effect and\n"+
 		"whether it came from the environment or is the default; a value a knob cannot take\n"+
-		"is named, and the exit status is then 2.", stderr)
+		"is listed as refused and named on stderr, and the exit status is then 2.", stderr)
 	asJSON := fs.Bool("json", false, "print the facts as JSON (snake_case keys)")
 	tuning := fs.Bool("tuning", false, "list the knobs with the values in effect and where they came from")
 	if code, ok := parse(fs, args, stdout); !ok {
