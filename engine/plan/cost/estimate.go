@@ -2,6 +2,7 @@ package cost
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/transport"
@@ -181,6 +182,9 @@ func (s *sim) result() *Result {
 		o := rk.ops[at.op]
 		st := Step{Rank: int(at.rank), Op: int(at.op) + 1, Kind: o.Kind, Peer: -1, Class: transport.KindSelf,
 			End: rk.end[at.op], StartCost: rk.alpha[at.op], Link: rk.end[at.op] - rk.start[at.op] - rk.alpha[at.op], Site: o.Site}
+		if math.Abs(st.Link) < 1e-6 {
+			st.Link = 0 // a difference of equal times, in floating point
+		}
 		st.Start = rk.start[at.op]
 		if hasPeer(o.Kind) {
 			st.Peer, st.Class = o.Peer, s.class(int(at.rank), o.Peer)
