@@ -520,3 +520,37 @@ print(pcall(function() q:run{ times = 2^31 + 1 } end))
 		}
 	}
 }
+
+// p:verify's ok holds for what it claims: an all-reduce whose ranks reduce
+// with different operations is not one, and barrier_peer with the rank
+// itself (which does nothing) completes no put, so overwriting the put's
+// source after it is a race.
+func TestVerifyClaims(t *testing.T) {
+	res := runLua(t, 2, `
+local me, peer = lc.rank, 1 - lc.rank
+local n = 64
+local w = lc.window{ bytes = 2 * n }
+local p = lc.plan(function()
+  w:barrier(0); w:put_signal(peer, n, w, 0, n, 0, 1, "add")
+  w:wait_signal_from(peer, 0, ">=", 1); w:flush()
+  w:reduce(w, 0, w, n, n, "i32", me == 0 and "sum" or "max"); w:barrier(0)
+end)
+print("mixed", p:verify{ collective = "allreduce", n = n }.summary)
+local a = lc.buffer(n)
+local q = lc.plan(function()
+  w:barrier(0); w:put(peer, 0, a, 0, n); w:barrier_peer(me, 0); a:fill("const", 7); w:barrier(0)
+end)
+print("self", q:verify{}.summary)
+`)
+	for r, x := range res {
+		if x.err != nil {
+			t.Fatalf("rank %d: %v", r, x.err)
+		}
+		for _, want := range []string{"mixed\t1 problems; first: postcondition: rank 1, op 5 (reduce at test.lua:8)", "reduces i32 with max where rank 0's reduce",
+			"self\t", "race:"} {
+			if !strings.Contains(x.out, want) {
+				t.Errorf("rank %d: no %q in\n%s", r, want, x.out)
+			}
+		}
+	}
+}

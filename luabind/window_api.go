@@ -178,12 +178,12 @@ func windowDataEntries() []*Entry {
 			c.L.Push(lua.LNumber(c.win().Options().Bytes))
 			return 1
 		}),
-		fn("w:put", "(peer, dst_off, src, src_off, n)", "", g, "Enqueues a copy of n bytes from local src (a buffer or this window) into peer's data buffer at dst_off.", func(c *call) int {
+		fn("w:put", "(peer, dst_off, src, src_off, n)", "", g, "Enqueues a copy of n bytes from local src (a buffer or this window) into peer's data buffer at dst_off (from this window to itself, the two ranges must not overlap).", func(c *call) int {
 			w := c.win()
 			c.check(w.Put(c.transfer()))
 			return 0
 		}),
-		fn("w:get", "(peer, src_off, dst, dst_off, n)", "", g, "Enqueues a copy of n bytes from peer's data buffer at src_off into local dst.", func(c *call) int {
+		fn("w:get", "(peer, src_off, dst, dst_off, n)", "", g, "Enqueues a copy of n bytes from peer's data buffer at src_off into local dst (from this window to itself, the two ranges must not overlap).", func(c *call) int {
 			w := c.win()
 			c.check(w.Get(c.transfer()))
 			return 0

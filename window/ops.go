@@ -45,7 +45,20 @@ func (w *Window) checkPut(t Transfer) (transport.Addr, error) {
 		// The name is built only for the error: puts are a hot path.
 		return 0, checkRange("dst_off", "n", t.PeerOff, t.N, w.opts.Bytes, w.peerBufName(t.Peer))
 	}
+	if err := w.selfOverlap(t, "src_off", "destination"); err != nil {
+		return 0, err
+	}
 	return w.srcAddr("src", t.Local, t.LocalOff, t.N)
+}
+
+// selfOverlap refuses a put or get between this rank's window and itself
+// whose two ranges overlap: a copy engine or a kernel reads and writes
+// them in no set order.
+func (w *Window) selfOverlap(t Transfer, arg, other string) error {
+	if t.Local == w.buf && t.N > 0 && t.LocalOff < t.PeerOff+t.N && t.PeerOff < t.LocalOff+t.N && t.Peer == w.r.ID() {
+		return argErr(arg, "%d bytes at offset %d overlap the %s (offset %d of the same window)", t.N, t.LocalOff, other, t.PeerOff)
+	}
+	return nil
 }
 
 // Put copies t.N bytes from the local buffer into the peer's data buffer.
@@ -81,6 +94,9 @@ func (w *Window) Get(t Transfer) error {
 	}
 	if t.Local == nil {
 		return argErr("dst", "a buffer or window is required")
+	}
+	if err := w.selfOverlap(t, "dst_off", "source"); err != nil {
+		return err
 	}
 	dst, err := w.srcAddr("dst", t.Local, t.LocalOff, t.N)
 	if err != nil {

@@ -287,6 +287,11 @@ func (s Shape) Check(me int, o Op) error {
 	switch o.Kind {
 	case Put, PutSignal, PutCounter, PutSignalCounter:
 		err = first(peer, func() error { return remote("dst_off") }, func() error { return local("src_off", "n", o.BufOff, o.N) })
+		if err == nil && o.Peer == me && o.Buf == WindowBuf && o.N > 0 && o.Off < o.BufOff+o.N && o.BufOff < o.Off+o.N {
+			// Into this rank's own window from itself: a copy engine or a
+			// kernel reads and writes it in no set order.
+			err = bad("src_off", "%d bytes at offset %d overlap the destination (offset %d of the same window)", o.N, o.BufOff, o.Off)
+		}
 		if err == nil && o.Kind.HasSignal() {
 			err = sig()
 		}
@@ -295,6 +300,9 @@ func (s Shape) Check(me int, o Op) error {
 		}
 	case Get:
 		err = first(peer, func() error { return remote("src_off") }, func() error { return local("dst_off", "n", o.BufOff, o.N) })
+		if err == nil && o.Peer == me && o.Buf == WindowBuf && o.N > 0 && o.Off < o.BufOff+o.N && o.BufOff < o.Off+o.N {
+			err = bad("dst_off", "%d bytes at offset %d overlap the source (offset %d of the same window)", o.N, o.BufOff, o.Off)
+		}
 	case Signal:
 		err = first(peer, sig)
 	case SignalAll, WaitSignal:

@@ -204,3 +204,31 @@ func (c *contrib) String(off uint64) string {
 
 // isReduceColl reports whether kind is a collective that reduces.
 func isReduceColl(kind string) bool { return kind == "reduce_scatter" || kind == "allreduce" }
+
+// sameReduction reports whether every reduction of the lists computes the
+// same element type and operation, as a reduce-scatter or all-reduce must
+// (the result is one reduction of every rank's bytes); else it adds a
+// problem naming the first that differs from the first of all.
+func sameReduction(lists []plan.List, add func(Problem)) bool {
+	var first *plan.Op
+	firstRank := 0
+	for r, l := range lists {
+		for i := range l.Ops {
+			o := &l.Ops[i]
+			if o.Kind != plan.Reduce && o.Kind != plan.ReduceFrom {
+				continue
+			}
+			if first == nil {
+				first, firstRank = o, r
+				continue
+			}
+			if o.DType != first.DType || o.RedOp != first.RedOp {
+				add(Problem{Kind: "postcondition", Rank: r, Op: i + 1, OpName: o.Kind.String(), Site: o.Site,
+					Msg: fmt.Sprintf("reduces %s with %s where rank %d's %s (%s) reduces %s with %s: a reduction of every rank's bytes takes one type and operation",
+						o.DType, o.RedOp, firstRank, first.Kind, first.Site, first.DType, first.RedOp)})
+				return false
+			}
+		}
+	}
+	return true
+}

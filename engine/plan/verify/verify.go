@@ -75,6 +75,10 @@ func Verify(lists []plan.List, opt Options) *Report {
 	if bounds {
 		return rep
 	}
+	if isReduceColl(opt.Collective.Kind) && !sameReduction(lists, add) {
+		rep.OK = false
+		return rep
+	}
 	s := newSim(lists, opt, add)
 	s.checkReplay()
 	s.collOK = s.coll.Kind != "" && s.checkCollective()
@@ -577,7 +581,13 @@ func (s *sim) step(r int) bool {
 			s.passed(r, st, i, rep, o, value)
 			st.waits = append(st.waits, i)
 		}
-	case plan.Barrier, plan.BarrierPeer:
+	case plan.BarrierPeer:
+		if o.Peer == r {
+			// With itself: the window does nothing (no fence, no flush).
+			break
+		}
+		fallthrough
+	case plan.Barrier:
 		stored := false
 		if st.phase == 0 {
 			st.depth++
