@@ -522,9 +522,10 @@ print(pcall(function() q:run{ times = 2^31 + 1 } end))
 }
 
 // p:verify's ok holds for what it claims: an all-reduce whose ranks reduce
-// with different operations is not one, and barrier_peer with the rank
-// itself (which does nothing) completes no put, so overwriting the put's
-// source after it is a race.
+// with different operations is not one; barrier_peer with the rank itself
+// (which does nothing) completes no put, so overwriting the put's source
+// after it is a race; and a fence orders a put before later signals, not
+// before the issuer's next put into the same bytes (a barrier does).
 func TestVerifyClaims(t *testing.T) {
 	res := runLua(t, 2, `
 local me, peer = lc.rank, 1 - lc.rank
@@ -541,13 +542,22 @@ local q = lc.plan(function()
   w:barrier(0); w:put(peer, 0, a, 0, n); w:barrier_peer(me, 0); a:fill("const", 7); w:barrier(0)
 end)
 print("self", q:verify{}.summary)
+local b = lc.buffer(n)
+for _, sep in ipairs{ "fence", "barrier" } do
+  local f = lc.plan(function()
+    w:barrier(0); w:put(peer, 0, a, 0, n)
+    if sep == "fence" then w:fence() else w:barrier(0) end
+    w:put(peer, 0, b, 0, n); w:flush(); w:barrier(0)
+  end)
+  print(sep, f:verify{}.ok)
+end
 `)
 	for r, x := range res {
 		if x.err != nil {
 			t.Fatalf("rank %d: %v", r, x.err)
 		}
 		for _, want := range []string{"mixed\t1 problems; first: postcondition: rank 1, op 5 (reduce at test.lua:8)", "reduces i32 with max where rank 0's reduce",
-			"self\t", "race:"} {
+			"self\t", "race:", "fence\tfalse", "barrier\ttrue"} {
 			if !strings.Contains(x.out, want) {
 				t.Errorf("rank %d: no %q in\n%s", r, want, x.out)
 			}

@@ -143,7 +143,7 @@ func (s *sim) check(owner int, vc []uint32, m *memory, a *access, list []accRef,
 			s.pool.drop(r)
 			continue
 		}
-		u := y.unorderedFor(vc)
+		u := y.unorderedFor(vc, a.by.rank)
 		ordered := u == nil || (script && y.by.rank == a.by.rank)
 		if !ordered && (a.write || y.write) {
 			s.race(owner, m, a, u)
@@ -176,17 +176,17 @@ func (m *memory) insert(r accRef, i, keep, j int) {
 	m.acc = m.acc[:keep+1+n]
 }
 
-// orderedFor reports whether a rank whose vector clock is vc is ordered
-// after access y: it has reached the clock at which y is known complete,
+// orderedFor reports whether rank who, whose vector clock is vc, is
+// ordered after access y: it has reached the clock at which y is known complete,
 // or at which the peer of y's put_signal saw its signal; and so after
 // every read y stands for (covers).
-func (y *access) orderedFor(vc []uint32) bool { return y.unorderedFor(vc) == nil }
+func (y *access) orderedFor(vc []uint32, who int) bool { return y.unorderedFor(vc, who) == nil }
 
-// unorderedFor returns the first of y and the reads it stands for that a
-// rank whose vector clock is vc is not ordered after, or nil.
-func (y *access) unorderedFor(vc []uint32) *access {
+// unorderedFor returns the first of y and the reads it stands for that
+// rank who, whose vector clock is vc, is not ordered after, or nil.
+func (y *access) unorderedFor(vc []uint32, who int) *access {
 	for x := y; x != nil; x = x.covers {
-		if !(x.done != 0 && vc[x.by.rank] >= x.done) && !(x.seenAt != 0 && vc[x.seenBy] >= x.seenAt) {
+		if !(x.done != 0 && vc[x.by.rank] >= x.done && !(x.fenced && who == x.by.rank)) && !(x.seenAt != 0 && vc[x.seenBy] >= x.seenAt) {
 			return x
 		}
 	}

@@ -250,7 +250,7 @@ func (s *sim) checkArrived() {
 		for _, r := range append(append([]accRef(nil), m.wide...), m.acc...) {
 			y := s.pool.get(r)
 			a := y.by.rank
-			if !y.write || a == b || y.orderedFor(vc) || seen[[2]int{a, y.by.op}] {
+			if !y.write || a == b || y.orderedFor(vc, b) || seen[[2]int{a, y.by.op}] {
 				continue
 			}
 			seen[[2]int{a, y.by.op}] = true

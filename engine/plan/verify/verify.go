@@ -175,6 +175,10 @@ type access struct {
 	// after this one.
 	seenBy int
 	seenAt uint32
+	// fenced: done came from a fence, which orders the write before the
+	// issuer's later signals, so it holds for whoever sees one of those,
+	// not for the issuer's own next operations (until a barrier).
+	fenced bool
 	end    *replayEnd // a read of a rank's result at the end of a replay
 	// covers is an earlier source read of the same rank that this one, a
 	// put_signal's, stands for in its memory's list (sameRead): a rank is
@@ -243,6 +247,7 @@ type rankState struct {
 	pepoch    []uint64 // pairwise epochs by id*ranks+peer
 	local     []*xfer  // not yet complete locally
 	remote    []*xfer  // puts to peers not yet fenced
+	fenced    []*xfer  // puts a fence ordered, for other ranks only (access.fenced)
 	ctr       []slotCtr
 	joins     []*snap
 	// pub is the copy of vc the last snapshot shared, stale once a join
@@ -642,6 +647,11 @@ func (s *sim) complete(st *rankState, c uint32, fence bool) {
 			}
 		}
 		st.remote = st.remote[:0]
+		// A barrier has them complete for the issuer too.
+		for _, x := range st.fenced {
+			x.dst.fenced = false
+		}
+		st.fenced = st.fenced[:0]
 	}
 }
 
@@ -685,7 +695,8 @@ func (s *sim) exec(r int, st *rankState, o *plan.Op, ref *opRef, c uint32) {
 	case plan.Fence:
 		for _, x := range st.remote {
 			if x.dst.done == 0 {
-				x.dst.done = c
+				x.dst.done, x.dst.fenced = c, true
+				st.fenced = append(st.fenced, x)
 			}
 		}
 		st.remote = st.remote[:0]
