@@ -524,8 +524,10 @@ print(pcall(function() q:run{ times = 2^31 + 1 } end))
 // p:verify's ok holds for what it claims: an all-reduce whose ranks reduce
 // with different operations is not one; barrier_peer with the rank itself
 // (which does nothing) completes no put, so overwriting the put's source
-// after it is a race; and a fence orders a put before later signals, not
-// before the issuer's next put into the same bytes (a barrier does).
+// after it is a race; a fence orders a put before later signals, not
+// before the issuer's next put into the same bytes (a barrier does); and
+// a counter wait completes only the puts whose counts it could not do
+// without (those before a reset that may still land count).
 func TestVerifyClaims(t *testing.T) {
 	res := runLua(t, 2, `
 local me, peer = lc.rank, 1 - lc.rank
@@ -551,13 +553,32 @@ for _, sep in ipairs{ "fence", "barrier" } do
   end)
   print(sep, f:verify{}.ok)
 end
+-- Counted puts complete in no set order: one count is either put's.
+local wc = lc.window{ bytes = 2 * n }
+local first = lc.plan(function()
+  wc:barrier(0); wc:put_counter(peer, 0, a, 0, n, 0, 1); wc:put_counter(peer, n, b, 0, n, 0, 1)
+  wc:wait_counter(peer, 0, ">=", 1); a:fill("const", 7); wc:wait_counter(peer, 0, ">=", 2); wc:barrier(0)
+end)
+print("counted one", first:verify{}.ok)
+local wd = lc.window{ bytes = 2 * n }
+local both = lc.plan(function()
+  wd:barrier(0); wd:put_counter(peer, 0, a, 0, n, 0, 1); wd:put_counter(peer, n, b, 0, n, 0, 1)
+  wd:wait_counter(peer, 0, ">=", 2); a:fill("const", 7); b:fill("const", 8); wd:barrier(0)
+end)
+print("counted both", both:verify{}.ok)
+local we = lc.window{ bytes = 2 * n }
+local reset = lc.plan(function()
+  we:barrier(0); we:put_counter(peer, 0, a, 0, n, 0, 1); we:reset_counter(peer, 0); we:put_counter(peer, n, b, 0, n, 0, 1)
+  we:wait_counter(peer, 0, ">=", 1); b:fill("const", 7); we:barrier(0)
+end)
+print("after reset", reset:verify{}.ok)
 `)
 	for r, x := range res {
 		if x.err != nil {
 			t.Fatalf("rank %d: %v", r, x.err)
 		}
 		for _, want := range []string{"mixed\t1 problems; first: postcondition: rank 1, op 5 (reduce at test.lua:8)", "reduces i32 with max where rank 0's reduce",
-			"self\t", "race:", "fence\tfalse", "barrier\ttrue"} {
+			"self\t", "race:", "fence\tfalse", "barrier\ttrue", "counted one\tfalse", "counted both\ttrue", "after reset\tfalse"} {
 			if !strings.Contains(x.out, want) {
 				t.Errorf("rank %d: no %q in\n%s", r, want, x.out)
 			}

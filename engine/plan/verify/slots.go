@@ -203,13 +203,19 @@ func (s *sim) wait(r int, st *rankState, o *plan.Op, v uint64) bool {
 			return false
 		}
 		// The puts whose counts the wait needed have completed locally.
+		// They complete in no set order: a put is known complete when the
+		// others' counts (those before a reset that may still land
+		// included) cannot reach the value without it.
 		c := st.vc[r] + 1 // the clock this op gets
-		upto := len(k.hist)
-		if o.Cmp == transport.CmpGe || o.Cmp == transport.CmpGt {
-			upto = sort.Search(len(k.hist), func(i int) bool { return o.Cmp.Holds(k.hist[i].val, v) }) + 1
-			upto = min(upto, len(k.hist))
+		need, ge := v, o.Cmp == transport.CmpGe || o.Cmp == transport.CmpGt
+		if o.Cmp == transport.CmpGt {
+			need = v + 1
 		}
-		for _, e := range k.hist[:upto] {
+		total := k.val + k.stale
+		for _, e := range k.hist {
+			if ge && total-e.add >= need {
+				continue // the others could have met the wait
+			}
 			if e.x.src.done == 0 {
 				e.x.src.done = c
 			}

@@ -17,7 +17,11 @@ import (
 //     writes its destination at some later time. It has completed locally
 //     (source reusable, a get's destination written, a put to the rank
 //     itself written) after a later flush, a barrier, or a wait_counter
-//     that its counter satisfied. Its data is known to have arrived at a
+//     that the other puts counted on its counter (those before a
+//     reset_counter that may still land included) could not satisfy
+//     without it: counted puts complete in no set order. A fence orders
+//     it before the rank's later signals, for whoever sees them, not
+//     before the rank's own next operations. Its data is known to have arrived at a
 //     peer only by whoever has seen a signal that orders it: its own
 //     put_signal's signal, any signal of its rank after a later fence, or
 //     the stores of a later barrier (a barrier fences and flushes first).
@@ -234,7 +238,8 @@ type xfer struct {
 }
 
 type ctrEntry struct {
-	val uint64
+	val uint64 // the counter's count with this put's
+	add uint64 // this put's own
 	x   *xfer
 }
 
@@ -263,6 +268,9 @@ type rankState struct {
 type slotCtr struct {
 	val  uint64
 	hist []ctrEntry
+	// stale is what puts issued before the last reset_counter, not known
+	// complete then, may still add: they land in no set order.
+	stale uint64
 }
 
 type sim struct {
@@ -667,7 +675,7 @@ func (s *sim) exec(r int, st *rankState, o *plan.Op, ref *opRef, c uint32) {
 		if o.Kind.HasCounter() {
 			k := &st.ctr[o.Peer*s.sh.Counters+o.Ctr]
 			k.val += o.CtrValue
-			k.hist = append(k.hist, ctrEntry{val: k.val, x: x})
+			k.hist = append(k.hist, ctrEntry{val: k.val, add: o.CtrValue, x: x})
 		}
 		if o.Kind.HasSignal() {
 			var at *snap
@@ -691,6 +699,11 @@ func (s *sim) exec(r int, st *rankState, o *plan.Op, ref *opRef, c uint32) {
 		}
 	case plan.ResetCounter:
 		k := &st.ctr[o.Peer*s.sh.Counters+o.Ctr]
+		for _, e := range k.hist {
+			if e.x.src.done == 0 {
+				k.stale += e.add
+			}
+		}
 		k.val, k.hist = 0, nil
 	case plan.Fence:
 		for _, x := range st.remote {
