@@ -241,6 +241,16 @@ func ShapeOf(ranks int, o window.Options, bufs []uint64) Shape {
 		Buffers: append([]uint64{o.Bytes}, bufs...)}
 }
 
+// overlap reports whether [a, a+n) and [b, b+n) share a byte.
+func overlap(a, b, n uint64) bool { return n > 0 && a < b+n && b < a+n }
+
+// intoOwnWindow reports whether o, a put, get or reduce_from, moves bytes
+// between this rank's window and itself over overlapping ranges: a copy
+// engine or a kernel reads and writes them in no set order.
+func (o *Op) intoOwnWindow(me int) bool {
+	return o.Peer == me && o.Buf == WindowBuf && overlap(o.Off, o.BufOff, o.N)
+}
+
 // Check validates op's ranks, ranges and slots against shape, for an op
 // recorded on rank me. The error is a *window.ArgError naming the Lua
 // argument, as the window layer would have raised it.
@@ -287,9 +297,7 @@ func (s Shape) Check(me int, o Op) error {
 	switch o.Kind {
 	case Put, PutSignal, PutCounter, PutSignalCounter:
 		err = first(peer, func() error { return remote("dst_off") }, func() error { return local("src_off", "n", o.BufOff, o.N) })
-		if err == nil && o.Peer == me && o.Buf == WindowBuf && o.N > 0 && o.Off < o.BufOff+o.N && o.BufOff < o.Off+o.N {
-			// Into this rank's own window from itself: a copy engine or a
-			// kernel reads and writes it in no set order.
+		if err == nil && o.intoOwnWindow(me) {
 			err = bad("src_off", "%d bytes at offset %d overlap the destination (offset %d of the same window)", o.N, o.BufOff, o.Off)
 		}
 		if err == nil && o.Kind.HasSignal() {
@@ -300,7 +308,7 @@ func (s Shape) Check(me int, o Op) error {
 		}
 	case Get:
 		err = first(peer, func() error { return remote("src_off") }, func() error { return local("dst_off", "n", o.BufOff, o.N) })
-		if err == nil && o.Peer == me && o.Buf == WindowBuf && o.N > 0 && o.Off < o.BufOff+o.N && o.BufOff < o.Off+o.N {
+		if err == nil && o.intoOwnWindow(me) {
 			err = bad("dst_off", "%d bytes at offset %d overlap the source (offset %d of the same window)", o.N, o.BufOff, o.Off)
 		}
 	case Signal:

@@ -72,8 +72,7 @@ func (s Shape) checkReduce(me int, o Op, peer func() error, remote func(string) 
 		if err == nil && o.Off%sz != 0 {
 			err = bad("src_off", "not aligned to the %d-byte %s elements", sz, o.DType)
 		}
-		if err == nil && o.Peer == me && o.Buf == WindowBuf && o.N > 0 && o.Off < o.BufOff+o.N && o.BufOff < o.Off+o.N {
-			// From this rank's own window into itself.
+		if err == nil && o.intoOwnWindow(me) {
 			err = bad("dst", "%d bytes at offset %d overlap the source (offset %d of the same window)", o.N, o.BufOff, o.Off)
 		}
 	} else {
@@ -87,7 +86,7 @@ func (s Shape) checkReduce(me int, o Op, peer func() error, remote func(string) 
 		if err == nil && o.SrcOff%sz != 0 {
 			err = bad("src_off", "not aligned to the %d-byte %s elements", sz, o.DType)
 		}
-		if err == nil && o.Src == o.Buf && o.N > 0 && o.SrcOff < o.BufOff+o.N && o.BufOff < o.SrcOff+o.N {
+		if err == nil && o.Src == o.Buf && overlap(o.SrcOff, o.BufOff, o.N) {
 			err = bad("src", "%d bytes at offset %d overlap the destination (offset %d)", o.N, o.SrcOff, o.BufOff)
 		}
 	}
