@@ -77,11 +77,8 @@ type Persistent struct {
 	// On the host: the protocol's addresses (host.go); syncw is its
 	// private window.
 	host *agHost
-	// On the window's operations (sched.go): the nodes, and per sender
-	// the value of its row of the reserved slot at the end of the last
-	// exec that this rank received from it.
+	// On the window's operations (sched.go): the nodes.
 	layout agLayout
-	base   []uint64
 	// msgs is the scale of n in the tags of the window operations
 	// (sched.go, agMsgTag): more than the messages any sender sends a
 	// receiver in one exec.
@@ -190,14 +187,12 @@ func New(ctx context.Context, c *engine.Comm, w *window.Window, algo string, gra
 	// Continue the window's exec count where an earlier all-gather left it:
 	// every algorithm leaves tag(k, n) in the rows this rank received from
 	// at the last exec, so every rank finds the same k.
-	ag.base = make([]uint64, n)
 	for i := 1; i < n; i++ {
 		p := (me + i) % n
 		v, err := w.ReadSignalFrom(p, ag.sig)
 		if err != nil {
 			return nil, fmt.Errorf("rank %d: %s: %w", me, call, err)
 		}
-		ag.base[p] = v
 		if k := v >> tagNBits; k > ag.k {
 			ag.k = k
 		}

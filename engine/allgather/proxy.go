@@ -150,7 +150,7 @@ func (pg *agProxyGraph) run() {
 // step runs one exec's (or refusal's) operations on the host stream and
 // syncs it, on the driver's thread; a failure becomes the CUDA stream's.
 // After a failure, until the CUDA stream reported it, the operations are
-// still enqueued (so the exec counts and bases advance, as they do on a
+// still enqueued (so the exec counts advance, as they do on a
 // stream that skips what follows a failed operation) on a host stream
 // left failed, which skips them.
 func (pg *agProxyGraph) step(ops func() error, what string) {

@@ -34,11 +34,11 @@ import (
 // another on a window and a later all-gather finds its exec count there.
 //
 // The tag's exec field wraps every 2^23 execs, where tag(k, n) would be
-// below base and a row not written since the last wrap could hold what
-// looks like this exec's tag: the field skips 0, and the exec that wraps
-// first zeroes this rank's rows of the slot (nothing is in flight after
-// the guard barrier) and meets the others at a second barrier before
-// anything is sent, so every base is 0 again.
+// below the rows' last tags and a row not written since the last wrap
+// could hold what looks like this exec's tag: the field skips 0, and the
+// exec that wraps first zeroes this rank's rows of the slot (nothing is in
+// flight after the guard barrier) and meets the others at a second
+// barrier before anything is sent, so every row is 0 again.
 
 // agLayout is what ring and hier need to know of the job's nodes.
 type agLayout struct {
@@ -178,7 +178,6 @@ func (e *agExec) wait(p int, last bool) {
 	if last {
 		spec.Cmp = transport.CmpEq
 	}
-	ag.base[p] = spec.Value
 	ag.w.Rank().Stream.Wait(spec)
 }
 
@@ -229,10 +228,9 @@ func (ag *Persistent) nextExec() error {
 		return nil
 	}
 	st, me := ag.w.Rank().Stream, ag.me
-	for p := range ag.base {
+	for p := range ag.inbox {
 		if p != me {
 			st.Store64(ag.inbox[p], 0)
-			ag.base[p] = 0
 		}
 	}
 	if err := ag.w.Barrier(ag.bar); err != nil {
@@ -355,7 +353,6 @@ func (e *agExec) waitForwarded(p int, partners []int, m uint64) {
 			}
 			return err
 		}}
-	ag.base[p] = spec.Value
 	ag.w.Rank().Stream.Wait(spec)
 }
 

@@ -237,8 +237,7 @@ type xfer struct {
 }
 
 type ctrEntry struct {
-	val uint64 // the counter's count with this put's
-	add uint64 // this put's own
+	add uint64 // the put's count
 	x   *xfer
 }
 
@@ -568,7 +567,7 @@ func (s *sim) exec(r int, st *rankState, o *plan.Op, ref *opRef, c uint32) {
 		if o.Kind.HasCounter() {
 			k := &st.ctr[o.Peer*s.sh.Counters+o.Ctr]
 			k.val += o.CtrValue
-			k.hist = append(k.hist, ctrEntry{val: k.val, add: o.CtrValue, x: x})
+			k.hist = append(k.hist, ctrEntry{add: o.CtrValue, x: x})
 		}
 		if o.Kind.HasSignal() {
 			var at *snap
