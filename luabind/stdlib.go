@@ -37,8 +37,8 @@ func GuardStdlib(L *lua.LState) {
 	if orig, ok := L.GetField(str, "rep").(*lua.LFunction); ok {
 		L.SetField(str, "rep", L.NewFunction(func(L *lua.LState) int {
 			s, n := L.CheckString(1), L.CheckInt(2)
-			if n > 0 && uint64(len(s))*uint64(n) > MaxStringBytes {
-				L.RaiseError("string.rep: %d copies of %d bytes make %d bytes, over the %d a string may hold", n, len(s), uint64(len(s))*uint64(n), MaxStringBytes)
+			if n > 0 && len(s) > 0 && uint64(n) > MaxStringBytes/uint64(len(s)) { // len*n past the bound, without overflow
+				L.RaiseError("string.rep: %d copies of %d bytes make %.0f bytes, over the %d a string may hold", n, len(s), float64(len(s))*float64(n), MaxStringBytes)
 			}
 			L.Push(orig)
 			L.Push(L.Get(1))

@@ -37,6 +37,7 @@ func TestGuardStdlib(t *testing.T) {
 		{`return string.format("%y", 1)`, "invalid option '%y'"},
 		{`return string.format("100%")`, "it ends inside a % directive"},
 		{`return string.rep("x", 2^40)`, "string.rep: 1099511627776 copies of 1 bytes make 1099511627776 bytes, over the 1073741824"},
+		{`return string.rep("abcd", 2^62)`, "string.rep: 4611686018427387904 copies of 4 bytes make 18446744073709551616 bytes"}, // no wrap to 0
 	} {
 		err := L.DoString(c.code)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
