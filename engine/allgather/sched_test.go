@@ -81,21 +81,36 @@ func TestAllGatherSchedulesAcrossTheWrap(t *testing.T) {
 	}
 }
 
+// newRing makes a ring all-gather on a window of 1 KiB (its waits' timeout
+// given) and a 256-byte source.
+func newRing(ctx context.Context, c *engine.Comm, timeout time.Duration) (*window.Buffer, *allgather.Persistent, error) {
+	w, err := c.NewWindow(ctx, "w", window.Options{Bytes: 1024, Signals: 2, Counters: 1, Barriers: 2, Timeout: timeout})
+	if err != nil {
+		return nil, nil, err
+	}
+	src, err := c.NewBuffer(256)
+	if err != nil {
+		return nil, nil, err
+	}
+	ag, err := allgather.New(ctx, c, w, "ring", false)
+	return src, ag, err
+}
+
+// rankOne is one for rank 1, other for the rest.
+func rankOne(r int, one, other uint64) uint64 {
+	if r == 1 {
+		return one
+	}
+	return other
+}
+
 // A rank that passes another n fails its ring neighbour's last wait at
 // once, naming both sizes.
 func TestAllGatherRingMismatch(t *testing.T) {
 	n := []uint64{64, 128}
 	errs := enginetest.WithComms(t, 2, engine.Options{Device: "host", Timeout: 20 * time.Second}, func(r int, c *engine.Comm) error {
 		ctx := context.Background()
-		w, err := c.NewWindow(ctx, "w", window.Options{Bytes: 1024, Signals: 2, Counters: 1, Barriers: 2, Timeout: 10 * time.Minute})
-		if err != nil {
-			return err
-		}
-		src, err := c.NewBuffer(256)
-		if err != nil {
-			return err
-		}
-		ag, err := allgather.New(ctx, c, w, "ring", false)
+		src, ag, err := newRing(ctx, c, 10*time.Minute)
 		if err != nil {
 			return err
 		}
@@ -127,20 +142,12 @@ func TestAllGatherRingRefusedForwardsNothing(t *testing.T) {
 		n    func(r int) uint64 // 0: rank r refuses
 		want string
 	}{
-		{"refused", func(r int) uint64 { return map[int]uint64{1: 0}[r] + map[bool]uint64{true: 64}[r != 1] }, "rank 1 refused it"},
-		{"other n", func(r int) uint64 { return map[bool]uint64{true: 128, false: 64}[r == 1] }, "rank 1 passed n=128, this rank n=64"},
+		{"refused", func(r int) uint64 { return rankOne(r, 0, 64) }, "rank 1 refused it"},
+		{"other n", func(r int) uint64 { return rankOne(r, 128, 64) }, "rank 1 passed n=128, this rank n=64"},
 	} {
 		errs := enginetest.WithComms(t, 3, engine.Options{Device: "host", Timeout: 20 * time.Second}, func(r int, cm *engine.Comm) error {
 			ctx := context.Background()
-			w, err := cm.NewWindow(ctx, "w", window.Options{Bytes: 1024, Signals: 2, Counters: 1, Barriers: 2, Timeout: time.Second})
-			if err != nil {
-				return err
-			}
-			src, err := cm.NewBuffer(256)
-			if err != nil {
-				return err
-			}
-			ag, err := allgather.New(ctx, cm, w, "ring", false)
+			src, ag, err := newRing(ctx, cm, time.Second)
 			if err != nil {
 				return err
 			}
