@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/luacoll/luacoll/transport/knobs"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/luacoll/luacoll/transport/launchenv"
@@ -132,34 +132,23 @@ func ParseOverride(s string, rank, size int) ([]int, error) {
 	if s == "" {
 		return out, nil
 	}
-	for _, item := range strings.Split(s, ",") {
-		item = strings.TrimSpace(item)
-		peer, kind, found := strings.Cut(item, "=")
-		if !found {
-			peer, kind = "*", item
-		}
-		k, err := ParseKind(strings.TrimSpace(kind))
-		if err != nil {
-			return nil, fmt.Errorf("%s=%q: %w", OverrideEnv, s, err)
-		}
-		if k == KindSelf {
-			return nil, fmt.Errorf("%s=%q: self cannot be forced", OverrideEnv, s)
-		}
-		peer = strings.TrimSpace(peer)
-		if peer == "*" {
+	items, err := knobs.TransportItems(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s=%q: %w", OverrideEnv, s, err)
+	}
+	for _, it := range items {
+		k, _ := ParseKind(it.Kind) // shm, nvl or net: TransportItems takes no other
+		switch {
+		case it.Peer < 0:
 			for i := range out {
 				if i != rank {
 					out[i] = int(k)
 				}
 			}
-			continue
-		}
-		p, err := strconv.Atoi(peer)
-		if err != nil || p < 0 || p >= size {
-			return nil, fmt.Errorf("%s=%q: peer %q is not a rank in 0..%d", OverrideEnv, s, peer, size-1)
-		}
-		if p != rank {
-			out[p] = int(k)
+		case it.Peer >= size:
+			return nil, fmt.Errorf("%s=%q: peer %d is not a rank in 0..%d", OverrideEnv, s, it.Peer, size-1)
+		case it.Peer != rank:
+			out[it.Peer] = int(k)
 		}
 	}
 	return out, nil

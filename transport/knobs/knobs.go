@@ -318,29 +318,47 @@ func newWordChecked(k Knob, check func(string) error) *WordKnob {
 	return w
 }
 
-// checkTransport checks LUACOLL_TRANSPORT's form, as the transport's
-// ParseOverride reads it once the job's size is known: items KIND or
-// PEER=KIND, comma-separated, PEER a rank or *, KIND shm, nvl or net.
+// checkTransport checks LUACOLL_TRANSPORT's form (TransportItems).
 func checkTransport(v string) error {
+	_, err := TransportItems(v)
+	return err
+}
+
+// TransportItem is one item of LUACOLL_TRANSPORT: Peer (-1: every other
+// peer) forced to Kind, "shm", "nvl" or "net".
+type TransportItem struct {
+	Peer int
+	Kind string
+}
+
+// TransportItems reads LUACOLL_TRANSPORT's items: KIND or PEER=KIND,
+// comma-separated, PEER a rank or *. Whether a rank is in the job is the
+// transport's to say (ParseOverride), once the job's size is known.
+func TransportItems(v string) ([]TransportItem, error) {
+	var out []TransportItem
 	for _, item := range strings.Split(v, ",") {
 		peer, kind, found := strings.Cut(strings.TrimSpace(item), "=")
 		if !found {
 			peer, kind = "*", peer
 		}
-		switch strings.TrimSpace(kind) {
+		it := TransportItem{Peer: -1, Kind: strings.TrimSpace(kind)}
+		switch it.Kind {
 		case "shm", "nvl", "net":
 		case "self":
-			return fmt.Errorf("%q: self cannot be forced", item)
+			return nil, fmt.Errorf("%q: self cannot be forced", item)
 		default:
-			return fmt.Errorf("%q: want net (every other peer) or a list like 1=net,3=shm (kinds shm, nvl, net; * for every other peer)", item)
+			return nil, fmt.Errorf("%q: want net (every other peer) or a list like 1=net,3=shm (kinds shm, nvl, net; * for every other peer)", item)
 		}
 		if p := strings.TrimSpace(peer); p != "*" {
-			if n, err := strconv.Atoi(p); err != nil || n < 0 {
-				return fmt.Errorf("%q: peer %q is not a rank", item, p)
+			n, err := strconv.Atoi(p)
+			if err != nil || n < 0 {
+				return nil, fmt.Errorf("%q: peer %q is not a rank", item, p)
 			}
+			it.Peer = n
 		}
+		out = append(out, it)
 	}
-	return nil
+	return out, nil
 }
 
 // Words returns the values the knob takes (nil: any text).
