@@ -60,8 +60,9 @@ func (p *accPool) drop(r accRef) {
 
 // touch checks a new access a to memory m of rank owner, made by a rank
 // whose vector clock is vc, against the accesses m remembers, and adds it.
-// Accesses that a covers and that are ordered before it are forgotten: any
-// later access ordered after a is ordered after them too.
+// Accesses that a covers and that are ordered before it are forgotten
+// (a read keeps a write it forgets as its under): any later access
+// ordered after a is ordered after them too.
 func (s *sim) touch(owner int, vc []uint32, m *memory, a *access) {
 	if a.lo >= a.hi {
 		return
@@ -113,8 +114,10 @@ func (m *memory) isWide(a *access) bool { return a.hi-a.lo >= max(m.size/10, 1) 
 
 // check checks a against the accesses list[i:j] of m, reporting races,
 // and drops those a covers and follows (any later access ordered after a
-// is ordered after them too), freeing their slots. It moves what it keeps
-// to list[i:keep] and returns keep; list[j:] stays where it is.
+// is ordered after them too), freeing their slots. A read that drops a
+// write keeps it as its under: a later read ordered after neither races
+// the write, not the read. It moves what it keeps to list[i:keep] and
+// returns keep; list[j:] stays where it is.
 func (s *sim) check(owner int, vc []uint32, m *memory, a *access, list []accRef, i, j int) int {
 	// The script's accesses between replays follow a sync, which
 	// completes all its rank's own operations; they forget nothing, as
@@ -129,12 +132,17 @@ func (s *sim) check(owner int, vc []uint32, m *memory, a *access, list []accRef,
 			continue
 		}
 		y := s.pool.get(r)
+		if w := y.under; w != nil && !a.write && w.lo < a.hi && a.lo < w.hi && !(script && w.by.rank == a.by.rank) {
+			if u := w.unorderedFor(vc, a.by.rank); u != nil {
+				s.race(owner, m, a, u)
+			}
+		}
 		if y.by.rank == a.by.rank && y.pc == a.pc {
 			list[keep] = r
 			keep++
 			continue
 		}
-		if sameRead(a, y) && (!a.by.kind.HasSignal() || a.covers == nil) {
+		if sameRead(a, y) && (!a.by.kind.HasSignal() || a.covers == nil) && a.takeUnder(y.under) {
 			// a stands for y. A put_signal's read is also ordered by its
 			// signal, which orders nothing of y: it keeps y beside it.
 			if a.by.kind.HasSignal() {
@@ -148,7 +156,7 @@ func (s *sim) check(owner int, vc []uint32, m *memory, a *access, list []accRef,
 		if !ordered && (a.write || y.write) {
 			s.race(owner, m, a, u)
 		}
-		if ordered && !script && y.lo >= a.lo && y.hi <= a.hi {
+		if ordered && !script && y.lo >= a.lo && y.hi <= a.hi && a.forgets(y) {
 			s.pool.drop(r)
 			continue
 		}
@@ -156,6 +164,33 @@ func (s *sim) check(owner int, vc []uint32, m *memory, a *access, list []accRef,
 		keep++
 	}
 	return keep
+}
+
+// forgets reports whether a, ordered after y and covering it, can stand
+// for y in its memory's list: a write for anything; a read for a read,
+// and for a write (or a read's under) as its under when it holds no
+// other.
+func (a *access) forgets(y *access) bool {
+	switch {
+	case a.write:
+		return true
+	case y.write:
+		return a.takeUnder(y)
+	}
+	return a.takeUnder(y.under)
+}
+
+// takeUnder makes w (nil: none) a's under where a has none or the same,
+// and reports whether it did.
+func (a *access) takeUnder(w *access) bool {
+	if w == nil || a.under == w {
+		return true
+	}
+	if a.under != nil {
+		return false
+	}
+	a.under = w
+	return true
 }
 
 // insert puts r into m.acc, whose [i, keep) are what touch kept of the

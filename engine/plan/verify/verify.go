@@ -187,6 +187,10 @@ type access struct {
 	// put_signal's, stands for in its memory's list (sameRead): a rank is
 	// ordered after this access only once it is ordered after that one.
 	covers *access
+	// under, on a read, is a write it covered and was ordered after,
+	// dropped from the list in its favour: a later read not ordered
+	// after it races it (check).
+	under *access
 }
 
 // snap is what a signal or barrier store carries: its writer's vector
