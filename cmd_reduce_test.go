@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,6 +95,30 @@ func TestBenchReduce(t *testing.T) {
 				t.Errorf("no plot: %v", err)
 			}
 		}
+	}
+}
+
+// Sizes below one element a rank are skipped, and named as given: 4 and
+// 8 bytes of f32 at 4 ranks (16 bytes a reduce-scatter's unit).
+func TestBenchReduceSkipped(t *testing.T) {
+	js := filepath.Join(t.TempDir(), "r.jsonl")
+	r := luacoll(t, nil, "bench", "reduce_scatter", "-n", "4", "-b", "4", "-e", "64", "-f", "2", "--iters", "2", "--json", js)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "[4 8]") {
+		t.Errorf("the table does not name the skipped sizes 4 and 8:\n%s", r.stdout)
+	}
+	data, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Skipped []uint64 `json:"skipped_sizes"`
+	}
+	first, _, _ := strings.Cut(string(data), "\n")
+	if err := json.Unmarshal([]byte(first), &meta); err != nil || fmt.Sprint(meta.Skipped) != "[4 8]" {
+		t.Errorf("skipped_sizes %v (%v), want [4 8]: %s", meta.Skipped, err, first)
 	}
 }
 

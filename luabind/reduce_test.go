@@ -92,6 +92,47 @@ func TestReduceBadInput(t *testing.T) {
 	}
 }
 
+// TestReduceScheduleBadArgs: the shipped schedules refuse a bad n,
+// opts.type or opts.op, naming it and the script's line, before they
+// signal anyone: a correct call after the refused ones still meets its
+// peers and sums right.
+func TestReduceScheduleBadArgs(t *testing.T) {
+	cases := []struct{ call, want string }{
+		{`rs.ring(w, 64, {type = "f8"})`, "reduce_scatter.ring: bad argument 'opts.type' (unknown element type \"f8\""},
+		{`rs.direct(w, 6)`, "reduce_scatter.direct: bad argument 'n' (6 bytes is not a whole number of 4-byte f32 elements)"},
+		{`rs.push(w, 64, {op = "avg"})`, "reduce_scatter.push: bad argument 'opts.op'"},
+		{`rs.auto(w, 1.5)`, "reduce_scatter.auto: bad argument 'n' (1.5:"},
+		{`ar.one_shot(w, 64, {op = "avg"})`, "all_reduce.one_shot: bad argument 'opts.op'"},
+		{`ar.ring(w, 64, {type = "f8"})`, "all_reduce.ring: bad argument 'opts.type'"},
+		{`ar.two_shot_pull(w, 6)`, "all_reduce.two_shot_pull: bad argument 'n'"},
+		{`ar.auto(w, -8)`, "all_reduce.auto: bad argument 'n' (-8:"},
+	}
+	var code strings.Builder
+	code.WriteString("local lc = require('luacoll')\nlocal rs, ar = require('reduce_scatter'), require('all_reduce')\nlocal w = lc.window{bytes = 65536}\n")
+	for _, c := range cases {
+		fmt.Fprintf(&code, "do local ok, err = pcall(function() %s end); assert(not ok); print(err) end\n", c.call)
+	}
+	code.WriteString("local b = w:buffer(); for i = 0, 31 do b:set_u32(i * 4, lc.rank + 1) end\nlc.barrier()\n" +
+		"rs.ring(w, 64, {type = 'u32'}); w:sync()\nprint('sum', b:get_u32(lc.rank * 64))\n")
+	res := runLua(t, 2, code.String())
+	mustAllOK(t, res)
+	for r := range res {
+		lines := strings.Split(strings.TrimSpace(res[r].out), "\n")
+		if len(lines) != len(cases)+1 {
+			t.Fatalf("rank %d: %d lines for %d cases:\n%s", r, len(lines), len(cases), res[r].out)
+		}
+		for i, c := range cases {
+			want := fmt.Sprintf("test.lua:%d: rank %d: %s", 4+i, r, c.want)
+			if !strings.Contains(lines[i], want) {
+				t.Errorf("rank %d: %s: %q lacks %q", r, c.call, lines[i], want)
+			}
+		}
+		if lines[len(cases)] != "sum\t3" {
+			t.Errorf("rank %d: the correct call after them: %q, want sum 3", r, lines[len(cases)])
+		}
+	}
+}
+
 // TestReduceScript runs tests/reduce.lua: every schedule, from Lua and as
 // plans run in turn, with exact results on integer data.
 func TestReduceScript(t *testing.T) {

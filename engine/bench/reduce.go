@@ -124,9 +124,10 @@ func BenchReduce(ctx context.Context, c *engine.Comm, cfg RedBenchConfig) (_ *Re
 	res := &RedBenchResult{MPI: "not requested (--vs mpi)", NCCL: "not requested (--vs nccl)"}
 	var sizes []uint64
 	maxIn := uint64(0)
-	for _, s := range cfg.Sizes {
-		if s -= s % unit; s == 0 {
-			res.Skipped = append(res.Skipped, s)
+	for _, size := range cfg.Sizes {
+		s := size - size%unit
+		if s == 0 {
+			res.Skipped = append(res.Skipped, size)
 			continue
 		}
 		sizes = append(sizes, s)

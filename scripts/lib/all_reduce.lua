@@ -13,6 +13,8 @@
 -- place). opts.type (default "f32") and opts.op (default "sum") are
 -- w:reduce's; n must be a whole number of elements. The input is cut into
 -- lc.size chunks of whole elements (reduce_scatter.even).
+-- A bad n, opts.type or opts.op is an error naming it, raised before the
+-- schedule enqueues anything (reduce_scatter.check).
 --
 -- Every rank gets the same bits, and two runs of a job give the same bits:
 -- each chunk is reduced once, in a fixed order (ring: as reduce_scatter.ring;
@@ -35,8 +37,11 @@ local rs = require("reduce_scatter")
 
 local M = {}
 
--- setup returns the options, the chunks and the largest chunk.
-local function setup(w, n, opts)
+-- setup checks the arguments of schedule what (error naming them at the
+-- caller's caller: the script's line) and returns the options, the chunks
+-- and the largest chunk.
+local function setup(what, n, opts)
+  rs.check("all_reduce." .. what, n, opts, 3)
   local t = (opts and opts.type) or "f32"
   local offs, lens, most = rs.even(n, rs.esize(t))
   return rs.options(opts, most, n), offs, lens, most
@@ -47,7 +52,7 @@ end
 --- puts chunk (rank - s) into its right neighbour's window, in place, and
 --- waits for chunk (rank - s - 1) from its left.
 function M.ring(w, n, opts)
-  local o, offs, lens = setup(w, n, opts)
+  local o, offs, lens = setup("ring", n, opts)
   local me, size = lc.rank, lc.size
   if size == 1 then return end
   rs.ring_steps(w, offs, lens, o)
@@ -76,7 +81,7 @@ end
 --- rank's input of it, which a rank sends only once its previous call is
 --- over.
 function M.one_shot(w, n, opts)
-  local o = setup(w, n, opts)
+  local o = setup("one_shot", n, opts)
   local me, size = lc.rank, lc.size
   if size == 1 then return end
   local at = rs.stage(w, o, n)
@@ -96,7 +101,7 @@ end
 --- staging halves alternate as one_shot's (scratch: 2 * size * chunk +
 --- chunk bytes).
 function M.two_shot(w, n, opts)
-  local o, offs, lens, most = setup(w, n, opts)
+  local o, offs, lens, most = setup("two_shot", n, opts)
   local me, size = lc.rank, lc.size
   if size == 1 then return end
   local at = rs.stage(w, o, most)
@@ -120,7 +125,7 @@ end
 --- reading, it copies the result over its input, flushed: the next call's
 --- peers read that input (and this rank its scratch) once it meets them.
 function M.one_shot_pull(w, n, opts)
-  local o = setup(w, n, opts)
+  local o = setup("one_shot_pull", n, opts)
   if lc.size == 1 then return end
   rs.meet(w, o.ready)
   w:get(0, o.input, w, o.scratch, n)
@@ -143,7 +148,7 @@ end
 --- the least memory traffic of the schedules for large sizes where the
 --- peers are mapped.
 function M.two_shot_pull(w, n, opts)
-  local o, offs, lens = setup(w, n, opts)
+  local o, offs, lens = setup("two_shot_pull", n, opts)
   local me, size = lc.rank, lc.size
   if size == 1 then return end
   local at, len = o.input + offs[me], lens[me]
@@ -176,6 +181,7 @@ end
 --- took 0.5-0.8 x two_shot's time from 1 to 64 KiB). Scratch: what the
 --- schedule of the size needs.
 function M.auto(w, n, opts)
+  rs.check("all_reduce.auto", n, opts, 2)
   return M[M.pick(w, n, opts)](w, n, opts)
 end
 

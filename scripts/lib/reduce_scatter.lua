@@ -12,6 +12,8 @@
 -- chunk r becomes the reduction of every rank's chunk r. opts.type (default
 -- "f32") and opts.op (default "sum") are w:reduce's; n must be a whole number
 -- of elements.
+-- A bad n, opts.type or opts.op is an error naming it, raised before the
+-- schedule enqueues anything (reduce_scatter.check).
 --
 -- All are deterministic: every chunk is reduced in a fixed order (ring: the
 -- ranks after the chunk's owner in ring order, ending with the owner;
@@ -109,6 +111,33 @@ function M.esize(t)
   return s
 end
 
+local ops = { sum = true, prod = true, min = true, max = true, add = true, mul = true }
+
+--- check raises, before the schedule what (its name: "reduce_scatter.ring")
+--- enqueues anything, an error naming the first bad argument: n not a
+--- whole, non-negative number of elements (of chunk: n is a chunk; of
+--- input: n is a whole input, cut into chunks), opts.type or opts.op
+--- unknown. level is the caller's level as error's (2: the caller's
+--- caller is blamed).
+function M.check(what, n, opts, level)
+  local t, op = opts and opts.type or "f32", opts and opts.op or "sum"
+  local msg
+  if type(n) ~= "number" or n < 0 or n ~= math.floor(n) then
+    msg = ("bad argument 'n' (%s: want a whole number of bytes, 0 or more)"):format(tostring(n))
+  elseif not sizes[t] then
+    msg = ("bad argument 'opts.type' (unknown element type %q; want f32, f64, f16, bf16, i32, i64, u32 or u64)"):format(tostring(t))
+  elseif not ops[op] then
+    msg = ("bad argument 'opts.op' (unknown reduction op %q; want sum, prod, min or max)"):format(tostring(op))
+  elseif n % sizes[t] ~= 0 then
+    msg = ("bad argument 'n' (%d bytes is not a whole number of %d-byte %s elements)"):format(n, sizes[t], t)
+  else
+    return
+  end
+  -- (This interpreter's levels count one frame more than Lua 5.1's: 2
+  -- is the function that calls error.)
+  error(("rank %d: %s: %s"):format(lc.rank, what, msg), level + 2)
+end
+
 --- even returns the offsets and lengths (0-based tables) of size chunks
 --- covering n bytes of esz-byte elements: the first n/esz % size chunks
 --- hold one element more than the others. The tables are shared between
@@ -185,6 +214,7 @@ end
 
 --- Ring: size - 1 steps, each rank sending to its right neighbour.
 function M.ring(w, n, opts)
+  M.check("reduce_scatter.ring", n, opts, 2)
   local o = M.options(opts, n, lc.size * n)
   local offs, lens = {}, {}
   for c = 0, lc.size - 1 do offs[c], lens[c] = c * n, n end
@@ -195,6 +225,7 @@ end
 --- its chunk from every peer's window, peers in the order rank+1, rank+2,
 --- ..., then waits until every rank is done reading.
 function M.direct(w, n, opts)
+  M.check("reduce_scatter.direct", n, opts, 2)
   local o = M.options(opts, n, lc.size * n)
   local me, size = lc.rank, lc.size
   if size == 1 then return end
@@ -301,6 +332,7 @@ end
 --- call ahead, since finishing a call needs every rank's chunk of it,
 --- which a rank sends only once its previous call is over.
 function M.push(w, n, opts)
+  M.check("reduce_scatter.push", n, opts, 2)
   local o = M.options(opts, n, lc.size * n)
   local me, size = lc.rank, lc.size
   if size == 1 then return end
@@ -354,6 +386,7 @@ end
 --- 16 KiB on 2 and 4 ranks, push faster at 1-4 KiB
 --- (docs/results/reductions.md).
 function M.auto(w, n, opts)
+  M.check("reduce_scatter.auto", n, opts, 2)
   return M[M.pick(w, n, opts)](w, n, opts)
 end
 
