@@ -152,8 +152,7 @@ func (s *sim) checkReduced(q int) {
 
 // reduceProblem reports a wrong reduction result, blamed on by (the op
 // that added a contribution twice, or that last wrote the bytes); at the
-// end of a replay (or call) other than the last, as a result problem
-// blamed on the wait that let it through.
+// end of a replay (or call) other than the last, as a result problem.
 func (s *sim) reduceProblem(q, r int, by *opRef, msg string) {
 	key := [4]int{-4, q, r, 0}
 	if by != nil {
@@ -166,19 +165,13 @@ func (s *sim) reduceProblem(q, r int, by *opRef, msg string) {
 		return
 	}
 	s.seen[key] = true
-	if s.at != nil {
-		from := r
-		if by != nil {
-			from = by.rank
-		}
-		msg = fmt.Sprintf("at the end of %s %d, %s", s.unit(), s.at.rep+1, msg)
-		if by != nil {
-			msg += fmt.Sprintf(" (by %s)", by)
-		}
-		s.resultProblem(s.at, from, msg)
-		return
-	}
+	// A contribution missing or counted twice is the reduction's, not a
+	// wait's: the problem names the op that last wrote the bytes.
 	p := Problem{Kind: "postcondition", Rank: q, Msg: msg}
+	if s.at != nil {
+		p = Problem{Kind: "result", Rank: s.at.rank, Replay: s.at.rep + 1,
+			Msg: fmt.Sprintf("at the end of %s %d, %s", s.unit(), s.at.rep+1, msg)}
+	}
 	if by != nil {
 		p.Rank, p.Op, p.OpName, p.Replay, p.Site = by.rank, by.op, by.kind.String(), by.rep, by.site
 		p.Msg += fmt.Sprintf(" (by %s)", by)
