@@ -193,9 +193,22 @@ func (f *redFlags) check() error {
 	if err := f.checkAlgo(); err != nil {
 		return err
 	}
+	if f.plan && f.rank.n == 1 {
+		return fmt.Errorf("--plan with -n 1: on one rank the schedules have nothing to send or reduce, so there is no plan to record (run without --plan, or with -n 2 or more)")
+	}
 	f.sizes = nil
 	for s := lo; s <= hi; s *= uint64(f.factor) {
 		f.sizes = append(f.sizes, s)
+	}
+	// The ranks skip sizes below one element a rank; where -n is given,
+	// every size below it is refused here, once.
+	unit, why := f.parsedT.Size(), fmt.Sprintf("one %s", f.parsedT)
+	if f.coll == bench.CollReduceScatter {
+		unit *= uint64(f.rank.n)
+		why = fmt.Sprintf("one %s a rank at -n %d", f.parsedT, f.rank.n)
+	}
+	if unit > 0 && hi < unit {
+		return fmt.Errorf("-e %s: every size is below %d bytes (%s)", f.maxS, unit, why)
 	}
 	return nil
 }

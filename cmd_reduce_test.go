@@ -146,9 +146,20 @@ func TestBenchReduceErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, r.code, r.stderr, c.want)
 		}
 	}
-	r := luacoll(t, nil, "bench", "reduce_scatter", "-n", "2", "--algo", "lua:one_shot")
-	if r.code != 2 || !strings.Contains(r.stderr, "want lua:auto, lua:ring, lua:direct, lua:push") {
-		t.Errorf("reduce_scatter one_shot: %d %s", r.code, r.stderr)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"reduce_scatter", "-n", "2", "--algo", "lua:one_shot"}, "want lua:auto, lua:ring, lua:direct, lua:push"},
+		{[]string{"reduce_scatter", "-n", "3", "-b", "10", "-e", "10", "--type", "f64"}, "-e 10: every size is below 24 bytes (one f64 a rank at -n 3)"},
+		{[]string{"allreduce", "-b", "1", "-e", "4", "--type", "f64"}, "-e 4: every size is below 8 bytes (one f64)"},
+		{[]string{"allreduce", "-n", "1", "--plan"}, "--plan with -n 1: on one rank the schedules have nothing to send or reduce"},
+	} {
+		r := luacoll(t, nil, append([]string{"bench"}, c.args...)...)
+		// Refused once, before any rank starts.
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q, want %q once", c.args, r.code, r.stderr, c.want)
+		}
 	}
 }
 
