@@ -388,6 +388,23 @@ w:free()`, b.N)
 	runLuaBench(b, code)
 }
 
+// p:verify refuses an n that would check nothing or part of a result: 0
+// with a collective, and a reduction's n cut inside an element.
+func TestPlanVerifyN(t *testing.T) {
+	res := runLua(t, 2, `
+local lc = require("luacoll")
+local ar = require("all_reduce")
+local w = lc.window{ bytes = 4096 }
+local p = lc.plan(ar.two_shot_pull, w, 64, { type = "f32" })
+local ok, err = pcall(function() return p:verify{ collective = "allreduce", n = 0 } end)
+assert(not ok and err:find("bad argument 'n' (0: a collective's result needs at least one byte a rank)", 1, true), err)
+ok, err = pcall(function() return p:verify{ collective = "allreduce", n = 63 } end)
+assert(not ok and err:find("bad argument 'n' (63 bytes is not a whole number of the f32 elements the plan reduces)", 1, true), err)
+assert(p:verify{ collective = "allreduce", n = 64 }.ok)
+print("ok")`)
+	mustAllOK(t, res)
+}
+
 // A p:verify where only some ranks name the source fails on every rank
 // (none goes on to the report's collective alone).
 func TestPlanVerifySourceOnSomeRanks(t *testing.T) {

@@ -51,6 +51,9 @@ func verifyPlan(c *call) int {
 	if coll.Kind != "" && (t == nil || t.RawGetString("n") == lua.LNil) {
 		c.fail("bad argument 'n' (required with a collective: the bytes each rank contributes)")
 	}
+	if why := coll.CheckN(r.p.Ops()); why != "" {
+		c.fail("bad argument 'n' (%s)", why)
+	}
 	replays := int(c.field(t, "replays", 2))
 	if replays < 1 || replays > 16 {
 		c.fail("bad argument 'replays' (%d: want 1..16)", replays)

@@ -32,6 +32,9 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 	if coll.Kind != "" && (t == nil || t.RawGetString("n") == lua.LNil) {
 		rk.fail(L, name, "bad argument 'n' (required with a collective: the bytes each rank contributes)")
 	}
+	if why := coll.CheckN(r.ops); why != "" {
+		rk.fail(L, name, "bad argument 'n' (%s)", why)
+	}
 	replays := int(a.field(t, "replays", 2))
 	if replays < 1 || replays > 16 {
 		rk.fail(L, name, "bad argument 'replays' (%d: want 1..16)", replays)

@@ -102,6 +102,8 @@ func TestNeedsRealRanks(t *testing.T) {
 		{"lc.windw{ bytes = 8 }", "s.lua:4: luacoll (lc) has no field windw"},
 		{"lc.plan(function() w:put(9, 0, b, 0, 8) end)", "bad argument 'peer' (rank 9 is outside 0..3)"},
 		{"lc.plan(function() w:put(0, 60, b, 0, 8) end)", "bad argument"},
+		{"lc.plan(function() w:put(0, 0, b, 0, 8) end):verify{collective = 'allgather', n = 0}", "bad argument 'n' (0: a collective's result"},
+		{"lc.plan(function() w:reduce(w, 0, b, 0, 8, 'f64') end):verify{collective = 'allreduce', n = 4}", "bad argument 'n' (4 bytes is not a whole number of the f64 elements"},
 	} {
 		out, _, err := run(t, 4, 2, head+c.body+"\n")
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "simulated rank 3: ") {

@@ -26,6 +26,31 @@ type Collective struct {
 	Src []Source
 }
 
+// CheckN says what is wrong with c.N for a plan whose ops on one rank
+// are ops, in the words of p:verify's argument 'n', or "": a collective
+// needs a byte a rank, and a reduction's result whole elements of the
+// type the plan reduces (an n cut short checks part of the result).
+func (c Collective) CheckN(ops []plan.Op) string {
+	if c.Kind == "" {
+		return ""
+	}
+	if c.N == 0 {
+		return "0: a collective's result needs at least one byte a rank"
+	}
+	if !isReduceColl(c.Kind) {
+		return ""
+	}
+	for _, o := range ops {
+		if isReduce(o.Kind) {
+			if sz := o.DType.Size(); sz > 0 && c.N%sz != 0 {
+				return fmt.Sprintf("%d bytes is not a whole number of the %s elements the plan reduces", c.N, o.DType)
+			}
+			break
+		}
+	}
+	return ""
+}
+
 // Source is a rank's source range: a buffer of its plan and an offset.
 type Source struct {
 	Buf int
