@@ -106,6 +106,8 @@ func TestReduceScheduleBadArgs(t *testing.T) {
 		{`ar.ring(w, 64, {type = "f8"})`, "all_reduce.ring: bad argument 'opts.type'"},
 		{`ar.two_shot_pull(w, 6)`, "all_reduce.two_shot_pull: bad argument 'n'"},
 		{`ar.auto(w, -8)`, "all_reduce.auto: bad argument 'n' (-8:"},
+		{`ar.one_shot(w, 64, {half = 100})`, "bad argument 'opts.half' (100 bytes: the staging halves need 128 each"},
+		{`rs.push(w, 64, {half = 127})`, "bad argument 'opts.half' (127 bytes"},
 	}
 	var code strings.Builder
 	code.WriteString("local lc = require('luacoll')\nlocal rs, ar = require('reduce_scatter'), require('all_reduce')\nlocal w = lc.window{bytes = 65536}\n")

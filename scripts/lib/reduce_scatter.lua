@@ -248,6 +248,11 @@ local half = setmetatable({}, { __mode = "k" })
 -- or meet (lc.barrier) in between, else a peer's next call may write where
 -- this rank still reads.
 function M.stage(w, o, slot)
+  if o.half and o.half < lc.size * slot then
+    -- (Level 4: this interpreter's count for the schedule's caller.)
+    error(("rank %d: bad argument 'opts.half' (%s bytes: the staging halves need %d each, %d slots of %d)"):format(
+      lc.rank, tostring(o.half), lc.size * slot, lc.size, slot), 4)
+  end
   local h = half[w] or 0
   half[w] = 1 - h
   return o.scratch + h * (o.half or lc.size * slot)
