@@ -98,7 +98,7 @@ func TestReduceSchedulePlanVerifies(t *testing.T) {
 	}
 	for _, tc := range []struct{ fn, want string }{
 		// Seen first at the end of the first call, by the per-call check.
-		{"twice", "result: rank 2, op 9 (wait_signal_from at test.lua:19): at the end of call 1, allreduce: rank 2's window bytes [32, 36) hold rank 0's contribution 2 times"},
+		{"twice", "result: rank 1, op 5 (reduce_from at test.lua:12): at the end of call 1, allreduce: rank 2's window bytes [32, 36) hold rank 0's contribution 2 times (by rank 1's reduce_from (op 5, test.lua:12))"},
 		{"unflushed", "race"},
 	} {
 		t.Run("planted-"+tc.fn, func(t *testing.T) {
