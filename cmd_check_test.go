@@ -212,3 +212,49 @@ print("went on")
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// os.exit in a script under check ends that rank's script, not the check:
+// a non-zero status fails the check naming the rank and line; a status of
+// 0 is the rank's end, and the others' failures and plans are still seen.
+// With real ranks and with simulated ones alike.
+func TestCheckOSExit(t *testing.T) {
+	exitFails := writeScript(t, `
+if lc.rank == 1 then os.exit(3) end
+lc.barrier()
+`)
+	othersFail := writeScript(t, `
+if lc.rank == 1 then os.exit(0) end
+error("rank " .. lc.rank .. " fails")
+`)
+	stuck := writeScript(t, `
+local w = lc.window{ bytes = 64 }
+local p = lc.plan(function() w:wait_signal_from((lc.rank + 1) % lc.size, 0, ">=", 1) end)
+if lc.rank ~= 0 then os.exit(0) end
+`)
+	fine := writeScript(t, `
+local w = lc.window{ bytes = 64 }
+local p = lc.plan(function() w:barrier() end)
+p:free(); w:free()
+lc.barrier()
+if lc.rank ~= 0 then os.exit(0) end
+print("rank 0 done")
+`)
+	for _, sim := range [][]string{nil, {"--simulate"}} {
+		for _, c := range []struct {
+			script string
+			code   int
+			want   string
+		}{
+			{exitFails, 1, "rank 1: exited early with os.exit(3) at "},
+			{othersFail, 1, " fails"},
+			{stuck, 1, "deadlock: rank 0, op 1 (wait_signal_from"},
+			{fine, 0, "rank 0 done"},
+		} {
+			args := append(append([]string{"check", "-n", "3"}, sim...), c.script)
+			r := luacoll(t, nil, args...)
+			if r.code != c.code || !strings.Contains(r.stdout+r.stderr, c.want) {
+				t.Errorf("%v: exit %d, want %d with %q\n%s\n%s", args, r.code, c.code, c.want, r.stdout, r.stderr)
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package luabind
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -123,6 +124,10 @@ func (s *State) holdsList(q int) bool {
 	return s.plans.check == nil || s.rank() == 0 || q == s.rank()
 }
 
+// errExited is the cause a rank's context ends with when its script
+// calls os.exit under check.
+var errExited = errors.New("os.exit")
+
 // CheckOptions configure CheckScript.
 type CheckOptions struct {
 	Ranks   int
@@ -191,12 +196,30 @@ func CheckScript(ctx context.Context, o CheckOptions) int {
 				return
 			}
 			s := New(comm, out)
-			s.Ctx = runCtx
+			// os.exit ends this rank's script, not the check: the rank
+			// leaves (0) or fails (any other status), as under run.
+			rankCtx, stop := context.WithCancelCause(runCtx)
+			defer stop(nil)
+			var exited error
+			s.Exit = func(code int, where string) {
+				if where == "" {
+					where = name
+				}
+				exited = fmt.Errorf("rank %d: exited early with os.exit(%d) at %s", i, code, where)
+				if code == 0 {
+					exited = nil
+					_ = comm.Leave(fmt.Sprintf("%s at %s", leftEarly, where))
+				}
+				stop(errExited)
+			}
+			s.Ctx = rankCtx
 			modes[i] = &checkMode{}
 			s.plans.check = modes[i]
 			modes[i].installAssert(s.L)
 			err = s.Run(src, name, o.Args)
-			if err == nil {
+			if context.Cause(rankCtx) == errExited {
+				err = exited
+			} else if err == nil {
 				err = comm.Sync(runCtx)
 			}
 			if err != nil {

@@ -2,6 +2,7 @@ package simrank
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -27,6 +28,12 @@ type rank struct {
 	// shadow, when set, makes this rank 0's shadow (spec.go): it records
 	// and prints nothing, and verifies and estimates nothing.
 	shadow *shadowRec
+	// exit, once the script called os.exit, ends the rank's run (stop
+	// cancels its context) with exited: nil for a status of 0, as if
+	// the script had ended there.
+	stop   context.CancelCauseFunc
+	exit   bool
+	exited error
 }
 
 // lead reports whether rk is rank 0 itself, which verifies every rank's
@@ -66,6 +73,7 @@ func newRank(w *world, r int, env *rankEnv) *rank {
 	rk := &rank{w: w, r: r, L: L, env: env}
 	luabind.GuardStdlib(L)
 	rk.install()
+	rk.installExit()
 	if r != 0 {
 		rk.quietIO()
 	}
@@ -113,6 +121,8 @@ func (rk *rank) run(ctx context.Context) error {
 		L.SetField(pkg, "path", lua.LString(p+";"+lua.LVAsString(L.GetField(pkg, "path"))))
 	}
 	fn := L.NewFunctionFromProto(rk.w.main)
+	ctx, rk.stop = context.WithCancelCause(ctx)
+	defer rk.stop(nil)
 	L.SetContext(ctx)
 	defer L.RemoveContext()
 	L.Push(fn)
@@ -120,12 +130,45 @@ func (rk *rank) run(ctx context.Context) error {
 		L.Push(lua.LString(a))
 	}
 	if err := L.PCall(len(o.Args), lua.MultRet, nil); err != nil {
+		if rk.exit {
+			return rk.exited
+		}
 		if ae, ok := err.(*lua.ApiError); ok {
 			return fmt.Errorf("%s", ae.Object.String())
 		}
 		return err
 	}
 	return nil
+}
+
+// installExit replaces os.exit, which would end the whole check: it ends
+// this rank's script, as the end of the script would for a status of 0
+// (true, or none) and as a failure naming the status and line otherwise.
+func (rk *rank) installExit() {
+	t, ok := rk.L.GetGlobal("os").(*lua.LTable)
+	if !ok {
+		return
+	}
+	rk.L.SetField(t, "exit", rk.L.NewFunction(func(L *lua.LState) int {
+		code := 0
+		switch v := L.Get(1).(type) {
+		case lua.LNumber:
+			code = int(v)
+		case lua.LBool:
+			if !v {
+				code = 1
+			}
+		}
+		rk.exit = true
+		if code != 0 {
+			rk.exited = fmt.Errorf("exited early with os.exit(%d) at %s", code, strings.TrimSuffix(L.Where(1), ":"))
+		}
+		if rk.stop != nil {
+			rk.stop(errors.New("os.exit"))
+		}
+		L.RaiseError("os.exit")
+		return 0
+	}))
 }
 
 // fail raises "rank R: name: msg" at the script's position.
