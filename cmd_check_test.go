@@ -258,3 +258,25 @@ print("rank 0 done")
 		}
 	}
 }
+
+// The ranks wait for rank 0's verification as long as it takes, not the
+// per-call timeout: here a verification of about half a second (on this
+// kind of machine) under --timeout 100ms, over the real bootstrap.
+func TestRunVerifyLongerThanTimeout(t *testing.T) {
+	script := writeScript(t, `
+local w = lc.window{ bytes = 64, signals = 64 }
+local p = lc.plan(function()
+  for i = 1, 400 do
+    w:signal((lc.rank + 1 + (i % (lc.size - 1))) % lc.size, i % 64)
+    w:wait_signal(i % 64, ">=", 0)
+  end
+  w:barrier(0)
+end)
+local rep = p:verify{ replays = 4 }
+assert(rep.ok, rep.summary)
+print("verified")`)
+	r := luacoll(t, nil, "run", "-n", "4", "--timeout", "100ms", script)
+	if r.code != 0 || strings.Count(r.stdout, "verified") != 4 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}

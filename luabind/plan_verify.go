@@ -8,6 +8,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	"github.com/luacoll/luacoll/engine/bootstrap"
 	"github.com/luacoll/luacoll/engine/plan"
 	"github.com/luacoll/luacoll/engine/plan/verify"
 	"github.com/luacoll/luacoll/window"
@@ -18,13 +19,18 @@ import (
 func (s *State) verifyLists(ctx context.Context, what string, lists []plan.List, opt verify.Options) (*verify.Report, error) {
 	var data []byte
 	if s.rank() == 0 {
+		opt.Done = ctx.Done()
 		rep := verify.Verify(lists, opt)
 		var err error
 		if data, err = json.Marshal(rep); err != nil {
 			return nil, err
 		}
 	}
-	all, err := s.Comm.Collective(ctx, what+":verify:report", data)
+	// The others wait for rank 0's report as long as it verifies (its
+	// work is bounded, verify.DefaultBudget), not the per-call timeout:
+	// a verification of a few seconds is no fault. A failed or
+	// interrupted rank still ends the wait.
+	all, err := s.Comm.Collective(bootstrap.WithoutCallTimeout(ctx), what+":verify:report", data)
 	if err != nil {
 		return nil, err
 	}

@@ -80,6 +80,9 @@ type Options struct {
 	// Meter, when set, is where Verify counts the ops it has simulated,
 	// for a progress line while it runs; nothing else reads it.
 	Meter *Meter
+	// Done, when it closes, stops the verification as the budget would
+	// (an interrupt, a failed peer): the report then claims nothing.
+	Done <-chan struct{}
 }
 
 // Meter tells how far a running verification has got: the ops it has

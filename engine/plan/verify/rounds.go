@@ -259,7 +259,7 @@ func (c *ctl) run(limit func(q int) int) bool {
 				open = true
 			}
 		}
-		if s.work > s.budget {
+		if s.work > s.budget || s.closed() {
 			s.stopped = true
 			return false
 		}

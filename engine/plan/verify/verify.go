@@ -94,7 +94,9 @@ func Verify(lists []plan.List, opt Options) *Report {
 	if !s.deadlocked && !s.stopped {
 		s.checkResult()
 	}
-	if s.stopped {
+	if s.stopped && s.interrupted {
+		add(Problem{Kind: "stopped", Msg: fmt.Sprintf("verification stopped after %d units of work: interrupted; nothing is claimed about the plan", s.work)})
+	} else if s.stopped {
 		add(Problem{Kind: "stopped", Msg: fmt.Sprintf("verification stopped after %d units of work (the bound is %d): the plan is too large to explore; nothing is claimed about it", s.work, s.budget)})
 	}
 	rep.OK = len(rep.Problems) == 0 && rep.Dropped == 0
@@ -313,6 +315,8 @@ type sim struct {
 	ctl          *ctl
 	work, budget int
 	stopped      bool
+	done         <-chan struct{} // Options.Done
+	interrupted  bool            // stopped by done
 	// ran counts the ops stepped, for meter (Options.Meter; nil: none).
 	ran   int
 	meter *Meter
@@ -338,7 +342,7 @@ func newSim(lists []plan.List, opt Options, add func(Problem)) *sim {
 		rk:  make([]rankState, n),
 		sig: make([]slot, n*n*sh.Signals), bar: make([]slot, n*n*sh.Barriers), pbar: make([]slot, n*n*sh.Barriers),
 		mem: make([][]*memory, n), adv: make([][]uint64, n), seen: map[[4]int]bool{}, rows: plan.Deltas(lists),
-		budget: opt.Budget, ends: opt.CallEnds, calls: 1, meter: opt.Meter}
+		budget: opt.Budget, ends: opt.CallEnds, calls: 1, meter: opt.Meter, done: opt.Done}
 	if s.ends != nil {
 		s.calls = len(s.ends[0]) + 1
 	}
@@ -460,10 +464,21 @@ func (s *sim) run() {
 			s.deadlock()
 			return
 		}
-		if s.work > s.budget {
+		if s.work > s.budget || s.closed() {
 			s.stopped = true
 			return
 		}
+	}
+}
+
+// closed reports whether Options.Done has closed (and notes it).
+func (s *sim) closed() bool {
+	select {
+	case <-s.done:
+		s.interrupted = true
+		return true
+	default:
+		return false
 	}
 }
 

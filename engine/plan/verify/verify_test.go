@@ -493,3 +493,19 @@ func BenchmarkVerifyDirect256(b *testing.B) {
 		}
 	}
 }
+
+// Options.Done stops a verification as the budget does, said as an
+// interruption; left open, the same lists verify.
+func TestVerifyDone(t *testing.T) {
+	opt := allgather(16, 64, true)
+	done := make(chan struct{})
+	opt.Done = done
+	if rep := Verify(ringLists(16, 64), opt); !rep.OK {
+		t.Fatalf("open: %s", rep.Summary())
+	}
+	close(done)
+	rep := Verify(ringLists(16, 64), opt)
+	if rep.OK || len(find(rep, "stopped")) != 1 || !strings.Contains(rep.Summary(), "interrupted; nothing is claimed") {
+		t.Fatalf("closed: %s", rep.Summary())
+	}
+}
