@@ -550,7 +550,7 @@ func (c *Comm) Close(cause error) error {
 		// Windows the script did not free: meet, drop the peer mappings,
 		// meet again, so that nobody frees memory a peer still maps.
 		// No per-call timeout: the others may still be running their scripts.
-		bctx, cancel := context.WithCancel(bootstrap.WithoutCallTimeout(context.Background()))
+		bctx, cancel := context.WithCancel(bootstrap.AtScriptEnd(bootstrap.WithoutCallTimeout(context.Background())))
 		if berr := c.Boot.Barrier(bctx); berr == nil {
 			for _, w := range c.windows {
 				w.Raw().UnmapPeers()

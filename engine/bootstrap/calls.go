@@ -29,9 +29,13 @@ func (b *Bootstrap) collective(ctx context.Context, kind collKind, root int, dat
 	}()
 	op := fmt.Sprintf("%s #%d", kind, seq)
 
+	var flags byte
+	if ctx.Value(atScriptEnd{}) != nil {
+		flags = collAtEnd
+	}
 	f := newFrame(frColl, 14+len(data))
 	f.u8(byte(kind))
-	f.u8(0)
+	f.u8(flags)
 	f.u64(seq)
 	f.u32(uint32(root))
 	f.raw(data)
@@ -103,6 +107,18 @@ const teardownWait = 24 * time.Hour
 // the per-call Timeout.
 func WithoutCallTimeout(ctx context.Context) context.Context {
 	return context.WithValue(ctx, noCallTimeout{}, true)
+}
+
+// atScriptEnd marks AtScriptEnd's calls.
+type atScriptEnd struct{}
+
+// AtScriptEnd returns ctx for the collective calls a rank makes once its
+// script has ended (the meetings before its windows are torn down): one
+// that meets another rank's call of its script fails that call saying
+// this rank ended without error before it, rather than matching it (a
+// barrier) or calling it a mismatch of this rank's.
+func AtScriptEnd(ctx context.Context) context.Context {
+	return context.WithValue(ctx, atScriptEnd{}, true)
 }
 
 // callTimeoutAtLeast carries WithCallTimeoutAtLeast's duration.

@@ -55,7 +55,8 @@ type hubPeer struct {
 type hubColl struct {
 	kind   collKind
 	root   int
-	first  int // rank that started it
+	first  int  // rank that started it
+	atEnd  bool // its calls are those of ranks whose scripts ended (collAtEnd)
 	data   [][]byte
 	have   []bool
 	n      int
@@ -457,7 +458,7 @@ func (h *hub) collLocked(p *hubPeer, kind collKind, flags byte, seq uint64, root
 	}
 	c := h.colls[seq]
 	if c == nil {
-		c = &hubColl{kind: kind, root: root, first: p.rank,
+		c = &hubColl{kind: kind, root: root, first: p.rank, atEnd: flags&collAtEnd != 0,
 			data: make([][]byte, h.size), have: make([]bool, h.size)}
 		h.colls[seq] = c
 		for _, q := range h.peers {
@@ -471,6 +472,14 @@ func (h *hub) collLocked(p *hubPeer, kind collKind, flags byte, seq uint64, root
 				return
 			}
 		}
+	} else if c.atEnd != (flags&collAtEnd != 0) {
+		// One side's script has ended: it ended before the other's call.
+		ended, other := p, c.kind
+		if c.atEnd {
+			ended, other = h.peers[c.first], kind
+		}
+		h.abortLocked(ended.rank, false, fmt.Sprintf("%s before %s #%d (it made fewer collective calls than the ranks in this one)", EndedCleanly, other, seq), -1)
+		return
 	} else if c.kind != kind || c.root != root {
 		what := func(k collKind, root int) string {
 			if k == collBroadcast {

@@ -75,6 +75,11 @@ func (k collKind) String() string {
 // fails on every rank.
 const collOversize = 1
 
+// collAtEnd marks a rank's contribution made once its script has ended
+// (the meeting before windows are torn down, AtScriptEnd): a call of the
+// others' that meets it is theirs alone, and the rank ended before it.
+const collAtEnd = 2
+
 // frameBuilder encodes one frame.
 type frameBuilder struct{ b []byte }
 
