@@ -282,3 +282,53 @@ end`)
 		}
 	}
 }
+
+// A fence, a barrier and a pairwise barrier order a put before a third
+// rank's later read across nodes: rank 0 puts 1 MiB into rank 2's window
+// (over the network), then releases rank 3 (a signal after a fence, a
+// barrier, a barrier_peer with rank 3), and rank 3 reads rank 2's window
+// through shared memory. The network orders a rank's operations to one
+// peer only, so each of them flushes where a network peer is reached.
+func TestOrderingAcrossNodesForAThirdRank(t *testing.T) {
+	needUCX(t)
+	script := writeScript(t, `
+local me, N, mode = lc.rank, 1048576, arg[1]
+local w = lc.window{ bytes = N, barriers = 2, signals = 2 }
+local src, dst = lc.buffer(N), lc.buffer(N)
+src:fill("const", 7)
+assert(lc.rank ~= 3 or (w:transport(2) == "shm" and w:transport(0) == "net"), "layout")
+local p = lc.plan(function()
+  if mode == "barrier" then
+    if me == 0 then w:put(2, 0, src, 0, N) end
+    w:barrier(0)
+    if me == 3 then w:get(2, 0, dst, 0, N); w:flush() end
+  elseif mode == "fence" then
+    if me == 0 then w:put(2, 0, src, 0, N); w:fence(); w:signal(3, 0, "add", 1) end
+    if me == 3 then w:wait_signal_from(0, 0, ">=", 1); w:get(2, 0, dst, 0, N); w:flush() end
+  else
+    if me == 0 then w:put(2, 0, src, 0, N); w:barrier_peer(3, 0) end
+    if me == 3 then w:barrier_peer(0, 0); w:get(2, 0, dst, 0, N); w:flush() end
+  end
+  w:barrier(1)
+end)
+assert(p:verify{}.ok)
+for round = 1, 3 do
+  if me == 2 then w:buffer():fill("const", 0) end
+  lc.barrier()
+  p:run{ times = 1 }
+  lc.sync()
+  if me == 3 then
+    for off = 0, N - 4, 4096 do
+      assert(dst:get_u32(off) == 0x07070707, ("%s, round %d: stale bytes at %d"):format(mode, round, off))
+    end
+    dst:fill("const", 0)
+  end
+end
+print("fresh")`)
+	for _, mode := range []string{"fence", "peer", "barrier"} {
+		r := luacoll(t, nil, "run", "-n", "4", "--nodes", "2", script, mode)
+		if r.code != 0 || !strings.Contains(r.stdout, "[3] fresh") {
+			t.Errorf("%s: exit %d\n%s\n%s", mode, r.code, r.stdout, r.stderr)
+		}
+	}
+}

@@ -310,7 +310,7 @@ func windowSyncEntries() []*Entry {
 			c.check(w.BarrierPeer(c.index(0), c.barSlot(w, 1, 0)))
 			return 0
 		}),
-		fn("w:fence", "()", "", g, "Later signals are ordered after every earlier put, on every transport.", func(c *call) int {
+		fn("w:fence", "()", "", g, "Later signals are ordered after every earlier put, on every transport (where a network reaches a peer, a fence waits for earlier puts to complete, as a flush: the network orders operations per peer only).", func(c *call) int {
 			c.check(c.win().Fence())
 			return 0
 		}),

@@ -22,6 +22,9 @@ func (w *Window) Barrier(id int) error {
 		}
 	}
 	start := w.r.traceStart()
+	// A barrier orders every earlier put before every rank's later
+	// operations: network puts complete before the stores (Fence).
+	w.peers.Flush(w.r.Stream)
 	w.epoch[id]++
 	e := w.epoch[id]
 	if w.barSlots[id] == nil {
@@ -62,6 +65,7 @@ func (w *Window) BarrierPeer(peer, id int) error {
 		return nil
 	}
 	start := w.r.traceStart()
+	w.peers.Flush(w.r.Stream) // as Barrier's
 	w.store(peer, w.lay.PBar(me, id), e)
 	w.wait(w.note(noteBarrierPeer, uint64(peer), uint64(id), e),
 		w.oneSlot(w.lay.PBar(peer, id)), transport.WaitSum, transport.CmpGe, e)
@@ -72,9 +76,19 @@ func (w *Window) BarrierPeer(peer, id int) error {
 }
 
 // Fence orders later signals after every earlier put. Stream order gives
-// that for mapped peers, and signals to network peers are fenced behind the
-// data before them, so nothing is enqueued.
-func (w *Window) Fence() error { return w.live() }
+// that for mapped peers. The network orders a rank's operations to one
+// peer only: a put to one peer and a signal to another may land in either
+// order, and the signal's receiver may then read the put's bytes (a third
+// rank on the put's node reads them through shared memory) before they
+// are there. So where a network reaches a peer a fence is a flush: later
+// operations start once the earlier puts completed at their targets.
+func (w *Window) Fence() error {
+	if err := w.live(); err != nil {
+		return err
+	}
+	w.peers.Flush(w.r.Stream)
+	return nil
+}
 
 // Flush waits (in stream order) until earlier puts completed. Copies into
 // mapped peers complete when they run, so stream order is enough; where a
