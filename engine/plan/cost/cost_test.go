@@ -443,3 +443,33 @@ func TestFlushTripMeasured(t *testing.T) {
 	}
 	near(t, "rank 0", res.PerRank[0], 5000+n*0.5+10+10+3000, 1e-9)
 }
+
+// A pairwise barrier with the rank itself is nothing (the window does
+// nothing for it), not a wait for a partner that never comes; and a
+// fence after a put to a network peer is a flush there.
+func TestBarrierPeerSelfAndFenceOverNetwork(t *testing.T) {
+	lists := []plan.List{
+		agList(2, 100, []plan.Op{{Kind: plan.BarrierPeer, Peer: 0}, {Kind: plan.Barrier}}),
+		agList(2, 100, []plan.Op{{Kind: plan.BarrierPeer, Peer: 1}, {Kind: plan.Barrier}}),
+	}
+	if _, err := Estimate(testModel(0), Input{Lists: lists, Mode: "host"}); err != nil {
+		t.Fatalf("barrier_peer with itself: %v", err)
+	}
+	const n = 1000
+	m := testModel(10)
+	flushed, err := Estimate(m, Input{Lists: flushLists(n), Mode: "host", Class: layout(1, transport.KindSHM)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenced := flushLists(n)
+	for i := range fenced[0].Ops {
+		if fenced[0].Ops[i].Kind == plan.Flush {
+			fenced[0].Ops[i].Kind = plan.Fence
+		}
+	}
+	res, err := Estimate(m, Input{Lists: fenced, Mode: "host", Class: layout(1, transport.KindSHM)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "rank 0, a fence for the flush", res.PerRank[0], flushed.PerRank[0], 1e-9)
+}

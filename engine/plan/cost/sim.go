@@ -491,9 +491,13 @@ func (s *sim) step(r int, t float64) {
 		s.finish(r, t, a+op, s.pastCache(r, n, l), s.prev(r))
 	case o.Kind == plan.Barrier:
 		s.barrier(r, from, t, o.Bar)
+	case o.Kind == plan.BarrierPeer && o.Peer == r:
+		// With itself: the window does nothing.
+		s.finish(r, t, op, 0, s.prev(r))
 	case o.Kind == plan.BarrierPeer:
 		s.barrierPeer(r, from, t, o)
-	case o.Kind == plan.Flush && rk.netOut:
+	case (o.Kind == plan.Flush || o.Kind == plan.Fence) && rk.netOut:
+		// (A fence where a network peer is reached is a flush: window.Fence.)
 		// Remote completion over the network: the peer's answer, a hop
 		// after the last put or signal landed (net.go).
 		done := max(t+self.Wait.AlphaNs+op, rk.netLand) + s.flushTrip()
