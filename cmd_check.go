@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/luacoll/luacoll/engine/plan/cost"
 	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/luabind/simrank"
 )
@@ -156,7 +157,7 @@ func checkSimulated(o simOptions, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "luacoll check: --layout %s places %d ranks, -n says %d\n", o.layout, nodes*per, o.n)
 		return 2
 	}
-	m, err := simrank.LoadModel(o.model)
+	m, err := cost.Load(o.model)
 	if err != nil {
 		fmt.Fprintf(stderr, "luacoll check: --model %v\n", err)
 		return 2

@@ -2,7 +2,6 @@ package luabind
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 
 	lua "github.com/yuin/gopher-lua"
@@ -40,14 +39,8 @@ func estimatePlan(c *call) int {
 		if err != nil {
 			c.fail("bad argument 'model' (%v)", err)
 		}
-	} else {
-		data, rerr := os.ReadFile(path)
-		if rerr != nil {
-			c.fail("bad argument 'model' (%v)", rerr)
-		}
-		if m, err = cost.Parse(data); err != nil {
-			c.fail("bad argument 'model' (%s: %v)", path, err)
-		}
+	} else if m, err = cost.Load(path); err != nil {
+		c.fail("bad argument 'model' (%v)", err)
 	}
 	if r.mode == modeCheck && c.s.rank() != 0 {
 		c.fail("under luacoll check only rank 0 holds every rank's op list: estimate there (if lc.rank == 0 then ... end)")

@@ -60,6 +60,8 @@ local two = p:estimate{ model = model, cpus = 2 }
 assert(math.abs(two.time - 2 * want) < 1e-12, ("2 CPUs: time %.9g, want %.9g"):format(two.time, 2 * want))
 local shipped = p:estimate()
 assert(shipped.time > 0 and shipped.machine ~= "", "shipped model")
+-- The shipped models by name, as luacoll check --model takes them.
+assert(p:estimate{ model = "host" }.time == shipped.time, "model = \"host\"")
 for _, c in ipairs{
   { { model = "/nonexistent/model.json" }, "bad argument 'model'" },
   { { model = model, mode = "graph" }, "bad argument 'mode' (the model has no mode \"graph\"" },

@@ -2,7 +2,6 @@ package simrank
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -180,24 +179,6 @@ func pendingTable(L *lua.LState, r int) *lua.LTable {
 	return t
 }
 
-// LoadModel returns the model a name gives: a JSON file `luacoll
-// calibrate` wrote, or "host" or "cuda" for the model shipped for that
-// backend.
-func LoadModel(name string) (*cost.Model, error) {
-	if name == "host" || name == "cuda" {
-		return cost.Default(name)
-	}
-	data, err := os.ReadFile(name)
-	if err != nil {
-		return nil, err
-	}
-	m, err := cost.Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return m, nil
-}
-
 // DefaultMode is the replay mode estimates use with model m: "host" where
 // it has it, else "stream", else its first.
 func DefaultMode(m *cost.Model) string {
@@ -224,7 +205,7 @@ func (rk *rank) estimatePlan(L *lua.LState) int {
 	m, mode := rk.w.o.Model, rk.w.o.Mode
 	if path := a.strField(t, "model", ""); path != "" {
 		var err error
-		if m, err = LoadModel(path); err != nil {
+		if m, err = cost.Load(path); err != nil {
 			rk.fail(L, name, "bad argument 'model' (%v)", err)
 		}
 		mode = DefaultMode(m)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"sort"
 	"strings"
 
@@ -181,6 +182,23 @@ func Default(backend string) (*Model, error) {
 	m, err := Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("cost: the shipped %s model: %w", backend, err)
+	}
+	return m, nil
+}
+
+// Load returns the model a name gives: "host" or "cuda" for the model
+// shipped for that backend, else a JSON file `luacoll calibrate` wrote.
+func Load(name string) (*Model, error) {
+	if name == "host" || name == "cuda" {
+		return Default(name)
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	m, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return m, nil
 }
