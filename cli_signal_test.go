@@ -152,3 +152,41 @@ func TestInterruptBenchAndCheck(t *testing.T) {
 		checkClean(t, before)
 	}
 }
+
+// TestReplSignalsExit: SIGTERM and SIGHUP end a REPL session as :quit
+// does, and its exit status says so (128 + the signal), as run's does.
+func TestReplSignalsExit(t *testing.T) {
+	for _, c := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGTERM, 143}, {syscall.SIGHUP, 129}} {
+		if c.sig == syscall.SIGHUP && signal.Ignored(syscall.SIGHUP) {
+			t.Log("SIGHUP is ignored in this process (nohup?): its case is left out")
+			continue
+		}
+		before := shmLeftovers(t)
+		cmd := exec.Command(bin, "repl", "-n", "2")
+		cmd.Env = cleanEnv()
+		var o, e syncBuffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = in.Write([]byte("print('started')\n"))
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(o.String(), "started") && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		_ = cmd.Process.Signal(c.sig)
+		err = cmd.Wait()
+		_ = in.Close()
+		if ee, _ := err.(*exec.ExitError); ee == nil || ee.ExitCode() != c.code {
+			t.Errorf("%v: exit %v, want %d\n%s\n%s", c.sig, err, c.code, o.String(), e.String())
+		}
+		checkClean(t, before)
+	}
+}

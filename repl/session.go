@@ -199,8 +199,22 @@ func Run(ctx context.Context, cfg Config) int {
 		cfg.Color = false
 		cfg.HistoryFile = ""
 	}
-	ctx, cancel := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGHUP)
+	// SIGTERM and SIGHUP end the session as :quit does, and the exit
+	// status says which (128 + the signal's number, as a shell's).
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	termC := make(chan os.Signal, 1)
+	signal.Notify(termC, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(termC)
+	var termSig atomic.Int32
+	go func() {
+		select {
+		case sig := <-termC:
+			termSig.Store(int32(sig.(syscall.Signal)))
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	s := &session{
 		cfg: cfg, ctx: ctx, out: cfg.Stdout,
 		rankOut: &switchWriter{w: cfg.Stdout}, rankErr: &switchWriter{w: cfg.Stderr},
@@ -245,6 +259,9 @@ func Run(ctx context.Context, cfg Config) int {
 	s.loop()
 	s.src.close()
 	s.stop(true)
+	if sig := termSig.Load(); sig != 0 {
+		return 128 + int(sig)
+	}
 	if s.quitSig || (s.failed && !cfg.Terminal) {
 		return 1
 	}
