@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -33,9 +34,10 @@ type hub struct {
 	conns      map[net.Conn]struct{}
 	changed    chan struct{} // closed and replaced when a peer says goodbye or ends
 	start      time.Time     // the job clock's zero (see clock.go)
-	// refused are the ranks whose hello was refused for a wrong secret
-	// while they had not joined (someone with the right one may still).
-	refused map[int]bool
+	// refused says why the hello of each rank that said so was refused
+	// (a wrong secret, another job size): mostly why the ranks the job
+	// waits for never join.
+	refused map[int]string
 
 	wg sync.WaitGroup
 }
@@ -174,21 +176,19 @@ func (h *hub) serve(c net.Conn) {
 	case !hmac.Equal(mac, helloMAC(h.key, hubNonce, rankNonce, rank, size, host)):
 		h.log(fmt.Sprintf("luacoll: the rendezvous hub refused a connection from %s (says rank %d): it does not know this job's secret (%s); the job goes on",
 			c.RemoteAddr(), rank, EnvJobSecret))
-		if uint64(rank) < uint64(h.size) {
-			h.mu.Lock()
-			if h.refused == nil {
-				h.refused = map[int]bool{}
-			}
-			h.refused[int(rank)] = true
-			h.mu.Unlock()
-		}
+		h.noteRefused(rank, whySecret)
 		h.reject(c, "authentication failed: this connection does not know the job's secret ("+EnvJobSecret+")")
 		return
 	case uint64(size) != uint64(h.size):
-		h.reject(c, fmt.Sprintf("rank %d says the job has %d ranks, rank 0 says %d", rank, size, h.size))
+		why := fmt.Sprintf("rank %d says the job has %d ranks, rank 0 says %d", rank, size, h.size)
+		h.log(fmt.Sprintf("luacoll: the rendezvous hub refused a connection from %s: %s", c.RemoteAddr(), why))
+		h.noteRefused(rank, why)
+		h.reject(c, why)
 		return
 	case uint64(rank) >= uint64(h.size):
-		h.reject(c, fmt.Sprintf("rank %d is out of range for %d ranks", rank, h.size))
+		why := fmt.Sprintf("rank %d is out of range for %d ranks", rank, h.size)
+		h.log(fmt.Sprintf("luacoll: the rendezvous hub refused a connection from %s: %s", c.RemoteAddr(), why))
+		h.reject(c, why)
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
@@ -283,8 +283,8 @@ func (h *hub) written() int64 {
 	return n
 }
 
-// refusedNote says which ranks the hub still waits for were refused for a
-// wrong secret ("" when none): mostly why they never join.
+// refusedNote says which ranks the hub still waits for were refused, and
+// why ("" when none): mostly why they never join.
 func (h *hub) refusedNote() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -292,20 +292,45 @@ func (h *hub) refusedNote() string {
 }
 
 func (h *hub) refusedNoteLocked() string {
-	var ranks []int
+	var whys []string
+	byWhy := map[string][]int{}
 	for r, p := range h.peers {
-		if p == nil && h.refused[r] {
-			ranks = append(ranks, r)
+		if why, ok := h.refused[r]; ok && p == nil {
+			if byWhy[why] == nil {
+				whys = append(whys, why)
+			}
+			byWhy[why] = append(byWhy[why], r)
 		}
 	}
-	if len(ranks) == 0 {
-		return ""
+	var notes []string
+	for _, why := range whys {
+		ranks := byWhy[why]
+		verb, who := "was", "it does"
+		if len(ranks) > 1 {
+			verb, who = "were", "they do"
+		}
+		if why == whySecret {
+			why = fmt.Sprintf("%s not know this job's secret (%s; a host started with another job's?)", who, EnvJobSecret)
+		}
+		notes = append(notes, fmt.Sprintf("%s %s refused: %s", describeRanks(ranks), verb, why))
 	}
-	verb := "was"
-	if len(ranks) > 1 {
-		verb = "were"
+	return strings.Join(notes, "; ")
+}
+
+// whySecret is refused's reason for a hello that lacked the job's secret.
+const whySecret = "secret"
+
+// noteRefused records why a hello that said it was rank was refused.
+func (h *hub) noteRefused(rank uint32, why string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if uint64(rank) >= uint64(h.size) {
+		return // (a rank out of range is refused before it could be waited for)
 	}
-	return fmt.Sprintf("%s %s refused: they do not know this job's secret (%s; a host started with another job's?)", describeRanks(ranks), verb, EnvJobSecret)
+	if h.refused == nil {
+		h.refused = map[int]string{}
+	}
+	h.refused[int(rank)] = why
 }
 
 // handle processes one frame from an admitted rank.

@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -59,5 +60,41 @@ func refusedRanks(t *testing.T, first int) {
 	}
 	if msg := errs[0].Error(); !strings.Contains(msg, "ranks 2, 3 were refused: they do not know this job's secret") {
 		t.Errorf("rank %d gave up first; rank 0: %v", first, errs[0])
+	}
+}
+
+// A rank started with another job size is refused; rank 0, waiting for
+// it, says why it never joins.
+func TestRefusedSizeAndRankAreNamed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	var log logLines
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, c := range []Config{
+		{Rank: 0, Size: 2, Listener: ln, Timeout: 1500 * time.Millisecond},
+		{Rank: 1, Size: 3, Timeout: time.Second},
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i > 0 {
+				time.Sleep(100 * time.Millisecond) // after the hub is up
+			}
+			c.Addr, c.Secret, c.Log = addr, "job-a", log.add
+			b, err := Connect(context.Background(), c)
+			if err == nil {
+				b.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	msg := fmt.Sprint(errs[0])
+	if want := "(waiting for rank 1): rank 1 was refused: rank 1 says the job has 3 ranks, rank 0 says 2"; !strings.Contains(msg, want) {
+		t.Errorf("rank 0: %s\nlacks %q", msg, want)
 	}
 }
