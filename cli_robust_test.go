@@ -212,3 +212,24 @@ print("freed")`)
 func TestRefusedExecScript(t *testing.T) {
 	runAtSizes(t, []string{"2", "3"}, []string{"tests/agp_refused.lua"}, "[0] agp_refused: 1 passed, 0 failed")
 }
+
+// TestFailureInterruptsABlockedRank: a rank blocked outside luacoll (a
+// child process) when another fails cannot see the failure; the launcher
+// interrupts it soon after (launch.failNudge) and says so, rather than
+// killing it without a word after the grace (--timeout + 5 s).
+func TestFailureInterruptsABlockedRank(t *testing.T) {
+	s := writeScript(t, `
+local w = lc.window{ bytes = 64 }
+lc.barrier()
+if lc.rank == 1 then os.execute("sleep 100") end
+if lc.rank == 0 then error("rank 0 fails") end
+w:barrier(); w:sync()
+`)
+	start := time.Now()
+	r := luacoll(t, nil, "run", "-n", "2", "--timeout", "20s", s)
+	took := time.Since(start)
+	if r.code != 1 || !strings.Contains(r.stderr, "rank 0 fails") ||
+		!strings.Contains(r.stderr, "luacoll: rank 1 still running 3s after the failure (blocked outside luacoll?): interrupting") || took > 15*time.Second {
+		t.Errorf("exit %d after %v\n%s", r.code, took, r.stderr)
+	}
+}

@@ -401,7 +401,7 @@ func waitRanks(ctx context.Context, cfg LaunchConfig, ranks []*launchedRank, exi
 	done := ctx.Done()
 	var grace *time.Timer
 	var poll *time.Ticker
-	var graceC, pollC <-chan time.Time
+	var graceC, pollC, nudgeC <-chan time.Time
 	startGrace := func() {
 		if grace == nil {
 			grace = time.NewTimer(cfg.Grace)
@@ -435,6 +435,14 @@ func waitRanks(ctx context.Context, cfg LaunchConfig, ranks []*launchedRank, exi
 			running--
 			if recordExit(cfg, ranks[ev.rank], ev, sink, res) {
 				failed()
+				if grace == nil && !interrupted {
+					// The others stop at once on their own, but not
+					// one blocked outside luacoll (os.execute, a long
+					// string match): interrupt those soon.
+					nudge := time.NewTimer(failNudge)
+					defer nudge.Stop()
+					nudgeC = nudge.C
+				}
 				startGrace()
 			}
 		case <-done:
@@ -447,8 +455,17 @@ func waitRanks(ctx context.Context, cfg LaunchConfig, ranks []*launchedRank, exi
 		case <-again:
 			sink.note("luacoll: interrupted again: killing every rank now")
 			killRanks(ranks, syscall.SIGKILL)
+		case <-nudgeC:
+			nudgeC = nil
+			if left := runningRanks(ranks); left != "" {
+				sink.note(fmt.Sprintf("luacoll: %s still running %v after the failure (blocked outside luacoll?): interrupting", left, failNudge))
+				killRanks(ranks, syscall.SIGINT)
+			}
 		case <-graceC:
 			graceC = nil
+			if left := runningRanks(ranks); left != "" {
+				sink.note(fmt.Sprintf("luacoll: %s did not stop within %v: killing", left, cfg.Grace))
+			}
 			killRanks(ranks, syscall.SIGKILL)
 		case <-pollC:
 			killStoppedRanks(ranks, cfg.Grace, sink)
@@ -459,6 +476,30 @@ func waitRanks(ctx context.Context, cfg LaunchConfig, ranks []*launchedRank, exi
 		poll.Stop()
 	}
 	return interrupted
+}
+
+// failNudge is how long after a rank's failure the ranks still running
+// are interrupted: a peer's failure ends luacoll's own waits at once, so
+// only a rank blocked elsewhere (a child process, a long pattern match)
+// is still there.
+const failNudge = 3 * time.Second
+
+// runningRanks names the ranks that have not exited ("rank 1", "ranks 1,
+// 3"), or "".
+func runningRanks(ranks []*launchedRank) string {
+	var left []string
+	for _, lr := range ranks {
+		if !lr.exited {
+			left = append(left, fmt.Sprint(lr.rank))
+		}
+	}
+	switch len(left) {
+	case 0:
+		return ""
+	case 1:
+		return "rank " + left[0]
+	}
+	return "ranks " + strings.Join(left, ", ")
 }
 
 // recordExit notes how rank lr ended in res, says so when a signal nobody
