@@ -405,6 +405,48 @@ print("ok")`)
 	mustAllOK(t, res)
 }
 
+// A broadcast's source is the root's alone: the other ranks' plans need
+// not use the buffer named, and a root that broadcasts another buffer is
+// a wrong result. src_off past the source, a root outside the ranks and
+// an n past the window are argument errors.
+func TestPlanVerifyBroadcastSource(t *testing.T) {
+	res := runLua(t, 3, `
+local lc = require("luacoll")
+local n = 64
+local w = lc.window{ bytes = 64, signals = 1 }
+local src, other = lc.buffer(n), lc.buffer(n)
+local function bcast(from)
+  return lc.plan(function()
+    w:barrier(0)
+    if lc.rank == 0 then
+      w:put(0, 0, src, 0, n)
+      for q = 1, lc.size - 1 do w:put_signal(q, 0, from, 0, n, 0, 1, "add") end
+      w:flush()
+    else
+      w:wait_signal_from(0, 0, ">=", 1)
+    end
+  end)
+end
+local p = bcast(src)
+local rep = p:verify{ collective = "broadcast", n = n, src = src }
+assert(rep.ok, rep.summary)
+p:free()
+p = bcast(other)
+rep = p:verify{ collective = "broadcast", n = n, src = src }
+assert(not rep.ok and rep.summary:find("result", 1, true), rep.summary)
+for _, c in ipairs{
+  { { src_off = 8 }, "bad argument 'n' (64 bytes at offset 8 run past the end of buffer" },
+  { { root = 9 }, "bad argument 'root' (9 is outside 0..2)" },
+  { { n = 2^40 }, "bad argument 'n' (broadcast of n=1099511627776 needs 1099511627776 bytes of window; it has 64)" },
+} do
+  local o = { collective = "broadcast", n = c[1].n or n, src = src, src_off = c[1].src_off, root = c[1].root }
+  local ok, err = pcall(function() return p:verify(o) end)
+  assert(not ok and err:find(c[2], 1, true), tostring(err))
+end
+print("ok")`)
+	mustAllOK(t, res)
+}
+
 // A p:verify where only some ranks name the source fails on every rank
 // (none goes on to the report's collective alone).
 func TestPlanVerifySourceOnSomeRanks(t *testing.T) {

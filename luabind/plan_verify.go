@@ -2,6 +2,7 @@ package luabind
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -57,8 +58,9 @@ func verifyPlan(c *call) int {
 	if coll.Kind != "" && (t == nil || t.RawGetString("n") == lua.LNil) {
 		c.fail("bad argument 'n' (required with a collective: the bytes each rank contributes)")
 	}
-	if why := coll.CheckN(r.p.Ops()); why != "" {
-		c.fail("bad argument 'n' (%s)", why)
+	sh := r.p.Lists()[c.s.rank()].Shape
+	if arg, why := coll.Check(sh, r.p.Ops()); arg != "" {
+		c.fail("bad argument '%s' (%s)", arg, why)
 	}
 	replays := int(c.field(t, "replays", 2))
 	if replays < 1 || replays > 16 {
@@ -86,8 +88,14 @@ func verifyPlan(c *call) int {
 				src = i
 			}
 		}
-		if src < 0 {
+		// A broadcast reads the root's source alone: the others' plans
+		// need not use theirs.
+		if src < 0 && (coll.Kind != "broadcast" || c.s.rank() == coll.Root) {
 			c.fail("bad argument 'src' (%s is not a buffer the plan uses)", b.Name())
+		}
+		var ae *window.ArgError
+		if err := coll.CheckSrc(sh, src, srcOff, c.s.rank()); errors.As(err, &ae) {
+			c.fail("bad argument '%s' (%s)", ae.Arg, ae.Msg)
 		}
 	}
 	call := fmt.Sprintf("plan %d:verify{collective=%q, n=%d, root=%d, src_off=%d, replays=%d, calls=%d}", r.num, coll.Kind, coll.N, coll.Root, srcOff, replays, calls)
@@ -99,13 +107,17 @@ func verifyPlan(c *call) int {
 	for q, d := range all {
 		b := -1
 		if _, err := fmt.Sscan(string(d), &b); err != nil || b < 0 {
-			without = append(without, fmt.Sprint(q))
 			b = -1
+		}
+		if coll.Kind == "broadcast" && q != coll.Root {
+			b = -1 // (not read: see above)
+		} else if b < 0 {
+			without = append(without, fmt.Sprint(q))
 		}
 		coll.Src = append(coll.Src, verify.Source{Buf: b, Off: srcOff})
 	}
 	switch {
-	case len(without) == len(all):
+	case len(without) == len(all) || (coll.Kind == "broadcast" && len(without) > 0):
 		coll.Src = nil
 	case len(without) > 0:
 		c.fail("bad argument 'src' (ranks %s name none; every rank must, or none)", strings.Join(without, ","))

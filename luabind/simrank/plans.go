@@ -30,6 +30,7 @@ type planRef struct {
 	slot     *planSlot
 	site     string    // where this rank made it
 	ops      []plan.Op // this rank's
+	shape    plan.Shape
 	bufs     []*simBuffer
 	window   int
 	verifies int // p:verify calls so far
@@ -115,7 +116,7 @@ func (rk *rank) newPlan(L *lua.LState) int {
 		slot.lists[rk.r], slot.made[rk.r] = list, true
 		rk.w.mu.Unlock()
 	}
-	ref := &planRef{slot: slot, site: site, ops: list.Ops, bufs: bufs, window: list.Window}
+	ref := &planRef{slot: slot, site: site, ops: list.Ops, shape: list.Shape, bufs: bufs, window: list.Window}
 	if rk.lead() {
 		rk.complete(L, slot, site)
 	}

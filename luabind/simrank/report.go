@@ -1,6 +1,7 @@
 package simrank
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"github.com/luacoll/luacoll/engine/plan/verify"
 	"github.com/luacoll/luacoll/luabind"
 	"github.com/luacoll/luacoll/transport"
+	"github.com/luacoll/luacoll/window"
 )
 
 // verifyPlan is p:verify{collective, window, n, root, src, src_off,
@@ -31,8 +33,8 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 	if coll.Kind != "" && (t == nil || t.RawGetString("n") == lua.LNil) {
 		rk.fail(L, name, "bad argument 'n' (required with a collective: the bytes each rank contributes)")
 	}
-	if why := coll.CheckN(r.ops); why != "" {
-		rk.fail(L, name, "bad argument 'n' (%s)", why)
+	if arg, why := coll.Check(r.shape, r.ops); arg != "" {
+		rk.fail(L, name, "bad argument '%s' (%s)", arg, why)
 	}
 	replays := int(a.field(t, "replays", 2))
 	if replays < 1 || replays > 16 {
@@ -61,8 +63,14 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 				src = i
 			}
 		}
-		if src < 0 {
+		// A broadcast reads the root's source alone: the others' plans
+		// need not use theirs.
+		if src < 0 && (coll.Kind != "broadcast" || rk.r == coll.Root) {
 			rk.fail(L, name, "bad argument 'src' (%s is not a buffer the plan uses)", b.name)
+		}
+		var ae *window.ArgError
+		if err := coll.CheckSrc(r.shape, src, srcOff, rk.r); errors.As(err, &ae) {
+			rk.fail(L, name, "bad argument '%s' (%s)", ae.Arg, ae.Msg)
 		}
 	}
 	slot := r.slot
@@ -75,7 +83,7 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 		if j < len(slot.srcs) && sh.pending == slot.num && calls == 1 {
 			row := slices.Clone(slot.srcs[j])
 			row[0] = src
-			if srcs, missing, without := sources(row, srcOff); len(missing) == 0 && (len(without) == 0 || len(without) == len(row)) {
+			if srcs, missing, without := sources(row, srcOff, coll); len(missing) == 0 && (len(without) == 0 || len(without) == len(row)) {
 				coll.Src = srcs
 				if len(without) == len(row) {
 					coll.Src = nil
@@ -104,7 +112,7 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 	if slot.lists == nil {
 		rk.fail(L, name, "plan %d's lists were released", slot.num)
 	}
-	srcs, missing, without := sources(slot.srcs[j], srcOff)
+	srcs, missing, without := sources(slot.srcs[j], srcOff, coll)
 	coll.Src = srcs
 	switch {
 	case len(missing) > 0:
@@ -144,15 +152,24 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 // sources are the sources of a p:verify call whose ranks named buffers
 // row (srcs[j]) at offset off, with the ranks that made no such call
 // (missing) and those that named none (without).
-func sources(row []int, off uint64) (srcs []verify.Source, missing, without []string) {
+func sources(row []int, off uint64, coll verify.Collective) (srcs []verify.Source, missing, without []string) {
 	for q, b := range row {
 		switch {
 		case b == -2:
 			missing = append(missing, fmt.Sprint(q))
+		case coll.Kind == "broadcast" && q != coll.Root:
+			b = -1 // (a broadcast reads the root's source alone)
 		case b < 0:
 			without = append(without, fmt.Sprint(q))
 		}
 		srcs = append(srcs, verify.Source{Buf: b, Off: off})
+	}
+	if coll.Kind == "broadcast" && len(without) > 0 {
+		// The root names none: as if no rank did.
+		without = without[:0]
+		for q := range row {
+			without = append(without, fmt.Sprint(q))
+		}
 	}
 	return srcs, missing, without
 }

@@ -104,6 +104,8 @@ func TestNeedsRealRanks(t *testing.T) {
 		{"lc.plan(function() w:put(0, 60, b, 0, 8) end)", "bad argument"},
 		{"lc.plan(function() w:put(0, 0, b, 0, 8) end):verify{collective = 'allgather', n = 0}", "bad argument 'n' (0: a collective's result"},
 		{"lc.plan(function() w:reduce(w, 0, b, 0, 8, 'f64') end):verify{collective = 'allreduce', n = 4}", "bad argument 'n' (4 bytes is not a whole number of the f64 elements"},
+		{"lc.plan(function() w:put(0, 0, b, 0, 8) end):verify{collective = 'broadcast', n = 8, root = 9}", "bad argument 'root' (9 is outside 0..3)"},
+		{"lc.plan(function() w:put(0, 0, b, 0, 8) end):verify{collective = 'allgather', n = 8, src = b, src_off = 4}", "bad argument 'n' (8 bytes at offset 4 run past the end of buffer b1"},
 	} {
 		out, _, err := run(t, 4, 2, head+c.body+"\n")
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "simulated rank 3: ") {

@@ -26,29 +26,71 @@ type Collective struct {
 	Src []Source
 }
 
-// CheckN says what is wrong with c.N for a plan whose ops on one rank
-// are ops, in the words of p:verify's argument 'n', or "": a collective
-// needs a byte a rank, and a reduction's result whole elements of the
-// type the plan reduces (an n cut short checks part of the result).
-func (c Collective) CheckN(ops []plan.Op) string {
+// Check says which of p:verify's arguments is wrong for a plan whose
+// window has shape sh and whose ops on one rank are ops, and why ("", ""
+// when none is): a collective needs a byte a rank, a reduction's result
+// whole elements of the type the plan reduces (an n cut short checks part
+// of the result), the result must fit the window, and a broadcast's root
+// must be a rank.
+func (c Collective) Check(sh plan.Shape, ops []plan.Op) (arg, why string) {
 	if c.Kind == "" {
-		return ""
+		return "", ""
 	}
 	if c.N == 0 {
-		return "0: a collective's result needs at least one byte a rank"
+		return "n", "0: a collective's result needs at least one byte a rank"
 	}
-	if !isReduceColl(c.Kind) {
-		return ""
+	if c.Kind == "broadcast" && (c.Root < 0 || c.Root >= sh.Ranks) {
+		return "root", fmt.Sprintf("%d is outside 0..%d", c.Root, sh.Ranks-1)
 	}
-	for _, o := range ops {
-		if isReduce(o.Kind) {
-			if sz := o.DType.Size(); sz > 0 && c.N%sz != 0 {
-				return fmt.Sprintf("%d bytes is not a whole number of the %s elements the plan reduces", c.N, o.DType)
+	if isReduceColl(c.Kind) {
+		for _, o := range ops {
+			if isReduce(o.Kind) {
+				if sz := o.DType.Size(); sz > 0 && c.N%sz != 0 {
+					return "n", fmt.Sprintf("%d bytes is not a whole number of the %s elements the plan reduces", c.N, o.DType)
+				}
+				break
 			}
-			break
 		}
 	}
-	return ""
+	need, ok := c.need(sh.Ranks)
+	switch {
+	case !ok:
+		return "n", fmt.Sprintf("%s of %d bytes a rank overflows", c.Kind, c.N)
+	case need > sh.Bytes:
+		return "n", fmt.Sprintf("%s of n=%d needs %d bytes of window; it has %d", c.Kind, c.N, need, sh.Bytes)
+	}
+	return "", ""
+}
+
+// need is the window bytes c's result takes at ranks ranks (false when
+// that overflows).
+func (c Collective) need(ranks int) (uint64, bool) {
+	switch c.Kind {
+	case "allgather", "alltoall", "reduce_scatter":
+		need := c.N * uint64(ranks)
+		return need, c.N == 0 || need/c.N == uint64(ranks)
+	}
+	return c.N, true
+}
+
+// CheckSrc says, as the window would (an *window.ArgError naming src_off
+// or n), whether rank's source buffer src (an index of its plan's, sh)
+// at off holds what c reads of it.
+func (c Collective) CheckSrc(sh plan.Shape, src int, off uint64, rank int) error {
+	if src < 0 || src >= len(sh.Buffers) {
+		return nil
+	}
+	return plan.RangeErr("src_off", "n", off, c.SrcSpan(sh.Ranks), sh.Buffers[src], bufWhat(src, rank))
+}
+
+// SrcSpan is the bytes of each rank's source c reads at ranks ranks: n,
+// or every rank's chunk for alltoall and reduce_scatter.
+func (c Collective) SrcSpan(ranks int) uint64 {
+	if c.Kind == "alltoall" || c.Kind == "reduce_scatter" {
+		need, _ := c.need(ranks)
+		return need
+	}
+	return c.N
 }
 
 // Source is a rank's source range: a buffer of its plan and an offset.
