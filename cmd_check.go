@@ -94,7 +94,14 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	scriptArgs := fs.Args()
-	if *simulate && *layout == "" {
+	switch {
+	case *simulate && *layout != "":
+		fmt.Fprintf(stderr, "luacoll check: --simulate and --layout %s: give one (--simulate is --layout 1xN)\n", *layout)
+		return 2
+	case *simulate && (*n < 1 || *n > maxSimulated):
+		fmt.Fprintf(stderr, "luacoll check: -n %d: want 1..%d simulated ranks\n", *n, maxSimulated)
+		return 2
+	case *simulate:
 		*layout = fmt.Sprintf("1x%d", *n)
 	}
 	if *layout != "" {
@@ -222,7 +229,7 @@ func checkSimulated(o simOptions, stdout, stderr io.Writer) int {
 	cost := fmt.Sprintf("%.1f s, peak resident %s (Go heap %s)", res.Elapsed.Seconds(), simrank.Bytes(res.PeakRSS), simrank.Bytes(res.HeapPeak))
 	if res.Failed > 0 {
 		fmt.Fprintf(stdout, "luacoll check: %s: %d of %d verifications found problems (%d plans, %d simulated ranks, layout %s); %s\n",
-			name, res.Failed, res.Plans+res.Verifies, res.Plans, o.n, o.layout, cost)
+			name, res.Failed, res.Made+res.Verifies, res.Plans, o.n, o.layout, cost)
 		return 1
 	}
 	fmt.Fprintf(stdout, "luacoll check: %s: %d plans verified at %d simulated ranks (layout %s), no problems; %s\n", name, res.Plans, o.n, o.layout, cost)

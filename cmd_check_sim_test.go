@@ -92,6 +92,8 @@ func TestCheckSimulatedUsage(t *testing.T) {
 		{[]string{"-n", "8", "--layout", "3x3", script}, "--layout 3x3 places 9 ranks, -n says 8"},
 		{[]string{"-n", "8", "--layout", "8by1", script}, `--layout "8by1": want NODESxRANKS`},
 		{[]string{"-n", "9000", "--simulate", script}, "want 1..8192 simulated ranks"},
+		{[]string{"-n", "0", "--simulate", script}, "-n 0: want 1..8192 simulated ranks"},
+		{[]string{"--simulate", "--layout", "4x2", script}, "--simulate and --layout 4x2: give one"},
 		{[]string{"-n", "4", "--simulate", "--model", "nope.json", script}, "--model open nope.json"},
 		{[]string{"-n", "4", "--simulate", "--mode", "graph", script}, `--mode "graph": the model has [host]`},
 		{[]string{"-n", "4", "--simulate", "--ahead", "3", script}, "--ahead 3: want 0, 1 or 2"},
@@ -107,7 +109,8 @@ func TestCheckSimulatedUsage(t *testing.T) {
 	// A bound too small for the plan: the verification stops, claims
 	// nothing, and says how to raise the bound; the default verifies it.
 	r := luacoll(t, nil, "check", "-n", "8", "--layout", "2x4", "--budget", "100", "bench/ag-sim.lua", "ring", "1024")
-	if r.code != 1 || !strings.Contains(r.stdout, "the bound is 100)") || !strings.Contains(r.stdout, "luacoll check --budget raises the bound") {
+	if r.code != 1 || !strings.Contains(r.stdout, "the bound is 100)") || !strings.Contains(r.stdout, "luacoll check --budget raises the bound") ||
+		!strings.Contains(r.stdout, "1 of 1 verifications found problems (1 plans") {
 		t.Errorf("--budget 100: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	r = luacoll(t, nil, "check", "-n", "8", "--layout", "2x4", "bench/ag-sim.lua", "ring", "1024")

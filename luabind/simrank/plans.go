@@ -173,6 +173,7 @@ func (w *world) flush() error {
 	w.verifying(slot, "")
 	rep := w.verify(slot, w.flushOptions(), true)
 	w.note(slot, "made", rep)
+	w.res.Made++
 	if !rep.OK {
 		w.res.Failed++
 		return fmt.Errorf("plan %d (made at %s) failed verification: %s%s", slot.num, slot.site, rep.Summary(), rep.Hint())

@@ -56,9 +56,10 @@ type Options struct {
 
 // Result is what a run found.
 type Result struct {
-	// Plans made, verifications asked for with p:verify, and how many of
-	// either found problems.
-	Plans, Verifies, Failed int
+	// Plans made, verifications asked for with p:verify, those of plans
+	// as they were made (a plan's own, where no p:verify covered it), and
+	// how many of these found problems.
+	Plans, Verifies, Made, Failed int
 	// Skipped counts rank 0's p:run calls, which ran nothing.
 	Skipped int
 	// Ahead counts the verifications rank 0 took from the work done
