@@ -10,8 +10,8 @@ import (
 // testCostModel has start and per-byte costs on puts only (signals, waits
 // and barriers free), so that a ring's estimate has a closed form.
 const testCostModel = `{"machine": "test", "backend": "host", "modes": {"host": {
-  "self": {"put": {"alpha_ns": 100, "beta_ns_per_byte": 0.01}},
-  "shm":  {"put": {"alpha_ns": 1000, "beta_ns_per_byte": 0.1}}}}}`
+  "self": {"put": {"alpha_ns": 100, "beta_ns_per_byte": 0.01}, "signal": {}, "wait": {}, "copy": {}, "barrier": {}},
+  "shm":  {"put": {"alpha_ns": 1000, "beta_ns_per_byte": 0.1}, "signal": {}, "wait": {}, "copy": {}, "barrier": {}}}}}`
 
 // TestPlanEstimate records scripts/lib's ring on 4 ranks and checks
 // p:estimate against the ring's closed form (the own copy, then N-1 steps

@@ -278,6 +278,10 @@ func TestParseModel(t *testing.T) {
 		{`{"modes": {"host": {"shm": {"put": {"sizes": [2], "times_ns": [1, 2]}}}}}`, "1 sizes but 2 times"},
 		{`{"modes": {"host": {"shm": {"op": {"alpha_ns": -5}}}}}`, `class "shm", op: cost -5`},
 		{`{"modes": {"host": {"self": {"replay": {"alpha_ns": "x"}}}}}`, "model:"},
+		{`{"modes": {"host": {"shm": {}}}}`, `mode "host", class "shm" has no put, signal, wait, copy, barrier cost`},
+		{`{"modes": {"host": {"shm": {"put": {"alpha_ns": 5}, "signal": {}, "wait": {}, "copy": {}}}}}`, `class "shm" has no barrier cost`},
+		{`{"backend": "gpu", "modes": {"host": {"shm": {}}}}`, `backend "gpu": want host or cuda`},
+		{`{"modes": {"warp": {"shm": {}}}}`, `mode "warp": want one of [host stream device graph]`},
 	} {
 		_, err := Parse([]byte(c.text))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

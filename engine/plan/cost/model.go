@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -214,6 +216,28 @@ func Parse(data []byte) (*Model, error) {
 	if err := m.Check(); err != nil {
 		return nil, err
 	}
+	// The costs every estimate reads must be in the file (a cost of 0
+	// measured is one; one left out is not).
+	var keys struct {
+		Modes map[string]map[string]map[string]json.RawMessage `json:"modes"`
+	}
+	if err := json.Unmarshal(data, &keys); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	for _, mode := range m.ModeNames() {
+		for _, name := range slices.Sorted(maps.Keys(keys.Modes[mode])) {
+			var lack []string
+			for _, k := range []string{"put", "signal", "wait", "copy", "barrier"} {
+				if _, ok := keys.Modes[mode][name][k]; !ok {
+					lack = append(lack, k)
+				}
+			}
+			if len(lack) > 0 {
+				return nil, fmt.Errorf("model: mode %q, class %q has no %s cost (every class needs put, signal, wait, copy and barrier: luacoll calibrate measures them)",
+					mode, name, strings.Join(lack, ", "))
+			}
+		}
+	}
 	return &m, nil
 }
 
@@ -223,8 +247,14 @@ func (m *Model) Check() error {
 	if len(m.Modes) == 0 {
 		return fmt.Errorf("model: no modes")
 	}
+	if kind, _, _ := strings.Cut(m.Backend, ":"); kind != "" && kind != "host" && kind != "cuda" {
+		return fmt.Errorf("model: backend %q: want host or cuda (cuda:N)", m.Backend)
+	}
 	for _, mode := range m.ModeNames() {
 		classes := m.Modes[mode]
+		if !slices.Contains(modeNames, mode) {
+			return fmt.Errorf("model: mode %q: want one of %v", mode, modeNames)
+		}
 		if len(classes) == 0 {
 			return fmt.Errorf("model: mode %q has no classes", mode)
 		}
@@ -232,6 +262,7 @@ func (m *Model) Check() error {
 			if _, err := transport.ParseKind(name); err != nil {
 				return fmt.Errorf("model: mode %q: %w", mode, err)
 			}
+
 			costs := map[string]Cost{"put": p.Put, "signal": p.Signal, "wait": p.Wait, "copy": p.Copy, "barrier": p.Barrier, "op": p.Op, "replay": p.Replay, "switch": p.Switch, "moved": p.Moved, "call": p.Call, "trip": p.Trip}
 			if p.Flush != nil {
 				costs["flush"] = *p.Flush
@@ -250,6 +281,9 @@ func (m *Model) Check() error {
 	}
 	return nil
 }
+
+// modeNames are the replay modes a model may hold.
+var modeNames = []string{"host", "stream", "device", "graph"}
 
 // ModeNames returns the model's modes, sorted.
 func (m *Model) ModeNames() []string {
