@@ -14,6 +14,7 @@ import (
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/bench"
+	"github.com/luacoll/luacoll/engine/plan/cost"
 	"github.com/luacoll/luacoll/engine/bench/plot"
 	"github.com/luacoll/luacoll/engine/launch"
 	"github.com/luacoll/luacoll/luabind"
@@ -79,7 +80,7 @@ func cmdBenchAllgather(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.inPlace, "inplace", false, "in-place execs (nccl-tests' in-place column): each rank's chunk starts in the window at rank*n, no own copy; NCCL in place too")
 	fs.BoolVar(&f.graph, "graph", false, "CUDA graph mode: the first exec is captured, later execs replay it")
 	fs.StringVar(&f.planMode, "plan-mode", "", "with --plan (implied): how the plan replays: auto (host on the host backend; on CUDA device where no copy exceeds 256 KiB, else stream), host, stream, device (one kernel runs the whole op list) or graph (one CUDA graph launch per replay)")
-	fs.StringVar(&f.model, "model", "", "with --plan: the cost model (a JSON file luacoll calibrate wrote) the pred(us) column comes from (default: the one shipped for the backend; none shipped: \"-\")")
+	fs.StringVar(&f.model, "model", "", "with --plan: the cost model the pred(us) column comes from: host or cuda (the shipped ones) or a JSON file luacoll calibrate wrote (default: the one shipped for the backend; \"-\" where it has no model of the plan's replay mode)")
 	fs.BoolVar(&f.plan, "plan", false, "with --algo lua:*: record the schedule once per size into a plan (lc.plan), verify it as an all-gather, and replay it with no Lua per exec (a staged schedule's plan holds two execs, one per staging half)")
 	fs.StringVar(&f.vs, "vs", "", "baselines, comma-separated: nccl (needs --device cuda), nccl-sym (NCCL's symmetric kernels: ncclAllGather on buffers from ncclMemAlloc registered as a symmetric window, NCCL 2.27 and later), direct (the built-in all-gather beside a Lua schedule), mpi (MPI_Allgather; host, under Open MPI's mpirun)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the rows and the run's metadata as JSON Lines to FILE")
@@ -137,6 +138,9 @@ func (f *agFlags) check() ([]uint64, error) {
 	}
 	if (f.planMode == "device" || f.planMode == "stream" || f.planMode == "graph") && f.rank.device != "cuda" {
 		return nil, fmt.Errorf("--plan-mode %s needs --device cuda (plans on --device %s replay in mode host)", f.planMode, f.rank.device)
+	}
+	if err := f.checkModel(); err != nil {
+		return nil, err
 	}
 	if f.minS == "" {
 		f.minS = "1K"
@@ -242,6 +246,27 @@ func (f *agFlags) dropTiny(sizes []uint64, n int) ([]uint64, error) {
 // checkFiles refuses a --plot or --json name that cannot be written, so
 // that the run fails before it measures anything rather than after (rank 0
 // writes them, at the end).
+// checkModel refuses a --model that cannot give the pred(us) column: one
+// without --plan, one that does not load, and on the host backend one
+// without the host mode its plans replay in (a CUDA plan's mode is known
+// once it is made: a model without it leaves the column "-").
+func (f *agFlags) checkModel() error {
+	if f.model == "" {
+		return nil
+	}
+	if !f.plan {
+		return fmt.Errorf("--model %s: the model predicts plans' times: it needs --plan", f.model)
+	}
+	m, err := cost.Load(f.model)
+	if err != nil {
+		return fmt.Errorf("--model %w", err)
+	}
+	if _, ok := m.Modes["host"]; !ok && f.rank.device != "cuda" {
+		return fmt.Errorf("--model %s has no mode host (it has %v): plans on --device %s replay in mode host", f.model, m.ModeNames(), f.rank.device)
+	}
+	return nil
+}
+
 func (f *agFlags) checkFiles() error {
 	if f.plot != "" {
 		if err := plot.CheckPath(f.plot); err != nil {
@@ -300,11 +325,13 @@ func runBenchAllgather(ctx context.Context, c *engine.Comm, f agFlags, sizes []u
 		schedule, what := st.Schedule, f.algo
 		if f.plan {
 			st.PlanMode = f.planMode
-			m, err := loadModel(f.model)
-			if err != nil {
-				return err
+			if f.model != "" {
+				m, err := cost.Load(f.model)
+				if err != nil {
+					return fmt.Errorf("--model %w", err)
+				}
+				st.CostModel = m
 			}
-			st.CostModel = m
 			cfg.BuiltinGraph = f.planMode == "graph"
 			schedule, what = st.SchedulePlan, f.algo+" (plan, mode "+st.Mode()+")"
 		}

@@ -68,7 +68,9 @@ func TestCalibrateBadFlags(t *testing.T) {
 		{[]string{"calibrate", "-b", "1M", "-e", "2M"}, 2, "-b 1M -e 2M: want 0 < b and e at least 4 times b"},
 		{[]string{"calibrate", "--iters", "0"}, 2, "--iters 0"},
 		{[]string{"calibrate", "-n", "2", "-b", "4K", "-e", "16K", "--iters", "1", "-o", notModel}, 1, "holds no model to merge into"},
-		{[]string{"bench", "allgather", "--algo", "lua:ring", "--plan", "--model", filepath.Join(dir, "none.json")}, 1, "--model"},
+		{[]string{"bench", "allgather", "--algo", "lua:ring", "--plan", "--model", filepath.Join(dir, "none.json")}, 2, "--model open"},
+		{[]string{"bench", "allgather", "--algo", "lua:ring", "--model", "host"}, 2, "--model host: the model predicts plans' times: it needs --plan"},
+		{[]string{"bench", "allgather", "--algo", "lua:ring", "--plan", "--model", "cuda"}, 2, "--model cuda has no mode host (it has [device graph stream])"},
 	} {
 		r := luacoll(t, nil, c.args...)
 		if r.code != c.code || !strings.Contains(r.stderr, c.want) {
