@@ -14,9 +14,9 @@ import (
 	"github.com/luacoll/luacoll/cuda"
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/bench"
-	"github.com/luacoll/luacoll/engine/plan/cost"
 	"github.com/luacoll/luacoll/engine/bench/plot"
 	"github.com/luacoll/luacoll/engine/launch"
+	"github.com/luacoll/luacoll/engine/plan/cost"
 	"github.com/luacoll/luacoll/luabind"
 )
 

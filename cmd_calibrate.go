@@ -647,4 +647,3 @@ func writeModel(path string, m *cost.Model, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "luacoll calibrate: wrote %s (%s backend; %s)\n", path, m.Backend, m.Note)
 	return nil
 }
-
