@@ -190,3 +190,43 @@ func TestReplSignalsExit(t *testing.T) {
 		checkClean(t, before)
 	}
 }
+
+// TestClosedOutputStopsTheJob: once nobody reads the output (`luacoll run
+// ... | head -1`), the job stops as a command stops on SIGPIPE (exit 141)
+// rather than running to its end with the output dropped.
+func TestClosedOutputStopsTheJob(t *testing.T) {
+	before := shmLeftovers(t)
+	s := writeScript(t, `
+local w = lc.window{ bytes = 64 }
+for i = 1, 1e9 do print(i) end
+w:barrier(); w:sync()
+`)
+	cmd := exec.Command(bin, "run", "-n", "2", s)
+	cmd.Env = cleanEnv()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e syncBuffer
+	cmd.Stderr = &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if _, err := out.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	_ = out.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("still running 30 s after its output closed\n%s", e.String())
+	}
+	if ee, _ := err.(*exec.ExitError); ee == nil || ee.ExitCode() != 141 || !strings.Contains(e.String(), "broken pipe") {
+		t.Errorf("exit %v, want 141\n%s", err, e.String())
+	}
+	checkClean(t, before)
+}

@@ -380,8 +380,9 @@ func signalContext() (context.Context, context.CancelFunc) {
 // keepOnBrokenPipe keeps the launcher alive when its output pipe closes
 // (`luacoll run ... | head -1`): a SIGPIPE would kill it before it
 // stopped its ranks and removed the job's directories. Its writes fail
-// instead and the ranks' output is dropped. (Caught, not ignored, so the
-// ranks it starts get the default action back.)
+// instead, and a launch then stops the job (LaunchConfig.StdoutClosed).
+// (Caught, not ignored, so the ranks it starts get the default action
+// back.)
 func keepOnBrokenPipe() {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }

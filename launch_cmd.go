@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/luacoll/luacoll/engine"
@@ -90,6 +91,12 @@ func (f *rankFlags) launchRanks(ctx context.Context, j launchJob, stdout, stderr
 	if j.progress {
 		cfg.Progress = terminalOf(stderr)
 	}
+	// Nobody reads the output any more (`luacoll run ... | head -1`):
+	// stop the job, as SIGPIPE stops a command, rather than run it to the
+	// end with its output dropped.
+	ctx, closed := context.WithCancelCause(ctx)
+	defer closed(nil)
+	cfg.StdoutClosed = func() { closed(caughtSignal{syscall.SIGPIPE}) }
 	res, err := f.launch(ctx, cfg, j.prog, stderr)
 	if j.sayInterrupt && ctx.Err() != nil {
 		// Interrupted: the ranks' own statuses say only that they stopped.

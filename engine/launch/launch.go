@@ -40,10 +40,13 @@ const ExitPeerFailed = 77
 
 // LaunchConfig configures Launch.
 type LaunchConfig struct {
-	N    int      // number of ranks
-	Path string   // executable (usually os.Executable())
-	Args []string // arguments after the executable, the same for every rank
-	Env  []string // base environment (nil: os.Environ())
+	// StdoutClosed, when set, is called once a rank's output finds
+	// Stdout's reader gone (a closed pipe); the caller may end the job.
+	StdoutClosed func()
+	N            int      // number of ranks
+	Path         string   // executable (usually os.Executable())
+	Args         []string // arguments after the executable, the same for every rank
+	Env          []string // base environment (nil: os.Environ())
 	// Prefix prefixes every output line with "[rank] ".
 	Prefix         bool
 	Stdout, Stderr io.Writer // nil: discarded
@@ -255,7 +258,7 @@ func withLaunchDefaults(cfg LaunchConfig) (LaunchConfig, error) {
 
 // newLineSink makes the sink of the ranks' output that cfg asks for.
 func newLineSink(cfg LaunchConfig) *lineSink {
-	sink := &lineSink{stdout: cfg.Stdout, stderr: cfg.Stderr, prefix: cfg.Prefix, terminate: cfg.Prefix || cfg.N > 1}
+	sink := &lineSink{stdout: cfg.Stdout, stderr: cfg.Stderr, prefix: cfg.Prefix, terminate: cfg.Prefix || cfg.N > 1, outClosed: cfg.StdoutClosed}
 	if cfg.Progress != nil {
 		// Rank 0 draws a progress line on this terminal: a line of output
 		// erases it first rather than run on after it.

@@ -45,6 +45,17 @@ type lineSink struct {
 	// eraseOut, eraseErr: that stream is the terminal a progress line is
 	// drawn on; each line starts by erasing it.
 	eraseOut, eraseErr bool
+	// outClosed, when set, is called once a write to stdout finds its
+	// reader gone (EPIPE: `luacoll run ... | head -1`).
+	outClosed     func()
+	outClosedOnce sync.Once
+}
+
+// write writes b to w, noting a closed standard output.
+func (s *lineSink) write(w io.Writer, b []byte) {
+	if _, err := w.Write(b); err != nil && w == s.stdout && s.outClosed != nil && errors.Is(err, syscall.EPIPE) {
+		s.outClosedOnce.Do(s.outClosed)
+	}
 }
 
 // eraseLine is the terminal's "to the line's start, erase it".
@@ -108,7 +119,7 @@ func (s *lineSink) piece(rank int, toErr bool, line []byte, cont bool) {
 		w, erase = s.stderr, s.eraseErr
 	}
 	if !s.prefix && !erase {
-		_, _ = w.Write(line)
+		s.write(w, line)
 		return
 	}
 	buf := make([]byte, 0, len(line)+16)
@@ -116,7 +127,7 @@ func (s *lineSink) piece(rank int, toErr bool, line []byte, cont bool) {
 		buf = append(buf, eraseLine...)
 	}
 	if !s.prefix {
-		_, _ = w.Write(append(buf, line...))
+		s.write(w, append(buf, line...))
 		return
 	}
 	buf = append(buf, '[')
@@ -127,7 +138,7 @@ func (s *lineSink) piece(rank int, toErr bool, line []byte, cont bool) {
 		buf = append(buf, "] "...)
 	}
 	buf = append(buf, line...)
-	_, _ = w.Write(buf)
+	s.write(w, buf)
 }
 
 // note writes a launcher message to the error stream.
