@@ -69,7 +69,9 @@ func Merge(m, add *Model) (*Model, error) {
 			out.Modes[mode][k] = p
 		}
 	}
-	out.Made, out.Command = add.Made, add.Command
+	// The commands, as the machines and the notes, of every run that
+	// made it.
+	out.Made, out.Command = add.Made, joinOnce(m.Command, add.Command)
 	out.Machine = joinOnce(m.Machine, add.Machine)
 	out.Note = mergeNotes(m.Note, add.Note)
 	return &out, out.Check()

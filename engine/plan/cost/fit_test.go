@@ -99,15 +99,19 @@ func TestMergeKeepsSwitch(t *testing.T) {
 // measured again.
 func TestMergeNoteAndMachine(t *testing.T) {
 	a := &Model{Machine: "vm A; vm B", Backend: "cuda", Note: "nvl, 2 ranks: stream: hop 0.80 us. net, 2 ranks: stream: hop 7.31 us.",
-		Modes: map[string]map[string]Params{"stream": {"nvl": {}, "net": {}}}}
+		Command: "luacoll calibrate -n 2 -o m.json", Modes: map[string]map[string]Params{"stream": {"nvl": {}, "net": {}}}}
 	b := &Model{Machine: "vm B", Backend: "cuda", Note: "net, 2 ranks: stream: hop 6.98 us.",
-		Modes: map[string]map[string]Params{"stream": {"net": {}}}}
+		Command: "luacoll calibrate -n 2 --nodes 2 -o m.json", Modes: map[string]map[string]Params{"stream": {"net": {}}}}
 	m, err := Merge(a, b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.Machine != "vm A; vm B" {
 		t.Errorf("machine %q", m.Machine)
+	}
+	// Every run's command stays beside the notes its classes carry.
+	if want := "luacoll calibrate -n 2 -o m.json; luacoll calibrate -n 2 --nodes 2 -o m.json"; m.Command != want {
+		t.Errorf("command %q, want %q", m.Command, want)
 	}
 	if want := "nvl, 2 ranks: stream: hop 0.80 us. net, 2 ranks: stream: hop 6.98 us."; m.Note != want {
 		t.Errorf("note %q, want %q", m.Note, want)
