@@ -51,9 +51,15 @@ print("not reached")
 		!strings.Contains(r.stderr, "failed verification") {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	wrong := writeScript(t, strings.Replace(checkGood, `collective = "allgather"`, `collective = "alltoall"`, 1)+"\n")
+	wrong := writeScript(t, strings.Replace(checkGood, `collective = "allgather", n = n, src = src`, `collective = "alltoall", n = n`, 1)+"\n")
 	r = luacoll(t, nil, "check", "-n", "2", wrong)
 	if r.code != 1 || !strings.Contains(r.stdout, "verified as alltoall:") || !strings.Contains(r.stdout, "postcondition:") {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	// A source too short for the collective named is an argument error.
+	short := writeScript(t, strings.Replace(checkGood, `collective = "allgather"`, `collective = "alltoall"`, 1)+"\n")
+	r = luacoll(t, nil, "check", "-n", "2", short)
+	if r.code != 1 || !strings.Contains(r.stderr, "p:verify: bad argument 'n' (2000 bytes at offset 0 run past the end of buffer b1 of rank") {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	for _, args := range [][]string{{"check"}, {"check", "-n", "0", good}, {"check", "no-such.lua"}, {"check", good, "--bogus"}} {
