@@ -32,7 +32,7 @@ func (s *sim) replayEnd(r int, st *rankState, rep, list int) {
 		ref := &opRef{rank: r, rep: list + 1, what: fmt.Sprintf("rank %d's result at the end of %s %d", r, s.unit(), rep+1)}
 		s.touch(r, st.vc, s.mem[r][plan.WindowBuf], &access{by: ref, pc: -1 - rep, lo: lo, hi: hi, done: c, end: end})
 	}
-	if s.coll.Src != nil && rep+1 < s.total {
+	if rep+1 < s.total {
 		s.at, s.want = end, rep+1
 		s.checkRank(r)
 		s.at, s.want = nil, s.total
@@ -108,7 +108,7 @@ func (s *sim) checkRank(q int) {
 			}
 		}
 	case "broadcast":
-		if want, ok := s.expect(c.Root, 0, (c.Root+1)%n); ok && (q != c.Root || c.Src[c.Root].Buf == plan.WindowBuf) {
+		if want, ok := s.expect(c.Root, 0, (c.Root+1)%n); ok && (q != c.Root || (c.Src != nil && c.Src[c.Root].Buf == plan.WindowBuf)) {
 			s.compare(q, 0, want, func() string { return fmt.Sprintf("rank %d's message", c.Root) })
 		}
 	case "reduce_scatter", "allreduce":

@@ -247,8 +247,15 @@ func (s *sim) checkArrived() {
 		vc := s.rk[b].vc
 		seen := map[[2]int]bool{}
 		m := s.mem[b][plan.WindowBuf]
+		var all []*access
 		for _, r := range append(append([]accRef(nil), m.wide...), m.acc...) {
-			y := s.pool.get(r)
+			x := s.pool.get(r)
+			all = append(all, x)
+			if x.under != nil {
+				all = append(all, x.under) // a write a read stands for
+			}
+		}
+		for _, y := range all {
 			a := y.by.rank
 			if !y.write || a == b || y.orderedFor(vc, b) || seen[[2]int{a, y.by.op}] {
 				continue
