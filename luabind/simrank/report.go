@@ -44,35 +44,8 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 	if _, err := luabind.CallEnds(nil, calls, nil); err != nil {
 		rk.fail(L, name, "bad argument 'calls' (%v)", err)
 	}
-	src, srcOff := -1, a.field(t, "src_off", 0)
-	if t != nil && t.RawGetString("src") != lua.LNil {
-		var b *simBuffer
-		if ud, ok := t.RawGetString("src").(*lua.LUserData); ok {
-			switch x := ud.Value.(type) {
-			case *simBuffer:
-				b = x
-			case *simWindow:
-				b = x.data
-			}
-		}
-		if b == nil {
-			rk.fail(L, name, "bad argument 'src' (buffer or window expected)")
-		}
-		for i, pb := range r.bufs {
-			if pb == b {
-				src = i
-			}
-		}
-		// A broadcast reads the root's source alone: the others' plans
-		// need not use theirs.
-		if src < 0 && (coll.Kind != "broadcast" || rk.r == coll.Root) {
-			rk.fail(L, name, "bad argument 'src' (%s is not a buffer the plan uses)", b.name)
-		}
-		var ae *window.ArgError
-		if err := coll.CheckSrc(r.shape, src, srcOff, rk.r); errors.As(err, &ae) {
-			rk.fail(L, name, "bad argument '%s' (%s)", ae.Arg, ae.Msg)
-		}
-	}
+	srcOff := a.field(t, "src_off", 0)
+	src := rk.verifySource(L, name, t, r, coll, srcOff)
 	slot := r.slot
 	j := r.verifies
 	r.verifies++
@@ -147,6 +120,43 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 	rk.w.note(slot, what, rep)
 	L.Push(luabind.ReportTable(L, rep))
 	return 1
+}
+
+// verifySource reads p:verify's src (an index of plan r's buffers; -1
+// when not given, or for a broadcast's other ranks when theirs do not
+// use it) and checks it holds what the collective reads at off.
+func (rk *rank) verifySource(L *lua.LState, name string, t *lua.LTable, r *planRef, coll verify.Collective, srcOff uint64) int {
+	src := -1
+	if t == nil || t.RawGetString("src") == lua.LNil {
+		return src
+	}
+	var b *simBuffer
+	if ud, ok := t.RawGetString("src").(*lua.LUserData); ok {
+		switch x := ud.Value.(type) {
+		case *simBuffer:
+			b = x
+		case *simWindow:
+			b = x.data
+		}
+	}
+	if b == nil {
+		rk.fail(L, name, "bad argument 'src' (buffer or window expected)")
+	}
+	for i, pb := range r.bufs {
+		if pb == b {
+			src = i
+		}
+	}
+	// A broadcast reads the root's source alone: the others' plans need
+	// not use theirs.
+	if src < 0 && (coll.Kind != "broadcast" || rk.r == coll.Root) {
+		rk.fail(L, name, "bad argument 'src' (%s is not a buffer the plan uses)", b.name)
+	}
+	var ae *window.ArgError
+	if err := coll.CheckSrc(r.shape, src, srcOff, rk.r); errors.As(err, &ae) {
+		rk.fail(L, name, "bad argument '%s' (%s)", ae.Arg, ae.Msg)
+	}
+	return src
 }
 
 // sources are the sources of a p:verify call whose ranks named buffers
