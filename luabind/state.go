@@ -216,15 +216,7 @@ func (s *State) install() {
 				L.Call(1, 0)
 				return 0
 			}
-			code := 0
-			switch v := L.Get(1).(type) {
-			case lua.LNumber:
-				code = int(v)
-			case lua.LBool:
-				if !v {
-					code = 1
-				}
-			}
+			code := ExitStatus(L.Get(1))
 			s.Exit(code, strings.TrimSuffix(L.Where(1), ":"))
 			return 0
 		}))
@@ -472,4 +464,18 @@ func (s *State) push(v any, recv string) {
 	ud.Value = v
 	L.SetMetatable(ud, L.GetTypeMetatable(receivers[recv].typ))
 	L.Push(ud)
+}
+
+// ExitStatus is the status os.exit(v) asks for, as Lua's: a number is
+// itself, false is 1, true and nothing are 0.
+func ExitStatus(v lua.LValue) int {
+	switch v := v.(type) {
+	case lua.LNumber:
+		return int(v)
+	case lua.LBool:
+		if !v {
+			return 1
+		}
+	}
+	return 0
 }

@@ -129,15 +129,7 @@ func (w *worker) ioWrite(L *lua.LState) int {
 }
 
 func (w *worker) osExit(L *lua.LState) int {
-	code := 0
-	switch v := L.Get(1).(type) {
-	case lua.LNumber:
-		code = int(v)
-	case lua.LBool:
-		if !v {
-			code = 1
-		}
-	}
+	code := luabind.ExitStatus(L.Get(1))
 	w.exiting, w.exitCode = true, code
 	L.RaiseError("os.exit(%d)", code)
 	return 0

@@ -150,15 +150,7 @@ func (rk *rank) installExit() {
 		return
 	}
 	rk.L.SetField(t, "exit", rk.L.NewFunction(func(L *lua.LState) int {
-		code := 0
-		switch v := L.Get(1).(type) {
-		case lua.LNumber:
-			code = int(v)
-		case lua.LBool:
-			if !v {
-				code = 1
-			}
-		}
+		code := luabind.ExitStatus(L.Get(1))
 		rk.exit = true
 		if code != 0 {
 			rk.exited = fmt.Errorf("exited early with os.exit(%d) at %s", code, strings.TrimSuffix(L.Where(1), ":"))
