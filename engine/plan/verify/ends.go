@@ -32,13 +32,68 @@ func (s *sim) replayEnd(r int, st *rankState, rep, list int) {
 		ref := &opRef{rank: r, rep: list + 1, what: fmt.Sprintf("rank %d's result at the end of %s %d", r, s.unit(), rep+1)}
 		s.touch(r, st.vc, s.mem[r][plan.WindowBuf], &access{by: ref, pc: -1 - rep, lo: lo, hi: hi, done: c, end: end})
 	}
-	if rep+1 < s.total {
+	switch {
+	case rep+1 >= s.total:
+	case s.coll.Src != nil || isReduceColl(s.coll.Kind):
+		// The expected bytes are known now: the declared sources, or
+		// (reductions) every rank's contribution once.
 		s.at, s.want = end, rep+1
 		s.checkRank(r)
 		s.at, s.want = nil, s.total
+	default:
+		s.snapEnd(r, rep, end)
 	}
 	if rep+1 < s.total {
 		s.versionSource(r, st, rep+1, c)
+	}
+}
+
+// endSnaps are, per replay (or call) before the last, the result ranges
+// the ranks held at their ends of it, kept until every rank got there:
+// without sources, the ranks' results are compared with each other, each
+// as it was at its own end of that replay (a rank further behind would
+// otherwise stand for the expected bytes before it holds them).
+type endSnaps struct {
+	mems []*memory
+	ends []*replayEnd
+	n    int
+}
+
+// snapEnd keeps rank r's result range at its end of replay rep and, once
+// every rank's is kept, checks them against each other.
+func (s *sim) snapEnd(r, rep int, end *replayEnd) {
+	if s.endSnaps == nil {
+		s.endSnaps = map[int]*endSnaps{}
+	}
+	es := s.endSnaps[rep]
+	if es == nil {
+		es = &endSnaps{mems: make([]*memory, s.n), ends: make([]*replayEnd, s.n)}
+		s.endSnaps[rep] = es
+	}
+	win := s.mem[r][plan.WindowBuf]
+	lo, hi := s.resultRange(r)
+	segs := win.get(lo, hi)
+	m := &memory{size: win.size}
+	if len(segs) > 0 {
+		m.chunks, m.ends = [][]seg{segs}, []uint64{segs[len(segs)-1].hi}
+	}
+	es.mems[r], es.ends[r] = m, end
+	if es.n++; es.n < s.n {
+		return
+	}
+	delete(s.endSnaps, rep)
+	live := make([]*memory, s.n)
+	for q := range s.n {
+		live[q], s.mem[q][plan.WindowBuf] = s.mem[q][plan.WindowBuf], es.mems[q]
+	}
+	s.want = rep + 1
+	for q := range s.n {
+		s.at = es.ends[q]
+		s.checkRank(q)
+	}
+	s.at, s.want = nil, s.total
+	for q := range s.n {
+		s.mem[q][plan.WindowBuf] = live[q]
 	}
 }
 

@@ -315,8 +315,9 @@ type sim struct {
 	ctl          *ctl
 	work, budget int
 	stopped      bool
-	done         <-chan struct{} // Options.Done
-	interrupted  bool            // stopped by done
+	done         <-chan struct{}   // Options.Done
+	endSnaps     map[int]*endSnaps // by replay: results kept until every rank ends it (ends.go)
+	interrupted  bool              // stopped by done
 	// ran counts the ops stepped, for meter (Options.Meter; nil: none).
 	ran   int
 	meter *Meter
