@@ -243,9 +243,6 @@ func (f *agFlags) dropTiny(sizes []uint64, n int) ([]uint64, error) {
 	return kept, nil
 }
 
-// checkFiles refuses a --plot or --json name that cannot be written, so
-// that the run fails before it measures anything rather than after (rank 0
-// writes them, at the end).
 // checkModel refuses a --model that cannot give the pred(us) column: one
 // without --plan, one that does not load, and on the host backend one
 // without the host mode its plans replay in (a CUDA plan's mode is known
@@ -267,6 +264,9 @@ func (f *agFlags) checkModel() error {
 	return nil
 }
 
+// checkFiles refuses a --plot or --json name that cannot be written, so
+// that the run fails before it measures anything rather than after (rank 0
+// writes them, at the end).
 func (f *agFlags) checkFiles() error {
 	if f.plot != "" {
 		if err := plot.CheckPath(f.plot); err != nil {

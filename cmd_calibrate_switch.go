@@ -25,7 +25,7 @@ func calibrateSwitch(ctx context.Context, c *engine.Comm, path string, iters [2]
 	var base *cost.Model
 	if c.Env.Rank == 0 {
 		var err error
-		base, err = cost.Load(path)
+		base, err = cost.LoadFile(path)
 		if err == nil && (base == nil || base.Backend != "host") {
 			err = errors.New("no host model there")
 		}

@@ -207,8 +207,8 @@ func (f *redFlags) check() error {
 		unit *= uint64(f.rank.n)
 		why = fmt.Sprintf("one %s a rank at -n %d", f.parsedT, f.rank.n)
 	}
-	if unit > 0 && hi < unit {
-		return fmt.Errorf("-e %s: every size is below %d bytes (%s)", f.maxS, unit, why)
+	if most := f.sizes[len(f.sizes)-1]; unit > 0 && most < unit {
+		return fmt.Errorf("-b %s -e %s -f %d: every size is below %d bytes (%s)", f.minS, f.maxS, f.factor, unit, why)
 	}
 	return nil
 }

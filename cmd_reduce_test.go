@@ -151,8 +151,9 @@ func TestBenchReduceErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"reduce_scatter", "-n", "2", "--algo", "lua:one_shot"}, "want lua:auto, lua:ring, lua:direct, lua:push"},
-		{[]string{"reduce_scatter", "-n", "3", "-b", "10", "-e", "10", "--type", "f64"}, "-e 10: every size is below 24 bytes (one f64 a rank at -n 3)"},
-		{[]string{"allreduce", "-b", "1", "-e", "4", "--type", "f64"}, "-e 4: every size is below 8 bytes (one f64)"},
+		{[]string{"reduce_scatter", "-n", "3", "-b", "10", "-e", "10", "--type", "f64"}, "-b 10 -e 10 -f 4: every size is below 24 bytes (one f64 a rank at -n 3)"},
+		{[]string{"allreduce", "-b", "1", "-e", "4", "--type", "f64"}, "-b 1 -e 4 -f 4: every size is below 8 bytes (one f64)"},
+		{[]string{"reduce_scatter", "-n", "4", "-b", "4", "-e", "20", "-f", "8"}, "-b 4 -e 20 -f 8: every size is below 16 bytes (one f32 a rank at -n 4)"},
 		{[]string{"allreduce", "-n", "1", "--plan"}, "--plan with -n 1: on one rank the schedules have nothing to send or reduce"},
 	} {
 		r := luacoll(t, nil, append([]string{"bench"}, c.args...)...)

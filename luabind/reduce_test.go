@@ -102,6 +102,7 @@ func TestReduceScheduleBadArgs(t *testing.T) {
 		{`rs.direct(w, 6)`, "reduce_scatter.direct: bad argument 'n' (6 bytes is not a whole number of 4-byte f32 elements)"},
 		{`rs.push(w, 64, {op = "avg"})`, "reduce_scatter.push: bad argument 'opts.op'"},
 		{`rs.auto(w, 1.5)`, "reduce_scatter.auto: bad argument 'n' (1.5:"},
+		{`rs.ring(w, 1/0)`, "reduce_scatter.ring: bad argument 'n' ("},
 		{`ar.one_shot(w, 64, {op = "avg"})`, "all_reduce.one_shot: bad argument 'opts.op'"},
 		{`ar.ring(w, 64, {type = "f8"})`, "all_reduce.ring: bad argument 'opts.type'"},
 		{`ar.two_shot_pull(w, 6)`, "all_reduce.two_shot_pull: bad argument 'n'"},

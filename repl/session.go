@@ -182,9 +182,9 @@ type session struct {
 }
 
 // Run runs a session and returns the exit status: 1 when the ranks could
-// not be started; otherwise 0, or, without a terminal, 1 when a chunk
-// failed or a rank died. ctx ending (and SIGTERM or SIGHUP) ends the
-// session as :quit does.
+// not be started; 143 or 129 when SIGTERM or SIGHUP ended it (as :quit
+// does); otherwise 0, or, without a terminal, 1 when a chunk failed or a
+// rank died. ctx ending ends the session as :quit does.
 func Run(ctx context.Context, cfg Config) int {
 	if cfg.Stdout == nil {
 		cfg.Stdout = io.Discard

@@ -122,7 +122,7 @@ local ops = { sum = true, prod = true, min = true, max = true, add = true, mul =
 function M.check(what, n, opts, level)
   local t, op = opts and opts.type or "f32", opts and opts.op or "sum"
   local msg
-  if type(n) ~= "number" or n < 0 or n ~= math.floor(n) then
+  if type(n) ~= "number" or n < 0 or n ~= math.floor(n) or n >= 2 ^ 53 then
     msg = ("bad argument 'n' (%s: want a whole number of bytes, 0 or more)"):format(tostring(n))
   elseif not sizes[t] then
     msg = ("bad argument 'opts.type' (unknown element type %q; want f32, f64, f16, bf16, i32, i64, u32 or u64)"):format(tostring(t))

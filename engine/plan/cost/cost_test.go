@@ -476,4 +476,20 @@ func TestBarrierPeerSelfAndFenceOverNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	near(t, "rank 0, a fence for the flush", res.PerRank[0], flushed.PerRank[0], 1e-9)
+	// A barrier flushes first too: it ends no sooner than the flush.
+	barred := flushLists(n)
+	for q := range barred {
+		for i := range barred[q].Ops {
+			if barred[q].Ops[i].Kind == plan.Flush {
+				barred[q].Ops[i].Kind = plan.Barrier
+			}
+		}
+	}
+	res, err = Estimate(m, Input{Lists: barred, Mode: "host", Class: layout(1, transport.KindSHM)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.PerRank[0] < 0.99*flushed.PerRank[0] {
+		t.Errorf("a barrier after a put over the network: %.1f ns, before the flush it begins with ends (%.1f ns)", res.PerRank[0], flushed.PerRank[0])
+	}
 }

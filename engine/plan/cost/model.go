@@ -194,6 +194,12 @@ func Load(name string) (*Model, error) {
 	if name == "host" || name == "cuda" {
 		return Default(name)
 	}
+	return LoadFile(name)
+}
+
+// LoadFile reads the model in the file path (a name of a shipped model
+// is a file here too: calibrate -o host writes ./host).
+func LoadFile(name string) (*Model, error) {
 	data, err := os.ReadFile(name)
 	if err != nil {
 		return nil, err

@@ -137,8 +137,10 @@ type landed struct {
 type barWait struct {
 	n    int
 	last ref
-	// from is when the last rank in began its barrier op.
-	from float64
+	// from is when the last rank in began its barrier op; at the latest
+	// time a rank arrived at (a flush before the barrier may put a
+	// rank's arrival after the event that brought it there).
+	from, at float64
 }
 
 type pairKey struct{ lo, hi, id int }
@@ -146,6 +148,7 @@ type pairKey struct{ lo, hi, id int }
 type pairWait struct {
 	rank int
 	prev ref
+	at   float64 // when it arrived (after the flush its barrier began with)
 }
 
 // issue is the op cost of rank r's current op o: its class's Op (the
@@ -490,12 +493,12 @@ func (s *sim) step(r int, t float64) {
 		a, l := self.Copy.Of(n)
 		s.finish(r, t, a+op, s.pastCache(r, n, l), s.prev(r))
 	case o.Kind == plan.Barrier:
-		s.barrier(r, from, t, o.Bar)
+		s.barrier(r, from, s.flushFirst(rk, t), o.Bar)
 	case o.Kind == plan.BarrierPeer && o.Peer == r:
 		// With itself: the window does nothing.
 		s.finish(r, t, op, 0, s.prev(r))
 	case o.Kind == plan.BarrierPeer:
-		s.barrierPeer(r, from, t, o)
+		s.barrierPeer(r, from, s.flushFirst(rk, t), o)
 	case (o.Kind == plan.Flush || o.Kind == plan.Fence) && rk.netOut:
 		// (A fence where a network peer is reached is a flush: window.Fence.)
 		// Remote completion over the network: the peer's answer, a hop
@@ -514,6 +517,17 @@ func (s *sim) step(r int, t float64) {
 	}
 }
 
+// flushFirst is when a barrier of rank rk, reached at t, may store: where
+// puts or signals to a network peer are in flight, after the flush it
+// begins with (window.Barrier), which ends a hop after the last landed.
+func (s *sim) flushFirst(rk *rankState, t float64) float64 {
+	if !rk.netOut {
+		return t
+	}
+	rk.netOut = false
+	return max(t, rk.netLand) + s.flushTrip()
+}
+
 // barrier holds rank r (at the barrier at t, its op begun at from) until
 // every rank has arrived at barrier id; all then go on together, after
 // the last one in: from its op's beginning, their start cost holds its op
@@ -526,11 +540,12 @@ func (s *sim) barrier(r int, from, t float64, id int) {
 	}
 	s.ranks[r].blocked = true
 	b.n++
-	b.last, b.from = s.prev(r), from
+	b.last, b.from, b.at = s.prev(r), from, max(b.at, t)
 	if b.n < len(s.ranks) {
 		s.release(r, t)
 		return
 	}
+	t = b.at
 	c := s.tab[s.far].Barrier
 	a := c.AlphaNs + c.BetaNs*float64(len(s.ranks))
 	delete(s.bars, id)
@@ -549,12 +564,13 @@ func (s *sim) barrierPeer(r int, from, t float64, o plan.Op) {
 	k := pairKey{min(r, o.Peer), max(r, o.Peer), o.Bar}
 	other, ok := s.pairs[k]
 	if !ok || other.rank == r {
-		s.pairs[k] = pairWait{rank: r, prev: s.prev(r)}
+		s.pairs[k] = pairWait{rank: r, prev: s.prev(r), at: t}
 		s.ranks[r].blocked = true
 		s.release(r, t)
 		return
 	}
 	delete(s.pairs, k)
+	t = max(t, other.at)
 	c := s.tab[s.class(r, o.Peer)].Barrier
 	a := c.AlphaNs + 2*c.BetaNs
 	last := s.prev(r)

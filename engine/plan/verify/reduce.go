@@ -173,7 +173,10 @@ func (s *sim) reduceProblem(q, r int, by *opRef, msg string) {
 			Msg: fmt.Sprintf("at the end of %s %d, %s", s.unit(), s.at.rep+1, msg)}
 	}
 	if by != nil {
-		p.Rank, p.Op, p.OpName, p.Replay, p.Site = by.rank, by.op, by.kind.String(), by.rep, by.site
+		p.Rank, p.Op, p.OpName, p.Site = by.rank, by.op, by.kind.String(), by.site
+		if s.at == nil {
+			p.Replay = by.rep // (a result problem's numbers the replay or call it ends)
+		}
 		p.Msg += fmt.Sprintf(" (by %s)", by)
 	} else {
 		p.Msg += " (never written by the plan)"
