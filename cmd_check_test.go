@@ -245,6 +245,19 @@ lc.barrier()
 if lc.rank ~= 0 then os.exit(0) end
 print("rank 0 done")
 `)
+	// A rank that leaves or ends before a collective the others then
+	// call (with a window left to tear down, too) fails it, naming the
+	// rank, rather than hanging the check.
+	for _, c := range []struct{ code, want string }{
+		{"if lc.rank == 1 then os.exit(0) end; lc.barrier()", "rank 1 exited early with os.exit(0) at "},
+		{"if lc.rank == 1 then return end; lc.barrier()", "rank 1 ended without error before it"},
+		{"local w = lc.window{ bytes = 64 }; if lc.rank == 1 then return end; lc.barrier()", "rank 1 ended without error before it"},
+	} {
+		r := luacoll(t, nil, "check", "-n", "3", "--timeout", "5s", writeScript(t, c.code))
+		if r.code != 1 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%s: exit %d, want 1 with %q\n%s\n%s", c.code, r.code, c.want, r.stdout, r.stderr)
+		}
+	}
 	for _, sim := range [][]string{nil, {"--simulate"}} {
 		for _, c := range []struct {
 			script string

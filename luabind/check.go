@@ -190,7 +190,8 @@ func CheckScript(ctx context.Context, o CheckOptions) int {
 		go func(i int) {
 			defer wg.Done()
 			env := launch.RankEnv{Rank: i, Size: n, LocalRank: i, LocalSize: n, JobID: job, Source: "luacoll check"}
-			comm, err := engine.OpenWith(runCtx, env, engine.Options{Timeout: o.Timeout}, g.Member(i), aborts[i], nil)
+			member := g.Member(i)
+			comm, err := engine.OpenWith(runCtx, env, engine.Options{Timeout: o.Timeout}, member, aborts[i], nil)
 			if err != nil {
 				fail(i, err)
 				return
@@ -220,6 +221,9 @@ func CheckScript(ctx context.Context, o CheckOptions) int {
 			if context.Cause(rankCtx) == errExited {
 				err = exited
 			} else if err == nil {
+				// A collective the others call from here on fails
+				// naming this rank, as the hub has it under run.
+				member.End()
 				err = comm.Sync(runCtx)
 			}
 			if err != nil {

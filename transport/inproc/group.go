@@ -16,17 +16,24 @@ type Group struct {
 	rounds   map[int]*round
 	failures []string
 	start    time.Time // the job clock's zero
+	// ended[r], once rank r's script ended (End, Leave), says how; its
+	// calls after that (the meeting before its windows are torn down)
+	// meet only other ended ranks' (the hub's collAtEnd, in one process).
+	ended map[int]string
 }
 
 type round struct {
 	data  [][]byte
 	count int
 	taken int
+	// have marks the ranks that contributed, atEnd those whose scripts
+	// had ended when they did.
+	have, atEnd []bool
 }
 
 // NewGroup returns a group of size ranks.
 func NewGroup(size int) *Group {
-	g := &Group{size: size, rounds: map[int]*round{}, start: time.Now()}
+	g := &Group{size: size, rounds: map[int]*round{}, start: time.Now(), ended: map[int]string{}}
 	g.cond = sync.NewCond(&g.mu)
 	return g
 }
@@ -65,10 +72,12 @@ func (m *Member) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
 	defer g.mu.Unlock()
 	r := g.rounds[seq]
 	if r == nil {
-		r = &round{data: make([][]byte, g.size)}
+		r = &round{data: make([][]byte, g.size), have: make([]bool, g.size), atEnd: make([]bool, g.size)}
 		g.rounds[seq] = r
 	}
 	r.data[m.rank] = append([]byte(nil), data...)
+	_, r.atEnd[m.rank] = g.ended[m.rank]
+	r.have[m.rank] = true
 	r.count++
 	g.cond.Broadcast()
 	stop := context.AfterFunc(ctx, func() {
@@ -77,7 +86,15 @@ func (m *Member) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
 		g.mu.Unlock()
 	})
 	defer stop()
-	for r.count < g.size {
+	for {
+		// (Also once complete: a rank's meeting after its script ended
+		// does not stand for another's call from its script.)
+		if err := g.endedBefore(r, seq); err != nil {
+			return nil, err
+		}
+		if r.count >= g.size {
+			break
+		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("allgather #%d: %w", seq, ctx.Err())
 		}
@@ -90,6 +107,48 @@ func (m *Member) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
 		delete(g.rounds, seq)
 	}
 	return out, nil
+}
+
+// endedBefore is the error of a call in round r (collective seq, not
+// complete) that cannot complete: a rank whose script ended is missing
+// from it, or took part only in its meeting after the end while others
+// are in their scripts' calls.
+func (g *Group) endedBefore(r *round, seq int) error {
+	script := false // a rank is in it from its script
+	for q := range g.size {
+		script = script || (r.have[q] && !r.atEnd[q])
+	}
+	if !script {
+		return nil // ended ranks meeting: the others may end and come yet
+	}
+	for q := range g.size {
+		if why, ended := g.ended[q]; ended && (!r.have[q] || r.atEnd[q]) {
+			return fmt.Errorf("allgather #%d: rank %d %s before it (it made fewer collective calls than the ranks in this one)", seq, q, why)
+		}
+	}
+	return nil
+}
+
+// End marks this rank's script as ended without error: its later calls
+// meet only ranks whose scripts ended too, and a call of the others'
+// that it will not join fails naming it.
+func (m *Member) End() { m.end("ended without error") }
+
+// Leave marks this rank as leaving early on purpose (os.exit(0)), saying
+// why, as End does.
+func (m *Member) Leave(why string) error {
+	m.end(why)
+	return nil
+}
+
+func (m *Member) end(why string) {
+	g := m.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.ended[m.rank]; !ok {
+		g.ended[m.rank] = why
+	}
+	g.cond.Broadcast()
 }
 
 // Barrier implements transport.Exchanger.
