@@ -103,24 +103,19 @@ func verifyPlan(c *call) int {
 	c.check(err)
 	// Every rank decides alike from everyone's answer, so that none goes on
 	// to the report's collective alone.
-	var without []string
+	bufs := make([]int, len(all))
 	for q, d := range all {
-		b := -1
-		if _, err := fmt.Sscan(string(d), &b); err != nil || b < 0 {
-			b = -1
+		if _, err := fmt.Sscan(string(d), &bufs[q]); err != nil {
+			bufs[q] = -1
 		}
-		if coll.Kind == "broadcast" && q != coll.Root {
-			b = -1 // (not read: see above)
-		} else if b < 0 {
-			without = append(without, fmt.Sprint(q))
-		}
-		coll.Src = append(coll.Src, verify.Source{Buf: b, Off: srcOff})
 	}
-	switch {
-	case len(without) == len(all) || (coll.Kind == "broadcast" && len(without) > 0):
-		coll.Src = nil
-	case len(without) > 0:
-		c.fail("bad argument 'src' (ranks %s name none; every rank must, or none)", strings.Join(without, ","))
+	var without []int
+	if coll.Src, without = coll.Sources(bufs, srcOff); len(without) > 0 {
+		names := make([]string, len(without))
+		for i, q := range without {
+			names[i] = fmt.Sprint(q)
+		}
+		c.fail("bad argument 'src' (ranks %s name none; every rank must, or none)", strings.Join(names, ","))
 	}
 	rep, err := c.s.verifyLists(c.ctx(), fmt.Sprintf("plan %d", r.num), r.p.Lists(), verify.Options{Collective: coll, Replays: replays, CallEnds: ends})
 	c.check(err)

@@ -56,11 +56,8 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 		if j < len(slot.srcs) && sh.pending == slot.num && calls == 1 {
 			row := slices.Clone(slot.srcs[j])
 			row[0] = src
-			if srcs, missing, without := sources(row, srcOff, coll); len(missing) == 0 && (len(without) == 0 || len(without) == len(row)) {
+			if srcs, missing, without := sources(row, srcOff, coll); len(missing) == 0 && len(without) == 0 {
 				coll.Src = srcs
-				if len(without) == len(row) {
-					coll.Src = nil
-				}
 				o = &verify.Options{Collective: coll, Replays: replays, Budget: rk.w.budget()}
 			}
 		}
@@ -90,8 +87,6 @@ func (rk *rank) verifyPlan(L *lua.LState) int {
 	switch {
 	case len(missing) > 0:
 		rk.fail(L, name, "simulated ranks %s made no p:verify call %d on plan %d: it is collective", abbrev(missing), j+1, slot.num)
-	case len(without) == len(slot.srcs[j]):
-		coll.Src = nil
 	case len(without) > 0:
 		rk.fail(L, name, "bad argument 'src' (ranks %s name none; every rank must, or none)", abbrev(without))
 	}
@@ -160,28 +155,23 @@ func (rk *rank) verifySource(L *lua.LState, name string, t *lua.LTable, r *planR
 }
 
 // sources are the sources of a p:verify call whose ranks named buffers
-// row (srcs[j]) at offset off, with the ranks that made no such call
-// (missing) and those that named none (without).
+// row (srcs[j]; -2: made no such call) at offset off, with the ranks that
+// made no such call (missing) and those that named none where others did
+// (without).
 func sources(row []int, off uint64, coll verify.Collective) (srcs []verify.Source, missing, without []string) {
 	for q, b := range row {
-		switch {
-		case b == -2:
+		if b == -2 {
 			missing = append(missing, fmt.Sprint(q))
-		case coll.Kind == "broadcast" && q != coll.Root:
-			b = -1 // (a broadcast reads the root's source alone)
-		case b < 0:
-			without = append(without, fmt.Sprint(q))
-		}
-		srcs = append(srcs, verify.Source{Buf: b, Off: off})
-	}
-	if coll.Kind == "broadcast" && len(without) > 0 {
-		// The root names none: as if no rank did.
-		without = without[:0]
-		for q := range row {
-			without = append(without, fmt.Sprint(q))
 		}
 	}
-	return srcs, missing, without
+	if len(missing) > 0 {
+		return nil, missing, nil
+	}
+	srcs, none := coll.Sources(row, off)
+	for _, q := range none {
+		without = append(without, fmt.Sprint(q))
+	}
+	return srcs, nil, without
 }
 
 // abbrev lists ranks, the first few of a long list.

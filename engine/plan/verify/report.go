@@ -83,6 +83,29 @@ func (c Collective) CheckSrc(sh plan.Shape, src int, off uint64, rank int) error
 	return plan.RangeErr("src_off", "n", off, c.SrcSpan(sh.Ranks), sh.Buffers[src], bufWhat(src, rank))
 }
 
+// Sources turns the buffer each rank named as its source (bufs[q], -1:
+// none) at off into Collective.Src: nil where no rank named one (for a
+// broadcast, where the root did not: the others' are not read), else one
+// a rank, with the ranks that named none, which the caller refuses
+// (every rank names one, or none).
+func (c Collective) Sources(bufs []int, off uint64) (srcs []Source, without []int) {
+	srcs = make([]Source, len(bufs))
+	for q, b := range bufs {
+		switch {
+		case c.Kind == "broadcast" && q != c.Root:
+			b = -1
+		case b < 0:
+			b = -1
+			without = append(without, q)
+		}
+		srcs[q] = Source{Buf: b, Off: off}
+	}
+	if len(without) == len(bufs) || (c.Kind == "broadcast" && len(without) > 0) {
+		return nil, nil
+	}
+	return srcs, without
+}
+
 // SrcSpan is the bytes of each rank's source c reads at ranks ranks: n,
 // or every rank's chunk for alltoall and reduce_scatter.
 func (c Collective) SrcSpan(ranks int) uint64 {
