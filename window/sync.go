@@ -82,13 +82,7 @@ func (w *Window) BarrierPeer(peer, id int) error {
 // rank on the put's node reads them through shared memory) before they
 // are there. So where a network reaches a peer a fence is a flush: later
 // operations start once the earlier puts completed at their targets.
-func (w *Window) Fence() error {
-	if err := w.live(); err != nil {
-		return err
-	}
-	w.peers.Flush(w.r.Stream)
-	return nil
-}
+func (w *Window) Fence() error { return w.Flush() }
 
 // Flush waits (in stream order) until earlier puts completed. Copies into
 // mapped peers complete when they run, so stream order is enough; where a

@@ -742,7 +742,7 @@ func TestFrames(t *testing.T) {
 	if e.Error() != "rank 3 died" {
 		t.Errorf("%q", e)
 	}
-	if got := describeRanks([]int{1, 2, 5}); got != "ranks 1, 2, 5" {
+	if got := DescribeRanks([]int{1, 2, 5}); got != "ranks 1, 2, 5" {
 		t.Errorf("%q", got)
 	}
 }

@@ -371,7 +371,7 @@ func (b *Bootstrap) Leave(why string) error {
 		if b.hub != nil && b.abort.Err() == nil {
 			if missing := b.hub.waitQuiet(teardownWait); len(missing) > 0 && b.closeErr == nil {
 				b.closeErr = fmt.Errorf("bootstrap close (rank 0): %s did not say goodbye within %v",
-					describeRanks(missing), teardownWait)
+					DescribeRanks(missing), teardownWait)
 			}
 		}
 		if b.hub != nil {

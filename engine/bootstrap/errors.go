@@ -52,7 +52,7 @@ type TimeoutError struct {
 func (e *TimeoutError) Error() string {
 	msg := fmt.Sprintf("bootstrap %s: no answer within %v", e.Op, e.After.Round(time.Millisecond))
 	if len(e.Missing) > 0 {
-		msg += " (waiting for " + describeRanks(e.Missing) + ")"
+		msg += " (waiting for " + DescribeRanks(e.Missing) + ")"
 	}
 	if e.Note != "" {
 		msg += ": " + e.Note
@@ -66,8 +66,8 @@ func (e *TimeoutError) Unwrap() error { return context.DeadlineExceeded }
 // Timeout reports true, as net errors do.
 func (e *TimeoutError) Timeout() bool { return true }
 
-// describeRanks writes "rank 3" or "ranks 1, 2, 5", shortening long lists.
-func describeRanks(ranks []int) string {
+// DescribeRanks writes "rank 3" or "ranks 1, 2, 5", shortening long lists.
+func DescribeRanks(ranks []int) string {
 	var b strings.Builder
 	if len(ranks) == 1 {
 		b.WriteString("rank ")

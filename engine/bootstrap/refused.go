@@ -34,7 +34,7 @@ func (h *hub) refusedNoteLocked() string {
 		if why == whySecret {
 			why = fmt.Sprintf("%s not know this job's secret (%s; a host started with another job's?)", who, EnvJobSecret)
 		}
-		notes = append(notes, fmt.Sprintf("%s %s refused: %s", describeRanks(ranks), verb, why))
+		notes = append(notes, fmt.Sprintf("%s %s refused: %s", DescribeRanks(ranks), verb, why))
 	}
 	return strings.Join(notes, "; ")
 }

@@ -490,19 +490,16 @@ const failNudge = 3 * time.Second
 // runningRanks names the ranks that have not exited ("rank 1", "ranks 1,
 // 3"), or "".
 func runningRanks(ranks []*launchedRank) string {
-	var left []string
+	var left []int
 	for _, lr := range ranks {
 		if !lr.exited {
-			left = append(left, fmt.Sprint(lr.rank))
+			left = append(left, lr.rank)
 		}
 	}
-	switch len(left) {
-	case 0:
+	if len(left) == 0 {
 		return ""
-	case 1:
-		return "rank " + left[0]
 	}
-	return "ranks " + strings.Join(left, ", ")
+	return bootstrap.DescribeRanks(left)
 }
 
 // recordExit notes how rank lr ended in res, says so when a signal nobody

@@ -109,10 +109,10 @@ func (m *Member) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
 	return out, nil
 }
 
-// endedBefore is the error of a call in round r (collective seq, not
-// complete) that cannot complete: a rank whose script ended is missing
-// from it, or took part only in its meeting after the end while others
-// are in their scripts' calls.
+// endedBefore is the error of a call in round r (collective seq, complete
+// or not) that must fail: a rank whose script ended is missing from it,
+// or took part only in its meeting after the end, while others are in it
+// from their scripts.
 func (g *Group) endedBefore(r *round, seq int) error {
 	script := false // a rank is in it from its script
 	for q := range g.size {
