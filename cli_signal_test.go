@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,8 +89,16 @@ func waitExit(t *testing.T, cmd *exec.Cmd, e *syncBuffer, code int, says string)
 	t.Helper()
 	err := cmd.Wait()
 	if ee, _ := err.(*exec.ExitError); ee == nil || ee.ExitCode() != code || !strings.Contains(e.String(), says) {
-		t.Fatalf("exit %v, want %d and %q\n%s", err, code, says, e.String())
+		t.Fatalf("exit %v, want %d and %q; its stderr:\n%s\n(exit %v, want %d; the first lines of its stderr:)\n%s",
+			err, code, says, e.String(), err, code, firstLines(e.String(), 12))
 	}
+}
+
+// firstLines is the first n lines of s: after a long output (a Go stack
+// dump) they say what happened where only the tail of a log is shown.
+func firstLines(s string, n int) string {
+	lines := strings.SplitAfterN(s, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "")
 }
 
 // checkGone fails the test when a process whose command line is cmdline
@@ -130,27 +139,64 @@ func processesRunning(cmdline string) []string {
 // TestInterruptBenchAndCheck: Ctrl-C stops a bench whose ranks sit in
 // window waits (a ping-pong, barriers) and a check whose ranks wait or
 // spin at once, with 130, not after the timeout's grace and not as a
-// failure (exit 1).
+// failure (exit 1). The signal comes once the job is under way (the
+// bench's two rank processes started, each check rank said "started"),
+// whatever the machine's load.
 func TestInterruptBenchAndCheck(t *testing.T) {
 	spin := writeScript(t, "print(\"started\")\nwhile true do end\n")
 	wait := writeScript(t, waitingScript)
-	for _, args := range [][]string{
-		{"bench", "pingpong", "-n", "2", "--iters", "100000000", "--timeout", "60s"},
-		{"bench", "barrier", "-n", "2", "--iters", "100000000", "--timeout", "60s"},
-		{"check", "-n", "2", "--timeout", "60s", spin},
-		{"check", "-n", "2", "--timeout", "60s", wait},
+	for _, c := range []struct {
+		args    []string
+		started int // check: ranks that say "started"; bench: 0
+	}{
+		{[]string{"bench", "pingpong", "-n", "2", "--iters", "100000000", "--timeout", "60s"}, 0},
+		{[]string{"bench", "barrier", "-n", "2", "--iters", "100000000", "--timeout", "60s"}, 0},
+		{[]string{"check", "-n", "2", "--timeout", "60s", spin}, 2},
+		{[]string{"check", "-n", "2", "--timeout", "60s", wait}, 2},
 	} {
 		before := shmLeftovers(t)
-		cmd, e := startRun(t, 0, args...)
-		time.Sleep(1500 * time.Millisecond)
+		cmd, o, e := startRunSaying(t, "started", c.started, c.args...)
+		under := strings.Count(o.String(), "started") >= c.started
+		if c.started == 0 {
+			// A bench prints its table at the end: wait for its ranks,
+			// then give them time to open their comm and start measuring.
+			under = waitChildren(cmd.Process.Pid, 2, 60*time.Second)
+			time.Sleep(1500 * time.Millisecond)
+		}
+		if !under {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("%v: not under way after 60 s\n%s\n%s", c.args, o.String(), e.String())
+		}
+		time.Sleep(200 * time.Millisecond) // into the waits, the loop
 		start := time.Now()
 		_ = cmd.Process.Signal(syscall.SIGINT)
 		waitExit(t, cmd, e, 130, "interrupted")
 		if took := time.Since(start); took > 5*time.Second {
-			t.Errorf("%v: took %v to stop after SIGINT", args, took)
+			t.Errorf("%v: took %v to stop after SIGINT", c.args, took)
 		}
 		checkClean(t, before)
 	}
+}
+
+// waitChildren waits (up to limit) until the process pid has n children,
+// and says whether it had.
+func waitChildren(pid, n int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		// Each thread lists the children it started.
+		files, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "children"))
+		kids := 0
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			kids += len(strings.Fields(string(b)))
+		}
+		if kids >= n {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
 }
 
 // TestReplSignalsExit: SIGTERM and SIGHUP end a REPL session as :quit

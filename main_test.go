@@ -881,6 +881,15 @@ func startTwoRanks(t *testing.T, script string) (*exec.Cmd, *syncBuffer) {
 // "started" (or 20 s passed); stderr collects in the buffer.
 func startRun(t *testing.T, n int, args ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
+	cmd, _, e := startRunSaying(t, "started", n, args...)
+	return cmd, e
+}
+
+// startRunSaying starts luacoll with args and waits (60 s at most) until
+// its stdout says says n times; it returns the command and its stdout and
+// stderr as they grow.
+func startRunSaying(t *testing.T, says string, n int, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = cleanEnv()
 	var o, e syncBuffer
@@ -888,11 +897,11 @@ func startRun(t *testing.T, n int, args ...string) (*exec.Cmd, *syncBuffer) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Count(o.String(), "started") < n && time.Now().Before(deadline) {
+	deadline := time.Now().Add(60 * time.Second)
+	for strings.Count(o.String(), says) < n && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	return cmd, &e
+	return cmd, &o, &e
 }
 
 // waitingScript prints "started" on every rank, then rank 0 waits for a

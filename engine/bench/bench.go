@@ -446,9 +446,7 @@ func BenchPingPong(ctx context.Context, c *engine.Comm, iters int, path string) 
 		return BenchRow{}, err
 	}
 	me := c.RankID()
-	samples := make([]float64, 0, iters)
-	enq := make([]float64, 0, iters)
-	syn := make([]float64, 0, iters)
+	var rtts, enq, syn samples
 	if me <= 1 {
 		peer := 1 - me
 		put := window.Transfer{Peer: peer, Local: src, N: 8}
@@ -467,9 +465,9 @@ func BenchPingPong(ctx context.Context, c *engine.Comm, iters int, path string) 
 				return BenchRow{}, err
 			}
 			t2 := time.Now()
-			samples = append(samples, t2.Sub(t0).Seconds())
-			enq = append(enq, t1.Sub(t0).Seconds())
-			syn = append(syn, t2.Sub(t1).Seconds())
+			rtts.add(t2.Sub(t0).Seconds())
+			enq.add(t1.Sub(t0).Seconds())
+			syn.add(t2.Sub(t1).Seconds())
 		}
 	}
 	if err := barrierSync(ctx, w); err != nil {
@@ -493,11 +491,7 @@ func BenchPingPong(ctx context.Context, c *engine.Comm, iters int, path string) 
 	if floor.err != nil {
 		return BenchRow{}, floor.err
 	}
-	sort.Float64s(samples)
-	sort.Float64s(enq)
-	sort.Float64s(syn)
-	rtt := samples[len(samples)/2]
-	return BenchRow{Bytes: 8, Seconds: rtt / 2, Enqueue: enq[len(enq)/2], Sync: syn[len(syn)/2], Ref: floor.sec, Wrong: wrong}, nil
+	return BenchRow{Bytes: 8, Seconds: rtts.median() / 2, Enqueue: enq.median(), Sync: syn.median(), Ref: floor.sec, Wrong: wrong}, nil
 }
 
 // payloadSeed seeds the 8 bytes rank r sends in the ping-pongs.
@@ -577,7 +571,7 @@ func barrierSync(ctx context.Context, w *window.Window) error {
 // alternate runs a and b once each to warm up, then iters times in turn,
 // and returns the median of the seconds each reported.
 func alternate(iters int, a, b func() (float64, error)) (float64, float64, error) {
-	ta, tb := make([]float64, iters), make([]float64, iters)
+	var ta, tb samples
 	for i := -1; i < iters; i++ {
 		x, err := a()
 		if err != nil {
@@ -588,12 +582,11 @@ func alternate(iters int, a, b func() (float64, error)) (float64, float64, error
 			return 0, 0, err
 		}
 		if i >= 0 {
-			ta[i], tb[i] = x, y
+			ta.add(x)
+			tb.add(y)
 		}
 	}
-	sort.Float64s(ta)
-	sort.Float64s(tb)
-	return ta[iters/2], tb[iters/2], nil
+	return ta.median(), tb.median(), nil
 }
 
 type timing struct {
@@ -606,14 +599,13 @@ func median(iters int, f func() error) timing {
 	if err := f(); err != nil {
 		return timing{err: err}
 	}
-	s := make([]float64, iters)
-	for i := range s {
+	var s samples
+	for range iters {
 		t0 := time.Now()
 		if err := f(); err != nil {
 			return timing{err: err}
 		}
-		s[i] = time.Since(t0).Seconds()
+		s.add(time.Since(t0).Seconds())
 	}
-	sort.Float64s(s)
-	return timing{sec: s[len(s)/2]}
+	return timing{sec: s.median()}
 }
