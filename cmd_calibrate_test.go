@@ -419,7 +419,9 @@ func TestCalSwitch(t *testing.T) {
 
 // With twice as many ranks as CPUs, calibrate measures the switch cost
 // into the host model -o holds (and refuses when there is none): the
-// model keeps its other costs and gains a positive switch.
+// model keeps its other costs and gains a switch, positive unless its
+// note says the model predicts the switch plans' time without one (a
+// model made on a machine busier than the switch plans found it).
 func TestCalibrateSwitch(t *testing.T) {
 	cpus := runtime.NumCPU()
 	if cpus > 4 {
@@ -439,8 +441,9 @@ func TestCalibrateSwitch(t *testing.T) {
 	}
 	m := readModel(t, out)
 	self, shm := m.Modes["host"]["self"], m.Modes["host"]["shm"]
-	if self.Switch.AlphaNs <= 0 || self.Op.AlphaNs <= 0 || len(shm.Put.Sizes) != 3 {
-		t.Errorf("self %+v, shm %+v: want a switch cost beside the costs measured before", self, shm)
+	zero := strings.Contains(m.Note, "0 is kept")
+	if self.Switch.AlphaNs < 0 || (self.Switch.AlphaNs == 0) != zero || self.Op.AlphaNs <= 0 || len(shm.Put.Sizes) != 3 {
+		t.Errorf("self %+v, shm %+v, note %q: want a switch cost beside the costs measured before", self, shm, m.Note)
 	}
 }
 
