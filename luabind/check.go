@@ -95,7 +95,7 @@ func (m *checkMode) note(s *State, r *planRef, coll string, rep *verify.Report) 
 		s.writeLines(fmt.Sprintf("check: plan %d (%s), %s: %s", r.num, r.site, what, rep.Summary()))
 		return
 	}
-	lines := []string{fmt.Sprintf("check: plan %d (%s), %s: %d problems", r.num, r.site, what, len(rep.Problems)+rep.Dropped)}
+	lines := []string{fmt.Sprintf("check: plan %d (%s), %s: %s", r.num, r.site, what, rep.Count())}
 	for _, p := range rep.Problems {
 		lines = append(lines, "  "+p.String())
 	}

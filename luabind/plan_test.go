@@ -106,7 +106,7 @@ func runLuaArgs(t *testing.T, n int, code string, args ...string) []rankResult {
 	// with a newline).
 	b.WriteString("}; local function __main(...) ")
 	b.WriteString(code)
-	b.WriteString("\nend\n__main(__a[1], tonumber(__a[2]) or __a[2], __a[3])\n")
+	b.WriteString("\nend\n__main(__a[1], tonumber(__a[2]) or __a[2], select(3, unpack(__a)))\n")
 	return runLuaWith(t, n, b.String(), "test.lua", 5*time.Second)
 }
 
@@ -636,7 +636,7 @@ print("after reset", reset:verify{}.ok)
 		if x.err != nil {
 			t.Fatalf("rank %d: %v", r, x.err)
 		}
-		for _, want := range []string{"mixed\t1 problems; first: postcondition: rank 1, op 5 (reduce at test.lua:8)", "reduces i32 with max where rank 0's reduce",
+		for _, want := range []string{"mixed\t1 problem; first: postcondition: rank 1, op 5 (reduce at test.lua:8)", "reduces i32 with max where rank 0's reduce",
 			"self\t", "race:", "fence\tfalse", "barrier\ttrue", "counted one\tfalse", "counted both\ttrue", "after reset\tfalse"} {
 			if !strings.Contains(x.out, want) {
 				t.Errorf("rank %d: no %q in\n%s", r, want, x.out)

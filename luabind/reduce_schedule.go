@@ -248,7 +248,7 @@ func (s *State) verifyPair(two [2]*planRef, call ReduceCall) error {
 		if len(rep.Problems) > 0 {
 			msg = rep.Problems[0].String()
 		}
-		return fmt.Errorf("the plans of n=%d fail verification (%d problems): %s", call.N, len(rep.Problems)+rep.Dropped, msg)
+		return fmt.Errorf("the plans of n=%d fail verification (%s): %s", call.N, rep.Count(), msg)
 	}
 	return nil
 }

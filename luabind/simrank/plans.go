@@ -245,7 +245,7 @@ func (w *world) note(slot *planSlot, what string, rep *verify.Report) {
 		fmt.Fprintf(w.out, "[0] check: plan %d (%s), %s: %s\n", slot.num, slot.site, what, rep.Summary())
 		return
 	}
-	fmt.Fprintf(w.out, "[0] check: plan %d (%s), %s: %d problems\n", slot.num, slot.site, what, len(rep.Problems)+rep.Dropped)
+	fmt.Fprintf(w.out, "[0] check: plan %d (%s), %s: %s\n", slot.num, slot.site, what, rep.Count())
 	stopped := false
 	for _, p := range rep.Problems {
 		fmt.Fprintf(w.out, "[0]   %s\n", p)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/luacoll/luacoll/engine/plan"
+	"github.com/luacoll/luacoll/kernels"
 )
 
 // Reductions (reduce, reduce_from) run in stream order: the reducing rank
@@ -122,7 +123,8 @@ func (s *sim) reduceRange(q int) (uint64, uint64) {
 }
 
 // checkReduced checks that every byte of rank q's result is every rank's
-// input at the same offset (of the last replay) exactly once.
+// input at the same offset (of the last replay) exactly once (at least
+// once for min and max).
 func (s *sim) checkReduced(q int) {
 	lo, hi := s.reduceRange(q)
 	for _, g := range s.mem[q][plan.WindowBuf].get(lo, hi) {
@@ -143,7 +145,7 @@ func (s *sim) checkReduced(q int) {
 			switch {
 			case k == 0:
 				s.reduceProblem(q, r, g.lab.by, fmt.Sprintf("%s lack rank %d's contribution", where, r))
-			case k > 1:
+			case k > 1 && !s.idem:
 				s.reduceProblem(q, r, dup[r], fmt.Sprintf("%s hold rank %d's contribution %d times", where, r, k))
 			}
 		}
@@ -204,8 +206,10 @@ func isReduceColl(kind string) bool { return kind == "reduce_scatter" || kind ==
 // sameReduction reports whether every reduction of the lists computes the
 // same element type and operation, as a reduce-scatter or all-reduce must
 // (the result is one reduction of every rank's bytes); else it adds a
-// problem naming the first that differs from the first of all.
-func sameReduction(lists []plan.List, add func(Problem)) bool {
+// problem naming the first that differs from the first of all. idem says
+// that operation is min or max, which a contribution taken twice leaves
+// the same.
+func sameReduction(lists []plan.List, add func(Problem)) (same, idem bool) {
 	var first *plan.Op
 	firstRank := 0
 	for r, l := range lists {
@@ -222,9 +226,9 @@ func sameReduction(lists []plan.List, add func(Problem)) bool {
 				add(Problem{Kind: "postcondition", Rank: r, Op: i + 1, OpName: o.Kind.String(), Site: o.Site,
 					Msg: fmt.Sprintf("reduces %s with %s where rank %d's %s (%s) reduces %s with %s: a reduction of every rank's bytes takes one type and operation",
 						o.DType, o.RedOp, firstRank, first.Kind, first.Site, first.DType, first.RedOp)})
-				return false
+				return false, false
 			}
 		}
 	}
-	return true
+	return true, first != nil && (first.RedOp == kernels.Min || first.RedOp == kernels.Max)
 }

@@ -225,7 +225,16 @@ func (r *Report) Summary() string {
 	if r.OK {
 		return fmt.Sprintf("ok: %d ranks, ops %s, %d steps", len(r.Ops), rangeOf(r.Ops), r.Steps)
 	}
-	return fmt.Sprintf("%d problems; first: %s", len(r.Problems)+r.Dropped, r.Problems[0])
+	return fmt.Sprintf("%s; first: %s", r.Count(), r.Problems[0])
+}
+
+// Count says how many problems the report found, dropped ones included:
+// "1 problem", "3 problems".
+func (r *Report) Count() string {
+	if n := len(r.Problems) + r.Dropped; n != 1 {
+		return fmt.Sprintf("%d problems", n)
+	}
+	return "1 problem"
 }
 
 // BetweenReplays reports whether the report failed only on races first

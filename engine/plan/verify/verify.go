@@ -78,11 +78,16 @@ func Verify(lists []plan.List, opt Options) *Report {
 	if bounds {
 		return rep
 	}
-	if isReduceColl(opt.Collective.Kind) && !sameReduction(lists, add) {
-		rep.OK = false
-		return rep
+	idem := false
+	if isReduceColl(opt.Collective.Kind) {
+		var same bool
+		if same, idem = sameReduction(lists, add); !same {
+			rep.OK = false
+			return rep
+		}
 	}
 	s := newSim(lists, opt, add)
+	s.idem = idem
 	s.checkReplay()
 	s.collOK = s.coll.Kind != "" && s.checkCollective()
 	s.versionSources(0)
@@ -309,6 +314,9 @@ type sim struct {
 	// want is the replay whose source contents a result check expects;
 	// at, while a replay's end is checked, says whose.
 	want int
+	// idem: the collective reduces with min or max, which a contribution
+	// taken twice leaves the same.
+	idem bool
 	at   *replayEnd
 	// ctl answers how far the others get while one rank holds back (sum
 	// waits); work counts its steps against budget.
