@@ -99,6 +99,10 @@ func (o RedOp) String() string {
 	return fmt.Sprintf("redop(%d)", uint8(o))
 }
 
+// Idempotent reports whether x op x is x (min and max): an element
+// reduced in twice gives the same result.
+func (o RedOp) Idempotent() bool { return o == Min || o == Max }
+
 // Valid reports whether o is one of the operators.
 func (o RedOp) Valid() bool { return o < numRedOps }
 

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/luacoll/luacoll/engine/plan"
-	"github.com/luacoll/luacoll/kernels"
 )
 
 // Reductions (reduce, reduce_from) run in stream order: the reducing rank
@@ -230,5 +229,5 @@ func sameReduction(lists []plan.List, add func(Problem)) (same, idem bool) {
 			}
 		}
 	}
-	return true, first != nil && (first.RedOp == kernels.Min || first.RedOp == kernels.Max)
+	return true, first != nil && (first.RedOp.Idempotent())
 }
