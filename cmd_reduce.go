@@ -200,8 +200,9 @@ func (f *redFlags) check() error {
 	for s := lo; s <= hi; s *= uint64(f.factor) {
 		f.sizes = append(f.sizes, s)
 	}
-	// The ranks skip sizes below one element a rank; where -n is given,
-	// every size below it is refused here, once.
+	// The ranks skip sizes below one element (a reduce-scatter: one
+	// element a rank, at the -n in force); a sweep whose largest size is
+	// below that is refused here, once, before any rank starts.
 	unit, why := f.parsedT.Size(), fmt.Sprintf("one %s", f.parsedT)
 	if f.coll == bench.CollReduceScatter {
 		unit *= uint64(f.rank.n)

@@ -64,3 +64,18 @@ func RankMessage(err error, me int) string {
 	}
 	return msg
 }
+
+// endedAsker is a bootstrap that can say which ranks have ended.
+type endedAsker interface{ EndedRanks() map[int]string }
+
+// EndedPeers names the other ranks that have ended, and why (left early
+// with os.exit(0), script ended, connection gone), as the hub knows them
+// now: what a wait that ran out of time can no longer get from them. ""
+// when none has, or where the bootstrap cannot say (in-process ranks).
+func (c *Comm) EndedPeers() string {
+	a, ok := c.Boot.(endedAsker)
+	if !ok {
+		return ""
+	}
+	return bootstrap.DescribeEnded(a.EndedRanks())
+}

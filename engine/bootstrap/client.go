@@ -64,6 +64,9 @@ type Bootstrap struct {
 	// clocks are the JobClock calls waiting for the hub's answer.
 	clocks   map[uint64]chan time.Duration
 	clockSeq uint64
+	// endedQ are the EndedRanks calls waiting for the hub's answer.
+	endedQ   map[uint64]chan map[int]string
+	endedSeq uint64
 
 	closed     chan struct{} // closed when Close starts tearing down
 	readerDone chan struct{}

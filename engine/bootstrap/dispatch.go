@@ -116,6 +116,13 @@ func (b *Bootstrap) dispatch(t frameType, body []byte) error {
 			default:
 			}
 		}
+	case frEndedReply:
+		id := r.u64()
+		ended, err := decodeEnded(&r, b.size)
+		if err != nil {
+			return err
+		}
+		b.endedArrived(id, ended)
 	case frClockReply:
 		id := r.u64()
 		ns := r.u64()

@@ -397,6 +397,12 @@ func (h *hub) handle(p *hubPeer, t frameType, body []byte) error {
 			return r.err
 		}
 		h.clockReply(p, id)
+	case frEnded:
+		id := r.u64()
+		if r.err != nil {
+			return r.err
+		}
+		h.endedReplyLocked(p, id)
 	default:
 		return fmt.Errorf("unknown frame type %d from rank %d", t, p.rank)
 	}

@@ -48,6 +48,8 @@ const (
 	frClockReply                       // id u64, job clock ns u64
 	frChallenge                        // hub nonce
 	frAccept                           // mac (acceptMAC)
+	frEnded                            // id u64
+	frEndedReply                       // id u64, n u32, n × (rank u32, why bytes)
 )
 
 // collKind is the kind of a collective call.

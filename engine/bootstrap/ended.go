@@ -1,0 +1,143 @@
+package bootstrap
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// A rank whose wait ran out of time asks the hub which ranks can no
+// longer help it: those that left early (os.exit(0)), whose script ended
+// (they wait at the teardown for the others), or whose connection ended.
+// Its report then names them rather than only suggesting more time.
+
+// scriptEnded is why a rank waiting at the teardown meeting is listed.
+const scriptEnded = "its script had ended (it waits for the others to end theirs)"
+
+// endedReplyLocked answers p's query id with every other rank that has
+// ended, and why. The caller holds h.mu.
+func (h *hub) endedReplyLocked(p *hubPeer, id uint64) {
+	ended := make(map[int]string)
+	for _, q := range h.peers {
+		switch {
+		case q == nil || q == p:
+		case q.bye && q.byeWhy != "":
+			ended[q.rank] = q.byeWhy
+		case q.bye:
+			ended[q.rank] = "its script had ended"
+		case q.ended:
+			ended[q.rank] = "its connection to rank 0 had ended (it exited or died)"
+		}
+	}
+	for _, c := range h.colls {
+		if !c.atEnd {
+			continue
+		}
+		for r, have := range c.have {
+			if _, said := ended[r]; have && !said && r != p.rank {
+				ended[r] = scriptEnded
+			}
+		}
+	}
+	f := newFrame(frEndedReply, 16+32*len(ended))
+	f.u64(id)
+	f.u32(uint32(len(ended)))
+	for _, r := range sortedRanks(ended) {
+		f.u32(uint32(r))
+		f.bytes([]byte(ended[r]))
+	}
+	if frame, err := f.finish(); err == nil {
+		p.out.send(frame)
+	}
+}
+
+// decodeEnded reads the ranks and reasons of an frEndedReply.
+func decodeEnded(r *frameReader, size int) (map[int]string, error) {
+	n := r.u32()
+	if r.err != nil || uint64(n) > uint64(size) {
+		return nil, fmt.Errorf("malformed ended reply")
+	}
+	ended := make(map[int]string, n)
+	for range n {
+		rank := r.u32()
+		why := r.bytes()
+		if r.err != nil || uint64(rank) >= uint64(size) {
+			return nil, fmt.Errorf("malformed ended reply")
+		}
+		ended[int(rank)] = string(why)
+	}
+	return ended, nil
+}
+
+// EndedRanks asks the hub which other ranks have ended and why (left
+// early with os.exit(0), script ended, connection gone), waiting a
+// moment at most; nil when the hub does not answer in time.
+func (b *Bootstrap) EndedRanks() map[int]string {
+	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		return nil
+	}
+	if b.endedQ == nil {
+		b.endedQ = make(map[uint64]chan map[int]string)
+	}
+	b.endedSeq++
+	id := b.endedSeq
+	ch := make(chan map[int]string, 1)
+	b.endedQ[id] = ch
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.endedQ, id)
+		b.mu.Unlock()
+	}()
+	f := newFrame(frEnded, 8)
+	f.u64(id)
+	frame, err := f.finish()
+	if err != nil || !b.out.send(frame) {
+		return nil
+	}
+	timer := time.NewTimer(statusWait)
+	defer timer.Stop()
+	select {
+	case ended := <-ch:
+		return ended
+	case <-timer.C:
+	case <-b.readerDone:
+	}
+	return nil
+}
+
+// endedArrived hands the hub's answer to the waiting EndedRanks call.
+func (b *Bootstrap) endedArrived(id uint64, ended map[int]string) {
+	b.mu.Lock()
+	ch := b.endedQ[id]
+	b.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- ended:
+		default:
+		}
+	}
+}
+
+// DescribeEnded is one line naming the ranks of ended (EndedRanks) and
+// why, in rank order: "rank 1 exited early with os.exit(0) at x.lua:3;
+// rank 2: its script had ended". "" when there are none.
+func DescribeEnded(ended map[int]string) string {
+	var parts []string
+	for _, r := range sortedRanks(ended) {
+		parts = append(parts, fmt.Sprintf("rank %d: %s", r, strings.TrimPrefix(ended[r], fmt.Sprintf("rank %d: ", r))))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func sortedRanks(m map[int]string) []int {
+	ranks := make([]int, 0, len(m))
+	for r := range m {
+		ranks = append(ranks, r)
+	}
+	sort.Ints(ranks)
+	return ranks
+}
