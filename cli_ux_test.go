@@ -130,7 +130,7 @@ long:sync()`)
 	// A window's own timeout_ms is not --timeout's: no hint then.
 	s = writeScript(t, `local lc = require("luacoll")
 local w = lc.window{ bytes = 64, timeout_ms = 200 }
-if lc.rank == 0 then w:wait_signal(0, ">=", 1) end
+if lc.rank == 0 then w:wait_signal(0, ">=", 1) else os.execute("sleep 1") end
 w:sync()`)
 	r = luacoll(t, nil, "run", "-n", "2", "--timeout", "5s", s)
 	if r.code != 1 || !strings.Contains(r.stderr, "timed out after 200ms") || strings.Contains(r.stderr, "hint") {

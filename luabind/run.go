@@ -144,11 +144,14 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 			// or left with os.exit(0), failed nothing: a collective
 			// started without it is this rank's own failure.)
 			code = launch.ExitPeerFailed
-		} else if ended := timedOutEnded(err, comm); ended != "" {
-			// More time would not help: name who will send nothing more.
-			fmt.Fprintf(o.Stderr, "hint: when the wait gave up, these ranks had ended and send nothing more: %s\n", ended)
-		} else if hint := engine.TimeoutHint(err, o.Comm.Timeout); hint != "" {
-			fmt.Fprintf(o.Stderr, "%s\n", hint)
+		} else if hint := engine.TimeoutHint(err, o.Comm.Timeout); hint != "" || engine.IsTimeout(err) {
+			if ended := comm.EndedPeers(); ended != "" {
+				// Whatever the wait needed from them, it will not come.
+				fmt.Fprintf(o.Stderr, "note: when it gave up, these ranks had ended and send nothing more: %s\n", ended)
+			}
+			if hint != "" {
+				fmt.Fprintf(o.Stderr, "%s\n", hint)
+			}
 		}
 		_ = comm.Close(err)
 		return code
@@ -213,14 +216,4 @@ func internalWhere(rank int, dir string) string {
 		return fmt.Sprintf(" (the stack is in %s)", path)
 	}
 	return ""
-}
-
-// timedOutEnded names the ranks that had ended when err, a wait or
-// bootstrap call running out of time, came ("" for other errors, or when
-// every rank still runs).
-func timedOutEnded(err error, comm *engine.Comm) string {
-	if !engine.IsTimeout(err) {
-		return ""
-	}
-	return comm.EndedPeers()
 }

@@ -14,7 +14,42 @@ type Abort struct {
 	err  atomic.Pointer[error]
 	once sync.Once
 	done chan struct{}
+	// The peers that have ended (left early, or their script ended): what
+	// they wrote has landed, and they write nothing more.
+	endMu  sync.Mutex
+	ended  map[int]string
+	nEnded atomic.Int32
 }
+
+// SetEnded records that rank has ended, and why ("exited early with
+// os.exit(0) at x.lua:3"): everything it wrote has landed and it writes
+// nothing more, so a host wait that only it could satisfy fails instead
+// of running to its timeout. The first reason for a rank stays.
+func (a *Abort) SetEnded(rank int, why string) {
+	a.endMu.Lock()
+	defer a.endMu.Unlock()
+	if a.ended == nil {
+		a.ended = make(map[int]string)
+	}
+	if _, ok := a.ended[rank]; !ok {
+		a.ended[rank] = why
+		a.nEnded.Add(1)
+	}
+}
+
+// Ended says whether rank has ended (SetEnded), and why.
+func (a *Abort) Ended(rank int) (string, bool) {
+	if a.nEnded.Load() == 0 {
+		return "", false
+	}
+	a.endMu.Lock()
+	defer a.endMu.Unlock()
+	why, ok := a.ended[rank]
+	return why, ok
+}
+
+// AnyEnded reports, cheaply, whether some peer has ended.
+func (a *Abort) AnyEnded() bool { return a.nEnded.Load() > 0 }
 
 // NewAbort returns an unset abort flag.
 func NewAbort() *Abort { return &Abort{done: make(chan struct{})} }

@@ -80,6 +80,23 @@ type WaitSpec struct {
 	// wait that has spun and yielded long enough sleeps on it until a
 	// signaller rings it. Device streams ignore it.
 	Bell Addr
+	// Writers, when set, is the rank that writes each slot (-1: this
+	// rank's own, final once the wait runs): a host stream ends the wait
+	// with a PeerEndedError once it cannot hold because the ranks that
+	// could still make it hold have ended (Abort.SetEnded). Device streams
+	// ignore it.
+	Writers []int
+}
+
+// PeerEndedError is why a wait cannot hold: Rank, which it waited on,
+// has ended (Why) and writes nothing more.
+type PeerEndedError struct {
+	Rank int
+	Why  string
+}
+
+func (e *PeerEndedError) Error() string {
+	return fmt.Sprintf("rank %d has ended (%s) and writes nothing more", e.Rank, e.Why)
 }
 
 // WaitNote is what a WaitSpec's Describe knows of one wait: which one

@@ -39,7 +39,7 @@ func (w *Window) Barrier(id int) error {
 		w.store(p, w.lay.Bar(me, id), e)
 	}
 	if len(slots) > 0 {
-		w.wait(w.note(noteBarrier, uint64(id), e, 0), slots, transport.WaitEach, transport.CmpGe, e)
+		w.wait(w.note(noteBarrier, uint64(id), e, 0), slots, w.writers.others(me, n), transport.WaitEach, transport.CmpGe, e)
 	}
 	if w.r.Trace != nil {
 		w.recordWait("barrier", start, -1, SlotBarrier, id, transport.CmpGe, e)
@@ -68,7 +68,7 @@ func (w *Window) BarrierPeer(peer, id int) error {
 	w.peers.Flush(w.r.Stream) // as Barrier's
 	w.store(peer, w.lay.PBar(me, id), e)
 	w.wait(w.note(noteBarrierPeer, uint64(peer), uint64(id), e),
-		w.oneSlot(w.lay.PBar(peer, id)), transport.WaitSum, transport.CmpGe, e)
+		w.oneSlot(w.lay.PBar(peer, id)), w.writers.one(me, w.r.N(), peer), transport.WaitSum, transport.CmpGe, e)
 	if w.r.Trace != nil {
 		w.recordWait("barrier_peer", start, peer, SlotPairBarrier, id, transport.CmpGe, e)
 	}

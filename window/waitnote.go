@@ -94,8 +94,13 @@ func (w *Window) waitFailed(op, cond, where string, observed uint64, timeout tim
 		}
 		return &WaitError{Rank: w.r.ID(), Window: w.id, Op: op, Cond: cond, Observed: observed, Msg: msg, Where: where}
 	}
+	msg := "aborted: "
+	var pe *transport.PeerEndedError
+	if errors.As(cause, &pe) {
+		msg = "can never hold: "
+	}
 	return &WaitError{Rank: w.r.ID(), Window: w.id, Op: op, Cond: cond, Observed: observed,
-		Msg: "aborted: " + cause.Error(), Where: where, Cause: cause}
+		Msg: msg + cause.Error(), Where: where, Cause: cause}
 }
 
 // noteRanks returns the peer behind each slot of the wait n describes,

@@ -35,9 +35,10 @@ func (e *WaitError) Unwrap() error { return e.Cause }
 
 // wait enqueues a wait; note describes it for an error, which is made only
 // then (no formatting, and no allocation, on the hot path).
-func (w *Window) wait(note transport.WaitNote, slots []transport.Addr, mode transport.WaitMode, cmp transport.Cmp, v uint64) {
+// writers names the rank behind each slot (nil: none that can end).
+func (w *Window) wait(note transport.WaitNote, slots []transport.Addr, writers []int, mode transport.WaitMode, cmp transport.Cmp, v uint64) {
 	w.r.Stream.Wait(transport.WaitSpec{Slots: slots, Mode: mode, Cmp: cmp, Value: v, Bell: w.local(w.lay.BellOff),
-		Timeout: w.opts.Timeout, Describe: w.describe, Note: note})
+		Timeout: w.opts.Timeout, Describe: w.describe, Note: note, Writers: writers})
 }
 
 // suspects reads a timed-out wait's slots and says which peers held it
@@ -131,7 +132,7 @@ func (w *Window) WaitSignal(sig int, cmp transport.Cmp, v uint64) error {
 		return err
 	}
 	start := w.r.traceStart()
-	w.wait(w.note(noteWaitSignal, uint64(sig), 0, 0), w.inboxSlots(sig), transport.WaitSum, cmp, v)
+	w.wait(w.note(noteWaitSignal, uint64(sig), 0, 0), w.inboxSlots(sig), w.writers.every(w.r.ID(), w.r.N()), transport.WaitSum, cmp, v)
 	if w.r.Trace != nil {
 		w.recordWait("wait_signal", start, -1, SlotSignal, sig, cmp, v)
 	}
@@ -151,7 +152,7 @@ func (w *Window) WaitSignalFrom(peer, sig int, cmp transport.Cmp, v uint64) erro
 	}
 	start := w.r.traceStart()
 	w.wait(w.note(noteWaitSignalFrom, uint64(peer), uint64(sig), 0),
-		w.oneSlot(w.lay.Inbox(peer, sig)), transport.WaitSum, cmp, v)
+		w.oneSlot(w.lay.Inbox(peer, sig)), w.writers.one(w.r.ID(), w.r.N(), peer), transport.WaitSum, cmp, v)
 	if w.r.Trace != nil {
 		w.recordWait("wait_signal_from", start, peer, SlotSignal, sig, cmp, v)
 	}
@@ -217,7 +218,7 @@ func (w *Window) WaitCounter(peer, ctr int, cmp transport.Cmp, v uint64) error {
 	}
 	start := w.r.traceStart()
 	w.wait(w.note(noteWaitCounter, uint64(peer), uint64(ctr), 0),
-		w.oneSlot(w.lay.Ctr(peer, ctr)), transport.WaitSum, cmp, v)
+		w.oneSlot(w.lay.Ctr(peer, ctr)), nil, transport.WaitSum, cmp, v)
 	if w.r.Trace != nil {
 		w.recordWait("wait_counter", start, peer, SlotCounter, ctr, cmp, v)
 	}

@@ -29,6 +29,8 @@ type Window struct {
 	barSlots [][]transport.Addr
 	inSlots  map[int][]transport.Addr
 	oneSlots map[uint64][]transport.Addr
+	// writers say which rank writes the slots of those waits (writers.go).
+	writers waitWriters
 	// describe is describeWait, made once: the errors of the waits.
 	describe func(transport.WaitSpec, uint64, error) error
 	// scratch stages reductions from network peers (reduce.go); nil until used.

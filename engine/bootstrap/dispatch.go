@@ -116,6 +116,13 @@ func (b *Bootstrap) dispatch(t frameType, body []byte) error {
 			default:
 			}
 		}
+	case frEndedNotice:
+		rank := r.u32()
+		why := r.bytes()
+		if r.err != nil || uint64(rank) >= uint64(b.size) {
+			return fmt.Errorf("malformed ended notice")
+		}
+		b.abort.SetEnded(int(rank), string(why))
 	case frEndedReply:
 		id := r.u64()
 		ended, err := decodeEnded(&r, b.size)

@@ -13,7 +13,38 @@ import (
 // Its report then names them rather than only suggesting more time.
 
 // scriptEnded is why a rank waiting at the teardown meeting is listed.
-const scriptEnded = "its script had ended (it waits for the others to end theirs)"
+const scriptEnded = "its script ended; it waits for the others at the teardown"
+
+// announceEndLocked tells every other rank still connected, once, that
+// p has ended (its goodbye, or its call of the teardown meeting): it has
+// flushed what it wrote, so their host waits on it alone can fail at once
+// (transport.Abort.SetEnded). The caller holds h.mu.
+func (h *hub) announceEndLocked(p *hubPeer) {
+	if p.said {
+		return
+	}
+	p.said = true
+	why := p.byeWhy
+	switch {
+	case why != "":
+	case p.bye:
+		why = "its script ended"
+	default:
+		why = scriptEnded
+	}
+	f := newFrame(frEndedNotice, 8+len(why))
+	f.u32(uint32(p.rank))
+	f.bytes([]byte(why))
+	frame, err := f.finish()
+	if err != nil {
+		return
+	}
+	for _, q := range h.peers {
+		if q != nil && q != p && !q.ended && !q.bye {
+			q.out.send(frame)
+		}
+	}
+}
 
 // endedReplyLocked answers p's query id with every other rank that has
 // ended, and why. The caller holds h.mu.
@@ -25,9 +56,9 @@ func (h *hub) endedReplyLocked(p *hubPeer, id uint64) {
 		case q.bye && q.byeWhy != "":
 			ended[q.rank] = q.byeWhy
 		case q.bye:
-			ended[q.rank] = "its script had ended"
+			ended[q.rank] = "its script ended"
 		case q.ended:
-			ended[q.rank] = "its connection to rank 0 had ended (it exited or died)"
+			ended[q.rank] = "its connection to rank 0 ended (it exited or died)"
 		}
 	}
 	for _, c := range h.colls {

@@ -47,6 +47,7 @@ type hubPeer struct {
 	conn   net.Conn
 	out    *outbox
 	bye    bool
+	said   bool   // the others were told that it ended (announceEndLocked)
 	byeSeq uint64 // first collective this rank will not join
 	byeWhy string // why it left early ("" for a plain goodbye)
 	failed bool
@@ -353,6 +354,7 @@ func (h *hub) handle(p *hubPeer, t frameType, body []byte) error {
 			return r.err
 		}
 		p.bye, p.byeSeq, p.byeWhy = true, seq, why
+		h.announceEndLocked(p)
 		for s, c := range h.colls {
 			if s >= seq && !c.have[p.rank] {
 				if p.standsIn(c.kind) {
@@ -477,6 +479,9 @@ func (h *hub) collLocked(p *hubPeer, kind collKind, flags byte, seq uint64, root
 	}
 	c.have[p.rank] = true
 	c.n++
+	if c.atEnd {
+		h.announceEndLocked(p)
+	}
 	if flags&collOversize != 0 && c.errMsg == "" {
 		c.errMsg = fmt.Sprintf("rank %d's data exceeds the %d MiB bootstrap frame limit", p.rank, maxBootFrame>>20)
 	}

@@ -50,6 +50,7 @@ const (
 	frAccept                           // mac (acceptMAC)
 	frEnded                            // id u64
 	frEndedReply                       // id u64, n u32, n × (rank u32, why bytes)
+	frEndedNotice                      // rank u32, why bytes: that rank has ended
 )
 
 // collKind is the kind of a collective call.
