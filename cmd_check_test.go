@@ -72,6 +72,29 @@ print("not reached")
 	}
 }
 
+// TestCheckEndedRanks: under check, as under run, a wait that only ranks
+// whose scripts ended (or that left with os.exit(0)) could satisfy fails
+// at once naming them; and a rank that fails while the others wait at
+// the teardown meeting ends the check (it waited for ever: that meeting
+// has no time limit, and the in-process ranks' Fail did not reach it).
+func TestCheckEndedRanks(t *testing.T) {
+	for _, c := range []struct{ body, want string }{
+		{`if lc.rank == 1 then os.exit(0) elseif lc.rank == 2 then return end
+w:wait_signal_from(1, 0, ">=", 1)`, "can never hold: rank 1 has ended (exited early with os.exit(0) at %s:3) and writes nothing more"},
+		{`if lc.rank > 0 then return end
+w:wait_signal(0, ">=", 2)`, "can never hold: rank 1 has ended (its script ended) and writes nothing more"},
+		{`if lc.rank > 0 then return end
+w:wait_counter(1, 0, ">=", 1)`, "wait_counter(peer 1, ctr 0) >= 1 (enqueued at %s:4): timed out after 1s"},
+	} {
+		s := writeScript(t, "local lc = require(\"luacoll\")\nlocal w = lc.window{ bytes = 64, timeout_ms = 1000 }\n"+c.body+"\nw:sync()")
+		r := luacoll(t, nil, "check", "-n", "3", "--timeout", "30s", s)
+		want := strings.ReplaceAll(c.want, "%s", s)
+		if r.code != 1 || !strings.Contains(r.stderr, want) || r.took > 20*time.Second {
+			t.Errorf("exit %d after %v, want 1 soon and %q\n%s", r.code, r.took, want, r.stderr)
+		}
+	}
+}
+
 // A staged schedule alternates between two staging halves: check verifies
 // its two calls recorded as one plan (p:verify{calls = 2}: every rank, not
 // only rank 0, takes the option), and a plan of one call, replayed back

@@ -183,6 +183,15 @@ func CheckScript(ctx context.Context, o CheckOptions) int {
 			a.Set(why)
 		}
 	})()
+	// A rank that ended (synced first) tells the others, as the hub does
+	// under run: their host waits on it alone fail at once.
+	ended := func(r int, why string) {
+		for j, a := range aborts {
+			if j != r {
+				a.SetEnded(r, why)
+			}
+		}
+	}
 	modes := make([]*checkMode, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -209,7 +218,9 @@ func CheckScript(ctx context.Context, o CheckOptions) int {
 				exited = fmt.Errorf("rank %d: exited early with os.exit(%d) at %s", i, code, where)
 				if code == 0 {
 					exited = nil
-					_ = comm.Leave(fmt.Sprintf("%s at %s", leftEarly, where))
+					why := fmt.Sprintf("%s at %s", leftEarly, where)
+					_ = comm.Leave(why)
+					ended(i, why)
 				}
 				stop(errExited)
 			}
@@ -224,7 +235,9 @@ func CheckScript(ctx context.Context, o CheckOptions) int {
 				// A collective the others call from here on fails
 				// naming this rank, as the hub has it under run.
 				member.End()
-				err = comm.Sync(runCtx)
+				if err = comm.Sync(runCtx); err == nil {
+					ended(i, "its script ended")
+				}
 			}
 			if err != nil {
 				fail(i, err)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -261,7 +262,16 @@ func golden(t *testing.T, events []ev, path string) {
 // at the sync that raised it and as the rank's failure; operations after
 // that sync are traced as usual; the other rank's trace ends cleanly.
 func TestTimelineOfAFailedWait(t *testing.T) {
+	// Rank 0 stays until rank 1's wait has timed out: a wait on a rank
+	// that ended fails at once instead (it can never hold).
+	timedOut := make(chan struct{})
+	var once sync.Once
 	data, errs := traced(t, 2, engine.Options{Timeout: 10 * time.Second}, func(i int, c *engine.Comm) error {
+		if i == 0 {
+			defer func() { <-timedOut }()
+		} else {
+			defer once.Do(func() { close(timedOut) })
+		}
 		ctx := context.Background()
 		o := window.DefaultOptions()
 		o.Bytes, o.Timeout = 64, 200*time.Millisecond
@@ -272,7 +282,9 @@ func TestTimelineOfAFailedWait(t *testing.T) {
 		if i == 1 {
 			_ = w.WaitSignal(3, transport.CmpGe, 42)
 			_ = w.Signal(0, window.Sig{ID: 0, Value: 1})
-			if err := w.Sync(ctx); err == nil {
+			err := w.Sync(ctx)
+			once.Do(func() { close(timedOut) })
+			if err == nil {
 				return fmt.Errorf("the wait did not time out")
 			}
 			_ = w.Signal(1, window.Sig{ID: 2, Value: 1})

@@ -15,7 +15,10 @@ type Group struct {
 	// rounds[seq] collects contributions of collective number seq.
 	rounds   map[int]*round
 	failures []string
-	start    time.Time // the job clock's zero
+	// failed is the first failure (Fail): every call not yet complete,
+	// and every later one, fails with it, as the hub's abort does.
+	failed string
+	start  time.Time // the job clock's zero
 	// ended[r], once rank r's script ended (End, Leave), says how; its
 	// calls after that (the meeting before its windows are torn down)
 	// meet only other ended ranks' (the hub's collAtEnd, in one process).
@@ -95,6 +98,9 @@ func (m *Member) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
 		if r.count >= g.size {
 			break
 		}
+		if g.failed != "" {
+			return nil, fmt.Errorf("allgather #%d: %s", seq, g.failed)
+		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("allgather #%d: %w", seq, ctx.Err())
 		}
@@ -157,12 +163,20 @@ func (m *Member) Barrier(ctx context.Context) error {
 	return err
 }
 
-// Fail implements the engine's Conn: in-process ranks share the test's
-// fate, so it only records the reason.
+// Fail implements the engine's Conn: it records the reason, and the
+// other ranks' calls not yet complete, and all later ones, fail naming
+// this rank (a rank waiting at the teardown meeting for one that failed
+// would otherwise wait for ever: that meeting has no time limit).
 func (m *Member) Fail(reason string) {
-	m.g.mu.Lock()
-	m.g.failures = append(m.g.failures, fmt.Sprintf("rank %d: %s", m.rank, reason))
-	m.g.mu.Unlock()
+	g := m.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	why := fmt.Sprintf("rank %d: %s", m.rank, reason)
+	g.failures = append(g.failures, why)
+	if g.failed == "" {
+		g.failed = fmt.Sprintf("rank %d failed: %s", m.rank, reason)
+	}
+	g.cond.Broadcast()
 }
 
 // Close implements the engine's Conn.
