@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // netStatus is what each rank publishes while a window's region is
@@ -90,6 +91,18 @@ func ShareNetwork(ctx context.Context, ex Exchanger, topo *Topology, net Network
 		if err == nil {
 			err = firstNetError(all, "connecting over the network")
 		}
+		// Every rank has connected: prove the new endpoints wired up
+		// before any rank goes on (and may end, closing its network).
+		if g, ok := net.(Greeter); ok && err == nil {
+			st = netStatus{}
+			if local := g.Greet(ctx.Err, greetTimeout); local != nil {
+				st.Err = local.Error()
+			}
+			all, err = exchangeNet(ctx, ex, st)
+			if err == nil {
+				err = firstNetError(all, "greeting the network peers")
+			}
+		}
 	}
 	if err != nil {
 		_ = release()
@@ -119,6 +132,10 @@ func ShareNetwork(ctx context.Context, ex Exchanger, topo *Topology, net Network
 	}
 	return nil
 }
+
+// greetTimeout bounds a window's greeting of its network peers: each
+// answers from its progress thread, whatever its script is doing.
+const greetTimeout = 30 * time.Second
 
 func exchangeNet(ctx context.Context, ex Exchanger, st netStatus) ([]netStatus, error) {
 	b, err := json.Marshal(st)

@@ -190,6 +190,13 @@ type Network interface {
 	Progress()
 }
 
+// Greeter is a Network that can prove its new endpoints wired up both
+// ways (a message each way with every peer connected since its last
+// greeting), so that no peer is still connecting when another closes.
+type Greeter interface {
+	Greet(cancel func() error, timeout time.Duration) error
+}
+
 // NetworkUser is a stream that drives a network while it waits (so that
 // what peers send lands sooner than the network's own progress would).
 type NetworkUser interface {

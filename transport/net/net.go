@@ -39,6 +39,7 @@ type Transport struct {
 	// messages: the target applies them by number.
 	unfenced, rmaUnfenced bool
 	dirty                 []bool // peers with operations posted since their last flush
+	greeted               []bool // peers whose endpoint a Greet proved wired up
 	// rma[p]: a put, get or atomic (not only put_signal messages) was
 	// posted to p since its last flush, so the flush needs UCX's.
 	rma    []bool
@@ -107,7 +108,7 @@ var _ transport.Network = (*Transport)(nil)
 
 // New returns rank's network in a job of size ranks.
 func New(rank, size int) *Transport {
-	return &Transport{rank: rank, size: size, eps: make([]*endpoint, size), dirty: make([]bool, size), rma: make([]bool, size),
+	return &Transport{rank: rank, size: size, eps: make([]*endpoint, size), dirty: make([]bool, size), greeted: make([]bool, size), rma: make([]bool, size),
 		amSent: make([]uint64, size), amDone: make([]uint64, size), ackSkip: make([]int, size), rndvLast: make([]uint64, size), rndvWhat: make([]string, size), dataLast: make([]uint64, size), stopFd: -1}
 }
 
