@@ -247,6 +247,13 @@ func CheckScript(ctx context.Context, o CheckOptions) int {
 		}(i)
 	}
 	wg.Wait()
+	return checkReport(ctx, o, name, first, modes[0])
+}
+
+// checkReport says how a check of script name on o.Ranks ranks ended and
+// returns its exit status: interrupted (ctx), a rank's first failure, or
+// rank 0's verdicts (m).
+func checkReport(ctx context.Context, o CheckOptions, name string, first error, m *checkMode) int {
 	if ctx.Err() != nil {
 		fmt.Fprintf(o.Stderr, "luacoll check: interrupted (%v)\n", context.Cause(ctx))
 		return 1
@@ -255,13 +262,12 @@ func CheckScript(ctx context.Context, o CheckOptions) int {
 		fmt.Fprintf(o.Stderr, "luacoll check: %v\n", first)
 		return 1
 	}
-	m := modes[0]
 	fmt.Fprint(o.Stdout, m.skippedLines())
 	if m.failed > 0 {
-		fmt.Fprintf(o.Stdout, "luacoll check: %s: %d of %d verifications found problems (%d plans, %d ranks)\n", name, m.failed, m.plans+m.verifies, m.plans, n)
+		fmt.Fprintf(o.Stdout, "luacoll check: %s: %d of %d verifications found problems (%d plans, %d ranks)\n", name, m.failed, m.plans+m.verifies, m.plans, o.Ranks)
 		return 1
 	}
-	fmt.Fprintf(o.Stdout, "luacoll check: %s: %d plans verified at %d ranks, no problems\n", name, m.plans, n)
+	fmt.Fprintf(o.Stdout, "luacoll check: %s: %d plans verified at %d ranks, no problems\n", name, m.plans, o.Ranks)
 	return 0
 }
 

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/luacoll/luacoll/engine"
 	"github.com/luacoll/luacoll/engine/bootstrap"
@@ -136,23 +137,7 @@ func RunRank(ctx context.Context, env launch.RankEnv, o RunOptions) (code int) {
 		if errors.As(err, &se) && se.Trace != "" && env.Size == 1 {
 			fmt.Fprintf(o.Stderr, "%s\n", se.Trace)
 		}
-		code = 1
-		var re *bootstrap.RankError
-		if errors.As(comm.Abort.Err(), &re) && re.Rank != env.Rank && !strings.HasPrefix(re.Reason, leftEarly) &&
-			!strings.HasPrefix(re.Reason, bootstrap.EndedCleanly) {
-			// The origin is another rank. (One that ended without error,
-			// or left with os.exit(0), failed nothing: a collective
-			// started without it is this rank's own failure.)
-			code = launch.ExitPeerFailed
-		} else if hint := engine.TimeoutHint(err, o.Comm.Timeout); hint != "" || engine.IsTimeout(err) {
-			if ended := comm.EndedPeers(); ended != "" {
-				// Whatever the wait needed from them, it will not come.
-				fmt.Fprintf(o.Stderr, "note: when it gave up, these ranks had ended and send nothing more: %s\n", ended)
-			}
-			if hint != "" {
-				fmt.Fprintf(o.Stderr, "%s\n", hint)
-			}
-		}
+		code = failureCode(err, comm, env.Rank, o.Comm.Timeout, o.Stderr)
 		_ = comm.Close(err)
 		return code
 	}
@@ -216,4 +201,29 @@ func internalWhere(rank int, dir string) string {
 		return fmt.Sprintf(" (the stack is in %s)", path)
 	}
 	return ""
+}
+
+// failureCode is the exit status of a rank whose script failed with err
+// (said already): launch.ExitPeerFailed when another rank's failure
+// caused it, else 1, after a note on the ranks that had ended and the
+// --timeout hint when err is a timeout.
+func failureCode(err error, comm *engine.Comm, me int, timeout time.Duration, stderr io.Writer) int {
+	var re *bootstrap.RankError
+	if errors.As(comm.Abort.Err(), &re) && re.Rank != me && !strings.HasPrefix(re.Reason, leftEarly) &&
+		!strings.HasPrefix(re.Reason, bootstrap.EndedCleanly) {
+		// The origin is another rank. (One that ended without error,
+		// or left with os.exit(0), failed nothing: a collective
+		// started without it is this rank's own failure.)
+		return launch.ExitPeerFailed
+	}
+	if hint := engine.TimeoutHint(err, timeout); hint != "" || engine.IsTimeout(err) {
+		if ended := comm.EndedPeers(); ended != "" {
+			// Whatever the wait needed from them, it will not come.
+			fmt.Fprintf(stderr, "note: when it gave up, these ranks had ended and send nothing more: %s\n", ended)
+		}
+		if hint != "" {
+			fmt.Fprintf(stderr, "%s\n", hint)
+		}
+	}
+	return 1
 }

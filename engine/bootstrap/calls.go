@@ -177,19 +177,30 @@ func (b *Bootstrap) queryMissing(seq uint64) []int {
 	f := newFrame(frStatus, 8)
 	f.u64(seq)
 	frame, err := f.finish()
-	if err != nil || !b.out.send(frame) {
+	if err != nil {
 		return nil
+	}
+	return askHub(b, frame, ch)
+}
+
+// askHub sends the hub the question frame and waits a moment (statusWait)
+// for its answer on ch; the zero value when none comes (the hub is gone,
+// the job aborted, or it is late).
+func askHub[T any](b *Bootstrap, frame []byte, ch <-chan T) T {
+	var none T
+	if !b.out.send(frame) {
+		return none
 	}
 	timer := time.NewTimer(statusWait)
 	defer timer.Stop()
 	select {
-	case missing := <-ch:
-		return missing
+	case v := <-ch:
+		return v
 	case <-timer.C:
 	case <-b.abort.Done():
 	case <-b.readerDone:
 	}
-	return nil
+	return none
 }
 
 // Send delivers data to peer's mailbox under tag. It returns once the

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 )
 
 // A rank whose wait ran out of time asks the hub which ranks can no
@@ -126,18 +125,10 @@ func (b *Bootstrap) EndedRanks() map[int]string {
 	f := newFrame(frEnded, 8)
 	f.u64(id)
 	frame, err := f.finish()
-	if err != nil || !b.out.send(frame) {
+	if err != nil {
 		return nil
 	}
-	timer := time.NewTimer(statusWait)
-	defer timer.Stop()
-	select {
-	case ended := <-ch:
-		return ended
-	case <-timer.C:
-	case <-b.readerDone:
-	}
-	return nil
+	return askHub(b, frame, ch)
 }
 
 // endedArrived hands the hub's answer to the waiting EndedRanks call.

@@ -375,24 +375,7 @@ func (h *hub) handle(p *hubPeer, t frameType, body []byte) error {
 		if r.err != nil {
 			return r.err
 		}
-		f := newFrame(frStatusReply, 16)
-		f.u64(seq)
-		c := h.colls[seq]
-		if c == nil {
-			f.u8(0)
-			f.u32(0)
-		} else {
-			f.u8(1)
-			f.u32(uint32(h.size - c.n))
-			for rank, have := range c.have {
-				if !have {
-					f.u32(uint32(rank))
-				}
-			}
-		}
-		if frame, err := f.finish(); err == nil {
-			p.out.send(frame)
-		}
+		h.statusReplyLocked(p, seq)
 	case frClock:
 		id := r.u64()
 		if r.err != nil {
@@ -409,6 +392,30 @@ func (h *hub) handle(p *hubPeer, t frameType, body []byte) error {
 		return fmt.Errorf("unknown frame type %d from rank %d", t, p.rank)
 	}
 	return nil
+}
+
+// statusReplyLocked answers p's question about collective seq: the ranks
+// that have not joined it (known 0 when the hub holds no such call). The
+// caller holds h.mu.
+func (h *hub) statusReplyLocked(p *hubPeer, seq uint64) {
+	f := newFrame(frStatusReply, 16)
+	f.u64(seq)
+	c := h.colls[seq]
+	if c == nil {
+		f.u8(0)
+		f.u32(0)
+	} else {
+		f.u8(1)
+		f.u32(uint32(h.size - c.n))
+		for rank, have := range c.have {
+			if !have {
+				f.u32(uint32(rank))
+			}
+		}
+	}
+	if frame, err := f.finish(); err == nil {
+		p.out.send(frame)
+	}
 }
 
 // standsIn reports whether p, gone, counts as present in collectives of
