@@ -11,26 +11,30 @@ import (
 // (they wait at the teardown for the others), or whose connection ended.
 // Its report then names them rather than only suggesting more time.
 
-// scriptEnded is why a rank waiting at the teardown meeting is listed.
-const scriptEnded = "its script ended; it waits for the others at the teardown"
+// Why a rank is said to have ended: it said goodbye (its script ended,
+// its windows freed), or it waits at the teardown meeting.
+const (
+	scriptEnded     = "its script ended"
+	scriptEndedWait = "its script ended; it waits for the others at the teardown"
+)
 
 // announceEndLocked tells every other rank still connected, once, that
 // p has ended (its goodbye, or its call of the teardown meeting): it has
 // flushed what it wrote, so their host waits on it alone can fail at once
 // (transport.Abort.SetEnded). The caller holds h.mu.
 func (h *hub) announceEndLocked(p *hubPeer) {
-	if p.said {
+	if p.endWhy != "" {
 		return
 	}
-	p.said = true
 	why := p.byeWhy
 	switch {
 	case why != "":
 	case p.bye:
-		why = "its script ended"
-	default:
 		why = scriptEnded
+	default:
+		why = scriptEndedWait
 	}
+	p.endWhy = why
 	f := newFrame(frEndedNotice, 8+len(why))
 	f.u32(uint32(p.rank))
 	f.bytes([]byte(why))
@@ -52,22 +56,10 @@ func (h *hub) endedReplyLocked(p *hubPeer, id uint64) {
 	for _, q := range h.peers {
 		switch {
 		case q == nil || q == p:
-		case q.bye && q.byeWhy != "":
-			ended[q.rank] = q.byeWhy
-		case q.bye:
-			ended[q.rank] = "its script ended"
+		case q.endWhy != "":
+			ended[q.rank] = q.endWhy
 		case q.ended:
 			ended[q.rank] = "its connection to rank 0 ended (it exited or died)"
-		}
-	}
-	for _, c := range h.colls {
-		if !c.atEnd {
-			continue
-		}
-		for r, have := range c.have {
-			if _, said := ended[r]; have && !said && r != p.rank {
-				ended[r] = scriptEnded
-			}
 		}
 	}
 	f := newFrame(frEndedReply, 16+32*len(ended))
@@ -145,8 +137,8 @@ func (b *Bootstrap) endedArrived(id uint64, ended map[int]string) {
 }
 
 // DescribeEnded is one line naming the ranks of ended (EndedRanks) and
-// why, in rank order: "rank 1 exited early with os.exit(0) at x.lua:3;
-// rank 2: its script had ended". "" when there are none.
+// why, in rank order: "rank 1: exited early with os.exit(0) at x.lua:3;
+// rank 2: its script ended". "" when there are none.
 func DescribeEnded(ended map[int]string) string {
 	var parts []string
 	for _, r := range sortedRanks(ended) {

@@ -47,7 +47,7 @@ type hubPeer struct {
 	conn   net.Conn
 	out    *outbox
 	bye    bool
-	said   bool   // the others were told that it ended (announceEndLocked)
+	endWhy string // why the others were told that it ended (announceEndLocked)
 	byeSeq uint64 // first collective this rank will not join
 	byeWhy string // why it left early ("" for a plain goodbye)
 	failed bool
