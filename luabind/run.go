@@ -216,14 +216,15 @@ func failureCode(err error, comm *engine.Comm, me int, timeout time.Duration, st
 		// started without it is this rank's own failure.)
 		return launch.ExitPeerFailed
 	}
-	if hint := engine.TimeoutHint(err, timeout); hint != "" || engine.IsTimeout(err) {
-		if ended := comm.EndedPeers(); ended != "" {
-			// Whatever the wait needed from them, it will not come.
-			fmt.Fprintf(stderr, "note: when it gave up, these ranks had ended and send nothing more: %s\n", ended)
-		}
-		if hint != "" {
-			fmt.Fprintf(stderr, "%s\n", hint)
-		}
+	if !engine.IsTimeout(err) {
+		return 1
+	}
+	if ended := comm.EndedPeers(); ended != "" {
+		// Whatever the wait needed from them, it will not come.
+		fmt.Fprintf(stderr, "note: when it gave up, these ranks had ended and send nothing more: %s\n", ended)
+	}
+	if hint := engine.TimeoutHint(err, timeout); hint != "" {
+		fmt.Fprintf(stderr, "%s\n", hint)
 	}
 	return 1
 }
